@@ -1,0 +1,2 @@
+//! berth-agent: placeholder until the agent issue lands.
+fn main() {}

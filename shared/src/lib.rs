@@ -1,0 +1,4 @@
+//! Berth's shared API layer: the Kubernetes wire types (re-exported from `k8s-openapi`) and
+//! everything both the controller and the agent need to reason about them without I/O.
+
+pub use k8s_openapi;

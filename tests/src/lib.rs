@@ -1,0 +1,1 @@
+//! Berth integration harness.

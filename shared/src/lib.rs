@@ -2,3 +2,5 @@
 //! everything both the controller and the agent need to reason about them without I/O.
 
 pub use k8s_openapi;
+
+pub mod resource;

@@ -1,0 +1,132 @@
+//! The table of resource types Berth serves: the one place that knows each kind's group,
+//! version, plural, scope, short names and subresources. Discovery, OpenAPI, routing, storage
+//! keys, tables and admission all read it.
+
+/// One servable resource type (a kind in a group-version).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResourceType {
+    /// API group; `""` is the legacy core group served under `/api`.
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    /// Lower-case plural used in URLs (`deployments`).
+    pub plural: &'static str,
+    /// Lower-case singular (`deployment`).
+    pub singular: &'static str,
+    pub namespaced: bool,
+    pub short_names: &'static [&'static str],
+    pub categories: &'static [&'static str],
+    /// Has a `status` stanza served through the `/status` subresource.
+    pub has_status: bool,
+    /// Serves the `/scale` subresource (autoscaling/v1 Scale).
+    pub has_scale: bool,
+}
+
+impl ResourceType {
+    /// `apps/v1`, or `v1` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The `kind` of the list type (`DeploymentList`).
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    /// `deployments.apps`, or `pods` for the core group: how kubectl names the resource.
+    pub fn group_resource(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.to_string()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+}
+
+const ALL: &[&str] = &["all"];
+
+macro_rules! rt {
+    ($group:expr, $version:expr, $kind:expr, $plural:expr, $singular:expr, $ns:expr,
+     $short:expr, $cat:expr, status=$status:expr, scale=$scale:expr) => {
+        ResourceType {
+            group: $group,
+            version: $version,
+            kind: $kind,
+            plural: $plural,
+            singular: $singular,
+            namespaced: $ns,
+            short_names: $short,
+            categories: $cat,
+            has_status: $status,
+            has_scale: $scale,
+        }
+    };
+}
+
+/// Every resource type Berth serves, in discovery order.
+pub static RESOURCES: &[ResourceType] = &[
+    rt!("", "v1", "Namespace", "namespaces", "namespace", false, &["ns"], &[], status = true, scale = false),
+    rt!("", "v1", "Node", "nodes", "node", false, &["no"], &[], status = true, scale = false),
+    rt!("", "v1", "Pod", "pods", "pod", true, &["po"], ALL, status = true, scale = false),
+    rt!("", "v1", "Event", "events", "event", true, &["ev"], &[], status = false, scale = false),
+    rt!("", "v1", "ConfigMap", "configmaps", "configmap", true, &["cm"], &[], status = false, scale = false),
+    rt!("", "v1", "Secret", "secrets", "secret", true, &[], &[], status = false, scale = false),
+    rt!("", "v1", "ReplicationController", "replicationcontrollers", "replicationcontroller", true, &["rc"], ALL, status = true, scale = true),
+    rt!("apps", "v1", "Deployment", "deployments", "deployment", true, &["deploy"], ALL, status = true, scale = true),
+    rt!("apps", "v1", "ReplicaSet", "replicasets", "replicaset", true, &["rs"], ALL, status = true, scale = true),
+    rt!("apps", "v1", "StatefulSet", "statefulsets", "statefulset", true, &["sts"], ALL, status = true, scale = true),
+    rt!("apps", "v1", "DaemonSet", "daemonsets", "daemonset", true, &["ds"], ALL, status = true, scale = false),
+    rt!("apps", "v1", "ControllerRevision", "controllerrevisions", "controllerrevision", true, &[], &[], status = false, scale = false),
+    rt!("batch", "v1", "Job", "jobs", "job", true, &[], ALL, status = true, scale = false),
+    rt!("batch", "v1", "CronJob", "cronjobs", "cronjob", true, &["cj"], ALL, status = true, scale = false),
+    rt!("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", "poddisruptionbudget", true, &["pdb"], &[], status = true, scale = false),
+    rt!("coordination.k8s.io", "v1", "Lease", "leases", "lease", true, &[], &[], status = false, scale = false),
+];
+
+/// Looks up a resource type by group, version and URL plural.
+pub fn by_plural(group: &str, version: &str, plural: &str) -> Option<&'static ResourceType> {
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.version == version && r.plural == plural)
+}
+
+/// Looks up a resource type by `apiVersion` and `kind` as they appear in a manifest.
+pub fn by_kind(api_version: &str, kind: &str) -> Option<&'static ResourceType> {
+    RESOURCES
+        .iter()
+        .find(|r| r.kind == kind && r.api_version() == api_version)
+}
+
+/// The API groups served, in discovery order, each with its one version.
+pub fn groups() -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&'static str, &'static str)> = Vec::new();
+    for r in RESOURCES {
+        if !out.iter().any(|(g, v)| *g == r.group && *v == r.version) {
+            out.push((r.group, r.version));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_kinds_resolve_by_plural_and_by_kind() {
+        assert_eq!(by_plural("", "v1", "pods").map(|r| r.kind), Some("Pod"));
+        assert_eq!(by_kind("apps/v1", "Deployment").map(|r| r.plural), Some("deployments"));
+        assert!(by_kind("apps/v1beta1", "Deployment").is_none());
+    }
+
+    #[test]
+    fn groups_are_listed_once_each() {
+        let g = groups();
+        assert_eq!(g[0], ("", "v1"));
+        assert_eq!(g.iter().filter(|(g, _)| *g == "apps").count(), 1);
+    }
+}

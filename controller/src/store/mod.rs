@@ -1,0 +1,448 @@
+//! The revisioned object store: one global revision, compare-and-swap writes, a bounded
+//! history of events for watches, durable through a [`Backend`] before a write is acknowledged.
+//!
+//! Reads are served from memory (every object is held as its serialized JSON plus a small index
+//! of labels and selectable fields); writes are serialized, committed to the backend (fsync'd),
+//! then published to memory and to watchers. Watch registration and publication happen under the
+//! same lock, so a watcher sees every event after its starting revision exactly once.
+
+mod index;
+mod redb_file;
+
+pub use index::ObjectIndex;
+pub use redb_file::RedbBackend;
+
+use bytes::Bytes;
+use serde_json::Value;
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::sync::broadcast;
+
+/// A store revision; an object's `resourceVersion` is the revision of its last write.
+pub type Revision = u64;
+
+/// Errors of the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("object already exists")]
+    AlreadyExists,
+    #[error("object not found")]
+    NotFound,
+    #[error("the object has been modified; please apply your changes to the latest version and try again")]
+    Conflict,
+    #[error("too old resource version: {requested} ({oldest})")]
+    Compacted { requested: Revision, oldest: Revision },
+    #[error("store backend: {0}")]
+    Backend(String),
+    #[error("encoding object: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+impl StoreError {
+    /// Whether retrying the same operation later may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Backend(_))
+    }
+}
+
+/// One stored object.
+#[derive(Debug, Clone)]
+pub struct StoredObject {
+    pub revision: Revision,
+    /// The object's JSON, with `metadata.resourceVersion` equal to `revision`.
+    pub data: Bytes,
+    pub index: Arc<ObjectIndex>,
+}
+
+impl StoredObject {
+    /// Parses the object's JSON.
+    pub fn value(&self) -> Result<Value, StoreError> {
+        Ok(serde_json::from_slice(&self.data)?)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// A change to one key, as watchers see it.
+#[derive(Debug, Clone)]
+pub struct StoreEvent {
+    pub revision: Revision,
+    pub event_type: EventType,
+    pub key: Arc<str>,
+    /// The object after the change (for a deletion: its last state, at the deletion revision).
+    pub object: StoredObject,
+    /// The index of the object before the change (for selector transitions in watches).
+    pub prev_index: Option<Arc<ObjectIndex>>,
+}
+
+/// What the backend returns at startup.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub revision: Revision,
+    pub compacted: Revision,
+    pub objects: Vec<(String, Bytes)>,
+    /// Retained events, oldest first: (revision, type, key, object bytes).
+    pub events: Vec<(Revision, EventType, String, Bytes)>,
+}
+
+/// One durable write.
+#[derive(Debug)]
+pub struct Commit<'a> {
+    pub revision: Revision,
+    pub key: &'a str,
+    pub event_type: EventType,
+    /// New bytes (for a deletion: the object's last state, kept in the event log).
+    pub data: &'a [u8],
+    /// Drop retained events at or below this revision.
+    pub compact_to: Option<Revision>,
+}
+
+/// Durable storage under the in-memory store.
+pub trait Backend: Send + Sync + 'static {
+    fn load(&self) -> Result<Loaded, StoreError>;
+    /// Commits one write; returns only once it is durable.
+    fn commit(&self, commit: &Commit<'_>) -> Result<(), StoreError>;
+}
+
+/// Preconditions of a write (compare-and-swap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precondition {
+    /// Create: the key must not exist.
+    Absent,
+    /// Update or delete: the key must exist at exactly this revision.
+    Revision(Revision),
+    /// Update or delete: the key must exist, at any revision.
+    Exists,
+}
+
+struct State {
+    revision: Revision,
+    compacted: Revision,
+    objects: BTreeMap<Arc<str>, StoredObject>,
+    history: VecDeque<Arc<StoreEvent>>,
+}
+
+/// A watch registration: the retained events after the starting revision, then live ones.
+pub struct Watch {
+    pub backlog: Vec<Arc<StoreEvent>>,
+    pub live: broadcast::Receiver<Arc<StoreEvent>>,
+}
+
+/// The store. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    backend: Box<dyn Backend>,
+    writer: Mutex<()>,
+    state: RwLock<State>,
+    events: broadcast::Sender<Arc<StoreEvent>>,
+    history_limit: usize,
+}
+
+/// Compaction runs in batches so the event log is not trimmed on every write.
+const COMPACT_BATCH: usize = 256;
+
+impl Store {
+    /// Opens the store over a backend, keeping at most `history_limit` events for watches.
+    pub fn open(backend: Box<dyn Backend>, history_limit: usize) -> Result<Store, StoreError> {
+        let loaded = backend.load()?;
+        let mut objects = BTreeMap::new();
+        for (key, data) in loaded.objects {
+            let obj = decode_stored(data)?;
+            objects.insert(Arc::<str>::from(key), obj);
+        }
+        let mut history = VecDeque::new();
+        let mut compacted = loaded.compacted;
+        for (revision, event_type, key, data) in loaded.events {
+            let object = decode_stored(data)?;
+            history.push_back(Arc::new(StoreEvent {
+                revision,
+                event_type,
+                key: Arc::from(key),
+                object,
+                prev_index: None,
+            }));
+        }
+        while history.len() > history_limit.max(1) {
+            if let Some(ev) = history.pop_front() {
+                compacted = ev.revision;
+            }
+        }
+        let (events, _) = broadcast::channel(65_536);
+        Ok(Store {
+            inner: Arc::new(Inner {
+                backend,
+                writer: Mutex::new(()),
+                state: RwLock::new(State {
+                    revision: loaded.revision,
+                    compacted,
+                    objects,
+                    history,
+                }),
+                events,
+                history_limit: history_limit.max(1),
+            }),
+        })
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.inner.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn current_revision(&self) -> Revision {
+        self.read().revision
+    }
+
+    /// The oldest revision a watch may start from.
+    pub fn compacted_revision(&self) -> Revision {
+        self.read().compacted
+    }
+
+    pub fn get(&self, key: &str) -> Option<StoredObject> {
+        self.read().objects.get(key).cloned()
+    }
+
+    /// All objects whose key starts with `prefix`, from `start_after` (exclusive) on, at most
+    /// `limit` of them; with the revision they are consistent at and whether more remain.
+    pub fn list(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: Option<usize>,
+        filter: impl Fn(&StoredObject) -> bool,
+    ) -> (Revision, Vec<StoredObject>, Option<Arc<str>>) {
+        let state = self.read();
+        let lower: Bound<&str> = match start_after {
+            Some(k) => Bound::Excluded(k),
+            None => Bound::Included(prefix),
+        };
+        let mut out = Vec::new();
+        let mut last_key = None;
+        let mut more = None;
+        for (key, obj) in state.objects.range::<str, _>((lower, Bound::Unbounded)) {
+            if !key.starts_with(prefix) {
+                break;
+            }
+            if !filter(obj) {
+                continue;
+            }
+            if let Some(l) = limit
+                && out.len() >= l
+            {
+                more = last_key.clone();
+                break;
+            }
+            out.push(obj.clone());
+            last_key = Some(key.clone());
+        }
+        (state.revision, out, more)
+    }
+
+    /// Number of objects under each prefix in `prefixes`.
+    pub fn count(&self, prefix: &str) -> usize {
+        let state = self.read();
+        state
+            .objects
+            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .count()
+    }
+
+    /// Registers a watch for every event after `from`.
+    pub fn watch(&self, from: Revision) -> Result<Watch, StoreError> {
+        let state = self.read();
+        if from < state.compacted {
+            return Err(StoreError::Compacted {
+                requested: from,
+                oldest: state.compacted,
+            });
+        }
+        let backlog = state
+            .history
+            .iter()
+            .filter(|e| e.revision > from)
+            .cloned()
+            .collect();
+        let live = self.inner.events.subscribe();
+        Ok(Watch { backlog, live })
+    }
+
+    /// Writes `obj` at `key` (create or update, per `pre`), setting its
+    /// `metadata.resourceVersion` to the new revision. Blocking: call from a blocking context.
+    pub fn put(
+        &self,
+        key: &str,
+        mut obj: Value,
+        pre: Precondition,
+    ) -> Result<StoredObject, StoreError> {
+        let _writer = self.inner.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let (revision, prev, compact_to) = {
+            let state = self.read();
+            let prev = state.objects.get(key).cloned();
+            check_precondition(pre, prev.as_ref())?;
+            (state.revision + 1, prev, self.compaction_point(&state))
+        };
+        set_resource_version(&mut obj, revision);
+        let data = Bytes::from(serde_json::to_vec(&obj)?);
+        let event_type = if prev.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
+        self.inner.backend.commit(&Commit {
+            revision,
+            key,
+            event_type,
+            data: &data,
+            compact_to,
+        })?;
+        let stored = StoredObject {
+            revision,
+            index: Arc::new(ObjectIndex::of(&obj)),
+            data,
+        };
+        self.publish(key, event_type, stored.clone(), prev, compact_to);
+        Ok(stored)
+    }
+
+    /// Deletes `key` (per `pre`); the watchers' DELETED event carries `last` (the object's final
+    /// state, e.g. with its deletionTimestamp) at the deletion revision.
+    pub fn delete(
+        &self,
+        key: &str,
+        pre: Precondition,
+        last: Option<Value>,
+    ) -> Result<StoredObject, StoreError> {
+        let _writer = self.inner.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let (revision, prev, compact_to) = {
+            let state = self.read();
+            let prev = state.objects.get(key).cloned();
+            check_precondition(pre, prev.as_ref())?;
+            (state.revision + 1, prev, self.compaction_point(&state))
+        };
+        let Some(prev) = prev else {
+            return Err(StoreError::NotFound);
+        };
+        let mut obj = match last {
+            Some(v) => v,
+            None => prev.value()?,
+        };
+        set_resource_version(&mut obj, revision);
+        let data = Bytes::from(serde_json::to_vec(&obj)?);
+        self.inner.backend.commit(&Commit {
+            revision,
+            key,
+            event_type: EventType::Deleted,
+            data: &data,
+            compact_to,
+        })?;
+        let stored = StoredObject {
+            revision,
+            index: Arc::new(ObjectIndex::of(&obj)),
+            data,
+        };
+        self.publish(key, EventType::Deleted, stored.clone(), Some(prev), compact_to);
+        Ok(stored)
+    }
+
+    fn compaction_point(&self, state: &State) -> Option<Revision> {
+        if state.history.len() + 1 > self.inner.history_limit + COMPACT_BATCH {
+            let drop = state.history.len() + 1 - self.inner.history_limit;
+            state.history.get(drop - 1).map(|e| e.revision)
+        } else {
+            None
+        }
+    }
+
+    fn publish(
+        &self,
+        key: &str,
+        event_type: EventType,
+        stored: StoredObject,
+        prev: Option<StoredObject>,
+        compact_to: Option<Revision>,
+    ) {
+        let mut state = self.inner.state.write().unwrap_or_else(|e| e.into_inner());
+        let key: Arc<str> = Arc::from(key);
+        state.revision = stored.revision;
+        match event_type {
+            EventType::Deleted => {
+                state.objects.remove(&key);
+            }
+            _ => {
+                state.objects.insert(key.clone(), stored.clone());
+            }
+        }
+        let event = Arc::new(StoreEvent {
+            revision: stored.revision,
+            event_type,
+            key,
+            object: stored,
+            prev_index: prev.map(|p| p.index),
+        });
+        state.history.push_back(event.clone());
+        if let Some(to) = compact_to {
+            while state.history.front().is_some_and(|e| e.revision <= to) {
+                state.history.pop_front();
+            }
+            state.compacted = to;
+        }
+        // No receivers is fine: nobody is watching.
+        let _ = self.inner.events.send(event);
+    }
+}
+
+fn check_precondition(pre: Precondition, prev: Option<&StoredObject>) -> Result<(), StoreError> {
+    match (pre, prev) {
+        (Precondition::Absent, Some(_)) => Err(StoreError::AlreadyExists),
+        (Precondition::Absent, None) => Ok(()),
+        (_, None) => Err(StoreError::NotFound),
+        (Precondition::Revision(r), Some(p)) if p.revision != r => Err(StoreError::Conflict),
+        _ => Ok(()),
+    }
+}
+
+fn set_resource_version(obj: &mut Value, revision: Revision) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert(
+            "resourceVersion".to_string(),
+            Value::String(revision.to_string()),
+        );
+    }
+}
+
+fn decode_stored(data: Bytes) -> Result<StoredObject, StoreError> {
+    let value: Value = serde_json::from_slice(&data)?;
+    let revision = value
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Ok(StoredObject {
+        revision,
+        index: Arc::new(ObjectIndex::of(&value)),
+        data,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,137 @@
+//! The default store backend: one redb file in the data directory, fsync'd on every commit.
+//! Tables: `objects` (key → JSON), `events` (revision → type, key, JSON) for watch replay across
+//! restarts, and `meta` (current and compacted revision).
+
+use super::{Backend, Commit, EventType, Loaded, Revision, StoreError};
+use bytes::Bytes;
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use std::path::Path;
+
+const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
+const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// redb-backed durable storage.
+pub struct RedbBackend {
+    db: Database,
+}
+
+fn backend_err(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+impl RedbBackend {
+    /// Opens (or creates) the store file at `path`.
+    pub fn open(path: &Path) -> Result<RedbBackend, StoreError> {
+        let db = Database::create(path).map_err(backend_err)?;
+        let txn = db.begin_write().map_err(backend_err)?;
+        {
+            txn.open_table(OBJECTS).map_err(backend_err)?;
+            txn.open_table(EVENTS).map_err(backend_err)?;
+            txn.open_table(META).map_err(backend_err)?;
+        }
+        txn.commit().map_err(backend_err)?;
+        Ok(RedbBackend { db })
+    }
+}
+
+fn type_byte(t: EventType) -> u8 {
+    match t {
+        EventType::Added => b'A',
+        EventType::Modified => b'M',
+        EventType::Deleted => b'D',
+    }
+}
+
+fn type_of(b: u8) -> EventType {
+    match b {
+        b'A' => EventType::Added,
+        b'D' => EventType::Deleted,
+        _ => EventType::Modified,
+    }
+}
+
+/// Event record layout: type byte, key length (u32 LE), key bytes, object bytes.
+fn encode_event(t: EventType, key: &str, data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(5 + key.len() + data.len());
+    out.push(type_byte(t));
+    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(data);
+    out
+}
+
+fn decode_event(raw: &[u8]) -> Option<(EventType, String, Bytes)> {
+    let t = type_of(*raw.first()?);
+    let len = u32::from_le_bytes(raw.get(1..5)?.try_into().ok()?) as usize;
+    let key = std::str::from_utf8(raw.get(5..5 + len)?).ok()?.to_string();
+    let data = Bytes::copy_from_slice(raw.get(5 + len..)?);
+    Some((t, key, data))
+}
+
+impl Backend for RedbBackend {
+    fn load(&self) -> Result<Loaded, StoreError> {
+        let txn = self.db.begin_read().map_err(backend_err)?;
+        let meta = txn.open_table(META).map_err(backend_err)?;
+        let revision = meta
+            .get("revision")
+            .map_err(backend_err)?
+            .map(|v| v.value())
+            .unwrap_or(0);
+        let compacted = meta
+            .get("compacted")
+            .map_err(backend_err)?
+            .map(|v| v.value())
+            .unwrap_or(0);
+        let objects_table = txn.open_table(OBJECTS).map_err(backend_err)?;
+        let mut objects = Vec::new();
+        for row in objects_table.iter().map_err(backend_err)? {
+            let (k, v) = row.map_err(backend_err)?;
+            objects.push((k.value().to_string(), Bytes::copy_from_slice(v.value())));
+        }
+        let events_table = txn.open_table(EVENTS).map_err(backend_err)?;
+        let mut events = Vec::new();
+        for row in events_table.iter().map_err(backend_err)? {
+            let (k, v) = row.map_err(backend_err)?;
+            let rev: Revision = k.value();
+            let (t, key, data) = decode_event(v.value())
+                .ok_or_else(|| StoreError::Backend(format!("corrupt event record {rev}")))?;
+            events.push((rev, t, key, data));
+        }
+        Ok(Loaded {
+            revision,
+            compacted,
+            objects,
+            events,
+        })
+    }
+
+    fn commit(&self, c: &Commit<'_>) -> Result<(), StoreError> {
+        let mut txn = self.db.begin_write().map_err(backend_err)?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(backend_err)?;
+        {
+            let mut objects = txn.open_table(OBJECTS).map_err(backend_err)?;
+            match c.event_type {
+                EventType::Deleted => {
+                    objects.remove(c.key).map_err(backend_err)?;
+                }
+                _ => {
+                    objects.insert(c.key, c.data).map_err(backend_err)?;
+                }
+            }
+            let mut events = txn.open_table(EVENTS).map_err(backend_err)?;
+            events
+                .insert(c.revision, encode_event(c.event_type, c.key, c.data).as_slice())
+                .map_err(backend_err)?;
+            let mut meta = txn.open_table(META).map_err(backend_err)?;
+            meta.insert("revision", c.revision).map_err(backend_err)?;
+            if let Some(to) = c.compact_to {
+                events.retain_in(..=to, |_, _| false).map_err(backend_err)?;
+                meta.insert("compacted", to).map_err(backend_err)?;
+            }
+        }
+        txn.commit().map_err(backend_err)?;
+        Ok(())
+    }
+}

@@ -1,4 +1,10 @@
 //! Berth's control plane: the Kubernetes-compatible API server over the revisioned store, and
 //! the controllers that run beside it.
 
+pub mod api;
+pub mod controllers;
+pub mod events;
+pub mod pki;
+pub mod registry;
+pub mod server;
 pub mod store;

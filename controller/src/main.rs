@@ -1,1 +1,89 @@
-fn main() {}
+//! `berth-controller`: parses flags and runs the control plane.
+
+use anyhow::Context;
+use berth_controller::server::{self, Config};
+use clap::{Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+#[command(name = "berth-controller", version, about = "Berth's control plane")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the Kubernetes API and run the controllers.
+    Serve {
+        /// Where the store, PKI and kubeconfig live.
+        #[arg(long, default_value = "/var/lib/berth/controller")]
+        data_dir: PathBuf,
+        /// Address to listen on (`127.0.0.1:0` picks a free port).
+        #[arg(long, default_value = "0.0.0.0:6443")]
+        listen: SocketAddr,
+        /// Where to write the admin kubeconfig (default: DATA_DIR/admin.kubeconfig).
+        #[arg(long)]
+        write_kubeconfig: Option<PathBuf>,
+        /// Extra names or addresses for the serving certificate.
+        #[arg(long = "tls-san")]
+        tls_san: Vec<String>,
+        /// Store events kept for watches to resume from.
+        #[arg(long, default_value_t = 10_000)]
+        watch_history: usize,
+        /// Static bearer tokens: lines of `token,user,uid,"group1,group2"`.
+        #[arg(long)]
+        token_auth_file: Option<PathBuf>,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve {
+            data_dir,
+            listen,
+            write_kubeconfig,
+            tls_san,
+            watch_history,
+            token_auth_file,
+        } => {
+            let config = Config {
+                data_dir,
+                listen,
+                kubeconfig: write_kubeconfig,
+                tls_sans: tls_san,
+                watch_history,
+                token_auth_file,
+            };
+            let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
+            runtime.block_on(async move {
+                let shutdown = CancellationToken::new();
+                let signals = shutdown.clone();
+                tokio::spawn(async move {
+                    use tokio::signal::unix::{SignalKind, signal};
+                    let (Ok(mut term), Ok(mut int)) =
+                        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+                    else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = int.recv() => {}
+                    }
+                    signals.cancel();
+                });
+                server::run(config, shutdown).await.context("controller failed")
+            })
+        }
+    }
+}

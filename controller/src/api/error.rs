@@ -1,0 +1,209 @@
+//! API errors and their one mapping to HTTP: a Kubernetes `Status` body with the upstream
+//! reason, code, message and details.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use berth_shared::admission::FieldError;
+use berth_shared::resource::ResourceType;
+use serde_json::{Value, json};
+
+/// Everything an API request can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{resource} \"{name}\" not found")]
+    NotFound {
+        resource: String,
+        group: String,
+        name: String,
+    },
+    #[error("{resource} \"{name}\" already exists")]
+    AlreadyExists {
+        resource: String,
+        group: String,
+        name: String,
+    },
+    #[error("Operation cannot be fulfilled on {resource} \"{name}\": {detail}")]
+    Conflict {
+        resource: String,
+        group: String,
+        name: String,
+        detail: String,
+    },
+    #[error("{}", invalid_message(.kind, .group, .name, .causes))]
+    Invalid {
+        kind: String,
+        group: String,
+        name: String,
+        causes: Vec<FieldError>,
+    },
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("Unauthorized")]
+    Unauthorized,
+    #[error("{0}")]
+    Gone(String),
+    #[error("the server does not allow this method on the requested resource")]
+    MethodNotAllowed,
+    #[error("the server could not find the requested resource")]
+    UnknownPath,
+    #[error("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml")]
+    UnsupportedMediaType,
+    #[error("Request entity too large: limit is {0}")]
+    TooLarge(usize),
+    #[error("{0}")]
+    TooManyRequests(String),
+    #[error("Internal error occurred: {0}")]
+    Internal(String),
+}
+
+fn invalid_message(kind: &str, group: &str, name: &str, causes: &[FieldError]) -> String {
+    let qualified = if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{group}")
+    };
+    let msgs: Vec<String> = causes.iter().map(|c| c.message()).collect();
+    let list = if msgs.len() == 1 {
+        msgs[0].clone()
+    } else {
+        format!("[{}]", msgs.join(", "))
+    };
+    format!("{qualified} \"{name}\" is invalid: {list}")
+}
+
+impl ApiError {
+    pub fn not_found(rt: &ResourceType, name: &str) -> ApiError {
+        ApiError::NotFound {
+            resource: rt.group_resource(),
+            group: rt.group.to_string(),
+            name: name.to_string(),
+        }
+    }
+
+    pub fn already_exists(rt: &ResourceType, name: &str) -> ApiError {
+        ApiError::AlreadyExists {
+            resource: rt.group_resource(),
+            group: rt.group.to_string(),
+            name: name.to_string(),
+        }
+    }
+
+    pub fn conflict(rt: &ResourceType, name: &str) -> ApiError {
+        ApiError::Conflict {
+            resource: rt.group_resource(),
+            group: rt.group.to_string(),
+            name: name.to_string(),
+            detail: "the object has been modified; please apply your changes to the latest version and try again".to_string(),
+        }
+    }
+
+    pub fn invalid(rt: &ResourceType, name: &str, causes: Vec<FieldError>) -> ApiError {
+        ApiError::Invalid {
+            kind: rt.kind.to_string(),
+            group: rt.group.to_string(),
+            name: name.to_string(),
+            causes,
+        }
+    }
+
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ApiError::Conflict { .. } | ApiError::Internal(_) | ApiError::TooManyRequests(_)
+        )
+    }
+
+    pub fn code(&self) -> StatusCode {
+        match self {
+            ApiError::NotFound { .. } | ApiError::UnknownPath => StatusCode::NOT_FOUND,
+            ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Gone(_) => StatusCode::GONE,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ApiError::NotFound { .. } | ApiError::UnknownPath => "NotFound",
+            ApiError::AlreadyExists { .. } => "AlreadyExists",
+            ApiError::Conflict { .. } => "Conflict",
+            ApiError::Invalid { .. } => "Invalid",
+            ApiError::BadRequest(_) => "BadRequest",
+            ApiError::Forbidden(_) => "Forbidden",
+            ApiError::Unauthorized => "Unauthorized",
+            ApiError::Gone(_) => "Expired",
+            ApiError::MethodNotAllowed => "MethodNotAllowed",
+            ApiError::UnsupportedMediaType => "UnsupportedMediaType",
+            ApiError::TooLarge(_) => "RequestEntityTooLarge",
+            ApiError::TooManyRequests(_) => "TooManyRequests",
+            ApiError::Internal(_) => "InternalError",
+        }
+    }
+
+    /// The `Status` object for this error.
+    pub fn status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.to_string(),
+            "reason": self.reason(),
+            "code": self.code().as_u16(),
+        });
+        let details = match self {
+            ApiError::NotFound { resource, group, name }
+            | ApiError::AlreadyExists { resource, group, name }
+            | ApiError::Conflict { resource, group, name, .. } => {
+                let kind = resource.split('.').next().unwrap_or_default();
+                Some(json!({"name": name, "group": group, "kind": kind}))
+            }
+            ApiError::Invalid { kind, group, name, causes } => Some(json!({
+                "name": name,
+                "group": group,
+                "kind": kind,
+                "causes": causes.iter().map(|c| json!({
+                    "reason": c.reason(),
+                    "message": c.message(),
+                    "field": c.field,
+                })).collect::<Vec<_>>(),
+            })),
+            _ => None,
+        };
+        if let Some(d) = details {
+            status["details"] = d;
+        }
+        status
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = self.status().to_string();
+        (
+            self.code(),
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response()
+    }
+}
+
+impl From<crate::store::StoreError> for ApiError {
+    fn from(e: crate::store::StoreError) -> ApiError {
+        match e {
+            crate::store::StoreError::Compacted { .. } => ApiError::Gone(e.to_string()),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! The Kubernetes-compatible HTTP API: routing, authentication, content negotiation and the
+//! resource handlers. Handlers parse the request, call the [`Registry`] and render the answer.
+
+pub mod authn;
+mod body;
+pub mod discovery;
+pub mod error;
+mod list;
+pub mod metrics;
+mod patch;
+pub mod path;
+mod query;
+mod subresource;
+mod table;
+pub mod tls;
+mod watch;
+mod write;
+
+use crate::registry::Registry;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use error::ApiError;
+use path::{ApiPath, ResourcePath};
+use query::Query;
+use serde_json::Value;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Shared state of the API handlers.
+pub struct ApiState {
+    pub registry: Registry,
+    pub metrics: metrics::Metrics,
+    pub git_version: String,
+    /// Cancelled at shutdown: open watches end.
+    pub shutdown: CancellationToken,
+}
+
+pub type SharedState = Arc<ApiState>;
+
+/// Requests larger than this are refused (upstream's limit for a write body).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// The router of the whole API.
+pub fn router(state: SharedState) -> Router {
+    Router::new()
+        .route("/healthz", get(health))
+        .route("/livez", get(health))
+        .route("/readyz", get(health))
+        .route("/version", get(discovery::version))
+        .route("/api", get(discovery::core_root))
+        .route("/apis", get(discovery::groups_root))
+        .route("/openapi/v3", get(discovery::openapi_root))
+        .route("/openapi/v3/{*path}", get(discovery::openapi_doc))
+        .route("/openapi/v2", get(discovery::openapi_v2))
+        .route("/metrics", get(metrics::serve))
+        .fallback(dispatch)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::observe))
+        .layer(axum::middleware::from_fn(authn::require_identity))
+        .with_state(state)
+}
+
+async fn health() -> &'static str {
+    "ok"
+}
+
+/// The client wants a `meta.k8s.io` Table rendering.
+fn wants_table(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.split(',').next().is_some_and(|first| first.contains("as=Table")))
+}
+
+pub fn json_response(code: StatusCode, body: &Value) -> Response {
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+async fn dispatch(State(state): State<SharedState>, req: Request) -> Response {
+    match route(state, req).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
+    let (parts, body) = req.into_parts();
+    let query = Query::parse(parts.uri.query());
+    let target = match path::parse(parts.uri.path()) {
+        ApiPath::Resource(r) => r,
+        ApiPath::GroupVersion { group, version } => {
+            return discovery::group_version(&group, &version);
+        }
+        ApiPath::Unknown => return Err(ApiError::UnknownPath),
+    };
+    let table = wants_table(&parts.headers);
+    let ResourcePath { rt, ref namespace, ref name, ref subresource } = target;
+    let ns = namespace.as_deref();
+    match (&parts.method, name.as_deref(), subresource.as_deref()) {
+        (&Method::GET, None, None) if query.flag("watch") => {
+            watch::serve(&state, rt, ns, &query, table).await
+        }
+        (&Method::GET, None, None) => list::list(&state, rt, ns, &query, table).await,
+        (&Method::GET, Some(name), None) if query.flag("watch") => {
+            // Old-style watch of one object.
+            let _ = name;
+            watch::serve(&state, rt, ns, &query, table).await
+        }
+        (&Method::GET, Some(name), None) => list::get(&state, rt, ns, name, table).await,
+        (&Method::POST, None, None) => {
+            let body = body::read(body, &parts.headers).await?;
+            write::create(&state, rt, ns, body, &query).await
+        }
+        (&Method::PUT, Some(name), sub) => {
+            let body = body::read(body, &parts.headers).await?;
+            match sub {
+                None => write::update(&state, rt, ns, name, body, &query, crate::registry::Part::Main).await,
+                Some("status") if rt.has_status => {
+                    write::update(&state, rt, ns, name, body, &query, crate::registry::Part::Status).await
+                }
+                Some("scale") if rt.has_scale => subresource::put_scale(&state, rt, ns, name, body, &query).await,
+                _ => Err(ApiError::UnknownPath),
+            }
+        }
+        (&Method::PATCH, Some(name), sub) => {
+            let content_type = body::content_type(&parts.headers);
+            let body = body::read_raw(body).await?;
+            match sub {
+                None => patch::patch(&state, rt, ns, name, &content_type, body, &query, crate::registry::Part::Main).await,
+                Some("status") if rt.has_status => {
+                    patch::patch(&state, rt, ns, name, &content_type, body, &query, crate::registry::Part::Status).await
+                }
+                Some("scale") if rt.has_scale => {
+                    subresource::patch_scale(&state, rt, ns, name, &content_type, body, &query).await
+                }
+                _ => Err(ApiError::UnknownPath),
+            }
+        }
+        (&Method::DELETE, Some(name), None) => {
+            let body = body::read_raw(body).await?;
+            write::delete(&state, rt, ns, name, body, &query).await
+        }
+        (&Method::DELETE, None, None) => {
+            let body = body::read_raw(body).await?;
+            write::delete_collection(&state, rt, ns, body, &query).await
+        }
+        (&Method::GET, Some(name), Some("status")) if rt.has_status => {
+            list::get(&state, rt, ns, name, false).await
+        }
+        (&Method::GET, Some(name), Some("scale")) if rt.has_scale => {
+            subresource::get_scale(&state, rt, ns, name).await
+        }
+        (&Method::POST, Some(name), Some("binding")) if rt.kind == "Pod" => {
+            let body = body::read(body, &parts.headers).await?;
+            subresource::bind(&state, ns, name, body).await
+        }
+        (&Method::POST, Some(name), Some("eviction")) if rt.kind == "Pod" => {
+            let body = body::read(body, &parts.headers).await?;
+            subresource::evict(&state, ns, name, body).await
+        }
+        (_, _, Some(_)) => Err(ApiError::UnknownPath),
+        _ => Err(ApiError::MethodNotAllowed),
+    }
+}
+
+/// Runs a blocking registry call off the async workers.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::Internal(format!("request task failed: {e}")))?
+}
+
+/// An empty body for responses that need none.
+pub fn empty() -> Body {
+    Body::empty()
+}

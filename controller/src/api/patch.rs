@@ -1,0 +1,125 @@
+//! PATCH: JSON patch, JSON merge patch, strategic merge patch and server-side apply (simplified:
+//! create-or-merge of the applied configuration; `force` accepted, no field-ownership conflicts).
+
+use super::error::ApiError;
+use super::query::Query;
+use super::{SharedState, blocking, json_response};
+use crate::registry::Part;
+use axum::http::StatusCode;
+use axum::response::Response;
+use berth_shared::patch;
+use berth_shared::resource::ResourceType;
+use bytes::Bytes;
+use serde_json::Value;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    Json,
+    Merge,
+    Strategic,
+    Apply,
+}
+
+impl PatchType {
+    pub fn from_content_type(ct: &str) -> Result<PatchType, ApiError> {
+        match ct {
+            "application/json-patch+json" => Ok(PatchType::Json),
+            "application/merge-patch+json" => Ok(PatchType::Merge),
+            "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
+            "application/apply-patch+yaml" | "application/apply-patch+cbor" => Ok(PatchType::Apply),
+            _ => Err(ApiError::UnsupportedMediaType),
+        }
+    }
+}
+
+/// Applies a patch document to an object.
+pub fn apply(kind: &str, pt: PatchType, current: Value, doc: &Value) -> Result<Value, ApiError> {
+    let bad = |e: patch::PatchError| ApiError::Invalid {
+        kind: kind.to_string(),
+        group: String::new(),
+        name: current
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        causes: vec![berth_shared::admission::FieldError {
+            error_type: berth_shared::admission::FieldErrorType::Invalid,
+            field: "patch".to_string(),
+            bad_value: None,
+            detail: e.to_string(),
+        }],
+    };
+    match pt {
+        PatchType::Json => {
+            let mut v = current.clone();
+            patch::apply_json_patch(&mut v, doc).map_err(bad)?;
+            Ok(v)
+        }
+        PatchType::Merge => {
+            if !doc.is_object() {
+                return Err(ApiError::BadRequest("a merge patch must be a JSON object".into()));
+            }
+            let mut v = current;
+            patch::apply_merge_patch(&mut v, doc);
+            Ok(v)
+        }
+        PatchType::Strategic | PatchType::Apply => {
+            if !doc.is_object() {
+                return Err(ApiError::BadRequest(
+                    "a strategic merge patch must be a JSON object".into(),
+                ));
+            }
+            patch::apply_strategic_merge_patch(&current, doc, kind).map_err(bad)
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub async fn patch(
+    state: &SharedState,
+    rt: &'static ResourceType,
+    ns: Option<&str>,
+    name: &str,
+    content_type: &str,
+    raw: Bytes,
+    q: &Query,
+    part: Part,
+) -> Result<Response, ApiError> {
+    let pt = PatchType::from_content_type(content_type)?;
+    let doc = super::body::decode(
+        if pt == PatchType::Apply { "application/apply-patch+yaml" } else { "application/json" },
+        &raw,
+    )?;
+    let opts = q.write_options()?;
+    let registry = state.registry.clone();
+    let ns = ns.map(String::from);
+    let name = name.to_string();
+    let (code, obj) = blocking(move || {
+        let exists = registry.get(rt, ns.as_deref(), &name).is_ok();
+        if pt == PatchType::Apply && !exists && part == Part::Main {
+            let mut obj = doc.clone();
+            if obj.pointer("/metadata/name").is_none() {
+                obj["metadata"]["name"] = Value::String(name.clone());
+            }
+            let created = registry.create(rt, ns.as_deref(), obj, &opts)?;
+            return Ok((StatusCode::CREATED, created));
+        }
+        let strict = opts.field_validation == crate::registry::FieldValidation::Strict;
+        let updated = registry.update_with(rt, ns.as_deref(), &name, part, &opts, |current| {
+            let patched = apply(rt.kind, pt, current, &doc)?;
+            if strict {
+                let unknown = berth_shared::admission::unknown_fields(rt.kind, &patched);
+                if !unknown.is_empty() {
+                    return Err(ApiError::BadRequest(format!(
+                        "strict decoding error: {}",
+                        unknown.join(", ")
+                    )));
+                }
+            }
+            Ok(patched)
+        })?;
+        Ok((StatusCode::OK, updated))
+    })
+    .await?;
+    Ok(json_response(code, &obj))
+}

@@ -1,0 +1,119 @@
+//! HTTPS serving: a rustls acceptor that asks for (but does not require) a client certificate
+//! from the cluster CA, HTTP/1.1 and HTTP/2 with upgrades, and the peer's identity attached to
+//! each request.
+
+use super::authn::{Peer, Tokens, identity_from_cert};
+use crate::pki::Pki;
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower::Service;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("reading PEM: {0}")]
+    Pem(String),
+    #[error("TLS configuration: {0}")]
+    Config(#[from] rustls::Error),
+    #[error("client verifier: {0}")]
+    Verifier(String),
+}
+
+fn certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    rustls_pemfile::certs(&mut pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::Pem(e.to_string()))
+}
+
+fn key(pem: &str) -> Result<PrivateKeyDer<'static>, TlsError> {
+    rustls_pemfile::private_key(&mut pem.as_bytes())
+        .map_err(|e| TlsError::Pem(e.to_string()))?
+        .ok_or_else(|| TlsError::Pem("no private key".to_string()))
+}
+
+/// The server's TLS configuration.
+pub fn server_config(pki: &Pki) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for c in certs(&pki.ca_cert)? {
+        roots.add(c)?;
+    }
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| TlsError::Verifier(e.to_string()))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs(&pki.server_cert)?, key(&pki.server_key)?)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Accepts connections until `shutdown`; each connection is served until it closes.
+pub async fn serve(
+    listener: TcpListener,
+    config: Arc<rustls::ServerConfig>,
+    router: Router,
+    tokens: Tokens,
+    shutdown: CancellationToken,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    loop {
+        let (tcp, _) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    continue;
+                }
+            },
+            _ = shutdown.cancelled() => return,
+        };
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let router = router.clone();
+        let tokens = tokens.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let tls = match acceptor.accept(tcp).await {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::debug!(error = %e, "TLS handshake failed");
+                    return;
+                }
+            };
+            let peer = Peer(
+                tls.get_ref()
+                    .1
+                    .peer_certificates()
+                    .and_then(|c| c.first())
+                    .and_then(|c| identity_from_cert(c)),
+            );
+            let svc = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(peer.clone());
+                req.extensions_mut().insert(tokens.clone());
+                let mut router = router.clone();
+                async move { router.call(req.map(axum::body::Body::new)).await }
+            });
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc);
+            tokio::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                }
+                _ = shutdown.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), conn).await;
+                }
+            }
+        });
+    }
+}

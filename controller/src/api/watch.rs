@@ -1,0 +1,210 @@
+//! Watch streams: newline-delimited `{"type","object"}` events from a resourceVersion (or the
+//! current state as synthetic ADDED events first), filtered by namespace and selectors with
+//! upstream's transitions (an object leaving the selector is DELETED for this watcher),
+//! optional bookmarks, `timeoutSeconds`, and 410 Expired for compacted revisions.
+
+use super::error::ApiError;
+use super::list::Selectors;
+use super::query::Query;
+use super::{SharedState, table};
+use crate::registry::prefix;
+use crate::store::{EventType, StoreEvent, StoredObject};
+use axum::body::Body;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use berth_shared::resource::ResourceType;
+use bytes::Bytes;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc};
+
+const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
+
+struct Encoder {
+    rt: &'static ResourceType,
+    table: bool,
+    columns_sent: bool,
+}
+
+impl Encoder {
+    fn line(&mut self, event_type: &str, obj: &StoredObject) -> Bytes {
+        let mut out = Vec::with_capacity(obj.data.len() + 32);
+        out.extend_from_slice(b"{\"type\":\"");
+        out.extend_from_slice(event_type.as_bytes());
+        out.extend_from_slice(b"\",\"object\":");
+        if self.table {
+            match obj.value() {
+                Ok(v) => {
+                    let mut t = table::render_one(self.rt, &v);
+                    if self.columns_sent {
+                        t["columnDefinitions"] = serde_json::json!([]);
+                    }
+                    self.columns_sent = true;
+                    out.extend_from_slice(t.to_string().as_bytes());
+                }
+                Err(_) => out.extend_from_slice(&obj.data),
+            }
+        } else {
+            out.extend_from_slice(&obj.data);
+        }
+        out.extend_from_slice(b"}\n");
+        Bytes::from(out)
+    }
+}
+
+fn error_line(e: &ApiError) -> Bytes {
+    Bytes::from(format!(
+        "{{\"type\":\"ERROR\",\"object\":{}}}\n",
+        e.status()
+    ))
+}
+
+/// What a watcher sees of a store event, after selector transitions.
+fn visible(event: &StoreEvent, prefix: &str, sel: &Selectors) -> Option<&'static str> {
+    if !event.key.starts_with(prefix) {
+        return None;
+    }
+    let now = sel.matches(&event.object.index);
+    let before = event.prev_index.as_ref().map(|p| sel.matches(p));
+    match (event.event_type, before, now) {
+        (EventType::Deleted, Some(true) | None, true) => Some("DELETED"),
+        (EventType::Deleted, Some(true), false) => Some("DELETED"),
+        (EventType::Deleted, _, _) => None,
+        (EventType::Added, _, true) => Some("ADDED"),
+        (EventType::Added, _, false) => None,
+        (EventType::Modified, Some(true) | None, true) => Some("MODIFIED"),
+        (EventType::Modified, Some(false), true) => Some("ADDED"),
+        (EventType::Modified, Some(true), false) => Some("DELETED"),
+        (EventType::Modified, _, false) => None,
+    }
+}
+
+pub async fn serve(
+    state: &SharedState,
+    rt: &'static ResourceType,
+    ns: Option<&str>,
+    q: &Query,
+    as_table: bool,
+) -> Result<Response, ApiError> {
+    let selectors = Selectors::from_query(q)?;
+    let prefix = prefix(rt, ns);
+    let store = state.registry.store().clone();
+    let mut enc = Encoder {
+        rt,
+        table: as_table,
+        columns_sent: false,
+    };
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(256);
+
+    let from = match q.get("resourceVersion") {
+        None | Some("") | Some("0") => None,
+        Some(rv) => Some(
+            rv.parse::<u64>()
+                .map_err(|_| ApiError::BadRequest(format!("invalid resourceVersion {rv:?}")))?,
+        ),
+    };
+    let mut initial = Vec::new();
+    let watch = match from {
+        Some(rv) => store.watch(rv),
+        None => {
+            let (rev, items, _) = store.list(&prefix, None, None, |o| selectors.matches(&o.index));
+            for item in items {
+                initial.push(enc.line("ADDED", &item));
+            }
+            store.watch(rev)
+        }
+    };
+    let watch = match watch {
+        Ok(w) => w,
+        Err(e) => {
+            // Upstream answers a watch from a compacted revision with a 200 stream whose only
+            // event is an ERROR carrying the 410 Expired status.
+            let line = error_line(&ApiError::from(e));
+            return Ok((
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/json")],
+                line,
+            )
+                .into_response());
+        }
+    };
+    let bookmarks = q.flag("allowWatchBookmarks");
+    let timeout = q.timeout_seconds().map(Duration::from_secs);
+    let shutdown = state.shutdown.clone();
+    let metrics = state.metrics.clone();
+    tokio::spawn(async move {
+        metrics.watch_started();
+        let _guard = scopeguard(move || metrics.watch_ended());
+        for line in initial {
+            if tx.send(Ok(line)).await.is_err() {
+                return;
+            }
+        }
+        let mut last_rev = 0u64;
+        for ev in watch.backlog {
+            last_rev = ev.revision;
+            if let Some(t) = visible(&ev, &prefix, &selectors)
+                && tx.send(Ok(enc.line(t, &ev.object))).await.is_err()
+            {
+                return;
+            }
+        }
+        let mut live = watch.live;
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut bookmark = tokio::time::interval(BOOKMARK_EVERY);
+        bookmark.tick().await;
+        loop {
+            let next = tokio::select! {
+                r = live.recv() => r,
+                _ = shutdown.cancelled() => return,
+                _ = tx.closed() => return,
+                _ = async { match deadline { Some(d) => tokio::time::sleep_until(d).await, None => std::future::pending().await } } => return,
+                _ = bookmark.tick(), if bookmarks => {
+                    let line = format!(
+                        "{{\"type\":\"BOOKMARK\",\"object\":{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"}}}}}}\n",
+                        rt.kind, rt.api_version(), last_rev.max(store.current_revision())
+                    );
+                    if tx.send(Ok(Bytes::from(line))).await.is_err() { return; }
+                    continue;
+                }
+            };
+            let ev: Arc<StoreEvent> = match next {
+                Ok(ev) => ev,
+                // A watcher too slow for the event rate is closed; its client relists.
+                Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return,
+            };
+            if ev.revision <= last_rev {
+                continue;
+            }
+            last_rev = ev.revision;
+            if let Some(t) = visible(&ev, &prefix, &selectors)
+                && tx.send(Ok(enc.line(t, &ev.object))).await.is_err()
+            {
+                return;
+            }
+        }
+    });
+    let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
+    Ok((
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-cache, private"),
+        ],
+        Body::from_stream(stream),
+    )
+        .into_response())
+}
+
+/// Runs `f` when dropped.
+fn scopeguard(f: impl FnOnce()) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
+}

@@ -1,0 +1,132 @@
+//! Create (POST), update (PUT), delete and deletecollection handlers.
+
+use super::body;
+use super::error::ApiError;
+use super::list::Selectors;
+use super::query::Query;
+use super::{SharedState, blocking, json_response};
+use crate::registry::{DeleteOptions, DeleteOutcome, Part, Registry, prefix};
+use axum::http::StatusCode;
+use axum::response::Response;
+use berth_shared::resource::ResourceType;
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+pub async fn create(
+    state: &SharedState,
+    rt: &'static ResourceType,
+    ns: Option<&str>,
+    obj: Value,
+    q: &Query,
+) -> Result<Response, ApiError> {
+    let opts = q.write_options()?;
+    let registry = state.registry.clone();
+    let ns = ns.map(String::from);
+    let created = blocking(move || registry.create(rt, ns.as_deref(), obj, &opts)).await?;
+    Ok(json_response(StatusCode::CREATED, &created))
+}
+
+pub async fn update(
+    state: &SharedState,
+    rt: &'static ResourceType,
+    ns: Option<&str>,
+    name: &str,
+    obj: Value,
+    q: &Query,
+    part: Part,
+) -> Result<Response, ApiError> {
+    let opts = q.write_options()?;
+    let registry = state.registry.clone();
+    let ns = ns.map(String::from);
+    let name = name.to_string();
+    let updated =
+        blocking(move || registry.update(rt, ns.as_deref(), &name, obj, part, &opts)).await?;
+    Ok(json_response(StatusCode::OK, &updated))
+}
+
+fn delete_options(raw: &Bytes, q: &Query) -> Result<DeleteOptions, ApiError> {
+    let mut opts = q.delete_options()?;
+    if !raw.is_empty() {
+        let from_body: DeleteOptions = serde_json::from_slice(raw)
+            .map_err(|e| ApiError::BadRequest(format!("invalid DeleteOptions: {e}")))?;
+        opts.grace_period_seconds = from_body.grace_period_seconds.or(opts.grace_period_seconds);
+        opts.propagation_policy = from_body.propagation_policy.or(opts.propagation_policy);
+        opts.orphan_dependents = from_body.orphan_dependents.or(opts.orphan_dependents);
+        opts.preconditions = from_body.preconditions.or(opts.preconditions);
+        opts.dry_run = from_body.dry_run.or(opts.dry_run);
+    }
+    Ok(opts)
+}
+
+fn outcome_response(rt: &ResourceType, outcome: DeleteOutcome) -> Response {
+    match outcome {
+        DeleteOutcome::Deleted(obj) if rt.kind != "Pod" => {
+            json_response(StatusCode::OK, &Registry::deleted_status(rt, &obj))
+        }
+        DeleteOutcome::Deleted(obj) => json_response(StatusCode::OK, &obj),
+        DeleteOutcome::Terminating(obj) => json_response(StatusCode::OK, &obj),
+    }
+}
+
+pub async fn delete(
+    state: &SharedState,
+    rt: &'static ResourceType,
+    ns: Option<&str>,
+    name: &str,
+    raw: Bytes,
+    q: &Query,
+) -> Result<Response, ApiError> {
+    let opts = delete_options(&raw, q)?;
+    let registry = state.registry.clone();
+    let ns = ns.map(String::from);
+    let name = name.to_string();
+    let outcome = blocking(move || registry.delete(rt, ns.as_deref(), &name, &opts)).await?;
+    Ok(outcome_response(rt, outcome))
+}
+
+pub async fn delete_collection(
+    state: &SharedState,
+    rt: &'static ResourceType,
+    ns: Option<&str>,
+    raw: Bytes,
+    q: &Query,
+) -> Result<Response, ApiError> {
+    let opts = delete_options(&raw, q)?;
+    let selectors = Selectors::from_query(q)?;
+    let registry = state.registry.clone();
+    let prefix = prefix(rt, ns);
+    let list = blocking(move || {
+        let (rev, items, _) = registry
+            .store()
+            .list(&prefix, None, None, |o| selectors.matches(&o.index));
+        let mut out = Vec::new();
+        for item in items {
+            let v = item.value()?;
+            let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+            let ns = v.pointer("/metadata/namespace").and_then(Value::as_str).map(String::from);
+            match registry.delete(rt, ns.as_deref(), &name, &opts) {
+                Ok(DeleteOutcome::Deleted(o)) | Ok(DeleteOutcome::Terminating(o)) => out.push(o),
+                Err(ApiError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((rev, out))
+    })
+    .await?;
+    let body = json!({
+        "kind": rt.list_kind(),
+        "apiVersion": rt.api_version(),
+        "metadata": {"resourceVersion": list.0.to_string()},
+        "items": list.1,
+    });
+    Ok(json_response(StatusCode::OK, &body))
+}
+
+/// Decodes a JSON body that must be an object.
+pub fn object_body(content_type: &str, raw: &[u8]) -> Result<Value, ApiError> {
+    let v = body::decode(content_type, raw)?;
+    if !v.is_object() {
+        return Err(ApiError::BadRequest("the request body must be a JSON object".to_string()));
+    }
+    Ok(v)
+}

@@ -1,0 +1,17 @@
+//! The controllers that run inside the control plane. Each is a pure planner (`plan.rs`) and a
+//! thin loop on the shared reconcile runtime.
+
+pub mod gc;
+pub mod namespace;
+
+use crate::registry::Registry;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Starts every controller; they stop when `shutdown` is cancelled.
+pub fn start(registry: Registry, shutdown: CancellationToken) -> Vec<JoinHandle<()>> {
+    vec![
+        gc::start(registry.clone(), shutdown.clone()),
+        namespace::start(registry, shutdown),
+    ]
+}

@@ -1,0 +1,287 @@
+//! The cluster's certificates: at first start a CA, a serving certificate and an admin client
+//! certificate (O=system:masters) are created under `<data-dir>/pki`; later starts reuse them
+//! (re-issuing the serving certificate when the wanted SANs change). Also writes kubeconfigs.
+
+use base64::Engine;
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PkiError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("certificate generation: {0}")]
+    Cert(#[from] rcgen::Error),
+    #[error("invalid TLS SAN {0:?}")]
+    San(String),
+}
+
+impl PkiError {
+    pub fn is_transient(&self) -> bool {
+        false
+    }
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PkiError + '_ {
+    move |source| PkiError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// PEM material of the cluster.
+#[derive(Debug, Clone)]
+pub struct Pki {
+    pub dir: PathBuf,
+    pub ca_cert: String,
+    pub server_cert: String,
+    pub server_key: String,
+    pub admin_cert: String,
+    pub admin_key: String,
+}
+
+impl Pki {
+    pub fn ca_path(&self) -> PathBuf {
+        self.dir.join("ca.crt")
+    }
+}
+
+fn validity(params: &mut CertificateParams, years: i32) {
+    let now = jiff::Zoned::now();
+    // A day of slack before now tolerates small clock differences between hosts.
+    let start = now.saturating_sub(jiff::Span::new().days(1));
+    params.not_before = rcgen::date_time_ymd(start.year().into(), start.month() as u8, start.day() as u8);
+    params.not_after =
+        rcgen::date_time_ymd(i32::from(now.year()) + years, now.month() as u8, now.day().min(28) as u8);
+}
+
+fn write_private(path: &Path, contents: &str) -> Result<(), PkiError> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(io(&tmp))?;
+        f.write_all(contents.as_bytes()).map_err(io(&tmp))?;
+        f.sync_all().map_err(io(&tmp))?;
+    }
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+fn read(path: &Path) -> Result<Option<String>, PkiError> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io(path)(e)),
+    }
+}
+
+fn san(name: &str) -> Result<SanType, PkiError> {
+    if let Ok(ip) = name.parse::<std::net::IpAddr>() {
+        return Ok(SanType::IpAddress(ip));
+    }
+    Ok(SanType::DnsName(
+        name.try_into().map_err(|_| PkiError::San(name.to_string()))?,
+    ))
+}
+
+/// The addresses of this host's interfaces (for the serving certificate's SANs).
+pub fn host_addresses() -> Vec<String> {
+    let mut out = BTreeSet::new();
+    if let Ok(addrs) = nix::ifaddrs::getifaddrs() {
+        for a in addrs {
+            if let Some(sa) = a.address {
+                if let Some(v4) = sa.as_sockaddr_in() {
+                    out.insert(v4.ip().to_string());
+                } else if let Some(v6) = sa.as_sockaddr_in6() {
+                    let ip = v6.ip();
+                    // Link-local addresses need a scope and are useless in a certificate.
+                    if (ip.segments()[0] & 0xffc0) != 0xfe80 {
+                        out.insert(ip.to_string());
+                    }
+                }
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// Loads the PKI under `dir`, creating what is missing.
+pub fn load_or_create(dir: &Path, extra_sans: &[String]) -> Result<Pki, PkiError> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let ca_cert_path = dir.join("ca.crt");
+    let ca_key_path = dir.join("ca.key");
+    let (ca_cert, ca_key) = match (read(&ca_cert_path)?, read(&ca_key_path)?) {
+        (Some(c), Some(k)) => (c, k),
+        _ => {
+            let key = KeyPair::generate()?;
+            let mut params = CertificateParams::default();
+            let mut dn = DistinguishedName::new();
+            dn.push(DnType::CommonName, "berth-ca");
+            params.distinguished_name = dn;
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            params.key_usages = vec![
+                KeyUsagePurpose::KeyCertSign,
+                KeyUsagePurpose::CrlSign,
+                KeyUsagePurpose::DigitalSignature,
+            ];
+            validity(&mut params, 10);
+            let cert = params.self_signed(&key)?;
+            write_private(&ca_key_path, &key.serialize_pem())?;
+            write_private(&ca_cert_path, &cert.pem())?;
+            (cert.pem(), key.serialize_pem())
+        }
+    };
+    let ca_keypair = KeyPair::from_pem(&ca_key)?;
+    let issuer = Issuer::from_ca_cert_pem(&ca_cert, ca_keypair)?;
+
+    let mut sans: BTreeSet<String> = ["localhost", "127.0.0.1", "::1", "kubernetes", "kubernetes.default"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    sans.extend(host_addresses());
+    sans.extend(extra_sans.iter().cloned());
+    let sans_path = dir.join("server.sans");
+    let wanted = sans.iter().cloned().collect::<Vec<_>>().join(",");
+    let server_cert_path = dir.join("server.crt");
+    let server_key_path = dir.join("server.key");
+    let (server_cert, server_key) = match (
+        read(&server_cert_path)?,
+        read(&server_key_path)?,
+        read(&sans_path)?,
+    ) {
+        (Some(c), Some(k), Some(s)) if s == wanted => (c, k),
+        _ => {
+            let key = KeyPair::generate()?;
+            let mut params = CertificateParams::default();
+            let mut dn = DistinguishedName::new();
+            dn.push(DnType::CommonName, "berth-controller");
+            params.distinguished_name = dn;
+            params.subject_alt_names = sans.iter().map(|s| san(s)).collect::<Result<_, _>>()?;
+            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+            params.key_usages = vec![
+                KeyUsagePurpose::DigitalSignature,
+                KeyUsagePurpose::KeyEncipherment,
+            ];
+            validity(&mut params, 1);
+            let cert = params.signed_by(&key, &issuer)?;
+            write_private(&server_key_path, &key.serialize_pem())?;
+            write_private(&server_cert_path, &cert.pem())?;
+            write_private(&sans_path, &wanted)?;
+            (cert.pem(), key.serialize_pem())
+        }
+    };
+
+    let admin_cert_path = dir.join("admin.crt");
+    let admin_key_path = dir.join("admin.key");
+    let (admin_cert, admin_key) = match (read(&admin_cert_path)?, read(&admin_key_path)?) {
+        (Some(c), Some(k)) => (c, k),
+        _ => {
+            let (c, k) = issue_client_cert(&issuer, "admin", &["system:masters"], 1)?;
+            write_private(&admin_key_path, &k)?;
+            write_private(&admin_cert_path, &c)?;
+            (c, k)
+        }
+    };
+    Ok(Pki {
+        dir: dir.to_path_buf(),
+        ca_cert,
+        server_cert,
+        server_key,
+        admin_cert,
+        admin_key,
+    })
+}
+
+/// Issues a client certificate (CN = user, O = groups) signed by the CA; returns (cert, key) PEM.
+pub fn issue_client_cert(
+    issuer: &Issuer<'_, KeyPair>,
+    user: &str,
+    groups: &[&str],
+    years: i32,
+) -> Result<(String, String), PkiError> {
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, user);
+    for g in groups {
+        dn.push(DnType::OrganizationName, *g);
+    }
+    params.distinguished_name = dn;
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+    validity(&mut params, years);
+    let cert = params.signed_by(&key, issuer)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// Writes a kubeconfig (mode 0600) for `server` with the CA and a client certificate embedded.
+pub fn write_kubeconfig(
+    path: &Path,
+    server: &str,
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+    user: &str,
+) -> Result<(), PkiError> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(io(parent))?;
+    }
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
+    let doc = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: berth\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: {user}\n  user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\ncontexts:\n- name: berth\n  context:\n    cluster: berth\n    user: {user}\n    namespace: default\ncurrent-context: berth\npreferences: {{}}\n",
+        ca = b64(ca_pem),
+        cert = b64(cert_pem),
+        key = b64(key_pem),
+    );
+    write_private(path, &doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_start_creates_everything_and_later_starts_reuse_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = load_or_create(dir.path(), &[]).unwrap();
+        let b = load_or_create(dir.path(), &[]).unwrap();
+        assert_eq!(a.ca_cert, b.ca_cert);
+        assert_eq!(a.server_cert, b.server_cert);
+        assert_eq!(a.admin_cert, b.admin_cert);
+        let mode = std::fs::metadata(dir.path().join("ca.key")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_new_san_reissues_the_serving_certificate_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = load_or_create(dir.path(), &[]).unwrap();
+        let b = load_or_create(dir.path(), &["berth.example".to_string()]).unwrap();
+        assert_eq!(a.ca_cert, b.ca_cert);
+        assert_ne!(a.server_cert, b.server_cert);
+    }
+
+    #[test]
+    fn kubeconfig_is_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = load_or_create(dir.path(), &[]).unwrap();
+        let path = dir.path().join("admin.kubeconfig");
+        write_kubeconfig(&path, "https://127.0.0.1:1", &p.ca_cert, &p.admin_cert, &p.admin_key, "admin").unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}

@@ -1,0 +1,314 @@
+//! Server-managed metadata: type checks, namespaces, generated names, uid and timestamps on
+//! create, spec/status separation and generation on update, and when finalizers release an
+//! object.
+
+use crate::api::error::ApiError;
+use berth_shared::resource::ResourceType;
+use rand::Rng;
+use serde_json::{Value, json};
+
+/// Upstream's alphabet for generated name suffixes (no vowels, no confusable digits).
+const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .unwrap_or_else(|_| jiff::Timestamp::now())
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// Five random characters, as `generateName` and controllers' pod names use.
+pub fn random_suffix() -> String {
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| NAME_ALPHABET[rng.random_range(0..NAME_ALPHABET.len())] as char)
+        .collect()
+}
+
+/// The body must be an object of this resource's kind and apiVersion (filled in when absent).
+pub fn check_type(rt: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
+    let Some(map) = obj.as_object_mut() else {
+        return Err(ApiError::BadRequest(
+            "the body of the request must be a JSON object".to_string(),
+        ));
+    };
+    let want = rt.api_version();
+    match map.get("apiVersion").and_then(Value::as_str) {
+        None | Some("") => {
+            map.insert("apiVersion".into(), json!(want));
+        }
+        Some(v) if v == want => {}
+        Some(v) => {
+            return Err(ApiError::BadRequest(format!(
+                "the API version in the data ({v}) does not match the expected API version ({want})"
+            )));
+        }
+    }
+    match map.get("kind").and_then(Value::as_str) {
+        None | Some("") => {
+            map.insert("kind".into(), json!(rt.kind));
+        }
+        Some(k) if k == rt.kind => {}
+        Some(k) => {
+            return Err(ApiError::BadRequest(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                rt.kind
+            )));
+        }
+    }
+    if !map.get("metadata").is_some_and(Value::is_object) {
+        if map.get("metadata").is_some_and(|m| !m.is_null()) {
+            return Err(ApiError::BadRequest("metadata must be an object".to_string()));
+        }
+        map.insert("metadata".into(), json!({}));
+    }
+    Ok(())
+}
+
+fn metadata(obj: &mut Value) -> &mut serde_json::Map<String, Value> {
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = json!({});
+    }
+    match obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        Some(m) => m,
+        None => unreachable!("metadata was just made an object"),
+    }
+}
+
+/// Namespaced kinds take the request's namespace (a different one in the body is an error);
+/// cluster-scoped kinds carry none.
+pub fn set_namespace(rt: &ResourceType, ns: Option<&str>, obj: &mut Value) -> Result<(), ApiError> {
+    let meta = metadata(obj);
+    if !rt.namespaced {
+        meta.remove("namespace");
+        return Ok(());
+    }
+    let Some(ns) = ns else {
+        return Err(ApiError::BadRequest(
+            "the namespace of the object must be set in the request path".to_string(),
+        ));
+    };
+    match meta.get("namespace").and_then(Value::as_str) {
+        Some(body) if !body.is_empty() && body != ns => Err(ApiError::BadRequest(
+            "the namespace of the provided object does not match the namespace sent on the request"
+                .to_string(),
+        )),
+        _ => {
+            meta.insert("namespace".into(), json!(ns));
+            Ok(())
+        }
+    }
+}
+
+/// The object's name: `metadata.name`, or `generateName` plus a random suffix.
+pub fn assign_name(rt: &ResourceType, obj: &mut Value) -> Result<String, ApiError> {
+    let meta = metadata(obj);
+    if let Some(name) = meta.get("name").and_then(Value::as_str)
+        && !name.is_empty()
+    {
+        return Ok(name.to_string());
+    }
+    if let Some(base) = meta.get("generateName").and_then(Value::as_str)
+        && !base.is_empty()
+    {
+        // Upstream truncates the base so the whole name stays within 63 characters.
+        let base: String = base.chars().take(58).collect();
+        let name = format!("{base}{}", random_suffix());
+        meta.insert("name".into(), json!(name));
+        return Ok(name);
+    }
+    Err(ApiError::invalid(
+        rt,
+        "",
+        vec![berth_shared::admission::FieldError {
+            error_type: berth_shared::admission::FieldErrorType::Required,
+            field: "metadata.name".to_string(),
+            bad_value: None,
+            detail: "name or generateName is required".to_string(),
+        }],
+    ))
+}
+
+/// Server-set metadata on create, and a fresh status where the kind's status is the
+/// controllers' to write.
+pub fn prepare_for_create(rt: &ResourceType, obj: &mut Value, generation: bool) {
+    let meta = metadata(obj);
+    meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+    meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
+    meta.remove("resourceVersion");
+    meta.remove("deletionTimestamp");
+    meta.remove("deletionGracePeriodSeconds");
+    meta.remove("managedFields");
+    meta.remove("selfLink");
+    if generation {
+        meta.insert("generation".into(), json!(1));
+    } else {
+        meta.remove("generation");
+    }
+    if rt.has_status && !matches!(rt.kind, "Node" | "Event") {
+        if let Some(map) = obj.as_object_mut() {
+            map.remove("status");
+        }
+    }
+}
+
+/// Merges an update into the stored object: server-managed metadata is kept, the part not
+/// being updated (status for the main resource, everything else for `/status`) comes from the
+/// stored object, and generation moves when the spec changed.
+pub fn prepare_for_update(
+    rt: &ResourceType,
+    old: &Value,
+    new: Value,
+    part: super::Part,
+    generation: bool,
+) -> Value {
+    let mut obj = match part {
+        super::Part::Status => {
+            let mut o = old.clone();
+            match new.get("status") {
+                Some(s) => o["status"] = s.clone(),
+                None => {
+                    if let Some(m) = o.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            o
+        }
+        super::Part::Main => {
+            let mut o = new;
+            if rt.has_status {
+                match old.get("status") {
+                    Some(s) => o["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = o.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+            o
+        }
+    };
+    let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    let meta = metadata(&mut obj);
+    for key in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "name",
+        "namespace",
+        "generation",
+    ] {
+        match old_meta.get(key) {
+            Some(v) => {
+                meta.insert(key.into(), v.clone());
+            }
+            None => {
+                meta.remove(key);
+            }
+        }
+    }
+    meta.remove("resourceVersion");
+    meta.remove("selfLink");
+    if generation && spec_changed(old, &obj) {
+        let g = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
+        metadata(&mut obj).insert("generation".into(), json!(g + 1));
+    }
+    obj
+}
+
+fn spec_changed(old: &Value, new: &Value) -> bool {
+    // Everything outside metadata and status counts as spec (CronJob, ControllerRevision data…).
+    let strip = |v: &Value| -> Value {
+        let mut v = v.clone();
+        if let Some(m) = v.as_object_mut() {
+            m.remove("metadata");
+            m.remove("status");
+        }
+        v
+    };
+    strip(old) != strip(new)
+}
+
+/// Whether two versions of an object differ only in their resourceVersion.
+pub fn same_ignoring_version(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| -> Value {
+        let mut v = v.clone();
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("resourceVersion");
+        }
+        v
+    };
+    strip(a) == strip(b)
+}
+
+/// A terminating object with no finalizers left is removed from the store.
+pub fn is_finalized(rt: &ResourceType, obj: &Value) -> bool {
+    if obj.pointer("/metadata/deletionTimestamp").is_none() {
+        return false;
+    }
+    let empty = |p: &str| {
+        obj.pointer(p)
+            .and_then(Value::as_array)
+            .is_none_or(|a| a.is_empty())
+    };
+    if !empty("/metadata/finalizers") {
+        return false;
+    }
+    if rt.kind == "Namespace" && !empty("/spec/finalizers") {
+        return false;
+    }
+    if rt.kind == "Pod" && obj.pointer("/spec/nodeName").is_some() {
+        // A pod on a node is removed by its node's agent (grace period 0), not by finalizers.
+        return obj
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            == Some(0);
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use berth_shared::resource::by_plural;
+
+    #[test]
+    fn generation_moves_only_when_the_spec_changes() {
+        let rt = by_plural("apps", "v1", "deployments").unwrap();
+        let old = json!({"metadata": {"name": "d", "generation": 1, "uid": "u"}, "spec": {"replicas": 1}, "status": {"replicas": 1}});
+        let labels = json!({"metadata": {"name": "d", "labels": {"a": "b"}}, "spec": {"replicas": 1}});
+        let out = prepare_for_update(rt, &old, labels, crate::registry::Part::Main, true);
+        assert_eq!(out["metadata"]["generation"], json!(1));
+        assert_eq!(out["status"], json!({"replicas": 1}), "status is kept from the stored object");
+        let scaled = json!({"metadata": {"name": "d"}, "spec": {"replicas": 3}});
+        let out = prepare_for_update(rt, &old, scaled, crate::registry::Part::Main, true);
+        assert_eq!(out["metadata"]["generation"], json!(2));
+        assert_eq!(out["metadata"]["uid"], json!("u"));
+    }
+
+    #[test]
+    fn status_updates_change_nothing_but_status() {
+        let rt = by_plural("apps", "v1", "deployments").unwrap();
+        let old = json!({"metadata": {"name": "d", "generation": 1}, "spec": {"replicas": 1}});
+        let new = json!({"metadata": {"name": "d"}, "spec": {"replicas": 5}, "status": {"replicas": 1}});
+        let out = prepare_for_update(rt, &old, new, crate::registry::Part::Status, true);
+        assert_eq!(out["spec"]["replicas"], json!(1));
+        assert_eq!(out["status"]["replicas"], json!(1));
+        assert_eq!(out["metadata"]["generation"], json!(1));
+    }
+
+    #[test]
+    fn terminating_objects_go_when_the_last_finalizer_does() {
+        let rt = by_plural("", "v1", "configmaps").unwrap();
+        let with = json!({"metadata": {"deletionTimestamp": "x", "finalizers": ["f"]}});
+        let without = json!({"metadata": {"deletionTimestamp": "x", "finalizers": []}});
+        let alive = json!({"metadata": {}});
+        assert!(!is_finalized(rt, &with));
+        assert!(is_finalized(rt, &without));
+        assert!(!is_finalized(rt, &alive));
+    }
+}

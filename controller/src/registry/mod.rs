@@ -1,0 +1,271 @@
+//! The object service every write goes through, whether it comes over HTTP or from a
+//! controller in this process: server-set metadata, defaulting and validation (admission),
+//! status/spec separation, generation, finalizers and graceful deletion, then the store.
+//! All methods block on the store's fsync: call them from a blocking context.
+
+mod binding;
+mod delete;
+mod keys;
+pub mod meta;
+
+pub use delete::{DeleteOptions, DeleteOutcome, DeletePreconditions, Propagation};
+pub use keys::{key_of_value, object_key, parse_key, prefix};
+
+use crate::api::error::ApiError;
+use crate::store::{Precondition, Store, StoreError, StoredObject};
+use berth_shared::admission::{self, AdmissionError, Operation};
+use berth_shared::resource::{self, ResourceType};
+use serde_json::{Map, Value, json};
+
+/// How unknown fields in a request body are treated (`fieldValidation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FieldValidation {
+    Ignore,
+    #[default]
+    Warn,
+    Strict,
+}
+
+/// Options common to create and update.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    pub dry_run: bool,
+    pub field_validation: FieldValidation,
+}
+
+/// Which part of an object an update may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The main resource: everything but `status` (for kinds with a status subresource).
+    Main,
+    /// The `status` subresource: only `status`.
+    Status,
+}
+
+/// The object service. Cheap to clone.
+#[derive(Clone)]
+pub struct Registry {
+    store: Store,
+}
+
+fn store_error(rt: &ResourceType, name: &str, e: StoreError) -> ApiError {
+    match e {
+        StoreError::AlreadyExists => ApiError::already_exists(rt, name),
+        StoreError::NotFound => ApiError::not_found(rt, name),
+        StoreError::Conflict => ApiError::conflict(rt, name),
+        other => other.into(),
+    }
+}
+
+fn admission_error(rt: &ResourceType, name: &str, e: AdmissionError) -> ApiError {
+    match e {
+        AdmissionError::Decode(msg) => ApiError::BadRequest(msg),
+        AdmissionError::Invalid(causes) => ApiError::invalid(rt, name, causes),
+    }
+}
+
+/// Kinds whose `metadata.generation` tracks changes of their spec.
+fn has_generation(rt: &ResourceType) -> bool {
+    !matches!(rt.kind, "Pod" | "Node" | "Namespace" | "Event" | "ConfigMap" | "Secret" | "Lease")
+}
+
+impl Registry {
+    pub fn new(store: Store) -> Registry {
+        Registry { store }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn get(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<StoredObject, ApiError> {
+        self.store
+            .get(&object_key(rt, ns, name))
+            .ok_or_else(|| ApiError::not_found(rt, name))
+    }
+
+    /// Checks that `ns` exists and is not terminating, for creating content in it.
+    fn check_namespace(&self, ns: &str) -> Result<(), ApiError> {
+        let Some(rt) = resource::by_plural("", "v1", "namespaces") else {
+            return Ok(());
+        };
+        let obj = self.get(rt, None, ns)?;
+        let v = obj.value()?;
+        if v.pointer("/metadata/deletionTimestamp").is_some() {
+            return Err(ApiError::Forbidden(format!(
+                "unable to create new content in namespace {ns} because it is being terminated"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Creates an object. `ns` is the namespace from the request path.
+    pub fn create(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        mut obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        meta::check_type(rt, &mut obj)?;
+        let unknown = if opts.field_validation == FieldValidation::Strict {
+            admission::unknown_fields(rt.kind, &obj)
+        } else {
+            Vec::new()
+        };
+        meta::set_namespace(rt, ns, &mut obj)?;
+        let name = meta::assign_name(rt, &mut obj)?;
+        if !unknown.is_empty() {
+            return Err(ApiError::BadRequest(format!(
+                "strict decoding error: {}",
+                unknown.join(", ")
+            )));
+        }
+        if rt.namespaced
+            && let Some(ns) = ns
+        {
+            self.check_namespace(ns)?;
+        }
+        meta::prepare_for_create(rt, &mut obj, has_generation(rt));
+        admission::admit(rt.kind, Operation::Create, &mut obj, None)
+            .map_err(|e| admission_error(rt, &name, e))?;
+        if opts.dry_run {
+            return Ok(obj);
+        }
+        let key = object_key(rt, ns, &name);
+        let stored = self
+            .store
+            .put(&key, obj, Precondition::Absent)
+            .map_err(|e| store_error(rt, &name, e))?;
+        Ok(stored.value()?)
+    }
+
+    /// Replaces an object (PUT). A `metadata.resourceVersion` in the body must match the stored
+    /// one; without it the update is unconditional.
+    pub fn update(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        mut obj: Value,
+        part: Part,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        meta::check_type(rt, &mut obj)?;
+        if opts.field_validation == FieldValidation::Strict {
+            let unknown = admission::unknown_fields(rt.kind, &obj);
+            if !unknown.is_empty() {
+                return Err(ApiError::BadRequest(format!(
+                    "strict decoding error: {}",
+                    unknown.join(", ")
+                )));
+            }
+        }
+        meta::set_namespace(rt, ns, &mut obj)?;
+        let body_name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or(name);
+        if body_name != name {
+            return Err(ApiError::BadRequest(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        let current = self.get(rt, ns, name)?;
+        let expected = match obj.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
+            Some(rv) if !rv.is_empty() => {
+                let rv: u64 = rv.parse().map_err(|_| {
+                    ApiError::BadRequest(format!("invalid resourceVersion {rv:?}"))
+                })?;
+                if rv != current.revision {
+                    return Err(ApiError::conflict(rt, name));
+                }
+                rv
+            }
+            _ => current.revision,
+        };
+        let old = current.value()?;
+        self.write_update(rt, ns, name, old, obj, expected, part, opts)
+    }
+
+    /// Reads, changes with `f` and writes back, retrying on conflicts: the path of PATCH and
+    /// of controllers' read-modify-write. `f` gets the stored object and returns the new one.
+    pub fn update_with(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        part: Part,
+        opts: &WriteOptions,
+        mut f: impl FnMut(Value) -> Result<Value, ApiError>,
+    ) -> Result<Value, ApiError> {
+        let mut attempts = 0;
+        loop {
+            let current = self.get(rt, ns, name)?;
+            let old = current.value()?;
+            let mut new = f(old.clone())?;
+            meta::check_type(rt, &mut new)?;
+            meta::set_namespace(rt, ns, &mut new)?;
+            // A resourceVersion written by the patch itself is a precondition.
+            let expected = match new.pointer("/metadata/resourceVersion").and_then(Value::as_str)
+            {
+                Some(rv) if rv != current.revision.to_string() => {
+                    return Err(ApiError::conflict(rt, name));
+                }
+                _ => current.revision,
+            };
+            match self.write_update(rt, ns, name, old, new, expected, part, opts) {
+                Err(ApiError::Conflict { .. }) if attempts < 8 => attempts += 1,
+                other => return other,
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_update(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        old: Value,
+        new: Value,
+        expected: u64,
+        part: Part,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let mut obj = meta::prepare_for_update(rt, &old, new, part, has_generation(rt));
+        admission::admit(rt.kind, Operation::Update, &mut obj, Some(&old))
+            .map_err(|e| admission_error(rt, name, e))?;
+        if meta::same_ignoring_version(&obj, &old) {
+            return Ok(old);
+        }
+        if opts.dry_run {
+            return Ok(obj);
+        }
+        let key = object_key(rt, ns, name);
+        if meta::is_finalized(rt, &obj) {
+            let stored = self
+                .store
+                .delete(&key, Precondition::Revision(expected), Some(obj))
+                .map_err(|e| store_error(rt, name, e))?;
+            return Ok(stored.value()?);
+        }
+        let stored = self
+            .store
+            .put(&key, obj, Precondition::Revision(expected))
+            .map_err(|e| store_error(rt, name, e))?;
+        Ok(stored.value()?)
+    }
+
+    /// The `Status` body of a successful deletion, as upstream answers it.
+    pub fn deleted_status(rt: &ResourceType, obj: &Value) -> Value {
+        let mut details = Map::new();
+        details.insert("name".into(), obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null));
+        details.insert("group".into(), json!(rt.group));
+        details.insert("kind".into(), json!(rt.plural));
+        details.insert("uid".into(), obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null));
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
+    }
+}

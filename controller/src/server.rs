@@ -1,0 +1,123 @@
+//! Starting and stopping the control plane: PKI and kubeconfig, the store, the built-in
+//! namespaces, the HTTPS listener and the controllers; graceful shutdown on cancellation.
+
+use crate::api::{self, ApiState, authn::Tokens, metrics::Metrics};
+use crate::controllers;
+use crate::pki;
+use crate::registry::{Registry, WriteOptions};
+use crate::store::{RedbBackend, Store};
+use serde_json::json;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// The controller's configuration (from flags).
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    pub kubeconfig: Option<PathBuf>,
+    pub tls_sans: Vec<String>,
+    pub watch_history: usize,
+    pub token_auth_file: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Pki(#[from] pki::PkiError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Tls(#[from] api::tls::TlsError),
+    #[error("bootstrapping namespace {0}: {1}")]
+    Bootstrap(String, String),
+    #[error("listening on {addr}: {source}")]
+    Listen { addr: SocketAddr, source: std::io::Error },
+}
+
+/// The version this server reports; the API level decides which kubectl the dispatcher runs.
+pub fn git_version() -> String {
+    format!("v1.31.4+berth.{}", env!("CARGO_PKG_VERSION"))
+}
+
+pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+fn bootstrap(registry: &Registry) -> Result<(), ServerError> {
+    let Some(rt) = berth_shared::resource::by_plural("", "v1", "namespaces") else {
+        return Ok(());
+    };
+    for ns in SYSTEM_NAMESPACES {
+        if registry.get(rt, None, ns).is_ok() {
+            continue;
+        }
+        let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        registry
+            .create(rt, None, obj, &WriteOptions::default())
+            .map_err(|e| ServerError::Bootstrap(ns.to_string(), e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// Runs the controller until `shutdown` is cancelled.
+pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), ServerError> {
+    let io = |path: &PathBuf| {
+        let path = path.clone();
+        move |source| ServerError::Io { path, source }
+    };
+    std::fs::create_dir_all(&config.data_dir).map_err(io(&config.data_dir))?;
+    let pki = pki::load_or_create(&config.data_dir.join("pki"), &config.tls_sans)?;
+    let backend = RedbBackend::open(&config.data_dir.join("store.redb"))?;
+    let store = Store::open(Box::new(backend), config.watch_history)?;
+    let registry = Registry::new(store);
+    {
+        let r = registry.clone();
+        tokio::task::spawn_blocking(move || bootstrap(&r))
+            .await
+            .map_err(|e| ServerError::Bootstrap("*".into(), e.to_string()))??;
+    }
+    let tokens = match &config.token_auth_file {
+        Some(p) => Tokens::parse(&std::fs::read_to_string(p).map_err(io(p))?),
+        None => Tokens::default(),
+    };
+
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ServerError::Listen { addr: config.listen, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| ServerError::Listen { addr: config.listen, source })?;
+    let url = if bound.ip().is_unspecified() {
+        format!("https://127.0.0.1:{}", bound.port())
+    } else {
+        format!("https://{bound}")
+    };
+    let kubeconfig = config
+        .kubeconfig
+        .clone()
+        .unwrap_or_else(|| config.data_dir.join("admin.kubeconfig"));
+    pki::write_kubeconfig(&kubeconfig, &url, &pki.ca_cert, &pki.admin_cert, &pki.admin_key, "admin")?;
+    let addr_file = config.data_dir.join("listen-address");
+    std::fs::write(&addr_file, &url).map_err(io(&addr_file))?;
+
+    let state = Arc::new(ApiState {
+        registry: registry.clone(),
+        metrics: Metrics::default(),
+        git_version: git_version(),
+        shutdown: shutdown.clone(),
+    });
+    let tls = api::tls::server_config(&pki)?;
+    let router = api::router(state);
+    let controllers = controllers::start(registry.clone(), shutdown.clone());
+    println!("listening on {url}");
+    tracing::info!(%url, data_dir = %config.data_dir.display(), "serving");
+    api::tls::serve(listener, tls, router, tokens, shutdown.clone()).await;
+    for c in controllers {
+        let _ = c.await;
+    }
+    tracing::info!("stopped");
+    Ok(())
+}

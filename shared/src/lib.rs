@@ -3,5 +3,7 @@
 
 pub use k8s_openapi;
 
+pub mod discovery;
+pub mod openapi;
 pub mod resource;
 pub mod table;

@@ -64,20 +64,38 @@ impl Recorder {
         let Some(rt) = resource::by_plural("", "v1", "events") else {
             return Ok(());
         };
-        let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
+        let s = |p: &str| {
+            obj.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
         let ns = match s("/metadata/namespace") {
             n if n.is_empty() => "default".to_string(),
             n => n,
         };
-        let name = event_name(&s("/metadata/name"), &s("/metadata/uid"), event_type, reason, message);
+        let name = event_name(
+            &s("/metadata/name"),
+            &s("/metadata/uid"),
+            event_type,
+            reason,
+            message,
+        );
         let now = crate::registry::meta::now_rfc3339();
         if self.registry.get(rt, Some(&ns), &name).is_ok() {
-            let r = self.registry.update_with(rt, Some(&ns), &name, Part::Main, &WriteOptions::default(), |mut ev| {
-                let count = ev.get("count").and_then(Value::as_i64).unwrap_or(1);
-                ev["count"] = json!(count + 1);
-                ev["lastTimestamp"] = json!(now);
-                Ok(ev)
-            });
+            let r = self.registry.update_with(
+                rt,
+                Some(&ns),
+                &name,
+                Part::Main,
+                &WriteOptions::default(),
+                |mut ev| {
+                    let count = ev.get("count").and_then(Value::as_i64).unwrap_or(1);
+                    ev["count"] = json!(count + 1);
+                    ev["lastTimestamp"] = json!(now);
+                    Ok(ev)
+                },
+            );
             return match r {
                 Ok(_) | Err(ApiError::NotFound { .. }) => Ok(()),
                 Err(e) => Err(e),
@@ -105,7 +123,10 @@ impl Recorder {
             "lastTimestamp": now,
             "count": 1,
         });
-        match self.registry.create(rt, Some(&ns), event, &WriteOptions::default()) {
+        match self
+            .registry
+            .create(rt, Some(&ns), event, &WriteOptions::default())
+        {
             Ok(_) | Err(ApiError::AlreadyExists { .. }) => Ok(()),
             Err(e) => Err(e),
         }

@@ -71,9 +71,10 @@ fn main() -> anyhow::Result<()> {
                 let signals = shutdown.clone();
                 tokio::spawn(async move {
                     use tokio::signal::unix::{SignalKind, signal};
-                    let (Ok(mut term), Ok(mut int)) =
-                        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-                    else {
+                    let (Ok(mut term), Ok(mut int)) = (
+                        signal(SignalKind::terminate()),
+                        signal(SignalKind::interrupt()),
+                    ) else {
                         return;
                     };
                     tokio::select! {
@@ -82,7 +83,9 @@ fn main() -> anyhow::Result<()> {
                     }
                     signals.cancel();
                 });
-                server::run(config, shutdown).await.context("controller failed")
+                server::run(config, shutdown)
+                    .await
+                    .context("controller failed")
             })
         }
     }

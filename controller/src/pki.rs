@@ -59,9 +59,13 @@ fn validity(params: &mut CertificateParams, years: i32) {
     let now = jiff::Zoned::now();
     // A day of slack before now tolerates small clock differences between hosts.
     let start = now.saturating_sub(jiff::Span::new().days(1));
-    params.not_before = rcgen::date_time_ymd(start.year().into(), start.month() as u8, start.day() as u8);
-    params.not_after =
-        rcgen::date_time_ymd(i32::from(now.year()) + years, now.month() as u8, now.day().min(28) as u8);
+    params.not_before =
+        rcgen::date_time_ymd(start.year().into(), start.month() as u8, start.day() as u8);
+    params.not_after = rcgen::date_time_ymd(
+        i32::from(now.year()) + years,
+        now.month() as u8,
+        now.day().min(28) as u8,
+    );
 }
 
 fn write_private(path: &Path, contents: &str) -> Result<(), PkiError> {
@@ -94,7 +98,8 @@ fn san(name: &str) -> Result<SanType, PkiError> {
         return Ok(SanType::IpAddress(ip));
     }
     Ok(SanType::DnsName(
-        name.try_into().map_err(|_| PkiError::San(name.to_string()))?,
+        name.try_into()
+            .map_err(|_| PkiError::San(name.to_string()))?,
     ))
 }
 
@@ -148,10 +153,16 @@ pub fn load_or_create(dir: &Path, extra_sans: &[String]) -> Result<Pki, PkiError
     let ca_keypair = KeyPair::from_pem(&ca_key)?;
     let issuer = Issuer::from_ca_cert_pem(&ca_cert, ca_keypair)?;
 
-    let mut sans: BTreeSet<String> = ["localhost", "127.0.0.1", "::1", "kubernetes", "kubernetes.default"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut sans: BTreeSet<String> = [
+        "localhost",
+        "127.0.0.1",
+        "::1",
+        "kubernetes",
+        "kubernetes.default",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     sans.extend(host_addresses());
     sans.extend(extra_sans.iter().cloned());
     let sans_path = dir.join("server.sans");
@@ -222,7 +233,10 @@ pub fn issue_client_cert(
     }
     params.distinguished_name = dn;
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
     validity(&mut params, years);
     let cert = params.signed_by(&key, issuer)?;
     Ok((cert.pem(), key.serialize_pem()))
@@ -262,7 +276,10 @@ mod tests {
         assert_eq!(a.ca_cert, b.ca_cert);
         assert_eq!(a.server_cert, b.server_cert);
         assert_eq!(a.admin_cert, b.admin_cert);
-        let mode = std::fs::metadata(dir.path().join("ca.key")).unwrap().permissions().mode();
+        let mode = std::fs::metadata(dir.path().join("ca.key"))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
     }
 
@@ -280,7 +297,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = load_or_create(dir.path(), &[]).unwrap();
         let path = dir.path().join("admin.kubeconfig");
-        write_kubeconfig(&path, "https://127.0.0.1:1", &p.ca_cert, &p.admin_cert, &p.admin_key, "admin").unwrap();
+        write_kubeconfig(
+            &path,
+            "https://127.0.0.1:1",
+            &p.ca_cert,
+            &p.admin_cert,
+            &p.admin_key,
+            "admin",
+        )
+        .unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
     }

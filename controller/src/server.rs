@@ -26,7 +26,10 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Pki(#[from] pki::PkiError),
     #[error(transparent)]
@@ -36,7 +39,10 @@ pub enum ServerError {
     #[error("bootstrapping namespace {0}: {1}")]
     Bootstrap(String, String),
     #[error("listening on {addr}: {source}")]
-    Listen { addr: SocketAddr, source: std::io::Error },
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
 }
 
 /// The version this server reports; the API level decides which kubectl the dispatcher runs.
@@ -44,7 +50,8 @@ pub fn git_version() -> String {
     format!("v1.31.4+berth.{}", env!("CARGO_PKG_VERSION"))
 }
 
-pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+pub const SYSTEM_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 fn bootstrap(registry: &Registry) -> Result<(), ServerError> {
     let Some(rt) = berth_shared::resource::by_plural("", "v1", "namespaces") else {
@@ -86,10 +93,16 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
 
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
-        .map_err(|source| ServerError::Listen { addr: config.listen, source })?;
+        .map_err(|source| ServerError::Listen {
+            addr: config.listen,
+            source,
+        })?;
     let bound = listener
         .local_addr()
-        .map_err(|source| ServerError::Listen { addr: config.listen, source })?;
+        .map_err(|source| ServerError::Listen {
+            addr: config.listen,
+            source,
+        })?;
     let url = if bound.ip().is_unspecified() {
         format!("https://127.0.0.1:{}", bound.port())
     } else {
@@ -99,7 +112,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         .kubeconfig
         .clone()
         .unwrap_or_else(|| config.data_dir.join("admin.kubeconfig"));
-    pki::write_kubeconfig(&kubeconfig, &url, &pki.ca_cert, &pki.admin_cert, &pki.admin_key, "admin")?;
+    pki::write_kubeconfig(
+        &kubeconfig,
+        &url,
+        &pki.ca_cert,
+        &pki.admin_cert,
+        &pki.admin_key,
+        "admin",
+    )?;
     let addr_file = config.data_dir.join("listen-address");
     std::fs::write(&addr_file, &url).map_err(io(&addr_file))?;
 

@@ -3,5 +3,8 @@
 
 pub use k8s_openapi;
 
-pub mod resource;
+pub mod discovery;
+pub mod openapi;
 pub mod reconcile;
+pub mod resource;
+pub mod table;

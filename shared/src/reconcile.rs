@@ -238,20 +238,29 @@ mod tests {
         let stop = CancellationToken::new();
         let s = stop.clone();
         q.add("k".into());
-        let runner = tokio::spawn(run(q.clone(), 2, stop.clone(), "test", move |_k: String| {
-            let c = c.clone();
-            let s = s.clone();
-            async move {
-                let n = c.fetch_add(1, Ordering::SeqCst) + 1;
-                if n < 3 {
-                    Err("not yet")
-                } else {
-                    s.cancel();
-                    Ok(Outcome::Done)
+        let runner = tokio::spawn(run(
+            q.clone(),
+            2,
+            stop.clone(),
+            "test",
+            move |_k: String| {
+                let c = c.clone();
+                let s = s.clone();
+                async move {
+                    let n = c.fetch_add(1, Ordering::SeqCst) + 1;
+                    if n < 3 {
+                        Err("not yet")
+                    } else {
+                        s.cancel();
+                        Ok(Outcome::Done)
+                    }
                 }
-            }
-        }));
-        tokio::time::timeout(Duration::from_secs(5), runner).await.unwrap().unwrap();
+            },
+        ));
+        tokio::time::timeout(Duration::from_secs(5), runner)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(calls.load(Ordering::SeqCst), 3);
     }
 }

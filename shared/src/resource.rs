@@ -69,22 +69,198 @@ macro_rules! rt {
 
 /// Every resource type Berth serves, in discovery order.
 pub static RESOURCES: &[ResourceType] = &[
-    rt!("", "v1", "Namespace", "namespaces", "namespace", false, &["ns"], &[], status = true, scale = false),
-    rt!("", "v1", "Node", "nodes", "node", false, &["no"], &[], status = true, scale = false),
-    rt!("", "v1", "Pod", "pods", "pod", true, &["po"], ALL, status = true, scale = false),
-    rt!("", "v1", "Event", "events", "event", true, &["ev"], &[], status = false, scale = false),
-    rt!("", "v1", "ConfigMap", "configmaps", "configmap", true, &["cm"], &[], status = false, scale = false),
-    rt!("", "v1", "Secret", "secrets", "secret", true, &[], &[], status = false, scale = false),
-    rt!("", "v1", "ReplicationController", "replicationcontrollers", "replicationcontroller", true, &["rc"], ALL, status = true, scale = true),
-    rt!("apps", "v1", "Deployment", "deployments", "deployment", true, &["deploy"], ALL, status = true, scale = true),
-    rt!("apps", "v1", "ReplicaSet", "replicasets", "replicaset", true, &["rs"], ALL, status = true, scale = true),
-    rt!("apps", "v1", "StatefulSet", "statefulsets", "statefulset", true, &["sts"], ALL, status = true, scale = true),
-    rt!("apps", "v1", "DaemonSet", "daemonsets", "daemonset", true, &["ds"], ALL, status = true, scale = false),
-    rt!("apps", "v1", "ControllerRevision", "controllerrevisions", "controllerrevision", true, &[], &[], status = false, scale = false),
-    rt!("batch", "v1", "Job", "jobs", "job", true, &[], ALL, status = true, scale = false),
-    rt!("batch", "v1", "CronJob", "cronjobs", "cronjob", true, &["cj"], ALL, status = true, scale = false),
-    rt!("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", "poddisruptionbudget", true, &["pdb"], &[], status = true, scale = false),
-    rt!("coordination.k8s.io", "v1", "Lease", "leases", "lease", true, &[], &[], status = false, scale = false),
+    rt!(
+        "",
+        "v1",
+        "Namespace",
+        "namespaces",
+        "namespace",
+        false,
+        &["ns"],
+        &[],
+        status = true,
+        scale = false
+    ),
+    rt!(
+        "",
+        "v1",
+        "Node",
+        "nodes",
+        "node",
+        false,
+        &["no"],
+        &[],
+        status = true,
+        scale = false
+    ),
+    rt!(
+        "",
+        "v1",
+        "Pod",
+        "pods",
+        "pod",
+        true,
+        &["po"],
+        ALL,
+        status = true,
+        scale = false
+    ),
+    rt!(
+        "",
+        "v1",
+        "Event",
+        "events",
+        "event",
+        true,
+        &["ev"],
+        &[],
+        status = false,
+        scale = false
+    ),
+    rt!(
+        "",
+        "v1",
+        "ConfigMap",
+        "configmaps",
+        "configmap",
+        true,
+        &["cm"],
+        &[],
+        status = false,
+        scale = false
+    ),
+    rt!(
+        "",
+        "v1",
+        "Secret",
+        "secrets",
+        "secret",
+        true,
+        &[],
+        &[],
+        status = false,
+        scale = false
+    ),
+    rt!(
+        "",
+        "v1",
+        "ReplicationController",
+        "replicationcontrollers",
+        "replicationcontroller",
+        true,
+        &["rc"],
+        ALL,
+        status = true,
+        scale = true
+    ),
+    rt!(
+        "apps",
+        "v1",
+        "Deployment",
+        "deployments",
+        "deployment",
+        true,
+        &["deploy"],
+        ALL,
+        status = true,
+        scale = true
+    ),
+    rt!(
+        "apps",
+        "v1",
+        "ReplicaSet",
+        "replicasets",
+        "replicaset",
+        true,
+        &["rs"],
+        ALL,
+        status = true,
+        scale = true
+    ),
+    rt!(
+        "apps",
+        "v1",
+        "StatefulSet",
+        "statefulsets",
+        "statefulset",
+        true,
+        &["sts"],
+        ALL,
+        status = true,
+        scale = true
+    ),
+    rt!(
+        "apps",
+        "v1",
+        "DaemonSet",
+        "daemonsets",
+        "daemonset",
+        true,
+        &["ds"],
+        ALL,
+        status = true,
+        scale = false
+    ),
+    rt!(
+        "apps",
+        "v1",
+        "ControllerRevision",
+        "controllerrevisions",
+        "controllerrevision",
+        true,
+        &[],
+        &[],
+        status = false,
+        scale = false
+    ),
+    rt!(
+        "batch",
+        "v1",
+        "Job",
+        "jobs",
+        "job",
+        true,
+        &[],
+        ALL,
+        status = true,
+        scale = false
+    ),
+    rt!(
+        "batch",
+        "v1",
+        "CronJob",
+        "cronjobs",
+        "cronjob",
+        true,
+        &["cj"],
+        ALL,
+        status = true,
+        scale = false
+    ),
+    rt!(
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        true,
+        &["pdb"],
+        &[],
+        status = true,
+        scale = false
+    ),
+    rt!(
+        "coordination.k8s.io",
+        "v1",
+        "Lease",
+        "leases",
+        "lease",
+        true,
+        &[],
+        &[],
+        status = false,
+        scale = false
+    ),
 ];
 
 /// Looks up a resource type by group, version and URL plural.
@@ -119,7 +295,10 @@ mod tests {
     #[test]
     fn core_kinds_resolve_by_plural_and_by_kind() {
         assert_eq!(by_plural("", "v1", "pods").map(|r| r.kind), Some("Pod"));
-        assert_eq!(by_kind("apps/v1", "Deployment").map(|r| r.plural), Some("deployments"));
+        assert_eq!(
+            by_kind("apps/v1", "Deployment").map(|r| r.plural),
+            Some("deployments")
+        );
         assert!(by_kind("apps/v1beta1", "Deployment").is_none());
     }
 

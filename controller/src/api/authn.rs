@@ -27,7 +27,11 @@ pub struct Tokens(pub Arc<HashMap<String, Identity>>);
 impl Tokens {
     pub fn parse(text: &str) -> Tokens {
         let mut map = HashMap::new();
-        for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        for line in text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        {
             let mut fields = line.splitn(4, ',');
             let (Some(token), Some(user)) = (fields.next(), fields.next()) else {
                 continue;
@@ -35,9 +39,21 @@ impl Tokens {
             let _uid = fields.next();
             let groups = fields
                 .next()
-                .map(|g| g.trim_matches('"').split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+                .map(|g| {
+                    g.trim_matches('"')
+                        .split(',')
+                        .map(|s| s.trim().to_string())
+                        .filter(|s| !s.is_empty())
+                        .collect()
+                })
                 .unwrap_or_default();
-            map.insert(token.trim().to_string(), Identity { user: user.trim().to_string(), groups });
+            map.insert(
+                token.trim().to_string(),
+                Identity {
+                    user: user.trim().to_string(),
+                    groups,
+                },
+            );
         }
         Tokens(Arc::new(map))
     }
@@ -47,7 +63,12 @@ impl Tokens {
 pub fn identity_from_cert(der: &[u8]) -> Option<Identity> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let subject = cert.subject();
-    let user = subject.iter_common_name().next()?.as_str().ok()?.to_string();
+    let user = subject
+        .iter_common_name()
+        .next()?
+        .as_str()
+        .ok()?
+        .to_string();
     let groups = subject
         .iter_organization()
         .filter_map(|o| o.as_str().ok().map(String::from))
@@ -59,7 +80,10 @@ const PUBLIC: &[&str] = &["/healthz", "/livez", "/readyz", "/version"];
 
 pub async fn require_identity(mut req: Request, next: Next) -> Response {
     let path = req.uri().path();
-    if PUBLIC.iter().any(|p| path == *p || path.starts_with(&format!("{p}/"))) {
+    if PUBLIC
+        .iter()
+        .any(|p| path == *p || path.starts_with(&format!("{p}/")))
+    {
         return next.run(req).await;
     }
     let from_cert = req.extensions().get::<Peer>().and_then(|p| p.0.clone());
@@ -68,7 +92,11 @@ pub async fn require_identity(mut req: Request, next: Next) -> Response {
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .and_then(|t| req.extensions().get::<Tokens>().and_then(|tokens| tokens.0.get(t.trim()).cloned()));
+        .and_then(|t| {
+            req.extensions()
+                .get::<Tokens>()
+                .and_then(|tokens| tokens.0.get(t.trim()).cloned())
+        });
     match from_cert.or(from_token) {
         Some(id) => {
             req.extensions_mut().insert(id);
@@ -85,7 +113,13 @@ mod tests {
     #[test]
     fn token_file_lines_give_user_and_groups() {
         let t = Tokens::parse("abc,alice,1,\"dev,ops\"\n# comment\nxyz,bob,2\n");
-        assert_eq!(t.0["abc"], Identity { user: "alice".into(), groups: vec!["dev".into(), "ops".into()] });
+        assert_eq!(
+            t.0["abc"],
+            Identity {
+                user: "alice".into(),
+                groups: vec!["dev".into(), "ops".into()]
+            }
+        );
         assert_eq!(t.0["xyz"].groups, Vec::<String>::new());
     }
 }

@@ -13,7 +13,13 @@ pub fn content_type(headers: &HeaderMap) -> String {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|v| v.split(';').next().unwrap_or_default().trim().to_ascii_lowercase())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+        })
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| "application/json".to_string())
 }
@@ -44,9 +50,7 @@ pub fn decode(content_type: &str, raw: &[u8]) -> Result<Value, ApiError> {
 }
 
 fn bad_json(e: serde_json::Error) -> ApiError {
-    ApiError::BadRequest(format!(
-        "couldn't get version/kind; json parse error: {e}"
-    ))
+    ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}"))
 }
 
 fn yaml(raw: &[u8]) -> Result<Value, ApiError> {

@@ -8,7 +8,6 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use berth_shared::discovery;
 
-
 pub async fn version(State(state): State<SharedState>) -> Response {
     json_response(StatusCode::OK, &discovery::version_info(&state.git_version))
 }
@@ -22,7 +21,14 @@ fn aggregated(headers: &HeaderMap, core: bool) -> Option<Response> {
         "apidiscovery.k8s.io/v2beta1"
     };
     let body = discovery::aggregated_discovery(core, api_version);
-    Some((StatusCode::OK, [(header::CONTENT_TYPE, media)], body.to_string()).into_response())
+    Some(
+        (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, media)],
+            body.to_string(),
+        )
+            .into_response(),
+    )
 }
 
 pub async fn core_root(headers: HeaderMap) -> Response {
@@ -56,4 +62,3 @@ pub async fn openapi_doc(Path(path): Path<String>) -> Response {
 pub async fn openapi_v2() -> Response {
     ApiError::UnknownPath.into_response()
 }
-

@@ -48,7 +48,9 @@ pub enum ApiError {
     MethodNotAllowed,
     #[error("the server could not find the requested resource")]
     UnknownPath,
-    #[error("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml")]
+    #[error(
+        "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"
+    )]
     UnsupportedMediaType,
     #[error("Request entity too large: limit is {0}")]
     TooLarge(usize),
@@ -162,13 +164,31 @@ impl ApiError {
             "code": self.code().as_u16(),
         });
         let details = match self {
-            ApiError::NotFound { resource, group, name }
-            | ApiError::AlreadyExists { resource, group, name }
-            | ApiError::Conflict { resource, group, name, .. } => {
+            ApiError::NotFound {
+                resource,
+                group,
+                name,
+            }
+            | ApiError::AlreadyExists {
+                resource,
+                group,
+                name,
+            }
+            | ApiError::Conflict {
+                resource,
+                group,
+                name,
+                ..
+            } => {
                 let kind = resource.split('.').next().unwrap_or_default();
                 Some(json!({"name": name, "group": group, "kind": kind}))
             }
-            ApiError::Invalid { kind, group, name, causes } => Some(json!({
+            ApiError::Invalid {
+                kind,
+                group,
+                name,
+                causes,
+            } => Some(json!({
                 "name": name,
                 "group": group,
                 "kind": kind,

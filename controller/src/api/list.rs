@@ -90,12 +90,13 @@ pub async fn list(
         Some(t) if !t.is_empty() => Some(decode_continue(t, &prefix)?),
         _ => None,
     };
-    let (revision, items, more) = state.registry.store().list(
-        &prefix,
-        start.as_deref(),
-        q.limit(),
-        |o: &StoredObject| selectors.matches(&o.index),
-    );
+    let (revision, items, more) =
+        state
+            .registry
+            .store()
+            .list(&prefix, start.as_deref(), q.limit(), |o: &StoredObject| {
+                selectors.matches(&o.index)
+            });
     let rv = revision.to_string();
     let cont = more.map(|k| encode_continue(&k));
     if as_table {
@@ -113,7 +114,8 @@ pub async fn list(
         rt.api_version(),
         meta
     );
-    let mut body = Vec::with_capacity(head.len() + items.iter().map(|i| i.data.len() + 1).sum::<usize>() + 2);
+    let mut body =
+        Vec::with_capacity(head.len() + items.iter().map(|i| i.data.len() + 1).sum::<usize>() + 2);
     body.extend_from_slice(head.as_bytes());
     for (i, item) in items.iter().enumerate() {
         if i > 0 {

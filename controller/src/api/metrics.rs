@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Latency histogram bucket bounds, in seconds.
-const BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0];
+const BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0,
+];
 
 #[derive(Default)]
 struct Series {
@@ -37,7 +39,11 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn observe(&self, verb: &str, resource: &str, code: u16, seconds: f64) {
-        let mut map = self.inner.requests.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self
+            .inner
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let s = map
             .entry((verb.to_string(), resource.to_string(), code))
             .or_insert_with(|| Series {
@@ -64,19 +70,43 @@ impl Metrics {
     pub fn render(&self, store: &crate::store::Store) -> String {
         let mut out = String::new();
         out.push_str("# HELP apiserver_request_total Requests by verb, resource and HTTP code.\n# TYPE apiserver_request_total counter\n");
-        let map = self.inner.requests.lock().unwrap_or_else(|e| e.into_inner());
+        let map = self
+            .inner
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         for ((verb, res, code), s) in map.iter() {
-            let _ = writeln!(out, "apiserver_request_total{{verb=\"{verb}\",resource=\"{res}\",code=\"{code}\"}} {}", s.count);
+            let _ = writeln!(
+                out,
+                "apiserver_request_total{{verb=\"{verb}\",resource=\"{res}\",code=\"{code}\"}} {}",
+                s.count
+            );
         }
         out.push_str("# HELP apiserver_request_duration_seconds Request latency by verb and resource.\n# TYPE apiserver_request_duration_seconds histogram\n");
         for ((verb, res, code), s) in map.iter() {
             let labels = format!("verb=\"{verb}\",resource=\"{res}\",code=\"{code}\"");
             for (i, b) in BUCKETS.iter().enumerate() {
-                let _ = writeln!(out, "apiserver_request_duration_seconds_bucket{{{labels},le=\"{b}\"}} {}", s.buckets[i]);
+                let _ = writeln!(
+                    out,
+                    "apiserver_request_duration_seconds_bucket{{{labels},le=\"{b}\"}} {}",
+                    s.buckets[i]
+                );
             }
-            let _ = writeln!(out, "apiserver_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}", s.count);
-            let _ = writeln!(out, "apiserver_request_duration_seconds_sum{{{labels}}} {}", s.sum);
-            let _ = writeln!(out, "apiserver_request_duration_seconds_count{{{labels}}} {}", s.count);
+            let _ = writeln!(
+                out,
+                "apiserver_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
+                s.count
+            );
+            let _ = writeln!(
+                out,
+                "apiserver_request_duration_seconds_sum{{{labels}}} {}",
+                s.sum
+            );
+            let _ = writeln!(
+                out,
+                "apiserver_request_duration_seconds_count{{{labels}}} {}",
+                s.count
+            );
         }
         drop(map);
         out.push_str("# HELP berth_store_revision The store's current revision.\n# TYPE berth_store_revision gauge\n");
@@ -84,10 +114,18 @@ impl Metrics {
         out.push_str("# HELP apiserver_storage_objects Stored objects by resource.\n# TYPE apiserver_storage_objects gauge\n");
         for rt in berth_shared::resource::RESOURCES {
             let n = store.count(&crate::registry::prefix(rt, None));
-            let _ = writeln!(out, "apiserver_storage_objects{{resource=\"{}\"}} {n}", rt.group_resource());
+            let _ = writeln!(
+                out,
+                "apiserver_storage_objects{{resource=\"{}\"}} {n}",
+                rt.group_resource()
+            );
         }
         out.push_str("# HELP apiserver_registered_watchers Open watch streams.\n# TYPE apiserver_registered_watchers gauge\n");
-        let _ = writeln!(out, "apiserver_registered_watchers {}", self.inner.watches.load(Ordering::Relaxed));
+        let _ = writeln!(
+            out,
+            "apiserver_registered_watchers {}",
+            self.inner.watches.load(Ordering::Relaxed)
+        );
         out
     }
 }
@@ -117,7 +155,10 @@ fn verb(method: &Method, named: bool, watch: bool) -> &'static str {
 
 pub async fn observe(State(state): State<SharedState>, req: Request, next: Next) -> Response {
     let start = Instant::now();
-    let watch = req.uri().query().is_some_and(|q| q.contains("watch=true") || q.contains("watch=1"));
+    let watch = req
+        .uri()
+        .query()
+        .is_some_and(|q| q.contains("watch=true") || q.contains("watch=1"));
     let (resource, named) = match path::parse(req.uri().path()) {
         ApiPath::Resource(r) => {
             let mut res = r.rt.plural.to_string();
@@ -130,6 +171,11 @@ pub async fn observe(State(state): State<SharedState>, req: Request, next: Next)
     };
     let verb = verb(req.method(), named, watch);
     let resp = next.run(req).await;
-    state.metrics.observe(verb, &resource, resp.status().as_u16(), start.elapsed().as_secs_f64());
+    state.metrics.observe(
+        verb,
+        &resource,
+        resp.status().as_u16(),
+        start.elapsed().as_secs_f64(),
+    );
     resp
 }

@@ -58,7 +58,10 @@ pub fn router(state: SharedState) -> Router {
         .route("/openapi/v2", get(discovery::openapi_v2))
         .route("/metrics", get(metrics::serve))
         .fallback(dispatch)
-        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::observe))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::observe,
+        ))
         .layer(axum::middleware::from_fn(authn::require_identity))
         .with_state(state)
 }
@@ -72,7 +75,11 @@ fn wants_table(headers: &HeaderMap) -> bool {
     headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.split(',').next().is_some_and(|first| first.contains("as=Table")))
+        .is_some_and(|a| {
+            a.split(',')
+                .next()
+                .is_some_and(|first| first.contains("as=Table"))
+        })
 }
 
 pub fn json_response(code: StatusCode, body: &Value) -> Response {
@@ -102,7 +109,12 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
         ApiPath::Unknown => return Err(ApiError::UnknownPath),
     };
     let table = wants_table(&parts.headers);
-    let ResourcePath { rt, ref namespace, ref name, ref subresource } = target;
+    let ResourcePath {
+        rt,
+        ref namespace,
+        ref name,
+        ref subresource,
+    } = target;
     let ns = namespace.as_deref();
     match (&parts.method, name.as_deref(), subresource.as_deref()) {
         (&Method::GET, None, None) if query.flag("watch") => {
@@ -122,11 +134,33 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
         (&Method::PUT, Some(name), sub) => {
             let body = body::read(body, &parts.headers).await?;
             match sub {
-                None => write::update(&state, rt, ns, name, body, &query, crate::registry::Part::Main).await,
-                Some("status") if rt.has_status => {
-                    write::update(&state, rt, ns, name, body, &query, crate::registry::Part::Status).await
+                None => {
+                    write::update(
+                        &state,
+                        rt,
+                        ns,
+                        name,
+                        body,
+                        &query,
+                        crate::registry::Part::Main,
+                    )
+                    .await
                 }
-                Some("scale") if rt.has_scale => subresource::put_scale(&state, rt, ns, name, body, &query).await,
+                Some("status") if rt.has_status => {
+                    write::update(
+                        &state,
+                        rt,
+                        ns,
+                        name,
+                        body,
+                        &query,
+                        crate::registry::Part::Status,
+                    )
+                    .await
+                }
+                Some("scale") if rt.has_scale => {
+                    subresource::put_scale(&state, rt, ns, name, body, &query).await
+                }
                 _ => Err(ApiError::UnknownPath),
             }
         }
@@ -134,12 +168,35 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
             let content_type = body::content_type(&parts.headers);
             let body = body::read_raw(body).await?;
             match sub {
-                None => patch::patch(&state, rt, ns, name, &content_type, body, &query, crate::registry::Part::Main).await,
+                None => {
+                    patch::patch(
+                        &state,
+                        rt,
+                        ns,
+                        name,
+                        &content_type,
+                        body,
+                        &query,
+                        crate::registry::Part::Main,
+                    )
+                    .await
+                }
                 Some("status") if rt.has_status => {
-                    patch::patch(&state, rt, ns, name, &content_type, body, &query, crate::registry::Part::Status).await
+                    patch::patch(
+                        &state,
+                        rt,
+                        ns,
+                        name,
+                        &content_type,
+                        body,
+                        &query,
+                        crate::registry::Part::Status,
+                    )
+                    .await
                 }
                 Some("scale") if rt.has_scale => {
-                    subresource::patch_scale(&state, rt, ns, name, &content_type, body, &query).await
+                    subresource::patch_scale(&state, rt, ns, name, &content_type, body, &query)
+                        .await
                 }
                 _ => Err(ApiError::UnknownPath),
             }

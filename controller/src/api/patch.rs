@@ -57,7 +57,9 @@ pub fn apply(kind: &str, pt: PatchType, current: Value, doc: &Value) -> Result<V
         }
         PatchType::Merge => {
             if !doc.is_object() {
-                return Err(ApiError::BadRequest("a merge patch must be a JSON object".into()));
+                return Err(ApiError::BadRequest(
+                    "a merge patch must be a JSON object".into(),
+                ));
             }
             let mut v = current;
             patch::apply_merge_patch(&mut v, doc);
@@ -87,7 +89,11 @@ pub async fn patch(
 ) -> Result<Response, ApiError> {
     let pt = PatchType::from_content_type(content_type)?;
     let doc = super::body::decode(
-        if pt == PatchType::Apply { "application/apply-patch+yaml" } else { "application/json" },
+        if pt == PatchType::Apply {
+            "application/apply-patch+yaml"
+        } else {
+            "application/json"
+        },
         &raw,
     )?;
     let opts = q.write_options()?;

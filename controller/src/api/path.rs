@@ -34,7 +34,10 @@ pub fn parse(path: &str) -> ApiPath {
         };
     }
     let lookup = |plural: &str| resource::by_plural(group, version, plural);
-    let resource = |rt: Option<&'static ResourceType>, ns: Option<&str>, name: Option<&str>, sub: Option<&str>| {
+    let resource = |rt: Option<&'static ResourceType>,
+                    ns: Option<&str>,
+                    name: Option<&str>,
+                    sub: Option<&str>| {
         match rt {
             Some(rt) => ApiPath::Resource(ResourcePath {
                 rt,
@@ -47,9 +50,7 @@ pub fn parse(path: &str) -> ApiPath {
     };
     match rest {
         // /namespaces/{ns}/{plural}[/{name}[/{sub}]] for namespaced kinds
-        ["namespaces", ns, plural, tail @ ..]
-            if lookup(plural).is_some_and(|rt| rt.namespaced) =>
-        {
+        ["namespaces", ns, plural, tail @ ..] if lookup(plural).is_some_and(|rt| rt.namespaced) => {
             match tail {
                 [] => resource(lookup(plural), Some(ns), None, None),
                 [name] => resource(lookup(plural), Some(ns), Some(name), None),
@@ -89,11 +90,17 @@ mod tests {
     #[test]
     fn a_namespace_object_and_its_subresources_are_not_namespaced_paths() {
         let r = res("/api/v1/namespaces/default");
-        assert_eq!((r.rt.kind, r.name.as_deref()), ("Namespace", Some("default")));
+        assert_eq!(
+            (r.rt.kind, r.name.as_deref()),
+            ("Namespace", Some("default"))
+        );
         let r = res("/api/v1/namespaces/default/status");
         assert_eq!(r.subresource.as_deref(), Some("status"));
         let r = res("/api/v1/namespaces/kube-system/pods");
-        assert_eq!((r.rt.kind, r.namespace.as_deref()), ("Pod", Some("kube-system")));
+        assert_eq!(
+            (r.rt.kind, r.namespace.as_deref()),
+            ("Pod", Some("kube-system"))
+        );
     }
 
     #[test]
@@ -101,7 +108,10 @@ mod tests {
         assert_eq!(parse("/apis/apps/v1/widgets"), ApiPath::Unknown);
         assert_eq!(
             parse("/apis/apps/v1"),
-            ApiPath::GroupVersion { group: "apps".into(), version: "v1".into() }
+            ApiPath::GroupVersion {
+                group: "apps".into(),
+                version: "v1".into()
+            }
         );
     }
 }

@@ -27,7 +27,10 @@ impl Query {
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.params.get(key).and_then(|v| v.first()).map(String::as_str)
+        self.params
+            .get(key)
+            .and_then(|v| v.first())
+            .map(String::as_str)
     }
 
     pub fn all(&self, key: &str) -> Vec<String> {
@@ -41,9 +44,8 @@ impl Query {
 
     pub fn label_selector(&self) -> Result<LabelSelector, ApiError> {
         match self.get("labelSelector") {
-            Some(s) if !s.is_empty() => LabelSelector::parse(s).map_err(|e| {
-                ApiError::BadRequest(format!("unable to parse requirement: {e}"))
-            }),
+            Some(s) if !s.is_empty() => LabelSelector::parse(s)
+                .map_err(|e| ApiError::BadRequest(format!("unable to parse requirement: {e}"))),
             _ => Ok(LabelSelector::everything()),
         }
     }
@@ -58,7 +60,9 @@ impl Query {
     }
 
     pub fn limit(&self) -> Option<usize> {
-        self.get("limit").and_then(|l| l.parse().ok()).filter(|l| *l > 0)
+        self.get("limit")
+            .and_then(|l| l.parse().ok())
+            .filter(|l| *l > 0)
     }
 
     pub fn timeout_seconds(&self) -> Option<u64> {
@@ -96,9 +100,10 @@ impl Query {
     pub fn delete_options(&self) -> Result<DeleteOptions, ApiError> {
         let mut o = DeleteOptions::default();
         if let Some(g) = self.get("gracePeriodSeconds") {
-            o.grace_period_seconds = Some(g.parse().map_err(|_| {
-                ApiError::BadRequest(format!("invalid gracePeriodSeconds {g:?}"))
-            })?);
+            o.grace_period_seconds =
+                Some(g.parse().map_err(|_| {
+                    ApiError::BadRequest(format!("invalid gracePeriodSeconds {g:?}"))
+                })?);
         }
         if let Some(p) = self.get("propagationPolicy") {
             o.propagation_policy = Some(match p {

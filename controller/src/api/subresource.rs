@@ -19,11 +19,12 @@ fn selector_string(obj: &Value) -> String {
         return String::new();
     };
     // ReplicationControllers have a plain map selector; the apps kinds a LabelSelector.
-    let k8s: Option<K8sSelector> = if sel.get("matchLabels").is_some() || sel.get("matchExpressions").is_some() {
-        serde_json::from_value(sel.clone()).ok()
-    } else {
-        serde_json::from_value(json!({"matchLabels": sel})).ok()
-    };
+    let k8s: Option<K8sSelector> =
+        if sel.get("matchLabels").is_some() || sel.get("matchExpressions").is_some() {
+            serde_json::from_value(sel.clone()).ok()
+        } else {
+            serde_json::from_value(json!({"matchLabels": sel})).ok()
+        };
     k8s.and_then(|s| LabelSelector::from_k8s(&s).ok())
         .map(|s| s.to_string())
         .unwrap_or_default()
@@ -52,7 +53,10 @@ fn scale_of(obj: &Value) -> Value {
 fn replicas_of(scale: &Value) -> Result<i64, ApiError> {
     scale
         .pointer("/spec/replicas")
-        .map(|r| r.as_i64().ok_or_else(|| ApiError::BadRequest("spec.replicas must be an integer".into())))
+        .map(|r| {
+            r.as_i64()
+                .ok_or_else(|| ApiError::BadRequest("spec.replicas must be an integer".into()))
+        })
         .unwrap_or(Ok(0))
 }
 
@@ -104,7 +108,10 @@ pub async fn put_scale(
     let obj = blocking(move || {
         registry.update_with(rt, ns.as_deref(), &name, Part::Main, &opts, |mut cur| {
             if let Some(rv) = &want_rv
-                && cur.pointer("/metadata/resourceVersion").and_then(Value::as_str) != Some(rv)
+                && cur
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    != Some(rv)
             {
                 return Err(ApiError::conflict(rt, &name));
             }

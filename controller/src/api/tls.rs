@@ -94,12 +94,14 @@ pub async fn serve(
                     .and_then(|c| c.first())
                     .and_then(|c| identity_from_cert(c)),
             );
-            let svc = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-                req.extensions_mut().insert(peer.clone());
-                req.extensions_mut().insert(tokens.clone());
-                let mut router = router.clone();
-                async move { router.call(req.map(axum::body::Body::new)).await }
-            });
+            let svc = hyper::service::service_fn(
+                move |mut req: hyper::Request<hyper::body::Incoming>| {
+                    req.extensions_mut().insert(peer.clone());
+                    req.extensions_mut().insert(tokens.clone());
+                    let mut router = router.clone();
+                    async move { router.call(req.map(axum::body::Body::new)).await }
+                },
+            );
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc);
             tokio::pin!(conn);

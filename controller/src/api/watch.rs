@@ -171,7 +171,8 @@ pub async fn serve(
             let ev: Arc<StoreEvent> = match next {
                 Ok(ev) => ev,
                 // A watcher too slow for the event rate is closed; its client relists.
-                Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return,
+                Err(broadcast::error::RecvError::Lagged(_))
+                | Err(broadcast::error::RecvError::Closed) => return,
             };
             if ev.revision <= last_rev {
                 continue;

@@ -102,8 +102,15 @@ pub async fn delete_collection(
         let mut out = Vec::new();
         for item in items {
             let v = item.value()?;
-            let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
-            let ns = v.pointer("/metadata/namespace").and_then(Value::as_str).map(String::from);
+            let name = v
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let ns = v
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .map(String::from);
             match registry.delete(rt, ns.as_deref(), &name, &opts) {
                 Ok(DeleteOutcome::Deleted(o)) | Ok(DeleteOutcome::Terminating(o)) => out.push(o),
                 Err(ApiError::NotFound { .. }) => {}
@@ -126,7 +133,9 @@ pub async fn delete_collection(
 pub fn object_body(content_type: &str, raw: &[u8]) -> Result<Value, ApiError> {
     let v = body::decode(content_type, raw)?;
     if !v.is_object() {
-        return Err(ApiError::BadRequest("the request body must be a JSON object".to_string()));
+        return Err(ApiError::BadRequest(
+            "the request body must be a JSON object".to_string(),
+        ));
     }
     Ok(v)
 }

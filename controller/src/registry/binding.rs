@@ -33,7 +33,10 @@ impl Registry {
                 });
             }
             pod["spec"]["nodeName"] = json!(node);
-            let conditions = pod["status"]["conditions"].as_array().cloned().unwrap_or_default();
+            let conditions = pod["status"]["conditions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             let mut conditions: Vec<Value> = conditions
                 .into_iter()
                 .filter(|c| c["type"] != "PodScheduled")

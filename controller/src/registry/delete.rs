@@ -60,7 +60,11 @@ impl DeleteOptions {
 fn finalizers(obj: &Value) -> Vec<String> {
     obj.pointer("/metadata/finalizers")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -75,7 +79,10 @@ impl Registry {
         let current = self.get(rt, ns, name)?;
         let mut obj = current.value()?;
         if let Some(pre) = &opts.preconditions {
-            let uid = obj.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+            let uid = obj
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             if let Some(want) = &pre.uid
                 && want != uid
             {
@@ -102,7 +109,10 @@ impl Registry {
                 });
             }
         }
-        let dry_run = opts.dry_run.as_ref().is_some_and(|d| d.iter().any(|s| s == "All"));
+        let dry_run = opts
+            .dry_run
+            .as_ref()
+            .is_some_and(|d| d.iter().any(|s| s == "All"));
         let key = object_key(rt, ns, name);
         let already = obj.pointer("/metadata/deletionTimestamp").is_some();
 
@@ -168,7 +178,9 @@ impl Registry {
         }
         let meta = &mut obj["metadata"];
         meta["finalizers"] = json!(fins);
-        if fins.is_empty() && let Some(m) = meta.as_object_mut() {
+        if fins.is_empty()
+            && let Some(m) = meta.as_object_mut()
+        {
             m.remove("finalizers");
         }
         let g = grace.unwrap_or(0);

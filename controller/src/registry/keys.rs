@@ -4,7 +4,11 @@
 use berth_shared::resource::ResourceType;
 
 fn group(rt: &ResourceType) -> &str {
-    if rt.group.is_empty() { "core" } else { rt.group }
+    if rt.group.is_empty() {
+        "core"
+    } else {
+        rt.group
+    }
 }
 
 pub fn object_key(rt: &ResourceType, ns: Option<&str>, name: &str) -> String {
@@ -41,7 +45,11 @@ pub fn parse_key(key: &str) -> Option<(&'static ResourceType, Option<String>, St
 pub fn key_of_value(obj: &serde_json::Value) -> Option<String> {
     let s = |p: &str| obj.pointer(p).and_then(serde_json::Value::as_str);
     let rt = berth_shared::resource::by_kind(s("/apiVersion")?, s("/kind")?)?;
-    Some(object_key(rt, s("/metadata/namespace"), s("/metadata/name")?))
+    Some(object_key(
+        rt,
+        s("/metadata/namespace"),
+        s("/metadata/name")?,
+    ))
 }
 
 #[cfg(test)]
@@ -53,12 +61,18 @@ mod tests {
     fn namespaced_and_cluster_keys_differ_in_shape() {
         let pods = by_plural("", "v1", "pods").unwrap();
         let nodes = by_plural("", "v1", "nodes").unwrap();
-        assert_eq!(object_key(pods, Some("default"), "a"), "/core/pods/default/a");
+        assert_eq!(
+            object_key(pods, Some("default"), "a"),
+            "/core/pods/default/a"
+        );
         assert_eq!(object_key(nodes, None, "n1"), "/core/nodes/n1");
         assert_eq!(prefix(pods, Some("default")), "/core/pods/default/");
         assert_eq!(prefix(pods, None), "/core/pods/");
         let (rt, ns, name) = parse_key("/core/pods/default/a").unwrap();
-        assert_eq!((rt.kind, ns.as_deref(), name.as_str()), ("Pod", Some("default"), "a"));
+        assert_eq!(
+            (rt.kind, ns.as_deref(), name.as_str()),
+            ("Pod", Some("default"), "a")
+        );
         let (rt, ns, _) = parse_key("/core/nodes/n1").unwrap();
         assert_eq!((rt.kind, ns), ("Node", None));
     }

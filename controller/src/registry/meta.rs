@@ -59,7 +59,9 @@ pub fn check_type(rt: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
     }
     if !map.get("metadata").is_some_and(Value::is_object) {
         if map.get("metadata").is_some_and(|m| !m.is_null()) {
-            return Err(ApiError::BadRequest("metadata must be an object".to_string()));
+            return Err(ApiError::BadRequest(
+                "metadata must be an object".to_string(),
+            ));
         }
         map.insert("metadata".into(), json!({}));
     }
@@ -214,7 +216,10 @@ pub fn prepare_for_update(
     meta.remove("resourceVersion");
     meta.remove("selfLink");
     if generation && spec_changed(old, &obj) {
-        let g = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
+        let g = old_meta
+            .get("generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
         metadata(&mut obj).insert("generation".into(), json!(g + 1));
     }
     obj
@@ -280,10 +285,15 @@ mod tests {
     fn generation_moves_only_when_the_spec_changes() {
         let rt = by_plural("apps", "v1", "deployments").unwrap();
         let old = json!({"metadata": {"name": "d", "generation": 1, "uid": "u"}, "spec": {"replicas": 1}, "status": {"replicas": 1}});
-        let labels = json!({"metadata": {"name": "d", "labels": {"a": "b"}}, "spec": {"replicas": 1}});
+        let labels =
+            json!({"metadata": {"name": "d", "labels": {"a": "b"}}, "spec": {"replicas": 1}});
         let out = prepare_for_update(rt, &old, labels, crate::registry::Part::Main, true);
         assert_eq!(out["metadata"]["generation"], json!(1));
-        assert_eq!(out["status"], json!({"replicas": 1}), "status is kept from the stored object");
+        assert_eq!(
+            out["status"],
+            json!({"replicas": 1}),
+            "status is kept from the stored object"
+        );
         let scaled = json!({"metadata": {"name": "d"}, "spec": {"replicas": 3}});
         let out = prepare_for_update(rt, &old, scaled, crate::registry::Part::Main, true);
         assert_eq!(out["metadata"]["generation"], json!(2));
@@ -294,7 +304,8 @@ mod tests {
     fn status_updates_change_nothing_but_status() {
         let rt = by_plural("apps", "v1", "deployments").unwrap();
         let old = json!({"metadata": {"name": "d", "generation": 1}, "spec": {"replicas": 1}});
-        let new = json!({"metadata": {"name": "d"}, "spec": {"replicas": 5}, "status": {"replicas": 1}});
+        let new =
+            json!({"metadata": {"name": "d"}, "spec": {"replicas": 5}, "status": {"replicas": 1}});
         let out = prepare_for_update(rt, &old, new, crate::registry::Part::Status, true);
         assert_eq!(out["spec"]["replicas"], json!(1));
         assert_eq!(out["status"]["replicas"], json!(1));

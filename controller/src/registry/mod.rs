@@ -66,7 +66,10 @@ fn admission_error(rt: &ResourceType, name: &str, e: AdmissionError) -> ApiError
 
 /// Kinds whose `metadata.generation` tracks changes of their spec.
 fn has_generation(rt: &ResourceType) -> bool {
-    !matches!(rt.kind, "Pod" | "Node" | "Namespace" | "Event" | "ConfigMap" | "Secret" | "Lease")
+    !matches!(
+        rt.kind,
+        "Pod" | "Node" | "Namespace" | "Event" | "ConfigMap" | "Secret" | "Lease"
+    )
 }
 
 impl Registry {
@@ -167,18 +170,24 @@ impl Registry {
             }
         }
         meta::set_namespace(rt, ns, &mut obj)?;
-        let body_name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or(name);
+        let body_name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or(name);
         if body_name != name {
             return Err(ApiError::BadRequest(format!(
                 "the name of the object ({body_name}) does not match the name on the URL ({name})"
             )));
         }
         let current = self.get(rt, ns, name)?;
-        let expected = match obj.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
+        let expected = match obj
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+        {
             Some(rv) if !rv.is_empty() => {
-                let rv: u64 = rv.parse().map_err(|_| {
-                    ApiError::BadRequest(format!("invalid resourceVersion {rv:?}"))
-                })?;
+                let rv: u64 = rv
+                    .parse()
+                    .map_err(|_| ApiError::BadRequest(format!("invalid resourceVersion {rv:?}")))?;
                 if rv != current.revision {
                     return Err(ApiError::conflict(rt, name));
                 }
@@ -209,7 +218,9 @@ impl Registry {
             meta::check_type(rt, &mut new)?;
             meta::set_namespace(rt, ns, &mut new)?;
             // A resourceVersion written by the patch itself is a precondition.
-            let expected = match new.pointer("/metadata/resourceVersion").and_then(Value::as_str)
+            let expected = match new
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
             {
                 Some(rv) if rv != current.revision.to_string() => {
                     return Err(ApiError::conflict(rt, name));
@@ -262,10 +273,18 @@ impl Registry {
     /// The `Status` body of a successful deletion, as upstream answers it.
     pub fn deleted_status(rt: &ResourceType, obj: &Value) -> Value {
         let mut details = Map::new();
-        details.insert("name".into(), obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null));
+        details.insert(
+            "name".into(),
+            obj.pointer("/metadata/name")
+                .cloned()
+                .unwrap_or(Value::Null),
+        );
         details.insert("group".into(), json!(rt.group));
         details.insert("kind".into(), json!(rt.plural));
-        details.insert("uid".into(), obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null));
+        details.insert(
+            "uid".into(),
+            obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null),
+        );
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
     }
 }

@@ -22,7 +22,10 @@ const FIELDS: &[(&str, &str)] = &[
     ("involvedObject.name", "/involvedObject/name"),
     ("involvedObject.uid", "/involvedObject/uid"),
     ("involvedObject.apiVersion", "/involvedObject/apiVersion"),
-    ("involvedObject.resourceVersion", "/involvedObject/resourceVersion"),
+    (
+        "involvedObject.resourceVersion",
+        "/involvedObject/resourceVersion",
+    ),
     ("involvedObject.fieldPath", "/involvedObject/fieldPath"),
     ("reason", "/reason"),
     ("reportingComponent", "/reportingComponent"),

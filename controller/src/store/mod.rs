@@ -29,10 +29,15 @@ pub enum StoreError {
     AlreadyExists,
     #[error("object not found")]
     NotFound,
-    #[error("the object has been modified; please apply your changes to the latest version and try again")]
+    #[error(
+        "the object has been modified; please apply your changes to the latest version and try again"
+    )]
     Conflict,
     #[error("too old resource version: {requested} ({oldest})")]
-    Compacted { requested: Revision, oldest: Revision },
+    Compacted {
+        requested: Revision,
+        oldest: Revision,
+    },
     #[error("store backend: {0}")]
     Backend(String),
     #[error("encoding object: {0}")]
@@ -360,7 +365,13 @@ impl Store {
             index: Arc::new(ObjectIndex::of(&obj)),
             data,
         };
-        self.publish(key, EventType::Deleted, stored.clone(), Some(prev), compact_to);
+        self.publish(
+            key,
+            EventType::Deleted,
+            stored.clone(),
+            Some(prev),
+            compact_to,
+        );
         Ok(stored)
     }
 

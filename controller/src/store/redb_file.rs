@@ -122,7 +122,10 @@ impl Backend for RedbBackend {
             }
             let mut events = txn.open_table(EVENTS).map_err(backend_err)?;
             events
-                .insert(c.revision, encode_event(c.event_type, c.key, c.data).as_slice())
+                .insert(
+                    c.revision,
+                    encode_event(c.event_type, c.key, c.data).as_slice(),
+                )
                 .map_err(backend_err)?;
             let mut meta = txn.open_table(META).map_err(backend_err)?;
             meta.insert("revision", c.revision).map_err(backend_err)?;

@@ -16,11 +16,22 @@ fn cm(name: &str) -> Value {
 fn writes_get_increasing_revisions_stamped_into_the_object() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path(), 100);
-    let a = store.put("/core/configmaps/default/a", cm("a"), Precondition::Absent).unwrap();
-    let b = store.put("/core/configmaps/default/b", cm("b"), Precondition::Absent).unwrap();
+    let a = store
+        .put("/core/configmaps/default/a", cm("a"), Precondition::Absent)
+        .unwrap();
+    let b = store
+        .put("/core/configmaps/default/b", cm("b"), Precondition::Absent)
+        .unwrap();
     assert!(b.revision > a.revision);
-    let v = store.get("/core/configmaps/default/b").unwrap().value().unwrap();
-    assert_eq!(v["metadata"]["resourceVersion"], json!(b.revision.to_string()));
+    let v = store
+        .get("/core/configmaps/default/b")
+        .unwrap()
+        .value()
+        .unwrap();
+    assert_eq!(
+        v["metadata"]["resourceVersion"],
+        json!(b.revision.to_string())
+    );
 }
 
 #[test]
@@ -28,13 +39,21 @@ fn stale_revision_is_a_conflict_and_existing_key_cannot_be_created() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path(), 100);
     let a = store.put("/k/a", cm("a"), Precondition::Absent).unwrap();
-    assert!(matches!(store.put("/k/a", cm("a"), Precondition::Absent), Err(StoreError::AlreadyExists)));
-    store.put("/k/a", cm("a"), Precondition::Revision(a.revision)).unwrap();
+    assert!(matches!(
+        store.put("/k/a", cm("a"), Precondition::Absent),
+        Err(StoreError::AlreadyExists)
+    ));
+    store
+        .put("/k/a", cm("a"), Precondition::Revision(a.revision))
+        .unwrap();
     assert!(matches!(
         store.put("/k/a", cm("a"), Precondition::Revision(a.revision)),
         Err(StoreError::Conflict)
     ));
-    assert!(matches!(store.delete("/k/missing", Precondition::Exists, None), Err(StoreError::NotFound)));
+    assert!(matches!(
+        store.delete("/k/missing", Precondition::Exists, None),
+        Err(StoreError::NotFound)
+    ));
 }
 
 #[test]
@@ -42,9 +61,17 @@ fn list_is_bounded_by_prefix_and_paginates() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path(), 100);
     for n in ["a", "b", "c"] {
-        store.put(&format!("/core/configmaps/default/{n}"), cm(n), Precondition::Absent).unwrap();
+        store
+            .put(
+                &format!("/core/configmaps/default/{n}"),
+                cm(n),
+                Precondition::Absent,
+            )
+            .unwrap();
     }
-    store.put("/core/configmaps/default2/x", cm("x"), Precondition::Absent).unwrap();
+    store
+        .put("/core/configmaps/default2/x", cm("x"), Precondition::Absent)
+        .unwrap();
     let (_, items, more) = store.list("/core/configmaps/default/", None, Some(2), |_| true);
     assert_eq!(items.len(), 2);
     let more = more.unwrap();
@@ -74,9 +101,14 @@ fn watch_from_a_compacted_revision_is_refused() {
     let store = open(dir.path(), 2);
     let first = store.put("/k/0", cm("0"), Precondition::Absent).unwrap();
     for i in 1..(COMPACT_BATCH + 10) {
-        store.put(&format!("/k/{i}"), cm("x"), Precondition::Absent).unwrap();
+        store
+            .put(&format!("/k/{i}"), cm("x"), Precondition::Absent)
+            .unwrap();
     }
-    assert!(matches!(store.watch(first.revision), Err(StoreError::Compacted { .. })));
+    assert!(matches!(
+        store.watch(first.revision),
+        Err(StoreError::Compacted { .. })
+    ));
     assert!(store.watch(store.current_revision()).is_ok());
 }
 
@@ -87,7 +119,9 @@ fn reopening_keeps_objects_revisions_and_replayable_history() {
         let store = open(dir.path(), 100);
         let a = store.put("/k/a", cm("a"), Precondition::Absent).unwrap();
         let b = store.put("/k/b", cm("b"), Precondition::Absent).unwrap();
-        store.delete("/k/b", Precondition::Revision(b.revision), None).unwrap();
+        store
+            .delete("/k/b", Precondition::Revision(b.revision), None)
+            .unwrap();
         (a, store.current_revision())
     };
     let store = open(dir.path(), 100);

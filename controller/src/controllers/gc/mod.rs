@@ -46,7 +46,10 @@ fn node_of(key: &str, obj: &Value) -> Option<(String, Node)> {
                 .filter_map(|r| {
                     Some(OwnerRef {
                         uid: r.get("uid")?.as_str()?.to_string(),
-                        blocks: r.get("blockOwnerDeletion").and_then(Value::as_bool).unwrap_or(false),
+                        blocks: r
+                            .get("blockOwnerDeletion")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false),
                     })
                 })
                 .collect()
@@ -55,7 +58,11 @@ fn node_of(key: &str, obj: &Value) -> Option<(String, Node)> {
     let finalizers = obj
         .pointer("/metadata/finalizers")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default();
     Some((
         uid,
@@ -85,7 +92,10 @@ impl Graph {
     fn insert(&mut self, uid: String, node: Node) {
         self.remove(&uid);
         for o in &node.owners {
-            self.dependents.entry(o.uid.clone()).or_default().insert(uid.clone());
+            self.dependents
+                .entry(o.uid.clone())
+                .or_default()
+                .insert(uid.clone());
         }
         self.nodes.insert(uid, node);
     }
@@ -133,7 +143,10 @@ impl Graph {
                         Some(plan::Dependent {
                             uid: d.clone(),
                             blocks_owner: this.blocks,
-                            has_other_live_owner: n.owners.iter().any(|o| o.uid != uid && self.nodes.contains_key(&o.uid)),
+                            has_other_live_owner: n
+                                .owners
+                                .iter()
+                                .any(|o| o.uid != uid && self.nodes.contains_key(&o.uid)),
                             deleting: n.deleting,
                         })
                     })
@@ -151,21 +164,33 @@ struct Collector {
 
 impl Collector {
     fn key_of(&self, uid: &str) -> Option<String> {
-        self.graph.lock().unwrap_or_else(|e| e.into_inner()).nodes.get(uid).map(|n| n.key.clone())
+        self.graph
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .nodes
+            .get(uid)
+            .map(|n| n.key.clone())
     }
 
     fn apply(&self, action: plan::Action) -> Result<(), ApiError> {
         let opts = WriteOptions::default();
         match action {
             plan::Action::Delete { uid, propagation } => {
-                let Some(key) = self.key_of(&uid) else { return Ok(()) };
-                let Some((rt, ns, name)) = parse_key(&key) else { return Ok(()) };
+                let Some(key) = self.key_of(&uid) else {
+                    return Ok(());
+                };
+                let Some((rt, ns, name)) = parse_key(&key) else {
+                    return Ok(());
+                };
                 let opts = DeleteOptions {
                     propagation_policy: Some(match propagation {
                         plan::Propagation::Background => Propagation::Background,
                         plan::Propagation::Foreground => Propagation::Foreground,
                     }),
-                    preconditions: Some(DeletePreconditions { uid: Some(uid), resource_version: None }),
+                    preconditions: Some(DeletePreconditions {
+                        uid: Some(uid),
+                        resource_version: None,
+                    }),
                     ..DeleteOptions::default()
                 };
                 match self.registry.delete(rt, ns.as_deref(), &name, &opts) {
@@ -174,33 +199,64 @@ impl Collector {
                 }
             }
             plan::Action::RemoveOwnerReference { dependent, owner } => {
-                let Some(key) = self.key_of(&dependent) else { return Ok(()) };
-                let Some((rt, ns, name)) = parse_key(&key) else { return Ok(()) };
-                let r = self.registry.update_with(rt, ns.as_deref(), &name, Part::Main, &opts, |mut obj| {
-                    if let Some(refs) = obj.pointer_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) {
-                        refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(owner.as_str()));
-                        if refs.is_empty()
-                            && let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut)
+                let Some(key) = self.key_of(&dependent) else {
+                    return Ok(());
+                };
+                let Some((rt, ns, name)) = parse_key(&key) else {
+                    return Ok(());
+                };
+                let r = self.registry.update_with(
+                    rt,
+                    ns.as_deref(),
+                    &name,
+                    Part::Main,
+                    &opts,
+                    |mut obj| {
+                        if let Some(refs) = obj
+                            .pointer_mut("/metadata/ownerReferences")
+                            .and_then(Value::as_array_mut)
                         {
-                            m.remove("ownerReferences");
+                            refs.retain(|r| {
+                                r.get("uid").and_then(Value::as_str) != Some(owner.as_str())
+                            });
+                            if refs.is_empty()
+                                && let Some(m) =
+                                    obj.get_mut("metadata").and_then(Value::as_object_mut)
+                            {
+                                m.remove("ownerReferences");
+                            }
                         }
-                    }
-                    Ok(obj)
-                });
+                        Ok(obj)
+                    },
+                );
                 match r {
                     Ok(_) | Err(ApiError::NotFound { .. }) => Ok(()),
                     Err(e) => Err(e),
                 }
             }
             plan::Action::RemoveFinalizer { uid, finalizer } => {
-                let Some(key) = self.key_of(&uid) else { return Ok(()) };
-                let Some((rt, ns, name)) = parse_key(&key) else { return Ok(()) };
-                let r = self.registry.update_with(rt, ns.as_deref(), &name, Part::Main, &opts, |mut obj| {
-                    if let Some(f) = obj.pointer_mut("/metadata/finalizers").and_then(Value::as_array_mut) {
-                        f.retain(|x| x.as_str() != Some(finalizer));
-                    }
-                    Ok(obj)
-                });
+                let Some(key) = self.key_of(&uid) else {
+                    return Ok(());
+                };
+                let Some((rt, ns, name)) = parse_key(&key) else {
+                    return Ok(());
+                };
+                let r = self.registry.update_with(
+                    rt,
+                    ns.as_deref(),
+                    &name,
+                    Part::Main,
+                    &opts,
+                    |mut obj| {
+                        if let Some(f) = obj
+                            .pointer_mut("/metadata/finalizers")
+                            .and_then(Value::as_array_mut)
+                        {
+                            f.retain(|x| x.as_str() != Some(finalizer));
+                        }
+                        Ok(obj)
+                    },
+                );
                 match r {
                     Ok(_) | Err(ApiError::NotFound { .. }) => Ok(()),
                     Err(e) => Err(e),
@@ -210,7 +266,11 @@ impl Collector {
     }
 
     fn reconcile(&self, uid: &str) -> Result<Outcome, ApiError> {
-        let (owner, deps) = self.graph.lock().unwrap_or_else(|e| e.into_inner()).plan_input(uid);
+        let (owner, deps) = self
+            .graph
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .plan_input(uid);
         let actions = plan::plan(uid, owner.as_ref(), &deps);
         let waiting = owner.as_ref().is_some_and(|o| o.deleting) && !deps.is_empty();
         for a in actions {
@@ -218,7 +278,11 @@ impl Collector {
             self.apply(a)?;
         }
         // Dependents still terminating: look again soon (their deletion also requeues us).
-        Ok(if waiting { Outcome::RequeueAfter(std::time::Duration::from_secs(2)) } else { Outcome::Done })
+        Ok(if waiting {
+            Outcome::RequeueAfter(std::time::Duration::from_secs(2))
+        } else {
+            Outcome::Done
+        })
     }
 }
 
@@ -226,7 +290,10 @@ impl Collector {
 pub fn start(registry: Registry, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let store = registry.store().clone();
-        let collector = Arc::new(Collector { registry, graph: Mutex::new(Graph::default()) });
+        let collector = Arc::new(Collector {
+            registry,
+            graph: Mutex::new(Graph::default()),
+        });
         let queue: Queue<String> = Queue::new();
         let c = collector.clone();
         let runner = tokio::spawn(reconcile::run(

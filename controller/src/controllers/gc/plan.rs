@@ -34,9 +34,18 @@ pub enum Propagation {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    Delete { uid: String, propagation: Propagation },
-    RemoveOwnerReference { dependent: String, owner: String },
-    RemoveFinalizer { uid: String, finalizer: &'static str },
+    Delete {
+        uid: String,
+        propagation: Propagation,
+    },
+    RemoveOwnerReference {
+        dependent: String,
+        owner: String,
+    },
+    RemoveFinalizer {
+        uid: String,
+        finalizer: &'static str,
+    },
 }
 
 /// Plans one pass for `owner_uid`; `owner` is `None` when no object has that uid.
@@ -54,7 +63,10 @@ pub fn plan(owner_uid: &str, owner: Option<&Owner>, dependents: &[Dependent]) ->
                 } else if d.deleting {
                     None
                 } else {
-                    Some(Action::Delete { uid: d.uid.clone(), propagation: Propagation::Background })
+                    Some(Action::Delete {
+                        uid: d.uid.clone(),
+                        propagation: Propagation::Background,
+                    })
                 }
             })
             .collect();
@@ -66,7 +78,10 @@ pub fn plan(owner_uid: &str, owner: Option<&Owner>, dependents: &[Dependent]) ->
     if has(ORPHAN) {
         let mut actions: Vec<Action> = dependents.iter().map(release_ref).collect();
         if actions.is_empty() {
-            actions.push(Action::RemoveFinalizer { uid: owner_uid.to_string(), finalizer: ORPHAN });
+            actions.push(Action::RemoveFinalizer {
+                uid: owner_uid.to_string(),
+                finalizer: ORPHAN,
+            });
         }
         return actions;
     }
@@ -79,13 +94,21 @@ pub fn plan(owner_uid: &str, owner: Option<&Owner>, dependents: &[Dependent]) ->
                 } else if d.deleting {
                     None
                 } else {
-                    Some(Action::Delete { uid: d.uid.clone(), propagation: Propagation::Foreground })
+                    Some(Action::Delete {
+                        uid: d.uid.clone(),
+                        propagation: Propagation::Foreground,
+                    })
                 }
             })
             .collect();
-        let blocked = dependents.iter().any(|d| d.blocks_owner && !d.has_other_live_owner);
+        let blocked = dependents
+            .iter()
+            .any(|d| d.blocks_owner && !d.has_other_live_owner);
         if !blocked {
-            actions.push(Action::RemoveFinalizer { uid: owner_uid.to_string(), finalizer: FOREGROUND });
+            actions.push(Action::RemoveFinalizer {
+                uid: owner_uid.to_string(),
+                finalizer: FOREGROUND,
+            });
         }
         return actions;
     }
@@ -97,28 +120,55 @@ mod tests {
     use super::*;
 
     fn dep(uid: &str, blocks: bool, other: bool, deleting: bool) -> Dependent {
-        Dependent { uid: uid.into(), blocks_owner: blocks, has_other_live_owner: other, deleting }
+        Dependent {
+            uid: uid.into(),
+            blocks_owner: blocks,
+            has_other_live_owner: other,
+            deleting,
+        }
     }
 
     fn deleting(fins: &[&str]) -> Owner {
-        Owner { deleting: true, finalizers: fins.iter().map(|s| s.to_string()).collect() }
+        Owner {
+            deleting: true,
+            finalizers: fins.iter().map(|s| s.to_string()).collect(),
+        }
     }
 
     #[test]
     fn dependents_of_a_vanished_owner_are_deleted_in_the_background() {
-        let actions = plan("o", None, &[dep("a", true, false, false), dep("b", false, false, true)]);
-        assert_eq!(actions, vec![Action::Delete { uid: "a".into(), propagation: Propagation::Background }]);
+        let actions = plan(
+            "o",
+            None,
+            &[dep("a", true, false, false), dep("b", false, false, true)],
+        );
+        assert_eq!(
+            actions,
+            vec![Action::Delete {
+                uid: "a".into(),
+                propagation: Propagation::Background
+            }]
+        );
     }
 
     #[test]
     fn a_dependent_with_another_live_owner_only_loses_the_reference() {
         let actions = plan("o", None, &[dep("a", false, true, false)]);
-        assert_eq!(actions, vec![Action::RemoveOwnerReference { dependent: "a".into(), owner: "o".into() }]);
+        assert_eq!(
+            actions,
+            vec![Action::RemoveOwnerReference {
+                dependent: "a".into(),
+                owner: "o".into()
+            }]
+        );
     }
 
     #[test]
     fn a_live_owner_keeps_its_dependents() {
-        let owner = Owner { deleting: false, finalizers: vec![] };
+        let owner = Owner {
+            deleting: false,
+            finalizers: vec![],
+        };
         assert!(plan("o", Some(&owner), &[dep("a", true, false, false)]).is_empty());
     }
 
@@ -127,9 +177,18 @@ mod tests {
         let o = deleting(&[ORPHAN]);
         assert_eq!(
             plan("o", Some(&o), &[dep("a", true, false, false)]),
-            vec![Action::RemoveOwnerReference { dependent: "a".into(), owner: "o".into() }]
+            vec![Action::RemoveOwnerReference {
+                dependent: "a".into(),
+                owner: "o".into()
+            }]
         );
-        assert_eq!(plan("o", Some(&o), &[]), vec![Action::RemoveFinalizer { uid: "o".into(), finalizer: ORPHAN }]);
+        assert_eq!(
+            plan("o", Some(&o), &[]),
+            vec![Action::RemoveFinalizer {
+                uid: "o".into(),
+                finalizer: ORPHAN
+            }]
+        );
     }
 
     #[test]
@@ -137,16 +196,34 @@ mod tests {
         let o = deleting(&[FOREGROUND]);
         assert_eq!(
             plan("o", Some(&o), &[dep("a", true, false, false)]),
-            vec![Action::Delete { uid: "a".into(), propagation: Propagation::Foreground }]
+            vec![Action::Delete {
+                uid: "a".into(),
+                propagation: Propagation::Foreground
+            }]
         );
-        assert!(plan("o", Some(&o), &[dep("a", true, false, true)]).is_empty(), "still terminating: wait");
-        assert_eq!(plan("o", Some(&o), &[]), vec![Action::RemoveFinalizer { uid: "o".into(), finalizer: FOREGROUND }]);
+        assert!(
+            plan("o", Some(&o), &[dep("a", true, false, true)]).is_empty(),
+            "still terminating: wait"
+        );
+        assert_eq!(
+            plan("o", Some(&o), &[]),
+            vec![Action::RemoveFinalizer {
+                uid: "o".into(),
+                finalizer: FOREGROUND
+            }]
+        );
     }
 
     #[test]
     fn non_blocking_dependents_do_not_hold_a_foreground_owner() {
         let o = deleting(&[FOREGROUND]);
         let actions = plan("o", Some(&o), &[dep("a", false, false, true)]);
-        assert_eq!(actions, vec![Action::RemoveFinalizer { uid: "o".into(), finalizer: FOREGROUND }]);
+        assert_eq!(
+            actions,
+            vec![Action::RemoveFinalizer {
+                uid: "o".into(),
+                finalizer: FOREGROUND
+            }]
+        );
     }
 }

@@ -24,12 +24,18 @@ fn reconcile_one(registry: &Registry, name: &str) -> Result<Outcome, ApiError> {
     let fins: Vec<String> = ns
         .pointer("/spec/finalizers")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default();
     let mut content = Vec::new();
     if deleting {
         for rt in RESOURCES.iter().filter(|r| r.namespaced) {
-            let (_, items, _) = registry.store().list(&prefix(rt, Some(name)), None, None, |_| true);
+            let (_, items, _) = registry
+                .store()
+                .list(&prefix(rt, Some(name)), None, None, |_| true);
             for item in items {
                 let v = item.value()?;
                 if let Some(key) = crate::registry::key_of_value(&v) {
@@ -45,19 +51,31 @@ fn reconcile_one(registry: &Registry, name: &str) -> Result<Outcome, ApiError> {
     for action in plan::plan(deleting, &fins, &content) {
         match action {
             plan::Action::Delete { key } => {
-                let Some((rt, ns, obj)) = parse_key(&key) else { continue };
+                let Some((rt, ns, obj)) = parse_key(&key) else {
+                    continue;
+                };
                 match registry.delete(rt, ns.as_deref(), &obj, &DeleteOptions::default()) {
                     Ok(_) | Err(ApiError::NotFound { .. }) => {}
                     Err(e) => return Err(e),
                 }
             }
             plan::Action::RemoveFinalizer => {
-                registry.update_with(ns_rt, None, name, Part::Main, &WriteOptions::default(), |mut obj| {
-                    if let Some(f) = obj.pointer_mut("/spec/finalizers").and_then(Value::as_array_mut) {
-                        f.retain(|x| x.as_str() != Some(plan::FINALIZER));
-                    }
-                    Ok(obj)
-                })?;
+                registry.update_with(
+                    ns_rt,
+                    None,
+                    name,
+                    Part::Main,
+                    &WriteOptions::default(),
+                    |mut obj| {
+                        if let Some(f) = obj
+                            .pointer_mut("/spec/finalizers")
+                            .and_then(Value::as_array_mut)
+                        {
+                            f.retain(|x| x.as_str() != Some(plan::FINALIZER));
+                        }
+                        Ok(obj)
+                    },
+                )?;
             }
             plan::Action::Wait => outcome = Outcome::RequeueAfter(Duration::from_millis(500)),
         }
@@ -72,14 +90,20 @@ pub fn start(registry: Registry, shutdown: CancellationToken) -> tokio::task::Jo
         let queue: Queue<String> = Queue::new();
         let registry = Arc::new(registry);
         let r = registry.clone();
-        let runner = tokio::spawn(reconcile::run(queue.clone(), 2, shutdown.clone(), "namespace", move |name: String| {
-            let r = r.clone();
-            async move {
-                tokio::task::spawn_blocking(move || reconcile_one(&r, &name))
-                    .await
-                    .map_err(|e| ApiError::Internal(e.to_string()))?
-            }
-        }));
+        let runner = tokio::spawn(reconcile::run(
+            queue.clone(),
+            2,
+            shutdown.clone(),
+            "namespace",
+            move |name: String| {
+                let r = r.clone();
+                async move {
+                    tokio::task::spawn_blocking(move || reconcile_one(&r, &name))
+                        .await
+                        .map_err(|e| ApiError::Internal(e.to_string()))?
+                }
+            },
+        ));
         while !shutdown.is_cancelled() {
             let (rev, items, _) = store.list("/core/namespaces/", None, None, |_| true);
             for item in items {
@@ -89,7 +113,9 @@ pub fn start(registry: Registry, shutdown: CancellationToken) -> tokio::task::Jo
                     queue.add(n.to_string());
                 }
             }
-            let Ok(watch) = store.watch(rev) else { continue };
+            let Ok(watch) = store.watch(rev) else {
+                continue;
+            };
             let feed = |key: &str| {
                 if let Some(name) = key.strip_prefix("/core/namespaces/") {
                     queue.add(name.to_string());

@@ -11,7 +11,9 @@ pub struct Content {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    Delete { key: String },
+    Delete {
+        key: String,
+    },
     RemoveFinalizer,
     /// Content is terminating: look again later.
     Wait,
@@ -43,16 +45,35 @@ mod tests {
 
     #[test]
     fn an_active_namespace_is_left_alone() {
-        assert!(plan(false, &fin(), &[Content { key: "k".into(), deleting: false }]).is_empty());
+        assert!(
+            plan(
+                false,
+                &fin(),
+                &[Content {
+                    key: "k".into(),
+                    deleting: false
+                }]
+            )
+            .is_empty()
+        );
     }
 
     #[test]
     fn content_is_deleted_then_the_namespace_released() {
         let content = vec![
-            Content { key: "a".into(), deleting: false },
-            Content { key: "b".into(), deleting: true },
+            Content {
+                key: "a".into(),
+                deleting: false,
+            },
+            Content {
+                key: "b".into(),
+                deleting: true,
+            },
         ];
-        assert_eq!(plan(true, &fin(), &content), vec![Action::Delete { key: "a".into() }, Action::Wait]);
+        assert_eq!(
+            plan(true, &fin(), &content),
+            vec![Action::Delete { key: "a".into() }, Action::Wait]
+        );
         assert_eq!(plan(true, &fin(), &[]), vec![Action::RemoveFinalizer]);
     }
 

@@ -1,0 +1,293 @@
+//! Server-side printing: the `meta.k8s.io/v1` Table columns and cells of each kind, computed like
+//! upstream `pkg/printers/internalversion` (Kubernetes 1.31) so stock `kubectl get` output matches.
+//!
+//! The server always renders every column (upstream passes `Wide: true`); kubectl hides the
+//! `priority > 0` ones unless `-o wide` is given.
+
+mod apps;
+mod batch;
+mod cluster;
+mod core;
+mod duration;
+mod lookup;
+mod pod;
+mod policy;
+mod selector;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+pub use duration::{age, human_duration};
+
+use lookup::{list_at, opt_str, str_at};
+
+/// One column of a Table (`metav1.TableColumnDefinition`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ColumnDefinition {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub format: String,
+    pub description: String,
+    pub priority: i32,
+}
+
+/// A column shown by plain `kubectl get`.
+pub(crate) fn col(name: &str, type_: &str, description: &str) -> ColumnDefinition {
+    ColumnDefinition {
+        name: name.to_string(),
+        type_: type_.to_string(),
+        format: String::new(),
+        description: description.to_string(),
+        priority: 0,
+    }
+}
+
+/// A column shown only by `kubectl get -o wide`.
+pub(crate) fn wide(name: &str, type_: &str, description: &str) -> ColumnDefinition {
+    ColumnDefinition {
+        priority: 1,
+        ..col(name, type_, description)
+    }
+}
+
+/// The `Name` column every printer starts with (format `name`).
+pub(crate) fn name_col() -> ColumnDefinition {
+    ColumnDefinition {
+        format: "name".to_string(),
+        ..col(
+            "Name",
+            "string",
+            "Name of the object, unique within its namespace.",
+        )
+    }
+}
+
+/// The `Age` column.
+pub(crate) fn age_col() -> ColumnDefinition {
+    col(
+        "Age",
+        "string",
+        "Time since the object was created (metadata.creationTimestamp).",
+    )
+}
+
+/// The wide `Containers` and `Images` columns of the workload printers.
+pub(crate) fn container_cols() -> [ColumnDefinition; 2] {
+    [
+        wide(
+            "Containers",
+            "string",
+            "Names of each container in the template.",
+        ),
+        wide(
+            "Images",
+            "string",
+            "Images referenced by each container in the template.",
+        ),
+    ]
+}
+
+/// The Table columns for a kind, in upstream order; unknown kinds get the default table.
+pub fn columns(kind: &str) -> Vec<ColumnDefinition> {
+    match kind {
+        "Pod" => pod::columns(),
+        "Node" => cluster::node_columns(),
+        "Namespace" => cluster::namespace_columns(),
+        "Lease" => cluster::lease_columns(),
+        "Event" => core::event_columns(),
+        "ConfigMap" => core::config_map_columns(),
+        "Secret" => core::secret_columns(),
+        "ReplicationController" | "ReplicaSet" => apps::replica_set_columns(),
+        "Deployment" => apps::deployment_columns(),
+        "StatefulSet" => apps::stateful_set_columns(),
+        "DaemonSet" => apps::daemon_set_columns(),
+        "ControllerRevision" => apps::controller_revision_columns(),
+        "Job" => batch::job_columns(),
+        "CronJob" => batch::cron_job_columns(),
+        "PodDisruptionBudget" => policy::pdb_columns(),
+        _ => default_columns(),
+    }
+}
+
+/// One row's cells for an object of the given kind: same length and order as [`columns`].
+/// Counts are JSON integers, everything else strings.
+pub fn cells(kind: &str, obj: &Value, now: Timestamp) -> Vec<Value> {
+    match kind {
+        "Pod" => pod::cells(obj, now),
+        "Node" => cluster::node_cells(obj, now),
+        "Namespace" => cluster::namespace_cells(obj, now),
+        "Lease" => cluster::lease_cells(obj, now),
+        "Event" => core::event_cells(obj, now),
+        "ConfigMap" => core::config_map_cells(obj, now),
+        "Secret" => core::secret_cells(obj, now),
+        "ReplicationController" => apps::replication_controller_cells(obj, now),
+        "ReplicaSet" => apps::replica_set_cells(obj, now),
+        "Deployment" => apps::deployment_cells(obj, now),
+        "StatefulSet" => apps::stateful_set_cells(obj, now),
+        "DaemonSet" => apps::daemon_set_cells(obj, now),
+        "ControllerRevision" => apps::controller_revision_cells(obj, now),
+        "Job" => batch::job_cells(obj, now),
+        "CronJob" => batch::cron_job_cells(obj, now),
+        "PodDisruptionBudget" => policy::pdb_cells(obj, now),
+        _ => default_cells(obj),
+    }
+}
+
+/// The object a row carries: `meta.k8s.io/v1` PartialObjectMetadata with the full metadata, which
+/// kubectl reads for the NAMESPACE column (`-A`) and `--show-labels`.
+pub fn partial_object_metadata(obj: &Value) -> Value {
+    let metadata = obj
+        .get("metadata")
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Map::new()));
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": metadata})
+}
+
+/// One Table row: cells, the PartialObjectMetadata object and, for finished pods, the
+/// `Completed` row condition upstream attaches.
+pub fn row(kind: &str, obj: &Value, now: Timestamp) -> Value {
+    let mut row = Map::new();
+    row.insert("cells".to_string(), Value::Array(cells(kind, obj, now)));
+    if kind == "Pod"
+        && let Some(conditions) = pod::row_conditions(obj)
+    {
+        row.insert("conditions".to_string(), conditions);
+    }
+    row.insert("object".to_string(), partial_object_metadata(obj));
+    Value::Object(row)
+}
+
+/// A whole `meta.k8s.io/v1` Table for objects of one kind (a list, a single get, or one watch
+/// event's object).
+pub fn table(
+    kind: &str,
+    objects: &[Value],
+    resource_version: Option<&str>,
+    now: Timestamp,
+) -> Value {
+    let mut metadata = Map::new();
+    if let Some(rv) = resource_version {
+        metadata.insert("resourceVersion".to_string(), Value::String(rv.to_string()));
+    }
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": metadata,
+        "columnDefinitions": columns(kind),
+        "rows": objects.iter().map(|o| row(kind, o, now)).collect::<Vec<_>>(),
+    })
+}
+
+/// The object's name cell.
+pub(crate) fn name(obj: &Value) -> Value {
+    Value::String(str_at(obj, &["metadata", "name"]).to_string())
+}
+
+/// The object's Age cell.
+pub(crate) fn created(obj: &Value, now: Timestamp) -> Value {
+    Value::String(age(opt_str(obj, &["metadata", "creationTimestamp"]), now))
+}
+
+/// The Containers and Images cells for the pod spec at `pod_spec` (comma-joined, in order).
+pub(crate) fn container_cells(obj: &Value, pod_spec: &[&str]) -> [Value; 2] {
+    let mut path = pod_spec.to_vec();
+    path.push("containers");
+    let containers = list_at(obj, &path);
+    let names: Vec<&str> = containers.iter().map(|c| str_at(c, &["name"])).collect();
+    let images: Vec<&str> = containers.iter().map(|c| str_at(c, &["image"])).collect();
+    [
+        Value::String(names.join(",")),
+        Value::String(images.join(",")),
+    ]
+}
+
+/// Upstream's default table for kinds without a printer: Name and Created At.
+fn default_columns() -> Vec<ColumnDefinition> {
+    vec![
+        name_col(),
+        col(
+            "Created At",
+            "date",
+            "Time the object was created (metadata.creationTimestamp).",
+        ),
+    ]
+}
+
+fn default_cells(obj: &Value) -> Vec<Value> {
+    // Go formats the zero time when the timestamp is missing.
+    let created_at = duration::parse_time(opt_str(obj, &["metadata", "creationTimestamp"]))
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_else(|| "0001-01-01T00:00:00Z".to_string());
+    vec![name(obj), Value::String(created_at)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::RESOURCES;
+
+    fn now() -> Timestamp {
+        "2024-05-01T12:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn every_served_kind_has_cells_matching_its_columns() {
+        let empty = json!({});
+        for r in RESOURCES {
+            let cols = columns(r.kind);
+            assert_eq!(cols.len(), cells(r.kind, &empty, now()).len(), "{}", r.kind);
+            assert!(cols.iter().any(|c| c.format == "name"), "{}", r.kind);
+            if r.kind != "Event" {
+                assert_eq!(cols[0], name_col(), "{}", r.kind);
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_kinds_get_name_and_created_at() {
+        let obj = json!({"metadata": {"name": "x", "creationTimestamp": "2024-04-30T10:00:00Z"}});
+        let names: Vec<String> = columns("Widget").into_iter().map(|c| c.name).collect();
+        assert_eq!(names, ["Name", "Created At"]);
+        assert_eq!(
+            cells("Widget", &obj, now()),
+            vec![json!("x"), json!("2024-04-30T10:00:00Z")]
+        );
+        assert_eq!(
+            cells("Widget", &json!({}), now())[1],
+            json!("0001-01-01T00:00:00Z")
+        );
+    }
+
+    #[test]
+    fn a_table_carries_partial_object_metadata_and_the_resource_version() {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cfg", "namespace": "dev", "labels": {"a": "b"},
+                         "creationTimestamp": "2024-05-01T11:00:00Z"},
+            "data": {"k": "v"}});
+        let t = table("ConfigMap", std::slice::from_ref(&cm), Some("137"), now());
+        assert_eq!(t["kind"], "Table");
+        assert_eq!(t["apiVersion"], "meta.k8s.io/v1");
+        assert_eq!(t["metadata"]["resourceVersion"], "137");
+        assert_eq!(t["columnDefinitions"][0]["name"], "Name");
+        assert_eq!(t["columnDefinitions"][0]["format"], "name");
+        assert_eq!(t["columnDefinitions"][0]["priority"], 0);
+        assert_eq!(t["rows"][0]["cells"], json!(["cfg", 1, "60m"]));
+        let object = &t["rows"][0]["object"];
+        assert_eq!(object["kind"], "PartialObjectMetadata");
+        assert_eq!(object["apiVersion"], "meta.k8s.io/v1");
+        assert_eq!(object["metadata"]["namespace"], "dev");
+        assert_eq!(object["metadata"]["labels"]["a"], "b");
+    }
+
+    #[test]
+    fn column_definitions_serialize_with_type_and_priority() {
+        let v = serde_json::to_value(wide("IP", "string", "d")).unwrap();
+        assert_eq!(
+            v,
+            json!({"name": "IP", "type": "string", "format": "", "description": "d", "priority": 1})
+        );
+    }
+}

@@ -1,5 +1,5 @@
-//! `meta.k8s.io/v1` Table responses: the shared printers' columns and cells, with each row
-//! carrying the object's metadata (PartialObjectMetadata) so `-A` and `--show-labels` work.
+//! `meta.k8s.io/v1` Table responses for lists, gets and watch events, built with the shared
+//! printers (rows carry PartialObjectMetadata so `-A` and `--show-labels` work).
 
 use super::error::ApiError;
 use crate::store::StoredObject;
@@ -7,50 +7,26 @@ use berth_shared::resource::ResourceType;
 use berth_shared::table;
 use serde_json::{Value, json};
 
-fn row(rt: &ResourceType, obj: &Value, now: jiff::Timestamp) -> Value {
-    json!({
-        "cells": table::cells(rt.kind, obj, now),
-        "object": {
-            "kind": "PartialObjectMetadata",
-            "apiVersion": "meta.k8s.io/v1",
-            "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
-        },
-    })
-}
-
-/// A Table of `items`.
+/// A Table of `items`, with the list's `continue` token when paginated.
 pub fn render(
     rt: &ResourceType,
     items: &[StoredObject],
     resource_version: &str,
     cont: Option<&str>,
 ) -> Result<Value, ApiError> {
-    let now = jiff::Timestamp::now();
-    let mut rows = Vec::with_capacity(items.len());
-    for item in items {
-        rows.push(row(rt, &item.value()?, now));
-    }
-    let mut meta = json!({"resourceVersion": resource_version});
+    let objects = items
+        .iter()
+        .map(StoredObject::value)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut t = table::table(rt.kind, &objects, Some(resource_version), jiff::Timestamp::now());
     if let Some(c) = cont {
-        meta["continue"] = json!(c);
+        t["metadata"]["continue"] = json!(c);
     }
-    Ok(json!({
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": meta,
-        "columnDefinitions": table::columns(rt.kind),
-        "rows": rows,
-    }))
+    Ok(t)
 }
 
-/// A one-row Table for a watch event (column definitions included every time: kubectl
-/// tolerates it, and a client joining mid-stream needs them).
+/// A one-row Table for a watch event.
 pub fn render_one(rt: &ResourceType, obj: &Value) -> Value {
-    json!({
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": {"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)},
-        "columnDefinitions": table::columns(rt.kind),
-        "rows": [row(rt, obj, jiff::Timestamp::now())],
-    })
+    let rv = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str);
+    table::table(rt.kind, std::slice::from_ref(obj), rv, jiff::Timestamp::now())
 }

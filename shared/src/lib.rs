@@ -4,3 +4,4 @@
 pub use k8s_openapi;
 
 pub mod resource;
+pub mod selector;

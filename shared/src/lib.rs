@@ -3,5 +3,6 @@
 
 pub use k8s_openapi;
 
+pub mod patch;
 pub mod resource;
 pub mod selector;

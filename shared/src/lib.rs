@@ -5,6 +5,8 @@ pub use k8s_openapi;
 
 pub mod discovery;
 pub mod openapi;
+pub mod patch;
 pub mod reconcile;
 pub mod resource;
+pub mod selector;
 pub mod table;

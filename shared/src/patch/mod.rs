@@ -1,0 +1,113 @@
+//! Applying PATCH bodies to stored objects: JSON merge patch (RFC 7386), JSON patch (RFC 6902)
+//! and Kubernetes strategic merge patch, with errors worded like the upstream API server's.
+
+mod json;
+mod list;
+mod merge;
+mod schema;
+mod strategic;
+
+pub use json::apply_json_patch;
+pub use merge::apply_merge_patch;
+pub use strategic::apply_strategic_merge_patch;
+
+/// Why a patch could not be applied. Every variant is the client's fault; [`status_code`]
+/// says whether upstream answers 400 (malformed patch), 413 or 422 (patch does not apply).
+///
+/// [`status_code`]: PatchError::status_code
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatchError {
+    /// The patch (or the target) is not a JSON object where one is needed.
+    #[error("invalid JSON document")]
+    InvalidDocument,
+    #[error("lists of lists are not supported")]
+    ListOfLists,
+    /// A `$deleteFromPrimitiveList` key without `/<field>`.
+    #[error("invalid patch format of primitive list")]
+    BadPrimitiveListFormat,
+    /// `$retainKeys` is not a list, or the patch sets a key the list does not retain.
+    #[error("invalid patch format of retainKeys")]
+    BadRetainKeysFormat,
+    /// A `$setElementOrder` key without `/<field>`.
+    #[error("invalid patch format of setElementOrder list")]
+    BadSetElementOrderFormat,
+    /// An item of a keyed list lacks the list's merge key.
+    #[error("map: {item} does not contain declared merge key: {key}")]
+    NoMergeKey { item: String, key: String },
+    /// A value of the wrong JSON type; types are named like Go's decoded JSON.
+    #[error("expected a {expected}, but received a {found}")]
+    WrongType {
+        expected: &'static str,
+        found: &'static str,
+    },
+    /// `$patch` with a value other than `replace` / `delete` (or `merge` in a list).
+    #[error("unknown patch type: {directive} in map: {item}")]
+    UnknownDirective { directive: String, item: String },
+    #[error("merging lists cannot yet be specified in the patch")]
+    ListMergeDirective,
+    /// A list directive on a list of objects that has no merge key.
+    #[error("cannot merge lists without merge key for {0}")]
+    NoMergeKeyForList(String),
+    #[error("list element types are not identical: {0}")]
+    MixedListElements(String),
+    /// The patch's list items are not in the order its `$setElementOrder` list gives.
+    #[error("The order in patch list:\n{patch}\n doesn't match $setElementOrder list:\n{order}\n")]
+    OrderMismatch { patch: String, order: String },
+    /// A JSON patch body that is not an array of operations.
+    #[error("invalid JSON patch: {0}")]
+    InvalidJsonPatch(String),
+    /// More JSON patch operations than upstream allows.
+    #[error("The allowed maximum operations in a JSON patch is {max}, got {got}")]
+    TooManyOperations { max: usize, got: usize },
+    /// A JSON patch `test` operation found a different value.
+    #[error("testing value {path} failed: test failed")]
+    TestFailed { path: String },
+    /// A JSON patch operation names a location the document does not have.
+    #[error("{op} operation does not apply: doc is missing path: {path}: missing value")]
+    MissingPath { op: &'static str, path: String },
+    /// A JSON patch `move` into a child of its source.
+    #[error("move operation does not apply: cannot move {from} into its own child {path}")]
+    MoveIntoItself { from: String, path: String },
+}
+
+impl PatchError {
+    /// Patches fail because of their content; retrying the same patch cannot help.
+    pub fn is_transient(&self) -> bool {
+        false
+    }
+
+    /// The HTTP status upstream uses: 400 for a malformed patch, 413 for an oversized JSON
+    /// patch, 422 for a well-formed patch that does not apply.
+    pub fn status_code(&self) -> u16 {
+        match self {
+            PatchError::InvalidDocument
+            | PatchError::BadPrimitiveListFormat
+            | PatchError::BadRetainKeysFormat
+            | PatchError::BadSetElementOrderFormat
+            | PatchError::InvalidJsonPatch(_) => 400,
+            PatchError::TooManyOperations { .. } => 413,
+            _ => 422,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_patches_are_bad_requests_and_the_rest_unprocessable() {
+        assert_eq!(PatchError::InvalidDocument.status_code(), 400);
+        assert_eq!(PatchError::BadRetainKeysFormat.status_code(), 400);
+        assert_eq!(PatchError::InvalidJsonPatch("x".into()).status_code(), 400);
+        assert_eq!(
+            PatchError::TooManyOperations { max: 1, got: 2 }.status_code(),
+            413
+        );
+        assert_eq!(PatchError::ListOfLists.status_code(), 422);
+        assert_eq!(
+            PatchError::TestFailed { path: "/a".into() }.status_code(),
+            422
+        );
+    }
+}

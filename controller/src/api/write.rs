@@ -1,6 +1,5 @@
 //! Create (POST), update (PUT), delete and deletecollection handlers.
 
-use super::body;
 use super::error::ApiError;
 use super::list::Selectors;
 use super::query::Query;
@@ -127,15 +126,4 @@ pub async fn delete_collection(
         "items": list.1,
     });
     Ok(json_response(StatusCode::OK, &body))
-}
-
-/// Decodes a JSON body that must be an object.
-pub fn object_body(content_type: &str, raw: &[u8]) -> Result<Value, ApiError> {
-    let v = body::decode(content_type, raw)?;
-    if !v.is_object() {
-        return Err(ApiError::BadRequest(
-            "the request body must be a JSON object".to_string(),
-        ));
-    }
-    Ok(v)
 }

@@ -141,7 +141,8 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
                     Some(backoff(*n))
                 }
             };
-            if s.dirty.remove(key) && delay.is_none() {
+            // Added while it ran: the newer state deserves a pass now.
+            if s.dirty.remove(key) {
                 Some(Duration::ZERO)
             } else {
                 delay

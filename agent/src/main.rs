@@ -1,2 +1,6 @@
-//! berth-agent: placeholder until the agent issue lands.
-fn main() {}
+//! `berth-agent`: placeholder entry point until the agent's run loop lands.
+
+fn main() {
+    eprintln!("berth-agent: the node agent is not wired up yet");
+    std::process::exit(2);
+}

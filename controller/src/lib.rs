@@ -4,6 +4,7 @@
 pub mod api;
 pub mod controllers;
 pub mod events;
+pub mod join;
 pub mod pki;
 pub mod registry;
 pub mod server;

@@ -16,6 +16,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Print the join token agents use (`--token`), creating it if needed.
+    Token {
+        #[arg(long, default_value = "/var/lib/berth/controller")]
+        data_dir: PathBuf,
+    },
     /// Serve the Kubernetes API and run the controllers.
     Serve {
         /// Where the store, PKI and kubeconfig live.
@@ -50,6 +55,22 @@ fn main() -> anyhow::Result<()> {
         .init();
     let cli = Cli::parse();
     match cli.command {
+        Command::Token { data_dir } => {
+            // Only the CA is needed; the serving certificate is the server's business.
+            let ca_path = data_dir.join("pki").join("ca.crt");
+            let ca = match std::fs::read_to_string(&ca_path) {
+                Ok(ca) => ca,
+                Err(_) => {
+                    berth_controller::pki::load_or_create(&data_dir.join("pki"), &[])
+                        .context("creating the PKI")?
+                        .ca_cert
+                }
+            };
+            let (token, _) = berth_controller::join::load_or_create_token(&data_dir, &ca)
+                .context("loading the token")?;
+            println!("{token}");
+            Ok(())
+        }
         Command::Serve {
             data_dir,
             listen,

@@ -55,7 +55,7 @@ impl Pki {
     }
 }
 
-fn validity(params: &mut CertificateParams, years: i32) {
+pub fn set_validity(params: &mut CertificateParams, years: i32) {
     let now = jiff::Zoned::now();
     // A day of slack before now tolerates small clock differences between hosts.
     let start = now.saturating_sub(jiff::Span::new().days(1));
@@ -143,7 +143,7 @@ pub fn load_or_create(dir: &Path, extra_sans: &[String]) -> Result<Pki, PkiError
                 KeyUsagePurpose::CrlSign,
                 KeyUsagePurpose::DigitalSignature,
             ];
-            validity(&mut params, 10);
+            set_validity(&mut params, 10);
             let cert = params.self_signed(&key)?;
             write_private(&ca_key_path, &key.serialize_pem())?;
             write_private(&ca_cert_path, &cert.pem())?;
@@ -187,7 +187,7 @@ pub fn load_or_create(dir: &Path, extra_sans: &[String]) -> Result<Pki, PkiError
                 KeyUsagePurpose::DigitalSignature,
                 KeyUsagePurpose::KeyEncipherment,
             ];
-            validity(&mut params, 1);
+            set_validity(&mut params, 1);
             let cert = params.signed_by(&key, &issuer)?;
             write_private(&server_key_path, &key.serialize_pem())?;
             write_private(&server_cert_path, &cert.pem())?;
@@ -237,7 +237,7 @@ pub fn issue_client_cert(
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
     ];
-    validity(&mut params, years);
+    set_validity(&mut params, years);
     let cert = params.signed_by(&key, issuer)?;
     Ok((cert.pem(), key.serialize_pem()))
 }

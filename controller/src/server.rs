@@ -36,6 +36,8 @@ pub enum ServerError {
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]
     Tls(#[from] api::tls::TlsError),
+    #[error(transparent)]
+    Join(#[from] crate::join::JoinError),
     #[error("bootstrapping namespace {0}: {1}")]
     Bootstrap(String, String),
     #[error("listening on {addr}: {source}")]
@@ -123,7 +125,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let addr_file = config.data_dir.join("listen-address");
     std::fs::write(&addr_file, &url).map_err(io(&addr_file))?;
 
+    let (_token, secret) = crate::join::load_or_create_token(&config.data_dir, &pki.ca_cert)?;
+    let signer = crate::join::NodeSigner::new(&pki, secret)?;
     let state = Arc::new(ApiState {
+        signer,
         registry: registry.clone(),
         metrics: Metrics::default(),
         git_version: git_version(),

@@ -76,7 +76,14 @@ pub fn identity_from_cert(der: &[u8]) -> Option<Identity> {
     Some(Identity { user, groups })
 }
 
-const PUBLIC: &[&str] = &["/healthz", "/livez", "/readyz", "/version"];
+const PUBLIC: &[&str] = &[
+    "/healthz",
+    "/livez",
+    "/readyz",
+    "/version",
+    "/cacerts",
+    "/v1-berth/node-certificate",
+];
 
 pub async fn require_identity(mut req: Request, next: Next) -> Response {
     let path = req.uri().path();

@@ -5,6 +5,7 @@ pub mod authn;
 mod body;
 pub mod discovery;
 pub mod error;
+mod join;
 mod list;
 pub mod metrics;
 mod patch;
@@ -35,6 +36,8 @@ pub struct ApiState {
     pub registry: Registry,
     pub metrics: metrics::Metrics,
     pub git_version: String,
+    /// Signs node certificates for agents holding the join secret.
+    pub signer: crate::join::NodeSigner,
     /// Cancelled at shutdown: open watches end.
     pub shutdown: CancellationToken,
 }
@@ -57,6 +60,8 @@ pub fn router(state: SharedState) -> Router {
         .route("/openapi/v3/{*path}", get(discovery::openapi_doc))
         .route("/openapi/v2", get(discovery::openapi_v2))
         .route("/metrics", get(metrics::serve))
+        .route("/cacerts", get(join::cacerts))
+        .route("/v1-berth/node-certificate", axum::routing::post(join::node_certificate))
         .fallback(dispatch)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -41,6 +41,9 @@ enum Command {
         /// Static bearer tokens: lines of `token,user,uid,"group1,group2"`.
         #[arg(long)]
         token_auth_file: Option<PathBuf>,
+        /// Pod addresses of the cluster; each node gets a /24 of it.
+        #[arg(long, default_value = "10.42.0.0/16")]
+        cluster_cidr: String,
     },
 }
 
@@ -78,6 +81,7 @@ fn main() -> anyhow::Result<()> {
             tls_san,
             watch_history,
             token_auth_file,
+            cluster_cidr,
         } => {
             let config = Config {
                 data_dir,
@@ -86,6 +90,7 @@ fn main() -> anyhow::Result<()> {
                 tls_sans: tls_san,
                 watch_history,
                 token_auth_file,
+                cluster_cidr,
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
             runtime.block_on(async move {

@@ -21,6 +21,8 @@ pub struct Config {
     pub tls_sans: Vec<String>,
     pub watch_history: usize,
     pub token_auth_file: Option<PathBuf>,
+    /// Pod addresses; each node gets a /24 of it.
+    pub cluster_cidr: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +38,8 @@ pub enum ServerError {
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]
     Tls(#[from] api::tls::TlsError),
+    #[error("{0}")]
+    Config(String),
     #[error(transparent)]
     Join(#[from] crate::join::JoinError),
     #[error("bootstrapping namespace {0}: {1}")]
@@ -136,7 +140,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     });
     let tls = api::tls::server_config(&pki)?;
     let router = api::router(state);
-    let controllers = controllers::start(registry.clone(), shutdown.clone());
+    let cluster_cidr = controllers::nodeipam::plan::Cidr::parse(&config.cluster_cidr)
+        .ok_or_else(|| ServerError::Config(format!("invalid --cluster-cidr {:?}", config.cluster_cidr)))?;
+    let controllers = controllers::start(registry.clone(), cluster_cidr, shutdown.clone());
     println!("listening on {url}");
     tracing::info!(%url, data_dir = %config.data_dir.display(), "serving");
     api::tls::serve(listener, tls, router, tokens, shutdown.clone()).await;

@@ -2,6 +2,7 @@
 //! resource handlers. Handlers parse the request, call the [`Registry`] and render the answer.
 
 pub mod authn;
+pub mod authz;
 mod body;
 pub mod discovery;
 pub mod error;
@@ -113,6 +114,13 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
         }
         ApiPath::Unknown => return Err(ApiError::UnknownPath),
     };
+    authz::authorize(
+        &state.registry,
+        parts.extensions.get::<authn::Identity>(),
+        &parts.method,
+        &target,
+        &query,
+    )?;
     let table = wants_table(&parts.headers);
     let ResourcePath {
         rt,

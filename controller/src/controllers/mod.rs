@@ -3,15 +3,21 @@
 
 pub mod gc;
 pub mod namespace;
+pub mod nodeipam;
 
 use crate::registry::Registry;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// Starts every controller; they stop when `shutdown` is cancelled.
-pub fn start(registry: Registry, shutdown: CancellationToken) -> Vec<JoinHandle<()>> {
+pub fn start(
+    registry: Registry,
+    cluster_cidr: nodeipam::plan::Cidr,
+    shutdown: CancellationToken,
+) -> Vec<JoinHandle<()>> {
     vec![
         gc::start(registry.clone(), shutdown.clone()),
-        namespace::start(registry, shutdown),
+        namespace::start(registry.clone(), shutdown.clone()),
+        nodeipam::start(registry, cluster_cidr, shutdown),
     ]
 }

@@ -1,0 +1,173 @@
+//! Node authorization, as a pure decision over the facts of one request: a node's credential
+//! may write only its own Node and Lease, the status of pods bound to it, and events; it may
+//! read (and finally delete) the pods bound to it and the configmaps/secrets they reference.
+
+/// Kubernetes verbs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    Get,
+    List,
+    Watch,
+    Create,
+    Update,
+    Patch,
+    Delete,
+    DeleteCollection,
+}
+
+impl Verb {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+            Verb::DeleteCollection => "deletecollection",
+        }
+    }
+
+    fn reads(self) -> bool {
+        matches!(self, Verb::Get | Verb::List | Verb::Watch)
+    }
+
+    fn writes(self) -> bool {
+        matches!(self, Verb::Create | Verb::Update | Verb::Patch)
+    }
+}
+
+/// What a node asks to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request<'a> {
+    pub verb: Verb,
+    pub group: &'a str,
+    pub resource: &'a str,
+    pub subresource: Option<&'a str>,
+    pub namespace: Option<&'a str>,
+    pub name: Option<&'a str>,
+    /// For lists and watches: the value of an `=` field selector on `spec.nodeName` /
+    /// `metadata.name`.
+    pub node_name_selector: Option<&'a str>,
+    pub name_selector: Option<&'a str>,
+}
+
+/// Facts looked up for the decision.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// For a named pod: the node it is bound to (`None`: unbound or absent).
+    pub pod_node: Option<String>,
+    /// For a named configmap/secret: whether a pod bound to the node references it.
+    pub referenced_by_node_pod: bool,
+}
+
+/// Allowed, or the reason it is not.
+pub fn decide(node: &str, r: &Request<'_>, facts: &Facts) -> Result<(), String> {
+    let own_name = r.name == Some(node);
+    let ok = match (r.group, r.resource) {
+        ("", "nodes") => match r.verb {
+            Verb::Get => own_name,
+            Verb::List | Verb::Watch => r.name_selector == Some(node) || own_name,
+            Verb::Create | Verb::Update | Verb::Patch => own_name,
+            _ => false,
+        },
+        ("coordination.k8s.io", "leases") => {
+            r.namespace == Some("kube-node-lease")
+                && (own_name || (r.verb.reads() && r.name_selector == Some(node)))
+                && (r.verb.reads() || r.verb.writes())
+        }
+        ("", "pods") => match (r.verb, r.subresource) {
+            (Verb::List | Verb::Watch, None) => r.node_name_selector == Some(node),
+            (Verb::Get, None) => facts.pod_node.as_deref() == Some(node),
+            (Verb::Update | Verb::Patch, Some("status")) => facts.pod_node.as_deref() == Some(node),
+            (Verb::Get, Some("status")) => facts.pod_node.as_deref() == Some(node),
+            (Verb::Delete, None) => facts.pod_node.as_deref() == Some(node),
+            _ => false,
+        },
+        ("", "events") => matches!(r.verb, Verb::Create | Verb::Update | Verb::Patch | Verb::Get),
+        ("", "configmaps") | ("", "secrets") => r.verb == Verb::Get && facts.referenced_by_node_pod,
+        _ => false,
+    };
+    if ok {
+        return Ok(());
+    }
+    let what = match r.name {
+        Some(n) => format!("{} \"{n}\"", qualified(r.group, r.resource)),
+        None => qualified(r.group, r.resource),
+    };
+    let scope = match r.namespace {
+        Some(ns) => format!("in the namespace \"{ns}\""),
+        None => "at the cluster scope".to_string(),
+    };
+    let resource = match r.subresource {
+        Some(s) => format!("{}/{s}", r.resource),
+        None => r.resource.to_string(),
+    };
+    Err(format!(
+        "{what} is forbidden: User \"system:node:{node}\" cannot {} resource \"{resource}\" in API group \"{}\" {scope}: a node may only touch its own Node and Lease, and the pods bound to it",
+        r.verb.as_str(),
+        r.group
+    ))
+}
+
+fn qualified(group: &str, resource: &str) -> String {
+    if group.is_empty() { resource.to_string() } else { format!("{resource}.{group}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req<'a>(verb: Verb, group: &'a str, resource: &'a str, ns: Option<&'a str>, name: Option<&'a str>) -> Request<'a> {
+        Request { verb, group, resource, subresource: None, namespace: ns, name, node_name_selector: None, name_selector: None }
+    }
+
+    #[test]
+    fn a_node_writes_its_own_node_but_not_another() {
+        assert!(decide("a", &req(Verb::Update, "", "nodes", None, Some("a")), &Facts::default()).is_ok());
+        let err = decide("a", &req(Verb::Update, "", "nodes", None, Some("b")), &Facts::default()).unwrap_err();
+        assert!(err.contains("nodes \"b\" is forbidden"), "{err}");
+    }
+
+    #[test]
+    fn a_node_renews_only_its_own_lease_in_the_node_lease_namespace() {
+        let ok = req(Verb::Update, "coordination.k8s.io", "leases", Some("kube-node-lease"), Some("a"));
+        assert!(decide("a", &ok, &Facts::default()).is_ok());
+        let other_ns = req(Verb::Update, "coordination.k8s.io", "leases", Some("default"), Some("a"));
+        assert!(decide("a", &other_ns, &Facts::default()).is_err());
+    }
+
+    #[test]
+    fn pod_status_writes_need_the_pod_to_be_bound_to_the_node() {
+        let mut r = req(Verb::Update, "", "pods", Some("default"), Some("p"));
+        r.subresource = Some("status");
+        let mine = Facts { pod_node: Some("a".into()), ..Facts::default() };
+        let theirs = Facts { pod_node: Some("b".into()), ..Facts::default() };
+        assert!(decide("a", &r, &mine).is_ok());
+        assert!(decide("a", &r, &theirs).is_err());
+        let spec_update = req(Verb::Update, "", "pods", Some("default"), Some("p"));
+        assert!(decide("a", &spec_update, &mine).is_err(), "only status, never the spec");
+    }
+
+    #[test]
+    fn pod_lists_must_select_the_nodes_own_pods() {
+        let mut r = req(Verb::Watch, "", "pods", None, None);
+        assert!(decide("a", &r, &Facts::default()).is_err());
+        r.node_name_selector = Some("a");
+        assert!(decide("a", &r, &Facts::default()).is_ok());
+    }
+
+    #[test]
+    fn secrets_are_readable_only_when_a_pod_on_the_node_uses_them() {
+        let r = req(Verb::Get, "", "secrets", Some("default"), Some("s"));
+        assert!(decide("a", &r, &Facts::default()).is_err());
+        assert!(decide("a", &r, &Facts { referenced_by_node_pod: true, ..Facts::default() }).is_ok());
+    }
+
+    #[test]
+    fn everything_else_is_forbidden() {
+        assert!(decide("a", &req(Verb::Create, "apps", "deployments", Some("default"), None), &Facts::default()).is_err());
+        assert!(decide("a", &req(Verb::Create, "", "pods", Some("default"), None), &Facts::default()).is_err());
+    }
+}

@@ -1,0 +1,298 @@
+//! The API client the agent (and tests) use: typed CRUD, status writes, merge patches and
+//! watch streams against a Berth (or Kubernetes) API server, over TLS that trusts only the
+//! cluster CA and authenticates with a client certificate or a bearer token.
+
+mod error;
+mod watch;
+
+pub use error::ClientError;
+pub use watch::{WatchEvent, WatchStream};
+
+use crate::resource::ResourceType;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How the client proves who it is.
+#[derive(Clone)]
+pub enum Credentials {
+    /// PEM client certificate and key.
+    Certificate { cert_pem: String, key_pem: String },
+    Bearer(String),
+    None,
+}
+
+/// Options of a list or watch.
+#[derive(Debug, Clone, Default)]
+pub struct ListParams {
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    pub limit: Option<usize>,
+    pub timeout_seconds: Option<u64>,
+}
+
+impl ListParams {
+    fn query(&self) -> Vec<(String, String)> {
+        let mut q = Vec::new();
+        if let Some(l) = &self.label_selector {
+            q.push(("labelSelector".to_string(), l.clone()));
+        }
+        if let Some(f) = &self.field_selector {
+            q.push(("fieldSelector".to_string(), f.clone()));
+        }
+        if let Some(l) = self.limit {
+            q.push(("limit".to_string(), l.to_string()));
+        }
+        if let Some(t) = self.timeout_seconds {
+            q.push(("timeoutSeconds".to_string(), t.to_string()));
+        }
+        q
+    }
+}
+
+/// A list answer: items and the list's resourceVersion.
+#[derive(Debug, Clone)]
+pub struct ObjectList<T> {
+    pub items: Vec<T>,
+    pub resource_version: String,
+}
+
+/// The API client. Cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: Arc<str>,
+    bearer: Option<Arc<str>>,
+}
+
+fn tls_config(ca_pem: &str, creds: &Credentials) -> Result<rustls::ClientConfig, ClientError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
+        let cert = cert.map_err(|e| ClientError::Config(format!("CA certificate: {e}")))?;
+        roots
+            .add(cert)
+            .map_err(|e| ClientError::Config(format!("CA certificate: {e}")))?;
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ClientError::Config(e.to_string()))?
+        .with_root_certificates(roots);
+    let mut config = match creds {
+        Credentials::Certificate { cert_pem, key_pem } => {
+            let certs = rustls_pemfile::certs(&mut cert_pem.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| ClientError::Config(format!("client certificate: {e}")))?;
+            let key = rustls_pemfile::private_key(&mut key_pem.as_bytes())
+                .map_err(|e| ClientError::Config(format!("client key: {e}")))?
+                .ok_or_else(|| ClientError::Config("no client key".to_string()))?;
+            builder
+                .with_client_auth_cert(certs, key)
+                .map_err(|e| ClientError::Config(e.to_string()))?
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+fn collection_path(rt: &ResourceType, ns: Option<&str>) -> String {
+    let root = if rt.group.is_empty() {
+        format!("/api/{}", rt.version)
+    } else {
+        format!("/apis/{}/{}", rt.group, rt.version)
+    };
+    match (rt.namespaced, ns) {
+        (true, Some(ns)) => format!("{root}/namespaces/{ns}/{}", rt.plural),
+        _ => format!("{root}/{}", rt.plural),
+    }
+}
+
+impl Client {
+    /// A client for `server` (`https://host:port`) trusting only `ca_pem`.
+    pub fn new(server: &str, ca_pem: &str, creds: Credentials) -> Result<Client, ClientError> {
+        let tls = tls_config(ca_pem, &creds)?;
+        let http = reqwest::Client::builder()
+            .use_preconfigured_tls(tls)
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| ClientError::Config(e.to_string()))?;
+        let bearer = match creds {
+            Credentials::Bearer(t) => Some(Arc::from(t.as_str())),
+            _ => None,
+        };
+        Ok(Client {
+            http,
+            base: Arc::from(server.trim_end_matches('/')),
+            bearer,
+        })
+    }
+
+    pub fn server(&self) -> &str {
+        &self.base
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let mut r = self.http.request(method, format!("{}{}", self.base, path));
+        if let Some(t) = &self.bearer {
+            r = r.bearer_auth(t);
+        }
+        r
+    }
+
+    async fn send<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Result<T, ClientError> {
+        let resp = req.send().await.map_err(ClientError::Http)?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(ClientError::Http)?;
+        if !status.is_success() {
+            return Err(ClientError::from_status(status.as_u16(), &bytes));
+        }
+        serde_json::from_slice(&bytes).map_err(ClientError::Decode)
+    }
+
+    /// GET of one object; `None` when it does not exist.
+    pub async fn get<T: DeserializeOwned>(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<Option<T>, ClientError> {
+        let path = format!("{}/{name}", collection_path(rt, ns));
+        match self.send(self.request(reqwest::Method::GET, &path)).await {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub async fn list<T: DeserializeOwned>(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        params: &ListParams,
+    ) -> Result<ObjectList<T>, ClientError> {
+        let req = self
+            .request(reqwest::Method::GET, &collection_path(rt, ns))
+            .query(&params.query());
+        let v: Value = self.send(req).await?;
+        let resource_version = v
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let items = match v.get("items") {
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|i| serde_json::from_value(i.clone()))
+                .collect::<Result<Vec<T>, _>>()
+                .map_err(ClientError::Decode)?,
+            _ => Vec::new(),
+        };
+        Ok(ObjectList { items, resource_version })
+    }
+
+    pub async fn create<T: Serialize + DeserializeOwned>(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        obj: &T,
+    ) -> Result<T, ClientError> {
+        let req = self.request(reqwest::Method::POST, &collection_path(rt, ns)).json(obj);
+        self.send(req).await
+    }
+
+    /// PUT of the object (or of its `status` subresource when `status` is true).
+    pub async fn replace<T: Serialize + DeserializeOwned>(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        obj: &T,
+        status: bool,
+    ) -> Result<T, ClientError> {
+        let mut path = format!("{}/{name}", collection_path(rt, ns));
+        if status {
+            path.push_str("/status");
+        }
+        self.send(self.request(reqwest::Method::PUT, &path).json(obj)).await
+    }
+
+    /// A JSON merge patch of the object (or of its `status` subresource).
+    pub async fn merge_patch<T: DeserializeOwned>(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        patch: &Value,
+        status: bool,
+    ) -> Result<T, ClientError> {
+        let mut path = format!("{}/{name}", collection_path(rt, ns));
+        if status {
+            path.push_str("/status");
+        }
+        let req = self
+            .request(reqwest::Method::PATCH, &path)
+            .header(reqwest::header::CONTENT_TYPE, "application/merge-patch+json")
+            .body(patch.to_string());
+        self.send(req).await
+    }
+
+    /// DELETE with DeleteOptions (e.g. `{"gracePeriodSeconds":0}`); a missing object is fine.
+    pub async fn delete(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        options: &Value,
+    ) -> Result<(), ClientError> {
+        let path = format!("{}/{name}", collection_path(rt, ns));
+        let req = self.request(reqwest::Method::DELETE, &path).json(options);
+        match self.send::<Value>(req).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Watches from `resource_version` (empty: current state first, as ADDED events).
+    pub async fn watch<T: DeserializeOwned + Send + 'static>(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        params: &ListParams,
+        resource_version: &str,
+    ) -> Result<WatchStream<T>, ClientError> {
+        let mut query = params.query();
+        query.push(("watch".to_string(), "true".to_string()));
+        query.push(("allowWatchBookmarks".to_string(), "true".to_string()));
+        if !resource_version.is_empty() {
+            query.push(("resourceVersion".to_string(), resource_version.to_string()));
+        }
+        let resp = self
+            .request(reqwest::Method::GET, &collection_path(rt, ns))
+            .query(&query)
+            .send()
+            .await
+            .map_err(ClientError::Http)?;
+        let status = resp.status();
+        if !status.is_success() {
+            let bytes = resp.bytes().await.map_err(ClientError::Http)?;
+            return Err(ClientError::from_status(status.as_u16(), &bytes));
+        }
+        Ok(WatchStream::new(resp))
+    }
+
+    /// A raw GET (for `/version`, subresources the typed calls do not cover, tests).
+    pub async fn get_raw(&self, path: &str) -> Result<(u16, Vec<u8>), ClientError> {
+        let resp = self
+            .request(reqwest::Method::GET, path)
+            .send()
+            .await
+            .map_err(ClientError::Http)?;
+        let status = resp.status().as_u16();
+        let bytes = resp.bytes().await.map_err(ClientError::Http)?;
+        Ok((status, bytes.to_vec()))
+    }
+}

@@ -3,6 +3,8 @@
 
 pub use k8s_openapi;
 
+#[cfg(feature = "client")]
+pub mod client;
 pub mod discovery;
 pub mod openapi;
 pub mod patch;

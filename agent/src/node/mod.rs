@@ -1,0 +1,130 @@
+//! The node's presence in the cluster: registers the Node (labels, taints, capacity, addresses,
+//! nodeInfo, conditions), renews its Lease in `kube-node-lease` every 10 s and posts node status
+//! when it changes and at least every minute.
+
+pub mod host;
+pub mod status;
+
+use berth_shared::client::{Client, ClientError};
+use berth_shared::k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use berth_shared::k8s_openapi::api::core::v1::{Node, Taint};
+use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use berth_shared::resource::{self, ResourceType};
+use serde_json::json;
+use status::HostFacts;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+pub const LEASE_RENEW: Duration = Duration::from_secs(10);
+pub const LEASE_DURATION_SECONDS: i32 = 40;
+pub const STATUS_EVERY: Duration = Duration::from_secs(60);
+
+fn rt(plural: &str, group: &str, version: &str) -> &'static ResourceType {
+    match resource::by_plural(group, version, plural) {
+        Some(rt) => rt,
+        None => unreachable!("{plural} is in the resource table"),
+    }
+}
+
+/// Creates the Node, or brings an existing one's labels and taints up to date.
+pub async fn register(
+    client: &Client,
+    facts: &HostFacts,
+    labels: &BTreeMap<String, String>,
+    taints: &[Taint],
+) -> Result<Node, ClientError> {
+    let nodes = rt("nodes", "", "v1");
+    let wanted = status::node(facts, labels, taints, jiff::Timestamp::now());
+    match client.create(nodes, None, &wanted).await {
+        Ok(n) => Ok(n),
+        Err(e) if e.is_conflict() => {
+            let patch = json!({
+                "metadata": {"labels": wanted.metadata.labels},
+                "spec": {"taints": wanted.spec.as_ref().and_then(|s| s.taints.clone())},
+            });
+            client.merge_patch(nodes, None, &facts.node_name, &patch, false).await
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Posts the node's status.
+pub async fn post_status(client: &Client, facts: &HostFacts, ready: bool, previous: Option<&Node>) -> Result<Node, ClientError> {
+    let nodes = rt("nodes", "", "v1");
+    let status = status::node_status(facts, ready, jiff::Timestamp::now(), previous.and_then(|n| n.status.as_ref()));
+    client
+        .merge_patch(nodes, None, &facts.node_name, &json!({"status": status}), true)
+        .await
+}
+
+/// Creates or renews the node's Lease.
+pub async fn renew_lease(client: &Client, node: &str) -> Result<(), ClientError> {
+    let leases = rt("leases", "coordination.k8s.io", "v1");
+    let now = MicroTime(jiff::Timestamp::now());
+    match client.get::<Lease>(leases, Some("kube-node-lease"), node).await? {
+        Some(mut lease) => {
+            let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+            spec.holder_identity = Some(node.to_string());
+            spec.lease_duration_seconds = Some(LEASE_DURATION_SECONDS);
+            spec.renew_time = Some(now);
+            client.replace(leases, Some("kube-node-lease"), node, &lease, false).await?;
+        }
+        None => {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(node.to_string()),
+                    namespace: Some("kube-node-lease".to_string()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(node.to_string()),
+                    lease_duration_seconds: Some(LEASE_DURATION_SECONDS),
+                    acquire_time: Some(now.clone()),
+                    renew_time: Some(now),
+                    ..LeaseSpec::default()
+                }),
+            };
+            client.create(leases, Some("kube-node-lease"), &lease).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Keeps the Lease and status fresh until `shutdown`.
+pub async fn heartbeat(client: Client, facts: HostFacts, mut node: Option<Node>, shutdown: CancellationToken) {
+    let mut lease_tick = tokio::time::interval(LEASE_RENEW);
+    let mut status_tick = tokio::time::interval(STATUS_EVERY);
+    loop {
+        tokio::select! {
+            _ = lease_tick.tick() => {
+                if let Err(e) = renew_lease(&client, &facts.node_name).await {
+                    tracing::warn!(error = %e, "renewing the node lease failed");
+                }
+            }
+            _ = status_tick.tick() => {
+                match post_status(&client, &facts, true, node.as_ref()).await {
+                    Ok(n) => node = Some(n),
+                    Err(e) => tracing::warn!(error = %e, "posting node status failed"),
+                }
+            }
+            _ = shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// Waits until the controller has given the node a pod CIDR.
+pub async fn wait_for_pod_cidr(client: &Client, node: &str, shutdown: &CancellationToken) -> Option<String> {
+    let nodes = rt("nodes", "", "v1");
+    loop {
+        if let Ok(Some(n)) = client.get::<Node>(nodes, None, node).await
+            && let Some(cidr) = n.spec.and_then(|s| s.pod_cidr)
+        {
+            return Some(cidr);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            _ = shutdown.cancelled() => return None,
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! The Node object this agent registers and the status it reports, computed from host facts
+//! (pure). Conditions use the kubelet's types, reasons and messages.
+
+use berth_shared::k8s_openapi::api::core::v1::{
+    Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus, NodeSystemInfo,
+    Taint, DaemonEndpoint,
+};
+use berth_shared::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use std::collections::BTreeMap;
+
+/// What the agent knows about its host.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostFacts {
+    pub node_name: String,
+    pub hostname: String,
+    pub internal_ip: Option<String>,
+    pub cpus: u32,
+    pub memory_bytes: u64,
+    pub ephemeral_storage_bytes: u64,
+    pub max_pods: u32,
+    pub kernel_version: String,
+    pub os_image: String,
+    pub machine_id: String,
+    pub boot_id: String,
+    pub architecture: String,
+    pub container_runtime_version: String,
+    pub agent_version: String,
+    pub listen_port: i32,
+}
+
+/// Labels every node carries, plus the operator's.
+pub fn labels(facts: &HostFacts, extra: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut l = BTreeMap::new();
+    l.insert("kubernetes.io/hostname".to_string(), facts.node_name.clone());
+    l.insert("kubernetes.io/os".to_string(), "linux".to_string());
+    l.insert("kubernetes.io/arch".to_string(), facts.architecture.clone());
+    l.insert("beta.kubernetes.io/os".to_string(), "linux".to_string());
+    l.insert("beta.kubernetes.io/arch".to_string(), facts.architecture.clone());
+    l.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+    l
+}
+
+fn condition(t: &str, status: bool, reason: &str, message: &str, now: &Time, previous: Option<&NodeStatus>) -> NodeCondition {
+    let status = if status { "True" } else { "False" };
+    // The transition time only moves when the status does.
+    let last_transition = previous
+        .and_then(|p| p.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == t))
+        .filter(|c| c.status == status)
+        .and_then(|c| c.last_transition_time.clone())
+        .unwrap_or_else(|| now.clone());
+    NodeCondition {
+        type_: t.to_string(),
+        status: status.to_string(),
+        reason: Some(reason.to_string()),
+        message: Some(message.to_string()),
+        last_heartbeat_time: Some(now.clone()),
+        last_transition_time: Some(last_transition),
+    }
+}
+
+/// The node's status. `previous` keeps condition transition times stable.
+pub fn node_status(facts: &HostFacts, ready: bool, now: jiff::Timestamp, previous: Option<&NodeStatus>) -> NodeStatus {
+    let now = Time(now);
+    let mut capacity = BTreeMap::new();
+    capacity.insert("cpu".to_string(), Quantity(facts.cpus.to_string()));
+    capacity.insert("memory".to_string(), Quantity(format!("{}Ki", facts.memory_bytes / 1024)));
+    capacity.insert("pods".to_string(), Quantity(facts.max_pods.to_string()));
+    capacity.insert("ephemeral-storage".to_string(), Quantity(format!("{}Ki", facts.ephemeral_storage_bytes / 1024)));
+    let mut addresses = Vec::new();
+    if let Some(ip) = &facts.internal_ip {
+        addresses.push(NodeAddress { type_: "InternalIP".to_string(), address: ip.clone() });
+    }
+    addresses.push(NodeAddress { type_: "Hostname".to_string(), address: facts.hostname.clone() });
+    let ready_cond = if ready {
+        condition("Ready", true, "KubeletReady", "kubelet is posting ready status", &now, previous)
+    } else {
+        condition("Ready", false, "KubeletNotReady", "container runtime is not ready", &now, previous)
+    };
+    NodeStatus {
+        capacity: Some(capacity.clone()),
+        allocatable: Some(capacity),
+        addresses: Some(addresses),
+        conditions: Some(vec![
+            condition("MemoryPressure", false, "KubeletHasSufficientMemory", "kubelet has sufficient memory available", &now, previous),
+            condition("DiskPressure", false, "KubeletHasNoDiskPressure", "kubelet has no disk pressure", &now, previous),
+            condition("PIDPressure", false, "KubeletHasSufficientPID", "kubelet has sufficient PID available", &now, previous),
+            ready_cond,
+        ]),
+        daemon_endpoints: Some(NodeDaemonEndpoints {
+            kubelet_endpoint: Some(DaemonEndpoint { port: facts.listen_port }),
+        }),
+        node_info: Some(NodeSystemInfo {
+            architecture: facts.architecture.clone(),
+            boot_id: facts.boot_id.clone(),
+            container_runtime_version: facts.container_runtime_version.clone(),
+            kernel_version: facts.kernel_version.clone(),
+            kube_proxy_version: String::new(),
+            kubelet_version: facts.agent_version.clone(),
+            machine_id: facts.machine_id.clone(),
+            operating_system: "linux".to_string(),
+            os_image: facts.os_image.clone(),
+            system_uuid: facts.machine_id.clone(),
+            ..NodeSystemInfo::default()
+        }),
+        ..NodeStatus::default()
+    }
+}
+
+/// The Node to register.
+pub fn node(facts: &HostFacts, extra_labels: &BTreeMap<String, String>, taints: &[Taint], now: jiff::Timestamp) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(facts.node_name.clone()),
+            labels: Some(labels(facts, extra_labels)),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            taints: if taints.is_empty() { None } else { Some(taints.to_vec()) },
+            ..NodeSpec::default()
+        }),
+        status: Some(node_status(facts, true, now, None)),
+    }
+}
+
+/// Parses `--register-with-taints` (`key=value:Effect,key:Effect`).
+pub fn parse_taints(s: &str) -> Result<Vec<Taint>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            let (kv, effect) = t.rsplit_once(':').ok_or_else(|| format!("taint {t:?} has no effect"))?;
+            if !matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+                return Err(format!("taint {t:?}: effect must be NoSchedule, PreferNoSchedule or NoExecute"));
+            }
+            let (key, value) = match kv.split_once('=') {
+                Some((k, v)) => (k, Some(v.to_string())),
+                None => (kv, None),
+            };
+            if key.is_empty() {
+                return Err(format!("taint {t:?} has no key"));
+            }
+            Ok(Taint { key: key.to_string(), value, effect: effect.to_string(), time_added: None })
+        })
+        .collect()
+}
+
+/// Parses `--node-labels` (`k=v,k2=v2`).
+pub fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            l.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| format!("label {l:?} is not key=value"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts() -> HostFacts {
+        HostFacts {
+            node_name: "n1".into(),
+            hostname: "host".into(),
+            internal_ip: Some("192.0.2.1".into()),
+            cpus: 2,
+            memory_bytes: 2 * 1024 * 1024 * 1024,
+            max_pods: 110,
+            architecture: "amd64".into(),
+            container_runtime_version: "containerd://1.6.20".into(),
+            ..HostFacts::default()
+        }
+    }
+
+    #[test]
+    fn the_node_carries_standard_and_operator_labels_and_taints() {
+        let extra = parse_labels("zone=a,disk=ssd").unwrap();
+        let taints = parse_taints("dedicated=gpu:NoSchedule,spot:PreferNoSchedule").unwrap();
+        let n = node(&facts(), &extra, &taints, jiff::Timestamp::UNIX_EPOCH);
+        let labels = n.metadata.labels.unwrap();
+        assert_eq!(labels["kubernetes.io/hostname"], "n1");
+        assert_eq!(labels["kubernetes.io/os"], "linux");
+        assert_eq!(labels["zone"], "a");
+        let taints = n.spec.unwrap().taints.unwrap();
+        assert_eq!(taints[0].value.as_deref(), Some("gpu"));
+        assert_eq!(taints[1].value, None);
+    }
+
+    #[test]
+    fn capacity_and_conditions_are_reported_like_the_kubelet() {
+        let s = node_status(&facts(), true, jiff::Timestamp::UNIX_EPOCH, None);
+        let cap = s.capacity.unwrap();
+        assert_eq!(cap["memory"].0, "2097152Ki");
+        assert_eq!(cap["pods"].0, "110");
+        let conds = s.conditions.unwrap();
+        let ready = conds.iter().find(|c| c.type_ == "Ready").unwrap();
+        assert_eq!((ready.status.as_str(), ready.reason.as_deref()), ("True", Some("KubeletReady")));
+    }
+
+    #[test]
+    fn transition_times_stay_while_the_status_holds() {
+        let t0 = jiff::Timestamp::UNIX_EPOCH;
+        let t1 = t0 + jiff::SignedDuration::from_secs(60);
+        let first = node_status(&facts(), true, t0, None);
+        let second = node_status(&facts(), true, t1, Some(&first));
+        let ready = |s: &NodeStatus| s.conditions.clone().unwrap().into_iter().find(|c| c.type_ == "Ready").unwrap();
+        assert_eq!(ready(&second).last_transition_time, Some(Time(t0)));
+        assert_eq!(ready(&second).last_heartbeat_time, Some(Time(t1)));
+        let third = node_status(&facts(), false, t1, Some(&second));
+        assert_eq!(ready(&third).last_transition_time, Some(Time(t1)));
+    }
+
+    #[test]
+    fn malformed_flags_are_refused() {
+        assert!(parse_taints("a=b").is_err());
+        assert!(parse_taints("a=b:Sometimes").is_err());
+        assert!(parse_labels("novalue").is_err());
+    }
+}

@@ -3,4 +3,5 @@
 
 pub use k8s_openapi;
 
+pub mod admission;
 pub mod resource;

@@ -16,30 +16,21 @@ const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 const STANDARD_FINALIZERS: &[&str] = &["kubernetes", "orphan", "foregroundDeletion"];
 
 /// Namespace defaults: the name label always, phase Active, and on create the `kubernetes`
-/// finalizer; on update the finalizers and status are the stored ones (they change only
-/// through the finalize and status subresources).
-pub(crate) fn default_namespace(ns: &mut Namespace, op: Operation, old: Option<&Namespace>) {
+/// finalizer. Upstream's main-resource update also keeps the stored finalizers and status
+/// (they change through the finalize and status subresources); that is left to the server,
+/// which knows which subresource is being written, so a finalize write is not undone here.
+pub(crate) fn default_namespace(ns: &mut Namespace, op: Operation) {
     if let Some(name) = ns.metadata.name.clone().filter(|n| !n.is_empty()) {
         ns.metadata
             .labels
             .get_or_insert_with(Default::default)
             .insert(NAMESPACE_NAME_LABEL.into(), name);
     }
-    match (op, old) {
-        (Operation::Update, Some(o)) => {
-            let finalizers = o.spec.as_ref().and_then(|s| s.finalizers.clone());
-            ns.spec.get_or_insert_with(Default::default).finalizers = finalizers;
-            ns.status.clone_from(&o.status);
-        }
-        _ => {
-            let f = ns
-                .spec
-                .get_or_insert_with(Default::default)
-                .finalizers
-                .get_or_insert_with(Vec::new);
-            if !f.iter().any(|x| x == "kubernetes") {
-                f.push("kubernetes".into());
-            }
+    if op == Operation::Create {
+        let spec = ns.spec.get_or_insert_with(Default::default);
+        let f = spec.finalizers.get_or_insert_with(Vec::new);
+        if !f.iter().any(|x| x == "kubernetes") {
+            f.push("kubernetes".into());
         }
     }
     let status = ns.status.get_or_insert_with(Default::default);
@@ -261,7 +252,7 @@ mod tests {
     fn namespaces_get_finalizer_phase_and_name_label() {
         let mut ns: Namespace =
             serde_json::from_value(json!({"metadata": {"name": "team-a"}})).unwrap();
-        default_namespace(&mut ns, Operation::Create, None);
+        default_namespace(&mut ns, Operation::Create);
         assert_eq!(
             ns.spec.as_ref().unwrap().finalizers,
             Some(vec!["kubernetes".to_string()])
@@ -280,18 +271,12 @@ mod tests {
     }
 
     #[test]
-    fn namespace_updates_keep_the_stored_finalizers() {
-        let mut old: Namespace =
-            serde_json::from_value(json!({"metadata": {"name": "a"}})).unwrap();
-        default_namespace(&mut old, Operation::Create, None);
-        let mut new: Namespace =
+    fn namespace_updates_may_drop_the_finalizer() {
+        let mut ns: Namespace =
             serde_json::from_value(json!({"metadata": {"name": "a"}, "spec": {"finalizers": []}}))
                 .unwrap();
-        default_namespace(&mut new, Operation::Update, Some(&old));
-        assert_eq!(
-            new.spec.unwrap().finalizers,
-            Some(vec!["kubernetes".to_string()])
-        );
+        default_namespace(&mut ns, Operation::Update);
+        assert_eq!(ns.spec.unwrap().finalizers, Some(Vec::new()));
     }
 
     #[test]

@@ -120,11 +120,13 @@ pub fn admit(
 ) -> Result<(), AdmissionError> {
     use k8s_openapi::api::{apps::v1 as apps_v1, batch::v1 as batch_v1, core::v1 as core_v1};
     match kind {
-        "Namespace" => {
-            run::<core_v1::Namespace>(obj, op, old, cluster::default_namespace, |n, o, _| {
-                cluster::validate_namespace(n, o)
-            })
-        }
+        "Namespace" => run::<core_v1::Namespace>(
+            obj,
+            op,
+            old,
+            |n, op, _| cluster::default_namespace(n, op),
+            |n, o, _| cluster::validate_namespace(n, o),
+        ),
         "Node" => run::<core_v1::Node>(
             obj,
             op,

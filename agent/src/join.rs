@@ -21,7 +21,10 @@ pub enum JoinError {
     #[error("the server refused the certificate request: {0}")]
     Refused(String),
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("certificate request: {0}")]
     Csr(#[from] rcgen::Error),
 }
@@ -46,7 +49,10 @@ impl Token {
         if hash.len() != 64 || !hash.chars().all(|c| c.is_ascii_hexdigit()) || secret.is_empty() {
             return Err(JoinError::BadToken);
         }
-        Ok(Token { ca_hash: hash.to_ascii_lowercase(), secret: secret.to_string() })
+        Ok(Token {
+            ca_hash: hash.to_ascii_lowercase(),
+            secret: secret.to_string(),
+        })
     }
 }
 
@@ -59,11 +65,17 @@ pub struct NodeCredentials {
 }
 
 fn sha256_hex(data: &[u8]) -> String {
-    sha2::Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
+    sha2::Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn write_private(path: &Path, contents: &str) -> Result<(), JoinError> {
-    let io = |source| JoinError::Io { path: path.to_path_buf(), source };
+    let io = |source| JoinError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
@@ -99,7 +111,12 @@ impl rustls::client::danger::ServerCertVerifier for AcceptAny {
         cert: &rustls::pki_types::CertificateDer<'_>,
         dss: &rustls::DigitallySignedStruct,
     ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
     fn verify_tls13_signature(
         &self,
@@ -107,7 +124,12 @@ impl rustls::client::danger::ServerCertVerifier for AcceptAny {
         cert: &rustls::pki_types::CertificateDer<'_>,
         dss: &rustls::DigitallySignedStruct,
     ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
@@ -115,14 +137,20 @@ impl rustls::client::danger::ServerCertVerifier for AcceptAny {
 }
 
 fn http_err(url: &str) -> impl Fn(reqwest::Error) -> JoinError + '_ {
-    move |e| JoinError::Http { url: url.to_string(), message: e.to_string() }
+    move |e| JoinError::Http {
+        url: url.to_string(),
+        message: e.to_string(),
+    }
 }
 
 async fn fetch_ca(server: &str, token: &Token) -> Result<String, JoinError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| JoinError::Http { url: server.to_string(), message: e.to_string() })?
+        .map_err(|e| JoinError::Http {
+            url: server.to_string(),
+            message: e.to_string(),
+        })?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
         .with_no_client_auth();
@@ -131,19 +159,40 @@ async fn fetch_ca(server: &str, token: &Token) -> Result<String, JoinError> {
         .use_preconfigured_tls(config)
         .build()
         .map_err(http_err(&url))?;
-    let pem = http.get(&url).send().await.map_err(http_err(&url))?.text().await.map_err(http_err(&url))?;
+    let pem = http
+        .get(&url)
+        .send()
+        .await
+        .map_err(http_err(&url))?
+        .text()
+        .await
+        .map_err(http_err(&url))?;
     let got = sha256_hex(pem.as_bytes());
     if got != token.ca_hash {
-        return Err(JoinError::CaMismatch { expected: token.ca_hash.clone(), got });
+        return Err(JoinError::CaMismatch {
+            expected: token.ca_hash.clone(),
+            got,
+        });
     }
     Ok(pem)
 }
 
 fn identity_matches(cert_pem: &str, node: &str) -> bool {
-    let Some(Ok(der)) = rustls_pemfile::certs(&mut cert_pem.as_bytes()).next() else { return false };
-    let Ok((_, cert)) = x509_parser::parse_x509_certificate(&der) else { return false };
-    let cn = cert.subject().iter_common_name().next().and_then(|c| c.as_str().ok().map(String::from));
-    let fresh = cert.validity().time_to_expiration().is_some_and(|d| d.whole_days() > 7);
+    let Some(Ok(der)) = rustls_pemfile::certs(&mut cert_pem.as_bytes()).next() else {
+        return false;
+    };
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(&der) else {
+        return false;
+    };
+    let cn = cert
+        .subject()
+        .iter_common_name()
+        .next()
+        .and_then(|c| c.as_str().ok().map(String::from));
+    let fresh = cert
+        .validity()
+        .time_to_expiration()
+        .is_some_and(|d| d.whole_days() > 7);
     cn.as_deref() == Some(&format!("system:node:{node}")) && fresh
 }
 
@@ -155,16 +204,24 @@ pub async fn credentials(
     node: &str,
     pki_dir: &Path,
 ) -> Result<NodeCredentials, JoinError> {
-    let (ca_path, cert_path, key_path) =
-        (pki_dir.join("ca.crt"), pki_dir.join("node.crt"), pki_dir.join("node.key"));
+    let (ca_path, cert_path, key_path) = (
+        pki_dir.join("ca.crt"),
+        pki_dir.join("node.crt"),
+        pki_dir.join("node.key"),
+    );
     if let (Ok(ca), Ok(cert), Ok(key)) = (
         std::fs::read_to_string(&ca_path),
         std::fs::read_to_string(&cert_path),
         std::fs::read_to_string(&key_path),
     ) && identity_matches(&cert, node)
-        && token.is_none_or(|t| Token::parse(t).is_ok_and(|t| sha256_hex(ca.as_bytes()) == t.ca_hash))
+        && token
+            .is_none_or(|t| Token::parse(t).is_ok_and(|t| sha256_hex(ca.as_bytes()) == t.ca_hash))
     {
-        return Ok(NodeCredentials { ca_pem: ca, cert_pem: cert, key_pem: key });
+        return Ok(NodeCredentials {
+            ca_pem: ca,
+            cert_pem: cert,
+            key_pem: key,
+        });
     }
     let token = Token::parse(token.ok_or(JoinError::BadToken)?)?;
     let ca_pem = fetch_ca(server, &token).await?;
@@ -183,11 +240,17 @@ pub async fn credentials(
     }
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| JoinError::Http { url: server.to_string(), message: e.to_string() })?
+        .map_err(|e| JoinError::Http {
+            url: server.to_string(),
+            message: e.to_string(),
+        })?
         .with_root_certificates(roots)
         .with_no_client_auth();
     let url = format!("{server}/v1-berth/node-certificate");
-    let http = reqwest::Client::builder().use_preconfigured_tls(config).build().map_err(http_err(&url))?;
+    let http = reqwest::Client::builder()
+        .use_preconfigured_tls(config)
+        .build()
+        .map_err(http_err(&url))?;
     let resp = http
         .post(&url)
         .bearer_auth(&token.secret)
@@ -198,13 +261,19 @@ pub async fn credentials(
     let status = resp.status();
     let body: serde_json::Value = resp.json().await.map_err(http_err(&url))?;
     if !status.is_success() {
-        return Err(JoinError::Refused(body["message"].as_str().unwrap_or("unknown").to_string()));
+        return Err(JoinError::Refused(
+            body["message"].as_str().unwrap_or("unknown").to_string(),
+        ));
     }
     let cert_pem = body["certificate"].as_str().unwrap_or_default().to_string();
     write_private(&ca_path, &ca_pem)?;
     write_private(&key_path, &key.serialize_pem())?;
     write_private(&cert_path, &cert_pem)?;
-    Ok(NodeCredentials { ca_pem, cert_pem, key_pem: key.serialize_pem() })
+    Ok(NodeCredentials {
+        ca_pem,
+        cert_pem,
+        key_pem: key.serialize_pem(),
+    })
 }
 
 #[cfg(test)]
@@ -215,7 +284,10 @@ mod tests {
     fn tokens_parse_into_hash_and_secret() {
         let hash = "a".repeat(64);
         let t = Token::parse(&format!("K10{hash}::node:s3cret\n")).unwrap();
-        assert_eq!((t.ca_hash.as_str(), t.secret.as_str()), (hash.as_str(), "s3cret"));
+        assert_eq!(
+            (t.ca_hash.as_str(), t.secret.as_str()),
+            (hash.as_str(), "s3cret")
+        );
         assert!(Token::parse("K10abc::node:x").is_err());
         assert!(Token::parse(&format!("{hash}::node:x")).is_err());
         assert!(Token::parse(&format!("K10{hash}::node:")).is_err());

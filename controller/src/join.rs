@@ -24,7 +24,10 @@ pub enum JoinError {
     #[error("reading the CA: {0}")]
     Ca(#[from] rcgen::Error),
     #[error("{path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("invalid certificate request: {0}")]
     BadRequest(String),
 }
@@ -40,7 +43,10 @@ pub fn ca_hash(ca_pem: &str) -> String {
 /// Reads `DIR/token`, creating it on first start; returns (full token, secret).
 pub fn load_or_create_token(data_dir: &Path, ca_pem: &str) -> Result<(String, String), JoinError> {
     let path = data_dir.join("token");
-    let io = |source| JoinError::Io { path: path.display().to_string(), source };
+    let io = |source| JoinError::Io {
+        path: path.display().to_string(),
+        source,
+    };
     let existing = match std::fs::read_to_string(&path) {
         Ok(t) => Some(t.trim().to_string()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -83,7 +89,11 @@ impl NodeSigner {
             source,
         })?;
         let issuer = Issuer::from_ca_cert_pem(&pki.ca_cert, KeyPair::from_pem(&key_pem)?)?;
-        Ok(NodeSigner { issuer, ca_pem: pki.ca_cert.clone(), secret })
+        Ok(NodeSigner {
+            issuer,
+            ca_pem: pki.ca_cert.clone(),
+            secret,
+        })
     }
 
     /// Whether `presented` is the join secret (compared in constant time).
@@ -101,7 +111,9 @@ impl NodeSigner {
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
         {
-            return Err(JoinError::BadRequest(format!("invalid node name {node_name:?}")));
+            return Err(JoinError::BadRequest(format!(
+                "invalid node name {node_name:?}"
+            )));
         }
         let csr = CertificateSigningRequestParams::from_pem(csr_pem)
             .map_err(|e| JoinError::BadRequest(e.to_string()))?;
@@ -111,7 +123,10 @@ impl NodeSigner {
         dn.push(DnType::OrganizationName, "system:nodes");
         params.distinguished_name = dn;
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
         crate::pki::set_validity(&mut params, 1);
         let cert = params.signed_by(&csr.public_key, &self.issuer)?;
         Ok(cert.pem())
@@ -142,10 +157,14 @@ mod tests {
         let key = KeyPair::generate().unwrap();
         let mut req = CertificateParams::default();
         req.distinguished_name.push(DnType::CommonName, "admin");
-        req.distinguished_name.push(DnType::OrganizationName, "system:masters");
+        req.distinguished_name
+            .push(DnType::OrganizationName, "system:masters");
         let csr = req.serialize_request(&key).unwrap().pem().unwrap();
         let cert = signer.sign("node-a", &csr).unwrap();
-        let der = rustls_pemfile::certs(&mut cert.as_bytes()).next().unwrap().unwrap();
+        let der = rustls_pemfile::certs(&mut cert.as_bytes())
+            .next()
+            .unwrap()
+            .unwrap();
         let id = crate::api::authn::identity_from_cert(&der).unwrap();
         assert_eq!(id.user, "system:node:node-a");
         assert_eq!(id.groups, vec!["system:nodes".to_string()]);

@@ -140,8 +140,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     });
     let tls = api::tls::server_config(&pki)?;
     let router = api::router(state);
-    let cluster_cidr = controllers::nodeipam::plan::Cidr::parse(&config.cluster_cidr)
-        .ok_or_else(|| ServerError::Config(format!("invalid --cluster-cidr {:?}", config.cluster_cidr)))?;
+    let cluster_cidr =
+        controllers::nodeipam::plan::Cidr::parse(&config.cluster_cidr).ok_or_else(|| {
+            ServerError::Config(format!("invalid --cluster-cidr {:?}", config.cluster_cidr))
+        })?;
     let controllers = controllers::start(registry.clone(), cluster_cidr, shutdown.clone());
     println!("listening on {url}");
     tracing::info!(%url, data_dir = %config.data_dir.display(), "serving");

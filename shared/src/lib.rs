@@ -3,6 +3,7 @@
 
 pub use k8s_openapi;
 
+pub mod admission;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod discovery;

@@ -4,7 +4,9 @@ use super::status::HostFacts;
 use std::path::Path;
 
 fn read(path: &str) -> String {
-    std::fs::read_to_string(path).map(|s| s.trim().to_string()).unwrap_or_default()
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 fn memory_bytes() -> u64 {
@@ -38,7 +40,10 @@ pub fn internal_ip(explicit: Option<&str>) -> Option<String> {
     let mut candidates: Vec<(String, String)> = addrs
         .filter_map(|a| {
             let ip = a.address?.as_sockaddr_in()?.ip();
-            if ip.is_loopback() || a.interface_name.starts_with("berth") || a.interface_name.starts_with("veth") {
+            if ip.is_loopback()
+                || a.interface_name.starts_with("berth")
+                || a.interface_name.starts_with("veth")
+            {
                 return None;
             }
             Some((a.interface_name.clone(), ip.to_string()))
@@ -56,7 +61,13 @@ pub fn hostname() -> String {
 }
 
 /// Gathers the host facts.
-pub fn facts(node_name: &str, root_dir: &Path, max_pods: u32, runtime_version: &str, listen_port: i32) -> HostFacts {
+pub fn facts(
+    node_name: &str,
+    root_dir: &Path,
+    max_pods: u32,
+    runtime_version: &str,
+    listen_port: i32,
+) -> HostFacts {
     let uname = nix::sys::utsname::uname().ok();
     let arch = match std::env::consts::ARCH {
         "x86_64" => "amd64",

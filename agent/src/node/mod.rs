@@ -43,18 +43,36 @@ pub async fn register(
                 "metadata": {"labels": wanted.metadata.labels},
                 "spec": {"taints": wanted.spec.as_ref().and_then(|s| s.taints.clone())},
             });
-            client.merge_patch(nodes, None, &facts.node_name, &patch, false).await
+            client
+                .merge_patch(nodes, None, &facts.node_name, &patch, false)
+                .await
         }
         Err(e) => Err(e),
     }
 }
 
 /// Posts the node's status.
-pub async fn post_status(client: &Client, facts: &HostFacts, ready: bool, previous: Option<&Node>) -> Result<Node, ClientError> {
+pub async fn post_status(
+    client: &Client,
+    facts: &HostFacts,
+    ready: bool,
+    previous: Option<&Node>,
+) -> Result<Node, ClientError> {
     let nodes = rt("nodes", "", "v1");
-    let status = status::node_status(facts, ready, jiff::Timestamp::now(), previous.and_then(|n| n.status.as_ref()));
+    let status = status::node_status(
+        facts,
+        ready,
+        jiff::Timestamp::now(),
+        previous.and_then(|n| n.status.as_ref()),
+    );
     client
-        .merge_patch(nodes, None, &facts.node_name, &json!({"status": status}), true)
+        .merge_patch(
+            nodes,
+            None,
+            &facts.node_name,
+            &json!({"status": status}),
+            true,
+        )
         .await
 }
 
@@ -62,13 +80,18 @@ pub async fn post_status(client: &Client, facts: &HostFacts, ready: bool, previo
 pub async fn renew_lease(client: &Client, node: &str) -> Result<(), ClientError> {
     let leases = rt("leases", "coordination.k8s.io", "v1");
     let now = MicroTime(jiff::Timestamp::now());
-    match client.get::<Lease>(leases, Some("kube-node-lease"), node).await? {
+    match client
+        .get::<Lease>(leases, Some("kube-node-lease"), node)
+        .await?
+    {
         Some(mut lease) => {
             let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
             spec.holder_identity = Some(node.to_string());
             spec.lease_duration_seconds = Some(LEASE_DURATION_SECONDS);
             spec.renew_time = Some(now);
-            client.replace(leases, Some("kube-node-lease"), node, &lease, false).await?;
+            client
+                .replace(leases, Some("kube-node-lease"), node, &lease, false)
+                .await?;
         }
         None => {
             let lease = Lease {
@@ -85,14 +108,21 @@ pub async fn renew_lease(client: &Client, node: &str) -> Result<(), ClientError>
                     ..LeaseSpec::default()
                 }),
             };
-            client.create(leases, Some("kube-node-lease"), &lease).await?;
+            client
+                .create(leases, Some("kube-node-lease"), &lease)
+                .await?;
         }
     }
     Ok(())
 }
 
 /// Keeps the Lease and status fresh until `shutdown`.
-pub async fn heartbeat(client: Client, facts: HostFacts, mut node: Option<Node>, shutdown: CancellationToken) {
+pub async fn heartbeat(
+    client: Client,
+    facts: HostFacts,
+    mut node: Option<Node>,
+    shutdown: CancellationToken,
+) {
     let mut lease_tick = tokio::time::interval(LEASE_RENEW);
     let mut status_tick = tokio::time::interval(STATUS_EVERY);
     loop {
@@ -114,7 +144,11 @@ pub async fn heartbeat(client: Client, facts: HostFacts, mut node: Option<Node>,
 }
 
 /// Waits until the controller has given the node a pod CIDR.
-pub async fn wait_for_pod_cidr(client: &Client, node: &str, shutdown: &CancellationToken) -> Option<String> {
+pub async fn wait_for_pod_cidr(
+    client: &Client,
+    node: &str,
+    shutdown: &CancellationToken,
+) -> Option<String> {
     let nodes = rt("nodes", "", "v1");
     loop {
         if let Ok(Some(n)) = client.get::<Node>(nodes, None, node).await

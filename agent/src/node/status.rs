@@ -2,8 +2,8 @@
 //! (pure). Conditions use the kubelet's types, reasons and messages.
 
 use berth_shared::k8s_openapi::api::core::v1::{
-    Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus, NodeSystemInfo,
-    Taint, DaemonEndpoint,
+    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus,
+    NodeSystemInfo, Taint,
 };
 use berth_shared::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -32,16 +32,29 @@ pub struct HostFacts {
 /// Labels every node carries, plus the operator's.
 pub fn labels(facts: &HostFacts, extra: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     let mut l = BTreeMap::new();
-    l.insert("kubernetes.io/hostname".to_string(), facts.node_name.clone());
+    l.insert(
+        "kubernetes.io/hostname".to_string(),
+        facts.node_name.clone(),
+    );
     l.insert("kubernetes.io/os".to_string(), "linux".to_string());
     l.insert("kubernetes.io/arch".to_string(), facts.architecture.clone());
     l.insert("beta.kubernetes.io/os".to_string(), "linux".to_string());
-    l.insert("beta.kubernetes.io/arch".to_string(), facts.architecture.clone());
+    l.insert(
+        "beta.kubernetes.io/arch".to_string(),
+        facts.architecture.clone(),
+    );
     l.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
     l
 }
 
-fn condition(t: &str, status: bool, reason: &str, message: &str, now: &Time, previous: Option<&NodeStatus>) -> NodeCondition {
+fn condition(
+    t: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    now: &Time,
+    previous: Option<&NodeStatus>,
+) -> NodeCondition {
     let status = if status { "True" } else { "False" };
     // The transition time only moves when the status does.
     let last_transition = previous
@@ -61,35 +74,89 @@ fn condition(t: &str, status: bool, reason: &str, message: &str, now: &Time, pre
 }
 
 /// The node's status. `previous` keeps condition transition times stable.
-pub fn node_status(facts: &HostFacts, ready: bool, now: jiff::Timestamp, previous: Option<&NodeStatus>) -> NodeStatus {
+pub fn node_status(
+    facts: &HostFacts,
+    ready: bool,
+    now: jiff::Timestamp,
+    previous: Option<&NodeStatus>,
+) -> NodeStatus {
     let now = Time(now);
     let mut capacity = BTreeMap::new();
     capacity.insert("cpu".to_string(), Quantity(facts.cpus.to_string()));
-    capacity.insert("memory".to_string(), Quantity(format!("{}Ki", facts.memory_bytes / 1024)));
+    capacity.insert(
+        "memory".to_string(),
+        Quantity(format!("{}Ki", facts.memory_bytes / 1024)),
+    );
     capacity.insert("pods".to_string(), Quantity(facts.max_pods.to_string()));
-    capacity.insert("ephemeral-storage".to_string(), Quantity(format!("{}Ki", facts.ephemeral_storage_bytes / 1024)));
+    capacity.insert(
+        "ephemeral-storage".to_string(),
+        Quantity(format!("{}Ki", facts.ephemeral_storage_bytes / 1024)),
+    );
     let mut addresses = Vec::new();
     if let Some(ip) = &facts.internal_ip {
-        addresses.push(NodeAddress { type_: "InternalIP".to_string(), address: ip.clone() });
+        addresses.push(NodeAddress {
+            type_: "InternalIP".to_string(),
+            address: ip.clone(),
+        });
     }
-    addresses.push(NodeAddress { type_: "Hostname".to_string(), address: facts.hostname.clone() });
+    addresses.push(NodeAddress {
+        type_: "Hostname".to_string(),
+        address: facts.hostname.clone(),
+    });
     let ready_cond = if ready {
-        condition("Ready", true, "KubeletReady", "kubelet is posting ready status", &now, previous)
+        condition(
+            "Ready",
+            true,
+            "KubeletReady",
+            "kubelet is posting ready status",
+            &now,
+            previous,
+        )
     } else {
-        condition("Ready", false, "KubeletNotReady", "container runtime is not ready", &now, previous)
+        condition(
+            "Ready",
+            false,
+            "KubeletNotReady",
+            "container runtime is not ready",
+            &now,
+            previous,
+        )
     };
     NodeStatus {
         capacity: Some(capacity.clone()),
         allocatable: Some(capacity),
         addresses: Some(addresses),
         conditions: Some(vec![
-            condition("MemoryPressure", false, "KubeletHasSufficientMemory", "kubelet has sufficient memory available", &now, previous),
-            condition("DiskPressure", false, "KubeletHasNoDiskPressure", "kubelet has no disk pressure", &now, previous),
-            condition("PIDPressure", false, "KubeletHasSufficientPID", "kubelet has sufficient PID available", &now, previous),
+            condition(
+                "MemoryPressure",
+                false,
+                "KubeletHasSufficientMemory",
+                "kubelet has sufficient memory available",
+                &now,
+                previous,
+            ),
+            condition(
+                "DiskPressure",
+                false,
+                "KubeletHasNoDiskPressure",
+                "kubelet has no disk pressure",
+                &now,
+                previous,
+            ),
+            condition(
+                "PIDPressure",
+                false,
+                "KubeletHasSufficientPID",
+                "kubelet has sufficient PID available",
+                &now,
+                previous,
+            ),
             ready_cond,
         ]),
         daemon_endpoints: Some(NodeDaemonEndpoints {
-            kubelet_endpoint: Some(DaemonEndpoint { port: facts.listen_port }),
+            kubelet_endpoint: Some(DaemonEndpoint {
+                port: facts.listen_port,
+            }),
         }),
         node_info: Some(NodeSystemInfo {
             architecture: facts.architecture.clone(),
@@ -109,7 +176,12 @@ pub fn node_status(facts: &HostFacts, ready: bool, now: jiff::Timestamp, previou
 }
 
 /// The Node to register.
-pub fn node(facts: &HostFacts, extra_labels: &BTreeMap<String, String>, taints: &[Taint], now: jiff::Timestamp) -> Node {
+pub fn node(
+    facts: &HostFacts,
+    extra_labels: &BTreeMap<String, String>,
+    taints: &[Taint],
+    now: jiff::Timestamp,
+) -> Node {
     Node {
         metadata: ObjectMeta {
             name: Some(facts.node_name.clone()),
@@ -117,7 +189,11 @@ pub fn node(facts: &HostFacts, extra_labels: &BTreeMap<String, String>, taints: 
             ..ObjectMeta::default()
         },
         spec: Some(NodeSpec {
-            taints: if taints.is_empty() { None } else { Some(taints.to_vec()) },
+            taints: if taints.is_empty() {
+                None
+            } else {
+                Some(taints.to_vec())
+            },
             ..NodeSpec::default()
         }),
         status: Some(node_status(facts, true, now, None)),
@@ -130,9 +206,13 @@ pub fn parse_taints(s: &str) -> Result<Vec<Taint>, String> {
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .map(|t| {
-            let (kv, effect) = t.rsplit_once(':').ok_or_else(|| format!("taint {t:?} has no effect"))?;
+            let (kv, effect) = t
+                .rsplit_once(':')
+                .ok_or_else(|| format!("taint {t:?} has no effect"))?;
             if !matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
-                return Err(format!("taint {t:?}: effect must be NoSchedule, PreferNoSchedule or NoExecute"));
+                return Err(format!(
+                    "taint {t:?}: effect must be NoSchedule, PreferNoSchedule or NoExecute"
+                ));
             }
             let (key, value) = match kv.split_once('=') {
                 Some((k, v)) => (k, Some(v.to_string())),
@@ -141,7 +221,12 @@ pub fn parse_taints(s: &str) -> Result<Vec<Taint>, String> {
             if key.is_empty() {
                 return Err(format!("taint {t:?} has no key"));
             }
-            Ok(Taint { key: key.to_string(), value, effect: effect.to_string(), time_added: None })
+            Ok(Taint {
+                key: key.to_string(),
+                value,
+                effect: effect.to_string(),
+                time_added: None,
+            })
         })
         .collect()
 }
@@ -199,7 +284,10 @@ mod tests {
         assert_eq!(cap["pods"].0, "110");
         let conds = s.conditions.unwrap();
         let ready = conds.iter().find(|c| c.type_ == "Ready").unwrap();
-        assert_eq!((ready.status.as_str(), ready.reason.as_deref()), ("True", Some("KubeletReady")));
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_deref()),
+            ("True", Some("KubeletReady"))
+        );
     }
 
     #[test]
@@ -208,7 +296,14 @@ mod tests {
         let t1 = t0 + jiff::SignedDuration::from_secs(60);
         let first = node_status(&facts(), true, t0, None);
         let second = node_status(&facts(), true, t1, Some(&first));
-        let ready = |s: &NodeStatus| s.conditions.clone().unwrap().into_iter().find(|c| c.type_ == "Ready").unwrap();
+        let ready = |s: &NodeStatus| {
+            s.conditions
+                .clone()
+                .unwrap()
+                .into_iter()
+                .find(|c| c.type_ == "Ready")
+                .unwrap()
+        };
         assert_eq!(ready(&second).last_transition_time, Some(Time(t0)));
         assert_eq!(ready(&second).last_heartbeat_time, Some(Time(t1)));
         let third = node_status(&facts(), false, t1, Some(&second));

@@ -62,7 +62,10 @@ pub fn router(state: SharedState) -> Router {
         .route("/openapi/v2", get(discovery::openapi_v2))
         .route("/metrics", get(metrics::serve))
         .route("/cacerts", get(join::cacerts))
-        .route("/v1-berth/node-certificate", axum::routing::post(join::node_certificate))
+        .route(
+            "/v1-berth/node-certificate",
+            axum::routing::post(join::node_certificate),
+        )
         .fallback(dispatch)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

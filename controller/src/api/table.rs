@@ -18,7 +18,12 @@ pub fn render(
         .iter()
         .map(StoredObject::value)
         .collect::<Result<Vec<_>, _>>()?;
-    let mut t = table::table(rt.kind, &objects, Some(resource_version), jiff::Timestamp::now());
+    let mut t = table::table(
+        rt.kind,
+        &objects,
+        Some(resource_version),
+        jiff::Timestamp::now(),
+    );
     if let Some(c) = cont {
         t["metadata"]["continue"] = json!(c);
     }
@@ -27,6 +32,13 @@ pub fn render(
 
 /// A one-row Table for a watch event.
 pub fn render_one(rt: &ResourceType, obj: &Value) -> Value {
-    let rv = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str);
-    table::table(rt.kind, std::slice::from_ref(obj), rv, jiff::Timestamp::now())
+    let rv = obj
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str);
+    table::table(
+        rt.kind,
+        std::slice::from_ref(obj),
+        rv,
+        jiff::Timestamp::now(),
+    )
 }

@@ -19,7 +19,10 @@ use std::time::Duration;
 #[derive(Clone)]
 pub enum Credentials {
     /// PEM client certificate and key.
-    Certificate { cert_pem: String, key_pem: String },
+    Certificate {
+        cert_pem: String,
+        key_pem: String,
+    },
     Bearer(String),
     None,
 }
@@ -142,7 +145,10 @@ impl Client {
         r
     }
 
-    async fn send<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Result<T, ClientError> {
+    async fn send<T: DeserializeOwned>(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> Result<T, ClientError> {
         let resp = req.send().await.map_err(ClientError::Http)?;
         let status = resp.status();
         let bytes = resp.bytes().await.map_err(ClientError::Http)?;
@@ -190,7 +196,10 @@ impl Client {
                 .map_err(ClientError::Decode)?,
             _ => Vec::new(),
         };
-        Ok(ObjectList { items, resource_version })
+        Ok(ObjectList {
+            items,
+            resource_version,
+        })
     }
 
     pub async fn create<T: Serialize + DeserializeOwned>(
@@ -199,7 +208,9 @@ impl Client {
         ns: Option<&str>,
         obj: &T,
     ) -> Result<T, ClientError> {
-        let req = self.request(reqwest::Method::POST, &collection_path(rt, ns)).json(obj);
+        let req = self
+            .request(reqwest::Method::POST, &collection_path(rt, ns))
+            .json(obj);
         self.send(req).await
     }
 
@@ -216,7 +227,8 @@ impl Client {
         if status {
             path.push_str("/status");
         }
-        self.send(self.request(reqwest::Method::PUT, &path).json(obj)).await
+        self.send(self.request(reqwest::Method::PUT, &path).json(obj))
+            .await
     }
 
     /// A JSON merge patch of the object (or of its `status` subresource).
@@ -234,7 +246,10 @@ impl Client {
         }
         let req = self
             .request(reqwest::Method::PATCH, &path)
-            .header(reqwest::header::CONTENT_TYPE, "application/merge-patch+json")
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/merge-patch+json",
+            )
             .body(patch.to_string());
         self.send(req).await
     }

@@ -36,11 +36,20 @@ impl<T: DeserializeOwned> WatchStream<T> {
         let v: Value = serde_json::from_slice(line).map_err(ClientError::Decode)?;
         let obj = v.get("object").cloned().unwrap_or(Value::Null);
         match v.get("type").and_then(Value::as_str) {
-            Some("ADDED") => Ok(WatchEvent::Added(serde_json::from_value(obj).map_err(ClientError::Decode)?)),
-            Some("MODIFIED") => Ok(WatchEvent::Modified(serde_json::from_value(obj).map_err(ClientError::Decode)?)),
-            Some("DELETED") => Ok(WatchEvent::Deleted(serde_json::from_value(obj).map_err(ClientError::Decode)?)),
+            Some("ADDED") => Ok(WatchEvent::Added(
+                serde_json::from_value(obj).map_err(ClientError::Decode)?,
+            )),
+            Some("MODIFIED") => Ok(WatchEvent::Modified(
+                serde_json::from_value(obj).map_err(ClientError::Decode)?,
+            )),
+            Some("DELETED") => Ok(WatchEvent::Deleted(
+                serde_json::from_value(obj).map_err(ClientError::Decode)?,
+            )),
             Some("BOOKMARK") => Ok(WatchEvent::Bookmark(
-                obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string(),
+                obj.pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
             )),
             Some("ERROR") => Err(ClientError::Api {
                 code: obj["code"].as_u64().unwrap_or(500) as u16,

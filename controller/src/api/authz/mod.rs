@@ -42,23 +42,38 @@ fn references(pod: &Value, secret: bool, name: &str) -> bool {
         vols.iter().any(|v| {
             if secret {
                 is(&v["secret"]["secretName"])
-                    || v["projected"]["sources"].as_array().is_some_and(|s| s.iter().any(|s| is(&s["secret"]["name"])))
+                    || v["projected"]["sources"]
+                        .as_array()
+                        .is_some_and(|s| s.iter().any(|s| is(&s["secret"]["name"])))
             } else {
                 is(&v["configMap"]["name"])
-                    || v["projected"]["sources"].as_array().is_some_and(|s| s.iter().any(|s| is(&s["configMap"]["name"])))
+                    || v["projected"]["sources"]
+                        .as_array()
+                        .is_some_and(|s| s.iter().any(|s| is(&s["configMap"]["name"])))
             }
         })
     });
-    let (key_ref, from_ref) = if secret { ("secretKeyRef", "secretRef") } else { ("configMapKeyRef", "configMapRef") };
+    let (key_ref, from_ref) = if secret {
+        ("secretKeyRef", "secretRef")
+    } else {
+        ("configMapKeyRef", "configMapRef")
+    };
     let container_hit = ["containers", "initContainers"].iter().any(|list| {
         spec[*list].as_array().is_some_and(|cs| {
             cs.iter().any(|c| {
-                c["env"].as_array().is_some_and(|e| e.iter().any(|e| is(&e["valueFrom"][key_ref]["name"])))
-                    || c["envFrom"].as_array().is_some_and(|e| e.iter().any(|e| is(&e[from_ref]["name"])))
+                c["env"]
+                    .as_array()
+                    .is_some_and(|e| e.iter().any(|e| is(&e["valueFrom"][key_ref]["name"])))
+                    || c["envFrom"]
+                        .as_array()
+                        .is_some_and(|e| e.iter().any(|e| is(&e[from_ref]["name"])))
             })
         })
     });
-    let pull_hit = secret && spec["imagePullSecrets"].as_array().is_some_and(|s| s.iter().any(|s| is(&s["name"])));
+    let pull_hit = secret
+        && spec["imagePullSecrets"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|s| is(&s["name"])));
     volume_hit || container_hit || pull_hit
 }
 
@@ -75,10 +90,14 @@ fn facts(registry: &Registry, node: &str, path: &ResourcePath) -> Facts {
                 .and_then(|p| p.index.field("spec.nodeName"));
         }
         ("", kind @ ("configmaps" | "secrets")) => {
-            let Some(pods) = resource::by_plural("", "v1", "pods") else { return facts };
-            let (_, items, _) = registry.store().list(&prefix(pods, Some(ns)), None, None, |o| {
-                o.index.field("spec.nodeName").as_deref() == Some(node)
-            });
+            let Some(pods) = resource::by_plural("", "v1", "pods") else {
+                return facts;
+            };
+            let (_, items, _) = registry
+                .store()
+                .list(&prefix(pods, Some(ns)), None, None, |o| {
+                    o.index.field("spec.nodeName").as_deref() == Some(node)
+                });
             facts.referenced_by_node_pod = items
                 .iter()
                 .filter_map(|p| p.value().ok())
@@ -100,7 +119,9 @@ pub fn authorize(
     let Some(node) = id.and_then(node_of) else {
         return Ok(());
     };
-    let fields = q.field_selector().unwrap_or_else(|_| berth_shared::selector::FieldSelector::everything());
+    let fields = q
+        .field_selector()
+        .unwrap_or_else(|_| berth_shared::selector::FieldSelector::everything());
     let request = Request {
         verb: verb(method, path, q),
         group: path.rt.group,
@@ -127,7 +148,13 @@ mod tests {
                             "envFrom": [{"configMapRef": {"name": "cm2"}}]}],
             "imagePullSecrets": [{"name": "pull"}]
         }});
-        for (secret, name) in [(false, "cm1"), (false, "cm2"), (true, "sec1"), (true, "sec2"), (true, "pull")] {
+        for (secret, name) in [
+            (false, "cm1"),
+            (false, "cm2"),
+            (true, "sec1"),
+            (true, "sec2"),
+            (true, "pull"),
+        ] {
             assert!(references(&pod, secret, name), "{name}");
         }
         assert!(!references(&pod, false, "sec1"));

@@ -85,7 +85,10 @@ pub fn decide(node: &str, r: &Request<'_>, facts: &Facts) -> Result<(), String> 
             (Verb::Delete, None) => facts.pod_node.as_deref() == Some(node),
             _ => false,
         },
-        ("", "events") => matches!(r.verb, Verb::Create | Verb::Update | Verb::Patch | Verb::Get),
+        ("", "events") => matches!(
+            r.verb,
+            Verb::Create | Verb::Update | Verb::Patch | Verb::Get
+        ),
         ("", "configmaps") | ("", "secrets") => r.verb == Verb::Get && facts.referenced_by_node_pod,
         _ => false,
     };
@@ -112,29 +115,72 @@ pub fn decide(node: &str, r: &Request<'_>, facts: &Facts) -> Result<(), String> 
 }
 
 fn qualified(group: &str, resource: &str) -> String {
-    if group.is_empty() { resource.to_string() } else { format!("{resource}.{group}") }
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn req<'a>(verb: Verb, group: &'a str, resource: &'a str, ns: Option<&'a str>, name: Option<&'a str>) -> Request<'a> {
-        Request { verb, group, resource, subresource: None, namespace: ns, name, node_name_selector: None, name_selector: None }
+    fn req<'a>(
+        verb: Verb,
+        group: &'a str,
+        resource: &'a str,
+        ns: Option<&'a str>,
+        name: Option<&'a str>,
+    ) -> Request<'a> {
+        Request {
+            verb,
+            group,
+            resource,
+            subresource: None,
+            namespace: ns,
+            name,
+            node_name_selector: None,
+            name_selector: None,
+        }
     }
 
     #[test]
     fn a_node_writes_its_own_node_but_not_another() {
-        assert!(decide("a", &req(Verb::Update, "", "nodes", None, Some("a")), &Facts::default()).is_ok());
-        let err = decide("a", &req(Verb::Update, "", "nodes", None, Some("b")), &Facts::default()).unwrap_err();
+        assert!(
+            decide(
+                "a",
+                &req(Verb::Update, "", "nodes", None, Some("a")),
+                &Facts::default()
+            )
+            .is_ok()
+        );
+        let err = decide(
+            "a",
+            &req(Verb::Update, "", "nodes", None, Some("b")),
+            &Facts::default(),
+        )
+        .unwrap_err();
         assert!(err.contains("nodes \"b\" is forbidden"), "{err}");
     }
 
     #[test]
     fn a_node_renews_only_its_own_lease_in_the_node_lease_namespace() {
-        let ok = req(Verb::Update, "coordination.k8s.io", "leases", Some("kube-node-lease"), Some("a"));
+        let ok = req(
+            Verb::Update,
+            "coordination.k8s.io",
+            "leases",
+            Some("kube-node-lease"),
+            Some("a"),
+        );
         assert!(decide("a", &ok, &Facts::default()).is_ok());
-        let other_ns = req(Verb::Update, "coordination.k8s.io", "leases", Some("default"), Some("a"));
+        let other_ns = req(
+            Verb::Update,
+            "coordination.k8s.io",
+            "leases",
+            Some("default"),
+            Some("a"),
+        );
         assert!(decide("a", &other_ns, &Facts::default()).is_err());
     }
 
@@ -142,12 +188,21 @@ mod tests {
     fn pod_status_writes_need_the_pod_to_be_bound_to_the_node() {
         let mut r = req(Verb::Update, "", "pods", Some("default"), Some("p"));
         r.subresource = Some("status");
-        let mine = Facts { pod_node: Some("a".into()), ..Facts::default() };
-        let theirs = Facts { pod_node: Some("b".into()), ..Facts::default() };
+        let mine = Facts {
+            pod_node: Some("a".into()),
+            ..Facts::default()
+        };
+        let theirs = Facts {
+            pod_node: Some("b".into()),
+            ..Facts::default()
+        };
         assert!(decide("a", &r, &mine).is_ok());
         assert!(decide("a", &r, &theirs).is_err());
         let spec_update = req(Verb::Update, "", "pods", Some("default"), Some("p"));
-        assert!(decide("a", &spec_update, &mine).is_err(), "only status, never the spec");
+        assert!(
+            decide("a", &spec_update, &mine).is_err(),
+            "only status, never the spec"
+        );
     }
 
     #[test]
@@ -162,12 +217,36 @@ mod tests {
     fn secrets_are_readable_only_when_a_pod_on_the_node_uses_them() {
         let r = req(Verb::Get, "", "secrets", Some("default"), Some("s"));
         assert!(decide("a", &r, &Facts::default()).is_err());
-        assert!(decide("a", &r, &Facts { referenced_by_node_pod: true, ..Facts::default() }).is_ok());
+        assert!(
+            decide(
+                "a",
+                &r,
+                &Facts {
+                    referenced_by_node_pod: true,
+                    ..Facts::default()
+                }
+            )
+            .is_ok()
+        );
     }
 
     #[test]
     fn everything_else_is_forbidden() {
-        assert!(decide("a", &req(Verb::Create, "apps", "deployments", Some("default"), None), &Facts::default()).is_err());
-        assert!(decide("a", &req(Verb::Create, "", "pods", Some("default"), None), &Facts::default()).is_err());
+        assert!(
+            decide(
+                "a",
+                &req(Verb::Create, "apps", "deployments", Some("default"), None),
+                &Facts::default()
+            )
+            .is_err()
+        );
+        assert!(
+            decide(
+                "a",
+                &req(Verb::Create, "", "pods", Some("default"), None),
+                &Facts::default()
+            )
+            .is_err()
+        );
     }
 }

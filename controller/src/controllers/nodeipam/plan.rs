@@ -19,8 +19,15 @@ impl Cidr {
         if prefix > 32 {
             return None;
         }
-        let mask = if prefix == 0 { 0 } else { u32::MAX << (32 - prefix) };
-        Some(Cidr { base: Ipv4Addr::from(u32::from(base) & mask), prefix })
+        let mask = if prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - prefix)
+        };
+        Some(Cidr {
+            base: Ipv4Addr::from(u32::from(base) & mask),
+            prefix,
+        })
     }
 }
 
@@ -42,7 +49,10 @@ pub fn allocate(cluster: Cidr, used: &[Cidr]) -> Option<Cidr> {
     let count = 1u32 << (NODE_PREFIX - cluster.prefix);
     let start = u32::from(cluster.base);
     (0..count)
-        .map(|i| Cidr { base: Ipv4Addr::from(start + (i << (32 - NODE_PREFIX))), prefix: NODE_PREFIX })
+        .map(|i| Cidr {
+            base: Ipv4Addr::from(start + (i << (32 - NODE_PREFIX))),
+            prefix: NODE_PREFIX,
+        })
         .find(|c| !used.contains(c))
 }
 
@@ -57,7 +67,10 @@ mod tests {
     #[test]
     fn the_first_free_range_is_given_out() {
         assert_eq!(allocate(c("10.42.0.0/16"), &[]), Some(c("10.42.0.0/24")));
-        assert_eq!(allocate(c("10.42.0.0/16"), &[c("10.42.0.0/24"), c("10.42.2.0/24")]), Some(c("10.42.1.0/24")));
+        assert_eq!(
+            allocate(c("10.42.0.0/16"), &[c("10.42.0.0/24"), c("10.42.2.0/24")]),
+            Some(c("10.42.1.0/24"))
+        );
     }
 
     #[test]

@@ -1,0 +1,317 @@
+//! Kubernetes API admission for the kinds Berth serves: decode a request body into its typed
+//! struct, apply upstream's defaults (`SetDefaults_*`, create/update strategies and the default
+//! admission plugins), validate with upstream's field paths and messages, and hand back the
+//! defaulted object. Also the strict-decoding check for unknown fields.
+//!
+//! ```
+//! use berth_shared::admission::{admit, Operation};
+//! let mut obj = serde_json::json!({
+//!     "apiVersion": "apps/v1", "kind": "Deployment",
+//!     "metadata": {"name": "web", "namespace": "default", "uid": "u1"},
+//!     "spec": {"selector": {"matchLabels": {"app": "web"}},
+//!              "template": {"metadata": {"labels": {"app": "web"}},
+//!                           "spec": {"containers": [{"name": "nginx", "image": "nginx"}]}}}});
+//! admit("Deployment", Operation::Create, &mut obj, None).unwrap();
+//! assert_eq!(obj["spec"]["replicas"], 1);
+//! ```
+
+mod affinity;
+mod apps;
+mod batch;
+mod cluster;
+mod codec;
+mod config;
+mod container;
+mod cron;
+mod cron_job;
+mod defaults;
+mod field;
+mod meta;
+mod names;
+mod pod;
+mod pod_spec;
+mod policy;
+mod probe;
+mod quantity;
+mod resources;
+mod scheduling;
+mod selector;
+mod sets;
+mod volume;
+mod workload;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::{Metadata, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+pub use field::{FieldError, FieldErrorType};
+pub use names::validate_name;
+
+/// The write being admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+}
+
+/// Why a body was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AdmissionError {
+    /// The body does not fit the kind's type (HTTP 400). The text is upstream's sentence:
+    /// `Deployment in version "v1" cannot be handled as a Deployment: spec.replicas: invalid type: …`.
+    #[error("{0}")]
+    Decode(String),
+    /// The object is well-formed but invalid (HTTP 422); one entry per Status cause.
+    #[error("{}", aggregate(.0))]
+    Invalid(Vec<FieldError>),
+}
+
+impl AdmissionError {
+    /// Admission is deterministic: resubmitting the same body fails the same way.
+    pub fn is_transient(&self) -> bool {
+        false
+    }
+}
+
+/// Upstream's aggregate text: one message alone, several as `[a, b]`, duplicates once.
+fn aggregate(errs: &[FieldError]) -> String {
+    let mut msgs: Vec<String> = Vec::new();
+    for m in errs.iter().map(FieldError::message) {
+        if !msgs.contains(&m) {
+            msgs.push(m);
+        }
+    }
+    if msgs.len() == 1 {
+        msgs.remove(0)
+    } else {
+        format!("[{}]", msgs.join(", "))
+    }
+}
+
+/// The Status message for an Invalid error: `Deployment.apps "web" is invalid: <errors>`.
+/// `group_kind` is `Deployment.apps`, or just `Pod` for the core group.
+pub fn invalid_message(group_kind: &str, name: &str, errs: &[FieldError]) -> String {
+    if errs.is_empty() {
+        format!("{group_kind} {} is invalid", field::quote(name))
+    } else {
+        format!(
+            "{group_kind} {} is invalid: {}",
+            field::quote(name),
+            aggregate(errs)
+        )
+    }
+}
+
+/// Applies Kubernetes defaults then validates. `obj` is the full object (apiVersion, kind,
+/// metadata incl. uid/name/namespace already set by the server on create). On Update, `old` is
+/// the stored object and immutability rules apply (without `old`, an update is checked like a
+/// create). On success `obj` holds the defaulted object, serialised from the typed struct (so
+/// unknown fields are pruned like upstream); on failure it is left untouched.
+///
+/// Status is not reset or carried over here (except the Pod phase and QoS class and the
+/// Namespace phase that upstream computes): that is the server's generic status rule.
+pub fn admit(
+    kind: &str,
+    op: Operation,
+    obj: &mut Value,
+    old: Option<&Value>,
+) -> Result<(), AdmissionError> {
+    use k8s_openapi::api::{apps::v1 as apps_v1, batch::v1 as batch_v1, core::v1 as core_v1};
+    match kind {
+        "Namespace" => run::<core_v1::Namespace>(
+            obj,
+            op,
+            old,
+            |n, op, _| cluster::default_namespace(n, op),
+            |n, o, _| cluster::validate_namespace(n, o),
+        ),
+        "Node" => run::<core_v1::Node>(
+            obj,
+            op,
+            old,
+            |n, _, _| cluster::default_node(n),
+            |n, o, _| cluster::validate_node(n, o),
+        ),
+        "Pod" => run::<core_v1::Pod>(
+            obj,
+            op,
+            old,
+            |p, op, _| pod::default_pod(p, op),
+            |p, o, _| match o {
+                None => pod::validate_pod_create(p),
+                Some(o) => pod::validate_pod_update(p, o),
+            },
+        ),
+        "Event" => run::<core_v1::Event>(obj, op, old, |_, _, _| {}, cluster::validate_event),
+        "ConfigMap" => run::<core_v1::ConfigMap>(
+            obj,
+            op,
+            old,
+            |_, _, _| {},
+            |c, o, _| config::validate_config_map(c, o),
+        ),
+        "Secret" => run::<core_v1::Secret>(
+            obj,
+            op,
+            old,
+            |s, _, _| config::default_secret(s),
+            |s, o, _| config::validate_secret(s, o),
+        ),
+        "ReplicationController" => run::<core_v1::ReplicationController>(
+            obj,
+            op,
+            old,
+            |r, _, _| policy::default_replication_controller(r),
+            |r, o, _| policy::validate_replication_controller(r, o),
+        ),
+        "Deployment" => run::<apps_v1::Deployment>(
+            obj,
+            op,
+            old,
+            |d, _, _| apps::default_deployment(d),
+            apps::validate_deployment,
+        ),
+        "ReplicaSet" => run::<apps_v1::ReplicaSet>(
+            obj,
+            op,
+            old,
+            |r, _, _| apps::default_replica_set(r),
+            apps::validate_replica_set,
+        ),
+        "StatefulSet" => run::<apps_v1::StatefulSet>(
+            obj,
+            op,
+            old,
+            |s, _, _| sets::default_stateful_set(s),
+            sets::validate_stateful_set,
+        ),
+        "DaemonSet" => run::<apps_v1::DaemonSet>(
+            obj,
+            op,
+            old,
+            |d, _, _| sets::default_daemon_set(d),
+            sets::validate_daemon_set,
+        ),
+        "ControllerRevision" => run::<apps_v1::ControllerRevision>(
+            obj,
+            op,
+            old,
+            |_, _, _| {},
+            |r, o, _| sets::validate_controller_revision(r, o),
+        ),
+        "Job" => run::<batch_v1::Job>(
+            obj,
+            op,
+            old,
+            |j, op, _| batch::default_job(j, op),
+            |j, o, _| batch::validate_job(j, o),
+        ),
+        "CronJob" => run::<batch_v1::CronJob>(
+            obj,
+            op,
+            old,
+            |c, _, _| cron_job::default_cron_job(c),
+            |c, o, _| cron_job::validate_cron_job(c, o),
+        ),
+        "PodDisruptionBudget" => run::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(
+            obj,
+            op,
+            old,
+            |_, _, _| {},
+            |p, o, _| policy::validate_pdb(p, o),
+        ),
+        "Lease" => run::<k8s_openapi::api::coordination::v1::Lease>(
+            obj,
+            op,
+            old,
+            |_, _, _| {},
+            |l, o, _| policy::validate_lease(l, o),
+        ),
+        other => Err(AdmissionError::Decode(format!(
+            "no kind {} is registered",
+            field::quote(other)
+        ))),
+    }
+}
+
+/// fieldValidation=Strict: the fields in `raw` the kind's schema does not have, as upstream
+/// words them (`unknown field "spec.template.spec.containers[0].imagePullPolicyy"`). Empty when
+/// all are known, and also when the body does not decode (admission reports that).
+pub fn unknown_fields(kind: &str, raw: &Value) -> Vec<String> {
+    use k8s_openapi::api::{apps::v1 as apps_v1, batch::v1 as batch_v1, core::v1 as core_v1};
+    let paths = match kind {
+        "Namespace" => round_trip_unknown::<core_v1::Namespace>(raw),
+        "Node" => round_trip_unknown::<core_v1::Node>(raw),
+        "Pod" => round_trip_unknown::<core_v1::Pod>(raw),
+        "Event" => round_trip_unknown::<core_v1::Event>(raw),
+        "ConfigMap" => round_trip_unknown::<core_v1::ConfigMap>(raw),
+        "Secret" => round_trip_unknown::<core_v1::Secret>(raw),
+        "ReplicationController" => round_trip_unknown::<core_v1::ReplicationController>(raw),
+        "Deployment" => round_trip_unknown::<apps_v1::Deployment>(raw),
+        "ReplicaSet" => round_trip_unknown::<apps_v1::ReplicaSet>(raw),
+        "StatefulSet" => round_trip_unknown::<apps_v1::StatefulSet>(raw),
+        "DaemonSet" => round_trip_unknown::<apps_v1::DaemonSet>(raw),
+        "ControllerRevision" => round_trip_unknown::<apps_v1::ControllerRevision>(raw),
+        "Job" => round_trip_unknown::<batch_v1::Job>(raw),
+        "CronJob" => round_trip_unknown::<batch_v1::CronJob>(raw),
+        "PodDisruptionBudget" => {
+            round_trip_unknown::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(raw)
+        }
+        "Lease" => round_trip_unknown::<k8s_openapi::api::coordination::v1::Lease>(raw),
+        _ => Vec::new(),
+    };
+    paths
+        .into_iter()
+        .map(|p| format!("unknown field {}", field::quote(&p)))
+        .collect()
+}
+
+fn round_trip_unknown<T: DeserializeOwned + Serialize>(raw: &Value) -> Vec<String> {
+    match codec::decode::<T>(raw) {
+        Ok(typed) => codec::unknown_paths(raw, &codec::encode(&typed)),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn decode_kind<T: DeserializeOwned + Resource>(raw: &Value) -> Result<T, AdmissionError> {
+    codec::decode::<T>(raw).map_err(|e| {
+        AdmissionError::Decode(format!(
+            "{kind} in version {} cannot be handled as a {kind}: {e}",
+            field::quote(T::VERSION),
+            kind = T::KIND
+        ))
+    })
+}
+
+/// Decode, carry identity from the stored object, default, validate, encode.
+fn run<T>(
+    obj: &mut Value,
+    op: Operation,
+    old: Option<&Value>,
+    default: impl Fn(&mut T, Operation, Option<&T>),
+    validate: impl Fn(&T, Option<&T>, &Value) -> Vec<FieldError>,
+) -> Result<(), AdmissionError>
+where
+    T: DeserializeOwned + Serialize + Metadata<Ty = ObjectMeta>,
+{
+    let mut typed: T = decode_kind(obj)?;
+    let old_typed: Option<T> = match (op, old) {
+        (Operation::Update, Some(o)) => Some(decode_kind(o)?),
+        _ => None,
+    };
+    if let Some(o) = &old_typed {
+        meta::carry_identity(typed.metadata_mut(), o.metadata());
+    }
+    default(&mut typed, op, old_typed.as_ref());
+    let errs = validate(&typed, old_typed.as_ref(), obj);
+    if !errs.is_empty() {
+        return Err(AdmissionError::Invalid(errs));
+    }
+    *obj = codec::encode(&typed);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

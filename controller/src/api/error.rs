@@ -66,13 +66,7 @@ fn invalid_message(kind: &str, group: &str, name: &str, causes: &[FieldError]) -
     } else {
         format!("{kind}.{group}")
     };
-    let msgs: Vec<String> = causes.iter().map(|c| c.message()).collect();
-    let list = if msgs.len() == 1 {
-        msgs[0].clone()
-    } else {
-        format!("[{}]", msgs.join(", "))
-    };
-    format!("{qualified} \"{name}\" is invalid: {list}")
+    berth_shared::admission::invalid_message(&qualified, name, causes)
 }
 
 impl ApiError {
@@ -194,7 +188,7 @@ impl ApiError {
                 "kind": kind,
                 "causes": causes.iter().map(|c| json!({
                     "reason": c.reason(),
-                    "message": c.message(),
+                    "message": c.body(),
                     "field": c.field,
                 })).collect::<Vec<_>>(),
             })),

@@ -202,6 +202,7 @@ pub async fn credentials(
     server: &str,
     token: Option<&str>,
     node: &str,
+    addresses: &[String],
     pki_dir: &Path,
 ) -> Result<NodeCredentials, JoinError> {
     let (ca_path, cert_path, key_path) = (
@@ -254,7 +255,7 @@ pub async fn credentials(
     let resp = http
         .post(&url)
         .bearer_auth(&token.secret)
-        .json(&serde_json::json!({"nodeName": node, "csr": csr}))
+        .json(&serde_json::json!({"nodeName": node, "csr": csr, "addresses": addresses}))
         .send()
         .await
         .map_err(http_err(&url))?;

@@ -4,7 +4,7 @@
 //!
 //! Endpoints (see `api::join`): `GET /cacerts` (the CA PEM, unauthenticated) and
 //! `POST /v1-berth/node-certificate` with `Authorization: Bearer <secret>` and a JSON body
-//! `{"nodeName": "...", "csr": "<PEM certificate request>"}`, answering
+//! `{"nodeName": "...", "csr": "<PEM certificate request>", "addresses": ["10.0.0.5"]}`, answering
 //! `{"certificate": "<PEM>", "ca": "<PEM>"}`.
 
 use crate::pki::{Pki, PkiError};
@@ -104,7 +104,14 @@ impl NodeSigner {
     }
 
     /// Signs the CSR's public key into a node certificate; the subject is ours, not the CSR's.
-    pub fn sign(&self, node_name: &str, csr_pem: &str) -> Result<String, JoinError> {
+    /// The certificate also serves the agent's HTTPS endpoint (logs, exec), so it carries the
+    /// node's name and `addresses` as SANs and both client and server usages.
+    pub fn sign(
+        &self,
+        node_name: &str,
+        csr_pem: &str,
+        addresses: &[String],
+    ) -> Result<String, JoinError> {
         if node_name.is_empty()
             || node_name.len() > 253
             || !node_name
@@ -122,11 +129,25 @@ impl NodeSigner {
         dn.push(DnType::CommonName, format!("system:node:{node_name}"));
         dn.push(DnType::OrganizationName, "system:nodes");
         params.distinguished_name = dn;
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ClientAuth,
+            ExtendedKeyUsagePurpose::ServerAuth,
+        ];
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,
         ];
+        let bad_name = || JoinError::BadRequest(format!("invalid node name {node_name:?}"));
+        let mut sans = vec![rcgen::SanType::DnsName(
+            node_name.try_into().map_err(|_| bad_name())?,
+        )];
+        for a in addresses {
+            let ip: std::net::IpAddr = a
+                .parse()
+                .map_err(|_| JoinError::BadRequest(format!("invalid address {a:?}")))?;
+            sans.push(rcgen::SanType::IpAddress(ip));
+        }
+        params.subject_alt_names = sans;
         crate::pki::set_validity(&mut params, 1);
         let cert = params.signed_by(&csr.public_key, &self.issuer)?;
         Ok(cert.pem())
@@ -160,7 +181,9 @@ mod tests {
         req.distinguished_name
             .push(DnType::OrganizationName, "system:masters");
         let csr = req.serialize_request(&key).unwrap().pem().unwrap();
-        let cert = signer.sign("node-a", &csr).unwrap();
+        let cert = signer
+            .sign("node-a", &csr, &["127.0.0.1".to_string()])
+            .unwrap();
         let der = rustls_pemfile::certs(&mut cert.as_bytes())
             .next()
             .unwrap()
@@ -168,6 +191,11 @@ mod tests {
         let id = crate::api::authn::identity_from_cert(&der).unwrap();
         assert_eq!(id.user, "system:node:node-a");
         assert_eq!(id.groups, vec!["system:nodes".to_string()]);
-        assert!(signer.sign("Bad_Name", &csr).is_err());
+        assert!(signer.sign("Bad_Name", &csr, &[]).is_err());
+        assert!(
+            signer
+                .sign("node-a", &csr, &["not-an-ip".to_string()])
+                .is_err()
+        );
     }
 }

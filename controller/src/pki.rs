@@ -47,6 +47,9 @@ pub struct Pki {
     pub server_key: String,
     pub admin_cert: String,
     pub admin_key: String,
+    /// The controller's identity towards agents (logs, exec): O=system:masters.
+    pub agent_client_cert: String,
+    pub agent_client_key: String,
 }
 
 impl Pki {
@@ -207,7 +210,22 @@ pub fn load_or_create(dir: &Path, extra_sans: &[String]) -> Result<Pki, PkiError
             (c, k)
         }
     };
+    let agent_cert_path = dir.join("agent-client.crt");
+    let agent_key_path = dir.join("agent-client.key");
+    let (agent_client_cert, agent_client_key) =
+        match (read(&agent_cert_path)?, read(&agent_key_path)?) {
+            (Some(c), Some(k)) => (c, k),
+            _ => {
+                let (c, k) =
+                    issue_client_cert(&issuer, "berth-controller", &["system:masters"], 1)?;
+                write_private(&agent_key_path, &k)?;
+                write_private(&agent_cert_path, &c)?;
+                (c, k)
+            }
+        };
     Ok(Pki {
+        agent_client_cert,
+        agent_client_key,
         dir: dir.to_path_buf(),
         ca_cert,
         server_cert,

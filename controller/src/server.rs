@@ -131,7 +131,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
 
     let (_token, secret) = crate::join::load_or_create_token(&config.data_dir, &pki.ca_cert)?;
     let signer = crate::join::NodeSigner::new(&pki, secret)?;
+    let dialer = api::proxy::AgentDialer::new(&pki)?;
     let state = Arc::new(ApiState {
+        dialer,
         signer,
         registry: registry.clone(),
         metrics: Metrics::default(),

@@ -24,6 +24,8 @@ pub async fn cacerts(State(state): State<SharedState>) -> Response {
 pub struct CertificateRequest {
     node_name: String,
     csr: String,
+    #[serde(default)]
+    addresses: Vec<String>,
 }
 
 pub async fn node_certificate(
@@ -39,7 +41,7 @@ pub async fn node_certificate(
     if !state.signer.secret_matches(presented.trim()) {
         return ApiError::Unauthorized.into_response();
     }
-    match state.signer.sign(&req.node_name, &req.csr) {
+    match state.signer.sign(&req.node_name, &req.csr, &req.addresses) {
         Ok(cert) => (
             StatusCode::OK,
             Json(json!({"certificate": cert, "ca": state.signer.ca_pem})),

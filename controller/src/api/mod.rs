@@ -11,6 +11,7 @@ mod list;
 pub mod metrics;
 mod patch;
 pub mod path;
+pub mod proxy;
 mod query;
 mod subresource;
 mod table;
@@ -39,6 +40,8 @@ pub struct ApiState {
     pub git_version: String,
     /// Signs node certificates for agents holding the join secret.
     pub signer: crate::join::NodeSigner,
+    /// Connects to agents for logs and exec.
+    pub dialer: proxy::AgentDialer,
     /// Cancelled at shutdown: open watches end.
     pub shutdown: CancellationToken,
 }
@@ -108,6 +111,35 @@ async fn dispatch(State(state): State<SharedState>, req: Request) -> Response {
 }
 
 async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
+    // Log and exec are proxied to the pod's agent with the whole request.
+    if let ApiPath::Resource(target) = path::parse(req.uri().path())
+        && target.rt.kind == "Pod"
+        && let (Some(ns), Some(name), Some(sub)) = (
+            target.namespace.clone(),
+            target.name.clone(),
+            target.subresource.clone(),
+        )
+        && matches!(sub.as_str(), "log" | "exec" | "attach")
+    {
+        let query = Query::parse(req.uri().query());
+        authz::authorize(
+            &state.registry,
+            req.extensions().get::<authn::Identity>(),
+            req.method(),
+            &target,
+            &query,
+        )?;
+        return match (req.method(), sub.as_str()) {
+            (&Method::GET, "log") => {
+                let q = req.uri().query().unwrap_or_default().to_string();
+                proxy::log(&state, &ns, &name, &q).await
+            }
+            (&Method::GET | &Method::POST, "exec" | "attach") => {
+                proxy::upgrade(&state, &ns, &name, &sub, req).await
+            }
+            _ => Err(ApiError::MethodNotAllowed),
+        };
+    }
     let (parts, body) = req.into_parts();
     let query = Query::parse(parts.uri.query());
     let target = match path::parse(parts.uri.path()) {

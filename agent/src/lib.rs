@@ -2,4 +2,5 @@
 //! containers through containerd, with CNI networking, probes and restart policy.
 
 pub mod join;
+pub mod network;
 pub mod node;

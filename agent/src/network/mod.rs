@@ -1,0 +1,406 @@
+//! Pod networking: a network namespace per pod, wired up by the CNI `loopback` and `bridge`
+//! (+ `host-local`, optionally `portmap`) plugins, torn down again without leftovers.
+//!
+//! Layout on the host, for network `berth-n1` and pod uid `U`:
+//! * netns `/var/run/netns/berth-n1-U`;
+//! * `<state_dir>/pods/U.json`: the plugin configs and results (written *before* the netns
+//!   exists, so every netns of ours has a state file unless someone deleted the state dir);
+//! * `<state_dir>/ipam/berth-n1/<ip>`: host-local's allocation;
+//! * nat chain `CNI-<hash>` with comment `name: "berth-n1" id: "U"` (bridge plugin's ipMasq);
+//! * once per agent: FORWARD accepts for the bridge, a nat RETURN for pod → cluster traffic,
+//!   `net.ipv4.ip_forward=1`.
+
+mod cni;
+mod command;
+mod config;
+pub mod dns;
+mod error;
+pub mod files;
+mod iptables;
+mod netns;
+mod plugins;
+mod pod_locks;
+mod state;
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+pub use config::{Ipv4Cidr, NetworkConfig};
+pub use error::NetworkError;
+pub use plugins::{HostPort, PortProtocol, host_ports};
+
+use config::Validated;
+use plugins::Attachment;
+use pod_locks::PodLocks;
+use state::PodState;
+
+/// The pod a network is set up for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodRef {
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    /// Container ports with a `hostPort` (see [`host_ports`]); empty for most pods.
+    pub host_ports: Vec<HostPort>,
+}
+
+impl PodRef {
+    pub fn new(
+        uid: impl Into<String>,
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+    ) -> PodRef {
+        PodRef {
+            uid: uid.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+            host_ports: Vec::new(),
+        }
+    }
+}
+
+/// A pod's network as the containers see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodNetwork {
+    /// The netns every container of the pod joins (`linux.namespaces` `network` path).
+    pub netns_path: PathBuf,
+    pub ip: Ipv4Addr,
+    pub gateway: Ipv4Addr,
+}
+
+/// One agent's pod network. Several may share a host if their bridges, CIDRs, state dirs and
+/// network names differ.
+pub struct Network {
+    cfg: NetworkConfig,
+    /// Whether the host rules were ensured by this process (see [`Network::ensure_host`]).
+    host_ready: tokio::sync::Mutex<bool>,
+    /// One lock per pod uid, so setup and teardown of one pod never interleave.
+    locks: PodLocks,
+}
+
+impl Network {
+    pub fn new(cfg: NetworkConfig) -> Network {
+        Network {
+            cfg,
+            host_ready: tokio::sync::Mutex::new(false),
+            locks: PodLocks::default(),
+        }
+    }
+
+    pub fn config(&self) -> &NetworkConfig {
+        &self.cfg
+    }
+
+    /// The netns path a pod has (or will have).
+    pub fn netns_path(&self, pod_uid: &str) -> PathBuf {
+        netns::path(&config::netns_name(&self.cfg.network_name, pod_uid))
+    }
+
+    /// Creates the pod's netns and attaches it (loopback, then bridge + host-local [+ portmap]).
+    ///
+    /// Idempotent: a pod that is already set up (also by an earlier agent process) gets its
+    /// existing netns and IP back. A half-done earlier attempt is undone first; a failed
+    /// attempt is undone before the error is returned.
+    pub async fn setup(&self, pod: &PodRef) -> Result<PodNetwork, NetworkError> {
+        let v = config::validate(&self.cfg)?;
+        validate_pod(pod)?;
+        self.ensure_host_with(&v).await?;
+        let _lock = self.locks.lock(&pod.uid).await;
+        if let Some(existing) = self.existing(&pod.uid).await? {
+            tracing::debug!(pod = %pod.uid, ip = %existing.ip, "pod network already set up");
+            return Ok(existing);
+        }
+        self.detach(&pod.uid).await?;
+        match self.attach(pod).await {
+            Ok(net) => Ok(net),
+            Err(err) => {
+                if let Err(undo) = self.detach(&pod.uid).await {
+                    tracing::warn!(pod = %pod.uid, error = %undo, "undoing a failed setup failed");
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// CNI DEL (in reverse, with the ADD results as `prevResult`), then removes whatever CNI
+    /// left (nat chains), the netns and the state. Idempotent; releases the pod's IP.
+    pub async fn teardown(&self, pod_uid: &str) -> Result<(), NetworkError> {
+        config::validate_uid(pod_uid)?;
+        let _lock = self.locks.lock(pod_uid).await;
+        self.detach(pod_uid).await
+    }
+
+    /// Uids of the pods that have a netns or state of this network (to clean up after crashes).
+    pub async fn list(&self) -> Result<Vec<String>, NetworkError> {
+        let mut uids = state::list(&self.cfg.state_dir).await?;
+        for name in netns::list().await? {
+            if let Some(uid) = config::uid_from_netns_name(&self.cfg.network_name, &name) {
+                uids.push(uid.to_string());
+            }
+        }
+        uids.sort();
+        uids.dedup();
+        Ok(uids)
+    }
+
+    /// Makes sure forwarding is on and this agent's host rules exist (setup does this once
+    /// per process; call it again after something may have flushed iptables).
+    pub async fn ensure_host(&self) -> Result<(), NetworkError> {
+        let v = config::validate(&self.cfg)?;
+        *self.host_ready.lock().await = false;
+        self.ensure_host_with(&v).await
+    }
+
+    /// Removes the bridge, this agent's host rules, any CNI rules of its network, and portmap's
+    /// shared chains if no pod on the host forwards a port any more (for tests and uninstall;
+    /// tear pods down first). `net.ipv4.ip_forward` is left on: other networks on the host
+    /// may rely on it.
+    pub async fn cleanup_host(&self) -> Result<(), NetworkError> {
+        let v = config::validate(&self.cfg)?;
+        let mut ready = self.host_ready.lock().await;
+        for rule in self.host_rules(&v) {
+            iptables::remove(&rule).await?;
+        }
+        iptables::sweep(&self.cfg.network_name, iptables::Owner::AllPods).await?;
+        iptables::remove_idle_portmap().await?;
+        if link_exists(&self.cfg.bridge).await {
+            command::tool(
+                "ip",
+                &["link", "delete", &self.cfg.bridge, "type", "bridge"],
+            )
+            .await?;
+        }
+        *ready = false;
+        Ok(())
+    }
+
+    fn host_rules(&self, v: &Validated) -> Vec<iptables::Rule> {
+        iptables::host_rules(
+            &self.cfg.network_name,
+            &self.cfg.bridge,
+            v.pod_cidr,
+            v.cluster_cidr,
+        )
+    }
+
+    async fn ensure_host_with(&self, v: &Validated) -> Result<(), NetworkError> {
+        let mut ready = self.host_ready.lock().await;
+        if *ready {
+            return Ok(());
+        }
+        let forward = Path::new("/proc/sys/net/ipv4/ip_forward");
+        tokio::fs::write(forward, "1")
+            .await
+            .map_err(|e| NetworkError::io(forward, e))?;
+        for rule in self.host_rules(v) {
+            iptables::ensure(&rule).await?;
+        }
+        *ready = true;
+        Ok(())
+    }
+
+    /// The pod's network if a complete setup is recorded and its netns and veth still exist.
+    async fn existing(&self, uid: &str) -> Result<Option<PodNetwork>, NetworkError> {
+        let st = match state::read(&self.cfg.state_dir, uid).await {
+            Ok(Some(st)) if st.complete => st,
+            Ok(_) | Err(NetworkError::State { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if !netns::exists(&st.netns).await? {
+            return Ok(None);
+        }
+        let Some(addr) = self.eth0_address(&st) else {
+            return Ok(None);
+        };
+        if let Some(veth) = &addr.host_veth
+            && !link_exists(veth).await
+        {
+            return Ok(None);
+        }
+        Ok(Some(PodNetwork {
+            netns_path: netns::path(&st.netns),
+            ip: addr.ip,
+            gateway: addr.gateway,
+        }))
+    }
+
+    fn eth0_address(&self, st: &PodState) -> Option<cni::PodAddress> {
+        let i = st.attachments.iter().position(|a| a.if_name == "eth0")?;
+        let result = st.results.get(i)?.as_ref()?;
+        cni::pod_address(
+            result,
+            "eth0",
+            bridge_of(&st.attachments[i]).unwrap_or(&self.cfg.bridge),
+        )
+        .ok()
+    }
+
+    async fn attach(&self, pod: &PodRef) -> Result<PodNetwork, NetworkError> {
+        let started = std::time::Instant::now();
+        let attachments = plugins::attachments(&self.cfg, &pod.host_ports);
+        let mut st = PodState {
+            uid: pod.uid.clone(),
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            netns: config::netns_name(&self.cfg.network_name, &pod.uid),
+            results: vec![None; attachments.len()],
+            attachments,
+            complete: false,
+        };
+        state::write(&self.cfg.state_dir, &st).await?;
+        let netns_path = netns::add(&st.netns).await?;
+        let args = plugins::cni_args(&pod.namespace, &pod.name, &pod.uid);
+        for i in 0..st.attachments.len() {
+            let att = &st.attachments[i];
+            let call = cni::Call {
+                bin_dir: &self.cfg.cni_bin_dir,
+                container_id: &pod.uid,
+                netns: Some(&netns_path),
+                if_name: &att.if_name,
+                args: &args,
+            };
+            let mut prev: Option<serde_json::Value> = None;
+            for conf in &att.plugins {
+                let conf = plugins::with_prev_result(conf, prev.as_ref());
+                prev = cni::exec(cni::Op::Add, &conf, call).await?;
+            }
+            st.results[i] = prev;
+            state::write(&self.cfg.state_dir, &st).await?;
+        }
+        let addr = self
+            .eth0_address(&st)
+            .ok_or_else(|| NetworkError::PluginOutput {
+                plugin: "bridge".into(),
+                command: "ADD",
+                reason: "no IPv4 address and gateway for eth0 in the result".into(),
+            })?;
+        st.complete = true;
+        state::write(&self.cfg.state_dir, &st).await?;
+        tracing::info!(pod = %pod.uid, ip = %addr.ip, elapsed_ms = started.elapsed().as_millis() as u64, "pod network set up");
+        Ok(PodNetwork {
+            netns_path,
+            ip: addr.ip,
+            gateway: addr.gateway,
+        })
+    }
+
+    /// Undoes whatever exists of a pod's network; a pod with nothing left is a no-op.
+    async fn detach(&self, uid: &str) -> Result<(), NetworkError> {
+        let name = config::netns_name(&self.cfg.network_name, uid);
+        let recorded = match state::read(&self.cfg.state_dir, uid).await {
+            Ok(st) => st,
+            Err(NetworkError::State { path, source }) => {
+                tracing::warn!(path = %path.display(), error = %source, "corrupt pod network state; tearing down with the current config");
+                None
+            }
+            Err(e) => return Err(e),
+        };
+        let has_netns = netns::exists(&name).await?;
+        let (attachments, results, args) = match recorded {
+            Some(st) => {
+                let args = plugins::cni_args(&st.namespace, &st.name, uid);
+                (st.attachments, st.results, args)
+            }
+            // A netns without state (state dir lost): DEL with today's configuration.
+            None if has_netns => {
+                let att = plugins::attachments(&self.cfg, &[]);
+                let n = att.len();
+                (att, vec![None; n], plugins::cni_args("", "", uid))
+            }
+            None => {
+                return self.forget(uid, &name).await;
+            }
+        };
+        let netns_path = netns::path(&name);
+        for (att, result) in attachments.iter().zip(results.iter()).rev() {
+            let call = cni::Call {
+                bin_dir: &self.cfg.cni_bin_dir,
+                container_id: uid,
+                netns: has_netns.then_some(netns_path.as_path()),
+                if_name: &att.if_name,
+                args: &args,
+            };
+            for conf in att.plugins.iter().rev() {
+                let conf = plugins::with_prev_result(conf, result.as_ref());
+                cni::exec(cni::Op::Del, &conf, call).await?;
+            }
+        }
+        self.forget(uid, &name).await
+    }
+
+    /// The steps after CNI DEL: leftover nat rules, the netns, the state file.
+    async fn forget(&self, uid: &str, netns_name: &str) -> Result<(), NetworkError> {
+        // The bridge plugin (1.1) removes its masquerade chain only when it still finds the
+        // pod's eth0; a DEL after the netns vanished leaves the chain behind.
+        let swept = iptables::sweep(&self.cfg.network_name, iptables::Owner::Pod(uid)).await?;
+        if swept > 0 {
+            tracing::info!(pod = %uid, swept, "removed CNI iptables leftovers");
+        }
+        netns::delete(netns_name).await?;
+        state::remove(&self.cfg.state_dir, uid).await
+    }
+}
+
+fn validate_pod(pod: &PodRef) -> Result<(), NetworkError> {
+    config::validate_uid(&pod.uid)?;
+    // Both travel in CNI_ARGS, whose separators are ';' and '='.
+    for (field, value) in [("namespace", &pod.namespace), ("name", &pod.name)] {
+        if value.is_empty() || value.contains([';', '=']) || value.len() > 253 {
+            return Err(NetworkError::InvalidPod {
+                field,
+                value: value.clone(),
+                reason: "must be 1 to 253 bytes without ';' or '='",
+            });
+        }
+    }
+    Ok(())
+}
+
+fn bridge_of(att: &Attachment) -> Option<&str> {
+    att.plugins
+        .iter()
+        .find(|p| plugins::plugin_type(p) == "bridge")
+        .and_then(|p| p.get("bridge"))
+        .and_then(serde_json::Value::as_str)
+}
+
+async fn link_exists(name: &str) -> bool {
+    tokio::fs::try_exists(Path::new("/sys/class/net").join(name))
+        .await
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pods_need_names_safe_for_cni_args() {
+        let ok = PodRef::new("3f2a9c1e-0b7d-4a51-9c3e-1d2f3a4b5c6d", "default", "web");
+        assert!(validate_pod(&ok).is_ok());
+        for bad in [
+            PodRef::new("u", "de;fault", "web"),
+            PodRef::new("u", "default", "a=b"),
+            PodRef::new("u", "", "web"),
+            PodRef::new("../u", "default", "web"),
+        ] {
+            assert!(validate_pod(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_netns_path_names_network_and_pod() {
+        let net = Network::new(NetworkConfig {
+            cni_bin_dir: "/usr/lib/cni".into(),
+            bridge: "berth0".into(),
+            pod_cidr: "10.42.1.0/24".into(),
+            cluster_cidr: "10.42.0.0/16".into(),
+            state_dir: "/tmp/x".into(),
+            network_name: "berth-n1".into(),
+        });
+        assert_eq!(
+            net.netns_path("u1"),
+            PathBuf::from("/var/run/netns/berth-n1-u1")
+        );
+    }
+}

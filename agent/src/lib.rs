@@ -4,3 +4,4 @@
 pub mod join;
 pub mod network;
 pub mod node;
+pub mod server;

@@ -1,0 +1,201 @@
+//! `GET /exec/{ns}/{pod}/{container}` (and `attach`) over a WebSocket speaking
+//! `v5.channel.k8s.io` (or v4): binary messages whose first byte is the channel — 0 stdin,
+//! 1 stdout, 2 stderr, 3 status (a `Status` JSON at exit, `NonZeroExitCode` carrying the exit
+//! code), 4 resize (`{"Width","Height"}`), and in v5 255 = close a channel (stdin EOF).
+
+use super::{ExecRequest, SharedBackend};
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use futures::{SinkExt, StreamExt};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const STDIN: u8 = 0;
+const STDOUT: u8 = 1;
+const STDERR: u8 = 2;
+const STATUS: u8 = 3;
+const RESIZE: u8 = 4;
+const CLOSE: u8 = 255;
+
+fn params(raw: &str) -> (Vec<String>, bool, bool) {
+    let mut command = Vec::new();
+    let (mut stdin, mut tty) = (false, false);
+    for kv in raw.split('&') {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        let v = percent_decode(v);
+        match k {
+            "command" => command.push(v),
+            "stdin" | "input" => stdin = v == "true" || v == "1",
+            "tty" => tty = v == "true" || v == "1",
+            _ => {}
+        }
+    }
+    (command, stdin, tty)
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.replace('+', " ").into_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(b) = u8::from_str_radix(&String::from_utf8_lossy(&bytes[i + 1..i + 3]), 16)
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The status message sent on channel 3 when the process ends.
+pub fn exit_status(code: i32) -> serde_json::Value {
+    if code == 0 {
+        json!({"metadata": {}, "status": "Success"})
+    } else {
+        json!({
+            "metadata": {},
+            "status": "Failure",
+            "message": format!("command terminated with non-zero exit code: error executing command, exit status {code}"),
+            "reason": "NonZeroExitCode",
+            "details": {"causes": [{"reason": "ExitCode", "message": code.to_string()}]},
+        })
+    }
+}
+
+pub async fn serve(
+    State(backend): State<SharedBackend>,
+    Path((ns, pod, container)): Path<(String, String, String)>,
+    RawQuery(query): RawQuery,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let (command, stdin, tty) = params(query.as_deref().unwrap_or_default());
+    if command.is_empty() {
+        return (StatusCode::BAD_REQUEST, "you must specify at least one command for the container").into_response();
+    }
+    let req = ExecRequest { namespace: ns, pod, container, command, stdin, tty };
+    ws.protocols(["v5.channel.k8s.io", "v4.channel.k8s.io"])
+        .on_upgrade(move |socket| run(socket, backend, req))
+}
+
+async fn run(socket: WebSocket, backend: SharedBackend, req: ExecRequest) {
+    let (mut sink, mut source) = socket.split();
+    let streams = match backend.exec(req).await {
+        Ok(s) => s,
+        Err(e) => {
+            let status = json!({"metadata": {}, "status": "Failure", "message": e, "reason": "InternalError"});
+            let mut msg = vec![STATUS];
+            msg.extend_from_slice(status.to_string().as_bytes());
+            let _ = sink.send(Message::Binary(msg.into())).await;
+            let _ = sink.close().await;
+            return;
+        }
+    };
+    let (out_tx, mut out_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
+    let pump = |mut reader: std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>, channel: u8, tx: tokio::sync::mpsc::Sender<Vec<u8>>| {
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 32 * 1024];
+            loop {
+                match reader.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        let mut msg = Vec::with_capacity(n + 1);
+                        msg.push(channel);
+                        msg.extend_from_slice(&buf[..n]);
+                        if tx.send(msg).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        })
+    };
+    let out_task = pump(streams.stdout, STDOUT, out_tx.clone());
+    let err_task = streams.stderr.map(|e| pump(e, STDERR, out_tx.clone()));
+    drop(out_tx);
+
+    // Client → process: stdin and resize.
+    let mut stdin = streams.stdin;
+    let resize = streams.resize;
+    let input = tokio::spawn(async move {
+        while let Some(Ok(msg)) = source.next().await {
+            let data = match msg {
+                Message::Binary(b) => b.to_vec(),
+                Message::Text(t) => t.as_bytes().to_vec(),
+                Message::Close(_) => break,
+                _ => continue,
+            };
+            let Some((&channel, payload)) = data.split_first() else { continue };
+            match channel {
+                STDIN => {
+                    if let Some(w) = stdin.as_mut()
+                        && w.write_all(payload).await.is_err()
+                    {
+                        stdin = None;
+                    }
+                }
+                RESIZE => {
+                    if let (Some(r), Ok(v)) = (&resize, serde_json::from_slice::<serde_json::Value>(payload)) {
+                        let w = v["Width"].as_u64().unwrap_or(0) as u16;
+                        let h = v["Height"].as_u64().unwrap_or(0) as u16;
+                        if w > 0 && h > 0 {
+                            r(w, h);
+                        }
+                    }
+                }
+                CLOSE if payload.first() == Some(&STDIN) => {
+                    if let Some(mut w) = stdin.take() {
+                        let _ = w.shutdown().await;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(mut w) = stdin.take() {
+            let _ = w.shutdown().await;
+        }
+    });
+
+    while let Some(msg) = out_rx.recv().await {
+        if sink.send(Message::Binary(msg.into())).await.is_err() {
+            break;
+        }
+    }
+    let _ = out_task.await;
+    if let Some(t) = err_task {
+        let _ = t.await;
+    }
+    let code = streams.exit.await.unwrap_or(1);
+    let mut msg = vec![STATUS];
+    msg.extend_from_slice(exit_status(code).to_string().as_bytes());
+    let _ = sink.send(Message::Binary(msg.into())).await;
+    let _ = sink.close().await;
+    input.abort();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeated_command_parameters_form_the_argv() {
+        let (cmd, stdin, tty) = params("command=sh&command=-c&command=exit%203&stdout=true&stdin=true");
+        assert_eq!(cmd, vec!["sh", "-c", "exit 3"]);
+        assert!(stdin);
+        assert!(!tty);
+    }
+
+    #[test]
+    fn a_non_zero_exit_carries_its_code_for_kubectl() {
+        let s = exit_status(3);
+        assert_eq!(s["reason"], "NonZeroExitCode");
+        assert_eq!(s["details"]["causes"][0]["message"], "3");
+        assert_eq!(exit_status(0)["status"], "Success");
+    }
+}

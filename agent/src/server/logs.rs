@@ -1,0 +1,103 @@
+//! `GET /containerLogs/{ns}/{pod}/{container}`: `follow`, `tailLines`, `sinceSeconds`,
+//! `sinceTime`, `timestamps`, `previous`, `limitBytes`, as the kubelet serves them.
+
+use super::{SharedBackend, cri_log};
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde::Deserialize;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct LogQuery {
+    follow: Option<String>,
+    tail_lines: Option<usize>,
+    since_seconds: Option<i64>,
+    since_time: Option<String>,
+    timestamps: Option<String>,
+    previous: Option<String>,
+    limit_bytes: Option<usize>,
+}
+
+fn flag(v: &Option<String>) -> bool {
+    matches!(v.as_deref(), Some("true") | Some("1"))
+}
+
+const POLL: Duration = Duration::from_millis(100);
+
+pub async fn serve(
+    State(backend): State<SharedBackend>,
+    Path((ns, pod, container)): Path<(String, String, String)>,
+    Query(q): Query<LogQuery>,
+) -> Response {
+    let target = match backend.log_target(&ns, &pod, &container, flag(&q.previous)) {
+        Ok(t) => t,
+        Err(e) => return (StatusCode::BAD_REQUEST, e).into_response(),
+    };
+    let since = match (&q.since_time, q.since_seconds) {
+        (Some(t), _) => t.parse::<jiff::Timestamp>().ok(),
+        (None, Some(s)) => Some(jiff::Timestamp::now() - jiff::SignedDuration::from_secs(s)),
+        _ => None,
+    };
+    let timestamps = flag(&q.timestamps);
+    let content = tokio::fs::read_to_string(&target.path).await.unwrap_or_default();
+    let mut first = cri_log::select(&content, since, q.tail_lines, timestamps);
+    if let Some(limit) = q.limit_bytes
+        && first.len() > limit
+    {
+        let mut cut = limit;
+        while !first.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        first.truncate(cut);
+    }
+    if !flag(&q.follow) {
+        return ([(header::CONTENT_TYPE, "text/plain")], first).into_response();
+    }
+    // Follow: what was there, then what is appended, until the container stops.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(64);
+    let path = target.path.clone();
+    let running = target.running.clone();
+    let mut offset = content.len() as u64;
+    tokio::spawn(async move {
+        if tx.send(Ok(Bytes::from(first))).await.is_err() {
+            return;
+        }
+        let mut pending = String::new();
+        loop {
+            let alive = running();
+            let mut appended = String::new();
+            if let Ok(mut f) = tokio::fs::File::open(&path).await
+                && f.seek(std::io::SeekFrom::Start(offset)).await.is_ok()
+                && let Ok(n) = f.read_to_string(&mut appended).await
+            {
+                offset += n as u64;
+            }
+            pending.push_str(&appended);
+            // Only whole lines are rendered; a line still being written waits for its end.
+            if let Some(end) = pending.rfind('\n') {
+                let complete: String = pending.drain(..=end).collect();
+                let out = cri_log::select(&complete, None, None, timestamps);
+                if !out.is_empty() && tx.send(Ok(Bytes::from(out))).await.is_err() {
+                    return;
+                }
+            }
+            if !alive && appended.is_empty() {
+                return;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(POLL) => {}
+                _ = tx.closed() => return,
+            }
+        }
+    });
+    (
+        [(header::CONTENT_TYPE, "text/plain")],
+        Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx)),
+    )
+        .into_response()
+}

@@ -66,6 +66,10 @@ impl BlobSource for DirSource {
             .map_err(|e| self.error(format!("reading {}: {e}", path.display())))
     }
 
+    async fn manifest(&self, desc: &Descriptor) -> Result<Vec<u8>, PullError> {
+        self.bytes(desc).await
+    }
+
     async fn stream(
         &self,
         desc: &Descriptor,

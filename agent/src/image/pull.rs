@@ -130,6 +130,7 @@ fn auth(ep: &Endpoint) -> RegistryAuth {
 struct RegistrySource {
     client: Client,
     reference: Reference,
+    auth: RegistryAuth,
     name: String,
     origin: (String, String),
 }
@@ -150,6 +151,16 @@ impl BlobSource for RegistrySource {
             .await
             .map_err(|e| self.error(e))?;
         Ok(out)
+    }
+
+    async fn manifest(&self, desc: &Descriptor) -> Result<Vec<u8>, PullError> {
+        let reference = self.reference.clone_with_digest(desc.digest.clone());
+        let (bytes, _) = self
+            .client
+            .pull_manifest_raw(&reference, &self.auth, &manifest::ACCEPTED)
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(bytes.to_vec())
     }
 
     async fn stream(
@@ -213,8 +224,9 @@ impl ImageService {
                 super::reference::DEFAULT_TAG.to_string(),
             ),
         };
+        let auth = auth(ep);
         let (bytes, digest) = client
-            .pull_manifest_raw(&reference, &auth(ep), &manifest::ACCEPTED)
+            .pull_manifest_raw(&reference, &auth, &manifest::ACCEPTED)
             .await
             .map_err(|e| classify(&name, e))?;
         let doc = manifest::parse_document(&bytes, "").map_err(|e| {
@@ -232,6 +244,7 @@ impl ImageService {
         let source = RegistrySource {
             client,
             reference,
+            auth,
             name: name.clone(),
             origin: (image.registry.clone(), image.repository.clone()),
         };
@@ -252,13 +265,14 @@ impl ImageService {
 }
 
 /// Tries each endpoint in turn. The error reported is the first definitive answer (not
-/// found, access denied) if any endpoint gave one, else the last failure.
+/// found, access denied) if any endpoint gave one, else the first failure (on an air-gapped
+/// host the upstream registry always fails; the mirror's error is the useful one).
 pub(super) async fn pull(
     service: &ImageService,
     image: &ImageReference,
 ) -> Result<StoredImage, PullError> {
     let mut definitive = None;
-    let mut last = None;
+    let mut first = None;
     for ep in service.inner.registries.endpoints(&image.registry) {
         match service.pull_from(image, &ep).await {
             Ok(stored) => return Ok(stored),
@@ -269,11 +283,11 @@ pub(super) async fn pull(
             }
             Err(Failure::Transient(e)) => {
                 tracing::debug!(endpoint = %ep.host, error = %e, "endpoint failed");
-                last = Some(e);
+                first.get_or_insert(e);
             }
         }
     }
-    Err(definitive.or(last).unwrap_or_else(|| PullError::NotFound {
+    Err(definitive.or(first).unwrap_or_else(|| PullError::NotFound {
         reference: image.to_string(),
     }))
 }

@@ -20,6 +20,11 @@ use crate::runtime::{ImageConfig, Lease, Runtime};
 pub(crate) trait BlobSource: Sync {
     /// A whole (small) blob.
     fn bytes(&self, desc: &Descriptor) -> impl Future<Output = Result<Vec<u8>, PullError>> + Send;
+    /// A manifest by digest (registries serve these apart from blobs).
+    fn manifest(
+        &self,
+        desc: &Descriptor,
+    ) -> impl Future<Output = Result<Vec<u8>, PullError>> + Send;
     /// A blob as a stream (layers).
     fn stream(
         &self,
@@ -133,12 +138,9 @@ pub(crate) async fn store_image<S: BlobSource>(
         manifest,
         manifest_desc,
         manifest_bytes,
-    } = platform_manifest(
-        name,
-        top,
-        &top_bytes,
-        |d| async move { source.bytes(&d).await },
-    )
+    } = platform_manifest(name, top, &top_bytes, |d| async move {
+        source.manifest(&d).await
+    })
     .await?;
     let config_bytes = match rt.content_info(&manifest.config.digest).await? {
         Some(_) => rt.content_read(&manifest.config.digest).await?,

@@ -75,6 +75,8 @@ pub(crate) fn grpc_error(op: &'static str, what: &str, status: Status) -> Runtim
         code => RuntimeError::Containerd {
             op,
             message: format!("{code:?}: {message}"),
+            // tonic reports a broken connection as Unknown "transport error"; other
+            // Unknowns are containerd's own failures (e.g. runc refusing a spec).
             transient: matches!(
                 code,
                 Code::Unavailable
@@ -82,8 +84,7 @@ pub(crate) fn grpc_error(op: &'static str, what: &str, status: Status) -> Runtim
                     | Code::Aborted
                     | Code::ResourceExhausted
                     | Code::Cancelled
-                    | Code::Unknown
-            ),
+            ) || (code == Code::Unknown && message.contains("transport error")),
         },
     }
 }
@@ -424,6 +425,8 @@ impl Connection {
         let log = LogFile::new(log_path, self.opts.log_max_bytes);
         self.attach_copier(id.as_str(), log, stdout, stderr, stdin_keeper);
 
+        // Taken before Start: a process that exits at once must not end before it began.
+        let started_at = Timestamp::now();
         let pid = self
             .tasks()
             .start(self.req(StartRequest {
@@ -434,12 +437,8 @@ impl Connection {
             .map_err(|s| grpc_error("start task", &format!("task {id}"), s))?
             .into_inner()
             .pid;
-        self.set_label(
-            id.as_str(),
-            labels::STARTED_AT,
-            &Timestamp::now().to_string(),
-        )
-        .await?;
+        self.set_label(id.as_str(), labels::STARTED_AT, &started_at.to_string())
+            .await?;
         Ok(pid)
     }
 
@@ -748,7 +747,8 @@ impl Connection {
             .into_inner()
             .tasks
             .into_iter()
-            .map(|p| (p.container_id.clone(), p))
+            // Tasks.List fills `id` (the container id), not `container_id`.
+            .map(|p| (p.id.clone(), p))
             .collect();
         let mut out = Vec::with_capacity(containers.len());
         for c in containers {

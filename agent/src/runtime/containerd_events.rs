@@ -1,17 +1,21 @@
 //! Task exit and OOM events from containerd's event service.
 //!
 //! The Subscribe call only returns once the first event arrives (containerd sends no
-//! response headers before that), so it runs in its own task and never inline. Event
-//! payloads come with a `type_url` lacking the leading `/` that prost expects. After the
-//! stream breaks (e.g. containerd restarted) the task re-subscribes and reports
-//! [`RuntimeEvent::Resync`] so the consumer relists.
+//! response headers before that), so it runs in its own task and never inline, and the task
+//! publishes marker events on a topic of its own until Subscribe returns: that proves the
+//! subscription is registered. Then it reports [`RuntimeEvent::Resync`] — the first time and
+//! after every re-subscription (e.g. containerd restarted) — so a consumer that relists on
+//! Resync misses nothing. Event payloads come with a `type_url` lacking the leading `/` that
+//! prost expects.
 
 use std::time::Duration;
 
 use containerd_client::events::{TaskExit, TaskOom};
-use containerd_client::services::v1::SubscribeRequest;
 use containerd_client::services::v1::events_client::EventsClient;
+use containerd_client::services::v1::{PublishRequest, SubscribeRequest};
 use containerd_client::tonic::Request;
+use containerd_client::tonic::metadata::AsciiMetadataValue;
+use containerd_client::tonic::transport::Channel;
 use containerd_client::types::Envelope;
 use futures::{Stream, StreamExt};
 use jiff::Timestamp;
@@ -21,6 +25,9 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::containerd::{Connection, timestamp};
 use super::{ContainerId, RuntimeEvent};
+
+/// Topic of the marker events that confirm a subscription is live.
+const SYNC_TOPIC: &str = "/berth/resync";
 
 fn fixed(any: &Any) -> Any {
     let mut any = any.clone();
@@ -56,22 +63,51 @@ fn decode(env: &Envelope) -> Option<RuntimeEvent> {
     }
 }
 
+/// Publishes marker events until `done` resolves: they make a pending Subscribe return, which
+/// proves the subscription is registered.
+async fn publish_markers(channel: Channel, ns: AsciiMetadataValue) {
+    loop {
+        let mut client = EventsClient::new(channel.clone());
+        let mut req = Request::new(PublishRequest {
+            topic: SYNC_TOPIC.to_string(),
+            event: Some(Any {
+                type_url: "types.berth.io/resync".to_string(),
+                value: Vec::new(),
+            }),
+        });
+        req.metadata_mut()
+            .insert("containerd-namespace", ns.clone());
+        if let Err(e) = client.publish(req).await {
+            tracing::debug!(error = %e.message(), "publishing the resync marker failed");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 pub(crate) fn subscribe(conn: &Connection) -> impl Stream<Item = RuntimeEvent> + Send + 'static {
     let channel = conn.channel.clone();
+    let ns = conn.ns.clone();
     let namespace = conn.namespace().to_string();
     let (tx, rx) = mpsc::channel(256);
     tokio::spawn(async move {
-        let filters = vec![
-            format!("namespace==\"{namespace}\",topic==\"/tasks/exit\""),
-            format!("namespace==\"{namespace}\",topic==\"/tasks/oom\""),
-        ];
+        let filters: Vec<String> = ["/tasks/exit", "/tasks/oom", SYNC_TOPIC]
+            .iter()
+            .map(|topic| format!("namespace==\"{namespace}\",topic==\"{topic}\""))
+            .collect();
+        let mut failures = 0u32;
         loop {
             let mut client = EventsClient::new(channel.clone());
             let subscribed = tokio::select! {
                 r = client.subscribe(Request::new(SubscribeRequest { filters: filters.clone() })) => r,
+                () = publish_markers(channel.clone(), ns.clone()) => continue,
                 () = tx.closed() => return,
             };
             if let Ok(resp) = subscribed {
+                // Live from here on: whatever happened before, the consumer relists now.
+                if tx.send(RuntimeEvent::Resync).await.is_err() {
+                    return;
+                }
+                failures = 0;
                 let mut stream = resp.into_inner();
                 loop {
                     let item = tokio::select! {
@@ -94,11 +130,11 @@ pub(crate) fn subscribe(conn: &Connection) -> impl Stream<Item = RuntimeEvent> +
                     }
                 }
             }
-            if tx.send(RuntimeEvent::Resync).await.is_err() {
-                return;
-            }
+            // Re-subscribe at once after a break, then back off while containerd is away.
+            let pause = Duration::from_millis(100 * u64::from(failures.min(10)));
+            failures += 1;
             tokio::select! {
-                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                () = tokio::time::sleep(pause) => {}
                 () = tx.closed() => return,
             }
         }

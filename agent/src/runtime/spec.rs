@@ -15,8 +15,7 @@ use oci_spec::runtime::{
     Capabilities, Capability, LinuxBuilder, LinuxCapabilitiesBuilder, LinuxCpuBuilder, LinuxDevice,
     LinuxDeviceBuilder, LinuxDeviceCgroupBuilder, LinuxDeviceType, LinuxMemoryBuilder,
     LinuxNamespaceBuilder, LinuxNamespaceType, LinuxResourcesBuilder, Mount as OciMount,
-    MountBuilder, PosixRlimitBuilder, PosixRlimitType, ProcessBuilder, RootBuilder, Spec,
-    SpecBuilder, UserBuilder,
+    MountBuilder, ProcessBuilder, RootBuilder, Spec, SpecBuilder, UserBuilder,
 };
 
 use super::expand::expand_from;
@@ -431,14 +430,10 @@ pub fn build(
                 .build()
                 .map_err(spec_error)?,
         )
-        .rlimits(vec![
-            PosixRlimitBuilder::default()
-                .typ(PosixRlimitType::RlimitNofile)
-                .hard(1_048_576u64)
-                .soft(1_048_576u64)
-                .build()
-                .map_err(spec_error)?,
-        ])
+        // No rlimits: the container inherits containerd's (as with the CRI plugin), which a
+        // host sets through containerd's service limits. Raising them here fails where the
+        // agent runs without CAP_SYS_RESOURCE over its own limits.
+        .rlimits(Vec::new())
         .no_new_privileges(sec.allow_privilege_escalation == Some(false));
     if let Some(adj) = config.resources.oom_score_adj {
         process = process.oom_score_adj(adj);

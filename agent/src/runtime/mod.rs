@@ -10,11 +10,15 @@
 //! (`io.berth.runtime.*`: log path, stdio flags, cgroup path, start time). [`Runtime::list`]
 //! returns them and reattaches the log copiers of containers that are still running.
 
+mod capabilities;
 mod cgroup;
 mod containerd;
 mod containerd_content;
 mod containerd_events;
 mod containerd_exec;
+mod containerd_images;
+mod containerd_lifecycle;
+mod containerd_state;
 mod devices;
 pub mod expand;
 mod fifo;
@@ -30,8 +34,9 @@ use std::time::Duration;
 use futures::Stream;
 use jiff::Timestamp;
 
-pub use containerd_content::{BlobDescriptor, BlobInfo, ImageRecord, Lease};
+pub use containerd_content::{BlobDescriptor, BlobInfo, Lease};
 pub use containerd_exec::{ExecControl, ExecHandle, ExecStdin, ExecStream};
+pub use containerd_images::ImageRecord;
 
 /// Labels the runtime itself puts on every container (besides the caller's labels).
 pub mod labels {

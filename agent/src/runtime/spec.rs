@@ -12,80 +12,18 @@
 use std::collections::HashSet;
 
 use oci_spec::runtime::{
-    Capabilities, Capability, LinuxBuilder, LinuxCapabilitiesBuilder, LinuxCpuBuilder, LinuxDevice,
+    Capabilities, LinuxBuilder, LinuxCapabilitiesBuilder, LinuxCpuBuilder, LinuxDevice,
     LinuxDeviceBuilder, LinuxDeviceCgroupBuilder, LinuxDeviceType, LinuxMemoryBuilder,
     LinuxNamespaceBuilder, LinuxNamespaceType, LinuxResourcesBuilder, Mount as OciMount,
     MountBuilder, ProcessBuilder, RootBuilder, Spec, SpecBuilder, UserBuilder,
 };
 
+use super::capabilities::capabilities;
 use super::expand::expand_from;
 use super::{ContainerConfig, MountKind, RuntimeError};
 
 /// PATH when neither the image nor the container sets one (containerd's default).
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-/// Docker's default capability set, which containerd's CRI plugin also uses.
-const DEFAULT_CAPABILITIES: [Capability; 14] = [
-    Capability::Chown,
-    Capability::DacOverride,
-    Capability::Fsetid,
-    Capability::Fowner,
-    Capability::Mknod,
-    Capability::NetRaw,
-    Capability::Setgid,
-    Capability::Setuid,
-    Capability::Setfcap,
-    Capability::Setpcap,
-    Capability::NetBindService,
-    Capability::SysChroot,
-    Capability::Kill,
-    Capability::AuditWrite,
-];
-
-/// Every capability the kernel knows (up to CAP_CHECKPOINT_RESTORE).
-const ALL_CAPABILITIES: [Capability; 41] = [
-    Capability::AuditControl,
-    Capability::AuditRead,
-    Capability::AuditWrite,
-    Capability::BlockSuspend,
-    Capability::Bpf,
-    Capability::CheckpointRestore,
-    Capability::Chown,
-    Capability::DacOverride,
-    Capability::DacReadSearch,
-    Capability::Fowner,
-    Capability::Fsetid,
-    Capability::IpcLock,
-    Capability::IpcOwner,
-    Capability::Kill,
-    Capability::Lease,
-    Capability::LinuxImmutable,
-    Capability::MacAdmin,
-    Capability::MacOverride,
-    Capability::Mknod,
-    Capability::NetAdmin,
-    Capability::NetBindService,
-    Capability::NetBroadcast,
-    Capability::NetRaw,
-    Capability::Perfmon,
-    Capability::Setgid,
-    Capability::Setfcap,
-    Capability::Setpcap,
-    Capability::Setuid,
-    Capability::SysAdmin,
-    Capability::SysBoot,
-    Capability::SysChroot,
-    Capability::SysModule,
-    Capability::SysNice,
-    Capability::SysPacct,
-    Capability::SysPtrace,
-    Capability::SysRawio,
-    Capability::SysResource,
-    Capability::SysTime,
-    Capability::SysTtyConfig,
-    Capability::Syslog,
-    Capability::WakeAlarm,
-];
 
 const MASKED_PATHS: [&str; 10] = [
     "/proc/acpi",
@@ -218,36 +156,6 @@ fn user_ids(config: &ContainerConfig) -> Result<(u32, u32), RuntimeError> {
     };
     let gid = config.security.run_as_group.or(image_gid).unwrap_or(0);
     Ok((uid, gid))
-}
-
-fn parse_capability(name: &str) -> Result<Capability, RuntimeError> {
-    serde_json::from_value(serde_json::Value::String(name.to_string()))
-        .map_err(|_| RuntimeError::InvalidConfig(format!("unknown capability {name:?}")))
-}
-
-/// The capability set: defaults (or all when privileged), then add ALL, drop ALL, individual
-/// adds, individual drops, in containerd's order.
-pub fn capabilities(config: &ContainerConfig) -> Result<Capabilities, RuntimeError> {
-    let sec = &config.security;
-    let is_all = |s: &String| s.eq_ignore_ascii_case("ALL");
-    let mut caps: HashSet<Capability> = if sec.privileged {
-        ALL_CAPABILITIES.into_iter().collect()
-    } else {
-        DEFAULT_CAPABILITIES.into_iter().collect()
-    };
-    if sec.add_capabilities.iter().any(is_all) {
-        caps = ALL_CAPABILITIES.into_iter().collect();
-    }
-    if sec.drop_capabilities.iter().any(is_all) {
-        caps.clear();
-    }
-    for name in sec.add_capabilities.iter().filter(|s| !is_all(s)) {
-        caps.insert(parse_capability(name)?);
-    }
-    for name in sec.drop_capabilities.iter().filter(|s| !is_all(s)) {
-        caps.remove(&parse_capability(name)?);
-    }
-    Ok(caps)
 }
 
 fn mount(dest: &str, typ: &str, source: &str, options: &[&str]) -> Result<OciMount, RuntimeError> {

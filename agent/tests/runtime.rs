@@ -161,6 +161,12 @@ async fn exec_signals_and_remove_clean_everything() {
         rt.status(&id).await.expect("status"),
         TaskState::Running { .. }
     ));
+    // Starting twice fails and leaves the running task (and its FIFOs) alone.
+    let twice = rt.start(&id).await;
+    assert!(
+        matches!(twice, Err(RuntimeError::AlreadyExists { .. })),
+        "{twice:?}"
+    );
 
     let t = Instant::now();
     let (code, out) = rt

@@ -219,8 +219,11 @@ impl Connection {
             .await;
         if let Err(s) = created {
             drop((stdout, stderr, stdin_keeper));
-            let _ = std::fs::remove_dir_all(&dir);
-            return Err(grpc_error("create task", &format!("container {id}"), s));
+            // An existing task still uses these FIFOs (a second start): leave them.
+            if s.code() != Code::AlreadyExists {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            return Err(grpc_error("create task", &format!("task {id}"), s));
         }
         let log = LogFile::new(log_path, self.opts.log_max_bytes);
         self.attach_copier(id.as_str(), log, stdout, stderr, stdin_keeper);
@@ -237,8 +240,14 @@ impl Connection {
             .map_err(|s| grpc_error("start task", &format!("task {id}"), s))?
             .into_inner()
             .pid;
-        self.set_label(id.as_str(), labels::STARTED_AT, &started_at.to_string())
-            .await?;
+        // The task runs whatever happens to the label; without it the start time reads as the
+        // container's creation time.
+        if let Err(e) = self
+            .set_label(id.as_str(), labels::STARTED_AT, &started_at.to_string())
+            .await
+        {
+            tracing::warn!(%id, error = %e, "recording the start time failed");
+        }
         Ok(pid)
     }
 

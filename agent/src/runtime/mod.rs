@@ -435,9 +435,10 @@ impl Runtime {
         containerd_exec::exec_output(&self.conn, id, cmd, timeout).await
     }
 
-    /// Task exits and OOM kills in the namespace. The subscription runs in a spawned task and
-    /// re-subscribes after errors (reporting [`RuntimeEvent::Resync`]); the stream ends when it
-    /// is dropped.
+    /// Task exits and OOM kills in the namespace. The subscription runs in a spawned task; it
+    /// reports [`RuntimeEvent::Resync`] each time it is (re-)established — first, and after
+    /// containerd went away — so a consumer that relists on Resync misses no exit. The task
+    /// ends when the stream is dropped.
     pub fn events(&self) -> impl Stream<Item = RuntimeEvent> + Send + 'static {
         containerd_events::subscribe(&self.conn)
     }

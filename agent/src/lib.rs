@@ -1,7 +1,9 @@
 //! Berth's node agent: registers its host as a Node and runs the pods bound to it as real
 //! containers through containerd, with CNI networking, probes and restart policy.
 
+pub mod image;
 pub mod join;
 pub mod network;
 pub mod node;
+pub mod runtime;
 pub mod server;

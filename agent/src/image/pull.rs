@@ -1,0 +1,293 @@
+//! Pulls from registries with oci-client: endpoints (mirrors, then the registry) are tried in
+//! order; the first that resolves the reference provides every blob.
+
+use std::io;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+
+use super::manifest::{self, Descriptor};
+use super::reference::ImageReference;
+use super::registries::{Credentials, Endpoint};
+use super::store::{self, BlobSource, StoredImage};
+use super::{ImageService, PullError};
+
+/// How long a pull may leave its lease behind if the agent dies mid-way.
+const LEASE_EXPIRY: Duration = Duration::from_secs(3600);
+
+/// What went wrong at one endpoint.
+enum Failure {
+    /// The registry answered: no such manifest, or no access.
+    Definitive(PullError),
+    /// Could not talk to it, or it failed.
+    Transient(PullError),
+    /// Not the registry's fault (containerd, bad image): stop trying endpoints.
+    Fatal(PullError),
+}
+
+/// Maps oci-client's errors to ours.
+fn classify(reference: &str, err: OciDistributionError) -> Failure {
+    let not_found = || {
+        Failure::Definitive(PullError::NotFound {
+            reference: reference.to_string(),
+        })
+    };
+    let denied = |message: String| {
+        Failure::Definitive(PullError::Unauthorized {
+            reference: reference.to_string(),
+            message,
+        })
+    };
+    let network = |message: String| {
+        Failure::Transient(PullError::Network {
+            reference: reference.to_string(),
+            message,
+        })
+    };
+    match err {
+        OciDistributionError::RegistryError { envelope, url } => {
+            let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
+            let message = format!("{url}: {envelope}");
+            if codes.iter().any(|c| {
+                matches!(
+                    c,
+                    OciErrorCode::ManifestUnknown
+                        | OciErrorCode::NameUnknown
+                        | OciErrorCode::NotFound
+                        | OciErrorCode::BlobUnknown
+                )
+            }) {
+                not_found()
+            } else if codes
+                .iter()
+                .any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied))
+            {
+                denied(message)
+            } else {
+                network(message)
+            }
+        }
+        OciDistributionError::ImageManifestNotFoundError(_) => not_found(),
+        OciDistributionError::UnauthorizedError { url } => denied(format!("{url}: unauthorized")),
+        OciDistributionError::AuthenticationFailure(m) => denied(m),
+        OciDistributionError::ServerError { code: 404, .. } => not_found(),
+        OciDistributionError::ServerError {
+            code: 401 | 403,
+            url,
+            message,
+        } => denied(format!("{url}: {message}")),
+        e @ (OciDistributionError::ServerError { .. }
+        | OciDistributionError::RequestError(_)
+        | OciDistributionError::IoError(_)) => network(e.to_string()),
+        e => Failure::Fatal(PullError::Invalid {
+            reference: reference.to_string(),
+            message: e.to_string(),
+        }),
+    }
+}
+
+fn client_config(ep: &Endpoint) -> Result<ClientConfig, String> {
+    let mut extra_root_certificates = Vec::new();
+    if let Some(ca) = &ep.ca_file {
+        let data = std::fs::read(ca).map_err(|e| format!("reading {}: {e}", ca.display()))?;
+        extra_root_certificates.push(Certificate {
+            encoding: CertificateEncoding::Pem,
+            data,
+        });
+    }
+    Ok(ClientConfig {
+        protocol: if ep.plain_http {
+            ClientProtocol::HttpsExcept(vec![ep.host.clone()])
+        } else {
+            ClientProtocol::Https
+        },
+        accept_invalid_certificates: ep.insecure_skip_verify,
+        extra_root_certificates,
+        platform_resolver: Some(Box::new(oci_client::client::linux_amd64_resolver)),
+        connect_timeout: Some(Duration::from_secs(10)),
+        read_timeout: Some(Duration::from_secs(60)),
+        ..Default::default()
+    })
+}
+
+fn auth(ep: &Endpoint) -> RegistryAuth {
+    match &ep.credentials {
+        Credentials::Anonymous => RegistryAuth::Anonymous,
+        Credentials::Basic { username, password } => {
+            RegistryAuth::Basic(username.clone(), password.clone())
+        }
+        Credentials::Bearer(token) => RegistryAuth::Bearer(token.clone()),
+    }
+}
+
+/// Blobs of one image at one endpoint.
+struct RegistrySource {
+    client: Client,
+    reference: Reference,
+    auth: RegistryAuth,
+    name: String,
+    origin: (String, String),
+}
+
+impl RegistrySource {
+    fn error(&self, err: OciDistributionError) -> PullError {
+        match classify(&self.name, err) {
+            Failure::Definitive(e) | Failure::Transient(e) | Failure::Fatal(e) => e,
+        }
+    }
+}
+
+impl BlobSource for RegistrySource {
+    async fn bytes(&self, desc: &Descriptor) -> Result<Vec<u8>, PullError> {
+        let mut out = Vec::with_capacity(desc.size.max(0) as usize);
+        self.client
+            .pull_blob(&self.reference, desc.digest.as_str(), &mut out)
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(out)
+    }
+
+    async fn manifest(&self, desc: &Descriptor) -> Result<Vec<u8>, PullError> {
+        let reference = self.reference.clone_with_digest(desc.digest.clone());
+        let (bytes, _) = self
+            .client
+            .pull_manifest_raw(&reference, &self.auth, &manifest::ACCEPTED)
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(bytes.to_vec())
+    }
+
+    async fn stream(
+        &self,
+        desc: &Descriptor,
+    ) -> Result<BoxStream<'static, Result<Bytes, io::Error>>, PullError> {
+        let sized = self
+            .client
+            .pull_blob_stream(&self.reference, desc.digest.as_str())
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(sized.stream.boxed())
+    }
+
+    fn origin(&self) -> Option<(String, String)> {
+        Some(self.origin.clone())
+    }
+}
+
+impl ImageService {
+    fn client_for(&self, ep: &Endpoint) -> Result<Client, String> {
+        let key = format!(
+            "{}|{}|{}|{:?}",
+            ep.host, ep.plain_http, ep.insecure_skip_verify, ep.ca_file
+        );
+        let mut clients = self
+            .inner
+            .clients
+            .lock()
+            .map_err(|_| "client cache poisoned".to_string())?;
+        if let Some(c) = clients.get(&key) {
+            return Ok(c.clone());
+        }
+        let client = Client::try_from(client_config(ep)?).map_err(|e| e.to_string())?;
+        clients.insert(key, client.clone());
+        Ok(client)
+    }
+
+    async fn pull_from(
+        &self,
+        image: &ImageReference,
+        ep: &Endpoint,
+    ) -> Result<StoredImage, Failure> {
+        let name = image.to_string();
+        let client = self.client_for(ep).map_err(|message| {
+            Failure::Transient(PullError::Network {
+                reference: name.clone(),
+                message,
+            })
+        })?;
+        let reference = match (&image.digest, &image.tag) {
+            (Some(d), _) => {
+                Reference::with_digest(ep.host.clone(), image.repository.clone(), d.clone())
+            }
+            (None, Some(t)) => {
+                Reference::with_tag(ep.host.clone(), image.repository.clone(), t.clone())
+            }
+            (None, None) => Reference::with_tag(
+                ep.host.clone(),
+                image.repository.clone(),
+                super::reference::DEFAULT_TAG.to_string(),
+            ),
+        };
+        let auth = auth(ep);
+        let (bytes, digest) = client
+            .pull_manifest_raw(&reference, &auth, &manifest::ACCEPTED)
+            .await
+            .map_err(|e| classify(&name, e))?;
+        let doc = manifest::parse_document(&bytes, "").map_err(|e| {
+            Failure::Fatal(PullError::Invalid {
+                reference: name.clone(),
+                message: e.to_string(),
+            })
+        })?;
+        let top = Descriptor {
+            media_type: manifest::document_media_type(&doc).to_string(),
+            digest,
+            size: bytes.len() as i64,
+            ..Default::default()
+        };
+        let source = RegistrySource {
+            client,
+            reference,
+            auth,
+            name: name.clone(),
+            origin: (image.registry.clone(), image.repository.clone()),
+        };
+        let rt = &self.inner.runtime;
+        let lease = rt
+            .lease_create(LEASE_EXPIRY)
+            .await
+            .map_err(|e| Failure::Fatal(e.into()))?;
+        let stored = store::store_image(rt, &lease, &source, &name, &top, bytes.to_vec()).await;
+        if let Err(e) = rt.lease_delete(&lease, false).await {
+            tracing::debug!(error = %e, "deleting the pull lease failed; it expires by itself");
+        }
+        stored.map_err(|e| match e {
+            e @ (PullError::Network { .. } | PullError::NotFound { .. }) => Failure::Transient(e),
+            e => Failure::Fatal(e),
+        })
+    }
+}
+
+/// Tries each endpoint in turn. The error reported is the first definitive answer (not
+/// found, access denied) if any endpoint gave one, else the first failure (on an air-gapped
+/// host the upstream registry always fails; the mirror's error is the useful one).
+pub(super) async fn pull(
+    service: &ImageService,
+    image: &ImageReference,
+) -> Result<StoredImage, PullError> {
+    let mut definitive = None;
+    let mut first = None;
+    for ep in service.inner.registries.endpoints(&image.registry) {
+        match service.pull_from(image, &ep).await {
+            Ok(stored) => return Ok(stored),
+            Err(Failure::Fatal(e)) => return Err(e),
+            Err(Failure::Definitive(e)) => {
+                tracing::debug!(endpoint = %ep.host, error = %e, "endpoint does not have the image");
+                definitive.get_or_insert(e);
+            }
+            Err(Failure::Transient(e)) => {
+                tracing::debug!(endpoint = %ep.host, error = %e, "endpoint failed");
+                first.get_or_insert(e);
+            }
+        }
+    }
+    Err(definitive.or(first).unwrap_or_else(|| PullError::NotFound {
+        reference: image.to_string(),
+    }))
+}

@@ -1,6 +1,175 @@
-//! `berth-agent`: placeholder entry point until the agent's run loop lands.
+//! `berth-agent`: parses flags and runs the node agent, or manages images for air-gapped hosts.
 
-fn main() {
-    eprintln!("berth-agent: the node agent is not wired up yet");
-    std::process::exit(2);
+use anyhow::Context;
+use berth_agent::config::Config;
+use clap::{Args, Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+#[command(name = "berth-agent", version, about = "Berth's node agent")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Manage images in containerd (for hosts without registry access).
+    Image {
+        #[command(subcommand)]
+        command: ImageCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImageCommand {
+    /// Import an OCI layout (directory or tar) or a `docker save` tarball.
+    Import { file: PathBuf },
+    /// List the images containerd holds for the agent.
+    Ls,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The controller's URL.
+    #[arg(long, global = true, default_value = "")]
+    server: String,
+    /// The join token (see `berth-controller token`).
+    #[arg(long)]
+    token: Option<String>,
+    /// A file holding the join token.
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// The node's name (default: the hostname).
+    #[arg(long)]
+    node_name: Option<String>,
+    #[arg(long, default_value = "/var/lib/berth/agent")]
+    root_dir: PathBuf,
+    #[arg(long, global = true, default_value = "/run/containerd/containerd.sock")]
+    containerd_socket: PathBuf,
+    #[arg(long, global = true, default_value = "berth")]
+    containerd_namespace: String,
+    #[arg(long, default_value = "berth0")]
+    cni_bridge: String,
+    #[arg(long, default_value = "/usr/lib/cni")]
+    cni_bin_dir: PathBuf,
+    /// The cluster's pod range (traffic inside it is not masqueraded).
+    #[arg(long, default_value = "10.42.0.0/16")]
+    cluster_cidr: String,
+    /// Where the logs and exec server listens.
+    #[arg(long, default_value = "0.0.0.0:10250")]
+    listen: SocketAddr,
+    /// Extra node labels, `k=v,...`.
+    #[arg(long, default_value = "")]
+    node_labels: String,
+    /// Taints to register with, `k=v:Effect,...`.
+    #[arg(long, default_value = "")]
+    register_with_taints: String,
+    #[arg(long, global = true, default_value = "/etc/berth/registries.yaml")]
+    registries_config: PathBuf,
+    #[arg(long, default_value_t = 110)]
+    max_pods: u32,
+    #[arg(long, default_value = "/var/log/pods")]
+    log_dir: PathBuf,
+    /// The node's InternalIP (default: the host's first non-loopback IPv4 address).
+    #[arg(long)]
+    node_ip: Option<String>,
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
+    let a = cli.run;
+    match cli.command {
+        Some(Command::Image { command }) => runtime.block_on(async move {
+            let rt = berth_agent::runtime::Runtime::connect(&a.containerd_socket, &a.containerd_namespace)
+                .await
+                .context("connecting to containerd")?;
+            let registries = berth_agent::image::ImageService::load_registries(&a.registries_config)
+                .context("reading the registries file")?;
+            let images = berth_agent::image::ImageService::new(rt, registries);
+            match command {
+                ImageCommand::Import { file } => {
+                    for img in images.import(&file).await.context("importing")? {
+                        println!("imported {} ({})", img.name, img.digest);
+                    }
+                }
+                ImageCommand::Ls => {
+                    println!("{:<60} {:<20} {:>12}", "IMAGE", "DIGEST", "SIZE");
+                    for img in images.list().await.context("listing")? {
+                        let short = img.digest.trim_start_matches("sha256:").chars().take(12).collect::<String>();
+                        println!("{:<60} sha256:{:<13} {:>12}", img.name, short, img.size_bytes);
+                    }
+                }
+            }
+            Ok(())
+        }),
+        None => {
+            if a.server.is_empty() {
+                anyhow::bail!("--server is required");
+            }
+            let token = match (a.token, a.token_file) {
+                (Some(t), _) => Some(t),
+                (None, Some(f)) => Some(
+                    std::fs::read_to_string(&f)
+                        .with_context(|| format!("reading {}", f.display()))?
+                        .trim()
+                        .to_string(),
+                ),
+                (None, None) => None,
+            };
+            let node_name = a
+                .node_name
+                .unwrap_or_else(berth_agent::node::host::hostname)
+                .to_lowercase();
+            let config = Config {
+                server: a.server.trim_end_matches('/').to_string(),
+                token,
+                node_name,
+                root_dir: a.root_dir,
+                containerd_socket: a.containerd_socket,
+                containerd_namespace: a.containerd_namespace,
+                cni_bridge: a.cni_bridge,
+                cni_bin_dir: a.cni_bin_dir,
+                cluster_cidr: a.cluster_cidr,
+                listen: a.listen,
+                node_labels: a.node_labels,
+                register_with_taints: a.register_with_taints,
+                registries_config: a.registries_config,
+                max_pods: a.max_pods,
+                log_dir: a.log_dir,
+                node_ip: a.node_ip,
+            };
+            runtime.block_on(async move {
+                let shutdown = CancellationToken::new();
+                let signals = shutdown.clone();
+                tokio::spawn(async move {
+                    use tokio::signal::unix::{SignalKind, signal};
+                    let (Ok(mut term), Ok(mut int)) =
+                        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+                    else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = int.recv() => {}
+                    }
+                    signals.cancel();
+                });
+                berth_agent::agent::run(config, shutdown).await.context("agent failed")
+            })
+        }
+    }
 }

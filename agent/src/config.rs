@@ -1,0 +1,29 @@
+//! The agent's configuration, as its flags give it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Everything `berth-agent` is told at start.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The controller, `https://host:6443`.
+    pub server: String,
+    /// The join token (`K10<ca-hash>::node:<secret>`); needed until the node has credentials.
+    pub token: Option<String>,
+    pub node_name: String,
+    pub root_dir: PathBuf,
+    pub containerd_socket: PathBuf,
+    pub containerd_namespace: String,
+    pub cni_bridge: String,
+    pub cni_bin_dir: PathBuf,
+    pub cluster_cidr: String,
+    pub listen: SocketAddr,
+    pub node_labels: String,
+    pub register_with_taints: String,
+    pub registries_config: PathBuf,
+    pub max_pods: u32,
+    /// Container logs: `<log_dir>/<ns>_<pod>_<uid>/<container>/<restart>.log`.
+    pub log_dir: PathBuf,
+    /// The address reported as the node's InternalIP (default: the host's first address).
+    pub node_ip: Option<String>,
+}

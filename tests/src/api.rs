@@ -160,10 +160,12 @@ impl Watch<'_> {
             if left.is_zero() {
                 return Next::Timeout;
             }
+            let resp = &mut self.resp;
+            // The timer must be created inside the runtime, hence the async block.
             let chunk = self
                 .api
                 .rt
-                .block_on(tokio::time::timeout(left, self.resp.chunk()));
+                .block_on(async { tokio::time::timeout(left, resp.chunk()).await });
             match chunk {
                 Err(_) => return Next::Timeout,
                 Ok(Ok(Some(bytes))) => self.buf.extend_from_slice(&bytes),

@@ -5,7 +5,8 @@
 use std::net::SocketAddr;
 use std::sync::Once;
 
-use reqwest::{Certificate, Identity, Method};
+pub use reqwest::Method;
+use reqwest::{Certificate, Identity};
 use serde_json::Value;
 
 /// Who the client claims to be.

@@ -69,7 +69,7 @@ pub fn current_context(config: &Value) -> Result<CurrentContext, String> {
         config[list]
             .as_array()
             .and_then(|items| items.iter().find(|i| i["name"] == name))
-            .map(|i| i.clone())
+            .cloned()
             .ok_or_else(|| format!("no {list} entry named {name:?}"))
     };
     let ctx = named("contexts", &context)?;

@@ -1,0 +1,286 @@
+//! Control-plane benchmark (prints figures, never fails on them): pod create latency
+//! (sequential over one connection, and 8 concurrent clients), list latency of N pods (JSON and
+//! Table), watch delivery latency, and the controller's RSS, each next to a baseline measured in
+//! the same run. `BERTH_BENCH_PODS` sets N (default 10,000); `BERTH_CONTROLLER_BIN` picks the
+//! binary (a release build gives the meaningful figures).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use berth_tests::Controller;
+use berth_tests::client::{AsyncApi, Credentials, Req};
+use berth_tests::controller::controller_binary;
+use berth_tests::objects::{configmap, namespace, pod};
+use berth_tests::stats::Samples;
+use futures::StreamExt;
+use serde_json::Value;
+
+/// The goals the README sets for these figures.
+const GOAL_CREATE: &str = "goal: p99 < 10 ms";
+const GOAL_LIST: &str = "goal: < 300 ms";
+const GOAL_WATCH: &str = "no goal set yet";
+const GOAL_RSS: &str = "goal: < 150 MB";
+
+const CONCURRENT_CLIENTS: usize = 8;
+const LIST_RUNS: usize = 10;
+const WATCH_WRITES: usize = 1000;
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+
+fn main() {
+    let pods: usize = std::env::var("BERTH_BENCH_PODS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let bin = controller_binary();
+    let build = if bin.components().any(|c| c.as_os_str() == "debug") {
+        "a debug build: figures are pessimistic"
+    } else {
+        "not a debug build"
+    };
+    println!(
+        "control_plane bench: {} ({build}), pods={pods}",
+        bin.display()
+    );
+    let c = Controller::start();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
+    rt.block_on(bench(&c, pods));
+}
+
+fn admin(c: &Controller) -> AsyncApi {
+    AsyncApi::new(c.endpoint(Credentials::ClientCert(c.admin_identity())))
+}
+
+fn megabytes(kib: Option<u64>) -> String {
+    kib.map_or("n/a".into(), |k| format!("{:.1}", k as f64 * 1024.0 / 1e6))
+}
+
+async fn must(api: &AsyncApi, req: Req, status: u16) -> Value {
+    let line = req.line();
+    let reply = api
+        .send(&req)
+        .await
+        .unwrap_or_else(|e| panic!("{line}: {e}"));
+    if reply.status != status {
+        panic!("{line}: want {status}: {}", reply.describe());
+    }
+    reply.json_or_null()
+}
+
+async fn bench(c: &Controller, pods: usize) {
+    let api = admin(c);
+
+    // Baseline: an authenticated TLS round trip that touches no storage.
+    let mut healthz = Samples::new();
+    let mut version = String::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        let reply = api
+            .send(&Req::get("/healthz"))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        healthz.push(t.elapsed());
+        version = reply.http_version;
+    }
+    println!(
+        "healthz_latency_ms {} (n=200, {version}; baseline: a round trip without the store)",
+        healthz.p50_p99_ms()
+    );
+    let rss_empty = c.rss_kib();
+
+    for ns in ["bench-seq", "bench-conc", "bench-watch"] {
+        must(&api, Req::post("/api/v1/namespaces", &namespace(ns)), 201).await;
+    }
+
+    // Sequential creates over one connection.
+    let mut create = Samples::new();
+    let start = Instant::now();
+    for i in 0..pods {
+        let body = pod(&format!("p-{i:05}"), &[("bench", "seq")]);
+        let t = Instant::now();
+        must(
+            &api,
+            Req::post("/api/v1/namespaces/bench-seq/pods", &body),
+            201,
+        )
+        .await;
+        create.push(t.elapsed());
+    }
+    let rate = pods as f64 / start.elapsed().as_secs_f64();
+    println!(
+        "create_pod_latency_ms {} (n={pods}, sequential, one {version} connection, {rate:.0} pods/s; {GOAL_CREATE})",
+        create.p50_p99_ms()
+    );
+
+    list_latency(
+        &api,
+        pods,
+        "application/json",
+        "list_pods_latency_ms",
+        "JSON",
+    )
+    .await;
+    list_latency(&api, pods, TABLE, "list_pods_table_latency_ms", "Table").await;
+    watch_latency(&api, WATCH_WRITES.min(pods.max(1))).await;
+
+    let rss_rest = c.rss_kib();
+    println!(
+        "controller_rss_mb {} (at rest with {pods} pods; baseline: {} MB with an empty store; {GOAL_RSS})",
+        megabytes(rss_rest),
+        megabytes(rss_empty)
+    );
+
+    // Concurrent creates: separate clients, so separate connections.
+    let per_client = pods.div_ceil(CONCURRENT_CLIENTS);
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..CONCURRENT_CLIENTS)
+        .map(|client| {
+            let api = admin(c);
+            tokio::spawn(async move {
+                let mut samples = Samples::new();
+                for i in (client * per_client)..((client + 1) * per_client).min(pods) {
+                    let body = pod(&format!("c-{i:05}"), &[("bench", "conc")]);
+                    let t = Instant::now();
+                    must(
+                        &api,
+                        Req::post("/api/v1/namespaces/bench-conc/pods", &body),
+                        201,
+                    )
+                    .await;
+                    samples.push(t.elapsed());
+                }
+                samples
+            })
+        })
+        .collect();
+    let mut concurrent = Samples::new();
+    for task in tasks {
+        concurrent.extend(task.await.unwrap_or_else(|e| panic!("client task: {e}")));
+    }
+    let rate = concurrent.len() as f64 / start.elapsed().as_secs_f64();
+    println!(
+        "create_pod_latency_ms {} (n={}, {CONCURRENT_CLIENTS} concurrent clients, {rate:.0} pods/s; {GOAL_CREATE})",
+        concurrent.p50_p99_ms(),
+        concurrent.len()
+    );
+    println!(
+        "controller_rss_mb {} (after the concurrent run, {} pods stored)",
+        megabytes(c.rss_kib()),
+        pods + concurrent.len()
+    );
+}
+
+async fn list_latency(api: &AsyncApi, pods: usize, accept: &str, figure: &str, form: &str) {
+    let mut samples = Samples::new();
+    let mut bytes = 0;
+    for run in 0..LIST_RUNS {
+        let req = Req::get("/api/v1/namespaces/bench-seq/pods").header("Accept", accept);
+        let t = Instant::now();
+        let reply = api.send(&req).await.unwrap_or_else(|e| panic!("{e}"));
+        samples.push(t.elapsed());
+        if reply.status != 200 {
+            panic!("list ({form}): {}", reply.describe());
+        }
+        bytes = reply.body.len();
+        if run == 0 {
+            let body = reply.json();
+            let count = body["items"]
+                .as_array()
+                .or(body["rows"].as_array())
+                .map_or(0, Vec::len);
+            if count != pods {
+                println!("WARNING: the {form} list returned {count} entries, not {pods}");
+            }
+        }
+    }
+    println!(
+        "{figure} {} (n={LIST_RUNS} lists of {pods} pods, {form}, {:.1} MB each; {GOAL_LIST})",
+        samples.p50_p99_ms(),
+        bytes as f64 / 1e6
+    );
+}
+
+/// Writes `writes` configmaps one after another while a watch on their namespace runs; the
+/// latency of each is the time from the write's response to its event's arrival (0 when the
+/// event came first).
+async fn watch_latency(api: &AsyncApi, writes: usize) {
+    let list = must(
+        api,
+        Req::get("/api/v1/namespaces/bench-watch/configmaps"),
+        200,
+    )
+    .await;
+    let from = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("0")
+        .to_string();
+    let path =
+        format!("/api/v1/namespaces/bench-watch/configmaps?watch=true&resourceVersion={from}");
+    let resp = api
+        .open(&Req::get(&path))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    if resp.status() != 200 {
+        panic!("watch answered {}", resp.status());
+    }
+    let reader = tokio::spawn(async move {
+        let mut arrivals: HashMap<String, Instant> = HashMap::new();
+        let mut stream = resp.bytes_stream();
+        let mut buf: Vec<u8> = Vec::new();
+        while arrivals.len() < writes {
+            let chunk = match tokio::time::timeout(Duration::from_secs(60), stream.next()).await {
+                Ok(Some(Ok(chunk))) => chunk,
+                _ => break,
+            };
+            let now = Instant::now();
+            buf.extend_from_slice(&chunk);
+            while let Some(pos) = buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=pos).collect();
+                if let Ok(event) = serde_json::from_slice::<Value>(&line)
+                    && event["type"] == "ADDED"
+                    && let Some(name) = event["object"]["metadata"]["name"].as_str()
+                {
+                    arrivals.insert(name.to_string(), now);
+                }
+            }
+        }
+        arrivals
+    });
+
+    let mut responses: Vec<(String, Instant)> = Vec::with_capacity(writes);
+    for i in 0..writes {
+        let name = format!("w-{i:05}");
+        must(
+            api,
+            Req::post(
+                "/api/v1/namespaces/bench-watch/configmaps",
+                &configmap(&name, &[]),
+            ),
+            201,
+        )
+        .await;
+        responses.push((name, Instant::now()));
+    }
+    let arrivals = reader.await.unwrap_or_else(|e| panic!("watch reader: {e}"));
+    let mut samples = Samples::new();
+    let mut early = 0;
+    let mut lost = 0;
+    for (name, answered) in &responses {
+        match arrivals.get(name) {
+            Some(arrived) if arrived < answered => {
+                early += 1;
+                samples.push(Duration::ZERO);
+            }
+            Some(arrived) => samples.push(arrived.duration_since(*answered)),
+            None => lost += 1,
+        }
+    }
+    println!(
+        "watch_delivery_latency_ms {} (n={writes} writes, {early} events arrived before the write's response, \
+         {lost} never arrived; {GOAL_WATCH})",
+        samples.p50_p99_ms()
+    );
+}

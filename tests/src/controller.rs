@@ -1,0 +1,397 @@
+//! Starts the real `berth-controller` binary on a temporary data directory, restarts it on the
+//! same directory, kills it (SIGKILL or SIGTERM) and tears everything down on drop: the fixture
+//! each control-plane test begins with.
+
+use std::fs::OpenOptions;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tempfile::TempDir;
+
+use crate::api::Api;
+use crate::client::{Credentials, Endpoint, Req};
+use crate::process::{LogTail, wait_with_deadline};
+use crate::wait::{ensure_for_with, wait_for_with};
+
+/// How long a start may take before the test fails.
+pub const START_DEADLINE: Duration = Duration::from_secs(30);
+/// How long a graceful shutdown may take.
+pub const STOP_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The workspace root (this crate lives in `<root>/tests`).
+pub fn workspace_root() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent().unwrap_or(here).to_path_buf()
+}
+
+/// `$CARGO_TARGET_DIR` (relative to the workspace root if relative), else `<root>/target`.
+pub fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if Path::new(&dir).is_absolute() => PathBuf::from(dir),
+        Some(dir) => workspace_root().join(dir),
+        None => workspace_root().join("target"),
+    }
+}
+
+/// Where the controller binary is: `$BERTH_CONTROLLER_BIN`, else `<target>/debug/`. Panics,
+/// saying how to build it, if it is not there.
+pub fn controller_binary() -> PathBuf {
+    let (path, origin) = match std::env::var_os("BERTH_CONTROLLER_BIN") {
+        Some(p) => (PathBuf::from(p), "$BERTH_CONTROLLER_BIN"),
+        None => (
+            target_dir().join("debug").join("berth-controller"),
+            "the workspace target dir",
+        ),
+    };
+    if !path.is_file() {
+        panic!(
+            "berth-controller not found at {} (from {origin}): run `cargo build --bins` first, \
+             or point BERTH_CONTROLLER_BIN at the binary",
+            path.display()
+        );
+    }
+    path
+}
+
+/// A running (or stopped) controller with its own temporary directory:
+/// `<tmp>/data` (the data dir), `<tmp>/controller.{stdout,stderr}.log`, `<tmp>/kubectl-cache`.
+pub struct Controller {
+    tmp: Option<TempDir>,
+    root: PathBuf,
+    bin: PathBuf,
+    extra_args: Vec<String>,
+    child: Option<Child>,
+    url: String,
+    port: u16,
+    starts: u32,
+}
+
+impl Controller {
+    /// Starts a controller on an empty data dir and waits until it serves `/readyz`.
+    pub fn start() -> Controller {
+        Controller::start_with(&[])
+    }
+
+    /// Like [`Controller::start`], with extra `serve` arguments (e.g. `--watch-history 20`).
+    pub fn start_with(args: &[&str]) -> Controller {
+        let bin = controller_binary();
+        let tmp = tempfile::Builder::new()
+            .prefix("berth-controller-")
+            .tempdir()
+            .unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
+        let root = tmp.path().to_path_buf();
+        for dir in ["data", "kubectl-cache"] {
+            std::fs::create_dir_all(root.join(dir))
+                .unwrap_or_else(|e| panic!("cannot create {}: {e}", root.join(dir).display()));
+        }
+        let mut c = Controller {
+            tmp: Some(tmp),
+            root,
+            bin,
+            extra_args: args.iter().map(|a| a.to_string()).collect(),
+            child: None,
+            url: String::new(),
+            port: 0,
+            starts: 0,
+        };
+        c.spawn_and_wait(0);
+        c
+    }
+
+    /// `https://127.0.0.1:PORT`
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+    pub fn data_dir(&self) -> PathBuf {
+        self.root.join("data")
+    }
+    /// `DATA/pki/<name>`
+    pub fn pki(&self, name: &str) -> PathBuf {
+        self.data_dir().join("pki").join(name)
+    }
+    /// The admin kubeconfig the controller wrote (`DATA/admin.kubeconfig`).
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.data_dir().join("admin.kubeconfig")
+    }
+    /// A fresh-per-test directory outside the data dir, for kubectl's cache and test files.
+    pub fn scratch(&self) -> &Path {
+        &self.root
+    }
+    pub fn stdout_log(&self) -> PathBuf {
+        self.root.join("controller.stdout.log")
+    }
+    pub fn stderr_log(&self) -> PathBuf {
+        self.root.join("controller.stderr.log")
+    }
+    /// The process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// The controller's log files, for failure messages.
+    pub fn logs(&self) -> LogTail {
+        LogTail {
+            files: vec![
+                ("controller stderr".into(), self.stderr_log()),
+                ("controller stdout".into(), self.stdout_log()),
+            ],
+            lines: 60,
+        }
+    }
+
+    /// The last lines of the controller's logs.
+    pub fn log_tail(&self) -> String {
+        self.logs().render()
+    }
+
+    /// SIGKILL, then reap. No graceful anything: what was acknowledged must already be on disk.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM and wait for a graceful exit; returns the exit status.
+    pub fn terminate(&mut self) -> ExitStatus {
+        self.signal_and_wait(Signal::SIGTERM)
+    }
+
+    /// SIGINT and wait for a graceful exit; returns the exit status.
+    pub fn interrupt(&mut self) -> ExitStatus {
+        self.signal_and_wait(Signal::SIGINT)
+    }
+
+    fn signal_and_wait(&mut self, signal: Signal) -> ExitStatus {
+        let Some(mut child) = self.child.take() else {
+            panic!("{signal:?}: the controller is not running");
+        };
+        let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+        if let Err(e) = kill(pid, signal) {
+            panic!("cannot send {signal:?} to the controller ({pid}): {e}");
+        }
+        match wait_with_deadline(&mut child, STOP_DEADLINE) {
+            Some(status) => status,
+            None => panic!(
+                "the controller did not exit within {STOP_DEADLINE:?} of {signal:?} (killed)\n{}",
+                self.log_tail()
+            ),
+        }
+    }
+
+    /// Starts the controller again on the same data dir and the same port (stopping it first
+    /// with SIGTERM if it is still running), and waits until it is ready.
+    pub fn restart(&mut self) {
+        if self.child.is_some() {
+            let status = self.terminate();
+            if !status.success() {
+                panic!(
+                    "graceful stop before restart ended with {status}\n{}",
+                    self.log_tail()
+                );
+            }
+        }
+        let port = self.port;
+        self.spawn_and_wait(port);
+    }
+
+    fn spawn_and_wait(&mut self, port: u16) {
+        self.starts += 1;
+        let listen_file = self.data_dir().join("listen-address");
+        // A previous run's address must not be mistaken for this run's.
+        let _ = std::fs::remove_file(&listen_file);
+        let open_log = |path: PathBuf| {
+            let mut f = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .unwrap_or_else(|e| panic!("cannot open {}: {e}", path.display()));
+            let _ = writeln!(
+                f,
+                "===== berth-tests: controller start #{} =====",
+                self.starts
+            );
+            f
+        };
+        let stdout = open_log(self.stdout_log());
+        let stderr = open_log(self.stderr_log());
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("serve")
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .args(&self.extra_args)
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr);
+        let command = crate::process::command_line(&cmd);
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start `{command}`: {e}"));
+        self.child = Some(child);
+        let start = Instant::now();
+        let url = self.wait_ready(&command, &listen_file, start);
+        let parsed = url.rsplit(':').next().and_then(|p| p.parse::<u16>().ok());
+        let Some(actual) = parsed else {
+            panic!("listen-address {url:?} has no port\n{}", self.log_tail());
+        };
+        if port != 0 && actual != port {
+            panic!("restarted with --listen 127.0.0.1:{port} but it listens on {url}");
+        }
+        self.url = url;
+        self.port = actual;
+    }
+
+    /// Waits for `DATA/listen-address` and then a 200 from `/readyz`, failing early if the
+    /// process exits.
+    fn wait_ready(&mut self, command: &str, listen_file: &Path, start: Instant) -> String {
+        let mut last;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                self.child = None;
+                panic!(
+                    "the controller exited with {status} before it was ready\ncommand: {command}\n{}",
+                    self.log_tail()
+                );
+            }
+            match std::fs::read_to_string(listen_file) {
+                Ok(text) if text.trim().starts_with("https://") => {
+                    let url = text.trim().to_string();
+                    match self.readyz(&url) {
+                        Ok(()) => return url,
+                        Err(e) => last = format!("listen-address {url}; /readyz: {e}"),
+                    }
+                }
+                Ok(text) => last = format!("listen-address holds {text:?}"),
+                Err(e) => last = format!("no {}: {e}", listen_file.display()),
+            }
+            if start.elapsed() > START_DEADLINE {
+                panic!(
+                    "the controller was not ready within {START_DEADLINE:?}\ncommand: {command}\n\
+                     last observation: {last}\n{}",
+                    self.log_tail()
+                );
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(100));
+        }
+    }
+
+    fn readyz(&self, url: &str) -> Result<(), String> {
+        let ca_pem =
+            std::fs::read(self.pki("ca.crt")).map_err(|e| format!("no pki/ca.crt: {e}"))?;
+        let endpoint = Endpoint {
+            url: url.to_string(),
+            ca_pem,
+            credentials: Credentials::Anonymous,
+            resolve: None,
+            http2_only: false,
+        };
+        let reply = Api::new(endpoint, self.logs()).try_send(Req::get("/readyz"))?;
+        if reply.status == 200 {
+            Ok(())
+        } else {
+            Err(reply.describe())
+        }
+    }
+
+    /// The CA certificate (PEM).
+    pub fn ca_pem(&self) -> Vec<u8> {
+        std::fs::read(self.pki("ca.crt")).unwrap_or_else(|e| panic!("cannot read pki/ca.crt: {e}"))
+    }
+
+    /// The admin client certificate followed by its key (PEM), as a client identity.
+    pub fn admin_identity(&self) -> Vec<u8> {
+        let mut pem = Vec::new();
+        for name in ["admin.crt", "admin.key"] {
+            let path = self.pki(name);
+            let bytes = std::fs::read(&path)
+                .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+            pem.extend_from_slice(&bytes);
+            pem.push(b'\n');
+        }
+        pem
+    }
+
+    /// The endpoint of this controller with the given credentials.
+    pub fn endpoint(&self, credentials: Credentials) -> Endpoint {
+        Endpoint {
+            url: self.url.clone(),
+            ca_pem: self.ca_pem(),
+            credentials,
+            resolve: None,
+            http2_only: false,
+        }
+    }
+
+    /// A raw HTTPS client presenting the admin client certificate.
+    pub fn admin_api(&self) -> Api {
+        Api::new(
+            self.endpoint(Credentials::ClientCert(self.admin_identity())),
+            self.logs(),
+        )
+    }
+
+    /// A raw HTTPS client with no credentials (it still trusts the CA).
+    pub fn anonymous_api(&self) -> Api {
+        Api::new(self.endpoint(Credentials::Anonymous), self.logs())
+    }
+
+    /// A raw HTTPS client with other credentials.
+    pub fn api_with(&self, credentials: Credentials) -> Api {
+        Api::new(self.endpoint(credentials), self.logs())
+    }
+
+    /// [`crate::wait::wait_for`] with this controller's log tail in the failure message.
+    pub fn wait_for<T, O: std::fmt::Debug>(
+        &self,
+        timeout: Duration,
+        what: &str,
+        probe: impl FnMut() -> Result<T, O>,
+    ) -> T {
+        wait_for_with(timeout, what, || self.log_tail(), probe)
+    }
+
+    /// [`crate::wait::ensure_for`] with this controller's log tail in the failure message.
+    pub fn ensure_for<O: std::fmt::Debug>(
+        &self,
+        duration: Duration,
+        what: &str,
+        probe: impl FnMut() -> Result<(), O>,
+    ) {
+        ensure_for_with(duration, what, || self.log_tail(), probe)
+    }
+
+    /// The controller's resident set size in KiB (`VmRSS` in `/proc/<pid>/status`).
+    pub fn rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?)).ok()?;
+        crate::stats::vm_rss_kib(&status)
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        // BERTH_KEEP_TMP=1 keeps the logs and the data dir for a post-mortem.
+        if let Some(tmp) = self.tmp.take()
+            && std::env::var_os("BERTH_KEEP_TMP").is_some()
+        {
+            eprintln!("berth-tests: kept {}", tmp.keep().display());
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! Runs the stock kubectl (`/usr/bin/kubectl`, or `$KUBECTL`) against a test's controller, with
+//! the admin kubeconfig and a per-test discovery cache, under a deadline. Failures print the
+//! command, its stdout and stderr, and the controller's log tail.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::controller::Controller;
+use crate::process::{LineChild, LogTail, Run, run};
+
+/// How long one kubectl command may run before the harness kills it.
+pub const KUBECTL_DEADLINE: Duration = Duration::from_secs(60);
+
+/// `$KUBECTL`, else `/usr/bin/kubectl` (a dispatcher that runs kubectl 1.NN for a 1.NN server).
+pub fn kubectl_binary() -> PathBuf {
+    let path = std::env::var_os("KUBECTL")
+        .map_or_else(|| PathBuf::from("/usr/bin/kubectl"), PathBuf::from);
+    if !path.is_file() {
+        panic!(
+            "kubectl not found at {} (set KUBECTL to override)",
+            path.display()
+        );
+    }
+    path
+}
+
+/// kubectl bound to one kubeconfig and one cache dir.
+#[derive(Debug, Clone)]
+pub struct Kubectl {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+    cache_dir: PathBuf,
+    logs: LogTail,
+    deadline: Duration,
+}
+
+impl Kubectl {
+    /// kubectl for `c` with its admin kubeconfig.
+    pub fn new(c: &Controller) -> Kubectl {
+        Kubectl {
+            bin: kubectl_binary(),
+            kubeconfig: c.kubeconfig(),
+            cache_dir: c.scratch().join("kubectl-cache"),
+            logs: c.logs(),
+            deadline: KUBECTL_DEADLINE,
+        }
+    }
+
+    /// The same, with another kubeconfig file.
+    pub fn with_kubeconfig(mut self, path: &Path) -> Kubectl {
+        self.kubeconfig = path.to_path_buf();
+        self
+    }
+
+    /// The same, with another deadline per command.
+    pub fn with_deadline(mut self, deadline: Duration) -> Kubectl {
+        self.deadline = deadline;
+        self
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(&self.cache_dir)
+            .args(args)
+            .env_remove("KUBECONFIG");
+        cmd
+    }
+
+    /// Runs `kubectl ARGS` and returns how it ended, whatever that was.
+    pub fn run(&self, args: &[&str]) -> Run {
+        run(self.command(args), None, self.deadline)
+    }
+
+    /// Runs `kubectl ARGS` with `stdin` on its standard input.
+    pub fn run_stdin(&self, args: &[&str], stdin: &str) -> Run {
+        run(self.command(args), Some(stdin.as_bytes()), self.deadline)
+    }
+
+    /// Requires success; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let r = self.run(args);
+        self.require_success(&r);
+        r.stdout
+    }
+
+    /// Requires success with `stdin`; returns stdout.
+    pub fn ok_stdin(&self, args: &[&str], stdin: &str) -> String {
+        let r = self.run_stdin(args, stdin);
+        self.require_success(&r);
+        r.stdout
+    }
+
+    /// Requires failure (a non-zero exit, not a deadline kill); returns the run.
+    pub fn fails(&self, args: &[&str]) -> Run {
+        self.require_failure(self.run(args))
+    }
+
+    /// Requires failure with `stdin`; returns the run.
+    pub fn fails_stdin(&self, args: &[&str], stdin: &str) -> Run {
+        self.require_failure(self.run_stdin(args, stdin))
+    }
+
+    /// `kubectl apply -f -` with `yaml`; requires success; returns stdout.
+    pub fn apply_stdin(&self, yaml: &str) -> String {
+        self.ok_stdin(&["apply", "-f", "-"], yaml)
+    }
+
+    /// Starts a long-running kubectl (e.g. `get pods -w`) whose stdout is read line by line.
+    pub fn spawn(&self, args: &[&str]) -> LineChild {
+        LineChild::spawn(self.command(args), self.logs.clone())
+    }
+
+    fn require_success(&self, r: &Run) {
+        if !r.success() {
+            panic!(
+                "kubectl failed, expected success\n{}\n{}",
+                r.describe(),
+                self.logs.render()
+            );
+        }
+    }
+
+    fn require_failure(&self, r: Run) -> Run {
+        if r.success() || r.status.is_none() {
+            panic!(
+                "kubectl {}, expected it to fail\n{}\n{}",
+                if r.success() { "succeeded" } else { "hung" },
+                r.describe(),
+                self.logs.render()
+            );
+        }
+        r
+    }
+}
+
+impl Controller {
+    /// kubectl with this controller's admin kubeconfig.
+    pub fn kubectl(&self) -> Kubectl {
+        Kubectl::new(self)
+    }
+
+    /// `kubectl ARGS`, whatever the outcome.
+    pub fn kubectl_run(&self, args: &[&str]) -> Run {
+        self.kubectl().run(args)
+    }
+
+    /// `kubectl ARGS`, which must succeed; returns stdout.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        self.kubectl().ok(args)
+    }
+
+    /// `kubectl ARGS`, which must fail; returns the run (stderr has kubectl's message).
+    pub fn kubectl_fails(&self, args: &[&str]) -> Run {
+        self.kubectl().fails(args)
+    }
+
+    /// `kubectl apply -f -` with `yaml`, which must succeed; returns stdout.
+    pub fn apply_stdin(&self, yaml: &str) -> String {
+        self.kubectl().apply_stdin(yaml)
+    }
+}

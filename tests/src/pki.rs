@@ -1,0 +1,184 @@
+//! Credentials the controller did not issue (a client certificate from a CA of our own, made
+//! with rcgen) and kubeconfig files: reading the admin kubeconfig's fields, and writing variants
+//! (no client credentials, other credentials) for the authentication tests.
+
+use std::path::Path;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+use serde_json::Value;
+
+/// A client certificate (CN `common_name`, O `organization`) signed by a brand-new CA that the
+/// controller has never seen, followed by its key: PEM, usable as a client identity. A server
+/// that checks client certificates against its own CA must refuse it.
+pub fn foreign_client_identity(common_name: &str, organization: &str) -> Vec<u8> {
+    let fail = |e: rcgen::Error| -> ! { panic!("rcgen: {e}") };
+    let ca_key = KeyPair::generate().unwrap_or_else(|e| fail(e));
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| fail(e));
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "not-the-berth-ca");
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let key = KeyPair::generate().unwrap_or_else(|e| fail(e));
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| fail(e));
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, organization);
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    let cert = params.signed_by(&key, &issuer).unwrap_or_else(|e| fail(e));
+    format!("{}{}", cert.pem(), key.serialize_pem()).into_bytes()
+}
+
+/// The parts of a kubeconfig the tests look at, for its current context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CurrentContext {
+    pub context: String,
+    pub server: String,
+    pub ca_pem: Vec<u8>,
+    pub client_cert_pem: Vec<u8>,
+    pub client_key_pem: Vec<u8>,
+}
+
+/// Parses a kubeconfig's text (YAML or JSON) into a JSON value.
+pub fn parse_kubeconfig(text: &str) -> Result<Value, String> {
+    serde_saphyr::from_str(text).map_err(|e| format!("kubeconfig is not YAML: {e}"))
+}
+
+/// Follows `current-context` to its cluster and user, decoding the embedded `*-data` fields.
+pub fn current_context(config: &Value) -> Result<CurrentContext, String> {
+    let context = config["current-context"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .ok_or("no current-context")?
+        .to_string();
+    let named = |list: &str, name: &str| -> Result<Value, String> {
+        config[list]
+            .as_array()
+            .and_then(|items| items.iter().find(|i| i["name"] == name))
+            .cloned()
+            .ok_or_else(|| format!("no {list} entry named {name:?}"))
+    };
+    let ctx = named("contexts", &context)?;
+    let cluster_name = ctx["context"]["cluster"]
+        .as_str()
+        .ok_or("context has no cluster")?;
+    let user_name = ctx["context"]["user"]
+        .as_str()
+        .ok_or("context has no user")?;
+    let cluster = named("clusters", cluster_name)?;
+    let user = named("users", user_name)?;
+    let data = |v: &Value, what: &str| -> Result<Vec<u8>, String> {
+        let text = v.as_str().ok_or_else(|| format!("no {what}"))?;
+        B64.decode(text.trim())
+            .map_err(|e| format!("{what} is not base64: {e}"))
+    };
+    Ok(CurrentContext {
+        context,
+        server: cluster["cluster"]["server"]
+            .as_str()
+            .ok_or("cluster has no server")?
+            .to_string(),
+        ca_pem: data(
+            &cluster["cluster"]["certificate-authority-data"],
+            "certificate-authority-data",
+        )?,
+        client_cert_pem: data(
+            &user["user"]["client-certificate-data"],
+            "client-certificate-data",
+        )?,
+        client_key_pem: data(&user["user"]["client-key-data"], "client-key-data")?,
+    })
+}
+
+/// Writes a kubeconfig (as JSON, which kubectl reads too) for `server` trusting `ca_pem`, whose
+/// user carries `user` (e.g. `{}` for none, or `{"token": "..."}`, or client cert data).
+pub fn write_kubeconfig(path: &Path, server: &str, ca_pem: &[u8], user: Value) {
+    let config = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "test",
+        "clusters": [{"name": "test", "cluster": {
+            "server": server,
+            "certificate-authority-data": B64.encode(ca_pem),
+        }}],
+        "users": [{"name": "test", "user": user}],
+        "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
+    });
+    std::fs::write(path, config.to_string())
+        .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+}
+
+/// Client-certificate user fields for [`write_kubeconfig`], from an identity (cert + key PEM).
+pub fn client_cert_user(identity_pem: &[u8]) -> Value {
+    let text = String::from_utf8_lossy(identity_pem);
+    // The key may be PKCS#8 (`BEGIN PRIVATE KEY`), SEC1 (`BEGIN EC PRIVATE KEY`) or PKCS#1.
+    let split = text
+        .find("PRIVATE KEY-----")
+        .and_then(|end| text[..end].rfind("-----BEGIN"))
+        .unwrap_or(text.len());
+    let (cert, key) = text.split_at(split);
+    serde_json::json!({
+        "client-certificate-data": B64.encode(cert.trim()),
+        "client-key-data": B64.encode(key.trim()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_foreign_identity_holds_a_certificate_and_a_key() {
+        let pem = String::from_utf8(foreign_client_identity("admin", "system:masters")).unwrap();
+        assert_eq!(pem.matches("-----BEGIN CERTIFICATE-----").count(), 1);
+        assert!(pem.contains("-----BEGIN PRIVATE KEY-----"));
+    }
+
+    #[test]
+    fn current_context_follows_the_names_and_decodes_the_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kc");
+        let identity = foreign_client_identity("u", "o");
+        write_kubeconfig(
+            &path,
+            "https://127.0.0.1:1",
+            b"CA",
+            client_cert_user(&identity),
+        );
+        let config = parse_kubeconfig(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let ctx = current_context(&config).unwrap();
+        assert_eq!(ctx.server, "https://127.0.0.1:1");
+        assert_eq!(ctx.ca_pem, b"CA");
+        assert!(
+            String::from_utf8_lossy(&ctx.client_cert_pem).starts_with("-----BEGIN CERTIFICATE")
+        );
+        assert!(String::from_utf8_lossy(&ctx.client_key_pem).starts_with("-----BEGIN PRIVATE KEY"));
+    }
+
+    #[test]
+    fn a_kubeconfig_without_client_data_is_reported() {
+        let config = serde_json::json!({"current-context": "c",
+            "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+            "clusters": [{"name": "k", "cluster": {"server": "https://x",
+                "certificate-authority-data": "Q0E="}}],
+            "users": [{"name": "u", "user": {}}]});
+        assert_eq!(
+            current_context(&config).unwrap_err(),
+            "no client-certificate-data"
+        );
+    }
+}

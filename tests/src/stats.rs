@@ -1,0 +1,108 @@
+//! Figures for the benchmark: nearest-rank percentiles of latency samples, and the resident set
+//! size read from `/proc/<pid>/status`.
+
+use std::time::Duration;
+
+/// Latency samples, summarised by nearest-rank percentiles.
+#[derive(Debug, Clone, Default)]
+pub struct Samples {
+    sorted: bool,
+    values: Vec<Duration>,
+}
+
+impl Samples {
+    pub fn new() -> Samples {
+        Samples::default()
+    }
+
+    pub fn push(&mut self, d: Duration) {
+        self.values.push(d);
+        self.sorted = false;
+    }
+
+    pub fn extend(&mut self, other: Samples) {
+        self.values.extend(other.values);
+        self.sorted = false;
+    }
+
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// Nearest-rank percentile: the smallest sample with at least `p`% of samples at or below
+    /// it. Worked example: 10 samples, p99 → rank ceil(9.9) = 10 → the largest; p50 → rank 5.
+    pub fn percentile(&mut self, p: f64) -> Option<Duration> {
+        if self.values.is_empty() {
+            return None;
+        }
+        if !self.sorted {
+            self.values.sort_unstable();
+            self.sorted = true;
+        }
+        let n = self.values.len();
+        let rank = ((p / 100.0) * n as f64).ceil() as usize;
+        Some(self.values[rank.clamp(1, n) - 1])
+    }
+
+    /// `p50=1.23 p99=4.56` in milliseconds.
+    pub fn p50_p99_ms(&mut self) -> String {
+        let ms = |d: Option<Duration>| {
+            d.map_or("n/a".into(), |d| format!("{:.2}", d.as_secs_f64() * 1e3))
+        };
+        let p50 = ms(self.percentile(50.0));
+        let p99 = ms(self.percentile(99.0));
+        format!("p50={p50} p99={p99}")
+    }
+}
+
+/// The `VmRSS` line of `/proc/<pid>/status`, in KiB.
+pub fn vm_rss_kib(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        let mut s = Samples::new();
+        for n in (1..=10).rev() {
+            s.push(ms(n));
+        }
+        assert_eq!(s.percentile(50.0), Some(ms(5)));
+        assert_eq!(s.percentile(99.0), Some(ms(10)));
+        assert_eq!(s.percentile(0.0), Some(ms(1)));
+        assert_eq!(s.percentile(100.0), Some(ms(10)));
+    }
+
+    #[test]
+    fn no_samples_give_no_percentile() {
+        let mut s = Samples::new();
+        assert_eq!(s.percentile(50.0), None);
+        assert_eq!(s.p50_p99_ms(), "p50=n/a p99=n/a");
+    }
+
+    #[test]
+    fn p50_p99_prints_milliseconds_with_two_decimals() {
+        let mut s = Samples::new();
+        s.push(Duration::from_micros(1234));
+        assert_eq!(s.p50_p99_ms(), "p50=1.23 p99=1.23");
+    }
+
+    #[test]
+    fn vm_rss_is_read_in_kib() {
+        let status = "Name:\tberth-controller\nVmPeak:\t  9000 kB\nVmRSS:\t   51234 kB\n";
+        assert_eq!(vm_rss_kib(status), Some(51234));
+        assert_eq!(vm_rss_kib("Name: x\n"), None);
+    }
+}

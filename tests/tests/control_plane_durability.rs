@@ -1,0 +1,217 @@
+//! Acceptance area 6: durability. Every acknowledged write survives a SIGKILL (same uid, same
+//! resourceVersion), revisions keep rising after a restart, and a watch resumed from the last
+//! revision seen before the kill delivers exactly the writes made after it, in order.
+
+use std::collections::BTreeMap;
+
+use berth_tests::api::event_summary;
+use berth_tests::objects::{configmap, items, namespace, rv, uid};
+use berth_tests::{Controller, Next, Req, secs};
+use serde_json::Value;
+
+/// How many configmaps the SIGKILL test writes.
+const N: usize = 200;
+
+fn cms(ns: &str) -> String {
+    format!("/api/v1/namespaces/{ns}/configmaps")
+}
+
+#[derive(Debug, PartialEq)]
+struct Stored {
+    uid: String,
+    rv: u64,
+    data: Value,
+}
+
+fn stored(o: &Value) -> Stored {
+    Stored {
+        uid: uid(o),
+        rv: rv(o),
+        data: o["data"].clone(),
+    }
+}
+
+#[test]
+fn a_sigkill_loses_no_acknowledged_write() {
+    let mut c = Controller::start();
+    let api = c.admin_api();
+    api.create("/api/v1/namespaces", &namespace("durable"));
+    let path = cms("durable");
+    let mut expected: BTreeMap<String, Stored> = BTreeMap::new();
+    for i in 0..N {
+        let name = format!("cm-{i:03}");
+        let o = api.create(&path, &configmap(&name, &[("i", &i.to_string())]));
+        expected.insert(name, stored(&o));
+    }
+    // Some updates and deletes as well, the last of them just before the kill.
+    for i in 0..20 {
+        let name = format!("cm-{i:03}");
+        let mut o = api.get_ok(&format!("{path}/{name}"));
+        o["data"]["updated"] = "yes".into();
+        let o = api.expect(Req::put(format!("{path}/{name}"), &o), 200);
+        expected.insert(name, stored(&o));
+    }
+    for i in N - 10..N {
+        let name = format!("cm-{i:03}");
+        let reply = api.send(Req::delete(format!("{path}/{name}")));
+        assert!(
+            reply.status == 200 || reply.status == 202,
+            "delete {name}: {}",
+            reply.describe()
+        );
+        expected.remove(&name);
+    }
+    let last_rv = expected.values().map(|s| s.rv).max().unwrap_or(0);
+    drop(api);
+
+    c.kill9();
+    c.restart();
+
+    let api = c.admin_api();
+    let list = api.get_ok(&path);
+    let found: BTreeMap<String, Stored> = items(&list)
+        .iter()
+        .map(|o| {
+            (
+                o["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                stored(o),
+            )
+        })
+        .collect();
+    let missing: Vec<&String> = expected
+        .keys()
+        .filter(|k| !found.contains_key(*k))
+        .collect();
+    let extra: Vec<&String> = found
+        .keys()
+        .filter(|k| !expected.contains_key(*k))
+        .collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "after SIGKILL + restart: missing {missing:?}, unexpected {extra:?}\n{}",
+        c.log_tail()
+    );
+    for (name, want) in &expected {
+        assert_eq!(&found[name], want, "{name} after SIGKILL + restart");
+    }
+    assert!(
+        rv(&list) >= last_rv,
+        "the list's resourceVersion {} is older than the last write {last_rv}",
+        rv(&list)
+    );
+
+    let new = api.create(&path, &configmap("after-restart", &[]));
+    assert!(
+        rv(&new) > last_rv,
+        "a write after restart got rv {} <= {last_rv}",
+        rv(&new)
+    );
+}
+
+#[test]
+fn a_watch_resumes_across_a_restart_from_the_last_seen_revision() {
+    let mut c = Controller::start();
+    let api = c.admin_api();
+    api.create("/api/v1/namespaces", &namespace("resume"));
+    let path = cms("resume");
+    let mut last_seen = 0;
+    for i in 0..10 {
+        last_seen = rv(&api.create(&path, &configmap(&format!("before-{i}"), &[])));
+    }
+    drop(api);
+    c.kill9();
+    c.restart();
+    let api = c.admin_api();
+
+    // (type, name, rv of the write when the response tells it)
+    let mut expected: Vec<(&str, String, Option<u64>)> = Vec::new();
+    let mut write = |kind: &'static str, name: &str, o: Option<&Value>| {
+        expected.push((kind, name.to_string(), o.map(rv)));
+    };
+    // Writes after the restart, before the watch starts.
+    for i in 0..3 {
+        let name = format!("after-{i}");
+        let o = api.create(&path, &configmap(&name, &[]));
+        write("ADDED", &name, Some(&o));
+    }
+    let mut o = api.get_ok(&format!("{path}/before-0"));
+    o["data"] = serde_json::json!({"changed": "after restart"});
+    let o = api.expect(Req::put(format!("{path}/before-0"), &o), 200);
+    write("MODIFIED", "before-0", Some(&o));
+    let reply = api.send(Req::delete(format!("{path}/before-1")));
+    assert!(
+        reply.status == 200 || reply.status == 202,
+        "{}",
+        reply.describe()
+    );
+    write("DELETED", "before-1", None);
+
+    let mut watch = api
+        .watch(&format!("{path}?watch=true&resourceVersion={last_seen}"))
+        .unwrap_or_else(|r| {
+            panic!(
+                "resuming the watch from {last_seen} failed: {}\n{}",
+                r.describe(),
+                c.log_tail()
+            )
+        });
+
+    // Writes after the watch started.
+    for i in 0..2 {
+        let name = format!("during-{i}");
+        let o = api.create(&path, &configmap(&name, &[]));
+        write("ADDED", &name, Some(&o));
+    }
+    let reply = api.send(Req::delete(format!("{path}/after-2")));
+    assert!(
+        reply.status == 200 || reply.status == 202,
+        "{}",
+        reply.describe()
+    );
+    write("DELETED", "after-2", None);
+
+    let mut previous = last_seen;
+    for (i, (kind, name, write_rv)) in expected.iter().enumerate() {
+        let e = watch.expect_event(secs(10), &format!("event {i}: {kind} {name}"));
+        let got = (
+            e["type"].as_str().unwrap_or("?"),
+            e["object"]["metadata"]["name"].as_str().unwrap_or("?"),
+        );
+        assert_eq!(
+            got,
+            (*kind, name.as_str()),
+            "event {i} (want {expected:?})\n{}",
+            watch.describe()
+        );
+        let event_rv = rv(&e["object"]);
+        assert!(
+            event_rv > previous,
+            "event {i} rv {event_rv} after {previous}\n{}",
+            watch.describe()
+        );
+        if let Some(w) = write_rv {
+            assert_eq!(
+                event_rv,
+                *w,
+                "event {i} must carry the write's resourceVersion\n{}",
+                watch.describe()
+            );
+        }
+        previous = event_rv;
+    }
+    loop {
+        match watch.next(secs(1)) {
+            Next::Event(e) if e["type"] == "BOOKMARK" => continue,
+            Next::Event(e) => panic!(
+                "unexpected extra event {}\n{}",
+                event_summary(&e),
+                watch.describe()
+            ),
+            Next::Timeout => break,
+            Next::Closed(why) => panic!("the watch closed early: {why}\n{}", watch.describe()),
+        }
+    }
+}

@@ -1,0 +1,483 @@
+//! Acceptance area 5: bad input is answered with Kubernetes' status code and a `Status` whose
+//! message names the problem, nothing is stored, and the server keeps serving. Raw HTTPS checks
+//! the codes; kubectl checks what a user sees.
+
+use berth_tests::client::Method;
+use berth_tests::objects::{configmap, failure_status, rv};
+use berth_tests::{Api, Controller, Next, Reply, Req, secs};
+use serde_json::{Value, json};
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+const DEPLOYS: &str = "/apis/apps/v1/namespaces/default/deployments";
+const PODS: &str = "/api/v1/namespaces/default/pods";
+
+/// Requires `reply` to be a Failure `Status` with `code`/`reason` whose message contains every
+/// one of `needles`; then that `path` is absent and the server still answers.
+fn rejected(
+    c: &Controller,
+    api: &Api,
+    reply: &Reply,
+    code: u16,
+    reason: &str,
+    needles: &[&str],
+    path: &str,
+) {
+    let context = || format!("{}\n{}", reply.describe(), c.log_tail());
+    assert_eq!(reply.status, code, "HTTP status\n{}", context());
+    let message = failure_status(&reply.json(), code, reason)
+        .unwrap_or_else(|e| panic!("not the expected Status: {e}\n{}", context()));
+    for needle in needles {
+        assert!(
+            message.contains(needle),
+            "message should name {needle:?}: {message}\n{}",
+            context()
+        );
+    }
+    nothing_stored(c, api, path);
+}
+
+/// `path` answers 404 NotFound and the server still serves reads.
+fn nothing_stored(c: &Controller, api: &Api, path: &str) {
+    let after = api.get(path);
+    assert_eq!(
+        after.status,
+        404,
+        "nothing may be stored at {path}:\n{}\n{}",
+        after.describe(),
+        c.log_tail()
+    );
+    failure_status(&after.json(), 404, "NotFound")
+        .unwrap_or_else(|e| panic!("{e}: {}", after.describe()));
+    still_serving(c, api);
+}
+
+fn still_serving(c: &Controller, api: &Api) {
+    let ready = api.get("/readyz");
+    assert_eq!(
+        ready.status,
+        200,
+        "the server must keep serving: {}\n{}",
+        ready.describe(),
+        c.log_tail()
+    );
+    api.get_ok("/api/v1/namespaces/default");
+}
+
+fn deployment(name: &str, replicas: i64, selector: Value, template_labels: Value) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {"labels": template_labels},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx:1.14.2"}]}
+            }
+        }
+    })
+}
+
+#[test]
+fn a_missing_object_is_404_not_found_with_a_status() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    let reply = api.get(&format!("{CMS}/nope"));
+    assert_eq!(reply.status, 404, "{}", reply.describe());
+    let message = failure_status(&reply.json(), 404, "NotFound").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(message, "configmaps \"nope\" not found");
+    let r = c.kubectl_fails(&["get", "configmap", "nope"]);
+    assert!(
+        r.stderr
+            .contains("Error from server (NotFound): configmaps \"nope\" not found"),
+        "{}",
+        r.describe()
+    );
+}
+
+#[test]
+fn malformed_json_and_yaml_are_400_bad_request() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    let truncated =
+        br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"bad-json"},"data":{"#
+            .to_vec();
+    let reply = api.send(Req::new(Method::POST, CMS).raw("application/json", truncated));
+    assert_eq!(reply.status, 400, "{}", reply.describe());
+    failure_status(&reply.json(), 400, "BadRequest")
+        .unwrap_or_else(|e| panic!("{e}: {}", reply.describe()));
+    nothing_stored(&c, &api, &format!("{CMS}/bad-json"));
+
+    let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad-yaml\n data: [unclosed\n"
+        .to_vec();
+    let reply = api.send(Req::new(Method::POST, CMS).raw("application/yaml", yaml));
+    assert_eq!(reply.status, 400, "{}", reply.describe());
+    failure_status(&reply.json(), 400, "BadRequest")
+        .unwrap_or_else(|e| panic!("{e}: {}", reply.describe()));
+    nothing_stored(&c, &api, &format!("{CMS}/bad-yaml"));
+
+    // kubectl refuses broken YAML itself; the server is untouched either way.
+    let r = c.kubectl().fails_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad-yaml\n data: [\n",
+    );
+    assert!(r.stderr.to_lowercase().contains("yaml"), "{}", r.describe());
+    nothing_stored(&c, &api, &format!("{CMS}/bad-yaml"));
+}
+
+#[test]
+fn an_unknown_kind_is_refused() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    // A resource the server does not have.
+    let reply = api.send(Req::post(
+        "/api/v1/namespaces/default/frobnicators",
+        &json!({
+        "apiVersion": "v1", "kind": "Frobnicator", "metadata": {"name": "f"}}),
+    ));
+    rejected(
+        &c,
+        &api,
+        &reply,
+        404,
+        "NotFound",
+        &[],
+        "/api/v1/namespaces/default/frobnicators/f",
+    );
+    // A body of an unknown kind sent to a real collection.
+    let reply = api.send(Req::post(
+        CMS,
+        &json!({"apiVersion": "v1", "kind": "Frobnicator", "metadata": {"name": "f"}}),
+    ));
+    rejected(
+        &c,
+        &api,
+        &reply,
+        400,
+        "BadRequest",
+        &["Frobnicator"],
+        &format!("{CMS}/f"),
+    );
+    still_serving(&c, &api);
+}
+
+#[test]
+fn a_wrong_api_version_is_400_bad_request() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    let mut body = deployment("wrong-version", 1, json!({"app": "x"}), json!({"app": "x"}));
+    body["apiVersion"] = "apps/v2".into();
+    let reply = api.send(Req::post(DEPLOYS, &body));
+    rejected(
+        &c,
+        &api,
+        &reply,
+        400,
+        "BadRequest",
+        &["apps/v2"],
+        &format!("{DEPLOYS}/wrong-version"),
+    );
+    still_serving(&c, &api);
+}
+
+/// kubectl apply of a type the server does not serve: against kube-apiserver kubectl answers
+/// `no matches for kind "K" in version "V"`. It validates first, and when the OpenAPI v3
+/// document of the group-version lacks the kind it falls back to `/openapi/v2`; a server without
+/// one makes kubectl fail with "failed to download openapi", which names nothing.
+fn kubectl_names_the_unknown_type(c: &Controller, yaml: &str, kind: &str, version: &str) {
+    let r = c.kubectl().fails_stdin(&["apply", "-f", "-"], yaml);
+    let want = format!("no matches for kind \"{kind}\" in version \"{version}\"");
+    assert!(
+        r.stderr.contains(&want),
+        "kubectl should say `{want}`, as it does against kube-apiserver\n{}\n{}",
+        r.describe(),
+        c.log_tail()
+    );
+    still_serving(c, &c.admin_api());
+}
+
+#[test]
+fn kubectl_names_an_unknown_kind() {
+    let c = Controller::start();
+    let yaml = "apiVersion: v1\nkind: Frobnicator\nmetadata:\n  name: f\n";
+    kubectl_names_the_unknown_type(&c, yaml, "Frobnicator", "v1");
+}
+
+#[test]
+fn kubectl_names_a_wrong_api_version() {
+    let c = Controller::start();
+    let yaml = "apiVersion: apps/v2\nkind: Deployment\nmetadata:\n  name: wrong-version\n";
+    kubectl_names_the_unknown_type(&c, yaml, "Deployment", "apps/v2");
+}
+
+#[test]
+fn missing_required_fields_are_422_invalid_naming_the_fields() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    let body = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "hollow"}, "spec": {"replicas": 1}});
+    let reply = api.send(Req::post(DEPLOYS, &body));
+    rejected(
+        &c,
+        &api,
+        &reply,
+        422,
+        "Invalid",
+        &["spec.selector", "spec.template"],
+        &format!("{DEPLOYS}/hollow"),
+    );
+    let causes = reply.json()["details"]["causes"].clone();
+    assert!(
+        causes
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(|c| c["field"] == "spec.selector")),
+        "details.causes should list spec.selector: {causes}"
+    );
+
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "empty"}, "spec": {}});
+    let reply = api.send(Req::post(PODS, &pod));
+    rejected(
+        &c,
+        &api,
+        &reply,
+        422,
+        "Invalid",
+        &["spec.containers"],
+        &format!("{PODS}/empty"),
+    );
+
+    let yaml =
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: hollow\nspec:\n  replicas: 1\n";
+    let r = c.kubectl().fails_stdin(&["apply", "-f", "-"], yaml);
+    assert!(
+        r.stderr.contains("is invalid") && r.stderr.contains("spec.selector"),
+        "{}",
+        r.describe()
+    );
+    nothing_stored(&c, &api, &format!("{DEPLOYS}/hollow"));
+}
+
+#[test]
+fn a_selector_that_does_not_match_the_template_is_422() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    let body = deployment("mismatch", 1, json!({"app": "a"}), json!({"app": "b"}));
+    let reply = api.send(Req::post(DEPLOYS, &body));
+    rejected(
+        &c,
+        &api,
+        &reply,
+        422,
+        "Invalid",
+        &[
+            "spec.template.metadata.labels",
+            "`selector` does not match template `labels`",
+        ],
+        &format!("{DEPLOYS}/mismatch"),
+    );
+}
+
+#[test]
+fn an_invalid_name_is_422_naming_metadata_name() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    let reply = api.send(Req::post(CMS, &configmap("Bad_Name", &[])));
+    assert_eq!(reply.status, 422, "{}", reply.describe());
+    let message = failure_status(&reply.json(), 422, "Invalid").unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        message.contains("metadata.name") && message.contains("Bad_Name"),
+        "{message}"
+    );
+    still_serving(&c, &api);
+    let list = api.get_ok(CMS);
+    assert!(
+        !list.to_string().contains("Bad_Name"),
+        "an invalid name must not be stored: {list}"
+    );
+    let r = c.kubectl_fails(&["create", "configmap", "Bad_Name"]);
+    assert!(r.stderr.contains("metadata.name"), "{}", r.describe());
+}
+
+#[test]
+fn negative_replicas_are_422_naming_spec_replicas() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    let body = deployment("negative", -1, json!({"app": "n"}), json!({"app": "n"}));
+    let reply = api.send(Req::post(DEPLOYS, &body));
+    rejected(
+        &c,
+        &api,
+        &reply,
+        422,
+        "Invalid",
+        &["spec.replicas"],
+        &format!("{DEPLOYS}/negative"),
+    );
+}
+
+#[test]
+fn duplicate_container_names_are_422() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "twins"}, "spec": {"containers": [
+        {"name": "app", "image": "busybox:1.28"}, {"name": "app", "image": "busybox:1.28"}]}});
+    let reply = api.send(Req::post(PODS, &pod));
+    rejected(
+        &c,
+        &api,
+        &reply,
+        422,
+        "Invalid",
+        &["spec.containers[1].name", "Duplicate value"],
+        &format!("{PODS}/twins"),
+    );
+}
+
+#[test]
+fn an_unknown_field_under_strict_field_validation_is_400() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    let mut body = configmap("strict", &[("a", "1")]);
+    body["bogus"] = json!(1);
+    let reply = api.send(Req::post(format!("{CMS}?fieldValidation=Strict"), &body));
+    rejected(
+        &c,
+        &api,
+        &reply,
+        400,
+        "BadRequest",
+        &["unknown field \"bogus\""],
+        &format!("{CMS}/strict"),
+    );
+
+    // kubectl apply validates strictly by default: a misspelt nested field is named.
+    let yaml = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: typo\nspec:\n  selector:\n    matchLabels:\n      app: t\n  template:\n    metadata:\n      labels:\n        app: t\n    spec:\n      containers:\n      - name: t\n        image: nginx:1.14.2\n        imagePullPolicyy: Always\n";
+    let r = c.kubectl().fails_stdin(&["apply", "-f", "-"], yaml);
+    assert!(r.stderr.contains("imagePullPolicyy"), "{}", r.describe());
+    nothing_stored(&c, &api, &format!("{DEPLOYS}/typo"));
+}
+
+#[test]
+fn a_body_over_3_mib_is_refused() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    let big = "x".repeat(3 * 1024 * 1024 + 512 * 1024);
+    let body = configmap("huge", &[("blob", &big)]);
+    let reply = api.try_send(Req::post(CMS, &body)).unwrap_or_else(|e| {
+        panic!(
+            "want an HTTP 413 (or 400) answer, got a transport error: {e}\n{}",
+            c.log_tail()
+        )
+    });
+    assert!(
+        reply.status == 413 || reply.status == 400,
+        "want 413 Request entity too large (or 400): {}",
+        reply.describe()
+    );
+    assert!(
+        !reply.body.trim().is_empty(),
+        "the refusal must carry a message: {}",
+        reply.describe()
+    );
+    nothing_stored(&c, &api, &format!("{CMS}/huge"));
+}
+
+#[test]
+fn a_put_with_a_stale_resource_version_is_409_conflict() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    let first = api.create(CMS, &configmap("contended", &[("v", "1")]));
+    let mut newer = first.clone();
+    newer["data"]["v"] = "2".into();
+    let second = api.expect(Req::put(format!("{CMS}/contended"), &newer), 200);
+    assert!(
+        rv(&second) > rv(&first),
+        "an update must raise the resourceVersion"
+    );
+
+    let mut stale = first.clone();
+    stale["data"]["v"] = "stale".into();
+    let reply = api.send(Req::put(format!("{CMS}/contended"), &stale));
+    assert_eq!(reply.status, 409, "{}", reply.describe());
+    let message = failure_status(&reply.json(), 409, "Conflict")
+        .unwrap_or_else(|e| panic!("{e}: {}", reply.describe()));
+    assert!(
+        message.contains("the object has been modified"),
+        "{message}"
+    );
+    let now = api.get_ok(&format!("{CMS}/contended"));
+    assert_eq!(now["data"]["v"], "2", "the stale write must not be stored");
+    assert_eq!(rv(&now), rv(&second));
+
+    // Creating an existing name is 409 AlreadyExists.
+    let reply = api.send(Req::post(CMS, &configmap("contended", &[])));
+    assert_eq!(reply.status, 409, "{}", reply.describe());
+    failure_status(&reply.json(), 409, "AlreadyExists")
+        .unwrap_or_else(|e| panic!("{e}: {}", reply.describe()));
+    still_serving(&c, &api);
+}
+
+/// What a watch from `path` answers first: `Ok(Status)` if it is refused as expired (either way
+/// upstream does it: a 200 stream whose first event is an ERROR, or an HTTP 410), `Err` with
+/// what it did instead.
+fn expired_status(api: &Api, path: &str) -> Result<Value, String> {
+    match api.watch(path) {
+        Ok(mut watch) => match watch.next(secs(10)) {
+            Next::Event(e) if e["type"] == "ERROR" => Ok(e["object"].clone()),
+            other => Err(format!("first answer {other:?}\n{}", watch.describe())),
+        },
+        Err(reply) if reply.status == 410 => Ok(reply.json()),
+        Err(reply) => Err(reply.describe()),
+    }
+}
+
+/// Writes made after `old` before giving up on seeing it expire: the history is 20 events, but
+/// a store may trim it in batches.
+const COMPACTION_SLACK: usize = 1000;
+
+#[test]
+fn a_watch_from_a_compacted_revision_is_410_gone_expired() {
+    let c = Controller::start_with(&["--watch-history", "20"]);
+    let api = c.admin_api();
+    let old = rv(&api.create(CMS, &configmap("churn", &[])));
+    let path = format!("{CMS}?watch=true&resourceVersion={old}");
+    let mut writes = 0;
+    let status = loop {
+        for _ in 0..20 {
+            writes += 1;
+            let patch = json!({"data": {"n": writes.to_string()}});
+            let req = Req::patch(
+                format!("{CMS}/churn"),
+                "application/merge-patch+json",
+                &patch,
+            );
+            api.expect(req, 200);
+        }
+        match expired_status(&api, &path) {
+            Ok(status) => break status,
+            Err(seen) if writes >= COMPACTION_SLACK => panic!(
+                "a watch from rv {old} still replays after {writes} later writes with \
+                 --watch-history 20; want 410 Expired\n{seen}\n{}",
+                c.log_tail()
+            ),
+            Err(_) => {}
+        }
+    };
+    let message =
+        failure_status(&status, 410, "Expired").unwrap_or_else(|e| panic!("{e}: {status:#}"));
+    assert!(!message.is_empty());
+    still_serving(&c, &api);
+
+    // A watch from a recent revision still works.
+    let recent = rv(&api.get_ok(&format!("{CMS}/churn")));
+    let mut watch = api
+        .watch(&format!("{CMS}?watch=true&resourceVersion={recent}"))
+        .unwrap_or_else(|r| panic!("{}", r.describe()));
+    api.create(CMS, &configmap("after", &[]));
+    let e = watch.expect_event(secs(10), "ADDED after");
+    assert_eq!(
+        (e["type"].as_str(), e["object"]["metadata"]["name"].as_str()),
+        (Some("ADDED"), Some("after")),
+        "{}",
+        watch.describe()
+    );
+}

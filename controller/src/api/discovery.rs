@@ -58,7 +58,15 @@ pub async fn openapi_doc(Path(path): Path<String>) -> Response {
     }
 }
 
-/// No OpenAPI v2 (kubectl fetches it as protobuf; a 404 makes it use its built-in types).
+/// An empty OpenAPI v2 document (a protobuf message with no fields is zero bytes). kubectl
+/// falls back to v2 when a kind is missing from v3; with no schema for the kind it skips
+/// client-side validation, so an unknown kind or apiVersion reaches the server-side mapping and
+/// gets upstream's `no matches for kind` message, and patches use kubectl's built-in types.
 pub async fn openapi_v2() -> Response {
-    ApiError::UnknownPath.into_response()
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/com.github.proto-openapi.spec.v2@v1.0+protobuf")],
+        Vec::<u8>::new(),
+    )
+        .into_response()
 }

@@ -6,8 +6,10 @@ use super::authn::{Peer, Tokens, identity_from_cert};
 use crate::pki::Pki;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -35,8 +37,57 @@ fn key(pem: &str) -> Result<PrivateKeyDer<'static>, TlsError> {
         .ok_or_else(|| TlsError::Pem("no private key".to_string()))
 }
 
-/// The server's TLS configuration.
-pub fn server_config(pki: &Pki) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+/// Accepts any client certificate during the handshake (proving possession of its key), so a
+/// certificate from another CA gets an HTTP 401 like kube-apiserver answers, not a TLS alert.
+/// The chain is verified against the cluster CA per connection in [`serve`].
+#[derive(Debug)]
+struct DeferredClientVerifier {
+    inner: Arc<dyn ClientCertVerifier>,
+}
+
+impl ClientCertVerifier for DeferredClientVerifier {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        Ok(ClientCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// The server's TLS configuration, and the verifier that checks client chains against the CA.
+pub fn server_config(
+    pki: &Pki,
+) -> Result<(Arc<rustls::ServerConfig>, Arc<dyn ClientCertVerifier>), TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     for c in certs(&pki.ca_cert)? {
@@ -46,18 +97,19 @@ pub fn server_config(pki: &Pki) -> Result<Arc<rustls::ServerConfig>, TlsError> {
         .allow_unauthenticated()
         .build()
         .map_err(|e| TlsError::Verifier(e.to_string()))?;
+    let deferred = Arc::new(DeferredClientVerifier { inner: verifier.clone() });
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
-        .with_client_cert_verifier(verifier)
+        .with_client_cert_verifier(deferred)
         .with_single_cert(certs(&pki.server_cert)?, key(&pki.server_key)?)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    Ok((Arc::new(config), verifier))
 }
 
 /// Accepts connections until `shutdown`; each connection is served until it closes.
 pub async fn serve(
     listener: TcpListener,
-    config: Arc<rustls::ServerConfig>,
+    (config, verifier): (Arc<rustls::ServerConfig>, Arc<dyn ClientCertVerifier>),
     router: Router,
     tokens: Tokens,
     shutdown: CancellationToken,
@@ -79,6 +131,7 @@ pub async fn serve(
         let router = router.clone();
         let tokens = tokens.clone();
         let shutdown = shutdown.clone();
+        let verifier = verifier.clone();
         tokio::spawn(async move {
             let tls = match acceptor.accept(tcp).await {
                 Ok(t) => t,
@@ -87,13 +140,14 @@ pub async fn serve(
                     return;
                 }
             };
-            let peer = Peer(
-                tls.get_ref()
-                    .1
-                    .peer_certificates()
-                    .and_then(|c| c.first())
-                    .and_then(|c| identity_from_cert(c)),
-            );
+            // Only a chain that verifies against the cluster CA identifies anyone.
+            let peer = Peer(tls.get_ref().1.peer_certificates().and_then(|chain| {
+                let (leaf, intermediates) = chain.split_first()?;
+                verifier
+                    .verify_client_cert(leaf, intermediates, UnixTime::now())
+                    .ok()?;
+                identity_from_cert(leaf)
+            }));
             let svc = hyper::service::service_fn(
                 move |mut req: hyper::Request<hyper::body::Incoming>| {
                     req.extensions_mut().insert(peer.clone());

@@ -4,8 +4,10 @@
 //!
 //! Ordering rule (upstream's): items named by the patch come in the patch's order, the target's
 //! other items keep their relative order, and the two runs are interleaved using the target's
-//! order. Worked example: target `[1,2,3]`, patch `[3,1]` gives `[2,3,1]` — `2` is only in the
-//! target and precedes `3` there, so it goes first; `3` and `1` then follow in patch order.
+//! order; an item the target lacks goes after the target's items it is compared with. Worked
+//! examples: target `[1,2,3]`, patch `[3,1]` gives `[2,3,1]` — `2` is only in the target and
+//! precedes `3` there, so it goes first; `3` and `1` then follow in patch order. Target
+//! `[nginx]`, patch adding `sidecar` gives `[nginx, sidecar]`: new items are appended.
 
 use serde_json::{Map, Value};
 
@@ -265,10 +267,13 @@ fn order(
             (None, None) => break,
             (Some(_), None) => true,
             (None, Some(_)) => false,
-            (Some(l), Some(r)) => matches!(
-                (position(server_order, l, key), position(server_order, r, key)),
-                (Some(li), Some(ri)) if li < ri
-            ),
+            // Upstream's `mergeSortedSlice`: with both in the server's order, the earlier
+            // first; otherwise an item the server has goes before one it does not.
+            (Some(l), Some(r)) => {
+                let index = |v: &Value| position(server_order, v, key).map_or(-1, |i| i as i64);
+                let (li, ri) = (index(l), index(r));
+                if li >= 0 && ri >= 0 { li < ri } else { li > ri }
+            }
         };
         out.extend(if take_left { left.next() } else { right.next() });
     }
@@ -357,7 +362,7 @@ mod tests {
                 json!(["a", "b", "c"]),
                 json!(["c"]),
                 json!(["a", "b"]),
-                json!(["c", "a", "b"]),
+                json!(["a", "b", "c"]),
             ),
             (json!([1, 2]), json!([]), json!([2, 1]), json!([2, 1])),
         ];
@@ -375,7 +380,7 @@ mod tests {
         let got = order(merged, &patch, &server, Some("name"));
         assert_eq!(
             Value::Array(got),
-            json!([{"name": "c"}, {"name": "a", "v": 1}, {"name": "b"}])
+            json!([{"name": "b"}, {"name": "c"}, {"name": "a", "v": 1}])
         );
     }
 

@@ -446,7 +446,7 @@ mod tests {
             (json!([1, 2]), json!([2, 3]), json!([1, 2, 3])),
             (json!([1, 2, 3]), json!([3, 1, 2]), json!([3, 1, 2])),
             (json!([1, 2, 3]), json!([3, 1]), json!([2, 3, 1])),
-            (json!(["a", "b"]), json!(["c"]), json!(["c", "a", "b"])),
+            (json!(["a", "b"]), json!(["c"]), json!(["a", "b", "c"])),
         ];
         for (target, patch, want) in cases {
             let got = smp(
@@ -484,7 +484,7 @@ mod tests {
         let got = smp("Pod", target, patch);
         assert_eq!(
             got["spec"]["containers"],
-            json!([{"name": "c", "image": "c"}, {"name": "a"}, {"name": "x"}, {"name": "b"}])
+            json!([{"name": "x"}, {"name": "c", "image": "c"}, {"name": "a"}, {"name": "b"}])
         );
     }
 
@@ -505,7 +505,7 @@ mod tests {
         );
         assert_eq!(
             got["metadata"]["ownerReferences"],
-            json!([{"uid": "2", "name": "other"}, {"uid": "1", "name": "rs"}])
+            json!([{"uid": "1", "name": "rs"}, {"uid": "2", "name": "other"}])
         );
     }
 

@@ -9,6 +9,7 @@ pub mod client;
 pub mod discovery;
 pub mod openapi;
 pub mod patch;
+pub mod quantity;
 pub mod reconcile;
 pub mod resource;
 pub mod selector;

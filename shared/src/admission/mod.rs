@@ -32,7 +32,6 @@ mod pod;
 mod pod_spec;
 mod policy;
 mod probe;
-mod quantity;
 mod resources;
 mod scheduling;
 mod selector;

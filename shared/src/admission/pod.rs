@@ -12,7 +12,7 @@ use super::defaults::default_pod_spec;
 use super::field::{FieldError, Path};
 use super::meta::{validate_object_meta, validate_object_meta_update};
 use super::pod_spec::{SpecOwner, validate_pod_spec};
-use super::quantity::Quantity;
+use crate::quantity::Quantity;
 use super::scheduling::validate_tolerations;
 
 /// Seconds pods tolerate a not-ready or unreachable node before eviction (upstream admission).

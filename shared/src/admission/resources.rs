@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity as WireQuantity;
 
 use super::field::{FieldError, Path};
 use super::names::{each_invalid, inclusive_range_error, qualified_name};
-use super::quantity::Quantity;
+use crate::quantity::Quantity;
 
 /// A resource name for containers: `cpu`, `memory`, `ephemeral-storage`, `hugepages-*`, or a
 /// fully qualified extended resource.

@@ -10,7 +10,7 @@ use super::container::validate_field_ref;
 use super::defaults::volume_source_count;
 use super::field::{FieldError, Path};
 use super::names::{dns1123_label, each_invalid};
-use super::quantity::Quantity;
+use crate::quantity::Quantity;
 
 const FILE_MODE_ERROR: &str = "must be a number between 0 and 0777 (octal), both inclusive";
 

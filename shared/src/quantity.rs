@@ -6,12 +6,12 @@
 use std::cmp::Ordering;
 
 /// The upstream error text for a string that is not a quantity.
-pub(crate) const QUANTITY_FORMAT_ERROR: &str =
+pub const QUANTITY_FORMAT_ERROR: &str =
     "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
 
 /// A parsed quantity, in units of 10^-9; saturates at the i128 range instead of overflowing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub(crate) struct Quantity {
+pub struct Quantity {
     nanos: i128,
 }
 
@@ -20,7 +20,7 @@ const NANOS_PER_UNIT: i128 = 1_000_000_000;
 impl Quantity {
     /// Parses `[+-]digits[.digits][suffix]` where the suffix is a decimal SI suffix
     /// (`n u m "" k M G T P E`), a binary one (`Ki`…`Ei`) or an exponent (`e3`, `E-2`).
-    pub(crate) fn parse(s: &str) -> Result<Quantity, String> {
+    pub fn parse(s: &str) -> Result<Quantity, String> {
         let bad = || QUANTITY_FORMAT_ERROR.to_string();
         let (negative, rest) = match s.as_bytes().first() {
             Some(b'-') => (true, &s[1..]),
@@ -51,26 +51,41 @@ impl Quantity {
         })
     }
 
-    pub(crate) fn is_negative(&self) -> bool {
+    /// The value in thousandths (`500m` → 500, `2` → 2000), rounded up like upstream's
+    /// `MilliValue`.
+    pub fn millis(&self) -> i64 {
+        let per_milli = NANOS_PER_UNIT / 1000;
+        let m = self.nanos.div_euclid(per_milli) + i128::from(self.nanos.rem_euclid(per_milli) != 0);
+        m.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+    }
+
+    /// The value in whole units, rounded up like upstream's `Value` (`1.5Gi` → 1610612736,
+    /// `500m` → 1).
+    pub fn value(&self) -> i64 {
+        let v = self.nanos.div_euclid(NANOS_PER_UNIT) + i128::from(self.nanos.rem_euclid(NANOS_PER_UNIT) != 0);
+        v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+    }
+
+    pub fn is_negative(&self) -> bool {
         self.nanos < 0
     }
 
-    pub(crate) fn is_positive(&self) -> bool {
+    pub fn is_positive(&self) -> bool {
         self.nanos > 0
     }
 
     /// Whether the value is a whole number of units (extended resources must be).
-    pub(crate) fn is_whole(&self) -> bool {
+    pub fn is_whole(&self) -> bool {
         self.nanos % NANOS_PER_UNIT == 0
     }
 
-    pub(crate) fn add(self, other: Quantity) -> Quantity {
+    pub fn add(self, other: Quantity) -> Quantity {
         Quantity {
             nanos: self.nanos.saturating_add(other.nanos),
         }
     }
 
-    pub(crate) fn cmp_to(&self, other: &Quantity) -> Ordering {
+    pub fn cmp_to(&self, other: &Quantity) -> Ordering {
         self.nanos.cmp(&other.nanos)
     }
 }
@@ -159,6 +174,15 @@ fn scale(digits: &str, frac_len: i64, binary_pow: u32, decimal_pow: i64) -> i128
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn millis_and_value_round_up_like_upstream() {
+        assert_eq!(super::Quantity::parse("500m").unwrap().millis(), 500);
+        assert_eq!(super::Quantity::parse("2").unwrap().millis(), 2000);
+        assert_eq!(super::Quantity::parse("500m").unwrap().value(), 1);
+        assert_eq!(super::Quantity::parse("1.5Gi").unwrap().value(), 1_610_612_736);
+        assert_eq!(super::Quantity::parse("16Mi").unwrap().value(), 16 * 1024 * 1024);
+    }
+
     use super::*;
 
     fn q(s: &str) -> Quantity {

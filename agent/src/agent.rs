@@ -1,0 +1,104 @@
+//! Running the agent: join, connect to containerd, register the Node, keep its Lease, get a
+//! pod CIDR, serve logs/exec, and run the pods bound to this node.
+
+use crate::config::Config;
+use crate::image::ImageService;
+use crate::network::{Network, NetworkConfig};
+use crate::node;
+use crate::pod::manager::PodManager;
+use crate::runtime::Runtime;
+use berth_shared::client::{Client, Credentials};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    Join(#[from] crate::join::JoinError),
+    #[error(transparent)]
+    Client(#[from] berth_shared::client::ClientError),
+    #[error(transparent)]
+    Runtime(#[from] crate::runtime::RuntimeError),
+    #[error(transparent)]
+    Server(#[from] crate::server::ServerError),
+    #[error("registries file: {0}")]
+    Registries(String),
+    #[error("configuration: {0}")]
+    Config(String),
+}
+
+/// Runs until `shutdown`. Stopping the agent never stops the pods: containers keep running and
+/// a restarted agent adopts them.
+pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), AgentError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let labels = node::status::parse_labels(&config.node_labels).map_err(AgentError::Config)?;
+    let taints = node::status::parse_taints(&config.register_with_taints).map_err(AgentError::Config)?;
+    let node_ip = node::host::internal_ip(config.node_ip.as_deref());
+    let addresses: Vec<String> = node_ip.iter().cloned().chain(["127.0.0.1".to_string()]).collect();
+    let creds = crate::join::credentials(
+        &config.server,
+        config.token.as_deref(),
+        &config.node_name,
+        &addresses,
+        &config.root_dir.join("pki"),
+    )
+    .await?;
+    let client = Client::new(
+        &config.server,
+        &creds.ca_pem,
+        Credentials::Certificate { cert_pem: creds.cert_pem.clone(), key_pem: creds.key_pem.clone() },
+    )?;
+    let runtime = Runtime::connect(&config.containerd_socket, &config.containerd_namespace).await?;
+    let version = runtime.version().await?;
+
+    let backend = PodManager::new_backend();
+    let bound = crate::server::serve(
+        config.listen,
+        &creds.ca_pem,
+        &creds.cert_pem,
+        &creds.key_pem,
+        backend.clone(),
+        shutdown.clone(),
+    )
+    .await?;
+    let mut facts = node::host::facts(
+        &config.node_name,
+        &config.root_dir,
+        config.max_pods,
+        &version,
+        i32::from(bound.port()),
+    );
+    facts.internal_ip = node_ip;
+    let registered = node::register(&client, &facts, &labels, &taints).await?;
+    let registered = node::post_status(&client, &facts, true, Some(&registered)).await.ok().or(Some(registered));
+    tracing::info!(node = %config.node_name, server = %config.server, "registered");
+    let heartbeat = tokio::spawn(node::heartbeat(client.clone(), facts.clone(), registered, shutdown.clone()));
+
+    let Some(pod_cidr) = node::wait_for_pod_cidr(&client, &config.node_name, &shutdown).await else {
+        return Ok(());
+    };
+    tracing::info!(%pod_cidr, "pod CIDR assigned");
+    let network = Network::new(NetworkConfig {
+        cni_bin_dir: config.cni_bin_dir.clone(),
+        bridge: config.cni_bridge.clone(),
+        pod_cidr,
+        cluster_cidr: config.cluster_cidr.clone(),
+        state_dir: config.root_dir.join("network"),
+        network_name: format!("berth-{}", config.node_name),
+    });
+    let registries = ImageService::load_registries(&config.registries_config)
+        .map_err(|e| AgentError::Registries(e.to_string()))?;
+    let images = ImageService::new(runtime.clone(), registries);
+    let manager = Arc::new(PodManager::new(
+        config.clone(),
+        client,
+        runtime,
+        images,
+        network,
+        facts.internal_ip.clone().unwrap_or_default(),
+    ));
+    backend.attach(manager.clone());
+    manager.run(shutdown.clone()).await;
+    let _ = heartbeat.await;
+    Ok(())
+}

@@ -7,9 +7,9 @@ pub mod restart;
 pub mod status;
 
 pub use model::{
-    Attempt, ContainerId, ContainerKind, ImagePull, Observed, ObservedContainer, ProbeResults,
-    PullFailure, Sandbox, StartError, State, Termination,
+    Attempt, ContainerId, ContainerKind, Deletion, ImagePull, Observed, ObservedContainer,
+    ProbeResults, PullFailure, RestartPolicy, Sandbox, StartError, State, Termination,
 };
 pub use plan::{Action, KillReason, KillTarget, PodKillReason, PodPlan, plan_pod};
-pub use restart::{Backoff, CrashLoop};
-pub use status::pod_status;
+pub use restart::{Backoff, CrashLoop, crash_loop, image_pull_failed, next_start};
+pub use status::{pod_phase, pod_status};

@@ -158,6 +158,27 @@ pub enum ImagePull {
     },
 }
 
+impl ImagePull {
+    /// What a failed pull shows on a pass after the one that tried it: `ErrImagePull` becomes
+    /// `ImagePullBackOff` (`Back-off pulling image "<image>"`) while the retry is not yet due,
+    /// as the kubelet reports a sync that finds the pull in back-off. The worker applies this
+    /// when it observes at the start of a pass, never in the pass that pulled.
+    pub fn backing_off(self, image: &str, now: Timestamp) -> Self {
+        match self {
+            Self::Failed {
+                reason: PullFailure::ErrImagePull,
+                backoff,
+                ..
+            } if now < backoff.until() => Self::Failed {
+                reason: PullFailure::ImagePullBackOff,
+                message: format!("Back-off pulling image {image:?}"),
+                backoff,
+            },
+            other => other,
+        }
+    }
+}
+
 /// The last failure to create or start a container (`CreateContainerConfigError`,
 /// `CreateContainerError`, `RunContainerError`, …); cleared by the worker on a good start.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -327,4 +348,250 @@ pub(crate) fn elapsed(from: Timestamp, to: Timestamp) -> Duration {
 /// `now` cut to whole seconds, the precision the API stores.
 pub(crate) fn whole_seconds(t: Timestamp) -> Timestamp {
     Timestamp::from_second(t.as_second()).unwrap_or(t)
+}
+
+/// Builders for the planner's and the status generator's table tests.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use berth_shared::k8s_openapi::api::core::v1::{PodStatus, Probe};
+    use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+    use super::*;
+
+    pub fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + s).unwrap()
+    }
+
+    pub fn container(name: &str) -> Container {
+        Container {
+            name: name.into(),
+            image: Some("busybox:1.28".into()),
+            ..Container::default()
+        }
+    }
+
+    pub fn sidecar(name: &str) -> Container {
+        Container {
+            restart_policy: Some("Always".into()),
+            ..container(name)
+        }
+    }
+
+    pub fn probe() -> Option<Probe> {
+        Some(Probe::default())
+    }
+
+    /// Pod `web` in `default` (uid `u1`) bound to this node, created at `t(0)`.
+    pub fn pod(policy: &str, init: Vec<Container>, apps: Vec<Container>) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("web".into()),
+                namespace: Some("default".into()),
+                uid: Some("u1".into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PodSpec {
+                restart_policy: Some(policy.into()),
+                init_containers: (!init.is_empty()).then_some(init),
+                containers: apps,
+                node_name: Some("node-a".into()),
+                ..PodSpec::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some("Pending".into()),
+                start_time: Some(Time(t(0))),
+                ..PodStatus::default()
+            }),
+        }
+    }
+
+    pub fn deleted(mut pod: Pod, grace: i64) -> Pod {
+        pod.metadata.deletion_timestamp = Some(Time(t(100)));
+        pod.metadata.deletion_grace_period_seconds = Some(grace);
+        pod
+    }
+
+    fn attempt(name: &str, index: u32, state: State) -> Attempt {
+        Attempt {
+            id: ContainerId::new(format!("{name}-{index}")),
+            restart_index: index,
+            sandbox_attempt: 0,
+            image: "docker.io/library/busybox:1.28".into(),
+            image_id: "docker.io/library/busybox@sha256:abc".into(),
+            state,
+            backoff: None,
+            probes: ProbeResults::default(),
+        }
+    }
+
+    pub fn running(name: &str, index: u32, since: i64) -> Attempt {
+        attempt(
+            name,
+            index,
+            State::Running {
+                started_at: t(since),
+            },
+        )
+    }
+
+    pub fn created(name: &str, index: u32) -> Attempt {
+        let state = State::Waiting {
+            reason: String::new(),
+            message: String::new(),
+        };
+        attempt(name, index, state)
+    }
+
+    pub fn exited(name: &str, index: u32, code: i32, finished: i64) -> Attempt {
+        let reason = match code {
+            0 => "Completed",
+            137 => "OOMKilled",
+            _ => "Error",
+        };
+        attempt(
+            name,
+            index,
+            State::Terminated(Termination {
+                exit_code: code,
+                reason: reason.into(),
+                signal: None,
+                started_at: Some(t(finished - 1)),
+                finished_at: t(finished),
+                message: String::new(),
+            }),
+        )
+    }
+
+    pub fn with_backoff(mut a: Attempt, delay: u64, since: i64) -> Attempt {
+        a.backoff = Some(Backoff {
+            delay: Duration::from_secs(delay),
+            since: t(since),
+        });
+        a
+    }
+
+    pub fn with_probes(mut a: Attempt, probes: ProbeResults) -> Attempt {
+        a.probes = probes;
+        a
+    }
+
+    /// A ready sandbox (IP 10.42.0.5 on a node at 192.168.1.10) and the given attempts, with
+    /// every named container's image already pulled.
+    pub fn observed(attempts: Vec<Attempt>) -> Observed {
+        let mut o = Observed {
+            sandbox: Sandbox::Ready {
+                attempt: 0,
+                ips: vec!["10.42.0.5".into()],
+            },
+            host_ips: vec!["192.168.1.10".into()],
+            ..Observed::default()
+        };
+        for a in attempts {
+            let name =
+                a.id.as_str()
+                    .rsplit_once('-')
+                    .map_or("", |(n, _)| n)
+                    .to_string();
+            o.containers.entry(name).or_default().attempts.push(a);
+        }
+        o
+    }
+
+    pub fn pulled(mut o: Observed, names: &[&str]) -> Observed {
+        for n in names {
+            o.containers.entry((*n).to_string()).or_default().image = ImagePull::Pulled;
+        }
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::fixtures::*;
+    use super::*;
+
+    #[test]
+    fn container_ids_show_as_containerd_uris() {
+        assert_eq!(ContainerId::new("abc").uri(), "containerd://abc");
+    }
+
+    #[test]
+    fn latest_previous_and_per_sandbox_attempts_are_found_by_restart_index() {
+        let mut in_new_sandbox = exited("app", 2, 1, 30);
+        in_new_sandbox.sandbox_attempt = 1;
+        let c = ObservedContainer {
+            attempts: vec![
+                exited("app", 1, 1, 20),
+                in_new_sandbox,
+                exited("app", 0, 1, 10),
+            ],
+            ..ObservedContainer::default()
+        };
+        assert_eq!(c.latest().map(|a| a.restart_index), Some(2));
+        assert_eq!(c.previous().map(|a| a.restart_index), Some(1));
+        assert_eq!(c.latest_in(0).map(|a| a.restart_index), Some(1));
+        assert_eq!(c.latest_terminated().map(|(a, _)| a.restart_index), Some(2));
+    }
+
+    #[test]
+    fn a_memory_kill_is_never_a_success() {
+        let t = |code, reason: &str| Termination {
+            exit_code: code,
+            reason: reason.into(),
+            signal: None,
+            started_at: None,
+            finished_at: t(0),
+            message: String::new(),
+        };
+        assert!(t(0, "Completed").succeeded());
+        assert!(!t(0, "OOMKilled").succeeded());
+        assert!(!t(1, "Error").succeeded());
+    }
+
+    #[test]
+    fn deletion_grace_comes_from_the_deletion_then_the_spec_and_is_at_least_two_seconds() {
+        let live = pod("Always", vec![], vec![container("app")]);
+        assert_eq!(deletion(&live), None);
+        let grace = |p: &Pod| deletion(p).map(|d| d.grace.as_secs());
+        assert_eq!(grace(&deleted(live.clone(), 12)), Some(12));
+        assert_eq!(grace(&deleted(live.clone(), 0)), Some(2));
+        let mut spec_only = live.clone();
+        spec_only.metadata.deletion_timestamp = Some(Time(t(5)));
+        assert_eq!(grace(&spec_only), Some(30));
+        if let Some(spec) = spec_only.spec.as_mut() {
+            spec.termination_grace_period_seconds = Some(45);
+        }
+        assert_eq!(grace(&spec_only), Some(45));
+    }
+
+    #[test]
+    fn a_pull_failure_turns_into_image_pull_back_off_on_later_passes_of_its_window() {
+        let failed = ImagePull::Failed {
+            reason: PullFailure::ErrImagePull,
+            message: "manifest unknown".into(),
+            backoff: Backoff::initial(t(0)),
+        };
+        let shown = failed.clone().backing_off("nginx:nope", t(3));
+        assert_eq!(
+            shown,
+            ImagePull::Failed {
+                reason: PullFailure::ImagePullBackOff,
+                message: "Back-off pulling image \"nginx:nope\"".into(),
+                backoff: Backoff::initial(t(0)),
+            }
+        );
+        assert_eq!(
+            failed.clone().backing_off("nginx:nope", t(10)),
+            failed,
+            "retry due"
+        );
+        let never = ImagePull::Failed {
+            reason: PullFailure::ErrImageNeverPull,
+            message: "not present".into(),
+            backoff: Backoff::initial(t(0)),
+        };
+        assert_eq!(never.clone().backing_off("x", t(1)), never);
+    }
 }

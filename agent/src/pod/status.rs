@@ -12,30 +12,27 @@ use std::collections::BTreeMap;
 
 use berth_shared::k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
-    ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodSpec, PodStatus,
+    ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodIP, PodSpec, PodStatus,
 };
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use jiff::Timestamp;
 
 use super::model::{
     Attempt, ContainerKind, ImagePull, Observed, ObservedContainer, RestartPolicy, Sandbox, State,
-    after, is_sidecar, kind_of_init, seconds, whole_seconds,
+    after, kind_of_init, seconds, whole_seconds,
 };
 use super::restart::{CrashLoop, crash_loop, go_duration, should_restart};
+
+mod conditions;
+mod phase;
+
+use conditions::conditions;
+use phase::{has_initialized, phase};
 
 pub const PENDING: &str = "Pending";
 pub const RUNNING: &str = "Running";
 pub const SUCCEEDED: &str = "Succeeded";
 pub const FAILED: &str = "Failed";
-
-/// Conditions the kubelet owns; any other condition in the old status is kept as it is.
-const KUBELET_CONDITIONS: [&str; 5] = [
-    "PodReadyToStartContainers",
-    "Initialized",
-    "Ready",
-    "ContainersReady",
-    "PodScheduled",
-];
 
 pub fn is_terminal(phase: &str) -> bool {
     phase == SUCCEEDED || phase == FAILED
@@ -398,137 +395,6 @@ fn mark_lost_unless_terminated(status: &mut ContainerStatus) {
     });
 }
 
-fn state_of(s: &ContainerStatus) -> ContainerState {
-    s.state.clone().unwrap_or_default()
-}
-
-fn last_exit(s: &ContainerStatus) -> Option<&ContainerStateTerminated> {
-    s.last_state.as_ref().and_then(|l| l.terminated.as_ref())
-}
-
-/// Whether any app container has run (running or terminated): the pod initialized before.
-fn any_regular_started(app: &[ContainerStatus]) -> bool {
-    app.iter().any(|s| {
-        s.state
-            .as_ref()
-            .is_some_and(|st| st.running.is_some() || st.terminated.is_some())
-    })
-}
-
-/// Whether the pod got past initialization at some point (status manager's `hasPodInitialized`).
-fn has_initialized(spec: &PodSpec, init: &[ContainerStatus], app: &[ContainerStatus]) -> bool {
-    let Some(last) = spec.init_containers.as_ref().and_then(|i| i.last()) else {
-        return true;
-    };
-    let left_waiting = |s: &ContainerStatus| {
-        last_exit(s).is_some() || s.state.as_ref().is_none_or(|st| st.waiting.is_none())
-    };
-    if app.iter().any(left_waiting) {
-        return true;
-    }
-    let Some(s) = init.iter().find(|s| s.name == last.name) else {
-        return false;
-    };
-    let st = state_of(s);
-    if is_sidecar(last) {
-        return st.running.is_some() && s.started == Some(true);
-    }
-    let completed = |t: Option<&ContainerStateTerminated>| {
-        t.is_some_and(|t| t.reason.as_deref() == Some("Completed"))
-    };
-    completed(last_exit(s)) || completed(st.terminated.as_ref())
-}
-
-/// The kubelet's `getPhase`.
-fn phase(
-    spec: &PodSpec,
-    init: &[ContainerStatus],
-    app: &[ContainerStatus],
-    terminal: bool,
-) -> &'static str {
-    let find =
-        |list: &'_ [ContainerStatus], name: &str| list.iter().find(|s| s.name == name).cloned();
-    let (mut pending_init, mut failed_init) = (0, 0);
-    let (mut unknown, mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0, 0);
-    for c in spec.init_containers.iter().flatten() {
-        let Some(s) = find(init, &c.name) else {
-            if is_sidecar(c) {
-                unknown += 1;
-            } else {
-                pending_init += 1;
-            }
-            continue;
-        };
-        let st = state_of(&s);
-        if is_sidecar(c) {
-            // Sidecars never count for completion; they only hold initialization back.
-            if st.running.is_some() {
-                if s.started != Some(true) {
-                    pending_init += 1;
-                }
-                running += 1;
-            } else if st.terminated.is_some() {
-            } else if st.waiting.is_some() {
-                if last_exit(&s).is_none() {
-                    pending_init += 1;
-                    waiting += 1;
-                }
-            } else {
-                pending_init += 1;
-                unknown += 1;
-            }
-        } else if let Some(t) = st.terminated.as_ref() {
-            failed_init += i32::from(t.exit_code != 0);
-        } else if st.waiting.is_some() && last_exit(&s).is_some() {
-            failed_init += i32::from(last_exit(&s).is_some_and(|t| t.exit_code != 0));
-        } else {
-            pending_init += 1;
-        }
-    }
-    for c in &spec.containers {
-        let Some(s) = find(app, &c.name) else {
-            unknown += 1;
-            continue;
-        };
-        let st = state_of(&s);
-        if st.running.is_some() {
-            running += 1;
-        } else if let Some(t) = st.terminated.as_ref() {
-            stopped += 1;
-            succeeded += i32::from(t.exit_code == 0);
-        } else if st.waiting.is_some() {
-            if last_exit(&s).is_some() {
-                stopped += 1;
-            } else {
-                waiting += 1;
-            }
-        } else {
-            unknown += 1;
-        }
-    }
-    let policy = RestartPolicy::of(spec);
-    if failed_init > 0 && policy == RestartPolicy::Never {
-        return FAILED;
-    }
-    if (pending_init > 0 && !any_regular_started(app)) || waiting > 0 {
-        return PENDING;
-    }
-    if running > 0 && unknown == 0 {
-        return RUNNING;
-    }
-    if running == 0 && stopped > 0 && unknown == 0 {
-        return match (terminal, policy, stopped == succeeded) {
-            (true, _, true) => SUCCEEDED,
-            (true, _, false) => FAILED,
-            (false, RestartPolicy::Always, _) => RUNNING,
-            (false, _, true) => SUCCEEDED,
-            (false, RestartPolicy::Never, false) => FAILED,
-            (false, RestartPolicy::OnFailure, false) => RUNNING,
-        };
-    }
-    PENDING
-}
-
 fn pod_ips(ctx: &Ctx<'_>) -> Option<Vec<PodIP>> {
     let host_network = ctx.spec.host_network == Some(true);
     let ips = match &ctx.observed.sandbox {
@@ -539,187 +405,626 @@ fn pod_ips(ctx: &Ctx<'_>) -> Option<Vec<PodIP>> {
     Some(ips.iter().map(|ip| PodIP { ip: ip.clone() }).collect())
 }
 
-fn condition(type_: &str, ok: bool, reason: Option<&str>, message: Option<String>) -> PodCondition {
-    PodCondition {
-        type_: type_.into(),
-        status: if ok { "True" } else { "False" }.into(),
-        reason: reason.map(Into::into),
-        message,
-        ..PodCondition::default()
+#[cfg(test)]
+mod tests {
+    use berth_shared::k8s_openapi::api::core::v1::{PodCondition, PodReadinessGate, PodSpec};
+
+    use super::super::model::fixtures::*;
+    use super::super::model::{ProbeResults, PullFailure, StartError};
+    use super::super::restart::Backoff;
+    use super::*;
+    use crate::probe::policy::ProbeResult::{Success, Unknown};
+
+    const NOW: i64 = 1000;
+
+    fn status(pod: &Pod, o: &Observed) -> PodStatus {
+        pod_status(pod, o, t(NOW))
     }
-}
 
-/// Go prints a `[]string` as `[a b]`.
-fn go_list(names: &[&str]) -> String {
-    format!("[{}]", names.join(" "))
-}
-
-fn conditions(
-    ctx: &Ctx<'_>,
-    old: &[PodCondition],
-    all: &[&ContainerStatus],
-    phase: &str,
-) -> Vec<PodCondition> {
-    let mut out: Vec<PodCondition> = old
-        .iter()
-        .filter(|c| !KUBELET_CONDITIONS.contains(&c.type_.as_str()))
-        .cloned()
-        .collect();
-    let sandbox_ready = matches!(ctx.observed.sandbox, Sandbox::Ready { .. });
-    let containers_ready = containers_ready(ctx.spec, all, phase);
-    let ready = pod_ready(ctx.spec, &out, &containers_ready);
-    let generated = [
-        condition("PodReadyToStartContainers", sandbox_ready, None, None),
-        initialized(ctx.spec, all, phase),
-        ready,
-        containers_ready,
-        condition("PodScheduled", true, None, None),
-    ];
-    let now = Time(whole_seconds(ctx.now));
-    for mut c in generated {
-        let previous = old
+    fn cond<'a>(s: &'a PodStatus, type_: &str) -> &'a PodCondition {
+        s.conditions
             .iter()
-            .find(|o| o.type_ == c.type_ && o.status == c.status);
-        c.last_transition_time = Some(
-            previous
-                .and_then(|o| o.last_transition_time.clone())
-                .unwrap_or_else(|| now.clone()),
+            .flatten()
+            .find(|c| c.type_ == type_)
+            .unwrap_or_else(|| panic!("no {type_} condition in {:?}", s.conditions))
+    }
+
+    /// `(status, reason, message)` of a condition, for compact assertions.
+    fn summary<'a>(s: &'a PodStatus, type_: &str) -> (&'a str, Option<&'a str>, Option<&'a str>) {
+        let c = cond(s, type_);
+        (c.status.as_str(), c.reason.as_deref(), c.message.as_deref())
+    }
+
+    fn app<'a>(s: &'a PodStatus, name: &str) -> &'a ContainerStatus {
+        s.container_statuses
+            .iter()
+            .flatten()
+            .chain(s.init_container_statuses.iter().flatten())
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no status for {name}"))
+    }
+
+    fn waiting_reason<'a>(s: &'a PodStatus, name: &str) -> Option<&'a str> {
+        app(s, name)
+            .state
+            .as_ref()?
+            .waiting
+            .as_ref()?
+            .reason
+            .as_deref()
+    }
+
+    fn readiness(ready: bool) -> ProbeResults {
+        ProbeResults {
+            readiness: if ready { Success } else { Unknown },
+            ..ProbeResults::default()
+        }
+    }
+
+    // --- phase ---------------------------------------------------------------------------
+
+    #[test]
+    fn phase_follows_restart_policy_and_exit_codes() {
+        let cases = [
+            // policy, app exit code (None = running), phase
+            ("Always", None, RUNNING),
+            ("Always", Some(0), RUNNING),
+            ("Always", Some(1), RUNNING),
+            ("OnFailure", Some(0), SUCCEEDED),
+            ("OnFailure", Some(1), RUNNING),
+            ("Never", Some(0), SUCCEEDED),
+            ("Never", Some(1), FAILED),
+            ("Never", Some(137), FAILED),
+        ];
+        for (policy, code, want) in cases {
+            let pod = pod(policy, vec![], vec![container("app")]);
+            let attempt = match code {
+                None => running("app", 0, 1),
+                Some(code) => exited("app", 0, code, 5),
+            };
+            let got = status(&pod, &observed(vec![attempt]));
+            assert_eq!(got.phase.as_deref(), Some(want), "{policy} {code:?}");
+        }
+    }
+
+    #[test]
+    fn phase_is_succeeded_only_when_every_app_container_succeeded() {
+        let pod = pod("Never", vec![], vec![container("a"), container("b")]);
+        let s = status(
+            &pod,
+            &observed(vec![exited("a", 0, 0, 5), exited("b", 0, 2, 6)]),
         );
-        out.push(c);
+        assert_eq!(s.phase.as_deref(), Some(FAILED));
+        let s = status(
+            &pod,
+            &observed(vec![exited("a", 0, 0, 5), running("b", 0, 6)]),
+        );
+        assert_eq!(s.phase.as_deref(), Some(RUNNING));
     }
-    out
-}
 
-fn find<'a>(all: &[&'a ContainerStatus], name: &str) -> Option<&'a ContainerStatus> {
-    all.iter().copied().find(|s| s.name == name)
-}
+    #[test]
+    fn a_pod_is_pending_until_its_containers_were_created() {
+        let pod = pod("Always", vec![], vec![container("a"), container("b")]);
+        let s = status(&pod, &observed(vec![running("a", 0, 5)]));
+        assert_eq!(s.phase.as_deref(), Some(PENDING));
+        assert_eq!(waiting_reason(&s, "b"), Some("ContainerCreating"));
+    }
 
-fn containers_ready(spec: &PodSpec, all: &[&ContainerStatus], phase: &str) -> PodCondition {
-    let sidecars = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .filter(|c| is_sidecar(c));
-    let (mut unknown, mut unready) = (Vec::new(), Vec::new());
-    for c in sidecars.chain(&spec.containers) {
-        match find(all, &c.name) {
-            None => unknown.push(c.name.as_str()),
-            Some(s) if !s.ready => unready.push(c.name.as_str()),
-            Some(_) => {}
+    #[test]
+    fn a_crash_looping_container_keeps_the_pod_running() {
+        let pod = pod("Always", vec![], vec![container("app")]);
+        let crashed = with_backoff(exited("app", 1, 1, NOW - 5), 20, NOW - 30);
+        let s = status(
+            &pod,
+            &observed(vec![exited("app", 0, 1, NOW - 40), crashed]),
+        );
+        assert_eq!(s.phase.as_deref(), Some(RUNNING));
+    }
+
+    #[test]
+    fn a_failed_init_container_fails_the_pod_only_under_never() {
+        for (policy, want) in [
+            ("Never", FAILED),
+            ("OnFailure", PENDING),
+            ("Always", PENDING),
+        ] {
+            let pod = pod(policy, vec![container("init")], vec![container("app")]);
+            let s = status(&pod, &observed(vec![exited("init", 0, 1, 5)]));
+            assert_eq!(s.phase.as_deref(), Some(want), "{policy}");
         }
     }
-    const TYPE: &str = "ContainersReady";
-    if phase == SUCCEEDED && unknown.is_empty() {
-        return condition(TYPE, false, Some("PodCompleted"), None);
-    }
-    if phase == FAILED {
-        return condition(TYPE, false, Some("PodFailed"), None);
-    }
-    let mut messages = Vec::new();
-    if !unknown.is_empty() {
-        messages.push(format!(
-            "containers with unknown status: {}",
-            go_list(&unknown)
-        ));
-    }
-    if !unready.is_empty() {
-        messages.push(format!(
-            "containers with unready status: {}",
-            go_list(&unready)
-        ));
-    }
-    if messages.is_empty() {
-        condition(TYPE, true, None, None)
-    } else {
-        condition(
-            TYPE,
-            false,
-            Some("ContainersNotReady"),
-            Some(messages.join(", ")),
-        )
-    }
-}
 
-fn pod_ready(
-    spec: &PodSpec,
-    conditions: &[PodCondition],
-    containers_ready: &PodCondition,
-) -> PodCondition {
-    if containers_ready.status != "True" {
-        return PodCondition {
-            type_: "Ready".into(),
-            ..containers_ready.clone()
+    #[test]
+    fn sidecars_do_not_count_for_completion() {
+        let pod = pod("Never", vec![sidecar("log")], vec![container("app")]);
+        let running_sidecar = observed(vec![running("log", 0, 1), exited("app", 0, 0, 50)]);
+        assert_eq!(
+            status(&pod, &running_sidecar).phase.as_deref(),
+            Some(RUNNING)
+        );
+        let stopped = observed(vec![exited("log", 0, 143, 60), exited("app", 0, 0, 50)]);
+        assert_eq!(status(&pod, &stopped).phase.as_deref(), Some(SUCCEEDED));
+    }
+
+    #[test]
+    fn a_terminal_phase_is_never_left() {
+        let mut pod = pod("Always", vec![], vec![container("app")]);
+        pod.status.get_or_insert_default().phase = Some(FAILED.into());
+        let s = status(&pod, &observed(vec![running("app", 0, 1)]));
+        assert_eq!(s.phase.as_deref(), Some(FAILED));
+    }
+
+    #[test]
+    fn the_active_deadline_fails_the_pod_with_deadline_exceeded() {
+        let mut pod = pod("Always", vec![], vec![container("app")]);
+        pod.spec.get_or_insert_default().active_deadline_seconds = Some(NOW);
+        let s = status(&pod, &observed(vec![running("app", 0, 1)]));
+        assert_eq!(s.phase.as_deref(), Some(FAILED));
+        assert_eq!(s.reason.as_deref(), Some("DeadlineExceeded"));
+        assert_eq!(
+            s.message.as_deref(),
+            Some("Pod was active on the node longer than the specified deadline")
+        );
+    }
+
+    #[test]
+    fn a_deleted_pod_reaches_a_terminal_phase_once_its_containers_stopped() {
+        let pod = deleted(pod("Always", vec![], vec![container("app")]), 30);
+        let still_running = observed(vec![running("app", 0, 1)]);
+        assert_eq!(status(&pod, &still_running).phase.as_deref(), Some(RUNNING));
+        let clean = observed(vec![exited("app", 0, 0, 110)]);
+        assert_eq!(status(&pod, &clean).phase.as_deref(), Some(SUCCEEDED));
+        let killed = observed(vec![exited("app", 0, 137, 110)]);
+        assert_eq!(status(&pod, &killed).phase.as_deref(), Some(FAILED));
+    }
+
+    #[test]
+    fn a_pod_deleted_before_its_containers_ran_ends_failed_with_unknown_containers() {
+        let pod = deleted(pod("Always", vec![], vec![container("app")]), 30);
+        let s = status(&pod, &observed(vec![]));
+        assert_eq!(s.phase.as_deref(), Some(FAILED));
+        let terminated = app(&s, "app")
+            .state
+            .as_ref()
+            .and_then(|st| st.terminated.clone());
+        let t = terminated.expect("terminated");
+        assert_eq!(
+            (t.exit_code, t.reason.as_deref()),
+            (137, Some("ContainerStatusUnknown"))
+        );
+    }
+
+    // --- conditions ----------------------------------------------------------------------
+
+    #[test]
+    fn an_initializing_pod_reports_its_incomplete_and_unready_containers() {
+        let pod = pod(
+            "Always",
+            vec![container("init-a"), container("init-b")],
+            vec![container("app")],
+        );
+        let s = status(&pod, &observed(vec![running("init-a", 0, 5)]));
+        assert_eq!(s.phase.as_deref(), Some(PENDING));
+        assert_eq!(
+            summary(&s, "Initialized"),
+            (
+                "False",
+                Some("ContainersNotInitialized"),
+                Some("containers with incomplete status: [init-a init-b]")
+            )
+        );
+        assert_eq!(
+            summary(&s, "Ready"),
+            (
+                "False",
+                Some("ContainersNotReady"),
+                Some("containers with unready status: [app]")
+            )
+        );
+        assert_eq!(summary(&s, "ContainersReady"), summary(&s, "Ready"));
+        assert_eq!(waiting_reason(&s, "app"), Some("PodInitializing"));
+        assert_eq!(waiting_reason(&s, "init-b"), Some("PodInitializing"));
+    }
+
+    #[test]
+    fn a_running_pod_with_ready_containers_is_ready() {
+        let pod = pod("Always", vec![container("init")], vec![container("app")]);
+        let s = status(
+            &pod,
+            &observed(vec![exited("init", 0, 0, 2), running("app", 0, 3)]),
+        );
+        let types: Vec<&str> = s
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| c.type_.as_str())
+            .collect();
+        assert_eq!(
+            types,
+            vec![
+                "PodReadyToStartContainers",
+                "Initialized",
+                "Ready",
+                "ContainersReady",
+                "PodScheduled"
+            ]
+        );
+        assert!(
+            s.conditions.iter().flatten().all(|c| c.status == "True"),
+            "{:?}",
+            s.conditions
+        );
+        assert!(app(&s, "init").ready, "a succeeded init container is ready");
+    }
+
+    #[test]
+    fn readiness_follows_the_readiness_probe() {
+        let mut c = container("app");
+        c.readiness_probe = probe();
+        let pod = pod("Always", vec![], vec![c]);
+        let not_yet = observed(vec![with_probes(running("app", 0, 1), readiness(false))]);
+        let s = status(&pod, &not_yet);
+        assert!(!app(&s, "app").ready);
+        assert_eq!(app(&s, "app").started, Some(true));
+        assert_eq!(summary(&s, "Ready").0, "False");
+        let ready = observed(vec![with_probes(running("app", 0, 1), readiness(true))]);
+        assert_eq!(summary(&status(&pod, &ready), "Ready").0, "True");
+    }
+
+    #[test]
+    fn a_container_is_not_started_until_its_startup_probe_succeeds() {
+        let mut c = container("app");
+        c.startup_probe = probe();
+        let pod = pod("Always", vec![], vec![c]);
+        let s = status(&pod, &observed(vec![running("app", 0, 1)]));
+        assert_eq!(
+            (app(&s, "app").started, app(&s, "app").ready),
+            (Some(false), false)
+        );
+        let up = ProbeResults {
+            startup: Success,
+            ..ProbeResults::default()
         };
+        let s = status(&pod, &observed(vec![with_probes(running("app", 0, 1), up)]));
+        assert_eq!(
+            (app(&s, "app").started, app(&s, "app").ready),
+            (Some(true), true)
+        );
     }
-    let mut messages = Vec::new();
-    for gate in spec.readiness_gates.iter().flatten() {
-        let name = &gate.condition_type;
-        match conditions.iter().find(|c| &c.type_ == name) {
-            None => messages.push(format!(
-                "corresponding condition of pod readiness gate \"{name}\" does not exist."
-            )),
-            Some(c) if c.status != "True" => messages.push(format!(
-                "the status of pod readiness gate \"{name}\" is not \"True\", but {}",
-                c.status
-            )),
-            Some(_) => {}
-        }
-    }
-    if messages.is_empty() {
-        condition("Ready", true, None, None)
-    } else {
-        condition(
-            "Ready",
-            false,
-            Some("ReadinessGatesNotReady"),
-            Some(messages.join(", ")),
-        )
-    }
-}
 
-fn initialized(spec: &PodSpec, all: &[&ContainerStatus], phase: &str) -> PodCondition {
-    let (mut unknown, mut incomplete) = (Vec::new(), Vec::new());
-    for c in spec.init_containers.iter().flatten() {
-        match find(all, &c.name) {
-            None => unknown.push(c.name.as_str()),
-            Some(s) if is_sidecar(c) && s.started != Some(true) => incomplete.push(c.name.as_str()),
-            Some(s) if !is_sidecar(c) && !s.ready => incomplete.push(c.name.as_str()),
-            Some(_) => {}
+    #[test]
+    fn a_sidecar_counts_for_readiness_and_its_start_for_initialization() {
+        let mut log = sidecar("log");
+        log.startup_probe = probe();
+        let pod = pod("Always", vec![log], vec![container("app")]);
+        let s = status(&pod, &observed(vec![running("log", 0, 1)]));
+        assert_eq!(s.phase.as_deref(), Some(PENDING));
+        assert_eq!(
+            summary(&s, "Initialized").2,
+            Some("containers with incomplete status: [log]")
+        );
+        assert_eq!(
+            summary(&s, "ContainersReady").2,
+            Some("containers with unready status: [log app]")
+        );
+    }
+
+    #[test]
+    fn readiness_gates_hold_ready_but_not_containers_ready() {
+        let mut pod = pod("Always", vec![], vec![container("app")]);
+        pod.spec.get_or_insert_default().readiness_gates = Some(vec![
+            PodReadinessGate {
+                condition_type: "example.com/lb".into(),
+            },
+            PodReadinessGate {
+                condition_type: "example.com/dns".into(),
+            },
+        ]);
+        pod.status.get_or_insert_default().conditions = Some(vec![PodCondition {
+            type_: "example.com/dns".into(),
+            status: "False".into(),
+            ..PodCondition::default()
+        }]);
+        let s = status(&pod, &observed(vec![running("app", 0, 1)]));
+        assert_eq!(summary(&s, "ContainersReady").0, "True");
+        assert_eq!(
+            summary(&s, "Ready"),
+            (
+                "False",
+                Some("ReadinessGatesNotReady"),
+                Some(
+                    "corresponding condition of pod readiness gate \"example.com/lb\" does not exist., \
+                     the status of pod readiness gate \"example.com/dns\" is not \"True\", but False"
+                )
+            )
+        );
+        assert_eq!(
+            s.conditions.as_ref().unwrap()[0].type_,
+            "example.com/dns",
+            "kept first"
+        );
+    }
+
+    #[test]
+    fn a_succeeded_pod_reports_pod_completed() {
+        let pod = pod("Never", vec![container("init")], vec![container("app")]);
+        let s = status(
+            &pod,
+            &observed(vec![exited("init", 0, 0, 2), exited("app", 0, 0, 9)]),
+        );
+        assert_eq!(summary(&s, "Ready"), ("False", Some("PodCompleted"), None));
+        assert_eq!(
+            summary(&s, "ContainersReady"),
+            ("False", Some("PodCompleted"), None)
+        );
+        assert_eq!(
+            summary(&s, "Initialized"),
+            ("True", Some("PodCompleted"), None)
+        );
+    }
+
+    #[test]
+    fn a_failed_pod_reports_pod_failed() {
+        let pod = pod("Never", vec![], vec![container("app")]);
+        let s = status(&pod, &observed(vec![exited("app", 0, 1, 9)]));
+        assert_eq!(summary(&s, "Ready"), ("False", Some("PodFailed"), None));
+    }
+
+    #[test]
+    fn ready_to_start_containers_follows_the_sandbox() {
+        let pod = pod("Always", vec![], vec![container("app")]);
+        assert_eq!(
+            summary(
+                &status(&pod, &Observed::default()),
+                "PodReadyToStartContainers"
+            )
+            .0,
+            "False"
+        );
+        assert_eq!(
+            summary(
+                &status(&pod, &observed(vec![])),
+                "PodReadyToStartContainers"
+            )
+            .0,
+            "True"
+        );
+    }
+
+    #[test]
+    fn transition_times_are_kept_while_a_condition_keeps_its_status() {
+        let pod0 = pod("Always", vec![], vec![container("app")]);
+        let first = pod_status(&pod0, &observed(vec![running("app", 0, 1)]), t(100));
+        let mut pod1 = pod0.clone();
+        pod1.status = Some(first);
+        let same = pod_status(&pod1, &observed(vec![running("app", 0, 1)]), t(200));
+        assert_eq!(
+            cond(&same, "Ready").last_transition_time,
+            Some(Time(t(100)))
+        );
+        let crashed = with_backoff(exited("app", 0, 1, 199), 10, 150);
+        let changed = pod_status(&pod1, &observed(vec![crashed]), t(200));
+        assert_eq!(
+            cond(&changed, "Ready").last_transition_time,
+            Some(Time(t(200)))
+        );
+        assert_eq!(
+            cond(&changed, "PodScheduled").last_transition_time,
+            Some(Time(t(100)))
+        );
+    }
+
+    #[test]
+    fn a_deleted_pod_is_unready_whatever_its_probes_say() {
+        let pod = deleted(pod("Always", vec![], vec![container("app")]), 30);
+        let s = status(&pod, &observed(vec![running("app", 0, 1)]));
+        assert!(!app(&s, "app").ready);
+        assert_eq!(summary(&s, "Ready").0, "False");
+    }
+
+    // --- container statuses ----------------------------------------------------------------
+
+    #[test]
+    fn a_container_status_names_its_runtime_container_and_image() {
+        let pod = pod("Always", vec![], vec![container("app")]);
+        let s = status(
+            &pod,
+            &observed(vec![exited("app", 0, 1, 5), running("app", 1, 6)]),
+        );
+        let c = app(&s, "app");
+        assert_eq!(c.container_id.as_deref(), Some("containerd://app-1"));
+        assert_eq!(c.image, "docker.io/library/busybox:1.28");
+        assert_eq!(c.image_id, "docker.io/library/busybox@sha256:abc");
+        assert_eq!(c.restart_count, 1);
+        let last = c
+            .last_state
+            .as_ref()
+            .and_then(|l| l.terminated.as_ref())
+            .unwrap();
+        assert_eq!((last.exit_code, last.reason.as_deref()), (1, Some("Error")));
+        assert_eq!(last.container_id.as_deref(), Some("containerd://app-0"));
+        assert!(c.state.as_ref().unwrap().running.is_some());
+    }
+
+    #[test]
+    fn a_container_in_back_off_waits_with_crash_loop_back_off() {
+        let pod = pod("Always", vec![], vec![container("app")]);
+        let crashed = with_backoff(exited("app", 1, 1, NOW - 5), 20, NOW - 30);
+        let s = status(
+            &pod,
+            &observed(vec![exited("app", 0, 1, NOW - 40), crashed]),
+        );
+        let c = app(&s, "app");
+        let waiting = c.state.as_ref().unwrap().waiting.as_ref().unwrap();
+        assert_eq!(waiting.reason.as_deref(), Some("CrashLoopBackOff"));
+        assert_eq!(
+            waiting.message.as_deref(),
+            Some("back-off 20s restarting failed container=app pod=web_default(u1)")
+        );
+        let last = c.last_state.as_ref().unwrap().terminated.as_ref().unwrap();
+        assert_eq!(last.container_id.as_deref(), Some("containerd://app-1"));
+        assert_eq!(c.restart_count, 1);
+        assert!(!c.ready);
+    }
+
+    #[test]
+    fn an_exited_container_past_its_back_off_shows_its_termination() {
+        let pod = pod("Always", vec![], vec![container("app")]);
+        let crashed = with_backoff(exited("app", 1, 1, NOW - 50), 20, NOW - 80);
+        let s = status(&pod, &observed(vec![crashed]));
+        assert!(app(&s, "app").state.as_ref().unwrap().terminated.is_some());
+    }
+
+    #[test]
+    fn a_container_that_will_not_restart_stays_terminated() {
+        let pod = pod("Never", vec![], vec![container("app"), container("b")]);
+        let crashed = with_backoff(exited("app", 0, 1, NOW - 5), 10, NOW - 30);
+        let s = status(&pod, &observed(vec![crashed, running("b", 0, 1)]));
+        assert!(app(&s, "app").state.as_ref().unwrap().terminated.is_some());
+    }
+
+    #[test]
+    fn image_pull_failures_show_as_the_waiting_reason() {
+        let pod = pod("Always", vec![], vec![container("app")]);
+        for reason in [
+            PullFailure::ErrImagePull,
+            PullFailure::ImagePullBackOff,
+            PullFailure::ErrImageNeverPull,
+            PullFailure::InvalidImageName,
+        ] {
+            let mut o = observed(vec![]);
+            o.containers.entry("app".into()).or_default().image = ImagePull::Failed {
+                reason,
+                message: "Back-off pulling image \"busybox:1.28\"".into(),
+                backoff: Backoff::initial(t(NOW)),
+            };
+            let s = status(&pod, &o);
+            assert_eq!(waiting_reason(&s, "app"), Some(reason.reason()));
+            assert_eq!(s.phase.as_deref(), Some(PENDING));
         }
     }
-    const TYPE: &str = "Initialized";
-    if phase == SUCCEEDED && unknown.is_empty() {
-        return condition(TYPE, true, Some("PodCompleted"), None);
+
+    #[test]
+    fn a_start_error_shows_as_the_waiting_reason() {
+        let pod = pod("Always", vec![], vec![container("app")]);
+        let mut o = observed(vec![]);
+        o.containers.entry("app".into()).or_default().start_error = Some(StartError {
+            reason: "CreateContainerConfigError".into(),
+            message: "configmap \"cfg\" not found".into(),
+        });
+        assert_eq!(
+            waiting_reason(&status(&pod, &o), "app"),
+            Some("CreateContainerConfigError")
+        );
     }
-    let app: Vec<ContainerStatus> = spec
-        .containers
-        .iter()
-        .filter_map(|c| find(all, &c.name).cloned())
-        .collect();
-    if any_regular_started(&app) {
-        return condition(TYPE, true, None, None);
+
+    #[test]
+    fn app_statuses_are_sorted_by_name_and_init_statuses_keep_spec_order() {
+        let pod = pod(
+            "Always",
+            vec![container("z-init"), container("a-init")],
+            vec![container("web"), container("api")],
+        );
+        let s = status(&pod, &observed(vec![]));
+        let names = |l: &Option<Vec<ContainerStatus>>| -> Vec<String> {
+            l.iter().flatten().map(|c| c.name.clone()).collect()
+        };
+        assert_eq!(names(&s.container_statuses), vec!["api", "web"]);
+        assert_eq!(names(&s.init_container_statuses), vec!["z-init", "a-init"]);
+        assert_eq!(
+            app(&s, "web").image,
+            "busybox:1.28",
+            "the spec's image before a run"
+        );
     }
-    let mut messages = Vec::new();
-    if !unknown.is_empty() {
-        messages.push(format!(
-            "containers with unknown status: {}",
-            go_list(&unknown)
-        ));
+
+    #[test]
+    fn a_container_that_vanished_while_running_is_reported_stopped() {
+        let mut pod = pod("Always", vec![], vec![container("app")]);
+        pod.status.get_or_insert_default().container_statuses = Some(vec![ContainerStatus {
+            name: "app".into(),
+            restart_count: 2,
+            state: Some(ContainerState {
+                running: Some(ContainerStateRunning::default()),
+                ..ContainerState::default()
+            }),
+            ..ContainerStatus::default()
+        }]);
+        let s = status(&pod, &observed(vec![]));
+        let c = app(&s, "app");
+        assert_eq!(c.restart_count, 3);
+        let last = c.last_state.as_ref().unwrap().terminated.as_ref().unwrap();
+        assert_eq!(
+            (last.exit_code, last.reason.as_deref()),
+            (137, Some("ContainerStatusUnknown"))
+        );
+        assert_eq!(s.phase.as_deref(), Some(RUNNING), "stopped, not pending");
     }
-    if !incomplete.is_empty() {
-        messages.push(format!(
-            "containers with incomplete status: {}",
-            go_list(&incomplete)
-        ));
+
+    // --- addresses and kept fields ---------------------------------------------------------
+
+    #[test]
+    fn addresses_come_from_the_sandbox_and_the_node_and_outlive_the_sandbox() {
+        let mut pod = pod("Never", vec![], vec![container("app")]);
+        pod.status.get_or_insert_default().qos_class = Some("BestEffort".into());
+        let s = status(&pod, &observed(vec![running("app", 0, 1)]));
+        assert_eq!(s.pod_ip.as_deref(), Some("10.42.0.5"));
+        assert_eq!(
+            s.pod_ips,
+            Some(vec![PodIP {
+                ip: "10.42.0.5".into()
+            }])
+        );
+        assert_eq!(s.host_ip.as_deref(), Some("192.168.1.10"));
+        assert_eq!(
+            s.host_ips,
+            Some(vec![HostIP {
+                ip: "192.168.1.10".into()
+            }])
+        );
+        assert_eq!(s.start_time, Some(Time(t(0))), "kept");
+        assert_eq!(s.qos_class.as_deref(), Some("BestEffort"), "kept");
+        pod.status = Some(s);
+        let after_teardown = Observed {
+            sandbox: Sandbox::Absent,
+            ..observed(vec![exited("app", 0, 0, 9)])
+        };
+        assert_eq!(
+            status(&pod, &after_teardown).pod_ip.as_deref(),
+            Some("10.42.0.5")
+        );
     }
-    if messages.is_empty() {
-        condition(TYPE, true, None, None)
-    } else {
-        condition(
-            TYPE,
-            false,
-            Some("ContainersNotInitialized"),
-            Some(messages.join(", ")),
-        )
+
+    #[test]
+    fn a_host_network_pod_has_the_node_addresses() {
+        let mut pod = pod("Always", vec![], vec![container("app")]);
+        pod.spec.get_or_insert_default().host_network = Some(true);
+        let o = Observed {
+            sandbox: Sandbox::Ready {
+                attempt: 0,
+                ips: vec![],
+            },
+            ..observed(vec![running("app", 0, 1)])
+        };
+        assert_eq!(status(&pod, &o).pod_ip.as_deref(), Some("192.168.1.10"));
+    }
+
+    #[test]
+    fn start_time_is_set_on_first_sight() {
+        let mut pod = pod("Always", vec![], vec![container("app")]);
+        pod.status = None;
+        let s = status(&pod, &Observed::default());
+        assert_eq!(s.start_time, Some(Time(t(NOW))));
+        assert_eq!(s.phase.as_deref(), Some(PENDING));
+    }
+
+    #[test]
+    fn a_pod_without_spec_keeps_its_status() {
+        let mut pod = pod("Always", vec![], vec![]);
+        pod.spec = None::<PodSpec>;
+        assert_eq!(
+            status(&pod, &Observed::default()),
+            pod.status.clone().unwrap()
+        );
     }
 }

@@ -102,6 +102,8 @@ pub struct Attempt {
     pub image: String,
     /// The image's digest reference (`docker.io/library/nginx@sha256:…`).
     pub image_id: String,
+    /// The spec's `image` the attempt was created from (kept as a label; empty if unknown).
+    pub spec_image: String,
     pub state: State,
     /// The crash-loop back-off this attempt was started under (`None` for a first start);
     /// the worker keeps it with the container (a label) so it survives an agent restart.
@@ -112,6 +114,12 @@ pub struct Attempt {
 impl Attempt {
     pub fn is_running(&self) -> bool {
         matches!(self.state, State::Running { .. })
+    }
+
+    /// Whether the container's image was updated in place since this attempt was created
+    /// (the one spec change a running pod allows): such an attempt must be replaced.
+    pub fn outdated(&self, spec: &Container) -> bool {
+        !self.spec_image.is_empty() && spec.image.as_deref() != Some(self.spec_image.as_str())
     }
 
     pub fn termination(&self) -> Option<&Termination> {
@@ -418,6 +426,7 @@ pub(crate) mod fixtures {
             sandbox_attempt: 0,
             image: "docker.io/library/busybox:1.28".into(),
             image_id: "docker.io/library/busybox@sha256:abc".into(),
+            spec_image: "busybox:1.28".into(),
             state,
             backoff: None,
             probes: ProbeResults::default(),

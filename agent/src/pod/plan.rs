@@ -101,6 +101,8 @@ pub struct KillTarget {
 pub enum KillReason {
     LivenessFailed,
     StartupFailed,
+    /// The container's image was updated in place.
+    DefinitionChanged,
     /// An older attempt still running beside the latest one.
     Superseded,
 }
@@ -252,14 +254,17 @@ impl<'a> Planner<'a> {
                 Some(a) => match &a.state {
                     State::Waiting { .. } => starts.push(c),
                     State::Terminated(t) => {
-                        if should_restart(ContainerKind::App, self.policy, t) {
+                        // An updated container runs again whatever the restart policy.
+                        if should_restart(ContainerKind::App, self.policy, t) || a.outdated(c) {
                             starts.push(c);
                         }
                     }
                     State::Running { .. } => {
                         let p = a.probes;
                         let started = c.startup_probe.is_none() || p.startup.is_success();
-                        if started
+                        if a.outdated(c) {
+                            kills.push(self.definition_kill(c, a));
+                        } else if started
                             && c.liveness_probe.is_some()
                             && p.liveness == ProbeResult::Failure
                         {
@@ -923,6 +928,45 @@ mod tests {
         ));
         let o = pulled(observed(vec![exited("app", 0, 137, NOW - 1)]), &["app"]);
         assert_eq!(started(&plan(&pod, &o)), vec![]);
+    }
+
+    #[test]
+    fn an_app_container_whose_image_was_updated_is_replaced_whatever_the_policy() {
+        let mut c = container("app");
+        c.image = Some("busybox:1.36".into());
+        let pod = pod("Never", vec![], vec![c, container("keep")]);
+        let o = observed(vec![running("app", 0, 1), running("keep", 0, 1)]);
+        assert!(matches!(
+            &plan(&pod, &o)[0],
+            Action::KillContainer { reason: KillReason::DefinitionChanged, message, .. }
+                if message == "Container app definition changed, will be restarted"
+        ));
+        let o = pulled(
+            observed(vec![exited("app", 0, 137, NOW - 1), running("keep", 0, 1)]),
+            &["app"],
+        );
+        assert_eq!(started(&plan(&pod, &o)), vec![("app", 1)]);
+    }
+
+    #[test]
+    fn a_changed_init_container_image_does_not_run_it_again_but_replaces_a_sidecar() {
+        let mut init = container("init");
+        init.image = Some("busybox:1.36".into());
+        let mut log = sidecar("log");
+        log.image = Some("busybox:1.36".into());
+        let pod = pod("Always", vec![init, log], vec![container("app")]);
+        let o = observed(vec![
+            exited("init", 0, 0, 1),
+            running("log", 0, 2),
+            running("app", 0, 3),
+        ]);
+        let actions = plan(&pod, &o);
+        assert!(
+            matches!(&actions[0], Action::KillContainer { name, reason: KillReason::DefinitionChanged, message, .. }
+                if name == "log" && message == "Init container log definition changed"),
+            "{actions:?}"
+        );
+        assert_eq!(started(&actions), vec![]);
     }
 
     #[test]

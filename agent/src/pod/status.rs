@@ -247,7 +247,10 @@ impl Ctx<'_> {
         let due = match latest.map(|a| &a.state) {
             None | Some(State::Waiting { .. }) => true,
             Some(State::Running { .. }) => false,
-            Some(State::Terminated(t)) => should_restart(kind, self.policy, t),
+            Some(State::Terminated(t)) => {
+                should_restart(kind, self.policy, t)
+                    || (kind == ContainerKind::App && latest.is_some_and(|a| a.outdated(c)))
+            }
         };
         let observed = observed.filter(|_| due)?;
         if let Some((attempt, exit)) = observed.latest_terminated()

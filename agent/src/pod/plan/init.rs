@@ -83,7 +83,11 @@ impl<'a> Planner<'a> {
                     } else if !seen {
                         start(i + 1, &mut plan);
                     }
-                    if c.liveness_probe.is_some() && a.probes.liveness == ProbeResult::Failure {
+                    if a.outdated(c) {
+                        plan.kills.push(self.definition_kill(c, a));
+                    } else if c.liveness_probe.is_some()
+                        && a.probes.liveness == ProbeResult::Failure
+                    {
                         plan.kills
                             .push(self.probe_kill(c, a, KillReason::LivenessFailed));
                     }

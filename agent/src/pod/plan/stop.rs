@@ -133,15 +133,42 @@ impl Planner<'_> {
         let grace = probe
             .and_then(|p| p.termination_grace_period_seconds)
             .map_or(termination_grace(self.spec), seconds);
+        let restarts = is_sidecar(c) || self.policy != RestartPolicy::Never;
+        self.kill(
+            c,
+            a,
+            reason,
+            format!("failed {what} probe"),
+            restarts,
+            grace,
+        )
+    }
+
+    /// Kill of an attempt whose image was updated in place; it is replaced whatever the
+    /// restart policy.
+    pub(super) fn definition_kill(&self, c: &Container, a: &Attempt) -> Action {
+        let grace = termination_grace(self.spec);
+        let what = "definition changed".to_string();
+        self.kill(c, a, KillReason::DefinitionChanged, what, true, grace)
+    }
+
+    /// `KillContainer` with upstream's `Killing` message: `Container app failed liveness probe,
+    /// will be restarted`, `Init container log failed startup probe`.
+    fn kill(
+        &self,
+        c: &Container,
+        a: &Attempt,
+        reason: KillReason,
+        what: String,
+        restarts: bool,
+        grace: Duration,
+    ) -> Action {
         let message = if is_sidecar(c) {
-            format!("Init container {} failed {what} probe", c.name)
-        } else if self.policy == RestartPolicy::Never {
-            format!("Container {} failed {what} probe", c.name)
+            format!("Init container {} {what}", c.name)
+        } else if restarts {
+            format!("Container {} {what}, will be restarted", c.name)
         } else {
-            format!(
-                "Container {} failed {what} probe, will be restarted",
-                c.name
-            )
+            format!("Container {} {what}", c.name)
         };
         Action::KillContainer {
             name: c.name.clone(),

@@ -5,5 +5,7 @@ pub mod image;
 pub mod join;
 pub mod network;
 pub mod node;
+pub mod pod;
+pub mod probe;
 pub mod runtime;
 pub mod server;

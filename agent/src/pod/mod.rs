@@ -1,0 +1,15 @@
+//! The pod worker's pure core: observed state, the per-pass plan, restart back-off and the
+//! status the worker writes.
+
+pub mod model;
+pub mod plan;
+pub mod restart;
+pub mod status;
+
+pub use model::{
+    Attempt, ContainerId, ContainerKind, Deletion, ImagePull, Observed, ObservedContainer,
+    ProbeResults, PullFailure, RestartPolicy, Sandbox, StartError, State, Termination,
+};
+pub use plan::{Action, KillReason, KillTarget, PodKillReason, PodPlan, plan_pod};
+pub use restart::{Backoff, CrashLoop, crash_loop, image_pull_failed, next_start};
+pub use status::{pod_phase, pod_status};

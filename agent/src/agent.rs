@@ -32,9 +32,14 @@ pub enum AgentError {
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), AgentError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let labels = node::status::parse_labels(&config.node_labels).map_err(AgentError::Config)?;
-    let taints = node::status::parse_taints(&config.register_with_taints).map_err(AgentError::Config)?;
+    let taints =
+        node::status::parse_taints(&config.register_with_taints).map_err(AgentError::Config)?;
     let node_ip = node::host::internal_ip(config.node_ip.as_deref());
-    let addresses: Vec<String> = node_ip.iter().cloned().chain(["127.0.0.1".to_string()]).collect();
+    let addresses: Vec<String> = node_ip
+        .iter()
+        .cloned()
+        .chain(["127.0.0.1".to_string()])
+        .collect();
     let creds = crate::join::credentials(
         &config.server,
         config.token.as_deref(),
@@ -46,7 +51,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
     let client = Client::new(
         &config.server,
         &creds.ca_pem,
-        Credentials::Certificate { cert_pem: creds.cert_pem.clone(), key_pem: creds.key_pem.clone() },
+        Credentials::Certificate {
+            cert_pem: creds.cert_pem.clone(),
+            key_pem: creds.key_pem.clone(),
+        },
     )?;
     let runtime = Runtime::connect(&config.containerd_socket, &config.containerd_namespace).await?;
     let version = runtime.version().await?;
@@ -70,11 +78,20 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
     );
     facts.internal_ip = node_ip;
     let registered = node::register(&client, &facts, &labels, &taints).await?;
-    let registered = node::post_status(&client, &facts, true, Some(&registered)).await.ok().or(Some(registered));
+    let registered = node::post_status(&client, &facts, true, Some(&registered))
+        .await
+        .ok()
+        .or(Some(registered));
     tracing::info!(node = %config.node_name, server = %config.server, "registered");
-    let heartbeat = tokio::spawn(node::heartbeat(client.clone(), facts.clone(), registered, shutdown.clone()));
+    let heartbeat = tokio::spawn(node::heartbeat(
+        client.clone(),
+        facts.clone(),
+        registered,
+        shutdown.clone(),
+    ));
 
-    let Some(pod_cidr) = node::wait_for_pod_cidr(&client, &config.node_name, &shutdown).await else {
+    let Some(pod_cidr) = node::wait_for_pod_cidr(&client, &config.node_name, &shutdown).await
+    else {
         return Ok(());
     };
     tracing::info!(%pod_cidr, "pod CIDR assigned");
@@ -96,6 +113,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         images,
         network,
         facts.internal_ip.clone().unwrap_or_default(),
+        facts.cpus,
+        facts.memory_bytes as i64,
     ));
     backend.attach(manager.clone());
     manager.run(shutdown.clone()).await;

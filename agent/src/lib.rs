@@ -1,6 +1,8 @@
 //! Berth's node agent: registers its host as a Node and runs the pods bound to it as real
 //! containers through containerd, with CNI networking, probes and restart policy.
 
+pub mod agent;
+pub mod config;
 pub mod image;
 pub mod join;
 pub mod network;

@@ -94,11 +94,15 @@ fn main() -> anyhow::Result<()> {
     let a = cli.run;
     match cli.command {
         Some(Command::Image { command }) => runtime.block_on(async move {
-            let rt = berth_agent::runtime::Runtime::connect(&a.containerd_socket, &a.containerd_namespace)
-                .await
-                .context("connecting to containerd")?;
-            let registries = berth_agent::image::ImageService::load_registries(&a.registries_config)
-                .context("reading the registries file")?;
+            let rt = berth_agent::runtime::Runtime::connect(
+                &a.containerd_socket,
+                &a.containerd_namespace,
+            )
+            .await
+            .context("connecting to containerd")?;
+            let registries =
+                berth_agent::image::ImageService::load_registries(&a.registries_config)
+                    .context("reading the registries file")?;
             let images = berth_agent::image::ImageService::new(rt, registries);
             match command {
                 ImageCommand::Import { file } => {
@@ -109,8 +113,16 @@ fn main() -> anyhow::Result<()> {
                 ImageCommand::Ls => {
                     println!("{:<60} {:<20} {:>12}", "IMAGE", "DIGEST", "SIZE");
                     for img in images.list().await.context("listing")? {
-                        let short = img.digest.trim_start_matches("sha256:").chars().take(12).collect::<String>();
-                        println!("{:<60} sha256:{:<13} {:>12}", img.name, short, img.size_bytes);
+                        let short = img
+                            .digest
+                            .trim_start_matches("sha256:")
+                            .chars()
+                            .take(12)
+                            .collect::<String>();
+                        println!(
+                            "{:<60} sha256:{:<13} {:>12}",
+                            img.name, short, img.size_bytes
+                        );
                     }
                 }
             }
@@ -157,9 +169,10 @@ fn main() -> anyhow::Result<()> {
                 let signals = shutdown.clone();
                 tokio::spawn(async move {
                     use tokio::signal::unix::{SignalKind, signal};
-                    let (Ok(mut term), Ok(mut int)) =
-                        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-                    else {
+                    let (Ok(mut term), Ok(mut int)) = (
+                        signal(SignalKind::terminate()),
+                        signal(SignalKind::interrupt()),
+                    ) else {
                         return;
                     };
                     tokio::select! {
@@ -168,7 +181,9 @@ fn main() -> anyhow::Result<()> {
                     }
                     signals.cancel();
                 });
-                berth_agent::agent::run(config, shutdown).await.context("agent failed")
+                berth_agent::agent::run(config, shutdown)
+                    .await
+                    .context("agent failed")
             })
         }
     }

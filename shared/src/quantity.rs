@@ -55,14 +55,16 @@ impl Quantity {
     /// `MilliValue`.
     pub fn millis(&self) -> i64 {
         let per_milli = NANOS_PER_UNIT / 1000;
-        let m = self.nanos.div_euclid(per_milli) + i128::from(self.nanos.rem_euclid(per_milli) != 0);
+        let m =
+            self.nanos.div_euclid(per_milli) + i128::from(self.nanos.rem_euclid(per_milli) != 0);
         m.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
     }
 
     /// The value in whole units, rounded up like upstream's `Value` (`1.5Gi` → 1610612736,
     /// `500m` → 1).
     pub fn value(&self) -> i64 {
-        let v = self.nanos.div_euclid(NANOS_PER_UNIT) + i128::from(self.nanos.rem_euclid(NANOS_PER_UNIT) != 0);
+        let v = self.nanos.div_euclid(NANOS_PER_UNIT)
+            + i128::from(self.nanos.rem_euclid(NANOS_PER_UNIT) != 0);
         v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
     }
 
@@ -179,8 +181,14 @@ mod tests {
         assert_eq!(super::Quantity::parse("500m").unwrap().millis(), 500);
         assert_eq!(super::Quantity::parse("2").unwrap().millis(), 2000);
         assert_eq!(super::Quantity::parse("500m").unwrap().value(), 1);
-        assert_eq!(super::Quantity::parse("1.5Gi").unwrap().value(), 1_610_612_736);
-        assert_eq!(super::Quantity::parse("16Mi").unwrap().value(), 16 * 1024 * 1024);
+        assert_eq!(
+            super::Quantity::parse("1.5Gi").unwrap().value(),
+            1_610_612_736
+        );
+        assert_eq!(
+            super::Quantity::parse("16Mi").unwrap().value(),
+            16 * 1024 * 1024
+        );
     }
 
     use super::*;

@@ -21,7 +21,12 @@ pub fn parse(line: &str) -> Option<LogLine<'_>> {
     if !matches!(stream, "stdout" | "stderr") {
         return None;
     }
-    Some(LogLine { timestamp, stream, full: !tag.starts_with('P'), text })
+    Some(LogLine {
+        timestamp,
+        stream,
+        full: !tag.starts_with('P'),
+        text,
+    })
 }
 
 /// Formats one entry for a `kubectl logs` reader: a partial entry is emitted without its newline.
@@ -42,15 +47,30 @@ pub fn render(line: &LogLine<'_>, timestamps: bool) -> String {
 pub fn at_or_after(line: &LogLine<'_>, since: Option<jiff::Timestamp>) -> bool {
     match since {
         None => true,
-        Some(s) => line.timestamp.parse::<jiff::Timestamp>().is_ok_and(|t| t >= s),
+        Some(s) => line
+            .timestamp
+            .parse::<jiff::Timestamp>()
+            .is_ok_and(|t| t >= s),
     }
 }
 
 /// The entries of `content` to show, after `since` and the last `tail` lines.
-pub fn select(content: &str, since: Option<jiff::Timestamp>, tail: Option<usize>, timestamps: bool) -> String {
-    let lines: Vec<LogLine<'_>> = content.lines().filter_map(parse).filter(|l| at_or_after(l, since)).collect();
+pub fn select(
+    content: &str,
+    since: Option<jiff::Timestamp>,
+    tail: Option<usize>,
+    timestamps: bool,
+) -> String {
+    let lines: Vec<LogLine<'_>> = content
+        .lines()
+        .filter_map(parse)
+        .filter(|l| at_or_after(l, since))
+        .collect();
     let start = tail.map_or(0, |t| lines.len().saturating_sub(t));
-    lines[start..].iter().map(|l| render(l, timestamps)).collect()
+    lines[start..]
+        .iter()
+        .map(|l| render(l, timestamps))
+        .collect()
 }
 
 /// Formats a line for writing into the log file.
@@ -80,7 +100,9 @@ mod tests {
 
     #[test]
     fn timestamps_prefix_each_entry() {
-        assert!(select(LOG, None, Some(1), true).starts_with("2026-11-22T09:00:02.100000000Z tial"));
+        assert!(
+            select(LOG, None, Some(1), true).starts_with("2026-11-22T09:00:02.100000000Z tial")
+        );
     }
 
     #[test]
@@ -95,6 +117,9 @@ mod tests {
         let line = format(ts, "stdout", true, "hello");
         assert_eq!(line, "2026-11-22T09:00:00.000000000Z stdout F hello\n");
         let parsed = parse(line.trim_end()).unwrap();
-        assert_eq!((parsed.stream, parsed.text, parsed.full), ("stdout", "hello", true));
+        assert_eq!(
+            (parsed.stream, parsed.text, parsed.full),
+            ("stdout", "hello", true)
+        );
     }
 }

@@ -77,9 +77,20 @@ pub async fn serve(
 ) -> Response {
     let (command, stdin, tty) = params(query.as_deref().unwrap_or_default());
     if command.is_empty() {
-        return (StatusCode::BAD_REQUEST, "you must specify at least one command for the container").into_response();
+        return (
+            StatusCode::BAD_REQUEST,
+            "you must specify at least one command for the container",
+        )
+            .into_response();
     }
-    let req = ExecRequest { namespace: ns, pod, container, command, stdin, tty };
+    let req = ExecRequest {
+        namespace: ns,
+        pod,
+        container,
+        command,
+        stdin,
+        tty,
+    };
     ws.protocols(["v5.channel.k8s.io", "v4.channel.k8s.io"])
         .on_upgrade(move |socket| run(socket, backend, req))
 }
@@ -98,7 +109,9 @@ async fn run(socket: WebSocket, backend: SharedBackend, req: ExecRequest) {
         }
     };
     let (out_tx, mut out_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
-    let pump = |mut reader: std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>, channel: u8, tx: tokio::sync::mpsc::Sender<Vec<u8>>| {
+    let pump = |mut reader: std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>,
+                channel: u8,
+                tx: tokio::sync::mpsc::Sender<Vec<u8>>| {
         tokio::spawn(async move {
             let mut buf = vec![0u8; 32 * 1024];
             loop {
@@ -131,7 +144,9 @@ async fn run(socket: WebSocket, backend: SharedBackend, req: ExecRequest) {
                 Message::Close(_) => break,
                 _ => continue,
             };
-            let Some((&channel, payload)) = data.split_first() else { continue };
+            let Some((&channel, payload)) = data.split_first() else {
+                continue;
+            };
             match channel {
                 STDIN => {
                     if let Some(w) = stdin.as_mut()
@@ -141,7 +156,10 @@ async fn run(socket: WebSocket, backend: SharedBackend, req: ExecRequest) {
                     }
                 }
                 RESIZE => {
-                    if let (Some(r), Ok(v)) = (&resize, serde_json::from_slice::<serde_json::Value>(payload)) {
+                    if let (Some(r), Ok(v)) = (
+                        &resize,
+                        serde_json::from_slice::<serde_json::Value>(payload),
+                    ) {
                         let w = v["Width"].as_u64().unwrap_or(0) as u16;
                         let h = v["Height"].as_u64().unwrap_or(0) as u16;
                         if w > 0 && h > 0 {
@@ -185,7 +203,8 @@ mod tests {
 
     #[test]
     fn repeated_command_parameters_form_the_argv() {
-        let (cmd, stdin, tty) = params("command=sh&command=-c&command=exit%203&stdout=true&stdin=true");
+        let (cmd, stdin, tty) =
+            params("command=sh&command=-c&command=exit%203&stdout=true&stdin=true");
         assert_eq!(cmd, vec!["sh", "-c", "exit 3"]);
         assert!(stdin);
         assert!(!tty);

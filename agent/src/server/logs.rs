@@ -44,7 +44,9 @@ pub async fn serve(
         _ => None,
     };
     let timestamps = flag(&q.timestamps);
-    let content = tokio::fs::read_to_string(&target.path).await.unwrap_or_default();
+    let content = tokio::fs::read_to_string(&target.path)
+        .await
+        .unwrap_or_default();
     let mut first = cri_log::select(&content, since, q.tail_lines, timestamps);
     if let Some(limit) = q.limit_bytes
         && first.len() > limit

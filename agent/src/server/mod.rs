@@ -26,7 +26,10 @@ pub enum ServerError {
     #[error("TLS configuration: {0}")]
     Tls(String),
     #[error("listening on {addr}: {source}")]
-    Listen { addr: String, source: std::io::Error },
+    Listen {
+        addr: String,
+        source: std::io::Error,
+    },
 }
 
 /// Where a container's log is, and whether it may still grow.
@@ -60,23 +63,38 @@ pub struct ExecStreams {
 /// What the server needs from the rest of the agent.
 pub trait Backend: Send + Sync + 'static {
     /// The log file of a container (the previous attempt's with `previous`).
-    fn log_target(&self, namespace: &str, pod: &str, container: &str, previous: bool) -> Result<LogTarget, String>;
+    fn log_target(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        previous: bool,
+    ) -> Result<LogTarget, String>;
     /// Starts a process in a running container.
     fn exec(&self, req: ExecRequest) -> BoxFuture<'static, Result<ExecStreams, String>>;
 }
 
 pub type SharedBackend = Arc<dyn Backend>;
 
-fn tls_config(ca_pem: &str, cert_pem: &str, key_pem: &str) -> Result<Arc<rustls::ServerConfig>, ServerError> {
+fn tls_config(
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+) -> Result<Arc<rustls::ServerConfig>, ServerError> {
     let err = |e: String| ServerError::Tls(e);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     for c in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
-        roots.add(c.map_err(|e| err(e.to_string()))?).map_err(|e| err(e.to_string()))?;
+        roots
+            .add(c.map_err(|e| err(e.to_string()))?)
+            .map_err(|e| err(e.to_string()))?;
     }
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .build()
-        .map_err(|e| err(e.to_string()))?;
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .map_err(|e| err(e.to_string()))?;
     let certs: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut cert_pem.as_bytes())
         .collect::<Result<_, _>>()
         .map_err(|e| err(e.to_string()))?;
@@ -95,7 +113,9 @@ fn tls_config(ca_pem: &str, cert_pem: &str, key_pem: &str) -> Result<Arc<rustls:
 
 /// Whether the verified peer is the controller (a CA-signed certificate in `system:masters`).
 fn is_controller(der: &[u8]) -> bool {
-    let Ok((_, cert)) = x509_parser::parse_x509_certificate(der) else { return false };
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(der) else {
+        return false;
+    };
     cert.subject()
         .iter_organization()
         .any(|o| o.as_str().is_ok_and(|o| o == "system:masters"))
@@ -122,10 +142,16 @@ pub async fn serve(
     let config = tls_config(ca_pem, cert_pem, key_pem)?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
-        .map_err(|source| ServerError::Listen { addr: listen.to_string(), source })?;
+        .map_err(|source| ServerError::Listen {
+            addr: listen.to_string(),
+            source,
+        })?;
     let bound = listener
         .local_addr()
-        .map_err(|source| ServerError::Listen { addr: listen.to_string(), source })?;
+        .map_err(|source| ServerError::Listen {
+            addr: listen.to_string(),
+            source,
+        })?;
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
     let app = router(backend);
     tokio::spawn(async move {
@@ -137,24 +163,30 @@ pub async fn serve(
             let acceptor = acceptor.clone();
             let app = app.clone();
             tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else { return };
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
                 let allowed = tls
                     .get_ref()
                     .1
                     .peer_certificates()
                     .and_then(|c| c.first())
                     .is_some_and(|c| is_controller(c));
-                let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    let mut app = app.clone();
-                    async move {
-                        if !allowed {
-                            let mut r = axum::response::Response::new(axum::body::Body::from("Forbidden"));
-                            *r.status_mut() = axum::http::StatusCode::FORBIDDEN;
-                            return Ok(r);
+                let svc = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let mut app = app.clone();
+                        async move {
+                            if !allowed {
+                                let mut r = axum::response::Response::new(axum::body::Body::from(
+                                    "Forbidden",
+                                ));
+                                *r.status_mut() = axum::http::StatusCode::FORBIDDEN;
+                                return Ok(r);
+                            }
+                            app.call(req.map(axum::body::Body::new)).await
                         }
-                        app.call(req.map(axum::body::Body::new)).await
-                    }
-                });
+                    },
+                );
                 let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
                     .serve_connection_with_upgrades(TokioIo::new(tls), svc)
                     .await;

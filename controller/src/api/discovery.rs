@@ -65,7 +65,10 @@ pub async fn openapi_doc(Path(path): Path<String>) -> Response {
 pub async fn openapi_v2() -> Response {
     (
         StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/com.github.proto-openapi.spec.v2.v1.0+protobuf")],
+        [(
+            header::CONTENT_TYPE,
+            "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+        )],
         Vec::<u8>::new(),
     )
         .into_response()

@@ -97,7 +97,9 @@ pub fn server_config(
         .allow_unauthenticated()
         .build()
         .map_err(|e| TlsError::Verifier(e.to_string()))?;
-    let deferred = Arc::new(DeferredClientVerifier { inner: verifier.clone() });
+    let deferred = Arc::new(DeferredClientVerifier {
+        inner: verifier.clone(),
+    });
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_client_cert_verifier(deferred)

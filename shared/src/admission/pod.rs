@@ -12,8 +12,8 @@ use super::defaults::default_pod_spec;
 use super::field::{FieldError, Path};
 use super::meta::{validate_object_meta, validate_object_meta_update};
 use super::pod_spec::{SpecOwner, validate_pod_spec};
-use crate::quantity::Quantity;
 use super::scheduling::validate_tolerations;
+use crate::quantity::Quantity;
 
 /// Seconds pods tolerate a not-ready or unreachable node before eviction (upstream admission).
 const DEFAULT_TOLERATION_SECONDS: i64 = 300;

@@ -1,0 +1,609 @@
+//! Turns a pod's container spec into the runtime's [`ContainerConfig`] (pure): environment
+//! (values, `$(VAR)` references, fieldRef, resourceFieldRef, configMap/secret keys, envFrom),
+//! volume mounts (with subPath), the pod's hosts/resolv/hostname files, resources → cgroup
+//! limits, and the security context. A reference that cannot be resolved is the kubelet's
+//! `CreateContainerConfigError`.
+
+use crate::runtime::{
+    ContainerConfig, ContainerId, ContainerImage, Mount, MountKind, Resources, Security,
+};
+use berth_shared::k8s_openapi::api::core::v1::{Container, Pod};
+use berth_shared::quantity::Quantity;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Data of the configmaps and secrets the container references (secret values decoded).
+#[derive(Debug, Clone, Default)]
+pub struct ResolvedSources {
+    pub configmaps: BTreeMap<String, BTreeMap<String, String>>,
+    pub secrets: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// Where things are on the host for this container.
+#[derive(Debug, Clone, Default)]
+pub struct HostSide {
+    /// Volume name → host directory (or file) backing it; tmpfs volumes map to `None`.
+    pub volumes: BTreeMap<String, Option<PathBuf>>,
+    pub hosts_file: Option<PathBuf>,
+    pub resolv_conf: Option<PathBuf>,
+    pub hostname_file: Option<PathBuf>,
+    /// The file bind-mounted at the container's terminationMessagePath.
+    pub termination_log: Option<PathBuf>,
+    pub network_namespace: Option<PathBuf>,
+    pub log_path: PathBuf,
+    pub pod_ip: String,
+    pub host_ip: String,
+    /// Node allocatable, for resourceFieldRef limits that are unset.
+    pub node_cpu_millis: i64,
+    pub node_memory_bytes: i64,
+}
+
+/// `CreateContainerConfigError`'s message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+fn quantity(
+    v: Option<&berth_shared::k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+) -> Option<Quantity> {
+    v.and_then(|q| Quantity::parse(&q.0).ok())
+}
+
+/// Expands `$(VAR)` from `env` as upstream's `expansion.Expand`: defined references are
+/// replaced, `$$` escapes a `$`, undefined references stay as written.
+pub fn expand(input: &str, env: &[(String, String)]) -> String {
+    let mut out = String::with_capacity(input.len());
+    let bytes = input.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'$' && i + 1 < bytes.len() {
+            match bytes[i + 1] {
+                b'$' => {
+                    out.push('$');
+                    i += 2;
+                    continue;
+                }
+                b'(' => {
+                    if let Some(end) = input[i + 2..].find(')') {
+                        let name = &input[i + 2..i + 2 + end];
+                        if let Some((_, v)) = env.iter().rev().find(|(k, _)| k == name) {
+                            out.push_str(v);
+                        } else {
+                            out.push_str(&input[i..i + 3 + end]);
+                        }
+                        i += 3 + end;
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let ch = input[i..].chars().next().unwrap_or('$');
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
+}
+
+fn field_ref(pod: &Pod, path: &str, host: &HostSide) -> Result<String, ConfigError> {
+    let meta = &pod.metadata;
+    let spec = pod.spec.as_ref();
+    let keyed = |prefix: &str, map: Option<&BTreeMap<String, String>>| -> Option<String> {
+        let key = path
+            .strip_prefix(prefix)?
+            .strip_prefix("['")?
+            .strip_suffix("']")?;
+        Some(map.and_then(|m| m.get(key)).cloned().unwrap_or_default())
+    };
+    let value = match path {
+        "metadata.name" => meta.name.clone().unwrap_or_default(),
+        "metadata.namespace" => meta.namespace.clone().unwrap_or_default(),
+        "metadata.uid" => meta.uid.clone().unwrap_or_default(),
+        "spec.nodeName" => spec.and_then(|s| s.node_name.clone()).unwrap_or_default(),
+        "spec.serviceAccountName" => spec
+            .and_then(|s| s.service_account_name.clone())
+            .unwrap_or_default(),
+        "status.podIP" | "status.podIPs" => host.pod_ip.clone(),
+        "status.hostIP" | "status.hostIPs" => host.host_ip.clone(),
+        "metadata.labels" => render_map(meta.labels.as_ref()),
+        "metadata.annotations" => render_map(meta.annotations.as_ref()),
+        other => {
+            if let Some(v) = keyed("metadata.labels", meta.labels.as_ref()) {
+                v
+            } else if let Some(v) = keyed("metadata.annotations", meta.annotations.as_ref()) {
+                v
+            } else {
+                return Err(ConfigError(format!("unsupported fieldRef {other:?}")));
+            }
+        }
+    };
+    Ok(value)
+}
+
+fn render_map(m: Option<&BTreeMap<String, String>>) -> String {
+    m.map(|m| {
+        m.iter()
+            .map(|(k, v)| format!("{k}=\"{v}\""))
+            .collect::<Vec<_>>()
+            .join("\n")
+    })
+    .unwrap_or_default()
+}
+
+fn resource_ref(
+    c: &Container,
+    resource: &str,
+    divisor: Option<&berth_shared::k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    host: &HostSide,
+) -> Result<String, ConfigError> {
+    let res = c.resources.as_ref();
+    let (kind, name) = resource.split_once('.').unwrap_or(("limits", resource));
+    let map = if kind == "requests" {
+        res.and_then(|r| r.requests.as_ref())
+    } else {
+        res.and_then(|r| r.limits.as_ref())
+    };
+    let q = quantity(map.and_then(|m| m.get(name)));
+    let divisor = quantity(divisor).unwrap_or_else(|| Quantity::parse("1").unwrap_or_default());
+    match name {
+        "cpu" => {
+            let millis = q.map_or(
+                if kind == "limits" {
+                    host.node_cpu_millis
+                } else {
+                    0
+                },
+                |q| q.millis(),
+            );
+            let d = divisor.millis().max(1);
+            // Upstream rounds up to whole divisor units.
+            Ok(((millis + d - 1) / d).to_string())
+        }
+        "memory" | "ephemeral-storage" => {
+            let bytes = q.map_or(
+                if kind == "limits" {
+                    host.node_memory_bytes
+                } else {
+                    0
+                },
+                |q| q.value(),
+            );
+            let d = divisor.value().max(1);
+            Ok(((bytes + d - 1) / d).to_string())
+        }
+        other => Err(ConfigError(format!(
+            "unsupported resourceFieldRef resource {other:?}"
+        ))),
+    }
+}
+
+fn is_env_name(k: &str) -> bool {
+    !k.is_empty()
+        && !k.starts_with(|c: char| c.is_ascii_digit())
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// The container's environment, in the kubelet's order: envFrom first, then env.
+pub fn environment(
+    pod: &Pod,
+    c: &Container,
+    sources: &ResolvedSources,
+    host: &HostSide,
+) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut env: Vec<(String, String)> = Vec::new();
+    let set = |env: &mut Vec<(String, String)>, k: String, v: String| {
+        env.retain(|(x, _)| *x != k);
+        env.push((k, v));
+    };
+    for from in c.env_from.iter().flatten() {
+        let prefix = from.prefix.clone().unwrap_or_default();
+        let (data, optional, what, name) = if let Some(r) = &from.config_map_ref {
+            (
+                sources.configmaps.get(&r.name),
+                r.optional.unwrap_or(false),
+                "configmap",
+                r.name.clone(),
+            )
+        } else if let Some(r) = &from.secret_ref {
+            (
+                sources.secrets.get(&r.name),
+                r.optional.unwrap_or(false),
+                "secret",
+                r.name.clone(),
+            )
+        } else {
+            continue;
+        };
+        match data {
+            Some(d) => {
+                for (k, v) in d {
+                    let key = format!("{prefix}{k}");
+                    if is_env_name(&key) {
+                        set(&mut env, key, v.clone());
+                    }
+                }
+            }
+            None if optional => {}
+            None => return Err(ConfigError(format!("{what} \"{name}\" not found"))),
+        }
+    }
+    for e in c.env.iter().flatten() {
+        let value = match (&e.value, &e.value_from) {
+            (Some(v), _) => expand(v, &env),
+            (None, None) => String::new(),
+            (None, Some(from)) => {
+                if let Some(f) = &from.field_ref {
+                    field_ref(pod, &f.field_path, host)?
+                } else if let Some(r) = &from.resource_field_ref {
+                    let target = match &r.container_name {
+                        Some(n) if !n.is_empty() => pod
+                            .spec
+                            .as_ref()
+                            .and_then(|s| s.containers.iter().find(|x| &x.name == n))
+                            .unwrap_or(c),
+                        _ => c,
+                    };
+                    resource_ref(target, &r.resource, r.divisor.as_ref(), host)?
+                } else if let Some(k) = &from.config_map_key_ref {
+                    match sources.configmaps.get(&k.name).and_then(|d| d.get(&k.key)) {
+                        Some(v) => v.clone(),
+                        None if k.optional.unwrap_or(false) => continue,
+                        None if sources.configmaps.contains_key(&k.name) => {
+                            return Err(ConfigError(format!(
+                                "couldn't find key {} in ConfigMap {}/{}",
+                                k.key,
+                                pod.metadata.namespace.clone().unwrap_or_default(),
+                                k.name
+                            )));
+                        }
+                        None => {
+                            return Err(ConfigError(format!("configmap \"{}\" not found", k.name)));
+                        }
+                    }
+                } else if let Some(k) = &from.secret_key_ref {
+                    match sources.secrets.get(&k.name).and_then(|d| d.get(&k.key)) {
+                        Some(v) => v.clone(),
+                        None if k.optional.unwrap_or(false) => continue,
+                        None if sources.secrets.contains_key(&k.name) => {
+                            return Err(ConfigError(format!(
+                                "couldn't find key {} in Secret {}/{}",
+                                k.key,
+                                pod.metadata.namespace.clone().unwrap_or_default(),
+                                k.name
+                            )));
+                        }
+                        None => {
+                            return Err(ConfigError(format!("secret \"{}\" not found", k.name)));
+                        }
+                    }
+                } else {
+                    String::new()
+                }
+            }
+        };
+        set(&mut env, e.name.clone(), value);
+    }
+    Ok(env)
+}
+
+fn resources(c: &Container) -> Resources {
+    let res = c.resources.as_ref();
+    let limit = |n: &str| quantity(res.and_then(|r| r.limits.as_ref()).and_then(|m| m.get(n)));
+    let request = |n: &str| quantity(res.and_then(|r| r.requests.as_ref()).and_then(|m| m.get(n)));
+    let cpu_limit = limit("cpu").map(|q| q.millis());
+    let cpu_request = request("cpu").map(|q| q.millis()).or(cpu_limit);
+    const PERIOD: u64 = 100_000;
+    Resources {
+        memory_limit_bytes: limit("memory").map(|q| q.value()),
+        // 1000 millicpu = one full period of quota; the kernel's minimum quota is 1 ms.
+        cpu_quota: cpu_limit.map(|m| (m * PERIOD as i64 / 1000).max(1000)),
+        cpu_period: cpu_limit.map(|_| PERIOD),
+        // Upstream MilliCPUToShares: 1024 shares per CPU, at least 2.
+        cpu_shares: Some(cpu_request.map_or(2, |m| ((m * 1024) / 1000).max(2)) as u64),
+        oom_score_adj: None,
+    }
+}
+
+fn security(pod: &Pod, c: &Container) -> Security {
+    let psc = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
+    let sc = c.security_context.as_ref();
+    let to_u32 = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok());
+    let mut groups: Vec<u32> = psc
+        .and_then(|p| p.supplemental_groups.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|g| u32::try_from(g).ok())
+        .collect();
+    if let Some(fs) = to_u32(psc.and_then(|p| p.fs_group)) {
+        groups.push(fs);
+    }
+    Security {
+        run_as_user: to_u32(
+            sc.and_then(|s| s.run_as_user)
+                .or(psc.and_then(|p| p.run_as_user)),
+        ),
+        run_as_group: to_u32(
+            sc.and_then(|s| s.run_as_group)
+                .or(psc.and_then(|p| p.run_as_group)),
+        ),
+        supplemental_groups: groups,
+        privileged: sc.and_then(|s| s.privileged).unwrap_or(false),
+        read_only_root_fs: sc
+            .and_then(|s| s.read_only_root_filesystem)
+            .unwrap_or(false),
+        add_capabilities: sc
+            .and_then(|s| s.capabilities.as_ref())
+            .and_then(|c| c.add.clone())
+            .unwrap_or_default(),
+        drop_capabilities: sc
+            .and_then(|s| s.capabilities.as_ref())
+            .and_then(|c| c.drop.clone())
+            .unwrap_or_default(),
+        allow_privilege_escalation: sc.and_then(|s| s.allow_privilege_escalation),
+    }
+}
+
+fn mounts(pod: &Pod, c: &Container, host: &HostSide) -> Result<Vec<Mount>, ConfigError> {
+    let mut out = Vec::new();
+    let host_network = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.host_network)
+        .unwrap_or(false);
+    let bind = |dest: &str, src: &PathBuf, ro: bool| Mount {
+        destination: dest.to_string(),
+        source: src.display().to_string(),
+        kind: MountKind::Bind,
+        read_only: ro,
+        options: Vec::new(),
+    };
+    let mounted: Vec<&str> = c
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| m.mount_path.as_str())
+        .collect();
+    if let Some(h) = &host.hosts_file
+        && !mounted.contains(&"/etc/hosts")
+    {
+        out.push(bind("/etc/hosts", h, false));
+    }
+    if let Some(r) = &host.resolv_conf
+        && !mounted.contains(&"/etc/resolv.conf")
+    {
+        out.push(bind("/etc/resolv.conf", r, false));
+    }
+    if let Some(h) = &host.hostname_file
+        && !host_network
+        && !mounted.contains(&"/etc/hostname")
+    {
+        out.push(bind("/etc/hostname", h, false));
+    }
+    if let Some(t) = &host.termination_log {
+        let path = c
+            .termination_message_path
+            .clone()
+            .unwrap_or_else(|| "/dev/termination-log".to_string());
+        out.push(bind(&path, t, false));
+    }
+    for m in c.volume_mounts.iter().flatten() {
+        let Some(source) = host.volumes.get(&m.name) else {
+            return Err(ConfigError(format!(
+                "cannot find volume {:?} to mount into container {:?}",
+                m.name, c.name
+            )));
+        };
+        let read_only = m.read_only.unwrap_or(false);
+        match source {
+            None => out.push(Mount {
+                destination: m.mount_path.clone(),
+                source: "tmpfs".to_string(),
+                kind: MountKind::Tmpfs,
+                read_only,
+                options: Vec::new(),
+            }),
+            Some(dir) => {
+                let mut src = dir.clone();
+                if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
+                    if sub.starts_with('/') || sub.split('/').any(|p| p == "..") {
+                        return Err(ConfigError(format!("invalid subPath {sub:?}")));
+                    }
+                    src = src.join(sub);
+                }
+                out.push(bind(&m.mount_path, &src, read_only));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Builds the container's configuration.
+#[allow(clippy::too_many_arguments)]
+pub fn container_config(
+    pod: &Pod,
+    c: &Container,
+    id: ContainerId,
+    image: ContainerImage,
+    labels: BTreeMap<String, String>,
+    sources: &ResolvedSources,
+    host: &HostSide,
+    oom_score_adj: Option<i32>,
+) -> Result<ContainerConfig, ConfigError> {
+    let env = environment(pod, c, sources, host)?;
+    let spec = pod.spec.as_ref();
+    let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
+    let hostname = if host_network {
+        None
+    } else {
+        let name = spec
+            .and_then(|s| s.hostname.clone())
+            .or_else(|| pod.metadata.name.clone())
+            .unwrap_or_default();
+        Some(
+            name.chars()
+                .take(63)
+                .collect::<String>()
+                .trim_end_matches(['-', '.'])
+                .to_string(),
+        )
+    };
+    let mut resources = resources(c);
+    resources.oom_score_adj = oom_score_adj;
+    Ok(ContainerConfig {
+        id,
+        image,
+        command: c.command.clone().unwrap_or_default(),
+        args: c.args.clone().unwrap_or_default(),
+        env,
+        working_dir: c.working_dir.clone().filter(|w| !w.is_empty()),
+        mounts: mounts(pod, c, host)?,
+        network_namespace: if host_network {
+            None
+        } else {
+            host.network_namespace.clone()
+        },
+        hostname,
+        resources,
+        security: security(pod, c),
+        stdin: c.stdin.unwrap_or(false),
+        tty: c.tty.unwrap_or(false),
+        labels,
+        log_path: host.log_path.clone(),
+        cgroup_parent: pod.metadata.uid.as_ref().map(|u| format!("pod{u}")),
+    })
+}
+
+/// The kubelet's OOM score adjustment for a container by the pod's QoS class.
+pub fn oom_score_adj(pod: &Pod, c: &Container, node_memory_bytes: i64) -> i32 {
+    match pod.status.as_ref().and_then(|s| s.qos_class.as_deref()) {
+        Some("Guaranteed") => -997,
+        Some("BestEffort") => 1000,
+        _ => {
+            let request = quantity(
+                c.resources
+                    .as_ref()
+                    .and_then(|r| r.requests.as_ref())
+                    .and_then(|m| m.get("memory")),
+            )
+            .map_or(0, |q| q.value());
+            if node_memory_bytes <= 0 {
+                return 999;
+            }
+            // Upstream: 1000 - (1000 * request) / capacity, kept within [2, 999].
+            let adj = 1000 - (1000 * request) / node_memory_bytes;
+            adj.clamp(2, 999) as i32
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(v: serde_json::Value) -> Pod {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn host() -> HostSide {
+        HostSide {
+            pod_ip: "10.42.0.5".into(),
+            host_ip: "192.0.2.1".into(),
+            node_cpu_millis: 2000,
+            node_memory_bytes: 1 << 30,
+            ..HostSide::default()
+        }
+    }
+
+    #[test]
+    fn references_expand_defined_variables_and_keep_the_rest() {
+        let env = vec![("A".to_string(), "x".to_string())];
+        assert_eq!(expand("$(A)-$(B)-$$(A)", &env), "x-$(B)-$(A)");
+    }
+
+    #[test]
+    fn env_resolves_field_resource_and_key_references_in_order() {
+        let p = pod(
+            json!({"metadata": {"name": "web", "namespace": "default", "uid": "u1", "labels": {"app": "a"}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i",
+                "resources": {"limits": {"memory": "64Mi"}},
+                "envFrom": [{"configMapRef": {"name": "cm"}, "prefix": "CM_"}],
+                "env": [
+                    {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                    {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+                    {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                    {"name": "MEM", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory", "divisor": "1Mi"}}},
+                    {"name": "CPU", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}},
+                    {"name": "PASS", "valueFrom": {"secretKeyRef": {"name": "s", "key": "pw"}}},
+                    {"name": "GREETING", "value": "hi $(POD)"}]}]}}),
+        );
+        let mut sources = ResolvedSources::default();
+        sources
+            .configmaps
+            .insert("cm".into(), [("k".to_string(), "v".to_string())].into());
+        sources.secrets.insert(
+            "s".into(),
+            [("pw".to_string(), "hunter2".to_string())].into(),
+        );
+        let c = &p.spec.as_ref().unwrap().containers[0];
+        let env = environment(&p, c, &sources, &host()).unwrap();
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("CM_k"), Some("v"));
+        assert_eq!(get("POD"), Some("web"));
+        assert_eq!(get("APP"), Some("a"));
+        assert_eq!(get("IP"), Some("10.42.0.5"));
+        assert_eq!(get("MEM"), Some("64"));
+        assert_eq!(
+            get("CPU"),
+            Some("2"),
+            "an unset cpu limit reads the node's allocatable"
+        );
+        assert_eq!(get("PASS"), Some("hunter2"));
+        assert_eq!(get("GREETING"), Some("hi web"));
+    }
+
+    #[test]
+    fn a_missing_configmap_is_a_config_error_unless_optional() {
+        let p = pod(
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i",
+            "env": [{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "nope", "key": "k"}}}]}]}}),
+        );
+        let c = &p.spec.as_ref().unwrap().containers[0];
+        let err = environment(&p, c, &ResolvedSources::default(), &host()).unwrap_err();
+        assert_eq!(err.0, "configmap \"nope\" not found");
+    }
+
+    #[test]
+    fn limits_become_cgroup_settings() {
+        let c: Container = serde_json::from_value(
+            json!({"name": "c", "resources": {"limits": {"cpu": "500m", "memory": "16Mi"}}}),
+        )
+        .unwrap();
+        let r = resources(&c);
+        assert_eq!(r.memory_limit_bytes, Some(16 * 1024 * 1024));
+        assert_eq!((r.cpu_quota, r.cpu_period), (Some(50_000), Some(100_000)));
+        assert_eq!(r.cpu_shares, Some(512), "the request defaults to the limit");
+    }
+
+    #[test]
+    fn mounts_include_pod_files_volumes_and_sub_paths() {
+        let p = pod(
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i",
+            "volumeMounts": [{"name": "data", "mountPath": "/data", "subPath": "x"}, {"name": "mem", "mountPath": "/m", "readOnly": true}]}]}}),
+        );
+        let mut h = host();
+        h.hosts_file = Some("/pods/u/etc-hosts".into());
+        h.volumes
+            .insert("data".into(), Some("/pods/u/volumes/data".into()));
+        h.volumes.insert("mem".into(), None);
+        let c = &p.spec.as_ref().unwrap().containers[0];
+        let m = mounts(&p, c, &h).unwrap();
+        assert_eq!(m[0].destination, "/etc/hosts");
+        assert_eq!(m[1].source, "/pods/u/volumes/data/x");
+        assert_eq!((m[2].kind, m[2].read_only), (MountKind::Tmpfs, true));
+        let mut bad = h.clone();
+        bad.volumes.remove("data");
+        assert!(mounts(&p, c, &bad).is_err());
+    }
+}

@@ -1,0 +1,395 @@
+//! Pod volumes on the host: `emptyDir` (a directory, or a tmpfs for `medium: Memory`, shared by
+//! the pod's containers), `hostPath` (created for the *OrCreate types), and `configMap`,
+//! `secret`, `downwardAPI` and `projected` volumes written as files (refreshed every pass).
+//! Everything lives under `<root>/pods/<uid>/volumes/` and goes with the pod.
+
+use super::container_config::ResolvedSources;
+use berth_shared::k8s_openapi::api::core::v1::{KeyToPath, Pod, Volume};
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum VolumeError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("volume {name:?}: {message}")]
+    Invalid { name: String, message: String },
+    #[error("mounting a tmpfs at {path}: {source}")]
+    Mount { path: PathBuf, source: nix::Error },
+}
+
+impl VolumeError {
+    pub fn is_transient(&self) -> bool {
+        matches!(self, VolumeError::Io { .. } | VolumeError::Mount { .. })
+    }
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> VolumeError + '_ {
+    move |source| VolumeError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The pod's directory under the agent's root.
+pub fn pod_dir(root: &Path, uid: &str) -> PathBuf {
+    root.join("pods").join(uid)
+}
+
+fn write_file(path: &Path, data: &[u8], mode: u32) -> Result<(), VolumeError> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(io(parent))?;
+    }
+    // Write beside and rename, so a reader never sees half a file.
+    let tmp = path.with_extension("berth-tmp");
+    std::fs::write(&tmp, data).map_err(io(&tmp))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+fn relative(name: &str, p: &str) -> Result<(), VolumeError> {
+    if p.is_empty() || p.starts_with('/') || p.split('/').any(|s| s == "..") {
+        return Err(VolumeError::Invalid {
+            name: name.to_string(),
+            message: format!("invalid path {p:?}"),
+        });
+    }
+    Ok(())
+}
+
+/// Writes `data` as files: all keys, or the listed items (key → path, mode).
+fn write_keys(
+    volume: &str,
+    dir: &Path,
+    data: &BTreeMap<String, Vec<u8>>,
+    items: Option<&Vec<KeyToPath>>,
+    default_mode: u32,
+) -> Result<(), VolumeError> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    match items {
+        Some(items) if !items.is_empty() => {
+            for item in items {
+                relative(volume, &item.path)?;
+                let Some(value) = data.get(&item.key) else {
+                    continue;
+                };
+                let mode = item.mode.map_or(default_mode, |m| m as u32);
+                write_file(&dir.join(&item.path), value, mode)?;
+            }
+        }
+        _ => {
+            for (k, v) in data {
+                write_file(&dir.join(k), v, default_mode)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn downward_value(pod: &Pod, field_path: &str) -> String {
+    let m = &pod.metadata;
+    let render = |map: Option<&BTreeMap<String, String>>| {
+        map.map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}=\"{v}\"\n"))
+                .collect::<String>()
+        })
+        .unwrap_or_default()
+    };
+    match field_path {
+        "metadata.name" => m.name.clone().unwrap_or_default(),
+        "metadata.namespace" => m.namespace.clone().unwrap_or_default(),
+        "metadata.uid" => m.uid.clone().unwrap_or_default(),
+        "metadata.labels" => render(m.labels.as_ref()),
+        "metadata.annotations" => render(m.annotations.as_ref()),
+        other => {
+            let key = |prefix: &str| {
+                other
+                    .strip_prefix(prefix)?
+                    .strip_prefix("['")?
+                    .strip_suffix("']")
+                    .map(String::from)
+            };
+            if let Some(k) = key("metadata.labels") {
+                m.labels
+                    .as_ref()
+                    .and_then(|l| l.get(&k))
+                    .cloned()
+                    .unwrap_or_default()
+            } else if let Some(k) = key("metadata.annotations") {
+                m.annotations
+                    .as_ref()
+                    .and_then(|l| l.get(&k))
+                    .cloned()
+                    .unwrap_or_default()
+            } else {
+                String::new()
+            }
+        }
+    }
+}
+
+fn bytes(map: Option<&BTreeMap<String, String>>) -> BTreeMap<String, Vec<u8>> {
+    map.map(|m| {
+        m.iter()
+            .map(|(k, v)| (k.clone(), v.as_bytes().to_vec()))
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+fn is_mountpoint(path: &Path) -> bool {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|m| {
+            let p = path.display().to_string();
+            m.lines().any(|l| l.split(' ').nth(4) == Some(p.as_str()))
+        })
+        .unwrap_or(false)
+}
+
+/// Prepares every volume of the pod; returns volume name → host path.
+pub fn prepare(
+    root: &Path,
+    pod: &Pod,
+    sources: &ResolvedSources,
+) -> Result<BTreeMap<String, Option<PathBuf>>, VolumeError> {
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let base = pod_dir(root, &uid).join("volumes");
+    let mut out = BTreeMap::new();
+    for v in pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        out.insert(v.name.clone(), Some(prepare_one(&base, pod, v, sources)?));
+    }
+    Ok(out)
+}
+
+fn prepare_one(
+    base: &Path,
+    pod: &Pod,
+    v: &Volume,
+    sources: &ResolvedSources,
+) -> Result<PathBuf, VolumeError> {
+    let invalid = |message: String| VolumeError::Invalid {
+        name: v.name.clone(),
+        message,
+    };
+    if let Some(e) = &v.empty_dir {
+        let dir = base.join("empty-dir").join(&v.name);
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        if e.medium.as_deref() == Some("Memory") && !is_mountpoint(&dir) {
+            let size = e
+                .size_limit
+                .as_ref()
+                .and_then(|q| berth_shared::quantity::Quantity::parse(&q.0).ok())
+                .map(|q| q.value());
+            let opts = size.map(|s| format!("size={s}"));
+            nix::mount::mount(
+                Some("tmpfs"),
+                &dir,
+                Some("tmpfs"),
+                nix::mount::MsFlags::empty(),
+                opts.as_deref(),
+            )
+            .map_err(|source| VolumeError::Mount {
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).map_err(io(&dir))?;
+        return Ok(dir);
+    }
+    if let Some(h) = &v.host_path {
+        let path = PathBuf::from(&h.path);
+        match h.type_.as_deref().unwrap_or("") {
+            "DirectoryOrCreate" => std::fs::create_dir_all(&path).map_err(io(&path))?,
+            "FileOrCreate" if !path.exists() => write_file(&path, b"", 0o644)?,
+            "Directory" if !path.is_dir() => {
+                return Err(invalid(format!(
+                    "hostPath type check failed: {} is not a directory",
+                    h.path
+                )));
+            }
+            "File" if !path.is_file() => {
+                return Err(invalid(format!(
+                    "hostPath type check failed: {} is not a file",
+                    h.path
+                )));
+            }
+            _ => {}
+        }
+        return Ok(path);
+    }
+    if let Some(cm) = &v.config_map {
+        let dir = base.join("configmap").join(&v.name);
+        let mode = cm.default_mode.map_or(0o644, |m| m as u32);
+        match sources.configmaps.get(&cm.name) {
+            Some(data) => {
+                let mut all = bytes(Some(data));
+                if let Some(b) = sources.configmaps.get(&format!("{}\0binary", cm.name)) {
+                    all.extend(bytes(Some(b)));
+                }
+                write_keys(&v.name, &dir, &all, cm.items.as_ref(), mode)?;
+            }
+            None if cm.optional.unwrap_or(false) => {
+                std::fs::create_dir_all(&dir).map_err(io(&dir))?
+            }
+            None => return Err(invalid(format!("configmap \"{}\" not found", cm.name))),
+        }
+        return Ok(dir);
+    }
+    if let Some(s) = &v.secret {
+        let dir = base.join("secret").join(&v.name);
+        let name = s.secret_name.clone().unwrap_or_default();
+        let mode = s.default_mode.map_or(0o644, |m| m as u32);
+        match sources.secrets.get(&name) {
+            Some(data) => write_keys(&v.name, &dir, &bytes(Some(data)), s.items.as_ref(), mode)?,
+            None if s.optional.unwrap_or(false) => {
+                std::fs::create_dir_all(&dir).map_err(io(&dir))?
+            }
+            None => return Err(invalid(format!("secret \"{name}\" not found"))),
+        }
+        return Ok(dir);
+    }
+    if let Some(d) = &v.downward_api {
+        let dir = base.join("downward-api").join(&v.name);
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let mode = d.default_mode.map_or(0o644, |m| m as u32);
+        for item in d.items.iter().flatten() {
+            relative(&v.name, &item.path)?;
+            let value = item
+                .field_ref
+                .as_ref()
+                .map(|f| downward_value(pod, &f.field_path))
+                .unwrap_or_default();
+            write_file(
+                &dir.join(&item.path),
+                value.as_bytes(),
+                item.mode.map_or(mode, |m| m as u32),
+            )?;
+        }
+        return Ok(dir);
+    }
+    if let Some(p) = &v.projected {
+        let dir = base.join("projected").join(&v.name);
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let mode = p.default_mode.map_or(0o644, |m| m as u32);
+        for src in p.sources.iter().flatten() {
+            if let Some(cm) = &src.config_map {
+                if let Some(data) = sources.configmaps.get(&cm.name) {
+                    write_keys(&v.name, &dir, &bytes(Some(data)), cm.items.as_ref(), mode)?;
+                } else if !cm.optional.unwrap_or(false) {
+                    return Err(invalid(format!("configmap \"{}\" not found", cm.name)));
+                }
+            }
+            if let Some(s) = &src.secret {
+                if let Some(data) = sources.secrets.get(&s.name) {
+                    write_keys(&v.name, &dir, &bytes(Some(data)), s.items.as_ref(), mode)?;
+                } else if !s.optional.unwrap_or(false) {
+                    return Err(invalid(format!("secret \"{}\" not found", s.name)));
+                }
+            }
+            if let Some(d) = &src.downward_api {
+                for item in d.items.iter().flatten() {
+                    relative(&v.name, &item.path)?;
+                    let value = item
+                        .field_ref
+                        .as_ref()
+                        .map(|f| downward_value(pod, &f.field_path))
+                        .unwrap_or_default();
+                    write_file(
+                        &dir.join(&item.path),
+                        value.as_bytes(),
+                        item.mode.map_or(mode, |m| m as u32),
+                    )?;
+                }
+            }
+        }
+        return Ok(dir);
+    }
+    Err(invalid("unsupported volume type (Berth supports emptyDir, hostPath, configMap, secret, downwardAPI, projected)".to_string()))
+}
+
+/// Removes the pod's directory, unmounting memory-backed emptyDirs first.
+pub fn remove(root: &Path, uid: &str) -> Result<(), VolumeError> {
+    let dir = pod_dir(root, uid);
+    let empty = dir.join("volumes").join("empty-dir");
+    if let Ok(entries) = std::fs::read_dir(&empty) {
+        for e in entries.flatten() {
+            if is_mountpoint(&e.path()) {
+                nix::mount::umount2(&e.path(), nix::mount::MntFlags::MNT_DETACH).map_err(
+                    |source| VolumeError::Mount {
+                        path: e.path(),
+                        source,
+                    },
+                )?;
+            }
+        }
+    }
+    match std::fs::remove_dir_all(&dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(&dir)(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn config_maps_secrets_and_downward_api_become_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p", "uid": "u1", "labels": {"a": "b"}},
+            "spec": {"containers": [], "volumes": [
+                {"name": "cfg", "configMap": {"name": "cm", "items": [{"key": "k", "path": "sub/file"}]}},
+                {"name": "sec", "secret": {"secretName": "s", "defaultMode": 256}},
+                {"name": "info", "downwardAPI": {"items": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
+                {"name": "scratch", "emptyDir": {}}]}})).unwrap();
+        let mut sources = ResolvedSources::default();
+        sources
+            .configmaps
+            .insert("cm".into(), [("k".to_string(), "v".to_string())].into());
+        sources
+            .secrets
+            .insert("s".into(), [("pw".to_string(), "x".to_string())].into());
+        let vols = prepare(dir.path(), &pod, &sources).unwrap();
+        let path = |n: &str| vols[n].clone().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(path("cfg").join("sub/file")).unwrap(),
+            "v"
+        );
+        let sec = path("sec").join("pw");
+        assert_eq!(std::fs::read_to_string(&sec).unwrap(), "x");
+        assert_eq!(
+            std::fs::metadata(&sec).unwrap().permissions().mode() & 0o777,
+            0o400
+        );
+        assert_eq!(
+            std::fs::read_to_string(path("info").join("labels")).unwrap(),
+            "a=\"b\"\n"
+        );
+        assert!(path("scratch").is_dir());
+        remove(dir.path(), "u1").unwrap();
+        assert!(!pod_dir(dir.path(), "u1").exists());
+    }
+
+    #[test]
+    fn a_missing_configmap_fails_unless_optional() {
+        let dir = tempfile::tempdir().unwrap();
+        let pod: Pod =
+            serde_json::from_value(json!({"metadata": {"uid": "u2"}, "spec": {"containers": [],
+            "volumes": [{"name": "cfg", "configMap": {"name": "nope"}}]}}))
+            .unwrap();
+        assert!(prepare(dir.path(), &pod, &ResolvedSources::default()).is_err());
+    }
+}

@@ -229,6 +229,14 @@ impl Shared {
         let plan = plan_pod(&pod, &observed, now);
         tracing::debug!(pod = %name_of(&pod), actions = ?plan.actions, "plan");
         let mut outcome = Outcome::RequeueAfter(Duration::from_secs(10));
+        // Each pass takes one safe step; after a step, the next pass comes right away.
+        let progressed = plan
+            .actions
+            .iter()
+            .any(|a| !matches!(a, Action::WaitUntil(_) | Action::ReportStatus));
+        if progressed {
+            outcome = Outcome::RequeueAfter(Duration::from_millis(20));
+        }
         for action in plan.actions {
             match action {
                 Action::CreateSandbox { attempt } => {

@@ -54,6 +54,14 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// A close with code 1000: kubectl reads a close without a code (1005) as an error.
+fn normal_close() -> Message {
+    Message::Close(Some(axum::extract::ws::CloseFrame {
+        code: 1000,
+        reason: "".into(),
+    }))
+}
+
 /// The status message sent on channel 3 when the process ends.
 pub fn exit_status(code: i32) -> serde_json::Value {
     if code == 0 {
@@ -104,7 +112,7 @@ async fn run(socket: WebSocket, backend: SharedBackend, req: ExecRequest) {
             let mut msg = vec![STATUS];
             msg.extend_from_slice(status.to_string().as_bytes());
             let _ = sink.send(Message::Binary(msg.into())).await;
-            let _ = sink.close().await;
+            let _ = sink.send(normal_close()).await;
             return;
         }
     };
@@ -193,7 +201,7 @@ async fn run(socket: WebSocket, backend: SharedBackend, req: ExecRequest) {
     let mut msg = vec![STATUS];
     msg.extend_from_slice(exit_status(code).to_string().as_bytes());
     let _ = sink.send(Message::Binary(msg.into())).await;
-    let _ = sink.close().await;
+    let _ = sink.send(normal_close()).await;
     input.abort();
 }
 

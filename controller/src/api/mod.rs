@@ -177,6 +177,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
         (&Method::GET, Some(name), None) => list::get(&state, rt, ns, name, table).await,
         (&Method::POST, None, None) => {
             let body = body::read(body, &parts.headers).await?;
+            authz::authorize_create(parts.extensions.get::<authn::Identity>(), &target, &body)?;
             write::create(&state, rt, ns, body, &query).await
         }
         (&Method::PUT, Some(name), sub) => {

@@ -135,6 +135,20 @@ pub fn authorize(
     policy::decide(node, &request, &facts(registry, node, path)).map_err(ApiError::Forbidden)
 }
 
+/// For creates by a node: the body must name the node's own Node or Lease.
+pub fn authorize_create(
+    id: Option<&Identity>,
+    path: &ResourcePath,
+    body: &Value,
+) -> Result<(), ApiError> {
+    let Some(node) = id.and_then(node_of) else {
+        return Ok(());
+    };
+    let name = body.pointer("/metadata/name").and_then(Value::as_str);
+    policy::created_name_allowed(node, path.rt.group, path.rt.plural, name)
+        .map_err(ApiError::Forbidden)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -69,12 +69,16 @@ pub fn decide(node: &str, r: &Request<'_>, facts: &Facts) -> Result<(), String> 
         ("", "nodes") => match r.verb {
             Verb::Get => own_name,
             Verb::List | Verb::Watch => r.name_selector == Some(node) || own_name,
-            Verb::Create | Verb::Update | Verb::Patch => own_name,
+            // A create names the object in its body: [`created_name_allowed`] checks it.
+            Verb::Create => r.name.is_none(),
+            Verb::Update | Verb::Patch => own_name,
             _ => false,
         },
         ("coordination.k8s.io", "leases") => {
             r.namespace == Some("kube-node-lease")
-                && (own_name || (r.verb.reads() && r.name_selector == Some(node)))
+                && (own_name
+                    || (r.verb.reads() && r.name_selector == Some(node))
+                    || (r.verb == Verb::Create && r.name.is_none()))
                 && (r.verb.reads() || r.verb.writes())
         }
         ("", "pods") => match (r.verb, r.subresource) {
@@ -112,6 +116,25 @@ pub fn decide(node: &str, r: &Request<'_>, facts: &Facts) -> Result<(), String> 
         r.verb.as_str(),
         r.group
     ))
+}
+
+/// For a node's create of a Node or Lease: the object in the body must be its own.
+pub fn created_name_allowed(
+    node: &str,
+    group: &str,
+    resource: &str,
+    body_name: Option<&str>,
+) -> Result<(), String> {
+    match (group, resource) {
+        ("", "nodes") | ("coordination.k8s.io", "leases") if body_name != Some(node) => {
+            Err(format!(
+                "{} \"{}\" is forbidden: User \"system:node:{node}\" cannot create resource \"{resource}\" in API group \"{group}\": a node may only create its own Node and Lease",
+                qualified(group, resource),
+                body_name.unwrap_or_default()
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 fn qualified(group: &str, resource: &str) -> String {
@@ -228,6 +251,22 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn a_node_creates_only_its_own_node_and_lease() {
+        assert!(
+            decide(
+                "a",
+                &req(Verb::Create, "", "nodes", None, None),
+                &Facts::default()
+            )
+            .is_ok()
+        );
+        assert!(created_name_allowed("a", "", "nodes", Some("a")).is_ok());
+        assert!(created_name_allowed("a", "", "nodes", Some("b")).is_err());
+        assert!(created_name_allowed("a", "coordination.k8s.io", "leases", Some("b")).is_err());
+        assert!(created_name_allowed("a", "", "events", Some("anything")).is_ok());
     }
 
     #[test]

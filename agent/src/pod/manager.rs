@@ -463,6 +463,7 @@ impl Backend for ManagerBackend {
                 .map_err(|e| e.to_string())?;
             let control = handle.control.clone();
             let resize_control = handle.control.clone();
+            let stdin_control = handle.control.clone();
             let stdout: std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>> = match handle.stdout {
                 Some(s) => Box::pin(s),
                 None => Box::pin(tokio::io::empty()),
@@ -479,6 +480,12 @@ impl Backend for ManagerBackend {
                     let c = resize_control.clone();
                     tokio::spawn(async move {
                         let _ = c.resize(w, h).await;
+                    });
+                })),
+                close_stdin: Some(Box::new(move || {
+                    let c = stdin_control.clone();
+                    tokio::spawn(async move {
+                        let _ = c.close_stdin().await;
                     });
                 })),
                 exit: Box::pin(async move { control.wait().await.map_err(|e| e.to_string()) }),

@@ -144,6 +144,7 @@ async fn run(socket: WebSocket, backend: SharedBackend, req: ExecRequest) {
     // Client → process: stdin and resize.
     let mut stdin = streams.stdin;
     let resize = streams.resize;
+    let close_stdin = streams.close_stdin;
     let input = tokio::spawn(async move {
         while let Some(Ok(msg)) = source.next().await {
             let data = match msg {
@@ -179,12 +180,18 @@ async fn run(socket: WebSocket, backend: SharedBackend, req: ExecRequest) {
                     if let Some(mut w) = stdin.take() {
                         let _ = w.shutdown().await;
                     }
+                    if let Some(c) = &close_stdin {
+                        c();
+                    }
                 }
                 _ => {}
             }
         }
         if let Some(mut w) = stdin.take() {
             let _ = w.shutdown().await;
+        }
+        if let Some(c) = &close_stdin {
+            c();
         }
     });
 

@@ -57,6 +57,8 @@ pub struct ExecStreams {
     pub stderr: Option<Pin<Box<dyn AsyncRead + Send>>>,
     pub stdin: Option<Pin<Box<dyn AsyncWrite + Send>>>,
     pub resize: Option<Box<dyn Fn(u16, u16) + Send + Sync>>,
+    /// Ends the process's stdin (the client closed it).
+    pub close_stdin: Option<Box<dyn Fn() + Send + Sync>>,
     pub exit: BoxFuture<'static, Result<i32, String>>,
 }
 

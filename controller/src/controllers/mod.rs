@@ -4,6 +4,7 @@
 pub mod gc;
 pub mod namespace;
 pub mod nodeipam;
+pub mod replicaset;
 
 use crate::registry::Registry;
 use tokio::task::JoinHandle;
@@ -18,6 +19,7 @@ pub fn start(
     vec![
         gc::start(registry.clone(), shutdown.clone()),
         namespace::start(registry.clone(), shutdown.clone()),
-        nodeipam::start(registry, cluster_cidr, shutdown),
+        nodeipam::start(registry.clone(), cluster_cidr, shutdown.clone()),
+        replicaset::start(registry, shutdown),
     ]
 }

@@ -291,3 +291,51 @@ fn the_first_passes_create_then_find_the_new_replica_set() {
         ("True", FOUND_NEW_RS, "Found new replica set \"web-abc\"")
     );
 }
+
+#[test]
+fn a_stuck_rollout_exceeds_its_deadline_on_time() {
+    let mut d = with_image(deployment(3, "25%", "25%"), "nginx:1.16.1");
+    if let Some(s) = d.spec.as_mut() {
+        s.progress_deadline_seconds = Some(10);
+    }
+    let mut sim = Sim::new(d, Vec::new());
+    sim.settle(|_| true);
+    sim.set_template_image("nginx:1.161");
+    sim.settle(|rs| image(rs) != "nginx:1.161");
+    let s = sim.d.status.clone().unwrap();
+    assert_eq!(progressing(&s).1, RS_UPDATED);
+    let updated = condition(&s, PROGRESSING)
+        .unwrap()
+        .last_update_time
+        .clone()
+        .unwrap();
+    let elapsed = sim.clock - updated.0.as_second() + 1_700_000_000;
+    let p = run(&sim.d, &sim.rss, &[], t(sim.clock));
+    assert_eq!(
+        p.requeue_after,
+        Some(Duration::from_secs(
+            u64::try_from(10 - elapsed + 1).unwrap()
+        )),
+        "looked at again when the deadline passes"
+    );
+    sim.clock += 11;
+    let p = sim.pass();
+    let s = written_status(&p).unwrap();
+    assert_eq!(
+        progressing(&s),
+        (
+            "False".to_string(),
+            TIMED_OUT.to_string(),
+            format!(
+                "ReplicaSet {:?} has timed out progressing.",
+                sim.rss
+                    .iter()
+                    .find(|r| image(r) == "nginx:1.161")
+                    .and_then(|r| r.metadata.name.clone())
+                    .unwrap()
+            )
+        )
+    );
+    assert_eq!(p.requeue_after, None);
+    assert_eq!(sim.size_of("nginx:1.161"), 1, "no automatic rollback");
+}

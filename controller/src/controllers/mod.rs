@@ -1,6 +1,7 @@
 //! The controllers that run inside the control plane. Each is a pure planner (`plan.rs`) and a
 //! thin loop on the shared reconcile runtime.
 
+pub mod deployment;
 pub mod gc;
 pub mod namespace;
 pub mod nodeipam;
@@ -17,6 +18,7 @@ pub fn start(
     shutdown: CancellationToken,
 ) -> Vec<JoinHandle<()>> {
     vec![
+        deployment::start(registry.clone(), shutdown.clone()),
         gc::start(registry.clone(), shutdown.clone()),
         namespace::start(registry.clone(), shutdown.clone()),
         nodeipam::start(registry.clone(), cluster_cidr, shutdown.clone()),

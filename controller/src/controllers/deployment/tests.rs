@@ -1,0 +1,284 @@
+//! The controller over a real registry and store (no agent, no ReplicaSet controller): the test
+//! plays the ReplicaSet controller by writing each ReplicaSet's status as if all its pods were
+//! up, and checks a rollout from one image to another end to end.
+
+use super::*;
+use crate::registry::{Part, WriteOptions};
+use crate::store::{RedbBackend, Store};
+use serde_json::json;
+use std::time::Duration;
+
+fn registry(dir: &std::path::Path) -> Registry {
+    let backend = RedbBackend::open(&dir.join("store.redb")).unwrap();
+    let registry = Registry::new(Store::open(Box::new(backend), 10_000).unwrap());
+    let ns = resource::by_plural("", "v1", "namespaces").unwrap();
+    registry
+        .create(
+            ns,
+            None,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
+            &WriteOptions::default(),
+        )
+        .unwrap();
+    registry
+}
+
+fn nginx(image: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "nginx-deployment", "namespace": "default",
+            "labels": {"app": "nginx"}},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": {"app": "nginx"}},
+            "template": {
+                "metadata": {"labels": {"app": "nginx"}},
+                "spec": {"containers": [{"name": "nginx", "image": image,
+                    "ports": [{"containerPort": 80}]}]}
+            }
+        }
+    })
+}
+
+fn list(registry: &Registry, rt: &ResourceType) -> Vec<Value> {
+    let (_, items, _) = registry
+        .store()
+        .list(&prefix(rt, Some("default")), None, None, |_| true);
+    items.iter().map(|i| i.value().unwrap()).collect()
+}
+
+fn image_of(rs: &Value) -> &str {
+    rs.pointer("/spec/template/spec/containers/0/image")
+        .and_then(Value::as_str)
+        .unwrap()
+}
+
+fn replicas_of(rs: &Value) -> i64 {
+    rs.pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap()
+}
+
+/// The ReplicaSet controller and kubelets in one: every ReplicaSet reports all its pods
+/// created, ready and available. True when some status changed.
+fn pods_up(registry: &Registry) -> bool {
+    let rt = replica_sets().unwrap();
+    let mut changed = false;
+    for rs in list(registry, rt) {
+        let n = replicas_of(&rs);
+        let status = json!({
+            "replicas": n, "fullyLabeledReplicas": n, "readyReplicas": n,
+            "availableReplicas": n,
+            "observedGeneration": rs.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
+        });
+        let current = rs.get("status").cloned().unwrap_or(json!({}));
+        if current == status {
+            continue;
+        }
+        let name = rs
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap();
+        registry
+            .update_with(
+                rt,
+                Some("default"),
+                name,
+                Part::Status,
+                &WriteOptions::default(),
+                |mut obj| {
+                    obj["status"] = status.clone();
+                    Ok(obj)
+                },
+            )
+            .unwrap();
+        changed = true;
+    }
+    changed
+}
+
+fn deployment(registry: &Registry) -> Value {
+    registry
+        .get(deployments().unwrap(), Some("default"), "nginx-deployment")
+        .unwrap()
+        .value()
+        .unwrap()
+}
+
+/// Passes of the controller, each followed by the pods catching up, until nothing moves;
+/// checks after every pass that at most `max_total` pods are wanted and at least
+/// `min_available` are available.
+fn converge(registry: &Registry, c: &Controller, min_available: i64, max_total: i64) {
+    for _ in 0..40 {
+        let before = registry.store().current_revision();
+        c.reconcile("default", "nginx-deployment", jiff::Timestamp::now())
+            .unwrap();
+        let rss = list(registry, replica_sets().unwrap());
+        let total: i64 = rss.iter().map(replicas_of).sum();
+        assert!(total <= max_total, "{total} pods wanted");
+        pods_up(registry);
+        let available: i64 = list(registry, replica_sets().unwrap())
+            .iter()
+            .map(|rs| {
+                rs.pointer("/status/availableReplicas")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+            })
+            .sum();
+        assert!(available >= min_available, "{available} available");
+        if registry.store().current_revision() == before {
+            return;
+        }
+    }
+    panic!("no convergence");
+}
+
+#[test]
+fn a_rollout_from_one_image_to_another_ends_with_one_replica_set_at_three() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = registry(dir.path());
+    let c = Controller::new(registry.clone());
+    let drt = deployments().unwrap();
+    registry
+        .create(
+            drt,
+            Some("default"),
+            nginx("nginx:1.14.2"),
+            &WriteOptions::default(),
+        )
+        .unwrap();
+    converge(&registry, &c, 0, 4);
+    let rss = list(&registry, replica_sets().unwrap());
+    assert_eq!(rss.len(), 1);
+    assert_eq!(replicas_of(&rss[0]), 3);
+    let d = deployment(&registry);
+    assert_eq!(
+        d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+        "1"
+    );
+    assert_eq!(d["status"]["availableReplicas"], 3);
+
+    // `kubectl set image deployment/nginx-deployment nginx=nginx:1.16.1`
+    registry
+        .update_with(
+            drt,
+            Some("default"),
+            "nginx-deployment",
+            Part::Main,
+            &WriteOptions::default(),
+            |mut obj| {
+                obj["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:1.16.1");
+                Ok(obj)
+            },
+        )
+        .unwrap();
+    converge(&registry, &c, 3, 4);
+
+    let rss = list(&registry, replica_sets().unwrap());
+    let mut sizes: Vec<(String, i64)> = rss
+        .iter()
+        .map(|rs| (image_of(rs).to_string(), replicas_of(rs)))
+        .collect();
+    sizes.sort();
+    assert_eq!(
+        sizes,
+        vec![("nginx:1.14.2".into(), 0), ("nginx:1.16.1".into(), 3)]
+    );
+    let new = rss
+        .iter()
+        .find(|rs| image_of(rs) == "nginx:1.16.1")
+        .unwrap();
+    let hash = new["metadata"]["labels"]["pod-template-hash"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        new["metadata"]["name"],
+        json!(format!("nginx-deployment-{hash}"))
+    );
+    assert_eq!(
+        new["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+        "2"
+    );
+    assert_eq!(new["metadata"]["ownerReferences"][0]["controller"], true);
+
+    // What `kubectl rollout status` waits for.
+    let d = deployment(&registry);
+    assert_eq!(
+        d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+        "2"
+    );
+    let s = &d["status"];
+    assert_eq!(s["observedGeneration"], d["metadata"]["generation"]);
+    assert_eq!(
+        (
+            &s["replicas"],
+            &s["updatedReplicas"],
+            &s["availableReplicas"]
+        ),
+        (&json!(3), &json!(3), &json!(3))
+    );
+    let progressing = s["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Progressing")
+        .unwrap();
+    assert_eq!(progressing["reason"], "NewReplicaSetAvailable");
+
+    let events = list(&registry, resource::by_plural("", "v1", "events").unwrap());
+    let scaling: Vec<&str> = events
+        .iter()
+        .filter(|e| e["reason"] == "ScalingReplicaSet")
+        .map(|e| {
+            assert_eq!(e["source"]["component"], COMPONENT);
+            e["message"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(scaling.len(), 7, "{scaling:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_running_controller_follows_watch_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = registry(dir.path());
+    let shutdown = CancellationToken::new();
+    let task = start(registry.clone(), shutdown.clone());
+    let r = registry.clone();
+    tokio::task::spawn_blocking(move || {
+        r.create(
+            deployments().unwrap(),
+            Some("default"),
+            nginx("nginx:1.14.2"),
+            &WriteOptions::default(),
+        )
+        .unwrap();
+    })
+    .await
+    .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = registry.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            pods_up(&r);
+            let d = deployment(&r);
+            d["status"]["availableReplicas"] == 3
+                && d["status"]["conditions"]
+                    .as_array()
+                    .is_some_and(|cs| cs.iter().any(|c| c["reason"] == "NewReplicaSetAvailable"))
+        })
+        .await
+        .unwrap();
+        if done {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not available: {}",
+            deployment(&registry)["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    shutdown.cancel();
+    task.await.unwrap();
+}

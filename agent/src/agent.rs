@@ -112,9 +112,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         runtime,
         images,
         network,
-        facts.internal_ip.clone().unwrap_or_default(),
-        facts.cpus,
-        facts.memory_bytes as i64,
+        crate::pod::manager::NodeResources {
+            host_ip: facts.internal_ip.clone().unwrap_or_default(),
+            cpus: facts.cpus,
+            memory_bytes: facts.memory_bytes as i64,
+        },
     ));
     backend.attach(manager.clone());
     manager.run(shutdown.clone()).await;

@@ -81,7 +81,7 @@ impl Quantity {
         self.nanos % NANOS_PER_UNIT == 0
     }
 
-    pub fn add(self, other: Quantity) -> Quantity {
+    pub fn saturating_add(self, other: Quantity) -> Quantity {
         Quantity {
             nanos: self.nanos.saturating_add(other.nanos),
         }
@@ -251,6 +251,6 @@ mod tests {
 
     #[test]
     fn sums_add_exactly() {
-        assert_eq!(q("250m").add(q("750m")), q("1"));
+        assert_eq!(q("250m").saturating_add(q("750m")), q("1"));
     }
 }

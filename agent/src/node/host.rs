@@ -27,7 +27,7 @@ fn os_image() -> String {
 
 fn disk_bytes(dir: &Path) -> u64 {
     nix::sys::statvfs::statvfs(dir)
-        .map(|s| s.blocks() as u64 * s.fragment_size() as u64)
+        .map(|s| s.blocks() * s.fragment_size())
         .unwrap_or(0)
 }
 

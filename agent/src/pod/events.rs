@@ -8,12 +8,15 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+/// (pod uid, type, reason, message): what makes two events the same.
+type EventKey = (String, String, String, String);
+
 /// Records events for the pods of one node.
 pub struct Recorder {
     client: Client,
     node: String,
     /// (pod uid, type, reason, message) → (event name, count): the fold of repeats.
-    seen: Mutex<HashMap<(String, String, String, String), (String, i64)>>,
+    seen: Mutex<HashMap<EventKey, (String, i64)>>,
 }
 
 impl Recorder {

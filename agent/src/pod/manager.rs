@@ -136,6 +136,14 @@ impl Shared {
     }
 }
 
+/// What the pods of this node see of it: its address and allocatable resources.
+#[derive(Debug, Clone)]
+pub struct NodeResources {
+    pub host_ip: String,
+    pub cpus: u32,
+    pub memory_bytes: i64,
+}
+
 /// The pod manager.
 pub struct PodManager {
     shared: Arc<Shared>,
@@ -164,9 +172,7 @@ impl PodManager {
         runtime: Runtime,
         images: ImageService,
         network: Network,
-        host_ip: String,
-        cpus: u32,
-        memory: i64,
+        node: NodeResources,
     ) -> PodManager {
         let events = super::events::Recorder::new(client.clone(), config.node_name.clone());
         PodManager {
@@ -176,14 +182,14 @@ impl PodManager {
                 runtime,
                 images,
                 network,
-                host_ip,
+                host_ip: node.host_ip,
                 dns: ClusterDns {
                     servers: Vec::new(),
                     domain: "cluster.local".to_string(),
                 },
                 events,
-                facts_cpus: cpus,
-                facts_memory: memory,
+                facts_cpus: node.cpus,
+                facts_memory: node.memory_bytes,
                 queue: Queue::new(),
                 probes: Arc::new(Mutex::new(HashMap::<String, ProbeResults>::new())),
                 probers: Mutex::new(HashMap::new()),

@@ -199,7 +199,7 @@ impl Shared {
                 // A sandbox from before an agent restart: setup returns the existing one.
                 let net = self
                     .network
-                    .setup(&PodRef::new(uid, &ns_of(pod), &name_of(pod)))
+                    .setup(&PodRef::new(uid, ns_of(pod), name_of(pod)))
                     .await?;
                 let s = Sandbox::Ready {
                     attempt: max_sandbox.unwrap_or(1),
@@ -371,7 +371,7 @@ impl Shared {
         let ip = if host_network {
             self.host_ip.clone()
         } else {
-            let mut r = PodRef::new(uid, &ns_of(pod), &name_of(pod));
+            let mut r = PodRef::new(uid, ns_of(pod), name_of(pod));
             r.host_ports = crate::network::host_ports(pod);
             self.network.setup(&r).await?.ip.to_string()
         };

@@ -140,7 +140,7 @@ fn locate(
     Ok((addr, port, container))
 }
 
-fn query_param<'a>(query: &'a str, key: &str) -> Option<String> {
+fn query_param(query: &str, key: &str) -> Option<String> {
     query.split('&').find_map(|kv| {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
         (k == key).then(|| {

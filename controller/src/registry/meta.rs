@@ -148,10 +148,11 @@ pub fn prepare_for_create(rt: &ResourceType, obj: &mut Value, generation: bool) 
     } else {
         meta.remove("generation");
     }
-    if rt.has_status && !matches!(rt.kind, "Node" | "Event") {
-        if let Some(map) = obj.as_object_mut() {
-            map.remove("status");
-        }
+    if rt.has_status
+        && !matches!(rt.kind, "Node" | "Event")
+        && let Some(map) = obj.as_object_mut()
+    {
+        map.remove("status");
     }
 }
 

@@ -143,7 +143,7 @@ pub(crate) fn qos_class(spec: &PodSpec) -> &'static str {
             };
             if let Some(v) = Quantity::parse(&q.0).ok().filter(Quantity::is_positive) {
                 let sum = requests.entry(name).or_default();
-                *sum = sum.add(v);
+                *sum = sum.saturating_add(v);
             }
         }
         let mut found = 0;
@@ -154,7 +154,7 @@ pub(crate) fn qos_class(spec: &PodSpec) -> &'static str {
             if let Some(v) = Quantity::parse(&q.0).ok().filter(Quantity::is_positive) {
                 found += 1;
                 let sum = limits.entry(name).or_default();
-                *sum = sum.add(v);
+                *sum = sum.saturating_add(v);
             }
         }
         if found < 2 {

@@ -1,52 +1,85 @@
 #!/usr/bin/env bash
-# Brings up a single-host Berth control plane on this machine from source and applies an
-# example workload with the stock kubectl. Idempotent: rerunning restarts the controller.
-#
-# Today this starts the controller (API server, embedded store, garbage collector). The node
-# agent that runs pods as containers is the next milestone; until it lands the example's
-# Deployment is stored and served but no pods run.
+# Brings up a single-host Berth cluster on this Debian 12 machine from source — containerd,
+# the controller with its embedded store, one agent — imports a demo web image built locally
+# from busybox-static (no registry or internet needed), runs an example pod and fetches its
+# page at the pod IP. Rerunning restarts the components. Run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 state=${BERTH_STATE:-/var/lib/berth}
 export DEBIAN_FRONTEND=noninteractive
 
 need=()
-for p in protobuf-compiler curl ca-certificates; do
+for p in protobuf-compiler containerd runc containernetworking-plugins busybox-static iptables iproute2 curl ca-certificates; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-echo "== building release binaries (first build takes a few minutes)"
+echo "== building release binaries (the first build takes several minutes)"
 cargo build --release --bins --quiet
 
-mkdir -p "$state/controller"
-pidfile="$state/controller/berth-controller.pid"
-if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-  kill "$(cat "$pidfile")"
-  while kill -0 "$(cat "$pidfile")" 2>/dev/null; do sleep 0.2; done
+stop() { [ -f "$1" ] && kill "$(cat "$1")" 2>/dev/null && while kill -0 "$(cat "$1")" 2>/dev/null; do sleep 0.2; done; rm -f "$1"; true; }
+mkdir -p "$state/controller" "$state/agent" "$state/containerd"
+
+# containerd: the system service where systemd runs, else a background process of our own.
+sock=/run/containerd/containerd.sock
+if [ -d /run/systemd/system ]; then
+  systemctl start containerd
+else
+  sock="$state/containerd/containerd.sock"
+  stop "$state/containerd/pid"
+  cat >"$state/containerd/config.toml" <<TOML
+version = 2
+root = "$state/containerd/root"
+state = "/run/berth-containerd"
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = "$sock"
+TOML
+  nohup containerd --config "$state/containerd/config.toml" >"$state/containerd/containerd.log" 2>&1 &
+  echo $! >"$state/containerd/pid"
 fi
+for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.1; done
+
+echo "== starting the controller"
+stop "$state/controller/pid"
 rm -f "$state/controller/listen-address"
 nohup target/release/berth-controller serve --data-dir "$state/controller" --listen 127.0.0.1:6443 \
   >"$state/controller/controller.log" 2>&1 &
-echo $! >"$pidfile"
-for _ in $(seq 1 100); do
-  [ -s "$state/controller/listen-address" ] && break
-  sleep 0.1
-done
+echo $! >"$state/controller/pid"
+for _ in $(seq 1 100); do [ -s "$state/controller/listen-address" ] && break; sleep 0.1; done
 [ -s "$state/controller/listen-address" ] || { cat "$state/controller/controller.log"; exit 1; }
-
 export KUBECONFIG="$state/controller/admin.kubeconfig"
-echo "== controller at $(cat "$state/controller/listen-address") (pid $(cat "$pidfile"))"
-kubectl version
-kubectl get namespaces
-kubectl apply -f examples/nginx-deployment.yaml
-kubectl get deployments,replicasets,pods -o wide
+
+echo "== building and importing the demo image (busybox httpd)"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+scripts/demo-image.sh "$work/demo.tar"
+target/release/berth-agent image import "$work/demo.tar" --containerd-socket "$sock" --containerd-namespace berth
+
+echo "== starting the agent"
+stop "$state/agent/pid"
+node=$(hostname | tr '[:upper:]' '[:lower:]')
+nohup target/release/berth-agent --server "$(cat "$state/controller/listen-address")" \
+  --token "$(target/release/berth-controller token --data-dir "$state/controller")" \
+  --node-name "$node" --root-dir "$state/agent" --containerd-socket "$sock" \
+  --listen 127.0.0.1:10250 --node-ip 127.0.0.1 >"$state/agent/agent.log" 2>&1 &
+echo $! >"$state/agent/pid"
+kubectl wait --for=condition=Ready "node/$node" --timeout=60s
+
+echo "== running the example"
+sed "s/NODE_NAME/$node/" examples/hello-pod.yaml | kubectl apply -f -
+kubectl wait --for=condition=Ready pod/hello --timeout=60s
+kubectl get nodes -o wide
+kubectl get pods -o wide
+ip=$(kubectl get pod hello -o jsonpath='{.status.podIP}')
+echo "== the pod's page at http://$ip/:"
+curl -s "http://$ip/"
 cat <<TXT
 
-The control plane is up. Point kubectl at it with:
+Berth is up. Point kubectl at it with:
   export KUBECONFIG=$KUBECONFIG
 Stop it with:
-  kill \$(cat $pidfile)
+  kill \$(cat $state/agent/pid) \$(cat $state/controller/pid)
 TXT

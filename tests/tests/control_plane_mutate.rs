@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use berth_tests::objects::{controller_ref, items, names, owned_pod};
+use berth_tests::objects::{items, names};
 use berth_tests::seeds::seed;
 use berth_tests::{Api, Controller, Req, secs};
 use serde_json::{Value, json};
@@ -187,11 +187,13 @@ fn patch_types_strategic_merge_and_json_have_their_semantics() {
 }
 
 const NS: &str = "gc";
-const POD_NAMES: [&str; 3] = ["frontend-a", "frontend-b", "frontend-c"];
 
 /// Creates the `frontend` ReplicaSet in `gc` and three pods it owns, one of which may carry an
 /// extra finalizer. Returns the ReplicaSet's uid.
-fn replicaset_with_pods(c: &Controller, api: &Api, hold: Option<&str>) -> String {
+/// The seed's `frontend` ReplicaSet (3 replicas) with the 3 pods its controller creates, each
+/// owned through a controller ownerReference; `hold` puts a finalizer on the first of them.
+/// Returns the ReplicaSet's uid and the pods' names, sorted.
+fn replicaset_with_pods(c: &Controller, api: &Api, hold: Option<&str>) -> (String, Vec<String>) {
     c.kubectl_ok(&["create", "namespace", NS]);
     c.kubectl().ok_stdin(
         &["apply", "-n", NS, "-f", "-"],
@@ -207,17 +209,44 @@ fn replicaset_with_pods(c: &Controller, api: &Api, hold: Option<&str>) -> String
         "jsonpath={.metadata.uid}",
     ]);
     assert!(!uid.is_empty(), "the ReplicaSet has no uid");
-    let owner = controller_ref("apps/v1", "ReplicaSet", "frontend", &uid);
-    for (i, name) in POD_NAMES.iter().enumerate() {
-        let mut p = owned_pod(name, &[("tier", "frontend")], &owner);
-        if i == 0
-            && let Some(finalizer) = hold
-        {
-            p["metadata"]["finalizers"] = json!([finalizer]);
-        }
-        api.create(&format!("/api/v1/namespaces/{NS}/pods"), &p);
+    let owned = c.wait_for(
+        GC_WAIT,
+        "the ReplicaSet's 3 pods, owned through ownerReferences",
+        || {
+            let list = pods(api);
+            let owned: Vec<String> = items(&list)
+                .iter()
+                .filter(|p| {
+                    p["metadata"]["ownerReferences"]
+                        .as_array()
+                        .is_some_and(|refs| {
+                            refs.iter()
+                                .any(|r| r["uid"] == uid.as_str() && r["controller"] == true)
+                        })
+                })
+                .filter_map(|p| p["metadata"]["name"].as_str().map(String::from))
+                .collect();
+            if owned.len() == 3 && names(&list).len() == 3 {
+                Ok(owned)
+            } else {
+                Err(list)
+            }
+        },
+    );
+    let mut owned = owned;
+    owned.sort();
+    if let Some(finalizer) = hold {
+        let path = format!("/api/v1/namespaces/{NS}/pods/{}", owned[0]);
+        api.expect(
+            Req::patch(
+                &path,
+                "application/merge-patch+json",
+                &json!({"metadata": {"finalizers": [finalizer]}}),
+            ),
+            200,
+        );
     }
-    uid
+    (uid, owned)
 }
 
 fn pods(api: &Api) -> Value {
@@ -258,7 +287,7 @@ fn delete_cascade_foreground_removes_the_dependents_before_the_owner() {
     // One pod carries a finalizer of ours, so the pods cannot all be gone until we allow it:
     // that makes "the owner waits for its dependents" observable without racing the GC.
     let hold = "berth.test/hold";
-    replicaset_with_pods(&c, &api, Some(hold));
+    let (_, owned) = replicaset_with_pods(&c, &api, Some(hold));
     let out = c.kubectl_ok(&[
         "delete",
         "rs",
@@ -280,7 +309,7 @@ fn delete_cascade_foreground_removes_the_dependents_before_the_owner() {
             let terminating = items(&list)
                 .iter()
                 .all(|p| p["metadata"]["deletionTimestamp"].is_string());
-            if left == [POD_NAMES[0]] && terminating {
+            if left == [owned[0].clone()] && terminating {
                 Ok(())
             } else {
                 Err(list)
@@ -307,7 +336,7 @@ fn delete_cascade_foreground_removes_the_dependents_before_the_owner() {
     );
 
     let release = json!({"metadata": {"finalizers": null}});
-    let pod_path = format!("/api/v1/namespaces/{NS}/pods/{}", POD_NAMES[0]);
+    let pod_path = format!("/api/v1/namespaces/{NS}/pods/{}", owned[0]);
     api.expect(
         Req::patch(&pod_path, "application/merge-patch+json", &release),
         200,
@@ -331,7 +360,7 @@ fn delete_cascade_foreground_removes_the_dependents_before_the_owner() {
 fn delete_cascade_orphan_keeps_the_dependents_without_owner_references() {
     let c = Controller::start();
     let api = c.admin_api();
-    let uid = replicaset_with_pods(&c, &api, None);
+    let (uid, owned) = replicaset_with_pods(&c, &api, None);
     let out = c.kubectl_ok(&["delete", "rs", "frontend", "-n", NS, "--cascade=orphan"]);
     assert_eq!(out.trim(), "replicaset.apps \"frontend\" deleted");
     assert_eq!(rs_status(&api), 404);
@@ -350,6 +379,6 @@ fn delete_cascade_orphan_keeps_the_dependents_without_owner_references() {
     );
     c.ensure_for(secs(2), "the orphaned pods stay", || {
         let left = names(&pods(&api));
-        if left == POD_NAMES { Ok(()) } else { Err(left) }
+        if left == owned { Ok(()) } else { Err(left) }
     });
 }

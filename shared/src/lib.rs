@@ -11,5 +11,6 @@ pub mod openapi;
 pub mod patch;
 pub mod reconcile;
 pub mod resource;
+pub mod scheduling;
 pub mod selector;
 pub mod table;

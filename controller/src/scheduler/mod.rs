@@ -18,6 +18,8 @@ pub mod state;
 pub mod terms;
 #[cfg(test)]
 mod testing;
+#[cfg(test)]
+mod tests;
 
 use crate::api::error::ApiError;
 use crate::events::Recorder;
@@ -28,6 +30,7 @@ use binder::{Bound, EventJob};
 use facts::{PodInfo, PodKey};
 use state::{Outcome, State};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, Semaphore, broadcast, mpsc};
@@ -41,13 +44,18 @@ pub struct Config {
     pub binders: usize,
     /// Events waiting to be written before new ones are dropped.
     pub event_queue: usize,
+    /// While bindings are waiting, events are written at most one batch per this long, so
+    /// that a burst of pods binds first and its events follow (upstream likewise writes
+    /// events through a rate-limited client and drops them when its queue overflows).
+    pub event_pace: Duration,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             binders: 4,
-            event_queue: 1000,
+            event_queue: 10_000,
+            event_pace: Duration::from_secs(1),
         }
     }
 }
@@ -61,6 +69,8 @@ const EVENT_BATCH: usize = 512;
 struct Shared {
     state: Mutex<State>,
     wake: Notify,
+    /// Bindings decided but not written yet.
+    binding: AtomicUsize,
 }
 
 impl Shared {
@@ -86,6 +96,7 @@ pub fn start_with(
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             wake: Notify::new(),
+            binding: AtomicUsize::new(0),
         });
         let (bind_tx, bind_rx) = mpsc::unbounded_channel();
         let (event_tx, event_rx) = mpsc::channel(config.event_queue.max(1));
@@ -113,7 +124,13 @@ pub fn start_with(
                 config.binders.max(1),
                 shutdown.clone(),
             )),
-            tokio::spawn(record_events(recorder, event_rx, shutdown.clone())),
+            tokio::spawn(record_events(
+                recorder,
+                event_rx,
+                shared.clone(),
+                config.event_pace,
+                shutdown.clone(),
+            )),
             tokio::spawn(write_statuses(
                 registry,
                 unwritten,
@@ -272,6 +289,7 @@ async fn decide(
         for o in outcomes {
             match o {
                 Outcome::Bind { pod, node } => {
+                    shared.binding.fetch_add(1, Ordering::SeqCst);
                     let _ = binds.send((pod, node));
                 }
                 Outcome::Unschedulable { pod, message } => {
@@ -334,19 +352,30 @@ async fn bind_all(
             if result != Bound::Done {
                 sh.wake.notify_one();
             }
+            sh.binding.fetch_sub(1, Ordering::SeqCst);
             drop(permit);
         });
     }
     let _ = permits.acquire_many(binders as u32).await;
 }
 
-/// Writes queued events in small batches; a full queue drops new events meanwhile.
+/// Writes queued events in small batches, yielding the store to bindings while there are
+/// any; a full queue drops new events meanwhile.
 async fn record_events(
     recorder: Recorder,
     mut jobs: mpsc::Receiver<EventJob>,
+    shared: Arc<Shared>,
+    pace: Duration,
     shutdown: CancellationToken,
 ) {
+    let mut last = tokio::time::Instant::now();
     loop {
+        while shared.binding.load(Ordering::SeqCst) > 0 && last.elapsed() < pace {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+                _ = shutdown.cancelled() => return,
+            }
+        }
         let first = tokio::select! {
             j = jobs.recv() => j,
             _ = shutdown.cancelled() => None,
@@ -360,6 +389,7 @@ async fn record_events(
             }
         }
         let r = recorder.clone();
+        last = tokio::time::Instant::now();
         let written = tokio::task::spawn_blocking(move || {
             for job in &batch {
                 if let Err(e) = job.record(&r) {

@@ -148,17 +148,13 @@ pub fn first_untolerated<'a>(
         .find(|t| !tolerated(tolerations, t))
 }
 
-/// How many `PreferNoSchedule` taints no toleration tolerates. Only tolerations whose effect is
-/// empty or `PreferNoSchedule` count, as in upstream's taint score.
+/// How many `PreferNoSchedule` taints no toleration tolerates (upstream's taint score). A
+/// toleration for another effect cannot tolerate them, so only those with an empty or
+/// `PreferNoSchedule` effect count.
 pub fn intolerable_prefer_no_schedule(taints: &[Taint], tolerations: &[Toleration]) -> usize {
-    let relevant: Vec<&Toleration> = tolerations
-        .iter()
-        .filter(|t| t.effect.is_none_or(|e| e == TaintEffect::PreferNoSchedule))
-        .collect();
     taints
         .iter()
-        .filter(|t| t.effect == TaintEffect::PreferNoSchedule)
-        .filter(|t| !relevant.iter().any(|tol| tol.tolerates(t)))
+        .filter(|t| t.effect == TaintEffect::PreferNoSchedule && !tolerated(tolerations, t))
         .count()
 }
 

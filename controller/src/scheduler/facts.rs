@@ -232,6 +232,7 @@ impl PodInfo {
     /// count: they must not send an unschedulable pod round the queue again).
     pub fn same_placement_facts(&self, other: &PodInfo) -> bool {
         self.labels == other.labels
+            && self.controller == other.controller
             && self.requests == other.requests
             && self.host_ports == other.host_ports
             && self.required_node == other.required_node

@@ -1,6 +1,7 @@
 //! Why nodes were refused, in upstream's words, and the `0/N nodes are available: …` message
 //! an unschedulable pod gets: reasons counted per node, `count reason` strings sorted as strings
-//! (upstream sorts them so), then the preemption verdict in the same shape.
+//! (upstream sorts them so), then the preemption verdict in the same shape (ending in `..`,
+//! as upstream's does).
 
 use berth_shared::scheduling::Taint;
 use std::collections::HashMap;
@@ -141,7 +142,9 @@ pub fn fit_error(total: usize, d: &Diagnosis<'_>) -> String {
             (d.resolvable, d.unresolvable)
         }
     };
-    // Berth does not preempt: nodes where preemption could help report no victims.
+    // Berth does not preempt: nodes where preemption could help report no victims. Upstream
+    // nests the preemption verdict's own `0/N …` message, period included, and ends it with
+    // another period: hence the `..` its users see.
     let preemption = histogram([
         (
             "Preemption is not helpful for scheduling".to_string(),
@@ -153,7 +156,7 @@ pub fn fit_error(total: usize, d: &Diagnosis<'_>) -> String {
         ),
     ]);
     msg.push_str(&format!(
-        " preemption: 0/{total} nodes are available: {preemption}."
+        " preemption: 0/{total} nodes are available: {preemption}.."
     ));
     msg
 }
@@ -179,7 +182,7 @@ mod tests {
             "0/3 nodes are available: 1 node(s) had untolerated taint \
              {node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu. preemption: 0/3 \
              nodes are available: 1 Preemption is not helpful for scheduling, 2 No preemption \
-             victims found for incoming pod."
+             victims found for incoming pod.."
         );
     }
 
@@ -193,7 +196,7 @@ mod tests {
         assert_eq!(
             fit_error(1, &d),
             "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory. preemption: \
-             0/1 nodes are available: 1 No preemption victims found for incoming pod."
+             0/1 nodes are available: 1 No preemption victims found for incoming pod.."
         );
     }
 
@@ -206,7 +209,7 @@ mod tests {
             fit_error(12, &d),
             "0/12 nodes are available: 10 node(s) didn't match Pod's node affinity/selector, \
              2 node(s) were unschedulable. preemption: 0/12 nodes are available: 12 Preemption \
-             is not helpful for scheduling."
+             is not helpful for scheduling.."
         );
     }
 
@@ -216,7 +219,7 @@ mod tests {
         assert_eq!(
             fit_error(2, &d),
             "0/2 nodes are available: pod affinity terms conflict. preemption: 0/2 nodes are \
-             available: 2 Preemption is not helpful for scheduling."
+             available: 2 Preemption is not helpful for scheduling.."
         );
     }
 

@@ -236,7 +236,7 @@ mod tests {
                 message: "0/3 nodes are available: 1 node(s) had untolerated taint \
                     {node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu. preemption: \
                     0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No \
-                    preemption victims found for incoming pod."
+                    preemption victims found for incoming pod.."
                     .into()
             }
         );
@@ -340,7 +340,7 @@ mod tests {
             Decision::Unschedulable {
                 message: "0/4 nodes are available: 1 node(s) had untolerated taint {k: }, 3 node \
                     is filtered out by the prefilter result. preemption: 0/4 nodes are \
-                    available: 4 Preemption is not helpful for scheduling."
+                    available: 4 Preemption is not helpful for scheduling.."
                     .into()
             }
         );

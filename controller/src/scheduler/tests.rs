@@ -148,7 +148,7 @@ async fn a_pod_too_big_for_every_node_waits_with_the_reason_and_goes_when_a_node
     assert_eq!(
         message,
         "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 \
-         No preemption victims found for incoming pod."
+         No preemption victims found for incoming pod.."
     );
     let ev = c
         .until("the FailedScheduling event", |c| {

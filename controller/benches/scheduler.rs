@@ -208,6 +208,44 @@ async fn run(nodes: usize, pods: usize, base: &std::path::Path, binders: usize) 
         setup.as_secs_f64(),
         base.display()
     );
+    let r = registry.clone();
+    let ceiling = tokio::task::spawn_blocking(move || store_baseline(&r, binders))
+        .await
+        .expect("baseline");
+    println!(
+        "  baseline: registry.bind straight from {binders} threads, no scheduler: \
+         {ceiling:.0} binds/s (the store's ceiling on this disk)"
+    );
+}
+
+/// Binds pods straight through the registry from `threads` threads: the most the store
+/// allows, with no scheduling at all.
+fn store_baseline(registry: &Registry, threads: usize) -> f64 {
+    const PODS: usize = 2000;
+    for i in 0..PODS {
+        create(
+            registry,
+            "pods",
+            Some("default"),
+            json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("baseline-{i}"), "namespace": "default"},
+            "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}}),
+        );
+    }
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..threads.max(1) {
+            s.spawn(move || {
+                for i in (t..PODS).step_by(threads.max(1)) {
+                    let node = format!("hollow-{}", i % 100);
+                    registry
+                        .bind("default", &format!("baseline-{i}"), &node)
+                        .expect("bind");
+                }
+            });
+        }
+    });
+    PODS as f64 / started.elapsed().as_secs_f64()
 }
 
 fn main() {

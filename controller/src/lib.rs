@@ -7,5 +7,6 @@ pub mod events;
 pub mod join;
 pub mod pki;
 pub mod registry;
+pub mod scheduler;
 pub mod server;
 pub mod store;

@@ -146,7 +146,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         controllers::nodeipam::plan::Cidr::parse(&config.cluster_cidr).ok_or_else(|| {
             ServerError::Config(format!("invalid --cluster-cidr {:?}", config.cluster_cidr))
         })?;
-    let controllers = controllers::start(registry.clone(), cluster_cidr, shutdown.clone());
+    let mut controllers = controllers::start(registry.clone(), cluster_cidr, shutdown.clone());
+    controllers.push(crate::scheduler::start(registry.clone(), shutdown.clone()));
     println!("listening on {url}");
     tracing::info!(%url, data_dir = %config.data_dir.display(), "serving");
     api::tls::serve(listener, tls, router, tokens, shutdown.clone()).await;

@@ -12,5 +12,6 @@ pub mod patch;
 pub mod quantity;
 pub mod reconcile;
 pub mod resource;
+pub mod scheduling;
 pub mod selector;
 pub mod table;

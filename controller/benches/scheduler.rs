@@ -1,0 +1,257 @@
+//! Scheduler throughput: registers N hollow nodes straight through the registry, creates
+//! 10,000 unbound pods, then starts the controllers and the scheduler and measures the time
+//! until every pod is bound. Prints `scheduler_throughput pods_per_s=…` per node count.
+//!
+//! `cargo bench -p berth-controller --bench scheduler -- [--nodes 1000,5000] [--pods 10000]
+//! [--dir PATH]` (the store goes in a temporary directory under PATH, default the system
+//! temporary directory; every store write is fsync'd, so the disk under PATH matters).
+
+use berth_controller::controllers;
+use berth_controller::registry::{Registry, WriteOptions, prefix};
+use berth_controller::scheduler;
+use berth_controller::store::{RedbBackend, Store};
+use berth_shared::resource::{ResourceType, by_plural};
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+struct Args {
+    nodes: Vec<usize>,
+    pods: usize,
+    dir: PathBuf,
+    binders: usize,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        nodes: vec![1000, 5000],
+        pods: 10_000,
+        dir: std::env::temp_dir(),
+        binders: scheduler::Config::default().binders,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        match flag.as_str() {
+            "--nodes" => {
+                a.nodes = it
+                    .next()
+                    .unwrap_or_default()
+                    .split(',')
+                    .filter_map(|n| n.trim().parse().ok())
+                    .collect();
+            }
+            "--pods" => a.pods = it.next().and_then(|n| n.parse().ok()).unwrap_or(a.pods),
+            "--dir" => a.dir = it.next().map(PathBuf::from).unwrap_or(a.dir),
+            "--binders" => a.binders = it.next().and_then(|n| n.parse().ok()).unwrap_or(a.binders),
+            _ => {} // `--bench` and friends from cargo
+        }
+    }
+    a
+}
+
+fn rt(plural: &str) -> &'static ResourceType {
+    by_plural("", "v1", plural).expect("core resource")
+}
+
+fn create(registry: &Registry, plural: &str, ns: Option<&str>, obj: serde_json::Value) {
+    registry
+        .create(rt(plural), ns, obj, &WriteOptions::default())
+        .expect("create");
+}
+
+/// Nodes like `berth-hollow-nodes` registers: Ready, 4 cpu / 16Gi / 110 pods, three zones.
+fn register_nodes(registry: &Registry, n: usize) {
+    for i in 0..n {
+        let name = format!("hollow-{i}");
+        let res = json!({"cpu": "4", "memory": "16Gi", "pods": "110"});
+        create(
+            registry,
+            "nodes",
+            None,
+            json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
+                "topology.kubernetes.io/zone": format!("zone-{}", i % 3)}},
+            "spec": {"podCIDR": format!("10.{}.{}.0/24", 128 + i / 256, i % 256)},
+            "status": {"capacity": res, "allocatable": res,
+                "conditions": [{"type": "Ready", "status": "True"}]}}),
+        );
+    }
+}
+
+/// Pods like scheduler_perf's default pod: one container asking 100m cpu and 500Mi.
+fn create_pods(registry: &Registry, n: usize) {
+    for i in 0..n {
+        create(
+            registry,
+            "pods",
+            Some("default"),
+            json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("pod-{i}"), "namespace": "default"},
+            "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}}),
+        );
+    }
+}
+
+/// Pods per node, and how many pods have no node yet.
+fn placement(registry: &Registry) -> (HashMap<String, usize>, usize) {
+    let (_, pods, _) = registry
+        .store()
+        .list(&prefix(rt("pods"), None), None, None, |_| true);
+    let mut per_node = HashMap::new();
+    let mut unbound = 0;
+    for p in &pods {
+        match p.index.field("spec.nodeName") {
+            Some(n) if !n.is_empty() => *per_node.entry(n).or_insert(0) += 1,
+            _ => unbound += 1,
+        }
+    }
+    (per_node, unbound)
+}
+
+async fn run(nodes: usize, pods: usize, base: &std::path::Path, binders: usize) {
+    let dir = tempfile::tempdir_in(base).expect("temporary directory");
+    let backend = RedbBackend::open(&dir.path().join("store.redb")).expect("store");
+    let registry = Registry::new(Store::open(Box::new(backend), 100_000).expect("store"));
+    let setup = Instant::now();
+    let r = registry.clone();
+    tokio::task::spawn_blocking(move || {
+        for ns in ["default", "kube-system", "kube-node-lease", "kube-public"] {
+            create(
+                &r,
+                "namespaces",
+                None,
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            );
+        }
+        register_nodes(&r, nodes);
+        create_pods(&r, pods);
+    })
+    .await
+    .expect("setup");
+    let setup = setup.elapsed();
+
+    let stop = CancellationToken::new();
+    let cidr = controllers::nodeipam::plan::Cidr::parse("10.42.0.0/16").expect("cidr");
+    // Count bindings from the store's events rather than polling lists.
+    let mut watch = registry
+        .store()
+        .watch(registry.store().current_revision())
+        .expect("watch");
+    let started = Instant::now();
+    let mut tasks = controllers::start(registry.clone(), cidr, stop.clone());
+    let config = scheduler::Config {
+        binders,
+        ..scheduler::Config::default()
+    };
+    tasks.push(scheduler::start_with(
+        registry.clone(),
+        config,
+        stop.clone(),
+    ));
+    let mut bound = 0;
+    while bound < pods {
+        let ev = tokio::select! {
+            ev = watch.live.recv() => ev,
+            _ = tokio::time::sleep(Duration::from_secs(30)) => break,
+        };
+        match ev {
+            Ok(ev) => {
+                let was = ev
+                    .prev_index
+                    .as_ref()
+                    .and_then(|i| i.field("spec.nodeName"));
+                let is = ev.object.index.field("spec.nodeName");
+                if ev.key.starts_with("/core/pods/") && was.is_none() && is.is_some() {
+                    bound += 1;
+                }
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                bound = pods - placement(&registry).1;
+            }
+            Err(_) => break,
+        }
+    }
+    let elapsed = started.elapsed();
+    let count_events = || {
+        registry
+            .store()
+            .count(&prefix(rt("events"), Some("default")))
+    };
+    let events = count_events();
+    // Events yield to bindings; see how long they take to catch up.
+    let drain = Instant::now();
+    while count_events() < bound && drain.elapsed() < Duration::from_secs(60) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let drained = (count_events(), drain.elapsed());
+    stop.cancel();
+    for t in tasks {
+        let _ = t.await;
+    }
+    let (per_node, unbound) = placement(&registry);
+    let bound = pods - unbound;
+    let busiest = per_node.values().copied().max().unwrap_or(0);
+    println!(
+        "scheduler_throughput pods_per_s={:.0} ({pods} pods, {nodes} nodes; goal ≥ 1000)",
+        bound as f64 / elapsed.as_secs_f64()
+    );
+    println!(
+        "  bound {bound}/{pods} in {:.2}s on {} nodes (busiest node {busiest} pods); \
+         {events} events written by then, {} {:.1}s later; setup {:.1}s; store under {}",
+        elapsed.as_secs_f64(),
+        per_node.len(),
+        drained.0,
+        drained.1.as_secs_f64(),
+        setup.as_secs_f64(),
+        base.display()
+    );
+    let r = registry.clone();
+    let ceiling = tokio::task::spawn_blocking(move || store_baseline(&r, binders))
+        .await
+        .expect("baseline");
+    println!(
+        "  baseline: registry.bind straight from {binders} threads, no scheduler: \
+         {ceiling:.0} binds/s (the store's ceiling on this disk)"
+    );
+}
+
+/// Binds pods straight through the registry from `threads` threads: the most the store
+/// allows, with no scheduling at all.
+fn store_baseline(registry: &Registry, threads: usize) -> f64 {
+    const PODS: usize = 2000;
+    for i in 0..PODS {
+        create(
+            registry,
+            "pods",
+            Some("default"),
+            json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("baseline-{i}"), "namespace": "default"},
+            "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}}),
+        );
+    }
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..threads.max(1) {
+            s.spawn(move || {
+                for i in (t..PODS).step_by(threads.max(1)) {
+                    let node = format!("hollow-{}", i % 100);
+                    registry
+                        .bind("default", &format!("baseline-{i}"), &node)
+                        .expect("bind");
+                }
+            });
+        }
+    });
+    PODS as f64 / started.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let a = args();
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    for &n in &a.nodes {
+        runtime.block_on(run(n, a.pods, &a.dir, a.binders));
+    }
+}

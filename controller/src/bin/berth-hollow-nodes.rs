@@ -1,0 +1,406 @@
+//! `berth-hollow-nodes`: simulated nodes for scale benchmarks, as Kubernetes' kubemark does.
+//! Registers N Ready nodes (with hostname and zone labels), renews their Leases in
+//! `kube-node-lease`, and marks the pods bound to them Running and Ready without running any
+//! container. Talks to the controller over HTTPS with a kubeconfig's client certificate.
+//! Benchmarks only: agent behaviour tests never use it.
+
+use anyhow::{Context, anyhow};
+use berth_shared::client::{Client, ClientError, Credentials, ListParams, WatchEvent};
+use berth_shared::resource::{ResourceType, by_plural};
+use clap::Parser;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+#[derive(Parser, Clone)]
+#[command(name = "berth-hollow-nodes", about = "Simulated nodes for benchmarks")]
+struct Cli {
+    /// API server URL (default: the kubeconfig's).
+    #[arg(long)]
+    server: Option<String>,
+    /// Admin kubeconfig with an embedded client certificate.
+    #[arg(long)]
+    kubeconfig: PathBuf,
+    /// How many nodes to simulate.
+    #[arg(long, default_value_t = 100)]
+    nodes: usize,
+    /// Node names are PREFIX0, PREFIX1, …
+    #[arg(long, default_value = "hollow-")]
+    prefix: String,
+    /// Nodes are spread over this many zones (`topology.kubernetes.io/zone`).
+    #[arg(long, default_value_t = 3)]
+    zones: usize,
+    #[arg(long, default_value = "4")]
+    cpu: String,
+    #[arg(long, default_value = "16Gi")]
+    memory: String,
+    #[arg(long, default_value_t = 110)]
+    max_pods: u32,
+    /// Seconds between Lease renewals of each node.
+    #[arg(long, default_value_t = 10)]
+    lease_interval: u64,
+    /// API writes in flight at once.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+}
+
+fn rt(group: &str, version: &str, plural: &str) -> anyhow::Result<&'static ResourceType> {
+    by_plural(group, version, plural).ok_or_else(|| anyhow!("unknown resource {plural}"))
+}
+
+/// Reads the server, CA and client certificate embedded in a kubeconfig.
+fn load_kubeconfig(path: &PathBuf) -> anyhow::Result<(String, String, Credentials)> {
+    use base64::Engine;
+    let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+    let doc: Value = serde_saphyr::from_str(&text).context("parsing the kubeconfig")?;
+    let field = |ptr: &str| -> anyhow::Result<String> {
+        let b64 = doc
+            .pointer(ptr)
+            .and_then(Value::as_str)
+            .ok_or_else(|| anyhow!("kubeconfig lacks {ptr}"))?;
+        let raw = base64::engine::general_purpose::STANDARD.decode(b64.trim())?;
+        Ok(String::from_utf8(raw)?)
+    };
+    let server = doc
+        .pointer("/clusters/0/cluster/server")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let ca = field("/clusters/0/cluster/certificate-authority-data")?;
+    let creds = Credentials::Certificate {
+        cert_pem: field("/users/0/user/client-certificate-data")?,
+        key_pem: field("/users/0/user/client-key-data")?,
+    };
+    Ok((server, ca, creds))
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+fn now_micro() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S.%6fZ")
+        .to_string()
+}
+
+/// The fake address block of node `i`: 10.(128 + i / 256).(i % 256).0/24.
+fn node_block(i: usize) -> (u32, u32) {
+    (128 + (i / 256) as u32 % 128, (i % 256) as u32)
+}
+
+fn node_object(cli: &Cli, i: usize) -> Value {
+    let name = format!("{}{i}", cli.prefix);
+    let (a, b) = node_block(i);
+    let resources = json!({"cpu": cli.cpu, "memory": cli.memory, "pods": cli.max_pods.to_string(),
+        "ephemeral-storage": "100Gi"});
+    let ts = now();
+    let cond = |t: &str, s: &str, reason: &str| {
+        json!({"type": t, "status": s, "reason": reason, "message": "hollow node",
+            "lastHeartbeatTime": ts, "lastTransitionTime": ts})
+    };
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64", "node.kubernetes.io/instance-type": "hollow",
+            "topology.kubernetes.io/zone": format!("zone-{}", i % cli.zones.max(1))}},
+        "spec": {"podCIDR": format!("10.{a}.{b}.0/24"), "podCIDRs": [format!("10.{a}.{b}.0/24")]},
+        "status": {
+            "capacity": resources, "allocatable": resources,
+            "conditions": [
+                cond("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+                cond("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+                cond("PIDPressure", "False", "KubeletHasSufficientPID"),
+                cond("Ready", "True", "KubeletReady"),
+            ],
+            "addresses": [{"type": "InternalIP", "address": format!("10.{a}.{b}.1")},
+                {"type": "Hostname", "address": name}],
+            "nodeInfo": {"kubeletVersion": "v1.31.4-hollow", "containerRuntimeVersion": "hollow://0",
+                "operatingSystem": "linux", "architecture": "amd64", "osImage": "hollow",
+                "kernelVersion": "", "kubeProxyVersion": "", "machineID": "", "systemUUID": "",
+                "bootID": ""},
+        },
+    })
+}
+
+/// The status a kubelet would report for a pod whose containers all started.
+fn running_status(pod: &Value, pod_ip: &str, host_ip: &str) -> Value {
+    let ts = now();
+    let scheduled_at = pod["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "PodScheduled"))
+        .map_or_else(|| json!(ts), |c| c["lastTransitionTime"].clone());
+    let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+    let containers: Vec<Value> = pod["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let name = c["name"].as_str().unwrap_or_default();
+            json!({"name": name, "image": c["image"], "imageID": "",
+                "containerID": format!("hollow://{uid}/{name}"), "ready": true, "started": true,
+                "restartCount": 0, "state": {"running": {"startedAt": ts}}})
+        })
+        .collect();
+    let cond = |t: &str, at: &Value| json!({"type": t, "status": "True", "lastProbeTime": null, "lastTransitionTime": at});
+    let now_v = json!(ts);
+    json!({"status": {
+        "phase": "Running", "hostIP": host_ip, "hostIPs": [{"ip": host_ip}],
+        "podIP": pod_ip, "podIPs": [{"ip": pod_ip}], "startTime": ts, "qosClass": pod["status"]["qosClass"],
+        "conditions": [cond("PodReadyToStartContainers", &now_v), cond("Initialized", &now_v),
+            cond("Ready", &now_v), cond("ContainersReady", &now_v), cond("PodScheduled", &scheduled_at)],
+        "containerStatuses": containers,
+    }})
+}
+
+async fn register(client: &Client, cli: &Cli, i: usize) -> anyhow::Result<()> {
+    let nodes = rt("", "v1", "nodes")?;
+    let node = node_object(cli, i);
+    let name = node["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let created: Value = match client.create(nodes, None, &node).await {
+        Ok(v) => v,
+        Err(e) if e.code() == Some(409) => {
+            let patch = json!({"status": node["status"]});
+            client.merge_patch(nodes, None, &name, &patch, true).await?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let leases = rt("coordination.k8s.io", "v1", "leases")?;
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": name, "namespace": "kube-node-lease", "ownerReferences": [{
+            "apiVersion": "v1", "kind": "Node", "name": name, "uid": created["metadata"]["uid"]}]},
+        "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now_micro()}});
+    match client
+        .create::<Value>(leases, Some("kube-node-lease"), &lease)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.code() == Some(409) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Renews node `i`'s Lease every `interval`, starting at its slot in the interval.
+async fn renew_lease(client: Client, name: String, slot: Duration, interval: Duration) {
+    let Ok(leases) = rt("coordination.k8s.io", "v1", "leases") else {
+        return;
+    };
+    tokio::time::sleep(slot).await;
+    let mut tick = tokio::time::interval(interval);
+    loop {
+        tick.tick().await;
+        let patch = json!({"spec": {"renewTime": now_micro(), "holderIdentity": name}});
+        let r: Result<Value, ClientError> = client
+            .merge_patch(leases, Some("kube-node-lease"), &name, &patch, false)
+            .await;
+        if let Err(e) = r {
+            tracing::warn!(node = %name, error = %e, "lease renewal failed");
+        }
+    }
+}
+
+/// Per node: its index (for addresses) and the next pod address.
+type Nodes = Arc<HashMap<String, (usize, AtomicU32)>>;
+
+/// What to do about one pod seen on the watch.
+async fn handle_pod(client: Client, nodes: Nodes, pod: Value) -> Result<(), ClientError> {
+    let Some(node) = pod["spec"]["nodeName"].as_str() else {
+        return Ok(());
+    };
+    let Some((i, next_ip)) = nodes.get(node) else {
+        return Ok(());
+    };
+    let Some(pods) = by_plural("", "v1", "pods") else {
+        return Ok(());
+    };
+    let ns = pod["metadata"]["namespace"].as_str().unwrap_or("default");
+    let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+    if pod["metadata"]["deletionTimestamp"].is_string() {
+        // No containers to stop: finish the deletion as a kubelet would once they are gone.
+        let opts = json!({"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0});
+        return client.delete(pods, Some(ns), name, &opts).await;
+    }
+    if matches!(
+        pod["status"]["phase"].as_str(),
+        Some("Running" | "Succeeded" | "Failed")
+    ) {
+        return Ok(());
+    }
+    let (a, b) = node_block(*i);
+    let host = next_ip.fetch_add(1, Ordering::Relaxed) % 252 + 2;
+    let patch = running_status(
+        &pod,
+        &format!("10.{a}.{b}.{host}"),
+        &format!("10.{a}.{b}.1"),
+    );
+    client
+        .merge_patch::<Value>(pods, Some(ns), name, &patch, true)
+        .await
+        .map(|_| ())
+}
+
+/// Watches every pod and hands those bound to hollow nodes to `handle_pod`.
+async fn serve_pods(client: Client, nodes: Nodes, concurrency: usize) -> anyhow::Result<()> {
+    let pods = rt("", "v1", "pods")?;
+    let gate = Arc::new(Semaphore::new(concurrency.max(1)));
+    let mut rv = String::new();
+    loop {
+        let mut stream = match client
+            .watch::<Value>(pods, None, &ListParams::default(), &rv)
+            .await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "watching pods");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        while let Some(ev) = stream.next().await {
+            let pod = match ev {
+                Ok(WatchEvent::Added(p) | WatchEvent::Modified(p)) => p,
+                Ok(WatchEvent::Deleted(p)) => {
+                    rv = p["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .into();
+                    continue;
+                }
+                Ok(WatchEvent::Bookmark(v)) => {
+                    rv = v;
+                    continue;
+                }
+                Err(e) => {
+                    if e.is_gone() {
+                        rv.clear();
+                    }
+                    tracing::warn!(error = %e, "pod watch");
+                    break;
+                }
+            };
+            rv = pod["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .into();
+            let permit = gate.clone().acquire_owned().await?;
+            let (c, n) = (client.clone(), nodes.clone());
+            tokio::spawn(async move {
+                if let Err(e) = handle_pod(c, n, pod).await
+                    && !e.is_not_found()
+                {
+                    tracing::warn!(error = %e, "updating a hollow pod");
+                }
+                drop(permit);
+            });
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let (server, ca, creds) = load_kubeconfig(&cli.kubeconfig)?;
+    let server = cli.server.clone().unwrap_or(server);
+    let client = Client::new(&server, &ca, creds)?;
+    let gate = Arc::new(Semaphore::new(cli.concurrency.max(1)));
+    let started = std::time::Instant::now();
+    let mut registering = tokio::task::JoinSet::new();
+    for i in 0..cli.nodes {
+        let (c, cli2, g) = (client.clone(), cli.clone(), gate.clone());
+        registering.spawn(async move {
+            let _permit = g.acquire_owned().await?;
+            register(&c, &cli2, i).await
+        });
+    }
+    while let Some(r) = registering.join_next().await {
+        r??;
+    }
+    eprintln!(
+        "registered {} hollow nodes in {:.1}s",
+        cli.nodes,
+        started.elapsed().as_secs_f64()
+    );
+    let interval = Duration::from_secs(cli.lease_interval.max(1));
+    let mut nodes = HashMap::new();
+    for i in 0..cli.nodes {
+        let name = format!("{}{i}", cli.prefix);
+        let slot = interval * i as u32 / cli.nodes.max(1) as u32;
+        tokio::spawn(renew_lease(client.clone(), name.clone(), slot, interval));
+        nodes.insert(name, (i, AtomicU32::new(0)));
+    }
+    let pods = tokio::spawn(serve_pods(client, Arc::new(nodes), cli.concurrency));
+    tokio::select! {
+        r = pods => r??,
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cli() -> Cli {
+        Cli::parse_from(["berth-hollow-nodes", "--kubeconfig", "k", "--zones", "3"])
+    }
+
+    #[test]
+    fn nodes_are_ready_labelled_and_spread_over_zones() {
+        let n = node_object(&cli(), 4);
+        assert_eq!(n["metadata"]["name"], "hollow-4");
+        assert_eq!(
+            n["metadata"]["labels"]["kubernetes.io/hostname"],
+            "hollow-4"
+        );
+        assert_eq!(
+            n["metadata"]["labels"]["topology.kubernetes.io/zone"],
+            "zone-1"
+        );
+        assert_eq!(n["status"]["allocatable"]["cpu"], "4");
+        let ready = n["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        assert!(ready);
+        assert_eq!(node_block(257), (129, 1));
+    }
+
+    #[test]
+    fn a_running_pod_status_keeps_the_scheduled_time_and_reports_every_container() {
+        let pod = json!({"metadata": {"uid": "u"}, "spec": {"containers": [{"name": "a", "image": "nginx"}, {"name": "b", "image": "x"}]},
+            "status": {"conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "T0"}]}});
+        let s = running_status(&pod, "10.128.0.2", "10.128.0.1");
+        assert_eq!(s["status"]["phase"], "Running");
+        assert_eq!(
+            s["status"]["containerStatuses"].as_array().unwrap().len(),
+            2
+        );
+        let scheduled = s["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "PodScheduled")
+            .unwrap()
+            .clone();
+        assert_eq!(scheduled["lastTransitionTime"], "T0");
+        assert_eq!(s["status"]["podIP"], "10.128.0.2");
+    }
+}

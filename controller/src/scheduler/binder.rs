@@ -1,0 +1,217 @@
+//! The scheduler's writes, all blocking (call them off the async threads): the binding, the
+//! `PodScheduled=False` status of an unschedulable pod, and the events about both.
+
+use super::facts::PodInfo;
+use crate::api::error::ApiError;
+use crate::events::{EventType, Recorder};
+use crate::registry::{Part, Registry, WriteOptions};
+use serde_json::{Value, json};
+
+/// The component name events are recorded under.
+pub const COMPONENT: &str = "default-scheduler";
+
+/// Longest event message; longer ones are cut with ` ...` (upstream's note length limit).
+pub const EVENT_MESSAGE_LIMIT: usize = 1024;
+
+/// What came of a binding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bound {
+    Done,
+    /// The pod no longer needs a node: deleted, being deleted, or bound by someone else.
+    Gone,
+    Failed(String),
+}
+
+/// Binds `pod` to `node` through the registry's `pods/binding` write.
+pub fn bind(registry: &Registry, pod: &PodInfo, node: &str) -> Bound {
+    match registry.bind(&pod.namespace, &pod.name, node) {
+        Ok(_) => Bound::Done,
+        Err(ApiError::NotFound { .. } | ApiError::Conflict { .. }) => Bound::Gone,
+        Err(e) => Bound::Failed(e.to_string()),
+    }
+}
+
+/// A pod object with the `PodScheduled` condition set to False/Unschedulable with `message`.
+/// `None` when nothing would change (the same condition is there) or the pod is bound now.
+/// The transition time moves only when the condition's status changes, as upstream.
+pub fn unschedulable_status(mut pod: Value, message: &str, now: &str) -> Option<Value> {
+    if pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty())
+    {
+        return None;
+    }
+    let mut conditions = pod
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let at = conditions.iter().position(|c| c["type"] == "PodScheduled");
+    let old = at.map(|i| conditions[i].clone());
+    if old.as_ref().is_some_and(|c| {
+        c["status"] == "False" && c["reason"] == "Unschedulable" && c["message"] == message
+    }) {
+        return None;
+    }
+    let since = match &old {
+        Some(c) if c["status"] == "False" => c["lastTransitionTime"].clone(),
+        _ => json!(now),
+    };
+    let condition = json!({
+        "type": "PodScheduled",
+        "status": "False",
+        "lastProbeTime": null,
+        "lastTransitionTime": since,
+        "reason": "Unschedulable",
+        "message": message,
+    });
+    match at {
+        Some(i) => conditions[i] = condition,
+        None => conditions.push(condition),
+    }
+    if !pod["status"].is_object() {
+        pod["status"] = json!({});
+    }
+    pod["status"]["conditions"] = json!(conditions);
+    if pod["status"].get("phase").is_none() {
+        pod["status"]["phase"] = json!("Pending");
+    }
+    Some(pod)
+}
+
+/// Writes the unschedulable condition of `pod` (a no-op when it is already there).
+pub fn write_unschedulable(
+    registry: &Registry,
+    pod: &PodInfo,
+    message: &str,
+) -> Result<(), ApiError> {
+    let Some(rt) = berth_shared::resource::by_plural("", "v1", "pods") else {
+        return Ok(());
+    };
+    let now = crate::registry::meta::now_rfc3339();
+    let r = registry.update_with(
+        rt,
+        Some(&pod.namespace),
+        &pod.name,
+        Part::Status,
+        &WriteOptions::default(),
+        |current| {
+            if current.pointer("/metadata/uid").and_then(Value::as_str) != Some(&*pod.uid) {
+                return Ok(current);
+            }
+            Ok(unschedulable_status(current.clone(), message, &now).unwrap_or(current))
+        },
+    );
+    match r {
+        Ok(_) | Err(ApiError::NotFound { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Cuts a message to the event limit, on a character boundary.
+pub fn truncate(message: &str) -> String {
+    if message.len() <= EVENT_MESSAGE_LIMIT {
+        return message.to_string();
+    }
+    let suffix = " ...";
+    let mut end = EVENT_MESSAGE_LIMIT - suffix.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{suffix}", &message[..end])
+}
+
+/// One event to record.
+#[derive(Debug, Clone)]
+pub struct EventJob {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub resource_version: String,
+    pub warning: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl EventJob {
+    pub fn scheduled(pod: &PodInfo, node: &str) -> EventJob {
+        EventJob::about(
+            pod,
+            false,
+            "Scheduled",
+            format!(
+                "Successfully assigned {}/{} to {node}",
+                pod.namespace, pod.name
+            ),
+        )
+    }
+
+    pub fn failed(pod: &PodInfo, message: &str) -> EventJob {
+        EventJob::about(pod, true, "FailedScheduling", truncate(message))
+    }
+
+    fn about(pod: &PodInfo, warning: bool, reason: &'static str, message: String) -> EventJob {
+        EventJob {
+            namespace: pod.namespace.to_string(),
+            name: pod.name.to_string(),
+            uid: pod.uid.to_string(),
+            resource_version: pod.resource_version.clone(),
+            warning,
+            reason,
+            message,
+        }
+    }
+
+    /// Records the event.
+    pub fn record(&self, recorder: &Recorder) -> Result<(), ApiError> {
+        let obj = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": self.name, "namespace": self.namespace, "uid": self.uid,
+            "resourceVersion": self.resource_version}});
+        let t = if self.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        recorder.record(&obj, t, self.reason, &self.message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_condition_is_added_then_left_alone_while_the_message_holds() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {}, "status": {"phase": "Pending"}});
+        let first = unschedulable_status(pod, "0/1 nodes are available: x.", "T1").unwrap();
+        let c = &first["status"]["conditions"][0];
+        assert_eq!(
+            (&c["status"], &c["reason"], &c["lastTransitionTime"]),
+            (&json!("False"), &json!("Unschedulable"), &json!("T1"))
+        );
+        assert!(unschedulable_status(first.clone(), "0/1 nodes are available: x.", "T2").is_none());
+        // A new message keeps the transition time: the status did not change.
+        let second = unschedulable_status(first, "0/2 nodes are available: y.", "T3").unwrap();
+        let c = &second["status"]["conditions"][0];
+        assert_eq!(
+            (&c["message"], &c["lastTransitionTime"]),
+            (&json!("0/2 nodes are available: y."), &json!("T1"))
+        );
+        assert_eq!(second["status"]["conditions"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_bound_pod_gets_no_unschedulable_condition() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1"}});
+        assert!(unschedulable_status(pod, "m", "T").is_none());
+    }
+
+    #[test]
+    fn long_event_messages_are_cut_like_upstream() {
+        let long = "é".repeat(700);
+        let cut = truncate(&long);
+        assert!(cut.len() <= EVENT_MESSAGE_LIMIT && cut.ends_with(" ..."));
+        assert_eq!(truncate("short"), "short");
+    }
+}

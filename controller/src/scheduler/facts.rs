@@ -1,0 +1,476 @@
+//! What the scheduler knows about a pod or a node, parsed once from the stored JSON into
+//! compact, compiled forms (integer requests, compiled selectors and terms), so that no
+//! scheduling decision re-reads JSON.
+
+use super::terms::{PodAffinity, SpreadConstraint};
+use berth_shared::k8s_openapi::api::core::v1 as core;
+use berth_shared::scheduling::resources::{
+    self, ContainerRequests, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, ResourceList,
+};
+use berth_shared::scheduling::{
+    HostPort, PreferredNodeAffinity, RequiredNodeAffinity, Resources, Taint, TaintEffect,
+    Toleration, ports,
+};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub type Labels = BTreeMap<String, String>;
+
+/// A pod's queue and cache key: `namespace/name`.
+pub type PodKey = Arc<str>;
+
+/// The scheduler this one answers for.
+pub const SCHEDULER_NAME: &str = "default-scheduler";
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct OwnerDoc {
+    kind: String,
+    uid: String,
+    controller: Option<bool>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct MetaDoc {
+    name: String,
+    namespace: String,
+    uid: String,
+    resource_version: String,
+    labels: Option<Labels>,
+    deletion_timestamp: Option<String>,
+    owner_references: Option<Vec<OwnerDoc>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct RequirementsDoc {
+    requests: Option<ResourceList>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct ContainerDoc {
+    resources: Option<RequirementsDoc>,
+    ports: Option<Vec<core::ContainerPort>>,
+    restart_policy: Option<String>,
+}
+
+impl ContainerDoc {
+    fn requests(&self) -> ContainerRequests<'_> {
+        ContainerRequests {
+            requests: self.resources.as_ref().and_then(|r| r.requests.as_ref()),
+            sidecar: self.restart_policy.as_deref() == Some("Always"),
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct PodSpecDoc {
+    node_name: Option<String>,
+    scheduler_name: Option<String>,
+    node_selector: Option<BTreeMap<String, String>>,
+    affinity: Option<core::Affinity>,
+    tolerations: Option<Vec<core::Toleration>>,
+    topology_spread_constraints: Option<Vec<core::TopologySpreadConstraint>>,
+    containers: Option<Vec<ContainerDoc>>,
+    init_containers: Option<Vec<ContainerDoc>>,
+    overhead: Option<ResourceList>,
+    priority: Option<i32>,
+    scheduling_gates: Option<Vec<serde::de::IgnoredAny>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct PodStatusDoc {
+    phase: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct PodDoc {
+    metadata: MetaDoc,
+    spec: PodSpecDoc,
+    status: PodStatusDoc,
+}
+
+/// Everything the scheduler uses about one pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodInfo {
+    pub key: PodKey,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+    pub uid: Arc<str>,
+    pub resource_version: String,
+    pub labels: Labels,
+    /// The uid of the controller owning the pod, when it is a ReplicaSet, ReplicationController
+    /// or StatefulSet (the owners the default spreading counts).
+    pub controller: Option<Arc<str>>,
+    pub scheduler_name: String,
+    pub node_name: Option<Arc<str>>,
+    pub terminating: bool,
+    /// Succeeded or Failed: holds no resources any more.
+    pub terminal: bool,
+    /// Has scheduling gates: not to be scheduled yet.
+    pub gated: bool,
+    pub priority: i32,
+    pub requests: Resources,
+    /// cpu (millicores) and memory with the scoring defaults for containers requesting none.
+    pub non_zero_cpu: i64,
+    pub non_zero_memory: i64,
+    pub host_ports: Vec<HostPort>,
+    pub required_node: RequiredNodeAffinity,
+    pub preferred_node: PreferredNodeAffinity,
+    pub tolerations: Vec<Toleration>,
+    pub affinity: PodAffinity,
+    pub spread: Vec<SpreadConstraint>,
+    /// `spread` holds the system defaults (the pod has no constraints of its own).
+    pub spread_defaulted: bool,
+}
+
+impl PodInfo {
+    /// Parses a stored pod.
+    pub fn parse(data: &[u8]) -> Result<PodInfo, serde_json::Error> {
+        let doc: PodDoc = serde_json::from_slice(data)?;
+        Ok(PodInfo::from_doc(doc))
+    }
+
+    fn from_doc(doc: PodDoc) -> PodInfo {
+        let PodDoc {
+            metadata: m,
+            spec: s,
+            status,
+        } = doc;
+        let labels = m.labels.unwrap_or_default();
+        let containers = s.containers.unwrap_or_default();
+        let init = s.init_containers.unwrap_or_default();
+        let requests_with = |defaults| {
+            resources::effective_requests(
+                containers.iter().map(ContainerDoc::requests),
+                init.iter().map(ContainerDoc::requests),
+                s.overhead.as_ref(),
+                defaults,
+            )
+        };
+        let requests = requests_with(None);
+        let non_zero = requests_with(Some((DEFAULT_MILLI_CPU_REQUEST, DEFAULT_MEMORY_REQUEST)));
+        let host_ports =
+            ports::host_ports(containers.iter().flat_map(|c| c.ports.iter().flatten()));
+        let controller = m
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .filter(|o| {
+                matches!(
+                    o.kind.as_str(),
+                    "ReplicaSet" | "ReplicationController" | "StatefulSet"
+                )
+            })
+            .map(|o| Arc::<str>::from(o.uid.as_str()));
+        let node_affinity = s.affinity.as_ref().and_then(|a| a.node_affinity.as_ref());
+        let own_constraints = s.topology_spread_constraints.unwrap_or_default();
+        let (spread, spread_defaulted) = match (&controller, own_constraints.is_empty()) {
+            (Some(c), true) => (SpreadConstraint::system_defaults(c), true),
+            _ => (
+                own_constraints
+                    .iter()
+                    .map(|c| SpreadConstraint::compile(c, &labels))
+                    .collect(),
+                false,
+            ),
+        };
+        let affinity = PodAffinity::compile(s.affinity.as_ref(), &m.namespace, &labels);
+        let phase = status.phase.unwrap_or_default();
+        PodInfo {
+            key: Arc::from(format!("{}/{}", m.namespace, m.name)),
+            namespace: Arc::from(m.namespace),
+            name: Arc::from(m.name),
+            uid: Arc::from(m.uid),
+            resource_version: m.resource_version,
+            controller,
+            scheduler_name: s
+                .scheduler_name
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| SCHEDULER_NAME.to_string()),
+            node_name: s.node_name.filter(|n| !n.is_empty()).map(Arc::from),
+            terminating: m.deletion_timestamp.is_some(),
+            terminal: matches!(phase.as_str(), "Succeeded" | "Failed"),
+            gated: s.scheduling_gates.is_some_and(|g| !g.is_empty()),
+            priority: s.priority.unwrap_or(0),
+            requests,
+            non_zero_cpu: non_zero.milli_cpu,
+            non_zero_memory: non_zero.memory,
+            host_ports,
+            required_node: RequiredNodeAffinity::new(s.node_selector.as_ref(), node_affinity),
+            preferred_node: PreferredNodeAffinity::new(node_affinity),
+            tolerations: s
+                .tolerations
+                .iter()
+                .flatten()
+                .map(Toleration::from_k8s)
+                .collect(),
+            affinity,
+            spread,
+            spread_defaulted,
+            labels,
+        }
+    }
+
+    /// Whether this pod is one the scheduler should place now.
+    pub fn wants_scheduling(&self) -> bool {
+        self.node_name.is_none()
+            && self.scheduler_name == SCHEDULER_NAME
+            && !self.terminating
+            && !self.terminal
+            && !self.gated
+    }
+
+    /// Whether anything the scheduler decides on differs (status writes, for instance, do not
+    /// count: they must not send an unschedulable pod round the queue again).
+    pub fn same_placement_facts(&self, other: &PodInfo) -> bool {
+        self.labels == other.labels
+            && self.controller == other.controller
+            && self.requests == other.requests
+            && self.host_ports == other.host_ports
+            && self.required_node == other.required_node
+            && self.preferred_node == other.preferred_node
+            && self.tolerations == other.tolerations
+            && self.affinity == other.affinity
+            && self.spread == other.spread
+            && self.gated == other.gated
+            && self.priority == other.priority
+            && self.terminating == other.terminating
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct NodeMetaDoc {
+    name: String,
+    labels: Option<Labels>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct NodeSpecDoc {
+    unschedulable: Option<bool>,
+    taints: Option<Vec<core::Taint>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ConditionDoc {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct NodeStatusDoc {
+    allocatable: Option<ResourceList>,
+    capacity: Option<ResourceList>,
+    conditions: Option<Vec<ConditionDoc>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct NodeDoc {
+    metadata: NodeMetaDoc,
+    spec: NodeSpecDoc,
+    status: NodeStatusDoc,
+}
+
+/// Everything the scheduler uses about one node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeFacts {
+    pub name: Arc<str>,
+    pub labels: Labels,
+    /// The node's taints plus those its conditions imply (see [`condition_taints`]).
+    pub taints: Vec<Taint>,
+    pub unschedulable: bool,
+    pub allocatable: Resources,
+    pub allowed_pods: i64,
+}
+
+/// The `NoSchedule` taints upstream's node lifecycle controller puts on a node for its
+/// conditions (TaintNodesByCondition): a node that is not Ready is `not-ready` (False, or no
+/// Ready condition yet: the kubelet registers with that taint) or `unreachable` (Unknown);
+/// pressure and network conditions that are True taint likewise. The scheduler applies them
+/// itself, so a not-ready node is refused with upstream's words.
+pub fn condition_taints(conditions: &[(&str, &str)]) -> Vec<Taint> {
+    let status = |t: &str| conditions.iter().find(|(ty, _)| *ty == t).map(|(_, s)| *s);
+    let mut out = Vec::new();
+    let mut add = |key: &str| {
+        out.push(Taint::new(
+            &format!("node.kubernetes.io/{key}"),
+            "",
+            TaintEffect::NoSchedule,
+        ))
+    };
+    match status("Ready") {
+        Some("True") => {}
+        Some("Unknown") => add("unreachable"),
+        _ => add("not-ready"),
+    }
+    for (cond, key) in [
+        ("MemoryPressure", "memory-pressure"),
+        ("DiskPressure", "disk-pressure"),
+        ("PIDPressure", "pid-pressure"),
+        ("NetworkUnavailable", "network-unavailable"),
+    ] {
+        if status(cond) == Some("True") {
+            add(key);
+        }
+    }
+    out
+}
+
+impl NodeFacts {
+    /// Parses a stored node.
+    pub fn parse(data: &[u8]) -> Result<NodeFacts, serde_json::Error> {
+        let doc: NodeDoc = serde_json::from_slice(data)?;
+        let mut taints: Vec<Taint> = doc
+            .spec
+            .taints
+            .iter()
+            .flatten()
+            .filter_map(Taint::from_k8s)
+            .collect();
+        let conditions: Vec<(&str, &str)> = doc
+            .status
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| (c.type_.as_str(), c.status.as_str()))
+            .collect();
+        for t in condition_taints(&conditions) {
+            if !taints
+                .iter()
+                .any(|x| x.key == t.key && x.effect == t.effect)
+            {
+                taints.push(t);
+            }
+        }
+        let status = core::NodeStatus {
+            allocatable: doc.status.allocatable,
+            capacity: doc.status.capacity,
+            ..Default::default()
+        };
+        let (allocatable, allowed_pods) = resources::node_allocatable(Some(&status));
+        Ok(NodeFacts {
+            name: Arc::from(doc.metadata.name),
+            labels: doc.metadata.labels.unwrap_or_default(),
+            taints,
+            unschedulable: doc.spec.unschedulable.unwrap_or(false),
+            allocatable,
+            allowed_pods,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(v: serde_json::Value) -> PodInfo {
+        PodInfo::parse(&serde_json::to_vec(&v).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_pod_is_read_into_requests_ports_and_rules() {
+        let p = pod(json!({
+            "metadata": {"name": "web", "namespace": "default", "uid": "u1",
+                "labels": {"app": "web"},
+                "ownerReferences": [{"kind": "ReplicaSet", "uid": "rs1", "controller": true}]},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}},
+                "ports": [{"containerPort": 80, "hostPort": 8080}]}],
+                "nodeSelector": {"disk": "ssd"}, "priority": 7},
+        }));
+        assert_eq!(&*p.key, "default/web");
+        assert_eq!((p.requests.milli_cpu, p.requests.memory), (250, 64 << 20));
+        assert_eq!((p.non_zero_cpu, p.non_zero_memory), (250, 64 << 20));
+        assert_eq!(p.host_ports, vec![HostPort::new("", "", 8080)]);
+        assert_eq!(p.priority, 7);
+        assert_eq!(p.controller.as_deref(), Some("rs1"));
+        assert!(p.spread_defaulted && p.spread.len() == 2);
+        assert!(p.wants_scheduling());
+    }
+
+    #[test]
+    fn only_unbound_live_ungated_pods_of_this_scheduler_want_scheduling() {
+        let base = json!({"metadata": {"name": "p", "namespace": "d"}, "spec": {"containers": []}});
+        let cases = [
+            ("bound", json!({"spec": {"nodeName": "n1"}}), false),
+            (
+                "another scheduler",
+                json!({"spec": {"schedulerName": "other"}}),
+                false,
+            ),
+            (
+                "terminating",
+                json!({"metadata": {"deletionTimestamp": "2024-01-01T00:00:00Z"}}),
+                false,
+            ),
+            ("finished", json!({"status": {"phase": "Succeeded"}}), false),
+            (
+                "gated",
+                json!({"spec": {"schedulingGates": [{"name": "g"}]}}),
+                false,
+            ),
+            ("plain", json!({}), true),
+        ];
+        for (name, patch, want) in cases {
+            let mut v = base.clone();
+            json_patch::merge(&mut v, &patch);
+            assert_eq!(pod(v).wants_scheduling(), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_not_ready_node_carries_upstreams_condition_taints() {
+        type Case<'a> = (&'a [(&'a str, &'a str)], &'a [&'a str]);
+        let cases: [Case; 5] = [
+            (&[("Ready", "True")], &[]),
+            (&[("Ready", "False")], &["node.kubernetes.io/not-ready"]),
+            (&[("Ready", "Unknown")], &["node.kubernetes.io/unreachable"]),
+            (&[], &["node.kubernetes.io/not-ready"]),
+            (
+                &[
+                    ("Ready", "True"),
+                    ("DiskPressure", "True"),
+                    ("MemoryPressure", "False"),
+                ],
+                &["node.kubernetes.io/disk-pressure"],
+            ),
+        ];
+        for (conds, want) in cases {
+            let keys: Vec<String> = condition_taints(conds).into_iter().map(|t| t.key).collect();
+            assert_eq!(keys, want, "{conds:?}");
+        }
+    }
+
+    #[test]
+    fn a_node_is_read_with_allocatable_and_taints_once_each() {
+        let n = NodeFacts::parse(
+            &serde_json::to_vec(&json!({
+                "metadata": {"name": "n1", "labels": {"zone": "a"}},
+                "spec": {"unschedulable": true, "taints": [
+                    {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+                    {"key": "dedicated", "value": "db", "effect": "NoExecute"}]},
+                "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                    "conditions": [{"type": "Ready", "status": "False"}]},
+            }))
+            .unwrap(),
+        )
+        .unwrap();
+        assert!(n.unschedulable);
+        assert_eq!((n.allocatable.milli_cpu, n.allowed_pods), (4000, 110));
+        assert_eq!(n.taints.len(), 2, "the not-ready taint is not doubled");
+        assert_eq!(n.labels.get("zone").map(String::as_str), Some("a"));
+    }
+}

@@ -1,0 +1,311 @@
+//! The scheduler: watches pods, nodes and namespaces in the store, keeps the cache and queue of
+//! [`state::State`], decides one pod at a time ([`plan`]) on a blocking thread, and writes the
+//! outcomes: bindings through `pods/binding` (several at once), the `PodScheduled=False`
+//! condition of pods that fit nowhere, and `Scheduled` / `FailedScheduling` events (through a
+//! bounded queue that drops when full, as upstream's event broadcaster does).
+
+pub mod binder;
+pub mod cache;
+pub mod facts;
+pub mod filter;
+pub mod interpod;
+pub mod message;
+pub mod plan;
+pub mod queue;
+pub mod score;
+pub mod spread;
+pub mod state;
+pub mod terms;
+#[cfg(test)]
+mod testing;
+#[cfg(test)]
+mod tests;
+mod writers;
+
+use crate::events::Recorder;
+use crate::registry::Registry;
+use crate::store::{EventType, Revision, Store, StoreEvent};
+use berth_shared::reconcile::Queue;
+use binder::EventJob;
+use facts::{PodInfo, PodKey};
+use state::{Outcome, State};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::{Notify, broadcast, mpsc};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Tuning of the scheduler's loops.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Bindings written at once.
+    pub binders: usize,
+    /// Events waiting to be written before new ones are dropped.
+    pub event_queue: usize,
+    /// While bindings are waiting, events are written at most one batch per this long, so
+    /// that a burst of pods binds first and its events follow (upstream likewise writes
+    /// events through a rate-limited client and drops them when its queue overflows).
+    pub event_pace: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            binders: 4,
+            event_queue: 10_000,
+            event_pace: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Decisions taken per trip to the blocking pool, and the time one trip may take.
+const BATCH: usize = 128;
+const BATCH_TIME: Duration = Duration::from_millis(10);
+/// Store events applied per trip.
+const EVENT_BATCH: usize = 512;
+
+pub(super) struct Shared {
+    state: Mutex<State>,
+    pub(super) wake: Notify,
+    /// Bindings decided but not written yet.
+    pub(super) binding: AtomicUsize,
+}
+
+impl Shared {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Unschedulable conditions still to write, by pod (the latest message wins).
+pub(super) type Unwritten = Arc<Mutex<HashMap<PodKey, (Arc<PodInfo>, String)>>>;
+
+/// Starts the scheduler with the default tuning; it stops when `shutdown` is cancelled.
+pub fn start(registry: Registry, shutdown: CancellationToken) -> JoinHandle<()> {
+    start_with(registry, Config::default(), shutdown)
+}
+
+pub fn start_with(
+    registry: Registry,
+    config: Config,
+    shutdown: CancellationToken,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            wake: Notify::new(),
+            binding: AtomicUsize::new(0),
+        });
+        let (bind_tx, bind_rx) = mpsc::unbounded_channel();
+        let (event_tx, event_rx) = mpsc::channel(config.event_queue.max(1));
+        let unwritten: Unwritten = Arc::default();
+        let status_queue: Queue<PodKey> = Queue::new();
+        let recorder = Recorder::new(registry.clone(), binder::COMPONENT);
+        let tasks = vec![
+            tokio::spawn(observe(
+                registry.store().clone(),
+                shared.clone(),
+                shutdown.clone(),
+            )),
+            tokio::spawn(decide(
+                shared.clone(),
+                bind_tx,
+                (unwritten.clone(), status_queue.clone()),
+                event_tx.clone(),
+                shutdown.clone(),
+            )),
+            tokio::spawn(writers::bind_all(
+                registry.clone(),
+                shared.clone(),
+                bind_rx,
+                event_tx,
+                config.binders.max(1),
+                shutdown.clone(),
+            )),
+            tokio::spawn(writers::record_events(
+                recorder,
+                event_rx,
+                shared.clone(),
+                config.event_pace,
+                shutdown.clone(),
+            )),
+            tokio::spawn(writers::write_statuses(
+                registry,
+                unwritten,
+                status_queue,
+                shutdown.clone(),
+            )),
+        ];
+        for t in tasks {
+            let _ = t.await;
+        }
+    })
+}
+
+/// The store key of a listed object of `prefix`.
+fn key_of(prefix: &str, obj: &crate::store::StoredObject) -> Option<String> {
+    let name = obj.index.field("metadata.name")?;
+    Some(match obj.index.field("metadata.namespace") {
+        Some(ns) if !ns.is_empty() => format!("{prefix}{ns}/{name}"),
+        _ => format!("{prefix}{name}"),
+    })
+}
+
+const WATCHED: [&str; 3] = ["/core/nodes/", "/core/namespaces/", "/core/pods/"];
+
+/// Lists nodes, namespaces and pods into a fresh state; returns the revision to watch from.
+fn observe_all(store: &Store, shared: &Shared) -> Revision {
+    let lists: Vec<_> = WATCHED
+        .iter()
+        .map(|p| (*p, store.list(p, None, None, |_| true)))
+        .collect();
+    let from = lists.iter().map(|(_, (rev, _, _))| *rev).min().unwrap_or(0);
+    let mut st = shared.lock();
+    st.reset_for_relist();
+    let now = Instant::now();
+    for (prefix, (_, objects, _)) in &lists {
+        for obj in objects {
+            if let Some(key) = key_of(prefix, obj) {
+                st.apply(&key, obj, false, now);
+            }
+        }
+    }
+    st.queue.move_all(now);
+    from
+}
+
+fn apply_events(shared: &Shared, events: &[Arc<StoreEvent>]) -> bool {
+    let mut woke = false;
+    for ev in events {
+        let deleted = ev.event_type == EventType::Deleted;
+        woke |= shared
+            .lock()
+            .apply(&ev.key, &ev.object, deleted, Instant::now());
+    }
+    woke
+}
+
+fn relevant(ev: &StoreEvent) -> bool {
+    WATCHED.iter().any(|p| ev.key.starts_with(p))
+}
+
+/// Lists, then follows the store's events, relisting when the watch falls behind.
+async fn observe(store: Store, shared: Arc<Shared>, shutdown: CancellationToken) {
+    while !shutdown.is_cancelled() {
+        let (st, sh) = (store.clone(), shared.clone());
+        let Ok(from) = tokio::task::spawn_blocking(move || observe_all(&st, &sh)).await else {
+            return;
+        };
+        shared.wake.notify_one();
+        let Ok(watch) = store.watch(from) else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let mut pending: Vec<Arc<StoreEvent>> =
+            watch.backlog.into_iter().filter(|e| relevant(e)).collect();
+        let mut live = watch.live;
+        loop {
+            if !pending.is_empty() {
+                let (sh, batch) = (shared.clone(), std::mem::take(&mut pending));
+                match tokio::task::spawn_blocking(move || apply_events(&sh, &batch)).await {
+                    Ok(true) => shared.wake.notify_one(),
+                    Ok(false) => {}
+                    Err(_) => return,
+                }
+            }
+            let first = tokio::select! {
+                r = live.recv() => r,
+                _ = shutdown.cancelled() => return,
+            };
+            match first {
+                Ok(ev) => pending.extend(relevant(&ev).then_some(ev)),
+                Err(broadcast::error::RecvError::Lagged(_)) => break,
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+            let mut lagged = false;
+            while pending.len() < EVENT_BATCH {
+                match live.try_recv() {
+                    Ok(ev) => pending.extend(relevant(&ev).then_some(ev)),
+                    Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                        lagged = true;
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            if lagged {
+                tracing::info!("scheduler watch fell behind; relisting");
+                break;
+            }
+        }
+    }
+}
+
+/// Decisions for up to one batch, each under its own short lock so events keep flowing.
+fn decide_batch(shared: &Shared) -> Vec<Outcome> {
+    let started = Instant::now();
+    let mut out = Vec::new();
+    while out.len() < BATCH && started.elapsed() < BATCH_TIME {
+        match shared.lock().decide_next(Instant::now()) {
+            Some(o) => out.push(o),
+            None => break,
+        }
+    }
+    out
+}
+
+/// Takes pods off the queue while there are any, and sleeps until the queue has work.
+async fn decide(
+    shared: Arc<Shared>,
+    binds: mpsc::UnboundedSender<(Arc<PodInfo>, Arc<str>)>,
+    (unwritten, status_queue): (Unwritten, Queue<PodKey>),
+    events: mpsc::Sender<EventJob>,
+    shutdown: CancellationToken,
+) {
+    while !shutdown.is_cancelled() {
+        let idle_until = {
+            let mut st = shared.lock();
+            st.queue.flush(Instant::now());
+            (st.queue.active_len() == 0).then(|| st.queue.next_wakeup())
+        };
+        if let Some(until) = idle_until {
+            let deadline = until.map_or_else(
+                || tokio::time::Instant::now() + queue::UNSCHEDULABLE_RETRY,
+                tokio::time::Instant::from_std,
+            );
+            tokio::select! {
+                _ = shared.wake.notified() => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+                _ = shutdown.cancelled() => return,
+            }
+            continue;
+        }
+        let sh = shared.clone();
+        let Ok(outcomes) = tokio::task::spawn_blocking(move || decide_batch(&sh)).await else {
+            return;
+        };
+        for o in outcomes {
+            match o {
+                Outcome::Bind { pod, node } => {
+                    shared.binding.fetch_add(1, Ordering::SeqCst);
+                    let _ = binds.send((pod, node));
+                }
+                Outcome::Unschedulable { pod, message } => {
+                    tracing::debug!(pod = %pod.key, %message, "unschedulable");
+                    if events.try_send(EventJob::failed(&pod, &message)).is_err() {
+                        tracing::debug!(pod = %pod.key, "event queue full; dropping event");
+                    }
+                    let key = pod.key.clone();
+                    lock(&unwritten).insert(key.clone(), (pod, message));
+                    status_queue.add(key);
+                }
+            }
+        }
+    }
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,348 @@
+//! The scheduler's state and how store events and binding results change it: the cache of
+//! nodes and placed pods, the queue, and the pods waiting for a node. Also the step that takes
+//! the next pod off the queue and decides it. No I/O: the loop in `mod.rs` feeds and drains it.
+
+use super::cache::Cache;
+use super::facts::{NodeFacts, PodInfo, PodKey};
+use super::plan::{self, Decision};
+use super::queue::SchedulingQueue;
+use crate::store::StoredObject;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+const PODS: &str = "/core/pods/";
+const NODES: &str = "/core/nodes/";
+const NAMESPACES: &str = "/core/namespaces/";
+
+/// What one decision produced, for the loop to write.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Bind { pod: Arc<PodInfo>, node: Arc<str> },
+    Unschedulable { pod: Arc<PodInfo>, message: String },
+}
+
+/// Everything the scheduler holds.
+#[derive(Default)]
+pub struct State {
+    pub cache: Cache,
+    pub queue: SchedulingQueue<PodKey>,
+    /// Pods waiting for a node (or in flight), as last seen.
+    pub pending: HashMap<PodKey, Arc<PodInfo>>,
+    /// Where the next decision starts looking at nodes.
+    pub next_start: usize,
+}
+
+fn mentions(data: &[u8], needle: &[u8]) -> bool {
+    data.windows(needle.len()).any(|w| w == needle)
+}
+
+impl State {
+    /// Applies a change of one stored object (`deleted` for a deletion). Returns whether the
+    /// scheduling loop has new work.
+    pub fn apply(&mut self, key: &str, obj: &StoredObject, deleted: bool, now: Instant) -> bool {
+        if let Some(k) = key.strip_prefix(PODS) {
+            self.apply_pod(k, obj, deleted, now)
+        } else if let Some(name) = key.strip_prefix(NODES) {
+            self.apply_node(name, obj, deleted, now)
+        } else if let Some(name) = key.strip_prefix(NAMESPACES) {
+            if deleted {
+                self.cache.remove_namespace(name);
+            } else {
+                self.cache.set_namespace(name, obj.index.labels.clone());
+            }
+            false
+        } else {
+            false
+        }
+    }
+
+    fn forget_pending(&mut self, key: &str) {
+        self.pending.remove(key);
+        self.queue.remove(&PodKey::from(key));
+    }
+
+    fn apply_pod(&mut self, key: &str, obj: &StoredObject, deleted: bool, now: Instant) -> bool {
+        if deleted {
+            self.forget_pending(key);
+            if self.cache.unplace(key).is_some() {
+                self.queue.move_all(now);
+                return true;
+            }
+            return false;
+        }
+        let idx = &obj.index;
+        let node = idx.field("spec.nodeName").filter(|n| !n.is_empty());
+        let terminal = matches!(
+            idx.field("status.phase").as_deref(),
+            Some("Succeeded" | "Failed")
+        );
+        if let Some(node) = node {
+            self.forget_pending(key);
+            if terminal {
+                let freed = self.cache.unplace(key).is_some();
+                if freed {
+                    self.queue.move_all(now);
+                }
+                return freed;
+            }
+            if let (Some(on), Some(known)) = (self.cache.node_of(key), self.cache.pod(key))
+                && **on == *node
+                && *known.uid == *idx.uid
+                && known.labels == idx.labels
+                && known.terminating == mentions(&obj.data, b"\"deletionTimestamp\"")
+            {
+                self.cache.confirm(key);
+                return false;
+            }
+            match PodInfo::parse(&obj.data) {
+                Ok(pod) => self.cache.place(Arc::new(pod), &Arc::from(node.as_str())),
+                Err(e) => tracing::warn!(pod = key, error = %e, "unreadable pod"),
+            }
+            return false;
+        }
+        // Unbound. A pod whose binding is in flight keeps its assumed place.
+        if self.cache.is_assumed(key) {
+            return false;
+        }
+        let pod = match PodInfo::parse(&obj.data) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(pod = key, error = %e, "unreadable pod");
+                return false;
+            }
+        };
+        if !pod.wants_scheduling() {
+            self.forget_pending(key);
+            return false;
+        }
+        let changed = self
+            .pending
+            .get(key)
+            .is_none_or(|old| !old.same_placement_facts(&pod));
+        let priority = pod.priority;
+        let pod_key = pod.key.clone();
+        self.pending.insert(pod_key.clone(), Arc::new(pod));
+        if changed {
+            self.queue.add(pod_key, priority, now);
+        }
+        changed
+    }
+
+    fn apply_node(&mut self, name: &str, obj: &StoredObject, deleted: bool, now: Instant) -> bool {
+        if deleted {
+            self.cache.remove_node(name);
+            return false;
+        }
+        match NodeFacts::parse(&obj.data) {
+            Ok(facts) => {
+                let changed = self.cache.upsert_node(facts);
+                if changed {
+                    self.queue.move_all(now);
+                }
+                changed
+            }
+            Err(e) => {
+                tracing::warn!(node = name, error = %e, "unreadable node");
+                false
+            }
+        }
+    }
+
+    /// Takes the next pod off the queue and decides it; a pod given a node is assumed there.
+    pub fn decide_next(&mut self, now: Instant) -> Option<Outcome> {
+        loop {
+            let key = self.queue.pop(now)?;
+            let Some(pod) = self.pending.get(&key).cloned() else {
+                self.queue.remove(&key);
+                continue;
+            };
+            let planned = plan::plan(
+                &pod,
+                &self.cache.view(),
+                self.next_start,
+                plan::seed_of(&pod.uid),
+            );
+            self.next_start = planned.next_start;
+            return Some(match planned.decision {
+                Decision::Bind { node } => {
+                    self.cache.assume(pod.clone(), &node);
+                    Outcome::Bind { pod, node }
+                }
+                Decision::Unschedulable { message } => {
+                    self.queue.unschedulable(&key, now);
+                    Outcome::Unschedulable { pod, message }
+                }
+            });
+        }
+    }
+
+    /// The binding was written.
+    pub fn bound(&mut self, key: &str) {
+        self.forget_pending(key);
+    }
+
+    /// The binding failed; `gone` when the pod no longer needs one (deleted, or bound by
+    /// someone else). Its assumed resources are released, which may let others fit.
+    pub fn bind_failed(&mut self, key: &str, gone: bool, now: Instant) {
+        self.cache.forget(key);
+        self.queue.move_all(now);
+        if gone {
+            self.forget_pending(key);
+        } else {
+            self.queue.failed(&PodKey::from(key), now);
+        }
+    }
+
+    /// Forgets what the store fed, for a relist; assumed pods stay.
+    pub fn reset_for_relist(&mut self) {
+        let assumed = self.cache.reset_keeping_assumed();
+        for (pod, node) in assumed {
+            self.cache.assume(pod, &node);
+        }
+        self.pending.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::ObjectIndex;
+    use serde_json::{Value, json};
+
+    fn stored(v: Value) -> StoredObject {
+        StoredObject {
+            revision: 1,
+            index: Arc::new(ObjectIndex::of(&v)),
+            data: serde_json::to_vec(&v).unwrap().into(),
+        }
+    }
+
+    fn node(name: &str, cpu: &str) -> (String, StoredObject) {
+        (
+            format!("{NODES}{name}"),
+            stored(json!({"metadata": {"name": name},
+                "status": {"allocatable": {"cpu": cpu, "memory": "1Gi", "pods": "10"},
+                    "conditions": [{"type": "Ready", "status": "True"}]}})),
+        )
+    }
+
+    fn pod(name: &str, node: Option<&str>) -> (String, StoredObject) {
+        let mut v = json!({"metadata": {"name": name, "namespace": "d", "uid": format!("u-{name}")},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}});
+        if let Some(n) = node {
+            v["spec"]["nodeName"] = json!(n);
+        }
+        (format!("{PODS}d/{name}"), stored(v))
+    }
+
+    fn apply(s: &mut State, (k, o): &(String, StoredObject)) -> bool {
+        s.apply(k, o, false, Instant::now())
+    }
+
+    #[test]
+    fn a_new_pod_is_queued_decided_and_assumed() {
+        let mut s = State::default();
+        apply(&mut s, &node("n1", "2"));
+        assert!(apply(&mut s, &pod("a", None)));
+        let Some(Outcome::Bind { node, .. }) = s.decide_next(Instant::now()) else {
+            panic!("expected a binding")
+        };
+        assert_eq!(&*node, "n1");
+        assert_eq!(s.cache.view().nodes[0].requested.milli_cpu, 1000);
+        // Its binding observed: confirmed, no longer pending, counted once.
+        apply(&mut s, &pod("a", Some("n1")));
+        assert!(!s.cache.is_assumed("d/a") && !s.pending.contains_key("d/a"));
+        assert_eq!(s.cache.view().nodes[0].requested.milli_cpu, 1000);
+    }
+
+    #[test]
+    fn assumed_pods_count_before_their_binding_is_seen() {
+        let mut s = State::default();
+        apply(&mut s, &node("n1", "1"));
+        apply(&mut s, &pod("a", None));
+        apply(&mut s, &pod("b", None));
+        assert!(matches!(
+            s.decide_next(Instant::now()),
+            Some(Outcome::Bind { .. })
+        ));
+        let Some(Outcome::Unschedulable { message, .. }) = s.decide_next(Instant::now()) else {
+            panic!("the second pod must not fit")
+        };
+        assert!(message.contains("1 Insufficient cpu"), "{message}");
+    }
+
+    #[test]
+    fn an_unschedulable_pod_is_retried_when_a_node_arrives_or_a_pod_goes() {
+        let mut s = State::default();
+        apply(&mut s, &node("n1", "1"));
+        apply(&mut s, &pod("big", Some("n1")));
+        apply(&mut s, &pod("a", None));
+        assert!(matches!(
+            s.decide_next(Instant::now()),
+            Some(Outcome::Unschedulable { .. })
+        ));
+        assert!(s.decide_next(Instant::now()).is_none());
+        // A pod's deletion frees the node; the waiting pod comes back (after its 1 s backoff).
+        let (k, o) = pod("big", Some("n1"));
+        assert!(s.apply(&k, &o, true, Instant::now()));
+        let later = Instant::now() + std::time::Duration::from_secs(2);
+        s.queue.flush(later);
+        assert!(matches!(s.decide_next(later), Some(Outcome::Bind { .. })));
+    }
+
+    #[test]
+    fn a_status_only_change_of_a_waiting_pod_does_not_requeue_it() {
+        let mut s = State::default();
+        apply(&mut s, &pod("a", None));
+        assert!(matches!(
+            s.decide_next(Instant::now()),
+            Some(Outcome::Unschedulable { .. })
+        ));
+        let (k, mut o) = pod("a", None);
+        let mut v: Value = serde_json::from_slice(&o.data).unwrap();
+        v["status"] = json!({"conditions": [{"type": "PodScheduled", "status": "False"}]});
+        o = stored(v);
+        assert!(!s.apply(&k, &o, false, Instant::now()));
+        // A label change does.
+        let mut v: Value = serde_json::from_slice(&o.data).unwrap();
+        v["metadata"]["labels"] = json!({"x": "y"});
+        assert!(s.apply(&k, &stored(v), false, Instant::now()));
+    }
+
+    #[test]
+    fn a_failed_binding_releases_the_node_and_retries_later() {
+        let mut s = State::default();
+        apply(&mut s, &node("n1", "1"));
+        apply(&mut s, &pod("a", None));
+        s.decide_next(Instant::now());
+        s.bind_failed("d/a", false, Instant::now());
+        assert_eq!(s.cache.view().nodes[0].requested.milli_cpu, 0);
+        assert!(s.pending.contains_key("d/a") && s.queue.contains(&PodKey::from("d/a")));
+        s.decide_next(Instant::now());
+        s.bind_failed("d/a", true, Instant::now());
+        assert!(!s.pending.contains_key("d/a") && !s.queue.contains(&PodKey::from("d/a")));
+    }
+
+    #[test]
+    fn finished_pods_release_their_node() {
+        let mut s = State::default();
+        apply(&mut s, &node("n1", "2"));
+        apply(&mut s, &pod("a", Some("n1")));
+        let (k, o) = pod("a", Some("n1"));
+        let mut v: Value = serde_json::from_slice(&o.data).unwrap();
+        v["status"] = json!({"phase": "Succeeded"});
+        s.apply(&k, &stored(v), false, Instant::now());
+        assert_eq!(s.cache.view().nodes[0].requested.milli_cpu, 0);
+    }
+
+    #[test]
+    fn pods_of_other_schedulers_are_left_alone() {
+        let mut s = State::default();
+        let (k, o) = pod("a", None);
+        let mut v: Value = serde_json::from_slice(&o.data).unwrap();
+        v["spec"]["schedulerName"] = json!("my-scheduler");
+        assert!(!s.apply(&k, &stored(v), false, Instant::now()));
+        assert!(s.queue.is_empty());
+    }
+}

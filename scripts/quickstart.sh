@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Brings up a single-host Berth cluster on this Debian 12 machine from source — containerd,
 # the controller with its embedded store, one agent — imports a demo web image built locally
-# from busybox-static (no registry or internet needed), runs an example pod and fetches its
-# page at the pod IP. Rerunning restarts the components. Run as root.
+# from busybox-static (no registry or internet needed), runs an example Deployment and fetches
+# a replica's page at its pod IP. Rerunning restarts the components. Run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 state=${BERTH_STATE:-/var/lib/berth}
@@ -69,11 +69,11 @@ echo $! >"$state/agent/pid"
 kubectl wait --for=condition=Ready "node/$node" --timeout=60s
 
 echo "== running the example"
-sed "s/NODE_NAME/$node/" examples/hello-pod.yaml | kubectl apply -f -
-kubectl wait --for=condition=Ready pod/hello --timeout=60s
+kubectl apply -f examples/hello-deployment.yaml
+kubectl rollout status deployment/hello --timeout=120s
 kubectl get nodes -o wide
-kubectl get pods -o wide
-ip=$(kubectl get pod hello -o jsonpath='{.status.podIP}')
+kubectl get deployments,replicasets,pods -o wide
+ip=$(kubectl get pods -l app=hello -o jsonpath='{.items[0].status.podIP}')
 echo "== the pod's page at http://$ip/:"
 curl -s "http://$ip/"
 cat <<TXT

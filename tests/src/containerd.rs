@@ -372,7 +372,7 @@ pub fn shim_socket(cmdline: &str) -> Option<PathBuf> {
 
 impl Drop for Containerd {
     fn drop(&mut self) {
-        let namespaces = if self.child.is_some() {
+        let mut namespaces = if self.child.is_some() {
             match self.ctr("default", &["namespaces", "ls", "-q"]) {
                 r if r.success() => lines(&r.stdout),
                 _ => Vec::new(),
@@ -380,8 +380,21 @@ impl Drop for Containerd {
         } else {
             Vec::new()
         };
-        for ns in &namespaces {
-            self.clean_namespace(ns);
+        // Namespaces with task state, in case containerd is down or did not answer.
+        if let Ok(entries) = std::fs::read_dir(self.dir.join("state/io.containerd.runtime.v2.task"))
+        {
+            namespaces.extend(
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned()),
+            );
+        }
+        namespaces.sort();
+        namespaces.dedup();
+        if self.child.is_some() {
+            for ns in &namespaces {
+                self.clean_namespace(ns);
+            }
         }
         self.kill_shims();
         self.stop_daemon();

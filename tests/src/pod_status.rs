@@ -130,20 +130,33 @@ pub fn summary(pod: &Value) -> String {
     parts.join(" ")
 }
 
-/// One run of a container: when it started and when it finished.
+/// One run of a container: the restart number it was first seen with, when it started and
+/// when it finished.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RunTimes {
+    pub index: u64,
     pub started: Option<Timestamp>,
     pub finished: Option<Timestamp>,
 }
 
-/// The runs of one container, gathered from successive observations of its status: `state`
-/// describes run number `restartCount`, `lastState` run number `restartCount - 1`.
+/// The runs of one container, gathered from successive observations of its status and keyed
+/// by container id (each run is a new container): `state` describes the current run (number
+/// `restartCount`), `lastState` the one before. Keying by id keeps one run from being counted
+/// twice when a status shows the same run in both places.
 #[derive(Debug, Clone, Default)]
 pub struct RunLog {
-    pub runs: BTreeMap<u64, RunTimes>,
+    pub runs: BTreeMap<String, RunTimes>,
     /// Every `state.waiting.reason` seen.
     pub waiting_reasons: BTreeSet<String>,
+}
+
+/// The id of a terminated state (its own `containerID`, else `fallback`).
+fn state_id(state: &Value, fallback: String) -> String {
+    state["containerID"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .map(|s| s.split_once("://").map_or(s, |(_, id)| id).to_string())
+        .unwrap_or(fallback)
 }
 
 impl RunLog {
@@ -152,33 +165,45 @@ impl RunLog {
         if let Some(reason) = waiting_reason(cs) {
             self.waiting_reasons.insert(reason.to_string());
         }
-        let mut note = |run: u64, started: Option<Timestamp>, finished: Option<Timestamp>| {
-            let r = self.runs.entry(run).or_default();
-            r.started = r.started.or(started);
-            r.finished = r.finished.or(finished);
-        };
+        let current = container_id(cs).map_or_else(|| format!("#{n}"), str::to_string);
+        let mut note =
+            |id: String, index: u64, started: Option<Timestamp>, finished: Option<Timestamp>| {
+                let r = self.runs.entry(id).or_insert(RunTimes {
+                    index,
+                    ..RunTimes::default()
+                });
+                r.started = r.started.or(started);
+                r.finished = r.finished.or(finished);
+            };
         if let Some(t) = terminated(cs) {
-            note(n, time(&t["startedAt"]), time(&t["finishedAt"]));
+            let id = state_id(t, current.clone());
+            note(id, n, time(&t["startedAt"]), time(&t["finishedAt"]));
         }
         if let Some(started) = running_since(cs) {
-            note(n, Some(started), None);
+            note(current, n, Some(started), None);
         }
-        if n > 0
-            && let Some(t) = last_terminated(cs)
-        {
-            note(n - 1, time(&t["startedAt"]), time(&t["finishedAt"]));
+        if let Some(t) = last_terminated(cs) {
+            let previous = n.saturating_sub(1);
+            let id = state_id(t, format!("#{previous}"));
+            note(id, previous, time(&t["startedAt"]), time(&t["finishedAt"]));
         }
     }
 
-    /// Whole seconds from each run's finish to the next run's start, for consecutive runs known
-    /// from run 0 on (stops at the first gap in knowledge).
+    /// The runs in the order they ran (by start, else finish, then restart number).
+    pub fn ordered(&self) -> Vec<(&str, RunTimes)> {
+        let mut runs: Vec<(&str, RunTimes)> =
+            self.runs.iter().map(|(id, r)| (id.as_str(), *r)).collect();
+        runs.sort_by_key(|(_, r)| (r.started.or(r.finished), r.index));
+        runs
+    }
+
+    /// Whole seconds from each run's finish to the next run's start, in order, up to the first
+    /// run whose times are not known yet.
     pub fn gaps(&self) -> Vec<i64> {
+        let runs = self.ordered();
         let mut out = Vec::new();
-        for n in 0.. {
-            let (Some(this), Some(next)) = (self.runs.get(&n), self.runs.get(&(n + 1))) else {
-                break;
-            };
-            let (Some(finished), Some(started)) = (this.finished, next.started) else {
+        for pair in runs.windows(2) {
+            let (Some(finished), Some(started)) = (pair[0].1.finished, pair[1].1.started) else {
                 break;
             };
             out.push(started.as_second() - finished.as_second());
@@ -237,12 +262,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn cs(restarts: u64, state: Value, last: Value) -> Value {
-        json!({"name": "c", "restartCount": restarts, "state": state, "lastState": last})
+    fn cs(restarts: u64, id: &str, state: Value, last: Value) -> Value {
+        json!({"name": "c", "restartCount": restarts, "containerID": format!("containerd://{id}"),
+               "state": state, "lastState": last})
     }
 
-    fn term(start: &str, finish: &str) -> Value {
-        json!({"terminated": {"exitCode": 1, "reason": "Error",
+    fn term(id: &str, start: &str, finish: &str) -> Value {
+        json!({"terminated": {"exitCode": 1, "reason": "Error", "containerID": format!("containerd://{id}"),
                               "startedAt": start, "finishedAt": finish}})
     }
 
@@ -275,30 +301,53 @@ mod tests {
 
     #[test]
     fn runs_are_pieced_together_from_state_and_last_state() {
+        let t = |s: u32| format!("2024-01-01T00:00:{s:02}Z");
         let mut log = RunLog::default();
-        log.observe(&cs(
-            0,
-            term("2024-01-01T00:00:00Z", "2024-01-01T00:00:01Z"),
-            json!({}),
-        ));
+        log.observe(&cs(0, "r0", term("r0", &t(0), &t(1)), json!({})));
         log.observe(&cs(
             1,
-            json!({"running": {"startedAt": "2024-01-01T00:00:01Z"}}),
-            term("2024-01-01T00:00:00Z", "2024-01-01T00:00:01Z"),
+            "r1",
+            json!({"running": {"startedAt": t(1)}}),
+            term("r0", &t(0), &t(1)),
         ));
         log.observe(&cs(
             2,
+            "r1",
             json!({"waiting": {"reason": "CrashLoopBackOff"}}),
-            term("2024-01-01T00:00:01Z", "2024-01-01T00:00:02Z"),
+            term("r1", &t(1), &t(2)),
         ));
         log.observe(&cs(
             3,
-            json!({"running": {"startedAt": "2024-01-01T00:00:12Z"}}),
-            term("2024-01-01T00:00:12Z", "2024-01-01T00:00:12Z"),
+            "r3",
+            json!({"running": {"startedAt": t(32)}}),
+            term("r2", &t(12), &t(12)),
         ));
-        // Run 2 was never seen itself: its start comes from run 3's lastState.
-        assert_eq!(log.gaps(), [0, 10, 0]);
+        // Run r2 was never current in an observed status: its times come from lastState.
+        assert_eq!(log.gaps(), [0, 10, 20]);
         assert!(log.waiting_reasons.contains("CrashLoopBackOff"));
+        let order: Vec<&str> = log.ordered().iter().map(|(id, _)| *id).collect();
+        assert_eq!(order, ["r0", "r1", "r2", "r3"]);
+    }
+
+    #[test]
+    fn a_run_shown_as_both_state_and_last_state_counts_once() {
+        let t = |s: u32| format!("2024-01-01T00:00:{s:02}Z");
+        let mut log = RunLog::default();
+        log.observe(&cs(0, "r0", term("r0", &t(0), &t(0)), json!({})));
+        // A status whose restartCount ran ahead of its states: both describe r0.
+        log.observe(&cs(
+            1,
+            "r0",
+            term("r0", &t(0), &t(0)),
+            term("r0", &t(0), &t(0)),
+        ));
+        log.observe(&cs(
+            1,
+            "r1",
+            json!({"running": {"startedAt": t(10)}}),
+            term("r0", &t(0), &t(0)),
+        ));
+        assert_eq!(log.gaps(), [10]);
     }
 
     #[test]

@@ -170,7 +170,7 @@ fn a_crashing_container_backs_off_10s_then_20s() {
                     .and_then(|t| t.cell("crasher", "STATUS").map(str::to_string));
             }
             match judge_backoff(&log.gaps()) {
-                Err(e) => panic!("{e}\nruns: {:?}", log.runs),
+                Err(e) => panic!("{e}\nruns: {:#?}", log.ordered()),
                 Ok(Some(pair)) if log.waiting_reasons.contains("CrashLoopBackOff") => Ok(pair),
                 Ok(_) => Err(format!(
                     "gaps so far {:?}, waiting reasons {:?}",

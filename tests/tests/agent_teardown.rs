@@ -1,0 +1,99 @@
+//! The harness's promise: a cluster leaves the host as it found it, even when its test fails.
+//! A two-agent cluster with running pods is dropped while a panic unwinds; afterwards no agent,
+//! shim or container process of it is alive, and its netns, bridges, tagged iptables rules,
+//! cgroups, mounts and temporary directories are gone, and `net.ipv4.ip_forward` is back.
+
+use std::path::{Path, PathBuf};
+
+use berth_tests::host::{HostLock, ip_forward, tool_ok};
+use berth_tests::pod_specs::{SLEEP_FOREVER, nginx_pod, sh_pod};
+use berth_tests::sweep::{link_exists, mounts_under, netns_with_prefix};
+use berth_tests::{Cluster, secs};
+
+/// What the cluster had, to look for afterwards.
+#[derive(Debug, Default)]
+struct Footprint {
+    pids: Vec<u32>,
+    networks: Vec<String>,
+    bridges: Vec<String>,
+    namespaces: Vec<String>,
+    dirs: Vec<PathBuf>,
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z'))
+    })
+}
+
+#[test]
+fn a_failing_test_still_leaves_the_host_as_it_found_it() {
+    let forward_before = {
+        // Read under the lock, so no other cluster is changing it meanwhile.
+        let _lock = HostLock::acquire();
+        ip_forward()
+    };
+    let mut footprint = Footprint::default();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let c = Cluster::start(2);
+        c.apply(&nginx_pod("web", c.node_name(0), "nginx:1.14.2"));
+        c.apply(&sh_pod("shell", c.node_name(1), SLEEP_FOREVER));
+        c.wait_for_pod_ready("default", "web", secs(90));
+        c.wait_for_pod_ready("default", "shell", secs(90));
+        for (i, a) in c.agents().iter().enumerate() {
+            footprint.pids.extend(a.pid());
+            footprint.networks.push(a.network_name());
+            footprint.bridges.push(a.bridge().to_string());
+            footprint.namespaces.push(a.namespace().to_string());
+            footprint.dirs.push(a.dir().to_path_buf());
+            assert!(!c.netns(i).is_empty(), "agent {i} has no pod netns");
+            for t in c.containerd().tasks(a.namespace()) {
+                footprint.pids.push(t.pid);
+            }
+        }
+        footprint
+            .pids
+            .extend(c.containerd().shims().iter().map(|(p, _)| *p as u32));
+        footprint.pids.extend(c.containerd().pid());
+        footprint.pids.extend(c.controller().pid());
+        footprint.dirs.push(c.containerd().dir().to_path_buf());
+        footprint.dirs.push(c.scratch().to_path_buf());
+        panic!("a test failing with its pods running");
+    }));
+    assert!(outcome.is_err(), "the closure must have panicked");
+    assert!(footprint.pids.len() >= 6, "{footprint:?}");
+
+    let _lock = HostLock::acquire();
+    for pid in &footprint.pids {
+        assert!(!alive(*pid), "process {pid} outlived its cluster");
+    }
+    for net in &footprint.networks {
+        assert_eq!(netns_with_prefix(&format!("{net}-")), Vec::<String>::new());
+        for table in ["filter", "nat"] {
+            let rules = tool_ok("iptables-save", &["-t", table]);
+            assert!(
+                !rules.contains(&format!("\\\"{net}\\\""))
+                    && !rules.contains(&format!("berth:{net} ")),
+                "{table} still has rules of {net}:\n{rules}"
+            );
+        }
+    }
+    for bridge in &footprint.bridges {
+        assert!(!link_exists(bridge), "bridge {bridge} is still there");
+    }
+    for ns in &footprint.namespaces {
+        for ctrl in ["memory", "pids", "cpu", "blkio"] {
+            let cg = Path::new("/sys/fs/cgroup").join(ctrl).join(ns);
+            assert!(!cg.exists(), "{} is still there", cg.display());
+        }
+        assert!(!Path::new("/run/containerd/runc").join(ns).exists());
+    }
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    for dir in &footprint.dirs {
+        assert_eq!(mounts_under(&mountinfo, dir), Vec::<PathBuf>::new());
+        assert!(!dir.exists(), "{} is still there", dir.display());
+    }
+    assert_eq!(ip_forward(), forward_before);
+}

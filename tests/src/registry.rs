@@ -95,6 +95,11 @@ impl Registry {
         }
     }
 
+    /// The process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// `127.0.0.1:PORT`
     pub fn addr(&self) -> &str {
         &self.addr

@@ -130,7 +130,7 @@ fn a_containerd_restart_is_survived() {
     let before = identity(&c.wait_for_pod_ready("default", "steady", START));
     let pids_before = task_pids(&c);
 
-    c.containerd_mut().restart();
+    c.restart_containerd();
     c.apply(&sh_pod("after", &node, SLEEP_FOREVER));
     c.wait_for_pod_ready("default", "after", START);
     let out = c.exec_ok("default", "steady", None, &["echo", "still-here"]);

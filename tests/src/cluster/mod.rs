@@ -10,6 +10,7 @@
 //! leaves the host as it found it (see `teardown`).
 
 mod pods;
+pub mod record;
 mod teardown;
 
 use std::collections::BTreeMap;
@@ -99,6 +100,8 @@ pub struct Cluster {
     token: String,
     suffix: String,
     before: HostBefore,
+    /// The name of this cluster's [`record::Record`] file.
+    record_name: String,
     _lock: HostLock,
 }
 
@@ -118,6 +121,7 @@ impl Cluster {
             panic!("at most 26 agents (node-a … node-z)");
         }
         let lock = HostLock::acquire();
+        record::recover_abandoned();
         let before = HostBefore {
             ip_forward: ip_forward(),
             iptables: snapshot_all(),
@@ -139,6 +143,7 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
         std::fs::write(tmp.path().join("registries.yaml"), registry.mirrors_yaml())
             .unwrap_or_else(|e| panic!("cannot write registries.yaml: {e}"));
+        let suffix = unique_suffix();
         let mut cluster = Cluster {
             agents: Vec::new(),
             controller,
@@ -148,15 +153,19 @@ impl Cluster {
             tmp: Some(tmp),
             cluster_cidr,
             token,
-            suffix: unique_suffix(),
+            record_name: format!("{}-{suffix}", std::process::id()),
+            suffix,
             before,
             _lock: lock,
         };
-        // From here on a panic drops `cluster`, which tears everything down.
+        // From here on a panic drops `cluster`, which tears everything down; a killed test
+        // process leaves the record for the next cluster to sweep.
+        cluster.save_record();
         for opts in &config.agents {
             let i = cluster.agents.len();
             let agent = Agent::start(cluster.agent_config(i, opts));
             cluster.agents.push(agent);
+            cluster.save_record();
         }
         for i in 0..cluster.agents.len() {
             cluster.wait_node_ready(i);
@@ -321,6 +330,60 @@ impl Cluster {
     /// Starts agent `i` again on the same directories and flags.
     pub fn restart_agent(&mut self, i: usize) {
         self.agents[i].restart();
+        self.save_record();
+    }
+
+    /// Stops containerd (SIGTERM) and starts it again on the same directories; shims and
+    /// containers keep running.
+    pub fn restart_containerd(&mut self) {
+        self.containerd.restart();
+        self.save_record();
+    }
+
+    /// What this cluster owns on the host, as its record lists it.
+    pub fn record(&self) -> record::Record {
+        let mut processes = Vec::new();
+        let pids = self.agents.iter().map(Agent::pid).chain([
+            self.controller.pid(),
+            self.registry.pid(),
+            self.containerd.pid(),
+        ]);
+        for pid in pids.flatten() {
+            if let Some(exe) = record::executable(pid) {
+                processes.push((pid, exe));
+            }
+        }
+        let mut dirs: Vec<PathBuf> = self.agents.iter().map(|a| a.dir().to_path_buf()).collect();
+        dirs.extend([
+            self.controller.scratch().to_path_buf(),
+            self.registry.dir().to_path_buf(),
+            self.containerd.dir().to_path_buf(),
+            self.scratch().to_path_buf(),
+        ]);
+        record::Record {
+            owner: std::process::id(),
+            processes,
+            containerd_socket: self.containerd.socket().to_path_buf(),
+            namespaces: self
+                .agents
+                .iter()
+                .map(|a| a.namespace().to_string())
+                .collect(),
+            networks: self.agents.iter().map(Agent::network_name).collect(),
+            bridges: self.agents.iter().map(|a| a.bridge().to_string()).collect(),
+            dirs,
+            iptables_before: self
+                .before
+                .iptables
+                .iter()
+                .map(|(t, table)| (t.clone(), table.chains.clone()))
+                .collect(),
+            ip_forward: self.before.ip_forward.clone(),
+        }
+    }
+
+    fn save_record(&self) {
+        self.record().save(&self.record_name);
     }
 
     /// Pushes a fixture to the registry under another name (`library/late`, `1.0`).

@@ -69,6 +69,7 @@ fn count_by_kind(removed: &[String]) -> String {
 impl Drop for Cluster {
     fn drop(&mut self) {
         let removed = self.sweep_host();
+        self.record().forget(&self.record_name);
         if !removed.is_empty() {
             // Pods still running at the end of a test are normal; list them only on request.
             if std::env::var_os("BERTH_TEARDOWN_VERBOSE").is_some() {

@@ -37,6 +37,16 @@ pub struct Table {
     rules: Vec<Rule>,
 }
 
+impl Table {
+    /// A table known only by its chain names (what a cluster's record keeps of the host).
+    pub fn with_chains(chains: BTreeSet<String>) -> Table {
+        Table {
+            chains,
+            rules: Vec::new(),
+        }
+    }
+}
+
 /// Splits an `iptables-save` line into words: whitespace separates, double quotes group, and a
 /// backslash escapes the next character inside quotes (`"name: \"n\" id: \"c\""`).
 pub fn words(line: &str) -> Vec<String> {
@@ -104,12 +114,22 @@ pub fn parse(save: &str) -> Table {
     table
 }
 
-/// What to remove from one table, in order: rules by number (highest first within a chain, so
-/// earlier numbers stay valid), then chains (all flushed before any is deleted, since one may
+/// One rule to delete: its chain, its position when the table was read (for messages and
+/// tests), and its specification, which is what the delete names: deleting by number would
+/// hit another rule if someone inserted one meanwhile (agents insert at the top).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deletion {
+    pub chain: String,
+    pub number: usize,
+    pub spec: Vec<String>,
+}
+
+/// What to remove from one table, in order: rules (highest position first within a chain),
+/// then chains (all flushed before any is deleted, since one may
 /// jump to another).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
-    pub rules: Vec<(String, usize)>,
+    pub rules: Vec<Deletion>,
     pub chains: Vec<String>,
 }
 
@@ -180,11 +200,15 @@ pub fn plan(now: &Table, before: &Table, networks: &[String]) -> Plan {
             doomed.extend(hostport_new);
         }
     }
-    let mut rules: Vec<(String, usize)> = remove(&doomed)
+    let mut rules: Vec<Deletion> = remove(&doomed)
         .into_iter()
-        .map(|r| (r.chain.clone(), r.number))
+        .map(|r| Deletion {
+            chain: r.chain.clone(),
+            number: r.number,
+            spec: r.words.iter().skip(2).cloned().collect(),
+        })
         .collect();
-    rules.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    rules.sort_by(|a, b| a.chain.cmp(&b.chain).then(b.number.cmp(&a.number)));
     Plan {
         rules,
         chains: doomed.into_iter().collect(),
@@ -217,12 +241,10 @@ pub fn sweep(before: &BTreeMap<String, Table>, networks: &[String]) -> Vec<Strin
         let now = snapshot(table);
         let empty = Table::default();
         let plan = plan(&now, before.get(table).unwrap_or(&empty), networks);
-        for (chain, number) in &plan.rules {
-            let n = number.to_string();
-            report(
-                tool("iptables", &["-w", "5", "-t", table, "-D", chain, &n]),
-                &mut done,
-            );
+        for d in &plan.rules {
+            let mut args = vec!["-w", "5", "-t", table, "-D", d.chain.as_str()];
+            args.extend(d.spec.iter().map(String::as_str));
+            report(tool("iptables", &args), &mut done);
         }
         for chain in &plan.chains {
             report(
@@ -277,6 +299,13 @@ COMMIT
         names.iter().map(|s| s.to_string()).collect()
     }
 
+    fn positions(plan: &Plan) -> Vec<(String, usize)> {
+        plan.rules
+            .iter()
+            .map(|d| (d.chain.clone(), d.number))
+            .collect()
+    }
+
     #[test]
     fn words_keep_quoted_comments_whole() {
         assert_eq!(
@@ -320,10 +349,10 @@ COMMIT
     #[test]
     fn a_sweep_takes_our_rules_and_chains_and_leaves_other_networks_alone() {
         let plan = plan(&parse(NOW), &parse(BEFORE), &nets(&["berth-node-a"]));
-        // Highest number first within POSTROUTING; the other network's jump (3) stays; the
+        // Highest position first within POSTROUTING; the other network's jump (3) stays; the
         // jump to the idle hostport chain goes with it.
         assert_eq!(
-            plan.rules,
+            positions(&plan),
             [
                 ("POSTROUTING".to_string(), 2),
                 ("POSTROUTING".to_string(), 1),
@@ -339,7 +368,18 @@ COMMIT
         let now = "*nat\n:PREROUTING ACCEPT [0:0]\n:CNI-HOSTPORT-DNAT - [0:0]\n\
                    -A PREROUTING -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT\nCOMMIT\n";
         let plan = plan(&parse(now), &parse(BEFORE), &nets(&["berth-node-a"]));
-        assert_eq!(plan.rules, [("PREROUTING".to_string(), 1)]);
+        assert_eq!(positions(&plan), [("PREROUTING".to_string(), 1)]);
+        assert_eq!(
+            plan.rules[0].spec,
+            [
+                "-m",
+                "addrtype",
+                "--dst-type",
+                "LOCAL",
+                "-j",
+                "CNI-HOSTPORT-DNAT"
+            ]
+        );
         assert_eq!(plan.chains, ["CNI-HOSTPORT-DNAT"]);
     }
 
@@ -364,7 +404,7 @@ COMMIT
     fn a_name_that_merely_starts_like_ours_is_not_ours() {
         let plan = plan(&parse(NOW), &parse(BEFORE), &nets(&["berth-node"]));
         assert!(
-            !plan.rules.iter().any(|(chain, _)| chain == "POSTROUTING"),
+            !plan.rules.iter().any(|d| d.chain == "POSTROUTING"),
             "{plan:?}"
         );
         assert!(!plan.chains.contains(&"CNI-1111".to_string()));

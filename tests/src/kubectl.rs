@@ -53,6 +53,12 @@ impl Kubectl {
         self
     }
 
+    /// The same, with other component logs in failure messages (e.g. a cluster's agents').
+    pub fn with_logs(mut self, logs: LogTail) -> Kubectl {
+        self.logs = logs;
+        self
+    }
+
     /// The same, with another deadline per command.
     pub fn with_deadline(mut self, deadline: Duration) -> Kubectl {
         self.deadline = deadline;

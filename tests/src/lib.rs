@@ -2,23 +2,37 @@
 //! stock kubectl and raw HTTPS against them, and waits on conditions with deadlines, so that a
 //! failing test prints what it expected, what it saw and the components' logs.
 
+pub mod agent;
 pub mod api;
 pub mod client;
+pub mod cluster;
+pub mod containerd;
 pub mod controller;
+pub mod fixtures;
+pub mod host;
+pub mod http;
 pub mod kinds;
 pub mod kubectl;
 pub mod objects;
 pub mod pki;
+pub mod pod_specs;
+pub mod pod_status;
 pub mod process;
+pub mod registry;
 pub mod seeds;
 pub mod stats;
+pub mod sweep;
 pub mod table;
 pub mod wait;
 
 pub use api::{Api, Next, Watch};
 pub use client::{Credentials, Reply, Req};
+pub use cluster::{AgentOptions, Cluster, ClusterConfig};
+pub use containerd::Containerd;
 pub use controller::Controller;
+pub use http::http_get;
 pub use kubectl::Kubectl;
 pub use process::Run;
+pub use registry::Registry;
 pub use table::Table;
 pub use wait::{ensure_for, secs, wait_for};

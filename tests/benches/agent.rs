@@ -1,0 +1,156 @@
+//! Agent benchmark (prints figures, never fails on them): pod start latency from creation to
+//! Running as a watch delivers it, over N pods with a warm image, next to raw containerd
+//! create+start of the same image measured in the same run (`ctr run -d` wall time, ctr's own
+//! process start included); and the agent's RSS idle and with N pods. `BERTH_BENCH_AGENT_PODS`
+//! sets N (default 50); `BERTH_AGENT_BIN` / `BERTH_CONTROLLER_BIN` pick the binaries (release
+//! builds give the meaningful figures).
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use berth_tests::agent::agent_binary;
+use berth_tests::api::Next;
+use berth_tests::client::Req;
+use berth_tests::fixtures::BUSYBOX;
+use berth_tests::host::unique_suffix;
+use berth_tests::pod_specs::{SLEEP_FOREVER, sh_pod};
+use berth_tests::stats::Samples;
+use berth_tests::{Cluster, secs};
+use serde_json::Value;
+
+const GOAL_LATENCY: &str = "goal: p99 < 1 s, within 3x of raw containerd";
+const GOAL_RSS: &str = "goal: < 30 MB";
+/// How long one pod may take to be Running before the benchmark gives up.
+const POD_DEADLINE: Duration = secs(60);
+
+fn megabytes(kib: Option<u64>) -> String {
+    kib.map_or("n/a".into(), |k| format!("{:.1}", k as f64 * 1024.0 / 1e6))
+}
+
+fn main() {
+    let pods: usize = std::env::var("BERTH_BENCH_AGENT_PODS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    let bin = agent_binary();
+    let build = if bin.components().any(|c| c.as_os_str() == "debug") {
+        "a debug build: figures are pessimistic"
+    } else {
+        "not a debug build"
+    };
+    println!("agent bench: {} ({build}), pods={pods}", bin.display());
+    let c = Cluster::start(1);
+    let node = c.node_name(0).to_string();
+    let rss_idle = c.agent(0).rss_kib();
+
+    // Warm the image on the node, then measure.
+    c.apply(&sh_pod("warm-up", &node, SLEEP_FOREVER));
+    c.wait_for_pod_ready("default", "warm-up", secs(120));
+    c.kubectl()
+        .ok(&["delete", "pod", "warm-up", "--wait=true", "--timeout=60s"]);
+
+    let mut pod_start = measure_pods(&c, &node, pods);
+    let rss_busy = c.agent(0).rss_kib();
+    let mut raw = measure_raw(&c, pods);
+
+    let ratio = match (pod_start.percentile(99.0), raw.percentile(99.0)) {
+        (Some(p), Some(r)) if !r.is_zero() => format!("{:.1}x", p.as_secs_f64() / r.as_secs_f64()),
+        _ => "n/a".into(),
+    };
+    println!();
+    println!("| figure | result | baseline (same run) | goal |");
+    println!("|---|---|---|---|");
+    println!(
+        "| pod start, creation → Running via watch ({} pods, ms) | {} | raw `ctr run -d`: {} (p99 ratio {ratio}) | {GOAL_LATENCY} |",
+        pod_start.len(),
+        pod_start.p50_p99_ms(),
+        raw.p50_p99_ms()
+    );
+    println!(
+        "| agent RSS idle / with {pods} pods (MB) | {} / {} | | {GOAL_RSS} |",
+        megabytes(rss_idle),
+        megabytes(rss_busy)
+    );
+}
+
+/// Creates `n` pods one after another, each once the previous is Running, and times each from
+/// just before its POST to the watch event that shows it Running.
+fn measure_pods(c: &Cluster, node: &str, n: usize) -> Samples {
+    let api = c.api();
+    let list = api.get_ok("/api/v1/namespaces/default/pods");
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("0")
+        .to_string();
+    let mut watch = api
+        .watch(&format!(
+            "/api/v1/namespaces/default/pods?watch=true&resourceVersion={rv}"
+        ))
+        .unwrap_or_else(|r| panic!("cannot watch pods: {}", r.describe()));
+    let mut samples = Samples::new();
+    let mut running: HashSet<String> = HashSet::new();
+    for i in 0..n {
+        let name = format!("bench-{i:03}");
+        let pod = sh_pod(&name, node, SLEEP_FOREVER);
+        let start = Instant::now();
+        api.expect(Req::post("/api/v1/namespaces/default/pods", &pod), 201);
+        loop {
+            let left = POD_DEADLINE.saturating_sub(start.elapsed());
+            match watch.next(left) {
+                Next::Event(e) => {
+                    let o: &Value = &e["object"];
+                    let pod_name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
+                    if o["status"]["phase"] == "Running"
+                        && running.insert(pod_name.clone())
+                        && pod_name == name
+                    {
+                        samples.push(start.elapsed());
+                        break;
+                    }
+                }
+                Next::Timeout => panic!(
+                    "{name} was not Running within {POD_DEADLINE:?}\n{}",
+                    c.logs().render()
+                ),
+                Next::Closed(why) => panic!("the watch closed: {why}"),
+            }
+        }
+    }
+    samples
+}
+
+/// `ctr run -d` of the same image in a namespace of its own (pulled there first, so warm), `n`
+/// times; each sample is the wall time of one `ctr run -d`.
+fn measure_raw(c: &Cluster, n: usize) -> Samples {
+    let ns = format!("berth-bench-raw-{}", unique_suffix());
+    let ctd = c.containerd();
+    let image = format!(
+        "{}/{}:{}",
+        c.registry().addr(),
+        BUSYBOX.repository,
+        BUSYBOX.tag
+    );
+    ctd.ctr_ok(&ns, &["images", "pull", "--plain-http", &image]);
+    ctd.ctr_ok(&ns, &["run", "-d", "--null-io", &image, "raw-warm", "true"]);
+    let mut samples = Samples::new();
+    for i in 0..n {
+        let id = format!("raw-{i:03}");
+        let start = Instant::now();
+        ctd.ctr_ok(
+            &ns,
+            &[
+                "run",
+                "-d",
+                "--null-io",
+                &image,
+                &id,
+                "sh",
+                "-c",
+                SLEEP_FOREVER,
+            ],
+        );
+        samples.push(start.elapsed());
+    }
+    // The cluster's teardown removes every namespace of its containerd, this one included.
+    samples
+}

@@ -1,0 +1,470 @@
+//! A whole Berth cluster on this host for one test: a private containerd, a registry holding
+//! the fixture images (the agents' `docker.io` mirror), the controller with a cluster CIDR of its
+//! own, and N agents (`node-a-<run>`, `node-b-<run>`, …) each with its own containerd namespace,
+//! CNI bridge, root and log directories.
+//!
+//! Node names carry a per-cluster suffix because the agent derives its CNI network name from
+//! the node name (`berth-<node>`), and that name prefixes its netns and tags its iptables rules:
+//! with a bare `node-a`, this cluster's teardown would sweep the pods of any other `node-a`
+//! agent on the host (a developer's smoke test, a second worktree's run), and theirs ours. `start` returns once every Node is Ready with a podCIDR; Drop
+//! leaves the host as it found it (see `teardown`).
+
+mod pods;
+pub mod record;
+mod teardown;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+use crate::agent::{Agent, AgentConfig};
+use crate::api::Api;
+use crate::client::{Credentials, Req};
+use crate::containerd::Containerd;
+use crate::controller::{Controller, controller_binary};
+use crate::fixtures::{Fixture, SEEDED};
+use crate::host::{
+    HostLock, TOOL_DEADLINE, ip_forward, pick_cluster_cidr, require_root, require_tool,
+    unique_suffix,
+};
+use crate::kubectl::Kubectl;
+use crate::pki::{client_cert_user, write_kubeconfig};
+use crate::process::{LogTail, run};
+use crate::registry::Registry;
+use crate::sweep::iptables::{Table, snapshot_all};
+use crate::wait::wait_for_with;
+
+/// How long an agent may take from start to a Ready Node with a podCIDR.
+pub const NODE_READY_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Per-agent options.
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    /// `--node-labels`
+    pub labels: String,
+    /// `--register-with-taints`
+    pub taints: String,
+    pub max_pods: u32,
+    pub extra_args: Vec<String>,
+}
+
+impl Default for AgentOptions {
+    fn default() -> Self {
+        AgentOptions {
+            labels: String::new(),
+            taints: String::new(),
+            max_pods: 110,
+            extra_args: Vec::new(),
+        }
+    }
+}
+
+/// What to start.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterConfig {
+    pub agents: Vec<AgentOptions>,
+    /// Leave the registry empty instead of pushing the seeded fixtures (busybox:1.28,
+    /// nginx:1.14.2, nginx:1.16.1).
+    pub skip_fixtures: bool,
+}
+
+impl ClusterConfig {
+    /// `n` agents with default options.
+    pub fn agents(n: usize) -> ClusterConfig {
+        ClusterConfig {
+            agents: vec![AgentOptions::default(); n],
+            skip_fixtures: false,
+        }
+    }
+}
+
+/// What the host looked like before the cluster started.
+struct HostBefore {
+    ip_forward: Option<String>,
+    iptables: BTreeMap<String, Table>,
+}
+
+/// A running cluster. Fields drop in order after `Drop::drop` (see `teardown`).
+pub struct Cluster {
+    agents: Vec<Agent>,
+    controller: Controller,
+    registry: Registry,
+    containerd: Containerd,
+    api: Api,
+    tmp: Option<TempDir>,
+    cluster_cidr: String,
+    token: String,
+    suffix: String,
+    before: HostBefore,
+    /// The name of this cluster's [`record::Record`] file.
+    record_name: String,
+    _lock: HostLock,
+}
+
+impl Cluster {
+    /// Starts a cluster with `n` agents.
+    pub fn start(n: usize) -> Cluster {
+        Cluster::start_with(ClusterConfig::agents(n))
+    }
+
+    /// Starts a cluster as `config` says.
+    pub fn start_with(config: ClusterConfig) -> Cluster {
+        require_root();
+        for t in ["ip", "iptables", "iptables-save", "skopeo", "umount"] {
+            require_tool(t);
+        }
+        if config.agents.len() > 26 {
+            panic!("at most 26 agents (node-a … node-z)");
+        }
+        let lock = HostLock::acquire();
+        record::recover_abandoned();
+        let before = HostBefore {
+            ip_forward: ip_forward(),
+            iptables: snapshot_all(),
+        };
+        let containerd = Containerd::start();
+        let registry = Registry::start();
+        if !config.skip_fixtures {
+            for f in SEEDED {
+                registry.push(&f.layout(), &f.reference(), f.repository, f.tag);
+            }
+        }
+        let cluster_cidr = pick_cluster_cidr();
+        let controller = Controller::start_with(&["--cluster-cidr", &cluster_cidr]);
+        let token = join_token(&controller);
+        let api = controller.admin_api();
+        let tmp = tempfile::Builder::new()
+            .prefix("berth-cluster-")
+            .tempdir()
+            .unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
+        std::fs::write(tmp.path().join("registries.yaml"), registry.mirrors_yaml())
+            .unwrap_or_else(|e| panic!("cannot write registries.yaml: {e}"));
+        let suffix = unique_suffix();
+        let mut cluster = Cluster {
+            agents: Vec::new(),
+            controller,
+            registry,
+            containerd,
+            api,
+            tmp: Some(tmp),
+            cluster_cidr,
+            token,
+            record_name: format!("{}-{suffix}", std::process::id()),
+            suffix,
+            before,
+            _lock: lock,
+        };
+        // From here on a panic drops `cluster`, which tears everything down; a killed test
+        // process leaves the record for the next cluster to sweep.
+        cluster.save_record();
+        for opts in &config.agents {
+            let i = cluster.agents.len();
+            let agent = Agent::start(cluster.agent_config(i, opts));
+            cluster.agents.push(agent);
+            cluster.save_record();
+        }
+        for i in 0..cluster.agents.len() {
+            cluster.wait_node_ready(i);
+        }
+        cluster
+    }
+
+    /// The flags of agent `i` (`node-a-<run>` for 0, …).
+    fn agent_config(&self, i: usize, opts: &AgentOptions) -> AgentConfig {
+        let letter = char::from(b'a' + u8::try_from(i).unwrap_or(0));
+        AgentConfig {
+            server: self.controller.url().to_string(),
+            token: self.token.clone(),
+            node_name: format!("node-{letter}-{}", self.suffix),
+            containerd_socket: self.containerd.socket().to_path_buf(),
+            containerd_namespace: format!("berth-test-{}-{letter}", self.suffix),
+            cni_bridge: format!("bt{}{letter}", self.suffix),
+            cni_bin_dir: PathBuf::from("/usr/lib/cni"),
+            cluster_cidr: self.cluster_cidr.clone(),
+            registries_config: self.registries_file(),
+            node_labels: opts.labels.clone(),
+            taints: opts.taints.clone(),
+            max_pods: opts.max_pods,
+            extra_args: opts.extra_args.clone(),
+        }
+    }
+
+    /// Waits until agent `i`'s Node is Ready and has a podCIDR; returns the Node.
+    pub fn wait_node_ready(&mut self, i: usize) -> Value {
+        let name = self.agents[i].node_name().to_string();
+        let path = format!("/api/v1/nodes/{name}");
+        let logs = self.logs();
+        let api = &self.api;
+        let agent = &mut self.agents[i];
+        wait_for_with(
+            NODE_READY_DEADLINE,
+            &format!("Node {name} Ready with a spec.podCIDR"),
+            || logs.render(),
+            || {
+                if let Some(status) = agent.exited() {
+                    panic!("agent {name} exited with {status}\n{}", logs.render());
+                }
+                let reply = api.get(&path);
+                if reply.status != 200 {
+                    return Err(reply.describe());
+                }
+                let node = reply.json();
+                let ready = node["status"]["conditions"]
+                    .as_array()
+                    .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+                    .map(|c| c["status"] == "True")
+                    .unwrap_or(false);
+                let cidr = node["spec"]["podCIDR"].as_str().unwrap_or("");
+                if ready && !cidr.is_empty() {
+                    Ok(node)
+                } else {
+                    Err(format!("ready={ready} podCIDR={cidr:?}"))
+                }
+            },
+        )
+    }
+
+    pub fn controller(&self) -> &Controller {
+        &self.controller
+    }
+    pub fn controller_mut(&mut self) -> &mut Controller {
+        &mut self.controller
+    }
+    pub fn containerd(&self) -> &Containerd {
+        &self.containerd
+    }
+    pub fn containerd_mut(&mut self) -> &mut Containerd {
+        &mut self.containerd
+    }
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+    pub fn agent(&self, i: usize) -> &Agent {
+        &self.agents[i]
+    }
+    pub fn agent_mut(&mut self, i: usize) -> &mut Agent {
+        &mut self.agents[i]
+    }
+    pub fn agents(&self) -> &[Agent] {
+        &self.agents
+    }
+    /// `node-a-<run>`, `node-b-<run>`, …
+    pub fn node_name(&self, i: usize) -> &str {
+        self.agents[i].node_name()
+    }
+    /// The admin API client.
+    pub fn api(&self) -> &Api {
+        &self.api
+    }
+    pub fn cluster_cidr(&self) -> &str {
+        &self.cluster_cidr
+    }
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+    /// A directory for the test's own files (hostPath volumes, image archives), removed at the
+    /// end.
+    pub fn scratch(&self) -> &Path {
+        self.tmp
+            .as_ref()
+            .map_or(Path::new("/nonexistent"), |t| t.path())
+    }
+    /// The registries file every agent reads.
+    pub fn registries_file(&self) -> PathBuf {
+        self.scratch().join("registries.yaml")
+    }
+
+    /// Every component's log, for failure messages.
+    pub fn logs(&self) -> LogTail {
+        let mut files = self.controller.logs().files;
+        for a in &self.agents {
+            files.extend(a.logs().files);
+        }
+        files.extend(self.containerd.logs().files);
+        // The registry logs every 404 of skopeo's blob probes as an error: it only helps when
+        // a pull fails, and then `registry().logs()` has it.
+        LogTail { files, lines: 40 }
+    }
+
+    /// kubectl with the admin kubeconfig; failures print every component's log.
+    pub fn kubectl(&self) -> Kubectl {
+        Kubectl::new(&self.controller).with_logs(self.logs())
+    }
+
+    /// `kubectl apply -f -` of a manifest (JSON is YAML too); returns kubectl's stdout.
+    pub fn apply(&self, manifest: &Value) -> String {
+        self.kubectl().apply_stdin(&manifest.to_string())
+    }
+
+    /// [`wait_for_with`] with every component's log in the failure message.
+    pub fn wait_for<T, O: std::fmt::Debug>(
+        &self,
+        timeout: Duration,
+        what: &str,
+        probe: impl FnMut() -> Result<T, O>,
+    ) -> T {
+        let logs = self.logs();
+        wait_for_with(timeout, what, || logs.render(), probe)
+    }
+
+    /// [`crate::wait::ensure_for_with`] with every component's log in the failure message.
+    pub fn ensure_for<O: std::fmt::Debug>(
+        &self,
+        duration: Duration,
+        what: &str,
+        probe: impl FnMut() -> Result<(), O>,
+    ) {
+        let logs = self.logs();
+        crate::wait::ensure_for_with(duration, what, || logs.render(), probe)
+    }
+
+    /// SIGKILL agent `i` (its containers keep running).
+    pub fn kill9_agent(&mut self, i: usize) {
+        self.agents[i].kill9();
+    }
+
+    /// Starts agent `i` again on the same directories and flags.
+    pub fn restart_agent(&mut self, i: usize) {
+        self.agents[i].restart();
+        self.save_record();
+    }
+
+    /// Stops containerd (SIGTERM) and starts it again on the same directories; shims and
+    /// containers keep running.
+    pub fn restart_containerd(&mut self) {
+        self.containerd.restart();
+        self.save_record();
+    }
+
+    /// What this cluster owns on the host, as its record lists it.
+    pub fn record(&self) -> record::Record {
+        let mut processes = Vec::new();
+        let pids = self.agents.iter().map(Agent::pid).chain([
+            self.controller.pid(),
+            self.registry.pid(),
+            self.containerd.pid(),
+        ]);
+        for pid in pids.flatten() {
+            if let Some(exe) = record::executable(pid) {
+                processes.push((pid, exe));
+            }
+        }
+        let mut dirs: Vec<PathBuf> = self.agents.iter().map(|a| a.dir().to_path_buf()).collect();
+        dirs.extend([
+            self.controller.scratch().to_path_buf(),
+            self.registry.dir().to_path_buf(),
+            self.containerd.dir().to_path_buf(),
+            self.scratch().to_path_buf(),
+        ]);
+        record::Record {
+            owner: std::process::id(),
+            processes,
+            containerd_socket: self.containerd.socket().to_path_buf(),
+            namespaces: self
+                .agents
+                .iter()
+                .map(|a| a.namespace().to_string())
+                .collect(),
+            networks: self.agents.iter().map(Agent::network_name).collect(),
+            bridges: self.agents.iter().map(|a| a.bridge().to_string()).collect(),
+            dirs,
+            iptables_before: self
+                .before
+                .iptables
+                .iter()
+                .map(|(t, table)| (t.clone(), table.chains.clone()))
+                .collect(),
+            ip_forward: self.before.ip_forward.clone(),
+        }
+    }
+
+    fn save_record(&self) {
+        self.record().save(&self.record_name);
+    }
+
+    /// Pushes a fixture to the registry under another name (`library/late`, `1.0`).
+    pub fn push_fixture(&self, fixture: &Fixture, repository: &str, tag: &str) {
+        self.registry
+            .push(&fixture.layout(), &fixture.reference(), repository, tag);
+    }
+
+    /// `ctr -a SOCK -n <agent i's namespace> ARGS`, which must succeed; returns stdout.
+    pub fn ctr(&self, i: usize, args: &[&str]) -> String {
+        self.containerd.ctr_ok(self.agents[i].namespace(), args)
+    }
+
+    /// Container ids in agent `i`'s containerd namespace.
+    pub fn containers(&self, i: usize) -> Vec<String> {
+        self.containerd.containers(self.agents[i].namespace())
+    }
+
+    /// Named netns of agent `i`'s network (`berth-node-a-<run>-<pod uid>`).
+    pub fn netns(&self, i: usize) -> Vec<String> {
+        crate::sweep::netns_with_prefix(&format!("{}-", self.agents[i].network_name()))
+    }
+
+    /// The node's own identity (certificate + key PEM from `<root-dir>/pki`).
+    pub fn node_identity(&self, i: usize) -> Vec<u8> {
+        let mut pem = Vec::new();
+        for name in ["node.crt", "node.key"] {
+            let path = self.agents[i].pki(name);
+            let bytes = std::fs::read(&path)
+                .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+            pem.extend_from_slice(&bytes);
+            pem.push(b'\n');
+        }
+        pem
+    }
+
+    /// A raw API client with agent `i`'s node credentials.
+    pub fn node_api(&self, i: usize) -> Api {
+        self.controller
+            .api_with(Credentials::ClientCert(self.node_identity(i)))
+    }
+
+    /// A kubeconfig with agent `i`'s node credentials (trusting the agent's `pki/ca.crt`).
+    pub fn node_kubeconfig(&self, i: usize) -> PathBuf {
+        let path = self
+            .scratch()
+            .join(format!("{}.kubeconfig", self.node_name(i)));
+        let ca_path = self.agents[i].pki("ca.crt");
+        let ca = std::fs::read(&ca_path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", ca_path.display()));
+        write_kubeconfig(
+            &path,
+            self.controller.url(),
+            &ca,
+            client_cert_user(&self.node_identity(i)),
+        );
+        path
+    }
+
+    /// GET a path with the admin client; `None` on 404, panics on other errors.
+    pub fn get(&self, path: &str) -> Option<Value> {
+        let reply = self.api.send(Req::get(path));
+        match reply.status {
+            200 => Some(reply.json()),
+            404 => None,
+            _ => panic!("GET {path}\n{}\n{}", reply.describe(), self.logs().render()),
+        }
+    }
+}
+
+/// `berth-controller token --data-dir D`; checks it matches `D/token`.
+fn join_token(c: &Controller) -> String {
+    let mut cmd = Command::new(controller_binary());
+    cmd.arg("token").arg("--data-dir").arg(c.data_dir());
+    let r = run(cmd, None, TOOL_DEADLINE);
+    if !r.success() {
+        panic!("berth-controller token failed\n{}", r.describe());
+    }
+    let token = r.stdout.trim().to_string();
+    if token.is_empty() {
+        panic!("berth-controller token printed nothing\n{}", r.describe());
+    }
+    token
+}

@@ -1,0 +1,196 @@
+//! A cluster's record on the host: which processes, containerd namespaces, CNI networks,
+//! bridges and directories it owns, kept in `/run/berth-tests/` while it runs. A test process
+//! killed outright (nextest's timeout, a SIGKILL) never runs its Drop; the next cluster to start
+//! finds the record of a dead owner and removes exactly what it lists (processes only if their
+//! executable is still the recorded one, so a reused PID is never hit).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::containerd::shim_socket;
+use crate::host::restore_ip_forward;
+use crate::sweep::{self, iptables};
+
+/// Where records live (tmpfs: a reboot clears them along with what they describe).
+pub const RECORD_DIR: &str = "/run/berth-tests";
+
+/// Everything a cluster must remove when it goes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// The test process that owns the cluster.
+    pub owner: u32,
+    /// (pid, executable) of the agents, controller, registry and containerd.
+    pub processes: Vec<(u32, PathBuf)>,
+    pub containerd_socket: PathBuf,
+    pub namespaces: Vec<String>,
+    pub networks: Vec<String>,
+    pub bridges: Vec<String>,
+    /// Temporary directories (unmounted below, then removed).
+    pub dirs: Vec<PathBuf>,
+    /// Chains per iptables table before the cluster started.
+    pub iptables_before: BTreeMap<String, BTreeSet<String>>,
+    pub ip_forward: Option<String>,
+}
+
+/// The executable of a running process.
+pub fn executable(pid: u32) -> Option<PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/exe")).ok()
+}
+
+impl Record {
+    fn path(&self, name: &str) -> PathBuf {
+        Path::new(RECORD_DIR).join(format!("{name}.json"))
+    }
+
+    /// Writes (or rewrites) the record as `<RECORD_DIR>/<name>.json`; failures are reported,
+    /// not raised: the record only matters if the test process dies.
+    pub fn save(&self, name: &str) {
+        let path = self.path(name);
+        let write = std::fs::create_dir_all(RECORD_DIR).and_then(|()| {
+            let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, text)?;
+            std::fs::rename(&tmp, &path)
+        });
+        if let Err(e) = write {
+            eprintln!("berth-tests: cannot write {}: {e}", path.display());
+        }
+    }
+
+    /// Removes the record (and the record directory once empty).
+    pub fn forget(&self, name: &str) {
+        let _ = std::fs::remove_file(self.path(name));
+        let _ = std::fs::remove_dir(RECORD_DIR);
+    }
+
+    /// Removes everything the record lists; returns one line per thing removed.
+    pub fn sweep(&self) -> Vec<String> {
+        let mut removed = Vec::new();
+        for (pid, exe) in &self.processes {
+            if executable(*pid).as_deref() == Some(exe.as_path()) {
+                sweep::kill_pid(i32::try_from(*pid).unwrap_or(i32::MAX));
+                removed.push(format!("process {pid} ({})", exe.display()));
+            }
+        }
+        let socket = self.containerd_socket.to_string_lossy().into_owned();
+        for (pid, cmdline) in sweep::processes_matching(&["containerd-shim", &socket]) {
+            sweep::kill_pid(pid);
+            if let Some(s) = shim_socket(&cmdline) {
+                let _ = std::fs::remove_file(s);
+            }
+            removed.push(format!("shim {pid}"));
+        }
+        for ns in &self.namespaces {
+            let n = sweep::kill_and_remove_cgroups(ns);
+            if n > 0 {
+                removed.push(format!("container processes {n} in {ns}"));
+            }
+            let _ = std::fs::remove_dir_all(Path::new("/run/containerd/runc").join(ns));
+            let _ = std::fs::remove_dir_all(Path::new("/run/berth").join(ns));
+        }
+        for net in &self.networks {
+            for ns in sweep::delete_netns_with_prefix(&format!("{net}-")) {
+                removed.push(format!("netns {ns}"));
+            }
+        }
+        for bridge in &self.bridges {
+            if sweep::delete_link(bridge) {
+                removed.push(format!("bridge {bridge}"));
+            }
+        }
+        if !self.networks.is_empty() {
+            let before: BTreeMap<String, iptables::Table> = self
+                .iptables_before
+                .iter()
+                .map(|(t, chains)| (t.clone(), iptables::Table::with_chains(chains.clone())))
+                .collect();
+            removed.extend(iptables::sweep(&before, &self.networks));
+        }
+        for dir in &self.dirs {
+            sweep::unmount_under(dir);
+            if std::fs::remove_dir_all(dir).is_ok() {
+                removed.push(format!("dir {}", dir.display()));
+            }
+        }
+        if let Some(value) = &self.ip_forward {
+            restore_ip_forward(value);
+        }
+        removed
+    }
+}
+
+/// Whether process `pid` exists (a zombie counts as gone).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z'))
+    })
+}
+
+/// Sweeps the records of clusters whose test process is gone (call with the host lock held).
+pub fn recover_abandoned() {
+    let Ok(entries) = std::fs::read_dir(RECORD_DIR) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let Some(record) = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Record>(&t).ok())
+        else {
+            continue;
+        };
+        if alive(record.owner) {
+            continue;
+        }
+        let removed = record.sweep();
+        eprintln!(
+            "berth-tests: removed what a killed test (pid {}) left: {}",
+            record.owner,
+            if removed.is_empty() {
+                "nothing".to_string()
+            } else {
+                removed.join(", ")
+            }
+        );
+        let _ = std::fs::remove_file(&path);
+    }
+    let _ = std::fs::remove_dir(RECORD_DIR);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_survives_a_round_trip_through_json() {
+        let r = Record {
+            owner: 42,
+            processes: vec![(43, PathBuf::from("/usr/bin/containerd"))],
+            containerd_socket: PathBuf::from("/tmp/x/containerd.sock"),
+            namespaces: vec!["berth-test-abc-a".into()],
+            networks: vec!["berth-node-a-abc".into()],
+            bridges: vec!["btabca".into()],
+            dirs: vec![PathBuf::from("/tmp/berth-agent-x")],
+            iptables_before: BTreeMap::from([(
+                "nat".to_string(),
+                BTreeSet::from(["POSTROUTING".to_string()]),
+            )]),
+            ip_forward: Some("0".into()),
+        };
+        let text = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<Record>(&text).unwrap(), r);
+    }
+
+    #[test]
+    fn our_own_process_is_alive_and_has_an_executable() {
+        assert!(alive(std::process::id()));
+        assert!(executable(std::process::id()).is_some());
+    }
+}

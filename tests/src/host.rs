@@ -1,0 +1,186 @@
+//! The test host: what the agent tests require of it (root, installed tools), small facts they
+//! read from it (free ports, routes, `net.ipv4.ip_forward`), unique names, and the host-wide
+//! lock that keeps two clusters from sweeping each other's netns, bridges and iptables rules.
+
+use std::fs::File;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::process::{Run, run};
+
+/// How long a host tool (`ip`, `iptables`, `ctr`, `skopeo` …) may run.
+pub const TOOL_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Where the host lock lives; every agent-test process on the machine takes it.
+const LOCK_FILE: &str = "/run/lock/berth-agent-tests.lock";
+
+/// Panics unless the tests run as root (containerd, runc, netns, iptables need it).
+pub fn require_root() {
+    if !nix::unistd::geteuid().is_root() {
+        panic!(
+            "the agent tests need root (containerd, runc, cgroups, network namespaces, \
+             iptables); run them as root, as CI does"
+        );
+    }
+}
+
+/// The full path of `tool` on `$PATH` (plus the sbin directories); panics naming the Debian
+/// package to install when it is missing. A missing tool is a loud failure, never a pass.
+pub fn require_tool(tool: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let extra = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from);
+    let found = std::env::split_paths(&path)
+        .chain(extra)
+        .map(|dir| dir.join(tool))
+        .find(|p| p.is_file());
+    found.unwrap_or_else(|| {
+        let package = match tool {
+            "containerd" | "ctr" | "containerd-shim-runc-v2" => "containerd",
+            "docker-registry" => "docker-registry",
+            "busybox" => "busybox-static",
+            "ip" => "iproute2",
+            "iptables" | "iptables-save" => "iptables",
+            other => other,
+        };
+        panic!(
+            "{tool} is not installed: the agent tests need it (apt-get install {package}; \
+             see .ci/run)"
+        )
+    })
+}
+
+/// Runs a host tool under [`TOOL_DEADLINE`] and returns how it ended.
+pub fn tool(program: &str, args: &[&str]) -> Run {
+    let mut cmd = Command::new(require_tool(program));
+    cmd.args(args);
+    run(cmd, None, TOOL_DEADLINE)
+}
+
+/// Runs a host tool that must succeed; returns its stdout.
+pub fn tool_ok(program: &str, args: &[&str]) -> String {
+    let r = tool(program, args);
+    if !r.success() {
+        panic!("host command failed\n{}", r.describe());
+    }
+    r.stdout
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("cannot find a free loopback port: {e}"))
+}
+
+/// Six hex digits that differ between processes and between calls in one process, for names
+/// that must not collide with a concurrent or leftover run (bridges, containerd namespaces).
+pub fn unique_suffix() -> String {
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let mixed = nanos
+        .wrapping_mul(2_654_435_761)
+        .wrapping_add(std::process::id().wrapping_mul(40_503))
+        .wrapping_add(SEQ.fetch_add(1, Ordering::Relaxed).wrapping_mul(97));
+    format!("{:06x}", mixed & 0x00ff_ffff)
+}
+
+/// The `/16` cluster CIDRs `10.200.0.0/16` … `10.249.0.0/16`, minus those overlapping a route
+/// the host already has (a real install, a VPN), starting at a per-run offset.
+pub fn pick_cluster_cidr() -> String {
+    let routes = tool_ok("ip", &["-4", "route", "show", "table", "all"]);
+    let taken = |second: u32| routes.contains(&format!("10.{second}."));
+    let start = u32::from_str_radix(&unique_suffix()[..2], 16).unwrap_or(0) % 50;
+    (0..50)
+        .map(|i| 200 + (start + i) % 50)
+        .find(|second| !taken(*second))
+        .map(|second| format!("10.{second}.0.0/16"))
+        .unwrap_or_else(|| panic!("every 10.200-249.0.0/16 range is routed on this host"))
+}
+
+const IP_FORWARD: &str = "/proc/sys/net/ipv4/ip_forward";
+
+/// `net.ipv4.ip_forward` (the CNI bridge plugin sets it to 1 for the whole host).
+pub fn ip_forward() -> Option<String> {
+    std::fs::read_to_string(IP_FORWARD)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// Writes `net.ipv4.ip_forward` back, unless something else on the host still routes pod
+/// traffic (CNI or berth rules left in iptables after the sweep: another agent, a real install)
+/// and would break if forwarding went off. Errors are reported, not raised (used in cleanup).
+pub fn restore_ip_forward(value: &str) {
+    if ip_forward().as_deref() == Some(value) {
+        return;
+    }
+    if value == "0" {
+        let nat = tool("iptables-save", &["-t", "nat"]).stdout;
+        let filter = tool("iptables-save", &["-t", "filter"]).stdout;
+        if nat.contains("CNI-") || filter.contains("berth:") || nat.contains("berth:") {
+            eprintln!(
+                "berth-tests: leaving {IP_FORWARD} at 1: other pod networks on this host use it"
+            );
+            return;
+        }
+    }
+    if let Err(e) = std::fs::write(IP_FORWARD, value) {
+        eprintln!("berth-tests: cannot restore {IP_FORWARD} to {value}: {e}");
+    }
+}
+
+/// Holds the host-wide lock for the agent tests while alive. Clusters name everything
+/// uniquely, but the host state they save and restore is shared: `net.ipv4.ip_forward`, and
+/// the iptables chains that existed before (portmap's shared `CNI-HOSTPORT-*` chains are removed
+/// only if they appeared during the run). nextest's `agent` test group runs one at a time
+/// already; this also covers `cargo test` (threads) and runs from several worktrees.
+pub struct HostLock {
+    _file: File,
+}
+
+impl HostLock {
+    /// Blocks until the lock is ours.
+    pub fn acquire() -> HostLock {
+        let path = Path::new(LOCK_FILE);
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .unwrap_or_else(|e| panic!("cannot open the host lock {LOCK_FILE}: {e}"));
+        file.lock()
+            .unwrap_or_else(|e| panic!("cannot take the host lock {LOCK_FILE}: {e}"));
+        HostLock { _file: file }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unique_suffixes_are_six_hex_digits_and_differ() {
+        let a = unique_suffix();
+        let b = unique_suffix();
+        assert_eq!(a.len(), 6);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()), "{a}");
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn a_missing_tool_names_its_package() {
+        let err = std::panic::catch_unwind(|| require_tool("berth-no-such-tool"))
+            .expect_err("must panic");
+        let msg = err.downcast_ref::<String>().expect("formatted panic");
+        assert!(msg.contains("apt-get install"), "{msg}");
+    }
+}

@@ -1,0 +1,124 @@
+//! Agent acceptance 8: images. A pod whose image the registry does not have waits in
+//! `ErrImagePull`, then `ImagePullBackOff` (with a `Failed` event), and starts once the image is
+//! pushed (`Pulling` and `Pulled` events); `berth-agent image import` of an OCI layout archive
+//! makes a pod with `imagePullPolicy: Never` start, which waited in `ErrImageNeverPull` before,
+//! and `berth-agent image ls` lists the imported image.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use berth_tests::fixtures::{BUSYBOX, Kind, build_layout, tar_layout};
+use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod};
+use berth_tests::pod_status::{container_status, waiting_reason};
+use berth_tests::{Cluster, secs};
+use serde_json::{Value, json};
+
+const START: Duration = secs(90);
+
+fn pod_with_image(name: &str, node: &str, image: &str, policy: Option<&str>) -> Value {
+    let mut main = json!({"name": "main", "image": image, "command": ["sh", "-c", SLEEP_FOREVER]});
+    if let Some(p) = policy {
+        main["imagePullPolicy"] = json!(p);
+    }
+    bound_pod(name, node, json!({"containers": [main]}))
+}
+
+#[test]
+fn a_missing_image_backs_off_until_it_is_pushed() {
+    let c = Cluster::start(1);
+    let node = c.node_name(0).to_string();
+    assert!(!c.registry().has_manifest("library/late", "1.0"));
+    c.apply(&pod_with_image("late", &node, "late:1.0", None));
+    let mut reasons = BTreeSet::new();
+    c.watch_pod(
+        "default",
+        "late",
+        START,
+        "ErrImagePull, then ImagePullBackOff",
+        |p| {
+            let cs = container_status(p, "main").ok_or("no container status")?;
+            if let Some(r) = waiting_reason(cs) {
+                reasons.insert(r.to_string());
+            }
+            if reasons.contains("ErrImagePull") && reasons.contains("ImagePullBackOff") {
+                Ok(())
+            } else {
+                Err(format!("waiting reasons so far {reasons:?}"))
+            }
+        },
+    );
+    assert_eq!(
+        c.pod("default", "late").unwrap()["status"]["phase"],
+        "Pending"
+    );
+    let events = c.pod_event_reasons("default", "late");
+    assert!(events.iter().any(|r| r == "Failed"), "{events:?}");
+
+    c.push_fixture(&BUSYBOX, "library/late", "1.0");
+    c.wait_for_pod_ready("default", "late", secs(120));
+    c.wait_for(secs(20), "Pulling and Pulled events", || {
+        let events = c.pod_event_reasons("default", "late");
+        if events.iter().any(|r| r == "Pulling") && events.iter().any(|r| r == "Pulled") {
+            Ok(())
+        } else {
+            Err(events)
+        }
+    });
+}
+
+#[test]
+fn an_imported_image_runs_with_pull_policy_never() {
+    let c = Cluster::start(1);
+    let node = c.node_name(0).to_string();
+    c.apply(&pod_with_image(
+        "offline",
+        &node,
+        "imported:1.0",
+        Some("Never"),
+    ));
+    c.wait_pod("default", "offline", START, "ErrImageNeverPull", |p| {
+        let cs = container_status(p, "main").ok_or("no container status")?;
+        match waiting_reason(cs) {
+            Some("ErrImageNeverPull") => Ok(()),
+            other => Err(format!("waiting reason {other:?}")),
+        }
+    });
+
+    let layout = build_layout(
+        Kind::Busybox,
+        "docker.io/library/imported:1.0",
+        "imported-1.0",
+        &c.scratch().join("imported-layout"),
+    );
+    let archive = c.scratch().join("imported.tar");
+    tar_layout(&layout, &archive).unwrap();
+    let archive = archive.to_string_lossy().into_owned();
+    let r = c.agent(0).subcommand(&["image", "import", &archive]);
+    assert!(r.success(), "{}", r.describe());
+    assert!(
+        r.stdout.contains("docker.io/library/imported:1.0"),
+        "{}",
+        r.describe()
+    );
+    let ls = c.agent(0).subcommand(&["image", "ls"]);
+    assert!(ls.success(), "{}", ls.describe());
+    assert!(
+        ls.stdout.contains("docker.io/library/imported:1.0"),
+        "{}",
+        ls.describe()
+    );
+    assert!(
+        c.containerd()
+            .images(c.agent(0).namespace())
+            .contains(&"docker.io/library/imported:1.0".to_string())
+    );
+
+    c.wait_for_pod_ready("default", "offline", START);
+    let pod = c.pod("default", "offline").unwrap();
+    let events: Vec<String> = c.pod_event_reasons("default", "offline");
+    assert!(
+        !events.iter().any(|r| r == "Pulling"),
+        "Never must not pull: {events:?}"
+    );
+    assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Never");
+}

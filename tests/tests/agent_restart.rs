@@ -1,0 +1,189 @@
+//! Agent acceptance 2: restart policy. Each of Always / OnFailure / Never × exit 0 / exit 1
+//! gives Kubernetes' phase, restartCount, and terminated reason (Completed / Error) with the
+//! exit code; a crashing container backs off 10 s, then 20 s, between restarts (measured from
+//! its status: lastState.terminated.finishedAt → the next run's startedAt) and waits in
+//! `CrashLoopBackOff` meanwhile.
+
+use std::time::Duration;
+
+use berth_tests::pod_specs::{bound_pod, sh_container};
+use berth_tests::pod_status::{
+    RunLog, condition, container_status, judge_backoff, last_terminated, phase, restart_count,
+    terminated,
+};
+use berth_tests::{Cluster, Table, secs};
+use serde_json::{Value, json};
+
+const START: Duration = secs(90);
+
+struct Case {
+    name: &'static str,
+    policy: &'static str,
+    code: i64,
+    phase: &'static str,
+    restarts: bool,
+    reason: &'static str,
+}
+
+const CASES: [Case; 6] = [
+    Case {
+        name: "always-0",
+        policy: "Always",
+        code: 0,
+        phase: "Running",
+        restarts: true,
+        reason: "Completed",
+    },
+    Case {
+        name: "always-1",
+        policy: "Always",
+        code: 1,
+        phase: "Running",
+        restarts: true,
+        reason: "Error",
+    },
+    Case {
+        name: "onfailure-0",
+        policy: "OnFailure",
+        code: 0,
+        phase: "Succeeded",
+        restarts: false,
+        reason: "Completed",
+    },
+    Case {
+        name: "onfailure-1",
+        policy: "OnFailure",
+        code: 1,
+        phase: "Running",
+        restarts: true,
+        reason: "Error",
+    },
+    Case {
+        name: "never-0",
+        policy: "Never",
+        code: 0,
+        phase: "Succeeded",
+        restarts: false,
+        reason: "Completed",
+    },
+    Case {
+        name: "never-1",
+        policy: "Never",
+        code: 1,
+        phase: "Failed",
+        restarts: false,
+        reason: "Error",
+    },
+];
+
+fn pod(case: &Case, node: &str) -> Value {
+    bound_pod(
+        case.name,
+        node,
+        json!({
+            "restartPolicy": case.policy,
+            "containers": [sh_container("main", &format!("sleep 1; exit {}", case.code))],
+        }),
+    )
+}
+
+/// What is still missing before `pod` shows what `case` expects.
+fn check(case: &Case, pod: &Value) -> Result<(), String> {
+    let cs = container_status(pod, "main").ok_or("no status for container main")?;
+    if phase(pod) != case.phase {
+        return Err(format!("phase {:?}, want {}", phase(pod), case.phase));
+    }
+    let (term, restarts_ok) = if case.restarts {
+        (last_terminated(cs), restart_count(cs) >= 1)
+    } else {
+        (terminated(cs), restart_count(cs) == 0)
+    };
+    if !restarts_ok {
+        return Err(format!("restartCount {}", restart_count(cs)));
+    }
+    let term = term.ok_or("no terminated state yet")?;
+    if term["reason"] != case.reason || term["exitCode"] != case.code {
+        return Err(format!(
+            "terminated reason {} exitCode {}, want {} {}",
+            term["reason"], term["exitCode"], case.reason, case.code
+        ));
+    }
+    if !case.restarts && condition(pod, "Ready") != Some("False") {
+        return Err("a finished pod must not be Ready".into());
+    }
+    Ok(())
+}
+
+#[test]
+fn restart_policy_and_exit_code_give_the_kubernetes_outcome() {
+    let c = Cluster::start(1);
+    let node = c.node_name(0).to_string();
+    for case in &CASES {
+        c.apply(&pod(case, &node));
+    }
+    for case in &CASES {
+        c.wait_pod(
+            "default",
+            case.name,
+            START,
+            &format!("the {} outcome", case.name),
+            |p| check(case, p),
+        );
+    }
+    // The finished ones stay finished.
+    c.ensure_for(secs(5), "finished pods are not restarted", || {
+        for case in CASES.iter().filter(|k| !k.restarts) {
+            let p = c.pod("default", case.name).ok_or(case.name)?;
+            check(case, &p).map_err(|_| case.name)?;
+        }
+        Ok::<(), &str>(())
+    });
+    let table = Table::parse(&c.kubectl().ok(&["get", "pods"])).unwrap();
+    assert_eq!(table.cell("never-0", "STATUS"), Some("Completed"));
+    assert_eq!(table.cell("never-1", "STATUS"), Some("Error"));
+    assert_eq!(table.cell("onfailure-0", "STATUS"), Some("Completed"));
+}
+
+#[test]
+fn a_crashing_container_backs_off_10s_then_20s() {
+    let c = Cluster::start(1);
+    let node = c.node_name(0).to_string();
+    c.apply(&bound_pod(
+        "crasher",
+        &node,
+        json!({"restartPolicy": "Always", "containers": [sh_container("main", "exit 1")]}),
+    ));
+    let mut log = RunLog::default();
+    let mut table_status = None;
+    let (first, second) = c.watch_pod(
+        "default",
+        "crasher",
+        secs(150),
+        "two back-off intervals and CrashLoopBackOff",
+        |pod| {
+            let cs = container_status(pod, "main").ok_or("no container status")?;
+            log.observe(cs);
+            if table_status.is_none() && log.waiting_reasons.contains("CrashLoopBackOff") {
+                let out = c.kubectl().ok(&["get", "pod", "crasher"]);
+                table_status = Table::parse(&out)
+                    .ok()
+                    .and_then(|t| t.cell("crasher", "STATUS").map(str::to_string));
+            }
+            match judge_backoff(&log.gaps()) {
+                Err(e) => panic!("{e}\nruns: {:#?}", log.ordered()),
+                Ok(Some(pair)) if log.waiting_reasons.contains("CrashLoopBackOff") => Ok(pair),
+                Ok(_) => Err(format!(
+                    "gaps so far {:?}, waiting reasons {:?}",
+                    log.gaps(),
+                    log.waiting_reasons
+                )),
+            }
+        },
+    );
+    assert!(first >= 10 && second >= 20, "{first} s, {second} s");
+    assert_eq!(table_status.as_deref(), Some("CrashLoopBackOff"));
+    let pod = c.pod("default", "crasher").unwrap();
+    assert_eq!(phase(&pod), "Running", "a restarting pod stays Running");
+    let cs = container_status(&pod, "main").unwrap();
+    assert_eq!(last_terminated(cs).unwrap()["reason"], "Error");
+}

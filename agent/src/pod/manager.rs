@@ -31,6 +31,9 @@ pub struct Local {
     pub pulls: BTreeMap<String, ImagePull>,
     pub start_errors: BTreeMap<String, StartError>,
     pub sandbox: Option<Sandbox>,
+    /// Pull failures not yet reported: the status shows `ErrImagePull` once before the
+    /// back-off turns it into `ImagePullBackOff`.
+    pub fresh_pull_failures: std::collections::BTreeSet<String>,
 }
 
 type Probers = HashMap<
@@ -51,7 +54,7 @@ pub struct Shared {
     pub network: Network,
     pub host_ip: String,
     pub dns: ClusterDns,
-    pub events: super::events::Recorder,
+    pub events: Arc<super::events::Recorder>,
     pub facts_cpus: u32,
     pub facts_memory: i64,
     pub queue: Queue<String>,
@@ -174,7 +177,10 @@ impl PodManager {
         network: Network,
         node: NodeResources,
     ) -> PodManager {
-        let events = super::events::Recorder::new(client.clone(), config.node_name.clone());
+        let events = Arc::new(super::events::Recorder::new(
+            client.clone(),
+            config.node_name.clone(),
+        ));
         PodManager {
             shared: Arc::new(Shared {
                 config,

@@ -70,7 +70,13 @@ pub fn initial(container: &Container) -> ProbeResults {
 }
 
 /// Probes until the task is aborted (the worker aborts it when the attempt stops).
-pub async fn run(p: Probed, results: Results, wake: impl Fn() + Send + Sync + 'static) {
+/// `on_failure` gets the `Unhealthy` event message of every failed probe.
+pub async fn run(
+    p: Probed,
+    results: Results,
+    wake: impl Fn() + Send + Sync + 'static,
+    on_failure: impl Fn(String) + Send + Sync + 'static,
+) {
     let id = p.id.to_string();
     let mut states: Vec<(ProbeState, berth_shared::k8s_openapi::api::core::v1::Probe)> = [
         (ProbeKind::Startup, p.container.startup_probe.clone()),
@@ -109,7 +115,7 @@ pub async fn run(p: Probed, results: Results, wake: impl Fn() + Send + Sync + 's
             if due <= now {
                 match state.gate(gate, now) {
                     Due::Probe => {
-                        let outcome = crate::probe::run(
+                        let outcome = match crate::probe::run(
                             probe,
                             Target {
                                 container: &p.container,
@@ -118,8 +124,22 @@ pub async fn run(p: Probed, results: Results, wake: impl Fn() + Send + Sync + 's
                             &exec,
                         )
                         .await
-                        .map(|o| o.result)
-                        .unwrap_or(ProbeResult::Unknown);
+                        {
+                            Ok(o) => {
+                                if o.result == ProbeResult::Failure {
+                                    on_failure(format!(
+                                        "{} probe failed: {}",
+                                        state.kind().label(),
+                                        o.output.trim_end()
+                                    ));
+                                }
+                                o.result
+                            }
+                            Err(e) => {
+                                tracing::debug!(container = %p.id, error = %e, "probe could not run");
+                                ProbeResult::Unknown
+                            }
+                        };
                         if let Some(r) = state.record(outcome, jiff::Timestamp::now()) {
                             changed |= set(&results, &id, state.kind(), r);
                         }

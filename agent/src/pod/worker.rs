@@ -175,7 +175,11 @@ impl Shared {
         for c in all_containers(pod) {
             let entry = containers.entry(c.name.clone()).or_default();
             let pull = local.pulls.get(&c.name).cloned().unwrap_or_default();
-            entry.image = pull.backing_off(&c.image.clone().unwrap_or_default(), now);
+            entry.image = if local.fresh_pull_failures.contains(&c.name) {
+                pull
+            } else {
+                pull.backing_off(&c.image.clone().unwrap_or_default(), now)
+            };
             entry.start_error = local.start_errors.get(&c.name).cloned();
         }
         let host_network = pod
@@ -331,6 +335,7 @@ impl Shared {
                     // Status from a fresh observation, so what was just done shows at once.
                     let (after, _) = self.observe(uid, &pod, Timestamp::now()).await?;
                     self.report(&pod, &after).await?;
+                    self.local_mut(uid, |l| l.fresh_pull_failures.clear());
                 }
             }
         }
@@ -487,6 +492,7 @@ impl Shared {
                             backoff: image_pull_failed(prev, now),
                         },
                     );
+                    l.fresh_pull_failures.insert(name.to_string());
                 });
             }
         }
@@ -825,9 +831,22 @@ impl Shared {
             };
             let queue = self.queue.clone();
             let key = uid.to_string();
-            let handle = tokio::spawn(prober::run(probed, self.probes.clone(), move || {
-                queue.add(key.clone())
-            }));
+            let events = self.events.clone();
+            let (pod_for_events, field) = (pod.clone(), format!("spec.containers{{{name}}}"));
+            let on_failure = move |message: String| {
+                let (events, pod, field) = (events.clone(), pod_for_events.clone(), field.clone());
+                tokio::spawn(async move {
+                    events
+                        .record(&pod, true, "Unhealthy", &message, Some(&field))
+                        .await
+                });
+            };
+            let handle = tokio::spawn(prober::run(
+                probed,
+                self.probes.clone(),
+                move || queue.add(key.clone()),
+                on_failure,
+            ));
             probers.insert(id.to_string(), (uid.to_string(), handle, flag));
         }
     }

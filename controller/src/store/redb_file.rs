@@ -23,7 +23,12 @@ fn backend_err(e: impl std::fmt::Display) -> StoreError {
 impl RedbBackend {
     /// Opens (or creates) the store file at `path`.
     pub fn open(path: &Path) -> Result<RedbBackend, StoreError> {
-        let db = Database::create(path).map_err(backend_err)?;
+        // Every object is held in memory above this backend, so redb needs little cache of its
+        // own (its default would grow to gigabytes of RSS under a large store).
+        let db = Database::builder()
+            .set_cache_size(16 << 20)
+            .create(path)
+            .map_err(backend_err)?;
         let txn = db.begin_write().map_err(backend_err)?;
         {
             txn.open_table(OBJECTS).map_err(backend_err)?;

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use berth_tests::pod_reading::{container_id, container_status, restart_count};
 use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_container, sh_pod};
-use berth_tests::pod_status::{container_id, container_status, restart_count};
 use berth_tests::{Cluster, secs};
 use serde_json::{Value, json};
 

@@ -11,7 +11,7 @@ use std::process::Command;
 use berth_tests::cluster::NODE_READY_DEADLINE;
 use berth_tests::fixtures::{BUSYBOX, NGINX_1_14_2, SEEDED, nginx_marker, tar_layout};
 use berth_tests::host::{HostLock, TOOL_DEADLINE, pick_cluster_cidr, tool, tool_ok, unique_suffix};
-use berth_tests::pod_status::ipv4_in_cidr;
+use berth_tests::pod_reading::ipv4_in_cidr;
 use berth_tests::process::run;
 use berth_tests::sweep::iptables::{TABLES, snapshot, snapshot_all, sweep};
 use berth_tests::sweep::{delete_link, delete_netns_with_prefix, link_exists, netns_with_prefix};

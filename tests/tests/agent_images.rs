@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use berth_tests::fixtures::{BUSYBOX, Kind, build_layout, tar_layout};
+use berth_tests::pod_reading::{container_status, waiting_reason};
 use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod};
-use berth_tests::pod_status::{container_status, waiting_reason};
 use berth_tests::{Cluster, secs};
 use serde_json::{Value, json};
 

@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
-use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_container};
-use berth_tests::pod_status::{
+use berth_tests::pod_reading::{
     condition, container_status, phase, restart_count, terminated, time,
 };
+use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_container};
 use berth_tests::{Cluster, Table, secs};
 use serde_json::{Value, json};
 

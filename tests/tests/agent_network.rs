@@ -3,8 +3,8 @@
 //! host reaches both; and a pod on node-a reaches a pod on node-b by IP, and back.
 
 use berth_tests::fixtures::nginx_marker;
+use berth_tests::pod_reading::{ipv4_in_cidr, pod_ip};
 use berth_tests::pod_specs::nginx_pod;
-use berth_tests::pod_status::{ipv4_in_cidr, pod_ip};
 use berth_tests::sweep::link_exists;
 use berth_tests::{Cluster, http_get, secs};
 

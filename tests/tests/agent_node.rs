@@ -5,8 +5,8 @@
 //! Node or Lease, nor the status of a pod bound to another node (403).
 
 use berth_tests::client::Req;
+use berth_tests::pod_reading::{ipv4_in_cidr, time};
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_pod};
-use berth_tests::pod_status::{ipv4_in_cidr, time};
 use berth_tests::{AgentOptions, Cluster, ClusterConfig, Table, secs};
 use serde_json::{Value, json};
 

@@ -2,8 +2,8 @@
 //! by the kernel and reported as `OOMKilled` with exit code 137; a container under its limit
 //! with the same program's smaller allocation is not.
 
+use berth_tests::pod_reading::{container_status, terminated};
 use berth_tests::pod_specs::{bound_pod, sh_container};
-use berth_tests::pod_status::{container_status, terminated};
 use berth_tests::{Cluster, Table, secs};
 use serde_json::{Value, json};
 

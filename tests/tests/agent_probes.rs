@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_container};
-use berth_tests::pod_status::{
+use berth_tests::pod_reading::{
     condition, container_status, is_ready, last_terminated, restart_count,
 };
+use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_container};
 use berth_tests::{Cluster, secs};
 use serde_json::{Value, json};
 

@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
-use berth_tests::pod_specs::{bound_pod, sh_container};
-use berth_tests::pod_status::{
+use berth_tests::pod_reading::{
     RunLog, condition, container_status, judge_backoff, last_terminated, phase, restart_count,
     terminated,
 };
+use berth_tests::pod_specs::{bound_pod, sh_container};
 use berth_tests::{Cluster, Table, secs};
 use serde_json::{Value, json};
 

@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use berth_tests::fixtures::nginx_marker;
+use berth_tests::pod_reading::{container_status, ipv4_in_cidr, pod_ip};
 use berth_tests::pod_specs::{nginx_pod, sh_pod};
-use berth_tests::pod_status::{container_status, ipv4_in_cidr, pod_ip};
 use berth_tests::{Cluster, Table, http_get, secs};
 
 /// First start of a pod on a fresh node: image pull, unpack, network, container.

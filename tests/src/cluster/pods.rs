@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::Cluster;
 use crate::api::Next;
-use crate::pod_status::{is_ready, phase, summary};
+use crate::pod_reading::{is_ready, phase, summary};
 use crate::process::Run;
 use crate::wait::wait_for_with;
 

@@ -2,7 +2,7 @@
 //! holds. Worked example: cluster 10.42.0.0/16 with 10.42.0.0/24 and 10.42.2.0/24 taken gives
 //! 10.42.1.0/24 to the next node; a /16 has room for 256 nodes.
 
-use std::net::Ipv4Addr;
+use core::net::Ipv4Addr;
 
 /// An IPv4 CIDR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -81,7 +81,11 @@ fn logs_and_exec_reach_the_container() {
             Err(r.describe())
         }
     });
-    assert_eq!(logs.lines().next(), Some("started"), "{logs}");
+    // stdout and stderr are separate pipes: like the kubelet, the agent keeps each stream's
+    // order but not the order between them.
+    let mut lines: Vec<&str> = logs.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines, ["started", "to-stderr"], "{logs}");
 
     let r = c.exec("default", "shell", None, &["sh", "-c", "exit 3"]);
     assert_eq!(r.status.and_then(|s| s.code()), Some(3), "{}", r.describe());

@@ -2,6 +2,7 @@
 //! thin loop on the shared reconcile runtime.
 
 pub mod deployment;
+mod follow;
 pub mod gc;
 pub mod namespace;
 pub mod nodeipam;

@@ -104,38 +104,10 @@ pub fn start(registry: Registry, shutdown: CancellationToken) -> tokio::task::Jo
                 }
             },
         ));
-        while !shutdown.is_cancelled() {
-            let (rev, items, _) = store.list("/core/namespaces/", None, None, |_| true);
-            for item in items {
-                if let Ok(v) = item.value()
-                    && let Some(n) = v.pointer("/metadata/name").and_then(Value::as_str)
-                {
-                    queue.add(n.to_string());
-                }
-            }
-            let Ok(watch) = store.watch(rev) else {
-                continue;
-            };
-            let feed = |key: &str| {
-                if let Some(name) = key.strip_prefix("/core/namespaces/") {
-                    queue.add(name.to_string());
-                }
-            };
-            for ev in &watch.backlog {
-                feed(&ev.key);
-            }
-            let mut live = watch.live;
-            loop {
-                tokio::select! {
-                    r = live.recv() => match r {
-                        Ok(ev) => feed(&ev.key),
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
-                        Err(_) => return,
-                    },
-                    _ = shutdown.cancelled() => break,
-                }
-            }
-        }
+        super::follow::names(&store, "/core/namespaces/", &shutdown, |name| {
+            queue.add(name)
+        })
+        .await;
         let _ = runner.await;
     })
 }

@@ -88,36 +88,7 @@ pub fn start(
                 }
             },
         ));
-        while !shutdown.is_cancelled() {
-            let (rev, items, _) = store.list("/core/nodes/", None, None, |_| true);
-            for item in items {
-                if let Some(name) = item.index.field("metadata.name") {
-                    queue.add(name);
-                }
-            }
-            let Ok(watch) = store.watch(rev) else {
-                continue;
-            };
-            let feed = |key: &str| {
-                if let Some(name) = key.strip_prefix("/core/nodes/") {
-                    queue.add(name.to_string());
-                }
-            };
-            for ev in &watch.backlog {
-                feed(&ev.key);
-            }
-            let mut live = watch.live;
-            loop {
-                tokio::select! {
-                    r = live.recv() => match r {
-                        Ok(ev) => feed(&ev.key),
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
-                        Err(_) => return,
-                    },
-                    _ = shutdown.cancelled() => break,
-                }
-            }
-        }
+        super::follow::names(&store, "/core/nodes/", &shutdown, |name| queue.add(name)).await;
         let _ = runner.await;
     })
 }

@@ -10,6 +10,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// How much longer than its own timeout a probe may take before the prober gives up on it.
+const PROBE_MARGIN: Duration = Duration::from_secs(5);
+
 /// Probe results per container attempt, shared with the worker.
 pub type Results = Arc<Mutex<HashMap<String, ProbeResults>>>;
 
@@ -115,15 +118,20 @@ pub async fn run(
             if due <= now {
                 match state.gate(gate, now) {
                     Due::Probe => {
-                        let outcome = match crate::probe::run(
+                        // A probe that does not come back (a stuck exec, say) must not freeze this
+                        // container's probing: past its timeout plus a margin it counts as unknown.
+                        let limit = state.timing().timeout + PROBE_MARGIN;
+                        let run = crate::probe::run(
                             probe,
                             Target {
                                 container: &p.container,
                                 pod_ip: p.pod_ip.as_deref(),
                             },
                             &exec,
-                        )
-                        .await
+                        );
+                        let outcome = match tokio::time::timeout(limit, run)
+                            .await
+                            .unwrap_or_else(|_| Err(crate::probe::ProbeError::TimedOut(limit)))
                         {
                             Ok(o) => {
                                 if o.result == ProbeResult::Failure {
@@ -140,6 +148,7 @@ pub async fn run(
                                 ProbeResult::Unknown
                             }
                         };
+                        tracing::debug!(container = %p.id, kind = state.kind().label(), ?outcome, "probed");
                         if let Some(r) = state.record(outcome, jiff::Timestamp::now()) {
                             changed |= set(&results, &id, state.kind(), r);
                         }

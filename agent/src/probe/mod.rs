@@ -82,12 +82,14 @@ pub enum ProbeError {
     Tls(#[from] rustls::Error),
     #[error("exec probe could not run")]
     Exec(#[source] Box<dyn StdError + Send + Sync>),
+    #[error("the probe did not finish within {0:?}")]
+    TimedOut(std::time::Duration),
 }
 
 impl ProbeError {
     /// Whether trying again later may succeed without a spec change.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Self::NoPodIp | Self::Exec(_))
+        matches!(self, Self::NoPodIp | Self::Exec(_) | Self::TimedOut(_))
     }
 }
 

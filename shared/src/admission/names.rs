@@ -7,9 +7,6 @@ use super::field::{FieldError, Path};
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
 const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
-const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const ENV_VAR_NAME_FMT: &str = "[-._a-zA-Z][-._a-zA-Z0-9]*";
 const ENV_VAR_NAME_MSG: &str = "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit";
 const CONFIG_KEY_FMT: &str = "[-._a-zA-Z0-9]+";
@@ -97,74 +94,14 @@ pub(crate) fn dns1123_subdomain(value: &str) -> Vec<String> {
     errs
 }
 
-fn matches_qualified_name_part(s: &str) -> bool {
-    let (Some(first), Some(last)) = (s.chars().next(), s.chars().last()) else {
-        return false;
-    };
-    first.is_ascii_alphanumeric()
-        && last.is_ascii_alphanumeric()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
-
 /// Upstream `IsQualifiedName`: an optional DNS subdomain prefix and `/`, then a name ≤ 63.
 pub(crate) fn qualified_name(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let parts: Vec<&str> = value.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".to_string());
-            } else {
-                errs.extend(
-                    dns1123_subdomain(prefix)
-                        .into_iter()
-                        .map(|m| format!("prefix part {m}")),
-                );
-            }
-            *name
-        }
-        _ => {
-            errs.push(format!(
-                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
-                regex_error(QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])
-            ));
-            return errs;
-        }
-    };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".to_string());
-    } else if name.len() > DNS1123_LABEL_MAX {
-        errs.push(format!("name part {}", max_len_error(DNS1123_LABEL_MAX)));
-    }
-    if !matches_qualified_name_part(name) {
-        errs.push(format!(
-            "name part {}",
-            regex_error(
-                QUALIFIED_NAME_MSG,
-                QUALIFIED_NAME_FMT,
-                &["MyName", "my.name", "123-abc"]
-            )
-        ));
-    }
-    errs
+    crate::selector::names::label_key_errors(value)
 }
 
 /// Upstream `IsValidLabelValue`.
 pub(crate) fn label_value(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > DNS1123_LABEL_MAX {
-        errs.push(max_len_error(DNS1123_LABEL_MAX));
-    }
-    if !value.is_empty() && !matches_qualified_name_part(value) {
-        errs.push(regex_error(
-            LABEL_VALUE_MSG,
-            &format!("({QUALIFIED_NAME_FMT})?"),
-            &["MyValue", "my_value", "12345"],
-        ));
-    }
-    errs
+    crate::selector::names::label_value_errors(value)
 }
 
 /// Upstream `IsValidPortName` (an IANA_SVC_NAME).

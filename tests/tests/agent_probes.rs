@@ -104,9 +104,6 @@ fn a_failing_liveness_probe_restarts_the_container() {
 }
 
 #[test]
-#[ignore = "known agent gap (open in the agent issue): in this two-pod test the exec readiness \
-            probe stops flipping back to unready after it passed once; a single-pod manual run \
-            flips as it should; run with --run-ignored to reproduce"]
 fn readiness_follows_the_probe_without_restarts() {
     let c = Cluster::start(1);
     let node = c.node_name(0).to_string();

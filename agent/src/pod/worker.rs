@@ -799,8 +799,9 @@ impl Shared {
         };
         let deleting = pod.metadata.deletion_timestamp.is_some();
         let mut probers = self.probers.lock().unwrap_or_else(|e| e.into_inner());
-        probers.retain(|id, (_, handle, _)| {
-            let keep = running.iter().any(|(_, rid, _)| rid.as_str() == id);
+        // The map holds every pod's probers: only this pod's stopped attempts lose theirs.
+        probers.retain(|id, (owner, handle, _)| {
+            let keep = owner != uid || running.iter().any(|(_, rid, _)| rid.as_str() == id);
             if !keep {
                 handle.abort();
             }

@@ -173,6 +173,20 @@ impl Cluster {
         cluster
     }
 
+    /// Starts one more agent after the cluster is up (a node joining later) and waits until its
+    /// Node is Ready; returns its index.
+    pub fn add_agent(&mut self, opts: &AgentOptions) -> usize {
+        let i = self.agents.len();
+        if i >= 26 {
+            panic!("at most 26 agents (node-a … node-z)");
+        }
+        let agent = Agent::start(self.agent_config(i, opts));
+        self.agents.push(agent);
+        self.save_record();
+        self.wait_node_ready(i);
+        i
+    }
+
     /// The flags of agent `i` (`node-a-<run>` for 0, …).
     fn agent_config(&self, i: usize, opts: &AgentOptions) -> AgentConfig {
         let letter = char::from(b'a' + u8::try_from(i).unwrap_or(0));

@@ -53,6 +53,20 @@ fn a_missing_image_backs_off_until_it_is_pushed() {
     );
     let events = c.pod_event_reasons("default", "late");
     assert!(events.iter().any(|r| r == "Failed"), "{events:?}");
+    // The event follows the status write that entered the back-off.
+    let backoff = c.wait_for(secs(10), "a BackOff event", || {
+        c.pod_events("default", "late")
+            .into_iter()
+            .find(|e| e["reason"] == "BackOff")
+            .ok_or_else(|| c.pod_event_reasons("default", "late"))
+    });
+    assert_eq!(backoff["type"], "Normal");
+    assert!(
+        backoff["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Back-off pulling image \"")),
+        "{backoff}"
+    );
 
     c.push_fixture(&BUSYBOX, "library/late", "1.0");
     c.wait_for_pod_ready("default", "late", secs(120));

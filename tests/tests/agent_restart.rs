@@ -186,4 +186,15 @@ fn a_crashing_container_backs_off_10s_then_20s() {
     assert_eq!(phase(&pod), "Running", "a restarting pod stays Running");
     let cs = container_status(&pod, "main").unwrap();
     assert_eq!(last_terminated(cs).unwrap()["reason"], "Error");
+    let backoff: Vec<Value> = c
+        .pod_events("default", "crasher")
+        .into_iter()
+        .filter(|e| e["reason"] == "BackOff")
+        .collect();
+    assert!(
+        backoff.iter().any(|e| e["type"] == "Warning"
+            && e["message"].as_str().is_some_and(|m| m
+                .starts_with("Back-off restarting failed container main in pod crasher_default("))),
+        "BackOff events: {backoff:?}"
+    );
 }

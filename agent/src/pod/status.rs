@@ -23,8 +23,11 @@ use super::model::{
 };
 use super::restart::{CrashLoop, crash_loop, go_duration, should_restart};
 
+mod backoff;
 mod conditions;
 mod phase;
+
+pub use backoff::{BackOffEvent, backoff_events};
 
 use conditions::conditions;
 use phase::{has_initialized, phase};

@@ -351,14 +351,20 @@ impl Shared {
             return Ok(());
         };
         let mut updated = pod.clone();
-        updated.status = Some(status);
+        updated.status = Some(status.clone());
         match self
             .client
             .replace(pods, Some(&ns_of(pod)), &name_of(pod), &updated, true)
             .await
         {
             Ok(p) => {
+                let entered = super::status::backoff_events(pod, pod.status.as_ref(), &status);
                 self.remember(p);
+                for e in entered {
+                    self.events
+                        .record(pod, e.warning, "BackOff", &e.message, Some(&e.field_path))
+                        .await;
+                }
                 Ok(())
             }
             // A newer pod is on its way through the watch; the next pass writes again.

@@ -6,7 +6,7 @@ use crate::image::ImageService;
 use crate::network::{Network, NetworkConfig};
 use crate::node;
 use crate::pod::manager::PodManager;
-use crate::runtime::Runtime;
+use crate::runtime::{Runtime, RuntimeOptions};
 use berth_shared::client::{Client, Credentials};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -56,7 +56,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
             key_pem: creds.key_pem.clone(),
         },
     )?;
-    let runtime = Runtime::connect(&config.containerd_socket, &config.containerd_namespace).await?;
+    let mut runtime_options =
+        RuntimeOptions::new(&config.containerd_socket, &config.containerd_namespace);
+    runtime_options.log_max_bytes = config.container_log_max_bytes;
+    let runtime = Runtime::connect_with(runtime_options).await?;
     let version = runtime.version().await?;
 
     let backend = PodManager::new_backend();

@@ -24,6 +24,8 @@ pub struct Config {
     pub max_pods: u32,
     /// Container logs: `<log_dir>/<ns>_<pod>_<uid>/<container>/<restart>.log`.
     pub log_dir: PathBuf,
+    /// A container's log file is rotated when it grows past this many bytes.
+    pub container_log_max_bytes: u64,
     /// The address reported as the node's InternalIP (default: the host's first address).
     pub node_ip: Option<String>,
 }

@@ -75,9 +75,22 @@ struct RunArgs {
     max_pods: u32,
     #[arg(long, default_value = "/var/log/pods")]
     log_dir: PathBuf,
+    /// A container's log file is rotated past this size (a quantity, as the kubelet's
+    /// `containerLogMaxSize`).
+    #[arg(long, default_value = "10Mi", value_parser = parse_size)]
+    container_log_max_size: u64,
     /// The node's InternalIP (default: the host's first non-loopback IPv4 address).
     #[arg(long)]
     node_ip: Option<String>,
+}
+
+/// A positive byte size such as `10Mi` or `4096`.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let q = berth_shared::quantity::Quantity::parse(s)?;
+    u64::try_from(q.value())
+        .ok()
+        .filter(|v| *v > 0)
+        .ok_or_else(|| format!("{s}: must be a positive size"))
 }
 
 fn main() -> anyhow::Result<()> {
@@ -162,6 +175,7 @@ fn main() -> anyhow::Result<()> {
                 registries_config: a.registries_config,
                 max_pods: a.max_pods,
                 log_dir: a.log_dir,
+                container_log_max_bytes: a.container_log_max_size,
                 node_ip: a.node_ip,
             };
             runtime.block_on(async move {

@@ -107,3 +107,54 @@ fn logs_and_exec_reach_the_container() {
     );
     assert_eq!(local, "hello-from-busybox\n");
 }
+
+#[test]
+fn logs_follow_keeps_every_line_across_log_rotation() {
+    // 2 KiB log files: the 200 lines below rotate the file about ten times.
+    let mut config = berth_tests::ClusterConfig::agents(1);
+    config.agents[0].extra_args = vec!["--container-log-max-size".into(), "2Ki".into()];
+    let c = Cluster::start_with(config);
+    let node = c.node_name(0).to_string();
+    let script = "while [ ! -e /tmp/go ]; do sleep 0.1; done; i=0; \
+                  while [ $i -lt 200 ]; do i=$((i+1)); \
+                  echo \"line $i ................................\"; sleep 0.02; done; \
+                  echo finished; exec sleep 3600";
+    c.apply(&sh_pod("chatty", &node, script));
+    c.wait_for_pod_ready("default", "chatty", START);
+    let mut follow = c.kubectl().spawn(&["logs", "-f", "chatty"]);
+    c.exec_ok("default", "chatty", None, &["touch", "/tmp/go"]);
+    follow.expect_line(secs(60), "the last line", |l| l == "finished");
+    let numbers: Vec<u32> = follow
+        .seen()
+        .iter()
+        .filter_map(|l| l.strip_prefix("line ")?.split(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(
+        numbers,
+        (1..=200).collect::<Vec<u32>>(),
+        "every line once, in order"
+    );
+    let dir = c.agent(0).log_dir();
+    let rotated = walk_files(&dir)
+        .iter()
+        .filter(|p| p.to_string_lossy().ends_with(".log.1"))
+        .count();
+    assert!(
+        rotated >= 1,
+        "the log was never rotated under {}",
+        dir.display()
+    );
+}
+
+fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk_files(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}

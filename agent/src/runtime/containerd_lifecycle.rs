@@ -225,7 +225,8 @@ impl Connection {
             }
             return Err(grpc_error("create task", &format!("task {id}"), s));
         }
-        let log = LogFile::new(log_path, self.opts.log_max_bytes);
+        let mut log = LogFile::new(log_path, self.opts.log_max_bytes);
+        log.create();
         self.attach_copier(id.as_str(), log, stdout, stderr, stdin_keeper);
 
         // Taken before Start: a process that exits at once must not end before it began.

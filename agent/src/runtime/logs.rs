@@ -138,6 +138,15 @@ impl LogFile {
         }
     }
 
+    /// Creates the (empty) file now, as the CRI does when a container is created, so a running
+    /// container that has printed nothing yet has logs to read and follow.
+    pub(crate) fn create(&mut self) {
+        if let Err(e) = self.open() {
+            tracing::warn!(path = %self.path.display(), error = %e, "cannot create the container log");
+            self.warned = true;
+        }
+    }
+
     fn open(&mut self) -> std::io::Result<&mut File> {
         if self.file.is_none() {
             if let Some(dir) = self.path.parent() {
@@ -340,6 +349,14 @@ mod tests {
     fn timestamps_are_utc_with_nine_fraction_digits() {
         let ts: Timestamp = "2026-11-22T09:00:01.5+01:00".parse().unwrap();
         assert_eq!(cri_timestamp(ts), "2026-11-22T08:00:01.500000000Z");
+    }
+
+    #[test]
+    fn creating_a_log_leaves_an_empty_file_before_any_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c").join("0.log");
+        LogFile::new(path.clone(), 10).create();
+        assert_eq!(std::fs::read(&path).unwrap(), b"");
     }
 
     #[test]

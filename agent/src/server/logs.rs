@@ -1,6 +1,7 @@
 //! `GET /containerLogs/{ns}/{pod}/{container}`: `follow`, `tailLines`, `sinceSeconds`,
 //! `sinceTime`, `timestamps`, `previous`, `limitBytes`, as the kubelet serves them.
 
+use super::log_follow::LogFollower;
 use super::{SharedBackend, cri_log};
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
@@ -9,7 +10,6 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::Deserialize;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 #[derive(Debug, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -44,9 +44,8 @@ pub async fn serve(
         _ => None,
     };
     let timestamps = flag(&q.timestamps);
-    let content = tokio::fs::read_to_string(&target.path)
-        .await
-        .unwrap_or_default();
+    let mut follower = LogFollower::new(target.path.clone());
+    let content = follower.read_new().await;
     let mut first = cri_log::select(&content, since, q.tail_lines, timestamps);
     if let Some(limit) = q.limit_bytes
         && first.len() > limit
@@ -60,11 +59,10 @@ pub async fn serve(
     if !flag(&q.follow) {
         return ([(header::CONTENT_TYPE, "text/plain")], first).into_response();
     }
-    // Follow: what was there, then what is appended, until the container stops.
+    // Follow: what was there, then what is appended (across rotations), until the container
+    // stops.
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(64);
-    let path = target.path.clone();
     let running = target.running.clone();
-    let mut offset = content.len() as u64;
     tokio::spawn(async move {
         if tx.send(Ok(Bytes::from(first))).await.is_err() {
             return;
@@ -72,13 +70,7 @@ pub async fn serve(
         let mut pending = String::new();
         loop {
             let alive = running();
-            let mut appended = String::new();
-            if let Ok(mut f) = tokio::fs::File::open(&path).await
-                && f.seek(std::io::SeekFrom::Start(offset)).await.is_ok()
-                && let Ok(n) = f.read_to_string(&mut appended).await
-            {
-                offset += n as u64;
-            }
+            let appended = follower.read_new().await;
             pending.push_str(&appended);
             // Only whole lines are rendered; a line still being written waits for its end.
             if let Some(end) = pending.rfind('\n') {

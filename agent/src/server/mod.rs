@@ -5,6 +5,7 @@
 
 mod cri_log;
 mod exec;
+mod log_follow;
 mod logs;
 
 pub use cri_log::format as format_log_line;

@@ -2,10 +2,11 @@
 //! history of events for watches, durable through a [`Backend`] before a write is acknowledged.
 //!
 //! Reads are served from memory (every object is held as its serialized JSON plus a small index
-//! of labels and selectable fields); writes are serialized, committed to the backend (fsync'd),
-//! then published to memory and to watchers. Watch registration and publication happen under the
+//! of labels and selectable fields); writes are ordered, committed to the backend in groups (one
+//! fsync per group, see `group_commit`), then published to memory and to watchers. Watch registration and publication happen under the
 //! same lock, so a watcher sees every event after its starting revision exactly once.
 
+mod group_commit;
 mod index;
 mod redb_file;
 
@@ -13,10 +14,11 @@ pub use index::ObjectIndex;
 pub use redb_file::RedbBackend;
 
 use bytes::Bytes;
+use group_commit::{Pipeline, Queued};
 use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use tokio::sync::broadcast;
 
 /// A store revision; an object's `resourceVersion` is the revision of its last write.
@@ -114,15 +116,14 @@ pub struct Commit<'a> {
     pub event_type: EventType,
     /// New bytes (for a deletion: the object's last state, kept in the event log).
     pub data: &'a [u8],
-    /// Drop retained events at or below this revision.
-    pub compact_to: Option<Revision>,
 }
 
 /// Durable storage under the in-memory store.
 pub trait Backend: Send + Sync + 'static {
     fn load(&self) -> Result<Loaded, StoreError>;
-    /// Commits one write; returns only once it is durable.
-    fn commit(&self, commit: &Commit<'_>) -> Result<(), StoreError>;
+    /// Commits a group of writes (in revision order) atomically, then drops retained events at
+    /// or below `compact_to`; returns only once all of it is durable.
+    fn commit(&self, batch: &[Commit<'_>], compact_to: Option<Revision>) -> Result<(), StoreError>;
 }
 
 /// Preconditions of a write (compare-and-swap).
@@ -157,7 +158,7 @@ pub struct Store {
 
 struct Inner {
     backend: Box<dyn Backend>,
-    writer: Mutex<()>,
+    pipeline: Pipeline,
     state: RwLock<State>,
     events: broadcast::Sender<Arc<StoreEvent>>,
     history_limit: usize,
@@ -196,7 +197,7 @@ impl Store {
         Ok(Store {
             inner: Arc::new(Inner {
                 backend,
-                writer: Mutex::new(()),
+                pipeline: Pipeline::new(loaded.revision),
                 state: RwLock::new(State {
                     revision: loaded.revision,
                     compacted,
@@ -296,37 +297,19 @@ impl Store {
     pub fn put(
         &self,
         key: &str,
-        mut obj: Value,
+        obj: Value,
         pre: Precondition,
     ) -> Result<StoredObject, StoreError> {
-        let _writer = self.inner.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let (revision, prev, compact_to) = {
-            let state = self.read();
-            let prev = state.objects.get(key).cloned();
-            check_precondition(pre, prev.as_ref())?;
-            (state.revision + 1, prev, self.compaction_point(&state))
-        };
-        set_resource_version(&mut obj, revision);
-        let data = Bytes::from(serde_json::to_vec(&obj)?);
-        let event_type = if prev.is_some() {
-            EventType::Modified
-        } else {
-            EventType::Added
-        };
-        self.inner.backend.commit(&Commit {
-            revision,
-            key,
-            event_type,
-            data: &data,
-            compact_to,
-        })?;
-        let stored = StoredObject {
-            revision,
-            index: Arc::new(ObjectIndex::of(&obj)),
-            data,
-        };
-        self.publish(key, event_type, stored.clone(), prev, compact_to);
-        Ok(stored)
+        self.write(key, pre, |prev, revision| {
+            let mut obj = obj;
+            set_resource_version(&mut obj, revision);
+            let event_type = if prev.is_some() {
+                EventType::Modified
+            } else {
+                EventType::Added
+            };
+            Ok((event_type, obj))
+        })
     }
 
     /// Deletes `key` (per `pre`); the watchers' DELETED event carries `last` (the object's final
@@ -337,88 +320,115 @@ impl Store {
         pre: Precondition,
         last: Option<Value>,
     ) -> Result<StoredObject, StoreError> {
-        let _writer = self.inner.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let (revision, prev, compact_to) = {
-            let state = self.read();
-            let prev = state.objects.get(key).cloned();
-            check_precondition(pre, prev.as_ref())?;
-            (state.revision + 1, prev, self.compaction_point(&state))
+        self.write(key, pre, |prev, revision| {
+            let Some(prev) = prev else {
+                return Err(StoreError::NotFound);
+            };
+            let mut obj = match last {
+                Some(v) => v,
+                None => prev.value()?,
+            };
+            set_resource_version(&mut obj, revision);
+            Ok((EventType::Deleted, obj))
+        })
+    }
+
+    /// One write: checks `pre` against the newest version (queued or durable), lets `make` build
+    /// the object at the next revision, queues it and returns once it is durable and published.
+    fn write(
+        &self,
+        key: &str,
+        pre: Precondition,
+        make: impl FnOnce(Option<&StoredObject>, Revision) -> Result<(EventType, Value), StoreError>,
+    ) -> Result<StoredObject, StoreError> {
+        let mut queue = self.inner.pipeline.lock();
+        let prev = match queue.pending(key) {
+            Some(queued) => queued,
+            None => self.get(key),
         };
-        let Some(prev) = prev else {
-            return Err(StoreError::NotFound);
-        };
-        let mut obj = match last {
-            Some(v) => v,
-            None => prev.value()?,
-        };
-        set_resource_version(&mut obj, revision);
+        check_precondition(pre, prev.as_ref())?;
+        let revision = queue.assigned + 1;
+        let (event_type, obj) = make(prev.as_ref(), revision)?;
         let data = Bytes::from(serde_json::to_vec(&obj)?);
-        self.inner.backend.commit(&Commit {
-            revision,
-            key,
-            event_type: EventType::Deleted,
-            data: &data,
-            compact_to,
-        })?;
         let stored = StoredObject {
             revision,
             index: Arc::new(ObjectIndex::of(&obj)),
             data,
         };
-        self.publish(
-            key,
-            EventType::Deleted,
-            stored.clone(),
-            Some(prev),
-            compact_to,
-        );
+        let ticket = queue.push(Arc::from(key), event_type, stored.clone(), prev);
+        self.inner
+            .pipeline
+            .settle(queue, ticket, |batch| self.flush(batch))
+            .map_err(StoreError::Backend)?;
         Ok(stored)
     }
 
-    fn compaction_point(&self, state: &State) -> Option<Revision> {
-        if state.history.len() + 1 > self.inner.history_limit + COMPACT_BATCH {
-            let drop = state.history.len() + 1 - self.inner.history_limit;
-            state.history.get(drop - 1).map(|e| e.revision)
+    /// Makes a batch durable, then visible to readers and watchers; on failure returns the
+    /// message and the last durable revision.
+    fn flush(&self, batch: &[Queued]) -> Result<(), (String, Revision)> {
+        let compact_to = self.compaction_point(&self.read(), batch.len());
+        let commits: Vec<Commit<'_>> = batch
+            .iter()
+            .map(|w| Commit {
+                revision: w.revision,
+                key: &w.key,
+                event_type: w.event_type,
+                data: &w.stored.data,
+            })
+            .collect();
+        if let Err(e) = self.inner.backend.commit(&commits, compact_to) {
+            return Err((e.to_string(), self.current_revision()));
+        }
+        self.publish(batch, compact_to);
+        Ok(())
+    }
+
+    /// Where to compact once `adding` more events are retained: in batches, so the event log
+    /// is not trimmed on every write.
+    fn compaction_point(&self, state: &State, adding: usize) -> Option<Revision> {
+        let retained = state.history.len() + adding;
+        if retained > self.inner.history_limit + COMPACT_BATCH {
+            let drop = retained - self.inner.history_limit;
+            // Events older than the history are dropped; if the batch alone overflows it, the
+            // point falls inside the batch.
+            match state.history.get(drop - 1) {
+                Some(e) => Some(e.revision),
+                None => Some(state.revision + (drop - state.history.len()) as Revision),
+            }
         } else {
             None
         }
     }
 
-    fn publish(
-        &self,
-        key: &str,
-        event_type: EventType,
-        stored: StoredObject,
-        prev: Option<StoredObject>,
-        compact_to: Option<Revision>,
-    ) {
+    fn publish(&self, batch: &[Queued], compact_to: Option<Revision>) {
         let mut state = self.inner.state.write().unwrap_or_else(|e| e.into_inner());
-        let key: Arc<str> = Arc::from(key);
-        state.revision = stored.revision;
-        match event_type {
-            EventType::Deleted => {
-                state.objects.remove(&key);
+        for w in batch {
+            state.revision = w.revision;
+            match w.event_type {
+                EventType::Deleted => {
+                    state.objects.remove(&w.key);
+                }
+                _ => {
+                    state.objects.insert(w.key.clone(), w.stored.clone());
+                }
             }
-            _ => {
-                state.objects.insert(key.clone(), stored.clone());
-            }
+            let event = Arc::new(StoreEvent {
+                revision: w.revision,
+                event_type: w.event_type,
+                key: w.key.clone(),
+                object: w.stored.clone(),
+                prev_index: w.prev.as_ref().map(|p| p.index.clone()),
+            });
+            state.history.push_back(event.clone());
+            // No receivers is fine: nobody is watching.
+            let _ = self.inner.events.send(event);
         }
-        let event = Arc::new(StoreEvent {
-            revision: stored.revision,
-            event_type,
-            key,
-            object: stored,
-            prev_index: prev.map(|p| p.index),
-        });
-        state.history.push_back(event.clone());
         if let Some(to) = compact_to {
             while state.history.front().is_some_and(|e| e.revision <= to) {
                 state.history.pop_front();
             }
             state.compacted = to;
         }
-        // No receivers is fine: nobody is watching.
-        let _ = self.inner.events.send(event);
     }
 }
 

@@ -1,4 +1,5 @@
-//! The default store backend: one redb file in the data directory, fsync'd on every commit.
+//! The default store backend: one redb file in the data directory, one fsync'd transaction per
+//! group of writes.
 //! Tables: `objects` (key → JSON), `events` (revision → type, key, JSON) for watch replay across
 //! restarts, and `meta` (current and compacted revision).
 
@@ -111,30 +112,35 @@ impl Backend for RedbBackend {
         })
     }
 
-    fn commit(&self, c: &Commit<'_>) -> Result<(), StoreError> {
+    fn commit(&self, batch: &[Commit<'_>], compact_to: Option<Revision>) -> Result<(), StoreError> {
         let mut txn = self.db.begin_write().map_err(backend_err)?;
         txn.set_durability(Durability::Immediate)
             .map_err(backend_err)?;
         {
             let mut objects = txn.open_table(OBJECTS).map_err(backend_err)?;
-            match c.event_type {
-                EventType::Deleted => {
-                    objects.remove(c.key).map_err(backend_err)?;
-                }
-                _ => {
-                    objects.insert(c.key, c.data).map_err(backend_err)?;
-                }
-            }
             let mut events = txn.open_table(EVENTS).map_err(backend_err)?;
-            events
-                .insert(
-                    c.revision,
-                    encode_event(c.event_type, c.key, c.data).as_slice(),
-                )
-                .map_err(backend_err)?;
             let mut meta = txn.open_table(META).map_err(backend_err)?;
-            meta.insert("revision", c.revision).map_err(backend_err)?;
-            if let Some(to) = c.compact_to {
+            for c in batch {
+                match c.event_type {
+                    EventType::Deleted => {
+                        objects.remove(c.key).map_err(backend_err)?;
+                    }
+                    _ => {
+                        objects.insert(c.key, c.data).map_err(backend_err)?;
+                    }
+                }
+                events
+                    .insert(
+                        c.revision,
+                        encode_event(c.event_type, c.key, c.data).as_slice(),
+                    )
+                    .map_err(backend_err)?;
+            }
+            if let Some(last) = batch.last() {
+                meta.insert("revision", last.revision)
+                    .map_err(backend_err)?;
+            }
+            if let Some(to) = compact_to {
                 events.retain_in(..=to, |_, _| false).map_err(backend_err)?;
                 meta.insert("compacted", to).map_err(backend_err)?;
             }

@@ -136,3 +136,184 @@ fn reopening_keeps_objects_revisions_and_replayable_history() {
     let next = store.put("/k/c", cm("c"), Precondition::Absent).unwrap();
     assert!(next.revision > last);
 }
+
+/// A backend over redb that counts commits, can be made to fail, and can hold commits at a
+/// gate (a slow disk).
+struct Instrumented {
+    inner: RedbBackend,
+    commits: Arc<std::sync::atomic::AtomicUsize>,
+    fail: Arc<std::sync::atomic::AtomicBool>,
+    gate: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+}
+
+impl Backend for Instrumented {
+    fn load(&self) -> Result<Loaded, StoreError> {
+        self.inner.load()
+    }
+    fn commit(&self, batch: &[Commit<'_>], compact_to: Option<Revision>) -> Result<(), StoreError> {
+        let (lock, cvar) = &*self.gate;
+        let mut open = lock.lock().unwrap();
+        while !*open {
+            open = cvar.wait(open).unwrap();
+        }
+        drop(open);
+        self.commits
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::Backend("disk on fire".into()));
+        }
+        self.inner.commit(batch, compact_to)
+    }
+}
+
+struct Handles {
+    commits: Arc<std::sync::atomic::AtomicUsize>,
+    fail: Arc<std::sync::atomic::AtomicBool>,
+    gate: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+}
+
+impl Handles {
+    fn set_gate(&self, open: bool) {
+        *self.gate.0.lock().unwrap() = open;
+        self.gate.1.notify_all();
+    }
+}
+
+fn instrumented(dir: &std::path::Path, history: usize) -> (Store, Handles) {
+    let h = Handles {
+        commits: Arc::default(),
+        fail: Arc::default(),
+        gate: Arc::new((std::sync::Mutex::new(true), std::sync::Condvar::new())),
+    };
+    let backend = Instrumented {
+        inner: RedbBackend::open(&dir.join("store.redb")).unwrap(),
+        commits: h.commits.clone(),
+        fail: h.fail.clone(),
+        gate: h.gate.clone(),
+    };
+    (Store::open(Box::new(backend), history).unwrap(), h)
+}
+
+#[test]
+fn writes_queued_behind_a_slow_commit_share_the_next_one_and_all_survive_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, h) = instrumented(dir.path(), 1000);
+    let mut watch = store.watch(0).unwrap();
+    // Hold the disk while 8 writers queue, so their writes must go out together.
+    h.set_gate(false);
+    let writers: Vec<_> = (0..8)
+        .map(|i| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                store
+                    .put(&format!("/k/{i}"), cm(&i.to_string()), Precondition::Absent)
+                    .unwrap()
+                    .revision
+            })
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while store.inner.pipeline.lock().assigned < 8 {
+        assert!(std::time::Instant::now() < deadline, "writers did not queue");
+        std::thread::yield_now();
+    }
+    assert!(store.get("/k/0").is_none(), "nothing is visible before it is durable");
+    h.set_gate(true);
+    let mut revisions: Vec<u64> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    revisions.sort_unstable();
+    assert_eq!(revisions, (1..=8).collect::<Vec<_>>());
+    let commits = h.commits.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(commits <= 2, "8 queued writes took {commits} commits");
+    let seen: Vec<u64> = (0..8)
+        .map(|_| watch.live.try_recv().unwrap().revision)
+        .collect();
+    assert_eq!(seen, (1..=8).collect::<Vec<_>>(), "watchers see revision order");
+    drop(store);
+    let reopened = open(dir.path(), 1000);
+    assert_eq!(reopened.current_revision(), 8);
+    assert_eq!(reopened.count("/k/"), 8);
+}
+
+#[test]
+fn a_create_is_refused_against_a_queued_create_of_the_same_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, h) = instrumented(dir.path(), 1000);
+    h.set_gate(false);
+    let first = {
+        let store = store.clone();
+        std::thread::spawn(move || store.put("/k/a", cm("a"), Precondition::Absent))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while store.inner.pipeline.lock().assigned < 1 {
+        assert!(std::time::Instant::now() < deadline, "first write did not queue");
+        std::thread::yield_now();
+    }
+    // The first create is not durable yet, but it decides: the second is a duplicate, and an
+    // update expecting the durable (absent) state is refused too.
+    assert!(matches!(
+        store.put("/k/a", cm("a"), Precondition::Absent),
+        Err(StoreError::AlreadyExists)
+    ));
+    h.set_gate(true);
+    let stored = first.join().unwrap().unwrap();
+    assert_eq!(stored.revision, 1);
+    assert!(matches!(
+        store.put("/k/a", cm("a"), Precondition::Revision(7)),
+        Err(StoreError::Conflict)
+    ));
+}
+
+#[test]
+fn a_failed_commit_acknowledges_nothing_and_the_next_write_reuses_the_revision() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, h) = instrumented(dir.path(), 1000);
+    store.put("/k/a", cm("a"), Precondition::Absent).unwrap();
+    h.fail.store(true, std::sync::atomic::Ordering::SeqCst);
+    let err = store.put("/k/b", cm("b"), Precondition::Absent).unwrap_err();
+    assert!(err.is_transient(), "{err}");
+    assert!(store.get("/k/b").is_none());
+    assert_eq!(store.current_revision(), 1);
+    h.fail.store(false, std::sync::atomic::Ordering::SeqCst);
+    let b = store.put("/k/b", cm("b"), Precondition::Absent).unwrap();
+    assert_eq!(b.revision, 2);
+    drop(store);
+    let reopened = open(dir.path(), 1000);
+    assert_eq!(reopened.current_revision(), 2);
+}
+
+#[test]
+fn a_group_larger_than_the_history_compacts_inside_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, h) = instrumented(dir.path(), 4);
+    h.set_gate(false);
+    let writers: Vec<_> = (0..300)
+        .map(|i| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                store
+                    .put(&format!("/k/{i}"), cm(&i.to_string()), Precondition::Absent)
+                    .unwrap()
+            })
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while store.inner.pipeline.lock().assigned < 300 {
+        assert!(std::time::Instant::now() < deadline, "writers did not queue");
+        std::thread::yield_now();
+    }
+    h.set_gate(true);
+    for w in writers {
+        w.join().unwrap();
+    }
+    // The first flush may be a single write; the rest go out together and overflow the
+    // history (4 + the compaction batch of 256).
+    assert_eq!(store.current_revision(), 300);
+    assert!(store.compacted_revision() > 0, "compacted");
+    assert!(matches!(store.watch(0), Err(StoreError::Compacted { .. })));
+    let from = store.compacted_revision();
+    let backlog = store.watch(from).unwrap().backlog;
+    assert_eq!(backlog.len() as u64, 300 - from);
+    drop(store);
+    let reopened = open(dir.path(), 4);
+    assert_eq!(reopened.count("/k/"), 300);
+}

@@ -7,6 +7,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 
+// mimalloc returns freed memory to the system; glibc's per-thread arenas kept hundreds of MB of
+// it under a large store (heap 176 MB, RSS 450 MB with 20,000 pods).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "berth-controller", version, about = "Berth's control plane")]
 struct Cli {

@@ -126,7 +126,7 @@ async fn bench(c: &Controller, pods: usize) {
     list_latency(&api, pods, TABLE, "list_pods_table_latency_ms", "Table").await;
     watch_latency(&api, WATCH_WRITES.min(pods.max(1))).await;
 
-    let rss_rest = c.rss_kib();
+    let rss_rest = c.rss_at_rest_kib();
     println!(
         "controller_rss_mb {} (at rest with {pods} pods; baseline: {} MB with an empty store; {GOAL_RSS})",
         megabytes(rss_rest),
@@ -168,7 +168,7 @@ async fn bench(c: &Controller, pods: usize) {
     );
     println!(
         "controller_rss_mb {} (after the concurrent run, {} pods stored)",
-        megabytes(c.rss_kib()),
+        megabytes(c.rss_at_rest_kib()),
         pods + concurrent.len()
     );
 }

@@ -379,6 +379,25 @@ impl Controller {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?)).ok()?;
         crate::stats::vm_rss_kib(&status)
     }
+
+    /// The RSS once the allocator has handed freed memory back (it does so over seconds): sampled
+    /// every second until it has stopped falling by more than 1% over 3 s, for at most 60 s.
+    /// For benchmarks.
+    pub fn rss_at_rest_kib(&self) -> Option<u64> {
+        let start = std::time::Instant::now();
+        let mut samples = vec![self.rss_kib()?];
+        while start.elapsed() < Duration::from_secs(60) {
+            // Sampling period, not event ordering: the allocator purges on its own clock.
+            std::thread::sleep(Duration::from_secs(1));
+            samples.push(self.rss_kib()?);
+            if let [.., old, _, _, now] = samples[..]
+                && now * 100 >= old * 99
+            {
+                break;
+            }
+        }
+        samples.last().copied()
+    }
 }
 
 impl Drop for Controller {

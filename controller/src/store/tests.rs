@@ -214,10 +214,16 @@ fn writes_queued_behind_a_slow_commit_share_the_next_one_and_all_survive_a_reope
         .collect();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while store.inner.pipeline.lock().assigned < 8 {
-        assert!(std::time::Instant::now() < deadline, "writers did not queue");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "writers did not queue"
+        );
         std::thread::yield_now();
     }
-    assert!(store.get("/k/0").is_none(), "nothing is visible before it is durable");
+    assert!(
+        store.get("/k/0").is_none(),
+        "nothing is visible before it is durable"
+    );
     h.set_gate(true);
     let mut revisions: Vec<u64> = writers.into_iter().map(|w| w.join().unwrap()).collect();
     revisions.sort_unstable();
@@ -227,7 +233,11 @@ fn writes_queued_behind_a_slow_commit_share_the_next_one_and_all_survive_a_reope
     let seen: Vec<u64> = (0..8)
         .map(|_| watch.live.try_recv().unwrap().revision)
         .collect();
-    assert_eq!(seen, (1..=8).collect::<Vec<_>>(), "watchers see revision order");
+    assert_eq!(
+        seen,
+        (1..=8).collect::<Vec<_>>(),
+        "watchers see revision order"
+    );
     drop(store);
     let reopened = open(dir.path(), 1000);
     assert_eq!(reopened.current_revision(), 8);
@@ -245,7 +255,10 @@ fn a_create_is_refused_against_a_queued_create_of_the_same_key() {
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while store.inner.pipeline.lock().assigned < 1 {
-        assert!(std::time::Instant::now() < deadline, "first write did not queue");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "first write did not queue"
+        );
         std::thread::yield_now();
     }
     // The first create is not durable yet, but it decides: the second is a duplicate, and an
@@ -269,7 +282,9 @@ fn a_failed_commit_acknowledges_nothing_and_the_next_write_reuses_the_revision()
     let (store, h) = instrumented(dir.path(), 1000);
     store.put("/k/a", cm("a"), Precondition::Absent).unwrap();
     h.fail.store(true, std::sync::atomic::Ordering::SeqCst);
-    let err = store.put("/k/b", cm("b"), Precondition::Absent).unwrap_err();
+    let err = store
+        .put("/k/b", cm("b"), Precondition::Absent)
+        .unwrap_err();
     assert!(err.is_transient(), "{err}");
     assert!(store.get("/k/b").is_none());
     assert_eq!(store.current_revision(), 1);
@@ -298,7 +313,10 @@ fn a_group_larger_than_the_history_compacts_inside_itself() {
         .collect();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while store.inner.pipeline.lock().assigned < 300 {
-        assert!(std::time::Instant::now() < deadline, "writers did not queue");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "writers did not queue"
+        );
         std::thread::yield_now();
     }
     h.set_gate(true);

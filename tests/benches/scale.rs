@@ -1,0 +1,181 @@
+//! Scale benchmark (prints figures, never fails on them): the controller with N hollow nodes
+//! (`berth-hollow-nodes`, kubemark-style: Ready nodes, Leases renewed every 10 s, bound pods
+//! marked Running/Ready without containers) and M pods from 10 Deployments. Prints how long the
+//! pods take to become available end to end (ReplicaSet creates → scheduler binds → hollow
+//! node reports Running), and the controller's RSS empty, with the nodes only, and with every
+//! pod — the baselines measured in the same run. `BERTH_BENCH_NODES` (default 5,000) and
+//! `BERTH_BENCH_PODS` (default 50,000) set N and M; `BERTH_CONTROLLER_BIN` picks the controller
+//! (a release build gives the meaningful figures; `berth-hollow-nodes` is taken from the same
+//! directory).
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use berth_tests::Controller;
+use berth_tests::client::Req;
+use berth_tests::controller::controller_binary;
+use serde_json::{Value, json};
+
+const DEPLOYMENTS: usize = 10;
+/// How long the whole run may take before the benchmark reports what it reached.
+const DEADLINE: Duration = Duration::from_secs(40 * 60);
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn megabytes(kib: Option<u64>) -> String {
+    kib.map_or("n/a".into(), |k| format!("{:.0}", k as f64 * 1024.0 / 1e6))
+}
+
+/// `VmHWM` (peak RSS) of the controller, in KiB.
+fn peak_kib(c: &Controller) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", c.pid()?)).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Kills the hollow nodes when the benchmark ends, however it ends.
+struct Hollow(Child);
+
+impl Drop for Hollow {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn deployment(name: &str, replicas: usize) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{
+                    "name": "app",
+                    "image": "nginx:1.14.2",
+                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                }]},
+            },
+        },
+    })
+}
+
+fn main() {
+    let nodes = env_usize("BERTH_BENCH_NODES", 5_000);
+    let pods = env_usize("BERTH_BENCH_PODS", 50_000);
+    let bin = controller_binary();
+    let hollow_bin = bin.with_file_name("berth-hollow-nodes");
+    println!(
+        "scale bench: {} and {}, nodes={nodes}, pods={pods}",
+        bin.display(),
+        hollow_bin.display()
+    );
+    let c = Controller::start();
+    let api = c.admin_api();
+    let rss_empty = c.rss_kib();
+
+    let log = std::fs::File::create(c.scratch().join("hollow.log"))
+        .unwrap_or_else(|e| panic!("hollow log: {e}"));
+    let started = Instant::now();
+    let _hollow = Hollow(
+        Command::new(&hollow_bin)
+            .arg("--kubeconfig")
+            .arg(c.kubeconfig())
+            .args(["--nodes", &nodes.to_string(), "--concurrency", "32"])
+            .env("BERTH_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", hollow_bin.display())),
+    );
+    let count = |path: &str| -> usize {
+        let list = api.get_ok(path);
+        list["items"].as_array().map_or(0, Vec::len)
+    };
+    c.wait_for(
+        Duration::from_secs(600),
+        "every hollow node registered",
+        || {
+            let n = count("/api/v1/nodes");
+            if n >= nodes { Ok(()) } else { Err(n) }
+        },
+    );
+    let registered = started.elapsed();
+    let rss_nodes = c.rss_at_rest_kib();
+
+    let per = pods / DEPLOYMENTS;
+    let started = Instant::now();
+    for i in 0..DEPLOYMENTS {
+        let d = deployment(&format!("scale-{i}"), per);
+        api.expect(
+            Req::post("/apis/apps/v1/namespaces/default/deployments", &d),
+            201,
+        );
+    }
+    let total = per * DEPLOYMENTS;
+    let mut last_print = Instant::now();
+    let mut available = 0;
+    while started.elapsed() < DEADLINE {
+        let list = api.get_ok("/apis/apps/v1/namespaces/default/deployments");
+        available = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|d| d["status"]["availableReplicas"].as_u64().unwrap_or(0) as usize)
+            .sum();
+        if available >= total {
+            break;
+        }
+        if last_print.elapsed() >= Duration::from_secs(15) {
+            println!(
+                "  {:>5.0} s: {available} of {total} available, controller RSS {} MB",
+                started.elapsed().as_secs_f64(),
+                megabytes(c.rss_kib())
+            );
+            last_print = Instant::now();
+        }
+        // Polling at a coarse period: this figure is tens of seconds or more.
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let elapsed = started.elapsed();
+    let rss_full = c.rss_at_rest_kib();
+    let peak = peak_kib(&c);
+    let list_started = Instant::now();
+    let listed = count("/api/v1/pods");
+    let list_time = list_started.elapsed();
+
+    println!();
+    println!("| figure | result | baseline (same run) |");
+    println!("|---|---|---|");
+    println!(
+        "| {nodes} hollow nodes registered | {:.1} s | |",
+        registered.as_secs_f64()
+    );
+    println!(
+        "| {total} pods from {DEPLOYMENTS} Deployments available on {nodes} hollow nodes | {available} in {:.1} s ({:.0} pods/s) | |",
+        elapsed.as_secs_f64(),
+        available as f64 / elapsed.as_secs_f64().max(0.001)
+    );
+    println!(
+        "| controller RSS with {nodes} nodes and {listed} pods (MB) | {} (peak {}) | empty: {}; nodes only: {} |",
+        megabytes(rss_full),
+        megabytes(peak),
+        megabytes(rss_empty),
+        megabytes(rss_nodes)
+    );
+    println!(
+        "| list all {listed} pods, JSON | {:.0} ms | |",
+        list_time.as_secs_f64() * 1000.0
+    );
+}

@@ -104,14 +104,14 @@ pub async fn serve(
         ),
     };
     let mut initial = Vec::new();
-    let watch = match from {
-        Some(rv) => store.watch(rv),
+    let (start_rev, watch) = match from {
+        Some(rv) => (rv, store.watch(rv)),
         None => {
             let (rev, items, _) = store.list(&prefix, None, None, |o| selectors.matches(&o.index));
             for item in items {
                 initial.push(enc.line("ADDED", &item));
             }
-            store.watch(rev)
+            (rev, store.watch(rev))
         }
     };
     let watch = match watch {
@@ -140,7 +140,7 @@ pub async fn serve(
                 return;
             }
         }
-        let mut last_rev = 0u64;
+        let mut last_rev = start_rev;
         for ev in watch.backlog {
             last_rev = ev.revision;
             if let Some(t) = visible(&ev, &prefix, &selectors)
@@ -170,9 +170,27 @@ pub async fn serve(
             };
             let ev: Arc<StoreEvent> = match next {
                 Ok(ev) => ev,
-                // A watcher too slow for the event rate is closed; its client relists.
-                Err(broadcast::error::RecvError::Lagged(_))
-                | Err(broadcast::error::RecvError::Closed) => return,
+                // Fallen behind the live ring: catch up from the store's history, or, if that no
+                // longer reaches back far enough, end with 410 Expired so the client relists.
+                Err(broadcast::error::RecvError::Lagged(_)) => match store.watch(last_rev) {
+                    Ok(resumed) => {
+                        for ev in resumed.backlog {
+                            last_rev = ev.revision;
+                            if let Some(t) = visible(&ev, &prefix, &selectors)
+                                && tx.send(Ok(enc.line(t, &ev.object))).await.is_err()
+                            {
+                                return;
+                            }
+                        }
+                        live = resumed.live;
+                        continue;
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Ok(error_line(&ApiError::from(e)))).await;
+                        return;
+                    }
+                },
+                Err(broadcast::error::RecvError::Closed) => return,
             };
             if ev.revision <= last_rev {
                 continue;

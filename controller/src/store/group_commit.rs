@@ -1,7 +1,9 @@
-//! Group commit: writers check their preconditions and take revisions in order, queue their
-//! writes, and whichever writer finds no flush under way commits everything queued in one
-//! backend transaction (one fsync), publishes it, and wakes the others. Under concurrency many
-//! writes share one fsync; a lone writer still pays exactly one.
+//! Group commit: writers check their preconditions and take revisions in order and queue their
+//! writes; one writer at a time leads, committing everything queued in one backend transaction
+//! (one fsync), publishing it, telling each writer of the batch its outcome, and handing the lead
+//! to the first writer still queued. Under concurrency many writes share one fsync; a lone
+//! writer still pays exactly one. Each writer is woken only for its own outcome or to lead, so a
+//! flush wakes as many threads as it settled, not every waiting one.
 //!
 //! Preconditions see queued-but-not-yet-durable writes (the `pending` overlay), so
 //! compare-and-swap stays exact; readers see a write only once it is durable. If a batch fails,
@@ -12,16 +14,59 @@ use super::{EventType, Revision, StoredObject};
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+/// What a queued writer is told.
+#[derive(Debug, Clone)]
+enum Signal {
+    Wait,
+    /// Lead the next flush.
+    Lead,
+    /// The write is settled: durable, or failed with this message.
+    Done(Result<(), String>),
+}
+
+/// Where a queued writer waits for its [`Signal`].
+#[derive(Debug)]
+struct Slot {
+    signal: Mutex<Signal>,
+    changed: Condvar,
+}
+
+impl Slot {
+    fn new() -> Arc<Slot> {
+        Arc::new(Slot {
+            signal: Mutex::new(Signal::Wait),
+            changed: Condvar::new(),
+        })
+    }
+
+    fn send(&self, signal: Signal) {
+        *self.signal.lock().unwrap_or_else(|e| e.into_inner()) = signal;
+        self.changed.notify_one();
+    }
+
+    /// Waits for `Lead` or `Done`.
+    fn wait(&self) -> Signal {
+        let mut signal = self.signal.lock().unwrap_or_else(|e| e.into_inner());
+        while matches!(*signal, Signal::Wait) {
+            signal = self
+                .changed
+                .wait(signal)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+        std::mem::replace(&mut *signal, Signal::Wait)
+    }
+}
+
 /// One queued write.
 #[derive(Debug, Clone)]
 pub(super) struct Queued {
-    pub ticket: u64,
     pub revision: Revision,
     pub key: Arc<str>,
     pub event_type: EventType,
     /// The new object (for a deletion: its last state).
     pub stored: StoredObject,
     pub prev: Option<StoredObject>,
+    slot: Arc<Slot>,
 }
 
 pub(super) struct Queue {
@@ -30,11 +75,15 @@ pub(super) struct Queue {
     /// The newest queued version of each key with queued writes (`None`: deleted).
     pending: HashMap<Arc<str>, (Revision, Option<StoredObject>)>,
     writes: Vec<Queued>,
-    flushing: bool,
-    next_ticket: u64,
-    /// Every ticket up to this one is settled (durable, or failed as `failed` says).
-    settled: u64,
-    failed: HashMap<u64, String>,
+    /// Someone leads (is flushing, or has been handed the lead and is about to).
+    led: bool,
+}
+
+/// A write in the queue, to be settled with [`Pipeline::settle`].
+pub(super) struct Ticket {
+    slot: Arc<Slot>,
+    /// Nobody led when it was queued: this writer leads at once.
+    leads: bool,
 }
 
 impl Queue {
@@ -43,35 +92,35 @@ impl Queue {
         self.pending.get(key).map(|(_, obj)| obj.clone())
     }
 
-    /// Queues a write at revision `assigned + 1`; returns its ticket.
+    /// Queues a write at revision `stored.revision` (which must be `assigned + 1`).
     pub fn push(
         &mut self,
         key: Arc<str>,
         event_type: EventType,
         stored: StoredObject,
         prev: Option<StoredObject>,
-    ) -> u64 {
-        let ticket = self.next_ticket;
-        self.next_ticket += 1;
+    ) -> Ticket {
         self.assigned = stored.revision;
         let after = (event_type != EventType::Deleted).then(|| stored.clone());
         self.pending.insert(key.clone(), (stored.revision, after));
+        let slot = Slot::new();
         self.writes.push(Queued {
-            ticket,
             revision: stored.revision,
             key,
             event_type,
             stored,
             prev,
+            slot: slot.clone(),
         });
-        ticket
+        let leads = !self.led;
+        self.led = true;
+        Ticket { slot, leads }
     }
 }
 
-/// The queue and the signal that a flush ended.
+/// The queue of writes waiting for durability.
 pub(super) struct Pipeline {
     queue: Mutex<Queue>,
-    flushed: Condvar,
 }
 
 impl Pipeline {
@@ -81,12 +130,8 @@ impl Pipeline {
                 assigned: revision,
                 pending: HashMap::new(),
                 writes: Vec::new(),
-                flushing: false,
-                next_ticket: 1,
-                settled: 0,
-                failed: HashMap::new(),
+                led: false,
             }),
-            flushed: Condvar::new(),
         }
     }
 
@@ -94,61 +139,67 @@ impl Pipeline {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Waits until `ticket` is settled, flushing the queue whenever no one else is. `flush`
+    /// Waits until the ticket's write is settled, leading flushes when handed the lead. `flush`
     /// makes a batch durable and visible; on failure it returns the message and the last
-    /// durable revision. Returns the failure message if this ticket's write failed.
-    pub fn settle<'a>(
-        &'a self,
-        mut queue: MutexGuard<'a, Queue>,
-        ticket: u64,
+    /// durable revision. Returns the failure message if this write failed.
+    pub fn settle(
+        &self,
+        queue: MutexGuard<'_, Queue>,
+        ticket: Ticket,
         flush: impl Fn(&[Queued]) -> Result<(), (String, Revision)>,
     ) -> Result<(), String> {
+        drop(queue);
+        let mut lead = ticket.leads;
         loop {
-            if queue.settled >= ticket {
-                return match queue.failed.remove(&ticket) {
-                    Some(message) => Err(message),
-                    None => Ok(()),
-                };
+            if lead {
+                self.lead(&flush);
             }
-            if queue.flushing {
-                queue = self.flushed.wait(queue).unwrap_or_else(|e| e.into_inner());
-                continue;
+            match ticket.slot.wait() {
+                Signal::Done(result) => return result,
+                Signal::Lead => lead = true,
+                Signal::Wait => lead = false,
             }
-            queue.flushing = true;
-            let batch = std::mem::take(&mut queue.writes);
-            drop(queue);
-            let result = if batch.is_empty() {
-                Ok(())
-            } else {
-                flush(&batch)
-            };
-            queue = self.lock();
-            let mut last = batch.last().map_or(queue.settled, |w| w.ticket);
-            match result {
-                Ok(()) => {
-                    for w in &batch {
-                        if queue
-                            .pending
-                            .get(&w.key)
-                            .is_some_and(|(r, _)| *r == w.revision)
-                        {
-                            queue.pending.remove(&w.key);
-                        }
+        }
+    }
+
+    /// One flush: everything queued now, then the outcome to each of its writers and the lead
+    /// to the first writer queued since (if any).
+    fn lead(&self, flush: &impl Fn(&[Queued]) -> Result<(), (String, Revision)>) {
+        let batch = std::mem::take(&mut self.lock().writes);
+        let result = if batch.is_empty() {
+            Ok(())
+        } else {
+            flush(&batch)
+        };
+        let mut queue = self.lock();
+        let mut settled = batch;
+        match &result {
+            Ok(()) => {
+                for w in &settled {
+                    if queue
+                        .pending
+                        .get(&w.key)
+                        .is_some_and(|(r, _)| *r == w.revision)
+                    {
+                        queue.pending.remove(&w.key);
                     }
                 }
-                Err((message, durable)) => {
-                    let behind = std::mem::take(&mut queue.writes);
-                    for w in batch.iter().chain(&behind) {
-                        queue.failed.insert(w.ticket, message.clone());
-                    }
-                    last = behind.last().map_or(last, |w| w.ticket);
-                    queue.pending.clear();
-                    queue.assigned = durable;
-                }
             }
-            queue.settled = queue.settled.max(last);
-            queue.flushing = false;
-            self.flushed.notify_all();
+            Err((_, durable)) => {
+                // Writes queued behind a failed batch were checked against it: they fail too.
+                settled.append(&mut queue.writes);
+                queue.pending.clear();
+                queue.assigned = *durable;
+            }
+        }
+        match queue.writes.first() {
+            Some(next) => next.slot.send(Signal::Lead),
+            None => queue.led = false,
+        }
+        drop(queue);
+        let outcome = result.map_err(|(message, _)| message);
+        for w in &settled {
+            w.slot.send(Signal::Done(outcome.clone()));
         }
     }
 }

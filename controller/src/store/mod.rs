@@ -164,6 +164,11 @@ struct Inner {
     history_limit: usize,
 }
 
+/// Events kept for live watchers between their reads. Each slot keeps an object version alive
+/// until it is overwritten, so the ring is small: a watcher that falls further behind catches
+/// up from the history (`Store::watch` from its last revision) instead.
+const LIVE_RING: usize = 4096;
+
 /// Compaction runs in batches so the event log is not trimmed on every write.
 const COMPACT_BATCH: usize = 256;
 
@@ -193,7 +198,7 @@ impl Store {
                 compacted = ev.revision;
             }
         }
-        let (events, _) = broadcast::channel(65_536);
+        let (events, _) = broadcast::channel(LIVE_RING);
         Ok(Store {
             inner: Arc::new(Inner {
                 backend,

@@ -1,9 +1,11 @@
 //! Following a Deployment through rollouts from outside the controller: a background watch
 //! ([`Watcher`]) of its pods ([`census::Census`]) or of its ReplicaSets' sizes
 //! ([`sizes::Sizes`]) that samples after every event, so rollout bounds are checked at every
-//! version the API stored; and reads of the Deployment and its ReplicaSets (revisions,
-//! conditions, template images, sizes) for assertions and failure messages.
+//! version the API stored ([`bounds`] checks the surge on both together); reads of the
+//! Deployment and its ReplicaSets (revisions, conditions, template images, sizes); and
+//! kubectl's rollout output read back ([`output`]).
 
+pub mod bounds;
 pub mod census;
 pub mod objects;
 pub mod output;
@@ -22,7 +24,7 @@ use crate::client::Credentials;
 use crate::cluster::Cluster;
 use census::Census;
 use sizes::Sizes;
-use tally::{Tally, Timeline};
+use tally::{Stamp, Tally, Timeline};
 
 /// How long the watch thread waits for an event before it looks at its stop flag.
 const POLL: Duration = Duration::from_millis(200);
@@ -82,14 +84,16 @@ impl<T: Tally> Watcher<T> {
         for obj in list["items"].as_array().into_iter().flatten() {
             tally.insert(obj);
         }
-        let mut timeline = Timeline::default();
-        timeline
-            .samples
-            .push(tally.sample(Duration::ZERO, "LIST".into()));
         let rv = list["metadata"]["resourceVersion"]
             .as_str()
             .unwrap_or("0")
             .to_string();
+        let mut timeline = Timeline::default();
+        timeline.samples.push(tally.sample(Stamp {
+            at: Duration::ZERO,
+            rv: rv.parse().unwrap_or(0),
+            event: "LIST".into(),
+        }));
         let shared = Arc::new(Mutex::new(Shared {
             tally,
             timeline,
@@ -203,8 +207,11 @@ fn follow<T: Tally>(
                 _ => {
                     let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
                     if s.tally.apply(&event) {
-                        let label = crate::api::event_summary(&event);
-                        let sample = s.tally.sample(started.elapsed(), label);
+                        let sample = s.tally.sample(Stamp {
+                            at: started.elapsed(),
+                            rv: rv.parse().unwrap_or(0),
+                            event: crate::api::event_summary(&event),
+                        });
                         s.timeline.samples.push(sample);
                     }
                 }

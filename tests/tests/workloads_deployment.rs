@@ -4,25 +4,28 @@
 //! a stalled bad image, undo and `--to-revision`, the progress deadline, pause/resume, scaling
 //! in the middle of a rollout, Recreate and revisionHistoryLimit behave as upstream.
 //!
-//! Rollout bounds are asserted from watches that sample after every event, not from polls:
-//! - pods ([`PodWatch`]): a pod counts toward `replicas + maxSurge` from its creation until it
-//!   is deleted or gets a `deletionTimestamp`; it is available while it also is Ready
-//!   (minReadySeconds 0). A terminating pod is neither (upstream's ReplicaSet status counts
-//!   only active pods), so more pods than that may exist while old ones stop (seed rule TM-11).
-//! - ReplicaSet sizes ([`SizeWatch`]): the sum of `spec.replicas`, which is what upstream's
-//!   controller itself bounds; after a scale-up the pod count may briefly run one ahead of it
-//!   (see the scaling test), so there the bound is asserted on sizes.
+//! Rollout bounds are asserted from watches that sample after every event, not from polls
+//! ([`Watches`]): one on the ReplicaSets' `spec.replicas` (their sum is what upstream's
+//! controller bounds by `replicas + maxSurge`) and one on the pods. Pod counting rule, as
+//! upstream counts: a pod counts toward the surge from its creation until it is deleted or gets
+//! a `deletionTimestamp`, and is available while it also is Ready (minReadySeconds 0); a
+//! terminating pod is neither, so more pods than that may exist while old ones stop (seed rule
+//! TM-11). One refinement, because ReplicaSet controllers act on resizes independently: a
+//! ReplicaSet's surplus over a size it was just lowered to does not count (see
+//! [`surge_violations`]); pods beyond any size their ReplicaSet ever had always count.
 //!
 //! The nginx fixture (busybox httpd as PID 1) ignores SIGTERM, so a deleted seed pod stops only
-//! when its 30 s grace period ends; waits below are on counted pods, never on old pods being
-//! gone, except with Recreate, whose manifest shortens the grace period.
+//! when its 30 s grace period ends; the waits below are on counted pods, never on old pods
+//! being gone, except with Recreate, whose manifest shortens the grace period.
 
 use std::time::Duration;
 
 use berth_tests::fixtures::nginx_marker;
 use berth_tests::pod_reading::pod_ip;
+use berth_tests::rollout::bounds::surge_violations;
 use berth_tests::rollout::census::{Census, Sample};
 use berth_tests::rollout::output::{self, is_template_hash, scaling_event};
+use berth_tests::rollout::sizes::SizeSample;
 use berth_tests::rollout::tally::Timeline;
 use berth_tests::rollout::{
     PodWatch, SizeWatch, condition, deployment, hash, image, name, replica_sets, revision, rs_of,
@@ -68,29 +71,68 @@ fn only(census: &Census, hash: &str, n: usize) -> Result<(), String> {
     }
 }
 
-/// Asserts the rolling-update bounds of 3 replicas with 25%/25%: never more than 4 counted,
-/// never fewer than 3 available, and the surge was used.
-fn assert_surge_one_unavailable_zero(timeline: &Timeline<Sample>) {
-    let max = timeline.max_counted().expect("samples");
-    let min = timeline.min_available().expect("samples");
-    assert!(
-        max.total.counted <= 4,
-        "more than replicas + maxSurge = 4 pods at {}\n{}",
-        max.event,
-        timeline.describe()
-    );
-    assert!(
-        min.total.available >= 3,
-        "fewer than replicas - maxUnavailable = 3 available at {}\n{}",
-        min.event,
-        timeline.describe()
-    );
+/// A ReplicaSet-size watch and a pod watch on one selector, the sizes started first so each
+/// pod sample can be judged against the sizes of its moment.
+struct Watches {
+    sizes: SizeWatch,
+    pods: PodWatch,
+}
+
+impl Watches {
+    fn start(c: &Cluster, selector: &str) -> Watches {
+        let sizes = SizeWatch::replica_sets(c, NS, selector);
+        let pods = PodWatch::pods(c, NS, selector);
+        Watches { sizes, pods }
+    }
+
+    /// Stops both and asserts a rolling update's bounds throughout: the ReplicaSets' sizes
+    /// never sum to more than `max_total`, nor do the pods counted toward the surge (see
+    /// [`surge_violations`]), and never fewer than `min_available` pods are available.
+    fn finish_within(
+        self,
+        max_total: usize,
+        min_available: usize,
+    ) -> (Timeline<Sample>, Timeline<SizeSample>) {
+        let pods = self.pods.finish();
+        let sizes = self.sizes.finish();
+        let both = || format!("{}\n{}", sizes.describe(), pods.describe());
+        let max = sizes.max_total().expect("samples");
+        assert!(
+            usize::try_from(max.total).unwrap_or(0) <= max_total,
+            "the ReplicaSets were sized to more than {max_total} pods at {}\n{}",
+            max.stamp.event,
+            both()
+        );
+        let excess = surge_violations(&pods, &sizes, max_total);
+        assert!(
+            excess.is_empty(),
+            "more than {max_total} pods counted toward the surge:\n{}\n{}",
+            excess.join("\n"),
+            both()
+        );
+        let min = pods.min_available().expect("samples");
+        assert!(
+            min.total.available >= min_available,
+            "fewer than {min_available} available at {}\n{}",
+            min.stamp.event,
+            both()
+        );
+        (pods, sizes)
+    }
+}
+
+/// [`Watches::finish_within`] for 3 replicas with 25%/25%: at most 3 + 1 pods, at least 3 - 0
+/// available; and the surge was used.
+fn finish_surge_one_unavailable_zero(w: Watches) -> (Timeline<Sample>, Timeline<SizeSample>) {
+    let (pods, sizes) = w.finish_within(4, 3);
+    let max = sizes.max_total().map_or(0, |s| s.total);
     assert_eq!(
-        max.total.counted,
+        max,
         4,
-        "the rollout never used its surge pod\n{}",
-        timeline.describe()
+        "the rollout never used its surge\n{}",
+        sizes.describe()
     );
+    (pods, sizes)
 }
 
 /// The pod names and label cells of `kubectl get pods --show-labels`.
@@ -289,8 +331,7 @@ fn the_seed_deployment_comes_up_and_set_image_rolls_out_with_surge_one_and_none_
     }
 
     // The rollout, watched pod version by pod version, and the sizes the controller gave.
-    let sizes = SizeWatch::replica_sets(&c, NS, "app=nginx");
-    let watch = PodWatch::pods(&c, NS, "app=nginx");
+    let watches = Watches::start(&c, "app=nginx");
     let out = c
         .kubectl()
         .ok(&["set", "image", TARGET, "nginx=nginx:1.16.1"]);
@@ -305,11 +346,12 @@ fn the_seed_deployment_comes_up_and_set_image_rolls_out_with_surge_one_and_none_
     let new_rs = format!("{DEPLOY}-{new_hash}");
     assert_eq!(name(&rss[0]), first_rs);
     assert_eq!(name(&rss[1]), new_rs);
-    watch.wait_until(&c, secs(60), "only the 3 new pods left", |census| {
-        only(census, &new_hash, 3)
-    });
-    let timeline = watch.finish();
-    assert_surge_one_unavailable_zero(&timeline);
+    watches
+        .pods
+        .wait_until(&c, secs(60), "only the 3 new pods left", |census| {
+            only(census, &new_hash, 3)
+        });
+    let (timeline, sizes) = finish_surge_one_unavailable_zero(watches);
     assert_eq!(
         timeline.hashes(),
         [first_hash.clone(), new_hash.clone()],
@@ -318,7 +360,6 @@ fn the_seed_deployment_comes_up_and_set_image_rolls_out_with_surge_one_and_none_
     );
     // One step per pass, as upstream: up one new while the total is under 4, down one old
     // once the new one is available.
-    let sizes = sizes.finish();
     assert_eq!(
         sizes.pairs(&first_hash, &new_hash),
         [(3, 0), (3, 1), (2, 1), (2, 2), (1, 2), (1, 3), (0, 3)],
@@ -415,13 +456,15 @@ fn a_bad_image_stalls_past_its_progress_deadline_and_undo_restores_earlier_revis
     apply_seed(&c);
     rollout_status(&c);
     let h1 = hash(&replica_sets(&c, &deployment(&c, NS, DEPLOY))[0]).to_string();
-    let watch = PodWatch::pods(&c, NS, "app=nginx");
+    let watch = Watches::start(&c, "app=nginx");
     set_image(&c, "nginx:1.16.1");
     rollout_status(&c);
     let h2 = new_hash_for(&c, "nginx:1.16.1");
-    watch.wait_until(&c, secs(60), "the 3 pods of revision 2", |census| {
-        only(census, &h2, 3)
-    });
+    watch
+        .pods
+        .wait_until(&c, secs(60), "the 3 pods of revision 2", |census| {
+            only(census, &h2, 3)
+        });
 
     // A deadline of 10 s (a spec change, not a rollout), then the bad image.
     let patch = json!({"spec": {"progressDeadlineSeconds": 10}}).to_string();
@@ -462,14 +505,16 @@ fn a_bad_image_stalls_past_its_progress_deadline_and_undo_restores_earlier_revis
 
     // Stalled: one new pod that cannot pull, the three old ones serving (maxUnavailable 0).
     wait_sizes(&c, "stalled at 3 old + 1 new", &[(&h2, 3), (&h3, 1)]);
-    let census = watch.wait_until(&c, secs(30), "3 old available, 1 new", |census| {
-        let (old, new) = (census.of_hash(&h2), census.of_hash(&h3));
-        if old.available == 3 && new.counted == 1 && new.available == 0 {
-            Ok(census.clone())
-        } else {
-            Err("not stalled yet".into())
-        }
-    });
+    let census = watch
+        .pods
+        .wait_until(&c, secs(30), "3 old available, 1 new", |census| {
+            let (old, new) = (census.of_hash(&h2), census.of_hash(&h3));
+            if old.available == 3 && new.counted == 1 && new.available == 0 {
+                Ok(census.clone())
+            } else {
+                Err("not stalled yet".into())
+            }
+        });
     assert_pods_serve(&c, &census, &h2, "1.16.1");
     let out = c.kubectl().ok(&["get", "rs"]);
     let t = Table::parse(&out).unwrap();
@@ -502,9 +547,11 @@ fn a_bad_image_stalls_past_its_progress_deadline_and_undo_restores_earlier_revis
         "NewReplicaSetAvailable",
         "{d:#}"
     );
-    watch.wait_until(&c, secs(60), "only revision 4's pods", |census| {
-        only(census, &h2, 3)
-    });
+    watch
+        .pods
+        .wait_until(&c, secs(60), "only revision 4's pods", |census| {
+            only(census, &h2, 3)
+        });
     assert_eq!(revisions(&c), [1, 3, 4]);
 
     // --to-revision: back to 1.14.2 (revision 1's ReplicaSet, now revision 5).
@@ -528,13 +575,15 @@ fn a_bad_image_stalls_past_its_progress_deadline_and_undo_restores_earlier_revis
         revision(rs_of(&replica_sets(&c, &d), &h1).unwrap()),
         Some(5)
     );
-    let census = watch.wait_until(&c, secs(60), "only revision 5's pods", |census| {
-        only(census, &h1, 3).map(|()| census.clone())
-    });
+    let census = watch
+        .pods
+        .wait_until(&c, secs(60), "only revision 5's pods", |census| {
+            only(census, &h1, 3).map(|()| census.clone())
+        });
     assert_pods_serve(&c, &census, &h1, "1.14.2");
     assert_eq!(revisions(&c), [3, 4, 5]);
     // Through rollout, stall, undo and undo: never more than 4 pods, never fewer than 3 up.
-    assert_surge_one_unavailable_zero(&watch.finish());
+    finish_surge_one_unavailable_zero(watch);
 }
 
 #[test]
@@ -583,7 +632,7 @@ fn pause_batches_two_changes_into_one_replicaset_and_scaling_mid_rollout_is_prop
         r.describe()
     );
 
-    let watch = PodWatch::pods(&c, NS, "app=nginx");
+    let watch = Watches::start(&c, "app=nginx");
     let out = c.kubectl().ok(&["rollout", "resume", TARGET]);
     assert_eq!(out.trim(), "deployment.apps/nginx-deployment resumed");
     rollout_status(&c);
@@ -602,9 +651,12 @@ fn pause_batches_two_changes_into_one_replicaset_and_scaling_mid_rollout_is_prop
         rss[1]["spec"]["template"]["spec"]["containers"][0]["env"],
         json!([{"name": "GREETING", "value": "hello"}])
     );
-    let census = watch.wait_until(&c, secs(60), "only the resumed revision's pods", |census| {
-        only(census, &h2, 3).map(|()| census.clone())
-    });
+    let census =
+        watch
+            .pods
+            .wait_until(&c, secs(60), "only the resumed revision's pods", |census| {
+                only(census, &h2, 3).map(|()| census.clone())
+            });
     let pod = census
         .pods()
         .find(|p| p.hash == h2 && p.available())
@@ -615,7 +667,7 @@ fn pause_batches_two_changes_into_one_replicaset_and_scaling_mid_rollout_is_prop
         "hello\n"
     );
     assert_eq!(census.of_hash(&h1).counted, 0);
-    assert_surge_one_unavailable_zero(&watch.finish());
+    finish_surge_one_unavailable_zero(watch);
 
     // Scale in the middle of a stalled rollout (3 old + 1 new that cannot pull; max-replicas
     // annotation 4). To 6 replicas, maxSurge ceil(1.5) = 2: 8 pods allowed, 4 to add, each
@@ -623,8 +675,7 @@ fn pause_batches_two_changes_into_one_replicaset_and_scaling_mid_rollout_is_prop
     set_image(&c, "nginx:1.161");
     let h3 = new_hash_for(&c, "nginx:1.161");
     wait_sizes(&c, "stalled at 3 old + 1 new", &[(&h2, 3), (&h3, 1)]);
-    let sizes = SizeWatch::replica_sets(&c, NS, "app=nginx");
-    let watch = PodWatch::pods(&c, NS, "app=nginx");
+    let watch = Watches::start(&c, "app=nginx");
     let out = c.kubectl().ok(&["scale", TARGET, "--replicas=6"]);
     assert_eq!(out.trim(), "deployment.apps/nginx-deployment scaled");
     let (old_rs, new_rs) = (format!("{DEPLOY}-{h2}"), format!("{DEPLOY}-{h3}"));
@@ -634,14 +685,16 @@ fn pause_batches_two_changes_into_one_replicaset_and_scaling_mid_rollout_is_prop
     // available; the controller removes one that is not ready yet), one more new one comes
     // (8 in all), and it stalls again.
     wait_sizes(&c, "stalled at 5 old + 3 new", &[(&h2, 5), (&h3, 3)]);
-    let census = watch.wait_until(&c, secs(60), "5 old available, 3 new", |census| {
-        let (old, new) = (census.of_hash(&h2), census.of_hash(&h3));
-        if old.available == 5 && old.counted == 5 && new.counted == 3 {
-            Ok(census.clone())
-        } else {
-            Err("not there yet".into())
-        }
-    });
+    let census = watch
+        .pods
+        .wait_until(&c, secs(60), "5 old available, 3 new", |census| {
+            let (old, new) = (census.of_hash(&h2), census.of_hash(&h3));
+            if old.available == 5 && old.counted == 5 && new.counted == 3 {
+                Ok(census.clone())
+            } else {
+                Err("not there yet".into())
+            }
+        });
     assert_pods_serve(&c, &census, &h2, "1.16.1");
     let out = c.kubectl().ok(&["get", "deployments"]);
     let t = Table::parse(&out).unwrap();
@@ -649,32 +702,19 @@ fn pause_batches_two_changes_into_one_replicaset_and_scaling_mid_rollout_is_prop
     assert_eq!(t.cell(DEPLOY, "UP-TO-DATE"), Some("3"), "{out}");
     assert_eq!(t.cell(DEPLOY, "AVAILABLE"), Some("5"), "{out}");
 
-    // The sizes the controller gave: the proportional step, then one rolling step each way,
-    // never more than 8 in all. (Pods may briefly number 9: the old ReplicaSet controller
-    // removes its surplus pod only once it has seen the 3 pods it just created, and the new
-    // ReplicaSet may create its pod before that, upstream as here.)
-    let timeline = sizes.finish();
-    let max = timeline.max_total().unwrap();
-    assert!(max.total <= 8, "{}\n{}", max.event, timeline.describe());
-    let steps = timeline.pairs(&h2, &h3);
-    let want = [(3, 1), (6, 2), (5, 3)];
+    // At most 6 + 2 pods and at least the 3 old ones available throughout; the sizes went
+    // through the proportional step, then one rolling step each way.
+    let (_, sizes) = watch.finish_within(8, 3);
+    let steps = sizes.pairs(&h2, &h3);
     let mut at = 0;
-    for w in want {
+    for w in [(3, 1), (6, 2), (5, 3)] {
         at += steps[at..].iter().position(|s| *s == w).unwrap_or_else(|| {
             panic!(
                 "sizes {w:?} missing after step {at}: {steps:?}\n{}",
-                timeline.describe()
+                sizes.describe()
             )
         });
     }
-    let pods = watch.finish();
-    let min = pods.min_available().unwrap();
-    assert!(
-        min.total.available >= 3,
-        "{}\n{}",
-        min.event,
-        pods.describe()
-    );
 }
 
 /// A Deployment `web` of 3 `nginx:1.14.2` pods with the Recreate strategy, keeping 1 old
@@ -739,7 +779,7 @@ fn recreate_never_overlaps_old_and_new_pods_and_history_limit_one_keeps_one_old_
     assert!(
         overlaps.is_empty(),
         "old and new pods ran together at {}\n{}",
-        overlaps[0].event,
+        overlaps[0].stamp.event,
         timeline.describe()
     );
     let max = timeline.max_counted().unwrap();

@@ -2,10 +2,8 @@
 //! extremes the samples reached, so that rollout bounds (maxSurge, maxUnavailable, Recreate's
 //! no-overlap) are checked at every stored version of every pod, not only at polls. Pure.
 //!
-//! The surge bound on pods is upstream's only as long as each ReplicaSet controller has acted
-//! on its last resize: the Deployment controller bounds the sum of the ReplicaSets'
-//! `spec.replicas` (see [`super::sizes`]), so a new pod may be created just before the pod an
-//! old ReplicaSet is losing gets its `deletionTimestamp`.
+//! The surge bound on pods holds once each ReplicaSet controller has acted on its last resize;
+//! [`super::bounds`] judges pod samples against the ReplicaSets' sizes of the moment.
 //!
 //! Counting rules, as upstream's controllers count:
 //! - **counted** (what `maxSurge` bounds, the ReplicaSets' `status.replicas`): the pod exists,
@@ -19,11 +17,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use serde_json::Value;
 
-use super::tally::{Line, Tally, Timeline};
+use super::tally::{Line, Stamp, Tally, Timeline};
 
 /// The label the Deployment controller puts on every pod of a ReplicaSet it owns.
 pub const HASH_LABEL: &str = "pod-template-hash";
@@ -187,8 +184,8 @@ impl Tally for Census {
         Census::apply(self, event)
     }
 
-    fn sample(&self, at: Duration, event: String) -> Sample {
-        Sample::of(at, event, self)
+    fn sample(&self, stamp: Stamp) -> Sample {
+        Sample::of(stamp, self)
     }
 
     fn summary(&self) -> String {
@@ -199,19 +196,15 @@ impl Tally for Census {
 /// The census after one event.
 #[derive(Debug, Clone)]
 pub struct Sample {
-    /// When the event arrived, from the start of the watch.
-    pub at: Duration,
-    /// `LIST` for the starting state, else `TYPE pod-name rv=N`.
-    pub event: String,
+    pub stamp: Stamp,
     pub total: Counts,
     pub by_hash: BTreeMap<String, Counts>,
 }
 
 impl Sample {
-    pub fn of(at: Duration, event: String, census: &Census) -> Sample {
+    pub fn of(stamp: Stamp, census: &Census) -> Sample {
         Sample {
-            at,
-            event,
+            stamp,
             total: census.total(),
             by_hash: census.by_hash(),
         }
@@ -232,8 +225,11 @@ impl Line for Sample {
 
     fn line(&self) -> String {
         let mut s = format!(
-            "{:>6.1?} {:<50} counted={} available={} running={}",
-            self.at, self.event, self.total.counted, self.total.available, self.total.running
+            "{} counted={} available={} running={}",
+            self.stamp.line(),
+            self.total.counted,
+            self.total.available,
+            self.total.running
         );
         for (h, c) in &self.by_hash {
             let _ = write!(s, " [{h}: {}/{}/{}]", c.counted, c.available, c.running);
@@ -279,6 +275,7 @@ impl Timeline<Sample> {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::time::Duration;
 
     fn pod(uid: &str, hash: &str, phase: &str, ready: bool, terminating: bool) -> Value {
         let mut p = json!({
@@ -291,6 +288,16 @@ mod tests {
             p["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
         }
         p
+    }
+
+    /// The stamp of test event `i` (rv 10 + i).
+    fn stamp(i: usize) -> Stamp {
+        let n = u64::try_from(i).unwrap();
+        Stamp {
+            at: Duration::from_millis(n),
+            rv: 10 + n,
+            event: format!("e{i}"),
+        }
     }
 
     fn ev(kind: &str, pod: Value) -> Value {
@@ -352,12 +359,18 @@ mod tests {
         .enumerate()
         {
             c.apply(e);
-            let at = Duration::from_millis(u64::try_from(i).unwrap());
-            t.samples.push(Sample::of(at, format!("e{i}"), &c));
+            t.samples.push(Sample::of(stamp(i), &c));
         }
-        assert_eq!(t.max_counted().map(|s| s.event.as_str()), Some("e1"));
-        assert_eq!(t.min_available().map(|s| s.event.as_str()), Some("e2"));
-        let overlaps: Vec<&str> = t.overlaps().iter().map(|s| s.event.as_str()).collect();
+        assert_eq!(t.max_counted().map(|s| s.stamp.event.as_str()), Some("e1"));
+        assert_eq!(
+            t.min_available().map(|s| s.stamp.event.as_str()),
+            Some("e2")
+        );
+        let overlaps: Vec<&str> = t
+            .overlaps()
+            .iter()
+            .map(|s| s.stamp.event.as_str())
+            .collect();
         assert_eq!(overlaps, ["e1", "e2"]);
         assert_eq!(t.hashes(), ["a", "b"]);
         assert!(t.describe().contains("[b: 1/0/1]"), "{}", t.describe());

@@ -5,12 +5,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use serde_json::Value;
 
 use super::census::HASH_LABEL;
-use super::tally::{Line, Tally, Timeline};
+use super::tally::{Line, Stamp, Tally, Timeline};
 
 /// `spec.replicas` of each ReplicaSet seen and not deleted, by uid, with its hash.
 #[derive(Debug, Clone, Default)]
@@ -68,10 +67,9 @@ impl Tally for Sizes {
         }
     }
 
-    fn sample(&self, at: Duration, event: String) -> SizeSample {
+    fn sample(&self, stamp: Stamp) -> SizeSample {
         SizeSample {
-            at,
-            event,
+            stamp,
             total: self.total(),
             by_hash: self.by_hash(),
         }
@@ -85,8 +83,7 @@ impl Tally for Sizes {
 /// The sizes after one event.
 #[derive(Debug, Clone)]
 pub struct SizeSample {
-    pub at: Duration,
-    pub event: String,
+    pub stamp: Stamp,
     pub total: i64,
     pub by_hash: BTreeMap<String, i64>,
 }
@@ -95,7 +92,7 @@ impl Line for SizeSample {
     const LEGEND: &'static str = "sum of spec.replicas, per hash";
 
     fn line(&self) -> String {
-        let mut s = format!("{:>6.1?} {:<50} total={}", self.at, self.event, self.total);
+        let mut s = format!("{} total={}", self.stamp.line(), self.total);
         for (h, n) in &self.by_hash {
             let _ = write!(s, " [{h}: {n}]");
         }
@@ -164,13 +161,15 @@ mod tests {
         .enumerate()
         {
             assert!(sizes.apply(e));
-            t.samples
-                .push(sizes.sample(Duration::ZERO, format!("e{i}")));
+            let rv = 10 + u64::try_from(i).unwrap();
+            let event = format!("e{i}");
+            let at = std::time::Duration::ZERO;
+            t.samples.push(sizes.sample(Stamp { at, rv, event }));
         }
         assert!(!sizes.apply(&json!({"type": "BOOKMARK", "object": {}})));
         assert_eq!(sizes.of_hash("new"), 1);
         assert_eq!(sizes.of_hash("old"), 0);
-        assert_eq!(t.max_total().map(|s| s.event.as_str()), Some("e1"));
+        assert_eq!(t.max_total().map(|s| s.stamp.event.as_str()), Some("e1"));
         let steps = t.steps();
         assert_eq!(steps.len(), 4, "{steps:?}");
         assert_eq!(

@@ -16,11 +16,31 @@ pub trait Tally: Default + Send + 'static {
     /// Applies one watch event (`ADDED`, `MODIFIED`, `DELETED`); true when it was one.
     fn apply(&mut self, event: &Value) -> bool;
 
-    /// The state now; `at` is the time since the watch started, `event` names the event.
-    fn sample(&self, at: Duration, event: String) -> Self::Sample;
+    /// The state now, after the event `stamp` describes.
+    fn sample(&self, stamp: Stamp) -> Self::Sample;
 
     /// The state on one line, for failure messages.
     fn summary(&self) -> String;
+}
+
+/// Where a sample falls in a watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamp {
+    /// When the event arrived, from the start of the watch.
+    pub at: Duration,
+    /// The resourceVersion of the event's object (the list's for the first sample). Berth's
+    /// resourceVersions are one global revision counter (as etcd's), so samples of watches on
+    /// different resources can be put in the order the store wrote them.
+    pub rv: u64,
+    /// `LIST` for the starting state, else `TYPE name rv=N`.
+    pub event: String,
+}
+
+impl Stamp {
+    /// The stamp on one line: time and event, padded.
+    pub fn line(&self) -> String {
+        format!("{:>6.1?} {:<52}", self.at, self.event)
+    }
 }
 
 /// A sample on one line.

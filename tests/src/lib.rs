@@ -19,6 +19,7 @@ pub mod pod_reading;
 pub mod pod_specs;
 pub mod process;
 pub mod registry;
+pub mod rollout;
 pub mod seeds;
 pub mod stats;
 pub mod sweep;

@@ -215,3 +215,47 @@ fn a_watch_resumes_across_a_restart_from_the_last_seen_revision() {
         }
     }
 }
+
+#[test]
+fn a_watcher_far_behind_the_live_events_still_gets_every_one_in_order() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    api.create("/api/v1/namespaces", &namespace("burst"));
+    let path = cms("burst");
+    let from = rv(&api.get_ok(&path));
+    // Its own connection, read only after the burst: the server's send buffers, the stream's
+    // flow-control window and the socket buffers fill, and the watch falls behind the live
+    // event ring (4,096 events).
+    let watcher = c.admin_api();
+    let mut w = watcher
+        .watch(&format!("{path}?watch=true&resourceVersion={from}"))
+        .unwrap_or_else(|r| panic!("watch refused: {}", r.describe()));
+    // 8,000 writes of 8 KiB: more than the buffers between server and client hold, plus the
+    // whole ring.
+    const WRITES: usize = 8_000;
+    let payload = "x".repeat(8192);
+    let mut revisions = Vec::with_capacity(WRITES);
+    for i in 0..WRITES {
+        let o = api.create(
+            &path,
+            &configmap(&format!("cm-{i:04}"), &[("pad", &payload)]),
+        );
+        revisions.push(rv(&o));
+    }
+    let mut seen = Vec::with_capacity(WRITES);
+    while seen.len() < WRITES {
+        match w.next(secs(30)) {
+            Next::Event(e) if e["type"] == "BOOKMARK" => {}
+            Next::Event(e) => {
+                assert_eq!(e["type"], "ADDED", "{}", event_summary(&e));
+                seen.push(rv(&e["object"]));
+            }
+            other => panic!(
+                "after {} of {WRITES} events: {other:?}\n{}",
+                seen.len(),
+                c.log_tail()
+            ),
+        }
+    }
+    assert_eq!(seen, revisions, "every write once, in revision order");
+}

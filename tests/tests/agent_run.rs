@@ -53,6 +53,13 @@ fn the_nginx_pod_serves_its_page_at_the_pod_ip() {
     assert_eq!(table.cell("nginx", "NODE"), Some(node.as_str()), "{wide}");
     assert_eq!(table.cell("nginx", "STATUS"), Some("Running"), "{wide}");
     assert_eq!(table.cell("nginx", "READY"), Some("1/1"), "{wide}");
+
+    // Like nginx, the fixture stops on SIGTERM: deletion does not wait out the 30 s grace.
+    let started = std::time::Instant::now();
+    c.kubectl()
+        .ok(&["delete", "pod", "nginx", "--wait=true", "--timeout=60s"]);
+    let took = started.elapsed();
+    assert!(took < secs(15), "deleting the nginx pod took {took:?}");
 }
 
 #[test]

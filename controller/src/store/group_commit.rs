@@ -48,10 +48,7 @@ impl Slot {
     fn wait(&self) -> Signal {
         let mut signal = self.signal.lock().unwrap_or_else(|e| e.into_inner());
         while matches!(*signal, Signal::Wait) {
-            signal = self
-                .changed
-                .wait(signal)
-                .unwrap_or_else(|e| e.into_inner());
+            signal = self.changed.wait(signal).unwrap_or_else(|e| e.into_inner());
         }
         std::mem::replace(&mut *signal, Signal::Wait)
     }

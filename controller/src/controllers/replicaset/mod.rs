@@ -11,6 +11,7 @@
 
 mod apply;
 pub mod cache;
+mod parsed;
 pub mod plan;
 pub mod rank;
 pub mod status;
@@ -26,6 +27,7 @@ use crate::store::{EventType as StoreEventType, StoreEvent};
 use berth_shared::reconcile::{self, Outcome, Queue};
 use berth_shared::resource::{self, ResourceType};
 use cache::{Cache, SetKey};
+use parsed::ParsedPods;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -74,6 +76,7 @@ fn pod_type() -> Result<&'static ResourceType, SyncError> {
 struct Controller {
     registry: Registry,
     cache: Mutex<Cache>,
+    parsed: ParsedPods,
     rs_events: Recorder,
     rc_events: Recorder,
 }
@@ -161,7 +164,11 @@ impl Controller {
         );
         let mut pods = Vec::with_capacity(items.len());
         for item in items {
-            pods.push(Pod::from_value(&item.value().map_err(ApiError::from)?));
+            pods.push(
+                self.parsed
+                    .view(&set.namespace, &item)
+                    .map_err(ApiError::from)?,
+            );
         }
         Ok(pods)
     }
@@ -187,19 +194,34 @@ impl Controller {
         );
         let mut related = Vec::with_capacity(items.len());
         for item in items {
-            related.push(Pod::from_value(&item.value().map_err(ApiError::from)?));
+            related.push(
+                self.parsed
+                    .view(&set.namespace, &item)
+                    .map_err(ApiError::from)?,
+            );
         }
         Ok(rank::pods_per_node(&related))
     }
 }
 
 /// Routes one store event: updates the cache and enqueues the sets it concerns.
-fn feed(cache: &Mutex<Cache>, queue: &Queue<SetKey>, prefixes: &Prefixes, ev: &StoreEvent) {
+fn feed(ctl: &Controller, queue: &Queue<SetKey>, prefixes: &Prefixes, ev: &StoreEvent) {
     let Some(target) = prefixes.classify(&ev.key) else {
         return;
     };
     let Ok(obj) = ev.object.value() else { return };
     let deleted = ev.event_type == StoreEventType::Deleted;
+    if deleted && matches!(target, Target::Pod) {
+        ctl.parsed.forget(
+            obj.pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+            obj.pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+        );
+    }
+    let cache = &ctl.cache;
     let keys = {
         let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
         match target {
@@ -261,6 +283,7 @@ pub fn start(registry: Registry, shutdown: CancellationToken) -> tokio::task::Jo
             rc_events: Recorder::new(registry.clone(), Kind::ReplicationController.component()),
             registry,
             cache: Mutex::new(Cache::default()),
+            parsed: ParsedPods::default(),
         });
         let queue: Queue<SetKey> = Queue::new();
         let c = ctl.clone();
@@ -305,6 +328,7 @@ pub fn start(registry: Registry, shutdown: CancellationToken) -> tokio::task::Jo
             }
             let all = fresh.all_sets();
             *ctl.cache() = fresh;
+            ctl.parsed.clear();
             for k in all {
                 queue.add(k);
             }
@@ -316,13 +340,13 @@ pub fn start(registry: Registry, shutdown: CancellationToken) -> tokio::task::Jo
                 }
             };
             for ev in &watch.backlog {
-                feed(&ctl.cache, &queue, &prefixes, ev);
+                feed(&ctl, &queue, &prefixes, ev);
             }
             let mut live = watch.live;
             loop {
                 tokio::select! {
                     r = live.recv() => match r {
-                        Ok(ev) => feed(&ctl.cache, &queue, &prefixes, &ev),
+                        Ok(ev) => feed(&ctl, &queue, &prefixes, &ev),
                         Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                             tracing::warn!(missed = n, "replicaset controller lagged; relisting");
                             break;

@@ -1,6 +1,7 @@
 //! The writes of a pass: adopting and releasing pods, creating them in slow-start batches,
 //! deleting the chosen ones, with their events, and writing the status.
 
+use super::cache::SetKey;
 use super::view::{self, Pod, Set};
 use super::{Controller, SyncError, plan, pod_type, set_type, status};
 use crate::api::error::ApiError;
@@ -141,6 +142,12 @@ impl Controller {
                             .and_then(Value::as_str)
                             .unwrap_or_default();
                         tracing::debug!(set = %set.name, pod = name, "created pod");
+                        let key = SetKey {
+                            kind: set.kind,
+                            namespace: set.namespace.clone(),
+                            name: set.name.clone(),
+                        };
+                        self.cache().note_created(&key, name);
                         let msg = format!("Created pod: {name}");
                         self.record(set, raw, EventType::Normal, "SuccessfulCreate", &msg);
                     }

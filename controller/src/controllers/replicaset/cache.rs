@@ -40,6 +40,8 @@ pub struct Cache {
     pod_owner: HashMap<(String, String), SetKey>,
     /// Set → names of the pods it controls.
     owned: HashMap<SetKey, HashSet<String>>,
+    /// Namespace → names of the pods no controller owns (candidates for adoption).
+    orphans: HashMap<String, HashSet<String>>,
 }
 
 fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
@@ -88,6 +90,16 @@ impl Cache {
                 name: c.name.clone(),
             })
         });
+        let orphan = controller.is_none() && !deleted;
+        let in_ns = self.orphans.entry(namespace.clone()).or_default();
+        if orphan {
+            in_ns.insert(name.clone());
+        } else {
+            in_ns.remove(&name);
+            if in_ns.is_empty() {
+                self.orphans.remove(&namespace);
+            }
+        }
         let pod_id = (namespace.clone(), name.clone());
         let previous = match (&owner, deleted) {
             (Some(o), false) => {
@@ -134,6 +146,22 @@ impl Cache {
     /// Names of the pods the watch saw `key` control.
     pub fn owned_pods(&self, key: &SetKey) -> HashSet<String> {
         self.owned.get(key).cloned().unwrap_or_default()
+    }
+
+    /// Records a pod the controller just created for `key`, before its watch event arrives, so
+    /// the set's next pass counts it (the pass reads pods by these names).
+    pub fn note_created(&mut self, key: &SetKey, name: &str) {
+        self.owned
+            .entry(key.clone())
+            .or_default()
+            .insert(name.to_string());
+        self.pod_owner
+            .insert((key.namespace.clone(), name.to_string()), key.clone());
+    }
+
+    /// Names of the pods in `namespace` that no controller owns.
+    pub fn orphan_pods(&self, namespace: &str) -> HashSet<String> {
+        self.orphans.get(namespace).cloned().unwrap_or_default()
     }
 
     /// Selectors of the sets in `namespace` controlled by `controller_uid` (the sets whose
@@ -188,6 +216,38 @@ mod tests {
             namespace: "d".into(),
             name: name.into(),
         }
+    }
+
+    #[test]
+    fn unowned_pods_are_indexed_until_adopted_or_deleted() {
+        let mut c = Cache::default();
+        c.pod_event(&pod("a", "web", None), false);
+        c.pod_event(&pod("b", "web", None), false);
+        c.pod_event(&pod("c", "web", Some("rs1")), false);
+        let names = |c: &Cache| {
+            let mut v: Vec<String> = c.orphan_pods("d").into_iter().collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names(&c), ["a", "b"]);
+        c.pod_event(&pod("a", "web", Some("rs1")), false);
+        c.pod_event(&pod("b", "web", None), true);
+        assert!(names(&c).is_empty());
+        assert_eq!(
+            c.owned_pods(&key("rs1")),
+            HashSet::from(["a".to_string(), "c".to_string()])
+        );
+    }
+
+    #[test]
+    fn a_pod_noted_as_created_is_owned_before_its_event_arrives() {
+        let mut c = Cache::default();
+        c.note_created(&key("rs1"), "rs1-x");
+        assert!(c.owned_pods(&key("rs1")).contains("rs1-x"));
+        // The event, when it comes, agrees; a later deletion forgets it.
+        c.pod_event(&pod("rs1-x", "web", Some("rs1")), false);
+        c.pod_event(&pod("rs1-x", "web", Some("rs1")), true);
+        assert!(c.owned_pods(&key("rs1")).is_empty());
     }
 
     #[test]

@@ -3,11 +3,12 @@
 //! adopts matching orphans and releases pods that stop matching, deletes the worst pods first
 //! on scale-down, and writes the status, the `ReplicaFailure` condition and events.
 //!
-//! A pass reads the set and its pods from the store, plans with [`plan`] and [`status`], and
-//! applies through the registry. The registry writes synchronously to the in-memory store, so
-//! the next pass of a key (never concurrent with this one) sees every pod this pass created or
-//! deleted: that is what upstream's ControllerExpectations guard against, and why none are
-//! kept here.
+//! A pass reads the set and its pods from the store (by the names the cache indexes: the pods
+//! it controls and the unowned ones), plans with [`plan`] and [`status`], and applies through
+//! the registry. The registry writes synchronously to the in-memory store and a pass records
+//! the pods it created in the cache at once, so the next pass of a key (never concurrent with
+//! this one) sees every pod this pass created or deleted: that is what upstream's
+//! ControllerExpectations guard against, and why none are kept here.
 
 mod apply;
 pub mod cache;
@@ -148,28 +149,35 @@ impl Controller {
 
     /// The set's candidate pods: those matching its selector, and those the watch saw it
     /// control (which may have stopped matching).
+    /// The pods the set controls and the unowned pods its selector matches (what claiming
+    /// needs: pods of other controllers are never touched), from the cache's indexes rather
+    /// than a scan of every pod in the namespace.
     fn observe_pods(&self, key: &SetKey, set: &Set) -> Result<Vec<Pod>, SyncError> {
-        let owned = self.cache().owned_pods(key);
-        let (_, items, _) = self.registry.store().list(
-            &prefix(pod_type()?, Some(&set.namespace)),
-            None,
-            None,
-            |o| {
-                set.selector.matches(&o.index.labels)
-                    || (!owned.is_empty()
-                        && o.index
-                            .field("metadata.name")
-                            .is_some_and(|n| owned.contains(&n)))
-            },
-        );
-        let mut pods = Vec::with_capacity(items.len());
-        for item in items {
-            pods.push(
-                self.parsed
-                    .view(&set.namespace, &item)
-                    .map_err(ApiError::from)?,
-            );
+        let (owned, orphans) = {
+            let cache = self.cache();
+            (cache.owned_pods(key), cache.orphan_pods(&set.namespace))
+        };
+        let prefix = prefix(pod_type()?, Some(&set.namespace));
+        let store = self.registry.store();
+        let mut pods = Vec::with_capacity(owned.len());
+        for (name, is_owned) in owned
+            .iter()
+            .map(|n| (n, true))
+            .chain(orphans.iter().map(|n| (n, false)))
+        {
+            let Some(item) = store.get(&format!("{prefix}{name}")) else {
+                continue;
+            };
+            if is_owned || set.selector.matches(&item.index.labels) {
+                pods.push(
+                    self.parsed
+                        .view(&set.namespace, &item)
+                        .map_err(ApiError::from)?,
+                );
+            }
         }
+        // In name order, as a list would give them: plans must not depend on hash order.
+        pods.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(pods)
     }
 

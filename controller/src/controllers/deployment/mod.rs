@@ -168,9 +168,28 @@ impl Controller {
             .transpose()
             .map_err(plan::PlanError::from)?
             .unwrap_or_else(LabelSelector::nothing);
-        let (_, items, _) = store.list(&prefix(pods()?, Some(ns)), None, None, |o| {
-            selector.matches(&o.index.labels)
+        // Pods matter only to Recreate (old pods must be gone) and to the history clean-up (a
+        // scaled-down ReplicaSet goes only once no pod refers to it); reading every pod of a
+        // large Deployment on each pass is skipped otherwise.
+        let recreate = deployment
+            .spec
+            .as_ref()
+            .and_then(|s| s.strategy.as_ref())
+            .and_then(|s| s.type_.as_deref())
+            == Some("Recreate");
+        let drained_set = rss.iter().any(|rs| {
+            rs.spec.as_ref().and_then(|s| s.replicas) == Some(0)
+                && rs.status.as_ref().is_none_or(|s| s.replicas == 0)
         });
+        let items = if recreate || drained_set {
+            store
+                .list(&prefix(pods()?, Some(ns)), None, None, |o| {
+                    selector.matches(&o.index.labels)
+                })
+                .1
+        } else {
+            Vec::new()
+        };
         let mut pod_infos = Vec::with_capacity(items.len());
         for item in items {
             // Only the owner and the phase are needed: skip the rest of the pod.

@@ -137,7 +137,7 @@ fn fixtures_go_through_the_registry_and_nginx_serves_port_80_by_default() {
     let config: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(
         config["config"]["Cmd"],
-        json!(["httpd", "-f", "-v", "-p", "80", "-h", "/www"])
+        json!(["sh", "-c", berth_tests::fixtures::NGINX_COMMAND])
     );
     assert!(config["config"].get("StopSignal").is_none());
 

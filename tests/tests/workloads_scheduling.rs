@@ -140,6 +140,29 @@ fn selectors_affinity_and_taints_decide_the_node_and_a_removed_taint_unblocks() 
     assert_eq!(running_on(&c, "wants-gpu"), b);
     let scheduled = c.pod("default", "wants-gpu").unwrap();
     assert_eq!(condition(&scheduled, "PodScheduled"), Some("True"));
+
+    // As with the kubelet, --register-with-taints applies when the Node is created: an agent
+    // restart does not put the removed taint back.
+    let mut c = c;
+    c.restart_agent(1);
+    let log = c.agent(1).stderr_log();
+    c.wait_for(
+        REACT,
+        "the restarted agent registers its node again",
+        || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            match text.matches(" registered node=").count() {
+                n if n >= 2 => Ok(()),
+                n => Err(format!("{n} registrations in {}", log.display())),
+            }
+        },
+    );
+    let node = c.get(&format!("/api/v1/nodes/{b}")).unwrap();
+    assert!(
+        node["spec"]["taints"].as_array().is_none_or(Vec::is_empty),
+        "{}",
+        node["spec"]
+    );
 }
 
 #[test]

@@ -27,7 +27,9 @@ fn rt(plural: &str, group: &str, version: &str) -> &'static ResourceType {
     }
 }
 
-/// Creates the Node, or brings an existing one's labels and taints up to date.
+/// Creates the Node with its labels and taints, or brings an existing one's labels up to date.
+/// Taints are applied only when the Node is created, as the kubelet's `--register-with-taints`
+/// are: a taint an operator removed (or added) stays so across agent restarts.
 pub async fn register(
     client: &Client,
     facts: &HostFacts,
@@ -39,10 +41,7 @@ pub async fn register(
     match client.create(nodes, None, &wanted).await {
         Ok(n) => Ok(n),
         Err(e) if e.is_conflict() => {
-            let patch = json!({
-                "metadata": {"labels": wanted.metadata.labels},
-                "spec": {"taints": wanted.spec.as_ref().and_then(|s| s.taints.clone())},
-            });
+            let patch = json!({"metadata": {"labels": wanted.metadata.labels}});
             client
                 .merge_patch(nodes, None, &facts.node_name, &patch, false)
                 .await

@@ -14,7 +14,7 @@ use berth_tests::client::Req;
 use berth_tests::fixtures::BUSYBOX;
 use berth_tests::host::unique_suffix;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_pod};
-use berth_tests::stats::Samples;
+use berth_tests::stats::{Samples, megabytes};
 use berth_tests::{Cluster, secs};
 use serde_json::Value;
 
@@ -22,10 +22,6 @@ const GOAL_LATENCY: &str = "goal: p99 < 1 s, within 3x of raw containerd";
 const GOAL_RSS: &str = "goal: < 30 MB";
 /// How long one pod may take to be Running before the benchmark gives up.
 const POD_DEADLINE: Duration = secs(60);
-
-fn megabytes(kib: Option<u64>) -> String {
-    kib.map_or("n/a".into(), |k| format!("{:.1}", k as f64 * 1024.0 / 1e6))
-}
 
 fn main() {
     let pods: usize = std::env::var("BERTH_BENCH_AGENT_PODS")

@@ -11,7 +11,7 @@ use berth_tests::Controller;
 use berth_tests::client::{AsyncApi, Credentials, Req};
 use berth_tests::controller::controller_binary;
 use berth_tests::objects::{configmap, namespace, pod};
-use berth_tests::stats::Samples;
+use berth_tests::stats::{Samples, megabytes};
 use futures::StreamExt;
 use serde_json::Value;
 
@@ -52,10 +52,6 @@ fn main() {
 
 fn admin(c: &Controller) -> AsyncApi {
     AsyncApi::new(c.endpoint(Credentials::ClientCert(c.admin_identity())))
-}
-
-fn megabytes(kib: Option<u64>) -> String {
-    kib.map_or("n/a".into(), |k| format!("{:.1}", k as f64 * 1024.0 / 1e6))
 }
 
 async fn must(api: &AsyncApi, req: Req, status: u16) -> Value {

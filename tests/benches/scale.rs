@@ -14,10 +14,12 @@ use std::time::{Duration, Instant};
 use berth_tests::Controller;
 use berth_tests::client::Req;
 use berth_tests::controller::controller_binary;
+use berth_tests::stats::{megabytes, vm_hwm_kib};
 use serde_json::{Value, json};
 
 const DEPLOYMENTS: usize = 10;
-/// How long the whole run may take before the benchmark reports what it reached.
+/// How long the pods may take to become available before the benchmark gives up (with what it
+/// reached in the message).
 const DEADLINE: Duration = Duration::from_secs(40 * 60);
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -27,17 +29,10 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn megabytes(kib: Option<u64>) -> String {
-    kib.map_or("n/a".into(), |k| format!("{:.0}", k as f64 * 1024.0 / 1e6))
-}
-
 /// `VmHWM` (peak RSS) of the controller, in KiB.
 fn peak_kib(c: &Controller) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{}/status", c.pid()?)).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    vm_hwm_kib(&status)
 }
 
 /// Kills the hollow nodes when the benchmark ends, however it ends.
@@ -125,17 +120,16 @@ fn main() {
     }
     let total = per * DEPLOYMENTS;
     let mut last_print = Instant::now();
-    let mut available = 0;
-    while started.elapsed() < DEADLINE {
+    let available = c.wait_for(DEADLINE, &format!("{total} pods available"), || {
         let list = api.get_ok("/apis/apps/v1/namespaces/default/deployments");
-        available = list["items"]
+        let available: usize = list["items"]
             .as_array()
             .into_iter()
             .flatten()
             .map(|d| d["status"]["availableReplicas"].as_u64().unwrap_or(0) as usize)
             .sum();
         if available >= total {
-            break;
+            return Ok(available);
         }
         if last_print.elapsed() >= Duration::from_secs(15) {
             println!(
@@ -145,9 +139,8 @@ fn main() {
             );
             last_print = Instant::now();
         }
-        // Polling at a coarse period: this figure is tens of seconds or more.
-        std::thread::sleep(Duration::from_millis(500));
-    }
+        Err(available)
+    });
     let elapsed = started.elapsed();
     let rss_full = c.rss_at_rest_kib();
     let peak = peak_kib(&c);

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use berth_tests::pod_reading::phase;
 use berth_tests::pod_specs::nginx_pod;
+use berth_tests::stats::megabytes;
 use berth_tests::{AgentOptions, Cluster, ClusterConfig, secs};
 use serde_json::{Value, json};
 
@@ -144,7 +145,6 @@ fn main() {
     let agent_rss = c.agent(0).rss_kib();
     let controller_rss = c.controller().rss_kib();
 
-    let mb = |k: Option<u64>| k.map_or("n/a".into(), |k| format!("{:.1}", k as f64 / 1024.0));
     println!();
     println!("| figure | result | baseline (same run) |");
     println!("|---|---|---|");
@@ -158,8 +158,8 @@ fn main() {
         rolled.as_secs_f64()
     );
     println!(
-        "| RSS after the rollout: agent / controller (MiB) | {} / {} | |",
-        mb(agent_rss),
-        mb(controller_rss)
+        "| RSS after the rollout: agent / controller (MB) | {} / {} | |",
+        megabytes(agent_rss),
+        megabytes(controller_rss)
     );
 }

@@ -10,7 +10,7 @@ use std::io::Write as _;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use tempfile::TempDir;
@@ -18,6 +18,7 @@ use tempfile::TempDir;
 use crate::host::{TOOL_DEADLINE, require_root, require_tool};
 use crate::process::{LogTail, Run, run, wait_with_deadline};
 use crate::sweep;
+use crate::wait::wait_for_with;
 
 /// How long containerd may take to answer on its socket.
 const START_DEADLINE: Duration = Duration::from_secs(20);
@@ -151,31 +152,31 @@ impl Containerd {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start containerd: {e}"));
         self.child = Some(child);
-        let start = Instant::now();
-        loop {
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
-                self.child = None;
-                panic!(
-                    "containerd exited with {status} during start\n{}",
-                    self.logs().render()
-                );
-            }
-            if UnixStream::connect(&self.socket).is_ok()
-                && self.ctr("default", &["version"]).success()
-            {
-                return;
-            }
-            if start.elapsed() > START_DEADLINE {
-                panic!(
-                    "containerd did not answer on {} within {START_DEADLINE:?}\n{}",
-                    self.socket.display(),
-                    self.logs().render()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let logs = self.logs();
+        let what = format!("containerd to answer on {}", self.socket.display());
+        wait_for_with(
+            START_DEADLINE,
+            &what,
+            || logs.render(),
+            || {
+                if let Some(child) = self.child.as_mut()
+                    && let Ok(Some(status)) = child.try_wait()
+                {
+                    self.child = None;
+                    panic!(
+                        "containerd exited with {status} during start\n{}",
+                        self.logs().render()
+                    );
+                }
+                if UnixStream::connect(&self.socket).is_ok()
+                    && self.ctr("default", &["version"]).success()
+                {
+                    Ok(())
+                } else {
+                    Err("not answering yet")
+                }
+            },
+        );
     }
 
     fn stop_daemon(&mut self) {

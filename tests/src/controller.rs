@@ -254,39 +254,34 @@ impl Controller {
     /// Waits for `DATA/listen-address` and then a 200 from `/readyz`, failing early if the
     /// process exits.
     fn wait_ready(&mut self, command: &str, listen_file: &Path, start: Instant) -> String {
-        let mut last;
-        let mut pause = Duration::from_millis(5);
-        loop {
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
-                self.child = None;
-                panic!(
-                    "the controller exited with {status} before it was ready\ncommand: {command}\n{}",
-                    self.log_tail()
-                );
-            }
-            match std::fs::read_to_string(listen_file) {
-                Ok(text) if text.trim().starts_with("https://") => {
-                    let url = text.trim().to_string();
-                    match self.readyz(&url) {
-                        Ok(()) => return url,
-                        Err(e) => last = format!("listen-address {url}; /readyz: {e}"),
-                    }
+        let logs = self.logs();
+        let left = START_DEADLINE.saturating_sub(start.elapsed());
+        wait_for_with(
+            left,
+            &format!("the controller to be ready (command: {command})"),
+            || logs.render(),
+            || {
+                if let Some(child) = self.child.as_mut()
+                    && let Ok(Some(status)) = child.try_wait()
+                {
+                    self.child = None;
+                    panic!(
+                        "the controller exited with {status} before it was ready\ncommand: {command}\n{}",
+                        self.log_tail()
+                    );
                 }
-                Ok(text) => last = format!("listen-address holds {text:?}"),
-                Err(e) => last = format!("no {}: {e}", listen_file.display()),
-            }
-            if start.elapsed() > START_DEADLINE {
-                panic!(
-                    "the controller was not ready within {START_DEADLINE:?}\ncommand: {command}\n\
-                     last observation: {last}\n{}",
-                    self.log_tail()
-                );
-            }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(100));
-        }
+                match std::fs::read_to_string(listen_file) {
+                    Ok(text) if text.trim().starts_with("https://") => {
+                        let url = text.trim().to_string();
+                        self.readyz(&url)
+                            .map(|()| url.clone())
+                            .map_err(|e| format!("listen-address {url}; /readyz: {e}"))
+                    }
+                    Ok(text) => Err(format!("listen-address holds {text:?}")),
+                    Err(e) => Err(format!("no {}: {e}", listen_file.display())),
+                }
+            },
+        )
     }
 
     fn readyz(&self, url: &str) -> Result<(), String> {
@@ -380,23 +375,31 @@ impl Controller {
         crate::stats::vm_rss_kib(&status)
     }
 
-    /// The RSS once the allocator has handed freed memory back (it does so over seconds): sampled
-    /// every second until it has stopped falling by more than 1% over 3 s, for at most 60 s.
+    /// The RSS once the allocator has handed freed memory back (it does so over seconds): the
+    /// first sample that is within 1% of the one taken 3 s earlier, or the last one after 60 s.
     /// For benchmarks.
     pub fn rss_at_rest_kib(&self) -> Option<u64> {
-        let start = std::time::Instant::now();
-        let mut samples = vec![self.rss_kib()?];
-        while start.elapsed() < Duration::from_secs(60) {
-            // Sampling period, not event ordering: the allocator purges on its own clock.
-            std::thread::sleep(Duration::from_secs(1));
-            samples.push(self.rss_kib()?);
-            if let [.., old, _, _, now] = samples[..]
-                && now * 100 >= old * 99
-            {
-                break;
-            }
-        }
-        samples.last().copied()
+        let start = Instant::now();
+        let mut samples: Vec<(Instant, u64)> = Vec::new();
+        crate::wait::wait_for(
+            Duration::from_secs(61),
+            "the controller's RSS to settle",
+            || {
+                let now = (Instant::now(), self.rss_kib().ok_or("no RSS")?);
+                samples.push(now);
+                let settled = samples
+                    .iter()
+                    .rev()
+                    .find(|(t, _)| now.0.duration_since(*t) >= Duration::from_secs(3))
+                    .is_some_and(|(_, old)| now.1 * 100 >= old * 99);
+                if settled || start.elapsed() >= Duration::from_secs(60) {
+                    Ok(now.1)
+                } else {
+                    Err("still falling")
+                }
+            },
+        )
+        .into()
     }
 }
 

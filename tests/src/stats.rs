@@ -61,8 +61,22 @@ impl Samples {
 
 /// The `VmRSS` line of `/proc/<pid>/status`, in KiB.
 pub fn vm_rss_kib(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    status_kib(status, "VmRSS:")
+}
+
+/// The `VmHWM` (peak RSS) line of `/proc/<pid>/status`, in KiB.
+pub fn vm_hwm_kib(status: &str) -> Option<u64> {
+    status_kib(status, "VmHWM:")
+}
+
+fn status_kib(status: &str, field: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with(field))?;
     line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// KiB as megabytes with one decimal, `n/a` when unknown (benchmark output).
+pub fn megabytes(kib: Option<u64>) -> String {
+    kib.map_or("n/a".into(), |k| format!("{:.1}", k as f64 * 1024.0 / 1e6))
 }
 
 #[cfg(test)]
@@ -104,5 +118,11 @@ mod tests {
         let status = "Name:\tberth-controller\nVmPeak:\t  9000 kB\nVmRSS:\t   51234 kB\n";
         assert_eq!(vm_rss_kib(status), Some(51234));
         assert_eq!(vm_rss_kib("Name: x\n"), None);
+        assert_eq!(
+            vm_hwm_kib("VmHWM:\t 60000 kB\nVmRSS:\t 51234 kB\n"),
+            Some(60000)
+        );
+        assert_eq!(megabytes(Some(1000)), "1.0");
+        assert_eq!(megabytes(None), "n/a");
     }
 }

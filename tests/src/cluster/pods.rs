@@ -56,17 +56,28 @@ impl Cluster {
         let mut last = String::from("nothing seen yet");
         let mut versions = 0usize;
         'reopen: while start.elapsed() < timeout {
-            let Some(pod) = self.pod(ns, name) else {
-                last = "the pod does not exist".into();
-                std::thread::sleep(Duration::from_millis(100));
-                continue;
+            // Watch from the pod's version, or, while it does not exist, from the (empty) list's,
+            // so its creation arrives as an event.
+            let rv = match self.pod(ns, name) {
+                Some(pod) => {
+                    versions += 1;
+                    match check(&pod) {
+                        Ok(v) => return v,
+                        Err(e) => last = format!("{e}\n  pod: {}", summary(&pod)),
+                    }
+                    pod["metadata"]["resourceVersion"].clone()
+                }
+                None => {
+                    last = "the pod does not exist".into();
+                    self.get(&format!(
+                        "/api/v1/namespaces/{ns}/pods?fieldSelector=metadata.name%3D{name}"
+                    ))
+                    .map_or(Value::Null, |list| {
+                        list["metadata"]["resourceVersion"].clone()
+                    })
+                }
             };
-            versions += 1;
-            match check(&pod) {
-                Ok(v) => return v,
-                Err(e) => last = format!("{e}\n  pod: {}", summary(&pod)),
-            }
-            let rv = pod["metadata"]["resourceVersion"].as_str().unwrap_or("0");
+            let rv = rv.as_str().unwrap_or("0");
             let path = format!(
                 "/api/v1/namespaces/{ns}/pods?watch=true&resourceVersion={rv}\
                  &fieldSelector=metadata.name%3D{name}&allowWatchBookmarks=true"

@@ -50,10 +50,7 @@ fn frontend_pods(c: &Cluster) -> Vec<Value> {
 }
 
 fn name(p: &Value) -> String {
-    p["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
+    berth_tests::rollout::name(p).to_string()
 }
 
 /// The uid of the controller owner of `p`, if any.
@@ -107,10 +104,10 @@ fn a_replicaset_adopts_releases_replaces_and_orphans_its_pods() {
     c.wait_for_pod_phase("default", "pod1", "Running", START);
 
     c.apply(&replicaset(3));
-    let rs = c
-        .get("/apis/apps/v1/namespaces/default/replicasets/frontend")
-        .unwrap();
-    let uid = rs["metadata"]["uid"].as_str().unwrap().to_string();
+    let uid = berth_tests::objects::uid(
+        &c.get("/apis/apps/v1/namespaces/default/replicasets/frontend")
+            .unwrap(),
+    );
     let pods = settle(&c, 3, &uid);
     assert!(pods.contains(&"pod1".to_string()), "pod1 adopted: {pods:?}");
     let pod1 = c.pod("default", "pod1").unwrap();

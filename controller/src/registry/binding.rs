@@ -14,7 +14,7 @@ impl Registry {
             return Err(ApiError::UnknownPath);
         };
         loop {
-            let current = self.get(rt, Some(ns), name)?;
+            let current = self.current(rt, Some(ns), name)?;
             let mut pod = current.value()?;
             if pod.pointer("/metadata/deletionTimestamp").is_some() {
                 return Err(ApiError::Conflict {

@@ -76,7 +76,7 @@ impl Registry {
         name: &str,
         opts: &DeleteOptions,
     ) -> Result<DeleteOutcome, ApiError> {
-        let current = self.get(rt, ns, name)?;
+        let current = self.current(rt, ns, name)?;
         let mut obj = current.value()?;
         if let Some(pre) = &opts.preconditions {
             let uid = obj

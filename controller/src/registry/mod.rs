@@ -92,6 +92,19 @@ impl Registry {
             .ok_or_else(|| ApiError::not_found(rt, name))
     }
 
+    /// The object's newest version, a write still waiting for durability included
+    /// ([`crate::store::Store::latest`]): the start of every read-modify-write.
+    pub(crate) fn current(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<StoredObject, ApiError> {
+        self.store
+            .latest(&object_key(rt, ns, name))
+            .ok_or_else(|| ApiError::not_found(rt, name))
+    }
+
     /// Checks that `ns` exists and is not terminating, for creating content in it.
     fn check_namespace(&self, ns: &str) -> Result<(), ApiError> {
         let Some(rt) = resource::by_plural("", "v1", "namespaces") else {
@@ -179,7 +192,7 @@ impl Registry {
                 "the name of the object ({body_name}) does not match the name on the URL ({name})"
             )));
         }
-        let current = self.get(rt, ns, name)?;
+        let current = self.current(rt, ns, name)?;
         let expected = match obj
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
@@ -212,7 +225,7 @@ impl Registry {
     ) -> Result<Value, ApiError> {
         let mut attempts = 0;
         loop {
-            let current = self.get(rt, ns, name)?;
+            let current = self.current(rt, ns, name)?;
             let old = current.value()?;
             let mut new = f(old.clone())?;
             meta::check_type(rt, &mut new)?;

@@ -232,6 +232,19 @@ impl Store {
         self.read().objects.get(key).cloned()
     }
 
+    /// The newest version of `key`, counting a write still queued for durability (`None` if the
+    /// newest write deletes it). What a read-modify-write starts from: its compare-and-swap is
+    /// checked against queued writes, so starting from the durable version would conflict with
+    /// a write that is merely waiting for its fsync; its own write then queues behind that one
+    /// (and fails with it). Readers use [`Store::get`].
+    pub fn latest(&self, key: &str) -> Option<StoredObject> {
+        let queue = self.inner.pipeline.lock();
+        match queue.pending(key) {
+            Some(queued) => queued,
+            None => self.get(key),
+        }
+    }
+
     /// All objects whose key starts with `prefix`, from `start_after` (exclusive) on, at most
     /// `limit` of them; with the revision they are consistent at and whether more remain.
     pub fn list(

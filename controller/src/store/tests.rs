@@ -335,3 +335,42 @@ fn a_group_larger_than_the_history_compacts_inside_itself() {
     let reopened = open(dir.path(), 4);
     assert_eq!(reopened.count("/k/"), 300);
 }
+
+#[test]
+fn a_read_modify_write_starts_from_a_queued_write_and_lands_behind_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, h) = instrumented(dir.path(), 1000);
+    let a = store.put("/k/a", cm("a"), Precondition::Absent).unwrap();
+    h.set_gate(false);
+    let first = {
+        let store = store.clone();
+        std::thread::spawn(move || store.put("/k/a", cm("a"), Precondition::Revision(a.revision)))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while store.inner.pipeline.lock().assigned < a.revision + 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "first write did not queue"
+        );
+        std::thread::yield_now();
+    }
+    // Readers still see the durable version; a read-modify-write sees the queued one, and a
+    // compare-and-swap against it is accepted (against the durable one it is a conflict).
+    assert_eq!(store.get("/k/a").unwrap().revision, a.revision);
+    let latest = store.latest("/k/a").unwrap();
+    assert_eq!(latest.revision, a.revision + 1);
+    assert!(matches!(
+        store.put("/k/a", cm("a"), Precondition::Revision(a.revision)),
+        Err(StoreError::Conflict)
+    ));
+    let second = {
+        let store = store.clone();
+        std::thread::spawn(move || {
+            store.put("/k/a", cm("a"), Precondition::Revision(latest.revision))
+        })
+    };
+    h.set_gate(true);
+    assert_eq!(first.join().unwrap().unwrap().revision, a.revision + 1);
+    assert_eq!(second.join().unwrap().unwrap().revision, a.revision + 2);
+    assert_eq!(store.get("/k/a").unwrap().revision, a.revision + 2);
+}

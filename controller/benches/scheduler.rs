@@ -6,7 +6,8 @@
 //! [--dir PATH]` (the store goes in a temporary directory under PATH, default the system
 //! temporary directory; every store write is fsync'd, so the disk under PATH matters).
 
-use berth_controller::controllers;
+use berth_controller::controllers::{self, runtime::Context, runtime::QueueMetrics};
+use berth_controller::informer::Informers;
 use berth_controller::registry::{Registry, WriteOptions, prefix};
 use berth_controller::scheduler;
 use berth_controller::store::{RedbBackend, Store};
@@ -14,6 +15,7 @@ use berth_shared::resource::{ResourceType, by_plural};
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -141,16 +143,17 @@ async fn run(nodes: usize, pods: usize, base: &std::path::Path, binders: usize) 
         .watch(registry.store().current_revision())
         .expect("watch");
     let started = Instant::now();
-    let mut tasks = controllers::start(registry.clone(), cidr, stop.clone());
+    let ctx = Context {
+        registry: registry.clone(),
+        informers: Informers::new(Arc::new(registry.store().clone()), stop.clone()),
+        queues: QueueMetrics::default(),
+    };
+    let mut tasks = controllers::start(&ctx, cidr, stop.clone());
     let config = scheduler::Config {
         binders,
         ..scheduler::Config::default()
     };
-    tasks.push(scheduler::start_with(
-        registry.clone(),
-        config,
-        stop.clone(),
-    ));
+    tasks.push(scheduler::start_with(&ctx, config, stop.clone()));
     let mut bound = 0;
     while bound < pods {
         let ev = tokio::select! {

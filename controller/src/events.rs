@@ -2,7 +2,7 @@
 //! (same object, type, reason, message and source) into one Event with a growing `count`, so
 //! `kubectl describe` shows them as upstream does.
 
-use crate::api::error::ApiError;
+use crate::registry::RegistryError;
 use crate::registry::{Part, Registry, WriteOptions};
 use berth_shared::resource;
 use serde_json::{Value, json};
@@ -60,7 +60,7 @@ impl Recorder {
         event_type: EventType,
         reason: &str,
         message: &str,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), RegistryError> {
         let Some(rt) = resource::by_plural("", "v1", "events") else {
             return Ok(());
         };
@@ -97,7 +97,7 @@ impl Recorder {
                 },
             );
             return match r {
-                Ok(_) | Err(ApiError::NotFound { .. }) => Ok(()),
+                Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(()),
                 Err(e) => Err(e),
             };
         }
@@ -127,7 +127,7 @@ impl Recorder {
             .registry
             .create(rt, Some(&ns), event, &WriteOptions::default())
         {
-            Ok(_) | Err(ApiError::AlreadyExists { .. }) => Ok(()),
+            Ok(_) | Err(RegistryError::AlreadyExists { .. }) => Ok(()),
             Err(e) => Err(e),
         }
     }

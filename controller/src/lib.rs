@@ -4,9 +4,12 @@
 pub mod api;
 pub mod controllers;
 pub mod events;
+pub mod informer;
 pub mod join;
 pub mod pki;
 pub mod registry;
 pub mod scheduler;
 pub mod server;
 pub mod store;
+#[cfg(test)]
+pub mod testing;

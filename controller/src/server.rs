@@ -2,7 +2,8 @@
 //! namespaces, the HTTPS listener and the controllers; graceful shutdown on cancellation.
 
 use crate::api::{self, ApiState, authn::Tokens, metrics::Metrics};
-use crate::controllers;
+use crate::controllers::{self, runtime::Context, runtime::QueueMetrics};
+use crate::informer::Informers;
 use crate::pki;
 use crate::registry::{Registry, WriteOptions};
 use crate::store::{RedbBackend, Store};
@@ -85,7 +86,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let pki = pki::load_or_create(&config.data_dir.join("pki"), &config.tls_sans)?;
     let backend = RedbBackend::open(&config.data_dir.join("store.redb"))?;
     let store = Store::open(Box::new(backend), config.watch_history)?;
-    let registry = Registry::new(store);
+    let registry = Registry::new(store.clone());
     {
         let r = registry.clone();
         tokio::task::spawn_blocking(move || bootstrap(&r))
@@ -132,9 +133,15 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let (_token, secret) = crate::join::load_or_create_token(&config.data_dir, &pki.ca_cert)?;
     let signer = crate::join::NodeSigner::new(&pki, secret)?;
     let dialer = api::proxy::AgentDialer::new(&pki)?;
+    let ctx = Context {
+        registry: registry.clone(),
+        informers: Informers::new(Arc::new(store), shutdown.clone()),
+        queues: QueueMetrics::default(),
+    };
     let state = Arc::new(ApiState {
         dialer,
         signer,
+        queues: ctx.queues.clone(),
         registry: registry.clone(),
         metrics: Metrics::default(),
         git_version: git_version(),
@@ -146,8 +153,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         controllers::nodeipam::plan::Cidr::parse(&config.cluster_cidr).ok_or_else(|| {
             ServerError::Config(format!("invalid --cluster-cidr {:?}", config.cluster_cidr))
         })?;
-    let mut controllers = controllers::start(registry.clone(), cluster_cidr, shutdown.clone());
-    controllers.push(crate::scheduler::start(registry.clone(), shutdown.clone()));
+    let mut controllers = controllers::start(&ctx, cluster_cidr, shutdown.clone());
+    controllers.push(crate::scheduler::start(&ctx, shutdown.clone()));
     println!("listening on {url}");
     tracing::info!(%url, data_dir = %config.data_dir.display(), "serving");
     api::tls::serve(listener, tls, router, tokens, shutdown.clone()).await;

@@ -1,16 +1,20 @@
 //! The reconcile runtime every controller, the scheduler and the agent's pod workers share: a
 //! deduplicating queue of keys, never two passes of one key at once (a key added while it is
-//! being reconciled runs again afterwards), per-key capped exponential backoff on errors (reset
-//! on success), requeue-after, bounded concurrency and graceful shutdown. Controllers only
-//! decide; this file runs them.
+//! being reconciled runs again afterwards), an error policy per failure (conflict: again at
+//! once; transient: per-key capped exponential backoff, reset on success; permanent: not again
+//! until the key is added anew), requeue-after through one delay queue (no task per delayed
+//! key), bounded concurrency, graceful shutdown, and upstream's workqueue metrics. Controllers
+//! only decide; this file runs them.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt::Display;
 use std::future::Future;
 use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// What a successful pass asks for next.
@@ -21,6 +25,28 @@ pub enum Outcome {
     /// Not converged yet (waiting on something outside): run again after the delay.
     RequeueAfter(Duration),
 }
+
+/// How a failed pass is retried: the error policy of the runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// A write lost a compare-and-swap race (409 Conflict): the state moved on, so the next
+    /// pass can succeed at once. After [`CONFLICT_STREAK`] conflicts in a row it backs off.
+    Now,
+    /// Something outside may recover (a disk, the network, a timeout): back off exponentially.
+    Backoff,
+    /// Retrying the same input fails the same way (invalid object): log it and wait until the
+    /// key is added again (its object or a related one changed).
+    Never,
+}
+
+/// Errors that know how they should be retried.
+pub trait ErrorPolicy {
+    fn retry(&self) -> Retry;
+}
+
+/// Conflicts retried at once in a row before a key backs off like a transient failure (two
+/// writers fighting over one object must not spin).
+pub const CONFLICT_STREAK: u32 = 5;
 
 /// First retry delay after an error; doubles per consecutive failure of a key.
 pub const BACKOFF_BASE: Duration = Duration::from_millis(5);
@@ -36,18 +62,78 @@ pub fn backoff(failures: u32) -> Duration {
         .map_or(BACKOFF_CAP, |d| d.min(BACKOFF_CAP))
 }
 
+/// Upper bounds (seconds) of the work-duration histogram, as upstream's workqueue uses.
+pub const WORK_BUCKETS: [f64; 10] = [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 0.01, 0.1, 1.0, 10.0];
+
+/// Counters of one queue, for `/metrics` (`workqueue_*`).
+#[derive(Debug, Default)]
+struct Counters {
+    adds: AtomicU64,
+    retries: AtomicU64,
+    work_count: AtomicU64,
+    /// Sum of pass durations in nanoseconds.
+    work_nanos: AtomicU64,
+    work_buckets: [AtomicU64; WORK_BUCKETS.len()],
+}
+
+/// A snapshot of a queue's metrics.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QueueStats {
+    pub depth: usize,
+    pub adds: u64,
+    pub retries: u64,
+    pub work_count: u64,
+    pub work_seconds: f64,
+    /// Cumulative counts per bound of [`WORK_BUCKETS`].
+    pub work_buckets: Vec<u64>,
+}
+
 struct State<K> {
     pending: VecDeque<K>,
     queued: HashSet<K>,
     active: HashSet<K>,
     dirty: HashSet<K>,
     failures: HashMap<K, u32>,
+    /// Keys waiting for a time: (when, sequence) → key, and key → its entry (earliest wins).
+    delayed: BTreeMap<(Instant, u64), K>,
+    delayed_at: HashMap<K, (Instant, u64)>,
+    seq: u64,
+}
+
+impl<K: Clone + Eq + Hash> State<K> {
+    /// Moves the keys whose time has come to the pending list; returns the next due time.
+    fn promote(&mut self, now: Instant) -> (bool, Option<Instant>) {
+        let mut moved = false;
+        while let Some(entry) = self.delayed.first_entry() {
+            if entry.key().0 > now {
+                return (moved, Some(entry.key().0));
+            }
+            let key = entry.remove();
+            self.delayed_at.remove(&key);
+            moved |= self.enqueue(key);
+        }
+        (moved, None)
+    }
+
+    /// Adds a key to the pending list (once); true when it was added.
+    fn enqueue(&mut self, key: K) -> bool {
+        if self.active.contains(&key) {
+            self.dirty.insert(key);
+            return false;
+        }
+        if self.queued.insert(key.clone()) {
+            self.pending.push_back(key);
+            return true;
+        }
+        false
+    }
 }
 
 /// A handle to add keys to a controller's queue. Cheap to clone.
 pub struct Queue<K> {
     state: Arc<Mutex<State<K>>>,
     notify: Arc<Notify>,
+    counters: Arc<Counters>,
 }
 
 impl<K> Clone for Queue<K> {
@@ -55,6 +141,7 @@ impl<K> Clone for Queue<K> {
         Queue {
             state: self.state.clone(),
             notify: self.notify.clone(),
+            counters: self.counters.clone(),
         }
     }
 }
@@ -74,8 +161,12 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
                 active: HashSet::new(),
                 dirty: HashSet::new(),
                 failures: HashMap::new(),
+                delayed: BTreeMap::new(),
+                delayed_at: HashMap::new(),
+                seq: 0,
             })),
             notify: Arc::new(Notify::new()),
+            counters: Arc::new(Counters::default()),
         }
     }
 
@@ -85,28 +176,36 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
 
     /// Adds a key (once: a key already waiting is not added twice).
     pub fn add(&self, key: K) {
-        let mut s = self.lock();
-        if s.active.contains(&key) {
-            s.dirty.insert(key);
-            return;
-        }
-        if s.queued.insert(key.clone()) {
-            s.pending.push_back(key);
-            drop(s);
+        self.counters.adds.fetch_add(1, Ordering::Relaxed);
+        if self.lock().enqueue(key) {
             self.notify.notify_one();
         }
     }
 
-    /// Adds a key after a delay.
+    /// Adds a key after a delay (the earliest of several delays wins). The key waits in the
+    /// queue's delay list; the runner of the queue ([`run`]) promotes it when it is due.
     pub fn add_after(&self, key: K, delay: Duration) {
-        let q = self.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
-            q.add(key);
-        });
+        if delay.is_zero() {
+            return self.add(key);
+        }
+        let when = Instant::now() + delay;
+        let mut s = self.lock();
+        if let Some(&(at, seq)) = s.delayed_at.get(&key) {
+            if at <= when {
+                return;
+            }
+            s.delayed.remove(&(at, seq));
+        }
+        s.seq += 1;
+        let entry = (when, s.seq);
+        s.delayed.insert(entry, key.clone());
+        s.delayed_at.insert(key, entry);
+        drop(s);
+        // The runner recomputes its next wake-up.
+        self.notify.notify_one();
     }
 
-    /// Number of keys waiting.
+    /// Number of keys waiting to run now.
     pub fn len(&self) -> usize {
         self.lock().pending.len()
     }
@@ -115,15 +214,56 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
         self.len() == 0
     }
 
-    fn take(&self) -> Option<K> {
-        let mut s = self.lock();
-        let key = s.pending.pop_front()?;
-        s.queued.remove(&key);
-        s.active.insert(key.clone());
-        Some(key)
+    /// Number of keys waiting for a time.
+    pub fn delayed_len(&self) -> usize {
+        self.lock().delayed.len()
     }
 
-    fn finish(&self, key: &K, result: Result<Outcome, ()>) {
+    /// The queue's metrics now.
+    pub fn stats(&self) -> QueueStats {
+        let c = &self.counters;
+        QueueStats {
+            depth: self.len(),
+            adds: c.adds.load(Ordering::Relaxed),
+            retries: c.retries.load(Ordering::Relaxed),
+            work_count: c.work_count.load(Ordering::Relaxed),
+            work_seconds: c.work_nanos.load(Ordering::Relaxed) as f64 / 1e9,
+            work_buckets: c
+                .work_buckets
+                .iter()
+                .map(|b| b.load(Ordering::Relaxed))
+                .collect(),
+        }
+    }
+
+    /// The next key to run, promoting due delayed keys; otherwise when to look again.
+    fn take(&self) -> Result<K, Option<Instant>> {
+        let mut s = self.lock();
+        let (_, next) = s.promote(Instant::now());
+        let Some(key) = s.pending.pop_front() else {
+            return Err(next);
+        };
+        s.queued.remove(&key);
+        s.active.insert(key.clone());
+        Ok(key)
+    }
+
+    fn observe_work(&self, took: Duration) {
+        let c = &self.counters;
+        c.work_count.fetch_add(1, Ordering::Relaxed);
+        c.work_nanos.fetch_add(
+            u64::try_from(took.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        let secs = took.as_secs_f64();
+        for (i, bound) in WORK_BUCKETS.iter().enumerate() {
+            if secs <= *bound {
+                c.work_buckets[i].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn finish(&self, key: &K, result: Result<Outcome, Retry>) {
         let retry = {
             let mut s = self.lock();
             s.active.remove(key);
@@ -135,10 +275,18 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
                         Outcome::RequeueAfter(d) => Some(d),
                     }
                 }
-                Err(()) => {
+                Err(Retry::Never) => {
+                    s.failures.remove(key);
+                    None
+                }
+                Err(policy) => {
+                    self.counters.retries.fetch_add(1, Ordering::Relaxed);
                     let n = s.failures.entry(key.clone()).or_insert(0);
                     *n += 1;
-                    Some(backoff(*n))
+                    match policy {
+                        Retry::Now if *n <= CONFLICT_STREAK => Some(Duration::ZERO),
+                        _ => Some(backoff(*n)),
+                    }
                 }
             };
             // Added while it ran: the newer state deserves a pass now.
@@ -149,15 +297,41 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
             }
         };
         match retry {
-            Some(d) if d.is_zero() => self.add(key.clone()),
+            Some(d) if d.is_zero() && self.lock().enqueue(key.clone()) => {
+                self.notify.notify_one();
+            }
+            Some(d) if d.is_zero() => {}
             Some(d) => self.add_after(key.clone(), d),
             None => {}
         }
     }
 }
 
+/// A failed pass: how to retry it and what to log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub retry: Retry,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn of<E: ErrorPolicy + Display>(e: &E) -> Failure {
+        Failure {
+            retry: e.retry(),
+            message: e.to_string(),
+        }
+    }
+
+    pub fn transient(e: impl Display) -> Failure {
+        Failure {
+            retry: Retry::Backoff,
+            message: e.to_string(),
+        }
+    }
+}
+
 /// Runs `reconcile` over the queue's keys with at most `concurrency` passes at once, until
-/// `shutdown` is cancelled (passes in flight finish first).
+/// `shutdown` is cancelled (passes in flight finish first). Every error backs off.
 pub async fn run<K, F, Fut, E>(
     queue: Queue<K>,
     concurrency: usize,
@@ -171,6 +345,26 @@ pub async fn run<K, F, Fut, E>(
     E: Display + Send + 'static,
 {
     let reconcile = Arc::new(reconcile);
+    run_with_policy(queue, concurrency, shutdown, name, move |k| {
+        let r = reconcile.clone();
+        async move { r(k).await.map_err(Failure::transient) }
+    })
+    .await
+}
+
+/// Like [`run`], with the retry of each failure chosen by the pass ([`Failure::retry`]).
+pub async fn run_with_policy<K, F, Fut>(
+    queue: Queue<K>,
+    concurrency: usize,
+    shutdown: CancellationToken,
+    name: &'static str,
+    reconcile: F,
+) where
+    K: Clone + Eq + Hash + Send + Display + 'static,
+    F: Fn(K) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Outcome, Failure>> + Send + 'static,
+{
+    let reconcile = Arc::new(reconcile);
     let permits = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
     loop {
         let permit = tokio::select! {
@@ -181,11 +375,14 @@ pub async fn run<K, F, Fut, E>(
             // Register interest before checking, so an add between the check and the wait
             // is not missed.
             let notified = queue.notify.notified();
-            if let Some(k) = queue.take() {
-                break Some(k);
-            }
+            let next = match queue.take() {
+                Ok(k) => break Some(k),
+                Err(next) => next,
+            };
+            let until = next.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
             tokio::select! {
                 _ = notified => {}
+                _ = tokio::time::sleep_until(until) => {}
                 _ = shutdown.cancelled() => break None,
             }
         };
@@ -193,12 +390,21 @@ pub async fn run<K, F, Fut, E>(
         let q = queue.clone();
         let r = reconcile.clone();
         tokio::spawn(async move {
+            let started = Instant::now();
             let result = r(key.clone()).await;
+            q.observe_work(started.elapsed());
             let result = match result {
                 Ok(o) => Ok(o),
-                Err(e) => {
-                    tracing::debug!(controller = name, %key, error = %e, "reconcile failed; backing off");
-                    Err(())
+                Err(f) => {
+                    match f.retry {
+                        Retry::Never => {
+                            tracing::warn!(controller = name, %key, error = %f.message, "reconcile failed; not retrying until the object changes")
+                        }
+                        _ => {
+                            tracing::debug!(controller = name, %key, error = %f.message, retry = ?f.retry, "reconcile failed")
+                        }
+                    }
+                    Err(f.retry)
                 }
             };
             q.finish(&key, result);
@@ -214,7 +420,7 @@ pub async fn run<K, F, Fut, E>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
 
     #[test]
     fn backoff_doubles_from_five_milliseconds_and_caps() {
@@ -229,39 +435,119 @@ mod tests {
         q.add("a".into());
         q.add("a".into());
         assert_eq!(q.len(), 1);
+        assert_eq!(q.stats().adds, 2);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn failures_are_retried_with_backoff_until_success() {
+    async fn a_delayed_key_waits_in_one_list_and_the_earliest_delay_wins() {
         let q: Queue<String> = Queue::new();
+        q.add_after("a".into(), Duration::from_secs(10));
+        q.add_after("a".into(), Duration::from_secs(2));
+        q.add_after("a".into(), Duration::from_secs(5));
+        assert_eq!((q.len(), q.delayed_len()), (0, 1));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(q.take().ok(), Some("a".to_string()));
+        assert_eq!(q.delayed_len(), 0);
+    }
+
+    /// Runs a queue whose passes fail per `script` (then succeed) and records when each pass
+    /// ran; stops after the first success.
+    async fn passes(script: Vec<Retry>) -> Vec<Duration> {
+        let q: Queue<String> = Queue::new();
+        let times = Arc::new(Mutex::new(Vec::new()));
         let calls = Arc::new(AtomicUsize::new(0));
-        let c = calls.clone();
         let stop = CancellationToken::new();
-        let s = stop.clone();
+        let start = Instant::now();
         q.add("k".into());
-        let runner = tokio::spawn(run(
+        let (t, c, s) = (times.clone(), calls.clone(), stop.clone());
+        let runner = tokio::spawn(run_with_policy(
             q.clone(),
-            2,
+            1,
             stop.clone(),
             "test",
             move |_k: String| {
-                let c = c.clone();
-                let s = s.clone();
+                let (t, c, s, script) = (t.clone(), c.clone(), s.clone(), script.clone());
                 async move {
-                    let n = c.fetch_add(1, Ordering::SeqCst) + 1;
-                    if n < 3 {
-                        Err("not yet")
-                    } else {
-                        s.cancel();
-                        Ok(Outcome::Done)
+                    t.lock().unwrap().push(start.elapsed());
+                    let n = c.fetch_add(1, Ordering::SeqCst);
+                    match script.get(n) {
+                        Some(retry) => Err(Failure {
+                            retry: *retry,
+                            message: "failed".into(),
+                        }),
+                        None => {
+                            s.cancel();
+                            Ok(Outcome::Done)
+                        }
                     }
                 }
             },
         ));
-        tokio::time::timeout(Duration::from_secs(5), runner)
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        let _ = tokio::time::timeout(Duration::from_secs(600), runner).await;
+        times.lock().unwrap().clone()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn transient_failures_are_retried_with_growing_backoff_until_success() {
+        let t = passes(vec![Retry::Backoff, Retry::Backoff]).await;
+        assert_eq!(t.len(), 3);
+        assert!(t[1] - t[0] >= Duration::from_millis(5));
+        assert!(t[2] - t[1] >= Duration::from_millis(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_conflict_is_retried_at_once() {
+        let t = passes(vec![Retry::Now, Retry::Now]).await;
+        assert_eq!(t.len(), 3);
+        assert_eq!(t[2], t[0], "no time passes between conflict retries");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_conflict_streak_falls_back_to_backoff() {
+        let t = passes(vec![Retry::Now; CONFLICT_STREAK as usize + 1]).await;
+        let last = t.len() - 1;
+        assert_eq!(t[last - 1], t[0]);
+        assert!(t[last] - t[last - 1] >= backoff(CONFLICT_STREAK + 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_permanent_failure_is_not_retried_until_the_key_is_added_again() {
+        let q: Queue<String> = Queue::new();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let ran = Arc::new(Notify::new());
+        let stop = CancellationToken::new();
+        let (c, r) = (calls.clone(), ran.clone());
+        let runner = tokio::spawn(run_with_policy(
+            q.clone(),
+            1,
+            stop.clone(),
+            "test",
+            move |_k: String| {
+                let (c, r) = (c.clone(), r.clone());
+                async move {
+                    c.fetch_add(1, Ordering::SeqCst);
+                    r.notify_one();
+                    Err::<Outcome, _>(Failure {
+                        retry: Retry::Never,
+                        message: "invalid".into(),
+                    })
+                }
+            },
+        ));
+        q.add("k".into());
+        ran.notified().await;
+        // Two minutes of virtual time: a backoff would have retried many times by now.
+        tokio::time::advance(Duration::from_secs(120)).await;
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(q.delayed_len(), 0);
+        q.add("k".into());
+        ran.notified().await;
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        stop.cancel();
+        runner.await.unwrap();
+        assert_eq!(q.stats().work_count, 2);
     }
 }

@@ -263,6 +263,25 @@ pub static RESOURCES: &[ResourceType] = &[
     ),
 ];
 
+// Each resource type by name, so code names the type it means instead of looking it up by a
+// string (a test below checks each name against its entry).
+pub static NAMESPACES: &ResourceType = &RESOURCES[0];
+pub static NODES: &ResourceType = &RESOURCES[1];
+pub static PODS: &ResourceType = &RESOURCES[2];
+pub static EVENTS: &ResourceType = &RESOURCES[3];
+pub static CONFIG_MAPS: &ResourceType = &RESOURCES[4];
+pub static SECRETS: &ResourceType = &RESOURCES[5];
+pub static REPLICATION_CONTROLLERS: &ResourceType = &RESOURCES[6];
+pub static DEPLOYMENTS: &ResourceType = &RESOURCES[7];
+pub static REPLICA_SETS: &ResourceType = &RESOURCES[8];
+pub static STATEFUL_SETS: &ResourceType = &RESOURCES[9];
+pub static DAEMON_SETS: &ResourceType = &RESOURCES[10];
+pub static CONTROLLER_REVISIONS: &ResourceType = &RESOURCES[11];
+pub static JOBS: &ResourceType = &RESOURCES[12];
+pub static CRON_JOBS: &ResourceType = &RESOURCES[13];
+pub static POD_DISRUPTION_BUDGETS: &ResourceType = &RESOURCES[14];
+pub static LEASES: &ResourceType = &RESOURCES[15];
+
 /// Looks up a resource type by group, version and URL plural.
 pub fn by_plural(group: &str, version: &str, plural: &str) -> Option<&'static ResourceType> {
     RESOURCES
@@ -291,6 +310,33 @@ pub fn groups() -> Vec<(&'static str, &'static str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_named_statics_name_their_entries() {
+        let named = [
+            (NAMESPACES, "NAMESPACES"),
+            (NODES, "NODES"),
+            (PODS, "PODS"),
+            (EVENTS, "EVENTS"),
+            (CONFIG_MAPS, "CONFIG_MAPS"),
+            (SECRETS, "SECRETS"),
+            (REPLICATION_CONTROLLERS, "REPLICATION_CONTROLLERS"),
+            (DEPLOYMENTS, "DEPLOYMENTS"),
+            (REPLICA_SETS, "REPLICA_SETS"),
+            (STATEFUL_SETS, "STATEFUL_SETS"),
+            (DAEMON_SETS, "DAEMON_SETS"),
+            (CONTROLLER_REVISIONS, "CONTROLLER_REVISIONS"),
+            (JOBS, "JOBS"),
+            (CRON_JOBS, "CRON_JOBS"),
+            (POD_DISRUPTION_BUDGETS, "POD_DISRUPTION_BUDGETS"),
+            (LEASES, "LEASES"),
+        ];
+        assert_eq!(named.len(), RESOURCES.len());
+        for (rt, name) in named {
+            let plural = name.to_lowercase().replace('_', "");
+            assert_eq!(rt.plural, plural, "{name}");
+        }
+    }
 
     #[test]
     fn core_kinds_resolve_by_plural_and_by_kind() {

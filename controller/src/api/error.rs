@@ -213,6 +213,60 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Each registry error as the API answers it (same message, its HTTP status).
+impl From<crate::registry::RegistryError> for ApiError {
+    fn from(e: crate::registry::RegistryError) -> ApiError {
+        use crate::registry::RegistryError as R;
+        match e {
+            R::NotFound {
+                resource,
+                group,
+                name,
+            } => ApiError::NotFound {
+                resource,
+                group,
+                name,
+            },
+            R::AlreadyExists {
+                resource,
+                group,
+                name,
+            } => ApiError::AlreadyExists {
+                resource,
+                group,
+                name,
+            },
+            R::Conflict {
+                resource,
+                group,
+                name,
+                detail,
+            } => ApiError::Conflict {
+                resource,
+                group,
+                name,
+                detail,
+            },
+            R::Invalid {
+                kind,
+                group,
+                name,
+                causes,
+            } => ApiError::Invalid {
+                kind,
+                group,
+                name,
+                causes,
+            },
+            R::BadRequest(m) => ApiError::BadRequest(m),
+            R::Forbidden(m) => ApiError::Forbidden(m),
+            R::UnknownPath => ApiError::UnknownPath,
+            R::Gone(m) => ApiError::Gone(m),
+            R::Internal(m) => ApiError::Internal(m),
+        }
+    }
+}
+
 impl From<crate::store::StoreError> for ApiError {
     fn from(e: crate::store::StoreError) -> ApiError {
         match e {

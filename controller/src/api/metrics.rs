@@ -134,7 +134,7 @@ pub async fn serve(State(state): State<SharedState>) -> Response {
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(state.registry.store()),
+        state.metrics.render(state.registry.store()) + &state.queues.render(),
     )
         .into_response()
 }

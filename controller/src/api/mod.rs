@@ -44,6 +44,8 @@ pub struct ApiState {
     pub dialer: proxy::AgentDialer,
     /// Cancelled at shutdown: open watches end.
     pub shutdown: CancellationToken,
+    /// The controllers' work queues, for `/metrics`.
+    pub queues: crate::controllers::runtime::QueueMetrics,
 }
 
 pub type SharedState = Arc<ApiState>;
@@ -278,12 +280,13 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
 }
 
 /// Runs a blocking registry call off the async workers.
-pub async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+pub async fn blocking<T: Send + 'static, E: Into<ApiError> + Send + 'static>(
+    f: impl FnOnce() -> Result<T, E> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| ApiError::Internal(format!("request task failed: {e}")))?
+        .map_err(Into::into)
 }
 
 /// An empty body for responses that need none.

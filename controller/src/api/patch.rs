@@ -108,7 +108,7 @@ pub async fn patch(
                 obj["metadata"]["name"] = Value::String(name.clone());
             }
             let created = registry.create(rt, ns.as_deref(), obj, &opts)?;
-            return Ok((StatusCode::CREATED, created));
+            return Ok::<_, ApiError>((StatusCode::CREATED, created));
         }
         let strict = opts.field_validation == crate::registry::FieldValidation::Strict;
         let updated = registry.update_with(rt, ns.as_deref(), &name, part, &opts, |current| {

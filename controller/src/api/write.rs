@@ -112,8 +112,8 @@ pub async fn delete_collection(
                 .map(String::from);
             match registry.delete(rt, ns.as_deref(), &name, &opts) {
                 Ok(DeleteOutcome::Deleted(o)) | Ok(DeleteOutcome::Terminating(o)) => out.push(o),
-                Err(ApiError::NotFound { .. }) => {}
-                Err(e) => return Err(e),
+                Err(crate::registry::RegistryError::NotFound { .. }) => {}
+                Err(e) => return Err(ApiError::from(e)),
             }
         }
         Ok((rev, out))

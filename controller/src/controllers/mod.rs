@@ -1,28 +1,29 @@
 //! The controllers that run inside the control plane. Each is a pure planner (`plan.rs`) and a
-//! thin loop on the shared reconcile runtime.
+//! [`runtime::Reconciler`] wired to the shared informers with the [`runtime::Controller`]
+//! builder.
 
 pub mod deployment;
-mod follow;
 pub mod gc;
 pub mod namespace;
 pub mod nodeipam;
 pub mod replicaset;
+pub mod runtime;
 
-use crate::registry::Registry;
+use runtime::Context;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// Starts every controller; they stop when `shutdown` is cancelled.
 pub fn start(
-    registry: Registry,
+    ctx: &Context,
     cluster_cidr: nodeipam::plan::Cidr,
     shutdown: CancellationToken,
 ) -> Vec<JoinHandle<()>> {
     vec![
-        deployment::start(registry.clone(), shutdown.clone()),
-        gc::start(registry.clone(), shutdown.clone()),
-        namespace::start(registry.clone(), shutdown.clone()),
-        nodeipam::start(registry.clone(), cluster_cidr, shutdown.clone()),
-        replicaset::start(registry, shutdown),
+        tokio::spawn(deployment::run(ctx.clone(), shutdown.clone())),
+        tokio::spawn(gc::run(ctx.clone(), shutdown.clone())),
+        tokio::spawn(namespace::run(ctx.clone(), shutdown.clone())),
+        tokio::spawn(nodeipam::run(ctx.clone(), cluster_cidr, shutdown.clone())),
+        tokio::spawn(replicaset::run(ctx.clone(), shutdown)),
     ]
 }

@@ -1,23 +1,23 @@
 //! The `pods/binding` write: sets `spec.nodeName` once and marks the pod scheduled. Pod specs
 //! are otherwise immutable, so this bypasses update validation, as upstream's binding does.
 
+use super::RegistryError;
 use super::meta::now_rfc3339;
 use super::{Registry, object_key, store_error};
-use crate::api::error::ApiError;
 use crate::store::Precondition;
 use berth_shared::resource;
 use serde_json::{Value, json};
 
 impl Registry {
-    pub fn bind(&self, ns: &str, name: &str, node: &str) -> Result<Value, ApiError> {
+    pub fn bind(&self, ns: &str, name: &str, node: &str) -> Result<Value, RegistryError> {
         let Some(rt) = resource::by_plural("", "v1", "pods") else {
-            return Err(ApiError::UnknownPath);
+            return Err(RegistryError::UnknownPath);
         };
         loop {
             let current = self.current(rt, Some(ns), name)?;
             let mut pod = current.value()?;
             if pod.pointer("/metadata/deletionTimestamp").is_some() {
-                return Err(ApiError::Conflict {
+                return Err(RegistryError::Conflict {
                     resource: rt.group_resource(),
                     group: String::new(),
                     name: name.to_string(),
@@ -25,7 +25,7 @@ impl Registry {
                 });
             }
             if let Some(existing) = pod.pointer("/spec/nodeName").and_then(Value::as_str) {
-                return Err(ApiError::Conflict {
+                return Err(RegistryError::Conflict {
                     resource: rt.group_resource(),
                     group: String::new(),
                     name: name.to_string(),

@@ -2,9 +2,9 @@
 //! finalizers the garbage collector acts on), graceful deletion of pods on nodes, and
 //! namespaces that wait for their content to go.
 
+use super::RegistryError;
 use super::meta::now_rfc3339;
 use super::{Registry, object_key, store_error};
-use crate::api::error::ApiError;
 use crate::store::Precondition;
 use berth_shared::resource::ResourceType;
 use serde::Deserialize;
@@ -75,7 +75,7 @@ impl Registry {
         ns: Option<&str>,
         name: &str,
         opts: &DeleteOptions,
-    ) -> Result<DeleteOutcome, ApiError> {
+    ) -> Result<DeleteOutcome, RegistryError> {
         let current = self.current(rt, ns, name)?;
         let mut obj = current.value()?;
         if let Some(pre) = &opts.preconditions {
@@ -86,7 +86,7 @@ impl Registry {
             if let Some(want) = &pre.uid
                 && want != uid
             {
-                return Err(ApiError::Conflict {
+                return Err(RegistryError::Conflict {
                     resource: rt.group_resource(),
                     group: rt.group.to_string(),
                     name: name.to_string(),
@@ -98,7 +98,7 @@ impl Registry {
             if let Some(want) = &pre.resource_version
                 && *want != current.revision.to_string()
             {
-                return Err(ApiError::Conflict {
+                return Err(RegistryError::Conflict {
                     resource: rt.group_resource(),
                     group: rt.group.to_string(),
                     name: name.to_string(),

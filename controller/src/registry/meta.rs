@@ -2,7 +2,7 @@
 //! create, spec/status separation and generation on update, and when finalizers release an
 //! object.
 
-use crate::api::error::ApiError;
+use super::RegistryError;
 use berth_shared::resource::ResourceType;
 use rand::Rng;
 use serde_json::{Value, json};
@@ -27,9 +27,9 @@ pub fn random_suffix() -> String {
 }
 
 /// The body must be an object of this resource's kind and apiVersion (filled in when absent).
-pub fn check_type(rt: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
+pub fn check_type(rt: &ResourceType, obj: &mut Value) -> Result<(), RegistryError> {
     let Some(map) = obj.as_object_mut() else {
-        return Err(ApiError::BadRequest(
+        return Err(RegistryError::BadRequest(
             "the body of the request must be a JSON object".to_string(),
         ));
     };
@@ -40,7 +40,7 @@ pub fn check_type(rt: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
         }
         Some(v) if v == want => {}
         Some(v) => {
-            return Err(ApiError::BadRequest(format!(
+            return Err(RegistryError::BadRequest(format!(
                 "the API version in the data ({v}) does not match the expected API version ({want})"
             )));
         }
@@ -51,7 +51,7 @@ pub fn check_type(rt: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
         }
         Some(k) if k == rt.kind => {}
         Some(k) => {
-            return Err(ApiError::BadRequest(format!(
+            return Err(RegistryError::BadRequest(format!(
                 "the kind in the data ({k}) does not match the expected kind ({})",
                 rt.kind
             )));
@@ -59,7 +59,7 @@ pub fn check_type(rt: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
     }
     if !map.get("metadata").is_some_and(Value::is_object) {
         if map.get("metadata").is_some_and(|m| !m.is_null()) {
-            return Err(ApiError::BadRequest(
+            return Err(RegistryError::BadRequest(
                 "metadata must be an object".to_string(),
             ));
         }
@@ -80,19 +80,23 @@ fn metadata(obj: &mut Value) -> &mut serde_json::Map<String, Value> {
 
 /// Namespaced kinds take the request's namespace (a different one in the body is an error);
 /// cluster-scoped kinds carry none.
-pub fn set_namespace(rt: &ResourceType, ns: Option<&str>, obj: &mut Value) -> Result<(), ApiError> {
+pub fn set_namespace(
+    rt: &ResourceType,
+    ns: Option<&str>,
+    obj: &mut Value,
+) -> Result<(), RegistryError> {
     let meta = metadata(obj);
     if !rt.namespaced {
         meta.remove("namespace");
         return Ok(());
     }
     let Some(ns) = ns else {
-        return Err(ApiError::BadRequest(
+        return Err(RegistryError::BadRequest(
             "the namespace of the object must be set in the request path".to_string(),
         ));
     };
     match meta.get("namespace").and_then(Value::as_str) {
-        Some(body) if !body.is_empty() && body != ns => Err(ApiError::BadRequest(
+        Some(body) if !body.is_empty() && body != ns => Err(RegistryError::BadRequest(
             "the namespace of the provided object does not match the namespace sent on the request"
                 .to_string(),
         )),
@@ -104,7 +108,7 @@ pub fn set_namespace(rt: &ResourceType, ns: Option<&str>, obj: &mut Value) -> Re
 }
 
 /// The object's name: `metadata.name`, or `generateName` plus a random suffix.
-pub fn assign_name(rt: &ResourceType, obj: &mut Value) -> Result<String, ApiError> {
+pub fn assign_name(rt: &ResourceType, obj: &mut Value) -> Result<String, RegistryError> {
     let meta = metadata(obj);
     if let Some(name) = meta.get("name").and_then(Value::as_str)
         && !name.is_empty()
@@ -120,7 +124,7 @@ pub fn assign_name(rt: &ResourceType, obj: &mut Value) -> Result<String, ApiErro
         meta.insert("name".into(), json!(name));
         return Ok(name);
     }
-    Err(ApiError::invalid(
+    Err(RegistryError::invalid(
         rt,
         "",
         vec![berth_shared::admission::FieldError {

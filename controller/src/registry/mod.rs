@@ -11,10 +11,11 @@ pub mod meta;
 pub use delete::{DeleteOptions, DeleteOutcome, DeletePreconditions, Propagation};
 pub use keys::{key_of_value, object_key, parse_key, prefix};
 
-use crate::api::error::ApiError;
+mod error;
 use crate::store::{Precondition, Store, StoreError, StoredObject};
 use berth_shared::admission::{self, AdmissionError, Operation};
 use berth_shared::resource::{self, ResourceType};
+pub use error::RegistryError;
 use serde_json::{Map, Value, json};
 
 /// How unknown fields in a request body are treated (`fieldValidation`).
@@ -48,19 +49,19 @@ pub struct Registry {
     store: Store,
 }
 
-fn store_error(rt: &ResourceType, name: &str, e: StoreError) -> ApiError {
+fn store_error(rt: &ResourceType, name: &str, e: StoreError) -> RegistryError {
     match e {
-        StoreError::AlreadyExists => ApiError::already_exists(rt, name),
-        StoreError::NotFound => ApiError::not_found(rt, name),
-        StoreError::Conflict => ApiError::conflict(rt, name),
+        StoreError::AlreadyExists => RegistryError::already_exists(rt, name),
+        StoreError::NotFound => RegistryError::not_found(rt, name),
+        StoreError::Conflict => RegistryError::conflict(rt, name),
         other => other.into(),
     }
 }
 
-fn admission_error(rt: &ResourceType, name: &str, e: AdmissionError) -> ApiError {
+fn admission_error(rt: &ResourceType, name: &str, e: AdmissionError) -> RegistryError {
     match e {
-        AdmissionError::Decode(msg) => ApiError::BadRequest(msg),
-        AdmissionError::Invalid(causes) => ApiError::invalid(rt, name, causes),
+        AdmissionError::Decode(msg) => RegistryError::BadRequest(msg),
+        AdmissionError::Invalid(causes) => RegistryError::invalid(rt, name, causes),
     }
 }
 
@@ -86,10 +87,29 @@ impl Registry {
         rt: &ResourceType,
         ns: Option<&str>,
         name: &str,
-    ) -> Result<StoredObject, ApiError> {
+    ) -> Result<StoredObject, RegistryError> {
         self.store
             .get(&object_key(rt, ns, name))
-            .ok_or_else(|| ApiError::not_found(rt, name))
+            .ok_or_else(|| RegistryError::not_found(rt, name))
+    }
+
+    /// Every object of `rt` in `ns` (all namespaces when `None`), as JSON: a consistent read
+    /// of the store, for the rare pass that must not act on a cache (namespace deletion).
+    pub fn list_values(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+    ) -> Result<Vec<Value>, RegistryError> {
+        let (_, items, _) = self.store.list(&prefix(rt, ns), None, None, |_| true);
+        items
+            .iter()
+            .map(|i| i.value().map_err(RegistryError::from))
+            .collect()
+    }
+
+    /// The store's newest revision.
+    pub fn revision(&self) -> u64 {
+        self.store.current_revision()
     }
 
     /// The object's newest version, a write still waiting for durability included
@@ -99,21 +119,21 @@ impl Registry {
         rt: &ResourceType,
         ns: Option<&str>,
         name: &str,
-    ) -> Result<StoredObject, ApiError> {
+    ) -> Result<StoredObject, RegistryError> {
         self.store
             .latest(&object_key(rt, ns, name))
-            .ok_or_else(|| ApiError::not_found(rt, name))
+            .ok_or_else(|| RegistryError::not_found(rt, name))
     }
 
     /// Checks that `ns` exists and is not terminating, for creating content in it.
-    fn check_namespace(&self, ns: &str) -> Result<(), ApiError> {
+    fn check_namespace(&self, ns: &str) -> Result<(), RegistryError> {
         let Some(rt) = resource::by_plural("", "v1", "namespaces") else {
             return Ok(());
         };
         let obj = self.get(rt, None, ns)?;
         let v = obj.value()?;
         if v.pointer("/metadata/deletionTimestamp").is_some() {
-            return Err(ApiError::Forbidden(format!(
+            return Err(RegistryError::Forbidden(format!(
                 "unable to create new content in namespace {ns} because it is being terminated"
             )));
         }
@@ -127,7 +147,7 @@ impl Registry {
         ns: Option<&str>,
         mut obj: Value,
         opts: &WriteOptions,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Value, RegistryError> {
         meta::check_type(rt, &mut obj)?;
         let unknown = if opts.field_validation == FieldValidation::Strict {
             admission::unknown_fields(rt.kind, &obj)
@@ -137,7 +157,7 @@ impl Registry {
         meta::set_namespace(rt, ns, &mut obj)?;
         let name = meta::assign_name(rt, &mut obj)?;
         if !unknown.is_empty() {
-            return Err(ApiError::BadRequest(format!(
+            return Err(RegistryError::BadRequest(format!(
                 "strict decoding error: {}",
                 unknown.join(", ")
             )));
@@ -171,12 +191,12 @@ impl Registry {
         mut obj: Value,
         part: Part,
         opts: &WriteOptions,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Value, RegistryError> {
         meta::check_type(rt, &mut obj)?;
         if opts.field_validation == FieldValidation::Strict {
             let unknown = admission::unknown_fields(rt.kind, &obj);
             if !unknown.is_empty() {
-                return Err(ApiError::BadRequest(format!(
+                return Err(RegistryError::BadRequest(format!(
                     "strict decoding error: {}",
                     unknown.join(", ")
                 )));
@@ -188,7 +208,7 @@ impl Registry {
             .and_then(Value::as_str)
             .unwrap_or(name);
         if body_name != name {
-            return Err(ApiError::BadRequest(format!(
+            return Err(RegistryError::BadRequest(format!(
                 "the name of the object ({body_name}) does not match the name on the URL ({name})"
             )));
         }
@@ -198,11 +218,11 @@ impl Registry {
             .and_then(Value::as_str)
         {
             Some(rv) if !rv.is_empty() => {
-                let rv: u64 = rv
-                    .parse()
-                    .map_err(|_| ApiError::BadRequest(format!("invalid resourceVersion {rv:?}")))?;
+                let rv: u64 = rv.parse().map_err(|_| {
+                    RegistryError::BadRequest(format!("invalid resourceVersion {rv:?}"))
+                })?;
                 if rv != current.revision {
-                    return Err(ApiError::conflict(rt, name));
+                    return Err(RegistryError::conflict(rt, name));
                 }
                 rv
             }
@@ -214,19 +234,22 @@ impl Registry {
 
     /// Reads, changes with `f` and writes back, retrying on conflicts: the path of PATCH and
     /// of controllers' read-modify-write. `f` gets the stored object and returns the new one.
-    pub fn update_with(
+    pub fn update_with<E>(
         &self,
         rt: &ResourceType,
         ns: Option<&str>,
         name: &str,
         part: Part,
         opts: &WriteOptions,
-        mut f: impl FnMut(Value) -> Result<Value, ApiError>,
-    ) -> Result<Value, ApiError> {
+        mut f: impl FnMut(Value) -> Result<Value, E>,
+    ) -> Result<Value, E>
+    where
+        E: From<RegistryError>,
+    {
         let mut attempts = 0;
         loop {
             let current = self.current(rt, ns, name)?;
-            let old = current.value()?;
+            let old = current.value().map_err(RegistryError::from)?;
             let mut new = f(old.clone())?;
             meta::check_type(rt, &mut new)?;
             meta::set_namespace(rt, ns, &mut new)?;
@@ -236,13 +259,13 @@ impl Registry {
                 .and_then(Value::as_str)
             {
                 Some(rv) if rv != current.revision.to_string() => {
-                    return Err(ApiError::conflict(rt, name));
+                    return Err(RegistryError::conflict(rt, name).into());
                 }
                 _ => current.revision,
             };
             match self.write_update(rt, ns, name, old, new, expected, part, opts) {
-                Err(ApiError::Conflict { .. }) if attempts < 8 => attempts += 1,
-                other => return other,
+                Err(RegistryError::Conflict { .. }) if attempts < 8 => attempts += 1,
+                other => return other.map_err(E::from),
             }
         }
     }
@@ -258,7 +281,7 @@ impl Registry {
         expected: u64,
         part: Part,
         opts: &WriteOptions,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Value, RegistryError> {
         let mut obj = meta::prepare_for_update(rt, &old, new, part, has_generation(rt));
         admission::admit(rt.kind, Operation::Update, &mut obj, Some(&old))
             .map_err(|e| admission_error(rt, name, e))?;

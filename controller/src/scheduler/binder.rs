@@ -2,8 +2,8 @@
 //! `PodScheduled=False` status of an unschedulable pod, and the events about both.
 
 use super::facts::PodInfo;
-use crate::api::error::ApiError;
 use crate::events::{EventType, Recorder};
+use crate::registry::RegistryError;
 use crate::registry::{Part, Registry, WriteOptions};
 use serde_json::{Value, json};
 
@@ -26,7 +26,7 @@ pub enum Bound {
 pub fn bind(registry: &Registry, pod: &PodInfo, node: &str) -> Bound {
     match registry.bind(&pod.namespace, &pod.name, node) {
         Ok(_) => Bound::Done,
-        Err(ApiError::NotFound { .. } | ApiError::Conflict { .. }) => Bound::Gone,
+        Err(RegistryError::NotFound { .. } | RegistryError::Conflict { .. }) => Bound::Gone,
         Err(e) => Bound::Failed(e.to_string()),
     }
 }
@@ -85,7 +85,7 @@ pub fn write_unschedulable(
     registry: &Registry,
     pod: &PodInfo,
     message: &str,
-) -> Result<(), ApiError> {
+) -> Result<(), RegistryError> {
     let Some(rt) = berth_shared::resource::by_plural("", "v1", "pods") else {
         return Ok(());
     };
@@ -104,7 +104,7 @@ pub fn write_unschedulable(
         },
     );
     match r {
-        Ok(_) | Err(ApiError::NotFound { .. }) => Ok(()),
+        Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(()),
         Err(e) => Err(e),
     }
 }
@@ -164,7 +164,7 @@ impl EventJob {
     }
 
     /// Records the event.
-    pub fn record(&self, recorder: &Recorder) -> Result<(), ApiError> {
+    pub fn record(&self, recorder: &Recorder) -> Result<(), RegistryError> {
         let obj = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {
             "name": self.name, "namespace": self.namespace, "uid": self.uid,
             "resourceVersion": self.resource_version}});

@@ -245,17 +245,6 @@ impl Cache {
     pub fn remove_namespace(&mut self, name: &str) {
         self.namespaces.remove(name);
     }
-
-    /// Forgets everything the store fed (for a relist), keeping the assumed pods.
-    pub fn reset_keeping_assumed(&mut self) -> Vec<(Arc<PodInfo>, Arc<str>)> {
-        let keep: Vec<(Arc<PodInfo>, Arc<str>)> = self
-            .assumed
-            .iter()
-            .filter_map(|k| Some((self.pod(k)?.clone(), self.placed.get(k)?.clone())))
-            .collect();
-        *self = Cache::default();
-        keep
-    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! The scheduler: watches pods, nodes and namespaces in the store, keeps the cache and queue of
-//! [`state::State`], decides one pod at a time ([`plan`]) on a blocking thread, and writes the
+//! The scheduler: follows pods, nodes and namespaces through the shared informers, keeps the
+//! cache and queue of [`state::State`], decides one pod at a time ([`plan`]) on a blocking
+//! thread, and writes the
 //! outcomes: bindings through `pods/binding` (several at once), the `PodScheduled=False`
 //! condition of pods that fit nowhere, and `Scheduled` / `FailedScheduling` events (through a
 //! bounded queue that drops when full, as upstream's event broadcaster does).
@@ -22,18 +23,18 @@ mod testing;
 mod tests;
 mod writers;
 
-use crate::events::Recorder;
-use crate::registry::Registry;
-use crate::store::{EventType, Revision, Store, StoreEvent};
+use crate::controllers::runtime::Context;
+use crate::informer::{Delta, DeltaType, Informer};
 use berth_shared::reconcile::Queue;
+use berth_shared::resource::{NAMESPACES, NODES, PODS};
 use binder::EventJob;
 use facts::{PodInfo, PodKey};
-use state::{Outcome, State};
+use state::{Outcome, State, Watched};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use tokio::sync::{Notify, broadcast, mpsc};
+use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -63,8 +64,6 @@ impl Default for Config {
 /// Decisions taken per trip to the blocking pool, and the time one trip may take.
 const BATCH: usize = 128;
 const BATCH_TIME: Duration = Duration::from_millis(10);
-/// Store events applied per trip.
-const EVENT_BATCH: usize = 512;
 
 pub(super) struct Shared {
     state: Mutex<State>,
@@ -83,15 +82,36 @@ impl Shared {
 pub(super) type Unwritten = Arc<Mutex<HashMap<PodKey, (Arc<PodInfo>, String)>>>;
 
 /// Starts the scheduler with the default tuning; it stops when `shutdown` is cancelled.
-pub fn start(registry: Registry, shutdown: CancellationToken) -> JoinHandle<()> {
-    start_with(registry, Config::default(), shutdown)
+pub fn start(ctx: &Context, shutdown: CancellationToken) -> JoinHandle<()> {
+    start_with(ctx, Config::default(), shutdown)
 }
 
-pub fn start_with(
-    registry: Registry,
-    config: Config,
-    shutdown: CancellationToken,
-) -> JoinHandle<()> {
+/// Feeds the changes of one watched kind into the state, waking the decision loop when they
+/// bring work. Each change takes the lock on its own, so decisions keep flowing.
+fn observe(informer: &Informer, kind: Watched, shared: Arc<Shared>) {
+    informer.subscribe(Arc::new(move |deltas: &[Delta]| {
+        let mut woke = false;
+        for d in deltas {
+            woke |= shared.lock().apply(
+                kind,
+                &d.object,
+                d.kind == DeltaType::Deleted,
+                Instant::now(),
+            );
+        }
+        if woke {
+            shared.wake.notify_one();
+        }
+    }));
+}
+
+pub fn start_with(ctx: &Context, config: Config, shutdown: CancellationToken) -> JoinHandle<()> {
+    let registry = ctx.registry.clone();
+    let watched = [
+        (ctx.informer(NODES), Watched::Node),
+        (ctx.informer(NAMESPACES), Watched::Namespace),
+        (ctx.informer(PODS), Watched::Pod),
+    ];
     tokio::spawn(async move {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
@@ -102,13 +122,18 @@ pub fn start_with(
         let (event_tx, event_rx) = mpsc::channel(config.event_queue.max(1));
         let unwritten: Unwritten = Arc::default();
         let status_queue: Queue<PodKey> = Queue::new();
-        let recorder = Recorder::new(registry.clone(), binder::COMPONENT);
+        let recorder = crate::events::Recorder::new(registry.clone(), binder::COMPONENT);
+        for (informer, kind) in &watched {
+            observe(informer, *kind, shared.clone());
+        }
+        // Decide only on a full picture of the cluster.
+        for (informer, _) in &watched {
+            tokio::select! {
+                _ = informer.wait_synced() => {}
+                _ = shutdown.cancelled() => return,
+            }
+        }
         let tasks = vec![
-            tokio::spawn(observe(
-                registry.store().clone(),
-                shared.clone(),
-                shutdown.clone(),
-            )),
             tokio::spawn(decide(
                 shared.clone(),
                 bind_tx,
@@ -142,105 +167,6 @@ pub fn start_with(
             let _ = t.await;
         }
     })
-}
-
-/// The store key of a listed object of `prefix`.
-fn key_of(prefix: &str, obj: &crate::store::StoredObject) -> Option<String> {
-    let name = obj.index.field("metadata.name")?;
-    Some(match obj.index.field("metadata.namespace") {
-        Some(ns) if !ns.is_empty() => format!("{prefix}{ns}/{name}"),
-        _ => format!("{prefix}{name}"),
-    })
-}
-
-const WATCHED: [&str; 3] = ["/core/nodes/", "/core/namespaces/", "/core/pods/"];
-
-/// Lists nodes, namespaces and pods into a fresh state; returns the revision to watch from.
-fn observe_all(store: &Store, shared: &Shared) -> Revision {
-    let lists: Vec<_> = WATCHED
-        .iter()
-        .map(|p| (*p, store.list(p, None, None, |_| true)))
-        .collect();
-    let from = lists.iter().map(|(_, (rev, _, _))| *rev).min().unwrap_or(0);
-    let mut st = shared.lock();
-    st.reset_for_relist();
-    let now = Instant::now();
-    for (prefix, (_, objects, _)) in &lists {
-        for obj in objects {
-            if let Some(key) = key_of(prefix, obj) {
-                st.apply(&key, obj, false, now);
-            }
-        }
-    }
-    st.queue.move_all(now);
-    from
-}
-
-fn apply_events(shared: &Shared, events: &[Arc<StoreEvent>]) -> bool {
-    let mut woke = false;
-    for ev in events {
-        let deleted = ev.event_type == EventType::Deleted;
-        woke |= shared
-            .lock()
-            .apply(&ev.key, &ev.object, deleted, Instant::now());
-    }
-    woke
-}
-
-fn relevant(ev: &StoreEvent) -> bool {
-    WATCHED.iter().any(|p| ev.key.starts_with(p))
-}
-
-/// Lists, then follows the store's events, relisting when the watch falls behind.
-async fn observe(store: Store, shared: Arc<Shared>, shutdown: CancellationToken) {
-    while !shutdown.is_cancelled() {
-        let (st, sh) = (store.clone(), shared.clone());
-        let Ok(from) = tokio::task::spawn_blocking(move || observe_all(&st, &sh)).await else {
-            return;
-        };
-        shared.wake.notify_one();
-        let Ok(watch) = store.watch(from) else {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
-        };
-        let mut pending: Vec<Arc<StoreEvent>> =
-            watch.backlog.into_iter().filter(|e| relevant(e)).collect();
-        let mut live = watch.live;
-        loop {
-            if !pending.is_empty() {
-                let (sh, batch) = (shared.clone(), std::mem::take(&mut pending));
-                match tokio::task::spawn_blocking(move || apply_events(&sh, &batch)).await {
-                    Ok(true) => shared.wake.notify_one(),
-                    Ok(false) => {}
-                    Err(_) => return,
-                }
-            }
-            let first = tokio::select! {
-                r = live.recv() => r,
-                _ = shutdown.cancelled() => return,
-            };
-            match first {
-                Ok(ev) => pending.extend(relevant(&ev).then_some(ev)),
-                Err(broadcast::error::RecvError::Lagged(_)) => break,
-                Err(broadcast::error::RecvError::Closed) => return,
-            }
-            let mut lagged = false;
-            while pending.len() < EVENT_BATCH {
-                match live.try_recv() {
-                    Ok(ev) => pending.extend(relevant(&ev).then_some(ev)),
-                    Err(broadcast::error::TryRecvError::Lagged(_)) => {
-                        lagged = true;
-                        break;
-                    }
-                    Err(_) => break,
-                }
-            }
-            if lagged {
-                tracing::info!("scheduler watch fell behind; relisting");
-                break;
-            }
-        }
-    }
 }
 
 /// Decisions for up to one batch, each under its own short lock so events keep flowing.

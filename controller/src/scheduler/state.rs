@@ -1,4 +1,4 @@
-//! The scheduler's state and how store events and binding results change it: the cache of
+//! The scheduler's state and how informer changes and binding results change it: the cache of
 //! nodes and placed pods, the queue, and the pods waiting for a node. Also the step that takes
 //! the next pod off the queue and decides it. No I/O: the loop in `mod.rs` feeds and drains it.
 
@@ -6,14 +6,18 @@ use super::cache::Cache;
 use super::facts::{NodeFacts, PodInfo, PodKey};
 use super::plan::{self, Decision};
 use super::queue::SchedulingQueue;
-use crate::store::StoredObject;
+use crate::informer::Object;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-const PODS: &str = "/core/pods/";
-const NODES: &str = "/core/nodes/";
-const NAMESPACES: &str = "/core/namespaces/";
+/// The kinds the scheduler watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watched {
+    Pod,
+    Node,
+    Namespace,
+}
 
 /// What one decision produced, for the loop to write.
 #[derive(Debug, Clone)]
@@ -33,27 +37,21 @@ pub struct State {
     pub next_start: usize,
 }
 
-fn mentions(data: &[u8], needle: &[u8]) -> bool {
-    data.windows(needle.len()).any(|w| w == needle)
-}
-
 impl State {
-    /// Applies a change of one stored object (`deleted` for a deletion). Returns whether the
+    /// Applies a change of one watched object (`deleted` for a deletion). Returns whether the
     /// scheduling loop has new work.
-    pub fn apply(&mut self, key: &str, obj: &StoredObject, deleted: bool, now: Instant) -> bool {
-        if let Some(k) = key.strip_prefix(PODS) {
-            self.apply_pod(k, obj, deleted, now)
-        } else if let Some(name) = key.strip_prefix(NODES) {
-            self.apply_node(name, obj, deleted, now)
-        } else if let Some(name) = key.strip_prefix(NAMESPACES) {
-            if deleted {
-                self.cache.remove_namespace(name);
-            } else {
-                self.cache.set_namespace(name, obj.index.labels.clone());
+    pub fn apply(&mut self, kind: Watched, obj: &Object, deleted: bool, now: Instant) -> bool {
+        match kind {
+            Watched::Pod => self.apply_pod(&obj.key().to_string(), obj, deleted, now),
+            Watched::Node => self.apply_node(obj.name(), obj, deleted, now),
+            Watched::Namespace => {
+                if deleted {
+                    self.cache.remove_namespace(obj.name());
+                } else {
+                    self.cache.set_namespace(obj.name(), obj.labels().clone());
+                }
+                false
             }
-            false
-        } else {
-            false
         }
     }
 
@@ -62,7 +60,7 @@ impl State {
         self.queue.remove(&PodKey::from(key));
     }
 
-    fn apply_pod(&mut self, key: &str, obj: &StoredObject, deleted: bool, now: Instant) -> bool {
+    fn apply_pod(&mut self, key: &str, obj: &Object, deleted: bool, now: Instant) -> bool {
         if deleted {
             self.forget_pending(key);
             if self.cache.unplace(key).is_some() {
@@ -71,10 +69,9 @@ impl State {
             }
             return false;
         }
-        let idx = &obj.index;
-        let node = idx.field("spec.nodeName").filter(|n| !n.is_empty());
+        let node = obj.field("spec.nodeName").filter(|n| !n.is_empty());
         let terminal = matches!(
-            idx.field("status.phase").as_deref(),
+            obj.field("status.phase").as_deref(),
             Some("Succeeded" | "Failed")
         );
         if let Some(node) = node {
@@ -88,14 +85,14 @@ impl State {
             }
             if let (Some(on), Some(known)) = (self.cache.node_of(key), self.cache.pod(key))
                 && **on == *node
-                && *known.uid == *idx.uid
-                && known.labels == idx.labels
-                && known.terminating == mentions(&obj.data, b"\"deletionTimestamp\"")
+                && *known.uid == *obj.uid()
+                && known.labels == *obj.labels()
+                && known.terminating == obj.is_deleting()
             {
                 self.cache.confirm(key);
                 return false;
             }
-            match PodInfo::parse(&obj.data) {
+            match PodInfo::parse(obj.data()) {
                 Ok(pod) => self.cache.place(Arc::new(pod), &Arc::from(node.as_str())),
                 Err(e) => tracing::warn!(pod = key, error = %e, "unreadable pod"),
             }
@@ -105,7 +102,7 @@ impl State {
         if self.cache.is_assumed(key) {
             return false;
         }
-        let pod = match PodInfo::parse(&obj.data) {
+        let pod = match PodInfo::parse(obj.data()) {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(pod = key, error = %e, "unreadable pod");
@@ -129,12 +126,12 @@ impl State {
         changed
     }
 
-    fn apply_node(&mut self, name: &str, obj: &StoredObject, deleted: bool, now: Instant) -> bool {
+    fn apply_node(&mut self, name: &str, obj: &Object, deleted: bool, now: Instant) -> bool {
         if deleted {
             self.cache.remove_node(name);
             return false;
         }
-        match NodeFacts::parse(&obj.data) {
+        match NodeFacts::parse(obj.data()) {
             Ok(facts) => {
                 let changed = self.cache.upsert_node(facts);
                 if changed {
@@ -193,51 +190,39 @@ impl State {
             self.queue.failed(&PodKey::from(key), now);
         }
     }
-
-    /// Forgets what the store fed, for a relist; assumed pods stay.
-    pub fn reset_for_relist(&mut self) {
-        let assumed = self.cache.reset_keeping_assumed();
-        for (pod, node) in assumed {
-            self.cache.assume(pod, &node);
-        }
-        self.pending.clear();
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::ObjectIndex;
     use serde_json::{Value, json};
 
-    fn stored(v: Value) -> StoredObject {
-        StoredObject {
-            revision: 1,
-            index: Arc::new(ObjectIndex::of(&v)),
-            data: serde_json::to_vec(&v).unwrap().into(),
-        }
+    fn stored(v: Value) -> Object {
+        let mut v = v;
+        v["metadata"]["resourceVersion"] = json!("1");
+        Object::from_value(&v)
     }
 
-    fn node(name: &str, cpu: &str) -> (String, StoredObject) {
+    fn node(name: &str, cpu: &str) -> (Watched, Object) {
         (
-            format!("{NODES}{name}"),
+            Watched::Node,
             stored(json!({"metadata": {"name": name},
                 "status": {"allocatable": {"cpu": cpu, "memory": "1Gi", "pods": "10"},
                     "conditions": [{"type": "Ready", "status": "True"}]}})),
         )
     }
 
-    fn pod(name: &str, node: Option<&str>) -> (String, StoredObject) {
+    fn pod(name: &str, node: Option<&str>) -> (Watched, Object) {
         let mut v = json!({"metadata": {"name": name, "namespace": "d", "uid": format!("u-{name}")},
             "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}});
         if let Some(n) = node {
             v["spec"]["nodeName"] = json!(n);
         }
-        (format!("{PODS}d/{name}"), stored(v))
+        (Watched::Pod, stored(v))
     }
 
-    fn apply(s: &mut State, (k, o): &(String, StoredObject)) -> bool {
-        s.apply(k, o, false, Instant::now())
+    fn apply(s: &mut State, (k, o): &(Watched, Object)) -> bool {
+        s.apply(*k, o, false, Instant::now())
     }
 
     #[test]
@@ -285,7 +270,7 @@ mod tests {
         assert!(s.decide_next(Instant::now()).is_none());
         // A pod's deletion frees the node; the waiting pod comes back (after its 1 s backoff).
         let (k, o) = pod("big", Some("n1"));
-        assert!(s.apply(&k, &o, true, Instant::now()));
+        assert!(s.apply(k, &o, true, Instant::now()));
         let later = Instant::now() + std::time::Duration::from_secs(2);
         s.queue.flush(later);
         assert!(matches!(s.decide_next(later), Some(Outcome::Bind { .. })));
@@ -300,14 +285,14 @@ mod tests {
             Some(Outcome::Unschedulable { .. })
         ));
         let (k, mut o) = pod("a", None);
-        let mut v: Value = serde_json::from_slice(&o.data).unwrap();
+        let mut v: Value = serde_json::from_slice(o.data()).unwrap();
         v["status"] = json!({"conditions": [{"type": "PodScheduled", "status": "False"}]});
         o = stored(v);
-        assert!(!s.apply(&k, &o, false, Instant::now()));
+        assert!(!s.apply(k, &o, false, Instant::now()));
         // A label change does.
-        let mut v: Value = serde_json::from_slice(&o.data).unwrap();
+        let mut v: Value = serde_json::from_slice(o.data()).unwrap();
         v["metadata"]["labels"] = json!({"x": "y"});
-        assert!(s.apply(&k, &stored(v), false, Instant::now()));
+        assert!(s.apply(k, &stored(v), false, Instant::now()));
     }
 
     #[test]
@@ -330,9 +315,9 @@ mod tests {
         apply(&mut s, &node("n1", "2"));
         apply(&mut s, &pod("a", Some("n1")));
         let (k, o) = pod("a", Some("n1"));
-        let mut v: Value = serde_json::from_slice(&o.data).unwrap();
+        let mut v: Value = serde_json::from_slice(o.data()).unwrap();
         v["status"] = json!({"phase": "Succeeded"});
-        s.apply(&k, &stored(v), false, Instant::now());
+        s.apply(k, &stored(v), false, Instant::now());
         assert_eq!(s.cache.view().nodes[0].requested.milli_cpu, 0);
     }
 
@@ -340,9 +325,9 @@ mod tests {
     fn pods_of_other_schedulers_are_left_alone() {
         let mut s = State::default();
         let (k, o) = pod("a", None);
-        let mut v: Value = serde_json::from_slice(&o.data).unwrap();
+        let mut v: Value = serde_json::from_slice(o.data()).unwrap();
         v["spec"]["schedulerName"] = json!("my-scheduler");
-        assert!(!s.apply(&k, &stored(v), false, Instant::now()));
+        assert!(!s.apply(k, &stored(v), false, Instant::now()));
         assert!(s.queue.is_empty());
     }
 }

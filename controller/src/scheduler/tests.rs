@@ -2,20 +2,19 @@
 //! unschedulable condition and events, and retrying when a node arrives.
 
 use super::*;
-use crate::registry::WriteOptions;
-use crate::store::RedbBackend;
-use berth_shared::resource::{ResourceType, by_plural};
+use crate::registry::{Registry, WriteOptions};
+use crate::testing::ControlPlane;
+use berth_shared::resource::{EVENTS, ResourceType, by_plural};
 use serde_json::{Value, json};
 
 struct Cluster {
+    cp: ControlPlane,
     registry: Registry,
-    stop: CancellationToken,
-    _dir: tempfile::TempDir,
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        self.stop.cancel();
+        self.cp.stop.cancel();
     }
 }
 
@@ -24,23 +23,11 @@ fn rt(plural: &str) -> &'static ResourceType {
 }
 
 fn start_cluster() -> Cluster {
-    let dir = tempfile::tempdir().unwrap();
-    let backend = RedbBackend::open(&dir.path().join("store.redb")).unwrap();
-    let registry = Registry::new(Store::open(Box::new(backend), 10_000).unwrap());
-    registry
-        .create(
-            rt("namespaces"),
-            None,
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
-            &WriteOptions::default(),
-        )
-        .unwrap();
-    let stop = CancellationToken::new();
-    start(registry.clone(), stop.clone());
+    let cp = ControlPlane::start();
+    start(&cp.ctx, cp.stop.clone());
     Cluster {
-        registry,
-        stop,
-        _dir: dir,
+        registry: cp.registry().clone(),
+        cp,
     }
 }
 
@@ -73,24 +60,25 @@ impl Cluster {
     }
 
     fn events(&self) -> Vec<Value> {
-        let prefix = crate::registry::prefix(rt("events"), Some("default"));
-        let (_, items, _) = self.registry.store().list(&prefix, None, None, |_| true);
-        items.iter().map(|o| o.value().unwrap()).collect()
+        self.cp.list(EVENTS)
     }
 
+    /// Waits until `f` finds something, looking again after every store change.
     async fn until<T>(&self, what: &str, f: impl Fn(&Cluster) -> Option<T>) -> T {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(v) = f(self) {
-                return v;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting for {what}; events: {:#?}",
-                self.events()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let found = std::sync::Mutex::new(None);
+        self.cp
+            .wait_until(
+                what,
+                || {
+                    let v = f(self);
+                    let done = v.is_some();
+                    *found.lock().unwrap() = v;
+                    done
+                },
+                || format!("events: {:#?}", self.events()),
+            )
+            .await;
+        found.into_inner().unwrap().unwrap()
     }
 }
 
@@ -192,7 +180,15 @@ async fn pods_fill_nodes_without_overcommitting_them() {
         })
         .await;
     assert_eq!(placed.iter().filter(|n| *n == "a").count(), 2);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The fifth was decided too: it fits nowhere and says so.
+    c.until("the fifth pod marked unschedulable", |c| {
+        (0..5).find(|i| {
+            c.get_pod(&format!("p{i}"))["status"]["conditions"]
+                .as_array()
+                .is_some_and(|cs| cs.iter().any(|x| x["reason"] == "Unschedulable"))
+        })
+    })
+    .await;
     let bound = (0..5)
         .filter(|i| c.get_pod(&format!("p{i}"))["spec"]["nodeName"].is_string())
         .count();

@@ -5,9 +5,9 @@
 use super::binder::{self, Bound, EventJob};
 use super::facts::{PodInfo, PodKey};
 use super::{Shared, Unwritten, lock};
-use crate::api::error::ApiError;
 use crate::events::Recorder;
 use crate::registry::Registry;
+use crate::registry::RegistryError;
 use berth_shared::reconcile::{self, Outcome as Pass, Queue};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -130,12 +130,12 @@ pub(super) async fn write_statuses(
                 let m = message.clone();
                 tokio::task::spawn_blocking(move || binder::write_unschedulable(&r, &pod, &m))
                     .await
-                    .map_err(|e| ApiError::Internal(e.to_string()))??;
+                    .map_err(|e| RegistryError::Internal(e.to_string()))??;
                 let mut u = lock(&u);
                 if u.get(&key).is_some_and(|(_, m)| *m == message) {
                     u.remove(&key);
                 }
-                Ok::<_, ApiError>(Pass::Done)
+                Ok::<_, RegistryError>(Pass::Done)
             }
         },
     )

@@ -3,13 +3,11 @@
 //! so a concurrent change turns into a conflict and a fresh pass.
 
 use super::plan::{Action, EventKind};
-use super::{
-    Controller, DeploymentError, Observed, claim, controller_ref, deployments, progress,
-    replica_sets, revision,
-};
-use crate::api::error::ApiError;
+use super::{Controller, DeploymentError, Observed, claim, controller_ref, progress, revision};
 use crate::events::EventType;
+use crate::registry::RegistryError;
 use crate::registry::{DeleteOptions, DeletePreconditions, Part, WriteOptions};
+use berth_shared::resource::{DEPLOYMENTS, REPLICA_SETS};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
@@ -26,10 +24,10 @@ pub(super) fn version_of(v: &Value) -> String {
         .to_string()
 }
 
-fn ignore_not_found<T>(r: Result<T, ApiError>) -> Result<Option<T>, ApiError> {
+fn ignore_not_found<T>(r: Result<T, RegistryError>) -> Result<Option<T>, RegistryError> {
     match r {
         Ok(v) => Ok(Some(v)),
-        Err(ApiError::NotFound { .. }) => Ok(None),
+        Err(RegistryError::NotFound { .. }) => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -45,7 +43,7 @@ impl Controller {
         now: jiff::Timestamp,
     ) -> Result<(), DeploymentError> {
         let opts = WriteOptions::default();
-        let rs_rt = replica_sets()?;
+        let rs_rt = REPLICA_SETS;
         let d_uid = seen.deployment.metadata.uid.clone().unwrap_or_default();
         match action {
             Action::AdoptReplicaSet { name: rs, uid } => {
@@ -65,7 +63,7 @@ impl Controller {
                         if obj.pointer("/metadata/uid").and_then(Value::as_str) != Some(&uid)
                             || controller_ref(&obj).is_some()
                         {
-                            return Err(ApiError::conflict(rs_rt, &rs));
+                            return Err(RegistryError::conflict(rs_rt, &rs));
                         }
                         let refs = &mut obj["metadata"]["ownerReferences"];
                         if !refs.is_array() {
@@ -90,7 +88,7 @@ impl Controller {
                     &opts,
                     |mut obj| {
                         if obj.pointer("/metadata/uid").and_then(Value::as_str) != Some(&uid) {
-                            return Err(ApiError::conflict(rs_rt, &rs));
+                            return Err(RegistryError::conflict(rs_rt, &rs));
                         }
                         if let Some(a) = obj
                             .pointer_mut("/metadata/ownerReferences")
@@ -117,7 +115,10 @@ impl Controller {
                         applied.replica_set_versions.insert(rs_name, version_of(&v));
                     }
                     Err(e) => {
-                        if !matches!(e, ApiError::AlreadyExists { .. } | ApiError::Forbidden(_)) {
+                        if !matches!(
+                            e,
+                            RegistryError::AlreadyExists { .. } | RegistryError::Forbidden(_)
+                        ) {
                             self.report_failed_create(ns, name, seen, applied, &rs_name, &e, now);
                         }
                         return Err(e.into());
@@ -152,7 +153,7 @@ impl Controller {
             Action::SetRevision(rev) => {
                 let expected = applied.deployment_version.clone();
                 let v = self.registry.update_with(
-                    deployments()?,
+                    DEPLOYMENTS,
                     Some(ns),
                     name,
                     Part::Main,
@@ -164,7 +165,7 @@ impl Controller {
                             *a = json!({});
                         }
                         a[revision::REVISION] = json!(rev);
-                        Ok(obj)
+                        Ok::<_, RegistryError>(obj)
                     },
                 )?;
                 applied.deployment_version = version_of(&v);
@@ -201,9 +202,9 @@ impl Controller {
         name: &str,
         expected: &str,
         status: Value,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Value, RegistryError> {
         self.registry.update_with(
-            deployments()?,
+            DEPLOYMENTS,
             Some(ns),
             name,
             Part::Status,
@@ -226,7 +227,7 @@ impl Controller {
         seen: &Observed,
         applied: &Applied,
         rs_name: &str,
-        error: &ApiError,
+        error: &RegistryError,
         now: jiff::Timestamp,
     ) {
         let msg = format!("Failed to create new replica set {rs_name:?}: {error}");

@@ -12,28 +12,27 @@ mod proportional;
 mod recreate;
 mod revision;
 mod rolling;
+mod routing;
 mod status;
 mod surge;
 mod sync;
 mod template;
-mod watch;
 
 #[cfg(test)]
 mod fixtures;
 #[cfg(test)]
 mod tests;
 
-use crate::api::error::ApiError;
+use super::runtime::{Context, Controller as Wiring, Reconciler};
 use crate::events::Recorder;
-use crate::registry::{Registry, prefix};
-use crate::store::StoreEvent;
+use crate::informer::{Informer, Object, ObjectKey, View};
+use crate::registry::{Registry, RegistryError};
 use apply::{Applied, version_of};
 use berth_shared::k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use berth_shared::reconcile::{self, Outcome, Queue};
-use berth_shared::resource::{self, ResourceType};
+use berth_shared::reconcile::{ErrorPolicy, Outcome, Retry};
+use berth_shared::resource::{DEPLOYMENTS, PODS, REPLICA_SETS};
 use berth_shared::selector::LabelSelector;
 use plan::{Input, PodInfo};
-use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -42,11 +41,11 @@ use tokio_util::sync::CancellationToken;
 /// The events' `source.component`, as upstream.
 pub const COMPONENT: &str = "deployment-controller";
 
-/// Errors of one pass; a pass that fails is retried with backoff.
+/// Errors of one pass; a pass that fails is retried as its [`ErrorPolicy`] says.
 #[derive(Debug, thiserror::Error)]
 pub enum DeploymentError {
     #[error(transparent)]
-    Api(#[from] ApiError),
+    Api(#[from] RegistryError),
     #[error("decoding {key}: {source}")]
     Decode {
         key: String,
@@ -61,29 +60,15 @@ pub enum DeploymentError {
     Plan(#[from] plan::PlanError),
 }
 
-impl DeploymentError {
-    pub fn is_transient(&self) -> bool {
+impl ErrorPolicy for DeploymentError {
+    fn retry(&self) -> Retry {
         match self {
-            DeploymentError::Api(e) => e.is_transient(),
-            DeploymentError::Plan(e) => e.is_transient(),
-            DeploymentError::Decode { .. } | DeploymentError::Encode { .. } => false,
+            DeploymentError::Api(e) => e.retry(),
+            // The stored Deployment cannot be read or planned: only a change of it can help.
+            DeploymentError::Decode { .. } | DeploymentError::Plan(_) => Retry::Never,
+            DeploymentError::Encode { .. } => Retry::Backoff,
         }
     }
-}
-
-fn deployments() -> Result<&'static ResourceType, ApiError> {
-    resource::by_plural("apps", "v1", "deployments")
-        .ok_or_else(|| ApiError::Internal("deployments are not registered".into()))
-}
-
-fn replica_sets() -> Result<&'static ResourceType, ApiError> {
-    resource::by_plural("apps", "v1", "replicasets")
-        .ok_or_else(|| ApiError::Internal("replicasets are not registered".into()))
-}
-
-fn pods() -> Result<&'static ResourceType, ApiError> {
-    resource::by_plural("", "v1", "pods")
-        .ok_or_else(|| ApiError::Internal("pods are not registered".into()))
 }
 
 /// The controller reference (kind, name, uid) in an object's JSON.
@@ -97,30 +82,13 @@ fn controller_ref(obj: &Value) -> Option<(&str, &str, &str)> {
     Some((s("kind")?, s("name")?, s("uid")?))
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct OwnerHead {
-    uid: String,
-    controller: Option<bool>,
-}
+/// A ReplicaSet decoded once per version, shared by every pass that reads it.
+struct DecodedReplicaSet(Option<ReplicaSet>);
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct MetaHead {
-    #[serde(default)]
-    owner_references: Vec<OwnerHead>,
-}
-
-#[derive(Deserialize)]
-struct StatusHead {
-    phase: Option<String>,
-}
-
-/// The parts of a pod the planner looks at.
-#[derive(Deserialize)]
-struct PodHead {
-    metadata: MetaHead,
-    status: Option<StatusHead>,
+impl View for DecodedReplicaSet {
+    fn derive(obj: &Object) -> Self {
+        DecodedReplicaSet(obj.decode().ok())
+    }
 }
 
 /// What a pass reads.
@@ -131,34 +99,41 @@ struct Observed {
     pods: Vec<PodInfo>,
 }
 
-/// The controller: the registry it writes through and its event recorder.
+/// The controller: the registry it writes through, the caches it reads and its recorder.
 pub struct Controller {
     registry: Registry,
     recorder: Recorder,
+    deployments: Arc<Informer>,
+    replica_sets: Arc<Informer>,
+    pods: Arc<Informer>,
 }
 
 impl Controller {
-    pub fn new(registry: Registry) -> Controller {
-        let recorder = Recorder::new(registry.clone(), COMPONENT);
-        Controller { registry, recorder }
+    pub fn new(ctx: &Context) -> Controller {
+        Controller {
+            registry: ctx.registry.clone(),
+            recorder: ctx.recorder(COMPONENT),
+            deployments: ctx.informer(DEPLOYMENTS),
+            replica_sets: ctx.informer(REPLICA_SETS),
+            pods: ctx.informer(PODS),
+        }
     }
 
     fn observe(&self, ns: &str, name: &str) -> Result<Option<Observed>, DeploymentError> {
-        let Ok(stored) = self.registry.get(deployments()?, Some(ns), name) else {
+        let Some(stored) = self.deployments.get(Some(ns), name) else {
             return Ok(None);
         };
-        let raw = stored.value().map_err(ApiError::from)?;
+        let raw = stored.value().map_err(RegistryError::from)?;
         let key = format!("deployment {ns}/{name}");
         let deployment: Deployment = serde_json::from_value(raw.clone())
             .map_err(|source| DeploymentError::Decode { key, source })?;
-        let store = self.registry.store();
-        let (_, items, _) = store.list(&prefix(replica_sets()?, Some(ns)), None, None, |_| true);
+        let mut items = self.replica_sets.in_namespace(ns);
+        items.sort_by(|a, b| a.name().cmp(b.name()));
         let mut rss = Vec::with_capacity(items.len());
         for item in items {
-            let v = item.value().map_err(ApiError::from)?;
-            match serde_json::from_value::<ReplicaSet>(v) {
-                Ok(rs) => rss.push(rs),
-                Err(e) => tracing::warn!(error = %e, "skipping an undecodable ReplicaSet"),
+            match &item.view::<DecodedReplicaSet>().0 {
+                Some(rs) => rss.push(rs.clone()),
+                None => tracing::warn!(rs = item.name(), "skipping an undecodable ReplicaSet"),
             }
         }
         let selector = deployment
@@ -181,41 +156,30 @@ impl Controller {
             rs.spec.as_ref().and_then(|s| s.replicas) == Some(0)
                 && rs.status.as_ref().is_none_or(|s| s.replicas == 0)
         });
-        let items = if recreate || drained_set {
-            store
-                .list(&prefix(pods()?, Some(ns)), None, None, |o| {
-                    selector.matches(&o.index.labels)
+        let pods = if recreate || drained_set {
+            let mut pods = self.pods.in_namespace(ns);
+            pods.retain(|p| selector.matches(p.labels()));
+            pods.sort_by(|a, b| a.name().cmp(b.name()));
+            // Only the owner and the phase are needed, both decoded already.
+            pods.iter()
+                .map(|p| PodInfo {
+                    controller_uid: p.controller().map(|c| c.uid.clone()),
+                    phase: p.field("status.phase").filter(|s| !s.is_empty()),
                 })
-                .1
+                .collect()
         } else {
             Vec::new()
         };
-        let mut pod_infos = Vec::with_capacity(items.len());
-        for item in items {
-            // Only the owner and the phase are needed: skip the rest of the pod.
-            let Ok(head) = serde_json::from_slice::<PodHead>(&item.data) else {
-                continue;
-            };
-            pod_infos.push(PodInfo {
-                controller_uid: head
-                    .metadata
-                    .owner_references
-                    .into_iter()
-                    .find(|r| r.controller == Some(true))
-                    .map(|r| r.uid),
-                phase: head.status.and_then(|s| s.phase),
-            });
-        }
         Ok(Some(Observed {
             raw,
             deployment,
             replica_sets: rss,
-            pods: pod_infos,
+            pods,
         }))
     }
 
     /// One pass over the Deployment `ns/name` at `now`. Blocking.
-    pub fn reconcile(
+    pub fn reconcile_at(
         &self,
         ns: &str,
         name: &str,
@@ -247,70 +211,28 @@ impl Controller {
     }
 }
 
-/// Starts the Deployment controller.
-pub fn start(registry: Registry, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let store = registry.store().clone();
-        let controller = Arc::new(Controller::new(registry.clone()));
-        let queue: Queue<String> = Queue::new();
-        let c = controller.clone();
-        let runner = tokio::spawn(reconcile::run(
-            queue.clone(),
-            4,
-            shutdown.clone(),
-            "deployment",
-            move |key: String| {
-                let c = c.clone();
-                async move {
-                    tokio::task::spawn_blocking(move || {
-                        let _span = tracing::debug_span!("deployment", key = %key).entered();
-                        let (ns, name) = key.split_once('/').unwrap_or(("default", &key));
-                        c.reconcile(ns, name, jiff::Timestamp::now())
-                    })
-                    .await
-                    .map_err(|e| DeploymentError::Api(ApiError::Internal(e.to_string())))?
-                }
-            },
-        ));
-        // List, then watch; a watcher that falls behind starts over from a fresh list.
-        while !shutdown.is_cancelled() {
-            let (rev, items, _) = store.list("/apps/deployments/", None, None, |_| true);
-            for item in items {
-                if let Ok(v) = item.value()
-                    && let (Some(ns), Some(n)) = (
-                        v.pointer("/metadata/namespace").and_then(Value::as_str),
-                        v.pointer("/metadata/name").and_then(Value::as_str),
-                    )
-                {
-                    queue.add(format!("{ns}/{n}"));
-                }
-            }
-            let Ok(watch) = store.watch(rev) else {
-                continue;
-            };
-            let feed = |ev: &StoreEvent| {
-                for key in watch::affected(&registry, ev) {
-                    queue.add(key);
-                }
-            };
-            for ev in &watch.backlog {
-                feed(ev);
-            }
-            let mut live = watch.live;
-            loop {
-                tokio::select! {
-                    r = live.recv() => match r {
-                        Ok(ev) => feed(&ev),
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                            tracing::warn!(missed = n, "deployment controller lagged; relisting");
-                            break;
-                        }
-                        Err(_) => return,
-                    },
-                    _ = shutdown.cancelled() => break,
-                }
-            }
-        }
-        let _ = runner.await;
-    })
+impl Reconciler for Controller {
+    type Key = ObjectKey;
+    type Error = DeploymentError;
+
+    fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, DeploymentError> {
+        let ns = key.namespace().unwrap_or("default");
+        self.reconcile_at(ns, &key.name, jiff::Timestamp::now())
+    }
+}
+
+/// Runs the Deployment controller until `shutdown`.
+pub async fn run(ctx: Context, shutdown: CancellationToken) {
+    let controller = Arc::new(Controller::new(&ctx));
+    let deployments = ctx.informer(DEPLOYMENTS);
+    let replica_sets = ctx.informer(REPLICA_SETS);
+    Wiring::new("deployment", &ctx, DEPLOYMENTS)
+        .owns(REPLICA_SETS)
+        .watches(REPLICA_SETS, move |d| {
+            routing::orphan_replica_set(&deployments, d)
+        })
+        .watches(PODS, move |d| routing::deleted_pod(&replica_sets, d))
+        .workers(4)
+        .run(controller, shutdown)
+        .await;
 }

@@ -1,27 +1,12 @@
-//! The controller over a real registry and store (no agent, no ReplicaSet controller): the test
-//! plays the ReplicaSet controller by writing each ReplicaSet's status as if all its pods were
-//! up, and checks a rollout from one image to another end to end.
+//! The controller over a real registry, store and informers (no agent, no ReplicaSet
+//! controller): the test plays the ReplicaSet controller by writing each ReplicaSet's status as
+//! if all its pods were up, and checks a rollout from one image to another end to end.
 
 use super::*;
 use crate::registry::{Part, WriteOptions};
-use crate::store::{RedbBackend, Store};
+use crate::testing::ControlPlane;
+use berth_shared::resource::{EVENTS, ResourceType};
 use serde_json::json;
-use std::time::Duration;
-
-fn registry(dir: &std::path::Path) -> Registry {
-    let backend = RedbBackend::open(&dir.join("store.redb")).unwrap();
-    let registry = Registry::new(Store::open(Box::new(backend), 10_000).unwrap());
-    let ns = resource::by_plural("", "v1", "namespaces").unwrap();
-    registry
-        .create(
-            ns,
-            None,
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
-            &WriteOptions::default(),
-        )
-        .unwrap();
-    registry
-}
 
 fn nginx(image: &str) -> Value {
     json!({
@@ -42,10 +27,7 @@ fn nginx(image: &str) -> Value {
 }
 
 fn list(registry: &Registry, rt: &ResourceType) -> Vec<Value> {
-    let (_, items, _) = registry
-        .store()
-        .list(&prefix(rt, Some("default")), None, None, |_| true);
-    items.iter().map(|i| i.value().unwrap()).collect()
+    registry.list_values(rt, Some("default")).unwrap()
 }
 
 fn image_of(rs: &Value) -> &str {
@@ -63,7 +45,7 @@ fn replicas_of(rs: &Value) -> i64 {
 /// The ReplicaSet controller and kubelets in one: every ReplicaSet reports all its pods
 /// created, ready and available. True when some status changed.
 fn pods_up(registry: &Registry) -> bool {
-    let rt = replica_sets().unwrap();
+    let rt = REPLICA_SETS;
     let mut changed = false;
     for rs in list(registry, rt) {
         let n = replicas_of(&rs);
@@ -89,7 +71,7 @@ fn pods_up(registry: &Registry) -> bool {
                 &WriteOptions::default(),
                 |mut obj| {
                     obj["status"] = status.clone();
-                    Ok(obj)
+                    Ok::<_, RegistryError>(obj)
                 },
             )
             .unwrap();
@@ -100,7 +82,7 @@ fn pods_up(registry: &Registry) -> bool {
 
 fn deployment(registry: &Registry) -> Value {
     registry
-        .get(deployments().unwrap(), Some("default"), "nginx-deployment")
+        .get(DEPLOYMENTS, Some("default"), "nginx-deployment")
         .unwrap()
         .value()
         .unwrap()
@@ -109,16 +91,19 @@ fn deployment(registry: &Registry) -> Value {
 /// Passes of the controller, each followed by the pods catching up, until nothing moves;
 /// checks after every pass that at most `max_total` pods are wanted and at least
 /// `min_available` are available.
-fn converge(registry: &Registry, c: &Controller, min_available: i64, max_total: i64) {
+async fn converge(cp: &ControlPlane, c: &Controller, min_available: i64, max_total: i64) {
+    let registry = cp.registry();
     for _ in 0..40 {
-        let before = registry.store().current_revision();
-        c.reconcile("default", "nginx-deployment", jiff::Timestamp::now())
+        let before = registry.revision();
+        // A pass reads the informers: they first catch up with the last pass's writes.
+        cp.caught_up().await;
+        c.reconcile_at("default", "nginx-deployment", jiff::Timestamp::now())
             .unwrap();
-        let rss = list(registry, replica_sets().unwrap());
+        let rss = list(registry, REPLICA_SETS);
         let total: i64 = rss.iter().map(replicas_of).sum();
         assert!(total <= max_total, "{total} pods wanted");
         pods_up(registry);
-        let available: i64 = list(registry, replica_sets().unwrap())
+        let available: i64 = list(registry, REPLICA_SETS)
             .iter()
             .map(|rs| {
                 rs.pointer("/status/availableReplicas")
@@ -127,19 +112,19 @@ fn converge(registry: &Registry, c: &Controller, min_available: i64, max_total: 
             })
             .sum();
         assert!(available >= min_available, "{available} available");
-        if registry.store().current_revision() == before {
+        if registry.revision() == before {
             return;
         }
     }
     panic!("no convergence");
 }
 
-#[test]
-fn a_rollout_from_one_image_to_another_ends_with_one_replica_set_at_three() {
-    let dir = tempfile::tempdir().unwrap();
-    let registry = registry(dir.path());
-    let c = Controller::new(registry.clone());
-    let drt = deployments().unwrap();
+#[tokio::test]
+async fn a_rollout_from_one_image_to_another_ends_with_one_replica_set_at_three() {
+    let cp = ControlPlane::start();
+    let registry = cp.registry().clone();
+    let c = Controller::new(&cp.ctx);
+    let drt = DEPLOYMENTS;
     registry
         .create(
             drt,
@@ -148,8 +133,8 @@ fn a_rollout_from_one_image_to_another_ends_with_one_replica_set_at_three() {
             &WriteOptions::default(),
         )
         .unwrap();
-    converge(&registry, &c, 0, 4);
-    let rss = list(&registry, replica_sets().unwrap());
+    converge(&cp, &c, 0, 4).await;
+    let rss = list(&registry, REPLICA_SETS);
     assert_eq!(rss.len(), 1);
     assert_eq!(replicas_of(&rss[0]), 3);
     let d = deployment(&registry);
@@ -169,13 +154,13 @@ fn a_rollout_from_one_image_to_another_ends_with_one_replica_set_at_three() {
             &WriteOptions::default(),
             |mut obj| {
                 obj["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:1.16.1");
-                Ok(obj)
+                Ok::<_, RegistryError>(obj)
             },
         )
         .unwrap();
-    converge(&registry, &c, 3, 4);
+    converge(&cp, &c, 3, 4).await;
 
-    let rss = list(&registry, replica_sets().unwrap());
+    let rss = list(&registry, REPLICA_SETS);
     let mut sizes: Vec<(String, i64)> = rss
         .iter()
         .map(|rs| (image_of(rs).to_string(), replicas_of(rs)))
@@ -226,7 +211,7 @@ fn a_rollout_from_one_image_to_another_ends_with_one_replica_set_at_three() {
         .unwrap();
     assert_eq!(progressing["reason"], "NewReplicaSetAvailable");
 
-    let events = list(&registry, resource::by_plural("", "v1", "events").unwrap());
+    let events = list(&registry, EVENTS);
     let scaling: Vec<&str> = events
         .iter()
         .filter(|e| e["reason"] == "ScalingReplicaSet")
@@ -240,45 +225,31 @@ fn a_rollout_from_one_image_to_another_ends_with_one_replica_set_at_three() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_running_controller_follows_watch_events() {
-    let dir = tempfile::tempdir().unwrap();
-    let registry = registry(dir.path());
-    let shutdown = CancellationToken::new();
-    let task = start(registry.clone(), shutdown.clone());
-    let r = registry.clone();
-    tokio::task::spawn_blocking(move || {
-        r.create(
-            deployments().unwrap(),
+    let cp = ControlPlane::start();
+    let registry = cp.registry().clone();
+    let task = tokio::spawn(run(cp.ctx.clone(), cp.stop.clone()));
+    registry
+        .create(
+            DEPLOYMENTS,
             Some("default"),
             nginx("nginx:1.14.2"),
             &WriteOptions::default(),
         )
         .unwrap();
-    })
-    .await
-    .unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let r = registry.clone();
-        let done = tokio::task::spawn_blocking(move || {
-            pods_up(&r);
-            let d = deployment(&r);
+    // Each check plays the ReplicaSet controller once; its writes wake the next check.
+    cp.wait_until(
+        "the Deployment to be available",
+        || {
+            pods_up(&registry);
+            let d = deployment(&registry);
             d["status"]["availableReplicas"] == 3
                 && d["status"]["conditions"]
                     .as_array()
                     .is_some_and(|cs| cs.iter().any(|c| c["reason"] == "NewReplicaSetAvailable"))
-        })
-        .await
-        .unwrap();
-        if done {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not available: {}",
-            deployment(&registry)["status"]
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    shutdown.cancel();
+        },
+        || deployment(&registry)["status"].to_string(),
+    )
+    .await;
+    cp.stop.cancel();
     task.await.unwrap();
 }

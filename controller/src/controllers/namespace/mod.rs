@@ -3,111 +3,126 @@
 
 pub mod plan;
 
-use crate::api::error::ApiError;
-use crate::registry::{DeleteOptions, Part, Registry, WriteOptions, parse_key, prefix};
-use berth_shared::reconcile::{self, Outcome, Queue};
-use berth_shared::resource::{self, RESOURCES};
+use super::runtime::{Context, Controller, Reconciler};
+use crate::informer::{Informer, ObjectKey};
+use crate::registry::{DeleteOptions, Part, Registry, RegistryError, WriteOptions};
+use berth_shared::reconcile::Outcome;
+use berth_shared::resource::{NAMESPACES, RESOURCES, ResourceType};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-fn reconcile_one(registry: &Registry, name: &str) -> Result<Outcome, ApiError> {
-    let Some(ns_rt) = resource::by_plural("", "v1", "namespaces") else {
-        return Ok(Outcome::Done);
-    };
-    let Ok(ns) = registry.get(ns_rt, None, name) else {
-        return Ok(Outcome::Done);
-    };
-    let ns = ns.value()?;
-    let deleting = ns.pointer("/metadata/deletionTimestamp").is_some();
-    let fins: Vec<String> = ns
-        .pointer("/spec/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|f| f.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut content = Vec::new();
-    if deleting {
-        for rt in RESOURCES.iter().filter(|r| r.namespaced) {
-            let (_, items, _) = registry
-                .store()
-                .list(&prefix(rt, Some(name)), None, None, |_| true);
-            for item in items {
-                let v = item.value()?;
-                if let Some(key) = crate::registry::key_of_value(&v) {
-                    content.push(plan::Content {
-                        key,
-                        deleting: v.pointer("/metadata/deletionTimestamp").is_some(),
-                    });
-                }
-            }
-        }
-    }
-    let mut outcome = Outcome::Done;
-    for action in plan::plan(deleting, &fins, &content) {
-        match action {
-            plan::Action::Delete { key } => {
-                let Some((rt, ns, obj)) = parse_key(&key) else {
-                    continue;
-                };
-                match registry.delete(rt, ns.as_deref(), &obj, &DeleteOptions::default()) {
-                    Ok(_) | Err(ApiError::NotFound { .. }) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            plan::Action::RemoveFinalizer => {
-                registry.update_with(
-                    ns_rt,
-                    None,
-                    name,
-                    Part::Main,
-                    &WriteOptions::default(),
-                    |mut obj| {
-                        if let Some(f) = obj
-                            .pointer_mut("/spec/finalizers")
-                            .and_then(Value::as_array_mut)
-                        {
-                            f.retain(|x| x.as_str() != Some(plan::FINALIZER));
-                        }
-                        Ok(obj)
-                    },
-                )?;
-            }
-            plan::Action::Wait => outcome = Outcome::RequeueAfter(Duration::from_millis(500)),
-        }
-    }
-    Ok(outcome)
+/// What is left in a namespace, and where each piece lives (by the planner's key).
+type Content = (
+    Vec<plan::Content>,
+    HashMap<String, (&'static ResourceType, String)>,
+);
+
+struct Namespaces {
+    registry: Registry,
+    namespaces: Arc<Informer>,
 }
 
-/// Starts the namespace controller.
-pub fn start(registry: Registry, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let store = registry.store().clone();
-        let queue: Queue<String> = Queue::new();
-        let registry = Arc::new(registry);
-        let r = registry.clone();
-        let runner = tokio::spawn(reconcile::run(
-            queue.clone(),
-            2,
-            shutdown.clone(),
-            "namespace",
-            move |name: String| {
-                let r = r.clone();
-                async move {
-                    tokio::task::spawn_blocking(move || reconcile_one(&r, &name))
-                        .await
-                        .map_err(|e| ApiError::Internal(e.to_string()))?
+impl Namespaces {
+    /// Everything left in the namespace, read from the store itself rather than a cache: the
+    /// namespace is released only when this is empty.
+    fn observe_content(&self, name: &str) -> Result<Content, RegistryError> {
+        let mut content = Vec::new();
+        let mut refs = HashMap::new();
+        for rt in RESOURCES.iter().filter(|r| r.namespaced) {
+            for v in self.registry.list_values(rt, Some(name))? {
+                let obj = v
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                let key = format!("{}/{obj}", rt.group_resource());
+                content.push(plan::Content {
+                    key: key.clone(),
+                    deleting: v.pointer("/metadata/deletionTimestamp").is_some(),
+                });
+                refs.insert(key, (rt, obj));
+            }
+        }
+        Ok((content, refs))
+    }
+}
+
+impl Reconciler for Namespaces {
+    type Key = ObjectKey;
+    type Error = RegistryError;
+
+    fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, RegistryError> {
+        let Some(ns) = self.namespaces.get_key(key) else {
+            return Ok(Outcome::Done);
+        };
+        let name = key.name.as_str();
+        let ns = ns.value()?;
+        let deleting = ns.pointer("/metadata/deletionTimestamp").is_some();
+        let fins: Vec<String> = ns
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|f| f.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let (content, refs) = if deleting {
+            self.observe_content(name)?
+        } else {
+            Default::default()
+        };
+        let mut outcome = Outcome::Done;
+        for action in plan::plan(deleting, &fins, &content) {
+            match action {
+                plan::Action::Delete { key } => {
+                    let Some((rt, obj)) = refs.get(&key) else {
+                        continue;
+                    };
+                    match self
+                        .registry
+                        .delete(rt, Some(name), obj, &DeleteOptions::default())
+                    {
+                        Ok(_) | Err(RegistryError::NotFound { .. }) => {}
+                        Err(e) => return Err(e),
+                    }
                 }
-            },
-        ));
-        super::follow::names(&store, "/core/namespaces/", &shutdown, |name| {
-            queue.add(name)
-        })
+                plan::Action::RemoveFinalizer => {
+                    self.registry.update_with(
+                        NAMESPACES,
+                        None,
+                        name,
+                        Part::Main,
+                        &WriteOptions::default(),
+                        |mut obj| {
+                            if let Some(f) = obj
+                                .pointer_mut("/spec/finalizers")
+                                .and_then(Value::as_array_mut)
+                            {
+                                f.retain(|x| x.as_str() != Some(plan::FINALIZER));
+                            }
+                            Ok::<_, RegistryError>(obj)
+                        },
+                    )?;
+                }
+                plan::Action::Wait => outcome = Outcome::RequeueAfter(Duration::from_millis(500)),
+            }
+        }
+        Ok(outcome)
+    }
+}
+
+/// Runs the namespace controller until `shutdown`.
+pub async fn run(ctx: Context, shutdown: CancellationToken) {
+    let reconciler = Arc::new(Namespaces {
+        registry: ctx.registry.clone(),
+        namespaces: ctx.informer(NAMESPACES),
+    });
+    Controller::new("namespace", &ctx, NAMESPACES)
+        .workers(2)
+        .run(reconciler, shutdown)
         .await;
-        let _ = runner.await;
-    })
 }

@@ -2,93 +2,82 @@
 
 pub mod plan;
 
-use crate::api::error::ApiError;
-use crate::registry::{Part, Registry, WriteOptions};
-use berth_shared::reconcile::{self, Outcome, Queue};
-use berth_shared::resource;
+use super::runtime::{Context, Controller, Reconciler};
+use crate::informer::{Informer, ObjectKey};
+use crate::registry::{Part, Registry, RegistryError, WriteOptions};
+use berth_shared::reconcile::Outcome;
+use berth_shared::resource::NODES;
 use plan::Cidr;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-fn reconcile_one(registry: &Registry, cluster: Cidr, name: &str) -> Result<Outcome, ApiError> {
-    let Some(rt) = resource::by_plural("", "v1", "nodes") else {
-        return Ok(Outcome::Done);
-    };
-    let Ok(node) = registry.get(rt, None, name) else {
-        return Ok(Outcome::Done);
-    };
-    if node
-        .value()?
-        .pointer("/spec/podCIDR")
+fn pod_cidr(node: &Value) -> Option<&str> {
+    node.pointer("/spec/podCIDR")
         .and_then(Value::as_str)
-        .is_some_and(|c| !c.is_empty())
-    {
-        return Ok(Outcome::Done);
-    }
-    let (_, nodes, _) = registry.store().list("/core/nodes/", None, None, |_| true);
-    let used: Vec<Cidr> = nodes
-        .iter()
-        .filter_map(|n| n.value().ok())
-        .filter_map(|n| {
-            n.pointer("/spec/podCIDR")
-                .and_then(Value::as_str)
-                .and_then(Cidr::parse)
-        })
-        .collect();
-    let Some(cidr) = plan::allocate(cluster, &used) else {
-        tracing::warn!(node = name, %cluster, "no pod CIDR left for the node");
-        return Ok(Outcome::RequeueAfter(std::time::Duration::from_secs(30)));
-    };
-    // A conflict (another node took it meanwhile) requeues and picks again.
-    registry.update_with(
-        rt,
-        None,
-        name,
-        Part::Main,
-        &WriteOptions::default(),
-        |mut n| {
-            if n.pointer("/spec/podCIDR")
-                .and_then(Value::as_str)
-                .is_some_and(|c| !c.is_empty())
-            {
-                return Ok(n);
-            }
-            n["spec"]["podCIDR"] = json!(cidr.to_string());
-            n["spec"]["podCIDRs"] = json!([cidr.to_string()]);
-            Ok(n)
-        },
-    )?;
-    tracing::info!(node = name, cidr = %cidr, "allocated pod CIDR");
-    Ok(Outcome::Done)
+        .filter(|c| !c.is_empty())
 }
 
-pub fn start(
+struct NodeIpam {
     registry: Registry,
+    nodes: Arc<Informer>,
     cluster: Cidr,
-    shutdown: CancellationToken,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let store = registry.store().clone();
-        let queue: Queue<String> = Queue::new();
-        let registry = Arc::new(registry);
-        let r = registry.clone();
-        // One worker: allocations must not race each other.
-        let runner = tokio::spawn(reconcile::run(
-            queue.clone(),
-            1,
-            shutdown.clone(),
-            "node-ipam",
-            move |name: String| {
-                let r = r.clone();
-                async move {
-                    tokio::task::spawn_blocking(move || reconcile_one(&r, cluster, &name))
-                        .await
-                        .map_err(|e| ApiError::Internal(e.to_string()))?
+}
+
+impl Reconciler for NodeIpam {
+    type Key = ObjectKey;
+    type Error = RegistryError;
+
+    fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, RegistryError> {
+        let Some(node) = self.nodes.get_key(key) else {
+            return Ok(Outcome::Done);
+        };
+        if pod_cidr(&node.value()?).is_some() {
+            return Ok(Outcome::Done);
+        }
+        // The cache reflects every allocation made before this pass: passes run one at a
+        // time and each waits for the cache to catch up with its write.
+        let used: Vec<Cidr> = self
+            .nodes
+            .list()
+            .iter()
+            .filter_map(|n| n.value().ok())
+            .filter_map(|n| pod_cidr(&n).and_then(Cidr::parse))
+            .collect();
+        let Some(cidr) = plan::allocate(self.cluster, &used) else {
+            tracing::warn!(node = %key, cluster = %self.cluster, "no pod CIDR left for the node");
+            return Ok(Outcome::RequeueAfter(std::time::Duration::from_secs(30)));
+        };
+        self.registry.update_with(
+            NODES,
+            None,
+            &key.name,
+            Part::Main,
+            &WriteOptions::default(),
+            |mut n| {
+                if pod_cidr(&n).is_some() {
+                    return Ok::<_, RegistryError>(n);
                 }
+                n["spec"]["podCIDR"] = json!(cidr.to_string());
+                n["spec"]["podCIDRs"] = json!([cidr.to_string()]);
+                Ok(n)
             },
-        ));
-        super::follow::names(&store, "/core/nodes/", &shutdown, |name| queue.add(name)).await;
-        let _ = runner.await;
-    })
+        )?;
+        tracing::info!(node = %key, cidr = %cidr, "allocated pod CIDR");
+        Ok(Outcome::Done)
+    }
+}
+
+/// Runs the node IPAM controller until `shutdown`.
+pub async fn run(ctx: Context, cluster: Cidr, shutdown: CancellationToken) {
+    let reconciler = Arc::new(NodeIpam {
+        registry: ctx.registry.clone(),
+        nodes: ctx.informer(NODES),
+        cluster,
+    });
+    // One worker: allocations must not race each other.
+    Controller::new("node-ipam", &ctx, NODES)
+        .workers(1)
+        .run(reconciler, shutdown)
+        .await;
 }

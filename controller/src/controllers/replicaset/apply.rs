@@ -1,16 +1,16 @@
 //! The writes of a pass: adopting and releasing pods, creating them in slow-start batches,
 //! deleting the chosen ones, with their events, and writing the status.
 
-use super::cache::SetKey;
 use super::view::{self, Pod, Set};
-use super::{Controller, SyncError, plan, pod_type, set_type, status};
-use crate::api::error::ApiError;
+use super::{Controller, SyncError, plan, set_type, status};
 use crate::events::EventType;
+use crate::registry::RegistryError;
 use crate::registry::{DeleteOptions, DeletePreconditions, Part, WriteOptions};
+use berth_shared::resource::PODS;
 use serde_json::Value;
 
-fn namespace_terminating(e: &ApiError) -> bool {
-    matches!(e, ApiError::Forbidden(m) if m.contains("because it is being terminated"))
+fn namespace_terminating(e: &RegistryError) -> bool {
+    matches!(e, RegistryError::Forbidden(m) if m.contains("because it is being terminated"))
 }
 
 impl Controller {
@@ -19,16 +19,16 @@ impl Controller {
     fn can_adopt(&self, set: &Set) -> Result<bool, SyncError> {
         match self
             .registry
-            .get(set_type(set.kind)?, Some(&set.namespace), &set.name)
+            .get(set_type(set.kind), Some(&set.namespace), &set.name)
         {
             Ok(o) => {
-                let v = o.value().map_err(ApiError::from)?;
+                let v = o.value().map_err(RegistryError::from)?;
                 Ok(
                     v.pointer("/metadata/uid").and_then(Value::as_str) == Some(set.uid.as_str())
                         && v.pointer("/metadata/deletionTimestamp").is_none(),
                 )
             }
-            Err(ApiError::NotFound { .. }) => Ok(false),
+            Err(RegistryError::NotFound { .. }) => Ok(false),
             Err(e) => Err(e.into()),
         }
     }
@@ -39,7 +39,7 @@ impl Controller {
             return Ok(false);
         }
         let r = self.registry.update_with(
-            pod_type()?,
+            PODS,
             Some(&set.namespace),
             &pod.name,
             Part::Main,
@@ -70,7 +70,7 @@ impl Controller {
         );
         match r {
             Ok(obj) => Ok(view::controller_of(&obj).is_some_and(|c| c.uid == set.uid)),
-            Err(ApiError::NotFound { .. }) => Ok(false),
+            Err(RegistryError::NotFound { .. }) => Ok(false),
             Err(e) => Err(e.into()),
         }
     }
@@ -78,7 +78,7 @@ impl Controller {
     /// Drops the set's ownerReference from a pod that stopped matching.
     pub(super) fn apply_release(&self, set: &Set, pod: &Pod) -> Result<(), SyncError> {
         let r = self.registry.update_with(
-            pod_type()?,
+            PODS,
             Some(&set.namespace),
             &pod.name,
             Part::Main,
@@ -109,7 +109,7 @@ impl Controller {
             },
         );
         match r {
-            Ok(_) | Err(ApiError::NotFound { .. }) => Ok(()),
+            Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(()),
             Err(e) => Err(e.into()),
         }
     }
@@ -125,7 +125,7 @@ impl Controller {
         if let Some(why) = plan::template_error(set) {
             return Ok(Some(SyncError::Template(why)));
         }
-        let rt = pod_type()?;
+        let rt = PODS;
         let template = plan::new_pod(set);
         for batch in plan::slow_start_batches(count) {
             let mut failure = None;
@@ -142,12 +142,6 @@ impl Controller {
                             .and_then(Value::as_str)
                             .unwrap_or_default();
                         tracing::debug!(set = %set.name, pod = name, "created pod");
-                        let key = SetKey {
-                            kind: set.kind,
-                            namespace: set.namespace.clone(),
-                            name: set.name.clone(),
-                        };
-                        self.cache().note_created(&key, name);
                         let msg = format!("Created pod: {name}");
                         self.record(set, raw, EventType::Normal, "SuccessfulCreate", &msg);
                     }
@@ -174,7 +168,7 @@ impl Controller {
         raw: &Value,
         victims: &[&Pod],
     ) -> Result<Option<SyncError>, SyncError> {
-        let rt = pod_type()?;
+        let rt = PODS;
         let mut failure = None;
         for pod in victims {
             let opts = DeleteOptions {
@@ -193,7 +187,7 @@ impl Controller {
                     self.record(set, raw, EventType::Normal, "SuccessfulDelete", &msg);
                 }
                 // Gone already, or replaced by another pod of the same name.
-                Err(ApiError::NotFound { .. } | ApiError::Conflict { .. }) => {}
+                Err(RegistryError::NotFound { .. } | RegistryError::Conflict { .. }) => {}
                 Err(e) => {
                     let msg = format!("Error deleting: {e}");
                     self.record(set, raw, EventType::Warning, "FailedDelete", &msg);
@@ -205,7 +199,7 @@ impl Controller {
     }
 
     pub(super) fn apply_status(&self, set: &Set, new: &view::Status) -> Result<(), SyncError> {
-        let rt = set_type(set.kind)?;
+        let rt = set_type(set.kind);
         let r = self.registry.update_with(
             rt,
             Some(&set.namespace),
@@ -214,14 +208,14 @@ impl Controller {
             &WriteOptions::default(),
             |mut obj| {
                 if obj.pointer("/metadata/uid").and_then(Value::as_str) != Some(set.uid.as_str()) {
-                    return Err(ApiError::not_found(rt, &set.name));
+                    return Err(RegistryError::not_found(rt, &set.name));
                 }
                 status::apply(&mut obj, new, set.generation);
                 Ok(obj)
             },
         );
         match r {
-            Ok(_) | Err(ApiError::NotFound { .. }) => Ok(()),
+            Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(()),
             Err(e) => Err(e.into()),
         }
     }

@@ -4,57 +4,38 @@
 
 use super::*;
 use crate::registry::{DeleteOptions, Part, Propagation, WriteOptions};
-use crate::store::{RedbBackend, Store};
+use crate::testing::ControlPlane;
+use berth_shared::resource::{self, EVENTS};
 use serde_json::json;
-use std::time::Instant;
 
 struct Cluster {
-    registry: Registry,
-    stop: CancellationToken,
+    cp: ControlPlane,
     handles: Vec<tokio::task::JoinHandle<()>>,
-    _dir: tempfile::TempDir,
 }
 
 impl Cluster {
     fn start() -> Cluster {
-        let dir = tempfile::tempdir().unwrap();
-        let backend = RedbBackend::open(&dir.path().join("store.redb")).unwrap();
-        let registry = Registry::new(Store::open(Box::new(backend), 10_000).unwrap());
-        let ns = resource::by_plural("", "v1", "namespaces").unwrap();
-        registry
-            .create(
-                ns,
-                None,
-                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
-                &WriteOptions::default(),
-            )
-            .unwrap();
-        let stop = CancellationToken::new();
+        let cp = ControlPlane::start();
         let handles = vec![
-            start(registry.clone(), stop.clone()),
-            crate::controllers::gc::start(registry.clone(), stop.clone()),
+            tokio::spawn(run(cp.ctx.clone(), cp.stop.clone())),
+            tokio::spawn(crate::controllers::gc::run(cp.ctx.clone(), cp.stop.clone())),
         ];
-        Cluster {
-            registry,
-            stop,
-            handles,
-            _dir: dir,
-        }
+        Cluster { cp, handles }
     }
 
     async fn stop(self) {
-        self.stop.cancel();
+        self.cp.stop.cancel();
         for h in self.handles {
             let _ = h.await;
         }
     }
 
+    fn registry(&self) -> &Registry {
+        self.cp.registry()
+    }
+
     fn pods(&self) -> Vec<Value> {
-        let (_, items, _) = self
-            .registry
-            .store()
-            .list("/core/pods/default/", None, None, |_| true);
-        items.iter().map(|i| i.value().unwrap()).collect()
+        self.cp.list(PODS)
     }
 
     fn pods_of(&self, uid: &str) -> Vec<Value> {
@@ -65,21 +46,16 @@ impl Cluster {
     }
 
     fn events(&self, reason: &str) -> Vec<Value> {
-        let (_, items, _) = self
-            .registry
-            .store()
-            .list("/core/events/default/", None, None, |_| true);
-        items
-            .iter()
-            .map(|i| i.value().unwrap())
+        self.cp
+            .list(EVENTS)
+            .into_iter()
             .filter(|e| e["reason"] == json!(reason))
             .collect()
     }
 
     fn get(&self, kind: Kind, name: &str) -> Option<Value> {
-        let rt = set_type(kind).unwrap();
-        self.registry
-            .get(rt, Some("default"), name)
+        self.registry()
+            .get(set_type(kind), Some("default"), name)
             .ok()
             .map(|o| o.value().unwrap())
     }
@@ -87,7 +63,7 @@ impl Cluster {
     fn create(&self, plural: &str, obj: Value) -> Value {
         let group = if plural == "replicasets" { "apps" } else { "" };
         let rt = resource::by_plural(group, "v1", plural).unwrap();
-        self.registry
+        self.registry()
             .create(rt, Some("default"), obj, &WriteOptions::default())
             .unwrap()
     }
@@ -95,7 +71,7 @@ impl Cluster {
     fn edit(&self, plural: &str, name: &str, f: impl Fn(&mut Value)) {
         let group = if plural == "replicasets" { "apps" } else { "" };
         let rt = resource::by_plural(group, "v1", plural).unwrap();
-        self.registry
+        self.registry()
             .update_with(
                 rt,
                 Some("default"),
@@ -104,7 +80,7 @@ impl Cluster {
                 &WriteOptions::default(),
                 |mut o| {
                     f(&mut o);
-                    Ok(o)
+                    Ok::<_, RegistryError>(o)
                 },
             )
             .unwrap();
@@ -117,20 +93,17 @@ impl Cluster {
             propagation_policy: propagation,
             ..DeleteOptions::default()
         };
-        self.registry
+        self.registry()
             .delete(rt, Some("default"), name, &opts)
             .unwrap();
     }
 
-    /// Polls `check` until it holds; panics with `what` and the pods after the deadline.
+    /// Waits until `check` holds, looking again after every store change; panics with `what`
+    /// and the pods after the deadline.
     async fn wait(&self, what: &str, check: impl Fn(&Cluster) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !check(self) {
-            if Instant::now() > deadline {
-                panic!("timed out waiting for {what}; pods: {:#?}", self.pods());
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        self.cp
+            .wait_until(what, || check(self), || format!("pods: {:#?}", self.pods()))
+            .await;
     }
 }
 
@@ -248,8 +221,11 @@ async fn bare_pods_are_adopted_and_relabelled_pods_released_and_replaced() {
     c.create("pods", bare_pod("pod2"));
     let rs = c.create("replicasets", frontend("frontend", 3));
     let rs_uid = uid(&rs);
-    c.wait("3 owned pods", |c| c.pods_of(&rs_uid).len() == 3)
-        .await;
+    // The event follows the pod's creation: wait for both.
+    c.wait("3 owned pods and the creation event", |c| {
+        c.pods_of(&rs_uid).len() == 3 && !c.events("SuccessfulCreate").is_empty()
+    })
+    .await;
     assert_eq!(c.pods().len(), 3);
     assert_eq!(c.events("SuccessfulCreate").len(), 1);
 
@@ -350,9 +326,9 @@ async fn ready_pods_count_as_available_only_after_min_ready_seconds() {
     // The agent's part, played here: the pod turns Ready now.
     let pod = name(&c.pods_of(&rs_uid)[0]);
     let since = status::rfc3339(jiff::Timestamp::now());
-    c.registry
+    c.registry()
         .update_with(
-            pod_type().unwrap(),
+            PODS,
             Some("default"),
             &pod,
             Part::Status,
@@ -361,7 +337,7 @@ async fn ready_pods_count_as_available_only_after_min_ready_seconds() {
                 o["status"]["phase"] = json!("Running");
                 o["status"]["conditions"] =
                     json!([{"type": "Ready", "status": "True", "lastTransitionTime": since}]);
-                Ok(o)
+                Ok::<_, RegistryError>(o)
             },
         )
         .unwrap();

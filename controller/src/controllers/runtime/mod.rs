@@ -1,0 +1,251 @@
+//! The controller runtime: a [`Controller`] builder that wires a [`Reconciler`] to shared
+//! informers and to the reconcile queue. The primary kind's changes enqueue its key,
+//! `.owns(kind)` maps a child's controller reference to its owner's key, `.watches(kind, f)`
+//! maps any change to keys with `f`, `.resync(period)` re-enqueues every primary key. Passes run
+//! on the blocking pool (the registry blocks on the store's fsync), at most `workers` at once,
+//! never two of one key; after each pass the key is held until the informers the controller
+//! reads have caught up with the store (read-your-writes), and a failure is retried as its
+//! error asks ([`ErrorPolicy`]): a conflict at once, a transient error with backoff, a
+//! permanent one not until the key is added again.
+
+mod metrics;
+#[cfg(test)]
+mod tests;
+
+pub use metrics::QueueMetrics;
+
+use crate::events::Recorder;
+use crate::informer::{Delta, Informer, Informers, ObjectKey};
+use crate::registry::Registry;
+use berth_shared::reconcile::{self, ErrorPolicy, Failure, Outcome, Queue};
+use berth_shared::resource::ResourceType;
+use std::fmt::Display;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How long a finished pass waits for the informers to reflect its writes before its key is
+/// released anyway (only reached if an informer is stuck relisting).
+const CATCH_UP_LIMIT: Duration = Duration::from_secs(5);
+
+/// What every controller is started with.
+#[derive(Clone)]
+pub struct Context {
+    pub registry: Registry,
+    pub informers: Informers,
+    pub queues: QueueMetrics,
+}
+
+impl Context {
+    pub fn informer(&self, rt: &'static ResourceType) -> Arc<Informer> {
+        self.informers.get(rt)
+    }
+
+    /// An event recorder for `component`.
+    pub fn recorder(&self, component: &str) -> Recorder {
+        Recorder::new(self.registry.clone(), component)
+    }
+}
+
+/// One controller's decisions: a pass over one key. Blocking.
+pub trait Reconciler: Send + Sync + 'static {
+    type Key: Clone + Eq + Hash + Send + Sync + Display + 'static;
+    type Error: std::error::Error + ErrorPolicy + Send + 'static;
+
+    fn reconcile(&self, key: &Self::Key) -> Result<Outcome, Self::Error>;
+}
+
+type KeysFn<K> = Arc<dyn Fn() -> Vec<K> + Send + Sync>;
+
+/// A controller being wired; [`Controller::run`] starts it.
+pub struct Controller<K> {
+    name: &'static str,
+    ctx: Context,
+    queue: Queue<K>,
+    reads: Vec<Arc<Informer>>,
+    resync: Option<(Duration, KeysFn<K>)>,
+    workers: usize,
+    primary: Option<&'static ResourceType>,
+}
+
+impl Controller<ObjectKey> {
+    /// A controller of `primary` objects, keyed by namespace and name: every change of one
+    /// enqueues it.
+    pub fn new(name: &'static str, ctx: &Context, primary: &'static ResourceType) -> Self {
+        let informer = ctx.informer(primary);
+        let keys_of = informer.clone();
+        let mut c = Controller::keyed(name, ctx)
+            .watches(primary, |d: &Delta| vec![d.object.key().clone()])
+            .with_resync_keys(Arc::new(move || keys_of.keys()));
+        c.primary = Some(primary);
+        c
+    }
+
+    /// Maps changes of `child` objects to the key of their controller of the primary kind,
+    /// before and after the change (a released child concerns its old owner).
+    pub fn owns(self, child: &'static ResourceType) -> Self {
+        let Some(owner) = self.primary else {
+            return self;
+        };
+        let api_version = owner.api_version();
+        self.watches(child, move |d: &Delta| {
+            let mut keys = Vec::new();
+            for obj in std::iter::once(&d.object).chain(d.old.iter()) {
+                if let Some(c) = obj.controller()
+                    && c.kind == owner.kind
+                    && c.api_version == api_version
+                {
+                    let key = ObjectKey::new(obj.namespace(), &c.name);
+                    if !keys.contains(&key) {
+                        keys.push(key);
+                    }
+                }
+            }
+            keys
+        })
+    }
+}
+
+impl<K: Clone + Eq + Hash + Send + Sync + Display + 'static> Controller<K> {
+    /// A controller whose keys come only from `.watches` mappers.
+    pub fn keyed(name: &'static str, ctx: &Context) -> Self {
+        let queue = Queue::new();
+        ctx.queues.register(name, &queue);
+        Controller {
+            name,
+            ctx: ctx.clone(),
+            queue,
+            reads: Vec::new(),
+            resync: None,
+            workers: 1,
+            primary: None,
+        }
+    }
+
+    /// Enqueues the keys `map` finds in each change of `rt` objects.
+    pub fn watches(
+        mut self,
+        rt: &'static ResourceType,
+        map: impl Fn(&Delta) -> Vec<K> + Send + Sync + 'static,
+    ) -> Self {
+        let informer = self.ctx.informer(rt);
+        let queue = self.queue.clone();
+        informer.subscribe(Arc::new(move |deltas: &[Delta]| {
+            for d in deltas {
+                for k in map(d) {
+                    queue.add(k);
+                }
+            }
+        }));
+        self.add_read(informer);
+        self
+    }
+
+    /// Names an informer the passes read without reacting to its changes (so that passes
+    /// wait for it to sync and to catch up with their writes).
+    pub fn reads(mut self, rt: &'static ResourceType) -> Self {
+        let informer = self.ctx.informer(rt);
+        self.add_read(informer);
+        self
+    }
+
+    fn add_read(&mut self, informer: Arc<Informer>) {
+        if !self.reads.iter().any(|i| Arc::ptr_eq(i, &informer)) {
+            self.reads.push(informer);
+        }
+    }
+
+    fn with_resync_keys(mut self, keys: KeysFn<K>) -> Self {
+        let period = self
+            .resync
+            .as_ref()
+            .map(|(p, _)| *p)
+            .unwrap_or(Duration::ZERO);
+        self.resync = Some((period, keys));
+        self
+    }
+
+    /// Every key (of the primary kind, or from `keys`) is enqueued this often.
+    pub fn resync(mut self, period: Duration) -> Self {
+        if let Some((p, _)) = &mut self.resync {
+            *p = period;
+        }
+        self
+    }
+
+    /// Re-enqueues the keys `keys` returns every `period` (for controllers without a primary).
+    pub fn resync_with(
+        self,
+        period: Duration,
+        keys: impl Fn() -> Vec<K> + Send + Sync + 'static,
+    ) -> Self {
+        self.with_resync_keys(Arc::new(keys)).resync(period)
+    }
+
+    /// Passes of different keys that may run at once.
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = n.max(1);
+        self
+    }
+
+    /// The queue, to add keys from outside the informers.
+    pub fn queue(&self) -> Queue<K> {
+        self.queue.clone()
+    }
+
+    /// Runs the controller until `shutdown`: waits for its informers to sync, then reconciles.
+    pub async fn run<R: Reconciler<Key = K>>(
+        self,
+        reconciler: Arc<R>,
+        shutdown: CancellationToken,
+    ) {
+        for i in &self.reads {
+            tokio::select! {
+                _ = i.wait_synced() => {}
+                _ = shutdown.cancelled() => return,
+            }
+        }
+        tracing::debug!(controller = self.name, "informers synced");
+        let resync = self
+            .resync
+            .clone()
+            .filter(|(p, _)| !p.is_zero())
+            .map(|(period, keys)| {
+                let queue = self.queue.clone();
+                let stop = shutdown.clone();
+                tokio::spawn(async move {
+                    let mut tick = tokio::time::interval(period);
+                    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    tick.tick().await;
+                    loop {
+                        tokio::select! {
+                            _ = tick.tick() => keys().into_iter().for_each(|k| queue.add(k)),
+                            _ = stop.cancelled() => return,
+                        }
+                    }
+                })
+            });
+        let reads = Arc::new(self.reads);
+        let informers = self.ctx.informers.clone();
+        let name = self.name;
+        reconcile::run_with_policy(self.queue, self.workers, shutdown, name, move |key: K| {
+            let (r, reads, informers) = (reconciler.clone(), reads.clone(), informers.clone());
+            async move {
+                let span_key = key.to_string();
+                let result = crate::informer::blocking(|| {
+                    let _span =
+                        tracing::debug_span!("reconcile", controller = name, key = %span_key)
+                            .entered();
+                    r.reconcile(&key).map_err(|e| Failure::of(&e))
+                });
+                informers.catch_up(&reads, CATCH_UP_LIMIT).await;
+                result
+            }
+        })
+        .await;
+        if let Some(t) = resync {
+            let _ = t.await;
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! Test support for controllers and the scheduler: a control plane in process over a real
+//! store in a temporary directory (registry, informers, queue metrics), and waits that wake on
+//! store changes instead of sleeping.
+
+use crate::controllers::runtime::{Context, QueueMetrics};
+use crate::informer::Informers;
+use crate::registry::{Registry, WriteOptions};
+use crate::store::{RedbBackend, Store};
+use berth_shared::resource::{NAMESPACES, ResourceType};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How long a wait may take before the test fails.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// A registry over a fresh store in `dir`, with the `default` namespace.
+pub fn registry(dir: &std::path::Path) -> Registry {
+    let backend = RedbBackend::open(&dir.join("store.redb")).expect("open store");
+    let registry = Registry::new(Store::open(Box::new(backend), 10_000).expect("store"));
+    registry
+        .create(
+            NAMESPACES,
+            None,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
+            &WriteOptions::default(),
+        )
+        .expect("default namespace");
+    registry
+}
+
+/// A control plane without HTTP: what controllers are started with.
+pub struct ControlPlane {
+    pub ctx: Context,
+    pub stop: CancellationToken,
+    store: Store,
+    _dir: tempfile::TempDir,
+}
+
+impl ControlPlane {
+    /// Starts it (informers start as controllers ask for them). Call within a tokio runtime.
+    pub fn start() -> ControlPlane {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let registry = registry(dir.path());
+        let store = registry.store().clone();
+        let stop = CancellationToken::new();
+        let informers = Informers::new(Arc::new(store.clone()), stop.clone());
+        ControlPlane {
+            ctx: Context {
+                registry,
+                informers,
+                queues: QueueMetrics::default(),
+            },
+            stop,
+            store,
+            _dir: dir,
+        }
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.ctx.registry
+    }
+
+    /// Every object of `rt` in `default`, as JSON, read from the store.
+    pub fn list(&self, rt: &ResourceType) -> Vec<Value> {
+        self.ctx
+            .registry
+            .list_values(rt, Some("default"))
+            .expect("list")
+    }
+
+    /// Waits until every started informer reflects every write made so far.
+    pub async fn caught_up(&self) {
+        let informers = self.ctx.informers.started();
+        self.ctx.informers.catch_up(&informers, DEADLINE).await;
+    }
+
+    /// Waits until `check` holds, evaluating it again after every change in the store; panics
+    /// with `what` and `dump()` after [`DEADLINE`].
+    pub async fn wait_until(
+        &self,
+        what: &str,
+        check: impl Fn() -> bool,
+        dump: impl Fn() -> String,
+    ) {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        loop {
+            let from = self.store.current_revision();
+            if check() {
+                return;
+            }
+            let Ok(mut watch) = self.store.watch(from) else {
+                continue;
+            };
+            if !watch.backlog.is_empty() {
+                continue;
+            }
+            if tokio::time::timeout_at(deadline, watch.live.recv())
+                .await
+                .is_err()
+            {
+                panic!("timed out waiting for {what}: {}", dump());
+            }
+        }
+    }
+}

@@ -8,6 +8,8 @@ pub mod backend;
 pub mod cache;
 pub mod container_config;
 pub mod events;
+#[cfg(test)]
+pub(crate) mod fake;
 pub mod hooks;
 pub mod labels;
 pub mod manager;

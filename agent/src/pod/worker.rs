@@ -4,7 +4,8 @@
 //! restarted agent picks up where the last one stopped; what the worker keeps itself ([`Local`])
 //! may be lost harmlessly.
 //!
-//! The worker reaches the world only through the ports of [`Context`].
+//! The worker reaches the world only through the ports of [`Context`], so its passes run
+//! against recording fakes in the unit tests (`worker/tests.rs`).
 
 mod observe;
 mod probers;
@@ -12,6 +13,8 @@ mod pull;
 mod sources;
 mod start;
 mod stop;
+#[cfg(test)]
+mod tests;
 
 use super::labels;
 use super::model::{ImagePull, Observed, Sandbox, StartError};

@@ -1,6 +1,8 @@
 //! Image manifests, indexes and configs: parsing, platform choice, chain ids and the GC labels
 //! containerd needs to keep an image's content and snapshots (pure).
 //!
+//! Planner: pure, no I/O.
+//!
 //! Chain ids: chain(L0) = diff_id(L0); chain(Ln) = sha256(chain(Ln-1) + " " + diff_id(Ln)).
 
 use std::collections::BTreeMap;

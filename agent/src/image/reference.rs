@@ -1,5 +1,7 @@
 //! Docker-style image reference normalisation and Kubernetes' default pull policy (pure).
 //!
+//! Planner: pure, no I/O.
+//!
 //! `nginx:1.14.2` → `docker.io/library/nginx:1.14.2`; `user/app` → `docker.io/user/app:latest`;
 //! `localhost:5000/app` keeps its registry; `app@sha256:…` pins a digest (no default tag).
 //! The first path component is a registry when it contains `.` or `:` or is `localhost`.

@@ -1,5 +1,7 @@
 //! A pod's `/etc/resolv.conf` as the kubelet computes it from `dnsPolicy` and `dnsConfig`
 //! (pure).
+//!
+//! Planner: pure, no I/O.
 
 use k8s_openapi::api::core::v1::Pod;
 

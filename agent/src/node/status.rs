@@ -1,5 +1,7 @@
 //! The Node object this agent registers and the status it reports, computed from host facts
 //! (pure). Conditions use the kubelet's types, reasons and messages.
+//!
+//! Planner: pure, no I/O.
 
 use berth_shared::k8s_openapi::api::core::v1::{
     DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus,

@@ -3,6 +3,8 @@
 //! volume mounts (with subPath), the pod's hosts/resolv/hostname files, resources → cgroup
 //! limits, and the security context. A reference that cannot be resolved is the kubelet's
 //! `CreateContainerConfigError`.
+//!
+//! Planner: pure, no I/O.
 
 use crate::runtime::{
     ContainerConfig, ContainerId, ContainerImage, Mount, MountKind, Resources, Security,

@@ -1,6 +1,7 @@
 //! Lifecycle hooks (postStart, preStop): an exec in the container, or an HTTP GET against it.
 
-use crate::runtime::{ContainerId, Runtime};
+use super::ports::ContainerRuntime;
+use crate::runtime::ContainerId;
 use berth_shared::k8s_openapi::api::core::v1::LifecycleHandler;
 use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::time::Duration;
@@ -8,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Runs a hook; the error is the event message.
 pub async fn run(
-    runtime: &Runtime,
+    runtime: &dyn ContainerRuntime,
     id: &ContainerId,
     hook: &LifecycleHandler,
     pod_ip: &str,

@@ -1,143 +1,29 @@
-//! The pods of this node: watches the pods bound to it, keeps their latest objects, runs one
-//! worker pass per pod uid on the shared reconcile runtime (woken by pod changes, container
-//! exits, probe changes and a periodic resync), and cleans up after pods that are gone. Also
-//! answers the agent server's questions (log files, exec) about these pods.
+//! The pods of this node: watches the pods bound to it into the [`PodCache`], and runs one
+//! [`PodWorker`] pass per pod uid on the shared reconcile runtime, woken by pod changes,
+//! container exits, probe changes and a periodic resync. A pod that is gone gets a last pass
+//! that removes what is left of it, after which its worker is dropped.
 
-use super::model::{ImagePull, ProbeResults, Sandbox, StartError};
-use super::worker::{
-    LABEL_CONTAINER, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_RESTART,
-};
+use super::backend::ManagerBackend;
+use super::cache::PodCache;
+use super::events::Recorder;
+use super::labels;
+use super::ports::ApiClient;
+use super::worker::{Context, NodeSide, Pass, PodWorker};
 use crate::config::Config;
 use crate::image::ImageService;
 use crate::network::Network;
 use crate::network::dns::ClusterDns;
-use crate::runtime::{ContainerId, ExecIo, Runtime, RuntimeEvent, TaskState};
-use crate::server::{Backend, ExecRequest, ExecStreams, LogTarget};
+use crate::runtime::{Runtime, RuntimeEvent};
 use berth_shared::client::{Client, ListParams, WatchEvent};
 use berth_shared::k8s_openapi::api::core::v1::Pod;
-use berth_shared::reconcile::{self, Queue};
+use berth_shared::reconcile::{self, Outcome, Queue};
 use berth_shared::resource;
 use futures::StreamExt;
-use futures::future::BoxFuture;
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-/// Per-pod state that lives only in the agent (rebuilt from containerd and the API after a
-/// restart, or harmlessly lost: image pull back-offs, start errors, the sandbox handle).
-#[derive(Debug, Clone, Default)]
-pub struct Local {
-    pub pulls: BTreeMap<String, ImagePull>,
-    pub start_errors: BTreeMap<String, StartError>,
-    pub sandbox: Option<Sandbox>,
-    /// Pull failures not yet reported: the status shows `ErrImagePull` once before the
-    /// back-off turns it into `ImagePullBackOff`.
-    pub fresh_pull_failures: std::collections::BTreeSet<String>,
-}
-
-type Probers = HashMap<
-    String,
-    (
-        String,
-        tokio::task::JoinHandle<()>,
-        Arc<std::sync::atomic::AtomicBool>,
-    ),
->;
-
-/// Everything a worker pass uses.
-pub struct Shared {
-    pub config: Config,
-    pub client: Client,
-    pub runtime: Runtime,
-    pub images: ImageService,
-    pub network: Network,
-    pub host_ip: String,
-    pub dns: ClusterDns,
-    pub events: Arc<super::events::Recorder>,
-    pub facts_cpus: u32,
-    pub facts_memory: i64,
-    pub queue: Queue<String>,
-    pub probes: super::prober::Results,
-    pub probers: Mutex<Probers>,
-    pods: Mutex<HashMap<String, Pod>>,
-    local: Mutex<HashMap<String, Local>>,
-}
-
-impl Shared {
-    pub fn local(&self, uid: &str) -> Local {
-        self.local
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(uid)
-            .cloned()
-            .unwrap_or_default()
-    }
-
-    pub fn local_mut(&self, uid: &str, f: impl FnOnce(&mut Local)) {
-        let mut map = self.local.lock().unwrap_or_else(|e| e.into_inner());
-        f(map.entry(uid.to_string()).or_default());
-    }
-
-    /// Keeps a newer version of a pod (e.g. the answer to a status write).
-    pub fn remember(&self, pod: Pod) {
-        let Some(uid) = pod.metadata.uid.clone() else {
-            return;
-        };
-        let mut pods = self.pods.lock().unwrap_or_else(|e| e.into_inner());
-        let newer = |old: &Pod| {
-            let rv = |p: &Pod| {
-                p.metadata
-                    .resource_version
-                    .as_deref()
-                    .and_then(|r| r.parse::<u64>().ok())
-                    .unwrap_or(0)
-            };
-            rv(&pod) >= rv(old)
-        };
-        if pods.get(&uid).is_none_or(newer) {
-            pods.insert(uid, pod);
-        }
-    }
-
-    pub fn forget(&self, uid: &str) {
-        self.pods
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(uid);
-        self.local
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(uid);
-        let mut probers = self.probers.lock().unwrap_or_else(|e| e.into_inner());
-        probers.retain(|_, (u, h, _)| {
-            if u == uid {
-                h.abort();
-            }
-            u != uid
-        });
-    }
-
-    fn pod(&self, uid: &str) -> Option<Pod> {
-        self.pods
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(uid)
-            .cloned()
-    }
-
-    fn find(&self, ns: &str, name: &str) -> Option<Pod> {
-        self.pods
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .find(|p| {
-                p.metadata.namespace.as_deref() == Some(ns)
-                    && p.metadata.name.as_deref() == Some(name)
-            })
-            .cloned()
-    }
-}
 
 /// What the pods of this node see of it: its address and allocatable resources.
 #[derive(Debug, Clone)]
@@ -147,21 +33,64 @@ pub struct NodeResources {
     pub memory_bytes: i64,
 }
 
+/// Everything the manager's tasks share.
+struct Shared {
+    config: Config,
+    client: Client,
+    runtime: Runtime,
+    network: Arc<Network>,
+    queue: Queue<String>,
+    pods: Arc<PodCache>,
+    cx: Arc<Context>,
+    workers: Mutex<HashMap<String, Arc<PodWorker>>>,
+}
+
+impl Shared {
+    /// The pod's worker, made on first use.
+    fn worker(&self, uid: &str) -> Arc<PodWorker> {
+        let mut workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+        workers
+            .entry(uid.to_string())
+            .or_insert_with(|| {
+                let (queue, key) = (self.queue.clone(), uid.to_string());
+                let wake = Arc::new(move || queue.add(key.clone()));
+                Arc::new(PodWorker::new(uid, self.cx.clone(), wake))
+            })
+            .clone()
+    }
+
+    /// The pod is gone and cleaned up: drop its object and its worker (and so its probers).
+    fn forget(&self, uid: &str) {
+        self.pods.forget(uid);
+        self.workers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+    }
+
+    /// One pass for `uid`: the worker's, or its clean-up when the pod is gone.
+    async fn reconcile(&self, uid: &str) -> Result<Outcome, super::worker::WorkerError> {
+        let worker = self.worker(uid);
+        let pass = match self.pods.get(uid) {
+            Some(pod) => worker.reconcile(pod).await?,
+            None => {
+                worker.finish().await?;
+                Pass::Finished
+            }
+        };
+        Ok(match pass {
+            Pass::RequeueAfter(d) => Outcome::RequeueAfter(d),
+            Pass::Finished => {
+                self.forget(uid);
+                Outcome::Done
+            }
+        })
+    }
+}
+
 /// The pod manager.
 pub struct PodManager {
     shared: Arc<Shared>,
-}
-
-/// The server's view of the pod manager, attached once the manager exists.
-#[derive(Default)]
-pub struct ManagerBackend {
-    manager: OnceLock<Arc<PodManager>>,
-}
-
-impl ManagerBackend {
-    pub fn attach(&self, m: Arc<PodManager>) {
-        let _ = self.manager.set(m);
-    }
 }
 
 impl PodManager {
@@ -177,32 +106,56 @@ impl PodManager {
         network: Network,
         node: NodeResources,
     ) -> PodManager {
-        let events = Arc::new(super::events::Recorder::new(
-            client.clone(),
-            config.node_name.clone(),
-        ));
-        PodManager {
-            shared: Arc::new(Shared {
-                config,
-                client,
-                runtime,
-                images,
-                network,
+        let events = Arc::new(Recorder::new(client.clone(), config.node_name.clone()));
+        let pods = Arc::new(PodCache::default());
+        let network = Arc::new(network);
+        let cx = Arc::new(Context {
+            runtime: Arc::new(runtime.clone()),
+            network: network.clone(),
+            images: Arc::new(images),
+            api: Arc::new(ApiClient {
+                client: client.clone(),
+                pods: pods.clone(),
+            }),
+            events,
+            node: NodeSide {
+                root_dir: config.root_dir.clone(),
+                log_dir: config.log_dir.clone(),
                 host_ip: node.host_ip,
                 dns: ClusterDns {
                     servers: Vec::new(),
                     domain: "cluster.local".to_string(),
                 },
-                events,
-                facts_cpus: node.cpus,
-                facts_memory: node.memory_bytes,
+                cpus: node.cpus,
+                memory_bytes: node.memory_bytes,
+            },
+            clock: Arc::new(jiff::Timestamp::now),
+        });
+        PodManager {
+            shared: Arc::new(Shared {
+                config,
+                client,
+                runtime,
+                network,
                 queue: Queue::new(),
-                probes: Arc::new(Mutex::new(HashMap::<String, ProbeResults>::new())),
-                probers: Mutex::new(HashMap::new()),
-                pods: Mutex::new(HashMap::new()),
-                local: Mutex::new(HashMap::new()),
+                pods,
+                cx,
+                workers: Mutex::new(HashMap::new()),
             }),
         }
+    }
+
+    /// The latest objects of this node's pods (for the log/exec backend).
+    pub(super) fn pods(&self) -> &PodCache {
+        &self.shared.pods
+    }
+
+    pub(super) fn runtime(&self) -> &Runtime {
+        &self.shared.runtime
+    }
+
+    pub(super) fn log_dir(&self) -> &Path {
+        &self.shared.config.log_dir
     }
 
     /// Runs until `shutdown`. Containers keep running when the agent stops.
@@ -216,13 +169,7 @@ impl PodManager {
             "pod-worker",
             move |uid: String| {
                 let s = s.clone();
-                async move {
-                    let pod = s.pod(&uid);
-                    match pod {
-                        Some(pod) => s.reconcile(&uid, pod).await,
-                        None => s.finish(&uid).await.map(|()| reconcile::Outcome::Done),
-                    }
-                }
+                async move { s.reconcile(&uid).await }
             },
         ));
         tokio::spawn(watch_runtime(shared.clone(), shutdown.clone()));
@@ -231,7 +178,6 @@ impl PodManager {
         let _ = workers.await;
     }
 }
-
 /// Lists and watches the pods bound to this node; a vanished pod's uid is queued so its
 /// worker cleans up.
 async fn watch_pods(s: Arc<Shared>, shutdown: CancellationToken) {
@@ -255,20 +201,14 @@ async fn watch_pods(s: Arc<Shared>, shutdown: CancellationToken) {
             .iter()
             .filter_map(|p| p.metadata.uid.clone())
             .collect();
-        let known: Vec<String> = s
-            .pods
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect();
+        let known = s.pods.uids();
         for uid in known.iter().filter(|u| !listed.contains(u)) {
-            s.pods.lock().unwrap_or_else(|e| e.into_inner()).remove(uid);
+            s.pods.forget(uid);
             s.queue.add(uid.clone());
         }
         for p in list.items {
             if let Some(uid) = p.metadata.uid.clone() {
-                s.remember(p);
+                s.pods.remember(p);
                 s.queue.add(uid);
             }
         }
@@ -285,16 +225,13 @@ async fn watch_pods(s: Arc<Shared>, shutdown: CancellationToken) {
             match next {
                 Some(Ok(WatchEvent::Added(p) | WatchEvent::Modified(p))) => {
                     if let Some(uid) = p.metadata.uid.clone() {
-                        s.remember(p);
+                        s.pods.remember(p);
                         s.queue.add(uid);
                     }
                 }
                 Some(Ok(WatchEvent::Deleted(p))) => {
                     if let Some(uid) = p.metadata.uid.clone() {
-                        s.pods
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .remove(&uid);
+                        s.pods.forget(&uid);
                         s.queue.add(uid);
                     }
                 }
@@ -321,9 +258,9 @@ async fn watch_runtime(s: Arc<Shared>, shutdown: CancellationToken) {
                     && let Some(uid) = list
                         .iter()
                         .find(|c| c.id == id)
-                        .and_then(|c| c.labels.get(LABEL_POD_UID))
+                        .and_then(|c| labels::pod_uid(&c.labels))
                 {
-                    s.queue.add(uid.clone());
+                    s.queue.add(uid.to_string());
                 }
             }
             Some(_) => enqueue_all(&s).await,
@@ -334,17 +271,11 @@ async fn watch_runtime(s: Arc<Shared>, shutdown: CancellationToken) {
 
 /// Every known pod and every pod uid found in containerd or the network state.
 async fn enqueue_all(s: &Shared) {
-    let mut uids: Vec<String> = s
-        .pods
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .keys()
-        .cloned()
-        .collect();
+    let mut uids: Vec<String> = s.pods.uids();
     if let Ok(list) = s.runtime.list().await {
         uids.extend(
             list.iter()
-                .filter_map(|c| c.labels.get(LABEL_POD_UID).cloned()),
+                .filter_map(|c| labels::pod_uid(&c.labels).map(str::to_string)),
         );
     }
     if let Ok(net) = s.network.list().await {
@@ -361,147 +292,5 @@ async fn resync(s: Arc<Shared>, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(10));
     loop {
         tokio::select! { _ = tick.tick() => enqueue_all(&s).await, _ = shutdown.cancelled() => return }
-    }
-}
-
-impl Backend for ManagerBackend {
-    fn log_target(
-        &self,
-        ns: &str,
-        pod: &str,
-        container: &str,
-        previous: bool,
-    ) -> Result<LogTarget, String> {
-        let m = self.manager.get().ok_or("the agent is starting")?;
-        let p = m
-            .shared
-            .find(ns, pod)
-            .ok_or_else(|| format!("pod {ns}/{pod} not found on this node"))?;
-        let uid = p.metadata.uid.clone().unwrap_or_default();
-        let dir = m
-            .shared
-            .config
-            .log_dir
-            .join(format!("{ns}_{pod}_{uid}"))
-            .join(container);
-        let mut restarts: Vec<u32> = std::fs::read_dir(&dir)
-            .map_err(|_| format!("container \"{container}\" in pod \"{pod}\" is waiting to start"))?
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.strip_suffix(".log")?.parse().ok())
-            .collect();
-        restarts.sort_unstable();
-        let pick = if previous {
-            restarts
-                .len()
-                .checked_sub(2)
-                .map(|i| restarts[i])
-                .ok_or_else(|| {
-                    format!(
-                        "previous terminated container \"{container}\" in pod \"{pod}\" not found"
-                    )
-                })?
-        } else {
-            *restarts.last().ok_or_else(|| {
-                format!("container \"{container}\" in pod \"{pod}\" is waiting to start")
-            })?
-        };
-        let runtime = m.shared.runtime.clone();
-        let (uid2, name) = (uid.clone(), container.to_string());
-        let running = Arc::new(move || {
-            // Follow ends when this attempt is no longer running.
-            let rt = runtime.clone();
-            let (uid, name) = (uid2.clone(), name.clone());
-            let handle = tokio::runtime::Handle::current();
-            std::thread::scope(|sc| {
-                sc.spawn(|| {
-                    handle.block_on(async {
-                        rt.list().await.map(|l| {
-                            l.iter().any(|c| {
-                                c.labels.get(LABEL_POD_UID) == Some(&uid)
-                                    && c.labels.get(LABEL_CONTAINER) == Some(&name)
-                                    && c.labels
-                                        .get(LABEL_RESTART)
-                                        .and_then(|r| r.parse::<u32>().ok())
-                                        == Some(pick)
-                                    && matches!(c.state, TaskState::Running { .. })
-                            })
-                        })
-                    })
-                })
-                .join()
-                .ok()
-                .and_then(Result::ok)
-                .unwrap_or(false)
-            })
-        });
-        Ok(LogTarget {
-            path: dir.join(format!("{pick}.log")),
-            running,
-        })
-    }
-
-    fn exec(&self, req: ExecRequest) -> BoxFuture<'static, Result<ExecStreams, String>> {
-        let m = self.manager.get().cloned();
-        Box::pin(async move {
-            let m = m.ok_or("the agent is starting")?;
-            let list = m.shared.runtime.list().await.map_err(|e| e.to_string())?;
-            let target = list
-                .iter()
-                .filter(|c| {
-                    c.labels.get(LABEL_POD_NAMESPACE) == Some(&req.namespace)
-                        && c.labels.get(LABEL_POD_NAME) == Some(&req.pod)
-                        && c.labels.get(LABEL_CONTAINER) == Some(&req.container)
-                        && matches!(c.state, TaskState::Running { .. })
-                })
-                .max_by_key(|c| {
-                    c.labels
-                        .get(LABEL_RESTART)
-                        .and_then(|r| r.parse::<u32>().ok())
-                })
-                .ok_or_else(|| format!("container {} is not running", req.container))?;
-            let id: ContainerId = target.id.clone();
-            let handle = m
-                .shared
-                .runtime
-                .exec(
-                    &id,
-                    &req.command,
-                    ExecIo {
-                        stdin: req.stdin,
-                        tty: req.tty,
-                    },
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-            let control = handle.control.clone();
-            let resize_control = handle.control.clone();
-            let stdin_control = handle.control.clone();
-            let stdout: std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>> = match handle.stdout {
-                Some(s) => Box::pin(s),
-                None => Box::pin(tokio::io::empty()),
-            };
-            Ok(ExecStreams {
-                stdout,
-                stderr: handle
-                    .stderr
-                    .map(|s| Box::pin(s) as std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>),
-                stdin: handle
-                    .stdin
-                    .map(|s| Box::pin(s) as std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>),
-                resize: Some(Box::new(move |w, h| {
-                    let c = resize_control.clone();
-                    tokio::spawn(async move {
-                        let _ = c.resize(w, h).await;
-                    });
-                })),
-                close_stdin: Some(Box::new(move || {
-                    let c = stdin_control.clone();
-                    tokio::spawn(async move {
-                        let _ = c.close_stdin().await;
-                    });
-                })),
-                exit: Box::pin(async move { control.wait().await.map_err(|e| e.to_string()) }),
-            })
-        })
     }
 }

@@ -1,12 +1,21 @@
-//! The pod worker's pure core: observed state, the per-pass plan, restart back-off and the
-//! status the worker writes.
+//! The pods of this node. The pure core — observed state ([`model`]), the per-pass plan
+//! ([`plan`]), restart back-off ([`restart`]) and the status the worker writes ([`status`]) —
+//! and around it: the containerd label schema ([`labels`]), the worker's ports ([`ports`]), the
+//! per-pod [`worker`], the [`manager`] that dispatches to the workers, and the log/exec
+//! [`backend`] of the agent's server.
 
+pub mod backend;
+pub mod cache;
 pub mod container_config;
 pub mod events;
+#[cfg(test)]
+pub(crate) mod fake;
 pub mod hooks;
+pub mod labels;
 pub mod manager;
 pub mod model;
 pub mod plan;
+pub mod ports;
 pub mod prober;
 pub mod restart;
 pub mod status;

@@ -1,6 +1,8 @@
 //! What a pod worker observed about one pod on this node — sandbox, container attempts, probe
 //! results, image pulls — as plain data, plus the few readings of the pod spec that the planner
 //! and the status generator share.
+//!
+//! Planner: pure, no I/O.
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,6 +1,8 @@
 //! The pod worker's decision core (pure): from the pod and what the worker observed, the next
 //! safe step — the kubelet's `computePodActions` (v1.31, sidecars on) without side effects.
 //!
+//! Planner: pure, no I/O.
+//!
 //! Each pass returns the actions to apply in order, ending with `ReportStatus` (write
 //! [`pod_status`](super::status::pod_status) for the same observation). Kills and starts never
 //! share a pass: a container killed for a failed probe is restarted by a later pass, through

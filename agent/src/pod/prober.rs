@@ -2,9 +2,10 @@
 //! machine is `probe::policy`), publishing results and waking the pod's worker on a change.
 
 use super::model::ProbeResults;
+use super::ports::ContainerRuntime;
 use crate::probe::policy::{Due, ProbeGate, ProbeKind, ProbeResult, ProbeState, ProbeTiming};
 use crate::probe::{ExecProber, Target};
-use crate::runtime::{ContainerId, Runtime};
+use crate::runtime::ContainerId;
 use berth_shared::k8s_openapi::api::core::v1::Container;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,7 +18,7 @@ const PROBE_MARGIN: Duration = Duration::from_secs(5);
 pub type Results = Arc<Mutex<HashMap<String, ProbeResults>>>;
 
 struct Exec {
-    runtime: Runtime,
+    runtime: Arc<dyn ContainerRuntime>,
     id: ContainerId,
 }
 
@@ -35,7 +36,7 @@ impl ExecProber for Exec {
 
 /// What the prober task needs to know about its container.
 pub struct Probed {
-    pub runtime: Runtime,
+    pub runtime: Arc<dyn ContainerRuntime>,
     pub id: ContainerId,
     pub container: Container,
     pub pod_ip: Option<String>,

@@ -1,6 +1,8 @@
 //! Restart rules: whether an exited container runs again (restartPolicy, sidecars) and when
 //! (the kubelet's crash-loop back-off), plus the image-pull back-off on the same curve.
 //!
+//! Planner: pure, no I/O.
+//!
 //! The kubelet keeps one back-off entry per container: a delay and the time it was last
 //! advanced. We keep the same entry on each attempt (`Attempt::backoff`, persisted by the worker
 //! as a container label), so an agent restart neither forgets nor resets it.

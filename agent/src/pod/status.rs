@@ -2,6 +2,8 @@
 //! what the worker observed, following the kubelet's `generateAPIPodStatus` (v1.31) and the
 //! Pod Lifecycle seed.
 //!
+//! Planner: pure, no I/O.
+//!
 //! Interpretations, where the seed and upstream differ or upstream needs memory we do not keep:
 //! - "On deletion, the Pod automatically puts itself into an unready state" (seed): once
 //!   `deletionTimestamp` is set every container reports `ready: false`.

@@ -2,6 +2,8 @@
 //! outcomes turn into a result through `successThreshold`/`failureThreshold`, as the kubelet's
 //! probe worker does it.
 //!
+//! Planner: pure, no I/O.
+//!
 //! Starting values follow upstream: readiness starts as `Failure` (not ready until a probe
 //! passes), liveness as `Success` (alive until proven otherwise), startup as `Unknown` (not
 //! started until a probe passes). Liveness and readiness do not run until the container has

@@ -1,6 +1,8 @@
 //! The capability set of a container process (pure): Docker's default set, or every
 //! capability when privileged, then the securityContext's add/drop lists in containerd's
 //! order (add ALL, drop ALL, individual adds, individual drops).
+//!
+//! Planner: pure, no I/O.
 
 use std::collections::HashSet;
 

@@ -1,5 +1,7 @@
 //! Builds the OCI runtime spec of a container from its [`ContainerConfig`] (pure).
 //!
+//! Planner: pure, no I/O.
+//!
 //! The result follows containerd's default Linux spec as the CRI plugin adjusts it for
 //! Kubernetes: the standard mounts (no `/run` tmpfs, a read-only `/sys/fs/cgroup`), Docker's
 //! default capability set, masked and read-only `/proc` paths, private pid/ipc/uts/mount

@@ -1,5 +1,7 @@
 //! Init containers and sidecars: the kubelet's `computeInitContainerActions` (v1.31, sidecars
 //! on) over the attempts of the current sandbox.
+//!
+//! Planner: pure, no I/O.
 
 use berth_shared::k8s_openapi::api::core::v1::{Container, PodSpec};
 

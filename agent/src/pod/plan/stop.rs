@@ -1,6 +1,8 @@
 //! Stopping: the pod-wide kill (apps first, sidecars after in reverse order), probe-failure
 //! and superseded-attempt kills, the end of a finished or deleted pod, and removal of old
 //! attempts.
+//!
+//! Planner: pure, no I/O.
 
 use std::time::Duration;
 

@@ -3,6 +3,8 @@
 //! failed container …` (Warning) when a container enters `CrashLoopBackOff`, `Back-off pulling
 //! image "…"` (Normal) when it enters `ImagePullBackOff`. One event per entry into a back-off;
 //! the recorder folds repeats into its count.
+//!
+//! Planner: pure, no I/O.
 
 use berth_shared::k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodStatus};
 

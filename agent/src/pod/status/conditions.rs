@@ -1,6 +1,8 @@
 //! The conditions the kubelet owns — PodReadyToStartContainers, Initialized, Ready,
 //! ContainersReady, PodScheduled — with upstream's reasons and messages, and
 //! `lastTransitionTime` kept while a condition keeps its status.
+//!
+//! Planner: pure, no I/O.
 
 use berth_shared::k8s_openapi::api::core::v1::{ContainerStatus, PodCondition, PodSpec};
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

@@ -1,5 +1,7 @@
 //! The pod phase from the container statuses: the kubelet's `getPhase`, plus the two
 //! "has the pod been initialized" questions it and the status manager ask.
+//!
+//! Planner: pure, no I/O.
 
 use berth_shared::k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateTerminated, ContainerStatus, PodSpec,

@@ -1,0 +1,150 @@
+//! The agent server's backend for this node's pods: which log file `kubectl logs` reads (and
+//! whether to keep following it), and exec into a running container. Containers are found by
+//! their labels ([`labels`]), pods in the manager's cache.
+
+use super::labels;
+use super::manager::PodManager;
+use crate::runtime::{ContainerId, ExecIo, TaskState};
+use crate::server::{Backend, ExecRequest, ExecStreams, LogTarget};
+use futures::future::BoxFuture;
+use std::sync::{Arc, OnceLock};
+
+/// The server's view of the pod manager, attached once the manager exists.
+#[derive(Default)]
+pub struct ManagerBackend {
+    manager: OnceLock<Arc<PodManager>>,
+}
+
+impl ManagerBackend {
+    pub fn attach(&self, m: Arc<PodManager>) {
+        let _ = self.manager.set(m);
+    }
+}
+
+impl Backend for ManagerBackend {
+    fn log_target(
+        &self,
+        ns: &str,
+        pod: &str,
+        container: &str,
+        previous: bool,
+    ) -> Result<LogTarget, String> {
+        let m = self.manager.get().ok_or("the agent is starting")?;
+        let p = m
+            .pods()
+            .find(ns, pod)
+            .ok_or_else(|| format!("pod {ns}/{pod} not found on this node"))?;
+        let uid = p.metadata.uid.clone().unwrap_or_default();
+        let dir = m
+            .log_dir()
+            .join(format!("{ns}_{pod}_{uid}"))
+            .join(container);
+        let mut restarts: Vec<u32> = std::fs::read_dir(&dir)
+            .map_err(|_| format!("container \"{container}\" in pod \"{pod}\" is waiting to start"))?
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.strip_suffix(".log")?.parse().ok())
+            .collect();
+        restarts.sort_unstable();
+        let pick = if previous {
+            restarts
+                .len()
+                .checked_sub(2)
+                .map(|i| restarts[i])
+                .ok_or_else(|| {
+                    format!(
+                        "previous terminated container \"{container}\" in pod \"{pod}\" not found"
+                    )
+                })?
+        } else {
+            *restarts.last().ok_or_else(|| {
+                format!("container \"{container}\" in pod \"{pod}\" is waiting to start")
+            })?
+        };
+        let runtime = m.runtime().clone();
+        let (uid2, name) = (uid.clone(), container.to_string());
+        let running = Arc::new(move || {
+            // Follow ends when this attempt is no longer running.
+            let rt = runtime.clone();
+            let (uid, name) = (uid2.clone(), name.clone());
+            let handle = tokio::runtime::Handle::current();
+            std::thread::scope(|sc| {
+                sc.spawn(|| {
+                    handle.block_on(async {
+                        rt.list().await.map(|l| {
+                            l.iter().any(|c| {
+                                labels::is_attempt(&c.labels, &uid, &name, pick)
+                                    && matches!(c.state, TaskState::Running { .. })
+                            })
+                        })
+                    })
+                })
+                .join()
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or(false)
+            })
+        });
+        Ok(LogTarget {
+            path: dir.join(format!("{pick}.log")),
+            running,
+        })
+    }
+
+    fn exec(&self, req: ExecRequest) -> BoxFuture<'static, Result<ExecStreams, String>> {
+        let m = self.manager.get().cloned();
+        Box::pin(async move {
+            let m = m.ok_or("the agent is starting")?;
+            let list = m.runtime().list().await.map_err(|e| e.to_string())?;
+            let target = list
+                .iter()
+                .filter(|c| {
+                    labels::is_container_of(&c.labels, &req.namespace, &req.pod, &req.container)
+                        && matches!(c.state, TaskState::Running { .. })
+                })
+                .max_by_key(|c| labels::restart_index(&c.labels))
+                .ok_or_else(|| format!("container {} is not running", req.container))?;
+            let id: ContainerId = target.id.clone();
+            let handle = m
+                .runtime()
+                .exec(
+                    &id,
+                    &req.command,
+                    ExecIo {
+                        stdin: req.stdin,
+                        tty: req.tty,
+                    },
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            let control = handle.control.clone();
+            let resize_control = handle.control.clone();
+            let stdin_control = handle.control.clone();
+            let stdout: std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>> = match handle.stdout {
+                Some(s) => Box::pin(s),
+                None => Box::pin(tokio::io::empty()),
+            };
+            Ok(ExecStreams {
+                stdout,
+                stderr: handle
+                    .stderr
+                    .map(|s| Box::pin(s) as std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>),
+                stdin: handle
+                    .stdin
+                    .map(|s| Box::pin(s) as std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>),
+                resize: Some(Box::new(move |w, h| {
+                    let c = resize_control.clone();
+                    tokio::spawn(async move {
+                        let _ = c.resize(w, h).await;
+                    });
+                })),
+                close_stdin: Some(Box::new(move || {
+                    let c = stdin_control.clone();
+                    tokio::spawn(async move {
+                        let _ = c.close_stdin().await;
+                    });
+                })),
+                exit: Box::pin(async move { control.wait().await.map_err(|e| e.to_string()) }),
+            })
+        })
+    }
+}

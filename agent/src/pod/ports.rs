@@ -1,0 +1,264 @@
+//! The pod worker's ports: the narrow slices of containerd, the pod network, the image store,
+//! the API and the event recorder that a worker pass uses, each implemented here for the real
+//! adapter by plain delegation. Unit tests put the recording fakes of `fake.rs` in their place.
+//!
+//! The methods return boxed futures so the ports can be shared as `Arc<dyn …>` by the worker,
+//! its probers and its lifecycle hooks without type parameters spreading through the agent.
+
+use super::cache::PodCache;
+use super::events::Recorder;
+use crate::image::{ImageService, PullError, PullPolicy, PulledImage};
+use crate::network::{Network, NetworkError, PodNetwork, PodRef};
+use crate::runtime::{
+    ContainerConfig, ContainerId, ContainerInfo, ExitInfo, Runtime, RuntimeError,
+};
+use berth_shared::client::{Client, ClientError};
+use berth_shared::k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use berth_shared::resource;
+use futures::future::BoxFuture;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The container runtime, as a worker uses it (see [`Runtime`] for each method's contract).
+pub trait ContainerRuntime: Send + Sync {
+    fn list(&self) -> BoxFuture<'_, Result<Vec<ContainerInfo>, RuntimeError>>;
+    fn create<'a>(
+        &'a self,
+        config: &'a ContainerConfig,
+    ) -> BoxFuture<'a, Result<ContainerId, RuntimeError>>;
+    fn start<'a>(&'a self, id: &'a ContainerId) -> BoxFuture<'a, Result<u32, RuntimeError>>;
+    fn kill<'a>(
+        &'a self,
+        id: &'a ContainerId,
+        signal: i32,
+    ) -> BoxFuture<'a, Result<(), RuntimeError>>;
+    fn wait_exit<'a>(
+        &'a self,
+        id: &'a ContainerId,
+    ) -> BoxFuture<'a, Result<ExitInfo, RuntimeError>>;
+    fn remove<'a>(&'a self, id: &'a ContainerId) -> BoxFuture<'a, Result<(), RuntimeError>>;
+    /// For exec probes and exec lifecycle hooks.
+    fn exec_output<'a>(
+        &'a self,
+        id: &'a ContainerId,
+        cmd: &'a [String],
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<(i32, Vec<u8>), RuntimeError>>;
+}
+
+impl ContainerRuntime for Runtime {
+    fn list(&self) -> BoxFuture<'_, Result<Vec<ContainerInfo>, RuntimeError>> {
+        Box::pin(Runtime::list(self))
+    }
+    fn create<'a>(
+        &'a self,
+        config: &'a ContainerConfig,
+    ) -> BoxFuture<'a, Result<ContainerId, RuntimeError>> {
+        Box::pin(Runtime::create(self, config))
+    }
+    fn start<'a>(&'a self, id: &'a ContainerId) -> BoxFuture<'a, Result<u32, RuntimeError>> {
+        Box::pin(Runtime::start(self, id))
+    }
+    fn kill<'a>(
+        &'a self,
+        id: &'a ContainerId,
+        signal: i32,
+    ) -> BoxFuture<'a, Result<(), RuntimeError>> {
+        Box::pin(Runtime::kill(self, id, signal))
+    }
+    fn wait_exit<'a>(
+        &'a self,
+        id: &'a ContainerId,
+    ) -> BoxFuture<'a, Result<ExitInfo, RuntimeError>> {
+        Box::pin(Runtime::wait_exit(self, id))
+    }
+    fn remove<'a>(&'a self, id: &'a ContainerId) -> BoxFuture<'a, Result<(), RuntimeError>> {
+        Box::pin(Runtime::remove(self, id))
+    }
+    fn exec_output<'a>(
+        &'a self,
+        id: &'a ContainerId,
+        cmd: &'a [String],
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<(i32, Vec<u8>), RuntimeError>> {
+        Box::pin(Runtime::exec_output(self, id, cmd, timeout))
+    }
+}
+
+/// The pod network (the sandbox's netns, CNI attachment and IP), as a worker uses it.
+pub trait SandboxNetwork: Send + Sync {
+    /// Uids of the pods that have network state.
+    fn list(&self) -> BoxFuture<'_, Result<Vec<String>, NetworkError>>;
+    /// Idempotent: an existing pod network is returned as it is.
+    fn setup<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, Result<PodNetwork, NetworkError>>;
+    /// Idempotent.
+    fn teardown<'a>(&'a self, pod_uid: &'a str) -> BoxFuture<'a, Result<(), NetworkError>>;
+    fn netns_path(&self, pod_uid: &str) -> PathBuf;
+}
+
+impl SandboxNetwork for Network {
+    fn list(&self) -> BoxFuture<'_, Result<Vec<String>, NetworkError>> {
+        Box::pin(Network::list(self))
+    }
+    fn setup<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, Result<PodNetwork, NetworkError>> {
+        Box::pin(Network::setup(self, pod))
+    }
+    fn teardown<'a>(&'a self, pod_uid: &'a str) -> BoxFuture<'a, Result<(), NetworkError>> {
+        Box::pin(Network::teardown(self, pod_uid))
+    }
+    fn netns_path(&self, pod_uid: &str) -> PathBuf {
+        Network::netns_path(self, pod_uid)
+    }
+}
+
+/// The image store, as a worker uses it.
+pub trait ImagePuller: Send + Sync {
+    /// The image if it is present.
+    fn get<'a>(
+        &'a self,
+        reference: &'a str,
+    ) -> BoxFuture<'a, Result<Option<PulledImage>, PullError>>;
+    /// Makes the image present according to `policy`.
+    fn pull<'a>(
+        &'a self,
+        reference: &'a str,
+        policy: PullPolicy,
+    ) -> BoxFuture<'a, Result<PulledImage, PullError>>;
+}
+
+impl ImagePuller for ImageService {
+    fn get<'a>(
+        &'a self,
+        reference: &'a str,
+    ) -> BoxFuture<'a, Result<Option<PulledImage>, PullError>> {
+        Box::pin(ImageService::get(self, reference))
+    }
+    fn pull<'a>(
+        &'a self,
+        reference: &'a str,
+        policy: PullPolicy,
+    ) -> BoxFuture<'a, Result<PulledImage, PullError>> {
+        Box::pin(ImageService::pull(self, reference, policy))
+    }
+}
+
+/// The API, as a worker uses it: its pod's status and deletion, and the ConfigMaps and Secrets
+/// its containers read.
+pub trait PodApi: Send + Sync {
+    /// Replaces the pod's status (conditional on the `resourceVersion` it carries); the answer
+    /// is the pod as written, `None` when the API has no pods resource.
+    fn write_status<'a>(&'a self, pod: &'a Pod) -> BoxFuture<'a, Result<Option<Pod>, ClientError>>;
+    /// Deletes the pod object with grace period 0, on condition that its uid is still `uid`.
+    fn delete_pod<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        uid: &'a str,
+    ) -> BoxFuture<'a, Result<(), ClientError>>;
+    fn config_map<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ConfigMap>, ClientError>>;
+    fn secret<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Secret>, ClientError>>;
+}
+
+/// The real [`PodApi`]: the agent's client; the answers to status writes go into the pod
+/// cache, so the next pass starts from what was written.
+pub struct ApiClient {
+    pub client: Client,
+    pub pods: Arc<PodCache>,
+}
+
+impl PodApi for ApiClient {
+    fn write_status<'a>(&'a self, pod: &'a Pod) -> BoxFuture<'a, Result<Option<Pod>, ClientError>> {
+        Box::pin(async move {
+            let Some(pods) = resource::by_plural("", "v1", "pods") else {
+                return Ok(None);
+            };
+            let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+            let name = pod.metadata.name.as_deref().unwrap_or_default();
+            let written = self.client.replace(pods, Some(ns), name, pod, true).await?;
+            self.pods.remember(written.clone());
+            Ok(Some(written))
+        })
+    }
+
+    fn delete_pod<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        uid: &'a str,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(async move {
+            let Some(pods) = resource::by_plural("", "v1", "pods") else {
+                return Ok(());
+            };
+            let opts = serde_json::json!({"gracePeriodSeconds": 0, "preconditions": {"uid": uid}});
+            self.client.delete(pods, Some(namespace), name, &opts).await
+        })
+    }
+
+    fn config_map<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ConfigMap>, ClientError>> {
+        Box::pin(async move {
+            let Some(rt) = resource::by_plural("", "v1", "configmaps") else {
+                return Ok(None);
+            };
+            self.client.get(rt, Some(namespace), name).await
+        })
+    }
+
+    fn secret<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Secret>, ClientError>> {
+        Box::pin(async move {
+            let Some(rt) = resource::by_plural("", "v1", "secrets") else {
+                return Ok(None);
+            };
+            self.client.get(rt, Some(namespace), name).await
+        })
+    }
+}
+
+/// Kubernetes Events about a pod (see [`Recorder`]); recording never fails a pass.
+pub trait EventSink: Send + Sync {
+    fn record<'a>(
+        &'a self,
+        pod: &'a Pod,
+        warning: bool,
+        reason: &'a str,
+        message: &'a str,
+        field_path: Option<&'a str>,
+    ) -> BoxFuture<'a, ()>;
+    /// Drops what is kept about a pod that is gone.
+    fn forget(&self, uid: &str);
+}
+
+impl EventSink for Recorder {
+    fn record<'a>(
+        &'a self,
+        pod: &'a Pod,
+        warning: bool,
+        reason: &'a str,
+        message: &'a str,
+        field_path: Option<&'a str>,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(Recorder::record(
+            self, pod, warning, reason, message, field_path,
+        ))
+    }
+    fn forget(&self, uid: &str) {
+        Recorder::forget(self, uid)
+    }
+}

@@ -1,0 +1,250 @@
+//! Worker passes against the recording fakes: each test drives `reconcile` pass by pass, as
+//! the reconcile runtime would, and asserts the calls the ports received. Time is tokio's
+//! paused clock; the worker's wall clock follows it.
+
+use super::*;
+use crate::pod::fake::{Call, Fakes};
+use crate::pod::labels;
+use crate::pod::model::ProbeResults;
+use crate::pod::model::fixtures::{container, deleted, pod};
+use crate::probe::policy::ProbeResult;
+use berth_shared::k8s_openapi::api::core::v1::{ExecAction, Probe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The first attempt of container `app` of pod `u1` in sandbox 0.
+const APP_R0: &str = "u1-app-s0-r0";
+const APP_R1: &str = "u1-app-s0-r1";
+const APP_R2: &str = "u1-app-s0-r2";
+
+/// After a pass that took a step.
+const STEPPED: Pass = Pass::RequeueAfter(Duration::from_millis(20));
+/// After a pass with nothing to do.
+const IDLE: Pass = Pass::RequeueAfter(Duration::from_secs(10));
+
+struct Harness {
+    fakes: Fakes,
+    worker: PodWorker,
+    wakes: Arc<AtomicUsize>,
+}
+
+fn harness() -> Harness {
+    let fakes = Fakes::new();
+    let wakes = Arc::new(AtomicUsize::new(0));
+    let counter = wakes.clone();
+    let wake: Wake = Arc::new(move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+    });
+    let worker = PodWorker::new("u1", fakes.context(), wake);
+    Harness {
+        fakes,
+        worker,
+        wakes,
+    }
+}
+
+impl Harness {
+    async fn pass(&self, pod: &Pod) -> Pass {
+        self.worker.reconcile(pod.clone()).await.expect("a pass")
+    }
+
+    /// Brings `pod` to a running `app` (sandbox, pull, start) and forgets those calls.
+    async fn running(&self, pod: &Pod) {
+        for _ in 0..3 {
+            assert_eq!(self.pass(pod).await, STEPPED);
+        }
+        assert!(self.fakes.runtime.is_running(APP_R0));
+        self.fakes.take_calls();
+    }
+
+    fn start_calls(id: &str) -> Vec<Call> {
+        // A leftover of an earlier failed start with the same id is removed first.
+        vec![
+            Call::Remove(id.into()),
+            Call::Create(id.into()),
+            Call::Start(id.into()),
+        ]
+    }
+}
+
+fn app_pod(policy: &str) -> Pod {
+    pod(policy, vec![], vec![container("app")])
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_pod_gets_its_sandbox_then_its_image_then_a_started_container() {
+    let h = harness();
+    let pod = app_pod("Always");
+
+    assert_eq!(h.pass(&pod).await, STEPPED);
+    assert_eq!(h.fakes.take_calls(), vec![Call::SetupNetwork("u1".into())]);
+    let etc = volumes::pod_dir(&h.worker.cx.node.root_dir, "u1").join("etc");
+    assert!(etc.join("hosts").exists() && etc.join("resolv.conf").exists());
+
+    assert_eq!(h.pass(&pod).await, STEPPED);
+    assert_eq!(
+        h.fakes.take_calls(),
+        vec![Call::Pull("busybox:1.28".into())]
+    );
+
+    assert_eq!(h.pass(&pod).await, STEPPED);
+    assert_eq!(h.fakes.take_calls(), Harness::start_calls(APP_R0));
+    let l = h.fakes.runtime.labels(APP_R0);
+    assert_eq!(labels::pod_uid(&l), Some("u1"));
+    assert_eq!(labels::container_name(&l), Some("app"));
+    assert_eq!(labels::restart_index(&l), Some(0));
+    assert_eq!(
+        labels::backoff(&l),
+        None,
+        "the first start has no back-off entry"
+    );
+    assert_eq!(
+        h.fakes.event_reasons(),
+        vec!["Pulling", "Pulled", "Created", "Started"]
+    );
+
+    assert_eq!(h.pass(&pod).await, IDLE, "converged");
+    assert_eq!(h.fakes.take_calls(), vec![]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_exited_container_restarts_at_once_then_only_after_its_back_off() {
+    let h = harness();
+    let pod = app_pod("Always");
+    h.running(&pod).await;
+
+    h.fakes.runtime.exit(APP_R0, 1);
+    assert_eq!(h.pass(&pod).await, STEPPED);
+    assert_eq!(h.fakes.take_calls(), Harness::start_calls(APP_R1));
+    let entry = labels::backoff(&h.fakes.runtime.labels(APP_R1)).expect("an entry");
+    assert_eq!(entry.delay, Duration::from_secs(10));
+
+    // The second exit falls in the entry's window: 10 s from the exit before a new start.
+    h.fakes.runtime.exit(APP_R1, 1);
+    assert_eq!(
+        h.pass(&pod).await,
+        Pass::RequeueAfter(Duration::from_secs(10))
+    );
+    tokio::time::advance(Duration::from_secs(9)).await;
+    assert_eq!(
+        h.pass(&pod).await,
+        Pass::RequeueAfter(Duration::from_secs(1))
+    );
+    assert_eq!(h.fakes.take_calls(), vec![], "nothing starts in back-off");
+
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert_eq!(h.pass(&pod).await, STEPPED);
+    assert_eq!(h.fakes.take_calls(), Harness::start_calls(APP_R2));
+    let entry = labels::backoff(&h.fakes.runtime.labels(APP_R2)).expect("an entry");
+    assert_eq!(entry.delay, Duration::from_secs(20), "the entry doubled");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_container_that_completed_under_never_is_not_started_again() {
+    let h = harness();
+    let pod = app_pod("Never");
+    h.running(&pod).await;
+
+    h.fakes.runtime.exit(APP_R0, 0);
+    h.pass(&pod).await;
+    let calls = h.fakes.take_calls();
+    assert!(
+        !calls.iter().any(|c| matches!(c, Call::Create(_))),
+        "{calls:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_liveness_probe_kills_the_container_and_the_next_pass_restarts_it() {
+    let h = harness();
+    let mut app = container("app");
+    app.liveness_probe = Some(Probe {
+        exec: Some(ExecAction {
+            command: Some(vec!["true".into()]),
+        }),
+        // The prober task stays idle; the test sets the result the prober would publish.
+        initial_delay_seconds: Some(3600),
+        ..Probe::default()
+    });
+    let pod = pod("Always", vec![], vec![app]);
+    h.running(&pod).await;
+    assert_eq!(h.pass(&pod).await, IDLE);
+    assert!(h.worker.probers.lock().unwrap().contains_key(APP_R0));
+
+    h.worker.probes.lock().unwrap().insert(
+        APP_R0.to_string(),
+        ProbeResults {
+            startup: ProbeResult::Success,
+            liveness: ProbeResult::Failure,
+            readiness: ProbeResult::Success,
+        },
+    );
+    assert_eq!(h.pass(&pod).await, STEPPED);
+    assert_eq!(h.fakes.take_calls(), vec![Call::Kill(APP_R0.into(), 15)]);
+    let (reason, message) = h.fakes.events().pop().expect("an event");
+    assert_eq!(reason, "Killing");
+    assert!(message.contains("failed liveness probe"), "{message}");
+
+    assert_eq!(h.pass(&pod).await, STEPPED);
+    assert_eq!(h.fakes.take_calls(), Harness::start_calls(APP_R1));
+    assert!(
+        !h.worker.probers.lock().unwrap().contains_key(APP_R0),
+        "the stopped attempt's prober is gone"
+    );
+    assert_eq!(h.wakes.load(Ordering::SeqCst), 0, "no prober ran");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deleted_pod_gets_its_grace_period_then_loses_containers_network_and_object() {
+    let h = harness();
+    let pod = app_pod("Always");
+    h.running(&pod).await;
+    h.fakes.runtime.ignore_signal(15);
+    let mut gone = deleted(pod, 5);
+    gone.metadata.resource_version = Some("2".into());
+
+    let began = tokio::time::Instant::now();
+    assert_eq!(h.pass(&gone).await, STEPPED);
+    assert_eq!(
+        began.elapsed(),
+        Duration::from_secs(5),
+        "SIGKILL exactly when the grace period is up"
+    );
+    assert_eq!(
+        h.fakes.take_calls(),
+        vec![
+            Call::Kill(APP_R0.into(), 15),
+            Call::Kill(APP_R0.into(), 9),
+            Call::WriteStatus,
+        ]
+    );
+
+    assert_eq!(h.pass(&gone).await, Pass::Finished);
+    assert_eq!(
+        h.fakes.take_calls(),
+        vec![
+            Call::WriteStatus,
+            Call::Remove(APP_R0.into()),
+            Call::TeardownNetwork("u1".into()),
+            Call::DeletePod("default/web".into()),
+            // The clean-up after the object is gone (idempotent).
+            Call::TeardownNetwork("u1".into()),
+        ]
+    );
+    assert!(!volumes::pod_dir(&h.worker.cx.node.root_dir, "u1").exists());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_gone_from_the_api_has_its_containers_network_and_files_removed() {
+    let h = harness();
+    h.running(&app_pod("Always")).await;
+
+    h.worker.finish().await.expect("clean-up");
+    assert_eq!(
+        h.fakes.take_calls(),
+        vec![
+            Call::Remove(APP_R0.into()),
+            Call::TeardownNetwork("u1".into()),
+        ]
+    );
+    assert!(!volumes::pod_dir(&h.worker.cx.node.root_dir, "u1").exists());
+}

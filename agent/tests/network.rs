@@ -530,7 +530,7 @@ async fn fetch(netns: Option<&str>, url: &str) -> String {
             Instant::now() < deadline,
             "fetching {url} from {netns:?} failed: {out}"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await; // not ordering: retries the fetch until its deadline
     }
 }
 

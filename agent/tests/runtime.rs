@@ -459,7 +459,7 @@ async fn a_containerd_restart_is_survived() {
         match rt.status(&cfg.id).await {
             Ok(state) => break state,
             Err(e) if e.is_transient() && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                tokio::time::sleep(Duration::from_millis(100)).await; // not ordering: retries the status call until its deadline
             }
             Err(e) => panic!("status after the restart: {e}"),
         }

@@ -335,7 +335,7 @@ mod tests {
                 .body(BodyExt::boxed(Full::new(Bytes::new())))
                 .unwrap(),
             _ => {
-                tokio::time::sleep(Duration::from_secs(30)).await;
+                tokio::time::sleep(Duration::from_secs(30)).await; // not ordering: a server slower than the probe timeout
                 reply(Some(1), 0, "")
             }
         }

@@ -361,7 +361,7 @@ mod tests {
                 (302, "gone")
             }
             "/slow" => {
-                tokio::time::sleep(Duration::from_secs(30)).await;
+                tokio::time::sleep(Duration::from_secs(30)).await; // not ordering: a server slower than the probe timeout
                 (200, "late")
             }
             p => (

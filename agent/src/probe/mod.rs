@@ -225,7 +225,7 @@ mod tests {
             _cmd: &[String],
             _timeout: Duration,
         ) -> Result<(i32, Vec<u8>), io::Error> {
-            tokio::time::sleep(self.1).await;
+            tokio::time::sleep(self.1).await; // not ordering: a fake exec that takes this long (virtual time)
             self.0
                 .map(|(code, out)| (code, out.as_bytes().to_vec()))
                 .map_err(io::Error::other)

@@ -52,7 +52,7 @@ pub fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
         if check() {
             return true;
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(20)); // not ordering: the polling helper, checking until its deadline
     }
     check()
 }
@@ -134,12 +134,10 @@ impl Containerd {
     fn stop_daemon(&mut self) {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if wait_until(Duration::from_secs(5), || {
+            matches!(self.child.try_wait(), Ok(Some(_)))
+        }) {
+            return;
         }
         let _ = self.child.kill();
         let _ = self.child.wait();

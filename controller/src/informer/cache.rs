@@ -2,6 +2,8 @@
 //! controller uid, by node name, by label, or any a controller registers) mapping each object to
 //! index values. Applying a change or a whole relist returns the deltas subscribers are told.
 //! Pure data: the informer's loop feeds it.
+//!
+//! Planner: pure, no I/O.
 
 use super::object::{Object, ObjectKey, Revision};
 use std::collections::{HashMap, HashSet};

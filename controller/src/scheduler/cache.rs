@@ -2,6 +2,8 @@
 //! use (requests, ports, labels for affinity and spreading), kept up to date from store events
 //! and from the scheduler's own decisions ("assumed" pods, counted before their binding is
 //! observed, so the next decision sees them at once). Pure data; the loop feeds it.
+//!
+//! Planner: pure, no I/O.
 
 use super::facts::{Labels, NodeFacts, PodInfo, PodKey};
 use super::terms::NamespaceLabels;

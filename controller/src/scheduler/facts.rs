@@ -1,6 +1,8 @@
 //! What the scheduler knows about a pod or a node, parsed once from the stored JSON into
 //! compact, compiled forms (integer requests, compiled selectors and terms), so that no
 //! scheduling decision re-reads JSON.
+//!
+//! Planner: pure, no I/O.
 
 use super::terms::{PodAffinity, SpreadConstraint};
 use berth_shared::k8s_openapi::api::core::v1 as core;

@@ -1,6 +1,8 @@
 //! Whether one node can take the pod, checked in upstream's filter order (NodeUnschedulable,
 //! TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, PodTopologySpread,
 //! InterPodAffinity); the first filter that refuses gives the node's reasons.
+//!
+//! Planner: pure, no I/O.
 
 use super::cache::NodeInfo;
 use super::facts::PodInfo;

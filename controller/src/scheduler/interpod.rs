@@ -2,6 +2,8 @@
 //! its anti-affinity, and existing pods' anti-affinity against it, per topology domain) and the
 //! preferred rules (both directions, plus existing pods' required affinity at weight 1) as a
 //! score, with upstream's arithmetic.
+//!
+//! Planner: pure, no I/O.
 
 use super::cache::{Cluster, NodeInfo};
 use super::facts::PodInfo;

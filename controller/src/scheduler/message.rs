@@ -2,6 +2,8 @@
 //! an unschedulable pod gets: reasons counted per node, `count reason` strings sorted as strings
 //! (upstream sorts them so), then the preemption verdict in the same shape (ending in `..`,
 //! as upstream's does).
+//!
+//! Planner: pure, no I/O.
 
 use berth_shared::scheduling::Taint;
 use std::collections::HashMap;

@@ -3,6 +3,8 @@
 //! filters nodes round-robin from a rotating start until enough feasible ones are found
 //! (upstream's adaptive `percentageOfNodesToScore`), scores those with the default profile's
 //! plugins and weights, and picks the best, breaking ties with the given seed.
+//!
+//! Planner: pure, no I/O.
 
 use super::cache::Cluster;
 use super::facts::PodInfo;

@@ -5,6 +5,8 @@
 //!
 //! Worked example of the backoff: after the 1st failed attempt a pod waits 1 s, then 2 s, 4 s,
 //! 8 s, and 10 s from the 5th attempt on.
+//!
+//! Planner: pure, no I/O.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};

@@ -4,6 +4,8 @@
 //!
 //! Worked example of the filter (seed T-TSC-01): zone A has 2 matching pods, zone B 1; a new
 //! matching pod with maxSkew 1 may go to B (1 + 1 − 1 = 1 ≤ 1) but not to A (2 + 1 − 1 = 2).
+//!
+//! Planner: pure, no I/O.
 
 use super::cache::{Cluster, NodeInfo};
 use super::facts::PodInfo;

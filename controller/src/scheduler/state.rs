@@ -1,6 +1,8 @@
 //! The scheduler's state and how informer changes and binding results change it: the cache of
 //! nodes and placed pods, the queue, and the pods waiting for a node. Also the step that takes
 //! the next pod off the queue and decides it. No I/O: the loop in `mod.rs` feeds and drains it.
+//!
+//! Planner: pure, no I/O.
 
 use super::cache::Cache;
 use super::facts::{NodeFacts, PodInfo, PodKey};

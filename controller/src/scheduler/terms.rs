@@ -1,6 +1,8 @@
 //! Pod-to-pod placement rules compiled once per pod: inter-pod affinity and anti-affinity terms
 //! (label selector, namespaces, topology key) and topology spread constraints (with upstream's
 //! defaults and `matchLabelKeys` folded into the selector).
+//!
+//! Planner: pure, no I/O.
 
 use super::facts::Labels;
 use berth_shared::k8s_openapi::api::core::v1 as core;

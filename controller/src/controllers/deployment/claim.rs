@@ -2,6 +2,8 @@
 //! its own ReplicaSets while their labels still match its selector, orphans whose labels match
 //! (adopted), and its own ReplicaSets that stopped matching (released). A Deployment being
 //! deleted keeps what it owns but neither adopts nor releases.
+//!
+//! Planner: pure, no I/O.
 
 use berth_shared::k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};

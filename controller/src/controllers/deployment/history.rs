@@ -3,6 +3,8 @@
 //! desired, 0 reported, their spec observed by the ReplicaSet controller, not already being
 //! deleted, and no pod of theirs left. Worked example (T-DEP-14): limit 1 with old revisions
 //! 1, 2 and 3 at 0 replicas deletes 1 and 2 and keeps 3 for `rollout undo`.
+//!
+//! Planner: pure, no I/O.
 
 use super::plan::{Action, Pass, by_creation, name, uid};
 use super::revision;

@@ -7,6 +7,8 @@
 //! applied in order by the loop, and later steps see the earlier ones' effect, as upstream's
 //! steps see the objects its client returned. A failed write ends the pass; the next pass
 //! plans again from what is stored.
+//!
+//! Planner: pure, no I/O.
 
 use super::claim::{self, Claim};
 use super::progress;

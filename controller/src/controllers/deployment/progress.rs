@@ -10,6 +10,8 @@
 //! Worked example: progress seen at 00:00:00 with `progressDeadlineSeconds: 600`; a pass at
 //! 00:03:00 that sees no progress requeues for 00:10:01, and the pass then sets
 //! `ProgressDeadlineExceeded`.
+//!
+//! Planner: pure, no I/O.
 
 use super::surge;
 use berth_shared::k8s_openapi::api::apps::v1::{

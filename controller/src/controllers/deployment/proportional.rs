@@ -10,6 +10,8 @@
 //! `max-replicas: 13`), scaled to 15: 18 − 13 = 5 to add; the old one gets
 //! round(8 × 18 / 13) − 8 = 11 − 8 = 3, the new one round(5 × 18 / 13) − 5 = 7 − 5 = 2, no
 //! leftover: old 11, new 7.
+//!
+//! Planner: pure, no I/O.
 
 use super::history;
 use super::plan::{Pass, by_creation};

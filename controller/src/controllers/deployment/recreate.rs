@@ -2,6 +2,8 @@
 //! wait until none of their pods is left (terminating pods count: only pods that are gone or
 //! terminal do not), and only then create or scale up the new ReplicaSet to full size, so old
 //! and new pods never overlap.
+//!
+//! Planner: pure, no I/O.
 
 use super::history;
 use super::plan::{Halt, Pass, uid};

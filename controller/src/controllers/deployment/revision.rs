@@ -8,6 +8,8 @@
 //! Worked example (T-DEP-07): revisions 1, 2 and 3 exist; `rollout undo` puts revision 2's
 //! template back, so the revision-2 ReplicaSet is the new one again: it becomes revision 4 with
 //! `revision-history: 2`, and `rollout history` lists 1, 3, 4.
+//!
+//! Planner: pure, no I/O.
 
 use berth_shared::k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use std::collections::BTreeMap;

@@ -7,6 +7,8 @@
 //! the new one 1 → 2, the old one 2 → 1, the new one 2 → 3, the old one 1 → 0. Rollover
 //! (DEP-20): old ReplicaSets are every other one, including one still scaling up, and are
 //! scaled down oldest first.
+//!
+//! Planner: pure, no I/O.
 
 use super::history;
 use super::plan::{Halt, Pass, by_creation};

@@ -7,6 +7,8 @@
 //! unavailableReplicas: 1` (4 desired in the ReplicaSets' specs minus 3 available), which
 //! `kubectl describe` prints as `3 desired | 1 updated | 4 total | 3 available | 1 unavailable`;
 //! 3 available ≥ 3 − 0 allowed unavailable keeps `Available=True`.
+//!
+//! Planner: pure, no I/O.
 
 use super::progress::{self, AVAILABLE, MIN_AVAILABLE, MIN_UNAVAILABLE};
 use super::surge;

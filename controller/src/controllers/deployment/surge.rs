@@ -5,6 +5,8 @@
 //! ceil(0.75) = 1 and unavailable is floor(0.75) = 0, so a rollout keeps between 3 available and
 //! 4 total pods. With 4 replicas both are 1 (3..5 pods). With maxSurge 0 and maxUnavailable 25%
 //! of 3 both resolve to 0, and unavailable is raised to 1, or the rollout could never move.
+//!
+//! Planner: pure, no I/O.
 
 use berth_shared::k8s_openapi::api::apps::v1::Deployment;
 use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

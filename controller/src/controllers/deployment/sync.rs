@@ -7,6 +7,8 @@
 //! rolled back to, which gets the next revision number instead of a new ReplicaSet being made.
 //! Its name is `<deployment>-<hash>`; when another ReplicaSet already has that name (a hash
 //! collision), `status.collisionCount` goes up by one and the next pass hashes again.
+//!
+//! Planner: pure, no I/O.
 
 use super::claim::{controller_of, controller_ref};
 use super::plan::{Action, EventKind, Halt, Pass, by_creation, name};

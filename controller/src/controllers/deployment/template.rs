@@ -7,6 +7,8 @@
 //! The hash is computed over the same normalized form that equality uses, so equal templates
 //! always hash alike, and it is stable across restarts (sorted keys, no randomness). It does not
 //! reproduce upstream's value byte for byte (that is a Go `spew` dump of the struct).
+//!
+//! Planner: pure, no I/O.
 
 use berth_shared::k8s_openapi::api::core::v1::PodTemplateSpec;
 use serde_json::{Map, Value};

@@ -1,6 +1,8 @@
 //! The garbage collector's ownership graph: every object by uid (shared with the informers'
 //! caches) and, per owner uid, the uids of its dependents. Fed with informer changes; answers
 //! which owners a change concerns and what the planner needs to know about one owner. No I/O.
+//!
+//! Planner: pure, no I/O.
 
 use super::plan;
 use crate::informer::{DeltaType, Object};

@@ -2,6 +2,8 @@
 //! whose owners are all gone (Background), delete dependents before a foreground-deleting owner
 //! and release it when no blocking dependent remains, strip ownerReferences for an orphaning
 //! owner and then release it.
+//!
+//! Planner: pure, no I/O.
 
 /// Finalizer of an owner whose dependents are orphaned.
 pub const ORPHAN: &str = "orphan";

@@ -1,5 +1,7 @@
 //! Namespace deletion decisions: delete every object still in a terminating namespace, and
 //! release the namespace (drop its `kubernetes` finalizer) once nothing is left.
+//!
+//! Planner: pure, no I/O.
 
 pub const FINALIZER: &str = "kubernetes";
 

@@ -1,6 +1,8 @@
 //! Pod CIDR allocation: each node gets the first /24 of the cluster CIDR that no other node
 //! holds. Worked example: cluster 10.42.0.0/16 with 10.42.0.0/24 and 10.42.2.0/24 taken gives
 //! 10.42.1.0/24 to the next node; a /16 has room for 256 nodes.
+//!
+//! Planner: pure, no I/O.
 
 use core::net::Ipv4Addr;
 

@@ -2,6 +2,8 @@
 //! pods it owns, adopts (matching orphans) and releases (owned pods that stopped matching),
 //! and how many pods to create (burst-capped, in slow-start batches) or which to delete
 //! (in [`rank`](super::rank) order). Pure: no I/O.
+//!
+//! Planner: pure, no I/O.
 
 use super::rank;
 use super::view::{Pod, Set};

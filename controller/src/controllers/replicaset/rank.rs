@@ -16,6 +16,8 @@
 //! by uid. A pairwise rule like that is not a total order, which Rust's sort requires; here the
 //! same-bucket case goes on to the later criteria and ends at the uid. Both are "arbitrary but
 //! stable" inside a bucket, which is all upstream promises.
+//!
+//! Planner: pure, no I/O.
 
 use super::view::Pod;
 use jiff::Timestamp;

@@ -2,6 +2,8 @@
 //! fullyLabeledReplicas, readyReplicas, availableReplicas (ready for longer than
 //! minReadySeconds), the `ReplicaFailure` condition, when a write is due and when to look
 //! again for pods about to become available. Pure: no I/O.
+//!
+//! Planner: pure, no I/O.
 
 use super::view::{Condition, Pod, Set, Status};
 use jiff::{SignedDuration, Timestamp};

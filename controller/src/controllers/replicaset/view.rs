@@ -1,6 +1,8 @@
 //! What the ReplicaSet controller reads from a ReplicaSet or ReplicationController (one shape
 //! for both, as upstream's adapter converts an RC into a ReplicaSet) and from pods: the few
 //! fields its decisions depend on, parsed once from the stored JSON. Pure: no I/O.
+//!
+//! Planner: pure, no I/O.
 
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
 use berth_shared::selector::{LabelSelector, SelectorError};

@@ -60,48 +60,24 @@ pub enum ApiError {
     Internal(String),
 }
 
-fn invalid_message(kind: &str, group: &str, name: &str, causes: &[FieldError]) -> String {
-    let qualified = if group.is_empty() {
-        kind.to_string()
-    } else {
-        format!("{kind}.{group}")
-    };
-    berth_shared::admission::invalid_message(&qualified, name, causes)
-}
+use crate::registry::RegistryError;
+use crate::registry::error::invalid_message;
 
 impl ApiError {
     pub fn not_found(rt: &ResourceType, name: &str) -> ApiError {
-        ApiError::NotFound {
-            resource: rt.group_resource(),
-            group: rt.group.to_string(),
-            name: name.to_string(),
-        }
+        RegistryError::not_found(rt, name).into()
     }
 
     pub fn already_exists(rt: &ResourceType, name: &str) -> ApiError {
-        ApiError::AlreadyExists {
-            resource: rt.group_resource(),
-            group: rt.group.to_string(),
-            name: name.to_string(),
-        }
+        RegistryError::already_exists(rt, name).into()
     }
 
     pub fn conflict(rt: &ResourceType, name: &str) -> ApiError {
-        ApiError::Conflict {
-            resource: rt.group_resource(),
-            group: rt.group.to_string(),
-            name: name.to_string(),
-            detail: "the object has been modified; please apply your changes to the latest version and try again".to_string(),
-        }
+        RegistryError::conflict(rt, name).into()
     }
 
     pub fn invalid(rt: &ResourceType, name: &str, causes: Vec<FieldError>) -> ApiError {
-        ApiError::Invalid {
-            kind: rt.kind.to_string(),
-            group: rt.group.to_string(),
-            name: name.to_string(),
-            causes,
-        }
+        RegistryError::invalid(rt, name, causes).into()
     }
 
     pub fn is_transient(&self) -> bool {
@@ -214,9 +190,9 @@ impl IntoResponse for ApiError {
 }
 
 /// Each registry error as the API answers it (same message, its HTTP status).
-impl From<crate::registry::RegistryError> for ApiError {
-    fn from(e: crate::registry::RegistryError) -> ApiError {
-        use crate::registry::RegistryError as R;
+impl From<RegistryError> for ApiError {
+    fn from(e: RegistryError) -> ApiError {
+        use RegistryError as R;
         match e {
             R::NotFound {
                 resource,

@@ -11,7 +11,7 @@ pub mod meta;
 pub use delete::{DeleteOptions, DeleteOutcome, DeletePreconditions, Propagation};
 pub use keys::{key_of_value, object_key, parse_key, prefix};
 
-mod error;
+pub(crate) mod error;
 use crate::store::{Precondition, Store, StoreError, StoredObject};
 use berth_shared::admission::{self, AdmissionError, Operation};
 use berth_shared::resource::{self, ResourceType};

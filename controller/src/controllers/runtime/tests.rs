@@ -49,6 +49,17 @@ fn config_map(name: &str) -> serde_json::Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}})
 }
 
+/// A control plane holding one ConfigMap per name.
+fn with_config_maps(names: &[&str]) -> ControlPlane {
+    let cp = ControlPlane::start();
+    for name in names {
+        cp.registry()
+            .create(CONFIG_MAPS, Some("default"), config_map(name), &WriteOptions::default())
+            .unwrap();
+    }
+    cp
+}
+
 /// Waits (in virtual time, advanced by the runtime while idle) until `cond` holds.
 async fn until(what: &str, cond: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(3600);
@@ -111,17 +122,7 @@ async fn a_write_of_one_pass_is_visible_to_the_next_pass_of_its_key() {
 
 #[tokio::test(start_paused = true)]
 async fn a_resync_enqueues_every_key_again() {
-    let cp = ControlPlane::start();
-    for name in ["a", "b"] {
-        cp.registry()
-            .create(
-                CONFIG_MAPS,
-                Some("default"),
-                config_map(name),
-                &WriteOptions::default(),
-            )
-            .unwrap();
-    }
+    let cp = with_config_maps(&["a", "b"]);
     let r = Recording::new(|_, _: &ObjectKey| Ok(Outcome::Done));
     let run = tokio::spawn(
         Controller::new("test", &cp.ctx, CONFIG_MAPS)
@@ -141,17 +142,7 @@ async fn a_resync_enqueues_every_key_again() {
 
 #[tokio::test(start_paused = true)]
 async fn a_conflict_is_retried_at_once_and_a_transient_error_after_backoff() {
-    let cp = ControlPlane::start();
-    for name in ["conflicted", "failing"] {
-        cp.registry()
-            .create(
-                CONFIG_MAPS,
-                Some("default"),
-                config_map(name),
-                &WriteOptions::default(),
-            )
-            .unwrap();
-    }
+    let cp = with_config_maps(&["conflicted", "failing"]);
     let r = Recording::new(|_, key: &ObjectKey| {
         Err(match key.name.as_str() {
             "conflicted" => RegistryError::conflict(CONFIG_MAPS, &key.name),

@@ -42,15 +42,19 @@ pub fn builtin(name: &str) -> Option<IndexFn> {
     Some(f)
 }
 
+/// One index: value → the objects found under it (held directly, so a lookup is one hash).
 struct Index {
     func: IndexFn,
-    values: HashMap<String, HashSet<ObjectKey>>,
+    values: HashMap<String, HashMap<ObjectKey, Arc<Object>>>,
 }
 
 impl Index {
-    fn add(&mut self, obj: &Object) {
+    fn add(&mut self, obj: &Arc<Object>) {
         for v in (self.func)(obj) {
-            self.values.entry(v).or_default().insert(obj.key().clone());
+            self.values
+                .entry(v)
+                .or_default()
+                .insert(obj.key().clone(), obj.clone());
         }
     }
 
@@ -149,11 +153,7 @@ impl Cache {
         index
             .values
             .get(value)
-            .map(|keys| {
-                keys.iter()
-                    .filter_map(|k| self.objects.get(k).cloned())
-                    .collect()
-            })
+            .map(|objects| objects.values().cloned().collect())
             .unwrap_or_default()
     }
 

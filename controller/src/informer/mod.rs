@@ -253,9 +253,16 @@ impl Informer {
             blocking(|| self.apply_list(listed));
             let mut watch = match source.watch(self.rt, from).await {
                 Ok(w) => w,
-                Err(e) => {
+                Err(e @ SourceError::Compacted { .. }) => {
                     tracing::info!(resource = self.rt.plural, error = %e, "informer relisting");
                     continue;
+                }
+                Err(e) => {
+                    tracing::warn!(resource = self.rt.plural, error = %e, "informer watch failed");
+                    tokio::select! {
+                        _ = tokio::time::sleep(RELIST_BACKOFF) => continue,
+                        _ = shutdown.cancelled() => return,
+                    }
                 }
             };
             loop {
@@ -357,8 +364,12 @@ impl Informers {
                 i.wait_for(revision).await;
             }
         };
-        if tokio::time::timeout(limit, all).await.is_err() {
-            tracing::warn!(revision, "informers did not catch up in time");
+        tokio::select! {
+            r = tokio::time::timeout(limit, all) => if r.is_err() {
+                tracing::warn!(revision, "informers did not catch up in time");
+            },
+            // Stopped informers never catch up: passes in flight at shutdown end at once.
+            _ = self.inner.shutdown.cancelled() => {}
         }
     }
 }

@@ -15,23 +15,28 @@ use std::sync::{Arc, Mutex};
 /// A store revision (an object's `resourceVersion`).
 pub type Revision = u64;
 
-/// Namespace (for namespaced kinds) and name of an object of a known kind.
+/// Namespace (for namespaced kinds) and name of an object of a known kind. Cheap to clone
+/// (shared strings): the cache and each of its indexes hold one.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectKey {
-    pub namespace: Option<String>,
-    pub name: String,
+    namespace: Option<Arc<str>>,
+    name: Arc<str>,
 }
 
 impl ObjectKey {
     pub fn new(namespace: Option<&str>, name: &str) -> ObjectKey {
         ObjectKey {
-            namespace: namespace.filter(|n| !n.is_empty()).map(str::to_string),
-            name: name.to_string(),
+            namespace: namespace.filter(|n| !n.is_empty()).map(Arc::from),
+            name: Arc::from(name),
         }
     }
 
     pub fn namespace(&self) -> Option<&str> {
         self.namespace.as_deref()
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
     }
 }
 
@@ -161,7 +166,7 @@ impl Object {
     }
 
     pub fn name(&self) -> &str {
-        &self.key.name
+        self.key.name()
     }
 
     pub fn uid(&self) -> &str {

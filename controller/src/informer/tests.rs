@@ -200,7 +200,7 @@ async fn a_lagging_watch_relists_and_the_subscriber_sees_each_change_once() {
         "c, unchanged, is not reported again"
     );
     assert_eq!(pods.list_count(), 2);
-    let mut keys: Vec<String> = pods.keys().iter().map(|k| k.name.clone()).collect();
+    let mut keys: Vec<String> = pods.keys().iter().map(|k| k.name().to_string()).collect();
     keys.sort();
     assert_eq!(keys, ["b", "c", "d"]);
     drop(relisted);

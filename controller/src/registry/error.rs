@@ -53,7 +53,12 @@ pub enum RegistryError {
 }
 
 /// The message of a 422 Invalid error, as kube-apiserver words it.
-pub(crate) fn invalid_message(kind: &str, group: &str, name: &str, causes: &[FieldError]) -> String {
+pub(crate) fn invalid_message(
+    kind: &str,
+    group: &str,
+    name: &str,
+    causes: &[FieldError],
+) -> String {
     let qualified = if group.is_empty() {
         kind.to_string()
     } else {

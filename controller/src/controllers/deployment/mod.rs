@@ -217,7 +217,7 @@ impl Reconciler for Controller {
 
     fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, DeploymentError> {
         let ns = key.namespace().unwrap_or("default");
-        self.reconcile_at(ns, &key.name, jiff::Timestamp::now())
+        self.reconcile_at(ns, key.name(), jiff::Timestamp::now())
     }
 }
 

@@ -5,7 +5,7 @@
 //! Planner: pure, no I/O.
 
 use super::plan;
-use crate::informer::{DeltaType, Object};
+use crate::informer::{DeltaType, Object, OwnerRef};
 use berth_shared::resource::ResourceType;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -53,6 +53,20 @@ impl Graph {
         self.nodes.insert(uid, node);
     }
 
+    /// Whether a pass for owner `uid` can act: its object is gone or being deleted. A live
+    /// owner's pass plans nothing, so its dependents' changes do not concern it.
+    fn may_act(&self, uid: &str) -> bool {
+        self.nodes.get(uid).is_none_or(|n| n.object.is_deleting())
+    }
+
+    /// How a dependent names owner `uid` (to look the owner up), and the dependent's namespace.
+    pub fn owner_ref(&self, uid: &str) -> Option<(OwnerRef, Option<String>)> {
+        let dep = self.dependents.get(uid)?.iter().next()?;
+        let obj = &self.nodes.get(dep)?.object;
+        let r = obj.owners().iter().find(|o| o.uid == uid)?;
+        Some((r.clone(), obj.namespace().map(str::to_string)))
+    }
+
     /// Applies a change; returns the owner uids whose plans may have changed.
     pub fn apply(
         &mut self,
@@ -68,6 +82,7 @@ impl Graph {
         if let Some(old) = self.nodes.get(uid) {
             touched.extend(old.object.owners().iter().map(|o| o.uid.clone()));
         }
+        touched.retain(|owner| self.may_act(owner));
         match kind {
             DeltaType::Deleted => {
                 self.remove(uid);
@@ -76,16 +91,18 @@ impl Graph {
                 }
             }
             _ => {
-                let interesting = obj.is_deleting() || self.dependents.contains_key(uid);
                 self.insert(Node {
                     rt,
                     object: obj.clone(),
                 });
-                if interesting {
+                // Only a deleting object's own pass can act (a live one plans nothing).
+                if obj.is_deleting() {
                     touched.push(uid.to_string());
                 }
             }
         }
+        touched.sort();
+        touched.dedup();
         touched
     }
 
@@ -95,6 +112,10 @@ impl Graph {
             deleting: n.object.is_deleting(),
             finalizers: n.object.finalizers().to_vec(),
         });
+        if owner.as_ref().is_some_and(|o| !o.deleting) {
+            // A live owner's plan is empty whatever its dependents: skip listing them.
+            return (owner, Vec::new());
+        }
         let deps = self
             .dependents
             .get(uid)
@@ -139,26 +160,43 @@ mod tests {
     }
 
     #[test]
-    fn a_dependent_touches_its_owner_and_a_deleted_owner_leaves_it_orphaned() {
+    fn only_owners_that_may_need_action_are_touched() {
         let mut g = Graph::default();
         assert!(
             g.apply(REPLICA_SETS, DeltaType::Added, &obj("rs", None, false))
                 .is_empty()
         );
-        assert_eq!(
-            g.apply(PODS, DeltaType::Added, &obj("p", Some("rs"), false)),
-            ["rs"]
+        // A live owner's pass would plan nothing: its dependent's change does not concern it.
+        assert!(
+            g.apply(PODS, DeltaType::Added, &obj("p", Some("rs"), false))
+                .is_empty()
         );
         let (owner, deps) = g.plan_input("rs");
         assert!(owner.is_some_and(|o| !o.deleting));
+        assert!(deps.is_empty(), "a live owner's dependents are not listed");
+        // An owner not seen (gone, or not delivered yet) is concerned.
+        assert_eq!(
+            g.apply(PODS, DeltaType::Added, &obj("q", Some("ghost"), false)),
+            ["ghost"]
+        );
+        let (owner, deps) = g.plan_input("ghost");
+        assert!(owner.is_none());
         assert_eq!(deps.len(), 1);
         assert!(deps[0].blocks_owner && !deps[0].has_other_live_owner);
+        let (r, ns) = g.owner_ref("ghost").unwrap();
+        assert_eq!((r.kind.as_str(), ns.as_deref()), ("ReplicaSet", Some("d")));
+        // A deleting owner is concerned by its dependents' changes.
+        g.apply(REPLICA_SETS, DeltaType::Modified, &obj("rs", None, true));
+        assert_eq!(
+            g.apply(PODS, DeltaType::Modified, &obj("p", Some("rs"), true)),
+            ["p", "rs"],
+            "and the deleting dependent itself"
+        );
+        // The owner deleted: its dependents are left for it.
         assert_eq!(
             g.apply(REPLICA_SETS, DeltaType::Deleted, &obj("rs", None, false)),
             ["rs"]
         );
-        let (owner, deps) = g.plan_input("rs");
-        assert!(owner.is_none());
-        assert_eq!(deps.len(), 1);
+        assert_eq!(g.plan_input("rs").1.len(), 1);
     }
 }

@@ -11,7 +11,7 @@ use crate::registry::{
     DeleteOptions, DeletePreconditions, Part, Propagation, Registry, RegistryError, WriteOptions,
 };
 use berth_shared::reconcile::Outcome;
-use berth_shared::resource::{RESOURCES, ResourceType};
+use berth_shared::resource::{EVENTS, RESOURCES, ResourceType};
 use graph::Graph;
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
@@ -119,6 +119,35 @@ impl Collector {
     }
 }
 
+impl Collector {
+    /// Whether an owner missing from the graph exists after all: read from the store as its
+    /// dependents name it, as upstream's collector checks before treating dependents as
+    /// dangling.
+    fn owner_exists(&self, uid: &str) -> Result<bool, RegistryError> {
+        let found = self
+            .graph
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .owner_ref(uid);
+        let Some((owner, dependent_ns)) = found else {
+            return Ok(false);
+        };
+        let Some(rt) = berth_shared::resource::by_kind(&owner.api_version, &owner.kind) else {
+            return Ok(false);
+        };
+        let ns = if rt.namespaced {
+            dependent_ns.as_deref()
+        } else {
+            None
+        };
+        match self.registry.get(rt, ns, &owner.name) {
+            Ok(o) => Ok(o.index.uid == uid),
+            Err(RegistryError::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 impl Reconciler for Collector {
     type Key = String;
     type Error = RegistryError;
@@ -129,6 +158,11 @@ impl Reconciler for Collector {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .plan_input(uid);
+        if owner.is_none() && !deps.is_empty() && self.owner_exists(uid)? {
+            // Its informer has not delivered it yet (each type has its own): its arrival
+            // brings this owner back, present.
+            return Ok(Outcome::Done);
+        }
         let actions = plan::plan(uid, owner.as_ref(), &deps);
         let waiting = owner.as_ref().is_some_and(|o| o.deleting) && !deps.is_empty();
         for a in actions {
@@ -153,7 +187,9 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
         graph: graph.clone(),
     });
     let mut controller = Controller::keyed("garbage-collector", &ctx).workers(4);
-    for rt in RESOURCES {
+    // Events are left out, as upstream's collector leaves them out by default (its
+    // `DefaultIgnoredResources`): they are never owners, and there are many.
+    for rt in RESOURCES.iter().filter(|rt| !std::ptr::eq(*rt, EVENTS)) {
         let graph = graph.clone();
         controller = controller.watches(rt, move |d: &Delta| {
             graph

@@ -58,7 +58,7 @@ impl Reconciler for Namespaces {
         let Some(ns) = self.namespaces.get_key(key) else {
             return Ok(Outcome::Done);
         };
-        let name = key.name.as_str();
+        let name = key.name();
         let ns = ns.value()?;
         let deleting = ns.pointer("/metadata/deletionTimestamp").is_some();
         let fins: Vec<String> = ns

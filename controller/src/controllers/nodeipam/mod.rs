@@ -51,7 +51,7 @@ impl Reconciler for NodeIpam {
         self.registry.update_with(
             NODES,
             None,
-            &key.name,
+            key.name(),
             Part::Main,
             &WriteOptions::default(),
             |mut n| {

@@ -148,13 +148,14 @@ impl Controller {
     /// The pods the set controls and the unowned pods of its namespace its selector matches
     /// (what claiming needs: pods of other controllers are never touched), from the pod
     /// informer's indexes rather than a scan of every pod in the namespace.
-    fn observe_pods(&self, set: &Set) -> Vec<Pod> {
+    fn observe_pods(&self, set: &Set) -> Vec<Arc<Pod>> {
         let owned = self.pods.controlled_by(&set.uid);
         let orphans = self.pods.by_index(ORPHANS, &set.namespace);
-        let mut pods: Vec<Pod> = owned
+        // The parsed views are shared with the cache, not copied.
+        let mut pods: Vec<Arc<Pod>> = owned
             .iter()
             .chain(orphans.iter().filter(|p| set.selector.matches(p.labels())))
-            .map(|p| Pod::clone(&p.view::<Pod>()))
+            .map(|p| p.view::<Pod>())
             .collect();
         // In name order, as a list would give them: plans must not depend on hash order.
         pods.sort_by(|a, b| a.name.cmp(&b.name));
@@ -175,14 +176,14 @@ impl Controller {
             .filter(|o| o.namespace() == Some(set.namespace.as_str()))
             .filter_map(|o| o.view::<ParsedSet>().0.as_ref().map(|s| s.selector.clone()))
             .collect();
-        let related: Vec<Pod> = self
+        let related: Vec<Arc<Pod>> = self
             .pods
             .in_namespace(&set.namespace)
             .iter()
             .filter(|p| selectors.iter().any(|s| s.matches(p.labels())))
-            .map(|p| Pod::clone(&p.view::<Pod>()))
+            .map(|p| p.view::<Pod>())
             .collect();
-        rank::pods_per_node(&related)
+        rank::pods_per_node(related.iter().map(|p| &**p))
     }
 }
 

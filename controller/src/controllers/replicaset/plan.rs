@@ -9,6 +9,7 @@ use super::rank;
 use super::view::{Pod, Set};
 use jiff::Timestamp;
 use serde_json::{Map, Value, json};
+use std::borrow::Borrow;
 use std::collections::HashMap;
 
 /// At most this many creations or deletions per pass (upstream's `BurstReplicas`).
@@ -32,9 +33,9 @@ pub struct Claim<'a> {
 /// terminating) are neither counted, adopted nor released; pods controlled by anything else
 /// are left alone (RS-04, RS-07, RS-14). A set being deleted adopts and releases nothing, so
 /// an orphaning deletion can strip its references undisturbed.
-pub fn claim<'a>(set: &Set, pods: &'a [Pod]) -> Claim<'a> {
+pub fn claim<'a, P: Borrow<Pod>>(set: &Set, pods: &'a [P]) -> Claim<'a> {
     let mut claim = Claim::default();
-    for pod in pods.iter().filter(|p| p.is_active()) {
+    for pod in pods.iter().map(Borrow::borrow).filter(|p| p.is_active()) {
         let matches = set.selector.matches(&pod.labels);
         match &pod.controller {
             Some(c) if c.uid == set.uid => {

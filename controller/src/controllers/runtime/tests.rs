@@ -38,7 +38,7 @@ where
     fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, RegistryError> {
         let n = {
             let mut p = self.passes.lock().unwrap();
-            p.push((key.name.clone(), Instant::now()));
+            p.push((key.name().to_string(), Instant::now()));
             p.len()
         };
         (self.answer)(n, key)
@@ -54,7 +54,12 @@ fn with_config_maps(names: &[&str]) -> ControlPlane {
     let cp = ControlPlane::start();
     for name in names {
         cp.registry()
-            .create(CONFIG_MAPS, Some("default"), config_map(name), &WriteOptions::default())
+            .create(
+                CONFIG_MAPS,
+                Some("default"),
+                config_map(name),
+                &WriteOptions::default(),
+            )
             .unwrap();
     }
     cp
@@ -81,7 +86,7 @@ async fn a_write_of_one_pass_is_visible_to_the_next_pass_of_its_key() {
     let seen_own_write = Arc::new(Mutex::new(None));
     let (m, w, seen) = (maps.clone(), written.clone(), seen_own_write.clone());
     let r = Recording::new(move |_, key: &ObjectKey| {
-        if key.name != "trigger" {
+        if key.name() != "trigger" {
             return Ok(Outcome::Done);
         }
         let mut written = w.lock().unwrap();
@@ -144,8 +149,8 @@ async fn a_resync_enqueues_every_key_again() {
 async fn a_conflict_is_retried_at_once_and_a_transient_error_after_backoff() {
     let cp = with_config_maps(&["conflicted", "failing"]);
     let r = Recording::new(|_, key: &ObjectKey| {
-        Err(match key.name.as_str() {
-            "conflicted" => RegistryError::conflict(CONFIG_MAPS, &key.name),
+        Err(match key.name() {
+            "conflicted" => RegistryError::conflict(CONFIG_MAPS, key.name()),
             _ => RegistryError::Internal("disk on fire".into()),
         })
     });

@@ -33,11 +33,16 @@ const FIELDS: &[(&str, &str)] = &[
     ("type", "/type"),
 ];
 
-/// Labels and selectable fields of one object.
+/// Labels and selectable fields of one object. The field values are packed into one string
+/// (every stored object carries an index, and Events have over a dozen selectable fields: one
+/// allocation instead of one per field).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ObjectIndex {
     pub labels: BTreeMap<String, String>,
-    pub fields: Vec<(&'static str, String)>,
+    /// Per present field: its position in [`FIELDS`] and where its value ends in `values`
+    /// (it starts where the previous one ends).
+    fields: Box<[(u8, u32)]>,
+    values: Box<str>,
     pub uid: String,
 }
 
@@ -52,19 +57,21 @@ impl ObjectIndex {
                     .collect()
             })
             .unwrap_or_default();
-        let fields = FIELDS
-            .iter()
-            .filter_map(|(name, ptr)| {
-                let v = obj.pointer(ptr)?;
-                let s = match v {
-                    Value::String(s) => s.clone(),
-                    Value::Bool(b) => b.to_string(),
-                    Value::Number(n) => n.to_string(),
-                    _ => return None,
-                };
-                Some((*name, s))
-            })
-            .collect();
+        let mut values = String::new();
+        let mut fields = Vec::new();
+        for (i, (_, ptr)) in FIELDS.iter().enumerate() {
+            let Some(v) = obj.pointer(ptr) else {
+                continue;
+            };
+            match v {
+                Value::String(s) => values.push_str(s),
+                Value::Bool(b) => values.push_str(if *b { "true" } else { "false" }),
+                Value::Number(n) => values.push_str(&n.to_string()),
+                _ => continue,
+            }
+            // FIELDS has fewer than 256 entries; an object over 4 GiB is refused long before.
+            fields.push((i as u8, u32::try_from(values.len()).unwrap_or(u32::MAX)));
+        }
         let uid = obj
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
@@ -72,21 +79,52 @@ impl ObjectIndex {
             .to_string();
         ObjectIndex {
             labels,
-            fields,
+            fields: fields.into_boxed_slice(),
+            values: values.into_boxed_str(),
             uid,
         }
     }
 
     /// The value of a selectable field; absent fields read as empty, as upstream.
     pub fn field(&self, name: &str) -> Option<String> {
-        self.fields
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.clone())
+        let id = FIELDS.iter().position(|(n, _)| *n == name)?;
+        let mut start = 0usize;
+        for &(f, end) in self.fields.iter() {
+            let end = end as usize;
+            if usize::from(f) == id {
+                return self.values.get(start..end).map(str::to_string);
+            }
+            start = end;
+        }
+        None
     }
 
     /// The field names selectable for every kind (the API layer restricts per kind).
     pub fn known_fields() -> impl Iterator<Item = &'static str> {
         FIELDS.iter().map(|(n, _)| *n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn packed_fields_read_back_as_written_and_absent_ones_as_none() {
+        let idx = ObjectIndex::of(
+            &json!({"metadata": {"name": "p", "namespace": "ns", "uid": "u",
+            "labels": {"a": "b"}}, "spec": {"nodeName": "", "unschedulable": true},
+            "status": {"phase": "Running", "succeeded": 3}}),
+        );
+        assert_eq!(idx.field("metadata.name").as_deref(), Some("p"));
+        assert_eq!(idx.field("metadata.namespace").as_deref(), Some("ns"));
+        assert_eq!(idx.field("spec.nodeName").as_deref(), Some(""));
+        assert_eq!(idx.field("spec.unschedulable").as_deref(), Some("true"));
+        assert_eq!(idx.field("status.phase").as_deref(), Some("Running"));
+        assert_eq!(idx.field("status.successful").as_deref(), Some("3"));
+        assert_eq!(idx.field("status.podIP"), None);
+        assert_eq!(idx.field("no.such.field"), None);
+        assert_eq!(idx.labels["a"], "b");
     }
 }

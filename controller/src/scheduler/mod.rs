@@ -86,23 +86,77 @@ pub fn start(ctx: &Context, shutdown: CancellationToken) -> JoinHandle<()> {
     start_with(ctx, Config::default(), shutdown)
 }
 
-/// Feeds the changes of one watched kind into the state, waking the decision loop when they
-/// bring work. Each change takes the lock on its own, so decisions keep flowing.
-fn observe(informer: &Informer, kind: Watched, shared: Arc<Shared>) {
+/// What the informers hand the scheduler: changes of one watched kind, or a barrier answered
+/// once every change sent before it is applied.
+enum Change {
+    Deltas(Watched, Vec<Delta>),
+    Barrier(tokio::sync::oneshot::Sender<()>),
+}
+
+/// Hands the changes of one watched kind to the scheduler's own applier, so the informer
+/// (shared with every controller) never waits for the scheduler's lock.
+fn observe(informer: &Informer, kind: Watched, changes: mpsc::UnboundedSender<Change>) {
     informer.subscribe(Arc::new(move |deltas: &[Delta]| {
-        let mut woke = false;
-        for d in deltas {
-            woke |= shared.lock().apply(
-                kind,
-                &d.object,
-                d.kind == DeltaType::Deleted,
-                Instant::now(),
-            );
+        // The receiver lives as long as the scheduler; after it stops nothing needs them.
+        let _ = changes.send(Change::Deltas(kind, deltas.to_vec()));
+    }));
+}
+
+/// Changes applied per trip to the blocking pool.
+const CHANGE_BATCH: usize = 512;
+
+/// Applies the informers' changes to the state, each under its own short lock so decisions
+/// keep flowing, and wakes the decision loop when they bring work.
+async fn apply_changes(
+    shared: Arc<Shared>,
+    mut changes: mpsc::UnboundedReceiver<Change>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let first = tokio::select! {
+            c = changes.recv() => c,
+            _ = shutdown.cancelled() => return,
+        };
+        let Some(first) = first else { return };
+        let mut batch = vec![first];
+        while batch.len() < CHANGE_BATCH {
+            match changes.try_recv() {
+                Ok(c) => batch.push(c),
+                Err(_) => break,
+            }
         }
+        let sh = shared.clone();
+        let applied = tokio::task::spawn_blocking(move || {
+            let mut woke = false;
+            let mut barriers = Vec::new();
+            for change in batch {
+                match change {
+                    Change::Deltas(kind, deltas) => {
+                        for d in deltas {
+                            woke |= sh.lock().apply(
+                                kind,
+                                &d.object,
+                                d.kind == DeltaType::Deleted,
+                                Instant::now(),
+                            );
+                        }
+                    }
+                    Change::Barrier(done) => barriers.push(done),
+                }
+            }
+            (woke, barriers)
+        })
+        .await;
+        let Ok((woke, barriers)) = applied else {
+            return;
+        };
         if woke {
             shared.wake.notify_one();
         }
-    }));
+        for b in barriers {
+            let _ = b.send(());
+        }
+    }
 }
 
 pub fn start_with(ctx: &Context, config: Config, shutdown: CancellationToken) -> JoinHandle<()> {
@@ -123,17 +177,26 @@ pub fn start_with(ctx: &Context, config: Config, shutdown: CancellationToken) ->
         let unwritten: Unwritten = Arc::default();
         let status_queue: Queue<PodKey> = Queue::new();
         let recorder = crate::events::Recorder::new(registry.clone(), binder::COMPONENT);
+        let (change_tx, change_rx) = mpsc::unbounded_channel();
         for (informer, kind) in &watched {
-            observe(informer, *kind, shared.clone());
+            observe(informer, *kind, change_tx.clone());
         }
-        // Decide only on a full picture of the cluster.
+        let applier = tokio::spawn(apply_changes(shared.clone(), change_rx, shutdown.clone()));
+        // Decide only on a full picture of the cluster: every informer listed, and all of it
+        // applied.
         for (informer, _) in &watched {
             tokio::select! {
                 _ = informer.wait_synced() => {}
                 _ = shutdown.cancelled() => return,
             }
         }
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        if change_tx.send(Change::Barrier(done_tx)).is_err() || done_rx.await.is_err() {
+            return;
+        }
+        drop(change_tx);
         let tasks = vec![
+            applier,
             tokio::spawn(decide(
                 shared.clone(),
                 bind_tx,

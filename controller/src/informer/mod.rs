@@ -30,6 +30,9 @@ use tokio_util::sync::CancellationToken;
 
 /// Changes applied and delivered per trip to the blocking pool.
 const BATCH: usize = 512;
+/// Batches with fewer changes than this are applied without leaving the async worker (moving
+/// a worker's tasks to another thread costs more than a few decodes).
+const INLINE_BATCH: usize = 32;
 /// Wait before listing again after the source failed.
 const RELIST_BACKOFF: Duration = Duration::from_millis(200);
 
@@ -210,6 +213,10 @@ impl Informer {
     }
 
     fn apply_batch(&self, batch: Batch) {
+        if batch.changes.is_empty() {
+            self.seen.send_modify(|s| *s = (*s).max(batch.revision));
+            return;
+        }
         let handlers = self.handlers();
         let deltas: Vec<Delta> = {
             let mut c = self.write();
@@ -271,6 +278,9 @@ impl Informer {
                     _ = shutdown.cancelled() => return,
                 };
                 match next {
+                    // Most batches hold a few changes, or none (other types' events only move
+                    // the revision): applied in place. Only large ones leave the async worker.
+                    Ok(batch) if batch.changes.len() < INLINE_BATCH => self.apply_batch(batch),
                     Ok(batch) => blocking(|| self.apply_batch(batch)),
                     Err(WatchEnd::Closed) => return,
                     Err(end) => {

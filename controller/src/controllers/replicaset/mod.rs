@@ -36,6 +36,10 @@ use view::{Kind, Pod, Set};
 
 /// Every set gets a pass this often, whatever the events.
 pub const RESYNC: Duration = Duration::from_secs(300);
+/// A set runs again no sooner than this many times its last pass's duration after it: a pass
+/// reads every pod of the set, and with thousands of pods each reporting its status the set
+/// would otherwise be reconciled back to back (see `Queue::set_pace`).
+const PACE: u32 = 8;
 /// Passes of different sets that may run at once.
 const WORKERS: usize = 4;
 /// The pods' index of unowned pods, by namespace (candidates for adoption).
@@ -230,6 +234,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
         })
         .watches(PODS, move |d| routing::pod_change(&routes, d))
         .resync_with(RESYNC, move || all.all())
+        .paced(PACE)
         .workers(WORKERS)
         .run(controller, shutdown)
         .await;

@@ -183,6 +183,14 @@ impl<K: Clone + Eq + Hash + Send + Sync + Display + 'static> Controller<K> {
         self.with_resync_keys(Arc::new(keys)).resync(period)
     }
 
+    /// Paces each key: it runs again no sooner than `factor` times its last pass's duration
+    /// after it (see [`Queue::set_pace`]), for controllers whose passes grow with the number
+    /// of objects they own.
+    pub fn paced(self, factor: u32) -> Self {
+        self.queue.set_pace(factor);
+        self
+    }
+
     /// Passes of different keys that may run at once.
     pub fn workers(mut self, n: usize) -> Self {
         self.workers = n.max(1);

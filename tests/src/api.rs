@@ -82,7 +82,7 @@ impl Api {
                 .headers()
                 .get(reqwest::header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
-                .map(String::from);
+                .and_then(|v| v.trim().parse().ok());
             let http_version = format!("{:?}", resp.version());
             let body = self.rt.block_on(resp.text()).unwrap_or_default();
             return Err(Reply {

@@ -104,8 +104,8 @@ pub struct Reply {
     pub status: u16,
     pub content_type: String,
     pub http_version: String,
-    /// `Retry-After`, if the server sent one.
-    pub retry_after: Option<String>,
+    /// `Retry-After` in seconds, if the server sent it.
+    pub retry_after: Option<u64>,
     pub body: String,
 }
 
@@ -214,7 +214,7 @@ impl AsyncApi {
             .headers()
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
-            .map(String::from);
+            .and_then(|v| v.trim().parse().ok());
         let body = resp.text().await.map_err(|e| {
             format!(
                 "{}: reading the body failed: {}",

@@ -159,12 +159,10 @@ fn a_burst_of_refused_joins_is_answered_429_and_every_attempt_is_audited() {
         message.contains("too many failed join attempts"),
         "{message}"
     );
-    let retry: u64 = blocked
+    let retry = blocked
         .reply
         .retry_after
-        .as_deref()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no Retry-After: {:?}", blocked.reply.retry_after));
+        .unwrap_or_else(|| panic!("no Retry-After (in seconds): {}", blocked.reply.describe()));
     assert!((1..=60).contains(&retry), "Retry-After {retry}");
     // While blocked, even the right secret waits: guessing gains nothing.
     let right = join(&c, &name, Some("right"), &["127.0.0.1"]);

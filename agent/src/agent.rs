@@ -25,6 +25,23 @@ pub enum AgentError {
     Registries(String),
     #[error("configuration: {0}")]
     Config(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The root dir (0700) and its `pki` directory (0700, files 0600) are private: made so, or
+/// tightened with a warning if someone loosened them.
+fn secure_root_dir(root: &std::path::Path) -> Result<(), AgentError> {
+    let err = |path: &std::path::Path| {
+        let path = path.to_path_buf();
+        move |source| AgentError::Io { path, source }
+    };
+    crate::private_files::ensure_dir(root).map_err(err(root))?;
+    let pki = root.join("pki");
+    crate::private_files::check_tree(&pki).map_err(err(&pki))
 }
 
 /// Runs until `shutdown`. Stopping the agent never stops the pods: containers keep running and
@@ -34,12 +51,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
     let labels = node::status::parse_labels(&config.node_labels).map_err(AgentError::Config)?;
     let taints =
         node::status::parse_taints(&config.register_with_taints).map_err(AgentError::Config)?;
+    secure_root_dir(&config.root_dir)?;
     let node_ip = node::host::internal_ip(config.node_ip.as_deref());
-    let addresses: Vec<String> = node_ip
-        .iter()
-        .cloned()
-        .chain(["127.0.0.1".to_string()])
-        .collect();
+    // The certificate's addresses are the ones the controller dials (the InternalIP); the
+    // controller signs only addresses the node demonstrably has (see README, joining agents).
+    let addresses: Vec<String> = node_ip.iter().cloned().collect();
     let creds = crate::join::credentials(
         &config.server,
         config.token.as_deref(),

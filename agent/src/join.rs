@@ -1,7 +1,10 @@
 //! Joining the cluster: the token pins the CA (`K10<sha256 of the CA PEM>::node:<secret>`);
 //! the agent fetches the CA, checks its hash, sends a certificate request for
-//! `system:node:<name>` with the secret, and keeps the signed certificate under its root dir
-//! (reused on later starts).
+//! `system:node:<name>` with the token's secret and its own node secret, and keeps the signed
+//! certificate under its root dir (reused on later starts). The node secret (`pki/node-secret`,
+//! 256 random bits made at the first join, or put there by an administrator) binds the node
+//! name to this agent: the controller registers it at the first join under the name and signs
+//! later certificates for the name only for its holder.
 
 use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair};
 use sha2::Digest;
@@ -18,8 +21,8 @@ pub enum JoinError {
     CaMismatch { expected: String, got: String },
     #[error("contacting {url}: {message}")]
     Http { url: String, message: String },
-    #[error("the server refused the certificate request: {0}")]
-    Refused(String),
+    #[error("the server refused the certificate request ({status}): {message}")]
+    Refused { status: u16, message: String },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -31,7 +34,10 @@ pub enum JoinError {
 
 impl JoinError {
     pub fn is_transient(&self) -> bool {
-        matches!(self, JoinError::Http { .. })
+        matches!(
+            self,
+            JoinError::Http { .. } | JoinError::Refused { status: 429, .. }
+        )
     }
 }
 
@@ -71,13 +77,16 @@ fn sha256_hex(data: &[u8]) -> String {
         .collect()
 }
 
-fn write_private(path: &Path, contents: &str) -> Result<(), JoinError> {
-    let io = |source| JoinError::Io {
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> JoinError + '_ {
+    move |source| JoinError::Io {
         path: path.to_path_buf(),
         source,
-    };
+    }
+}
+
+fn write_private(path: &Path, contents: &str) -> Result<(), JoinError> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(io)?;
+        crate::private_files::ensure_dir(dir).map_err(io(dir))?;
     }
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -85,9 +94,24 @@ fn write_private(path: &Path, contents: &str) -> Result<(), JoinError> {
         .truncate(true)
         .mode(0o600)
         .open(path)
-        .map_err(io)?;
-    f.write_all(contents.as_bytes()).map_err(io)?;
-    f.sync_all().map_err(io)
+        .map_err(io(path))?;
+    f.write_all(contents.as_bytes()).map_err(io(path))?;
+    f.sync_all().map_err(io(path))
+}
+
+/// The node secret in `path`, made (and written, before any join can register it) if there is
+/// none.
+pub fn node_secret(path: &Path) -> Result<String, JoinError> {
+    match std::fs::read_to_string(path) {
+        Ok(s) if !s.trim().is_empty() => return Ok(s.trim().to_string()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(path)(e)),
+    }
+    let bytes: [u8; 32] = rand::random();
+    let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    write_private(path, &format!("{secret}\n"))?;
+    Ok(secret)
 }
 
 /// Accepts any server certificate: used only to fetch the CA, whose hash is then checked.
@@ -225,6 +249,7 @@ pub async fn credentials(
         });
     }
     let token = Token::parse(token.ok_or(JoinError::BadToken)?)?;
+    let secret = node_secret(&pki_dir.join("node-secret"))?;
     let ca_pem = fetch_ca(server, &token).await?;
     let key = KeyPair::generate()?;
     let mut params = CertificateParams::default();
@@ -255,16 +280,22 @@ pub async fn credentials(
     let resp = http
         .post(&url)
         .bearer_auth(&token.secret)
-        .json(&serde_json::json!({"nodeName": node, "csr": csr, "addresses": addresses}))
+        .json(&serde_json::json!({
+            "nodeName": node,
+            "nodeSecret": secret,
+            "csr": csr,
+            "addresses": addresses,
+        }))
         .send()
         .await
         .map_err(http_err(&url))?;
     let status = resp.status();
     let body: serde_json::Value = resp.json().await.map_err(http_err(&url))?;
     if !status.is_success() {
-        return Err(JoinError::Refused(
-            body["message"].as_str().unwrap_or("unknown").to_string(),
-        ));
+        return Err(JoinError::Refused {
+            status: status.as_u16(),
+            message: body["message"].as_str().unwrap_or("unknown").to_string(),
+        });
     }
     let cert_pem = body["certificate"].as_str().unwrap_or_default().to_string();
     write_private(&ca_path, &ca_pem)?;
@@ -292,5 +323,21 @@ mod tests {
         assert!(Token::parse("K10abc::node:x").is_err());
         assert!(Token::parse(&format!("{hash}::node:x")).is_err());
         assert!(Token::parse(&format!("K10{hash}::node:")).is_err());
+    }
+
+    #[test]
+    fn the_node_secret_is_made_once_kept_private_and_reused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pki").join("node-secret");
+        let first = node_secret(&path).unwrap();
+        assert_eq!(first.len(), 64);
+        assert_eq!(node_secret(&path).unwrap(), first);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&dir.path().join("pki")), 0o700);
+        // One an administrator put there is used as it is.
+        std::fs::write(&path, "given-secret\n").unwrap();
+        assert_eq!(node_secret(&path).unwrap(), "given-secret");
     }
 }

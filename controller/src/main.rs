@@ -1,6 +1,9 @@
 //! `berth-controller`: parses flags and runs the control plane.
 
 use anyhow::Context;
+use berth_controller::join::addresses::IpRange;
+use berth_controller::join::node_name::NodeName;
+use berth_controller::join::passwords::NodePasswords;
 use berth_controller::server::{self, Config};
 use clap::{Parser, Subcommand};
 use std::net::SocketAddr;
@@ -27,6 +30,11 @@ enum Command {
         #[arg(long, default_value = "/var/lib/berth/controller")]
         data_dir: PathBuf,
     },
+    /// Manage the identities of nodes.
+    Node {
+        #[command(subcommand)]
+        command: NodeCommand,
+    },
     /// Serve the Kubernetes API and run the controllers.
     Serve {
         /// Where the store, PKI and kubeconfig live.
@@ -50,6 +58,22 @@ enum Command {
         /// Pod addresses of the cluster; each node gets a /24 of it.
         #[arg(long, default_value = "10.42.0.0/16")]
         cluster_cidr: String,
+        /// An address range (CIDR) any node may put in its certificate besides the address it
+        /// joins from: for nodes behind NAT or with several interfaces (repeatable).
+        #[arg(long = "node-address-range")]
+        node_address_range: Vec<IpRange>,
+    },
+}
+
+#[derive(Subcommand)]
+enum NodeCommand {
+    /// Forget the secret registered for a node name, so that the next agent to join under it
+    /// registers its own (for a reinstalled host). Works whether or not the controller runs.
+    Forget {
+        /// The node name.
+        name: String,
+        #[arg(long, default_value = "/var/lib/berth/controller")]
+        data_dir: PathBuf,
     },
 }
 
@@ -80,6 +104,23 @@ fn main() -> anyhow::Result<()> {
             println!("{token}");
             Ok(())
         }
+        Command::Node {
+            command: NodeCommand::Forget { name, data_dir },
+        } => {
+            let name = NodeName::parse(&name).map_err(|errors| {
+                let messages: Vec<String> = errors.iter().map(|e| e.message()).collect();
+                anyhow::anyhow!("invalid node name: {}", messages.join("; "))
+            })?;
+            let passwords = NodePasswords::new(&data_dir);
+            if passwords.forget(&name).context("forgetting the node")? {
+                println!(
+                    "node {name} forgotten: the next agent to join as {name} registers its own secret"
+                );
+            } else {
+                println!("node {name} has no registered secret");
+            }
+            Ok(())
+        }
         Command::Serve {
             data_dir,
             listen,
@@ -88,6 +129,7 @@ fn main() -> anyhow::Result<()> {
             watch_history,
             token_auth_file,
             cluster_cidr,
+            node_address_range,
         } => {
             let config = Config {
                 data_dir,
@@ -97,6 +139,7 @@ fn main() -> anyhow::Result<()> {
                 watch_history,
                 token_auth_file,
                 cluster_cidr,
+                node_address_ranges: node_address_range,
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
             runtime.block_on(async move {

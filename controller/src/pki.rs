@@ -1,6 +1,7 @@
 //! The cluster's certificates: at first start a CA, a serving certificate and an admin client
 //! certificate (O=system:masters) are created under `<data-dir>/pki`; later starts reuse them
-//! (re-issuing the serving certificate when the wanted SANs change). Also writes kubeconfigs.
+//! (re-issuing the serving certificate when the wanted SANs change). The directory is 0700 and
+//! every file in it 0600. Also writes kubeconfigs.
 
 use base64::Engine;
 use rcgen::{
@@ -129,7 +130,7 @@ pub fn host_addresses() -> Vec<String> {
 
 /// Loads the PKI under `dir`, creating what is missing.
 pub fn load_or_create(dir: &Path, extra_sans: &[String]) -> Result<Pki, PkiError> {
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    crate::private_files::ensure_dir(dir).map_err(io(dir))?;
     let ca_cert_path = dir.join("ca.crt");
     let ca_key_path = dir.join("ca.key");
     let (ca_cert, ca_key) = match (read(&ca_cert_path)?, read(&ca_key_path)?) {
@@ -299,6 +300,8 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+        let dir_mode = std::fs::metadata(dir.path()).unwrap().permissions().mode();
+        assert_eq!(dir_mode & 0o777, 0o700);
     }
 
     #[test]

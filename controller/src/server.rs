@@ -24,6 +24,8 @@ pub struct Config {
     pub token_auth_file: Option<PathBuf>,
     /// Pod addresses; each node gets a /24 of it.
     pub cluster_cidr: String,
+    /// Addresses any node may have in its certificate besides the one it joins from.
+    pub node_address_ranges: Vec<crate::join::addresses::IpRange>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,15 +78,32 @@ fn bootstrap(registry: &Registry) -> Result<(), ServerError> {
     Ok(())
 }
 
+/// Checks (and tightens, with a warning) the modes of what the data dir holds: the PKI, the
+/// store, the join token, the admin kubeconfig and the node password records.
+fn check_private_files(data_dir: &std::path::Path) -> Result<(), ServerError> {
+    use crate::private_files::{FILE_MODE, check, check_tree};
+    let err = |path: PathBuf| move |source| ServerError::Io { path, source };
+    for dir in ["pki", crate::join::passwords::DIR] {
+        let dir = data_dir.join(dir);
+        check_tree(&dir).map_err(err(dir))?;
+    }
+    for file in ["store.redb", "token", "admin.kubeconfig"] {
+        let path = data_dir.join(file);
+        check(&path, FILE_MODE).map_err(err(path))?;
+    }
+    Ok(())
+}
+
 /// Runs the controller until `shutdown` is cancelled.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), ServerError> {
     let io = |path: &PathBuf| {
         let path = path.clone();
         move |source| ServerError::Io { path, source }
     };
-    std::fs::create_dir_all(&config.data_dir).map_err(io(&config.data_dir))?;
+    crate::private_files::ensure_dir(&config.data_dir).map_err(io(&config.data_dir))?;
     let pki = pki::load_or_create(&config.data_dir.join("pki"), &config.tls_sans)?;
     let backend = RedbBackend::open(&config.data_dir.join("store.redb"))?;
+    check_private_files(&config.data_dir)?;
     let store = Store::open(Box::new(backend), config.watch_history)?;
     let registry = Registry::new(store.clone());
     {
@@ -132,6 +151,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
 
     let (_token, secret) = crate::join::load_or_create_token(&config.data_dir, &pki.ca_cert)?;
     let signer = crate::join::NodeSigner::new(&pki, secret)?;
+    let node_addresses = crate::join::addresses::AddressRule {
+        host_addresses: pki::host_addresses()
+            .iter()
+            .filter_map(|a| a.parse().ok())
+            .collect(),
+        ranges: config.node_address_ranges.clone(),
+    };
     let dialer = api::proxy::AgentDialer::new(&pki)?;
     let ctx = Context {
         registry: registry.clone(),
@@ -141,6 +167,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let state = Arc::new(ApiState {
         dialer,
         signer,
+        node_passwords: crate::join::passwords::NodePasswords::new(&config.data_dir),
+        node_addresses,
+        join_failures: Default::default(),
         queues: ctx.queues.clone(),
         registry: registry.clone(),
         metrics: Metrics::default(),

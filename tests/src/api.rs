@@ -78,6 +78,11 @@ impl Api {
         let status = resp.status().as_u16();
         if status != 200 {
             let content_type = header(&resp, reqwest::header::CONTENT_TYPE);
+            let retry_after = resp
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse().ok());
             let http_version = format!("{:?}", resp.version());
             let body = self.rt.block_on(resp.text()).unwrap_or_default();
             return Err(Reply {
@@ -85,6 +90,7 @@ impl Api {
                 status,
                 content_type,
                 http_version,
+                retry_after,
                 body,
             });
         }

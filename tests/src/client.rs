@@ -104,6 +104,8 @@ pub struct Reply {
     pub status: u16,
     pub content_type: String,
     pub http_version: String,
+    /// `Retry-After` in seconds, if the server sent it.
+    pub retry_after: Option<u64>,
     pub body: String,
 }
 
@@ -208,6 +210,11 @@ impl AsyncApi {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_string();
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse().ok());
         let body = resp.text().await.map_err(|e| {
             format!(
                 "{}: reading the body failed: {}",
@@ -220,6 +227,7 @@ impl AsyncApi {
             status,
             content_type,
             http_version,
+            retry_after,
             body,
         })
     }

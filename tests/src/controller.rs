@@ -302,6 +302,23 @@ impl Controller {
         }
     }
 
+    /// The join token the controller made (`DATA/token`, `K10<ca-hash>::node:<secret>`).
+    pub fn join_token(&self) -> String {
+        let path = self.data_dir().join("token");
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+            .trim()
+            .to_string()
+    }
+
+    /// `berth-controller ARGS --data-dir DATA` (a subcommand on this controller's data dir),
+    /// whatever the outcome.
+    pub fn subcommand(&self, args: &[&str]) -> crate::process::Run {
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(args).arg("--data-dir").arg(self.data_dir());
+        crate::process::run(cmd, None, crate::host::TOOL_DEADLINE)
+    }
+
     /// The CA certificate (PEM).
     pub fn ca_pem(&self) -> Vec<u8> {
         std::fs::read(self.pki("ca.crt")).unwrap_or_else(|e| panic!("cannot read pki/ca.crt: {e}"))

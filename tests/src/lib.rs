@@ -11,6 +11,7 @@ pub mod controller;
 pub mod fixtures;
 pub mod host;
 pub mod http;
+pub mod join;
 pub mod kinds;
 pub mod kubectl;
 pub mod objects;

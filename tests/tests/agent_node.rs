@@ -2,7 +2,9 @@
 //! labels, its taints, capacity and allocatable (cpu, memory, pods, ephemeral-storage), an
 //! InternalIP, nodeInfo, the four conditions and a podCIDR from the cluster CIDR, and renews its
 //! Lease in `kube-node-lease`. With its own credentials a node may not write another node's
-//! Node or Lease, nor the status of a pod bound to another node (403).
+//! Node or Lease, nor the status of a pod bound to another node (403). Issue 9: a node's name is
+//! bound to its agent's secret (a restarted agent rejoins with it, anyone else with the join
+//! token is refused), and the agent's root dir and keys are private.
 
 use berth_tests::client::Req;
 use berth_tests::pod_reading::{ipv4_in_cidr, time};
@@ -200,4 +202,101 @@ fn node_credentials_reach_only_their_own_objects() {
         "{node_b:#}"
     );
     assert_eq!(condition(&node_b, "Ready"), Some("True"));
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// The agent's root dir, its pki dir and its key, certificate, CA and node secret, with the
+/// modes they must have.
+fn agent_private_paths(c: &Cluster) -> Vec<(std::path::PathBuf, u32)> {
+    let agent = c.agent(0);
+    let mut out = vec![
+        (agent.root_dir(), 0o700),
+        (agent.root_dir().join("pki"), 0o700),
+    ];
+    for f in ["node.key", "node.crt", "ca.crt", "node-secret"] {
+        out.push((agent.pki(f), 0o600));
+    }
+    out
+}
+
+fn wrong_modes(paths: &[(std::path::PathBuf, u32)]) -> Vec<String> {
+    paths
+        .iter()
+        .filter(|(p, want)| mode(p) != *want)
+        .map(|(p, want)| format!("{} is {:04o}, want {want:04o}", p.display(), mode(p)))
+        .collect()
+}
+
+#[test]
+fn a_restarted_agent_rejoins_with_its_own_secret_and_its_files_stay_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut c = Cluster::start(1);
+    let name = c.node_name(0).to_string();
+    let paths = agent_private_paths(&c);
+    let wrong = wrong_modes(&paths);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+
+    // Someone else with the join token cannot get a certificate for this node's name.
+    let token = berth_tests::join::token_secret(c.token());
+    let anonymous = c.controller().anonymous_api();
+    let takeover = berth_tests::join::request(
+        &anonymous,
+        &token,
+        &name,
+        Some("another-hosts-secret"),
+        &["127.0.0.1"],
+    );
+    assert_eq!(takeover.reply.status, 403, "{}", takeover.reply.describe());
+
+    // The agent restarts without its certificate (so it must join again), with its files
+    // loosened: it tightens them and rejoins with the secret it kept.
+    c.kill9_agent(0);
+    let old_cert = std::fs::read_to_string(c.agent(0).pki("node.crt")).unwrap_or_default();
+    std::fs::remove_file(c.agent(0).pki("node.crt"))
+        .unwrap_or_else(|e| panic!("removing node.crt: {e}"));
+    for (path, want) in &paths {
+        let loose = if *want == 0o700 { 0o755 } else { 0o644 };
+        if path.exists() {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(loose))
+                .unwrap_or_else(|e| panic!("chmod {}: {e}", path.display()));
+        }
+    }
+    c.restart_agent(0);
+    let cert_path = c.agent(0).pki("node.crt");
+    c.wait_for(
+        secs(30),
+        "a new node certificate, and private files",
+        || {
+            let cert = std::fs::read_to_string(&cert_path).map_err(|e| e.to_string())?;
+            if cert.is_empty() || cert == old_cert {
+                return Err("no new certificate yet".to_string());
+            }
+            let wrong = wrong_modes(&paths);
+            if wrong.is_empty() {
+                Ok(())
+            } else {
+                Err(wrong.join("; "))
+            }
+        },
+    );
+    // The new credentials work, and the node keeps posting its status with them.
+    assert_eq!(
+        c.node_api(0).get(&format!("/api/v1/nodes/{name}")).status,
+        200
+    );
+    c.wait_node_ready(0);
+    let log = std::fs::read_to_string(c.agent(0).stderr_log()).unwrap_or_default();
+    let second = log.rsplit("agent start #2").next().unwrap_or_default();
+    assert!(
+        second.contains("tightened"),
+        "no warning about the loosened modes in the agent's log:\n{second}"
+    );
 }

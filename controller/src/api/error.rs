@@ -251,3 +251,10 @@ impl From<crate::store::StoreError> for ApiError {
         }
     }
 }
+
+/// A node password record that cannot be read is the server's problem, not the agent's.
+impl From<crate::join::passwords::PasswordError> for ApiError {
+    fn from(e: crate::join::passwords::PasswordError) -> ApiError {
+        ApiError::Internal(e.to_string())
+    }
+}

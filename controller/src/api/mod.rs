@@ -40,6 +40,12 @@ pub struct ApiState {
     pub git_version: String,
     /// Signs node certificates for agents holding the join secret.
     pub signer: crate::join::NodeSigner,
+    /// Each node name's secret, registered by the first agent that joined under it.
+    pub node_passwords: crate::join::passwords::NodePasswords,
+    /// Which addresses a node's certificate may carry.
+    pub node_addresses: crate::join::addresses::AddressRule,
+    /// Refused join attempts per source address.
+    pub join_failures: std::sync::Mutex<crate::join::limiter::FailureLimiter>,
     /// Connects to agents for logs and exec.
     pub dialer: proxy::AgentDialer,
     /// Cancelled at shutdown: open watches end.
@@ -159,6 +165,17 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
         &query,
     )?;
     let table = wants_table(&parts.headers);
+    // Writes carry the requesting node, if it is one, for NodeRestriction.
+    let write_options = || {
+        query.write_options().map(|mut o| {
+            o.node = parts
+                .extensions
+                .get::<authn::Identity>()
+                .and_then(authz::node_of)
+                .map(String::from);
+            o
+        })
+    };
     let ResourcePath {
         rt,
         ref namespace,
@@ -180,7 +197,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
         (&Method::POST, None, None) => {
             let body = body::read(body, &parts.headers).await?;
             authz::authorize_create(parts.extensions.get::<authn::Identity>(), &target, &body)?;
-            write::create(&state, rt, ns, body, &query).await
+            write::create(&state, rt, ns, body, write_options()?).await
         }
         (&Method::PUT, Some(name), sub) => {
             let body = body::read(body, &parts.headers).await?;
@@ -192,7 +209,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
                         ns,
                         name,
                         body,
-                        &query,
+                        write_options()?,
                         crate::registry::Part::Main,
                     )
                     .await
@@ -204,7 +221,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
                         ns,
                         name,
                         body,
-                        &query,
+                        write_options()?,
                         crate::registry::Part::Status,
                     )
                     .await
@@ -227,7 +244,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
                         name,
                         &content_type,
                         body,
-                        &query,
+                        write_options()?,
                         crate::registry::Part::Main,
                     )
                     .await
@@ -240,7 +257,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
                         name,
                         &content_type,
                         body,
-                        &query,
+                        write_options()?,
                         crate::registry::Part::Status,
                     )
                     .await

@@ -2,9 +2,8 @@
 //! create-or-merge of the applied configuration; `force` accepted, no field-ownership conflicts).
 
 use super::error::ApiError;
-use super::query::Query;
 use super::{SharedState, blocking, json_response};
-use crate::registry::Part;
+use crate::registry::{Part, WriteOptions};
 use axum::http::StatusCode;
 use axum::response::Response;
 use berth_shared::patch;
@@ -84,7 +83,7 @@ pub async fn patch(
     name: &str,
     content_type: &str,
     raw: Bytes,
-    q: &Query,
+    opts: WriteOptions,
     part: Part,
 ) -> Result<Response, ApiError> {
     let pt = PatchType::from_content_type(content_type)?;
@@ -96,7 +95,6 @@ pub async fn patch(
         },
         &raw,
     )?;
-    let opts = q.write_options()?;
     let registry = state.registry.clone();
     let ns = ns.map(String::from);
     let name = name.to_string();

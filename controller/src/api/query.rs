@@ -83,6 +83,7 @@ impl Query {
         Ok(WriteOptions {
             dry_run: self.dry_run()?,
             field_validation,
+            node: None,
         })
     }
 

@@ -1,6 +1,6 @@
 //! HTTPS serving: a rustls acceptor that asks for (but does not require) a client certificate
-//! from the cluster CA, HTTP/1.1 and HTTP/2 with upgrades, and the peer's identity attached to
-//! each request.
+//! from the cluster CA, HTTP/1.1 and HTTP/2 with upgrades, and the peer's identity and address
+//! attached to each request.
 
 use super::authn::{Peer, Tokens, identity_from_cert};
 use crate::pki::Pki;
@@ -108,6 +108,11 @@ pub fn server_config(
     Ok((Arc::new(config), verifier))
 }
 
+/// The TCP address a request came from (for the join endpoint's rate limit, SAN rule and audit
+/// log).
+#[derive(Debug, Clone, Copy)]
+pub struct PeerAddr(pub std::net::SocketAddr);
+
 /// Accepts connections until `shutdown`; each connection is served until it closes.
 pub async fn serve(
     listener: TcpListener,
@@ -118,7 +123,7 @@ pub async fn serve(
 ) {
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
     loop {
-        let (tcp, _) = tokio::select! {
+        let (tcp, remote) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(c) => c,
                 Err(e) => {
@@ -153,6 +158,7 @@ pub async fn serve(
             let svc = hyper::service::service_fn(
                 move |mut req: hyper::Request<hyper::body::Incoming>| {
                     req.extensions_mut().insert(peer.clone());
+                    req.extensions_mut().insert(PeerAddr(remote));
                     req.extensions_mut().insert(tokens.clone());
                     let mut router = router.clone();
                     async move { router.call(req.map(axum::body::Body::new)).await }

@@ -4,7 +4,7 @@ use super::error::ApiError;
 use super::list::Selectors;
 use super::query::Query;
 use super::{SharedState, blocking, json_response};
-use crate::registry::{DeleteOptions, DeleteOutcome, Part, Registry, prefix};
+use crate::registry::{DeleteOptions, DeleteOutcome, Part, Registry, WriteOptions, prefix};
 use axum::http::StatusCode;
 use axum::response::Response;
 use berth_shared::resource::ResourceType;
@@ -16,9 +16,8 @@ pub async fn create(
     rt: &'static ResourceType,
     ns: Option<&str>,
     obj: Value,
-    q: &Query,
+    opts: WriteOptions,
 ) -> Result<Response, ApiError> {
-    let opts = q.write_options()?;
     let registry = state.registry.clone();
     let ns = ns.map(String::from);
     let created = blocking(move || registry.create(rt, ns.as_deref(), obj, &opts)).await?;
@@ -31,10 +30,9 @@ pub async fn update(
     ns: Option<&str>,
     name: &str,
     obj: Value,
-    q: &Query,
+    opts: WriteOptions,
     part: Part,
 ) -> Result<Response, ApiError> {
-    let opts = q.write_options()?;
     let registry = state.registry.clone();
     let ns = ns.map(String::from);
     let name = name.to_string();

@@ -7,6 +7,7 @@ mod binding;
 mod delete;
 mod keys;
 pub mod meta;
+pub mod node_restriction;
 
 pub use delete::{DeleteOptions, DeleteOutcome, DeletePreconditions, Propagation};
 pub use keys::{key_of_value, object_key, parse_key, prefix};
@@ -32,6 +33,27 @@ pub enum FieldValidation {
 pub struct WriteOptions {
     pub dry_run: bool,
     pub field_validation: FieldValidation,
+    /// The node whose credential makes the write, if a node's: its writes of Node objects go
+    /// through [`node_restriction`].
+    pub node: Option<String>,
+}
+
+/// NodeRestriction: a node's write of a Node (the authorizer has made sure it is its own).
+fn restrict_node(
+    rt: &ResourceType,
+    opts: &WriteOptions,
+    name: &str,
+    new: &Value,
+    old: Option<&Value>,
+) -> Result<(), RegistryError> {
+    match &opts.node {
+        Some(node) if rt.group.is_empty() && rt.plural == "nodes" => {
+            node_restriction::admit_node(node, new, old).map_err(|reason| {
+                RegistryError::Forbidden(format!("nodes \"{name}\" is forbidden: {reason}"))
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Which part of an object an update may change.
@@ -168,6 +190,7 @@ impl Registry {
             self.check_namespace(ns)?;
         }
         meta::prepare_for_create(rt, &mut obj, has_generation(rt));
+        restrict_node(rt, opts, &name, &obj, None)?;
         admission::admit(rt.kind, Operation::Create, &mut obj, None)
             .map_err(|e| admission_error(rt, &name, e))?;
         if opts.dry_run {
@@ -283,6 +306,7 @@ impl Registry {
         opts: &WriteOptions,
     ) -> Result<Value, RegistryError> {
         let mut obj = meta::prepare_for_update(rt, &old, new, part, has_generation(rt));
+        restrict_node(rt, opts, name, &obj, Some(&old))?;
         admission::admit(rt.kind, Operation::Update, &mut obj, Some(&old))
             .map_err(|e| admission_error(rt, name, e))?;
         if meta::same_ignoring_version(&obj, &old) {

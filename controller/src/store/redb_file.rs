@@ -6,6 +6,7 @@
 use super::{Backend, Commit, EventType, Loaded, Revision, StoreError};
 use bytes::Bytes;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
@@ -26,9 +27,18 @@ impl RedbBackend {
     pub fn open(path: &Path) -> Result<RedbBackend, StoreError> {
         // Every object is held in memory above this backend, so redb needs little cache of its
         // own (its default would grow to gigabytes of RSS under a large store).
+        // Created private: the store holds every Secret's value.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| StoreError::Backend(format!("{}: {e}", path.display())))?;
         let db = Database::builder()
             .set_cache_size(16 << 20)
-            .create(path)
+            .create_with_backend(redb::backends::FileBackend::new(file).map_err(backend_err)?)
             .map_err(backend_err)?;
         let txn = db.begin_write().map_err(backend_err)?;
         {

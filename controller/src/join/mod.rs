@@ -4,16 +4,25 @@
 //!
 //! Endpoints (see `api::join`): `GET /cacerts` (the CA PEM, unauthenticated) and
 //! `POST /v1-berth/node-certificate` with `Authorization: Bearer <secret>` and a JSON body
-//! `{"nodeName": "...", "csr": "<PEM certificate request>", "addresses": ["10.0.0.5"]}`, answering
-//! `{"certificate": "<PEM>", "ca": "<PEM>"}`.
+//! `{"nodeName": "...", "nodeSecret": "...", "csr": "<PEM certificate request>",
+//! "addresses": ["10.0.0.5"]}`, answering `{"certificate": "<PEM>", "ca": "<PEM>"}`. Who gets a
+//! certificate for which name and addresses: [`node_name`], [`passwords`], [`addresses`];
+//! how often one may fail: [`limiter`].
+
+pub mod addresses;
+pub mod limiter;
+pub mod node_name;
+pub mod passwords;
 
 use crate::pki::{Pki, PkiError};
+use node_name::NodeName;
 use rcgen::{
     CertificateParams, CertificateSigningRequestParams, DistinguishedName, DnType,
     ExtendedKeyUsagePurpose, Issuer, KeyPair, KeyUsagePurpose,
 };
 use sha2::Digest;
 use std::io::Write;
+use std::net::IpAddr;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -30,6 +39,12 @@ pub enum JoinError {
     },
     #[error("invalid certificate request: {0}")]
     BadRequest(String),
+}
+
+impl JoinError {
+    pub fn is_transient(&self) -> bool {
+        false
+    }
 }
 
 /// Hex SHA-256 of the CA certificate PEM, as pinned in join tokens.
@@ -105,23 +120,14 @@ impl NodeSigner {
 
     /// Signs the CSR's public key into a node certificate; the subject is ours, not the CSR's.
     /// The certificate also serves the agent's HTTPS endpoint (logs, exec), so it carries the
-    /// node's name and `addresses` as SANs and both client and server usages.
+    /// node's name and `addresses` (vetted by the caller: [`addresses::AddressRule`]) as SANs
+    /// and both client and server usages.
     pub fn sign(
         &self,
-        node_name: &str,
+        node_name: &NodeName,
         csr_pem: &str,
-        addresses: &[String],
+        addresses: &[IpAddr],
     ) -> Result<String, JoinError> {
-        if node_name.is_empty()
-            || node_name.len() > 253
-            || !node_name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        {
-            return Err(JoinError::BadRequest(format!(
-                "invalid node name {node_name:?}"
-            )));
-        }
         let csr = CertificateSigningRequestParams::from_pem(csr_pem)
             .map_err(|e| JoinError::BadRequest(e.to_string()))?;
         let mut params = CertificateParams::default();
@@ -137,16 +143,13 @@ impl NodeSigner {
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,
         ];
-        let bad_name = || JoinError::BadRequest(format!("invalid node name {node_name:?}"));
         let mut sans = vec![rcgen::SanType::DnsName(
-            node_name.try_into().map_err(|_| bad_name())?,
+            node_name
+                .as_str()
+                .try_into()
+                .map_err(|_| JoinError::BadRequest(format!("invalid node name {node_name}")))?,
         )];
-        for a in addresses {
-            let ip: std::net::IpAddr = a
-                .parse()
-                .map_err(|_| JoinError::BadRequest(format!("invalid address {a:?}")))?;
-            sans.push(rcgen::SanType::IpAddress(ip));
-        }
+        sans.extend(addresses.iter().map(|ip| rcgen::SanType::IpAddress(*ip)));
         params.subject_alt_names = sans;
         crate::pki::set_validity(&mut params, 1);
         let cert = params.signed_by(&csr.public_key, &self.issuer)?;
@@ -181,8 +184,9 @@ mod tests {
         req.distinguished_name
             .push(DnType::OrganizationName, "system:masters");
         let csr = req.serialize_request(&key).unwrap().pem().unwrap();
+        let node = NodeName::parse("node-a").unwrap();
         let cert = signer
-            .sign("node-a", &csr, &["127.0.0.1".to_string()])
+            .sign(&node, &csr, &["127.0.0.1".parse().unwrap()])
             .unwrap();
         let der = rustls_pemfile::certs(&mut cert.as_bytes())
             .next()
@@ -191,11 +195,6 @@ mod tests {
         let id = crate::api::authn::identity_from_cert(&der).unwrap();
         assert_eq!(id.user, "system:node:node-a");
         assert_eq!(id.groups, vec!["system:nodes".to_string()]);
-        assert!(signer.sign("Bad_Name", &csr, &[]).is_err());
-        assert!(
-            signer
-                .sign("node-a", &csr, &["not-an-ip".to_string()])
-                .is_err()
-        );
+        assert!(signer.sign(&node, "not a CSR", &[]).is_err());
     }
 }

@@ -1,0 +1,241 @@
+//! Node passwords, as k3s keeps them: the first agent to join under a name registers a secret
+//! of its own, and only that secret gets a certificate for the name afterwards. The controller
+//! keeps a salted SHA-256 of it in `DATA/node-passwords/<name>` (directory 0700, files 0600,
+//! outside the API's reach); `berth-controller node forget NAME` removes the record. The
+//! secrets are 256 random bits made by the agent, so a fast hash is enough: there is nothing to
+//! guess a dictionary for.
+//!
+//! Records are read on every join (nothing is cached), so a record removed while the controller
+//! runs takes effect at once. A record is created with a hard link from a complete temporary
+//! file: two agents racing for a new name cannot both win, and a crash never leaves half a
+//! record.
+
+use super::node_name::NodeName;
+use sha2::Digest;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// The directory of the records under the data dir.
+pub const DIR: &str = "node-passwords";
+
+#[derive(Debug, thiserror::Error)]
+pub enum PasswordError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}: not a node password record (want sha256:<salt>:<digest>)")]
+    Corrupt(PathBuf),
+}
+
+impl PasswordError {
+    pub fn is_transient(&self) -> bool {
+        false
+    }
+}
+
+/// How a presented secret compares with a name's record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// No agent has joined under the name yet (or it was forgotten).
+    Unregistered,
+    Matches,
+    Mismatch,
+}
+
+/// The records of one data dir.
+#[derive(Debug, Clone)]
+pub struct NodePasswords {
+    dir: PathBuf,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn digest(salt: &[u8], secret: &str) -> Vec<u8> {
+    let mut h = sha2::Sha256::new();
+    h.update(salt);
+    h.update(secret.as_bytes());
+    h.finalize().to_vec()
+}
+
+/// Compares in time independent of where the inputs differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Writes a new file (mode 0600) and syncs it.
+fn write_new(path: &Path, contents: &str) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(contents.as_bytes())?;
+    f.sync_all()
+}
+
+impl NodePasswords {
+    /// The records under `data_dir` (the directory is made on first registration).
+    pub fn new(data_dir: &Path) -> NodePasswords {
+        NodePasswords {
+            dir: data_dir.join(DIR),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, name: &NodeName) -> PathBuf {
+        self.dir.join(name.as_str())
+    }
+
+    fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PasswordError + '_ {
+        move |source| PasswordError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// Compares `secret` with the record of `name`.
+    pub fn check(&self, name: &NodeName, secret: &str) -> Result<Check, PasswordError> {
+        let path = self.path(name);
+        let record = match std::fs::read_to_string(&path) {
+            Ok(r) => r,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Check::Unregistered),
+            Err(e) => return Err(Self::io(&path)(e)),
+        };
+        let mut parts = record.trim().split(':');
+        let (Some("sha256"), Some(salt), Some(want), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(PasswordError::Corrupt(path));
+        };
+        let (Some(salt), Some(want)) = (unhex(salt), unhex(want)) else {
+            return Err(PasswordError::Corrupt(path));
+        };
+        Ok(if same(&digest(&salt, secret), &want) {
+            Check::Matches
+        } else {
+            Check::Mismatch
+        })
+    }
+
+    /// Records `secret` for `name` unless a record exists: `true` if this call registered it,
+    /// `false` if another was there first.
+    pub fn register(&self, name: &NodeName, secret: &str) -> Result<bool, PasswordError> {
+        crate::private_files::ensure_dir(&self.dir).map_err(Self::io(&self.dir))?;
+        let salt: [u8; 16] = rand::random();
+        let record = format!("sha256:{}:{}\n", hex(&salt), hex(&digest(&salt, secret)));
+        let nonce: u64 = rand::random();
+        let tmp = self.dir.join(format!(".{name}.{nonce:016x}.tmp"));
+        if let Err(e) = write_new(&tmp, &record) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(Self::io(&tmp)(e));
+        }
+        let path = self.path(name);
+        let linked = std::fs::hard_link(&tmp, &path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {
+                // The new directory entry must survive a crash as well as the file's contents.
+                if let Ok(d) = std::fs::File::open(&self.dir) {
+                    let _ = d.sync_all();
+                }
+                Ok(true)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(Self::io(&path)(e)),
+        }
+    }
+
+    /// Removes the record of `name`; `false` if there was none.
+    pub fn forget(&self, name: &NodeName) -> Result<bool, PasswordError> {
+        let path = self.path(name);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Self::io(&path)(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn name(s: &str) -> NodeName {
+        NodeName::parse(s).unwrap()
+    }
+
+    #[test]
+    fn the_first_secret_registered_for_a_name_is_the_only_one_that_matches() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = NodePasswords::new(dir.path());
+        let a = name("node-a");
+        assert_eq!(p.check(&a, "s1").unwrap(), Check::Unregistered);
+        assert!(p.register(&a, "s1").unwrap());
+        assert!(
+            !p.register(&a, "s2").unwrap(),
+            "the second registration loses"
+        );
+        assert_eq!(p.check(&a, "s1").unwrap(), Check::Matches);
+        assert_eq!(p.check(&a, "s2").unwrap(), Check::Mismatch);
+        assert_eq!(p.check(&name("node-b"), "s1").unwrap(), Check::Unregistered);
+    }
+
+    #[test]
+    fn records_hold_a_salted_digest_in_private_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = NodePasswords::new(dir.path());
+        p.register(&name("node-a"), "plain-secret").unwrap();
+        let path = dir.path().join(DIR).join("node-a");
+        let record = std::fs::read_to_string(&path).unwrap();
+        assert!(!record.contains("plain-secret"));
+        assert!(record.starts_with("sha256:"), "{record}");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&dir.path().join(DIR)), 0o700);
+        // Only the record is left: no temporary files.
+        assert_eq!(std::fs::read_dir(dir.path().join(DIR)).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn forgetting_a_name_lets_a_new_secret_register() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = NodePasswords::new(dir.path());
+        let a = name("node-a");
+        p.register(&a, "old").unwrap();
+        assert!(p.forget(&a).unwrap());
+        assert!(!p.forget(&a).unwrap());
+        assert!(p.register(&a, "new").unwrap());
+        assert_eq!(p.check(&a, "new").unwrap(), Check::Matches);
+    }
+
+    #[test]
+    fn a_damaged_record_is_an_error_not_a_match() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = NodePasswords::new(dir.path());
+        std::fs::create_dir_all(dir.path().join(DIR)).unwrap();
+        std::fs::write(dir.path().join(DIR).join("node-a"), "garbage").unwrap();
+        assert!(matches!(
+            p.check(&name("node-a"), "x"),
+            Err(PasswordError::Corrupt(_))
+        ));
+    }
+}

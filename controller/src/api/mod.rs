@@ -13,6 +13,7 @@ mod patch;
 pub mod path;
 pub mod proxy;
 mod query;
+mod status_body;
 mod subresource;
 mod table;
 pub mod tls;
@@ -77,6 +78,7 @@ pub fn router(state: SharedState) -> Router {
             metrics::observe,
         ))
         .layer(axum::middleware::from_fn(authn::require_identity))
+        .layer(axum::middleware::from_fn(status_body::ensure))
         .with_state(state)
 }
 

@@ -50,6 +50,13 @@ enum Command {
         /// Pod addresses of the cluster; each node gets a /24 of it.
         #[arg(long, default_value = "10.42.0.0/16")]
         cluster_cidr: String,
+        /// Read-only requests in flight at most, over which 429 (0: no limit). Watches, exec,
+        /// attach, log, port-forward and proxy are not counted; system:masters is never refused.
+        #[arg(long, default_value_t = 400)]
+        max_requests_inflight: usize,
+        /// Mutating requests in flight at most, over which 429 (0: no limit).
+        #[arg(long, default_value_t = 200)]
+        max_mutating_requests_inflight: usize,
     },
 }
 
@@ -88,6 +95,8 @@ fn main() -> anyhow::Result<()> {
             watch_history,
             token_auth_file,
             cluster_cidr,
+            max_requests_inflight,
+            max_mutating_requests_inflight,
         } => {
             let config = Config {
                 data_dir,
@@ -97,6 +106,8 @@ fn main() -> anyhow::Result<()> {
                 watch_history,
                 token_auth_file,
                 cluster_cidr,
+                max_requests_inflight,
+                max_mutating_requests_inflight,
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
             runtime.block_on(async move {

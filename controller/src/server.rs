@@ -24,6 +24,10 @@ pub struct Config {
     pub token_auth_file: Option<PathBuf>,
     /// Pod addresses; each node gets a /24 of it.
     pub cluster_cidr: String,
+    /// Read-only requests in flight at most (0: no limit); long-running ones are not counted.
+    pub max_requests_inflight: usize,
+    /// Mutating requests in flight at most (0: no limit).
+    pub max_mutating_requests_inflight: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -146,6 +150,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         metrics: Metrics::default(),
         git_version: git_version(),
         shutdown: shutdown.clone(),
+        inflight: Arc::new(api::inflight::InFlight::new(
+            config.max_requests_inflight,
+            config.max_mutating_requests_inflight,
+        )),
     });
     let tls = api::tls::server_config(&pki)?;
     let router = api::router(state);

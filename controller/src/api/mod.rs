@@ -6,6 +6,8 @@ pub mod authz;
 mod body;
 pub mod discovery;
 pub mod error;
+mod guarded;
+pub mod inflight;
 mod join;
 mod list;
 pub mod metrics;
@@ -47,6 +49,8 @@ pub struct ApiState {
     pub shutdown: CancellationToken,
     /// The controllers' work queues, for `/metrics`.
     pub queues: crate::controllers::runtime::QueueMetrics,
+    /// The caps on requests in flight.
+    pub inflight: Arc<inflight::InFlight>,
 }
 
 pub type SharedState = Arc<ApiState>;
@@ -54,7 +58,8 @@ pub type SharedState = Arc<ApiState>;
 /// Requests larger than this are refused (upstream's limit for a write body).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
-/// The router of the whole API.
+/// The router of the whole API. Layers, outermost first: `Status` bodies for the HTTP layer's
+/// own errors, authentication, metrics (which see the 429s), the in-flight caps.
 pub fn router(state: SharedState) -> Router {
     Router::new()
         .route("/healthz", get(health))
@@ -73,6 +78,10 @@ pub fn router(state: SharedState) -> Router {
             axum::routing::post(join::node_certificate),
         )
         .fallback(dispatch)
+        .layer(axum::middleware::from_fn_with_state(
+            state.inflight.clone(),
+            inflight::limit,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             metrics::observe,

@@ -4,12 +4,15 @@
 pub mod authn;
 pub mod authz;
 mod body;
+mod conn;
+mod conn_table;
 pub mod discovery;
 pub mod error;
 mod guarded;
 pub mod inflight;
 mod join;
 mod list;
+pub mod listener;
 pub mod metrics;
 mod patch;
 pub mod path;
@@ -51,6 +54,8 @@ pub struct ApiState {
     pub queues: crate::controllers::runtime::QueueMetrics,
     /// The caps on requests in flight.
     pub inflight: Arc<inflight::InFlight>,
+    /// The accept loop's counters.
+    pub connections: Arc<listener::ConnectionStats>,
 }
 
 pub type SharedState = Arc<ApiState>;

@@ -1,6 +1,8 @@
 //! Issue 9, connection hardening (acceptance 2): a flood of idle TCP connections and half-sent
 //! TLS handshakes against a controller limited to 1,024 file descriptors leaves it idle, quiet
 //! in its log and answering kubectl within a second, and every flooding connection is closed;
+//! out of file descriptors (a limit lowered under a running controller), accept backs off and
+//! warns once a second instead of spinning;
 //! idle connections close after the idle timeout (but not at the header-read timeout, and not
 //! while a watch is open); a request head sent too slowly is cut; the in-flight caps answer 429
 //! with `Retry-After` and a `Status`; an over-limit body gets a readable 413; the HTTP layer's
@@ -204,6 +206,102 @@ fn a_flood_of_idle_and_half_open_connections_at_the_fd_limit_leaves_the_api_answ
     );
     // Still serving once the flood is gone.
     kubectl.ok(&["get", "ns"]);
+}
+
+/// Reads a counter (or gauge) from the controller's `/metrics`.
+fn metric(c: &Controller, name: &str) -> u64 {
+    let metrics = c.admin_api().get("/metrics").body;
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{metrics}"))
+}
+
+#[test]
+fn out_of_file_descriptors_the_accept_loop_backs_off_and_logs_a_line_a_second() {
+    let c = Controller::start_with_nofile(&[], NOFILE);
+    let pid = c.pid().expect("the controller runs");
+    let kubectl = c.kubectl();
+    kubectl.ok(&["get", "ns"]);
+    // The controller sized its connection cap (768) for 1,024 files; with 128 left, accept runs
+    // out of descriptors long before the cap: the failure the cap cannot prevent (other files,
+    // a limit lowered from outside).
+    let lowered = std::process::Command::new("prlimit")
+        .args(["--pid", &pid.to_string(), "--nofile=128:128"])
+        .status()
+        .expect("prlimit");
+    assert!(lowered.success(), "prlimit --pid {pid} failed: {lowered}");
+    raise_own_nofile(2_048);
+
+    let lines_before = c.log_lines();
+    let cpu_before = c.cpu_time().expect("CPU time");
+    let start = Instant::now();
+    let addr = SocketAddr::from(([127, 0, 0, 1], c.port()));
+    let flood: Vec<TcpStream> = (0..400)
+        .filter_map(|_| TcpStream::connect_timeout(&addr, secs(5)).ok())
+        .collect();
+    c.wait_for(
+        secs(10),
+        "accept to run out of descriptors",
+        || match metric(&c, "berth_accept_errors_total") {
+            0 => Err("no accept error yet"),
+            n => Ok(n),
+        },
+    );
+    // A few seconds at the limit: backing off, not spinning.
+    let api = c.anonymous_api();
+    c.ensure_for(secs(4), "the controller keeps running", || {
+        c.cpu_time().map(|_| ()).ok_or("the controller exited")
+    });
+    let wall = start.elapsed();
+    let cpu = c.cpu_time().expect("CPU time") - cpu_before;
+    let cpu_percent = cpu.as_secs_f64() / wall.as_secs_f64() * 100.0;
+    let log_growth = c.log_lines() - lines_before;
+    let accept_errors = metric(&c, "berth_accept_errors_total");
+    let log = std::fs::read_to_string(c.stderr_log()).expect("controller log");
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("accept failed"))
+        .collect();
+    // Shedding on each failure keeps the queue moving: a new client is answered.
+    let ready = c.wait_for(
+        secs(30),
+        "/readyz to answer at the descriptor limit",
+        || {
+            api.try_send(Req::get("/readyz"))
+                .map(|r| (r.status, start.elapsed()))
+        },
+    );
+    drop(flood);
+    println!(
+        "{} connections against 128 files: controller CPU {cpu_percent:.1}% ({cpu:.2?} over \
+         {wall:.2?}); {accept_errors} accept errors; log +{log_growth} lines; /readyz {} after \
+         {:.2?}",
+        400, ready.0, ready.1
+    );
+    assert_eq!(ready.0, 200);
+    // One warning a second at most, each with the number it stands for.
+    assert!(
+        !warnings.is_empty() && warnings.len() as f64 <= wall.as_secs_f64() + 1.0,
+        "{} `accept failed` lines in {wall:?}:\n{}",
+        warnings.len(),
+        warnings.join("\n")
+    );
+    assert!(
+        warnings.iter().skip(1).all(|w| w.contains("suppressed=")),
+        "{}",
+        warnings.join("\n")
+    );
+    assert!(
+        cpu_percent < 10.0,
+        "the controller used {cpu_percent:.1}% CPU at the descriptor limit\n{}",
+        c.log_tail()
+    );
+    assert!(
+        log_growth <= 300,
+        "the log grew by {log_growth} lines at the descriptor limit\n{}",
+        c.log_tail()
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! `berth-controller`: parses flags and runs the control plane.
 
 use anyhow::Context;
+use berth_controller::api::listener::{ConnectionLimits, Timeouts};
 use berth_controller::join::addresses::IpRange;
 use berth_controller::join::node_name::NodeName;
 use berth_controller::join::passwords::NodePasswords;
@@ -8,6 +9,7 @@ use berth_controller::server::{self, Config};
 use clap::{Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 // jemalloc hands freed memory back to the system (its background threads purge); glibc's
@@ -36,33 +38,58 @@ enum Command {
         command: NodeCommand,
     },
     /// Serve the Kubernetes API and run the controllers.
-    Serve {
-        /// Where the store, PKI and kubeconfig live.
-        #[arg(long, default_value = "/var/lib/berth/controller")]
-        data_dir: PathBuf,
-        /// Address to listen on (`127.0.0.1:0` picks a free port).
-        #[arg(long, default_value = "0.0.0.0:6443")]
-        listen: SocketAddr,
-        /// Where to write the admin kubeconfig (default: DATA_DIR/admin.kubeconfig).
-        #[arg(long)]
-        write_kubeconfig: Option<PathBuf>,
-        /// Extra names or addresses for the serving certificate.
-        #[arg(long = "tls-san")]
-        tls_san: Vec<String>,
-        /// Store events kept for watches to resume from.
-        #[arg(long, default_value_t = 10_000)]
-        watch_history: usize,
-        /// Static bearer tokens: lines of `token,user,uid,"group1,group2"`.
-        #[arg(long)]
-        token_auth_file: Option<PathBuf>,
-        /// Pod addresses of the cluster; each node gets a /24 of it.
-        #[arg(long, default_value = "10.42.0.0/16")]
-        cluster_cidr: String,
-        /// An address range (CIDR) any node may put in its certificate besides the address it
-        /// joins from: for nodes behind NAT or with several interfaces (repeatable).
-        #[arg(long = "node-address-range")]
-        node_address_range: Vec<IpRange>,
-    },
+    Serve(Box<ServeArgs>),
+}
+
+/// The flags of `serve` (boxed in [`Command`]: they outweigh the other subcommand's many times).
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Where the store, PKI and kubeconfig live.
+    #[arg(long, default_value = "/var/lib/berth/controller")]
+    data_dir: PathBuf,
+    /// Address to listen on (`127.0.0.1:0` picks a free port).
+    #[arg(long, default_value = "0.0.0.0:6443")]
+    listen: SocketAddr,
+    /// Where to write the admin kubeconfig (default: DATA_DIR/admin.kubeconfig).
+    #[arg(long)]
+    write_kubeconfig: Option<PathBuf>,
+    /// Extra names or addresses for the serving certificate.
+    #[arg(long = "tls-san")]
+    tls_san: Vec<String>,
+    /// Store events kept for watches to resume from.
+    #[arg(long, default_value_t = 10_000)]
+    watch_history: usize,
+    /// Static bearer tokens: lines of `token,user,uid,"group1,group2"`.
+    #[arg(long)]
+    token_auth_file: Option<PathBuf>,
+    /// Pod addresses of the cluster; each node gets a /24 of it.
+    #[arg(long, default_value = "10.42.0.0/16")]
+    cluster_cidr: String,
+    /// Open connections at most (also kept under the open-files limit); at the cap a new
+    /// connection sheds one that is handshaking or idle.
+    #[arg(long, default_value_t = 10_000)]
+    max_connections: usize,
+    /// A TLS handshake must finish within this (0 disables).
+    #[arg(long, default_value = "10s", value_parser = server::parse_duration)]
+    tls_handshake_timeout: Duration,
+    /// An HTTP/1 request head must arrive within this of its first byte (0 disables).
+    #[arg(long, default_value = "10s", value_parser = server::parse_duration)]
+    header_read_timeout: Duration,
+    /// A connection with no open request is closed after this (0 disables). Watches and
+    /// log or exec streams are open requests.
+    #[arg(long, default_value = "90s", value_parser = server::parse_duration)]
+    idle_connection_timeout: Duration,
+    /// Read-only requests in flight at most, over which 429 (0: no limit). Watches, exec,
+    /// attach, log, port-forward and proxy are not counted; system:masters is never refused.
+    #[arg(long, default_value_t = 400)]
+    max_requests_inflight: usize,
+    /// Mutating requests in flight at most, over which 429 (0: no limit).
+    #[arg(long, default_value_t = 200)]
+    max_mutating_requests_inflight: usize,
+    /// An address range (CIDR) any node may put in its certificate besides the address it
+    /// joins from: for nodes behind NAT or with several interfaces (repeatable).
+    #[arg(long = "node-address-range")]
+    node_address_range: Vec<IpRange>,
 }
 
 #[derive(Subcommand)]
@@ -121,16 +148,23 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Serve {
-            data_dir,
-            listen,
-            write_kubeconfig,
-            tls_san,
-            watch_history,
-            token_auth_file,
-            cluster_cidr,
-            node_address_range,
-        } => {
+        Command::Serve(args) => {
+            let ServeArgs {
+                data_dir,
+                listen,
+                write_kubeconfig,
+                tls_san,
+                watch_history,
+                token_auth_file,
+                cluster_cidr,
+                max_connections,
+                tls_handshake_timeout,
+                header_read_timeout,
+                idle_connection_timeout,
+                max_requests_inflight,
+                max_mutating_requests_inflight,
+                node_address_range,
+            } = *args;
             let config = Config {
                 data_dir,
                 listen,
@@ -140,6 +174,16 @@ fn main() -> anyhow::Result<()> {
                 token_auth_file,
                 cluster_cidr,
                 node_address_ranges: node_address_range,
+                connections: ConnectionLimits {
+                    max_connections,
+                    timeouts: Timeouts {
+                        tls_handshake: tls_handshake_timeout,
+                        header_read: header_read_timeout,
+                        idle: idle_connection_timeout,
+                    },
+                },
+                max_requests_inflight,
+                max_mutating_requests_inflight,
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
             runtime.block_on(async move {

@@ -26,6 +26,12 @@ pub struct Config {
     pub cluster_cidr: String,
     /// Addresses any node may have in its certificate besides the one it joins from.
     pub node_address_ranges: Vec<crate::join::addresses::IpRange>,
+    /// The connection cap and timeouts.
+    pub connections: api::listener::ConnectionLimits,
+    /// Read-only requests in flight at most (0: no limit); long-running ones are not counted.
+    pub max_requests_inflight: usize,
+    /// Mutating requests in flight at most (0: no limit).
+    pub max_mutating_requests_inflight: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +58,26 @@ pub enum ServerError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+}
+
+/// A duration flag: `90s`, `500ms`, `2m`, `1h`, or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (like 10s, 500ms, 2m)"))?;
+    let seconds = match unit {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("{text:?}: unknown unit {unit:?} (ms, s, m, h)")),
+    };
+    std::time::Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
 }
 
 /// The version this server reports; the API level decides which kubectl the dispatcher runs.
@@ -164,6 +190,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         informers: Informers::new(Arc::new(store), shutdown.clone()),
         queues: QueueMetrics::default(),
     };
+    let connections = Arc::new(api::listener::ConnectionStats::default());
     let state = Arc::new(ApiState {
         dialer,
         signer,
@@ -175,6 +202,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         metrics: Metrics::default(),
         git_version: git_version(),
         shutdown: shutdown.clone(),
+        inflight: Arc::new(api::inflight::InFlight::new(
+            config.max_requests_inflight,
+            config.max_mutating_requests_inflight,
+        )),
+        connections: connections.clone(),
     });
     let tls = api::tls::server_config(&pki)?;
     let router = api::router(state);
@@ -186,10 +218,37 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     controllers.push(crate::scheduler::start(&ctx, shutdown.clone()));
     println!("listening on {url}");
     tracing::info!(%url, data_dir = %config.data_dir.display(), "serving");
-    api::tls::serve(listener, tls, router, tokens, shutdown.clone()).await;
+    api::listener::serve(
+        listener,
+        tls,
+        router,
+        tokens,
+        config.connections,
+        connections,
+        shutdown.clone(),
+    )
+    .await;
     for c in controllers {
         let _ = c.await;
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_take_go_style_units_or_bare_seconds() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert!(parse_duration("10 parsecs").is_err());
+        assert!(parse_duration("s").is_err());
+    }
 }

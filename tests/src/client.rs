@@ -181,8 +181,7 @@ impl AsyncApi {
         &self.endpoint.url
     }
 
-    /// Sends `req` and returns the response with its body still unread (for watches).
-    pub async fn open(&self, req: &Req) -> Result<reqwest::Response, String> {
+    fn request(&self, req: &Req) -> reqwest::RequestBuilder {
         let url = format!("{}{}", self.endpoint.url, req.path);
         let mut rb = self.client.request(req.method.clone(), &url);
         if let Credentials::Bearer(token) = &self.endpoint.credentials {
@@ -191,10 +190,30 @@ impl AsyncApi {
         for (k, v) in &req.headers {
             rb = rb.header(k, v);
         }
+        rb
+    }
+
+    /// Sends `req` and returns the response with its body still unread (for watches).
+    pub async fn open(&self, req: &Req) -> Result<reqwest::Response, String> {
+        let mut rb = self.request(req);
         if let Some(body) = &req.body {
             rb = rb.body(body.clone());
         }
         rb.send()
+            .await
+            .map_err(|e| format!("{} failed: {}", req.line(), error_chain(&e)))
+    }
+
+    /// Sends `req` with `body` streamed in its place (e.g. a body the test holds back), and
+    /// returns the response with its body unread.
+    pub async fn open_streaming(
+        &self,
+        req: &Req,
+        body: reqwest::Body,
+    ) -> Result<reqwest::Response, String> {
+        self.request(req)
+            .body(body)
+            .send()
             .await
             .map_err(|e| format!("{} failed: {}", req.line(), error_chain(&e)))
     }

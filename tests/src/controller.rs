@@ -64,6 +64,8 @@ pub struct Controller {
     root: PathBuf,
     bin: PathBuf,
     extra_args: Vec<String>,
+    /// Run under `prlimit --nofile=N:N` (soft and hard open-files limit).
+    nofile: Option<u64>,
     child: Option<Child>,
     url: String,
     port: u16,
@@ -78,6 +80,17 @@ impl Controller {
 
     /// Like [`Controller::start`], with extra `serve` arguments (e.g. `--watch-history 20`).
     pub fn start_with(args: &[&str]) -> Controller {
+        Controller::start_inner(args, None)
+    }
+
+    /// Like [`Controller::start_with`], with the process's open-files limit (soft and hard) set
+    /// to `nofile` (through `prlimit`, which execs the controller: the pid stays the
+    /// controller's).
+    pub fn start_with_nofile(args: &[&str], nofile: u64) -> Controller {
+        Controller::start_inner(args, Some(nofile))
+    }
+
+    fn start_inner(args: &[&str], nofile: Option<u64>) -> Controller {
         let bin = controller_binary();
         let tmp = tempfile::Builder::new()
             .prefix("berth-controller-")
@@ -93,6 +106,7 @@ impl Controller {
             root,
             bin,
             extra_args: args.iter().map(|a| a.to_string()).collect(),
+            nofile,
             child: None,
             url: String::new(),
             port: 0,
@@ -222,7 +236,14 @@ impl Controller {
         };
         let stdout = open_log(self.stdout_log());
         let stderr = open_log(self.stderr_log());
-        let mut cmd = Command::new(&self.bin);
+        let mut cmd = match self.nofile {
+            Some(n) => {
+                let mut cmd = Command::new("prlimit");
+                cmd.arg(format!("--nofile={n}:{n}")).arg(&self.bin);
+                cmd
+            }
+            None => Command::new(&self.bin),
+        };
         cmd.arg("serve")
             .arg("--data-dir")
             .arg(self.data_dir())
@@ -390,6 +411,20 @@ impl Controller {
     pub fn rss_kib(&self) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?)).ok()?;
         crate::stats::vm_rss_kib(&status)
+    }
+
+    /// CPU time (user + system) the controller has used so far (`/proc/<pid>/stat`).
+    pub fn cpu_time(&self) -> Option<Duration> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()?)).ok()?;
+        crate::stats::cpu_time(&stat)
+    }
+
+    /// Lines in the controller's stdout and stderr logs.
+    pub fn log_lines(&self) -> usize {
+        [self.stdout_log(), self.stderr_log()]
+            .iter()
+            .map(|p| std::fs::read_to_string(p).map_or(0, |t| t.lines().count()))
+            .sum()
     }
 
     /// The RSS once the allocator has handed freed memory back (it does so over seconds): the

@@ -1,5 +1,5 @@
-//! Figures for the benchmark: nearest-rank percentiles of latency samples, and the resident set
-//! size read from `/proc/<pid>/status`.
+//! Figures for the benchmark: nearest-rank percentiles of latency samples, the resident set
+//! size read from `/proc/<pid>/status`, and CPU time from `/proc/<pid>/stat`.
 
 use std::time::Duration;
 
@@ -74,6 +74,22 @@ fn status_kib(status: &str, field: &str) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// User plus system CPU time from a `/proc/<pid>/stat` line (fields 14 and 15, in clock ticks).
+/// The command name (field 2) may hold spaces and parentheses, so fields are counted after
+/// its closing parenthesis: `utime` is then the 12th.
+pub fn cpu_time(stat: &str) -> Option<Duration> {
+    let after_comm = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after_comm.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|hz| *hz > 0)
+        .unwrap_or(100) as u64;
+    Some(Duration::from_secs_f64((utime + stime) as f64 / hz as f64))
+}
+
 /// KiB as megabytes with one decimal, `n/a` when unknown (benchmark output).
 pub fn megabytes(kib: Option<u64>) -> String {
     kib.map_or("n/a".into(), |k| format!("{:.1}", k as f64 * 1024.0 / 1e6))
@@ -111,6 +127,17 @@ mod tests {
         let mut s = Samples::new();
         s.push(Duration::from_micros(1234));
         assert_eq!(s.p50_p99_ms(), "p50=1.23 p99=1.23");
+    }
+
+    #[test]
+    fn cpu_time_adds_user_and_system_ticks_after_the_command_name() {
+        let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+            .ok()
+            .flatten()
+            .unwrap_or(100) as f64;
+        let stat = "4242 (berth (ctl) x) S 1 4242 4242 0 -1 4194304 100 0 0 0 250 50 0 0 20 0 9 0";
+        assert_eq!(cpu_time(stat), Some(Duration::from_secs_f64(300.0 / hz)));
+        assert_eq!(cpu_time("garbage"), None);
     }
 
     #[test]

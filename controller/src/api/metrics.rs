@@ -1,5 +1,6 @@
 //! Prometheus metrics of the API: request count and latency by verb, resource and code, store
-//! revision and object counts, open watches. Served at `/metrics` in the text format.
+//! revision and object counts, open watches, requests in flight and refused, connections. Served
+//! at `/metrics` in the text format.
 
 use super::SharedState;
 use super::path::{self, ApiPath};
@@ -134,7 +135,10 @@ pub async fn serve(State(state): State<SharedState>) -> Response {
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(state.registry.store()) + &state.queues.render(),
+        state.metrics.render(state.registry.store())
+            + &state.queues.render()
+            + &state.inflight.render()
+            + &state.connections.render(),
     )
         .into_response()
 }

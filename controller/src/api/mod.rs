@@ -4,15 +4,21 @@
 pub mod authn;
 pub mod authz;
 mod body;
+mod conn;
+mod conn_table;
 pub mod discovery;
 pub mod error;
+mod guarded;
+pub mod inflight;
 mod join;
 mod list;
+pub mod listener;
 pub mod metrics;
 mod patch;
 pub mod path;
 pub mod proxy;
 mod query;
+mod status_body;
 mod subresource;
 mod table;
 pub mod tls;
@@ -52,6 +58,10 @@ pub struct ApiState {
     pub shutdown: CancellationToken,
     /// The controllers' work queues, for `/metrics`.
     pub queues: crate::controllers::runtime::QueueMetrics,
+    /// The caps on requests in flight.
+    pub inflight: Arc<inflight::InFlight>,
+    /// The accept loop's counters.
+    pub connections: Arc<listener::ConnectionStats>,
 }
 
 pub type SharedState = Arc<ApiState>;
@@ -59,7 +69,8 @@ pub type SharedState = Arc<ApiState>;
 /// Requests larger than this are refused (upstream's limit for a write body).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
-/// The router of the whole API.
+/// The router of the whole API. Layers, outermost first: `Status` bodies for the HTTP layer's
+/// own errors, authentication, metrics (which see the 429s), the in-flight caps.
 pub fn router(state: SharedState) -> Router {
     Router::new()
         .route("/healthz", get(health))
@@ -79,10 +90,15 @@ pub fn router(state: SharedState) -> Router {
         )
         .fallback(dispatch)
         .layer(axum::middleware::from_fn_with_state(
+            state.inflight.clone(),
+            inflight::limit,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             metrics::observe,
         ))
         .layer(axum::middleware::from_fn(authn::require_identity))
+        .layer(axum::middleware::from_fn(status_body::ensure))
         .with_state(state)
 }
 

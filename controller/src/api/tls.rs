@@ -1,19 +1,13 @@
-//! HTTPS serving: a rustls acceptor that asks for (but does not require) a client certificate
-//! from the cluster CA, HTTP/1.1 and HTTP/2 with upgrades, and the peer's identity and address
-//! attached to each request.
+//! The server's TLS configuration: a rustls acceptor that asks for (but does not require) a
+//! client certificate from the cluster CA, offering HTTP/2 and HTTP/1.1. Connections are
+//! accepted in `listener` and served in `conn`.
 
-use super::authn::{Peer, Tokens, identity_from_cert};
 use crate::pki::Pki;
-use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use std::sync::Arc;
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
-use tower::Service;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -39,7 +33,7 @@ fn key(pem: &str) -> Result<PrivateKeyDer<'static>, TlsError> {
 
 /// Accepts any client certificate during the handshake (proving possession of its key), so a
 /// certificate from another CA gets an HTTP 401 like kube-apiserver answers, not a TLS alert.
-/// The chain is verified against the cluster CA per connection in [`serve`].
+/// The chain is verified against the cluster CA per connection in `conn::serve`.
 #[derive(Debug)]
 struct DeferredClientVerifier {
     inner: Arc<dyn ClientCertVerifier>,
@@ -112,72 +106,3 @@ pub fn server_config(
 /// log).
 #[derive(Debug, Clone, Copy)]
 pub struct PeerAddr(pub std::net::SocketAddr);
-
-/// Accepts connections until `shutdown`; each connection is served until it closes.
-pub async fn serve(
-    listener: TcpListener,
-    (config, verifier): (Arc<rustls::ServerConfig>, Arc<dyn ClientCertVerifier>),
-    router: Router,
-    tokens: Tokens,
-    shutdown: CancellationToken,
-) {
-    let acceptor = tokio_rustls::TlsAcceptor::from(config);
-    loop {
-        let (tcp, remote) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    continue;
-                }
-            },
-            _ = shutdown.cancelled() => return,
-        };
-        let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
-        let router = router.clone();
-        let tokens = tokens.clone();
-        let shutdown = shutdown.clone();
-        let verifier = verifier.clone();
-        tokio::spawn(async move {
-            let tls = match acceptor.accept(tcp).await {
-                Ok(t) => t,
-                Err(e) => {
-                    tracing::debug!(error = %e, "TLS handshake failed");
-                    return;
-                }
-            };
-            // Only a chain that verifies against the cluster CA identifies anyone.
-            let peer = Peer(tls.get_ref().1.peer_certificates().and_then(|chain| {
-                let (leaf, intermediates) = chain.split_first()?;
-                verifier
-                    .verify_client_cert(leaf, intermediates, UnixTime::now())
-                    .ok()?;
-                identity_from_cert(leaf)
-            }));
-            let svc = hyper::service::service_fn(
-                move |mut req: hyper::Request<hyper::body::Incoming>| {
-                    req.extensions_mut().insert(peer.clone());
-                    req.extensions_mut().insert(PeerAddr(remote));
-                    req.extensions_mut().insert(tokens.clone());
-                    let mut router = router.clone();
-                    async move { router.call(req.map(axum::body::Body::new)).await }
-                },
-            );
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc);
-            tokio::pin!(conn);
-            tokio::select! {
-                r = conn.as_mut() => {
-                    if let Err(e) = r {
-                        tracing::debug!(error = %e, "connection ended with an error");
-                    }
-                }
-                _ = shutdown.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), conn).await;
-                }
-            }
-        });
-    }
-}

@@ -1,0 +1,332 @@
+//! Upstream's max-in-flight filter: at most `--max-requests-inflight` read-only and
+//! `--max-mutating-requests-inflight` mutating requests are served at once; over the cap a
+//! request gets 429 TooManyRequests with `Retry-After: 1`. Long-running requests (watch, exec,
+//! attach, log, port-forward, proxy) are not counted, and `system:masters` is never refused, as
+//! upstream (a super-admin or a loopback client must always get an answer); neither are health
+//! probes, which upstream's priority-and-fairness default (the `probes` flow schema) exempts.
+
+use super::authn::Identity;
+use super::error::ApiError;
+use super::guarded::Guarded;
+use super::query::Query;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use serde_json::json;
+use std::fmt::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::sync::Semaphore;
+
+/// The group upstream exempts from the limit.
+const PRIVILEGED_GROUP: &str = "system:masters";
+
+/// Subresources upstream serves as long-running requests.
+const LONG_RUNNING_SUBRESOURCES: &[&str] = &["attach", "exec", "log", "portforward", "proxy"];
+
+/// One cap: its permits, and the requests it refused.
+#[derive(Debug)]
+struct Cap {
+    permits: Arc<Semaphore>,
+    max: usize,
+    dropped: AtomicU64,
+}
+
+/// The two caps; `None` means unlimited (a flag value of 0, as upstream).
+#[derive(Debug)]
+pub struct InFlight {
+    read_only: Option<Cap>,
+    mutating: Option<Cap>,
+}
+
+impl InFlight {
+    pub fn new(max_requests: usize, max_mutating: usize) -> InFlight {
+        let cap = |max: usize| {
+            (max > 0).then(|| Cap {
+                permits: Arc::new(Semaphore::new(max)),
+                max,
+                dropped: AtomicU64::new(0),
+            })
+        };
+        InFlight {
+            read_only: cap(max_requests),
+            mutating: cap(max_mutating),
+        }
+    }
+
+    /// Upstream's gauges of counted requests in flight and counters of refused ones, in the
+    /// Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut out = String::from(
+            "# HELP apiserver_current_inflight_requests Requests in flight, by kind (long-running ones are not counted).\n\
+             # TYPE apiserver_current_inflight_requests gauge\n",
+        );
+        let kinds = [("readOnly", &self.read_only), ("mutating", &self.mutating)];
+        for (kind, cap) in kinds {
+            let n = cap
+                .as_ref()
+                .map_or(0, |c| c.max - c.permits.available_permits());
+            let _ = writeln!(
+                out,
+                "apiserver_current_inflight_requests{{request_kind=\"{kind}\"}} {n}"
+            );
+        }
+        out.push_str(
+            "# HELP apiserver_dropped_requests_total Requests refused with 429 by the in-flight caps.\n\
+             # TYPE apiserver_dropped_requests_total counter\n",
+        );
+        for (kind, cap) in kinds {
+            let n = cap
+                .as_ref()
+                .map_or(0, |c| c.dropped.load(Ordering::Relaxed));
+            let _ = writeln!(
+                out,
+                "apiserver_dropped_requests_total{{request_kind=\"{kind}\"}} {n}"
+            );
+        }
+        out
+    }
+}
+
+/// Health probes: never refused, or a busy server would be restarted by its liveness probe.
+const PROBES: &[&str] = &["/healthz", "/livez", "/readyz"];
+
+/// Upstream's read-only verbs are get, list and watch: the GET and HEAD methods.
+fn is_mutating(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD)
+}
+
+/// Not counted: a health probe, a watch (`?watch=true` or the old `/watch/` paths), or a
+/// long-running subresource.
+fn is_exempt(req: &Request) -> bool {
+    let path = req.uri().path();
+    if PROBES
+        .iter()
+        .any(|p| path == *p || path.strip_prefix(p).is_some_and(|r| r.starts_with('/')))
+    {
+        return true;
+    }
+    if Query::parse(req.uri().query()).flag("watch") {
+        return true;
+    }
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let rest = match segs.as_slice() {
+        ["api", _, rest @ ..] | ["apis", _, _, rest @ ..] => rest,
+        _ => return false,
+    };
+    if rest.first() == Some(&"watch") {
+        return true;
+    }
+    let sub = match rest {
+        ["namespaces", _, _, _, sub, ..] | [_, _, sub, ..] => *sub,
+        _ => return false,
+    };
+    LONG_RUNNING_SUBRESOURCES.contains(&sub)
+}
+
+fn is_privileged(req: &Request) -> bool {
+    req.extensions()
+        .get::<Identity>()
+        .is_some_and(|id| id.groups.iter().any(|g| g == PRIVILEGED_GROUP))
+}
+
+/// The 429 answer: upstream's message, a `Status` body and `Retry-After: 1`.
+fn too_many_requests() -> Response {
+    let err = ApiError::TooManyRequests("Too many requests, please try again later.".into());
+    let mut status = err.status();
+    status["details"] = json!({"retryAfterSeconds": 1});
+    let mut resp = super::json_response(err.code(), &status);
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    resp
+}
+
+/// The middleware. Must run after authentication (it reads the request's [`Identity`]).
+pub async fn limit(State(limits): State<Arc<InFlight>>, req: Request, next: Next) -> Response {
+    let cap = if is_mutating(req.method()) {
+        &limits.mutating
+    } else {
+        &limits.read_only
+    };
+    let Some(cap) = cap else {
+        return next.run(req).await;
+    };
+    if is_exempt(&req) {
+        return next.run(req).await;
+    }
+    match cap.permits.clone().try_acquire_owned() {
+        // The permit is held until the response body is sent, as upstream holds it until the
+        // handler has written its answer.
+        Ok(permit) => next.run(req).await.map(|body| Guarded::wrap(body, permit)),
+        Err(_) if is_privileged(&req) => next.run(req).await,
+        Err(_) => {
+            cap.dropped.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(method = %req.method(), path = %req.uri().path(), "too many requests in flight");
+            too_many_requests()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::Router;
+    use axum::body::Body;
+    use axum::routing::any;
+    use tower::ServiceExt;
+
+    const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
+    /// A router behind the limiter whose handler keeps requests with `hold` in their query in
+    /// flight for the whole test and answers the others at once; every request carries the
+    /// identity `groups`.
+    fn app(limits: InFlight, groups: &'static [&'static str]) -> Router {
+        let handler = |req: Request| async move {
+            if req.uri().query().is_some_and(|q| q.contains("hold")) {
+                std::future::pending::<()>().await;
+            }
+            "done"
+        };
+        Router::new()
+            .route("/{*path}", any(handler))
+            .layer(axum::middleware::from_fn_with_state(
+                Arc::new(limits),
+                limit,
+            ))
+            .layer(axum::middleware::from_fn(
+                move |mut req: Request, next: Next| async move {
+                    req.extensions_mut().insert(Identity {
+                        user: "u".into(),
+                        groups: groups.iter().map(|g| g.to_string()).collect(),
+                    });
+                    next.run(req).await
+                },
+            ))
+    }
+
+    fn req(method: Method, uri: &str) -> Request {
+        Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(Body::empty())
+            .expect("request")
+    }
+
+    /// Starts a request that stays in flight, and lets it take its permit.
+    async fn hold(app: &Router, method: Method) {
+        let pending = app.clone().oneshot(req(method, &format!("{CMS}?hold=1")));
+        tokio::spawn(pending);
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    async fn status(app: &Router, method: Method, uri: &str) -> u16 {
+        let resp = app.clone().oneshot(req(method, uri)).await.expect("answer");
+        resp.status().as_u16()
+    }
+
+    #[tokio::test]
+    async fn a_mutating_request_over_the_cap_gets_429_with_retry_after_and_a_status() {
+        let app = app(InFlight::new(10, 1), &[]);
+        hold(&app, Method::POST).await;
+        let resp = app
+            .clone()
+            .oneshot(req(Method::POST, CMS))
+            .await
+            .expect("answer");
+        assert_eq!(resp.status().as_u16(), 429);
+        assert_eq!(resp.headers()[header::RETRY_AFTER], "1");
+        let body = axum::body::to_bytes(resp.into_body(), 4096)
+            .await
+            .expect("body");
+        let status: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(status["kind"], "Status");
+        assert_eq!(status["reason"], "TooManyRequests");
+        assert_eq!(status["code"], 429);
+        assert_eq!(status["details"]["retryAfterSeconds"], 1);
+    }
+
+    #[tokio::test]
+    async fn the_metrics_show_requests_in_flight_and_refused() {
+        let limits = Arc::new(InFlight::new(0, 1));
+        let app = Router::new()
+            .route("/{*path}", any(std::future::pending::<&'static str>))
+            .layer(axum::middleware::from_fn_with_state(limits.clone(), limit));
+        tokio::spawn(app.clone().oneshot(req(Method::POST, CMS)));
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(status(&app, Method::POST, CMS).await, 429);
+        let text = limits.render();
+        assert!(
+            text.contains("apiserver_current_inflight_requests{request_kind=\"mutating\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("apiserver_current_inflight_requests{request_kind=\"readOnly\"} 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("apiserver_dropped_requests_total{request_kind=\"mutating\"} 1\n"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn reads_and_writes_are_counted_separately() {
+        let app = app(InFlight::new(1, 1), &[]);
+        hold(&app, Method::POST).await;
+        assert_eq!(status(&app, Method::GET, CMS).await, 200);
+        assert_eq!(status(&app, Method::DELETE, CMS).await, 429);
+        hold(&app, Method::GET).await;
+        assert_eq!(status(&app, Method::GET, CMS).await, 429);
+    }
+
+    #[tokio::test]
+    async fn a_permit_is_returned_when_the_answer_is_done() {
+        let app = app(InFlight::new(1, 1), &[]);
+        for _ in 0..3 {
+            assert_eq!(status(&app, Method::POST, CMS).await, 200);
+        }
+    }
+
+    #[tokio::test]
+    async fn probes_watches_and_long_running_subresources_are_not_counted() {
+        let app = app(InFlight::new(1, 1), &[]);
+        hold(&app, Method::GET).await;
+        hold(&app, Method::POST).await;
+        assert_eq!(status(&app, Method::GET, CMS).await, 429);
+        for uri in [
+            format!("{CMS}?watch=true"),
+            "/api/v1/watch/namespaces/default/configmaps".to_string(),
+            "/api/v1/namespaces/default/pods/p/log?follow=true".to_string(),
+            "/api/v1/namespaces/default/pods/p/exec?command=sh".to_string(),
+            "/api/v1/namespaces/default/services/s/proxy/x/y".to_string(),
+            "/api/v1/nodes/n/proxy/metrics".to_string(),
+            "/readyz".to_string(),
+            "/livez/ping".to_string(),
+        ] {
+            assert_eq!(status(&app, Method::GET, &uri).await, 200, "{uri}");
+        }
+        let exec = "/api/v1/namespaces/default/pods/p/exec?command=sh";
+        assert_eq!(status(&app, Method::POST, exec).await, 200);
+    }
+
+    #[tokio::test]
+    async fn system_masters_are_never_refused() {
+        let app = app(InFlight::new(1, 1), &["system:masters"]);
+        hold(&app, Method::POST).await;
+        assert_eq!(status(&app, Method::POST, CMS).await, 200);
+    }
+
+    #[tokio::test]
+    async fn a_cap_of_zero_means_unlimited() {
+        let app = app(InFlight::new(0, 0), &[]);
+        hold(&app, Method::POST).await;
+        hold(&app, Method::GET).await;
+        assert_eq!(status(&app, Method::POST, CMS).await, 200);
+        assert_eq!(status(&app, Method::GET, CMS).await, 200);
+    }
+}

@@ -1,0 +1,159 @@
+//! Errors the HTTP layer answers by itself (the router's 405 for a known path, extractor
+//! rejections, a proxied error in plain text) get a Kubernetes `Status` body like every other
+//! API error, so clients print a reason instead of an empty body. Answers that already carry
+//! JSON are left as they are.
+
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use serde_json::json;
+
+/// A plain-text error body longer than this is replaced by the generic message.
+const MAX_MESSAGE_BYTES: usize = 16 * 1024;
+
+/// Upstream's `StatusReason` for a code, and its message when there is no better one.
+fn reason_and_message(code: StatusCode) -> (&'static str, String) {
+    let reason = match code.as_u16() {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        405 => "MethodNotAllowed",
+        406 => "NotAcceptable",
+        409 => "Conflict",
+        410 => "Gone",
+        413 => "RequestEntityTooLarge",
+        415 => "UnsupportedMediaType",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        500 => "InternalError",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        _ => "",
+    };
+    let message = match code.as_u16() {
+        404 => "the server could not find the requested resource".to_string(),
+        405 => "the server does not allow this method on the requested resource".to_string(),
+        _ => code
+            .canonical_reason()
+            .map_or_else(|| format!("HTTP {}", code.as_u16()), str::to_string),
+    };
+    (reason, message)
+}
+
+fn is_json(resp: &Response) -> bool {
+    resp.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.contains("json"))
+}
+
+/// The middleware: outermost, so it sees every answer of the router.
+pub async fn ensure(req: Request, next: Next) -> Response {
+    let resp = next.run(req).await;
+    let code = resp.status();
+    if !(code.is_client_error() || code.is_server_error()) || is_json(&resp) {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let (reason, generic) = reason_and_message(code);
+    let text = axum::body::to_bytes(body, MAX_MESSAGE_BYTES)
+        .await
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .filter(|t| !t.is_empty());
+    let status = json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": text.unwrap_or(generic),
+        "reason": reason,
+        "code": code.as_u16(),
+    });
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(status.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::Router;
+    use axum::body::Body;
+    use axum::http::Method;
+    use axum::response::IntoResponse;
+    use axum::routing::get;
+    use tower::ServiceExt;
+
+    fn app() -> Router {
+        Router::new()
+            .route("/healthz", get(|| async { "ok" }))
+            .route(
+                "/text",
+                get(|| async { (StatusCode::BAD_GATEWAY, "agent unreachable") }),
+            )
+            .route(
+                "/json",
+                get(|| async {
+                    (
+                        StatusCode::CONFLICT,
+                        [(header::CONTENT_TYPE, "application/json")],
+                        "{\"kind\":\"Status\"}",
+                    )
+                        .into_response()
+                }),
+            )
+            .layer(axum::middleware::from_fn(ensure))
+    }
+
+    async fn call(method: Method, uri: &str) -> (u16, String) {
+        let req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(Body::empty())
+            .expect("request");
+        let resp = app().oneshot(req).await.expect("answer");
+        let code = resp.status().as_u16();
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
+            .await
+            .expect("body");
+        (code, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn a_405_from_the_router_gets_a_method_not_allowed_status() {
+        let (code, body) = call(Method::POST, "/healthz").await;
+        assert_eq!(code, 405);
+        let status: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(status["kind"], "Status");
+        assert_eq!(status["reason"], "MethodNotAllowed");
+        assert_eq!(status["code"], 405);
+        assert_eq!(
+            status["message"],
+            "the server does not allow this method on the requested resource"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_plain_text_error_keeps_its_text_as_the_message() {
+        let (code, body) = call(Method::GET, "/text").await;
+        assert_eq!(code, 502);
+        let status: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(status["message"], "agent unreachable");
+        assert_eq!(status["code"], 502);
+    }
+
+    #[tokio::test]
+    async fn json_errors_and_successes_are_left_alone() {
+        assert_eq!(
+            call(Method::GET, "/json").await,
+            (409, "{\"kind\":\"Status\"}".to_string())
+        );
+        assert_eq!(call(Method::GET, "/healthz").await, (200, "ok".to_string()));
+    }
+}

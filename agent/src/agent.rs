@@ -39,9 +39,9 @@ fn secure_root_dir(root: &std::path::Path) -> Result<(), AgentError> {
         let path = path.to_path_buf();
         move |source| AgentError::Io { path, source }
     };
-    crate::private_files::ensure_dir(root).map_err(err(root))?;
+    berth_shared::private_files::ensure_dir(root).map_err(err(root))?;
     let pki = root.join("pki");
-    crate::private_files::check_tree(&pki).map_err(err(&pki))
+    berth_shared::private_files::check_tree(&pki).map_err(err(&pki))
 }
 
 /// Runs until `shutdown`. Stopping the agent never stops the pods: containers keep running and

@@ -86,7 +86,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> JoinError + '_ {
 
 fn write_private(path: &Path, contents: &str) -> Result<(), JoinError> {
     if let Some(dir) = path.parent() {
-        crate::private_files::ensure_dir(dir).map_err(io(dir))?;
+        berth_shared::private_files::ensure_dir(dir).map_err(io(dir))?;
     }
     let mut f = std::fs::OpenOptions::new()
         .write(true)

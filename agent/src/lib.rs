@@ -8,7 +8,6 @@ pub mod join;
 pub mod network;
 pub mod node;
 pub mod pod;
-pub mod private_files;
 pub mod probe;
 pub mod runtime;
 pub mod server;

@@ -7,7 +7,6 @@ pub mod events;
 pub mod informer;
 pub mod join;
 pub mod pki;
-pub mod private_files;
 pub mod registry;
 pub mod scheduler;
 pub mod server;

@@ -130,7 +130,7 @@ pub fn host_addresses() -> Vec<String> {
 
 /// Loads the PKI under `dir`, creating what is missing.
 pub fn load_or_create(dir: &Path, extra_sans: &[String]) -> Result<Pki, PkiError> {
-    crate::private_files::ensure_dir(dir).map_err(io(dir))?;
+    berth_shared::private_files::ensure_dir(dir).map_err(io(dir))?;
     let ca_cert_path = dir.join("ca.crt");
     let ca_key_path = dir.join("ca.key");
     let (ca_cert, ca_key) = match (read(&ca_cert_path)?, read(&ca_key_path)?) {

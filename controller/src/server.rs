@@ -107,7 +107,7 @@ fn bootstrap(registry: &Registry) -> Result<(), ServerError> {
 /// Checks (and tightens, with a warning) the modes of what the data dir holds: the PKI, the
 /// store, the join token, the admin kubeconfig and the node password records.
 fn check_private_files(data_dir: &std::path::Path) -> Result<(), ServerError> {
-    use crate::private_files::{FILE_MODE, check, check_tree};
+    use berth_shared::private_files::{FILE_MODE, check, check_tree};
     let err = |path: PathBuf| move |source| ServerError::Io { path, source };
     for dir in ["pki", crate::join::passwords::DIR] {
         let dir = data_dir.join(dir);
@@ -126,7 +126,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         let path = path.clone();
         move |source| ServerError::Io { path, source }
     };
-    crate::private_files::ensure_dir(&config.data_dir).map_err(io(&config.data_dir))?;
+    berth_shared::private_files::ensure_dir(&config.data_dir).map_err(io(&config.data_dir))?;
     let pki = pki::load_or_create(&config.data_dir.join("pki"), &config.tls_sans)?;
     let backend = RedbBackend::open(&config.data_dir.join("store.redb"))?;
     check_private_files(&config.data_dir)?;

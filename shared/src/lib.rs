@@ -9,6 +9,7 @@ pub mod client;
 pub mod discovery;
 pub mod openapi;
 pub mod patch;
+pub mod private_files;
 pub mod quantity;
 pub mod reconcile;
 pub mod resource;

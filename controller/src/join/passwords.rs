@@ -138,7 +138,7 @@ impl NodePasswords {
     /// Records `secret` for `name` unless a record exists: `true` if this call registered it,
     /// `false` if another was there first.
     pub fn register(&self, name: &NodeName, secret: &str) -> Result<bool, PasswordError> {
-        crate::private_files::ensure_dir(&self.dir).map_err(Self::io(&self.dir))?;
+        berth_shared::private_files::ensure_dir(&self.dir).map_err(Self::io(&self.dir))?;
         let salt: [u8; 16] = rand::random();
         let record = format!("sha256:{}:{}\n", hex(&salt), hex(&digest(&salt, secret)));
         let nonce: u64 = rand::random();

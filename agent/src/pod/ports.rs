@@ -14,7 +14,7 @@ use crate::runtime::{
 };
 use berth_shared::client::{Client, ClientError};
 use berth_shared::k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
-use berth_shared::resource;
+use berth_shared::resource::{CONFIG_MAPS, PODS, SECRETS};
 use futures::future::BoxFuture;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -178,12 +178,9 @@ pub struct ApiClient {
 impl PodApi for ApiClient {
     fn write_status<'a>(&'a self, pod: &'a Pod) -> BoxFuture<'a, Result<Option<Pod>, ClientError>> {
         Box::pin(async move {
-            let Some(pods) = resource::by_plural("", "v1", "pods") else {
-                return Ok(None);
-            };
             let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
             let name = pod.metadata.name.as_deref().unwrap_or_default();
-            let written = self.client.replace(pods, Some(ns), name, pod, true).await?;
+            let written = self.client.replace(PODS, Some(ns), name, pod, true).await?;
             self.pods.remember(written.clone());
             Ok(Some(written))
         })
@@ -196,11 +193,8 @@ impl PodApi for ApiClient {
         uid: &'a str,
     ) -> BoxFuture<'a, Result<(), ClientError>> {
         Box::pin(async move {
-            let Some(pods) = resource::by_plural("", "v1", "pods") else {
-                return Ok(());
-            };
             let opts = serde_json::json!({"gracePeriodSeconds": 0, "preconditions": {"uid": uid}});
-            self.client.delete(pods, Some(namespace), name, &opts).await
+            self.client.delete(PODS, Some(namespace), name, &opts).await
         })
     }
 
@@ -209,12 +203,7 @@ impl PodApi for ApiClient {
         namespace: &'a str,
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<ConfigMap>, ClientError>> {
-        Box::pin(async move {
-            let Some(rt) = resource::by_plural("", "v1", "configmaps") else {
-                return Ok(None);
-            };
-            self.client.get(rt, Some(namespace), name).await
-        })
+        Box::pin(self.client.get(CONFIG_MAPS, Some(namespace), name))
     }
 
     fn secret<'a>(
@@ -222,12 +211,7 @@ impl PodApi for ApiClient {
         namespace: &'a str,
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<Secret>, ClientError>> {
-        Box::pin(async move {
-            let Some(rt) = resource::by_plural("", "v1", "secrets") else {
-                return Ok(None);
-            };
-            self.client.get(rt, Some(namespace), name).await
-        })
+        Box::pin(self.client.get(SECRETS, Some(namespace), name))
     }
 }
 

@@ -29,20 +29,7 @@ impl PodWorker {
                 .events
                 .record(pod, true, "ErrImageNeverPull", &message, Some(&field))
                 .await;
-            self.local_mut(|l| {
-                let prev = match l.pulls.get(name) {
-                    Some(ImagePull::Failed { backoff, .. }) => Some(*backoff),
-                    _ => None,
-                };
-                l.pulls.insert(
-                    name.to_string(),
-                    ImagePull::Failed {
-                        reason: PullFailure::ErrImageNeverPull,
-                        message: message.clone(),
-                        backoff: image_pull_failed(prev, now),
-                    },
-                );
-            });
+            self.note_pull_failed(name, PullFailure::ErrImageNeverPull, message, now);
             return;
         }
         if present && policy != PullPolicy::Always {
@@ -96,22 +83,29 @@ impl PodWorker {
                     .events
                     .record(pod, true, "Failed", "Error: ErrImagePull", Some(&field))
                     .await;
+                self.note_pull_failed(name, PullFailure::ErrImagePull, message, now);
                 self.local_mut(|l| {
-                    let prev = match l.pulls.get(name) {
-                        Some(ImagePull::Failed { backoff, .. }) => Some(*backoff),
-                        _ => None,
-                    };
-                    l.pulls.insert(
-                        name.to_string(),
-                        ImagePull::Failed {
-                            reason: PullFailure::ErrImagePull,
-                            message: message.clone(),
-                            backoff: image_pull_failed(prev, now),
-                        },
-                    );
                     l.fresh_pull_failures.insert(name.to_string());
                 });
             }
         }
+    }
+
+    /// Records a failed pull of container `name`'s image, starting or advancing its back-off.
+    fn note_pull_failed(&self, name: &str, reason: PullFailure, message: String, now: Timestamp) {
+        self.local_mut(|l| {
+            let prev = match l.pulls.get(name) {
+                Some(ImagePull::Failed { backoff, .. }) => Some(*backoff),
+                _ => None,
+            };
+            l.pulls.insert(
+                name.to_string(),
+                ImagePull::Failed {
+                    reason,
+                    message,
+                    backoff: image_pull_failed(prev, now),
+                },
+            );
+        });
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! Planner: pure, no I/O.
 
-use super::object::{Object, ObjectKey, Revision};
+use super::object::{Object, ObjectKey};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -174,9 +174,9 @@ impl Cache {
         Some(old)
     }
 
-    /// Applies one watched change. A change older than the cached version (an object noted by
-    /// its writer before its event arrived is never newer than the event) changes nothing but
-    /// is still reported, so subscribers see every event.
+    /// Applies one watched change. A change older than the cached version (a watch replaying
+    /// history a relist already covered) changes nothing but is still reported, so
+    /// subscribers see every event.
     pub fn apply(&mut self, kind: DeltaType, obj: Arc<Object>) -> Delta {
         match kind {
             DeltaType::Deleted => {
@@ -248,21 +248,6 @@ impl Cache {
         }
         deltas
     }
-
-    /// Notes an object its controller just wrote, unless the watch has already delivered that
-    /// revision or a later one (`seen`), or holds a newer version.
-    pub fn note(&mut self, obj: Arc<Object>, seen: Revision) -> bool {
-        if obj.revision() <= seen
-            || self
-                .objects
-                .get(obj.key())
-                .is_some_and(|cur| cur.revision() >= obj.revision())
-        {
-            return false;
-        }
-        self.insert(obj);
-        true
-    }
 }
 
 #[cfg(test)]
@@ -330,19 +315,5 @@ mod tests {
         let deltas = c.replace(vec![pod("c", 6, None)]);
         assert_eq!(deltas.len(), 2);
         assert!(deltas.iter().all(|d| d.kind == DeltaType::Deleted));
-    }
-
-    #[test]
-    fn a_noted_write_is_kept_until_its_event_and_never_resurrects_a_deletion() {
-        let mut c = Cache::new();
-        assert!(c.note(pod("a", 10, None), 9));
-        assert_eq!(c.get(pod("a", 10, None).key()).unwrap().revision(), 10);
-        // Its event arrives: same version, reported as a change.
-        let d = c.apply(DeltaType::Modified, pod("a", 10, None));
-        assert_eq!(d.kind, DeltaType::Modified);
-        // The watch already went past revision 11: a note of 11 is stale.
-        c.apply(DeltaType::Deleted, pod("a", 12, None));
-        assert!(!c.note(pod("a", 11, None), 12));
-        assert!(c.is_empty());
     }
 }

@@ -155,13 +155,6 @@ impl Informer {
         handlers.push(handler);
     }
 
-    /// Notes an object written by a controller before its event arrives (see
-    /// [`cache::Cache::note`]); true if the cache took it.
-    pub fn note(&self, obj: Object) -> bool {
-        let seen = *self.seen.borrow();
-        self.write().note(Arc::new(obj), seen)
-    }
-
     /// Whether the first list has been applied.
     pub fn has_synced(&self) -> bool {
         *self.synced.borrow()

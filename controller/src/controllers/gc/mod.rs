@@ -35,7 +35,6 @@ impl Collector {
     }
 
     fn apply(&self, action: plan::Action) -> Result<(), RegistryError> {
-        let opts = WriteOptions::default();
         match action {
             plan::Action::Delete { uid, propagation } => {
                 let Some((rt, ns, name)) = self.address_of(&uid) else {
@@ -58,63 +57,50 @@ impl Collector {
                 }
             }
             plan::Action::RemoveOwnerReference { dependent, owner } => {
-                let Some((rt, ns, name)) = self.address_of(&dependent) else {
-                    return Ok(());
-                };
-                let r = self.registry.update_with(
-                    rt,
-                    ns.as_deref(),
-                    &name,
-                    Part::Main,
-                    &opts,
-                    |mut obj| {
-                        if let Some(refs) = obj
-                            .pointer_mut("/metadata/ownerReferences")
-                            .and_then(Value::as_array_mut)
+                self.edit_metadata(&dependent, |obj| {
+                    if let Some(refs) = obj
+                        .pointer_mut("/metadata/ownerReferences")
+                        .and_then(Value::as_array_mut)
+                    {
+                        refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(&owner));
+                        if refs.is_empty()
+                            && let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut)
                         {
-                            refs.retain(|r| {
-                                r.get("uid").and_then(Value::as_str) != Some(owner.as_str())
-                            });
-                            if refs.is_empty()
-                                && let Some(m) =
-                                    obj.get_mut("metadata").and_then(Value::as_object_mut)
-                            {
-                                m.remove("ownerReferences");
-                            }
+                            m.remove("ownerReferences");
                         }
-                        Ok::<_, RegistryError>(obj)
-                    },
-                );
-                match r {
-                    Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(()),
-                    Err(e) => Err(e),
-                }
+                    }
+                })
             }
-            plan::Action::RemoveFinalizer { uid, finalizer } => {
-                let Some((rt, ns, name)) = self.address_of(&uid) else {
-                    return Ok(());
-                };
-                let r = self.registry.update_with(
-                    rt,
-                    ns.as_deref(),
-                    &name,
-                    Part::Main,
-                    &opts,
-                    |mut obj| {
-                        if let Some(f) = obj
-                            .pointer_mut("/metadata/finalizers")
-                            .and_then(Value::as_array_mut)
-                        {
-                            f.retain(|x| x.as_str() != Some(finalizer));
-                        }
-                        Ok::<_, RegistryError>(obj)
-                    },
-                );
-                match r {
-                    Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(()),
-                    Err(e) => Err(e),
+            plan::Action::RemoveFinalizer { uid, finalizer } => self.edit_metadata(&uid, |obj| {
+                if let Some(f) = obj
+                    .pointer_mut("/metadata/finalizers")
+                    .and_then(Value::as_array_mut)
+                {
+                    f.retain(|x| x.as_str() != Some(finalizer));
                 }
-            }
+            }),
+        }
+    }
+
+    /// Changes the metadata of the object with `uid` (one that is gone needs nothing).
+    fn edit_metadata(&self, uid: &str, edit: impl Fn(&mut Value)) -> Result<(), RegistryError> {
+        let Some((rt, ns, name)) = self.address_of(uid) else {
+            return Ok(());
+        };
+        let r = self.registry.update_with(
+            rt,
+            ns.as_deref(),
+            &name,
+            Part::Main,
+            &WriteOptions::default(),
+            |mut obj| {
+                edit(&mut obj);
+                Ok::<_, RegistryError>(obj)
+            },
+        );
+        match r {
+            Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e),
         }
     }
 }

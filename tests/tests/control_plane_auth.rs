@@ -130,6 +130,19 @@ fn the_admin_credentials_work_and_kubectl_without_them_is_refused() {
         "Prometheus text format expected: {}",
         metrics.describe()
     );
+    // Each controller's work queue, under upstream's metric names.
+    for series in [
+        "workqueue_depth{name=\"replicaset\"}",
+        "workqueue_adds_total{name=\"node-ipam\"}",
+        "workqueue_retries_total{name=\"deployment\"}",
+        "workqueue_work_duration_seconds_count{name=\"garbage-collector\"}",
+    ] {
+        assert!(
+            metrics.body.contains(series),
+            "{series} missing: {}",
+            metrics.describe()
+        );
+    }
     admin.create(
         "/api/v1/namespaces/default/configmaps",
         &configmap("admin-made", &[]),

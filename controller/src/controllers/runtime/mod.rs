@@ -64,7 +64,9 @@ pub struct Controller<K> {
     ctx: Context,
     queue: Queue<K>,
     reads: Vec<Arc<Informer>>,
-    resync: Option<(Duration, KeysFn<K>)>,
+    /// The keys a resync enqueues (the primary's, or given), and how often (none: never).
+    resync_keys: Option<KeysFn<K>>,
+    resync_period: Option<Duration>,
     workers: usize,
     primary: Option<&'static ResourceType>,
 }
@@ -117,7 +119,8 @@ impl<K: Clone + Eq + Hash + Send + Sync + Display + 'static> Controller<K> {
             ctx: ctx.clone(),
             queue,
             reads: Vec::new(),
-            resync: None,
+            resync_keys: None,
+            resync_period: None,
             workers: 1,
             primary: None,
         }
@@ -157,20 +160,14 @@ impl<K: Clone + Eq + Hash + Send + Sync + Display + 'static> Controller<K> {
     }
 
     fn with_resync_keys(mut self, keys: KeysFn<K>) -> Self {
-        let period = self
-            .resync
-            .as_ref()
-            .map(|(p, _)| *p)
-            .unwrap_or(Duration::ZERO);
-        self.resync = Some((period, keys));
+        self.resync_keys = Some(keys);
         self
     }
 
-    /// Every key (of the primary kind, or from `keys`) is enqueued this often.
+    /// Every primary key is enqueued this often (a controller without a primary names its
+    /// keys with [`Controller::resync_with`]).
     pub fn resync(mut self, period: Duration) -> Self {
-        if let Some((p, _)) = &mut self.resync {
-            *p = period;
-        }
+        self.resync_period = Some(period);
         self
     }
 
@@ -215,10 +212,16 @@ impl<K: Clone + Eq + Hash + Send + Sync + Display + 'static> Controller<K> {
             }
         }
         tracing::debug!(controller = self.name, "informers synced");
+        if self.resync_period.is_some() && self.resync_keys.is_none() {
+            tracing::warn!(
+                controller = self.name,
+                "resync asked without keys to resync"
+            );
+        }
         let resync = self
-            .resync
-            .clone()
-            .filter(|(p, _)| !p.is_zero())
+            .resync_period
+            .filter(|p| !p.is_zero())
+            .zip(self.resync_keys.clone())
             .map(|(period, keys)| {
                 let queue = self.queue.clone();
                 let stop = shutdown.clone();

@@ -7,9 +7,11 @@ pub mod events;
 pub mod informer;
 pub mod join;
 pub mod pki;
+pub mod rbac;
 pub mod registry;
 pub mod scheduler;
 pub mod server;
+pub mod serviceaccount;
 pub mod store;
 #[cfg(test)]
 pub mod testing;

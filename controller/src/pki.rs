@@ -72,7 +72,7 @@ pub fn set_validity(params: &mut CertificateParams, years: i32) {
     );
 }
 
-fn write_private(path: &Path, contents: &str) -> Result<(), PkiError> {
+pub(crate) fn write_private(path: &Path, contents: &str) -> Result<(), PkiError> {
     let tmp = path.with_extension("tmp");
     {
         let mut f = std::fs::OpenOptions::new()

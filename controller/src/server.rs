@@ -51,6 +51,8 @@ pub enum ServerError {
     Config(String),
     #[error(transparent)]
     Join(#[from] crate::join::JoinError),
+    #[error(transparent)]
+    Token(#[from] crate::serviceaccount::token::TokenError),
     #[error("bootstrapping namespace {0}: {1}")]
     Bootstrap(String, String),
     #[error("listening on {addr}: {source}")]
@@ -134,11 +136,19 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let registry = Registry::new(store.clone());
     {
         let r = registry.clone();
-        tokio::task::spawn_blocking(move || bootstrap(&r))
-            .await
-            .map_err(|e| ServerError::Bootstrap("*".into(), e.to_string()))??;
+        tokio::task::spawn_blocking(move || {
+            bootstrap(&r)?;
+            crate::rbac::bootstrap::ensure(&r)
+                .map_err(|e| ServerError::Bootstrap("rbac".into(), e.to_string()))
+        })
+        .await
+        .map_err(|e| ServerError::Bootstrap("*".into(), e.to_string()))??;
     }
-    let tokens = match &config.token_auth_file {
+    let tokens = Arc::new(crate::serviceaccount::token::TokenSigner::load_or_create(
+        &config.data_dir.join("pki"),
+        crate::serviceaccount::token::DEFAULT_ISSUER,
+    )?);
+    let static_tokens = match &config.token_auth_file {
         Some(p) => Tokens::parse(&std::fs::read_to_string(p).map_err(io(p))?),
         None => Tokens::default(),
     };
@@ -207,6 +217,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             config.max_mutating_requests_inflight,
         )),
         connections: connections.clone(),
+        authorizer: crate::rbac::Authorizer::new(&ctx.informers),
+        tokens,
     });
     let tls = api::tls::server_config(&pki)?;
     let router = api::router(state);
@@ -214,7 +226,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         controllers::nodeipam::plan::Cidr::parse(&config.cluster_cidr).ok_or_else(|| {
             ServerError::Config(format!("invalid --cluster-cidr {:?}", config.cluster_cidr))
         })?;
-    let mut controllers = controllers::start(&ctx, cluster_cidr, shutdown.clone());
+    let mut controllers =
+        controllers::start(&ctx, cluster_cidr, pki.ca_cert.clone(), shutdown.clone());
     controllers.push(crate::scheduler::start(&ctx, shutdown.clone()));
     println!("listening on {url}");
     tracing::info!(%url, data_dir = %config.data_dir.display(), "serving");
@@ -222,7 +235,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         listener,
         tls,
         router,
-        tokens,
+        static_tokens,
         config.connections,
         connections,
         shutdown.clone(),

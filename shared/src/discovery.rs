@@ -71,6 +71,14 @@ fn subresources(r: &ResourceType) -> Vec<Subresource> {
             },
         ]);
     }
+    if r.group.is_empty() && r.plural == "serviceaccounts" {
+        out.push(Subresource {
+            name: "token",
+            group_version: Some(("authentication.k8s.io", "v1")),
+            kind: Some("TokenRequest"),
+            verbs: &["create"],
+        });
+    }
     if r.has_scale {
         out.push(Subresource {
             name: "scale",
@@ -93,7 +101,9 @@ fn subresources(r: &ResourceType) -> Vec<Subresource> {
 
 /// The verbs a resource type supports.
 pub(crate) fn verbs(r: &ResourceType) -> &'static [&'static str] {
-    if r.group.is_empty() && r.plural == "namespaces" {
+    if r.create_only {
+        &["create"]
+    } else if r.group.is_empty() && r.plural == "namespaces" {
         NAMESPACE_VERBS
     } else {
         ALL_VERBS
@@ -429,7 +439,18 @@ mod tests {
             .iter()
             .map(|g| g["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["apps", "batch", "policy", "coordination.k8s.io"]);
+        assert_eq!(
+            names,
+            [
+                "apps",
+                "authentication.k8s.io",
+                "authorization.k8s.io",
+                "batch",
+                "policy",
+                "rbac.authorization.k8s.io",
+                "coordination.k8s.io"
+            ]
+        );
     }
 
     #[test]

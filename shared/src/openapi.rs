@@ -220,6 +220,19 @@ impl Ops<'_> {
             "If 'true', the output is pretty printed.",
         ));
         path.insert("parameters".into(), Value::Array(params));
+        if self.r.create_only {
+            let create = self.op(
+                "post",
+                &self.id("create", scope, ""),
+                write_params(false),
+                &self.schema,
+            );
+            path.insert(
+                "post".into(),
+                Self::with_body(create, json!({"*/*": {"schema": schema_ref(&self.schema)}})),
+            );
+            return Value::Object(path);
+        }
         let list_schema = format!("{}List", self.schema);
         let list = self.op(
             "list",
@@ -306,15 +319,18 @@ pub fn openapi_v3_group_version(path: &str) -> Option<Value> {
             (format!("{base}/{}", r.plural), "")
         };
         paths.insert(collection.clone(), ops.collection_path(scope));
-        paths.insert(format!("{collection}/{{name}}"), ops.item_path(scope));
-        if r.namespaced {
-            paths.insert(format!("{base}/{}", r.plural), ops.all_namespaces_path());
-        }
         let gvk = |kind: String| json!({"group": group, "kind": kind, "version": version});
         schemas.insert(
             ops.schema.clone(),
             stub(r.kind, Some(gvk(r.kind.to_string()))),
         );
+        if r.create_only {
+            continue;
+        }
+        paths.insert(format!("{collection}/{{name}}"), ops.item_path(scope));
+        if r.namespaced {
+            paths.insert(format!("{base}/{}", r.plural), ops.all_namespaces_path());
+        }
         schemas.insert(
             format!("{}List", ops.schema),
             stub(&r.list_kind(), Some(gvk(r.list_kind()))),
@@ -390,7 +406,7 @@ mod tests {
 
     #[test]
     fn every_kind_declares_field_validation_on_its_patch() {
-        for r in RESOURCES {
+        for r in resource::stored() {
             let doc = openapi_v3_group_version(&gv_path(r.group, r.version)).unwrap();
             for param in ["fieldValidation", "dryRun", "fieldManager", "force"] {
                 assert!(
@@ -476,8 +492,11 @@ mod tests {
             [
                 "api/v1",
                 "apis/apps/v1",
+                "apis/authentication.k8s.io/v1",
+                "apis/authorization.k8s.io/v1",
                 "apis/batch/v1",
                 "apis/policy/v1",
+                "apis/rbac.authorization.k8s.io/v1",
                 "apis/coordination.k8s.io/v1"
             ]
         );

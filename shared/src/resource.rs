@@ -20,6 +20,9 @@ pub struct ResourceType {
     pub has_status: bool,
     /// Serves the `/scale` subresource (autoscaling/v1 Scale).
     pub has_scale: bool,
+    /// Only `create` is served, and nothing is stored: the answer is computed (the access and
+    /// identity reviews).
+    pub create_only: bool,
 }
 
 impl ResourceType {
@@ -63,6 +66,26 @@ macro_rules! rt {
             categories: $cat,
             has_status: $status,
             has_scale: $scale,
+            create_only: false,
+        }
+    };
+}
+
+/// A create-only review kind: cluster-scoped unless `namespaced`.
+macro_rules! review {
+    ($group:expr, $kind:expr, $plural:expr, $singular:expr, $ns:expr) => {
+        ResourceType {
+            group: $group,
+            version: "v1",
+            kind: $kind,
+            plural: $plural,
+            singular: $singular,
+            namespaced: $ns,
+            short_names: &[],
+            categories: &[],
+            has_status: false,
+            has_scale: false,
+            create_only: true,
         }
     };
 }
@@ -261,6 +284,108 @@ pub static RESOURCES: &[ResourceType] = &[
         status = false,
         scale = false
     ),
+    rt!(
+        "",
+        "v1",
+        "ServiceAccount",
+        "serviceaccounts",
+        "serviceaccount",
+        true,
+        &["sa"],
+        &[],
+        status = false,
+        scale = false
+    ),
+    rt!(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "Role",
+        "roles",
+        "role",
+        true,
+        &[],
+        &[],
+        status = false,
+        scale = false
+    ),
+    rt!(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "RoleBinding",
+        "rolebindings",
+        "rolebinding",
+        true,
+        &[],
+        &[],
+        status = false,
+        scale = false
+    ),
+    rt!(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRole",
+        "clusterroles",
+        "clusterrole",
+        false,
+        &[],
+        &[],
+        status = false,
+        scale = false
+    ),
+    rt!(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        "clusterrolebinding",
+        false,
+        &[],
+        &[],
+        status = false,
+        scale = false
+    ),
+    review!(
+        "authentication.k8s.io",
+        "SelfSubjectReview",
+        "selfsubjectreviews",
+        "selfsubjectreview",
+        false
+    ),
+    review!(
+        "authentication.k8s.io",
+        "TokenReview",
+        "tokenreviews",
+        "tokenreview",
+        false
+    ),
+    review!(
+        "authorization.k8s.io",
+        "LocalSubjectAccessReview",
+        "localsubjectaccessreviews",
+        "localsubjectaccessreview",
+        true
+    ),
+    review!(
+        "authorization.k8s.io",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        "selfsubjectaccessreview",
+        false
+    ),
+    review!(
+        "authorization.k8s.io",
+        "SelfSubjectRulesReview",
+        "selfsubjectrulesreviews",
+        "selfsubjectrulesreview",
+        false
+    ),
+    review!(
+        "authorization.k8s.io",
+        "SubjectAccessReview",
+        "subjectaccessreviews",
+        "subjectaccessreview",
+        false
+    ),
 ];
 
 // Each resource type by name, so code names the type it means instead of looking it up by a
@@ -281,6 +406,22 @@ pub static JOBS: &ResourceType = &RESOURCES[12];
 pub static CRON_JOBS: &ResourceType = &RESOURCES[13];
 pub static POD_DISRUPTION_BUDGETS: &ResourceType = &RESOURCES[14];
 pub static LEASES: &ResourceType = &RESOURCES[15];
+pub static SERVICE_ACCOUNTS: &ResourceType = &RESOURCES[16];
+pub static ROLES: &ResourceType = &RESOURCES[17];
+pub static ROLE_BINDINGS: &ResourceType = &RESOURCES[18];
+pub static CLUSTER_ROLES: &ResourceType = &RESOURCES[19];
+pub static CLUSTER_ROLE_BINDINGS: &ResourceType = &RESOURCES[20];
+pub static SELF_SUBJECT_REVIEWS: &ResourceType = &RESOURCES[21];
+pub static TOKEN_REVIEWS: &ResourceType = &RESOURCES[22];
+pub static LOCAL_SUBJECT_ACCESS_REVIEWS: &ResourceType = &RESOURCES[23];
+pub static SELF_SUBJECT_ACCESS_REVIEWS: &ResourceType = &RESOURCES[24];
+pub static SELF_SUBJECT_RULES_REVIEWS: &ResourceType = &RESOURCES[25];
+pub static SUBJECT_ACCESS_REVIEWS: &ResourceType = &RESOURCES[26];
+
+/// The resource types whose objects are stored (all but the create-only reviews).
+pub fn stored() -> impl Iterator<Item = &'static ResourceType> {
+    RESOURCES.iter().filter(|r| !r.create_only)
+}
 
 /// Looks up a resource type by group, version and URL plural.
 pub fn by_plural(group: &str, version: &str, plural: &str) -> Option<&'static ResourceType> {
@@ -296,7 +437,31 @@ pub fn by_kind(api_version: &str, kind: &str) -> Option<&'static ResourceType> {
         .find(|r| r.kind == kind && r.api_version() == api_version)
 }
 
-/// The API groups served, in discovery order, each with its one version.
+/// kube-apiserver's group order in discovery (`/apis`); groups it does not list go last.
+const UPSTREAM_GROUP_ORDER: &[&str] = &[
+    "",
+    "apiregistration.k8s.io",
+    "apps",
+    "events.k8s.io",
+    "authentication.k8s.io",
+    "authorization.k8s.io",
+    "autoscaling",
+    "batch",
+    "certificates.k8s.io",
+    "networking.k8s.io",
+    "policy",
+    "rbac.authorization.k8s.io",
+    "storage.k8s.io",
+    "admissionregistration.k8s.io",
+    "apiextensions.k8s.io",
+    "scheduling.k8s.io",
+    "coordination.k8s.io",
+    "node.k8s.io",
+    "discovery.k8s.io",
+    "flowcontrol.apiserver.k8s.io",
+];
+
+/// The API groups served, in upstream's discovery order, each with its one version.
 pub fn groups() -> Vec<(&'static str, &'static str)> {
     let mut out: Vec<(&'static str, &'static str)> = Vec::new();
     for r in RESOURCES {
@@ -304,6 +469,12 @@ pub fn groups() -> Vec<(&'static str, &'static str)> {
             out.push((r.group, r.version));
         }
     }
+    out.sort_by_key(|(g, _)| {
+        UPSTREAM_GROUP_ORDER
+            .iter()
+            .position(|u| u == g)
+            .unwrap_or(UPSTREAM_GROUP_ORDER.len())
+    });
     out
 }
 
@@ -330,6 +501,17 @@ mod tests {
             (CRON_JOBS, "CRON_JOBS"),
             (POD_DISRUPTION_BUDGETS, "POD_DISRUPTION_BUDGETS"),
             (LEASES, "LEASES"),
+            (SERVICE_ACCOUNTS, "SERVICE_ACCOUNTS"),
+            (ROLES, "ROLES"),
+            (ROLE_BINDINGS, "ROLE_BINDINGS"),
+            (CLUSTER_ROLES, "CLUSTER_ROLES"),
+            (CLUSTER_ROLE_BINDINGS, "CLUSTER_ROLE_BINDINGS"),
+            (SELF_SUBJECT_REVIEWS, "SELF_SUBJECT_REVIEWS"),
+            (TOKEN_REVIEWS, "TOKEN_REVIEWS"),
+            (LOCAL_SUBJECT_ACCESS_REVIEWS, "LOCAL_SUBJECT_ACCESS_REVIEWS"),
+            (SELF_SUBJECT_ACCESS_REVIEWS, "SELF_SUBJECT_ACCESS_REVIEWS"),
+            (SELF_SUBJECT_RULES_REVIEWS, "SELF_SUBJECT_RULES_REVIEWS"),
+            (SUBJECT_ACCESS_REVIEWS, "SUBJECT_ACCESS_REVIEWS"),
         ];
         assert_eq!(named.len(), RESOURCES.len());
         for (rt, name) in named {

@@ -1,19 +1,53 @@
 //! Authentication: the identity of a request comes from its verified client certificate
-//! (CN = user, O = groups) or a bearer token; anonymous requests reach only the health and
-//! version endpoints.
+//! (CN = user, O = groups), a static bearer token, or a ServiceAccount token (a JWT we signed,
+//! whose account and bound pod still exist); every authenticated identity is also in
+//! `system:authenticated`. Anonymous requests reach only the health and version endpoints.
+//! Impersonation headers then switch the identity ([`super::impersonate`]).
 
+use super::SharedState;
 use super::error::ApiError;
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+/// The group every authenticated identity belongs to.
+pub const AUTHENTICATED: &str = "system:authenticated";
+
 /// Who is making a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Identity {
     pub user: String,
+    pub uid: String,
     pub groups: Vec<String>,
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+impl Identity {
+    pub fn new(user: impl Into<String>, groups: Vec<String>) -> Identity {
+        Identity {
+            user: user.into(),
+            groups,
+            ..Default::default()
+        }
+    }
+
+    /// Adds `system:authenticated` unless it is there.
+    pub fn authenticated(mut self) -> Identity {
+        if !self.groups.iter().any(|g| g == AUTHENTICATED) {
+            self.groups.push(AUTHENTICATED.to_string());
+        }
+        self
+    }
+
+    /// The identity as RBAC matches it.
+    pub fn rbac_user(&self) -> crate::rbac::rules::User {
+        crate::rbac::rules::User {
+            name: self.user.clone(),
+            groups: self.groups.clone(),
+        }
+    }
 }
 
 /// The connection's identity (set by the TLS layer); `None` for anonymous connections.
@@ -49,10 +83,7 @@ impl Tokens {
                 .unwrap_or_default();
             map.insert(
                 token.trim().to_string(),
-                Identity {
-                    user: user.trim().to_string(),
-                    groups,
-                },
+                Identity::new(user.trim(), groups),
             );
         }
         Tokens(Arc::new(map))
@@ -73,7 +104,7 @@ pub fn identity_from_cert(der: &[u8]) -> Option<Identity> {
         .iter_organization()
         .filter_map(|o| o.as_str().ok().map(String::from))
         .collect();
-    Some(Identity { user, groups })
+    Some(Identity::new(user, groups))
 }
 
 const PUBLIC: &[&str] = &[
@@ -85,7 +116,45 @@ const PUBLIC: &[&str] = &[
     "/v1-berth/node-certificate",
 ];
 
-pub async fn require_identity(mut req: Request, next: Next) -> Response {
+/// The bearer token of a request, if it carries one.
+fn bearer(req: &Request) -> Option<String> {
+    req.headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|t| t.trim().to_string())
+}
+
+/// Verifies a ServiceAccount token against the signer and the store.
+async fn service_account(state: &SharedState, token: String) -> Option<Identity> {
+    if !state.tokens.is_ours(&token) {
+        return None;
+    }
+    let st = state.clone();
+    let verified = tokio::task::spawn_blocking(move || {
+        crate::serviceaccount::authenticate(&st.registry, &st.tokens, &token)
+    })
+    .await
+    .ok()?;
+    match verified {
+        Ok(u) => Some(Identity {
+            user: u.name,
+            uid: u.uid,
+            groups: u.groups,
+            extra: u.extra,
+        }),
+        Err(e) => {
+            tracing::debug!(error = %e, "service account token refused");
+            None
+        }
+    }
+}
+
+pub async fn require_identity(
+    State(state): State<SharedState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let path = req.uri().path();
     if PUBLIC
         .iter()
@@ -94,23 +163,26 @@ pub async fn require_identity(mut req: Request, next: Next) -> Response {
         return next.run(req).await;
     }
     let from_cert = req.extensions().get::<Peer>().and_then(|p| p.0.clone());
-    let from_token = req
-        .headers()
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .and_then(|t| {
-            req.extensions()
-                .get::<Tokens>()
-                .and_then(|tokens| tokens.0.get(t.trim()).cloned())
-        });
-    match from_cert.or(from_token) {
-        Some(id) => {
-            req.extensions_mut().insert(id);
-            next.run(req).await
-        }
-        None => ApiError::Unauthorized.into_response(),
-    }
+    let token = bearer(&req);
+    let from_static = token.as_ref().and_then(|t| {
+        req.extensions()
+            .get::<Tokens>()
+            .and_then(|tokens| tokens.0.get(t).cloned())
+    });
+    let id = match (from_cert, from_static, token) {
+        (Some(id), _, _) | (None, Some(id), _) => Some(id),
+        (None, None, Some(token)) => service_account(&state, token).await,
+        (None, None, None) => None,
+    };
+    let Some(id) = id else {
+        return ApiError::Unauthorized.into_response();
+    };
+    let id = match super::impersonate::apply(&state, id.authenticated(), req.headers()).await {
+        Ok(id) => id,
+        Err(e) => return e.into_response(),
+    };
+    req.extensions_mut().insert(id);
+    next.run(req).await
 }
 
 #[cfg(test)]
@@ -122,10 +194,7 @@ mod tests {
         let t = Tokens::parse("abc,alice,1,\"dev,ops\"\n# comment\nxyz,bob,2\n");
         assert_eq!(
             t.0["abc"],
-            Identity {
-                user: "alice".into(),
-                groups: vec!["dev".into(), "ops".into()]
-            }
+            Identity::new("alice", vec!["dev".into(), "ops".into()])
         );
         assert_eq!(t.0["xyz"].groups, Vec::<String>::new());
     }

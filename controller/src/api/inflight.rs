@@ -196,10 +196,10 @@ mod tests {
             ))
             .layer(axum::middleware::from_fn(
                 move |mut req: Request, next: Next| async move {
-                    req.extensions_mut().insert(Identity {
-                        user: "u".into(),
-                        groups: groups.iter().map(|g| g.to_string()).collect(),
-                    });
+                    req.extensions_mut().insert(Identity::new(
+                        "u",
+                        groups.iter().map(|g| g.to_string()).collect(),
+                    ));
                     next.run(req).await
                 },
             ))

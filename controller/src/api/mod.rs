@@ -9,6 +9,7 @@ mod conn_table;
 pub mod discovery;
 pub mod error;
 mod guarded;
+mod impersonate;
 pub mod inflight;
 mod join;
 mod list;
@@ -18,6 +19,7 @@ mod patch;
 pub mod path;
 pub mod proxy;
 mod query;
+mod review;
 mod status_body;
 mod subresource;
 mod table;
@@ -62,6 +64,10 @@ pub struct ApiState {
     pub inflight: Arc<inflight::InFlight>,
     /// The accept loop's counters.
     pub connections: Arc<listener::ConnectionStats>,
+    /// RBAC decisions.
+    pub authorizer: crate::rbac::Authorizer,
+    /// Signs and checks ServiceAccount tokens.
+    pub tokens: Arc<crate::serviceaccount::token::TokenSigner>,
 }
 
 pub type SharedState = Arc<ApiState>;
@@ -70,7 +76,8 @@ pub type SharedState = Arc<ApiState>;
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 /// The router of the whole API. Layers, outermost first: `Status` bodies for the HTTP layer's
-/// own errors, authentication, metrics (which see the 429s), the in-flight caps.
+/// own errors, authentication (and impersonation), authorization of non-resource paths,
+/// metrics (which see the 429s), the in-flight caps.
 pub fn router(state: SharedState) -> Router {
     Router::new()
         .route("/healthz", get(health))
@@ -97,7 +104,14 @@ pub fn router(state: SharedState) -> Router {
             state.clone(),
             metrics::observe,
         ))
-        .layer(axum::middleware::from_fn(authn::require_identity))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authz::non_resource,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authn::require_identity,
+        ))
         .layer(axum::middleware::from_fn(status_body::ensure))
         .with_state(state)
 }
@@ -147,12 +161,14 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
     {
         let query = Query::parse(req.uri().query());
         authz::authorize(
-            &state.registry,
+            &state,
             req.extensions().get::<authn::Identity>(),
             req.method(),
             &target,
             &query,
-        )?;
+            None,
+        )
+        .await?;
         return match (req.method(), sub.as_str()) {
             (&Method::GET, "log") => {
                 let q = req.uri().query().unwrap_or_default().to_string();
@@ -173,13 +189,48 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
         }
         ApiPath::Unknown => return Err(ApiError::UnknownPath),
     };
+    let identity = parts.extensions.get::<authn::Identity>().cloned();
+    // A TokenRequest is authorized with the pod it binds to (nodes may ask only for their
+    // pods' tokens): read its body first.
+    let mut body = Some(body);
+    let mut token_request = None;
+    if parts.method == Method::POST
+        && target.subresource.as_deref() == Some("token")
+        && target.rt.group.is_empty()
+        && target.rt.plural == "serviceaccounts"
+        && let Some(b) = body.take()
+    {
+        token_request = Some(body::read(b, &parts.headers).await?);
+    }
     authz::authorize(
-        &state.registry,
-        parts.extensions.get::<authn::Identity>(),
+        &state,
+        identity.as_ref(),
         &parts.method,
         &target,
         &query,
-    )?;
+        token_request
+            .as_ref()
+            .and_then(crate::serviceaccount::bound_pod),
+    )
+    .await?;
+    if let (Some(request), Some(ns), Some(name)) =
+        (token_request, target.namespace.clone(), target.name.clone())
+    {
+        return review::token_request(&state, ns, name, request).await;
+    }
+    let body = body.unwrap_or_default();
+    if target.rt.create_only {
+        return match parts.method {
+            Method::POST => {
+                let body = body::read(body, &parts.headers).await?;
+                review::create(&state, identity.as_ref(), &target, body).await
+            }
+            _ => Err(ApiError::MethodNotAllowed),
+        };
+    }
+    if authz::escalation::applies(target.rt) {
+        state.authorizer.catch_up().await;
+    }
     let table = wants_table(&parts.headers);
     // Writes carry the requesting node, if it is one, for NodeRestriction.
     let write_options = || {
@@ -189,6 +240,11 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
                 .get::<authn::Identity>()
                 .and_then(authz::node_of)
                 .map(String::from);
+            if authz::escalation::applies(target.rt)
+                && let Some(id) = &identity
+            {
+                o.guard = Some(authz::escalation::guard(&state.authorizer, id));
+            }
             o
         })
     };

@@ -6,7 +6,7 @@ use berth_shared::selector::{FieldSelector, LabelSelector};
 use std::collections::HashMap;
 
 /// The parsed query string.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Query {
     params: HashMap<String, Vec<String>>,
 }
@@ -84,6 +84,7 @@ impl Query {
             dry_run: self.dry_run()?,
             field_validation,
             node: None,
+            guard: None,
         })
     }
 

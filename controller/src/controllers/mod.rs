@@ -2,12 +2,14 @@
 //! [`runtime::Reconciler`] wired to the shared informers with the [`runtime::Controller`]
 //! builder.
 
+pub mod clusterrole_aggregation;
 pub mod deployment;
 pub mod gc;
 pub mod namespace;
 pub mod nodeipam;
 pub mod replicaset;
 pub mod runtime;
+pub mod serviceaccount;
 
 use runtime::Context;
 use tokio::task::JoinHandle;
@@ -17,9 +19,12 @@ use tokio_util::sync::CancellationToken;
 pub fn start(
     ctx: &Context,
     cluster_cidr: nodeipam::plan::Cidr,
+    root_ca: String,
     shutdown: CancellationToken,
 ) -> Vec<JoinHandle<()>> {
     vec![
+        tokio::spawn(clusterrole_aggregation::run(ctx.clone(), shutdown.clone())),
+        tokio::spawn(serviceaccount::run(ctx.clone(), root_ca, shutdown.clone())),
         tokio::spawn(deployment::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(gc::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(namespace::run(ctx.clone(), shutdown.clone())),

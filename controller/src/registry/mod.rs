@@ -36,6 +36,29 @@ pub struct WriteOptions {
     /// The node whose credential makes the write, if a node's: its writes of Node objects go
     /// through [`node_restriction`].
     pub node: Option<String>,
+    /// A check of the object about to be written that depends on who writes it (RBAC's
+    /// escalation prevention); runs after admission, on creates and updates.
+    pub guard: Option<WriteGuard>,
+}
+
+/// The check a [`WriteGuard`] runs.
+pub type GuardFn = dyn Fn(&ResourceType, &Value) -> Result<(), RegistryError> + Send + Sync;
+
+/// A requester-dependent check of an object about to be written.
+#[derive(Clone)]
+pub struct WriteGuard(pub std::sync::Arc<GuardFn>);
+
+impl std::fmt::Debug for WriteGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WriteGuard")
+    }
+}
+
+fn guard(rt: &ResourceType, opts: &WriteOptions, obj: &Value) -> Result<(), RegistryError> {
+    match &opts.guard {
+        Some(g) => (g.0)(rt, obj),
+        None => Ok(()),
+    }
 }
 
 /// NodeRestriction: a node's write of a Node (the authorizer has made sure it is its own).
@@ -191,8 +214,14 @@ impl Registry {
         }
         meta::prepare_for_create(rt, &mut obj, has_generation(rt));
         restrict_node(rt, opts, &name, &obj, None)?;
+        if rt.group.is_empty() && rt.plural == "pods"
+            && let Some(ns) = ns
+        {
+            crate::serviceaccount::admission::admit_pod(self, ns, &mut obj, opts.dry_run)?;
+        }
         admission::admit(rt.kind, Operation::Create, &mut obj, None)
             .map_err(|e| admission_error(rt, &name, e))?;
+        guard(rt, opts, &obj)?;
         if opts.dry_run {
             return Ok(obj);
         }
@@ -309,6 +338,7 @@ impl Registry {
         restrict_node(rt, opts, name, &obj, Some(&old))?;
         admission::admit(rt.kind, Operation::Update, &mut obj, Some(&old))
             .map_err(|e| admission_error(rt, name, e))?;
+        guard(rt, opts, &obj)?;
         if meta::same_ignoring_version(&obj, &old) {
             return Ok(old);
         }

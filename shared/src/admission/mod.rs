@@ -32,6 +32,7 @@ mod pod;
 mod pod_spec;
 mod policy;
 mod probe;
+mod rbac;
 mod resources;
 mod scheduling;
 mod selector;
@@ -117,7 +118,9 @@ pub fn admit(
     obj: &mut Value,
     old: Option<&Value>,
 ) -> Result<(), AdmissionError> {
-    use k8s_openapi::api::{apps::v1 as apps_v1, batch::v1 as batch_v1, core::v1 as core_v1};
+    use k8s_openapi::api::{
+        apps::v1 as apps_v1, batch::v1 as batch_v1, core::v1 as core_v1, rbac::v1 as rbac_v1,
+    };
     match kind {
         "Namespace" => run::<core_v1::Namespace>(
             obj,
@@ -228,6 +231,41 @@ pub fn admit(
             |_, _, _| {},
             |l, o, _| policy::validate_lease(l, o),
         ),
+        "ServiceAccount" => run::<core_v1::ServiceAccount>(
+            obj,
+            op,
+            old,
+            |_, _, _| {},
+            |s, o, _| rbac::validate_service_account(s, o),
+        ),
+        "Role" => run::<rbac_v1::Role>(
+            obj,
+            op,
+            old,
+            |_, _, _| {},
+            |r, o, _| rbac::validate_role(r, o),
+        ),
+        "ClusterRole" => run::<rbac_v1::ClusterRole>(
+            obj,
+            op,
+            old,
+            |_, _, _| {},
+            |r, o, _| rbac::validate_cluster_role(r, o),
+        ),
+        "RoleBinding" => run::<rbac_v1::RoleBinding>(
+            obj,
+            op,
+            old,
+            |b, _, _| rbac::default_subjects(b.subjects.as_mut()),
+            |b, o, _| rbac::validate_role_binding(b, o),
+        ),
+        "ClusterRoleBinding" => run::<rbac_v1::ClusterRoleBinding>(
+            obj,
+            op,
+            old,
+            |b, _, _| rbac::default_subjects(b.subjects.as_mut()),
+            |b, o, _| rbac::validate_cluster_role_binding(b, o),
+        ),
         other => Err(AdmissionError::Decode(format!(
             "no kind {} is registered",
             field::quote(other)
@@ -259,6 +297,13 @@ pub fn unknown_fields(kind: &str, raw: &Value) -> Vec<String> {
             round_trip_unknown::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(raw)
         }
         "Lease" => round_trip_unknown::<k8s_openapi::api::coordination::v1::Lease>(raw),
+        "ServiceAccount" => round_trip_unknown::<core_v1::ServiceAccount>(raw),
+        "Role" => round_trip_unknown::<k8s_openapi::api::rbac::v1::Role>(raw),
+        "ClusterRole" => round_trip_unknown::<k8s_openapi::api::rbac::v1::ClusterRole>(raw),
+        "RoleBinding" => round_trip_unknown::<k8s_openapi::api::rbac::v1::RoleBinding>(raw),
+        "ClusterRoleBinding" => {
+            round_trip_unknown::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>(raw)
+        }
         _ => Vec::new(),
     };
     paths

@@ -214,6 +214,8 @@ pub(crate) fn each_invalid(path: &Path, value: &str, msgs: Vec<String>) -> Vec<F
 pub(crate) enum NameRule {
     Label,
     Subdomain,
+    /// Any name usable as one URL path segment (RBAC kinds: `system:basic-user`).
+    PathSegment,
 }
 
 /// The upstream name rule for a kind: namespaces and statefulsets use DNS-1123 labels (pods of a
@@ -221,6 +223,7 @@ pub(crate) enum NameRule {
 pub(crate) fn name_rule(kind: &str) -> NameRule {
     match kind {
         "Namespace" | "StatefulSet" => NameRule::Label,
+        "Role" | "RoleBinding" | "ClusterRole" | "ClusterRoleBinding" => NameRule::PathSegment,
         _ => NameRule::Subdomain,
     }
 }
@@ -237,7 +240,22 @@ pub(crate) fn name_messages(rule: NameRule, name: &str, prefix: bool) -> Vec<Str
     match rule {
         NameRule::Label => dns1123_label(name),
         NameRule::Subdomain => dns1123_subdomain(name),
+        NameRule::PathSegment => path_segment(name, prefix),
     }
+}
+
+/// Upstream `IsValidPathSegmentName` (and its prefix form for `generateName`).
+fn path_segment(name: &str, prefix: bool) -> Vec<String> {
+    let mut msgs = Vec::new();
+    if !prefix && (name == "." || name == "..") {
+        msgs.push(format!("may not be '{name}'"));
+    }
+    for bad in ["/", "%"] {
+        if name.contains(bad) {
+            msgs.push(format!("may not contain '{bad}'"));
+        }
+    }
+    msgs
 }
 
 /// Validates `metadata.name` for a kind; CronJob names are limited to 52 characters because

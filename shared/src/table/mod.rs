@@ -12,6 +12,7 @@ mod duration;
 mod lookup;
 mod pod;
 mod policy;
+mod rbac;
 mod selector;
 
 use jiff::Timestamp;
@@ -108,6 +109,8 @@ pub fn columns(kind: &str) -> Vec<ColumnDefinition> {
         "Job" => batch::job_columns(),
         "CronJob" => batch::cron_job_columns(),
         "PodDisruptionBudget" => policy::pdb_columns(),
+        "ServiceAccount" => rbac::service_account_columns(),
+        "RoleBinding" | "ClusterRoleBinding" => rbac::binding_columns(),
         _ => default_columns(),
     }
 }
@@ -132,6 +135,8 @@ pub fn cells(kind: &str, obj: &Value, now: Timestamp) -> Vec<Value> {
         "Job" => batch::job_cells(obj, now),
         "CronJob" => batch::cron_job_cells(obj, now),
         "PodDisruptionBudget" => policy::pdb_cells(obj, now),
+        "ServiceAccount" => rbac::service_account_cells(obj, now),
+        "RoleBinding" | "ClusterRoleBinding" => rbac::binding_cells(obj, now),
         _ => default_cells(obj),
     }
 }

@@ -1,14 +1,22 @@
-//! Authorization: cluster admins (and other authenticated users: Berth has no RBAC yet) may do
-//! everything; node credentials go through [`policy::decide`] with facts looked up here.
+//! Authorization: node credentials go through the node authorizer ([`policy::decide`], with
+//! facts looked up here) and then RBAC; everyone else through RBAC ([`crate::rbac`]), whose
+//! `system:masters` members may do everything. Non-resource paths (discovery, OpenAPI,
+//! `/metrics`) are checked by [`non_resource`]; writes of RBAC objects by [`escalation`].
 
+pub mod escalation;
 pub mod policy;
 
 use super::authn::Identity;
 use super::error::ApiError;
-use super::path::ResourcePath;
+use super::path::{ApiPath, ResourcePath};
 use super::query::Query;
+use super::{ApiState, SharedState};
+use crate::rbac::rules::Attributes;
 use crate::registry::{Registry, prefix};
+use axum::extract::{Request as HttpRequest, State};
 use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use berth_shared::resource;
 use policy::{Facts, Request, Verb};
 use serde_json::Value;
@@ -108,17 +116,15 @@ fn facts(registry: &Registry, node: &str, path: &ResourcePath) -> Facts {
     facts
 }
 
-/// Checks a resource request; node credentials are confined by the node policy.
-pub fn authorize(
+/// The node authorizer's answer for a node's request (`Err`: its refusal message).
+fn node_decision(
     registry: &Registry,
-    id: Option<&Identity>,
+    node: &str,
     method: &Method,
     path: &ResourcePath,
     q: &Query,
-) -> Result<(), ApiError> {
-    let Some(node) = id.and_then(node_of) else {
-        return Ok(());
-    };
+    token_request_pod: Option<&str>,
+) -> Result<(), String> {
     let fields = q
         .field_selector()
         .unwrap_or_else(|_| berth_shared::selector::FieldSelector::everything());
@@ -132,7 +138,151 @@ pub fn authorize(
         node_name_selector: fields.single_value("spec.nodeName"),
         name_selector: fields.single_value("metadata.name"),
     };
-    policy::decide(node, &request, &facts(registry, node, path)).map_err(ApiError::Forbidden)
+    let mut facts = facts(registry, node, path);
+    if let (Some(pod), Some(ns)) = (token_request_pod, path.namespace.as_deref()) {
+        // A node may ask for a token of an account only for a pod bound to it that runs as it.
+        facts.token_for_own_pod = registry
+            .get(resource::PODS, Some(ns), pod)
+            .ok()
+            .and_then(|p| p.value().ok())
+            .is_some_and(|p| {
+                p.pointer("/spec/nodeName").and_then(Value::as_str) == Some(node)
+                    && p.pointer("/spec/serviceAccountName").and_then(Value::as_str)
+                        == path.name.as_deref()
+            });
+    }
+    policy::decide(node, &request, &facts)
+}
+
+/// The RBAC attributes of a resource request.
+pub fn attributes(method: &Method, path: &ResourcePath, q: &Query) -> Attributes {
+    Attributes::Resource {
+        verb: verb(method, path, q).as_str().to_string(),
+        group: path.rt.group.to_string(),
+        resource: path.rt.plural.to_string(),
+        subresource: path.subresource.clone().unwrap_or_default(),
+        namespace: path.namespace.clone().unwrap_or_default(),
+        name: path.name.clone().unwrap_or_default(),
+    }
+}
+
+/// Upstream's refusal message for a resource request.
+pub fn forbidden_message(user: &str, attrs: &Attributes) -> String {
+    match attrs {
+        Attributes::Resource {
+            verb,
+            group,
+            resource,
+            subresource,
+            namespace,
+            name,
+        } => {
+            let qualified = if group.is_empty() {
+                resource.clone()
+            } else {
+                format!("{resource}.{group}")
+            };
+            let what = if name.is_empty() {
+                qualified
+            } else {
+                format!("{qualified} \"{name}\"")
+            };
+            let res = if subresource.is_empty() {
+                resource.clone()
+            } else {
+                format!("{resource}/{subresource}")
+            };
+            let scope = if namespace.is_empty() {
+                "at the cluster scope".to_string()
+            } else {
+                format!("in the namespace \"{namespace}\"")
+            };
+            format!(
+                "{what} is forbidden: User \"{user}\" cannot {verb} resource \"{res}\" in API group \"{group}\" {scope}"
+            )
+        }
+        Attributes::NonResource { verb, path } => {
+            format!("forbidden: User \"{user}\" cannot {verb} path \"{path}\"")
+        }
+    }
+}
+
+/// Checks a resource request: nodes by the node authorizer first, then everyone by RBAC.
+/// `token_request_pod` is the pod a `serviceaccounts/token` request binds to.
+pub async fn authorize(
+    state: &ApiState,
+    id: Option<&Identity>,
+    method: &Method,
+    path: &ResourcePath,
+    q: &Query,
+    token_request_pod: Option<&str>,
+) -> Result<(), ApiError> {
+    let Some(id) = id else {
+        return Err(ApiError::Unauthorized);
+    };
+    let attrs = attributes(method, path, q);
+    let node_refusal = match node_of(id) {
+        Some(node) => {
+            let registry = state.registry.clone();
+            let (node, method, path, q) = (
+                node.to_string(),
+                method.clone(),
+                path.clone(),
+                q.clone(),
+            );
+            let pod = token_request_pod.map(String::from);
+            let decision = tokio::task::spawn_blocking(move || {
+                node_decision(&registry, &node, &method, &path, &q, pod.as_deref())
+            })
+            .await
+            .map_err(|e| ApiError::Internal(format!("authorization task failed: {e}")))?;
+            match decision {
+                Ok(()) => return Ok(()),
+                Err(msg) => Some(msg),
+            }
+        }
+        None => None,
+    };
+    if state
+        .authorizer
+        .allowed_fresh(&id.rbac_user(), &attrs)
+        .await
+        .is_some()
+    {
+        return Ok(());
+    }
+    Err(ApiError::Forbidden(
+        node_refusal.unwrap_or_else(|| forbidden_message(&id.user, &attrs)),
+    ))
+}
+
+/// Middleware: requests for non-resource paths (discovery, OpenAPI, `/metrics`) need an RBAC
+/// grant on the path; resource requests are checked where they are dispatched.
+pub async fn non_resource(
+    State(state): State<SharedState>,
+    req: HttpRequest,
+    next: Next,
+) -> Response {
+    let Some(id) = req.extensions().get::<Identity>() else {
+        // Public paths (health, version, joining) carry no identity and need none.
+        return next.run(req).await;
+    };
+    if matches!(super::path::parse(req.uri().path()), ApiPath::Resource(_)) {
+        return next.run(req).await;
+    }
+    let attrs = Attributes::NonResource {
+        verb: req.method().as_str().to_lowercase(),
+        path: req.uri().path().to_string(),
+    };
+    if state
+        .authorizer
+        .allowed_fresh(&id.rbac_user(), &attrs)
+        .await
+        .is_some()
+    {
+        return next.run(req).await;
+    }
+    ApiError::Forbidden(forbidden_message(&id.user, &attrs)).into_response()
 }
 
 /// For creates by a node: the body must name the node's own Node or Lease.

@@ -1,6 +1,7 @@
 //! Node authorization, as a pure decision over the facts of one request: a node's credential
 //! may write only its own Node and Lease, the status of pods bound to it, and events; it may
-//! read (and finally delete) the pods bound to it and the configmaps/secrets they reference.
+//! read (and finally delete) the pods bound to it and the configmaps/secrets they reference,
+//! and ask for tokens of the accounts they run as, bound to them.
 
 /// Kubernetes verbs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +61,9 @@ pub struct Facts {
     pub pod_node: Option<String>,
     /// For a named configmap/secret: whether a pod bound to the node references it.
     pub referenced_by_node_pod: bool,
+    /// For `serviceaccounts/<name>/token`: the request binds the token to a pod bound to the
+    /// node that runs as that account.
+    pub token_for_own_pod: bool,
 }
 
 /// Allowed, or the reason it is not.
@@ -94,6 +98,9 @@ pub fn decide(node: &str, r: &Request<'_>, facts: &Facts) -> Result<(), String> 
             Verb::Create | Verb::Update | Verb::Patch | Verb::Get
         ),
         ("", "configmaps") | ("", "secrets") => r.verb == Verb::Get && facts.referenced_by_node_pod,
+        ("", "serviceaccounts") => {
+            r.verb == Verb::Create && r.subresource == Some("token") && facts.token_for_own_pod
+        }
         _ => false,
     };
     if ok {

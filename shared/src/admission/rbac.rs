@@ -1,0 +1,324 @@
+//! RBAC and ServiceAccount admission: upstream's `ValidateRole`, `ValidateClusterRole`,
+//! `ValidateRoleBinding`, `ValidateClusterRoleBinding` (rules need verbs and either resources or
+//! non-resource URLs, a binding's `roleRef` never changes) and `ValidateServiceAccount`.
+
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+};
+
+use super::field::{FieldError, Path};
+use super::meta::{validate_object_meta, validate_object_meta_update};
+use super::names::{NameRule, name_messages};
+use super::selector::validate_label_selector;
+
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+fn meta_errors<M>(
+    new: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    old: Option<&M>,
+    old_meta: impl Fn(&M) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    kind: &str,
+    namespaced: bool,
+) -> Vec<FieldError> {
+    match old {
+        None => validate_object_meta(new, kind, namespaced),
+        Some(o) => validate_object_meta_update(new, old_meta(o)),
+    }
+}
+
+/// One policy rule: verbs are required; a namespaced role has no non-resource URLs; a rule names
+/// resources (with API groups) or non-resource URLs, not both.
+fn validate_rule(rule: &PolicyRule, path: &Path, namespaced: bool) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if rule.verbs.is_empty() {
+        errs.push(FieldError::required(
+            &path.child("verbs"),
+            "verbs must contain at least one value",
+        ));
+    }
+    let urls = rule.non_resource_urls.as_deref().unwrap_or_default();
+    let resources = rule.resources.as_deref().unwrap_or_default();
+    let groups = rule.api_groups.as_deref();
+    if !urls.is_empty() {
+        if namespaced {
+            errs.push(FieldError::invalid(
+                &path.child("nonResourceURLs"),
+                urls.to_vec(),
+                "namespaced rules cannot apply to non-resource URLs",
+            ));
+        }
+        if groups.is_some_and(|g| !g.is_empty()) || !resources.is_empty() {
+            errs.push(FieldError::invalid(
+                &path.child("nonResourceURLs"),
+                urls.to_vec(),
+                "rules cannot apply to both regular resources and non-resource URLs",
+            ));
+        }
+        return errs;
+    }
+    if groups.is_none_or(|g| g.is_empty()) {
+        errs.push(FieldError::required(
+            &path.child("apiGroups"),
+            "resource rules must supply at least one api group",
+        ));
+    }
+    if resources.is_empty() {
+        errs.push(FieldError::required(
+            &path.child("resources"),
+            "resource rules must supply at least one resource",
+        ));
+    }
+    errs
+}
+
+fn validate_rules(rules: Option<&Vec<PolicyRule>>, namespaced: bool) -> Vec<FieldError> {
+    let path = Path::new("rules");
+    rules
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .flat_map(|(i, r)| validate_rule(r, &path.index(i), namespaced))
+        .collect()
+}
+
+pub(crate) fn validate_role(role: &Role, old: Option<&Role>) -> Vec<FieldError> {
+    let mut errs = meta_errors(&role.metadata, old, |o| &o.metadata, "Role", true);
+    errs.extend(validate_rules(role.rules.as_ref(), true));
+    errs
+}
+
+pub(crate) fn validate_cluster_role(role: &ClusterRole, old: Option<&ClusterRole>) -> Vec<FieldError> {
+    let mut errs = meta_errors(&role.metadata, old, |o| &o.metadata, "ClusterRole", false);
+    errs.extend(validate_rules(role.rules.as_ref(), false));
+    if let Some(agg) = &role.aggregation_rule {
+        let p = Path::new("aggregationRule").child("clusterRoleSelectors");
+        let selectors = agg.cluster_role_selectors.as_deref().unwrap_or_default();
+        if selectors.is_empty() {
+            errs.push(FieldError::required(&p, "at least one clusterRoleSelector required if aggregationRule is non-nil"));
+        }
+        for (i, s) in selectors.iter().enumerate() {
+            errs.extend(validate_label_selector(s, &p.index(i)));
+        }
+        if role.rules.as_ref().is_some_and(|r| !r.is_empty()) && old.is_none() {
+            errs.push(FieldError::forbidden(
+                &Path::new("rules"),
+                "rules must be empty for aggregated roles",
+            ));
+        }
+    }
+    errs
+}
+
+fn validate_role_ref(r: &RoleRef, namespaced: bool) -> Vec<FieldError> {
+    let p = Path::new("roleRef");
+    let mut errs = Vec::new();
+    if r.api_group != RBAC_GROUP {
+        errs.push(FieldError::not_supported(
+            &p.child("apiGroup"),
+            r.api_group.as_str(),
+            &[RBAC_GROUP],
+        ));
+    }
+    let kinds: &[&str] = if namespaced {
+        &["Role", "ClusterRole"]
+    } else {
+        &["ClusterRole"]
+    };
+    if !kinds.contains(&r.kind.as_str()) {
+        errs.push(FieldError::not_supported(
+            &p.child("kind"),
+            r.kind.as_str(),
+            kinds,
+        ));
+    }
+    if r.name.is_empty() {
+        errs.push(FieldError::required(&p.child("name"), ""));
+    } else {
+        for m in name_messages(NameRule::PathSegment, &r.name, false) {
+            errs.push(FieldError::invalid(&p.child("name"), r.name.as_str(), m));
+        }
+    }
+    errs
+}
+
+fn validate_subject(s: &Subject, path: &Path) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if s.name.is_empty() {
+        errs.push(FieldError::required(&path.child("name"), ""));
+    }
+    let api_group = s.api_group.as_deref().unwrap_or_default();
+    match s.kind.as_str() {
+        "ServiceAccount" => {
+            if !s.name.is_empty() {
+                for m in name_messages(NameRule::Subdomain, &s.name, false) {
+                    errs.push(FieldError::invalid(&path.child("name"), s.name.as_str(), m));
+                }
+            }
+            if !api_group.is_empty() {
+                errs.push(FieldError::not_supported(
+                    &path.child("apiGroup"),
+                    api_group,
+                    &[""],
+                ));
+            }
+            if s.namespace.as_deref().unwrap_or_default().is_empty() {
+                errs.push(FieldError::required(&path.child("namespace"), ""));
+            }
+        }
+        "User" | "Group" => {
+            if api_group != RBAC_GROUP {
+                errs.push(FieldError::not_supported(
+                    &path.child("apiGroup"),
+                    api_group,
+                    &[RBAC_GROUP],
+                ));
+            }
+        }
+        other => errs.push(FieldError::not_supported(
+            &path.child("kind"),
+            other,
+            &["ServiceAccount", "User", "Group"],
+        )),
+    }
+    errs
+}
+
+fn validate_subjects(subjects: Option<&Vec<Subject>>) -> Vec<FieldError> {
+    let path = Path::new("subjects");
+    subjects
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .flat_map(|(i, s)| validate_subject(s, &path.index(i)))
+        .collect()
+}
+
+fn role_ref_unchanged(new: &RoleRef, old: Option<&RoleRef>) -> Vec<FieldError> {
+    match old {
+        Some(o) if o != new => vec![FieldError::invalid(
+            &Path::new("roleRef"),
+            serde_json::to_value(new).unwrap_or_default(),
+            "cannot change roleRef",
+        )],
+        _ => Vec::new(),
+    }
+}
+
+/// Upstream defaults a User or Group subject's apiGroup, and a ServiceAccount's to "".
+pub(crate) fn default_subjects(subjects: Option<&mut Vec<Subject>>) {
+    for s in subjects.into_iter().flatten() {
+        if s.api_group.is_none() {
+            s.api_group = Some(match s.kind.as_str() {
+                "User" | "Group" => RBAC_GROUP.to_string(),
+                _ => String::new(),
+            });
+        }
+    }
+}
+
+pub(crate) fn validate_role_binding(b: &RoleBinding, old: Option<&RoleBinding>) -> Vec<FieldError> {
+    let mut errs = meta_errors(&b.metadata, old, |o| &o.metadata, "RoleBinding", true);
+    errs.extend(validate_role_ref(&b.role_ref, true));
+    errs.extend(role_ref_unchanged(&b.role_ref, old.map(|o| &o.role_ref)));
+    errs.extend(validate_subjects(b.subjects.as_ref()));
+    errs
+}
+
+pub(crate) fn validate_cluster_role_binding(
+    b: &ClusterRoleBinding,
+    old: Option<&ClusterRoleBinding>,
+) -> Vec<FieldError> {
+    let mut errs = meta_errors(
+        &b.metadata,
+        old,
+        |o| &o.metadata,
+        "ClusterRoleBinding",
+        false,
+    );
+    errs.extend(validate_role_ref(&b.role_ref, false));
+    errs.extend(role_ref_unchanged(&b.role_ref, old.map(|o| &o.role_ref)));
+    errs.extend(validate_subjects(b.subjects.as_ref()));
+    errs
+}
+
+pub(crate) fn validate_service_account(
+    sa: &ServiceAccount,
+    old: Option<&ServiceAccount>,
+) -> Vec<FieldError> {
+    meta_errors(&sa.metadata, old, |o| &o.metadata, "ServiceAccount", true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fields(errs: &[FieldError]) -> Vec<String> {
+        errs.iter().map(FieldError::message).collect()
+    }
+
+    #[test]
+    fn a_rule_without_verbs_or_resources_is_refused_with_upstream_paths() {
+        let role: Role = serde_json::from_value(json!({"metadata": {"name": "r", "namespace": "d"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"]}, {"verbs": ["get"], "apiGroups": [""]}]}))
+        .unwrap();
+        let msgs = fields(&validate_role(&role, None));
+        assert_eq!(
+            msgs,
+            [
+                "rules[0].verbs: Required value: verbs must contain at least one value",
+                "rules[1].resources: Required value: resource rules must supply at least one resource"
+            ]
+        );
+    }
+
+    #[test]
+    fn namespaced_roles_cannot_name_non_resource_urls() {
+        let role: Role = serde_json::from_value(json!({"metadata": {"name": "r", "namespace": "d"},
+            "rules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}]}))
+        .unwrap();
+        assert_eq!(validate_role(&role, None).len(), 1);
+        let cr: ClusterRole = serde_json::from_value(json!({"metadata": {"name": "system:x"},
+            "rules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}]}))
+        .unwrap();
+        assert!(validate_cluster_role(&cr, None).is_empty());
+    }
+
+    #[test]
+    fn a_binding_keeps_its_role_ref() {
+        let b: RoleBinding = serde_json::from_value(json!({"metadata": {"name": "b", "namespace": "d"},
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "d"}]}))
+        .unwrap();
+        assert!(validate_role_binding(&b, None).is_empty());
+        let mut changed = b.clone();
+        changed.role_ref.name = "edit".into();
+        let msgs = fields(&validate_role_binding(&changed, Some(&b)));
+        assert!(msgs.iter().any(|m| m.contains("cannot change roleRef")), "{msgs:?}");
+    }
+
+    #[test]
+    fn cluster_role_bindings_refer_only_to_cluster_roles() {
+        let b: ClusterRoleBinding = serde_json::from_value(json!({"metadata": {"name": "b"},
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": "r"},
+            "subjects": [{"kind": "Robot", "name": "x"}]}))
+        .unwrap();
+        let msgs = fields(&validate_cluster_role_binding(&b, None));
+        assert_eq!(msgs.len(), 2, "{msgs:?}");
+        assert!(msgs[0].starts_with("roleRef.kind: Unsupported value: \"Role\""));
+    }
+
+    #[test]
+    fn rbac_names_may_hold_colons_but_not_slashes() {
+        let ok: ClusterRole =
+            serde_json::from_value(json!({"metadata": {"name": "system:basic-user"}})).unwrap();
+        assert!(validate_cluster_role(&ok, None).is_empty());
+        let bad: ClusterRole =
+            serde_json::from_value(json!({"metadata": {"name": "a/b"}})).unwrap();
+        assert_eq!(
+            fields(&validate_cluster_role(&bad, None)),
+            ["metadata.name: Invalid value: \"a/b\": may not contain '/'"]
+        );
+    }
+}

@@ -19,6 +19,8 @@ use std::path::PathBuf;
 pub struct ResolvedSources {
     pub configmaps: BTreeMap<String, BTreeMap<String, String>>,
     pub secrets: BTreeMap<String, BTreeMap<String, String>>,
+    /// ServiceAccount tokens for projected volumes, by [`super::api_access::TokenNeed::key`].
+    pub tokens: BTreeMap<String, String>,
 }
 
 /// Where things are on the host for this container.
@@ -38,6 +40,8 @@ pub struct HostSide {
     /// Node allocatable, for resourceFieldRef limits that are unset.
     pub node_cpu_millis: i64,
     pub node_memory_bytes: i64,
+    /// Where pods reach the API: the kubelet's `KUBERNETES_SERVICE_*` variables name it.
+    pub api_endpoint: Option<(String, u16)>,
 }
 
 /// `CreateContainerConfigError`'s message.
@@ -198,6 +202,12 @@ pub fn environment(
         env.retain(|(x, _)| *x != k);
         env.push((k, v));
     };
+    // The service variables come first: the pod's own envFrom and env override them.
+    if let Some(api) = &host.api_endpoint {
+        for (k, v) in super::api_access::service_env(api) {
+            set(&mut env, k, v);
+        }
+    }
     for from in c.env_from.iter().flatten() {
         let prefix = from.prefix.clone().unwrap_or_default();
         let (data, optional, what, name) = if let Some(r) = &from.config_map_ref {

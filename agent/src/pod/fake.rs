@@ -327,6 +327,24 @@ impl PodApi for FakeApi {
     ) -> BoxFuture<'a, Result<Option<Secret>, ClientError>> {
         Box::pin(async { Ok(None) })
     }
+
+    fn service_account_token<'a>(
+        &'a self,
+        pod: &'a Pod,
+        need: &'a crate::pod::api_access::TokenNeed,
+    ) -> BoxFuture<'a, Result<crate::pod::ports::IssuedToken, ClientError>> {
+        Box::pin(async move {
+            Ok(crate::pod::ports::IssuedToken {
+                token: format!(
+                    "token-for-{}-{}",
+                    pod.metadata.name.clone().unwrap_or_default(),
+                    need.key()
+                ),
+                issued_at: 0,
+                expires_at: need.expiration_seconds,
+            })
+        })
+    }
 }
 
 /// Events as `(reason, message)`.
@@ -419,6 +437,7 @@ impl Fakes {
                 },
                 cpus: 2,
                 memory_bytes: 4 << 30,
+                api_endpoint: None,
             },
             clock: self.clock.clone(),
         })

@@ -121,13 +121,14 @@ impl PodManager {
             node: NodeSide {
                 root_dir: config.root_dir.clone(),
                 log_dir: config.log_dir.clone(),
-                host_ip: node.host_ip,
+                host_ip: node.host_ip.clone(),
                 dns: ClusterDns {
                     servers: Vec::new(),
                     domain: "cluster.local".to_string(),
                 },
                 cpus: node.cpus,
                 memory_bytes: node.memory_bytes,
+                api_endpoint: super::api_access::endpoint(&config.server, &node.host_ip),
             },
             clock: Arc::new(jiff::Timestamp::now),
         });

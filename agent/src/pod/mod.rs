@@ -4,6 +4,7 @@
 //! per-pod [`worker`], the [`manager`] that dispatches to the workers, and the log/exec
 //! [`backend`] of the agent's server.
 
+pub mod api_access;
 pub mod backend;
 pub mod cache;
 pub mod container_config;

@@ -14,7 +14,8 @@ use crate::runtime::{
 };
 use berth_shared::client::{Client, ClientError};
 use berth_shared::k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
-use berth_shared::resource::{CONFIG_MAPS, PODS, SECRETS};
+use berth_shared::resource::{CONFIG_MAPS, PODS, SECRETS, SERVICE_ACCOUNTS};
+use super::api_access::TokenNeed;
 use futures::future::BoxFuture;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -166,6 +167,64 @@ pub trait PodApi: Send + Sync {
         namespace: &'a str,
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<Secret>, ClientError>>;
+    /// A token of the pod's ServiceAccount bound to the pod (TokenRequest).
+    fn service_account_token<'a>(
+        &'a self,
+        pod: &'a Pod,
+        need: &'a TokenNeed,
+    ) -> BoxFuture<'a, Result<IssuedToken, ClientError>>;
+}
+
+/// A token the API issued, with its validity in Unix seconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuedToken {
+    pub token: String,
+    pub issued_at: i64,
+    pub expires_at: i64,
+}
+
+/// Asks for a token of `pod`'s account bound to `pod`.
+async fn request_token(
+    client: &Client,
+    pod: &Pod,
+    need: &TokenNeed,
+) -> Result<IssuedToken, ClientError> {
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let account = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.service_account_name.clone())
+        .filter(|a| !a.is_empty())
+        .unwrap_or_else(|| "default".to_string());
+    let mut spec = serde_json::json!({
+        "expirationSeconds": need.expiration_seconds,
+        "boundObjectRef": {"kind": "Pod", "apiVersion": "v1",
+                           "name": pod.metadata.name, "uid": pod.metadata.uid},
+    });
+    if let Some(a) = &need.audience {
+        spec["audiences"] = serde_json::json!([a]);
+    }
+    let body = serde_json::json!({"apiVersion": "authentication.k8s.io/v1",
+                                  "kind": "TokenRequest", "spec": spec});
+    let issued_at = jiff::Timestamp::now().as_second();
+    let answer: serde_json::Value = client
+        .create_subresource(SERVICE_ACCOUNTS, Some(&ns), &account, "token", &body)
+        .await?;
+    let token = answer
+        .pointer("/status/token")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let expires_at = answer
+        .pointer("/status/expirationTimestamp")
+        .and_then(serde_json::Value::as_str)
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        .map_or(issued_at + need.expiration_seconds, |t| t.as_second());
+    Ok(IssuedToken {
+        token,
+        issued_at,
+        expires_at,
+    })
 }
 
 /// The real [`PodApi`]: the agent's client; the answers to status writes go into the pod
@@ -212,6 +271,14 @@ impl PodApi for ApiClient {
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<Secret>, ClientError>> {
         Box::pin(self.client.get(SECRETS, Some(namespace), name))
+    }
+
+    fn service_account_token<'a>(
+        &'a self,
+        pod: &'a Pod,
+        need: &'a TokenNeed,
+    ) -> BoxFuture<'a, Result<IssuedToken, ClientError>> {
+        Box::pin(request_token(&self.client, pod, need))
     }
 }
 

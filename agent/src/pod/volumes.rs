@@ -297,6 +297,19 @@ fn prepare_one(
                     return Err(invalid(format!("secret \"{}\" not found", s.name)));
                 }
             }
+            if let Some(t) = &src.service_account_token {
+                relative(&v.name, &t.path)?;
+                let need = super::api_access::TokenNeed {
+                    audience: t.audience.clone().filter(|a| !a.is_empty()),
+                    expiration_seconds: t
+                        .expiration_seconds
+                        .unwrap_or(super::api_access::DEFAULT_TOKEN_SECONDS),
+                };
+                let token = sources.tokens.get(&need.key()).ok_or_else(|| {
+                    invalid("failed to fetch token: the service account token is not available yet".to_string())
+                })?;
+                write_file(&dir.join(&t.path), token.as_bytes(), mode)?;
+            }
             if let Some(d) = &src.downward_api {
                 for item in d.items.iter().flatten() {
                     relative(&v.name, &item.path)?;
@@ -316,6 +329,39 @@ fn prepare_one(
         return Ok(dir);
     }
     Err(invalid("unsupported volume type (Berth supports emptyDir, hostPath, configMap, secret, downwardAPI, projected)".to_string()))
+}
+
+/// Rewrites a renewed token in every projected volume of `pod` that carries it (the directory
+/// is bind-mounted, so the containers see the new file at once).
+pub fn renew_token(
+    root: &Path,
+    pod: &Pod,
+    need: &super::api_access::TokenNeed,
+    token: &str,
+) -> Result<(), VolumeError> {
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let base = pod_dir(root, &uid).join("volumes").join("projected");
+    for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+        let Some(p) = &v.projected else { continue };
+        let mode = p.default_mode.map_or(0o644, |m| m as u32);
+        for t in p
+            .sources
+            .iter()
+            .flatten()
+            .filter_map(|s| s.service_account_token.as_ref())
+        {
+            let same = t.audience.clone().filter(|a| !a.is_empty()) == need.audience
+                && t.expiration_seconds
+                    .unwrap_or(super::api_access::DEFAULT_TOKEN_SECONDS)
+                    == need.expiration_seconds;
+            let dir = base.join(&v.name);
+            if same && dir.is_dir() {
+                relative(&v.name, &t.path)?;
+                write_file(&dir.join(&t.path), token.as_bytes(), mode)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Removes the pod's directory, unmounting memory-backed emptyDirs first.

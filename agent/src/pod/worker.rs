@@ -13,6 +13,7 @@ mod pull;
 mod sources;
 mod start;
 mod stop;
+mod tokens;
 #[cfg(test)]
 mod tests;
 
@@ -77,6 +78,8 @@ pub struct NodeSide {
     pub dns: ClusterDns,
     pub cpus: u32,
     pub memory_bytes: i64,
+    /// Where pods reach the API (`KUBERNETES_SERVICE_HOST`/`PORT`).
+    pub api_endpoint: Option<(String, u16)>,
 }
 
 /// Wall-clock time, the planner's `now`. The agent uses [`Timestamp::now`]; unit tests tie it
@@ -119,6 +122,8 @@ pub struct PodWorker {
     probes: prober::Results,
     /// Probers by container id.
     probers: Mutex<HashMap<String, Prober>>,
+    /// The pod's ServiceAccount tokens, by need.
+    tokens: tokens::Tokens,
 }
 
 impl PodWorker {
@@ -130,6 +135,7 @@ impl PodWorker {
             local: Mutex::new(Local::default()),
             probes: prober::Results::default(),
             probers: Mutex::new(HashMap::new()),
+            tokens: tokens::Tokens::default(),
         }
     }
 
@@ -248,6 +254,7 @@ impl PodWorker {
                 }
             }
         }
+        self.renew_tokens(&pod).await;
         Ok(Pass::RequeueAfter(next))
     }
 

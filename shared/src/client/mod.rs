@@ -214,6 +214,20 @@ impl Client {
         self.send(req).await
     }
 
+    /// POST to a subresource of an object (`serviceaccounts/<name>/token`, `pods/<name>/eviction`).
+    pub async fn create_subresource<B: Serialize, T: DeserializeOwned>(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        subresource: &str,
+        body: &B,
+    ) -> Result<T, ClientError> {
+        let path = format!("{}/{name}/{subresource}", collection_path(rt, ns));
+        self.send(self.request(reqwest::Method::POST, &path).json(body))
+            .await
+    }
+
     /// PUT of the object (or of its `status` subresource when `status` is true).
     pub async fn replace<T: Serialize + DeserializeOwned>(
         &self,

@@ -1,6 +1,6 @@
 //! The ConfigMaps and Secrets a pod's volumes and environment refer to, read from the API for
-//! a container start. A missing or unreadable one is left out; the container config reports
-//! what it lacks.
+//! a container start, and the ServiceAccount tokens of its projected volumes. A missing or
+//! unreadable one is left out; the container config reports what it lacks.
 
 use super::{PodWorker, ns_of};
 use crate::pod::container_config::ResolvedSources;
@@ -24,6 +24,7 @@ impl PodWorker {
                 out.configmaps.insert(name, data);
             }
         }
+        out.tokens = self.tokens_for(pod).await;
         for name in secrets {
             if let Ok(Some(s)) = self.cx.api.secret(&ns, &name).await {
                 let mut data: BTreeMap<String, String> = s

@@ -162,6 +162,7 @@ impl PodWorker {
             host_ip: node.host_ip.clone(),
             node_cpu_millis: i64::from(node.cpus) * 1000,
             node_memory_bytes: node.memory_bytes,
+            api_endpoint: node.api_endpoint.clone(),
         };
         let (pod_name, pod_namespace) = (name_of(pod), ns_of(pod));
         let labels = AttemptLabels {

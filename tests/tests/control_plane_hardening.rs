@@ -539,7 +539,17 @@ fn start_with_bob(args: &[&str]) -> (Controller, tempfile::TempDir) {
         token_file.to_str().expect("UTF-8 path"),
     ];
     all.extend_from_slice(args);
-    (Controller::start_with(&all), dir)
+    let c = Controller::start_with(&all);
+    // bob is an ordinary user: RBAC lets him edit, and he is subject to the in-flight caps.
+    let grant = c.admin_api().send(Req::post(
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        &serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "bob-edits"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]}),
+    ));
+    assert_eq!(grant.status, 201, "{}", grant.describe());
+    (c, dir)
 }
 
 #[test]

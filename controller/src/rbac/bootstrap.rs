@@ -74,8 +74,49 @@ pub fn cluster_admin_rules() -> Vec<PolicyRule> {
         .collect()
 }
 
+/// Fills the rules of the aggregated roles from the others (to a fixed point: `admin` gathers
+/// `edit`, which gathers `view`), so the defaults are complete from the first request on; the
+/// aggregation controller keeps them so afterwards.
+fn with_aggregated_rules(mut roles: Vec<Value>) -> Vec<Value> {
+    use crate::controllers::clusterrole_aggregation::plan::{Role, aggregate};
+    use berth_shared::selector::LabelSelector;
+    for _ in 0..roles.len() {
+        let views: Vec<Role> = roles
+            .iter()
+            .map(|r| Role {
+                name: r["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+                labels: serde_json::from_value(r["metadata"]["labels"].clone()).unwrap_or_default(),
+                rules: serde_json::from_value(r["rules"].clone()).unwrap_or_default(),
+            })
+            .collect();
+        let mut changed = false;
+        for (role, view) in roles.iter_mut().zip(&views) {
+            let Some(selectors) = role["aggregationRule"]["clusterRoleSelectors"].as_array() else {
+                continue;
+            };
+            let selectors: Vec<LabelSelector> = selectors
+                .iter()
+                .filter_map(|s| serde_json::from_value(s.clone()).ok())
+                .filter_map(|s| LabelSelector::from_k8s(&s).ok())
+                .collect();
+            if let Some(rules) = aggregate(&view.name, &selectors, &view.rules, &views) {
+                role["rules"] = json!(rules);
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    roles
+}
+
 /// The default cluster roles.
 pub fn cluster_roles() -> Vec<Value> {
+    with_aggregated_rules(default_cluster_roles())
+}
+
+fn default_cluster_roles() -> Vec<Value> {
     let label = |to: &str| json!({format!("{AGGREGATE_TO}{to}"): "true"});
     vec![
         cluster_role(
@@ -390,6 +431,15 @@ mod tests {
         assert!(view.iter().any(|r| rule_allows(r, &get("", "pods"))));
         assert!(view.iter().any(|r| rule_allows(r, &get("apps", "deployments"))));
         assert!(!view.iter().any(|r| rule_allows(r, &get("", "secrets"))));
+    }
+
+    #[test]
+    fn admin_holds_what_edit_holds_and_edit_what_view_holds() {
+        let (admin, edit, view) = (rules_of("admin"), rules_of("edit"), rules_of("view"));
+        assert!(!view.is_empty());
+        assert!(uncovered(&edit, &view).is_empty());
+        assert!(uncovered(&admin, &edit).is_empty());
+        assert!(!uncovered(&view, &edit).is_empty());
     }
 
     #[test]

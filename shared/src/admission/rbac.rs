@@ -100,12 +100,6 @@ pub(crate) fn validate_cluster_role(role: &ClusterRole, old: Option<&ClusterRole
         for (i, s) in selectors.iter().enumerate() {
             errs.extend(validate_label_selector(s, &p.index(i)));
         }
-        if role.rules.as_ref().is_some_and(|r| !r.is_empty()) && old.is_none() {
-            errs.push(FieldError::forbidden(
-                &Path::new("rules"),
-                "rules must be empty for aggregated roles",
-            ));
-        }
     }
     errs
 }

@@ -76,6 +76,7 @@ fn main() {
             ..AgentOptions::default()
         }],
         skip_fixtures: false,
+        controller_on_all_addresses: false,
     });
     let node = c.node_name(0).to_string();
 

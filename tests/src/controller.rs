@@ -66,6 +66,9 @@ pub struct Controller {
     extra_args: Vec<String>,
     /// Run under `prlimit --nofile=N:N` (soft and hard open-files limit).
     nofile: Option<u64>,
+    /// The address it listens on: loopback, or every address (`0.0.0.0`) when pods must
+    /// reach it.
+    listen_host: &'static str,
     child: Option<Child>,
     url: String,
     port: u16,
@@ -90,7 +93,17 @@ impl Controller {
         Controller::start_inner(args, Some(nofile))
     }
 
+    /// Like [`Controller::start_with`], listening on every address of the host, so that pods
+    /// (in-cluster clients) reach it at the node's address.
+    pub fn start_on_all_addresses(args: &[&str]) -> Controller {
+        Controller::start_full(args, None, "0.0.0.0")
+    }
+
     fn start_inner(args: &[&str], nofile: Option<u64>) -> Controller {
+        Controller::start_full(args, nofile, "127.0.0.1")
+    }
+
+    fn start_full(args: &[&str], nofile: Option<u64>, listen_host: &'static str) -> Controller {
         let bin = controller_binary();
         let tmp = tempfile::Builder::new()
             .prefix("berth-controller-")
@@ -107,6 +120,7 @@ impl Controller {
             bin,
             extra_args: args.iter().map(|a| a.to_string()).collect(),
             nofile,
+            listen_host,
             child: None,
             url: String::new(),
             port: 0,
@@ -248,7 +262,7 @@ impl Controller {
             .arg("--data-dir")
             .arg(self.data_dir())
             .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
+            .arg(format!("{}:{port}", self.listen_host))
             .args(&self.extra_args)
             .env("RUST_BACKTRACE", "1")
             .stdin(Stdio::null())

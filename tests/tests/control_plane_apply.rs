@@ -110,6 +110,20 @@ fn a_changed_apply_patches_and_an_unchanged_one_does_nothing() {
         ),
         "nginx:1.16.1"
     );
+    // The deployment controller writes the status while the rollout starts; with no nodes it
+    // stops at one surge pod beside the three old ones. Only then is the object at rest.
+    c.wait_for(
+        std::time::Duration::from_secs(30),
+        "the rollout to come to rest (observedGeneration 2, 4 replicas, 1 updated)",
+        || {
+            let s = jsonpath(
+                &c,
+                "deploy/nginx-deployment",
+                "{.status.observedGeneration}/{.status.replicas}/{.status.updatedReplicas}",
+            );
+            if s == "2/4/1" { Ok(()) } else { Err(s) }
+        },
+    );
     let rv_after = jsonpath(&c, "deploy/nginx-deployment", "{.metadata.resourceVersion}");
     assert_ne!(
         rv_before, rv_after,

@@ -135,8 +135,12 @@ fn loosened_modes_are_tightened_at_the_next_start_with_a_warning() {
             path
         })
         .collect();
+    let serving_cert = std::fs::read(c.pki("server.crt")).unwrap_or_default();
     c.restart();
     assert_private(&c);
+    // The serving certificate is issued anew (fresh, private files, nothing to warn about)
+    // when the host's addresses changed in between: other tests' pod bridges come and go.
+    let reissued = std::fs::read(c.pki("server.crt")).unwrap_or_default() != serving_cert;
     let log = std::fs::read_to_string(c.stderr_log()).unwrap_or_default();
     let start = log
         .rfind("controller start #2")
@@ -147,6 +151,12 @@ fn loosened_modes_are_tightened_at_the_next_start_with_a_warning() {
         .collect();
     for path in &loosened {
         let shown = path.display().to_string();
+        let serving = ["server.crt", "server.key", "server.sans"]
+            .iter()
+            .any(|f| path.ends_with(f));
+        if reissued && serving {
+            continue;
+        }
         assert!(
             warnings.iter().any(|w| w.contains(&shown)),
             "no warning for {shown}:\n{}",

@@ -85,6 +85,10 @@ fn a_node_may_set_kubelet_labels_on_itself_but_not_a_role() {
     }
     let mut current = node.get_ok(&path);
     current["metadata"]["labels"][ROLE] = json!("");
+    // Unconditional: the IPAM controller may write the podCIDR between the read and the PUT.
+    if let Some(meta) = current["metadata"].as_object_mut() {
+        meta.remove("resourceVersion");
+    }
     forbidden(&node, Req::put(&path, &current), &message);
     forbidden(
         &node,

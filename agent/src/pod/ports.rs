@@ -5,6 +5,7 @@
 //! The methods return boxed futures so the ports can be shared as `Arc<dyn …>` by the worker,
 //! its probers and its lifecycle hooks without type parameters spreading through the agent.
 
+use super::api_access::TokenNeed;
 use super::cache::PodCache;
 use super::events::Recorder;
 use crate::image::{ImageService, PullError, PullPolicy, PulledImage};
@@ -15,7 +16,6 @@ use crate::runtime::{
 use berth_shared::client::{Client, ClientError};
 use berth_shared::k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use berth_shared::resource::{CONFIG_MAPS, PODS, SECRETS, SERVICE_ACCOUNTS};
-use super::api_access::TokenNeed;
 use futures::future::BoxFuture;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -306,7 +306,10 @@ fn prepare_one(
                         .unwrap_or(super::api_access::DEFAULT_TOKEN_SECONDS),
                 };
                 let token = sources.tokens.get(&need.key()).ok_or_else(|| {
-                    invalid("failed to fetch token: the service account token is not available yet".to_string())
+                    invalid(
+                        "failed to fetch token: the service account token is not available yet"
+                            .to_string(),
+                    )
                 })?;
                 write_file(&dir.join(&t.path), token.as_bytes(), mode)?;
             }

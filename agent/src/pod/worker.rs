@@ -13,9 +13,9 @@ mod pull;
 mod sources;
 mod start;
 mod stop;
-mod tokens;
 #[cfg(test)]
 mod tests;
+mod tokens;
 
 use super::labels;
 use super::model::{ImagePull, Observed, Sandbox, StartError};

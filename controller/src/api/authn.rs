@@ -81,10 +81,7 @@ impl Tokens {
                         .collect()
                 })
                 .unwrap_or_default();
-            map.insert(
-                token.trim().to_string(),
-                Identity::new(user.trim(), groups),
-            );
+            map.insert(token.trim().to_string(), Identity::new(user.trim(), groups));
         }
         Tokens(Arc::new(map))
     }

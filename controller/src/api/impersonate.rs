@@ -62,16 +62,15 @@ fn wanted(headers: &HeaderMap) -> Result<Option<Wanted>, ApiError> {
 
 /// The checks impersonating `w` needs, each as (attributes, what the message names).
 fn checks(w: &Wanted) -> Vec<(Attributes, String, String)> {
-    let attrs = |group: &str, resource: &str, sub: &str, ns: &str, name: &str| {
-        Attributes::Resource {
+    let attrs =
+        |group: &str, resource: &str, sub: &str, ns: &str, name: &str| Attributes::Resource {
             verb: "impersonate".into(),
             group: group.into(),
             resource: resource.into(),
             subresource: sub.into(),
             namespace: ns.into(),
             name: name.into(),
-        }
-    };
+        };
     let mut out = Vec::new();
     match service_account_of(&w.user) {
         Some((ns, name)) => out.push((
@@ -144,7 +143,12 @@ pub async fn apply(
     };
     let user = id.rbac_user();
     for (attrs, resource, name) in checks(&w) {
-        if state.authorizer.allowed_fresh(&user, &attrs).await.is_none() {
+        if state
+            .authorizer
+            .allowed_fresh(&user, &attrs)
+            .await
+            .is_none()
+        {
             let (group, res) = match &attrs {
                 Attributes::Resource {
                     group, resource, ..

@@ -89,7 +89,8 @@ fn rules_status(rules: &[PolicyRule]) -> Value {
     let mut non_resource_rules = Vec::new();
     for r in rules {
         if r.non_resource_urls.as_ref().is_some_and(|u| !u.is_empty()) {
-            non_resource_rules.push(json!({"verbs": r.verbs, "nonResourceURLs": r.non_resource_urls}));
+            non_resource_rules
+                .push(json!({"verbs": r.verbs, "nonResourceURLs": r.non_resource_urls}));
         }
         if r.resources.as_ref().is_some_and(|u| !u.is_empty()) {
             let mut rule = json!({"verbs": r.verbs, "apiGroups": r.api_groups.clone().unwrap_or_default(),
@@ -116,7 +117,10 @@ pub async fn create(
     match target.rt.kind {
         "SelfSubjectAccessReview" => {
             let attrs = spec_attributes(target, &spec)?;
-            let allowed = state.authorizer.allowed_fresh(&id.rbac_user(), &attrs).await;
+            let allowed = state
+                .authorizer
+                .allowed_fresh(&id.rbac_user(), &attrs)
+                .await;
             Ok(created(review, access_status(allowed)))
         }
         "SubjectAccessReview" | "LocalSubjectAccessReview" => {
@@ -132,7 +136,11 @@ pub async fn create(
                 name: text(&spec, "user"),
                 groups: spec["groups"]
                     .as_array()
-                    .map(|g| g.iter().filter_map(|s| s.as_str().map(String::from)).collect())
+                    .map(|g| {
+                        g.iter()
+                            .filter_map(|s| s.as_str().map(String::from))
+                            .collect()
+                    })
                     .unwrap_or_default(),
             };
             if user.name.is_empty() && user.groups.is_empty() {

@@ -33,7 +33,12 @@ fn url_rule(verbs: &[&str], urls: &[&str]) -> Value {
     json!({"verbs": verbs, "nonResourceURLs": urls})
 }
 
-fn cluster_role(name: &str, labels: Value, rules: Vec<Value>, aggregate_from: Option<&str>) -> Value {
+fn cluster_role(
+    name: &str,
+    labels: Value,
+    rules: Vec<Value>,
+    aggregate_from: Option<&str>,
+) -> Value {
     let mut labels = labels;
     labels["kubernetes.io/bootstrapping"] = json!("rbac-defaults");
     let mut role = json!({
@@ -64,10 +69,7 @@ fn binding(name: &str, role: &str, groups: &[&str]) -> Value {
 
 /// `cluster-admin`'s rules: everything.
 pub fn cluster_admin_rules() -> Vec<PolicyRule> {
-    let rules = [
-        rule(&["*"], &["*"], &["*"]),
-        url_rule(&["*"], &["*"]),
-    ];
+    let rules = [rule(&["*"], &["*"], &["*"]), url_rule(&["*"], &["*"])];
     rules
         .into_iter()
         .filter_map(|r| serde_json::from_value(r).ok())
@@ -84,7 +86,10 @@ fn with_aggregated_rules(mut roles: Vec<Value>) -> Vec<Value> {
         let views: Vec<Role> = roles
             .iter()
             .map(|r| Role {
-                name: r["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+                name: r["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
                 labels: serde_json::from_value(r["metadata"]["labels"].clone()).unwrap_or_default(),
                 rules: serde_json::from_value(r["rules"].clone()).unwrap_or_default(),
             })
@@ -132,8 +137,16 @@ fn default_cluster_roles() -> Vec<Value> {
             "system:aggregate-to-admin",
             label("admin"),
             vec![
-                rule(&["create"], &["authorization.k8s.io"], &["localsubjectaccessreviews"]),
-                rule(RW_RO, &["rbac.authorization.k8s.io"], &["rolebindings", "roles"]),
+                rule(
+                    &["create"],
+                    &["authorization.k8s.io"],
+                    &["localsubjectaccessreviews"],
+                ),
+                rule(
+                    RW_RO,
+                    &["rbac.authorization.k8s.io"],
+                    &["rolebindings", "roles"],
+                ),
             ],
             None,
         ),
@@ -144,13 +157,26 @@ fn default_cluster_roles() -> Vec<Value> {
                 rule(
                     RO,
                     &[""],
-                    &["pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "secrets", "services/proxy"],
+                    &[
+                        "pods/attach",
+                        "pods/exec",
+                        "pods/portforward",
+                        "pods/proxy",
+                        "secrets",
+                        "services/proxy",
+                    ],
                 ),
                 rule(&["impersonate"], &[""], &["serviceaccounts"]),
                 rule(
                     RW,
                     &[""],
-                    &["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy"],
+                    &[
+                        "pods",
+                        "pods/attach",
+                        "pods/exec",
+                        "pods/portforward",
+                        "pods/proxy",
+                    ],
                 ),
                 rule(&["create"], &[""], &["pods/eviction"]),
                 rule(
@@ -185,7 +211,11 @@ fn default_cluster_roles() -> Vec<Value> {
                 ),
                 rule(RW, &["autoscaling"], &["horizontalpodautoscalers"]),
                 rule(RW, &["batch"], &["cronjobs", "jobs"]),
-                rule(RW, &["networking.k8s.io"], &["ingresses", "networkpolicies"]),
+                rule(
+                    RW,
+                    &["networking.k8s.io"],
+                    &["ingresses", "networkpolicies"],
+                ),
                 rule(RW, &["policy"], &["poddisruptionbudgets"]),
             ],
             None,
@@ -248,7 +278,10 @@ fn default_cluster_roles() -> Vec<Value> {
                 rule(
                     RO,
                     &["autoscaling"],
-                    &["horizontalpodautoscalers", "horizontalpodautoscalers/status"],
+                    &[
+                        "horizontalpodautoscalers",
+                        "horizontalpodautoscalers/status",
+                    ],
                 ),
                 rule(
                     RO,
@@ -277,7 +310,11 @@ fn default_cluster_roles() -> Vec<Value> {
                     &["authorization.k8s.io"],
                     &["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
                 ),
-                rule(&["create"], &["authentication.k8s.io"], &["selfsubjectreviews"]),
+                rule(
+                    &["create"],
+                    &["authentication.k8s.io"],
+                    &["selfsubjectreviews"],
+                ),
             ],
             None,
         ),
@@ -287,8 +324,17 @@ fn default_cluster_roles() -> Vec<Value> {
             vec![url_rule(
                 &["get"],
                 &[
-                    "/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi",
-                    "/openapi/*", "/readyz", "/version", "/version/",
+                    "/api",
+                    "/api/*",
+                    "/apis",
+                    "/apis/*",
+                    "/healthz",
+                    "/livez",
+                    "/openapi",
+                    "/openapi/*",
+                    "/readyz",
+                    "/version",
+                    "/version/",
                 ],
             )],
             None,
@@ -307,7 +353,15 @@ fn default_cluster_roles() -> Vec<Value> {
             json!({}),
             vec![url_rule(
                 &["get"],
-                &["/healthz", "/healthz/*", "/livez", "/livez/*", "/metrics", "/readyz", "/readyz/*"],
+                &[
+                    "/healthz",
+                    "/healthz/*",
+                    "/livez",
+                    "/livez/*",
+                    "/metrics",
+                    "/readyz",
+                    "/readyz/*",
+                ],
             )],
             None,
         ),
@@ -316,7 +370,11 @@ fn default_cluster_roles() -> Vec<Value> {
             json!({}),
             vec![
                 rule(&["create"], &["authentication.k8s.io"], &["tokenreviews"]),
-                rule(&["create"], &["authorization.k8s.io"], &["subjectaccessreviews"]),
+                rule(
+                    &["create"],
+                    &["authorization.k8s.io"],
+                    &["subjectaccessreviews"],
+                ),
             ],
             None,
         ),
@@ -327,14 +385,26 @@ fn default_cluster_roles() -> Vec<Value> {
 pub fn cluster_role_bindings() -> Vec<Value> {
     vec![
         binding("cluster-admin", "cluster-admin", &["system:masters"]),
-        binding("system:basic-user", "system:basic-user", &["system:authenticated"]),
-        binding("system:discovery", "system:discovery", &["system:authenticated"]),
+        binding(
+            "system:basic-user",
+            "system:basic-user",
+            &["system:authenticated"],
+        ),
+        binding(
+            "system:discovery",
+            "system:discovery",
+            &["system:authenticated"],
+        ),
         binding(
             "system:public-info-viewer",
             "system:public-info-viewer",
             &["system:authenticated", "system:unauthenticated"],
         ),
-        binding("system:monitoring", "system:monitoring", &["system:monitoring"]),
+        binding(
+            "system:monitoring",
+            "system:monitoring",
+            &["system:monitoring"],
+        ),
     ]
 }
 
@@ -343,12 +413,23 @@ pub fn cluster_role_bindings() -> Vec<Value> {
 pub fn ensure(registry: &Registry) -> Result<(), RegistryError> {
     let opts = WriteOptions::default();
     let sets = [
-        (CLUSTER_ROLES, cluster_roles(), &["rules", "aggregationRule"][..]),
-        (CLUSTER_ROLE_BINDINGS, cluster_role_bindings(), &["roleRef", "subjects"][..]),
+        (
+            CLUSTER_ROLES,
+            cluster_roles(),
+            &["rules", "aggregationRule"][..],
+        ),
+        (
+            CLUSTER_ROLE_BINDINGS,
+            cluster_role_bindings(),
+            &["roleRef", "subjects"][..],
+        ),
     ];
     for (rt, objects, fields) in sets {
         for want in objects {
-            let name = want["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            let name = want["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             match registry.get(rt, None, &name) {
                 Err(RegistryError::NotFound { .. }) => {
                     match registry.create(rt, None, want, &opts) {
@@ -361,9 +442,9 @@ pub fn ensure(registry: &Registry) -> Result<(), RegistryError> {
                     let have = have.value()?;
                     let auto = have["metadata"]["annotations"][AUTOUPDATE] != json!("false");
                     let aggregated = have.get("aggregationRule").is_some();
-                    let differs = fields.iter().any(|f| {
-                        !(aggregated && *f == "rules") && have.get(*f) != want.get(*f)
-                    });
+                    let differs = fields
+                        .iter()
+                        .any(|f| !(aggregated && *f == "rules") && have.get(*f) != want.get(*f));
                     if auto && differs {
                         registry.update_with(rt, None, &name, Part::Main, &opts, |mut cur| {
                             for f in fields {
@@ -429,7 +510,10 @@ mod tests {
             name: String::new(),
         };
         assert!(view.iter().any(|r| rule_allows(r, &get("", "pods"))));
-        assert!(view.iter().any(|r| rule_allows(r, &get("apps", "deployments"))));
+        assert!(
+            view.iter()
+                .any(|r| rule_allows(r, &get("apps", "deployments")))
+        );
         assert!(!view.iter().any(|r| rule_allows(r, &get("", "secrets"))));
     }
 
@@ -447,7 +531,11 @@ mod tests {
         let admin = cluster_admin_rules();
         for role in cluster_roles() {
             let rules: Vec<PolicyRule> = serde_json::from_value(role["rules"].clone()).unwrap();
-            assert!(uncovered(&admin, &rules).is_empty(), "{}", role["metadata"]["name"]);
+            assert!(
+                uncovered(&admin, &rules).is_empty(),
+                "{}",
+                role["metadata"]["name"]
+            );
         }
     }
 }

@@ -104,9 +104,7 @@ impl Authorizer {
             self.cluster_roles.clone(),
             self.cluster_role_bindings.clone(),
         ];
-        self.informers
-            .catch_up(&all, Duration::from_secs(2))
-            .await;
+        self.informers.catch_up(&all, Duration::from_secs(2)).await;
     }
 
     fn role_object(&self, role_ref: &RoleRef, namespace: &str) -> Option<Arc<Object>> {
@@ -158,23 +156,25 @@ impl Authorizer {
         if user.groups.iter().any(|g| g == MASTERS) {
             return Some(format!("member of {MASTERS}"));
         }
-        self.grants(user, attrs.namespace()).into_iter().find_map(|g| {
-            g.rules
-                .view::<RoleRules>()
-                .0
-                .iter()
-                .any(|r| rules::rule_allows(r, attrs))
-                .then(|| {
-                    let ns = match g.binding_kind {
-                        "RoleBinding" => format!(" in namespace {:?}", attrs.namespace()),
-                        _ => String::new(),
-                    };
-                    format!(
-                        "RBAC: allowed by {} {:?} of {} {:?} to {:?}{ns}",
-                        g.binding_kind, g.binding, g.role_kind, g.role, user.name
-                    )
-                })
-        })
+        self.grants(user, attrs.namespace())
+            .into_iter()
+            .find_map(|g| {
+                g.rules
+                    .view::<RoleRules>()
+                    .0
+                    .iter()
+                    .any(|r| rules::rule_allows(r, attrs))
+                    .then(|| {
+                        let ns = match g.binding_kind {
+                            "RoleBinding" => format!(" in namespace {:?}", attrs.namespace()),
+                            _ => String::new(),
+                        };
+                        format!(
+                            "RBAC: allowed by {} {:?} of {} {:?} to {:?}{ns}",
+                            g.binding_kind, g.binding, g.role_kind, g.role, user.name
+                        )
+                    })
+            })
     }
 
     /// Like [`Authorizer::allowed`], but a denial is confirmed against caches that have caught up.

@@ -182,9 +182,8 @@ fn covers_atom(owner: &PolicyRule, atom: &PolicyRule) -> bool {
             list(&owner.non_resource_urls).iter().any(|o| {
                 o == "*"
                     || o == u
-                    || o.strip_suffix('*').is_some_and(|p| {
-                        u.strip_suffix('*').unwrap_or(u).starts_with(p)
-                    })
+                    || o.strip_suffix('*')
+                        .is_some_and(|p| u.strip_suffix('*').unwrap_or(u).starts_with(p))
             })
         });
     }
@@ -242,7 +241,10 @@ pub fn describe(rules: &[PolicyRule]) -> String {
                 parts.push(format!("Resources:[{}]", quoted(list(&r.resources))));
             }
             if !list(&r.resource_names).is_empty() {
-                parts.push(format!("ResourceNames:[{}]", quoted(list(&r.resource_names))));
+                parts.push(format!(
+                    "ResourceNames:[{}]",
+                    quoted(list(&r.resource_names))
+                ));
             }
             if !list(&r.non_resource_urls).is_empty() {
                 parts.push(format!(
@@ -285,7 +287,10 @@ mod tests {
         assert!(!rule_allows(&r, &res("get", "apps", "pods", "", "p")));
         assert!(!rule_allows(&r, &res("get", "", "secrets", "", "p")));
         let star = rule(json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}));
-        assert!(rule_allows(&star, &res("escalate", "rbac.authorization.k8s.io", "roles", "", "")));
+        assert!(rule_allows(
+            &star,
+            &res("escalate", "rbac.authorization.k8s.io", "roles", "", "")
+        ));
         assert!(rule_allows(&star, &res("get", "", "pods", "log", "p")));
     }
 
@@ -295,14 +300,19 @@ mod tests {
         assert!(!rule_allows(&pods, &res("get", "", "pods", "log", "p")));
         for form in ["pods/log", "pods/*", "*/log"] {
             let r = rule(json!({"verbs": ["get"], "apiGroups": [""], "resources": [form]}));
-            assert!(rule_allows(&r, &res("get", "", "pods", "log", "p")), "{form}");
+            assert!(
+                rule_allows(&r, &res("get", "", "pods", "log", "p")),
+                "{form}"
+            );
             assert!(!rule_allows(&r, &res("get", "", "pods", "", "p")), "{form}");
         }
     }
 
     #[test]
     fn resource_names_limit_a_rule_to_named_requests() {
-        let r = rule(json!({"verbs": ["get", "list"], "apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["one"]}));
+        let r = rule(
+            json!({"verbs": ["get", "list"], "apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["one"]}),
+        );
         assert!(rule_allows(&r, &res("get", "", "configmaps", "", "one")));
         assert!(!rule_allows(&r, &res("get", "", "configmaps", "", "two")));
         assert!(!rule_allows(&r, &res("list", "", "configmaps", "", "")));
@@ -332,7 +342,9 @@ mod tests {
         };
         assert!(subject_matches(&sa, &user, "web"));
         assert!(!subject_matches(&sa, &user, "other"));
-        let group: Subject = serde_json::from_value(json!({"kind": "Group", "name": "system:serviceaccounts"})).unwrap();
+        let group: Subject =
+            serde_json::from_value(json!({"kind": "Group", "name": "system:serviceaccounts"}))
+                .unwrap();
         let in_group = User {
             groups: vec!["system:serviceaccounts".into()],
             ..user
@@ -342,29 +354,43 @@ mod tests {
 
     #[test]
     fn an_owner_covers_what_it_holds_and_nothing_more() {
-        let edit = [
-            rule(json!({"verbs": ["get", "list", "create"], "apiGroups": ["", "apps"], "resources": ["pods", "deployments", "pods/*"]})),
-        ];
-        let asked = [rule(json!({"verbs": ["get", "create"], "apiGroups": [""], "resources": ["pods", "pods/log"]}))];
+        let edit = [rule(
+            json!({"verbs": ["get", "list", "create"], "apiGroups": ["", "apps"], "resources": ["pods", "deployments", "pods/*"]}),
+        )];
+        let asked = [rule(
+            json!({"verbs": ["get", "create"], "apiGroups": [""], "resources": ["pods", "pods/log"]}),
+        )];
         assert!(uncovered(&edit, &asked).is_empty());
-        let more = [rule(json!({"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"]}))];
+        let more = [rule(
+            json!({"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"]}),
+        )];
         let missing = uncovered(&edit, &more);
         assert_eq!(
             describe(&missing),
             r#"{APIGroups:[""], Resources:["secrets"], Verbs:["get"]}"#
         );
-        let admin = [rule(json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]})),
-                     rule(json!({"verbs": ["*"], "nonResourceURLs": ["*"]}))];
-        let everything = [rule(json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}))];
+        let admin = [
+            rule(json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]})),
+            rule(json!({"verbs": ["*"], "nonResourceURLs": ["*"]})),
+        ];
+        let everything = [rule(
+            json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}),
+        )];
         assert!(uncovered(&admin, &everything).is_empty());
         assert_eq!(uncovered(&edit, &everything).len(), 1);
     }
 
     #[test]
     fn named_owner_rules_cover_only_those_names() {
-        let owner = [rule(json!({"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["a"]}))];
-        let named = [rule(json!({"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["a"]}))];
-        let any = [rule(json!({"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"]}))];
+        let owner = [rule(
+            json!({"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["a"]}),
+        )];
+        let named = [rule(
+            json!({"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["a"]}),
+        )];
+        let any = [rule(
+            json!({"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"]}),
+        )];
         assert!(uncovered(&owner, &named).is_empty());
         assert_eq!(uncovered(&owner, &any).len(), 1);
     }

@@ -214,7 +214,8 @@ impl Registry {
         }
         meta::prepare_for_create(rt, &mut obj, has_generation(rt));
         restrict_node(rt, opts, &name, &obj, None)?;
-        if rt.group.is_empty() && rt.plural == "pods"
+        if rt.group.is_empty()
+            && rt.plural == "pods"
             && let Some(ns) = ns
         {
             crate::serviceaccount::admission::admit_pod(self, ns, &mut obj, opts.dry_run)?;

@@ -150,7 +150,10 @@ mod tests {
     fn every_container_mounts_the_api_access_volume_read_only() {
         let mut p = pod(json!({}));
         add_api_access(&mut p, None, "kube-api-access-abcde");
-        assert_eq!(p["spec"]["volumes"][0], api_access_volume("kube-api-access-abcde"));
+        assert_eq!(
+            p["spec"]["volumes"][0],
+            api_access_volume("kube-api-access-abcde")
+        );
         for (list, i) in [("containers", 0), ("containers", 1), ("initContainers", 0)] {
             let mounts = p["spec"][list][i]["volumeMounts"].as_array().unwrap();
             let m = mounts.last().unwrap();

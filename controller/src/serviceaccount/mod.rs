@@ -155,9 +155,9 @@ pub fn request_token(
     let sa = registry.get(SERVICE_ACCOUNTS, Some(ns), name)?.value()?;
     let expiration = match request.pointer("/spec/expirationSeconds") {
         None | Some(Value::Null) => DEFAULT_EXPIRATION_SECONDS,
-        Some(v) => v.as_i64().ok_or_else(|| {
-            invalid("spec.expirationSeconds", v.clone(), "must be an integer")
-        })?,
+        Some(v) => v
+            .as_i64()
+            .ok_or_else(|| invalid("spec.expirationSeconds", v.clone(), "must be an integer"))?,
     };
     if expiration < MIN_EXPIRATION_SECONDS {
         return Err(invalid(
@@ -176,7 +176,11 @@ pub fn request_token(
     let audiences: Vec<String> = request
         .pointer("/spec/audiences")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(String::from))
+                .collect()
+        })
         .filter(|a: &Vec<String>| !a.is_empty())
         .unwrap_or_else(|| signer.api_audiences.clone());
     let mut k = KubernetesClaims {

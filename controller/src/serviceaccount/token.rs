@@ -103,8 +103,9 @@ impl TokenSigner {
         let rng = SystemRandom::new();
         let alg = &signature::ECDSA_P256_SHA256_FIXED_SIGNING;
         let pkcs8 = match std::fs::read_to_string(&path) {
-            Ok(text) => pem_body(&text)
-                .ok_or_else(|| TokenError::Key(format!("{} is not a PEM private key", path.display())))?,
+            Ok(text) => pem_body(&text).ok_or_else(|| {
+                TokenError::Key(format!("{} is not a PEM private key", path.display()))
+            })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let doc = EcdsaKeyPair::generate_pkcs8(alg, &rng)
                     .map_err(|_| TokenError::Key("cannot generate a P-256 key".into()))?;
@@ -139,11 +140,7 @@ impl TokenSigner {
     pub fn sign(&self, claims: &Claims) -> Result<String, TokenError> {
         let header = serde_json::json!({"alg": "ES256", "kid": self.kid});
         let payload = serde_json::to_vec(claims).map_err(|_| TokenError::Malformed)?;
-        let signing_input = format!(
-            "{}.{}",
-            B64.encode(header.to_string()),
-            B64.encode(payload)
-        );
+        let signing_input = format!("{}.{}", B64.encode(header.to_string()), B64.encode(payload));
         let sig = self
             .key
             .sign(&self.rng, signing_input.as_bytes())
@@ -239,7 +236,10 @@ mod tests {
         let now = 1_700_000_000;
         let token = signer.sign(&claims(now, DEFAULT_ISSUER)).unwrap();
         assert!(signer.is_ours(&token));
-        assert_eq!(signer.verify(&token, now).unwrap(), claims(now, DEFAULT_ISSUER));
+        assert_eq!(
+            signer.verify(&token, now).unwrap(),
+            claims(now, DEFAULT_ISSUER)
+        );
         assert!(matches!(
             signer.verify(&token, now + 3600 + 61),
             Err(TokenError::Expired)
@@ -247,7 +247,9 @@ mod tests {
         let again = TokenSigner::load_or_create(dir.path(), DEFAULT_ISSUER).unwrap();
         assert!(again.verify(&token, now).is_ok());
         let mode = std::os::unix::fs::PermissionsExt::mode(
-            &std::fs::metadata(dir.path().join(KEY_FILE)).unwrap().permissions(),
+            &std::fs::metadata(dir.path().join(KEY_FILE))
+                .unwrap()
+                .permissions(),
         );
         assert_eq!(mode & 0o777, 0o600);
     }
@@ -263,13 +265,25 @@ mod tests {
         let forged_payload = B64.encode(serde_json::to_vec(&forged).unwrap());
         let parts: Vec<&str> = token.split('.').collect();
         let tampered = format!("{}.{forged_payload}.{}", parts[0], parts[2]);
-        assert!(matches!(signer.verify(&tampered, now), Err(TokenError::Signature)));
+        assert!(matches!(
+            signer.verify(&tampered, now),
+            Err(TokenError::Signature)
+        ));
         let other_dir = tempfile::tempdir().unwrap();
         let other = TokenSigner::load_or_create(other_dir.path(), DEFAULT_ISSUER).unwrap();
         assert!(!other.is_ours(&token));
-        assert!(matches!(other.verify(&token, now), Err(TokenError::Signature)));
+        assert!(matches!(
+            other.verify(&token, now),
+            Err(TokenError::Signature)
+        ));
         let elsewhere = signer.sign(&claims(now, "https://vault.example")).unwrap();
-        assert!(matches!(signer.verify(&elsewhere, now), Err(TokenError::Audience(_))));
-        assert!(matches!(signer.verify("a.b", now), Err(TokenError::Malformed)));
+        assert!(matches!(
+            signer.verify(&elsewhere, now),
+            Err(TokenError::Audience(_))
+        ));
+        assert!(matches!(
+            signer.verify("a.b", now),
+            Err(TokenError::Malformed)
+        ));
     }
 }

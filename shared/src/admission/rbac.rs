@@ -88,14 +88,20 @@ pub(crate) fn validate_role(role: &Role, old: Option<&Role>) -> Vec<FieldError> 
     errs
 }
 
-pub(crate) fn validate_cluster_role(role: &ClusterRole, old: Option<&ClusterRole>) -> Vec<FieldError> {
+pub(crate) fn validate_cluster_role(
+    role: &ClusterRole,
+    old: Option<&ClusterRole>,
+) -> Vec<FieldError> {
     let mut errs = meta_errors(&role.metadata, old, |o| &o.metadata, "ClusterRole", false);
     errs.extend(validate_rules(role.rules.as_ref(), false));
     if let Some(agg) = &role.aggregation_rule {
         let p = Path::new("aggregationRule").child("clusterRoleSelectors");
         let selectors = agg.cluster_role_selectors.as_deref().unwrap_or_default();
         if selectors.is_empty() {
-            errs.push(FieldError::required(&p, "at least one clusterRoleSelector required if aggregationRule is non-nil"));
+            errs.push(FieldError::required(
+                &p,
+                "at least one clusterRoleSelector required if aggregationRule is non-nil",
+            ));
         }
         for (i, s) in selectors.iter().enumerate() {
             errs.extend(validate_label_selector(s, &p.index(i)));
@@ -269,9 +275,10 @@ mod tests {
 
     #[test]
     fn namespaced_roles_cannot_name_non_resource_urls() {
-        let role: Role = serde_json::from_value(json!({"metadata": {"name": "r", "namespace": "d"},
+        let role: Role =
+            serde_json::from_value(json!({"metadata": {"name": "r", "namespace": "d"},
             "rules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}]}))
-        .unwrap();
+            .unwrap();
         assert_eq!(validate_role(&role, None).len(), 1);
         let cr: ClusterRole = serde_json::from_value(json!({"metadata": {"name": "system:x"},
             "rules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}]}))
@@ -281,15 +288,19 @@ mod tests {
 
     #[test]
     fn a_binding_keeps_its_role_ref() {
-        let b: RoleBinding = serde_json::from_value(json!({"metadata": {"name": "b", "namespace": "d"},
+        let b: RoleBinding =
+            serde_json::from_value(json!({"metadata": {"name": "b", "namespace": "d"},
             "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": "view"},
             "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "d"}]}))
-        .unwrap();
+            .unwrap();
         assert!(validate_role_binding(&b, None).is_empty());
         let mut changed = b.clone();
         changed.role_ref.name = "edit".into();
         let msgs = fields(&validate_role_binding(&changed, Some(&b)));
-        assert!(msgs.iter().any(|m| m.contains("cannot change roleRef")), "{msgs:?}");
+        assert!(
+            msgs.iter().any(|m| m.contains("cannot change roleRef")),
+            "{msgs:?}"
+        );
     }
 
     #[test]

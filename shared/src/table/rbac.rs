@@ -32,7 +32,11 @@ pub(crate) fn binding_columns() -> Vec<ColumnDefinition> {
         col("Role", "string", "Role is the role being granted."),
         age_col(),
         wide("Users", "string", "Users are the users bound to the role."),
-        wide("Groups", "string", "Groups are the groups bound to the role."),
+        wide(
+            "Groups",
+            "string",
+            "Groups are the groups bound to the role.",
+        ),
         wide(
             "ServiceAccounts",
             "string",
@@ -101,7 +105,8 @@ mod tests {
     #[test]
     fn service_accounts_count_their_secrets() {
         let now: Timestamp = "2024-05-01T12:00:00Z".parse().unwrap();
-        let sa = json!({"metadata": {"name": "default", "creationTimestamp": "2024-05-01T11:59:00Z"}});
+        let sa =
+            json!({"metadata": {"name": "default", "creationTimestamp": "2024-05-01T11:59:00Z"}});
         assert_eq!(
             service_account_cells(&sa, now),
             [json!("default"), json!(0), json!("60s")]

@@ -70,6 +70,8 @@ pub struct ClusterConfig {
     /// Leave the registry empty instead of pushing the seeded fixtures (busybox:1.28,
     /// nginx:1.14.2, nginx:1.16.1).
     pub skip_fixtures: bool,
+    /// The controller listens on every address, so pods reach it at their node's address.
+    pub controller_on_all_addresses: bool,
 }
 
 impl ClusterConfig {
@@ -78,6 +80,7 @@ impl ClusterConfig {
         ClusterConfig {
             agents: vec![AgentOptions::default(); n],
             skip_fixtures: false,
+            controller_on_all_addresses: false,
         }
     }
 }
@@ -134,7 +137,12 @@ impl Cluster {
             }
         }
         let cluster_cidr = pick_cluster_cidr();
-        let controller = Controller::start_with(&["--cluster-cidr", &cluster_cidr]);
+        let controller_args = ["--cluster-cidr", cluster_cidr.as_str()];
+        let controller = if config.controller_on_all_addresses {
+            Controller::start_on_all_addresses(&controller_args)
+        } else {
+            Controller::start_with(&controller_args)
+        };
         let token = join_token(&controller);
         let api = controller.admin_api();
         let tmp = tempfile::Builder::new()

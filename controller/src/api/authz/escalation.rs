@@ -18,7 +18,14 @@ pub fn applies(rt: &ResourceType) -> bool {
     rt.group == GROUP
 }
 
-fn may(authz: &Authorizer, id: &Identity, verb: &str, resource: &str, ns: &str, name: &str) -> bool {
+fn may(
+    authz: &Authorizer,
+    id: &Identity,
+    verb: &str,
+    resource: &str,
+    ns: &str,
+    name: &str,
+) -> bool {
     let attrs = Attributes::Resource {
         verb: verb.into(),
         group: GROUP.into(),
@@ -45,7 +52,12 @@ fn refusal(rt: &ResourceType, name: &str, id: &Identity, missing: &[PolicyRule])
     ))
 }
 
-fn check(authz: &Authorizer, id: &Identity, rt: &ResourceType, obj: &Value) -> Result<(), RegistryError> {
+fn check(
+    authz: &Authorizer,
+    id: &Identity,
+    rt: &ResourceType,
+    obj: &Value,
+) -> Result<(), RegistryError> {
     let meta = |field: &str| {
         obj.pointer(&format!("/metadata/{field}"))
             .and_then(Value::as_str)

@@ -147,7 +147,8 @@ fn node_decision(
             .and_then(|p| p.value().ok())
             .is_some_and(|p| {
                 p.pointer("/spec/nodeName").and_then(Value::as_str) == Some(node)
-                    && p.pointer("/spec/serviceAccountName").and_then(Value::as_str)
+                    && p.pointer("/spec/serviceAccountName")
+                        .and_then(Value::as_str)
                         == path.name.as_deref()
             });
     }
@@ -224,12 +225,8 @@ pub async fn authorize(
     let node_refusal = match node_of(id) {
         Some(node) => {
             let registry = state.registry.clone();
-            let (node, method, path, q) = (
-                node.to_string(),
-                method.clone(),
-                path.clone(),
-                q.clone(),
-            );
+            let (node, method, path, q) =
+                (node.to_string(), method.clone(), path.clone(), q.clone());
             let pod = token_request_pod.map(String::from);
             let decision = tokio::task::spawn_blocking(move || {
                 node_decision(&registry, &node, &method, &path, &q, pod.as_deref())

@@ -69,7 +69,11 @@ impl Reconciler for Aggregation {
                 Ok::<_, RegistryError>(cur)
             },
         )?;
-        tracing::info!(role = key.name(), rules = rules.len(), "aggregated cluster role");
+        tracing::info!(
+            role = key.name(),
+            rules = rules.len(),
+            "aggregated cluster role"
+        );
         Ok(Outcome::Done)
     }
 }
@@ -87,7 +91,10 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
         .watches(CLUSTER_ROLES, move |_| {
             all.list()
                 .iter()
-                .filter(|o| o.decode::<AggregationHead>().is_ok_and(|h| h.aggregation_rule.is_some()))
+                .filter(|o| {
+                    o.decode::<AggregationHead>()
+                        .is_ok_and(|h| h.aggregation_rule.is_some())
+                })
                 .map(|o| o.key().clone())
                 .collect()
         })

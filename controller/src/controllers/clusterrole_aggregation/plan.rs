@@ -49,7 +49,12 @@ mod tests {
                 .unwrap_or_default(),
             rules: resources
                 .iter()
-                .map(|r| serde_json::from_value(json!({"verbs": ["get"], "apiGroups": [""], "resources": [r]})).unwrap())
+                .map(|r| {
+                    serde_json::from_value(
+                        json!({"verbs": ["get"], "apiGroups": [""], "resources": [r]}),
+                    )
+                    .unwrap()
+                })
                 .collect(),
         }
     }

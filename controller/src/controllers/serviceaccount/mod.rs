@@ -81,7 +81,9 @@ impl Reconciler for Accounts {
             match result {
                 // Written meanwhile (pod admission makes `default` when it is missing), or the
                 // namespace began terminating: the next pass sees it.
-                Ok(_) | Err(RegistryError::AlreadyExists { .. }) | Err(RegistryError::Forbidden(_)) => {}
+                Ok(_)
+                | Err(RegistryError::AlreadyExists { .. })
+                | Err(RegistryError::Forbidden(_)) => {}
                 Err(e) => return Err(e),
             }
         }

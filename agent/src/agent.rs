@@ -21,6 +21,8 @@ pub enum AgentError {
     Runtime(#[from] crate::runtime::RuntimeError),
     #[error(transparent)]
     Server(#[from] crate::server::ServerError),
+    #[error(transparent)]
+    Network(#[from] crate::network::NetworkError),
     #[error("registries file: {0}")]
     Registries(String),
     #[error("configuration: {0}")]
@@ -114,13 +116,16 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         return Ok(());
     };
     tracing::info!(%pod_cidr, "pod CIDR assigned");
+    let state_dir = config.root_dir.join("network");
+    let instance = crate::network::instance_id(&state_dir).await?;
     let network = Network::new(NetworkConfig {
         cni_bin_dir: config.cni_bin_dir.clone(),
         bridge: config.cni_bridge.clone(),
         pod_cidr,
         cluster_cidr: config.cluster_cidr.clone(),
-        state_dir: config.root_dir.join("network"),
+        state_dir,
         network_name: format!("berth-{}", config.node_name),
+        instance,
     });
     let registries = ImageService::load_registries(&config.registries_config)
         .map_err(|e| AgentError::Registries(e.to_string()))?;

@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use berth_agent::network::{
-    HostPort, Ipv4Cidr, Network, NetworkConfig, PodNetwork, PodRef, PortProtocol,
+    HostPort, Ipv4Cidr, NetnsId, NetnsPresence, Network, NetworkConfig, NetworkFacts, PodNetwork,
+    PodRef, PortProtocol, ProcessNetwork, Record, observe_process,
 };
 
 const CLUSTER_CIDR: &str = "10.244.0.0/16";
@@ -107,6 +108,7 @@ impl Fixture {
             cluster_cidr: CLUSTER_CIDR.into(),
             state_dir: dir.path().join("network"),
             network_name: format!("berth-t{pid}-{tag}"),
+            instance: format!("i{pid}{tag}"),
         };
         assert!(cfg.bridge.len() <= 15, "{}", cfg.bridge);
         Fixture {
@@ -119,7 +121,7 @@ impl Fixture {
     }
 
     fn netns_name(&self, uid: &str) -> String {
-        format!("{}-{uid}", self.cfg.network_name)
+        format!("{}-{}-{uid}", self.cfg.network_name, self.cfg.instance)
     }
 
     fn ipam_files(&self) -> Vec<String> {
@@ -753,4 +755,168 @@ async fn setup_and_teardown_times() {
         "over 10 cycles: setup median {:.1} ms (min {:.1}, max {:.1}); teardown median {:.1} ms (min {:.1}, max {:.1})",
         setups[5], setups[0], setups[9], teardowns[5], teardowns[0], teardowns[9]
     );
+}
+
+/// A process in a netns (`ip netns exec NS busybox sleep 60`), killed on drop.
+struct InNetns(std::process::Child);
+
+impl InNetns {
+    fn start(netns: &str) -> InNetns {
+        let child = std::process::Command::new("ip")
+            .args(["netns", "exec", netns, "/bin/busybox", "sleep", "60"])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        InNetns(child)
+    }
+
+    /// Its network once `ip netns exec` has entered the netns and exec'd the sleep (same pid).
+    async fn network(&self, want: impl Fn(&ProcessNetwork) -> bool) -> ProcessNetwork {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let seen = observe_process(self.0.id()).await;
+            if want(&seen) || Instant::now() > deadline {
+                return seen;
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+impl Drop for InNetns {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn mounted(facts: &NetworkFacts) -> NetnsId {
+    match facts.netns {
+        NetnsPresence::Mounted(id) => id,
+        other => panic!("netns not mounted: {other:?} in {facts:?}"),
+    }
+}
+
+#[tokio::test]
+async fn observe_sees_the_netns_a_process_is_in_and_a_deleted_or_replaced_netns() {
+    let fx = Fixture::new("n", 120);
+    let uid = new_uid();
+    assert_eq!(fx.net.observe(&uid).await.unwrap(), NetworkFacts::default());
+    let pod = fx.setup(&uid).await;
+    let facts = fx.net.observe(&uid).await.unwrap();
+    let Record::Complete(recorded) = &facts.record else {
+        panic!("{facts:?}")
+    };
+    assert_eq!(
+        (recorded.ip, recorded.gateway, recorded.host_veth),
+        (pod.ip, pod.gateway, Some(true))
+    );
+    assert_eq!(recorded.netns_path, pod.netns_path);
+    let id = mounted(&facts);
+
+    let inside = InNetns::start(&fx.netns_name(&uid));
+    let seen = inside.network(|p| p.netns == Some(id)).await;
+    assert_eq!(seen.netns, Some(id), "{seen:?}");
+    assert!(
+        seen.ipv4.as_ref().is_some_and(|ips| ips.contains(&pod.ip)),
+        "{seen:?}"
+    );
+
+    // Deleted behind the agent's back: the record stays, the name is gone; the process keeps
+    // the namespace (and its address) alive.
+    let (ok, out) = run("ip", &["netns", "delete", &fx.netns_name(&uid)]).await;
+    assert!(ok, "{out}");
+    let facts = fx.net.observe(&uid).await.unwrap();
+    assert!(matches!(facts.record, Record::Complete(_)), "{facts:?}");
+    assert_eq!(facts.netns, NetnsPresence::Absent);
+    assert_eq!(observe_process(inside.0.id()).await.netns, Some(id));
+
+    // A new namespace under the old name is another namespace.
+    let (ok, out) = run("ip", &["netns", "add", &fx.netns_name(&uid)]).await;
+    assert!(ok, "{out}");
+    let replaced = mounted(&fx.net.observe(&uid).await.unwrap());
+    assert_ne!(replaced, id);
+
+    drop(inside);
+    fx.net.teardown(&uid).await.unwrap();
+    assert_eq!(fx.net.observe(&uid).await.unwrap(), NetworkFacts::default());
+    assert!(!pod.netns_path.exists());
+    assert!(fx.ipam_files().is_empty());
+    assert!(rules_mentioning(&uid).await.is_empty());
+}
+
+#[tokio::test]
+async fn an_unmounted_netns_file_is_not_a_namespace_and_teardown_still_removes_it() {
+    let fx = Fixture::new("o", 121);
+    let uid = new_uid();
+    let pod = fx.setup(&uid).await;
+    // What a reboot leaves when /var/run/netns is on disk: the file, no namespace.
+    let (ok, out) = run("umount", &[&pod.netns_path.to_string_lossy()]).await;
+    assert!(ok, "{out}");
+    assert!(pod.netns_path.exists());
+    let facts = fx.net.observe(&uid).await.unwrap();
+    assert_eq!(facts.netns, NetnsPresence::NotMounted, "{facts:?}");
+    fx.net.teardown(&uid).await.unwrap();
+    assert!(!pod.netns_path.exists());
+    assert!(fx.ipam_files().is_empty());
+    assert!(rules_mentioning(&uid).await.is_empty());
+}
+
+#[tokio::test]
+async fn an_agent_never_touches_the_netns_of_another_agent_with_the_same_network_name() {
+    let a = Fixture::new("p", 122);
+    // Agent B: the same network name (the same node name), its own root dir and instance.
+    let dir_b = tempfile::tempdir().unwrap();
+    let pid = std::process::id() % 100_000;
+    let b = Network::new(NetworkConfig {
+        bridge: format!("bt{pid}q"),
+        pod_cidr: "10.244.123.0/24".into(),
+        state_dir: dir_b.path().join("network"),
+        instance: format!("i{pid}q"),
+        ..a.cfg.clone()
+    });
+    let uid = new_uid();
+    let pod = a.setup(&uid).await;
+    let rules = rules_mentioning(&uid).await;
+    assert!(!rules.is_empty());
+
+    // B's start-up clean-up lists only its own pods, and a teardown of A's pod uid by B (the
+    // pod manager's clean-up of a uid it does not know) leaves A's pod alone.
+    assert_eq!(b.list().await.unwrap(), Vec::<String>::new());
+    assert_eq!(b.observe(&uid).await.unwrap(), NetworkFacts::default());
+    b.teardown(&uid).await.unwrap();
+    assert!(pod.netns_path.exists(), "A's netns survives");
+    assert_eq!(rules_mentioning(&uid).await, rules, "A's rules survive");
+    let (ok, out) = in_netns(
+        &a.netns_name(&uid),
+        &[
+            "/bin/busybox",
+            "ping",
+            "-c1",
+            "-W2",
+            &pod.gateway.to_string(),
+        ],
+    )
+    .await;
+    assert!(ok, "A's pod still reaches its gateway: {out}");
+    assert_eq!(a.net.list().await.unwrap(), vec![uid.clone()]);
+
+    // B's own pods get netns of B's, and B's teardown of them leaves A's alone too.
+    let own = new_uid();
+    let theirs = b.setup(&PodRef::new(&own, "default", "b")).await.unwrap();
+    let name = theirs.netns_path.to_string_lossy().into_owned();
+    assert!(name.ends_with(&format!("-i{pid}q-{own}")), "{name}");
+    assert_eq!(b.list().await.unwrap(), vec![own.clone()]);
+    assert_eq!(
+        a.net.list().await.unwrap(),
+        vec![uid.clone()],
+        "A does not claim B's"
+    );
+    b.teardown(&own).await.unwrap();
+    assert!(!theirs.netns_path.exists());
+    assert!(
+        pod.netns_path.exists(),
+        "A's netns survives B's own teardown"
+    );
+    b.cleanup_host().await.unwrap();
 }

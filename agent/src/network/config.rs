@@ -20,9 +20,14 @@ pub struct NetworkConfig {
     pub cluster_cidr: String,
     /// Directory for host-local's allocations and the per-pod state (`<root-dir>/network`).
     pub state_dir: PathBuf,
-    /// CNI network name, unique per agent on a host (`berth-<node>`). It prefixes the netns
-    /// names and tags the iptables rules, so two agents never touch each other's pods.
+    /// CNI network name (`berth-<node>`). It prefixes the netns names and tags the iptables
+    /// rules.
     pub network_name: String,
+    /// This agent's instance id (see [`instance_id`](super::instance_id)), made once and kept
+    /// in its root dir. Every netns name carries it after the network name, so an agent tells
+    /// the namespaces it made from those of any other agent on the host, even one with the
+    /// same node name, and never touches the others'.
+    pub instance: String,
 }
 
 /// An IPv4 subnet such as `10.42.1.0/24`.
@@ -109,6 +114,13 @@ pub(crate) fn validate(cfg: &NetworkConfig) -> Result<Validated, NetworkError> {
             "must match ^[A-Za-z0-9][A-Za-z0-9_.-]*$ and be at most 64 bytes",
         ));
     }
+    if !super::instance::is_valid(&cfg.instance) {
+        return Err(invalid(
+            "instance",
+            &cfg.instance,
+            "must be 1 to 16 bytes of [a-z0-9]",
+        ));
+    }
     let pod_cidr: Ipv4Cidr = cfg
         .pod_cidr
         .parse()
@@ -164,18 +176,41 @@ pub(crate) fn validate_uid(uid: &str) -> Result<(), NetworkError> {
     }
 }
 
-/// The netns name of a pod: `<network name>-<pod uid>`, unique per agent and per pod.
-pub(crate) fn netns_name(network_name: &str, uid: &str) -> String {
-    format!("{network_name}-{uid}")
+/// The netns name of a pod: `<network name>-<instance>-<pod uid>`, unique per agent (even
+/// between agents of the same node name) and per pod.
+pub(crate) fn netns_name(network_name: &str, instance: &str, uid: &str) -> String {
+    format!("{network_name}-{instance}-{uid}")
 }
 
-/// The pod uid encoded in a netns name of this network, if the name is one of ours.
+/// The pod uid encoded in a netns name of this network and instance, if the name is one of
+/// ours.
 ///
 /// Only uids in the Kubernetes form (a UUID) are recognised here, so that network `berth-a`
-/// never claims `berth-a-b-<uuid>`, which belongs to network `berth-a-b`.
-pub(crate) fn uid_from_netns_name<'a>(network_name: &str, netns: &'a str) -> Option<&'a str> {
-    let uid = netns.strip_prefix(network_name)?.strip_prefix('-')?;
+/// never claims `berth-a-b-<instance>-<uuid>`, which belongs to network `berth-a-b`, nor a
+/// netns of another instance of `berth-a` (another agent with the same node name).
+pub(crate) fn uid_from_netns_name<'a>(
+    network_name: &str,
+    instance: &str,
+    netns: &'a str,
+) -> Option<&'a str> {
+    let uid = netns
+        .strip_prefix(network_name)?
+        .strip_prefix('-')?
+        .strip_prefix(instance)?
+        .strip_prefix('-')?;
     is_uuid(uid).then_some(uid)
+}
+
+/// Whether a netns name read from a state file can be used as one: a single path component
+/// that `ip netns` accepts.
+pub(crate) fn is_netns_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
 }
 
 fn is_uuid(s: &str) -> bool {
@@ -198,6 +233,7 @@ mod tests {
             cluster_cidr: "10.42.0.0/16".into(),
             state_dir: "/var/lib/berth/agent/network".into(),
             network_name: "berth-node1".into(),
+            instance: "k3x9q2m7ab".into(),
         }
     }
 
@@ -246,6 +282,8 @@ mod tests {
             ("bridge", Box::new(|c| c.bridge = "br 0".into())),
             ("network_name", Box::new(|c| c.network_name = "-x".into())),
             ("network_name", Box::new(|c| c.network_name = "a/b".into())),
+            ("instance", Box::new(|c| c.instance = String::new())),
+            ("instance", Box::new(|c| c.instance = "Ab-1".into())),
             ("pod_cidr", Box::new(|c| c.pod_cidr = "10.42.1.0".into())),
             ("pod_cidr", Box::new(|c| c.pod_cidr = "10.43.1.0/24".into())),
             ("pod_cidr", Box::new(|c| c.pod_cidr = "10.42.1.0/31".into())),
@@ -272,16 +310,38 @@ mod tests {
     }
 
     #[test]
-    fn netns_names_round_trip_only_for_uuid_uids_of_the_same_network() {
+    fn netns_names_round_trip_only_for_uuid_uids_of_the_same_network_and_instance() {
         let uid = "3f2a9c1e-0b7d-4a51-9c3e-1d2f3a4b5c6d";
-        let name = netns_name("berth-a", uid);
-        assert_eq!(name, format!("berth-a-{uid}"));
-        assert_eq!(uid_from_netns_name("berth-a", &name), Some(uid));
+        let name = netns_name("berth-a", "i1", uid);
+        assert_eq!(name, format!("berth-a-i1-{uid}"));
+        assert_eq!(uid_from_netns_name("berth-a", "i1", &name), Some(uid));
         // Another network whose name extends ours does not belong to us.
-        let other = netns_name("berth-a-b", uid);
-        assert_eq!(uid_from_netns_name("berth-a", &other), None);
-        assert_eq!(uid_from_netns_name("berth-a-b", &other), Some(uid));
-        assert_eq!(uid_from_netns_name("berth-a", "berth-a-pod-1"), None);
-        assert_eq!(uid_from_netns_name("berth-a", "cni-1234"), None);
+        let other = netns_name("berth-a-b", "i1", uid);
+        assert_eq!(uid_from_netns_name("berth-a", "i1", &other), None);
+        assert_eq!(uid_from_netns_name("berth-a-b", "i1", &other), Some(uid));
+        // Nor does another agent's of the same network name (same node name, other root dir).
+        let twin = netns_name("berth-a", "i2", uid);
+        assert_eq!(uid_from_netns_name("berth-a", "i1", &twin), None);
+        // Nor a name from before instance ids, `berth-a-<uid>`: its first uuid group is not
+        // our instance, and what follows is not a whole uuid.
+        assert_eq!(
+            uid_from_netns_name("berth-a", "3f2a9c1e", &format!("berth-a-{uid}")),
+            None
+        );
+        assert_eq!(
+            uid_from_netns_name("berth-a", "i1", "berth-a-i1-pod-1"),
+            None
+        );
+        assert_eq!(uid_from_netns_name("berth-a", "i1", "cni-1234"), None);
+    }
+
+    #[test]
+    fn recorded_netns_names_must_be_one_path_component() {
+        assert!(is_netns_name(
+            "berth-a-i1-3f2a9c1e-0b7d-4a51-9c3e-1d2f3a4b5c6d"
+        ));
+        for bad in ["", ".", "..", "a/b", "../x", "a b"] {
+            assert!(!is_netns_name(bad), "{bad:?}");
+        }
     }
 }

@@ -1,8 +1,10 @@
 //! Pod networking: a network namespace per pod, wired up by the CNI `loopback` and `bridge`
 //! (+ `host-local`, optionally `portmap`) plugins, torn down again without leftovers.
 //!
-//! Layout on the host, for network `berth-n1` and pod uid `U`:
-//! * netns `/var/run/netns/berth-n1-U`;
+//! Layout on the host, for network `berth-n1`, agent instance `I` and pod uid `U`:
+//! * netns `/var/run/netns/berth-n1-I-U` (the instance id makes the name this agent's alone:
+//!   an agent lists, repairs and deletes only namespaces named with its own id or recorded in
+//!   its own state dir, never another agent's, whatever its node name);
 //! * `<state_dir>/pods/U.json`: the plugin configs and results (written *before* the netns
 //!   exists, so every netns of ours has a state file unless someone deleted the state dir);
 //! * `<state_dir>/ipam/berth-n1/<ip>`: host-local's allocation;
@@ -15,9 +17,12 @@ mod command;
 mod config;
 pub mod dns;
 mod error;
+mod fib_trie;
 pub mod files;
+mod instance;
 mod iptables;
 mod netns;
+mod observe;
 mod plugins;
 mod pod_locks;
 mod state;
@@ -27,6 +32,9 @@ use std::path::{Path, PathBuf};
 
 pub use config::{Ipv4Cidr, NetworkConfig};
 pub use error::NetworkError;
+pub use instance::instance_id;
+pub use netns::{NetnsId, NetnsPresence};
+pub use observe::{NetworkFacts, ProcessNetwork, Record, RecordedNetwork, observe_process};
 pub use plugins::{HostPort, PortProtocol, host_ports};
 
 use config::Validated;
@@ -91,9 +99,24 @@ impl Network {
         &self.cfg
     }
 
-    /// The netns path a pod has (or will have).
+    /// The netns path a pod set up by this agent has (or will have).
     pub fn netns_path(&self, pod_uid: &str) -> PathBuf {
-        netns::path(&config::netns_name(&self.cfg.network_name, pod_uid))
+        netns::path(&self.netns_name(pod_uid))
+    }
+
+    /// The name of the netns this agent makes for a pod.
+    fn netns_name(&self, pod_uid: &str) -> String {
+        config::netns_name(&self.cfg.network_name, &self.cfg.instance, pod_uid)
+    }
+
+    /// The netns name a state file records (a setup by an earlier version may have named it
+    /// otherwise), or ours when the record's is unusable.
+    fn recorded_netns_name(&self, st: &PodState, pod_uid: &str) -> String {
+        if config::is_netns_name(&st.netns) {
+            st.netns.clone()
+        } else {
+            self.netns_name(pod_uid)
+        }
     }
 
     /// Creates the pod's netns and attaches it (loopback, then bridge + host-local [+ portmap]).
@@ -130,11 +153,14 @@ impl Network {
         self.detach(pod_uid).await
     }
 
-    /// Uids of the pods that have a netns or state of this network (to clean up after crashes).
+    /// Uids of the pods that have a netns or state of this agent's (to clean up after
+    /// crashes). Namespaces of other agents, even of the same network name, are not listed.
     pub async fn list(&self) -> Result<Vec<String>, NetworkError> {
         let mut uids = state::list(&self.cfg.state_dir).await?;
         for name in netns::list().await? {
-            if let Some(uid) = config::uid_from_netns_name(&self.cfg.network_name, &name) {
+            if let Some(uid) =
+                config::uid_from_netns_name(&self.cfg.network_name, &self.cfg.instance, &name)
+            {
                 uids.push(uid.to_string());
             }
         }
@@ -206,7 +232,8 @@ impl Network {
             Ok(_) | Err(NetworkError::State { .. }) => return Ok(None),
             Err(e) => return Err(e),
         };
-        if !netns::exists(&st.netns).await? {
+        let name = self.recorded_netns_name(&st, uid);
+        if !matches!(netns::presence(&name).await?, NetnsPresence::Mounted(_)) {
             return Ok(None);
         }
         let Some(addr) = self.eth0_address(&st) else {
@@ -218,7 +245,7 @@ impl Network {
             return Ok(None);
         }
         Ok(Some(PodNetwork {
-            netns_path: netns::path(&st.netns),
+            netns_path: netns::path(&name),
             ip: addr.ip,
             gateway: addr.gateway,
         }))
@@ -242,7 +269,7 @@ impl Network {
             uid: pod.uid.clone(),
             namespace: pod.namespace.clone(),
             name: pod.name.clone(),
-            netns: config::netns_name(&self.cfg.network_name, &pod.uid),
+            netns: self.netns_name(&pod.uid),
             results: vec![None; attachments.len()],
             attachments,
             complete: false,
@@ -284,9 +311,9 @@ impl Network {
         })
     }
 
-    /// Undoes whatever exists of a pod's network; a pod with nothing left is a no-op.
+    /// Undoes whatever exists of a pod's network; a pod with nothing left is a no-op. Only the
+    /// netns its state records, or the one this agent would make for it, is touched.
     async fn detach(&self, uid: &str) -> Result<(), NetworkError> {
-        let name = config::netns_name(&self.cfg.network_name, uid);
         let recorded = match state::read(&self.cfg.state_dir, uid).await {
             Ok(st) => st,
             Err(NetworkError::State { path, source }) => {
@@ -295,21 +322,28 @@ impl Network {
             }
             Err(e) => return Err(e),
         };
-        let has_netns = netns::exists(&name).await?;
+        let name = match &recorded {
+            Some(st) => self.recorded_netns_name(st, uid),
+            None => self.netns_name(uid),
+        };
+        let presence = netns::presence(&name).await?;
+        // Plugins can only enter a mounted namespace; for a bare file they get none (DEL then
+        // releases the address and leaves the interfaces, which died with the namespace).
+        let has_netns = matches!(presence, NetnsPresence::Mounted(_));
         let (attachments, results, args) = match recorded {
             Some(st) => {
                 let args = plugins::cni_args(&st.namespace, &st.name, uid);
                 (st.attachments, st.results, args)
             }
             // A netns without state (state dir lost): DEL with today's configuration.
-            None if has_netns => {
+            None if presence != NetnsPresence::Absent => {
                 let att = plugins::attachments(&self.cfg, &[]);
                 let n = att.len();
                 (att, vec![None; n], plugins::cni_args("", "", uid))
             }
-            None => {
-                return self.forget(uid, &name).await;
-            }
+            // Nothing of ours: no record, no netns of our name. In particular no sweep, which
+            // goes by network name and uid and could hit another agent's pod of that uid.
+            None => return Ok(()),
         };
         let netns_path = netns::path(&name);
         for (att, result) in attachments.iter().zip(results.iter()).rev() {
@@ -389,7 +423,7 @@ mod tests {
     }
 
     #[test]
-    fn the_netns_path_names_network_and_pod() {
+    fn the_netns_path_names_network_instance_and_pod() {
         let net = Network::new(NetworkConfig {
             cni_bin_dir: "/usr/lib/cni".into(),
             bridge: "berth0".into(),
@@ -397,10 +431,11 @@ mod tests {
             cluster_cidr: "10.42.0.0/16".into(),
             state_dir: "/tmp/x".into(),
             network_name: "berth-n1".into(),
+            instance: "k3x9q2m7ab".into(),
         });
         assert_eq!(
             net.netns_path("u1"),
-            PathBuf::from("/var/run/netns/berth-n1-u1")
+            PathBuf::from("/var/run/netns/berth-n1-k3x9q2m7ab-u1")
         );
     }
 }

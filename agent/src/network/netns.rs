@@ -1,5 +1,7 @@
-//! Named network namespaces, made and removed with `ip netns` (bind mounts in /var/run/netns).
+//! Named network namespaces, made and removed with `ip netns` (bind mounts in /var/run/netns),
+//! and the identity of a namespace (its nsfs inode), by name or as a process's.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::NetworkError;
@@ -19,6 +21,64 @@ pub(crate) async fn exists(name: &str) -> Result<bool, NetworkError> {
     tokio::fs::try_exists(&p)
         .await
         .map_err(|e| NetworkError::io(p, e))
+}
+
+/// The identity of a network namespace: device and inode of its nsfs file. Two paths name the
+/// same namespace exactly when their identities are equal (`/var/run/netns/X` and
+/// `/proc/<pid>/ns/net` of a process inside it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NetnsId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// What a netns name stands for on the host now.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NetnsPresence {
+    /// No such name.
+    #[default]
+    Absent,
+    /// The file is there but no namespace is mounted on it (someone unmounted it, or
+    /// /var/run/netns survived a reboot on disk): nothing can join it any more.
+    NotMounted,
+    /// A namespace is mounted there.
+    Mounted(NetnsId),
+}
+
+/// nsfs has one superblock: every namespace file is on its device. Ours is the reference.
+const OWN_NETNS: &str = "/proc/self/ns/net";
+
+/// The named netns as it is now.
+pub(crate) async fn presence(name: &str) -> Result<NetnsPresence, NetworkError> {
+    let p = path(name);
+    let meta = match tokio::fs::metadata(&p).await {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(NetnsPresence::Absent),
+        Err(e) => return Err(NetworkError::io(p, e)),
+    };
+    let nsfs = tokio::fs::metadata(OWN_NETNS)
+        .await
+        .map_err(|e| NetworkError::io(OWN_NETNS, e))?
+        .dev();
+    Ok(if meta.dev() == nsfs {
+        NetnsPresence::Mounted(NetnsId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        })
+    } else {
+        NetnsPresence::NotMounted
+    })
+}
+
+/// The netns process `pid` is in; `None` when the process is gone (or not ours to read).
+pub(crate) async fn of_process(pid: u32) -> Option<NetnsId> {
+    let meta = tokio::fs::metadata(format!("/proc/{pid}/ns/net"))
+        .await
+        .ok()?;
+    Some(NetnsId {
+        dev: meta.dev(),
+        ino: meta.ino(),
+    })
 }
 
 /// Creates the named netns with its loopback down (the loopback plugin brings it up).

@@ -183,6 +183,7 @@ mod tests {
             cluster_cidr: "10.42.0.0/16".into(),
             state_dir: "/var/lib/berth/agent/network".into(),
             network_name: "berth-n1".into(),
+            instance: "k3x9q2m7ab".into(),
         }
     }
 

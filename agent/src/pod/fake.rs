@@ -8,7 +8,10 @@ use super::ports::{ContainerRuntime, EventSink, ImagePuller, PodApi, SandboxNetw
 use super::worker::{Clock, Context, NodeSide};
 use crate::image::{PullError, PullPolicy, PulledImage};
 use crate::network::dns::ClusterDns;
-use crate::network::{NetworkError, PodNetwork, PodRef};
+use crate::network::{
+    NetnsId, NetnsPresence, NetworkError, NetworkFacts, PodNetwork, PodRef, ProcessNetwork, Record,
+    RecordedNetwork,
+};
 use crate::runtime::{
     ContainerConfig, ContainerId, ContainerInfo, ExitInfo, RuntimeError, TaskState,
 };
@@ -200,49 +203,93 @@ impl ContainerRuntime for FakeRuntime {
     }
 }
 
-/// A pod network that hands every pod 10.42.0.5.
+/// A pod network that hands the pods 10.42.0.5, 10.42.0.6, … in order of setup, each in a
+/// netns of its own. Tests break a pod's netns with [`FakeNetwork::delete_netns`].
 pub struct FakeNetwork {
     log: Log,
-    pods: Mutex<BTreeSet<String>>,
+    pods: Mutex<BTreeMap<String, NetworkFacts>>,
+    setups: Mutex<u8>,
+}
+
+impl FakeNetwork {
+    fn pods(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, NetworkFacts>> {
+        self.pods.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Deletes the pod's netns behind the agent's back (`ip netns delete`); its record stays.
+    pub fn delete_netns(&self, uid: &str) {
+        if let Some(facts) = self.pods().get_mut(uid) {
+            facts.netns = NetnsPresence::Absent;
+        }
+    }
+
+    /// The pod's address as recorded, if it has a network.
+    pub fn ip(&self, uid: &str) -> Option<String> {
+        match &self.pods().get(uid)?.record {
+            Record::Complete(r) => Some(r.ip.to_string()),
+            _ => None,
+        }
+    }
 }
 
 impl SandboxNetwork for FakeNetwork {
-    fn list(&self) -> BoxFuture<'_, Result<Vec<String>, NetworkError>> {
-        let pods = self
-            .pods
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .cloned()
-            .collect();
-        Box::pin(async move { Ok(pods) })
+    fn observe<'a>(
+        &'a self,
+        pod_uid: &'a str,
+    ) -> BoxFuture<'a, Result<NetworkFacts, NetworkError>> {
+        let facts = self.pods().get(pod_uid).cloned().unwrap_or_default();
+        Box::pin(async move { Ok(facts) })
+    }
+
+    fn observe_process(&self, _pid: u32) -> BoxFuture<'_, ProcessNetwork> {
+        // The fake runtime's processes are not real: no evidence either way.
+        Box::pin(async { ProcessNetwork::default() })
     }
 
     fn setup<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, Result<PodNetwork, NetworkError>> {
         push(&self.log, Call::SetupNetwork(pod.uid.clone()));
-        self.pods
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(pod.uid.clone());
+        let mut pods = self.pods();
+        let existing = match pods.get(&pod.uid) {
+            Some(NetworkFacts {
+                record: Record::Complete(r),
+                netns: NetnsPresence::Mounted(_),
+            }) => Some(r.clone()),
+            _ => None,
+        };
+        let recorded = existing.unwrap_or_else(|| {
+            let mut n = self.setups.lock().unwrap_or_else(|e| e.into_inner());
+            let r = RecordedNetwork {
+                netns_path: PathBuf::from(format!("/run/netns/fake-{}-{n}", pod.uid)),
+                ip: [10, 42, 0, 5u8.saturating_add(*n)].into(),
+                gateway: [10, 42, 0, 1].into(),
+                host_veth: Some(true),
+            };
+            let netns = NetnsPresence::Mounted(NetnsId {
+                dev: 4,
+                ino: 1000 + u64::from(*n),
+            });
+            *n = n.saturating_add(1);
+            pods.insert(
+                pod.uid.clone(),
+                NetworkFacts {
+                    record: Record::Complete(r.clone()),
+                    netns,
+                },
+            );
+            r
+        });
         let net = PodNetwork {
-            netns_path: self.netns_path(&pod.uid),
-            ip: [10, 42, 0, 5].into(),
-            gateway: [10, 42, 0, 1].into(),
+            netns_path: recorded.netns_path,
+            ip: recorded.ip,
+            gateway: recorded.gateway,
         };
         Box::pin(async move { Ok(net) })
     }
 
     fn teardown<'a>(&'a self, pod_uid: &'a str) -> BoxFuture<'a, Result<(), NetworkError>> {
         push(&self.log, Call::TeardownNetwork(pod_uid.to_string()));
-        self.pods
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(pod_uid);
+        self.pods().remove(pod_uid);
         Box::pin(async { Ok(()) })
-    }
-
-    fn netns_path(&self, pod_uid: &str) -> PathBuf {
-        PathBuf::from(format!("/run/netns/fake-{pod_uid}"))
     }
 }
 
@@ -406,6 +453,7 @@ impl Fakes {
             network: Arc::new(FakeNetwork {
                 log: log.clone(),
                 pods: Mutex::default(),
+                setups: Mutex::default(),
             }),
             images: Arc::new(FakeImages {
                 log: log.clone(),

@@ -1,8 +1,8 @@
-//! The pods of this node. The pure core — observed state ([`model`]), the per-pass plan
-//! ([`plan`]), restart back-off ([`restart`]) and the status the worker writes ([`status`]) —
-//! and around it: the containerd label schema ([`labels`]), the worker's ports ([`ports`]), the
-//! per-pod [`worker`], the [`manager`] that dispatches to the workers, and the log/exec
-//! [`backend`] of the agent's server.
+//! The pods of this node. The pure core — observed state ([`model`]), the sandbox's health
+//! ([`sandbox`]), the per-pass plan ([`plan`]), restart back-off ([`restart`]) and the status
+//! the worker writes ([`status`]) — and around it: the containerd label schema ([`labels`]), the
+//! worker's ports ([`ports`]), the per-pod [`worker`], the [`manager`] that dispatches to the
+//! workers, and the log/exec [`backend`] of the agent's server.
 
 pub mod api_access;
 pub mod backend;
@@ -19,13 +19,15 @@ pub mod plan;
 pub mod ports;
 pub mod prober;
 pub mod restart;
+pub mod sandbox;
 pub mod status;
 pub mod volumes;
 pub mod worker;
 
 pub use model::{
     Attempt, ContainerId, ContainerKind, Deletion, ImagePull, Observed, ObservedContainer,
-    ProbeResults, PullFailure, RestartPolicy, Sandbox, StartError, State, Termination,
+    ProbeResults, PullFailure, RestartPolicy, Sandbox, SandboxFault, StartError, State,
+    Termination,
 };
 pub use plan::{Action, KillReason, KillTarget, PodKillReason, PodPlan, plan_pod};
 pub use restart::{Backoff, CrashLoop, crash_loop, image_pull_failed, next_start};

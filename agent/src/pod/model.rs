@@ -245,8 +245,39 @@ pub enum Sandbox {
     Absent,
     /// Set up and usable; `ips` are the pod IPs (the host's for `hostNetwork`).
     Ready { attempt: u32, ips: Vec<String> },
-    /// Recorded but broken (for example its network namespace vanished with a reboot).
-    NotReady { attempt: u32 },
+    /// Recorded but broken (for example its network namespace vanished with a reboot): it is
+    /// killed and made anew, never repaired around running containers.
+    NotReady { attempt: u32, fault: SandboxFault },
+}
+
+/// Why a sandbox is not ready (see `pod::sandbox` for how each is found).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SandboxFault {
+    /// Its network namespace was deleted.
+    NetnsMissing,
+    /// Its netns file is there but no namespace is mounted on it any more.
+    NetnsNotMounted,
+    /// The host end of its veth is gone (the pod's eth0 went with it).
+    VethMissing,
+    /// A container of the pod runs in another network namespace than the sandbox's.
+    ContainerElsewhere,
+    /// The pod's address is missing from the namespace its containers run in.
+    AddressMissing,
+    /// Containers run, but no network is recorded for the pod.
+    NoNetwork,
+}
+
+impl fmt::Display for SandboxFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::NetnsMissing => "its network namespace is gone",
+            Self::NetnsNotMounted => "its network namespace is no longer mounted",
+            Self::VethMissing => "its veth is gone",
+            Self::ContainerElsewhere => "a container runs in another network namespace",
+            Self::AddressMissing => "the pod address is missing from its network namespace",
+            Self::NoNetwork => "containers run without a recorded pod network",
+        })
+    }
 }
 
 /// What the worker observed about one pod.

@@ -10,7 +10,10 @@
 //! plans again after applying, and at the latest at the `WaitUntil` time.
 //!
 //! The order of a pod's life:
-//! 1. sandbox (`CreateSandbox`; a broken one is killed and torn down first);
+//! 1. sandbox (`CreateSandbox`); a broken one (see [`sandbox`](super::sandbox)) is killed
+//!    (`KillPod` for `SandboxChanged`) and torn down in one pass, as the kubelet's
+//!    `KillPod` stops the sandbox with the containers, and made anew by the next; the
+//!    containers then start in it with their restart counts one higher;
 //! 2. init containers one at a time in spec order, each to success before the next; sidecars
 //!    (init containers with `restartPolicy: Always`) started in order, the next init container
 //!    starting once the sidecar has started (its startup probe, if any, succeeded);
@@ -118,7 +121,8 @@ pub enum PodKillReason {
     /// The phase is terminal (an init container failed under `Never`, the active deadline
     /// passed, …): stop whatever still runs.
     Terminal,
-    /// The sandbox broke: stop everything before making a new one.
+    /// The sandbox broke: stop everything before making a new one. The worker records the
+    /// `SandboxChanged` event for it (even when nothing was left running to stop).
     SandboxChanged,
 }
 
@@ -194,8 +198,11 @@ impl<'a> Planner<'a> {
         self.collect_garbage();
         match &self.observed.sandbox {
             Sandbox::NotReady { .. } => {
-                let kill = self.kill_pod(PodKillReason::SandboxChanged, self.grace());
-                self.actions.push(kill.unwrap_or(Action::TeardownSandbox));
+                // Never repaired around running containers: they would keep the old, broken
+                // namespace. Stop them, remove the sandbox; the next pass makes a new one.
+                let kill = self.pod_kill(PodKillReason::SandboxChanged, self.grace());
+                self.actions.push(kill);
+                self.actions.push(Action::TeardownSandbox);
             }
             Sandbox::Absent => {
                 let attempts = self.observed.containers.values().flat_map(|c| &c.attempts);
@@ -356,7 +363,7 @@ mod tests {
     };
 
     use super::super::model::fixtures::*;
-    use super::super::model::{ProbeResults, PullFailure};
+    use super::super::model::{Attempt, ProbeResults, PullFailure, SandboxFault};
     use super::*;
     use crate::probe::policy::ProbeResult::{Failure, Success, Unknown};
 
@@ -419,28 +426,143 @@ mod tests {
         );
     }
 
+    fn broken(attempt: u32) -> Sandbox {
+        Sandbox::NotReady {
+            attempt,
+            fault: SandboxFault::NetnsMissing,
+        }
+    }
+
+    fn target(name: &str, index: u32) -> KillTarget {
+        KillTarget {
+            name: name.into(),
+            id: ContainerId::new(format!("{name}-{index}")),
+            pre_stop: false,
+        }
+    }
+
     #[test]
-    fn a_broken_sandbox_is_killed_torn_down_and_made_anew() {
+    fn a_broken_sandbox_is_killed_and_torn_down_in_one_pass_whatever_runs_in_it() {
+        let pod = pod(
+            "Always",
+            vec![sidecar("log")],
+            vec![container("a"), container("b")],
+        );
+        let kill = |apps, sidecars| Action::KillPod {
+            reason: PodKillReason::SandboxChanged,
+            grace: Duration::from_secs(30),
+            apps,
+            sidecars,
+        };
+        let table: Vec<(&str, Vec<Attempt>, Action)> = vec![
+            (
+                "apps and a sidecar run in it",
+                vec![
+                    running("log", 0, 5),
+                    running("a", 0, 10),
+                    running("b", 0, 10),
+                ],
+                kill(vec![target("a", 0), target("b", 0)], vec![target("log", 0)]),
+            ),
+            (
+                "one app already exited",
+                vec![
+                    running("log", 0, 5),
+                    exited("a", 0, 1, 20),
+                    running("b", 0, 10),
+                ],
+                kill(vec![target("b", 0)], vec![target("log", 0)]),
+            ),
+            (
+                "nothing runs (crash-looping when the netns went): still a SandboxChanged",
+                vec![exited("log", 0, 137, 20), exited("a", 0, 1, 20)],
+                kill(vec![], vec![]),
+            ),
+        ];
+        for (what, attempts, want_kill) in table {
+            let o = Observed {
+                sandbox: broken(0),
+                ..pulled(observed(attempts), &["log", "a", "b"])
+            };
+            assert_eq!(
+                plan(&pod, &o),
+                vec![want_kill, Action::TeardownSandbox, Action::ReportStatus],
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
+    fn after_a_sandbox_change_a_new_sandbox_is_made_and_the_containers_restart_in_it() {
         let pod = pod("Always", vec![], vec![container("app")]);
-        let mut o = observed(vec![running("app", 0, 10)]);
-        o.sandbox = Sandbox::NotReady { attempt: 0 };
+        // The pass after the teardown: the killed attempt ran in sandbox 0.
+        let killed = pulled(
+            Observed {
+                sandbox: Sandbox::Absent,
+                ..observed(vec![exited("app", 0, 137, NOW - 1)])
+            },
+            &["app"],
+        );
+        assert_eq!(
+            plan(&pod, &killed),
+            vec![Action::CreateSandbox { attempt: 1 }, Action::ReportStatus]
+        );
+        // Then the container starts again, its restart count one higher.
+        let renewed = Observed {
+            sandbox: Sandbox::Ready {
+                attempt: 1,
+                ips: vec!["10.42.0.9".into()],
+            },
+            ..killed
+        };
+        assert_eq!(started(&plan(&pod, &renewed)), vec![("app", 1)]);
+    }
+
+    #[test]
+    fn a_never_pod_whose_sandbox_broke_is_stopped_and_not_run_again() {
+        let pod = pod("Never", vec![], vec![container("app")]);
+        let o = Observed {
+            sandbox: broken(0),
+            ..observed(vec![running("app", 0, 10)])
+        };
+        assert!(matches!(
+            plan(&pod, &o).as_slice(),
+            [
+                Action::KillPod {
+                    reason: PodKillReason::SandboxChanged,
+                    ..
+                },
+                Action::TeardownSandbox,
+                Action::ReportStatus
+            ]
+        ));
+        let after = Observed {
+            sandbox: Sandbox::Absent,
+            ..observed(vec![exited("app", 0, 137, 20)])
+        };
+        assert!(
+            !plan(&pod, &after)
+                .iter()
+                .any(|a| matches!(a, Action::CreateSandbox { .. })),
+            "{:?}",
+            plan(&pod, &after)
+        );
+    }
+
+    #[test]
+    fn a_deleted_pod_with_a_broken_sandbox_is_stopped_as_a_deletion() {
+        let pod = deleted(pod("Always", vec![], vec![container("app")]), 5);
+        let o = Observed {
+            sandbox: broken(0),
+            ..observed(vec![running("app", 0, 10)])
+        };
         assert!(matches!(
             plan(&pod, &o)[0],
             Action::KillPod {
-                reason: PodKillReason::SandboxChanged,
+                reason: PodKillReason::Deleted,
                 ..
             }
         ));
-        let o = Observed {
-            sandbox: Sandbox::NotReady { attempt: 0 },
-            ..observed(vec![exited("app", 0, 137, 20)])
-        };
-        assert_eq!(plan(&pod, &o)[0], Action::TeardownSandbox);
-        let o = Observed {
-            sandbox: Sandbox::Absent,
-            ..o
-        };
-        assert_eq!(plan(&pod, &o)[0], Action::CreateSandbox { attempt: 1 });
     }
 
     #[test]

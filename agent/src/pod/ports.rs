@@ -9,7 +9,7 @@ use super::api_access::TokenNeed;
 use super::cache::PodCache;
 use super::events::Recorder;
 use crate::image::{ImageService, PullError, PullPolicy, PulledImage};
-use crate::network::{Network, NetworkError, PodNetwork, PodRef};
+use crate::network::{Network, NetworkError, NetworkFacts, PodNetwork, PodRef, ProcessNetwork};
 use crate::runtime::{
     ContainerConfig, ContainerId, ContainerInfo, ExitInfo, Runtime, RuntimeError,
 };
@@ -17,7 +17,6 @@ use berth_shared::client::{Client, ClientError};
 use berth_shared::k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use berth_shared::resource::{CONFIG_MAPS, PODS, SECRETS, SERVICE_ACCOUNTS};
 use futures::future::BoxFuture;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -89,27 +88,32 @@ impl ContainerRuntime for Runtime {
 
 /// The pod network (the sandbox's netns, CNI attachment and IP), as a worker uses it.
 pub trait SandboxNetwork: Send + Sync {
-    /// Uids of the pods that have network state.
-    fn list(&self) -> BoxFuture<'_, Result<Vec<String>, NetworkError>>;
+    /// What exists of the pod's network now; changes nothing.
+    fn observe<'a>(&'a self, pod_uid: &'a str)
+    -> BoxFuture<'a, Result<NetworkFacts, NetworkError>>;
+    /// The netns a (container's) process is in and its addresses there.
+    fn observe_process(&self, pid: u32) -> BoxFuture<'_, ProcessNetwork>;
     /// Idempotent: an existing pod network is returned as it is.
     fn setup<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, Result<PodNetwork, NetworkError>>;
     /// Idempotent.
     fn teardown<'a>(&'a self, pod_uid: &'a str) -> BoxFuture<'a, Result<(), NetworkError>>;
-    fn netns_path(&self, pod_uid: &str) -> PathBuf;
 }
 
 impl SandboxNetwork for Network {
-    fn list(&self) -> BoxFuture<'_, Result<Vec<String>, NetworkError>> {
-        Box::pin(Network::list(self))
+    fn observe<'a>(
+        &'a self,
+        pod_uid: &'a str,
+    ) -> BoxFuture<'a, Result<NetworkFacts, NetworkError>> {
+        Box::pin(Network::observe(self, pod_uid))
+    }
+    fn observe_process(&self, pid: u32) -> BoxFuture<'_, ProcessNetwork> {
+        Box::pin(crate::network::observe_process(pid))
     }
     fn setup<'a>(&'a self, pod: &'a PodRef) -> BoxFuture<'a, Result<PodNetwork, NetworkError>> {
         Box::pin(Network::setup(self, pod))
     }
     fn teardown<'a>(&'a self, pod_uid: &'a str) -> BoxFuture<'a, Result<(), NetworkError>> {
         Box::pin(Network::teardown(self, pod_uid))
-    }
-    fn netns_path(&self, pod_uid: &str) -> PathBuf {
-        Network::netns_path(self, pod_uid)
     }
 }
 

@@ -19,7 +19,7 @@ mod tokens;
 
 use super::labels;
 use super::model::{ImagePull, Observed, Sandbox, StartError};
-use super::plan::{Action, plan_pod};
+use super::plan::{Action, PodKillReason, plan_pod};
 use super::ports::{ContainerRuntime, EventSink, ImagePuller, PodApi, SandboxNetwork};
 use super::{prober, volumes};
 use crate::network::dns::ClusterDns;
@@ -56,12 +56,14 @@ impl WorkerError {
 }
 
 /// Per-pod state that lives only in the agent (rebuilt from containerd and the API after a
-/// restart, or harmlessly lost: image pull back-offs, start errors, the sandbox handle).
+/// restart, or harmlessly lost: image pull back-offs, start errors, the sandbox generation).
 #[derive(Debug, Clone, Default)]
 pub struct Local {
     pub pulls: BTreeMap<String, ImagePull>,
     pub start_errors: BTreeMap<String, StartError>,
-    pub sandbox: Option<Sandbox>,
+    /// The generation of the sandbox this process made, until it is torn down (after a restart
+    /// the containers' labels tell it, once one has started in it).
+    pub sandbox_attempt: Option<u32>,
     /// Pull failures not yet reported: the status shows `ErrImagePull` once before the
     /// back-off turns it into `ImagePullBackOff`.
     pub fresh_pull_failures: BTreeSet<String>,
@@ -105,6 +107,9 @@ pub enum Pass {
     /// The pod is gone and everything of it removed: forget the worker.
     Finished,
 }
+
+/// The kubelet's message for the `SandboxChanged` event.
+pub const SANDBOX_CHANGED: &str = "Pod sandbox changed, it will be killed and re-created.";
 
 /// Wakes the pod's worker (queues its uid); called by its probers on a result change.
 pub type Wake = Arc<dyn Fn() + Send + Sync>;
@@ -156,7 +161,8 @@ impl PodWorker {
     pub async fn reconcile(&self, pod: Pod) -> Result<Pass, WorkerError> {
         let uid = self.uid.as_str();
         let now = self.now();
-        let (observed, infos) = self.observe(&pod, now).await?;
+        let seen = self.observe(&pod, now).await?;
+        let (observed, infos) = (seen.observed, seen.infos);
         self.sync_probers(&pod, &observed, &infos);
         let plan = plan_pod(&pod, &observed, now);
         tracing::debug!(pod = %name_of(&pod), actions = ?plan.actions, "plan");
@@ -180,9 +186,11 @@ impl PodWorker {
                     ..
                 } => {
                     let sandbox = match &observed.sandbox {
-                        Sandbox::Ready { attempt, ips } => {
-                            (*attempt, ips.first().cloned().unwrap_or_default())
-                        }
+                        Sandbox::Ready { attempt, ips } => start::SandboxRef {
+                            attempt: *attempt,
+                            ip: ips.first().cloned().unwrap_or_default(),
+                            netns: seen.netns.clone(),
+                        },
                         _ => continue,
                     };
                     self.start(&pod, &name, restart_index, backoff, sandbox)
@@ -209,16 +217,27 @@ impl PodWorker {
                     }
                 }
                 Action::KillPod {
+                    reason,
                     grace,
                     apps,
                     sidecars,
-                    ..
-                } => self.kill_pod(&pod, grace, &apps, &sidecars).await,
+                } => {
+                    if reason == PodKillReason::SandboxChanged {
+                        if let Sandbox::NotReady { attempt, fault } = &observed.sandbox {
+                            tracing::warn!(pod = %name_of(&pod), sandbox = attempt, %fault, "pod sandbox changed; killing the pod and re-creating the sandbox");
+                        }
+                        self.cx
+                            .events
+                            .record(&pod, false, "SandboxChanged", SANDBOX_CHANGED, None)
+                            .await;
+                    }
+                    self.kill_pod(&pod, grace, &apps, &sidecars).await
+                }
                 Action::TeardownSandbox => {
                     if !host_network(&pod) {
                         self.cx.network.teardown(uid).await?;
                     }
-                    self.local_mut(|l| l.sandbox = None);
+                    self.local_mut(|l| l.sandbox_attempt = None);
                 }
                 Action::DeletePod => {
                     match self
@@ -248,7 +267,7 @@ impl PodWorker {
                 }
                 Action::ReportStatus => {
                     // Status from a fresh observation, so what was just done shows at once.
-                    let (after, _) = self.observe(&pod, self.now()).await?;
+                    let after = self.observe(&pod, self.now()).await?.observed;
                     self.report(&pod, &after).await?;
                     self.local_mut(|l| l.fresh_pull_failures.clear());
                 }

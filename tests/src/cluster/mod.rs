@@ -424,7 +424,9 @@ impl Cluster {
         self.containerd.containers(self.agents[i].namespace())
     }
 
-    /// Named netns of agent `i`'s network (`berth-node-a-<run>-<pod uid>`).
+    /// Named netns of agent `i`'s network (`berth-node-a-<run>-<instance>-<pod uid>`; the
+    /// instance id is the agent's, from `<root-dir>/network/instance-id`). Another agent with
+    /// the same node name (another cluster's) has netns under this prefix too.
     pub fn netns(&self, i: usize) -> Vec<String> {
         crate::sweep::netns_with_prefix(&format!("{}-", self.agents[i].network_name()))
     }

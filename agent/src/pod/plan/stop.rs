@@ -42,6 +42,17 @@ impl Planner<'_> {
 
     /// `KillPod` for every running attempt, or `None` when nothing runs.
     pub(super) fn kill_pod(&self, reason: PodKillReason, grace: Duration) -> Option<Action> {
+        let kill = self.pod_kill(reason, grace);
+        match &kill {
+            Action::KillPod { apps, sidecars, .. } if apps.is_empty() && sidecars.is_empty() => {
+                None
+            }
+            _ => Some(kill),
+        }
+    }
+
+    /// `KillPod` for every running attempt (none, possibly).
+    pub(super) fn pod_kill(&self, reason: PodKillReason, grace: Duration) -> Action {
         let target = |name: &str, a: &Attempt| {
             let pre_stop = self
                 .container(name)
@@ -82,12 +93,12 @@ impl Planner<'_> {
             .rev()
             .flat_map(|name| running(name))
             .collect();
-        (!apps.is_empty() || !sidecars.is_empty()).then_some(Action::KillPod {
+        Action::KillPod {
             reason,
             grace,
             apps,
             sidecars,
-        })
+        }
     }
 
     /// Keep the latest two attempts of each container (state and `lastState`); remove older

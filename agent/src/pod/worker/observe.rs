@@ -1,17 +1,30 @@
 //! Observing a pod: its container attempts from containerd (by label), its sandbox, its image
 //! pulls, start errors and probe results, as the planner's [`Observed`].
 
-use super::{PodWorker, WorkerError, all_containers, host_network, name_of, ns_of};
-use crate::network::PodRef;
+use super::{PodWorker, WorkerError, all_containers, host_network};
+use crate::network::{ProcessNetwork, Record};
 use crate::pod::labels::{self, LABEL_IMAGE_ID, LABEL_SPEC_IMAGE, LABEL_TERMINATION_LOG};
 use crate::pod::model::{
     Attempt, ContainerId, Observed, ObservedContainer, ProbeResults, Sandbox, State, Termination,
 };
 use crate::pod::prober;
+use crate::pod::sandbox::{SandboxFacts, judge_sandbox};
 use crate::runtime::{ContainerInfo, TaskState};
 use berth_shared::k8s_openapi::api::core::v1::Pod;
 use jiff::Timestamp;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// What one observation found.
+pub(crate) struct Observation {
+    /// The planner's (and the status generator's) view.
+    pub observed: Observed,
+    /// The pod's containers as the runtime lists them.
+    pub infos: Vec<ContainerInfo>,
+    /// The netns new containers join: the ready sandbox's (`None` for host-network pods and
+    /// while there is no ready sandbox).
+    pub netns: Option<PathBuf>,
+}
 
 impl PodWorker {
     /// Observes what exists for the pod now.
@@ -19,7 +32,7 @@ impl PodWorker {
         &self,
         pod: &Pod,
         now: Timestamp,
-    ) -> Result<(Observed, Vec<ContainerInfo>), WorkerError> {
+    ) -> Result<Observation, WorkerError> {
         let uid = self.uid.as_str();
         let infos: Vec<ContainerInfo> = self
             .cx
@@ -58,44 +71,44 @@ impl PodWorker {
             };
             entry.start_error = local.start_errors.get(&c.name).cloned();
         }
-        let max_sandbox = infos
+        let labelled = infos
             .iter()
             .filter_map(|i| labels::sandbox_attempt(&i.labels))
             .max();
-        let host_ip = self.cx.node.host_ip.clone();
-        let sandbox = match (&local.sandbox, host_network(pod)) {
-            (Some(s), _) => s.clone(),
-            (None, true) if max_sandbox.is_some() => Sandbox::Ready {
-                attempt: max_sandbox.unwrap_or(1),
-                ips: vec![host_ip.clone()],
-            },
-            (None, false)
-                if max_sandbox.is_some()
-                    && self.cx.network.list().await?.iter().any(|u| u == uid) =>
-            {
-                // A sandbox from before an agent restart: setup returns the existing one.
-                let net = self
-                    .cx
-                    .network
-                    .setup(&PodRef::new(uid, ns_of(pod), name_of(pod)))
-                    .await?;
-                let s = Sandbox::Ready {
-                    attempt: max_sandbox.unwrap_or(1),
-                    ips: vec![net.ip.to_string()],
-                };
-                self.local_mut(|l| l.sandbox = Some(s.clone()));
-                s
+        let host_network = host_network(pod);
+        let (network, running) = if host_network {
+            Default::default()
+        } else {
+            let network = self.cx.network.observe(uid).await?;
+            let mut running: Vec<ProcessNetwork> = Vec::new();
+            for info in &infos {
+                if let TaskState::Running { pid, .. } = info.state {
+                    running.push(self.cx.network.observe_process(pid).await);
+                }
             }
-            _ => Sandbox::Absent,
+            (network, running)
         };
-        Ok((
-            Observed {
+        let host_ip = self.cx.node.host_ip.clone();
+        let sandbox = judge_sandbox(&SandboxFacts {
+            host_network,
+            host_ip: &host_ip,
+            attempt: local.sandbox_attempt.or(labelled),
+            network: &network,
+            running: &running,
+        });
+        let netns = match (&sandbox, network.record) {
+            (Sandbox::Ready { .. }, Record::Complete(r)) => Some(r.netns_path),
+            _ => None,
+        };
+        Ok(Observation {
+            observed: Observed {
                 sandbox,
                 containers,
                 host_ips: vec![host_ip],
             },
             infos,
-        ))
+            netns,
+        })
     }
 }
 

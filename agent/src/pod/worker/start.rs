@@ -6,12 +6,24 @@ use super::{PodWorker, WorkerError, all_containers, host_network, name_of, ns_of
 use crate::network::PodRef;
 use crate::pod::container_config::{self, HostSide};
 use crate::pod::labels::AttemptLabels;
-use crate::pod::model::{Sandbox, StartError};
+use crate::pod::model::StartError;
 use crate::pod::restart::Backoff;
 use crate::pod::{hooks, volumes};
 use crate::runtime::ContainerId;
 use berth_shared::k8s_openapi::api::core::v1::Pod;
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// The ready sandbox a container starts in.
+#[derive(Clone, Debug)]
+pub(super) struct SandboxRef {
+    /// Its generation (a label on the container).
+    pub attempt: u32,
+    /// The pod IP.
+    pub ip: String,
+    /// The netns to join; `None` for host-network pods.
+    pub netns: Option<PathBuf>,
+}
 
 /// A deterministic container id: pod uid prefix, container name, sandbox and restart numbers.
 pub(super) fn container_id(
@@ -52,28 +64,24 @@ impl PodWorker {
         )?;
         let dir = volumes::pod_dir(&node.root_dir, uid).join("etc");
         crate::network::files::write_pod_files(&dir, &files).await?;
-        self.local_mut(|l| {
-            l.sandbox = Some(Sandbox::Ready {
-                attempt,
-                ips: vec![ip.clone()],
-            })
-        });
+        tracing::debug!(pod = %uid, sandbox = attempt, %ip, "sandbox made");
+        self.local_mut(|l| l.sandbox_attempt = Some(attempt));
         Ok(())
     }
 
-    /// Starts attempt `restart` of container `name` in sandbox `sandbox` (at pod IP `ip`);
-    /// a failure is recorded as an event and kept for the status.
+    /// Starts attempt `restart` of container `name` in `sandbox`; a failure is recorded as an
+    /// event and kept for the status.
     pub(super) async fn start(
         &self,
         pod: &Pod,
         name: &str,
         restart: u32,
         backoff: Option<Backoff>,
-        (sandbox, ip): (u32, String),
+        sandbox: SandboxRef,
     ) {
         let field = format!("spec.containers{{{name}}}");
         match self
-            .create_and_start(pod, name, restart, backoff, sandbox, &ip)
+            .create_and_start(pod, name, restart, backoff, &sandbox)
             .await
         {
             Ok(()) => {
@@ -111,10 +119,10 @@ impl PodWorker {
         name: &str,
         restart: u32,
         backoff: Option<Backoff>,
-        sandbox: u32,
-        ip: &str,
+        sandbox_ref: &SandboxRef,
     ) -> Result<(), (&'static str, String)> {
         let uid = self.uid.as_str();
+        let (sandbox, ip) = (sandbox_ref.attempt, sandbox_ref.ip.as_str());
         let node = &self.cx.node;
         let runtime = self.cx.runtime.as_ref();
         let c = all_containers(pod)
@@ -155,7 +163,12 @@ impl PodWorker {
             network_namespace: if host_network(pod) {
                 None
             } else {
-                Some(self.cx.network.netns_path(uid))
+                // A pod network always has one when its sandbox is ready; without it the
+                // container would get a namespace of its own, i.e. no pod network.
+                Some(sandbox_ref.netns.clone().ok_or((
+                    "CreateContainerError",
+                    "the pod sandbox has no network namespace".to_string(),
+                ))?)
             },
             log_path,
             pod_ip: ip.to_string(),

@@ -248,3 +248,139 @@ async fn a_pod_gone_from_the_api_has_its_containers_network_and_files_removed() 
     );
     assert!(!volumes::pod_dir(&h.worker.cx.node.root_dir, "u1").exists());
 }
+
+/// Passes until one creates a container (at most `n`); returns the calls of them all.
+async fn passes_until_a_start(h: &Harness, pod: &Pod, n: usize) -> Vec<Call> {
+    let mut calls = Vec::new();
+    for _ in 0..n {
+        assert_eq!(h.pass(pod).await, STEPPED);
+        calls.extend(h.fakes.take_calls());
+        if calls.iter().any(|c| matches!(c, Call::Create(_))) {
+            break;
+        }
+    }
+    calls
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_whose_netns_vanished_is_killed_and_restarted_in_a_new_sandbox() {
+    let h = harness();
+    let pod = app_pod("Always");
+    h.running(&pod).await;
+    assert_eq!(h.fakes.network.ip("u1").as_deref(), Some("10.42.0.5"));
+
+    h.fakes.network.delete_netns("u1");
+    assert_eq!(h.pass(&pod).await, STEPPED);
+    assert_eq!(
+        h.fakes.take_calls(),
+        vec![
+            Call::Kill(APP_R0.into(), 15),
+            Call::TeardownNetwork("u1".into())
+        ],
+        "killed and torn down in one pass"
+    );
+    assert_eq!(
+        h.fakes.events().last(),
+        Some(&("SandboxChanged".to_string(), SANDBOX_CHANGED.to_string()))
+    );
+
+    let calls = passes_until_a_start(&h, &pod, 3).await;
+    assert_eq!(calls.first(), Some(&Call::SetupNetwork("u1".into())));
+    const APP_S1_R1: &str = "u1-app-s1-r1";
+    assert!(
+        calls.ends_with(&Harness::start_calls(APP_S1_R1)),
+        "{calls:?}"
+    );
+    let l = h.fakes.runtime.labels(APP_S1_R1);
+    assert_eq!(
+        (labels::sandbox_attempt(&l), labels::restart_index(&l)),
+        (Some(1), Some(1))
+    );
+    let seen = h.worker.observe(&pod, h.worker.now()).await.expect("seen");
+    assert_eq!(
+        seen.observed.sandbox,
+        Sandbox::Ready {
+            attempt: 1,
+            ips: vec!["10.42.0.6".into()]
+        }
+    );
+    assert_eq!(seen.netns, Some("/run/netns/fake-u1-1".into()));
+    let status = crate::pod::status::pod_status(&pod, &seen.observed, h.worker.now());
+    assert_eq!(status.pod_ip.as_deref(), Some("10.42.0.6"));
+    let app = &status.container_statuses.unwrap_or_default()[0];
+    assert_eq!(app.restart_count, 1);
+
+    assert_eq!(h.pass(&pod).await, IDLE, "converged");
+    assert_eq!(h.fakes.take_calls(), vec![]);
+    let changed = h.fakes.event_reasons();
+    assert_eq!(
+        changed.iter().filter(|r| *r == "SandboxChanged").count(),
+        1,
+        "{changed:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restarted_agent_kills_containers_whose_netns_vanished_instead_of_adopting_them() {
+    let h = harness();
+    let pod = app_pod("Always");
+    h.running(&pod).await;
+    h.fakes.network.delete_netns("u1");
+
+    // A new worker, as after an agent restart: nothing local, only containerd and the network.
+    let fresh = PodWorker::new("u1", h.fakes.context(), Arc::new(|| {}));
+    assert_eq!(fresh.reconcile(pod.clone()).await.expect("a pass"), STEPPED);
+    assert_eq!(
+        h.fakes.take_calls(),
+        vec![
+            Call::Kill(APP_R0.into(), 15),
+            Call::TeardownNetwork("u1".into())
+        ]
+    );
+    assert_eq!(fresh.reconcile(pod.clone()).await.expect("a pass"), STEPPED);
+    assert_eq!(
+        h.fakes.take_calls(),
+        vec![Call::SetupNetwork("u1".into())],
+        "a new sandbox, not the old one rebuilt around the running container"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_netns_lost_while_nothing_runs_is_still_a_sandbox_change() {
+    let h = harness();
+    let pod = app_pod("Always");
+    h.running(&pod).await;
+    h.fakes.runtime.exit(APP_R0, 1);
+    assert_eq!(
+        h.pass(&pod).await,
+        STEPPED,
+        "the first restart is immediate"
+    );
+    h.fakes.runtime.exit(APP_R1, 1);
+    assert_eq!(
+        h.pass(&pod).await,
+        Pass::RequeueAfter(Duration::from_secs(10)),
+        "in back-off"
+    );
+    h.fakes.take_calls();
+
+    h.fakes.network.delete_netns("u1");
+    assert_eq!(h.pass(&pod).await, STEPPED);
+    assert_eq!(
+        h.fakes.take_calls(),
+        vec![Call::TeardownNetwork("u1".into())],
+        "nothing to kill"
+    );
+    assert_eq!(
+        h.fakes.event_reasons().last().map(String::as_str),
+        Some("SandboxChanged")
+    );
+    assert_eq!(h.pass(&pod).await, STEPPED);
+    assert_eq!(h.fakes.take_calls(), vec![Call::SetupNetwork("u1".into())]);
+    // The container's back-off still holds in the new sandbox, as the kubelet's does.
+    assert_eq!(
+        h.pass(&pod).await,
+        Pass::RequeueAfter(Duration::from_secs(10))
+    );
+    assert_eq!(h.fakes.take_calls(), vec![]);
+}

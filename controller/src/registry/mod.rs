@@ -171,6 +171,7 @@ impl Registry {
         opts: &WriteOptions,
     ) -> Result<Value, RegistryError> {
         meta::check_type(rt, &mut obj)?;
+        let resource_version_set = meta::carries_resource_version(&obj);
         let unknown = if opts.field_validation == FieldValidation::Strict {
             admission::unknown_fields(rt.kind, &obj)
         } else {
@@ -195,6 +196,11 @@ impl Registry {
             .map_err(|e| admission_error(rt, &name, e))?;
         if opts.dry_run {
             return Ok(obj);
+        }
+        // Upstream's storage refuses it after validation, before it looks for the name; a dry
+        // run never reaches the storage.
+        if resource_version_set {
+            return Err(RegistryError::ResourceVersionOnCreate);
         }
         let key = object_key(rt, ns, &name);
         let stored = self
@@ -226,16 +232,10 @@ impl Registry {
             }
         }
         meta::set_namespace(rt, ns, &mut obj)?;
-        let body_name = obj
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or(name);
-        if body_name != name {
-            return Err(RegistryError::BadRequest(format!(
-                "the name of the object ({body_name}) does not match the name on the URL ({name})"
-            )));
-        }
+        meta::check_name(&obj, name)?;
         let current = self.current(rt, ns, name)?;
+        let old = current.value()?;
+        meta::check_uid_precondition(rt, name, &obj, &old)?;
         let expected = match obj
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
@@ -251,7 +251,6 @@ impl Registry {
             }
             _ => current.revision,
         };
-        let old = current.value()?;
         self.write_update(rt, ns, name, old, obj, expected, part, opts)
     }
 
@@ -276,6 +275,7 @@ impl Registry {
             let mut new = f(old.clone())?;
             meta::check_type(rt, &mut new)?;
             meta::set_namespace(rt, ns, &mut new)?;
+            meta::check_name(&new, name)?;
             // A resourceVersion written by the patch itself is a precondition.
             let expected = match new
                 .pointer("/metadata/resourceVersion")
@@ -305,6 +305,7 @@ impl Registry {
         part: Part,
         opts: &WriteOptions,
     ) -> Result<Value, RegistryError> {
+        meta::check_uid_unchanged(rt, name, &old, &new)?;
         let mut obj = meta::prepare_for_update(rt, &old, new, part, has_generation(rt));
         restrict_node(rt, opts, name, &obj, Some(&old))?;
         admission::admit(rt.kind, Operation::Update, &mut obj, Some(&old))

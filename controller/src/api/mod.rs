@@ -199,6 +199,13 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
         ref subresource,
     } = target;
     let ns = namespace.as_deref();
+    // A list or watch decodes its options first: a malformed integer is a 400 before anything.
+    if parts.method == Method::GET
+        && subresource.is_none()
+        && (name.is_none() || query.flag("watch"))
+    {
+        query.check_list_options()?;
+    }
     match (&parts.method, name.as_deref(), subresource.as_deref()) {
         (&Method::GET, None, None) if query.flag("watch") => {
             watch::serve(&state, rt, ns, &query, table).await
@@ -250,7 +257,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
         }
         (&Method::PATCH, Some(name), sub) => {
             let content_type = body::content_type(&parts.headers);
-            let body = body::read_raw(body).await?;
+            let body = body::read_raw(body, &parts.headers).await?;
             match sub {
                 None => {
                     patch::patch(
@@ -286,11 +293,12 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
             }
         }
         (&Method::DELETE, Some(name), None) => {
-            let body = body::read_raw(body).await?;
+            let body = body::read_raw(body, &parts.headers).await?;
             write::delete(&state, rt, ns, name, body, &query).await
         }
         (&Method::DELETE, None, None) => {
-            let body = body::read_raw(body).await?;
+            query.check_list_options()?;
+            let body = body::read_raw(body, &parts.headers).await?;
             write::delete_collection(&state, rt, ns, body, &query).await
         }
         (&Method::GET, Some(name), Some("status")) if rt.has_status => {

@@ -3,6 +3,7 @@
 
 pub mod authn;
 pub mod authz;
+mod auto_answer;
 mod body;
 mod conn;
 mod conn_table;

@@ -63,15 +63,18 @@ pub async fn ensure(req: Request, next: Next) -> Response {
         .ok()
         .map(|b| String::from_utf8_lossy(&b).trim().to_string())
         .filter(|t| !t.is_empty());
-    let status = json!({
+    let mut status = json!({
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Failure",
         "message": text.unwrap_or(generic),
-        "reason": reason,
         "code": code.as_u16(),
     });
+    // Upstream leaves an unknown reason out.
+    if !reason.is_empty() {
+        status["reason"] = json!(reason);
+    }
     parts.headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -146,6 +149,7 @@ mod tests {
         let status: serde_json::Value = serde_json::from_str(&body).expect("JSON");
         assert_eq!(status["message"], "agent unreachable");
         assert_eq!(status["code"], 502);
+        assert!(status.get("reason").is_none(), "{status}");
     }
 
     #[tokio::test]

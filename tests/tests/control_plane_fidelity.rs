@@ -413,7 +413,7 @@ fn a_scale_put_without_a_scale_is_400_and_changes_nothing() {
 }
 
 #[test]
-fn a_list_limit_that_is_not_an_integer_is_400_and_a_negative_one_lists_everything() {
+fn list_options_that_do_not_parse_are_400_and_a_negative_limit_lists_everything() {
     let (c, _tokens) = start();
     let api = c.admin_api();
     for name in ["a", "b", "c"] {
@@ -452,6 +452,16 @@ fn a_list_limit_that_is_not_an_integer_is_400_and_a_negative_one_lists_everythin
         400,
         "BadRequest",
         "strconv.ParseInt: parsing \"soon\": invalid syntax",
+    );
+
+    // A selector's parse error is the message, once.
+    let reply = api.send(Req::get(format!("{CMS}?labelSelector=a%20in")));
+    refused(
+        &c,
+        &reply,
+        400,
+        "BadRequest",
+        "unable to parse requirement: found '' expected: '('",
     );
 
     // A negative or zero limit is no limit (upstream's storage pages only a positive one).

@@ -71,7 +71,8 @@ pub type SharedState = Arc<ApiState>;
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 /// The router of the whole API. Layers, outermost first: `Status` bodies for the HTTP layer's
-/// own errors, authentication, metrics (which see the 429s), the in-flight caps.
+/// own errors, recovery from a panicking handler, authentication, metrics (which see the 429s),
+/// the in-flight caps.
 pub fn router(state: SharedState) -> Router {
     Router::new()
         .route("/healthz", get(health))
@@ -99,6 +100,7 @@ pub fn router(state: SharedState) -> Router {
             metrics::observe,
         ))
         .layer(axum::middleware::from_fn(authn::require_identity))
+        .layer(axum::middleware::from_fn(status_body::recover))
         .layer(axum::middleware::from_fn(status_body::ensure))
         .with_state(state)
 }

@@ -46,8 +46,9 @@ impl Query {
 
     pub fn label_selector(&self) -> Result<LabelSelector, ApiError> {
         match self.get("labelSelector") {
-            Some(s) if !s.is_empty() => LabelSelector::parse(s)
-                .map_err(|e| ApiError::BadRequest(format!("unable to parse requirement: {e}"))),
+            Some(s) if !s.is_empty() => {
+                LabelSelector::parse(s).map_err(|e| ApiError::BadRequest(e.to_string()))
+            }
             _ => Ok(LabelSelector::everything()),
         }
     }

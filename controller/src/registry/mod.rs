@@ -8,6 +8,8 @@ mod delete;
 mod keys;
 pub mod meta;
 pub mod node_restriction;
+#[cfg(test)]
+mod tests;
 
 pub use delete::{DeleteOptions, DeleteOutcome, DeletePreconditions, Propagation};
 pub use keys::{key_of_value, object_key, parse_key, prefix};
@@ -54,6 +56,23 @@ fn restrict_node(
         }
         _ => Ok(()),
     }
+}
+
+/// [`restrict_node`] on what an update would write, ahead of the write's own checks (only
+/// node credentials pay for preparing it twice).
+fn restrict_node_early(
+    rt: &ResourceType,
+    opts: &WriteOptions,
+    name: &str,
+    old: &Value,
+    new: &Value,
+    part: Part,
+) -> Result<(), RegistryError> {
+    if opts.node.is_none() {
+        return Ok(());
+    }
+    let prepared = meta::prepare_for_update(rt, old, new.clone(), part, has_generation(rt));
+    restrict_node(rt, opts, name, &prepared, Some(old))
 }
 
 /// Which part of an object an update may change.
@@ -236,6 +255,9 @@ impl Registry {
         let current = self.current(rt, ns, name)?;
         let old = current.value()?;
         meta::check_uid_precondition(rt, name, &obj, &old)?;
+        // NodeRestriction is admission upstream: it refuses before the resourceVersion is
+        // compared, so a node's forbidden write is 403 even when it is also stale.
+        restrict_node_early(rt, opts, name, &old, &obj, part)?;
         let expected = match obj
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
@@ -276,6 +298,7 @@ impl Registry {
             meta::check_type(rt, &mut new)?;
             meta::set_namespace(rt, ns, &mut new)?;
             meta::check_name(&new, name)?;
+            restrict_node_early(rt, opts, name, &old, &new, part)?;
             // A resourceVersion written by the patch itself is a precondition.
             let expected = match new
                 .pointer("/metadata/resourceVersion")

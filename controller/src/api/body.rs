@@ -6,6 +6,7 @@ use super::error::ApiError;
 use axum::body::Body;
 use axum::http::{HeaderMap, header};
 use bytes::Bytes;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::Value;
 
 /// The request's media type without parameters; a missing one is JSON, as upstream treats it.
@@ -24,11 +25,32 @@ pub fn content_type(headers: &HeaderMap) -> String {
         .unwrap_or_else(|| "application/json".to_string())
 }
 
-/// Reads the raw body, refusing more than [`MAX_BODY_BYTES`].
-pub async fn read_raw(body: Body) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|_| ApiError::TooLarge(MAX_BODY_BYTES))
+/// A body whose declared length is over [`MAX_BODY_BYTES`] is refused before any of it is read:
+/// a client that asked `Expect: 100-continue` gets the 413 instead of a `100 Continue`, and one
+/// that sends anyway has what it sends discarded by the connection's lingering close.
+fn check_declared_length(headers: &HeaderMap) -> Result<(), ApiError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    match declared {
+        Some(n) if n > MAX_BODY_BYTES as u64 => Err(ApiError::TooLarge(MAX_BODY_BYTES)),
+        _ => Ok(()),
+    }
+}
+
+/// Reads the raw body, refusing more than [`MAX_BODY_BYTES`] (413). A body that cannot be read
+/// (a broken chunked encoding, a client gone) is upstream's plain read error: a 500 with its
+/// message and no reason.
+pub async fn read_raw(body: Body, headers: &HeaderMap) -> Result<Bytes, ApiError> {
+    check_declared_length(headers)?;
+    match Limited::new(body, MAX_BODY_BYTES).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<LengthLimitError>() => Err(ApiError::TooLarge(MAX_BODY_BYTES)),
+        Err(e) => Err(ApiError::Unknown(format!(
+            "error reading the request body: {e}"
+        ))),
+    }
 }
 
 /// Decodes a JSON or YAML document.
@@ -66,6 +88,53 @@ pub async fn read(body: Body, headers: &HeaderMap) -> Result<Value, ApiError> {
     if ct.contains("protobuf") {
         return Err(ApiError::UnsupportedMediaType);
     }
-    let raw = read_raw(body).await?;
+    let raw = read_raw(body, headers).await?;
     decode(&ct, &raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn with_length(n: usize) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+        h
+    }
+
+    #[tokio::test]
+    async fn a_declared_length_over_the_limit_is_413_before_the_body_is_read() {
+        // A body that would fail if it were read: only the header decides.
+        let body = Body::from_stream(futures::stream::once(async {
+            Err::<Bytes, std::io::Error>(std::io::Error::other("must not be read"))
+        }));
+        let e = read_raw(body, &with_length(MAX_BODY_BYTES + 1))
+            .await
+            .unwrap_err();
+        assert_eq!(e.reason(), "RequestEntityTooLarge");
+        assert_eq!(e.to_string(), "Request entity too large: limit is 3145728");
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_without_a_length_is_413() {
+        let big = Body::from(vec![b'x'; MAX_BODY_BYTES + 1]);
+        let e = read_raw(big, &HeaderMap::new()).await.unwrap_err();
+        assert_eq!(e.code(), axum::http::StatusCode::PAYLOAD_TOO_LARGE);
+        let exact = Body::from(vec![b'x'; MAX_BODY_BYTES]);
+        let ok = read_raw(exact, &with_length(MAX_BODY_BYTES)).await;
+        assert_eq!(ok.map(|b| b.len()).ok(), Some(MAX_BODY_BYTES));
+    }
+
+    #[tokio::test]
+    async fn a_body_that_breaks_off_is_a_500_without_a_reason_not_a_413() {
+        let broken = Body::from_stream(futures::stream::once(async {
+            Err::<Bytes, std::io::Error>(std::io::Error::other("connection reset"))
+        }));
+        let e = read_raw(broken, &HeaderMap::new()).await.unwrap_err();
+        assert_eq!(e.code(), axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(e.reason(), "");
+        assert!(e.status().get("reason").is_none(), "{}", e.status());
+        assert!(e.to_string().contains("connection reset"), "{e}");
+    }
 }

@@ -12,6 +12,9 @@
 //! - a connection with no open request (HTTP/1 or HTTP/2) is closed `idle` after its last
 //!   answer ended. A request is open until its response body has been sent, so watches and log
 //!   streams, however quiet, keep their connection.
+//!
+//! hyper's own answers to requests it cannot parse are rewritten with a `Status` body on their
+//! way out (see `auto_answer`).
 
 use super::authn::{Peer, Tokens, identity_from_cert};
 use super::conn_table::Slot;
@@ -34,9 +37,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower::Service;
 
-/// How long a closing connection keeps reading (and discarding) what the client still sends.
+/// A closing connection keeps reading (and discarding) what the client still sends until the
+/// client has been quiet this long,
 const LINGER: Duration = Duration::from_millis(500);
-/// At most this much is discarded while lingering.
+/// for at most this long in all,
+const LINGER_MAX: Duration = Duration::from_secs(10);
+/// and at most this much.
 const LINGER_BYTES: usize = 16 * 1024 * 1024;
 /// How long open requests get to finish when a connection is closed (shutdown, shed, idle).
 const GRACE: Duration = Duration::from_secs(5);
@@ -229,13 +235,73 @@ impl hyper::rt::Timer for HeadTimer {
     }
 }
 
-/// The TLS stream as hyper sees it: reads are noted in the [`Activity`], and shutting down
-/// lingers (see [`LINGER`]).
+/// The TLS stream as hyper sees it: reads are noted in the [`Activity`], hyper's automatic error
+/// answers are replaced by ones with a `Status` body, and shutting down lingers (see [`LINGER`]).
 struct Tracked<T> {
     inner: T,
     activity: Arc<Activity>,
-    linger: Option<Pin<Box<tokio::time::Sleep>>>,
+    linger: Option<Lingering>,
     discarded: usize,
+    /// The answer sent instead of hyper's automatic one, and how much of it is out. hyper
+    /// writes nothing after such an answer; whatever it would is dropped.
+    replaced: Option<(Vec<u8>, usize)>,
+}
+
+/// A lingering close: when it started, and the deadline that moves with what the client sends.
+struct Lingering {
+    started: Instant,
+    quiet: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl<T> Tracked<T> {
+    fn new(inner: T, activity: Arc<Activity>) -> Tracked<T> {
+        Tracked {
+            inner,
+            activity,
+            linger: None,
+            discarded: 0,
+            replaced: None,
+        }
+    }
+
+    /// No request is open and the client has sent bytes of the next head: the only moment hyper
+    /// writes an automatic answer.
+    fn between_requests(&self) -> bool {
+        self.activity.is_idle() && self.activity.head_started()
+    }
+
+    /// Whether `written`, about to go out, is hyper's automatic answer to a request it could not
+    /// parse; if so, the replacement is queued in its place.
+    fn take_over(&mut self, written: &[u8]) -> bool {
+        if !self.between_requests() {
+            return false;
+        }
+        let Some(code) = super::auto_answer::automatic_error(written) else {
+            return false;
+        };
+        tracing::debug!(
+            code = code.as_u16(),
+            "answering an unparsable request with a Status"
+        );
+        self.replaced = Some((super::auto_answer::replacement(code, written), 0));
+        true
+    }
+}
+
+impl<T: AsyncWrite + Unpin> Tracked<T> {
+    /// Writes out what is left of a replacement answer.
+    fn poll_replacement(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if let Some((bytes, sent)) = &mut self.replaced {
+            while *sent < bytes.len() {
+                let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &bytes[*sent..]))?;
+                if n == 0 {
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                *sent += n;
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for Tracked<T> {
@@ -260,7 +326,11 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Tracked<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        let this = self.get_mut();
+        if this.replaced.is_some() || this.take_over(buf) {
+            return Poll::Ready(Ok(buf.len()));
+        }
+        Pin::new(&mut this.inner).poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -268,7 +338,23 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Tracked<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let total = bufs.iter().map(|b| b.len()).sum();
+        if this.replaced.is_some() {
+            return Poll::Ready(Ok(total));
+        }
+        // An automatic answer is a small head: look at it whole.
+        let head = bufs.iter().find(|b| !b.is_empty());
+        if total <= 4096
+            && head.is_some_and(|b| b.starts_with(b"HTTP/1."))
+            && this.between_requests()
+        {
+            let joined: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+            if this.take_over(&joined) {
+                return Poll::Ready(Ok(total));
+            }
+        }
+        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -276,25 +362,36 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Tracked<T> {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        let this = self.get_mut();
+        ready!(this.poll_replacement(cx))?;
+        Pin::new(&mut this.inner).poll_flush(cx)
     }
 
-    /// Sends close_notify and FIN, then reads and discards until the client closes, for at most
-    /// [`LINGER`] and [`LINGER_BYTES`]: closing a socket with unread data makes the kernel send
-    /// a reset, which can destroy an answer (a 413 for a body we did not read) before the client
-    /// has read it. Go's net/http lingers the same way.
+    /// Sends close_notify and FIN, then reads and discards until the client closes or has been
+    /// quiet for [`LINGER`], for at most [`LINGER_MAX`] and [`LINGER_BYTES`]: closing a socket
+    /// with unread data makes the kernel send a reset, which can destroy an answer (a 413 for a
+    /// body we did not read) before the client has read it, and fails a client still sending
+    /// its body. Go's net/http lingers too (half a second, after discarding 256 KiB).
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if this.linger.is_none() {
+            ready!(this.poll_replacement(cx))?;
             ready!(Pin::new(&mut this.inner).poll_shutdown(cx))?;
-            this.linger = Some(Box::pin(tokio::time::sleep(LINGER)));
+            this.linger = Some(Lingering {
+                started: Instant::now(),
+                quiet: Box::pin(tokio::time::sleep(LINGER)),
+            });
         }
         let mut scratch = [0u8; 8192];
+        let mut heard = false;
         while this.discarded < LINGER_BYTES {
             let mut buf = ReadBuf::new(&mut scratch);
             match Pin::new(&mut this.inner).poll_read(cx, &mut buf) {
                 Poll::Ready(Ok(())) if buf.filled().is_empty() => return Poll::Ready(Ok(())),
-                Poll::Ready(Ok(())) => this.discarded += buf.filled().len(),
+                Poll::Ready(Ok(())) => {
+                    this.discarded += buf.filled().len();
+                    heard = true;
+                }
                 Poll::Ready(Err(_)) => return Poll::Ready(Ok(())),
                 Poll::Pending => break,
             }
@@ -302,10 +399,14 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Tracked<T> {
         if this.discarded >= LINGER_BYTES {
             return Poll::Ready(Ok(()));
         }
-        match this.linger.as_mut() {
-            Some(linger) => linger.as_mut().poll(cx).map(Ok),
-            None => Poll::Ready(Ok(())),
+        let Some(linger) = this.linger.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        if heard {
+            let deadline = (Instant::now() + LINGER).min(linger.started + LINGER_MAX);
+            linger.quiet.as_mut().reset(deadline);
         }
+        linger.quiet.as_mut().poll(cx).map(Ok)
     }
 }
 
@@ -372,6 +473,10 @@ pub async fn serve(tcp: TcpStream, shared: Arc<Shared>, slot: Slot) {
         })
     };
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .max_buf_size(super::auto_answer::MAX_HEAD_BYTES)
+        .max_headers(super::auto_answer::MAX_HEADERS);
     if !shared.timeouts.header_read.is_zero() {
         builder
             .http1()
@@ -381,12 +486,7 @@ pub async fn serve(tcp: TcpStream, shared: Arc<Shared>, slot: Slot) {
             })
             .header_read_timeout(shared.timeouts.header_read);
     }
-    let io = Tracked {
-        inner: tls,
-        activity: activity.clone(),
-        linger: None,
-        discarded: 0,
-    };
+    let io = Tracked::new(tls, activity.clone());
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
     tokio::pin!(conn);
     let why = tokio::select! {
@@ -471,6 +571,103 @@ mod tests {
         let mut head = timer.sleep_until(std::time::Instant::now());
         assert!(!done_after(&mut head, Duration::ZERO).await);
         assert!(done_after(&mut head, Duration::from_secs(11)).await);
+    }
+
+    const AUTOMATIC: &[u8] = b"HTTP/1.1 431 Request Header Fields Too Large\r\n\
+        content-length: 0\r\ndate: Tue, 01 Jul 2025 10:00:00 GMT\r\n\r\n";
+
+    /// Reads one answer with a `content-length` body from `client`.
+    async fn answer(client: &mut tokio::io::DuplexStream) -> (String, serde_json::Value) {
+        use tokio::io::AsyncReadExt;
+        let mut raw = Vec::new();
+        loop {
+            let mut chunk = [0u8; 1024];
+            let n = client.read(&mut chunk).await.expect("read");
+            assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&raw));
+            raw.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&raw).into_owned();
+            if let Some((head, body)) = text.split_once("\r\n\r\n")
+                && let Some(len) = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length: "))
+                    .and_then(|l| l.parse::<usize>().ok())
+                && body.len() >= len
+            {
+                let status = serde_json::from_str(body).unwrap_or(serde_json::Value::Null);
+                return (head.to_string(), status);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn hypers_automatic_answer_goes_out_with_a_status_body() {
+        use tokio::io::AsyncWriteExt;
+        let (server, mut client) = tokio::io::duplex(64 * 1024);
+        let activity = Arc::new(Activity::new());
+        let mut conn = Tracked::new(server, activity.clone());
+        // The client sent the start of a head hyper could not parse.
+        activity.note_read();
+        conn.write_all(AUTOMATIC).await.expect("write");
+        conn.flush().await.expect("flush");
+        let (head, status) = answer(&mut client).await;
+        assert!(head.starts_with("HTTP/1.1 431 "), "{head}");
+        assert!(head.contains("connection: close"), "{head}");
+        assert_eq!(status["kind"], "Status", "{status}");
+        assert_eq!(status["code"], 431, "{status}");
+    }
+
+    #[tokio::test]
+    async fn answers_to_requests_pass_untouched() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (server, mut client) = tokio::io::duplex(64 * 1024);
+        let activity = Arc::new(Activity::new());
+        let mut conn = Tracked::new(server, activity.clone());
+        activity.note_read();
+        // While a request is open the same bytes are that request's answer.
+        let open = RequestMark::new(activity.clone());
+        conn.write_all(AUTOMATIC).await.expect("write");
+        conn.flush().await.expect("flush");
+        drop(open);
+        // After it, with nothing new from the client, they are still its answer going out.
+        conn.write_all(AUTOMATIC).await.expect("write");
+        conn.flush().await.expect("flush");
+        let mut got = vec![0u8; AUTOMATIC.len() * 2];
+        client.read_exact(&mut got).await.expect("read");
+        assert_eq!(got, [AUTOMATIC, AUTOMATIC].concat());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_closing_connection_lingers_while_the_client_keeps_sending() {
+        use tokio::io::AsyncWriteExt;
+        let (server, mut client) = tokio::io::duplex(64 * 1024);
+        let mut conn = Tracked::new(server, Arc::new(Activity::new()));
+        let mut closing = Box::pin(conn.shutdown());
+        // 8 s of a client sending every 400 ms: longer than one quiet period, so it lingers on.
+        for _ in 0..20 {
+            client.write_all(&[0u8; 1024]).await.expect("send");
+            assert!(!done_after(&mut closing, Duration::ZERO).await);
+            assert!(!done_after(&mut closing, Duration::from_millis(400)).await);
+        }
+        // Quiet: closed once half a second has passed since the last bytes.
+        assert!(done_after(&mut closing, Duration::from_millis(200)).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lingering_close_ends_after_ten_seconds_however_the_client_sends() {
+        use tokio::io::AsyncWriteExt;
+        let (server, mut client) = tokio::io::duplex(64 * 1024);
+        let mut conn = Tracked::new(server, Arc::new(Activity::new()));
+        let mut closing = Box::pin(conn.shutdown());
+        let mut elapsed = Duration::ZERO;
+        while !done_after(&mut closing, Duration::from_millis(250)).await {
+            elapsed += Duration::from_millis(250);
+            assert!(elapsed <= LINGER_MAX, "still lingering after {elapsed:?}");
+            client.write_all(&[0u8; 1024]).await.expect("send");
+        }
+        assert!(
+            elapsed >= LINGER_MAX - Duration::from_millis(250),
+            "{elapsed:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]

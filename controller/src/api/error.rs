@@ -58,6 +58,10 @@ pub enum ApiError {
     TooManyRequests(String),
     #[error("Internal error occurred: {0}")]
     Internal(String),
+    /// An error upstream has no `Status` for (a plain Go error): kube-apiserver answers 500 with
+    /// the bare message and no reason (`ErrorToAPIStatus`).
+    #[error("{0}")]
+    Unknown(String),
 }
 
 use crate::registry::RegistryError;
@@ -100,10 +104,11 @@ impl ApiError {
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Internal(_) | ApiError::Unknown(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
+    /// The `Status` reason; empty (and left out of the body) for [`ApiError::Unknown`].
     pub fn reason(&self) -> &'static str {
         match self {
             ApiError::NotFound { .. } | ApiError::UnknownPath => "NotFound",
@@ -119,6 +124,7 @@ impl ApiError {
             ApiError::TooLarge(_) => "RequestEntityTooLarge",
             ApiError::TooManyRequests(_) => "TooManyRequests",
             ApiError::Internal(_) => "InternalError",
+            ApiError::Unknown(_) => "",
         }
     }
 
@@ -130,9 +136,11 @@ impl ApiError {
             "metadata": {},
             "status": "Failure",
             "message": self.to_string(),
-            "reason": self.reason(),
             "code": self.code().as_u16(),
         });
+        if !self.reason().is_empty() {
+            status["reason"] = json!(self.reason());
+        }
         let details = match self {
             ApiError::NotFound {
                 resource,
@@ -239,6 +247,7 @@ impl From<RegistryError> for ApiError {
             R::UnknownPath => ApiError::UnknownPath,
             R::Gone(m) => ApiError::Gone(m),
             R::Internal(m) => ApiError::Internal(m),
+            e @ R::ResourceVersionOnCreate => ApiError::Unknown(e.to_string()),
         }
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod authn;
 pub mod authz;
+mod auto_answer;
 mod body;
 mod conn;
 mod conn_table;
@@ -76,8 +77,8 @@ pub type SharedState = Arc<ApiState>;
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 /// The router of the whole API. Layers, outermost first: `Status` bodies for the HTTP layer's
-/// own errors, authentication (and impersonation), authorization of non-resource paths,
-/// metrics (which see the 429s), the in-flight caps.
+/// own errors, recovery from a panicking handler, authentication (and impersonation),
+/// authorization of non-resource paths, metrics (which see the 429s), the in-flight caps.
 pub fn router(state: SharedState) -> Router {
     Router::new()
         .route("/healthz", get(health))
@@ -112,6 +113,7 @@ pub fn router(state: SharedState) -> Router {
             state.clone(),
             authn::require_identity,
         ))
+        .layer(axum::middleware::from_fn(status_body::recover))
         .layer(axum::middleware::from_fn(status_body::ensure))
         .with_state(state)
 }
@@ -255,6 +257,13 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
         ref subresource,
     } = target;
     let ns = namespace.as_deref();
+    // A list or watch decodes its options first: a malformed integer is a 400 before anything.
+    if parts.method == Method::GET
+        && subresource.is_none()
+        && (name.is_none() || query.flag("watch"))
+    {
+        query.check_list_options()?;
+    }
     match (&parts.method, name.as_deref(), subresource.as_deref()) {
         (&Method::GET, None, None) if query.flag("watch") => {
             watch::serve(&state, rt, ns, &query, table).await
@@ -306,7 +315,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
         }
         (&Method::PATCH, Some(name), sub) => {
             let content_type = body::content_type(&parts.headers);
-            let body = body::read_raw(body).await?;
+            let body = body::read_raw(body, &parts.headers).await?;
             match sub {
                 None => {
                     patch::patch(
@@ -342,11 +351,12 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
             }
         }
         (&Method::DELETE, Some(name), None) => {
-            let body = body::read_raw(body).await?;
+            let body = body::read_raw(body, &parts.headers).await?;
             write::delete(&state, rt, ns, name, body, &query).await
         }
         (&Method::DELETE, None, None) => {
-            let body = body::read_raw(body).await?;
+            query.check_list_options()?;
+            let body = body::read_raw(body, &parts.headers).await?;
             write::delete_collection(&state, rt, ns, body, &query).await
         }
         (&Method::GET, Some(name), Some("status")) if rt.has_status => {

@@ -101,10 +101,11 @@ pub async fn patch(
     let (code, obj) = blocking(move || {
         let exists = registry.get(rt, ns.as_deref(), &name).is_ok();
         if pt == PatchType::Apply && !exists && part == Part::Main {
+            // The applied configuration is the whole object: it names itself, as the URL does.
             let mut obj = doc.clone();
-            if obj.pointer("/metadata/name").is_none() {
-                obj["metadata"]["name"] = Value::String(name.clone());
-            }
+            crate::registry::meta::check_type(rt, &mut obj)?;
+            crate::registry::meta::set_namespace(rt, ns.as_deref(), &mut obj)?;
+            crate::registry::meta::check_name(&obj, &name)?;
             let created = registry.create(rt, ns.as_deref(), obj, &opts)?;
             return Ok::<_, ApiError>((StatusCode::CREATED, created));
         }

@@ -1,12 +1,12 @@
 //! Errors the HTTP layer answers by itself (the router's 405 for a known path, extractor
-//! rejections, a proxied error in plain text) get a Kubernetes `Status` body like every other
-//! API error, so clients print a reason instead of an empty body. Answers that already carry
-//! JSON are left as they are.
+//! rejections, a proxied error in plain text, a handler that panicked) get a Kubernetes `Status`
+//! body like every other API error, so clients print a reason instead of an empty body. Answers
+//! that already carry JSON are left as they are.
 
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 /// A plain-text error body longer than this is replaced by the generic message.
@@ -49,6 +49,26 @@ fn is_json(resp: &Response) -> bool {
         .is_some_and(|ct| ct.contains("json"))
 }
 
+/// A handler that panics answers 500 (with upstream's message) instead of dropping the
+/// connection: kube-apiserver recovers from panics the same way.
+pub async fn recover(req: Request, next: Next) -> Response {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(next.run(req))
+        .catch_unwind()
+        .await
+    {
+        Ok(resp) => resp,
+        Err(_) => {
+            tracing::error!("a request handler panicked");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "This request caused apiserver to panic. Look in the logs for details.",
+            )
+                .into_response()
+        }
+    }
+}
+
 /// The middleware: outermost, so it sees every answer of the router.
 pub async fn ensure(req: Request, next: Next) -> Response {
     let resp = next.run(req).await;
@@ -63,15 +83,18 @@ pub async fn ensure(req: Request, next: Next) -> Response {
         .ok()
         .map(|b| String::from_utf8_lossy(&b).trim().to_string())
         .filter(|t| !t.is_empty());
-    let status = json!({
+    let mut status = json!({
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Failure",
         "message": text.unwrap_or(generic),
-        "reason": reason,
         "code": code.as_u16(),
     });
+    // Upstream leaves an unknown reason out.
+    if !reason.is_empty() {
+        status["reason"] = json!(reason);
+    }
     parts.headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -98,6 +121,15 @@ mod tests {
                 get(|| async { (StatusCode::BAD_GATEWAY, "agent unreachable") }),
             )
             .route(
+                "/panic",
+                get(|| async {
+                    if true {
+                        panic!("a bug");
+                    }
+                    "unreachable"
+                }),
+            )
+            .route(
                 "/json",
                 get(|| async {
                     (
@@ -108,6 +140,7 @@ mod tests {
                         .into_response()
                 }),
             )
+            .layer(axum::middleware::from_fn(recover))
             .layer(axum::middleware::from_fn(ensure))
     }
 
@@ -146,6 +179,19 @@ mod tests {
         let status: serde_json::Value = serde_json::from_str(&body).expect("JSON");
         assert_eq!(status["message"], "agent unreachable");
         assert_eq!(status["code"], 502);
+        assert!(status.get("reason").is_none(), "{status}");
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_a_500_status() {
+        let (code, body) = call(Method::GET, "/panic").await;
+        assert_eq!(code, 500);
+        let status: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(status["reason"], "InternalError");
+        assert_eq!(
+            status["message"],
+            "This request caused apiserver to panic. Look in the logs for details."
+        );
     }
 
     #[tokio::test]

@@ -47,6 +47,11 @@ pub enum RegistryError {
     /// A revision older than the store's history.
     #[error("{0}")]
     Gone(String),
+    /// A create whose body carries a resourceVersion. Upstream's storage refuses it with a plain
+    /// error (`storage.ErrResourceVersionSetOnCreate`), which kube-apiserver answers as a 500
+    /// with no reason.
+    #[error("resourceVersion should not be set on objects to be created")]
+    ResourceVersionOnCreate,
     /// The store failed (disk, encoding).
     #[error("Internal error occurred: {0}")]
     Internal(String),
@@ -129,7 +134,8 @@ impl ErrorPolicy for RegistryError {
             | RegistryError::Invalid { .. }
             | RegistryError::BadRequest(_)
             | RegistryError::Forbidden(_)
-            | RegistryError::UnknownPath => Retry::Never,
+            | RegistryError::UnknownPath
+            | RegistryError::ResourceVersionOnCreate => Retry::Never,
         }
     }
 }

@@ -1,6 +1,6 @@
-//! Server-managed metadata: type checks, namespaces, generated names, uid and timestamps on
-//! create, spec/status separation and generation on update, and when finalizers release an
-//! object.
+//! Server-managed metadata: type checks, namespaces, names against the URL, generated names,
+//! uid and timestamps on create, the uid an update may not change, spec/status separation and
+//! generation on update, and when finalizers release an object.
 
 use super::RegistryError;
 use berth_shared::resource::ResourceType;
@@ -27,7 +27,11 @@ pub fn random_suffix() -> String {
 }
 
 /// The body must be an object of this resource's kind and apiVersion (filled in when absent).
+/// A `null` body is an empty object, as upstream's decoder reads it.
 pub fn check_type(rt: &ResourceType, obj: &mut Value) -> Result<(), RegistryError> {
+    if obj.is_null() {
+        *obj = json!({});
+    }
     let Some(map) = obj.as_object_mut() else {
         return Err(RegistryError::BadRequest(
             "the body of the request must be a JSON object".to_string(),
@@ -105,6 +109,99 @@ pub fn set_namespace(
             Ok(())
         }
     }
+}
+
+/// The object of an update names the object of the URL (upstream's `checkName`, in
+/// endpoints/handlers/rest.go, run on PUT bodies and on patched objects).
+pub fn check_name(obj: &Value, url_name: &str) -> Result<(), RegistryError> {
+    match obj.pointer("/metadata/name").and_then(Value::as_str) {
+        None | Some("") => Err(RegistryError::BadRequest(format!(
+            "the name of the object ({url_name} based on URL) was undeterminable: name must be \
+             provided"
+        ))),
+        Some(name) if name != url_name => Err(RegistryError::BadRequest(format!(
+            "the name of the object ({name}) does not match the name on the URL ({url_name})"
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Whether a create body carries a resourceVersion that upstream's storage refuses: one that
+/// parses as a non-zero unsigned integer (`APIObjectVersioner`; an unparsable one is ignored
+/// and dropped, as upstream drops it).
+pub fn carries_resource_version(obj: &Value) -> bool {
+    obj.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .filter(|rv| rv.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|rv| rv.parse::<u64>().ok())
+        .is_some_and(|rv| rv != 0)
+}
+
+fn uid_of(obj: &Value) -> &str {
+    obj.pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// Where upstream keeps the object in etcd, as its storage errors name it.
+fn storage_key(rt: &ResourceType, obj: &Value) -> String {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match obj.pointer("/metadata/namespace").and_then(Value::as_str) {
+        Some(ns) if rt.namespaced => format!("/registry/{}/{ns}/{name}", rt.plural),
+        _ => format!("/registry/{}/{name}", rt.plural),
+    }
+}
+
+/// A uid in a PUT body is a precondition on the stored object (upstream's
+/// `defaultUpdatedObjectInfo.Preconditions`, checked by the storage before the update): a
+/// different one is a 409 Conflict carrying the storage error.
+pub fn check_uid_precondition(
+    rt: &ResourceType,
+    name: &str,
+    body: &Value,
+    stored: &Value,
+) -> Result<(), RegistryError> {
+    let (want, have) = (uid_of(body), uid_of(stored));
+    if want.is_empty() || want == have {
+        return Ok(());
+    }
+    Err(RegistryError::conflict_because(
+        rt,
+        name,
+        &format!(
+            "StorageError: invalid object, Code: 4, Key: {}, ResourceVersion: 0, \
+             AdditionalErrorMsg: Precondition failed: UID in precondition: {want}, UID in object \
+             meta: {have}",
+            storage_key(rt, stored)
+        ),
+    ))
+}
+
+/// An update may not change the uid (upstream's `ValidateObjectMetaAccessorUpdate`; a patch
+/// that does gets 422). A missing one is the stored one.
+pub fn check_uid_unchanged(
+    rt: &ResourceType,
+    name: &str,
+    old: &Value,
+    new: &Value,
+) -> Result<(), RegistryError> {
+    let (was, now) = (uid_of(old), uid_of(new));
+    if now.is_empty() || now == was {
+        return Ok(());
+    }
+    Err(RegistryError::invalid(
+        rt,
+        name,
+        vec![berth_shared::admission::FieldError {
+            error_type: berth_shared::admission::FieldErrorType::Invalid,
+            field: "metadata.uid".to_string(),
+            bad_value: Some(json!(now)),
+            detail: "field is immutable".to_string(),
+        }],
+    ))
 }
 
 /// The object's name: `metadata.name`, or `generateName` plus a random suffix.
@@ -315,6 +412,83 @@ mod tests {
         assert_eq!(out["spec"]["replicas"], json!(1));
         assert_eq!(out["status"]["replicas"], json!(1));
         assert_eq!(out["metadata"]["generation"], json!(1));
+    }
+
+    #[test]
+    fn an_updated_object_must_name_the_urls_object() {
+        let named = |n: &str| json!({"metadata": {"name": n}});
+        assert!(check_name(&named("web"), "web").is_ok());
+        let message = |r: Result<(), RegistryError>| match r {
+            Err(RegistryError::BadRequest(m)) => m,
+            other => panic!("want BadRequest, got {other:?}"),
+        };
+        assert_eq!(
+            message(check_name(&named("other"), "web")),
+            "the name of the object (other) does not match the name on the URL (web)"
+        );
+        for nameless in [json!({}), json!({"metadata": {}}), named("")] {
+            assert_eq!(
+                message(check_name(&nameless, "web")),
+                "the name of the object (web based on URL) was undeterminable: name must be \
+                 provided"
+            );
+        }
+    }
+
+    #[test]
+    fn only_a_numeric_non_zero_resource_version_is_refused_on_create() {
+        let with = |rv: &str| json!({"metadata": {"resourceVersion": rv}});
+        assert!(carries_resource_version(&with("12")));
+        // Upstream parses it as an unsigned integer and ignores what it cannot parse.
+        for allowed in ["", "0", "00", "-1", "+1", "abc"] {
+            assert!(!carries_resource_version(&with(allowed)), "{allowed:?}");
+        }
+        assert!(!carries_resource_version(&json!({"metadata": {}})));
+    }
+
+    #[test]
+    fn a_put_bodys_uid_is_a_precondition_on_the_stored_object() {
+        let rt = by_plural("", "v1", "configmaps").unwrap();
+        let stored = json!({"metadata": {"name": "cm", "namespace": "default", "uid": "real"}});
+        assert!(check_uid_precondition(rt, "cm", &json!({"metadata": {}}), &stored).is_ok());
+        let same = json!({"metadata": {"uid": "real"}});
+        assert!(check_uid_precondition(rt, "cm", &same, &stored).is_ok());
+        let other = json!({"metadata": {"uid": "other"}});
+        let e = check_uid_precondition(rt, "cm", &other, &stored).unwrap_err();
+        assert!(matches!(e, RegistryError::Conflict { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "Operation cannot be fulfilled on configmaps \"cm\": StorageError: invalid object, \
+             Code: 4, Key: /registry/configmaps/default/cm, ResourceVersion: 0, \
+             AdditionalErrorMsg: Precondition failed: UID in precondition: other, UID in object \
+             meta: real"
+        );
+    }
+
+    #[test]
+    fn an_update_that_changes_the_uid_is_invalid_and_one_without_keeps_it() {
+        let rt = by_plural("apps", "v1", "deployments").unwrap();
+        let old = json!({"metadata": {"name": "web", "uid": "real"}});
+        assert!(check_uid_unchanged(rt, "web", &old, &json!({"metadata": {}})).is_ok());
+        assert!(check_uid_unchanged(rt, "web", &old, &old).is_ok());
+        let changed = json!({"metadata": {"name": "web", "uid": "forged"}});
+        let e = check_uid_unchanged(rt, "web", &old, &changed).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "Deployment.apps \"web\" is invalid: metadata.uid: Invalid value: \"forged\": field \
+             is immutable"
+        );
+    }
+
+    #[test]
+    fn a_null_body_is_an_empty_object() {
+        let rt = by_plural("", "v1", "configmaps").unwrap();
+        let mut body = Value::Null;
+        check_type(rt, &mut body).unwrap();
+        assert_eq!(
+            body,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})
+        );
     }
 
     #[test]

@@ -8,6 +8,8 @@ mod delete;
 mod keys;
 pub mod meta;
 pub mod node_restriction;
+#[cfg(test)]
+mod tests;
 
 pub use delete::{DeleteOptions, DeleteOutcome, DeletePreconditions, Propagation};
 pub use keys::{key_of_value, object_key, parse_key, prefix};
@@ -77,6 +79,23 @@ fn restrict_node(
         }
         _ => Ok(()),
     }
+}
+
+/// [`restrict_node`] on what an update would write, ahead of the write's own checks (only
+/// node credentials pay for preparing it twice).
+fn restrict_node_early(
+    rt: &ResourceType,
+    opts: &WriteOptions,
+    name: &str,
+    old: &Value,
+    new: &Value,
+    part: Part,
+) -> Result<(), RegistryError> {
+    if opts.node.is_none() {
+        return Ok(());
+    }
+    let prepared = meta::prepare_for_update(rt, old, new.clone(), part, has_generation(rt));
+    restrict_node(rt, opts, name, &prepared, Some(old))
 }
 
 /// Which part of an object an update may change.
@@ -194,6 +213,7 @@ impl Registry {
         opts: &WriteOptions,
     ) -> Result<Value, RegistryError> {
         meta::check_type(rt, &mut obj)?;
+        let resource_version_set = meta::carries_resource_version(&obj);
         let unknown = if opts.field_validation == FieldValidation::Strict {
             admission::unknown_fields(rt.kind, &obj)
         } else {
@@ -226,6 +246,11 @@ impl Registry {
         if opts.dry_run {
             return Ok(obj);
         }
+        // Upstream's storage refuses it after validation, before it looks for the name; a dry
+        // run never reaches the storage.
+        if resource_version_set {
+            return Err(RegistryError::ResourceVersionOnCreate);
+        }
         let key = object_key(rt, ns, &name);
         let stored = self
             .store
@@ -256,16 +281,13 @@ impl Registry {
             }
         }
         meta::set_namespace(rt, ns, &mut obj)?;
-        let body_name = obj
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or(name);
-        if body_name != name {
-            return Err(RegistryError::BadRequest(format!(
-                "the name of the object ({body_name}) does not match the name on the URL ({name})"
-            )));
-        }
+        meta::check_name(&obj, name)?;
         let current = self.current(rt, ns, name)?;
+        let old = current.value()?;
+        meta::check_uid_precondition(rt, name, &obj, &old)?;
+        // NodeRestriction is admission upstream: it refuses before the resourceVersion is
+        // compared, so a node's forbidden write is 403 even when it is also stale.
+        restrict_node_early(rt, opts, name, &old, &obj, part)?;
         let expected = match obj
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
@@ -281,7 +303,6 @@ impl Registry {
             }
             _ => current.revision,
         };
-        let old = current.value()?;
         self.write_update(rt, ns, name, old, obj, expected, part, opts)
     }
 
@@ -306,6 +327,8 @@ impl Registry {
             let mut new = f(old.clone())?;
             meta::check_type(rt, &mut new)?;
             meta::set_namespace(rt, ns, &mut new)?;
+            meta::check_name(&new, name)?;
+            restrict_node_early(rt, opts, name, &old, &new, part)?;
             // A resourceVersion written by the patch itself is a precondition.
             let expected = match new
                 .pointer("/metadata/resourceVersion")
@@ -335,6 +358,7 @@ impl Registry {
         part: Part,
         opts: &WriteOptions,
     ) -> Result<Value, RegistryError> {
+        meta::check_uid_unchanged(rt, name, &old, &new)?;
         let mut obj = meta::prepare_for_update(rt, &old, new, part, has_generation(rt));
         restrict_node(rt, opts, name, &obj, Some(&old))?;
         admission::admit(rt.kind, Operation::Update, &mut obj, Some(&old))

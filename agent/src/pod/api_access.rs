@@ -8,8 +8,9 @@
 
 use berth_shared::k8s_openapi::api::core::v1::Pod;
 
-/// Where pods reach the API, from the agent's server URL and the node's address.
-pub fn endpoint(server_url: &str, node_ip: &str) -> Option<(String, u16)> {
+/// Where pods reach the API, from the agent's server URL and the node's address; when both
+/// are loopback (a single-host setup), `host_ip`, an address of this host that pods reach.
+pub fn endpoint(server_url: &str, node_ip: &str, host_ip: Option<&str>) -> Option<(String, u16)> {
     let rest = server_url.strip_prefix("https://")?;
     let authority = rest.split('/').next()?;
     let (host, port) = match authority.rsplit_once(':') {
@@ -22,13 +23,16 @@ pub fn endpoint(server_url: &str, node_ip: &str) -> Option<(String, u16)> {
         || host
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback());
-    let host = if loopback {
-        if node_ip.is_empty() {
-            return None;
-        }
-        node_ip
-    } else {
-        host
+    let is_loopback = |ip: &str| {
+        ip.is_empty()
+            || ip
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    };
+    let host = match (loopback, is_loopback(node_ip)) {
+        (false, _) => host,
+        (true, false) => node_ip,
+        (true, true) => host_ip.filter(|h| !is_loopback(h))?,
     };
     Some((host.to_string(), port))
 }
@@ -103,23 +107,29 @@ mod tests {
 
     #[test]
     fn pods_reach_the_api_where_the_agent_does_unless_that_is_loopback() {
+        let host = Some("192.0.2.7");
         assert_eq!(
-            endpoint("https://10.0.0.5:6443", "10.0.0.9"),
+            endpoint("https://10.0.0.5:6443", "10.0.0.9", host),
             Some(("10.0.0.5".into(), 6443))
         );
         assert_eq!(
-            endpoint("https://127.0.0.1:41000", "10.0.0.9"),
+            endpoint("https://127.0.0.1:41000", "10.0.0.9", host),
             Some(("10.0.0.9".into(), 41000))
         );
         assert_eq!(
-            endpoint("https://localhost:6443/", "10.0.0.9"),
+            endpoint("https://localhost:6443/", "10.0.0.9", host),
             Some(("10.0.0.9".into(), 6443))
         );
         assert_eq!(
-            endpoint("https://api.example", "10.0.0.9"),
+            endpoint("https://api.example", "10.0.0.9", host),
             Some(("api.example".into(), 443))
         );
-        assert_eq!(endpoint("https://[::1]:6443", ""), None);
+        // Everything on loopback (one host): the host's own address.
+        assert_eq!(
+            endpoint("https://127.0.0.1:41000", "127.0.0.1", host),
+            Some(("192.0.2.7".into(), 41000))
+        );
+        assert_eq!(endpoint("https://[::1]:6443", "", None), None);
     }
 
     #[test]

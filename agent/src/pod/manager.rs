@@ -128,7 +128,11 @@ impl PodManager {
                 },
                 cpus: node.cpus,
                 memory_bytes: node.memory_bytes,
-                api_endpoint: super::api_access::endpoint(&config.server, &node.host_ip),
+                api_endpoint: super::api_access::endpoint(
+                    &config.server,
+                    &node.host_ip,
+                    crate::node::host::internal_ip(None).as_deref(),
+                ),
             },
             clock: Arc::new(jiff::Timestamp::now),
         });

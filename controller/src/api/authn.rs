@@ -118,7 +118,11 @@ fn bearer(req: &Request) -> Option<String> {
     req.headers()
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        // The scheme is case-insensitive (the Python client sends `bearer`).
+        .and_then(|v| {
+            let (scheme, token) = v.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(token)
+        })
         .map(|t| t.trim().to_string())
 }
 

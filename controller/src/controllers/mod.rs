@@ -2,6 +2,7 @@
 //! [`runtime::Reconciler`] wired to the shared informers with the [`runtime::Controller`]
 //! builder.
 
+pub mod daemonset;
 pub mod deployment;
 pub mod gc;
 pub mod namespace;
@@ -20,6 +21,7 @@ pub fn start(
     shutdown: CancellationToken,
 ) -> Vec<JoinHandle<()>> {
     vec![
+        tokio::spawn(daemonset::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(deployment::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(gc::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(namespace::run(ctx.clone(), shutdown.clone())),

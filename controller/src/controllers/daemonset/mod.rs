@@ -17,6 +17,7 @@ pub mod claim;
 pub mod eligibility;
 pub mod history;
 pub mod plan;
+mod revisions;
 pub mod rolling;
 pub mod routing;
 pub mod status;

@@ -82,6 +82,10 @@ pub fn orphan(sets: &Informer, d: &Delta) -> Vec<ObjectKey> {
 
 /// A node change: the DaemonSets it concerns.
 pub fn node_change(sets: &Informer, d: &Delta) -> Vec<ObjectKey> {
+    // Heartbeats of every node pass here: with no DaemonSet, nothing is parsed.
+    if sets.is_empty() {
+        return Vec::new();
+    }
     if d.kind == DeltaType::Deleted {
         return sets.keys();
     }

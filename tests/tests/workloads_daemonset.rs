@@ -472,6 +472,14 @@ fn rolling_updates_keep_their_bounds_and_rollout_history_undo_and_on_delete_work
     );
     at_most_unavailable(w, &nodes, 0);
     assert_eq!(history(&c, None), [2, 3, 4]);
+    // kubectl compares the revision's data with the DaemonSet byte for byte.
+    let out = c
+        .kubectl()
+        .ok(&["rollout", "undo", target, "-n", NS, "--to-revision=4"]);
+    assert_eq!(
+        out.trim(),
+        "daemonset.apps/web skipped rollback (current template already matches revision 4)"
+    );
     for (_, p) in live_by_node(&c, NS, "app=web") {
         assert_eq!(p["spec"]["containers"][0]["image"], "nginx:1.14.2");
     }

@@ -100,14 +100,43 @@ fn sorted(value: &Value) -> Value {
     }
 }
 
+/// The two fields Go's encoder writes for a pod template even when empty (a struct, not a
+/// pointer, under `omitempty`): `metadata.creationTimestamp: null` and each container's
+/// `resources: {}`.
+fn go_shape(template: &mut Map<String, Value>) {
+    let meta = template
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(m) = meta.as_object_mut() {
+        m.entry("creationTimestamp").or_insert(Value::Null);
+    }
+    let Some(spec) = template.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
+        for c in spec
+            .get_mut(list)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object_mut)
+        {
+            c.entry("resources").or_insert_with(|| json!({}));
+        }
+    }
+}
+
 /// Upstream `getPatch`: `{"spec":{"template":{…,"$patch":"replace"}}}`, the strategic merge
 /// patch that restores the template. A revision whose data equals it is the DaemonSet's
-/// current one (upstream `Match`).
+/// current one (upstream `Match`). It is written as Go writes it (sorted keys, the fields Go
+/// never omits), so kubectl's own byte comparison (`rollout undo` of the current revision:
+/// "skipped rollback") holds too.
 pub fn revision_data(ds: &DaemonSet) -> Value {
     let mut template = match &ds.template {
         Value::Object(m) => m.clone(),
         _ => Map::new(),
     };
+    go_shape(&mut template);
     template.insert("$patch".into(), json!("replace"));
     sorted(&json!({"spec": {"template": template}}))
 }
@@ -227,8 +256,15 @@ mod tests {
         let data = revision_data(&ds);
         let text = data.to_string();
         assert!(
-            text.starts_with(r#"{"spec":{"template":{"$patch":"replace","metadata":"#),
+            text.starts_with(
+                r#"{"spec":{"template":{"$patch":"replace","metadata":{"annotations":{"a":"b"},"creationTimestamp":null,"labels":"#
+            ),
             "{text}"
+        );
+        assert_eq!(
+            data["spec"]["template"]["spec"]["containers"][0]["resources"],
+            json!({}),
+            "as Go writes an empty struct"
         );
         let r = new_revision(&ds, "abc", 3);
         assert_eq!(r["metadata"]["name"], "fluentd-elasticsearch-abc");

@@ -71,15 +71,29 @@ impl Cluster {
     }
 
     fn start_with(scheduler: bool) -> Cluster {
-        let cp = ControlPlane::start();
-        let mut handles = vec![
-            tokio::spawn(run(cp.ctx.clone(), cp.stop.clone())),
-            tokio::spawn(crate::controllers::gc::run(cp.ctx.clone(), cp.stop.clone())),
-        ];
+        let mut c = Cluster::without_controller();
+        c.start_controller();
         if scheduler {
-            handles.push(crate::scheduler::start(&cp.ctx, cp.stop.clone()));
+            c.handles
+                .push(crate::scheduler::start(&c.cp.ctx, c.cp.stop.clone()));
         }
+        c
+    }
+
+    /// The garbage collector only: the DaemonSet controller starts with
+    /// [`Cluster::start_controller`].
+    fn without_controller() -> Cluster {
+        let cp = ControlPlane::start();
+        let handles = vec![tokio::spawn(crate::controllers::gc::run(
+            cp.ctx.clone(),
+            cp.stop.clone(),
+        ))];
         Cluster { cp, handles }
+    }
+
+    fn start_controller(&mut self) {
+        self.handles
+            .push(tokio::spawn(run(self.cp.ctx.clone(), self.cp.stop.clone())));
     }
 
     async fn stop(self) {
@@ -697,6 +711,44 @@ async fn old_revisions_beyond_the_history_limit_are_deleted() {
     c.wait("the current and one old revision", |c| {
         let rs = c.revisions();
         rs.len() == 2 && rs[0]["revision"] == 3 && rs[1]["revision"] == 4
+    })
+    .await;
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revision_name_taken_by_another_template_raises_the_collision_count() {
+    let mut c = Cluster::without_controller();
+    c.plain_node("t10-a");
+    let stored = c.create_ds(daemon_set("agent", json!({})));
+    let parsed = DaemonSet::from_value(&stored).unwrap();
+    let taken = template::template_hash(&parsed);
+    // Someone else's revision under the name the template hashes to.
+    c.registry()
+        .create(
+            CONTROLLER_REVISIONS,
+            Some("default"),
+            json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
+                "metadata": {"name": format!("agent-{taken}"), "labels": {"app": "other"}},
+                "data": {"spec": {"template": {"$patch": "replace"}}}, "revision": 1}),
+            &WriteOptions::default(),
+        )
+        .unwrap();
+    c.start_controller();
+    c.wait("collisionCount 1 and a revision under another name", |c| {
+        let ours: Vec<Value> = c
+            .revisions()
+            .into_iter()
+            .filter(|r| r["metadata"]["ownerReferences"][0]["uid"] == json!(uid(&stored)))
+            .collect();
+        c.ds("agent")
+            .is_some_and(|d| d["status"]["collisionCount"] == 1)
+            && ours.len() == 1
+            && hash(&ours[0]) != taken
+    })
+    .await;
+    c.wait("the pod of the renamed revision", |c| {
+        c.pods().len() == 1 && hash(&c.pods()[0]) != taken
     })
     .await;
     c.stop().await;

@@ -543,6 +543,26 @@ async fn an_orphaning_delete_leaves_the_pods_for_a_new_daemon_set_to_adopt() {
     assert_eq!(now, before, "no pod was replaced");
     assert_eq!(c.revisions().len(), 1);
     assert_eq!(hash(&c.revisions()[0]), h);
+
+    // A pod relabelled out of the selector is released, and its node gets a new one.
+    let relabelled = before[0].clone();
+    c.edit(PODS, Some("default"), &relabelled, |p| {
+        p["metadata"]["labels"]["app"] = json!("debug")
+    });
+    c.wait("released and replaced", |c| {
+        let released = c
+            .all_pods()
+            .into_iter()
+            .find(|p| name(p) == relabelled)
+            .is_some_and(|p| p["metadata"]["ownerReferences"].is_null());
+        let owned = c
+            .pods()
+            .iter()
+            .filter(|p| p["metadata"]["ownerReferences"][0]["uid"] == json!(uid(&second)))
+            .count();
+        released && owned == 2
+    })
+    .await;
     c.stop().await;
 }
 

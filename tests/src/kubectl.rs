@@ -47,6 +47,12 @@ impl Kubectl {
         }
     }
 
+    /// The same, running another kubectl binary (`/usr/lib/google-cloud-sdk/bin/kubectl.1.27`).
+    pub fn with_binary(mut self, bin: &Path) -> Kubectl {
+        self.bin = bin.to_path_buf();
+        self
+    }
+
     /// The same, with another kubeconfig file.
     pub fn with_kubeconfig(mut self, path: &Path) -> Kubectl {
         self.kubeconfig = path.to_path_buf();

@@ -1,6 +1,6 @@
 //! Debian's `docker-registry` on a free loopback port, storing under a temporary directory: the
-//! registry the agents' `docker.io` mirror points at. Images go in with `skopeo copy` from OCI
-//! layouts; a plain HTTP client checks what it serves.
+//! registry the agents' `docker.io` and `quay.io` mirrors point at. Images go in with `skopeo
+//! copy` from OCI layouts; a plain HTTP client checks what it serves.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -158,11 +158,12 @@ impl Registry {
         .is_ok_and(|r| r.status == 200)
     }
 
-    /// A k3s-style registries file sending `docker.io` to this registry.
+    /// A k3s-style registries file sending `docker.io` and `quay.io` (the seed DaemonSet's
+    /// registry) to this registry.
     pub fn mirrors_yaml(&self) -> String {
+        let url = self.url();
         format!(
-            "mirrors:\n  \"docker.io\":\n    endpoint:\n      - \"{}\"\n",
-            self.url()
+            "mirrors:\n  \"docker.io\":\n    endpoint:\n      - \"{url}\"\n  \"quay.io\":\n    endpoint:\n      - \"{url}\"\n"
         )
     }
 }

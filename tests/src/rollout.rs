@@ -1,12 +1,14 @@
-//! Following a Deployment through rollouts from outside the controller: a background watch
-//! ([`Watcher`]) of its pods ([`census::Census`]) or of its ReplicaSets' sizes
-//! ([`sizes::Sizes`]) that samples after every event, so rollout bounds are checked at every
+//! Following a Deployment or a DaemonSet through rollouts from outside the controller: a
+//! background watch ([`Watcher`]) of its pods ([`census::Census`], or per node
+//! [`daemon::DaemonPods`]) or of its ReplicaSets' sizes ([`sizes::Sizes`]) that samples after
+//! every event, so rollout bounds are checked at every
 //! version the API stored ([`bounds`] checks the surge on both together); reads of the
 //! Deployment and its ReplicaSets (revisions, conditions, template images, sizes); and
 //! kubectl's rollout output read back ([`output`]).
 
 pub mod bounds;
 pub mod census;
+pub mod daemon;
 pub mod objects;
 pub mod output;
 pub mod sizes;
@@ -23,6 +25,7 @@ use crate::api::{Api, Next};
 use crate::client::Credentials;
 use crate::cluster::Cluster;
 use census::Census;
+use daemon::DaemonPods;
 use sizes::Sizes;
 use tally::{Stamp, Tally, Timeline};
 
@@ -51,6 +54,16 @@ pub type PodWatch = Watcher<Census>;
 
 /// The sizes of a Deployment's ReplicaSets.
 pub type SizeWatch = Watcher<Sizes>;
+
+/// A DaemonSet's pods per node.
+pub type DaemonPodWatch = Watcher<DaemonPods>;
+
+impl Watcher<DaemonPods> {
+    /// Follows the daemon pods of `ns` that `selector` picks.
+    pub fn daemon_pods(c: &Cluster, ns: &str, selector: &str) -> DaemonPodWatch {
+        Watcher::start(c, &format!("/api/v1/namespaces/{ns}/pods"), selector)
+    }
+}
 
 impl Watcher<Census> {
     /// Follows the pods of `ns` that `selector` (`app=nginx`) picks.

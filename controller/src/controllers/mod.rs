@@ -3,6 +3,7 @@
 //! builder.
 
 pub mod clusterrole_aggregation;
+pub mod daemonset;
 pub mod deployment;
 pub mod gc;
 pub mod namespace;
@@ -24,6 +25,7 @@ pub fn start(
 ) -> Vec<JoinHandle<()>> {
     vec![
         tokio::spawn(clusterrole_aggregation::run(ctx.clone(), shutdown.clone())),
+        tokio::spawn(daemonset::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(serviceaccount::run(ctx.clone(), root_ca, shutdown.clone())),
         tokio::spawn(deployment::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(gc::run(ctx.clone(), shutdown.clone())),

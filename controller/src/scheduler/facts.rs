@@ -126,6 +126,9 @@ pub struct PodInfo {
     pub required_node: RequiredNodeAffinity,
     pub preferred_node: PreferredNodeAffinity,
     pub tolerations: Vec<Toleration>,
+    /// The tolerations without `tolerationSeconds`: the taints they tolerate may stay on the
+    /// node forever (see [`NodeFacts::implied_taints`]).
+    pub lasting_tolerations: Vec<Toleration>,
     pub affinity: PodAffinity,
     pub spread: Vec<SpreadConstraint>,
     /// `spread` holds the system defaults (the pod has no constraints of its own).
@@ -214,6 +217,13 @@ impl PodInfo {
                 .flatten()
                 .map(Toleration::from_k8s)
                 .collect(),
+            lasting_tolerations: s
+                .tolerations
+                .iter()
+                .flatten()
+                .filter(|t| t.toleration_seconds.is_none())
+                .map(Toleration::from_k8s)
+                .collect(),
             affinity,
             spread,
             spread_defaulted,
@@ -240,6 +250,7 @@ impl PodInfo {
             && self.required_node == other.required_node
             && self.preferred_node == other.preferred_node
             && self.tolerations == other.tolerations
+            && self.lasting_tolerations == other.lasting_tolerations
             && self.affinity == other.affinity
             && self.spread == other.spread
             && self.gated == other.gated
@@ -291,8 +302,11 @@ struct NodeDoc {
 pub struct NodeFacts {
     pub name: Arc<str>,
     pub labels: Labels,
-    /// The node's taints plus those its conditions imply (see [`condition_taints`]).
+    /// The node's taints plus those its conditions imply (see [`condition_taints`]), the
+    /// implied ones last.
     pub taints: Vec<Taint>,
+    /// How many of `taints`, at the end, its conditions imply (the node does not carry them).
+    pub implied_taints: usize,
     pub unschedulable: bool,
     pub allocatable: Resources,
     pub allowed_pods: i64,
@@ -349,6 +363,7 @@ impl NodeFacts {
             .flatten()
             .map(|c| (c.type_.as_str(), c.status.as_str()))
             .collect();
+        let carried = taints.len();
         for t in condition_taints(&conditions) {
             if !taints
                 .iter()
@@ -357,6 +372,7 @@ impl NodeFacts {
                 taints.push(t);
             }
         }
+        let implied_taints = taints.len() - carried;
         let status = core::NodeStatus {
             allocatable: doc.status.allocatable,
             capacity: doc.status.capacity,
@@ -367,6 +383,7 @@ impl NodeFacts {
             name: Arc::from(doc.metadata.name),
             labels: doc.metadata.labels.unwrap_or_default(),
             taints,
+            implied_taints,
             unschedulable: doc.spec.unschedulable.unwrap_or(false),
             allocatable,
             allowed_pods,

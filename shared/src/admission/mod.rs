@@ -48,6 +48,7 @@ use serde_json::Value;
 
 pub use field::{FieldError, FieldErrorType};
 pub use names::validate_name;
+pub use sets::TEMPLATE_GENERATION;
 
 /// The write being admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,7 +194,7 @@ pub fn admit(
             obj,
             op,
             old,
-            |d, _, _| sets::default_daemon_set(d),
+            |d, _, old| sets::default_daemon_set(d, old),
             sets::validate_daemon_set,
         ),
         "ControllerRevision" => run::<apps_v1::ControllerRevision>(

@@ -56,8 +56,13 @@ pub(crate) fn default_stateful_set(s: &mut StatefulSet) {
     }
 }
 
-/// Upstream `SetDefaults_DaemonSet`.
-pub(crate) fn default_daemon_set(d: &mut DaemonSet) {
+/// The annotation in which apps/v1 DaemonSets carry their template generation (upstream's
+/// internal `spec.templateGeneration`); the DaemonSet controller labels pods with it.
+pub const TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
+
+/// Upstream `SetDefaults_DaemonSet`, and the template generation its registry strategy keeps
+/// ([`template_generation`]).
+pub(crate) fn default_daemon_set(d: &mut DaemonSet, old: Option<&DaemonSet>) {
     let spec = d.spec.get_or_insert_with(Default::default);
     let us = spec.update_strategy.get_or_insert_with(Default::default);
     if us.type_.as_deref().is_none_or(str::is_empty) {
@@ -70,6 +75,38 @@ pub(crate) fn default_daemon_set(d: &mut DaemonSet) {
     }
     spec.revision_history_limit.get_or_insert(10);
     default_template(&mut spec.template);
+    let generation = template_generation(d, old);
+    if generation > 0 {
+        d.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(TEMPLATE_GENERATION.into(), generation.to_string());
+    }
+}
+
+/// Upstream's `daemonSetStrategy`: a new DaemonSet starts at the generation it asks for, at
+/// least 1; an update keeps the stored one (whatever the body says), plus 1 when the pod
+/// template changed. 0 (no annotation) only for one stored before generations were kept.
+fn template_generation(d: &DaemonSet, old: Option<&DaemonSet>) -> i64 {
+    let of = |d: &DaemonSet| {
+        d.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(TEMPLATE_GENERATION))
+            .and_then(|v| v.parse::<i64>().ok())
+    };
+    match old {
+        None => of(d).unwrap_or(1).max(1),
+        Some(o) => {
+            let stored = of(o).unwrap_or(0);
+            let template = |d: &DaemonSet| d.spec.as_ref().map(|s| s.template.clone());
+            if template(d) == template(o) {
+                stored
+            } else {
+                stored + 1
+            }
+        }
+    }
 }
 
 fn validate_stateful_set_spec(spec: &StatefulSetSpec, raw: &Value, sp: &Path) -> Vec<FieldError> {
@@ -410,8 +447,47 @@ mod tests {
     fn ds(spec: Value) -> (DaemonSet, Value) {
         let raw = json!({"metadata": {"name": "agent", "namespace": "d"}, "spec": spec});
         let mut d: DaemonSet = serde_json::from_value(raw.clone()).unwrap();
-        default_daemon_set(&mut d);
+        default_daemon_set(&mut d, None);
         (d, raw)
+    }
+
+    fn generation(d: &DaemonSet) -> Option<&str> {
+        d.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(TEMPLATE_GENERATION))
+            .map(String::as_str)
+    }
+
+    #[test]
+    fn the_template_generation_starts_at_one_and_moves_only_with_the_template() {
+        let (created, _) =
+            ds(json!({"selector": {"matchLabels": {"app": "db"}}, "template": template()}));
+        assert_eq!(generation(&created), Some("1"));
+        let update = |edit: &dyn Fn(&mut Value)| {
+            let mut raw = json!({"metadata": {"name": "agent", "namespace": "d",
+                    "annotations": {TEMPLATE_GENERATION: "7"}},
+                "spec": {"selector": {"matchLabels": {"app": "db"}}, "template": template()}});
+            edit(&mut raw);
+            let mut d: DaemonSet = serde_json::from_value(raw).unwrap();
+            default_daemon_set(&mut d, Some(&created));
+            generation(&d).map(str::to_string)
+        };
+        assert_eq!(
+            update(&|_| {}),
+            Some("1".into()),
+            "the body's annotation is ignored"
+        );
+        assert_eq!(
+            update(&|v| v["spec"]["minReadySeconds"] = json!(5)),
+            Some("1".into()),
+            "another spec field"
+        );
+        assert_eq!(
+            update(&|v| v["spec"]["template"]["metadata"]["annotations"] = json!({"a": "b"})),
+            Some("2".into()),
+            "a template change"
+        );
     }
 
     #[test]

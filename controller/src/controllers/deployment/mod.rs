@@ -14,9 +14,9 @@ mod revision;
 mod rolling;
 mod routing;
 mod status;
-mod surge;
+pub(crate) mod surge;
 mod sync;
-mod template;
+pub(crate) mod template;
 
 #[cfg(test)]
 mod fixtures;

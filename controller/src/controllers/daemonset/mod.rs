@@ -1,0 +1,288 @@
+//! The DaemonSet controller: one pod of the template on every eligible node
+//! ([`eligibility`]), each pinned to its node by a `matchFields` node affinity and bound by the
+//! scheduler; pods follow nodes as they come, go, and change labels or taints; failed pods are
+//! replaced with back-off; matching orphans are adopted; the template's versions are kept as
+//! ControllerRevisions ([`history`]) and rolled out by `RollingUpdate` ([`rolling`]) or
+//! `OnDelete`; the status counts nodes ([`status`]).
+//!
+//! A pass (upstream `syncDaemonSet`): claim revisions and settle the current one, claim pods,
+//! plan the per-node changes ([`plan::manage`]) and, only when there are none, the rolling
+//! update's; apply them; trim the history; write the status. The runtime releases a key only
+//! once the informers reflect the pass's writes, so the next pass sees the pods this one made
+//! (what upstream's expectations guard against).
+
+mod apply;
+pub mod backoff;
+pub mod claim;
+pub mod eligibility;
+pub mod history;
+pub mod plan;
+mod revisions;
+pub mod rolling;
+pub mod routing;
+pub mod status;
+pub mod template;
+pub mod view;
+
+#[cfg(test)]
+mod fixtures;
+#[cfg(test)]
+mod tests;
+
+use super::runtime::{Context, Controller as Wiring, Reconciler};
+use crate::events::{EventType, Recorder};
+use crate::informer::{Informer, Object, ObjectKey};
+use crate::registry::{Registry, RegistryError};
+use backoff::FailedBackoff;
+use berth_shared::reconcile::{ErrorPolicy, Outcome, Retry};
+use berth_shared::resource::{CONTROLLER_REVISIONS, DAEMON_SETS, NODES, PODS};
+use claim::Claim;
+use routing::{ParsedDaemonSet, TargetNode};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use view::{DaemonPod, DaemonSet, HASH_LABEL, Node, Revision, Strategy};
+
+/// The events' `source.component`, as upstream.
+pub const COMPONENT: &str = "daemonset-controller";
+/// Every DaemonSet gets a pass this often, whatever the events.
+pub const RESYNC: Duration = Duration::from_secs(300);
+/// Passes of different DaemonSets that may run at once.
+const WORKERS: usize = 4;
+/// A DaemonSet runs again no sooner than this many times its last pass's duration (a pass
+/// reads every node and every daemon pod; see `Queue::set_pace`).
+const PACE: u32 = 8;
+/// The pods' index of unowned pods, by namespace (candidates for adoption).
+const ORPHANS: &str = "daemonset-orphans";
+
+/// Why a pass failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonSetError {
+    #[error(transparent)]
+    Api(#[from] RegistryError),
+    /// A pod creation failed; the message is the API's.
+    #[error("{0}")]
+    Create(RegistryError),
+    #[error("unable to delete pods: {0}")]
+    Delete(RegistryError),
+    /// The revision name of the template is taken by another template: `collisionCount` was
+    /// raised, so the next pass hashes to another name.
+    #[error("ControllerRevision {0} holds another template; collisionCount raised")]
+    HashCollision(String),
+    /// The collision count the hash was computed from is no longer the stored one.
+    #[error("found a stale collision count of DaemonSet {0}; will retry")]
+    StaleCollisionCount(String),
+}
+
+impl ErrorPolicy for DaemonSetError {
+    fn retry(&self) -> Retry {
+        match self {
+            DaemonSetError::Api(e) => e.retry(),
+            // As upstream: a failed create or delete is retried with backoff whatever the
+            // cause (a quota or a webhook may clear).
+            DaemonSetError::Create(_) | DaemonSetError::Delete(_) => Retry::Backoff,
+            DaemonSetError::HashCollision(_) | DaemonSetError::StaleCollisionCount(_) => Retry::Now,
+        }
+    }
+}
+
+struct Controller {
+    registry: Registry,
+    sets: Arc<Informer>,
+    pods: Arc<Informer>,
+    nodes: Arc<Informer>,
+    revisions: Arc<Informer>,
+    recorder: Recorder,
+    failed: Mutex<FailedBackoff>,
+}
+
+impl Controller {
+    fn record(&self, raw: &Value, t: EventType, reason: &str, message: &str) {
+        if let Err(e) = self.recorder.record(raw, t, reason, message) {
+            tracing::debug!(error = %e, reason, "recording event");
+        }
+    }
+
+    fn backoff(&self) -> std::sync::MutexGuard<'_, FailedBackoff> {
+        self.failed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every node, in name order.
+    fn observe_nodes(&self) -> Vec<Arc<Node>> {
+        let mut nodes: Vec<Arc<Node>> = self.nodes.list().iter().map(|n| n.view()).collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        nodes
+    }
+
+    /// The DaemonSet's revisions and the orphans it may adopt, claimed (adoptions and releases
+    /// applied).
+    fn observe_revisions(&self, ds: &DaemonSet) -> Result<Vec<Arc<Revision>>, DaemonSetError> {
+        let mut candidates: Vec<Arc<Object>> = self.revisions.controlled_by(&ds.uid);
+        candidates.extend(
+            self.revisions
+                .in_namespace(&ds.namespace)
+                .into_iter()
+                .filter(|r| r.controller().is_none()),
+        );
+        candidates.sort_by(|a, b| a.name().cmp(b.name()));
+        let mut out = Vec::new();
+        for obj in candidates {
+            let r: Arc<Revision> = obj.view();
+            match claim::claim(ds, &r.labels, r.controller.as_ref(), r.deleting) {
+                Claim::Owned => out.push(r),
+                Claim::Adopt => {
+                    if self.apply_adopt(CONTROLLER_REVISIONS, ds, &r.name, &r.uid)? {
+                        out.push(r);
+                    }
+                }
+                Claim::Release => self.apply_release(CONTROLLER_REVISIONS, ds, &r.name, &r.uid)?,
+                Claim::Ignore => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// The DaemonSet's pods and the orphans it may adopt, claimed.
+    fn observe_pods(&self, ds: &DaemonSet) -> Result<Vec<DaemonPod>, DaemonSetError> {
+        let mut candidates = self.pods.controlled_by(&ds.uid);
+        candidates.extend(
+            self.pods
+                .by_index(ORPHANS, &ds.namespace)
+                .into_iter()
+                .filter(|p| ds.selector.matches(p.labels())),
+        );
+        candidates.sort_by(|a, b| a.name().cmp(b.name()));
+        let mut out = Vec::new();
+        for obj in candidates {
+            let pod: Arc<view::Pod> = obj.view();
+            let daemon = DaemonPod {
+                node: obj.view::<TargetNode>().0.clone(),
+                pod: pod.clone(),
+            };
+            match claim::claim(ds, &pod.labels, pod.controller.as_ref(), pod.deleting) {
+                Claim::Owned => out.push(daemon),
+                Claim::Adopt => {
+                    if self.apply_adopt(PODS, ds, &pod.name, &pod.uid)? {
+                        out.push(daemon);
+                    }
+                }
+                Claim::Release => self.apply_release(PODS, ds, &pod.name, &pod.uid)?,
+                Claim::Ignore => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// One pass over one DaemonSet.
+    fn sync(&self, key: &ObjectKey) -> Result<Outcome, DaemonSetError> {
+        let Some(obj) = self.sets.get_key(key) else {
+            return Ok(Outcome::Done);
+        };
+        let parsed = obj.view::<ParsedDaemonSet>();
+        let ds = match &parsed.0 {
+            Ok(ds) => ds,
+            Err(e) => {
+                tracing::warn!(%key, error = %e, "ignoring DaemonSet");
+                return Ok(Outcome::Done);
+            }
+        };
+        // Its revisions may be going already (orphaned or deleted): nothing is reliable.
+        if ds.deleting {
+            return Ok(Outcome::Done);
+        }
+        let raw = obj.value().map_err(RegistryError::from)?;
+        if ds.selector.is_empty() {
+            let msg = "This daemon set is selecting all pods. A non-empty selector is required.";
+            self.record(&raw, EventType::Warning, "SelectingAll", msg);
+            return Ok(Outcome::Done);
+        }
+        let now = jiff::Timestamp::now();
+        let nodes = self.observe_nodes();
+        let revisions = self.observe_revisions(ds)?;
+        let history = history::plan(ds, &revisions);
+        let hash = self.apply_history(ds, &history)?;
+        let pods = self.observe_pods(ds)?;
+        if !history.duplicates.is_empty() {
+            self.apply_dedup(ds, &history.duplicates, &pods, &hash)?;
+        }
+        let by_node = plan::by_node(&pods);
+        let mut changes = {
+            let failed = self.backoff();
+            plan::manage(ds, &nodes, &by_node, &hash, &failed, now)
+        };
+        let mut requeue = changes.requeue_after;
+        // As upstream: the rolling update moves only once the core loop has nothing to do.
+        if changes.is_empty() && matches!(ds.strategy, Strategy::RollingUpdate { .. }) {
+            changes = rolling::rolling_update(ds, &nodes, &by_node, &hash, now);
+        }
+        let failure = self.apply_changes(ds, &raw, changes.capped(), &hash, now)?;
+        let live: BTreeSet<String> = pods
+            .iter()
+            .filter_map(|p| p.pod.labels.get(HASH_LABEL).cloned())
+            .collect();
+        for r in history::cleanup(ds, &history.old, &live) {
+            self.apply_delete_revision(ds, &r)?;
+        }
+        let new = status::compute(ds, &nodes, &by_node, &hash, now);
+        if status::needs_write(ds, &new) {
+            self.apply_status(ds, &new)?;
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if let Some(d) = status::next_availability_check(ds, &by_node, now) {
+            requeue = Some(requeue.map_or(d, |r| r.min(d)));
+        }
+        Ok(requeue.map_or(Outcome::Done, Outcome::RequeueAfter))
+    }
+}
+
+impl Reconciler for Controller {
+    type Key = ObjectKey;
+    type Error = DaemonSetError;
+
+    fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, DaemonSetError> {
+        self.sync(key)
+    }
+}
+
+/// Runs the DaemonSet controller until `shutdown`.
+pub async fn run(ctx: Context, shutdown: CancellationToken) {
+    let pods = ctx.informer(PODS);
+    pods.add_index(
+        ORPHANS,
+        Arc::new(|o: &Object| {
+            if o.controller().is_none() {
+                vec![o.namespace().unwrap_or_default().to_string()]
+            } else {
+                Vec::new()
+            }
+        }),
+    );
+    let sets = ctx.informer(DAEMON_SETS);
+    let controller = Arc::new(Controller {
+        registry: ctx.registry.clone(),
+        sets: sets.clone(),
+        pods,
+        nodes: ctx.informer(NODES),
+        revisions: ctx.informer(CONTROLLER_REVISIONS),
+        recorder: ctx.recorder(COMPONENT),
+        failed: Mutex::new(FailedBackoff::default()),
+    });
+    let (for_pods, for_revisions, for_nodes) = (sets.clone(), sets.clone(), sets);
+    Wiring::new("daemonset", &ctx, DAEMON_SETS)
+        .owns(PODS)
+        .owns(CONTROLLER_REVISIONS)
+        .watches(PODS, move |d| routing::orphan(&for_pods, d))
+        .watches(CONTROLLER_REVISIONS, move |d| {
+            routing::orphan(&for_revisions, d)
+        })
+        .watches(NODES, move |d| routing::node_change(&for_nodes, d))
+        .resync(RESYNC)
+        .paced(PACE)
+        .workers(WORKERS)
+        .run(controller, shutdown)
+        .await;
+}

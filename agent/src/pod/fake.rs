@@ -341,6 +341,9 @@ impl ImagePuller for FakeImages {
 /// An API that accepts every write and has no ConfigMaps or Secrets.
 pub struct FakeApi {
     log: Log,
+    clock: Clock,
+    /// ServiceAccount tokens issued so far (each token names its number).
+    tokens_issued: std::sync::atomic::AtomicUsize,
 }
 
 impl PodApi for FakeApi {
@@ -380,15 +383,19 @@ impl PodApi for FakeApi {
         pod: &'a Pod,
         need: &'a crate::pod::api_access::TokenNeed,
     ) -> BoxFuture<'a, Result<crate::pod::ports::IssuedToken, ClientError>> {
+        let n = self
+            .tokens_issued
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let issued_at = (self.clock)().as_second();
         Box::pin(async move {
             Ok(crate::pod::ports::IssuedToken {
                 token: format!(
-                    "token-for-{}-{}",
+                    "token-{n}-for-{}-{}",
                     pod.metadata.name.clone().unwrap_or_default(),
                     need.key()
                 ),
-                issued_at: 0,
-                expires_at: need.expiration_seconds,
+                issued_at,
+                expires_at: issued_at + need.expiration_seconds,
             })
         })
     }
@@ -459,7 +466,11 @@ impl Fakes {
                 log: log.clone(),
                 present: Mutex::default(),
             }),
-            api: Arc::new(FakeApi { log: log.clone() }),
+            api: Arc::new(FakeApi {
+                log: log.clone(),
+                clock: clock.clone(),
+                tokens_issued: Default::default(),
+            }),
             events: Arc::new(FakeEvents::default()),
             root: tempfile::tempdir().expect("a temporary directory"),
             log,

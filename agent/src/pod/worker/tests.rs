@@ -384,3 +384,39 @@ async fn a_netns_lost_while_nothing_runs_is_still_a_sandbox_change() {
     );
     assert_eq!(h.fakes.take_calls(), vec![]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_projected_token_is_written_at_start_and_renewed_after_four_fifths_of_its_life() {
+    let h = harness();
+    let mut p = app_pod("Always");
+    if let Some(spec) = p.spec.as_mut() {
+        spec.volumes = Some(vec![
+            serde_json::from_value(serde_json::json!({"name": "kube-api-access-x", "projected": {
+                "sources": [{"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}]}}))
+            .expect("a volume"),
+        ]);
+    }
+    h.running(&p).await;
+    let file = h
+        .fakes
+        .root
+        .path()
+        .join("agent/pods/u1/volumes/projected/kube-api-access-x/token");
+    let first = std::fs::read_to_string(&file).expect("the token file");
+    assert!(first.starts_with("token-0-"), "{first}");
+    // Before 80% of the hour nothing changes; after it, the next pass renews in place.
+    tokio::time::advance(Duration::from_secs(2_800)).await;
+    h.pass(&p).await;
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("the token file"),
+        first
+    );
+    tokio::time::advance(Duration::from_secs(100)).await;
+    h.pass(&p).await;
+    let renewed = std::fs::read_to_string(&file).expect("the token file");
+    assert!(renewed.starts_with("token-1-"), "{renewed}");
+    assert!(
+        h.fakes.runtime.is_running(APP_R0),
+        "no restart for a renewal"
+    );
+}

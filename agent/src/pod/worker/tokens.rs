@@ -27,15 +27,11 @@ impl Tokens {
     }
 }
 
-fn now() -> i64 {
-    jiff::Timestamp::now().as_second()
-}
-
 impl PodWorker {
     /// A valid token for `need`: the one held, or a new one.
     async fn token(&self, pod: &Pod, need: &TokenNeed) -> Option<IssuedToken> {
         if let Some(t) = self.tokens.get().get(need)
-            && !api_access::needs_renewal(t.issued_at, t.expires_at, now())
+            && !api_access::needs_renewal(t.issued_at, t.expires_at, self.now().as_second())
         {
             return Some(t.clone());
         }
@@ -67,7 +63,7 @@ impl PodWorker {
     pub(super) async fn renew_tokens(&self, pod: &Pod) {
         let held = self.tokens.get();
         for (need, t) in held {
-            if !api_access::needs_renewal(t.issued_at, t.expires_at, now()) {
+            if !api_access::needs_renewal(t.issued_at, t.expires_at, self.now().as_second()) {
                 continue;
             }
             if let Some(renewed) = self.token(pod, &need).await

@@ -13,6 +13,7 @@ pub mod addresses;
 pub mod limiter;
 pub mod node_name;
 pub mod passwords;
+pub mod records;
 
 use crate::pki::{Pki, PkiError};
 use node_name::NodeName;

@@ -1,5 +1,6 @@
-//! Joining the cluster: the token pins the CA (`K10<sha256 of the CA PEM>::node:<secret>`);
-//! the agent fetches the CA, checks its hash, sends a certificate request for
+//! Joining the cluster: the token pins the CA (`K10<sha256 of the CA PEM>::node:<secret>`, the
+//! secret being the cluster's or a per-node token's `<id>.<secret>`: the agent treats both
+//! alike); the agent fetches the CA, checks its hash, sends a certificate request for
 //! `system:node:<name>` with the token's secret and its own node secret, and keeps the signed
 //! certificate under its root dir (reused on later starts). The node secret (`pki/node-secret`,
 //! 256 random bits made at the first join, or put there by an administrator) binds the node
@@ -323,6 +324,10 @@ mod tests {
         assert!(Token::parse("K10abc::node:x").is_err());
         assert!(Token::parse(&format!("{hash}::node:x")).is_err());
         assert!(Token::parse(&format!("K10{hash}::node:")).is_err());
+        // A per-node token (`berth-controller token create --node NAME`) has the same shape;
+        // its secret is sent as it is.
+        let t = Token::parse(&format!("K10{hash}::node:abc123.0123456789abcdef")).unwrap();
+        assert_eq!(t.secret, "abc123.0123456789abcdef");
     }
 
     #[test]

@@ -5,10 +5,11 @@ use berth_controller::api::listener::{ConnectionLimits, Timeouts};
 use berth_controller::join::addresses::IpRange;
 use berth_controller::join::node_name::NodeName;
 use berth_controller::join::passwords::NodePasswords;
+use berth_controller::join::tokens::{JoinTokens, TokenId};
 use berth_controller::server::{self, Config};
 use clap::{Parser, Subcommand};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -27,9 +28,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Print the join token agents use (`--token`), creating it if needed.
+    /// Print the cluster's join token agents use (`--token`), creating it if needed; or make,
+    /// list and delete per-node join tokens, or rotate the cluster's.
     Token {
-        #[arg(long, default_value = "/var/lib/berth/controller")]
+        #[command(subcommand)]
+        command: Option<TokenCommand>,
+        #[arg(long, global = true, default_value = "/var/lib/berth/controller")]
         data_dir: PathBuf,
     },
     /// Manage the identities of nodes.
@@ -93,6 +97,31 @@ struct ServeArgs {
 }
 
 #[derive(Subcommand)]
+enum TokenCommand {
+    /// Make a join token that joins only as node NAME, and print it (its secret is shown only
+    /// now; the controller keeps a digest). Agents use it as they use the cluster's token.
+    Create {
+        /// The only node name the token joins as.
+        #[arg(long)]
+        node: String,
+        /// How long the token joins (`0`: for ever).
+        #[arg(long, default_value = "24h", value_parser = server::parse_duration)]
+        ttl: Duration,
+    },
+    /// List the per-node join tokens: id, node and expiry (never the secret).
+    List,
+    /// Delete a per-node join token: it joins nothing from then on.
+    Delete {
+        /// The token's id (the 6 characters after `::node:`).
+        id: String,
+    },
+    /// Replace the cluster's join token and print the new one: the old one joins nothing from
+    /// then on; nodes that have joined keep their certificates. Works whether or not the
+    /// controller runs.
+    Rotate,
+}
+
+#[derive(Subcommand)]
 enum NodeCommand {
     /// Forget the secret registered for a node name, so that the next agent to join under it
     /// registers its own (for a reinstalled host). Works whether or not the controller runs.
@@ -102,6 +131,100 @@ enum NodeCommand {
         #[arg(long, default_value = "/var/lib/berth/controller")]
         data_dir: PathBuf,
     },
+}
+
+/// The CA certificate of `data_dir`, creating the PKI if there is none yet (the serving
+/// certificate is the server's business).
+fn ca_pem(data_dir: &Path) -> anyhow::Result<String> {
+    match std::fs::read_to_string(data_dir.join("pki").join("ca.crt")) {
+        Ok(ca) => Ok(ca),
+        Err(_) => Ok(
+            berth_controller::pki::load_or_create(&data_dir.join("pki"), &[])
+                .context("creating the PKI")?
+                .ca_cert,
+        ),
+    }
+}
+
+fn token(command: Option<TokenCommand>, data_dir: &Path) -> anyhow::Result<()> {
+    let tokens = JoinTokens::new(data_dir);
+    match command {
+        None => {
+            let token = tokens
+                .load_or_create_cluster(&ca_pem(data_dir)?)
+                .context("loading the token")?;
+            println!("{token}");
+        }
+        Some(TokenCommand::Create { node, ttl }) => {
+            let node = node_name(&node)?;
+            let ttl = (!ttl.is_zero()).then_some(ttl);
+            let (made, token) = tokens
+                .create(&node, ttl, &ca_pem(data_dir)?, jiff::Timestamp::now())
+                .context("making the token")?;
+            println!("{token}");
+            let until = made
+                .expires
+                .map_or_else(|| "it is deleted".to_string(), |at| at.to_string());
+            eprintln!(
+                "join token {} joins only as node {node}, until {until}",
+                made.id
+            );
+        }
+        Some(TokenCommand::List) => {
+            let now = jiff::Timestamp::now();
+            let rows: Vec<[String; 3]> = tokens
+                .list()
+                .context("listing the tokens")?
+                .into_iter()
+                .map(|t| {
+                    let expires = match t.expires {
+                        None => "never".to_string(),
+                        Some(at) if t.expired(now) => format!("{at} (expired)"),
+                        Some(at) => at.to_string(),
+                    };
+                    [t.id.to_string(), t.node.to_string(), expires]
+                })
+                .collect();
+            let header = ["ID".to_string(), "NODE".into(), "EXPIRES".into()];
+            let width = |i: usize| {
+                std::iter::once(&header)
+                    .chain(&rows)
+                    .map(|r| r[i].len())
+                    .max()
+                    .unwrap_or(0)
+            };
+            let (w0, w1) = (width(0), width(1));
+            for [id, node, expires] in std::iter::once(&header).chain(&rows) {
+                println!("{id:w0$}   {node:w1$}   {expires}");
+            }
+        }
+        Some(TokenCommand::Delete { id }) => {
+            let id = TokenId::parse(&id)?;
+            if !tokens.delete(&id).context("deleting the token")? {
+                anyhow::bail!("there is no join token {id}");
+            }
+            println!("join token {id} deleted");
+        }
+        Some(TokenCommand::Rotate) => {
+            let token = tokens
+                .rotate(&ca_pem(data_dir)?)
+                .context("rotating the token")?;
+            println!("{token}");
+            eprintln!(
+                "the cluster's join token is replaced: the old one joins nothing from now on \
+                 (nodes that joined keep their certificates; give agents the new token before \
+                 their certificates are renewed)"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn node_name(name: &str) -> anyhow::Result<NodeName> {
+    NodeName::parse(name).map_err(|errors| {
+        let messages: Vec<String> = errors.iter().map(|e| e.message()).collect();
+        anyhow::anyhow!("invalid node name: {}", messages.join("; "))
+    })
 }
 
 fn main() -> anyhow::Result<()> {
@@ -115,29 +238,11 @@ fn main() -> anyhow::Result<()> {
         .init();
     let cli = Cli::parse();
     match cli.command {
-        Command::Token { data_dir } => {
-            // Only the CA is needed; the serving certificate is the server's business.
-            let ca_path = data_dir.join("pki").join("ca.crt");
-            let ca = match std::fs::read_to_string(&ca_path) {
-                Ok(ca) => ca,
-                Err(_) => {
-                    berth_controller::pki::load_or_create(&data_dir.join("pki"), &[])
-                        .context("creating the PKI")?
-                        .ca_cert
-                }
-            };
-            let (token, _) = berth_controller::join::load_or_create_token(&data_dir, &ca)
-                .context("loading the token")?;
-            println!("{token}");
-            Ok(())
-        }
+        Command::Token { command, data_dir } => token(command, &data_dir),
         Command::Node {
             command: NodeCommand::Forget { name, data_dir },
         } => {
-            let name = NodeName::parse(&name).map_err(|errors| {
-                let messages: Vec<String> = errors.iter().map(|e| e.message()).collect();
-                anyhow::anyhow!("invalid node name: {}", messages.join("; "))
-            })?;
+            let name = node_name(&name)?;
             let passwords = NodePasswords::new(&data_dir);
             if passwords.forget(&name).context("forgetting the node")? {
                 println!(

@@ -107,11 +107,12 @@ fn bootstrap(registry: &Registry) -> Result<(), ServerError> {
 }
 
 /// Checks (and tightens, with a warning) the modes of what the data dir holds: the PKI, the
-/// store, the join token, the admin kubeconfig and the node password records.
+/// store, the join token, the admin kubeconfig, the per-node join tokens and the node password
+/// records.
 fn check_private_files(data_dir: &std::path::Path) -> Result<(), ServerError> {
     use berth_shared::private_files::{FILE_MODE, check, check_tree};
     let err = |path: PathBuf| move |source| ServerError::Io { path, source };
-    for dir in ["pki", crate::join::passwords::DIR] {
+    for dir in ["pki", crate::join::passwords::DIR, crate::join::tokens::DIR] {
         let dir = data_dir.join(dir);
         check_tree(&dir).map_err(err(dir))?;
     }
@@ -185,8 +186,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let addr_file = config.data_dir.join("listen-address");
     std::fs::write(&addr_file, &url).map_err(io(&addr_file))?;
 
-    let (_token, secret) = crate::join::load_or_create_token(&config.data_dir, &pki.ca_cert)?;
-    let signer = crate::join::NodeSigner::new(&pki, secret)?;
+    let join_tokens = crate::join::tokens::JoinTokens::new(&config.data_dir);
+    join_tokens
+        .load_or_create_cluster(&pki.ca_cert)
+        .map_err(crate::join::JoinError::from)?;
+    let signer = crate::join::NodeSigner::new(&pki)?;
     let node_addresses = crate::join::addresses::AddressRule {
         host_addresses: pki::host_addresses()
             .iter()
@@ -204,6 +208,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let state = Arc::new(ApiState {
         dialer,
         signer,
+        join_tokens,
         node_passwords: crate::join::passwords::NodePasswords::new(&config.data_dir),
         node_addresses,
         join_failures: Default::default(),

@@ -1,7 +1,7 @@
 //! Private files and directories, for both binaries: directories 0700 and files 0600 (the
-//! controller's data dir with its store, PKI, token, kubeconfig and node password records; the
-//! agent's root dir with its key, certificate, CA and node secret). Made so, and checked at
-//! every start: a mode someone loosened is tightened again with a warning.
+//! controller's data dir with its store, PKI, join tokens, kubeconfig and node password
+//! records; the agent's root dir with its key, certificate, CA and node secret). Made so, and
+//! checked at every start: a mode someone loosened is tightened again with a warning.
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::Path;

@@ -14,7 +14,8 @@ use crate::client::{Reply, Req};
 /// The endpoint that signs node certificates.
 pub const NODE_CERTIFICATE: &str = "/v1-berth/node-certificate";
 
-/// The secret part of a join token (`K10<ca-hash>::node:<secret>`); panics on another shape.
+/// The secret part of a join token (`K10<ca-hash>::node:<secret>`; a per-node token's is
+/// `<id>.<secret>`), what an agent sends as its bearer token; panics on another shape.
 pub fn token_secret(token: &str) -> String {
     match token.trim().split_once("::node:") {
         Some((_, secret)) if !secret.is_empty() => secret.to_string(),

@@ -42,6 +42,9 @@ pub enum ApiError {
     Forbidden(String),
     #[error("Unauthorized")]
     Unauthorized,
+    /// 401 with a reason the caller may know (an expired join token).
+    #[error("{0}")]
+    UnauthorizedBecause(String),
     #[error("{0}")]
     Gone(String),
     #[error("the server does not allow this method on the requested resource")]
@@ -98,7 +101,7 @@ impl ApiError {
             ApiError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
-            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Unauthorized | ApiError::UnauthorizedBecause(_) => StatusCode::UNAUTHORIZED,
             ApiError::Gone(_) => StatusCode::GONE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -117,7 +120,7 @@ impl ApiError {
             ApiError::Invalid { .. } => "Invalid",
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::Forbidden(_) => "Forbidden",
-            ApiError::Unauthorized => "Unauthorized",
+            ApiError::Unauthorized | ApiError::UnauthorizedBecause(_) => "Unauthorized",
             ApiError::Gone(_) => "Expired",
             ApiError::MethodNotAllowed => "MethodNotAllowed",
             ApiError::UnsupportedMediaType => "UnsupportedMediaType",
@@ -258,6 +261,13 @@ impl From<crate::store::StoreError> for ApiError {
             crate::store::StoreError::Compacted { .. } => ApiError::Gone(e.to_string()),
             other => ApiError::Internal(other.to_string()),
         }
+    }
+}
+
+/// A join token file that cannot be read is the server's problem, not the agent's.
+impl From<crate::join::tokens::TokenError> for ApiError {
+    fn from(e: crate::join::tokens::TokenError) -> ApiError {
+        ApiError::Internal(e.to_string())
     }
 }
 

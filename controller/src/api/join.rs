@@ -1,8 +1,10 @@
 //! The join endpoints agents use before they have credentials: the CA bundle (pinned by the
-//! token's hash) and node certificate signing for holders of the join secret, bound to the
-//! node's own secret (see `crate::join`). Every signing attempt is written to the audit log
-//! (target `berth::audit::join`) with the node name, the source address and the outcome;
-//! refused attempts count against the source's rate limit.
+//! token's hash) and node certificate signing for holders of a join token's secret (the
+//! cluster's, or a per-node token's for its own node only), bound to the node's own secret
+//! (see `crate::join`). Every signing attempt is written to the audit log (target
+//! `berth::audit::join`) with the node name, the token used, the source address and the
+//! outcome; refused attempts (a wrong, deleted or expired token among them) count against the
+//! source's rate limit.
 
 use super::error::ApiError;
 use super::tls::PeerAddr;
@@ -10,6 +12,7 @@ use super::{SharedState, blocking};
 use crate::join::limiter::{FailureLimiter, retry_after_secs};
 use crate::join::node_name::NodeName;
 use crate::join::passwords::{Check, NodePasswords};
+use crate::join::tokens::Credential;
 use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -92,8 +95,17 @@ pub async fn node_certificate(State(state): State<SharedState>, req: Request) ->
         return resp;
     }
 
+    // Which token the request presented, for the log: `cluster`, a per-node token's id, or
+    // `none` when no token was accepted.
+    let mut token = String::from("none");
     let outcome = match body {
-        Ok(body) => issue(&state, source, &parts.headers, &body).await,
+        Ok(body) => match authenticate(&state, &parts.headers).await {
+            Ok(credential) => {
+                token = credential.label().to_string();
+                issue(&state, source, &credential, &body).await
+            }
+            Err(e) => Err(e),
+        },
         Err(e) => Err(ApiError::BadRequest(format!(
             "reading the request (at most {MAX_REQUEST_BYTES} bytes): {e}"
         ))),
@@ -102,7 +114,7 @@ pub async fn node_certificate(State(state): State<SharedState>, req: Request) ->
         Ok(issued) => {
             tracing::info!(
                 target: "berth::audit::join",
-                node = ?claimed, %source, outcome = "issued", code = 200,
+                node = ?claimed, %token, %source, outcome = "issued", code = 200,
                 registered = issued.registered,
                 "join: certificate issued"
             );
@@ -119,7 +131,7 @@ pub async fn node_certificate(State(state): State<SharedState>, req: Request) ->
             }
             tracing::warn!(
                 target: "berth::audit::join",
-                node = ?claimed, %source, outcome = "refused", code = code.as_u16(),
+                node = ?claimed, %token, %source, outcome = "refused", code = code.as_u16(),
                 reason = %e,
                 "join refused"
             );
@@ -128,21 +140,28 @@ pub async fn node_certificate(State(state): State<SharedState>, req: Request) ->
     }
 }
 
-/// Checks one request and signs its certificate.
-async fn issue(
-    state: &SharedState,
-    source: IpAddr,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<Issued, ApiError> {
+/// The credential of the request's bearer token, as the token files say now (401 otherwise).
+async fn authenticate(state: &SharedState, headers: &HeaderMap) -> Result<Credential, ApiError> {
     let presented = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or_default();
-    if !state.signer.secret_matches(presented.trim()) {
-        return Err(ApiError::Unauthorized);
-    }
+        .unwrap_or_default()
+        .to_string();
+    let tokens = state.join_tokens.clone();
+    let now = jiff::Timestamp::now();
+    blocking(move || tokens.authenticate(&presented, now))
+        .await?
+        .map_err(|refusal| ApiError::UnauthorizedBecause(refusal.to_string()))
+}
+
+/// Checks one request and signs its certificate.
+async fn issue(
+    state: &SharedState,
+    source: IpAddr,
+    credential: &Credential,
+    body: &[u8],
+) -> Result<Issued, ApiError> {
     let req: CertificateRequest = serde_json::from_slice(body)
         .map_err(|e| ApiError::BadRequest(format!("invalid certificate request: {e}")))?;
     let name = NodeName::parse(&req.node_name).map_err(|causes| ApiError::Invalid {
@@ -151,6 +170,14 @@ async fn issue(
         name: req.node_name.clone(),
         causes,
     })?;
+    if let Credential::Node(token) = credential
+        && token.node != name
+    {
+        return Err(ApiError::Forbidden(format!(
+            "join token \"{}\" is for node \"{}\" only: it may not join as \"{name}\"",
+            token.id, token.node
+        )));
+    }
     if req.node_secret.len() > MAX_SECRET_BYTES {
         return Err(ApiError::BadRequest(format!(
             "nodeSecret is longer than {MAX_SECRET_BYTES} bytes"

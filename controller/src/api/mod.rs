@@ -47,8 +47,10 @@ pub struct ApiState {
     pub registry: Registry,
     pub metrics: metrics::Metrics,
     pub git_version: String,
-    /// Signs node certificates for agents holding the join secret.
+    /// Signs node certificates for agents holding a join token's secret.
     pub signer: crate::join::NodeSigner,
+    /// The cluster's and the per-node join tokens (read from the data dir on each join).
+    pub join_tokens: crate::join::tokens::JoinTokens,
     /// Each node name's secret, registered by the first agent that joined under it.
     pub node_passwords: crate::join::passwords::NodePasswords,
     /// Which addresses a node's certificate may carry.

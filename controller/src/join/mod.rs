@@ -1,18 +1,21 @@
-//! Joining nodes: the join token (`K10<sha256 of the CA PEM>::node:<secret>`, k3s's shape, so
-//! an agent can pin the CA before trusting it) and the signing of node client certificates
-//! (CN=system:node:<name>, O=system:nodes) for agents that present the token's secret.
+//! Joining nodes: join tokens (`K10<sha256 of the CA PEM>::node:<secret>`, k3s's shape, so an
+//! agent can pin the CA before trusting it: the cluster's, and per-node ones, see [`tokens`])
+//! and the signing of node client certificates (CN=system:node:<name>, O=system:nodes) for
+//! agents that present a token's secret.
 //!
 //! Endpoints (see `api::join`): `GET /cacerts` (the CA PEM, unauthenticated) and
 //! `POST /v1-berth/node-certificate` with `Authorization: Bearer <secret>` and a JSON body
 //! `{"nodeName": "...", "nodeSecret": "...", "csr": "<PEM certificate request>",
 //! "addresses": ["10.0.0.5"]}`, answering `{"certificate": "<PEM>", "ca": "<PEM>"}`. Who gets a
-//! certificate for which name and addresses: [`node_name`], [`passwords`], [`addresses`];
-//! how often one may fail: [`limiter`].
+//! certificate for which name and addresses: [`tokens`], [`node_name`], [`passwords`],
+//! [`addresses`]; how often one may fail: [`limiter`].
 
 pub mod addresses;
 pub mod limiter;
 pub mod node_name;
 pub mod passwords;
+pub mod records;
+pub mod tokens;
 
 use crate::pki::{Pki, PkiError};
 use node_name::NodeName;
@@ -21,10 +24,7 @@ use rcgen::{
     ExtendedKeyUsagePurpose, Issuer, KeyPair, KeyUsagePurpose,
 };
 use sha2::Digest;
-use std::io::Write;
 use std::net::IpAddr;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JoinError {
@@ -32,6 +32,8 @@ pub enum JoinError {
     Pki(#[from] PkiError),
     #[error("reading the CA: {0}")]
     Ca(#[from] rcgen::Error),
+    #[error(transparent)]
+    Token(#[from] tokens::TokenError),
     #[error("{path}: {source}")]
     Io {
         path: String,
@@ -55,49 +57,14 @@ pub fn ca_hash(ca_pem: &str) -> String {
         .collect()
 }
 
-/// Reads `DIR/token`, creating it on first start; returns (full token, secret).
-pub fn load_or_create_token(data_dir: &Path, ca_pem: &str) -> Result<(String, String), JoinError> {
-    let path = data_dir.join("token");
-    let io = |source| JoinError::Io {
-        path: path.display().to_string(),
-        source,
-    };
-    let existing = match std::fs::read_to_string(&path) {
-        Ok(t) => Some(t.trim().to_string()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(io(e)),
-    };
-    let secret = match existing.as_deref().and_then(|t| t.split_once("::node:")) {
-        Some((_, s)) if !s.is_empty() => s.to_string(),
-        _ => {
-            let bytes: [u8; 16] = rand::random();
-            bytes.iter().map(|b| format!("{b:02x}")).collect()
-        }
-    };
-    let token = format!("K10{}::node:{secret}", ca_hash(ca_pem));
-    if existing.as_deref() != Some(token.as_str()) {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(io)?;
-        f.write_all(format!("{token}\n").as_bytes()).map_err(io)?;
-        f.sync_all().map_err(io)?;
-    }
-    Ok((token, secret))
-}
-
 /// Signs node client certificates with the cluster CA.
 pub struct NodeSigner {
     issuer: Issuer<'static, KeyPair>,
     pub ca_pem: String,
-    secret: String,
 }
 
 impl NodeSigner {
-    pub fn new(pki: &Pki, secret: String) -> Result<NodeSigner, JoinError> {
+    pub fn new(pki: &Pki) -> Result<NodeSigner, JoinError> {
         let key_path = pki.dir.join("ca.key");
         let key_pem = std::fs::read_to_string(&key_path).map_err(|source| JoinError::Io {
             path: key_path.display().to_string(),
@@ -107,15 +74,7 @@ impl NodeSigner {
         Ok(NodeSigner {
             issuer,
             ca_pem: pki.ca_cert.clone(),
-            secret,
         })
-    }
-
-    /// Whether `presented` is the join secret (compared in constant time).
-    pub fn secret_matches(&self, presented: &str) -> bool {
-        let a = self.secret.as_bytes();
-        let b = presented.as_bytes();
-        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
     }
 
     /// Signs the CSR's public key into a node certificate; the subject is ours, not the CSR's.
@@ -162,22 +121,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_token_pins_the_ca_and_survives_restarts() {
-        let dir = tempfile::tempdir().unwrap();
-        let pki = crate::pki::load_or_create(&dir.path().join("pki"), &[]).unwrap();
-        let (t1, s1) = load_or_create_token(dir.path(), &pki.ca_cert).unwrap();
-        let (t2, s2) = load_or_create_token(dir.path(), &pki.ca_cert).unwrap();
-        assert_eq!((t1.clone(), s1), (t2, s2));
-        assert!(t1.starts_with(&format!("K10{}::node:", ca_hash(&pki.ca_cert))));
-    }
-
-    #[test]
     fn node_certificates_carry_the_node_identity_not_the_requested_one() {
         let dir = tempfile::tempdir().unwrap();
         let pki = crate::pki::load_or_create(&dir.path().join("pki"), &[]).unwrap();
-        let signer = NodeSigner::new(&pki, "s3cret".into()).unwrap();
-        assert!(signer.secret_matches("s3cret"));
-        assert!(!signer.secret_matches("s3cres"));
+        let signer = NodeSigner::new(&pki).unwrap();
         let key = KeyPair::generate().unwrap();
         let mut req = CertificateParams::default();
         req.distinguished_name.push(DnType::CommonName, "admin");

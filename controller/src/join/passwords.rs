@@ -11,9 +11,7 @@
 //! record.
 
 use super::node_name::NodeName;
-use sha2::Digest;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use super::records::{SaltedDigest, create_whole};
 use std::path::{Path, PathBuf};
 
 /// The directory of the records under the data dir.
@@ -51,43 +49,6 @@ pub struct NodePasswords {
     dir: PathBuf,
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn digest(salt: &[u8], secret: &str) -> Vec<u8> {
-    let mut h = sha2::Sha256::new();
-    h.update(salt);
-    h.update(secret.as_bytes());
-    h.finalize().to_vec()
-}
-
-/// Compares in time independent of where the inputs differ.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
-/// Writes a new file (mode 0600) and syncs it.
-fn write_new(path: &Path, contents: &str) -> std::io::Result<()> {
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(contents.as_bytes())?;
-    f.sync_all()
-}
-
 impl NodePasswords {
     /// The records under `data_dir` (the directory is made on first registration).
     pub fn new(data_dir: &Path) -> NodePasswords {
@@ -119,16 +80,8 @@ impl NodePasswords {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Check::Unregistered),
             Err(e) => return Err(Self::io(&path)(e)),
         };
-        let mut parts = record.trim().split(':');
-        let (Some("sha256"), Some(salt), Some(want), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(PasswordError::Corrupt(path));
-        };
-        let (Some(salt), Some(want)) = (unhex(salt), unhex(want)) else {
-            return Err(PasswordError::Corrupt(path));
-        };
-        Ok(if same(&digest(&salt, secret), &want) {
+        let digest = SaltedDigest::parse(&record).ok_or(PasswordError::Corrupt(path))?;
+        Ok(if digest.matches(secret) {
             Check::Matches
         } else {
             Check::Mismatch
@@ -138,29 +91,8 @@ impl NodePasswords {
     /// Records `secret` for `name` unless a record exists: `true` if this call registered it,
     /// `false` if another was there first.
     pub fn register(&self, name: &NodeName, secret: &str) -> Result<bool, PasswordError> {
-        berth_shared::private_files::ensure_dir(&self.dir).map_err(Self::io(&self.dir))?;
-        let salt: [u8; 16] = rand::random();
-        let record = format!("sha256:{}:{}\n", hex(&salt), hex(&digest(&salt, secret)));
-        let nonce: u64 = rand::random();
-        let tmp = self.dir.join(format!(".{name}.{nonce:016x}.tmp"));
-        if let Err(e) = write_new(&tmp, &record) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(Self::io(&tmp)(e));
-        }
-        let path = self.path(name);
-        let linked = std::fs::hard_link(&tmp, &path);
-        let _ = std::fs::remove_file(&tmp);
-        match linked {
-            Ok(()) => {
-                // The new directory entry must survive a crash as well as the file's contents.
-                if let Ok(d) = std::fs::File::open(&self.dir) {
-                    let _ = d.sync_all();
-                }
-                Ok(true)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(Self::io(&path)(e)),
-        }
+        let record = format!("{}\n", SaltedDigest::of(secret));
+        create_whole(&self.dir, name.as_str(), &record).map_err(Self::io(&self.path(name)))
     }
 
     /// Removes the record of `name`; `false` if there was none.

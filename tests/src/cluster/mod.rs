@@ -50,6 +50,9 @@ pub struct AgentOptions {
     pub taints: String,
     pub max_pods: u32,
     pub extra_args: Vec<String>,
+    /// `--token`, when not the cluster's (a per-node token from `berth-controller token
+    /// create`).
+    pub token: Option<String>,
 }
 
 impl Default for AgentOptions {
@@ -59,6 +62,7 @@ impl Default for AgentOptions {
             taints: String::new(),
             max_pods: 110,
             extra_args: Vec::new(),
+            token: None,
         }
     }
 }
@@ -195,13 +199,19 @@ impl Cluster {
         i
     }
 
+    /// The node name agent `i` has, or will have when it is added: `node-a-<run>` for 0, ….
+    pub fn node_name_of(&self, i: usize) -> String {
+        let letter = char::from(b'a' + u8::try_from(i).unwrap_or(0));
+        format!("node-{letter}-{}", self.suffix)
+    }
+
     /// The flags of agent `i` (`node-a-<run>` for 0, …).
     fn agent_config(&self, i: usize, opts: &AgentOptions) -> AgentConfig {
         let letter = char::from(b'a' + u8::try_from(i).unwrap_or(0));
         AgentConfig {
             server: self.controller.url().to_string(),
-            token: self.token.clone(),
-            node_name: format!("node-{letter}-{}", self.suffix),
+            token: opts.token.clone().unwrap_or_else(|| self.token.clone()),
+            node_name: self.node_name_of(i),
             containerd_socket: self.containerd.socket().to_path_buf(),
             containerd_namespace: format!("berth-test-{}-{letter}", self.suffix),
             cni_bridge: format!("bt{}{letter}", self.suffix),

@@ -96,13 +96,7 @@ pub async fn serve(
     };
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(256);
 
-    let from = match q.get("resourceVersion") {
-        None | Some("") | Some("0") => None,
-        Some(rv) => Some(
-            rv.parse::<u64>()
-                .map_err(|_| ApiError::BadRequest(format!("invalid resourceVersion {rv:?}")))?,
-        ),
-    };
+    let from = q.resource_version()?;
     let mut initial = Vec::new();
     let (start_rev, watch) = match from {
         Some(rv) => (rv, store.watch(rv)),

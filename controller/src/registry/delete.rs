@@ -13,12 +13,7 @@ use serde_json::{Value, json};
 pub const ORPHAN_FINALIZER: &str = "orphan";
 pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-pub enum Propagation {
-    Orphan,
-    Background,
-    Foreground,
-}
+pub use berth_shared::query::Propagation;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct DeletePreconditions {

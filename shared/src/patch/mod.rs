@@ -11,12 +11,73 @@ pub use json::apply_json_patch;
 pub use merge::apply_merge_patch;
 pub use strategic::apply_strategic_merge_patch;
 
+use serde_json::Value;
+
+/// The kind of a PATCH body, from its media type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    Json,
+    Merge,
+    Strategic,
+    /// Server-side apply, served as create-or-strategic-merge of the applied configuration.
+    Apply,
+}
+
+impl PatchType {
+    /// The patch type of a request's media type; `None` for anything PATCH does not take.
+    pub fn from_content_type(ct: &str) -> Option<PatchType> {
+        match ct {
+            "application/json-patch+json" => Some(PatchType::Json),
+            "application/merge-patch+json" => Some(PatchType::Merge),
+            "application/strategic-merge-patch+json" => Some(PatchType::Strategic),
+            "application/apply-patch+yaml" | "application/apply-patch+cbor" => {
+                Some(PatchType::Apply)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Applies a decoded patch body of type `pt` to `current`, an object of kind `kind`, and
+/// returns the patched object.
+pub fn apply_patch(
+    kind: &str,
+    pt: PatchType,
+    current: Value,
+    doc: &Value,
+) -> Result<Value, PatchError> {
+    match pt {
+        PatchType::Json => {
+            let mut v = current;
+            apply_json_patch(&mut v, doc)?;
+            Ok(v)
+        }
+        PatchType::Merge => {
+            if !doc.is_object() {
+                return Err(PatchError::NotAnObject("merge patch"));
+            }
+            let mut v = current;
+            apply_merge_patch(&mut v, doc);
+            Ok(v)
+        }
+        PatchType::Strategic | PatchType::Apply => {
+            if !doc.is_object() {
+                return Err(PatchError::NotAnObject("strategic merge patch"));
+            }
+            apply_strategic_merge_patch(&current, doc, kind)
+        }
+    }
+}
+
 /// Why a patch could not be applied. Every variant is the client's fault; [`status_code`]
 /// says whether upstream answers 400 (malformed patch), 413 or 422 (patch does not apply).
 ///
 /// [`status_code`]: PatchError::status_code
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PatchError {
+    /// A merge-type patch body that is not a JSON object (HTTP 400).
+    #[error("a {0} must be a JSON object")]
+    NotAnObject(&'static str),
     /// The patch (or the target) is not a JSON object where one is needed.
     #[error("invalid JSON document")]
     InvalidDocument,
@@ -81,6 +142,7 @@ impl PatchError {
     pub fn status_code(&self) -> u16 {
         match self {
             PatchError::InvalidDocument
+            | PatchError::NotAnObject(_)
             | PatchError::BadPrimitiveListFormat
             | PatchError::BadRetainKeysFormat
             | PatchError::BadSetElementOrderFormat
@@ -94,6 +156,7 @@ impl PatchError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn malformed_patches_are_bad_requests_and_the_rest_unprocessable() {
@@ -108,6 +171,35 @@ mod tests {
         assert_eq!(
             PatchError::TestFailed { path: "/a".into() }.status_code(),
             422
+        );
+    }
+
+    #[test]
+    fn patch_types_come_from_media_types() {
+        let cases = [
+            ("application/json-patch+json", Some(PatchType::Json)),
+            ("application/merge-patch+json", Some(PatchType::Merge)),
+            (
+                "application/strategic-merge-patch+json",
+                Some(PatchType::Strategic),
+            ),
+            ("application/apply-patch+yaml", Some(PatchType::Apply)),
+            ("application/json", None),
+        ];
+        for (ct, want) in cases {
+            assert_eq!(PatchType::from_content_type(ct), want, "{ct}");
+        }
+    }
+
+    #[test]
+    fn merge_type_patches_must_be_objects() {
+        for pt in [PatchType::Merge, PatchType::Strategic, PatchType::Apply] {
+            let err = apply_patch("Pod", pt, json!({}), &json!([1])).unwrap_err();
+            assert_eq!(err.status_code(), 400, "{pt:?}");
+        }
+        assert_eq!(
+            apply_patch("Pod", PatchType::Merge, json!({"a": 1}), &json!({"b": 2})),
+            Ok(json!({"a": 1, "b": 2}))
         );
     }
 }

@@ -60,10 +60,8 @@ pub async fn patch(
     let (code, obj) = blocking(move || {
         let exists = registry.get(rt, ns.as_deref(), &name).is_ok();
         if pt == PatchType::Apply && !exists && part == Part::Main {
-            let mut obj = doc.clone();
-            if obj.pointer("/metadata/name").is_none() {
-                obj["metadata"]["name"] = Value::String(name.clone());
-            }
+            let obj = patch::applied_object(&doc, &name)
+                .map_err(|e| ApiError::BadRequest(e.to_string()))?;
             let created = registry.create(rt, ns.as_deref(), obj, &opts)?;
             return Ok::<_, ApiError>((StatusCode::CREATED, created));
         }

@@ -11,7 +11,7 @@ pub use json::apply_json_patch;
 pub use merge::apply_merge_patch;
 pub use strategic::apply_strategic_merge_patch;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// The kind of a PATCH body, from its media type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +67,28 @@ pub fn apply_patch(
             apply_strategic_merge_patch(&current, doc, kind)
         }
     }
+}
+
+/// The object a server-side apply creates when nothing is stored under `name` yet: the applied
+/// configuration, given the URL's name when its metadata names nothing. Metadata of the wrong
+/// type is left for the registry's checks to refuse.
+pub fn applied_object(doc: &Value, name: &str) -> Result<Value, PatchError> {
+    let Value::Object(map) = doc else {
+        return Err(PatchError::NotAnObject("server-side apply configuration"));
+    };
+    let mut map = map.clone();
+    let metadata = map
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if metadata.is_null() {
+        *metadata = Value::Object(Map::new());
+    }
+    if let Value::Object(meta) = metadata
+        && !meta.contains_key("name")
+    {
+        meta.insert("name".to_string(), Value::String(name.to_string()));
+    }
+    Ok(Value::Object(map))
 }
 
 /// Why a patch could not be applied. Every variant is the client's fault; [`status_code`]
@@ -200,6 +222,36 @@ mod tests {
         assert_eq!(
             apply_patch("Pod", PatchType::Merge, json!({"a": 1}), &json!({"b": 2})),
             Ok(json!({"a": 1, "b": 2}))
+        );
+    }
+
+    #[test]
+    fn applied_objects_take_the_url_name_and_never_panic_on_odd_metadata() {
+        // Regression: `{"metadata": "x"}` or `[1]` used to panic the request (IndexMut on a
+        // non-object) on a server-side apply that creates.
+        assert_eq!(
+            applied_object(&json!({"kind": "ConfigMap"}), "c"),
+            Ok(json!({"kind": "ConfigMap", "metadata": {"name": "c"}}))
+        );
+        assert_eq!(
+            applied_object(&json!({"metadata": null}), "c"),
+            Ok(json!({"metadata": {"name": "c"}}))
+        );
+        assert_eq!(
+            applied_object(&json!({"metadata": {"name": "own"}}), "c"),
+            Ok(json!({"metadata": {"name": "own"}}))
+        );
+        assert_eq!(
+            applied_object(&json!({"metadata": "x"}), "c"),
+            Ok(json!({"metadata": "x"}))
+        );
+        assert_eq!(
+            applied_object(&json!({"metadata": [1]}), "c"),
+            Ok(json!({"metadata": [1]}))
+        );
+        assert_eq!(
+            applied_object(&json!([1]), "c").unwrap_err().status_code(),
+            400
         );
     }
 }

@@ -48,6 +48,17 @@ use serde_json::Value;
 pub use field::{FieldError, FieldErrorType};
 pub use names::validate_name;
 
+/// A CronJob schedule upstream refuses; the text is robfig/cron's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ScheduleError(pub String);
+
+/// Checks the syntax of a CronJob `spec.schedule` as validation does (five fields or a
+/// descriptor; a `TZ=` prefix is skipped here, and refused by CronJob validation).
+pub fn validate_schedule(schedule: &str) -> Result<(), ScheduleError> {
+    cron::parse_schedule(schedule).map_err(ScheduleError)
+}
+
 /// The write being admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {

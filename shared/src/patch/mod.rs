@@ -142,6 +142,11 @@ pub enum PatchError {
     /// More JSON patch operations than upstream allows.
     #[error("The allowed maximum operations in a JSON patch is {max}, got {got}")]
     TooManyOperations { max: usize, got: usize },
+    /// A JSON patch whose `copy` operations copy more than the limit in all.
+    #[error(
+        "The accumulated size of the values a JSON patch copies exceeds the limit of {max} bytes"
+    )]
+    CopiedTooMuch { max: usize },
     /// A JSON patch `test` operation found a different value.
     #[error("testing value {path} failed: test failed")]
     TestFailed { path: String },
@@ -169,7 +174,7 @@ impl PatchError {
             | PatchError::BadRetainKeysFormat
             | PatchError::BadSetElementOrderFormat
             | PatchError::InvalidJsonPatch(_) => 400,
-            PatchError::TooManyOperations { .. } => 413,
+            PatchError::TooManyOperations { .. } | PatchError::CopiedTooMuch { .. } => 413,
             _ => 422,
         }
     }

@@ -4,6 +4,7 @@
 mod json;
 mod list;
 mod merge;
+mod positions;
 mod schema;
 mod strategic;
 

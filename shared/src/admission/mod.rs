@@ -87,9 +87,10 @@ impl AdmissionError {
 
 /// Upstream's aggregate text: one message alone, several as `[a, b]`, duplicates once.
 fn aggregate(errs: &[FieldError]) -> String {
+    let mut seen = std::collections::HashSet::new();
     let mut msgs: Vec<String> = Vec::new();
     for m in errs.iter().map(FieldError::message) {
-        if !msgs.contains(&m) {
+        if seen.insert(m.clone()) {
             msgs.push(m);
         }
     }

@@ -30,7 +30,9 @@ fn create(doc: &Value, len: usize) {
         .kind;
     let _ = unknown_fields(kind, doc);
     let mut obj = doc.clone();
-    if admit(kind, Operation::Create, &mut obj, None).is_err() {
+    if let Err(e) = admit(kind, Operation::Create, &mut obj, None) {
+        // The API puts the message in the Status it answers with.
+        let _ = e.to_string();
         return;
     }
     // Updating an object with itself and with the original body must not panic either; an
@@ -40,5 +42,7 @@ fn create(doc: &Value, len: usize) {
         panic!("{kind}: an admitted object fails admission as its own update: {e}\n{obj}");
     }
     let mut changed = doc.clone();
-    let _ = admit(kind, Operation::Update, &mut changed, Some(&obj));
+    if let Err(e) = admit(kind, Operation::Update, &mut changed, Some(&obj)) {
+        let _ = e.to_string();
+    }
 }

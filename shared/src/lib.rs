@@ -4,6 +4,7 @@
 pub use k8s_openapi;
 
 pub mod admission;
+pub mod body;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod discovery;
@@ -11,6 +12,7 @@ pub mod openapi;
 pub mod patch;
 pub mod private_files;
 pub mod quantity;
+pub mod query;
 pub mod reconcile;
 pub mod resource;
 pub mod scheduling;

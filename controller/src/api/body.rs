@@ -1,28 +1,22 @@
 //! Request bodies: the 3 MiB limit, content types (JSON, YAML; protobuf is refused with 415)
-//! and decoding errors as upstream words them.
+//! and decoding errors as upstream words them. The decoding itself is `berth_shared::body`.
 
 use super::MAX_BODY_BYTES;
 use super::error::ApiError;
 use axum::body::Body;
 use axum::http::{HeaderMap, header};
+use berth_shared::body::{self as shared_body, BodyError};
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::Value;
 
 /// The request's media type without parameters; a missing one is JSON, as upstream treats it.
 pub fn content_type(headers: &HeaderMap) -> String {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| "application/json".to_string())
+    shared_body::media_type(
+        headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok()),
+    )
 }
 
 /// A body whose declared length is over [`MAX_BODY_BYTES`] is refused before any of it is read:
@@ -55,31 +49,16 @@ pub async fn read_raw(body: Body, headers: &HeaderMap) -> Result<Bytes, ApiError
 
 /// Decodes a JSON or YAML document.
 pub fn decode(content_type: &str, raw: &[u8]) -> Result<Value, ApiError> {
-    match content_type {
-        "application/json" | "application/apply-patch+yaml" | "*/*" => {
-            match serde_json::from_slice(raw) {
-                Ok(v) => Ok(v),
-                Err(e) if content_type == "application/apply-patch+yaml" => {
-                    yaml(raw).map_err(|_| bad_json(e))
-                }
-                Err(e) => Err(bad_json(e)),
-            }
+    shared_body::decode(content_type, raw).map_err(ApiError::from)
+}
+
+impl From<BodyError> for ApiError {
+    fn from(e: BodyError) -> ApiError {
+        match e {
+            BodyError::UnsupportedMediaType => ApiError::UnsupportedMediaType,
+            other => ApiError::BadRequest(other.to_string()),
         }
-        "application/yaml" | "application/x-yaml" | "text/yaml" => yaml(raw),
-        t if t.contains("protobuf") => Err(ApiError::UnsupportedMediaType),
-        _ => Err(ApiError::UnsupportedMediaType),
     }
-}
-
-fn bad_json(e: serde_json::Error) -> ApiError {
-    ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}"))
-}
-
-fn yaml(raw: &[u8]) -> Result<Value, ApiError> {
-    let text = std::str::from_utf8(raw)
-        .map_err(|e| ApiError::BadRequest(format!("yaml: invalid UTF-8: {e}")))?;
-    serde_saphyr::from_str::<Value>(text)
-        .map_err(|e| ApiError::BadRequest(format!("error converting YAML to JSON: {e}")))
 }
 
 /// Reads and decodes a write body.

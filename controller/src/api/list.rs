@@ -8,7 +8,6 @@ use crate::registry::prefix;
 use crate::store::{ObjectIndex, StoredObject};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use base64::Engine;
 use berth_shared::resource::ResourceType;
 use berth_shared::selector::{FieldSelector, LabelSelector};
 
@@ -61,22 +60,6 @@ fn raw_json(body: Vec<u8>) -> Response {
         .into_response()
 }
 
-fn encode_continue(key: &str) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key.as_bytes())
-}
-
-fn decode_continue(token: &str, prefix: &str) -> Result<String, ApiError> {
-    let bad = || ApiError::BadRequest("continue key is not valid".to_string());
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token)
-        .map_err(|_| bad())?;
-    let key = String::from_utf8(raw).map_err(|_| bad())?;
-    if !key.starts_with(prefix) {
-        return Err(bad());
-    }
-    Ok(key)
-}
-
 pub async fn list(
     state: &SharedState,
     rt: &'static ResourceType,
@@ -86,10 +69,7 @@ pub async fn list(
 ) -> Result<Response, ApiError> {
     let selectors = Selectors::from_query(q)?;
     let prefix = prefix(rt, ns);
-    let start = match q.get("continue") {
-        Some(t) if !t.is_empty() => Some(decode_continue(t, &prefix)?),
-        _ => None,
-    };
+    let start = q.continue_key(&prefix)?;
     let (revision, items, more) =
         state
             .registry
@@ -98,7 +78,7 @@ pub async fn list(
                 selectors.matches(&o.index)
             });
     let rv = revision.to_string();
-    let cont = more.map(|k| encode_continue(&k));
+    let cont = more.map(|k| berth_shared::query::encode_continue(&k));
     if as_table {
         let t = table::render(rt, &items, &rv, cont.as_deref())?;
         return Ok(json_response(StatusCode::OK, &t));

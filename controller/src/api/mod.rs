@@ -238,7 +238,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
     let table = wants_table(&parts.headers);
     // Writes carry the requesting node, if it is one, for NodeRestriction.
     let write_options = || {
-        query.write_options().map(|mut o| {
+        query::write_options(&query).map(|mut o| {
             o.node = parts
                 .extensions
                 .get::<authn::Identity>()

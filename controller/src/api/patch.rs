@@ -6,73 +6,32 @@ use super::{SharedState, blocking, json_response};
 use crate::registry::{Part, WriteOptions};
 use axum::http::StatusCode;
 use axum::response::Response;
-use berth_shared::patch;
+use berth_shared::patch::{self, PatchType};
 use berth_shared::resource::ResourceType;
 use bytes::Bytes;
 use serde_json::Value;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PatchType {
-    Json,
-    Merge,
-    Strategic,
-    Apply,
-}
-
-impl PatchType {
-    pub fn from_content_type(ct: &str) -> Result<PatchType, ApiError> {
-        match ct {
-            "application/json-patch+json" => Ok(PatchType::Json),
-            "application/merge-patch+json" => Ok(PatchType::Merge),
-            "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
-            "application/apply-patch+yaml" | "application/apply-patch+cbor" => Ok(PatchType::Apply),
-            _ => Err(ApiError::UnsupportedMediaType),
-        }
-    }
-}
-
 /// Applies a patch document to an object.
 pub fn apply(kind: &str, pt: PatchType, current: Value, doc: &Value) -> Result<Value, ApiError> {
-    let bad = |e: patch::PatchError| ApiError::Invalid {
-        kind: kind.to_string(),
-        group: String::new(),
-        name: current
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
-        causes: vec![berth_shared::admission::FieldError {
-            error_type: berth_shared::admission::FieldErrorType::Invalid,
-            field: "patch".to_string(),
-            bad_value: None,
-            detail: e.to_string(),
-        }],
-    };
-    match pt {
-        PatchType::Json => {
-            let mut v = current.clone();
-            patch::apply_json_patch(&mut v, doc).map_err(bad)?;
-            Ok(v)
-        }
-        PatchType::Merge => {
-            if !doc.is_object() {
-                return Err(ApiError::BadRequest(
-                    "a merge patch must be a JSON object".into(),
-                ));
-            }
-            let mut v = current;
-            patch::apply_merge_patch(&mut v, doc);
-            Ok(v)
-        }
-        PatchType::Strategic | PatchType::Apply => {
-            if !doc.is_object() {
-                return Err(ApiError::BadRequest(
-                    "a strategic merge patch must be a JSON object".into(),
-                ));
-            }
-            patch::apply_strategic_merge_patch(&current, doc, kind).map_err(bad)
-        }
-    }
+    let name = current
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    patch::apply_patch(kind, pt, current, doc).map_err(|e| match e {
+        patch::PatchError::NotAnObject(_) => ApiError::BadRequest(e.to_string()),
+        e => ApiError::Invalid {
+            kind: kind.to_string(),
+            group: String::new(),
+            name,
+            causes: vec![berth_shared::admission::FieldError {
+                error_type: berth_shared::admission::FieldErrorType::Invalid,
+                field: "patch".to_string(),
+                bad_value: None,
+                detail: e.to_string(),
+            }],
+        },
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -86,7 +45,7 @@ pub async fn patch(
     opts: WriteOptions,
     part: Part,
 ) -> Result<Response, ApiError> {
-    let pt = PatchType::from_content_type(content_type)?;
+    let pt = PatchType::from_content_type(content_type).ok_or(ApiError::UnsupportedMediaType)?;
     let doc = super::body::decode(
         if pt == PatchType::Apply {
             "application/apply-patch+yaml"
@@ -102,6 +61,14 @@ pub async fn patch(
         let exists = registry.get(rt, ns.as_deref(), &name).is_ok();
         if pt == PatchType::Apply && !exists && part == Part::Main {
             // The applied configuration is the whole object: it names itself, as the URL does.
+            // (A configuration or metadata that is not an object is refused before the checks
+            // below index into it.)
+            if !doc.is_object() || doc.get("metadata").is_some_and(|m| !m.is_object()) {
+                return Err(ApiError::BadRequest(
+                    "a server-side apply configuration and its metadata must be JSON objects"
+                        .to_string(),
+                ));
+            }
             let mut obj = doc.clone();
             crate::registry::meta::check_type(rt, &mut obj)?;
             crate::registry::meta::set_namespace(rt, ns.as_deref(), &mut obj)?;

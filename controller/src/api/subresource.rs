@@ -2,13 +2,14 @@
 //! (the scheduler's write of spec.nodeName) and `eviction` (policy/v1; deletes the pod).
 
 use super::error::ApiError;
-use super::patch::{PatchType, apply};
+use super::patch::apply;
 use super::query::Query;
 use super::{SharedState, blocking, json_response};
 use crate::registry::{DeleteOptions, Part, meta};
 use axum::http::StatusCode;
 use axum::response::Response;
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as K8sSelector;
+use berth_shared::patch::PatchType;
 use berth_shared::resource::ResourceType;
 use berth_shared::selector::LabelSelector;
 use bytes::Bytes;
@@ -148,7 +149,7 @@ pub async fn put_scale(
     mut body: Value,
     q: &Query,
 ) -> Result<Response, ApiError> {
-    let opts = q.write_options()?;
+    let opts = super::query::write_options(q)?;
     check_scale_type(&mut body)?;
     meta::set_namespace(rt, ns, &mut body)?;
     meta::check_name(&body, name)?;
@@ -194,9 +195,9 @@ pub async fn patch_scale(
     raw: Bytes,
     q: &Query,
 ) -> Result<Response, ApiError> {
-    let pt = PatchType::from_content_type(content_type)?;
+    let pt = PatchType::from_content_type(content_type).ok_or(ApiError::UnsupportedMediaType)?;
     let doc = super::body::decode("application/json", &raw)?;
-    let opts = q.write_options()?;
+    let opts = super::query::write_options(q)?;
     let registry = state.registry.clone();
     let ns = ns.map(String::from);
     let name = name.to_string();

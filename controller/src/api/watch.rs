@@ -96,13 +96,7 @@ pub async fn serve(
     };
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(256);
 
-    let from = match q.get("resourceVersion") {
-        None | Some("") | Some("0") => None,
-        Some(rv) => Some(
-            rv.parse::<u64>()
-                .map_err(|_| ApiError::BadRequest(format!("invalid resourceVersion {rv:?}")))?,
-        ),
-    };
+    let from = q.resource_version()?;
     let mut initial = Vec::new();
     let (start_rev, watch) = match from {
         Some(rv) => (rv, store.watch(rv)),
@@ -150,7 +144,7 @@ pub async fn serve(
             }
         }
         let mut live = watch.live;
-        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let deadline = watch_deadline(tokio::time::Instant::now(), timeout);
         let mut bookmark = tokio::time::interval(BOOKMARK_EVERY);
         bookmark.tick().await;
         loop {
@@ -216,6 +210,15 @@ pub async fn serve(
 }
 
 /// Runs `f` when dropped.
+/// When a watch with `timeoutSeconds` ends; none for no timeout, and none for one past what
+/// the clock can represent (`timeoutSeconds=18446744073709551615` once panicked the stream).
+fn watch_deadline(
+    now: tokio::time::Instant,
+    timeout: Option<Duration>,
+) -> Option<tokio::time::Instant> {
+    timeout.and_then(|t| now.checked_add(t))
+}
+
 fn scopeguard(f: impl FnOnce()) -> impl Drop {
     struct Guard<F: FnOnce()>(Option<F>);
     impl<F: FnOnce()> Drop for Guard<F> {
@@ -226,4 +229,24 @@ fn scopeguard(f: impl FnOnce()) -> impl Drop {
         }
     }
     Guard(Some(f))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_past_the_clocks_range_means_no_deadline() {
+        let now = tokio::time::Instant::now();
+        assert_eq!(
+            watch_deadline(now, Some(Duration::from_secs(30))),
+            Some(now + Duration::from_secs(30))
+        );
+        assert_eq!(watch_deadline(now, None), None);
+        // The largest value upstream's int64 conversion accepts (a larger one is a 400).
+        let q = Query::parse(Some("timeoutSeconds=9223372036854775807"));
+        let huge = q.timeout_seconds().map(Duration::from_secs);
+        assert_eq!(huge, Some(Duration::from_secs(i64::MAX.unsigned_abs())));
+        assert_eq!(watch_deadline(now, huge), None);
+    }
 }

@@ -42,7 +42,7 @@ pub async fn update(
 }
 
 fn delete_options(raw: &Bytes, q: &Query) -> Result<DeleteOptions, ApiError> {
-    let mut opts = q.delete_options()?;
+    let mut opts = super::query::delete_options(q)?;
     if !raw.is_empty() {
         let from_body: DeleteOptions = serde_json::from_slice(raw)
             .map_err(|e| ApiError::BadRequest(format!("invalid DeleteOptions: {e}")))?;

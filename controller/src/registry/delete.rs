@@ -13,12 +13,7 @@ use serde_json::{Value, json};
 pub const ORPHAN_FINALIZER: &str = "orphan";
 pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-pub enum Propagation {
-    Orphan,
-    Background,
-    Foreground,
-}
+pub use berth_shared::query::Propagation;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct DeletePreconditions {
@@ -185,13 +180,7 @@ impl Registry {
         }
         let g = grace.unwrap_or(0);
         if !already || grace.is_some() {
-            let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(g);
-            meta["deletionTimestamp"] = json!(
-                at.round(jiff::Unit::Second)
-                    .unwrap_or(at)
-                    .strftime("%Y-%m-%dT%H:%M:%SZ")
-                    .to_string()
-            );
+            meta["deletionTimestamp"] = json!(deletion_timestamp(jiff::Timestamp::now(), g));
             meta["deletionGracePeriodSeconds"] = json!(g);
         }
         if rt.kind == "Namespace" {
@@ -212,5 +201,34 @@ impl Registry {
             .put(&key, obj, Precondition::Revision(current.revision))
             .map_err(|e| store_error(rt, name, e))?;
         Ok(DeleteOutcome::Terminating(stored.value()?))
+    }
+}
+
+/// `deletionTimestamp` for a grace period of `grace` seconds from `now`, saturating at the
+/// largest time the clock represents (`gracePeriodSeconds=9223372036854775807` once panicked the
+/// delete).
+fn deletion_timestamp(now: jiff::Timestamp, grace: i64) -> String {
+    let at = now
+        .checked_add(jiff::SignedDuration::from_secs(grace))
+        .unwrap_or(if grace < 0 {
+            jiff::Timestamp::MIN
+        } else {
+            jiff::Timestamp::MAX
+        });
+    at.round(jiff::Unit::Second)
+        .unwrap_or(at)
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deletion_timestamps_saturate_instead_of_overflowing() {
+        let now: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("timestamp");
+        assert_eq!(deletion_timestamp(now, 30), "2026-01-01T00:00:30Z");
+        assert_eq!(deletion_timestamp(now, i64::MAX), "9999-12-30T22:00:00Z");
     }
 }

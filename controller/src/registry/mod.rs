@@ -21,14 +21,7 @@ use berth_shared::resource::{self, ResourceType};
 pub use error::RegistryError;
 use serde_json::{Map, Value, json};
 
-/// How unknown fields in a request body are treated (`fieldValidation`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FieldValidation {
-    Ignore,
-    #[default]
-    Warn,
-    Strict,
-}
+pub use berth_shared::query::FieldValidation;
 
 /// Options common to create and update.
 #[derive(Debug, Clone, Default)]

@@ -92,7 +92,7 @@ pub(crate) fn validate_node(node: &Node, old: Option<&Node>) -> Vec<FieldError> 
     let sp = Path::new("spec");
     let spec = node.spec.clone().unwrap_or_default();
     let tp = sp.child("taints");
-    let mut seen: Vec<(String, String)> = Vec::new();
+    let mut seen: std::collections::HashSet<(String, String)> = Default::default();
     for (i, t) in spec.taints.iter().flatten().enumerate() {
         let ip = tp.index(i);
         errs.extend(each_invalid(
@@ -111,12 +111,10 @@ pub(crate) fn validate_node(node: &Node, old: Option<&Node>) -> Vec<FieldError> 
         }
         errs.extend(validate_taint_effect(&t.effect, false, &ip.child("effect")));
         let pair = (t.key.clone(), t.effect.clone());
-        if seen.contains(&pair) {
+        if !seen.insert(pair) {
             let mut e = FieldError::duplicate(&ip, serde_json::to_value(t).unwrap_or_default());
             e.detail = "taints must be unique by key and effect pair".into();
             errs.push(e);
-        } else {
-            seen.push(pair);
         }
     }
     let cidrs = spec.pod_cidrs.clone().unwrap_or_default();
@@ -141,8 +139,9 @@ pub(crate) fn validate_node(node: &Node, old: Option<&Node>) -> Vec<FieldError> 
                 "may specify no more than one CIDR for each IP family",
             ));
         }
+        let mut seen = std::collections::HashSet::new();
         for (i, c) in cidrs.iter().enumerate() {
-            if cidrs[..i].contains(c) {
+            if !seen.insert(c) {
                 errs.push(FieldError::duplicate(&cp.index(i), c.as_str()));
             }
         }

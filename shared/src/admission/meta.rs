@@ -131,7 +131,7 @@ pub(crate) fn validate_object_meta_update(new: &ObjectMeta, old: &ObjectMeta) ->
         }
     }
     if old.deletion_timestamp.is_some() {
-        let old_f = old.finalizers.as_deref().unwrap_or_default();
+        let old_f: std::collections::HashSet<&String> = old.finalizers.iter().flatten().collect();
         let added: Vec<&String> = new
             .finalizers
             .iter()

@@ -50,6 +50,17 @@ pub use field::{FieldError, FieldErrorType};
 pub use names::validate_name;
 pub use sets::TEMPLATE_GENERATION;
 
+/// A CronJob schedule upstream refuses; the text is robfig/cron's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ScheduleError(pub String);
+
+/// Checks the syntax of a CronJob `spec.schedule` as validation does (five fields or a
+/// descriptor; a `TZ=` prefix is skipped here, and refused by CronJob validation).
+pub fn validate_schedule(schedule: &str) -> Result<(), ScheduleError> {
+    cron::parse_schedule(schedule).map_err(ScheduleError)
+}
+
 /// The write being admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
@@ -78,9 +89,10 @@ impl AdmissionError {
 
 /// Upstream's aggregate text: one message alone, several as `[a, b]`, duplicates once.
 fn aggregate(errs: &[FieldError]) -> String {
+    let mut seen = std::collections::HashSet::new();
     let mut msgs: Vec<String> = Vec::new();
     for m in errs.iter().map(FieldError::message) {
-        if !msgs.contains(&m) {
+        if seen.insert(m.clone()) {
             msgs.push(m);
         }
     }

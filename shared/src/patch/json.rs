@@ -9,6 +9,11 @@ use super::PatchError;
 /// Upstream's cap on operations in one JSON patch.
 const MAX_OPERATIONS: usize = 10_000;
 
+/// How much a JSON patch's `copy` operations may copy in all, in bytes of JSON (the API's body
+/// limit). Without it, each copy of a value into itself doubles the document: 40 operations
+/// of a 2 KB patch asked for 2^40 nodes and ran the server out of memory.
+const MAX_COPIED_BYTES: usize = 3 * 1024 * 1024;
+
 /// Applies the operations in `patch` to `target`. On any failure `target` is left unchanged.
 pub fn apply_json_patch(target: &mut Value, patch: &Value) -> Result<(), PatchError> {
     let Value::Array(items) = patch else {
@@ -26,25 +31,64 @@ pub fn apply_json_patch(target: &mut Value, patch: &Value) -> Result<(), PatchEr
         .map_err(|e| PatchError::InvalidJsonPatch(e.to_string()))?;
     // Work on a copy so a failing operation cannot leave a half-patched target.
     let mut doc = target.clone();
-    json_patch::patch_unsafe(&mut doc, &ops).map_err(|e| describe(&ops, &e))?;
+    let mut copied = 0usize;
+    for op in ops.iter() {
+        if let PatchOperation::Copy(c) = op
+            && let Some(value) = doc.pointer(c.from.as_str())
+        {
+            copied = copied.saturating_add(json_size(value, MAX_COPIED_BYTES - copied));
+            if copied > MAX_COPIED_BYTES {
+                return Err(PatchError::CopiedTooMuch {
+                    max: MAX_COPIED_BYTES,
+                });
+            }
+        }
+        json_patch::patch_unsafe(&mut doc, std::slice::from_ref(op))
+            .map_err(|e| describe(op, &e))?;
+    }
     *target = doc;
     Ok(())
 }
 
-fn describe(ops: &Patch, err: &json_patch::PatchError) -> PatchError {
+/// About the size of `value` as compact JSON (separators counted generously), counted up to just
+/// past `budget`, so that measuring a huge value costs no more than the budget.
+fn json_size(value: &Value, budget: usize) -> usize {
+    let mut size = 0usize;
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        if size > budget {
+            break;
+        }
+        size += match v {
+            Value::Null | Value::Bool(_) => 5,
+            Value::Number(n) => n.to_string().len(),
+            Value::String(s) => s.len() + 2,
+            Value::Array(items) => {
+                stack.extend(items);
+                items.len() + 2
+            }
+            Value::Object(map) => {
+                stack.extend(map.values());
+                map.keys().map(|k| k.len() + 4).sum::<usize>() + 2
+            }
+        };
+    }
+    size
+}
+
+fn describe(op: &PatchOperation, err: &json_patch::PatchError) -> PatchError {
     let path = err.path.to_string();
-    let op = ops.0.get(err.operation);
     let name = match op {
-        Some(PatchOperation::Add(_)) => "add",
-        Some(PatchOperation::Remove(_)) => "remove",
-        Some(PatchOperation::Replace(_)) => "replace",
-        Some(PatchOperation::Move(_)) => "move",
-        Some(PatchOperation::Copy(_)) => "copy",
-        Some(PatchOperation::Test(_)) | None => "test",
+        PatchOperation::Add(_) => "add",
+        PatchOperation::Remove(_) => "remove",
+        PatchOperation::Replace(_) => "replace",
+        PatchOperation::Move(_) => "move",
+        PatchOperation::Copy(_) => "copy",
+        PatchOperation::Test(_) => "test",
     };
     let from = match op {
-        Some(PatchOperation::Move(m)) => m.from.to_string(),
-        Some(PatchOperation::Copy(c)) => c.from.to_string(),
+        PatchOperation::Move(m) => m.from.to_string(),
+        PatchOperation::Copy(c) => c.from.to_string(),
         _ => path.clone(),
     };
     match err.kind {
@@ -125,6 +169,37 @@ mod tests {
             target,
             json!({"a": {}, "list": [2, 3], "c": {"b": 1}, "d": 1})
         );
+    }
+
+    #[test]
+    fn copies_that_double_the_document_stop_at_the_copy_budget() {
+        // Regression: each op copies /a into itself; 40 of them asked for 2^40 nodes and the
+        // fuzzer's 2 GiB limit (the server's memory) ran out.
+        let ops: Vec<Value> = (0..40)
+            .map(|i| json!({"op": "copy", "from": "/a", "path": format!("/a/x{i}")}))
+            .collect();
+        let mut target = json!({"a": {"k": "v"}});
+        let err = apply_json_patch(&mut target, &Value::Array(ops)).unwrap_err();
+        assert_eq!(
+            err,
+            PatchError::CopiedTooMuch {
+                max: MAX_COPIED_BYTES
+            }
+        );
+        assert_eq!(target, json!({"a": {"k": "v"}}));
+        let ops: Vec<Value> = (0..5)
+            .map(|i| json!({"op": "copy", "from": "/a", "path": format!("/a/x{i}")}))
+            .collect();
+        apply_json_patch(&mut target, &Value::Array(ops)).unwrap();
+        assert_eq!(target.pointer("/a/x4/x3/x2/x1/x0/k"), Some(&json!("v")));
+    }
+
+    #[test]
+    fn json_sizes_are_about_compact_json_up_to_the_budget() {
+        let v = json!({"ab": [1, "xy", null, true]});
+        let (size, exact) = (json_size(&v, usize::MAX), v.to_string().len());
+        assert!(size >= exact && size <= exact + 5, "{size} for {exact}");
+        assert!(json_size(&json!([[1, 2], [3, 4], [5, 6]]), 3) < 20);
     }
 
     #[test]

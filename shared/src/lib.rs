@@ -6,6 +6,7 @@ pub use k8s_openapi;
 pub mod admission;
 #[cfg(feature = "client")]
 pub mod client;
+pub mod cron;
 pub mod discovery;
 pub mod openapi;
 pub mod patch;

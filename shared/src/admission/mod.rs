@@ -22,7 +22,7 @@ mod cluster;
 mod codec;
 mod config;
 mod container;
-mod cron;
+
 mod cron_job;
 mod defaults;
 mod field;
@@ -271,6 +271,17 @@ pub fn admit(
             "no kind {} is registered",
             field::quote(other)
         ))),
+    }
+}
+
+/// The warnings upstream returns with a successful write of `obj` (a `Warning` header each),
+/// such as a CronJob schedule's unsupported `TZ=` prefix. `obj` is the admitted object.
+pub fn warnings(kind: &str, obj: &Value) -> Vec<String> {
+    match kind {
+        "CronJob" => codec::decode::<k8s_openapi::api::batch::v1::CronJob>(obj)
+            .map(|c| cron_job::warnings(&c))
+            .unwrap_or_default(),
+        _ => Vec::new(),
     }
 }
 

@@ -62,11 +62,21 @@ impl Controller {
         };
         match self.registry.delete(JOBS, Some(&cj.namespace), name, &opts) {
             Ok(_) | Err(RegistryError::NotFound { .. }) => {
-                self.record(raw, Kind::Normal, "SuccessfulDelete", &format!("Deleted job {name}"));
+                self.record(
+                    raw,
+                    Kind::Normal,
+                    "SuccessfulDelete",
+                    &format!("Deleted job {name}"),
+                );
                 Ok(())
             }
             Err(source) => {
-                self.record(raw, Kind::Warning, "FailedDelete", &format!("Deleted job: {source}"));
+                self.record(
+                    raw,
+                    Kind::Warning,
+                    "FailedDelete",
+                    &format!("Deleted job: {source}"),
+                );
                 Err(CronJobError::Delete {
                     name: name.to_string(),
                     source,
@@ -90,38 +100,49 @@ impl Controller {
             .unwrap_or(TimeZone::UTC);
         let job = template::job(cj, raw, scheduled, &zone);
         let name = template::job_name(&cj.name, scheduled);
-        let created = match self
-            .registry
-            .create(JOBS, Some(&cj.namespace), job, &WriteOptions::default())
-        {
-            Ok(created) => {
-                self.record(raw, Kind::Normal, "SuccessfulCreate", &format!("Created job {name}"));
-                created
-            }
-            // A Job of this time was made already (the status write after it failed): adopt
-            // it into the active list if it is ours.
-            Err(RegistryError::AlreadyExists { .. }) => {
-                let existing = self.registry.get(JOBS, Some(&cj.namespace), &name)?;
-                let v = existing.value().map_err(RegistryError::from)?;
-                let ours = v
-                    .pointer("/metadata/ownerReferences")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .any(|r| r["controller"] == json!(true) && r["uid"] == json!(cj.uid));
-                let uid = v.pointer("/metadata/uid").and_then(Value::as_str);
-                if !ours || cj.status.active.iter().any(|r| Some(r.uid.as_str()) == uid) {
-                    return Ok(None);
+        let created =
+            match self
+                .registry
+                .create(JOBS, Some(&cj.namespace), job, &WriteOptions::default())
+            {
+                Ok(created) => {
+                    self.record(
+                        raw,
+                        Kind::Normal,
+                        "SuccessfulCreate",
+                        &format!("Created job {name}"),
+                    );
+                    created
                 }
-                tracing::info!(cronjob = %cj.name, job = %name, "Job already exists");
-                v
-            }
-            Err(e) if namespace_terminating(&e) => return Err(e.into()),
-            Err(e) => {
-                self.record(raw, Kind::Warning, "FailedCreate", &format!("Error creating job: {e}"));
-                return Err(CronJobError::Create(e));
-            }
-        };
+                // A Job of this time was made already (the status write after it failed): adopt
+                // it into the active list if it is ours.
+                Err(RegistryError::AlreadyExists { .. }) => {
+                    let existing = self.registry.get(JOBS, Some(&cj.namespace), &name)?;
+                    let v = existing.value().map_err(RegistryError::from)?;
+                    let ours = v
+                        .pointer("/metadata/ownerReferences")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .any(|r| r["controller"] == json!(true) && r["uid"] == json!(cj.uid));
+                    let uid = v.pointer("/metadata/uid").and_then(Value::as_str);
+                    if !ours || cj.status.active.iter().any(|r| Some(r.uid.as_str()) == uid) {
+                        return Ok(None);
+                    }
+                    tracing::info!(cronjob = %cj.name, job = %name, "Job already exists");
+                    v
+                }
+                Err(e) if namespace_terminating(&e) => return Err(e.into()),
+                Err(e) => {
+                    self.record(
+                        raw,
+                        Kind::Warning,
+                        "FailedCreate",
+                        &format!("Error creating job: {e}"),
+                    );
+                    return Err(CronJobError::Create(e));
+                }
+            };
         let r = template::active_ref(&created);
         Ok(Some(ActiveRef {
             name: name.clone(),

@@ -78,7 +78,14 @@ const SEARCH_LIMIT: usize = 20_000;
 /// hour, a day, a month, a year, six years), so a dense schedule is searched over a short span
 /// and a sparse one over a long span, each with few steps.
 pub fn latest_in(schedule: &Schedule, after: Timestamp, until: Timestamp) -> Option<Timestamp> {
-    const SPANS: [i64; 6] = [60, 3600, 86_400, 32 * 86_400, 366 * 86_400, 6 * 366 * 86_400];
+    const SPANS: [i64; 6] = [
+        60,
+        3600,
+        86_400,
+        32 * 86_400,
+        366 * 86_400,
+        6 * 366 * 86_400,
+    ];
     for span in SPANS {
         let back = until.checked_sub(SignedDuration::from_secs(span));
         let start = after.max(back.unwrap_or(Timestamp::MIN));
@@ -131,21 +138,36 @@ mod tests {
     #[test]
     fn nothing_is_due_before_the_first_time_after_the_last_run() {
         let s = every_minute();
-        let d = due(&s, at("2024-05-01T08:30:00Z"), None, at("2024-05-01T08:30:59Z"));
+        let d = due(
+            &s,
+            at("2024-05-01T08:30:00Z"),
+            None,
+            at("2024-05-01T08:30:59Z"),
+        );
         assert_eq!(d, Due::Nothing);
     }
 
     #[test]
     fn the_time_that_just_came_is_due() {
         let s = every_minute();
-        let d = due(&s, at("2024-05-01T08:30:00Z"), None, at("2024-05-01T08:31:00.2Z"));
+        let d = due(
+            &s,
+            at("2024-05-01T08:30:00Z"),
+            None,
+            at("2024-05-01T08:31:00.2Z"),
+        );
         assert_eq!(d, Due::Run(at("2024-05-01T08:31:00Z")));
     }
 
     #[test]
     fn after_an_outage_only_the_most_recent_missed_time_runs() {
         let s = every_minute();
-        let d = due(&s, at("2024-05-01T08:30:00Z"), None, at("2024-05-01T08:33:40Z"));
+        let d = due(
+            &s,
+            at("2024-05-01T08:30:00Z"),
+            None,
+            at("2024-05-01T08:33:40Z"),
+        );
         assert_eq!(d, Due::Run(at("2024-05-01T08:33:00Z")));
     }
 
@@ -153,12 +175,27 @@ mod tests {
     fn more_than_a_hundred_missed_times_start_nothing_without_a_deadline() {
         // The seeds' example: every minute from 08:30, controller down 08:29 to 10:21.
         let s = every_minute();
-        let d = due(&s, at("2024-05-01T08:29:00Z"), None, at("2024-05-01T10:21:00Z"));
+        let d = due(
+            &s,
+            at("2024-05-01T08:29:00Z"),
+            None,
+            at("2024-05-01T10:21:00Z"),
+        );
         assert_eq!(d, Due::TooMany);
         // Exactly 100 is still fine.
-        let d = due(&s, at("2024-05-01T08:30:00Z"), None, at("2024-05-01T10:10:00Z"));
+        let d = due(
+            &s,
+            at("2024-05-01T08:30:00Z"),
+            None,
+            at("2024-05-01T10:10:00Z"),
+        );
         assert_eq!(d, Due::Run(at("2024-05-01T10:10:00Z")));
-        let d = due(&s, at("2024-05-01T08:30:00Z"), None, at("2024-05-01T10:11:00Z"));
+        let d = due(
+            &s,
+            at("2024-05-01T08:30:00Z"),
+            None,
+            at("2024-05-01T10:11:00Z"),
+        );
         assert_eq!(d, Due::TooMany);
     }
 
@@ -169,7 +206,10 @@ mod tests {
         let earliest = at("2024-05-01T08:29:00Z");
         let now = at("2024-05-01T10:21:00Z");
         assert_eq!(due(&s, earliest, Some(200), now), Due::Run(now));
-        assert_eq!(count_in(&s, now - SignedDuration::from_secs(200), now, 101), 4);
+        assert_eq!(
+            count_in(&s, now - SignedDuration::from_secs(200), now, 101),
+            4
+        );
     }
 
     #[test]
@@ -188,7 +228,12 @@ mod tests {
     #[test]
     fn a_schedule_that_never_fires_is_never_due() {
         let s = Schedule::parse("59 23 31 2 *").expect("schedule");
-        let d = due(&s, at("2024-05-01T08:30:00Z"), None, at("2024-05-02T08:30:00Z"));
+        let d = due(
+            &s,
+            at("2024-05-01T08:30:00Z"),
+            None,
+            at("2024-05-02T08:30:00Z"),
+        );
         assert_eq!(d, Due::Never);
         assert_eq!(wake_after(&s, at("2024-05-02T08:30:00Z")), None);
     }
@@ -197,10 +242,20 @@ mod tests {
     fn irregular_schedules_find_their_true_most_recent_time() {
         // Weekdays at 09:00: on Monday morning the last one was Friday.
         let s = Schedule::parse("0 9 * * 1-5").expect("schedule");
-        let d = due(&s, at("2024-04-29T09:00:00Z"), None, at("2024-05-06T08:00:00Z"));
+        let d = due(
+            &s,
+            at("2024-04-29T09:00:00Z"),
+            None,
+            at("2024-05-06T08:00:00Z"),
+        );
         assert_eq!(d, Due::Run(at("2024-05-03T09:00:00Z")));
         let yearly = Schedule::parse("@yearly").expect("schedule");
-        let d = due(&yearly, at("2020-01-01T00:00:00Z"), None, at("2024-05-06T08:00:00Z"));
+        let d = due(
+            &yearly,
+            at("2020-01-01T00:00:00Z"),
+            None,
+            at("2024-05-06T08:00:00Z"),
+        );
         assert_eq!(d, Due::Run(at("2024-01-01T00:00:00Z")));
     }
 

@@ -49,10 +49,7 @@ pub enum CronJobError {
     #[error("Error creating job: {0}")]
     Create(RegistryError),
     #[error("could not delete job {name}: {source}")]
-    Delete {
-        name: String,
-        source: RegistryError,
-    },
+    Delete { name: String, source: RegistryError },
 }
 
 impl ErrorPolicy for CronJobError {
@@ -103,7 +100,11 @@ impl Controller {
     fn observe_jobs(&self, cj: &CronJob) -> Result<(Vec<Job>, BTreeSet<String>), CronJobError> {
         let mut jobs = Vec::new();
         for obj in self.jobs.controlled_by(&cj.uid) {
-            match obj.value().map_err(RegistryError::from).map(|v| Job::from_value(&v)) {
+            match obj
+                .value()
+                .map_err(RegistryError::from)
+                .map(|v| Job::from_value(&v))
+            {
                 Ok(Ok(j)) => jobs.push(j),
                 Ok(Err(e)) => tracing::warn!(job = obj.name(), error = %e, "ignoring Job"),
                 Err(e) => return Err(e.into()),

@@ -154,7 +154,10 @@ fn forbid_runs_the_skipped_time_once_the_running_job_finishes() {
     assert_eq!(reasons(&p), vec!["SawCompletedJob"]);
     assert_eq!(creates(&p), vec![at("2024-05-01T08:02:00Z")]);
     assert!(p.status.active.is_empty());
-    assert_eq!(p.status.last_successful_time, Some(at("2024-05-01T08:01:30Z")));
+    assert_eq!(
+        p.status.last_successful_time,
+        Some(at("2024-05-01T08:01:30Z"))
+    );
 }
 
 #[test]
@@ -195,7 +198,11 @@ fn history_limits_delete_the_oldest_finished_jobs_beyond_them() {
         let mut cj = cj.clone();
         cj.successful_jobs_history_limit = Some(s);
         cj.failed_jobs_history_limit = Some(f);
-        assert_eq!(deletes(&run(&cj, &jobs, "2024-05-01T08:40:00Z")).len(), want, "{s}/{f}");
+        assert_eq!(
+            deletes(&run(&cj, &jobs, "2024-05-01T08:40:00Z")).len(),
+            want,
+            "{s}/{f}"
+        );
     }
 }
 
@@ -203,7 +210,12 @@ fn history_limits_delete_the_oldest_finished_jobs_beyond_them() {
 fn finished_and_vanished_jobs_leave_the_active_list() {
     let mut cj = cron_job("0 * * * *");
     cj.status.last_schedule_time = Some(at("2024-05-01T08:00:00Z"));
-    cj.status.active = vec![active("done"), active("failed"), active("gone"), active("lagging")];
+    cj.status.active = vec![
+        active("done"),
+        active("failed"),
+        active("gone"),
+        active("lagging"),
+    ];
     let jobs = [
         job("done", Some(Finished::Complete), Some(1)),
         job("failed", Some(Finished::Failed), Some(2)),
@@ -225,9 +237,17 @@ fn finished_and_vanished_jobs_leave_the_active_list() {
     assert_eq!(names, vec!["lagging"]);
     assert_eq!(
         reasons(&p),
-        vec!["SawCompletedJob", "SawCompletedJob", "UnexpectedJob", "MissingJob"]
+        vec![
+            "SawCompletedJob",
+            "SawCompletedJob",
+            "UnexpectedJob",
+            "MissingJob"
+        ]
     );
-    assert_eq!(p.status.last_successful_time, Some(at("2024-05-01T08:01:30Z")));
+    assert_eq!(
+        p.status.last_successful_time,
+        Some(at("2024-05-01T08:01:30Z"))
+    );
 }
 
 #[test]
@@ -263,7 +283,10 @@ fn missed_runs_after_an_outage_depend_on_the_starting_deadline() {
         cj.starting_deadline_seconds = deadline;
         cj.status.last_schedule_time = Some(at("2024-05-01T08:01:00Z"));
         let p = run(&cj, &[], "2024-05-01T08:04:40Z");
-        assert_eq!(creates(&p), want_create.map(at).into_iter().collect::<Vec<_>>());
+        assert_eq!(
+            creates(&p),
+            want_create.map(at).into_iter().collect::<Vec<_>>()
+        );
         assert_eq!(reasons(&p), want_reasons, "{deadline:?}");
         assert!(p.requeue_after.is_some());
     }
@@ -275,7 +298,10 @@ fn missed_runs_after_an_outage_depend_on_the_starting_deadline() {
         panic!("{:?}", p.actions);
     };
     assert_eq!(*kind, Kind::Warning);
-    assert_eq!(message, "Missed scheduled time to start a job: Wed, 01 May 2024 08:04:00 +0000");
+    assert_eq!(
+        message,
+        "Missed scheduled time to start a job: Wed, 01 May 2024 08:04:00 +0000"
+    );
 }
 
 #[test]
@@ -293,7 +319,10 @@ fn more_than_a_hundred_missed_times_warn_and_start_nothing() {
         }]
     );
     cj.starting_deadline_seconds = Some(200);
-    assert_eq!(creates(&run(&cj, &[], "2024-05-01T10:21:00Z")), vec![at("2024-05-01T10:21:00Z")]);
+    assert_eq!(
+        creates(&run(&cj, &[], "2024-05-01T10:21:00Z")),
+        vec![at("2024-05-01T10:21:00Z")]
+    );
 }
 
 #[test]
@@ -310,8 +339,14 @@ fn unusable_schedules_warn_and_stop_waking() {
     );
     assert_eq!(p.requeue_after, None);
     for (problem, reason) in [
-        (ScheduleProblem::UnknownTimeZone("unknown time zone Mars/Base".into()), "UnknownTimeZone"),
-        (ScheduleProblem::Unparseable("empty spec string".into()), "UnparseableSchedule"),
+        (
+            ScheduleProblem::UnknownTimeZone("unknown time zone Mars/Base".into()),
+            "UnknownTimeZone",
+        ),
+        (
+            ScheduleProblem::Unparseable("empty spec string".into()),
+            "UnparseableSchedule",
+        ),
     ] {
         let cj = cron_job("* * * * *");
         let p = plan(

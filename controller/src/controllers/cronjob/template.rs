@@ -31,7 +31,10 @@ pub fn rfc3339_in(t: Timestamp, zone: &TimeZone) -> String {
 /// The Job for `scheduled`. `raw` is the stored CronJob (for its template); `zone` is the zone
 /// of its `timeZone` field (UTC without one).
 pub fn job(cj: &CronJob, raw: &Value, scheduled: Timestamp, zone: &TimeZone) -> Value {
-    let template = raw.pointer("/spec/jobTemplate").cloned().unwrap_or_default();
+    let template = raw
+        .pointer("/spec/jobTemplate")
+        .cloned()
+        .unwrap_or_default();
     let map_at = |p: &str| {
         template
             .pointer(p)

@@ -113,7 +113,9 @@ impl CronJob {
             namespace: meta.namespace.unwrap_or_default(),
             name: meta.name.unwrap_or_default(),
             uid: meta.uid.unwrap_or_default(),
-            created: meta.creation_timestamp.map_or(Timestamp::UNIX_EPOCH, |t| t.0),
+            created: meta
+                .creation_timestamp
+                .map_or(Timestamp::UNIX_EPOCH, |t| t.0),
             deleting: meta.deletion_timestamp.is_some(),
             schedule: spec.schedule,
             time_zone: spec.time_zone,

@@ -77,10 +77,7 @@ impl Controller {
                     "FailedDelete",
                     &format!("Deleted job: {source}"),
                 );
-                Err(CronJobError::Delete {
-                    name: name.to_string(),
-                    source,
-                })
+                Err(CronJobError::Delete(source))
             }
         }
     }

@@ -48,15 +48,15 @@ pub enum CronJobError {
     Api(#[from] RegistryError),
     #[error("Error creating job: {0}")]
     Create(RegistryError),
-    #[error("could not delete job {name}: {source}")]
-    Delete { name: String, source: RegistryError },
+    #[error("could not delete job: {0}")]
+    Delete(RegistryError),
 }
 
 impl ErrorPolicy for CronJobError {
     fn retry(&self) -> Retry {
         match self {
             CronJobError::Api(e) => e.retry(),
-            CronJobError::Create(_) | CronJobError::Delete { .. } => Retry::Backoff,
+            CronJobError::Create(_) | CronJobError::Delete(_) => Retry::Backoff,
         }
     }
 }

@@ -41,7 +41,10 @@ fn cron_job(name: &str, schedule: &str, spec: Value, script: &str) -> Value {
 }
 
 fn name(v: &Value) -> String {
-    v["metadata"]["name"].as_str().unwrap_or_default().to_string()
+    v["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn time_at(v: &Value, pointer: &str) -> Timestamp {
@@ -125,7 +128,10 @@ mod clock {
             name(job)
         );
         let a = &job["metadata"]["annotations"];
-        assert_eq!(a["batch.kubernetes.io/cronjob-scheduled-timestamp"], annotation);
+        assert_eq!(
+            a["batch.kubernetes.io/cronjob-scheduled-timestamp"],
+            annotation
+        );
         assert_eq!(a["purpose"], "test");
         assert_eq!(job["metadata"]["labels"]["cron"], cron);
         let owner = &job["metadata"]["ownerReferences"][0];
@@ -140,11 +146,20 @@ mod clock {
         let c = Controller::start();
         let cj = c.admin_api().create(
             "/apis/batch/v1/namespaces/default/cronjobs",
-            &cron_job("hello", "*/1 * * * *", json!({}), "date; echo Hello from the Kubernetes cluster"),
+            &cron_job(
+                "hello",
+                "*/1 * * * *",
+                json!({}),
+                "date; echo Hello from the Kubernetes cluster",
+            ),
         );
         let jobs = c.wait_for(secs(200), "three Jobs of hello", || {
             let jobs = jobs_of(get(&c), "hello");
-            if jobs.len() >= 3 { Ok(jobs) } else { Err(jobs.iter().map(name).collect::<Vec<_>>()) }
+            if jobs.len() >= 3 {
+                Ok(jobs)
+            } else {
+                Err(jobs.iter().map(name).collect::<Vec<_>>())
+            }
         });
         let minutes: Vec<i64> = jobs.iter().map(|j| minute_of(j, "hello")).collect();
         assert_eq!(minutes[1], minutes[0] + 1, "{minutes:?}");
@@ -156,24 +171,49 @@ mod clock {
         }
         let created = events(get(&c), "hello", "SuccessfulCreate");
         for job in &jobs[..3] {
-            assert!(created.contains(&format!("Created job {}", name(job))), "{created:?}");
+            assert!(
+                created.contains(&format!("Created job {}", name(job))),
+                "{created:?}"
+            );
         }
-        let status = c.admin_api().get_ok("/apis/batch/v1/namespaces/default/cronjobs/hello")["status"].clone();
+        let status = c
+            .admin_api()
+            .get_ok("/apis/batch/v1/namespaces/default/cronjobs/hello")["status"]
+            .clone();
         let active = status["active"].as_array().cloned().unwrap_or_default();
         assert!(!active.is_empty(), "{status}");
-        let last = jobs.last().map(|j| minute_of(j, "hello") * 60).unwrap_or_default();
+        let last = jobs
+            .last()
+            .map(|j| minute_of(j, "hello") * 60)
+            .unwrap_or_default();
         assert_eq!(time_at(&status, "/lastScheduleTime").as_second(), last);
         // `kubectl get cronjobs`, upstream's 1.31 columns.
         let out = c.kubectl_ok(&["get", "cronjobs"]);
         let mut lines = out.lines();
-        let header: Vec<&str> = lines.next().unwrap_or_default().split_whitespace().collect();
-        assert_eq!(header, ["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE"]);
-        let row: Vec<&str> = lines.next().unwrap_or_default().split_whitespace().collect();
+        let header: Vec<&str> = lines
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            header,
+            [
+                "NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE"
+            ]
+        );
+        let row: Vec<&str> = lines
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
         assert_eq!(&row[..4], ["hello", "*/1", "*", "*"], "{out}");
         assert_eq!(&row[4..8], ["*", "*", "<none>", "False"], "{out}");
         assert_eq!(row[8], active.len().to_string(), "{out}");
         let wide = c.kubectl_ok(&["get", "cronjobs", "-o", "wide"]);
-        assert!(wide.contains("CONTAINERS") && wide.contains("busybox:1.28"), "{wide}");
+        assert!(
+            wide.contains("CONTAINERS") && wide.contains("busybox:1.28"),
+            "{wide}"
+        );
     }
 
     #[test]
@@ -187,17 +227,30 @@ mod clock {
         let schedule = format!("{} {} * * *", local.minute(), local.hour());
         let cj = c.admin_api().create(
             "/apis/batch/v1/namespaces/default/cronjobs",
-            &cron_job("kolkata", &schedule, json!({"timeZone": "Asia/Kolkata"}), "true"),
+            &cron_job(
+                "kolkata",
+                &schedule,
+                json!({"timeZone": "Asia/Kolkata"}),
+                "true",
+            ),
         );
         let job = c.wait_for(secs(120), "the Kolkata Job", || {
-            jobs_of(get(&c), "kolkata").into_iter().next().ok_or("none yet")
+            jobs_of(get(&c), "kolkata")
+                .into_iter()
+                .next()
+                .ok_or("none yet")
         });
         assert_eq!(minute_of(&job, "kolkata") * 60, fire.as_second());
         let annotation = local.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string();
         assert!(annotation.ends_with("+05:30"), "{annotation}");
         check_on_time(&job, "kolkata", &cj["metadata"]["uid"], &annotation);
         let out = c.kubectl_ok(&["get", "cronjob", "kolkata"]);
-        let row: Vec<&str> = out.lines().nth(1).unwrap_or_default().split_whitespace().collect();
+        let row: Vec<&str> = out
+            .lines()
+            .nth(1)
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
         assert_eq!(row.get(6), Some(&"Asia/Kolkata"), "{out}");
     }
 
@@ -212,20 +265,36 @@ mod clock {
         // Across the next minute boundary and a little beyond.
         c.ensure_for(secs(50), "no Job while suspended", || {
             let jobs = jobs_of(get(&c), "sleepy");
-            if jobs.is_empty() { Ok(()) } else { Err(jobs.iter().map(name).collect::<Vec<_>>()) }
+            if jobs.is_empty() {
+                Ok(())
+            } else {
+                Err(jobs.iter().map(name).collect::<Vec<_>>())
+            }
         });
         let out = c.kubectl_ok(&["get", "cronjob", "sleepy"]);
         assert!(out.contains("True"), "{out}");
-        c.kubectl_ok(&["patch", "cronjob", "sleepy", "-p", r#"{"spec":{"suspend":false}}"#]);
+        c.kubectl_ok(&[
+            "patch",
+            "cronjob",
+            "sleepy",
+            "-p",
+            r#"{"spec":{"suspend":false}}"#,
+        ]);
         let resumed = Timestamp::now();
         let job = c.wait_for(secs(10), "the missed minute's Job", || {
-            jobs_of(get(&c), "sleepy").into_iter().next().ok_or("none yet")
+            jobs_of(get(&c), "sleepy")
+                .into_iter()
+                .next()
+                .ok_or("none yet")
         });
         // The most recent missed minute, created at once (not at the next minute).
         let missed = resumed.as_second() / 60;
         assert_eq!(minute_of(&job, "sleepy"), missed);
         let created = time_at(&job, "/metadata/creationTimestamp");
-        assert!(created.duration_since(resumed) < SignedDuration::from_secs(5), "{created}");
+        assert!(
+            created.duration_since(resumed) < SignedDuration::from_secs(5),
+            "{created}"
+        );
     }
 
     #[test]
@@ -237,7 +306,12 @@ mod clock {
         for (cron, deadline) in [("deadline-200", 200), ("deadline-30", 30)] {
             c.admin_api().create(
                 "/apis/batch/v1/namespaces/default/cronjobs",
-                &cron_job(cron, "* * * * *", json!({"startingDeadlineSeconds": deadline}), "true"),
+                &cron_job(
+                    cron,
+                    "* * * * *",
+                    json!({"startingDeadlineSeconds": deadline}),
+                    "true",
+                ),
             );
         }
         let m = Timestamp::now().as_second() / 60;
@@ -248,7 +322,10 @@ mod clock {
         std::thread::sleep(Duration::try_from(wait).unwrap_or_default());
         c.restart();
         let job = c.wait_for(secs(15), "the missed window's Job", || {
-            jobs_of(get(&c), "deadline-200").into_iter().next().ok_or("none yet")
+            jobs_of(get(&c), "deadline-200")
+                .into_iter()
+                .next()
+                .ok_or("none yet")
         });
         assert_eq!(minute_of(&job, "deadline-200"), m + 3, "{}", name(&job));
         let missed = Timestamp::from_second((m + 3) * 60).expect("time");
@@ -265,7 +342,11 @@ mod clock {
         let next = c.wait_for(secs(40), "both Jobs of m+4", || {
             let a = jobs_of(get(&c), "deadline-200");
             let b = jobs_of(get(&c), "deadline-30");
-            if a.len() == 2 && b.len() == 1 { Ok((a, b)) } else { Err((a.len(), b.len())) }
+            if a.len() == 2 && b.len() == 1 {
+                Ok((a, b))
+            } else {
+                Err((a.len(), b.len()))
+            }
         });
         assert_eq!(minute_of(&next.0[1], "deadline-200"), m + 4);
         assert_eq!(minute_of(&next.1[0], "deadline-30"), m + 4);
@@ -281,7 +362,10 @@ mod clock {
         let out = c.kubectl_ok(&["create", "job", "by-hand", "--from=cronjob/yearly"]);
         assert!(out.contains("job.batch/by-hand created"), "{out}");
         let job = c.admin_api().get_ok(&format!("{JOBS}/by-hand"));
-        assert_eq!(job["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"], "manual");
+        assert_eq!(
+            job["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"],
+            "manual"
+        );
         assert_eq!(job["metadata"]["labels"]["cron"], "yearly");
         assert_eq!(job["metadata"]["ownerReferences"][0]["name"], "yearly");
         c.wait_for(secs(15), "UnexpectedJob", || {
@@ -294,18 +378,29 @@ mod clock {
     fn the_api_refuses_unknown_zones_warns_about_zone_prefixes_and_never_firing_schedules_warn() {
         let c = Controller::start();
         let yaml = |cj: &Value| serde_json::to_string(cj).unwrap_or_default();
-        let bad = cron_job("mars", "* * * * *", json!({"timeZone": "Mars/Base"}), "true");
+        let bad = cron_job(
+            "mars",
+            "* * * * *",
+            json!({"timeZone": "Mars/Base"}),
+            "true",
+        );
         let r = c.kubectl().fails_stdin(&["apply", "-f", "-"], &yaml(&bad));
         assert!(
-            r.stderr.contains("spec.timeZone: Invalid value: \"Mars/Base\": unknown time zone Mars/Base"),
+            r.stderr.contains(
+                "spec.timeZone: Invalid value: \"Mars/Base\": unknown time zone Mars/Base"
+            ),
             "{}",
             r.stderr
         );
         let prefixed = cron_job("prefixed", "CRON_TZ=UTC 0 0 1 1 *", json!({}), "true");
-        let r = c.kubectl().run_stdin(&["apply", "-f", "-"], &yaml(&prefixed));
+        let r = c
+            .kubectl()
+            .run_stdin(&["apply", "-f", "-"], &yaml(&prefixed));
         assert!(r.success(), "{}", r.stderr);
         assert!(
-            r.stderr.contains("Warning: CRON_TZ or TZ used in spec.spec.schedule is not officially supported"),
+            r.stderr.contains(
+                "Warning: CRON_TZ or TZ used in spec.spec.schedule is not officially supported"
+            ),
             "{}",
             r.stderr
         );
@@ -338,31 +433,57 @@ mod with_jobs {
     #[test]
     fn forbid_skips_a_run_while_the_previous_job_runs() {
         let c = Cluster::start(1);
-        c.apply(&cron_job("forbid", "@every 15s", json!({"concurrencyPolicy": "Forbid"}), SLEEP_FOREVER));
+        c.apply(&cron_job(
+            "forbid",
+            "@every 15s",
+            json!({"concurrencyPolicy": "Forbid"}),
+            SLEEP_FOREVER,
+        ));
         let first = c.wait_for(secs(60), "the first Job", || {
-            jobs_of(get(&c), "forbid").into_iter().next().ok_or("none yet")
+            jobs_of(get(&c), "forbid")
+                .into_iter()
+                .next()
+                .ok_or("none yet")
         });
         c.wait_for(secs(60), "JobAlreadyActive", || {
             let e = events(get(&c), "forbid", "JobAlreadyActive");
             if e.is_empty() { Err(e) } else { Ok(()) }
         });
         let jobs = jobs_of(get(&c), "forbid");
-        assert_eq!(jobs.iter().map(name).collect::<Vec<_>>(), vec![name(&first)]);
+        assert_eq!(
+            jobs.iter().map(name).collect::<Vec<_>>(),
+            vec![name(&first)]
+        );
     }
 
     #[test]
     fn replace_deletes_the_running_job_at_the_next_run() {
         let c = Cluster::start(1);
-        c.apply(&cron_job("replace", "@every 15s", json!({"concurrencyPolicy": "Replace"}), SLEEP_FOREVER));
+        c.apply(&cron_job(
+            "replace",
+            "@every 15s",
+            json!({"concurrencyPolicy": "Replace"}),
+            SLEEP_FOREVER,
+        ));
         let first = c.wait_for(secs(60), "the first Job", || {
-            jobs_of(get(&c), "replace").into_iter().next().ok_or("none yet")
+            jobs_of(get(&c), "replace")
+                .into_iter()
+                .next()
+                .ok_or("none yet")
         });
         c.wait_for(secs(60), "the first Job replaced", || {
             let names: Vec<String> = jobs_of(get(&c), "replace").iter().map(name).collect();
-            if names.len() == 1 && names[0] != name(&first) { Ok(()) } else { Err(names) }
+            if names.len() == 1 && names[0] != name(&first) {
+                Ok(())
+            } else {
+                Err(names)
+            }
         });
         let deleted = events(get(&c), "replace", "SuccessfulDelete");
-        assert!(deleted.contains(&format!("Deleted job {}", name(&first))), "{deleted:?}");
+        assert!(
+            deleted.contains(&format!("Deleted job {}", name(&first))),
+            "{deleted:?}"
+        );
     }
 
     #[test]
@@ -373,17 +494,40 @@ mod with_jobs {
         c.wait_for(secs(150), "5 successful and 3 failed runs seen", || {
             let ok = events(get(&c), "ok", "SawCompletedJob").len();
             let bad = events(get(&c), "bad", "SawCompletedJob").len();
-            if ok >= 5 && bad >= 3 { Ok(()) } else { Err((ok, bad)) }
+            if ok >= 5 && bad >= 3 {
+                Ok(())
+            } else {
+                Err((ok, bad))
+            }
         });
         c.wait_for(secs(30), "history trimmed", || {
-            let ok: Vec<Value> = jobs_of(get(&c), "ok").into_iter().filter(|j| finished(j, "Complete")).collect();
-            let bad: Vec<Value> = jobs_of(get(&c), "bad").into_iter().filter(|j| finished(j, "Failed")).collect();
-            if ok.len() == 3 && bad.len() == 1 { Ok(()) } else { Err((ok.len(), bad.len())) }
+            let ok: Vec<Value> = jobs_of(get(&c), "ok")
+                .into_iter()
+                .filter(|j| finished(j, "Complete"))
+                .collect();
+            let bad: Vec<Value> = jobs_of(get(&c), "bad")
+                .into_iter()
+                .filter(|j| finished(j, "Failed"))
+                .collect();
+            if ok.len() == 3 && bad.len() == 1 {
+                Ok(())
+            } else {
+                Err((ok.len(), bad.len()))
+            }
         });
         assert!(!events(get(&c), "ok", "SuccessfulDelete").is_empty());
-        let ok = c.get("/apis/batch/v1/namespaces/default/cronjobs/ok").unwrap_or_default();
-        assert!(ok["status"]["lastSuccessfulTime"].is_string(), "{}", ok["status"]);
+        let ok = c
+            .get("/apis/batch/v1/namespaces/default/cronjobs/ok")
+            .unwrap_or_default();
+        assert!(
+            ok["status"]["lastSuccessfulTime"].is_string(),
+            "{}",
+            ok["status"]
+        );
         let saw = events(get(&c), "bad", "SawCompletedJob");
-        assert!(saw.iter().any(|m| m.ends_with("condition: Failed")), "{saw:?}");
+        assert!(
+            saw.iter().any(|m| m.ends_with("condition: Failed")),
+            "{saw:?}"
+        );
     }
 }

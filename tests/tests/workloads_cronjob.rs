@@ -110,8 +110,8 @@ mod clock {
                 return;
             }
             let wait = (s * 1000 + 60_000 - now) % 60_000;
-            // not ordering: waits for a second of the wall-clock minute, the schedule's input.
-            std::thread::sleep(Duration::from_millis(wait.max(1)));
+            // The schedule's input is the wall clock: wait for a second of the minute.
+            std::thread::sleep(Duration::from_millis(wait.max(1))); // not ordering: wall clock
         }
     }
 
@@ -318,8 +318,8 @@ mod clock {
         c.kill9();
         let back = Timestamp::from_second((m + 3) * 60 + 40).expect("time");
         let wait = back.duration_since(Timestamp::now());
-        // not ordering: the outage is the test's input, three minutes of wall clock.
-        std::thread::sleep(Duration::try_from(wait).unwrap_or_default());
+        // The outage is the test's input: three minutes of wall clock.
+        std::thread::sleep(Duration::try_from(wait).unwrap_or_default()); // not ordering: outage
         c.restart();
         let job = c.wait_for(secs(15), "the missed window's Job", || {
             jobs_of(get(&c), "deadline-200")

@@ -1,8 +1,10 @@
-//! Fuzz target: CronJob schedules. The first line is checked alone (`validate_schedule`) and,
-//! with the second line as `spec.timeZone`, as part of a CronJob through admission.
+//! Fuzz target: CronJob schedules. The first line is parsed alone and its next runs computed
+//! (`cron::Schedule`), and, with the second line as `spec.timeZone`, checked as part of a
+//! CronJob through admission.
 #![no_main]
 
-use berth_shared::admission::{Operation, admit, validate_schedule};
+use berth_shared::admission::{Operation, admit};
+use berth_shared::cron::Schedule;
 use libfuzzer_sys::fuzz_target;
 use serde_json::json;
 
@@ -14,7 +16,20 @@ fuzz_target!(|data: &[u8]| {
         Some((schedule, zone)) => (schedule, Some(zone)),
         None => (s, None),
     };
-    let _ = validate_schedule(schedule);
+    if let Ok(parsed) = Schedule::parse(schedule) {
+        // The next-run search must end (robfig gives up after five years) and move forward.
+        let start: jiff::Timestamp = "2024-02-28T23:59:30Z".parse().expect("a timestamp");
+        let mut at = start;
+        for _ in 0..3 {
+            match parsed.next(at) {
+                Some(next) => {
+                    assert!(next > at, "{schedule:?}: {next} is not after {at}");
+                    at = next;
+                }
+                None => break,
+            }
+        }
+    }
     let mut cron_job = json!({
         "apiVersion": "batch/v1",
         "kind": "CronJob",

@@ -145,6 +145,18 @@ pub fn json_response(code: StatusCode, body: &Value) -> Response {
         .into_response()
 }
 
+/// Adds upstream's `Warning: 299 - "<text>"` headers for what admission warns about the written
+/// object (kubectl prints each as `Warning: <text>`).
+pub fn with_warnings(mut resp: Response, kind: &str, obj: &Value) -> Response {
+    for w in berth_shared::admission::warnings(kind, obj) {
+        let text = w.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = axum::http::HeaderValue::from_str(&format!("299 - \"{text}\"")) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    resp
+}
+
 async fn dispatch(State(state): State<SharedState>, req: Request) -> Response {
     match route(state, req).await {
         Ok(r) => r,

@@ -93,5 +93,9 @@ pub async fn patch(
         Ok((StatusCode::OK, updated))
     })
     .await?;
-    Ok(json_response(code, &obj))
+    let resp = json_response(code, &obj);
+    Ok(match part {
+        Part::Main => super::with_warnings(resp, rt.kind, &obj),
+        Part::Status => resp,
+    })
 }

@@ -21,7 +21,11 @@ pub async fn create(
     let registry = state.registry.clone();
     let ns = ns.map(String::from);
     let created = blocking(move || registry.create(rt, ns.as_deref(), obj, &opts)).await?;
-    Ok(json_response(StatusCode::CREATED, &created))
+    Ok(super::with_warnings(
+        json_response(StatusCode::CREATED, &created),
+        rt.kind,
+        &created,
+    ))
 }
 
 pub async fn update(
@@ -38,7 +42,11 @@ pub async fn update(
     let name = name.to_string();
     let updated =
         blocking(move || registry.update(rt, ns.as_deref(), &name, obj, part, &opts)).await?;
-    Ok(json_response(StatusCode::OK, &updated))
+    let resp = json_response(StatusCode::OK, &updated);
+    Ok(match part {
+        Part::Main => super::with_warnings(resp, rt.kind, &updated),
+        Part::Status => resp,
+    })
 }
 
 fn delete_options(raw: &Bytes, q: &Query) -> Result<DeleteOptions, ApiError> {

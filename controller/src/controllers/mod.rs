@@ -3,6 +3,7 @@
 //! builder.
 
 pub mod clusterrole_aggregation;
+pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod gc;
@@ -25,6 +26,7 @@ pub fn start(
 ) -> Vec<JoinHandle<()>> {
     vec![
         tokio::spawn(clusterrole_aggregation::run(ctx.clone(), shutdown.clone())),
+        tokio::spawn(cronjob::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(daemonset::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(serviceaccount::run(ctx.clone(), root_ca, shutdown.clone())),
         tokio::spawn(deployment::run(ctx.clone(), shutdown.clone())),

@@ -1,17 +1,18 @@
-//! batch/v1 CronJob: defaults (concurrency, history limits, job-template pod defaults) and
-//! validation of the schedule, time zone and job template.
+//! batch/v1 CronJob: defaults (concurrency, history limits, job-template pod defaults),
+//! validation of the schedule, time zone and job template, and the API warning for a
+//! `TZ=`/`CRON_TZ=` schedule prefix (accepted, as the seeds and Kubernetes 1.27 do).
 
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobTemplateSpec};
 
 use super::apps::default_template;
 use super::batch::validate_job_spec;
-use super::cron::parse_schedule;
 use super::field::{FieldError, Path};
 use super::meta::{
     validate_annotations, validate_labels, validate_object_meta, validate_object_meta_update,
 };
 use super::selector;
 use super::workload::nonnegative;
+use crate::cron::{Schedule, load_zone};
 
 /// Upstream `SetDefaults_CronJob` plus the pod-template defaults inside `jobTemplate`.
 pub(crate) fn default_cron_job(cj: &mut CronJob) {
@@ -55,28 +56,21 @@ fn validate_cron_job_spec(
     if spec.schedule.is_empty() {
         errs.push(FieldError::required(&schedule_path, ""));
     } else {
-        if let Err(e) = parse_schedule(&spec.schedule) {
+        if let Err(e) = Schedule::parse(&spec.schedule) {
             errs.push(FieldError::invalid(
                 &schedule_path,
                 spec.schedule.as_str(),
-                e,
+                e.to_string(),
             ));
         }
-        let allow_tz = old.is_some_and(|o| o.schedule.contains("TZ"));
-        if spec.schedule.contains("TZ") {
-            if !allow_tz {
-                errs.push(FieldError::invalid(
-                    &schedule_path,
-                    spec.schedule.as_str(),
-                    "cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
-                ));
-            } else if spec.time_zone.is_some() {
-                errs.push(FieldError::invalid(
-                    &schedule_path,
-                    spec.schedule.as_str(),
-                    "cannot use both timeZone field and TZ or CRON_TZ in schedule",
-                ));
-            }
+        // The seeds (and Kubernetes up to 1.28) accept a zone prefix with a warning
+        // ([`warnings`]); only combining it with `timeZone` is refused.
+        if spec.schedule.contains("TZ") && spec.time_zone.is_some() {
+            errs.push(FieldError::invalid(
+                &schedule_path,
+                spec.schedule.as_str(),
+                "cannot use both timeZone field and TZ or CRON_TZ in schedule",
+            ));
         }
     }
     errs.extend(nonnegative(
@@ -148,7 +142,24 @@ fn validate_time_zone(tz: Option<&str>, path: &Path) -> Vec<FieldError> {
             "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
         )];
     }
-    Vec::new()
+    match load_zone(tz) {
+        Ok(_) => Vec::new(),
+        Err(e) => vec![FieldError::invalid(path, tz, e.to_string())],
+    }
+}
+
+/// The API warnings for a CronJob write (upstream's `WarningsOnCreate`/`WarningsOnUpdate` of
+/// the releases that accepted a zone prefix).
+pub(crate) fn warnings(cj: &CronJob) -> Vec<String> {
+    let schedule = cj.spec.as_ref().map_or("", |s| s.schedule.as_str());
+    if schedule.contains("TZ") {
+        vec![
+            "CRON_TZ or TZ used in spec.spec.schedule is not officially supported, see https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/ for more details"
+                .to_string(),
+        ]
+    } else {
+        Vec::new()
+    }
 }
 
 fn validate_job_template(t: &JobTemplateSpec, path: &Path) -> Vec<FieldError> {

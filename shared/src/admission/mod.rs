@@ -22,7 +22,7 @@ mod cluster;
 mod codec;
 mod config;
 mod container;
-mod cron;
+
 mod cron_job;
 mod defaults;
 mod field;
@@ -49,17 +49,6 @@ use serde_json::Value;
 pub use field::{FieldError, FieldErrorType};
 pub use names::validate_name;
 pub use sets::TEMPLATE_GENERATION;
-
-/// A CronJob schedule upstream refuses; the text is robfig/cron's.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ScheduleError(pub String);
-
-/// Checks the syntax of a CronJob `spec.schedule` as validation does (five fields or a
-/// descriptor; a `TZ=` prefix is skipped here, and refused by CronJob validation).
-pub fn validate_schedule(schedule: &str) -> Result<(), ScheduleError> {
-    cron::parse_schedule(schedule).map_err(ScheduleError)
-}
 
 /// The write being admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -283,6 +272,17 @@ pub fn admit(
             "no kind {} is registered",
             field::quote(other)
         ))),
+    }
+}
+
+/// The warnings upstream returns with a successful write of `obj` (a `Warning` header each),
+/// such as a CronJob schedule's unsupported `TZ=` prefix. `obj` is the admitted object.
+pub fn warnings(kind: &str, obj: &Value) -> Vec<String> {
+    match kind {
+        "CronJob" => codec::decode::<k8s_openapi::api::batch::v1::CronJob>(obj)
+            .map(|c| cron_job::warnings(&c))
+            .unwrap_or_default(),
+        _ => Vec::new(),
     }
 }
 

@@ -342,8 +342,8 @@ fn cron_job_rules_report_upstream_messages() {
             "spec.schedule: Invalid value: \"61 * * * *\": end of range (61) above maximum (59): 61",
         ),
         (
-            cron_job("TZ=UTC 0 * * * *"),
-            "spec.schedule: Invalid value: \"TZ=UTC 0 * * * *\": cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
+            cron_job("TZ=Mars/Base 0 * * * *"),
+            "spec.schedule: Invalid value: \"TZ=Mars/Base 0 * * * *\": provided bad location Mars/Base: unknown time zone Mars/Base",
         ),
         (cron_job(""), "spec.schedule: Required value"),
     ];
@@ -585,4 +585,40 @@ fn long_lists_are_validated_in_linear_time() {
     );
     let mut update = pod.clone();
     admit("Pod", Operation::Update, &mut update, Some(&pod)).unwrap();
+}
+
+#[test]
+fn cron_job_zone_prefix_is_accepted_with_upstreams_warning_unless_time_zone_is_set() {
+    let c = admitted("CronJob", cron_job("CRON_TZ=UTC * * * * *"));
+    assert_eq!(
+        berth_shared_warnings(&c),
+        vec!["CRON_TZ or TZ used in spec.spec.schedule is not officially supported, see https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/ for more details".to_string()]
+    );
+    assert!(berth_shared_warnings(&admitted("CronJob", cron_job("* * * * *"))).is_empty());
+    let mut c = cron_job("TZ=UTC 0 * * * *");
+    c["spec"]["timeZone"] = json!("Etc/UTC");
+    assert_eq!(invalid("CronJob", Operation::Create, c, None), vec![
+        "spec.schedule: Invalid value: \"TZ=UTC 0 * * * *\": cannot use both timeZone field and TZ or CRON_TZ in schedule".to_string()
+    ]);
+}
+
+#[test]
+fn cron_job_time_zones_must_be_in_the_database() {
+    for tz in ["Etc/UTC", "Asia/Kolkata", "America/New_York", "UTC"] {
+        let mut c = cron_job("@daily");
+        c["spec"]["timeZone"] = json!(tz);
+        admitted("CronJob", c);
+    }
+    let mut c = cron_job("@daily");
+    c["spec"]["timeZone"] = json!("Mars/Base");
+    assert_eq!(
+        invalid("CronJob", Operation::Create, c, None),
+        vec![
+            "spec.timeZone: Invalid value: \"Mars/Base\": unknown time zone Mars/Base".to_string()
+        ]
+    );
+}
+
+fn berth_shared_warnings(obj: &Value) -> Vec<String> {
+    crate::admission::warnings("CronJob", obj)
 }

@@ -5,7 +5,9 @@
 //! pod until resumed and loses its pod when suspended again. Failing Jobs retry after 10 s then
 //! 20 s (measured from the pods' timestamps) and fail at `backoffLimit`; the seeds' pod failure
 //! policy, per-index back-off and success policy Jobs end as the seeds show; a Job over its
-//! active deadline fails with `DeadlineExceeded`. A controller SIGKILLed in the middle of a
+//! active deadline fails with `DeadlineExceeded`; `OnFailure` restarts count towards
+//! `backoffLimit` (the restarting pod is deleted at the limit); a pod over its own
+//! `activeDeadlineSeconds` ends `Failed` with reason `DeadlineExceeded`. A controller SIGKILLed in the middle of a
 //! 20-completion Job counts exactly 20 and leaves no pod tracked; `ttlSecondsAfterFinished`
 //! deletes a finished Job and its pod; a Job deleted through the API orphans its pods, `kubectl
 //! delete job` takes them along.
@@ -360,6 +362,13 @@ fn failing_jobs_back_off_and_their_policies_decide_how_they_end() {
     let mut deadline = seed_in_sh("pi-with-timeout.job", "sleep 300");
     deadline["spec"]["activeDeadlineSeconds"] = json!(5);
     c.apply(&deadline);
+    // JOB-16 / JOB-30: OnFailure restarts count; a pod's own deadline fails the pod.
+    let on_failure =
+        json!({"backoffLimit": 1, "template": {"spec": {"restartPolicy": "OnFailure"}}});
+    c.apply(&job("on-failure", on_failure, "exit 1"));
+    let pod_deadline =
+        json!({"backoffLimit": 0, "template": {"spec": {"activeDeadlineSeconds": 3}}});
+    c.apply(&job("pod-deadline", pod_deadline, "sleep 300"));
 
     let j = wait_condition(&c, "pi-with-timeout", "Failed", RUN);
     for type_ in ["FailureTarget", "Failed"] {
@@ -376,6 +385,27 @@ fn failing_jobs_back_off_and_their_policies_decide_how_they_end() {
     assert!((5..=7).contains(&took), "failed {took} s after its start");
     c.wait_for(secs(20), "the pod over the deadline deleted", || {
         let n = pods_of(&c, "pi-with-timeout").len();
+        if n == 0 { Ok(()) } else { Err(n) }
+    });
+
+    let j = wait_condition(&c, "pod-deadline", "Failed", RUN);
+    assert_eq!(
+        condition(&j, "Failed").unwrap()["reason"],
+        "BackoffLimitExceeded"
+    );
+    let pods = pods_of(&c, "pod-deadline");
+    assert_eq!(pods.len(), 1, "{pods:#?}");
+    assert_eq!(
+        (phase(&pods[0]), &pods[0]["status"]["reason"]),
+        ("Failed", &json!("DeadlineExceeded"))
+    );
+    let j = wait_condition(&c, "on-failure", "Failed", RUN);
+    assert_eq!(
+        condition(&j, "Failed").unwrap()["reason"],
+        "BackoffLimitExceeded"
+    );
+    c.wait_for(secs(20), "the restarting pod deleted", || {
+        let n = pods_of(&c, "on-failure").len();
         if n == 0 { Ok(()) } else { Err(n) }
     });
 
@@ -424,6 +454,13 @@ fn failing_jobs_back_off_and_their_policies_decide_how_they_end() {
     assert_eq!(j["status"]["failed"], 3);
     let pods = pods_of(&c, "retry");
     assert_eq!(pods.len(), 3, "{pods:#?}");
+    for p in &pods {
+        let t = terminated(&p["status"]["containerStatuses"][0]).unwrap();
+        assert_eq!(
+            (phase(p), &t["exitCode"], &t["reason"]),
+            ("Failed", &json!(1), &json!("Error"))
+        );
+    }
     let finished =
         |p: &Value| time(&terminated(&p["status"]["containerStatuses"][0]).unwrap()["finishedAt"]);
     let created = |p: &Value| time(&p["metadata"]["creationTimestamp"]);

@@ -85,29 +85,6 @@ struct Controller {
     recorder: Recorder,
 }
 
-/// What to do about one pod a Job might claim (upstream `ClaimObject`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Claim {
-    Owned,
-    Adopt,
-    Release,
-    Ignore,
-}
-
-fn claim(job: &Job, pod: &JobPod) -> Claim {
-    let matches = job.selector.matches(&pod.labels);
-    match &pod.controller {
-        Some(c) if c.uid == job.uid => match (matches, job.deleting) {
-            (true, _) => Claim::Owned,
-            (false, false) => Claim::Release,
-            (false, true) => Claim::Ignore,
-        },
-        Some(_) => Claim::Ignore,
-        None if matches && !job.deleting && !pod.deleting => Claim::Adopt,
-        None => Claim::Ignore,
-    }
-}
-
 impl Controller {
     /// The Job's pods and the orphans it adopts, claimed (adoptions and releases applied).
     fn observe_pods(&self, job: &Job) -> Result<Vec<Arc<JobPod>>, JobError> {
@@ -124,11 +101,11 @@ impl Controller {
         let mut out = Vec::new();
         for obj in candidates {
             let pod: Arc<JobPod> = obj.view();
-            match claim(job, &pod) {
-                Claim::Owned => out.push(pod),
-                Claim::Adopt => out.extend(self.apply_adopt(job, &pod)?),
-                Claim::Release => self.apply_release(job, &pod)?,
-                Claim::Ignore => {}
+            match plan::claim(job, &pod) {
+                plan::Claim::Owned => out.push(pod),
+                plan::Claim::Adopt => out.extend(self.apply_adopt(job, &pod)?),
+                plan::Claim::Release => self.apply_release(job, &pod)?,
+                plan::Claim::Ignore => {}
             }
         }
         Ok(out)

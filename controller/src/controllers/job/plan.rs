@@ -1,4 +1,5 @@
-//! The Job controller's decisions for one pass (upstream `syncJob` up to `manageJob`): count the
+//! The Job controller's decisions for one pass (upstream `syncJob` up to `manageJob`): claim the
+//! pods (adopting matching orphans, as a `manualSelector` Job adopts an old Job's pods), count the
 //! pods, decide whether the Job met its failure criteria (a `FailJob` rule, `backoffLimit`, the
 //! active deadline, failed indexes) or its success criteria (the success policy), and what to
 //! do about pods: terminate them all (finishing), remove some (suspended, too many, duplicate
@@ -161,6 +162,34 @@ pub fn removal_order(a: &JobPod, b: &JobPod) -> Ordering {
         })
         .then_with(|| b.max_restarts.cmp(&a.max_restarts))
         .then_with(|| later_first(a.created, b.created))
+}
+
+/// What to do about one pod a Job might claim (upstream `ClaimObject`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// Ours, and matching.
+    Owned,
+    /// A matching orphan: made ours, with the tracking finalizer.
+    Adopt,
+    /// Ours but no longer matching: our reference (and finalizer) go.
+    Release,
+    /// Someone else's, an orphan we do not want, or ours while the Job is being deleted.
+    Ignore,
+}
+
+/// The claim of `job` on `pod`.
+pub fn claim(job: &Job, pod: &JobPod) -> Claim {
+    let matches = job.selector.matches(&pod.labels);
+    match &pod.controller {
+        Some(c) if c.uid == job.uid => match (matches, job.deleting) {
+            (true, _) => Claim::Owned,
+            (false, false) => Claim::Release,
+            (false, true) => Claim::Ignore,
+        },
+        Some(_) => Claim::Ignore,
+        None if matches && !job.deleting && !pod.deleting => Claim::Adopt,
+        None => Claim::Ignore,
+    }
 }
 
 /// The pass's decisions for `job` and its claimed pods at `now`.

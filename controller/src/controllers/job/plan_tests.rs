@@ -470,3 +470,82 @@ fn pods_are_removed_in_upstreams_active_pods_order() {
     let names: Vec<&str> = list.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["c", "e", "d", "a", "b"]);
 }
+
+#[test]
+fn pods_are_claimed_by_controller_reference_and_selector() {
+    use crate::controllers::replicaset::view::ControllerRef;
+    let owner = |uid: &str| {
+        Some(ControllerRef {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            name: "j".into(),
+            uid: uid.into(),
+        })
+    };
+    let labelled = |matching: bool, controller: Option<ControllerRef>, deleting: bool| {
+        let mut p = pod("p", "Running");
+        if matching {
+            p.labels
+                .insert("batch.kubernetes.io/controller-uid".into(), "u".into());
+        }
+        p.controller = controller;
+        p.deleting = deleting;
+        p
+    };
+    let live = job(json!({}), json!({}));
+    let mut going = live.clone();
+    going.deleting = true;
+    let cases = [
+        (
+            "ours and matching",
+            &live,
+            labelled(true, owner("u"), false),
+            Claim::Owned,
+        ),
+        (
+            "ours, matching, being deleted",
+            &live,
+            labelled(true, owner("u"), true),
+            Claim::Owned,
+        ),
+        (
+            "ours but relabelled",
+            &live,
+            labelled(false, owner("u"), false),
+            Claim::Release,
+        ),
+        (
+            "ours, relabelled, the Job going",
+            &going,
+            labelled(false, owner("u"), false),
+            Claim::Ignore,
+        ),
+        (
+            "an orphan the selector matches",
+            &live,
+            labelled(true, None, false),
+            Claim::Adopt,
+        ),
+        (
+            "a matching orphan being deleted",
+            &live,
+            labelled(true, None, true),
+            Claim::Ignore,
+        ),
+        (
+            "a matching orphan of a Job going",
+            &going,
+            labelled(true, None, false),
+            Claim::Ignore,
+        ),
+        (
+            "another Job's",
+            &live,
+            labelled(true, owner("other"), false),
+            Claim::Ignore,
+        ),
+    ];
+    for (name, j, p, want) in cases {
+        assert_eq!(claim(j, &p), want, "{name}");
+    }
+}

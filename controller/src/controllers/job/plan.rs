@@ -13,14 +13,14 @@ use super::conditions::{
     self, BACKOFF_LIMIT_EXCEEDED, DEADLINE_EXCEEDED, FAILED_INDEXES, FAILURE_TARGET,
     MAX_FAILED_INDEXES_EXCEEDED, POD_FAILURE_POLICY, SUCCESS_CRITERIA_MET, SUCCESS_POLICY,
 };
-use super::failure_policy::{self, Action};
+use super::failure_policy;
 use super::intervals::Intervals;
 use super::success_policy;
 use super::view::{Job, JobPod, is_failed};
+use super::{indexes, removal};
 use berth_shared::k8s_openapi::api::batch::v1 as batch;
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use jiff::{SignedDuration, Timestamp};
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -119,7 +119,7 @@ pub fn uncounted(status: &batch::JobStatus) -> (BTreeSet<String>, BTreeSet<Strin
 
 /// Upstream `getValidPodsWithFilter`: tracked pods not in `skip` with, for an Indexed Job, an
 /// index within completions.
-fn tracked<'a>(
+pub(super) fn tracked<'a>(
     job: &'a Job,
     pods: &'a [Arc<JobPod>],
     skip: &'a BTreeSet<String>,
@@ -129,39 +129,6 @@ fn tracked<'a>(
             && !skip.contains(&p.uid)
             && (!job.indexed() || p.valid_index(job.index_count()).is_some())
     })
-}
-
-/// Upstream `afterOrZero` as an order: no time first, then later before earlier.
-fn later_first(a: Option<Timestamp>, b: Option<Timestamp>) -> Ordering {
-    match (a, b) {
-        (None, None) => Ordering::Equal,
-        (None, Some(_)) => Ordering::Less,
-        (Some(_), None) => Ordering::Greater,
-        (Some(x), Some(y)) => y.cmp(&x),
-    }
-}
-
-/// Upstream `controller.ActivePods`: earlier pods are removed first (unscheduled, pending, not
-/// ready, ready more recently, more restarts, newer).
-pub fn removal_order(a: &JobPod, b: &JobPod) -> Ordering {
-    let phase = |p: &JobPod| match p.phase.as_str() {
-        "Unknown" => 1,
-        "Running" => 2,
-        _ => 0,
-    };
-    (!a.node_name.is_empty())
-        .cmp(&!b.node_name.is_empty())
-        .then_with(|| phase(a).cmp(&phase(b)))
-        .then_with(|| a.ready.cmp(&b.ready))
-        .then_with(|| {
-            if a.ready && b.ready {
-                later_first(a.ready_since, b.ready_since)
-            } else {
-                Ordering::Equal
-            }
-        })
-        .then_with(|| b.max_restarts.cmp(&a.max_restarts))
-        .then_with(|| later_first(a.created, b.created))
 }
 
 /// What to do about one pod a Job might claim (upstream `ClaimObject`).
@@ -264,7 +231,7 @@ pub fn manage(job: &Job, pods: &[Arc<JobPod>], now: Timestamp) -> Manage {
         succeeded_indexes = prev_succeeded_indexes.with_sorted(new);
         succeeded = succeeded_indexes.total();
         if let Some(limit) = job.per_index_limit() {
-            let failed = failed_indexes_of(job, pods, limit);
+            let failed = indexes::failed_indexes_of(job, pods, limit);
             if finish.is_none() {
                 if job
                     .spec
@@ -280,7 +247,8 @@ pub fn manage(job: &Job, pods: &[Arc<JobPod>], now: Timestamp) -> Manage {
                     finish = Some(Finish::failure(FAILED_INDEXES, msg, now));
                 }
             }
-            delayed = delayed_per_index(job, pods, &active_pods, &succeeded_indexes, &failed);
+            delayed =
+                indexes::delayed_per_index(job, pods, &active_pods, &succeeded_indexes, &failed);
             failed_indexes = Some(failed);
         }
         if finish.is_none()
@@ -360,65 +328,6 @@ fn deadline_left(job: &Job, start: Option<&Time>, now: Timestamp) -> Option<Dura
     Some(Duration::try_from(end.duration_since(now)).unwrap_or_default())
 }
 
-/// Upstream `calculateFailedIndexes`: `status.failedIndexes` plus the indexes of tracked pods
-/// whose failure used up the index's limit (or matched `FailIndex`).
-fn failed_indexes_of(job: &Job, pods: &[Arc<JobPod>], limit: i32) -> Intervals {
-    let completions = job.index_count();
-    let prev = Intervals::parse(
-        job.status.failed_indexes.as_deref().unwrap_or_default(),
-        completions,
-    );
-    let policy = job.spec.pod_failure_policy.as_ref();
-    let mut new: Vec<i32> = pods
-        .iter()
-        .filter(|p| p.finalizer && is_failed(p, job))
-        .filter(|p| {
-            let verdict = failure_policy::judge(policy, p);
-            verdict.action == Some(Action::FailIndex)
-                || (verdict.counts && p.index_failures >= limit)
-        })
-        .filter_map(|p| p.valid_index(completions))
-        .collect();
-    new.sort_unstable();
-    new.dedup();
-    prev.with_sorted(new)
-}
-
-/// Upstream `getPodsWithDelayedDeletionPerIndex`: for each index with neither a success, a
-/// failure verdict nor an active pod, its latest failed pod (most failures, finished last).
-fn delayed_per_index(
-    job: &Job,
-    pods: &[Arc<JobPod>],
-    active: &[&Arc<JobPod>],
-    succeeded: &Intervals,
-    failed: &Intervals,
-) -> BTreeMap<i32, String> {
-    let completions = job.index_count();
-    let busy: BTreeSet<i32> = active.iter().filter_map(|p| p.index).collect();
-    let none = BTreeSet::new();
-    let mut best: BTreeMap<i32, &Arc<JobPod>> = BTreeMap::new();
-    for p in tracked(job, pods, &none).filter(|p| is_failed(p, job)) {
-        let Some(ix) = p.valid_index(completions) else {
-            continue;
-        };
-        if succeeded.has(ix) || failed.has(ix) || busy.contains(&ix) {
-            continue;
-        }
-        let absolute = |q: &JobPod| q.index_failures + q.index_ignored_failures;
-        match best.get(&ix) {
-            Some(b)
-                if !(absolute(b) <= absolute(p)
-                    && backoff::finish_time(p) >= backoff::finish_time(b)) => {}
-            _ => {
-                best.insert(ix, p);
-            }
-        }
-    }
-    best.into_iter()
-        .map(|(ix, p)| (ix, p.uid.clone()))
-        .collect()
-}
-
 /// Upstream `manageJob`: remove pods (suspended, too many, duplicate indexes) or create the
 /// missing ones; the wait before creating when in back-off.
 fn manage_pods(
@@ -430,7 +339,7 @@ fn manage_pods(
 ) -> (Change, Option<Duration>) {
     let n_active = count(active.len());
     if job.suspended() {
-        let all = for_removal(job, active, active.len());
+        let all = removal::for_removal(job, active, active.len());
         return (Change::Remove(all), None);
     }
     let parallelism = job.parallelism();
@@ -440,7 +349,7 @@ fn manage_pods(
         Some(c) => (c - m.succeeded).min(parallelism).max(0),
     };
     let excess = usize::try_from(n_active - want).unwrap_or(0);
-    let mut remove = for_removal(job, active, excess);
+    let mut remove = removal::for_removal(job, active, excess);
     if !remove.is_empty() {
         remove.truncate(MAX_CREATE_DELETE);
         return (Change::Remove(remove), None);
@@ -470,7 +379,14 @@ fn manage_pods(
         };
         return (Change::Create(vec![new; missing]), None);
     }
-    let indexes = first_pending(job, pods, active, m, missing);
+    let indexes = indexes::first_pending(
+        job,
+        pods,
+        active,
+        &m.succeeded_indexes,
+        m.failed_indexes.as_ref(),
+        missing,
+    );
     let Some(_) = job.per_index_limit() else {
         let new = indexes.into_iter().map(|i| NewPod {
             index: Some(i),
@@ -493,7 +409,7 @@ fn manage_pods(
         if left.is_zero() {
             ready.push(NewPod {
                 index: Some(ix),
-                failures: Some(failure_counts(job, before)),
+                failures: Some(indexes::failure_counts(job, before)),
             });
         } else {
             wait = sooner(wait, left);
@@ -503,77 +419,6 @@ fn manage_pods(
         return (Change::None, wait);
     }
     (Change::Create(ready), None)
-}
-
-/// Upstream `getNewIndexFailureCounts`: the counts a replacement of `before` carries.
-fn failure_counts(job: &Job, before: Option<&JobPod>) -> (i32, i32) {
-    let Some(p) = before else { return (0, 0) };
-    let (mut counted, mut ignored) = (p.index_failures, p.index_ignored_failures);
-    if failure_policy::judge(job.spec.pod_failure_policy.as_ref(), p).counts {
-        counted += 1;
-    } else {
-        ignored += 1;
-    }
-    (counted, ignored)
-}
-
-/// Upstream `activePodsForRemoval`: for an Indexed Job every pod without a valid index and all
-/// but one pod of a repeated index first; then, up to `at_least`, in [`removal_order`].
-fn for_removal(job: &Job, active: &[&Arc<JobPod>], at_least: usize) -> Vec<Arc<JobPod>> {
-    let mut rm: Vec<Arc<JobPod>> = Vec::new();
-    let mut left: Vec<Arc<JobPod>> = Vec::new();
-    if job.indexed() {
-        let completions = job.index_count();
-        let mut by_index: BTreeMap<i32, Vec<Arc<JobPod>>> = BTreeMap::new();
-        for p in active {
-            match p.valid_index(completions) {
-                Some(ix) => by_index.entry(ix).or_default().push((*p).clone()),
-                None => rm.push((*p).clone()),
-            }
-        }
-        for (_, mut same) in by_index {
-            same.sort_by(|a, b| removal_order(a, b));
-            let keep = same.pop();
-            rm.extend(same);
-            left.extend(keep);
-        }
-    } else {
-        left = active.iter().map(|p| (*p).clone()).collect();
-    }
-    if rm.len() < at_least {
-        left.sort_by(|a, b| removal_order(a, b));
-        rm.extend(left.into_iter().take(at_least - rm.len()));
-    }
-    rm
-}
-
-/// Upstream `firstPendingIndexes`: the first `n` indexes that neither succeeded, failed, nor
-/// have an active pod (nor a terminating one, when only failed pods are replaced).
-fn first_pending(
-    job: &Job,
-    pods: &[Arc<JobPod>],
-    active: &[&Arc<JobPod>],
-    m: &Manage,
-    n: usize,
-) -> Vec<i32> {
-    let mut taken: Vec<i32> = active.iter().filter_map(|p| p.index).collect();
-    if job.only_replace_failed() {
-        taken.extend(
-            pods.iter()
-                .filter(|p| p.terminating())
-                .filter_map(|p| p.index),
-        );
-    }
-    taken.sort_unstable();
-    taken.dedup();
-    let mut busy = m.succeeded_indexes.with_sorted(taken);
-    if let Some(f) = &m.failed_indexes {
-        busy = busy.merge(f);
-    }
-    (0..job.index_count())
-        .filter(|ix| !busy.has(*ix))
-        .take(n)
-        .collect()
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! and the failure and success criteria.
 
 use super::*;
+use crate::controllers::job::removal::removal_order;
 use crate::controllers::job::view::ContainerEnd;
 use serde_json::{Value, json};
 

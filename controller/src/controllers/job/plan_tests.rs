@@ -550,3 +550,19 @@ fn pods_are_claimed_by_controller_reference_and_selector() {
         assert_eq!(claim(j, &p), want, "{name}");
     }
 }
+
+#[test]
+fn scaling_an_indexed_job_down_removes_the_highest_indexes() {
+    // T-JOB-14: parallelism and completions from 5 to 3 together.
+    let spec = json!({"completionMode": "Indexed", "completions": 3, "parallelism": 3});
+    let pods = (0..5)
+        .map(|i| indexed(pod(&format!("p{i}"), "Running"), i))
+        .collect();
+    let m = manage(
+        &job(spec, json!({"completedIndexes": "4"})),
+        &arcs(pods),
+        now(),
+    );
+    assert_eq!(removed(&m), ["p3", "p4"]);
+    assert_eq!(m.succeeded, 0, "an index past completions no longer counts");
+}

@@ -7,11 +7,13 @@ pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod gc;
+pub mod job;
 pub mod namespace;
 pub mod nodeipam;
 pub mod replicaset;
 pub mod runtime;
 pub mod serviceaccount;
+pub mod ttlafterfinished;
 
 use runtime::Context;
 use tokio::task::JoinHandle;
@@ -31,8 +33,10 @@ pub fn start(
         tokio::spawn(serviceaccount::run(ctx.clone(), root_ca, shutdown.clone())),
         tokio::spawn(deployment::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(gc::run(ctx.clone(), shutdown.clone())),
+        tokio::spawn(job::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(namespace::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(nodeipam::run(ctx.clone(), cluster_cidr, shutdown.clone())),
+        tokio::spawn(ttlafterfinished::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(replicaset::run(ctx.clone(), shutdown)),
     ]
 }

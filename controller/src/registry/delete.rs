@@ -43,11 +43,16 @@ pub enum DeleteOutcome {
 }
 
 impl DeleteOptions {
-    fn propagation(&self) -> Propagation {
+    /// The policy asked for, else the kind's default: batch/v1 Jobs orphan their pods (as
+    /// upstream keeps for compatibility; `kubectl delete` asks for Background), everything
+    /// else deletes its dependents in the background.
+    fn propagation(&self, rt: &ResourceType) -> Propagation {
         match (self.propagation_policy, self.orphan_dependents) {
             (Some(p), _) => p,
             (None, Some(true)) => Propagation::Orphan,
-            _ => Propagation::Background,
+            (None, Some(false)) => Propagation::Background,
+            (None, None) if rt.kind == "Job" => Propagation::Orphan,
+            (None, None) => Propagation::Background,
         }
     }
 }
@@ -113,7 +118,7 @@ impl Registry {
 
         // Propagation finalizers: the garbage collector finishes the job.
         let mut fins = finalizers(&obj);
-        let wanted = match opts.propagation() {
+        let wanted = match opts.propagation(rt) {
             Propagation::Orphan => Some(ORPHAN_FINALIZER),
             Propagation::Foreground => Some(FOREGROUND_FINALIZER),
             Propagation::Background => None,

@@ -22,6 +22,9 @@ const LEGACY_CONTROLLER_UID: &str = "controller-uid";
 const LEGACY_JOB_NAME: &str = "job-name";
 const MAX_INDEXED_PARALLELISM: i32 = 100_000;
 const MAX_POD_FAILURE_POLICY_RULES: usize = 20;
+const MAX_SUCCESS_POLICY_RULES: usize = 20;
+/// Upstream `maxJobSuccessPolicySucceededIndexesLimit`: 64 KiB.
+const MAX_SUCCEEDED_INDEXES: usize = 64 * 1024;
 
 /// Upstream `SetDefaults_Job`, then (on create) the strategy's generated selector.
 pub(crate) fn default_job(job: &mut Job, op: Operation) {
@@ -282,6 +285,7 @@ pub(crate) fn validate_job_spec(spec: &JobSpec, sp: &Path) -> Vec<FieldError> {
             }
         }
     }
+    errs.extend(validate_success_policy(spec, &sp.child("successPolicy")));
     if let Some(p) = spec.pod_replacement_policy.as_deref() {
         let prp = sp.child("podReplacementPolicy");
         if spec.pod_failure_policy.is_some() && p != "Failed" {
@@ -323,6 +327,123 @@ pub(crate) fn validate_job_spec(spec: &JobSpec, sp: &Path) -> Vec<FieldError> {
         )),
     }
     errs
+}
+
+/// Upstream `validateSuccessPolicy`: Indexed Jobs only, 1 to 20 rules, each with a valid index
+/// list or a count within the completions.
+fn validate_success_policy(spec: &JobSpec, path: &Path) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let Some(policy) = &spec.success_policy else {
+        return errs;
+    };
+    if spec.completion_mode.as_deref() != Some("Indexed") {
+        let v = serde_json::to_value(policy).unwrap_or_default();
+        errs.push(FieldError::invalid(
+            path,
+            v,
+            "requires indexed completion mode",
+        ));
+        return errs;
+    }
+    let completions = spec.completions.unwrap_or(0);
+    let rp = path.child("rules");
+    if policy.rules.is_empty() {
+        errs.push(FieldError::required(
+            &rp,
+            "at least one rules must be specified when the successPolicy is specified",
+        ));
+    }
+    if policy.rules.len() > MAX_SUCCESS_POLICY_RULES {
+        errs.push(FieldError::too_many(
+            &rp,
+            policy.rules.len(),
+            MAX_SUCCESS_POLICY_RULES,
+        ));
+    }
+    for (i, rule) in policy.rules.iter().enumerate() {
+        let path = rp.index(i);
+        if rule.succeeded_count.is_none() && rule.succeeded_indexes.is_none() {
+            errs.push(FieldError::required(
+                &path,
+                "at least one of succeededCount or succeededIndexes must be specified",
+            ));
+        }
+        let mut total = 0;
+        if let Some(ix) = &rule.succeeded_indexes {
+            let ip = path.child("succeededIndexes");
+            if ix.len() > MAX_SUCCEEDED_INDEXES {
+                errs.push(FieldError::too_long(&ip, MAX_SUCCEEDED_INDEXES));
+            }
+            match index_list_total(ix, completions) {
+                Ok(t) => total = t,
+                Err(e) => errs.push(FieldError::invalid(
+                    &ip,
+                    ix.as_str(),
+                    format!("error parsing succeededIndexes: {e}"),
+                )),
+            }
+        }
+        if let Some(count) = rule.succeeded_count {
+            let cp = path.child("succeededCount");
+            errs.extend(nonnegative(Some(i64::from(count)), &cp));
+            if count > completions {
+                errs.push(FieldError::invalid(&cp, count, format!(
+                    "must be less than or equal to {completions} (the number of specified completions)"
+                )));
+            }
+            if rule.succeeded_indexes.is_some() && count > total {
+                errs.push(FieldError::invalid(&cp, count, format!(
+                    "must be less than or equal to {total} (the number of indexes in the specified succeededIndexes field)"
+                )));
+            }
+        }
+    }
+    errs
+}
+
+/// Upstream `validateIndexesFormat`: an increasing list of indexes and ranges below
+/// `completions`; how many indexes it holds.
+fn index_list_total(list: &str, completions: i32) -> Result<i32, String> {
+    if list.is_empty() {
+        return Ok(0);
+    }
+    let mut last: Option<i32> = None;
+    let mut total = 0;
+    for piece in list.split(',') {
+        let limits: Vec<&str> = piece.split('-').collect();
+        if limits.len() > 2 {
+            return Err(format!(
+                "the fragment {piece:?} violates the requirement that an index interval can have at most two parts separated by '-'"
+            ));
+        }
+        let parse = |s: &str| {
+            s.parse::<i32>()
+                .map_err(|_| format!("cannot convert string to integer for index: {s:?}"))
+                .and_then(|x| {
+                    if x >= completions {
+                        Err(format!("too large index: {s:?}"))
+                    } else {
+                        Ok(x)
+                    }
+                })
+        };
+        for (k, s) in limits.iter().enumerate() {
+            let x = parse(s)?;
+            if let Some(prev) = last
+                && prev >= x
+            {
+                return Err(format!(
+                    "non-increasing order, previous: {prev}, current: {x}"
+                ));
+            }
+            total += match (k, last) {
+                (1, Some(prev)) => x - prev,
+                _ => 1,
+            };
+            last = Some(x);
+        }
+    }
+    Ok(total)
 }
 
 fn validate_job_spec_update(
@@ -516,6 +637,65 @@ mod tests {
                 .unwrap()[0]
                 .status,
             "True"
+        );
+    }
+
+    #[test]
+    fn success_policies_need_an_indexed_job_and_valid_rules() {
+        let indexed = |rules: Value| {
+            job(
+                json!({"completionMode": "Indexed", "completions": 10, "parallelism": 10,
+                "successPolicy": {"rules": rules}, "template": template()}),
+            )
+        };
+        let msgs = |j: &Job| -> Vec<String> {
+            validate_job(j, None)
+                .iter()
+                .map(FieldError::message)
+                .collect()
+        };
+        assert!(
+            msgs(&indexed(
+                json!([{"succeededIndexes": "0,2-3", "succeededCount": 1}])
+            ))
+            .is_empty()
+        );
+        let cases = [
+            (
+                json!([{}]),
+                "spec.successPolicy.rules[0]: Required value: at least one of succeededCount or succeededIndexes must be specified",
+            ),
+            (
+                json!([{"succeededIndexes": "3,1"}]),
+                "error parsing succeededIndexes: non-increasing order, previous: 3, current: 1",
+            ),
+            (
+                json!([{"succeededIndexes": "1-12"}]),
+                "error parsing succeededIndexes: too large index: \"12\"",
+            ),
+            (
+                json!([{"succeededIndexes": "1-2-3"}]),
+                "violates the requirement that an index interval can have at most two parts",
+            ),
+            (
+                json!([{"succeededIndexes": "0,2", "succeededCount": 3}]),
+                "must be less than or equal to 2 (the number of indexes in the specified succeededIndexes field)",
+            ),
+            (
+                json!([{"succeededCount": 11}]),
+                "must be less than or equal to 10 (the number of specified completions)",
+            ),
+        ];
+        for (rules, want) in cases {
+            let got = msgs(&indexed(rules.clone()));
+            assert!(got.iter().any(|m| m.contains(want)), "{rules}: {got:?}");
+        }
+        let plain = job(json!({"completions": 2, "template": template(),
+            "successPolicy": {"rules": [{"succeededCount": 1}]}}));
+        assert!(
+            msgs(&plain)
+                .iter()
+                .any(|m| m.ends_with("requires indexed completion mode"))
         );
     }
 

@@ -5,7 +5,7 @@ pub mod plan;
 
 use super::runtime::{Context, Controller, Reconciler};
 use crate::informer::{Informer, ObjectKey};
-use crate::registry::{DeleteOptions, Part, Registry, RegistryError, WriteOptions};
+use crate::registry::{DeleteOptions, Part, Propagation, Registry, RegistryError, WriteOptions};
 use berth_shared::reconcile::Outcome;
 use berth_shared::resource::{NAMESPACES, RESOURCES, ResourceType};
 use serde_json::Value;
@@ -82,10 +82,13 @@ impl Reconciler for Namespaces {
                     let Some((rt, obj)) = refs.get(&key) else {
                         continue;
                     };
-                    match self
-                        .registry
-                        .delete(rt, Some(name), obj, &DeleteOptions::default())
-                    {
+                    // As upstream's namespace deleter: dependents go too, whatever the kind's
+                    // default (a Job's is to orphan its pods).
+                    let opts = DeleteOptions {
+                        propagation_policy: Some(Propagation::Background),
+                        ..DeleteOptions::default()
+                    };
+                    match self.registry.delete(rt, Some(name), obj, &opts) {
                         Ok(_) | Err(RegistryError::NotFound { .. }) => {}
                         Err(e) => return Err(e),
                     }

@@ -21,12 +21,12 @@ pub fn endpoint(server_url: &str, node_ip: &str, host_ip: Option<&str>) -> Optio
     };
     let loopback = host == "localhost"
         || host
-            .parse::<std::net::IpAddr>()
+            .parse::<core::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback());
     let is_loopback = |ip: &str| {
         ip.is_empty()
             || ip
-                .parse::<std::net::IpAddr>()
+                .parse::<core::net::IpAddr>()
                 .is_ok_and(|ip| ip.is_loopback())
     };
     let host = match (loopback, is_loopback(node_ip)) {

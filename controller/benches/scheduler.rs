@@ -148,7 +148,7 @@ async fn run(nodes: usize, pods: usize, base: &std::path::Path, binders: usize) 
         informers: Informers::new(Arc::new(registry.store().clone()), stop.clone()),
         queues: QueueMetrics::default(),
     };
-    let mut tasks = controllers::start(&ctx, cidr, String::new(), stop.clone());
+    let mut tasks = controllers::start(&ctx, cidr, String::new(), Default::default(), stop.clone());
     let config = scheduler::Config {
         binders,
         ..scheduler::Config::default()

@@ -122,6 +122,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         facts.clone(),
         registered,
         monitor,
+        runtime.clone(),
         shutdown.clone(),
     ));
 

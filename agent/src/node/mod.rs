@@ -1,6 +1,7 @@
 //! The node's presence in the cluster: registers the Node (labels, taints, capacity, addresses,
 //! nodeInfo, conditions), renews its Lease in `kube-node-lease` every 10 s, and every 10 s
-//! observes the host's eviction signals ([`pressure`]) and compares the status it would post
+//! checks that containerd answers (Ready, else `KubeletNotReady`), observes the host's eviction
+//! signals ([`pressure`]) and compares the status it would post
 //! with the one the API holds: it posts at once when they differ (a pressure came or went, the
 //! node lifecycle controller marked the node Unknown while the agent was away or cut off) and
 //! at least every minute otherwise, as the kubelet does.
@@ -169,12 +170,24 @@ pub async fn renew_lease(client: &Client, node: &str) -> Result<(), ClientError>
     Ok(())
 }
 
+/// How long the runtime may take to answer before the node reports not Ready.
+const RUNTIME_CHECK: Duration = Duration::from_secs(5);
+
+/// Whether containerd answers (the kubelet's runtime status check): the node is Ready only then.
+async fn runtime_ready(runtime: &crate::runtime::Runtime) -> bool {
+    matches!(
+        tokio::time::timeout(RUNTIME_CHECK, runtime.version()).await,
+        Ok(Ok(_))
+    )
+}
+
 /// Keeps the Lease and status fresh until `shutdown`.
 pub async fn heartbeat(
     client: Client,
     facts: HostFacts,
     mut node: Option<Node>,
     mut monitor: PressureMonitor,
+    runtime: crate::runtime::Runtime,
     shutdown: CancellationToken,
 ) {
     let nodes = rt("nodes", "", "v1");
@@ -190,17 +203,18 @@ pub async fn heartbeat(
             }
             _ = status_tick.tick() => {
                 let pressures = monitor.sample().await;
+                let ready = runtime_ready(&runtime).await;
                 // The API's status, not the last one posted: a controller may have written it.
                 if let Ok(Some(n)) = client.get::<Node>(nodes, None, &facts.node_name).await {
                     node = Some(n);
                 }
                 let api = node.as_ref().and_then(|n| n.status.as_ref());
                 let wanted =
-                    status::node_status(&facts, true, pressures, jiff::Timestamp::now(), api);
+                    status::node_status(&facts, ready, pressures, jiff::Timestamp::now(), api);
                 if !status::differs(api, &wanted) && last_post.elapsed() < STATUS_EVERY {
                     continue;
                 }
-                match post_status(&client, &facts, true, pressures, node.as_ref()).await {
+                match post_status(&client, &facts, ready, pressures, node.as_ref()).await {
                     Ok(n) => {
                         node = Some(n);
                         last_post = tokio::time::Instant::now();

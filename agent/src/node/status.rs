@@ -138,7 +138,7 @@ pub fn node_status(
             "Ready",
             false,
             "KubeletNotReady",
-            "container runtime is not ready",
+            "container runtime is down",
             &now,
             previous,
         )

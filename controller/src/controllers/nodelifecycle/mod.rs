@@ -14,6 +14,9 @@ pub mod health;
 pub mod plan;
 pub mod zones;
 
+#[cfg(test)]
+mod tests;
+
 use super::runtime::{Context, Controller as Wiring, Reconciler};
 use crate::events::{EventType, Recorder};
 use crate::informer::{BY_NODE, Delta, DeltaType, Informer, Object, ObjectKey, View};

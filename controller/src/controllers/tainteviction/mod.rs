@@ -11,6 +11,9 @@
 
 pub mod plan;
 
+#[cfg(test)]
+mod tests;
+
 use super::runtime::{Context, Controller as Wiring, Reconciler};
 use crate::events::{EventType, Recorder};
 use crate::informer::{BY_NODE, Delta, DeltaType, Informer, Object, ObjectKey, View};

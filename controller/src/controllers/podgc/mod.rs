@@ -6,6 +6,9 @@
 
 pub mod plan;
 
+#[cfg(test)]
+mod tests;
+
 use super::runtime::{Context, Controller as Wiring, Reconciler};
 use crate::informer::{BY_NODE, Delta, DeltaType, Informer, Object, ObjectKey, View};
 use crate::registry::conditions::{DISRUPTION_TARGET, set_pod_condition};
@@ -79,6 +82,7 @@ struct Controller {
     nodes: Arc<Informer>,
     /// When each missing node was first found missing.
     missing: Mutex<HashMap<String, Timestamp>>,
+    quarantine: std::time::Duration,
 }
 
 impl Controller {
@@ -112,7 +116,7 @@ impl Controller {
         let pod = obj.view::<PodFacts>();
         let now = Timestamp::now();
         let node = self.observe_node(&pod.node, now);
-        match plan::verdict(&pod, node, now) {
+        match plan::verdict(&pod, node, self.quarantine, now) {
             Verdict::Keep => Ok(Outcome::Done),
             Verdict::Wait(d) => Ok(Outcome::RequeueAfter(d)),
             Verdict::ForceDelete => {
@@ -238,12 +242,18 @@ fn node_change(pods: &Informer, d: &Delta) -> Vec<ObjectKey> {
 
 /// Runs the pod garbage collector until `shutdown`.
 pub async fn run(ctx: Context, shutdown: CancellationToken) {
+    run_with(ctx, plan::QUARANTINE, shutdown).await;
+}
+
+/// [`run`] with another node quarantine.
+pub async fn run_with(ctx: Context, quarantine: std::time::Duration, shutdown: CancellationToken) {
     let (pods, nodes) = (ctx.informer(PODS), ctx.informer(NODES));
     let controller = Arc::new(Controller {
         registry: ctx.registry.clone(),
         pods: pods.clone(),
         nodes: nodes.clone(),
         missing: Mutex::new(HashMap::new()),
+        quarantine,
     });
     Wiring::keyed("pod-garbage-collector", &ctx)
         .watches(PODS, move |d| pod_change(&nodes, d))

@@ -55,7 +55,13 @@ pub enum Verdict {
     ForceDelete,
 }
 
-pub fn verdict(pod: &PodFacts, node: Option<NodeFacts>, now: Timestamp) -> Verdict {
+/// The verdict on `pod`, whose node is `node`, with a node `quarantine` ([`QUARANTINE`]).
+pub fn verdict(
+    pod: &PodFacts,
+    node: Option<NodeFacts>,
+    quarantine: Duration,
+    now: Timestamp,
+) -> Verdict {
     if pod.node.is_empty() {
         return if pod.terminating {
             Verdict::ForceDelete
@@ -71,10 +77,10 @@ pub fn verdict(pod: &PodFacts, node: Option<NodeFacts>, now: Timestamp) -> Verdi
                 .ok()
                 .and_then(|s| Duration::try_from(s).ok())
                 .unwrap_or_default();
-            if gone_for >= QUARANTINE {
+            if gone_for >= quarantine {
                 Verdict::Orphaned
             } else {
-                Verdict::Wait(QUARANTINE - gone_for + Duration::from_millis(1))
+                Verdict::Wait(quarantine - gone_for + Duration::from_millis(1))
             }
         }
         Some(NodeFacts::Present {
@@ -160,7 +166,7 @@ mod tests {
             ),
         ];
         for (name, p, node, want) in cases {
-            assert_eq!(verdict(&p, node, at(0)), want, "{name}");
+            assert_eq!(verdict(&p, node, QUARANTINE, at(0)), want, "{name}");
         }
     }
 }

@@ -98,8 +98,21 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         i32::from(bound.port()),
     );
     facts.internal_ip = node_ip;
+    let image_dir = match runtime.snapshotter_root().await {
+        Ok(dir) => dir.map(std::path::PathBuf::from),
+        Err(e) => {
+            tracing::warn!(error = %e, "the snapshotter's root is unknown: imagefs is nodefs");
+            None
+        }
+    };
+    let mut monitor = node::PressureMonitor::new(
+        config.eviction_hard.clone(),
+        config.root_dir.clone(),
+        image_dir,
+    );
+    let pressures = monitor.sample().await;
     let registered = node::register(&client, &facts, &labels, &taints).await?;
-    let registered = node::post_status(&client, &facts, true, Some(&registered))
+    let registered = node::post_status(&client, &facts, true, pressures, Some(&registered))
         .await
         .ok()
         .or(Some(registered));
@@ -108,6 +121,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         client.clone(),
         facts.clone(),
         registered,
+        monitor,
+        runtime.clone(),
         shutdown.clone(),
     ));
 

@@ -28,4 +28,6 @@ pub struct Config {
     pub container_log_max_bytes: u64,
     /// The address reported as the node's InternalIP (default: the host's first address).
     pub node_ip: Option<String>,
+    /// Hard eviction thresholds (`--eviction-hard`), which raise the pressure conditions.
+    pub eviction_hard: crate::node::pressure::Thresholds,
 }

@@ -82,6 +82,11 @@ struct RunArgs {
     /// The node's InternalIP (default: the host's first non-loopback IPv4 address).
     #[arg(long)]
     node_ip: Option<String>,
+    /// Hard eviction thresholds, the kubelet's flag and syntax (`signal<quantity` or
+    /// `signal<percent`, comma-separated); given, it replaces the defaults entirely.
+    #[arg(long, default_value = berth_agent::node::pressure::DEFAULT_EVICTION_HARD,
+          value_parser = berth_agent::node::pressure::Thresholds::parse)]
+    eviction_hard: berth_agent::node::pressure::Thresholds,
 }
 
 /// A positive byte size such as `10Mi` or `4096`.
@@ -177,6 +182,7 @@ fn main() -> anyhow::Result<()> {
                 log_dir: a.log_dir,
                 container_log_max_bytes: a.container_log_max_size,
                 node_ip: a.node_ip,
+                eviction_hard: a.eviction_hard,
             };
             runtime.block_on(async move {
                 let shutdown = CancellationToken::new();

@@ -148,7 +148,14 @@ async fn run(nodes: usize, pods: usize, base: &std::path::Path, binders: usize) 
         informers: Informers::new(Arc::new(registry.store().clone()), stop.clone()),
         queues: QueueMetrics::default(),
     };
-    let mut tasks = controllers::start(&ctx, cidr, String::new(), stop.clone());
+    // The bench's nodes post no heartbeats: they must not go Unknown while it runs.
+    let lifecycle = controllers::nodelifecycle::Config {
+        grace: controllers::nodelifecycle::plan::Grace {
+            monitor: Duration::from_secs(3600),
+            startup: Duration::from_secs(3600),
+        },
+    };
+    let mut tasks = controllers::start(&ctx, cidr, String::new(), lifecycle, stop.clone());
     let config = scheduler::Config {
         binders,
         ..scheduler::Config::default()

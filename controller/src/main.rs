@@ -94,6 +94,10 @@ struct ServeArgs {
     /// joins from: for nodes behind NAT or with several interfaces (repeatable).
     #[arg(long = "node-address-range")]
     node_address_range: Vec<IpRange>,
+    /// How long a node may post no heartbeat (Lease renewal or status) before its conditions
+    /// become Unknown and it is tainted unreachable.
+    #[arg(long, default_value = "40s", value_parser = server::parse_duration)]
+    node_monitor_grace_period: Duration,
 }
 
 #[derive(Subcommand)]
@@ -269,6 +273,7 @@ fn main() -> anyhow::Result<()> {
                 max_requests_inflight,
                 max_mutating_requests_inflight,
                 node_address_range,
+                node_monitor_grace_period,
             } = *args;
             let config = Config {
                 data_dir,
@@ -289,6 +294,7 @@ fn main() -> anyhow::Result<()> {
                 },
                 max_requests_inflight,
                 max_mutating_requests_inflight,
+                node_monitor_grace_period,
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
             runtime.block_on(async move {

@@ -32,6 +32,8 @@ pub struct Config {
     pub max_requests_inflight: usize,
     /// Mutating requests in flight at most (0: no limit).
     pub max_mutating_requests_inflight: usize,
+    /// How long a node may post no heartbeat before it is marked Unknown.
+    pub node_monitor_grace_period: std::time::Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -231,8 +233,19 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         controllers::nodeipam::plan::Cidr::parse(&config.cluster_cidr).ok_or_else(|| {
             ServerError::Config(format!("invalid --cluster-cidr {:?}", config.cluster_cidr))
         })?;
-    let mut controllers =
-        controllers::start(&ctx, cluster_cidr, pki.ca_cert.clone(), shutdown.clone());
+    let lifecycle = controllers::nodelifecycle::Config {
+        grace: controllers::nodelifecycle::plan::Grace {
+            monitor: config.node_monitor_grace_period,
+            ..Default::default()
+        },
+    };
+    let mut controllers = controllers::start(
+        &ctx,
+        cluster_cidr,
+        pki.ca_cert.clone(),
+        lifecycle,
+        shutdown.clone(),
+    );
     controllers.push(crate::scheduler::start(&ctx, shutdown.clone()));
     println!("listening on {url}");
     tracing::info!(%url, data_dir = %config.data_dir.display(), "serving");

@@ -75,8 +75,7 @@ fn main() {
             max_pods: u32::try_from(replicas * 2 + 10).unwrap_or(u32::MAX),
             ..AgentOptions::default()
         }],
-        skip_fixtures: false,
-        controller_on_all_addresses: false,
+        ..ClusterConfig::default()
     });
     let node = c.node_name(0).to_string();
 

@@ -108,6 +108,11 @@ impl Agent {
     pub fn config(&self) -> &AgentConfig {
         &self.config
     }
+
+    /// The flags the next (re)start uses.
+    pub fn config_mut(&mut self) -> &mut AgentConfig {
+        &mut self.config
+    }
     pub fn node_name(&self) -> &str {
         &self.config.node_name
     }

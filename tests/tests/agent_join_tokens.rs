@@ -14,7 +14,7 @@ fn a_per_node_token_joins_an_agent_and_a_rotation_leaves_joined_agents_working()
     let mut c = Cluster::start_with(ClusterConfig {
         agents: vec![AgentOptions::default()],
         skip_fixtures: true,
-        controller_on_all_addresses: false,
+        ..ClusterConfig::default()
     });
     let old = c.token().to_string();
 

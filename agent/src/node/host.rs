@@ -1,6 +1,9 @@
-//! Reads the host facts the Node reports: CPUs, memory, disk, kernel, OS image, ids, address.
+//! Reads the host facts the Node reports (CPUs, memory, disk, kernel, OS image, ids, address)
+//! and the eviction signals its pressure conditions are judged by.
 
+use super::pressure::{Observed, Signal};
 use super::status::HostFacts;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 fn read(path: &str) -> String {
@@ -93,4 +96,80 @@ pub fn facts(
         agent_version: format!("v1.31.4-berth.{}", env!("CARGO_PKG_VERSION")),
         listen_port,
     }
+}
+
+/// A filesystem's (available bytes, capacity bytes) and (free inodes, inodes), as an
+/// unprivileged user sees them (`f_bavail`, `f_favail`), as the kubelet's signals count.
+fn filesystem(dir: &Path) -> Option<(Observed, Observed)> {
+    let s = nix::sys::statvfs::statvfs(dir).ok()?;
+    let size = |n: u64| i64::try_from(n.saturating_mul(s.fragment_size())).unwrap_or(i64::MAX);
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    Some((
+        Observed {
+            available: size(s.blocks_available()),
+            capacity: size(s.blocks()),
+        },
+        Observed {
+            available: count(s.files_available()),
+            capacity: count(s.files()),
+        },
+    ))
+}
+
+/// `memory.available` as the kubelet derives it: capacity less the working set, where the
+/// working set is what is in use less the inactive file cache (from `/proc/meminfo`).
+fn memory() -> Option<Observed> {
+    let info = read("/proc/meminfo");
+    let kib = |key: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
+            .map(|k| k * 1024)
+    };
+    let total = kib("MemTotal:")?;
+    let free = kib("MemFree:")?;
+    let inactive_file = kib("Inactive(file):").unwrap_or(0);
+    let working_set = (total - free - inactive_file).max(0);
+    Some(Observed {
+        available: total - working_set,
+        capacity: total,
+    })
+}
+
+/// `pid.available`: the pid limit less the tasks that exist (`/proc/loadavg`'s total).
+fn pids() -> Option<Observed> {
+    let max: i64 = read("/proc/sys/kernel/pid_max").parse().ok()?;
+    let running: i64 = read("/proc/loadavg")
+        .split_whitespace()
+        .nth(3)?
+        .split_once('/')?
+        .1
+        .parse()
+        .ok()?;
+    Some(Observed {
+        available: max - running,
+        capacity: max,
+    })
+}
+
+/// Observes the eviction signals: the node filesystem is the one holding `root_dir`, the image
+/// filesystem the one holding containerd's snapshots (`image_dir`; the node filesystem when
+/// unknown).
+pub fn signals(root_dir: &Path, image_dir: Option<&Path>) -> BTreeMap<Signal, Observed> {
+    let mut out = BTreeMap::new();
+    if let Some(m) = memory() {
+        out.insert(Signal::MemoryAvailable, m);
+    }
+    if let Some(p) = pids() {
+        out.insert(Signal::PidAvailable, p);
+    }
+    if let Some((bytes, inodes)) = filesystem(root_dir) {
+        out.insert(Signal::NodeFsAvailable, bytes);
+        out.insert(Signal::NodeFsInodesFree, inodes);
+    }
+    if let Some((bytes, inodes)) = filesystem(image_dir.unwrap_or(root_dir)) {
+        out.insert(Signal::ImageFsAvailable, bytes);
+        out.insert(Signal::ImageFsInodesFree, inodes);
+    }
+    out
 }

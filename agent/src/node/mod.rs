@@ -1,8 +1,13 @@
 //! The node's presence in the cluster: registers the Node (labels, taints, capacity, addresses,
-//! nodeInfo, conditions), renews its Lease in `kube-node-lease` every 10 s and posts node status
-//! when it changes and at least every minute.
+//! nodeInfo, conditions), renews its Lease in `kube-node-lease` every 10 s, and every 10 s
+//! checks that containerd answers (Ready, else `KubeletNotReady`), observes the host's eviction
+//! signals ([`pressure`]) and compares the status it would post
+//! with the one the API holds: it posts at once when they differ (a pressure came or went, the
+//! node lifecycle controller marked the node Unknown while the agent was away or cut off) and
+//! at least every minute otherwise, as the kubelet does.
 
 pub mod host;
+pub mod pressure;
 pub mod status;
 
 use berth_shared::client::{Client, ClientError};
@@ -10,15 +15,63 @@ use berth_shared::k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use berth_shared::k8s_openapi::api::core::v1::{Node, Taint};
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use berth_shared::resource::{self, ResourceType};
+use pressure::{Pressures, Reported, Thresholds};
 use serde_json::json;
 use status::HostFacts;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub const LEASE_RENEW: Duration = Duration::from_secs(10);
 pub const LEASE_DURATION_SECONDS: i32 = 40;
 pub const STATUS_EVERY: Duration = Duration::from_secs(60);
+/// How often the status is computed and compared with the API's (the kubelet's
+/// `nodeStatusUpdateFrequency`, and its eviction manager's monitoring interval).
+pub const STATUS_CHECK: Duration = Duration::from_secs(10);
+
+/// The host's pressure conditions: thresholds, the filesystems they watch, and what was
+/// reported (for the transition period).
+pub struct PressureMonitor {
+    thresholds: Thresholds,
+    root_dir: PathBuf,
+    image_dir: Option<PathBuf>,
+    reported: Reported,
+    last: Pressures,
+}
+
+impl PressureMonitor {
+    pub fn new(thresholds: Thresholds, root_dir: PathBuf, image_dir: Option<PathBuf>) -> Self {
+        PressureMonitor {
+            thresholds,
+            root_dir,
+            image_dir,
+            reported: Reported::default(),
+            last: Pressures::default(),
+        }
+    }
+
+    /// Observes the signals now and returns the pressures to report.
+    pub async fn sample(&mut self) -> Pressures {
+        let (root, image) = (self.root_dir.clone(), self.image_dir.clone());
+        let observed = tokio::task::spawn_blocking(move || host::signals(&root, image.as_deref()))
+            .await
+            .unwrap_or_default();
+        let met = pressure::met(&self.thresholds, &observed);
+        let now = self.reported.observe(&met, jiff::Timestamp::now());
+        if now != self.last {
+            tracing::info!(
+                memory = now.memory,
+                disk = now.disk,
+                pid = now.pid,
+                ?observed,
+                "node pressure changed"
+            );
+            self.last = now;
+        }
+        now
+    }
+}
 
 fn rt(plural: &str, group: &str, version: &str) -> &'static ResourceType {
     match resource::by_plural(group, version, plural) {
@@ -55,12 +108,14 @@ pub async fn post_status(
     client: &Client,
     facts: &HostFacts,
     ready: bool,
+    pressures: Pressures,
     previous: Option<&Node>,
 ) -> Result<Node, ClientError> {
     let nodes = rt("nodes", "", "v1");
     let status = status::node_status(
         facts,
         ready,
+        pressures,
         jiff::Timestamp::now(),
         previous.and_then(|n| n.status.as_ref()),
     );
@@ -115,15 +170,30 @@ pub async fn renew_lease(client: &Client, node: &str) -> Result<(), ClientError>
     Ok(())
 }
 
+/// How long the runtime may take to answer before the node reports not Ready.
+const RUNTIME_CHECK: Duration = Duration::from_secs(5);
+
+/// Whether containerd answers (the kubelet's runtime status check): the node is Ready only then.
+async fn runtime_ready(runtime: &crate::runtime::Runtime) -> bool {
+    matches!(
+        tokio::time::timeout(RUNTIME_CHECK, runtime.version()).await,
+        Ok(Ok(_))
+    )
+}
+
 /// Keeps the Lease and status fresh until `shutdown`.
 pub async fn heartbeat(
     client: Client,
     facts: HostFacts,
     mut node: Option<Node>,
+    mut monitor: PressureMonitor,
+    runtime: crate::runtime::Runtime,
     shutdown: CancellationToken,
 ) {
+    let nodes = rt("nodes", "", "v1");
     let mut lease_tick = tokio::time::interval(LEASE_RENEW);
-    let mut status_tick = tokio::time::interval(STATUS_EVERY);
+    let mut status_tick = tokio::time::interval(STATUS_CHECK);
+    let mut last_post = tokio::time::Instant::now();
     loop {
         tokio::select! {
             _ = lease_tick.tick() => {
@@ -132,8 +202,23 @@ pub async fn heartbeat(
                 }
             }
             _ = status_tick.tick() => {
-                match post_status(&client, &facts, true, node.as_ref()).await {
-                    Ok(n) => node = Some(n),
+                let pressures = monitor.sample().await;
+                let ready = runtime_ready(&runtime).await;
+                // The API's status, not the last one posted: a controller may have written it.
+                if let Ok(Some(n)) = client.get::<Node>(nodes, None, &facts.node_name).await {
+                    node = Some(n);
+                }
+                let api = node.as_ref().and_then(|n| n.status.as_ref());
+                let wanted =
+                    status::node_status(&facts, ready, pressures, jiff::Timestamp::now(), api);
+                if !status::differs(api, &wanted) && last_post.elapsed() < STATUS_EVERY {
+                    continue;
+                }
+                match post_status(&client, &facts, ready, pressures, node.as_ref()).await {
+                    Ok(n) => {
+                        node = Some(n);
+                        last_post = tokio::time::Instant::now();
+                    }
                     Err(e) => tracing::warn!(error = %e, "posting node status failed"),
                 }
             }

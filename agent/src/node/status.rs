@@ -3,6 +3,7 @@
 //!
 //! Planner: pure, no I/O.
 
+use super::pressure::Pressures;
 use berth_shared::k8s_openapi::api::core::v1::{
     DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus,
     NodeSystemInfo, Taint,
@@ -75,10 +76,28 @@ fn condition(
     }
 }
 
+/// A pressure condition with the kubelet's reasons and messages.
+fn pressure(
+    t: &str,
+    on: bool,
+    (reason_on, message_on): (&str, &str),
+    (reason_off, message_off): (&str, &str),
+    now: &Time,
+    previous: Option<&NodeStatus>,
+) -> NodeCondition {
+    let (reason, message) = if on {
+        (reason_on, message_on)
+    } else {
+        (reason_off, message_off)
+    };
+    condition(t, on, reason, message, now, previous)
+}
+
 /// The node's status. `previous` keeps condition transition times stable.
 pub fn node_status(
     facts: &HostFacts,
     ready: bool,
+    pressures: Pressures,
     now: jiff::Timestamp,
     previous: Option<&NodeStatus>,
 ) -> NodeStatus {
@@ -119,7 +138,7 @@ pub fn node_status(
             "Ready",
             false,
             "KubeletNotReady",
-            "container runtime is not ready",
+            "container runtime is down",
             &now,
             previous,
         )
@@ -129,27 +148,39 @@ pub fn node_status(
         allocatable: Some(capacity),
         addresses: Some(addresses),
         conditions: Some(vec![
-            condition(
+            pressure(
                 "MemoryPressure",
-                false,
-                "KubeletHasSufficientMemory",
-                "kubelet has sufficient memory available",
+                pressures.memory,
+                (
+                    "KubeletHasInsufficientMemory",
+                    "kubelet has insufficient memory available",
+                ),
+                (
+                    "KubeletHasSufficientMemory",
+                    "kubelet has sufficient memory available",
+                ),
                 &now,
                 previous,
             ),
-            condition(
+            pressure(
                 "DiskPressure",
-                false,
-                "KubeletHasNoDiskPressure",
-                "kubelet has no disk pressure",
+                pressures.disk,
+                ("KubeletHasDiskPressure", "kubelet has disk pressure"),
+                ("KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
                 &now,
                 previous,
             ),
-            condition(
+            pressure(
                 "PIDPressure",
-                false,
-                "KubeletHasSufficientPID",
-                "kubelet has sufficient PID available",
+                pressures.pid,
+                (
+                    "KubeletHasInsufficientPID",
+                    "kubelet has insufficient PID available",
+                ),
+                (
+                    "KubeletHasSufficientPID",
+                    "kubelet has sufficient PID available",
+                ),
                 &now,
                 previous,
             ),
@@ -177,6 +208,37 @@ pub fn node_status(
     }
 }
 
+/// Whether the status the API holds differs from `wanted` in anything but heartbeat and
+/// transition times: a condition's status, reason or message (a controller's Unknown
+/// included), the addresses, capacity or allocatable. The kubelet posts at once then, and
+/// otherwise only every status report period.
+pub fn differs(api: Option<&NodeStatus>, wanted: &NodeStatus) -> bool {
+    let Some(api) = api else {
+        return true;
+    };
+    let key = |s: &NodeStatus| {
+        let mut c: Vec<(String, String, Option<String>, Option<String>)> = s
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| {
+                (
+                    c.type_.clone(),
+                    c.status.clone(),
+                    c.reason.clone(),
+                    c.message.clone(),
+                )
+            })
+            .collect();
+        c.sort();
+        c
+    };
+    key(api) != key(wanted)
+        || api.addresses != wanted.addresses
+        || api.capacity != wanted.capacity
+        || api.allocatable != wanted.allocatable
+}
+
 /// The Node to register.
 pub fn node(
     facts: &HostFacts,
@@ -198,7 +260,7 @@ pub fn node(
             },
             ..NodeSpec::default()
         }),
-        status: Some(node_status(facts, true, now, None)),
+        status: Some(node_status(facts, true, Pressures::default(), now, None)),
     }
 }
 
@@ -280,7 +342,13 @@ mod tests {
 
     #[test]
     fn capacity_and_conditions_are_reported_like_the_kubelet() {
-        let s = node_status(&facts(), true, jiff::Timestamp::UNIX_EPOCH, None);
+        let s = node_status(
+            &facts(),
+            true,
+            Pressures::default(),
+            jiff::Timestamp::UNIX_EPOCH,
+            None,
+        );
         let cap = s.capacity.unwrap();
         assert_eq!(cap["memory"].0, "2097152Ki");
         assert_eq!(cap["pods"].0, "110");
@@ -296,8 +364,8 @@ mod tests {
     fn transition_times_stay_while_the_status_holds() {
         let t0 = jiff::Timestamp::UNIX_EPOCH;
         let t1 = t0 + jiff::SignedDuration::from_secs(60);
-        let first = node_status(&facts(), true, t0, None);
-        let second = node_status(&facts(), true, t1, Some(&first));
+        let first = node_status(&facts(), true, Pressures::default(), t0, None);
+        let second = node_status(&facts(), true, Pressures::default(), t1, Some(&first));
         let ready = |s: &NodeStatus| {
             s.conditions
                 .clone()
@@ -308,8 +376,57 @@ mod tests {
         };
         assert_eq!(ready(&second).last_transition_time, Some(Time(t0)));
         assert_eq!(ready(&second).last_heartbeat_time, Some(Time(t1)));
-        let third = node_status(&facts(), false, t1, Some(&second));
+        let third = node_status(&facts(), false, Pressures::default(), t1, Some(&second));
         assert_eq!(ready(&third).last_transition_time, Some(Time(t1)));
+    }
+
+    #[test]
+    fn a_status_differs_when_a_condition_does_but_not_for_its_times() {
+        let t0 = jiff::Timestamp::UNIX_EPOCH;
+        let t1 = t0 + jiff::SignedDuration::from_secs(10);
+        let posted = node_status(&facts(), true, Pressures::default(), t0, None);
+        let same = node_status(&facts(), true, Pressures::default(), t1, Some(&posted));
+        assert!(!differs(Some(&posted), &same), "only the heartbeat moved");
+        let pressured = Pressures {
+            disk: true,
+            ..Pressures::default()
+        };
+        let disk = node_status(&facts(), true, pressured, t1, Some(&posted));
+        assert!(differs(Some(&posted), &disk));
+        let mut unknown = posted.clone();
+        for c in unknown.conditions.iter_mut().flatten() {
+            c.status = "Unknown".into();
+            c.reason = Some("NodeStatusUnknown".into());
+        }
+        assert!(
+            differs(Some(&unknown), &same),
+            "a controller marked it Unknown"
+        );
+        assert!(differs(None, &same));
+    }
+
+    #[test]
+    fn pressure_conditions_use_the_kubelets_words() {
+        let on = Pressures {
+            memory: true,
+            disk: true,
+            pid: true,
+        };
+        let s = node_status(&facts(), true, on, jiff::Timestamp::UNIX_EPOCH, None);
+        let got: Vec<(String, String, String)> = s
+            .conditions
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.type_, c.status, c.reason.unwrap_or_default()))
+            .collect();
+        let want = [
+            ("MemoryPressure", "True", "KubeletHasInsufficientMemory"),
+            ("DiskPressure", "True", "KubeletHasDiskPressure"),
+            ("PIDPressure", "True", "KubeletHasInsufficientPID"),
+            ("Ready", "True", "KubeletReady"),
+        ]
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()));
+        assert_eq!(got, want);
     }
 
     #[test]

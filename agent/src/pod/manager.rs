@@ -1,7 +1,9 @@
 //! The pods of this node: watches the pods bound to it into the [`PodCache`], and runs one
 //! [`PodWorker`] pass per pod uid on the shared reconcile runtime, woken by pod changes,
 //! container exits, probe changes and a periodic resync. A pod that is gone gets a last pass
-//! that removes what is left of it, after which its worker is dropped.
+//! that removes what is left of it, after which its worker is dropped. Containers found in
+//! containerd are judged only once the pods bound here have been listed: before that, a pod
+//! whose containers run (an agent restarted after its node was marked Unknown) would look gone.
 
 use super::backend::ManagerBackend;
 use super::cache::PodCache;
@@ -21,6 +23,7 @@ use berth_shared::resource;
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -43,6 +46,8 @@ struct Shared {
     pods: Arc<PodCache>,
     cx: Arc<Context>,
     workers: Mutex<HashMap<String, Arc<PodWorker>>>,
+    /// The pods bound here have been listed once: a container without a pod is an orphan.
+    listed: AtomicBool,
 }
 
 impl Shared {
@@ -73,6 +78,10 @@ impl Shared {
         let worker = self.worker(uid);
         let pass = match self.pods.get(uid) {
             Some(pod) => worker.reconcile(pod).await?,
+            // Not listed yet: whether the pod exists is not known.
+            None if !self.listed.load(Ordering::SeqCst) => {
+                return Ok(Outcome::RequeueAfter(Duration::from_secs(1)));
+            }
             None => {
                 worker.finish().await?;
                 Pass::Finished
@@ -146,6 +155,7 @@ impl PodManager {
                 pods,
                 cx,
                 workers: Mutex::new(HashMap::new()),
+                listed: AtomicBool::new(false),
             }),
         }
     }
@@ -217,6 +227,9 @@ async fn watch_pods(s: Arc<Shared>, shutdown: CancellationToken) {
                 s.queue.add(uid);
             }
         }
+        if !s.listed.swap(true, Ordering::SeqCst) {
+            enqueue_all(&s).await;
+        }
         let mut watch = match s
             .client
             .watch::<Pod>(pods_rt, None, &params, &list.resource_version)
@@ -274,9 +287,14 @@ async fn watch_runtime(s: Arc<Shared>, shutdown: CancellationToken) {
     }
 }
 
-/// Every known pod and every pod uid found in containerd or the network state.
+/// Every known pod and, once the pods have been listed, every pod uid found in containerd or
+/// the network state.
 async fn enqueue_all(s: &Shared) {
     let mut uids: Vec<String> = s.pods.uids();
+    if !s.listed.load(Ordering::SeqCst) {
+        uids.into_iter().for_each(|u| s.queue.add(u));
+        return;
+    }
     if let Ok(list) = s.runtime.list().await {
         uids.extend(
             list.iter()

@@ -183,6 +183,26 @@ impl Connection {
         Ok(resp.into_inner().version)
     }
 
+    pub(crate) async fn snapshotter_root(&self) -> Result<Option<String>, RuntimeError> {
+        use containerd_client::services::v1::PluginsRequest;
+        use containerd_client::services::v1::introspection_client::IntrospectionClient;
+        let filter = format!(
+            "type==io.containerd.snapshotter.v1,id=={}",
+            self.opts.snapshotter
+        );
+        let resp = IntrospectionClient::new(self.channel.clone())
+            .plugins(Request::new(PluginsRequest {
+                filters: vec![filter],
+            }))
+            .await
+            .map_err(|s| grpc_error("introspect", "plugins", s))?;
+        Ok(resp
+            .into_inner()
+            .plugins
+            .into_iter()
+            .find_map(|p| p.exports.get("root").cloned()))
+    }
+
     pub(crate) async fn get_container(&self, id: &str) -> Result<Container, RuntimeError> {
         let what = format!("container {id}");
         self.containers()

@@ -372,6 +372,12 @@ impl Runtime {
         &self.conn.opts.snapshotter
     }
 
+    /// Where the snapshotter keeps its snapshots (its plugin's exported `root`), the image
+    /// filesystem the kubelet's `imagefs` signals watch; `None` if containerd does not say.
+    pub async fn snapshotter_root(&self) -> Result<Option<String>, RuntimeError> {
+        self.conn.snapshotter_root().await
+    }
+
     /// containerd's version, e.g. `1.6.20~ds1` (for `containerd://<version>` in nodeInfo).
     pub async fn version(&self) -> Result<String, RuntimeError> {
         self.conn.version().await

@@ -59,6 +59,14 @@ pub enum ApiError {
     TooLarge(usize),
     #[error("{0}")]
     TooManyRequests(String),
+    /// 429 with causes and, when not 0, `Retry-After` (the eviction subresource's refusals).
+    #[error("{message}")]
+    TooManyRequestsBecause {
+        message: String,
+        /// (reason, message) of each cause.
+        causes: Vec<(String, String)>,
+        retry_after: u32,
+    },
     #[error("Internal error occurred: {0}")]
     Internal(String),
     /// An error upstream has no `Status` for (a plain Go error): kube-apiserver answers 500 with
@@ -90,7 +98,10 @@ impl ApiError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            ApiError::Conflict { .. } | ApiError::Internal(_) | ApiError::TooManyRequests(_)
+            ApiError::Conflict { .. }
+                | ApiError::Internal(_)
+                | ApiError::TooManyRequests(_)
+                | ApiError::TooManyRequestsBecause { .. }
         )
     }
 
@@ -106,7 +117,9 @@ impl ApiError {
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::TooManyRequests(_) | ApiError::TooManyRequestsBecause { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ApiError::Internal(_) | ApiError::Unknown(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -125,7 +138,9 @@ impl ApiError {
             ApiError::MethodNotAllowed => "MethodNotAllowed",
             ApiError::UnsupportedMediaType => "UnsupportedMediaType",
             ApiError::TooLarge(_) => "RequestEntityTooLarge",
-            ApiError::TooManyRequests(_) => "TooManyRequests",
+            ApiError::TooManyRequests(_) | ApiError::TooManyRequestsBecause { .. } => {
+                "TooManyRequests"
+            }
             ApiError::Internal(_) => "InternalError",
             ApiError::Unknown(_) => "",
         }
@@ -179,6 +194,18 @@ impl ApiError {
                     "field": c.field,
                 })).collect::<Vec<_>>(),
             })),
+            ApiError::TooManyRequestsBecause {
+                causes,
+                retry_after,
+                ..
+            } => {
+                let mut d = json!({"causes": causes.iter().map(|(reason, message)| json!({
+                    "reason": reason, "message": message})).collect::<Vec<_>>()});
+                if *retry_after > 0 {
+                    d["retryAfterSeconds"] = json!(retry_after);
+                }
+                Some(d)
+            }
             _ => None,
         };
         if let Some(d) = details {
@@ -191,12 +218,20 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = self.status().to_string();
-        (
+        let mut resp = (
             self.code(),
             [(axum::http::header::CONTENT_TYPE, "application/json")],
             body,
         )
-            .into_response()
+            .into_response();
+        if let ApiError::TooManyRequestsBecause { retry_after, .. } = &self
+            && *retry_after > 0
+            && let Ok(v) = axum::http::HeaderValue::from_str(&retry_after.to_string())
+        {
+            resp.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, v);
+        }
+        resp
     }
 }
 
@@ -251,6 +286,32 @@ impl From<RegistryError> for ApiError {
             R::Gone(m) => ApiError::Gone(m),
             R::Internal(m) => ApiError::Internal(m),
             e @ R::ResourceVersionOnCreate => ApiError::Unknown(e.to_string()),
+        }
+    }
+}
+
+/// The eviction subresource's refusals as upstream answers them.
+impl From<crate::registry::eviction::EvictionError> for ApiError {
+    fn from(e: crate::registry::eviction::EvictionError) -> ApiError {
+        use crate::registry::eviction::EvictionError as E;
+        use crate::registry::eviction::decide::Refusal;
+        match e {
+            E::Registry(r) => r.into(),
+            E::Refused(r @ (Refusal::Exhausted { .. } | Refusal::Pending(_))) => {
+                let retry_after = if matches!(r, Refusal::Pending(_)) {
+                    10
+                } else {
+                    0
+                };
+                ApiError::TooManyRequestsBecause {
+                    message: E::TOO_MANY.to_string(),
+                    causes: vec![("DisruptionBudget".to_string(), r.to_string())],
+                    retry_after,
+                }
+            }
+            E::Refused(r) => ApiError::Forbidden(r.to_string()),
+            e @ E::MultipleBudgets => ApiError::Unknown(e.to_string()),
+            e @ E::Conflicts(_) => ApiError::Internal(e.to_string()),
         }
     }
 }

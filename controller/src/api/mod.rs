@@ -385,7 +385,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
         }
         (&Method::POST, Some(name), Some("eviction")) if rt.kind == "Pod" => {
             let body = body::read(body, &parts.headers).await?;
-            subresource::evict(&state, ns, name, body).await
+            subresource::evict(&state, ns, name, body, &query).await
         }
         (_, _, Some(_)) => Err(ApiError::UnknownPath),
         _ => Err(ApiError::MethodNotAllowed),

@@ -1,5 +1,6 @@
 //! Subresources beyond status: `scale` (autoscaling/v1 Scale over spec.replicas), `binding`
-//! (the scheduler's write of spec.nodeName) and `eviction` (policy/v1; deletes the pod).
+//! (the scheduler's write of spec.nodeName) and `eviction` (policy/v1; the registry deletes the
+//! pod unless a PodDisruptionBudget forbids it).
 
 use super::error::ApiError;
 use super::patch::apply;
@@ -285,25 +286,49 @@ pub async fn evict(
     ns: Option<&str>,
     name: &str,
     mut body: Value,
+    q: &Query,
 ) -> Result<Response, ApiError> {
     let Some(rt) = berth_shared::resource::by_plural("", "v1", "pods") else {
         return Err(ApiError::UnknownPath);
     };
     check_eviction(rt, ns, name, &mut body)?;
-    let opts: DeleteOptions = body
+    let mut opts: DeleteOptions = body
         .get("deleteOptions")
+        .filter(|o| !o.is_null())
         .map(|o| serde_json::from_value(o.clone()))
         .transpose()
         .map_err(|e| ApiError::BadRequest(format!("invalid deleteOptions: {e}")))?
         .unwrap_or_default();
+    propagate_dry_run(&mut opts, super::query::write_options(q)?.dry_run)?;
     let registry = state.registry.clone();
-    let ns = ns.map(String::from);
+    let ns = ns.unwrap_or("default").to_string();
     let name = name.to_string();
-    blocking(move || registry.delete(rt, ns.as_deref(), &name, &opts)).await?;
+    blocking(move || registry.evict(&ns, &name, &opts)).await?;
     Ok(json_response(
         StatusCode::CREATED,
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
     ))
+}
+
+/// Upstream `propagateDryRun`: the request's `dryRun` applies unless the Eviction's
+/// `deleteOptions` say otherwise; both saying different things is a bad request.
+fn propagate_dry_run(opts: &mut DeleteOptions, request: bool) -> Result<(), ApiError> {
+    let asked: Vec<String> = if request {
+        vec!["All".to_string()]
+    } else {
+        Vec::new()
+    };
+    match &opts.dry_run {
+        None => opts.dry_run = (!asked.is_empty()).then_some(asked),
+        Some(d) if d.is_empty() => opts.dry_run = (!asked.is_empty()).then_some(asked),
+        Some(d) if !asked.is_empty() && *d != asked => {
+            return Err(ApiError::BadRequest(format!(
+                "Non-matching dry-run options in request and content: {asked:?} and {d:?}"
+            )));
+        }
+        Some(_) => {}
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -6,13 +6,17 @@ pub mod clusterrole_aggregation;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod disruption;
 pub mod gc;
 pub mod job;
 pub mod namespace;
 pub mod nodeipam;
+pub mod nodelifecycle;
+pub mod podgc;
 pub mod replicaset;
 pub mod runtime;
 pub mod serviceaccount;
+pub mod tainteviction;
 pub mod ttlafterfinished;
 
 use runtime::Context;
@@ -24,6 +28,7 @@ pub fn start(
     ctx: &Context,
     cluster_cidr: nodeipam::plan::Cidr,
     root_ca: String,
+    lifecycle: nodelifecycle::Config,
     shutdown: CancellationToken,
 ) -> Vec<JoinHandle<()>> {
     vec![
@@ -32,10 +37,14 @@ pub fn start(
         tokio::spawn(daemonset::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(serviceaccount::run(ctx.clone(), root_ca, shutdown.clone())),
         tokio::spawn(deployment::run(ctx.clone(), shutdown.clone())),
+        tokio::spawn(disruption::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(gc::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(job::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(namespace::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(nodeipam::run(ctx.clone(), cluster_cidr, shutdown.clone())),
+        tokio::spawn(nodelifecycle::run(ctx.clone(), lifecycle, shutdown.clone())),
+        tokio::spawn(podgc::run(ctx.clone(), shutdown.clone())),
+        tokio::spawn(tainteviction::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(ttlafterfinished::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(replicaset::run(ctx.clone(), shutdown)),
     ]

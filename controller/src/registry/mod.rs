@@ -4,7 +4,9 @@
 //! All methods block on the store's fsync: call them from a blocking context.
 
 mod binding;
+pub mod conditions;
 mod delete;
+pub mod eviction;
 mod keys;
 pub mod meta;
 pub mod node_restriction;

@@ -10,8 +10,7 @@ use berth_shared::scheduling::resources::{
     self, ContainerRequests, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, ResourceList,
 };
 use berth_shared::scheduling::{
-    HostPort, PreferredNodeAffinity, RequiredNodeAffinity, Resources, Taint, TaintEffect,
-    Toleration, ports,
+    HostPort, PreferredNodeAffinity, RequiredNodeAffinity, Resources, Taint, Toleration, ports,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -126,9 +125,6 @@ pub struct PodInfo {
     pub required_node: RequiredNodeAffinity,
     pub preferred_node: PreferredNodeAffinity,
     pub tolerations: Vec<Toleration>,
-    /// The tolerations without `tolerationSeconds`: the taints they tolerate may stay on the
-    /// node forever (see [`NodeFacts::implied_taints`]).
-    pub lasting_tolerations: Vec<Toleration>,
     pub affinity: PodAffinity,
     pub spread: Vec<SpreadConstraint>,
     /// `spread` holds the system defaults (the pod has no constraints of its own).
@@ -217,13 +213,6 @@ impl PodInfo {
                 .flatten()
                 .map(Toleration::from_k8s)
                 .collect(),
-            lasting_tolerations: s
-                .tolerations
-                .iter()
-                .flatten()
-                .filter(|t| t.toleration_seconds.is_none())
-                .map(Toleration::from_k8s)
-                .collect(),
             affinity,
             spread,
             spread_defaulted,
@@ -250,7 +239,6 @@ impl PodInfo {
             && self.required_node == other.required_node
             && self.preferred_node == other.preferred_node
             && self.tolerations == other.tolerations
-            && self.lasting_tolerations == other.lasting_tolerations
             && self.affinity == other.affinity
             && self.spread == other.spread
             && self.gated == other.gated
@@ -275,18 +263,9 @@ struct NodeSpecDoc {
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
-struct ConditionDoc {
-    #[serde(rename = "type")]
-    type_: String,
-    status: String,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
 struct NodeStatusDoc {
     allocatable: Option<ResourceList>,
     capacity: Option<ResourceList>,
-    conditions: Option<Vec<ConditionDoc>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -302,77 +281,25 @@ struct NodeDoc {
 pub struct NodeFacts {
     pub name: Arc<str>,
     pub labels: Labels,
-    /// The node's taints plus those its conditions imply (see [`condition_taints`]), the
-    /// implied ones last.
+    /// The taints the node carries (the node lifecycle controller writes those of its
+    /// conditions, upstream's TaintNodesByCondition; the scheduler reads no conditions).
     pub taints: Vec<Taint>,
-    /// How many of `taints`, at the end, its conditions imply (the node does not carry them).
-    pub implied_taints: usize,
     pub unschedulable: bool,
     pub allocatable: Resources,
     pub allowed_pods: i64,
-}
-
-/// The `NoSchedule` taints upstream's node lifecycle controller puts on a node for its
-/// conditions (TaintNodesByCondition): a node that is not Ready is `not-ready` (False, or no
-/// Ready condition yet: the kubelet registers with that taint) or `unreachable` (Unknown);
-/// pressure and network conditions that are True taint likewise. The scheduler applies them
-/// itself, so a not-ready node is refused with upstream's words.
-pub fn condition_taints(conditions: &[(&str, &str)]) -> Vec<Taint> {
-    let status = |t: &str| conditions.iter().find(|(ty, _)| *ty == t).map(|(_, s)| *s);
-    let mut out = Vec::new();
-    let mut add = |key: &str| {
-        out.push(Taint::new(
-            &format!("node.kubernetes.io/{key}"),
-            "",
-            TaintEffect::NoSchedule,
-        ))
-    };
-    match status("Ready") {
-        Some("True") => {}
-        Some("Unknown") => add("unreachable"),
-        _ => add("not-ready"),
-    }
-    for (cond, key) in [
-        ("MemoryPressure", "memory-pressure"),
-        ("DiskPressure", "disk-pressure"),
-        ("PIDPressure", "pid-pressure"),
-        ("NetworkUnavailable", "network-unavailable"),
-    ] {
-        if status(cond) == Some("True") {
-            add(key);
-        }
-    }
-    out
 }
 
 impl NodeFacts {
     /// Parses a stored node.
     pub fn parse(data: &[u8]) -> Result<NodeFacts, serde_json::Error> {
         let doc: NodeDoc = serde_json::from_slice(data)?;
-        let mut taints: Vec<Taint> = doc
+        let taints: Vec<Taint> = doc
             .spec
             .taints
             .iter()
             .flatten()
             .filter_map(Taint::from_k8s)
             .collect();
-        let conditions: Vec<(&str, &str)> = doc
-            .status
-            .conditions
-            .iter()
-            .flatten()
-            .map(|c| (c.type_.as_str(), c.status.as_str()))
-            .collect();
-        let carried = taints.len();
-        for t in condition_taints(&conditions) {
-            if !taints
-                .iter()
-                .any(|x| x.key == t.key && x.effect == t.effect)
-            {
-                taints.push(t);
-            }
-        }
-        let implied_taints = taints.len() - carried;
         let status = core::NodeStatus {
             allocatable: doc.status.allocatable,
             capacity: doc.status.capacity,
@@ -383,7 +310,6 @@ impl NodeFacts {
             name: Arc::from(doc.metadata.name),
             labels: doc.metadata.labels.unwrap_or_default(),
             taints,
-            implied_taints,
             unschedulable: doc.spec.unschedulable.unwrap_or(false),
             allocatable,
             allowed_pods,
@@ -451,30 +377,7 @@ mod tests {
     }
 
     #[test]
-    fn a_not_ready_node_carries_upstreams_condition_taints() {
-        type Case<'a> = (&'a [(&'a str, &'a str)], &'a [&'a str]);
-        let cases: [Case; 5] = [
-            (&[("Ready", "True")], &[]),
-            (&[("Ready", "False")], &["node.kubernetes.io/not-ready"]),
-            (&[("Ready", "Unknown")], &["node.kubernetes.io/unreachable"]),
-            (&[], &["node.kubernetes.io/not-ready"]),
-            (
-                &[
-                    ("Ready", "True"),
-                    ("DiskPressure", "True"),
-                    ("MemoryPressure", "False"),
-                ],
-                &["node.kubernetes.io/disk-pressure"],
-            ),
-        ];
-        for (conds, want) in cases {
-            let keys: Vec<String> = condition_taints(conds).into_iter().map(|t| t.key).collect();
-            assert_eq!(keys, want, "{conds:?}");
-        }
-    }
-
-    #[test]
-    fn a_node_is_read_with_allocatable_and_taints_once_each() {
+    fn a_node_is_read_with_allocatable_and_its_own_taints() {
         let n = NodeFacts::parse(
             &serde_json::to_vec(&json!({
                 "metadata": {"name": "n1", "labels": {"zone": "a"}},
@@ -489,7 +392,7 @@ mod tests {
         .unwrap();
         assert!(n.unschedulable);
         assert_eq!((n.allocatable.milli_cpu, n.allowed_pods), (4000, 110));
-        assert_eq!(n.taints.len(), 2, "the not-ready taint is not doubled");
+        assert_eq!(n.taints.len(), 2, "conditions imply no taints");
         assert_eq!(n.labels.get("zone").map(String::as_str), Some("a"));
     }
 }

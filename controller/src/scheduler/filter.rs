@@ -2,24 +2,19 @@
 //! TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, PodTopologySpread,
 //! InterPodAffinity); the first filter that refuses gives the node's reasons.
 //!
-//! One rule is Berth's own: a readiness taint the node's conditions imply (`not-ready`,
-//! `unreachable`; the scheduler's stand-in for upstream's TaintNodesByCondition, see
-//! [`super::facts::condition_taints`]) is also tolerated by a toleration of the same taint's
-//! `NoExecute` form without `tolerationSeconds`. Such a pod may stay on a node that is not
-//! ready for ever, so it may as well be placed there: that is how DaemonSet pods, whose
-//! automatic tolerations are exactly those (DS-08), run on nodes before they are Ready (DS-10),
-//! as the documentation promises. Ordinary pods get the 300 s form from admission and are still
-//! kept off. A taint the node really carries is judged as upstream does.
+//! Only the taints a node carries count, as upstream: the node lifecycle controller turns its
+//! conditions into taints (TaintNodesByCondition), so a node that is not ready is refused by its
+//! `node.kubernetes.io/not-ready` taint.
 //!
 //! Planner: pure, no I/O.
 
 use super::cache::NodeInfo;
-use super::facts::{NodeFacts, PodInfo};
+use super::facts::PodInfo;
 use super::interpod::InterPodFilter;
 use super::message::{Reason, Rejection};
 use super::spread::SpreadFilter;
 use berth_shared::scheduling::ports::any_conflict;
-use berth_shared::scheduling::taints::{DO_NOT_SCHEDULE, tolerated};
+use berth_shared::scheduling::taints::{DO_NOT_SCHEDULE, first_untolerated, tolerated};
 use berth_shared::scheduling::{Taint, TaintEffect};
 use std::sync::LazyLock;
 
@@ -31,37 +26,6 @@ static UNSCHEDULABLE_TAINT: LazyLock<Taint> = LazyLock::new(|| {
         TaintEffect::NoSchedule,
     )
 });
-
-/// The readiness taints a pod tolerating their `NoExecute` form for ever may be placed under,
-/// when the node's conditions imply them.
-const READINESS_TAINTS: &[&str] = &[
-    "node.kubernetes.io/not-ready",
-    "node.kubernetes.io/unreachable",
-];
-
-/// The first taint keeping `pod` off the node, in the node's order (upstream
-/// `FindMatchingUntoleratedTaint`, with the readiness rule of the module doc).
-fn blocking_taint<'a>(pod: &PodInfo, facts: &'a NodeFacts) -> Option<&'a Taint> {
-    let first_implied = facts.taints.len().saturating_sub(facts.implied_taints);
-    facts
-        .taints
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| DO_NOT_SCHEDULE.contains(&t.effect))
-        .find(|(i, t)| {
-            if tolerated(&pod.tolerations, t) {
-                return false;
-            }
-            let lasting = *i >= first_implied
-                && READINESS_TAINTS.contains(&t.key.as_str())
-                && tolerated(
-                    &pod.lasting_tolerations,
-                    &Taint::new(&t.key, &t.value, TaintEffect::NoExecute),
-                );
-            !lasting
-        })
-        .map(|(_, t)| t)
-}
 
 /// The per-pod state filters share across nodes.
 pub struct Filters<'a> {
@@ -115,7 +79,7 @@ pub fn check<'a>(
     if facts.unschedulable && !tolerated(&pod.tolerations, &UNSCHEDULABLE_TAINT) {
         return Err(Rejection::unresolvable(Reason::Unschedulable));
     }
-    if let Some(t) = blocking_taint(pod, facts) {
+    if let Some(t) = first_untolerated(&facts.taints, &pod.tolerations, DO_NOT_SCHEDULE) {
         return Err(Rejection::unresolvable(Reason::Taint(t)));
     }
     if !pod.required_node.is_empty() && !pod.required_node.matches(&facts.name, &facts.labels) {
@@ -224,39 +188,14 @@ mod tests {
                 Ok(()),
             ),
             (
-                "a node that is not ready is refused by its condition taint",
-                json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
+                "a node's conditions alone refuse nothing",
+                json!({"status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "DiskPressure", "status": "True"}]}}),
                 vec![],
                 json!({}),
-                Err(vec![
-                    "node(s) had untolerated taint {node.kubernetes.io/not-ready: }",
-                ]),
-            ),
-            (
-                "a pod tolerating not-ready NoExecute for ever may use a node that is not ready",
-                json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
-                vec![],
-                json!({"spec": {"tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}]}}),
                 Ok(()),
             ),
             (
-                "a pod tolerating unreachable NoExecute for ever may use an unreachable node",
-                json!({"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}),
-                vec![],
-                json!({"spec": {"tolerations": [{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}]}}),
-                Ok(()),
-            ),
-            (
-                "a pod tolerating not-ready NoExecute for 300 s is kept off a node that is not ready",
-                json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
-                vec![],
-                json!({"spec": {"tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]}}),
-                Err(vec![
-                    "node(s) had untolerated taint {node.kubernetes.io/not-ready: }",
-                ]),
-            ),
-            (
-                "a not-ready taint the node carries is judged as upstream",
+                "a not-ready taint refuses a pod tolerating only its NoExecute form",
                 json!({"spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]},
                     "status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
                 vec![],
@@ -266,13 +205,11 @@ mod tests {
                 ]),
             ),
             (
-                "the readiness rule tolerates no other implied taint",
-                json!({"status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "NetworkUnavailable", "status": "True"}]}}),
+                "an unreachable NoExecute taint is tolerated by its toleration",
+                json!({"spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]}}),
                 vec![],
-                json!({"spec": {"tolerations": [{"key": "node.kubernetes.io/network-unavailable", "operator": "Exists", "effect": "NoExecute"}]}}),
-                Err(vec![
-                    "node(s) had untolerated taint {node.kubernetes.io/network-unavailable: }",
-                ]),
+                json!({"spec": {"tolerations": [{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]}}),
+                Ok(()),
             ),
             (
                 "a node selector mismatch is refused",

@@ -38,6 +38,14 @@ use crate::registry::Registry;
 use crate::sweep::iptables::{Table, snapshot_all};
 use crate::wait::wait_for_with;
 
+/// The `--eviction-hard` agents run with unless a test gives its own: the kubelet's memory
+/// threshold, and disk thresholds as quantities. The kubelet's defaults (`nodefs.available<10%`,
+/// `imagefs.available<15%`) are met on a shared development machine whose disk is mostly
+/// taken, which would taint every node with `disk-pressure` and leave pods Pending in tests
+/// about other things.
+pub const TEST_EVICTION_HARD: &str =
+    "memory.available<100Mi,nodefs.available<100Mi,imagefs.available<100Mi,nodefs.inodesFree<1%";
+
 /// How long an agent may take from start to a Ready Node with a podCIDR.
 pub const NODE_READY_DEADLINE: Duration = Duration::from_secs(60);
 
@@ -76,6 +84,8 @@ pub struct ClusterConfig {
     pub skip_fixtures: bool,
     /// The controller listens on every address, so pods reach it at their node's address.
     pub controller_on_all_addresses: bool,
+    /// Extra `berth-controller serve` flags (e.g. `--node-monitor-grace-period 15s`).
+    pub controller_args: Vec<String>,
 }
 
 impl ClusterConfig {
@@ -85,8 +95,21 @@ impl ClusterConfig {
             agents: vec![AgentOptions::default(); n],
             skip_fixtures: false,
             controller_on_all_addresses: false,
+            controller_args: Vec::new(),
         }
     }
+}
+
+/// `args`, with `--eviction-hard TEST_EVICTION_HARD` unless they set it.
+pub fn with_test_eviction_hard(args: &[String]) -> Vec<String> {
+    let mut out = args.to_vec();
+    if !args.iter().any(|a| a.starts_with("--eviction-hard")) {
+        out.extend([
+            "--eviction-hard".to_string(),
+            TEST_EVICTION_HARD.to_string(),
+        ]);
+    }
+    out
 }
 
 /// What the host looked like before the cluster started.
@@ -141,7 +164,8 @@ impl Cluster {
             }
         }
         let cluster_cidr = pick_cluster_cidr();
-        let controller_args = ["--cluster-cidr", cluster_cidr.as_str()];
+        let mut controller_args = vec!["--cluster-cidr", cluster_cidr.as_str()];
+        controller_args.extend(config.controller_args.iter().map(String::as_str));
         let controller = if config.controller_on_all_addresses {
             Controller::start_on_all_addresses(&controller_args)
         } else {
@@ -221,7 +245,7 @@ impl Cluster {
             node_labels: opts.labels.clone(),
             taints: opts.taints.clone(),
             max_pods: opts.max_pods,
-            extra_args: opts.extra_args.clone(),
+            extra_args: with_test_eviction_hard(&opts.extra_args),
         }
     }
 
@@ -363,6 +387,13 @@ impl Cluster {
     pub fn restart_agent(&mut self, i: usize) {
         self.agents[i].restart();
         self.save_record();
+    }
+
+    /// Starts agent `i` again on the same directories with exactly `extra_args` in place of the
+    /// extra flags it had (no `--eviction-hard` is added: `&[]` runs the agent's defaults).
+    pub fn restart_agent_with(&mut self, i: usize, extra_args: &[&str]) {
+        self.agents[i].config_mut().extra_args = extra_args.iter().map(|a| a.to_string()).collect();
+        self.restart_agent(i);
     }
 
     /// Stops containerd (SIGTERM) and starts it again on the same directories; shims and

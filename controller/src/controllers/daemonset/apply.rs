@@ -220,7 +220,6 @@ impl Controller {
             _ => {}
         }
         let opts = DeleteOptions {
-            grace_period_seconds: d.force().then_some(0),
             preconditions: Some(DeletePreconditions {
                 uid: Some(pod.uid.clone()),
                 resource_version: None,

@@ -2,9 +2,9 @@
 //! by node: a node that should run the pod and has none gets one; a node that may keep it has
 //! its failed pods deleted (with [`backoff`](super::backoff)), its succeeded ones deleted and
 //! all but one running pod (the oldest; with surge, old and new as the rolling update needs)
-//! deleted; a node that may not keep it loses them all. Pods meant for nodes that no longer
-//! exist are deleted too: unbound ones as upstream, bound ones in place of a pod garbage
-//! collector (at once, as nobody is left to confirm their end).
+//! deleted; a node that may not keep it loses them all. Unbound pods meant for nodes that no
+//! longer exist are deleted too (upstream `getUnscheduledPodsWithoutNode`: the scheduler would
+//! never bind them); bound ones are the pod garbage collector's.
 //!
 //! Planner: pure, no I/O.
 
@@ -34,7 +34,7 @@ pub enum Why {
     Excess,
     /// The node may no longer run the pod.
     NotEligible,
-    /// The node is gone: a bound pod is deleted without grace.
+    /// Not bound, and the node it is meant for is gone.
     NodeGone,
     /// Replaced by the rolling update.
     Update,
@@ -45,13 +45,6 @@ pub enum Why {
 pub struct Deletion {
     pub pod: Arc<Pod>,
     pub why: Why,
-}
-
-impl Deletion {
-    /// Delete with `gracePeriodSeconds: 0`: a bound pod whose node is gone.
-    pub fn force(&self) -> bool {
-        self.why == Why::NodeGone && !self.pod.node_name.is_empty()
-    }
 }
 
 /// Pods to create and delete.
@@ -177,7 +170,10 @@ pub fn manage(
         if known.contains(node.as_str()) {
             continue;
         }
-        for pod in list.iter().filter(|p| !p.deleting) {
+        for pod in list
+            .iter()
+            .filter(|p| !p.deleting && p.node_name.is_empty())
+        {
             changes.delete.push(Deletion {
                 pod: pod.clone(),
                 why: Why::NodeGone,

@@ -238,21 +238,17 @@ fn with_surge_an_old_and_a_new_pod_share_a_node_until_the_new_one_is_available()
 }
 
 #[test]
-fn pods_meant_for_nodes_that_are_gone_are_deleted() {
+fn unbound_pods_meant_for_nodes_that_are_gone_are_deleted_and_bound_ones_left_to_pod_gc() {
     let pods = placed_with(
         vec![pod("bound", "gone", NEW), pod("kept", "here", NEW)],
         vec![unbound(pod("unbound", "gone", NEW))],
     );
     let c = plan(&rolling(), &nodes(&["here"]), &pods);
-    let got: Vec<(String, bool)> = c
-        .delete
-        .iter()
-        .map(|d| (d.pod.name.clone(), d.force()))
-        .collect();
+    let got: Vec<&str> = c.delete.iter().map(|d| d.pod.name.as_str()).collect();
     assert_eq!(
         got,
-        [("bound".to_string(), true), ("unbound".to_string(), false)],
-        "a bound pod without grace (nobody is left to end it), an unbound one as usual"
+        ["unbound"],
+        "the scheduler never binds the unbound one; the pod garbage collector removes the bound one"
     );
 }
 

@@ -295,7 +295,12 @@ async fn a_deleted_active_job_is_reported_missing() {
             JOBS,
             Some("default"),
             &f.job_at(0),
-            &DeleteOptions::default(),
+            // A Job deleted with no policy orphans its pods (and waits on the orphan
+            // finalizer); kubectl and the controllers delete in the background.
+            &DeleteOptions {
+                propagation_policy: Some(crate::registry::Propagation::Background),
+                ..DeleteOptions::default()
+            },
         )
         .expect("delete");
     f.pass_at(0, 30_000).await;

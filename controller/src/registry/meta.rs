@@ -113,6 +113,27 @@ pub fn set_namespace(
 
 /// The object of an update names the object of the URL (upstream's `checkName`, in
 /// endpoints/handlers/rest.go, run on PUT bodies and on patched objects).
+/// Removes the owner reference to `owner_uid` from `obj` (a controller releasing an object),
+/// dropping `ownerReferences` when none is left.
+pub fn release_owner(obj: &mut Value, owner_uid: &str) {
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let empty = match meta
+        .get_mut("ownerReferences")
+        .and_then(Value::as_array_mut)
+    {
+        Some(refs) => {
+            refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(owner_uid));
+            refs.is_empty()
+        }
+        None => false,
+    };
+    if empty {
+        meta.remove("ownerReferences");
+    }
+}
+
 pub fn check_name(obj: &Value, url_name: &str) -> Result<(), RegistryError> {
     match obj.pointer("/metadata/name").and_then(Value::as_str) {
         None | Some("") => Err(RegistryError::BadRequest(format!(

@@ -115,21 +115,7 @@ impl Controller {
                 if uid_of(&obj) != Some(uid) {
                     return Ok::<_, RegistryError>(obj);
                 }
-                if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-                    let empty = match meta
-                        .get_mut("ownerReferences")
-                        .and_then(Value::as_array_mut)
-                    {
-                        Some(refs) => {
-                            refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(&ds.uid));
-                            refs.is_empty()
-                        }
-                        None => false,
-                    };
-                    if empty {
-                        meta.remove("ownerReferences");
-                    }
-                }
+                crate::registry::meta::release_owner(&mut obj, &ds.uid);
                 Ok(obj)
             },
         );

@@ -87,24 +87,7 @@ impl Controller {
                 if obj.pointer("/metadata/uid").and_then(Value::as_str) != Some(pod.uid.as_str()) {
                     return Ok(obj);
                 }
-                let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
-                    return Ok(obj);
-                };
-                let empty = match meta
-                    .get_mut("ownerReferences")
-                    .and_then(Value::as_array_mut)
-                {
-                    Some(refs) => {
-                        refs.retain(|r| {
-                            r.get("uid").and_then(Value::as_str) != Some(set.uid.as_str())
-                        });
-                        refs.is_empty()
-                    }
-                    None => false,
-                };
-                if empty {
-                    meta.remove("ownerReferences");
-                }
+                crate::registry::meta::release_owner(&mut obj, &set.uid);
                 Ok(obj)
             },
         );

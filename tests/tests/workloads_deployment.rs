@@ -696,6 +696,23 @@ fn pause_batches_two_changes_into_one_replicaset_and_scaling_mid_rollout_is_prop
             }
         });
     assert_pods_serve(&c, &census, &h2, "1.16.1");
+    // The pods' readiness reaches the Deployment's status through its ReplicaSets a moment later.
+    wait_deployment(
+        &c,
+        NS,
+        DEPLOY,
+        secs(30),
+        "status 5 ready, 3 updated",
+        |d, _| {
+            let st = &d["status"];
+            let n = |k: &str| st[k].as_i64().unwrap_or(0);
+            if n("readyReplicas") == 5 && n("availableReplicas") == 5 && n("updatedReplicas") == 3 {
+                Ok(())
+            } else {
+                Err(format!("status {st}"))
+            }
+        },
+    );
     let out = c.kubectl().ok(&["get", "deployments"]);
     let t = Table::parse(&out).unwrap();
     assert_eq!(t.cell(DEPLOY, "READY"), Some("5/6"), "{out}");

@@ -2,7 +2,9 @@
 //! Lease's `renewTime` and the Ready condition's `lastHeartbeatTime`, and the controller's own
 //! time of the last change of either (the probe time). The grace period runs from the probe
 //! time, on the controller's clock, never from the times the agent wrote: a skewed agent clock
-//! cannot make a node look dead or alive. The record is soft state, as upstream's: a restarted
+//! cannot make a node look dead or alive. A Ready condition that turns True is a heartbeat too,
+//! whatever its time says: only an agent writes True, and its heartbeat has second resolution,
+//! so a post can carry the same time as the status the controller marked Unknown. The record is soft state, as upstream's: a restarted
 //! controller starts every node's probe time at its first look, which gives every node a full
 //! grace period before it can be marked Unknown.
 //!
@@ -19,6 +21,8 @@ pub struct Health {
     pub lease_renewed: Option<String>,
     /// The Ready condition's `lastHeartbeatTime`, as written.
     pub status_heartbeat: Option<String>,
+    /// Whether the Ready condition was True.
+    pub ready: bool,
 }
 
 /// The heartbeats a node shows now; `None` for a signal the controller did not look at.
@@ -26,6 +30,8 @@ pub struct Health {
 pub struct Heartbeats {
     pub lease_renewed: Option<Option<String>>,
     pub status_heartbeat: Option<Option<String>>,
+    /// Whether the Ready condition is True; `None` when not looked at.
+    pub ready: Option<bool>,
 }
 
 /// The record after looking at `seen` at `now`: a heartbeat that changed (a Lease renewed, a
@@ -37,6 +43,7 @@ pub fn observe(prev: Option<&Health>, seen: &Heartbeats, now: Timestamp) -> Heal
             probe: now,
             lease_renewed: seen.lease_renewed.clone().flatten(),
             status_heartbeat: seen.status_heartbeat.clone().flatten(),
+            ready: seen.ready.unwrap_or(false),
         };
     };
     let mut next = prev.clone();
@@ -52,6 +59,10 @@ pub fn observe(prev: Option<&Health>, seen: &Heartbeats, now: Timestamp) -> Heal
     {
         next.status_heartbeat = Some(heartbeat.clone());
         beat = true;
+    }
+    if let Some(ready) = seen.ready {
+        beat |= ready && !prev.ready;
+        next.ready = ready;
     }
     if beat {
         next.probe = now;
@@ -70,14 +81,14 @@ mod tests {
     fn lease(t: &str) -> Heartbeats {
         Heartbeats {
             lease_renewed: Some(Some(t.to_string())),
-            status_heartbeat: None,
+            ..Heartbeats::default()
         }
     }
 
     fn status(t: &str) -> Heartbeats {
         Heartbeats {
-            lease_renewed: None,
             status_heartbeat: Some(Some(t.to_string())),
+            ..Heartbeats::default()
         }
     }
 
@@ -97,7 +108,7 @@ mod tests {
                 "a lease that disappears is no heartbeat",
                 Heartbeats {
                     lease_renewed: Some(None),
-                    status_heartbeat: None,
+                    ..Heartbeats::default()
                 },
                 at(0),
             ),
@@ -110,6 +121,33 @@ mod tests {
         for (name, seen, want) in cases {
             assert_eq!(observe(Some(&first), &seen, at(30)).probe, want, "{name}");
         }
+    }
+
+    #[test]
+    fn a_ready_condition_turning_true_is_a_heartbeat_even_with_the_same_time() {
+        let post = |ready| Heartbeats {
+            status_heartbeat: Some(Some("12:00:01Z".to_string())),
+            ready: Some(ready),
+            ..Heartbeats::default()
+        };
+        let marked_unknown = observe(None, &post(false), at(0));
+        let cases = [
+            ("the agent posts Ready=True again", true, at(30)),
+            ("still not Ready at the same time", false, at(0)),
+        ];
+        for (name, ready, want) in cases {
+            assert_eq!(
+                observe(Some(&marked_unknown), &post(ready), at(30)).probe,
+                want,
+                "{name}"
+            );
+        }
+        let ready = observe(None, &post(true), at(0));
+        assert_eq!(
+            observe(Some(&ready), &post(false), at(30)).probe,
+            at(0),
+            "the controller's own Unknown is no heartbeat"
+        );
     }
 
     #[test]

@@ -221,9 +221,11 @@ impl Controller {
             .leases
             .get(Some(LEASE_NAMESPACE), name)
             .and_then(|l| l.view::<Renewed>().0.clone());
+        let signals = node.view::<Signals>();
         let seen = Heartbeats {
             lease_renewed: Some(lease),
-            status_heartbeat: Some(node.view::<Signals>().ready_heartbeat.clone()),
+            status_heartbeat: Some(signals.ready_heartbeat.clone()),
+            ready: Some(signals.ready() == Some("True")),
         };
         self.health.observe(name, &seen, now)
     }
@@ -402,6 +404,7 @@ fn node_change(health: &HealthMap, d: &Delta) -> Vec<ObjectKey> {
     let seen = Heartbeats {
         lease_renewed: None,
         status_heartbeat: Some(new.ready_heartbeat.clone()),
+        ready: Some(new.ready() == Some("True")),
     };
     let before = health.lock().get(key.name()).map(|h| h.probe);
     let after = health.observe(key.name(), &seen, Timestamp::now()).probe;
@@ -425,7 +428,7 @@ fn lease_change(health: &HealthMap, nodes: &Informer, d: &Delta) -> Vec<ObjectKe
     let name = d.object.name();
     let seen = Heartbeats {
         lease_renewed: Some(d.object.view::<Renewed>().0.clone()),
-        status_heartbeat: None,
+        ..Heartbeats::default()
     };
     health.observe(name, &seen, Timestamp::now());
     match nodes.get(None, name) {

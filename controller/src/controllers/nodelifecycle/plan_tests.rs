@@ -40,6 +40,7 @@ fn probed(s: i64) -> Health {
         probe: at(s),
         lease_renewed: None,
         status_heartbeat: None,
+        ready: true,
     }
 }
 

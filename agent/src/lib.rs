@@ -5,6 +5,7 @@ pub mod agent;
 pub mod config;
 pub mod image;
 pub mod join;
+pub mod metrics;
 pub mod network;
 pub mod node;
 pub mod pod;

@@ -1,9 +1,11 @@
 //! The agent server's backend for this node's pods: which log file `kubectl logs` reads (and
-//! whether to keep following it), and exec into a running container. Containers are found by
+//! whether to keep following it), exec into a running container, and the metrics of the agent
+//! and of the running containers. Containers are found by
 //! their labels ([`labels`]), pods in the manager's cache.
 
 use super::labels;
 use super::manager::PodManager;
+use crate::metrics::{Running, resource};
 use crate::runtime::{ContainerId, ExecIo, TaskState};
 use crate::server::{Backend, ExecRequest, ExecStreams, LogTarget};
 use futures::future::BoxFuture;
@@ -22,6 +24,41 @@ impl ManagerBackend {
 }
 
 impl Backend for ManagerBackend {
+    fn metrics(&self) -> BoxFuture<'static, Result<String, String>> {
+        let m = self.manager.get().cloned();
+        Box::pin(async move {
+            let m = m.ok_or("the agent is starting")?;
+            let list = m.runtime().list().await.map_err(|e| e.to_string())?;
+            let running: Vec<_> = list
+                .iter()
+                .filter(|c| matches!(c.state, TaskState::Running { .. }))
+                .collect();
+            let pods: std::collections::BTreeSet<&str> = running
+                .iter()
+                .filter_map(|c| labels::pod_uid(&c.labels))
+                .collect();
+            Ok(m.metrics().render(Running {
+                pods: pods.len(),
+                containers: running.len(),
+            }))
+        })
+    }
+
+    fn resource_metrics(&self) -> BoxFuture<'static, Result<String, String>> {
+        let m = self.manager.get().cloned();
+        Box::pin(async move {
+            let m = m.ok_or("the agent is starting")?;
+            let list = m.runtime().list().await.map_err(|e| e.to_string())?;
+            let namespace = m.runtime().namespace().to_string();
+            let scrape = tokio::task::spawn_blocking(move || {
+                resource::read(&namespace, &list, jiff::Timestamp::now())
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+            Ok(resource::render(&scrape))
+        })
+    }
+
     fn log_target(
         &self,
         ns: &str,

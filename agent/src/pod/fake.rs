@@ -486,6 +486,7 @@ impl Fakes {
             images: self.images.clone(),
             api: self.api.clone(),
             events: self.events.clone(),
+            metrics: Arc::default(),
             node: NodeSide {
                 root_dir: self.root.path().join("agent"),
                 log_dir: self.root.path().join("logs"),

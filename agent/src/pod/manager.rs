@@ -13,6 +13,8 @@ use super::ports::ApiClient;
 use super::worker::{Context, NodeSide, Pass, PodWorker};
 use crate::config::Config;
 use crate::image::ImageService;
+use crate::metrics::AgentMetrics;
+use crate::metrics::instrumented::{TimedNetwork, TimedRuntime};
 use crate::network::Network;
 use crate::network::dns::ClusterDns;
 use crate::runtime::{Runtime, RuntimeEvent};
@@ -77,7 +79,22 @@ impl Shared {
     async fn reconcile(&self, uid: &str) -> Result<Outcome, super::worker::WorkerError> {
         let worker = self.worker(uid);
         let pass = match self.pods.get(uid) {
-            Some(pod) => worker.reconcile(pod).await?,
+            Some(pod) => {
+                let op = if pod.metadata.deletion_timestamp.is_some() {
+                    "kill"
+                } else {
+                    "sync"
+                };
+                let start = std::time::Instant::now();
+                let pass = worker.reconcile(pod).await;
+                let m = &self.cx.metrics;
+                m.pod_worker.observe(&[op], start.elapsed().as_secs_f64());
+                if let Err(e) = &pass {
+                    let transient = if e.is_transient() { "true" } else { "false" };
+                    m.pod_worker_errors.inc(&[transient]);
+                }
+                pass?
+            }
             // Not listed yet: whether the pod exists is not known.
             None if !self.listed.load(Ordering::SeqCst) => {
                 return Ok(Outcome::RequeueAfter(Duration::from_secs(1)));
@@ -118,9 +135,17 @@ impl PodManager {
         let events = Arc::new(Recorder::new(client.clone(), config.node_name.clone()));
         let pods = Arc::new(PodCache::default());
         let network = Arc::new(network);
+        let metrics = Arc::new(AgentMetrics::default());
         let cx = Arc::new(Context {
-            runtime: Arc::new(runtime.clone()),
-            network: network.clone(),
+            runtime: Arc::new(TimedRuntime {
+                inner: Arc::new(runtime.clone()),
+                metrics: metrics.clone(),
+            }),
+            network: Arc::new(TimedNetwork {
+                inner: network.clone(),
+                metrics: metrics.clone(),
+            }),
+            metrics,
             images: Arc::new(images),
             api: Arc::new(ApiClient {
                 client: client.clone(),
@@ -167,6 +192,10 @@ impl PodManager {
 
     pub(super) fn runtime(&self) -> &Runtime {
         &self.shared.runtime
+    }
+
+    pub(super) fn metrics(&self) -> &AgentMetrics {
+        &self.shared.cx.metrics
     }
 
     pub(super) fn log_dir(&self) -> &Path {

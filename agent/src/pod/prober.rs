@@ -74,12 +74,14 @@ pub fn initial(container: &Container) -> ProbeResults {
 }
 
 /// Probes until the task is aborted (the worker aborts it when the attempt stops).
-/// `on_failure` gets the `Unhealthy` event message of every failed probe.
+/// `on_failure` gets the `Unhealthy` event message of every failed probe, `on_result` the kind
+/// and outcome of every probe run.
 pub async fn run(
     p: Probed,
     results: Results,
     wake: impl Fn() + Send + Sync + 'static,
     on_failure: impl Fn(String) + Send + Sync + 'static,
+    on_result: impl Fn(ProbeKind, ProbeResult) + Send + Sync + 'static,
 ) {
     let id = p.id.to_string();
     let mut states: Vec<(ProbeState, berth_shared::k8s_openapi::api::core::v1::Probe)> = [
@@ -150,6 +152,7 @@ pub async fn run(
                             }
                         };
                         tracing::debug!(container = %p.id, kind = state.kind().label(), ?outcome, "probed");
+                        on_result(state.kind(), outcome);
                         if let Some(r) = state.record(outcome, jiff::Timestamp::now()) {
                             changed |= set(&results, &id, state.kind(), r);
                         }

@@ -23,7 +23,7 @@ use super::plan::{Action, PodKillReason, plan_pod};
 use super::ports::{ContainerRuntime, EventSink, ImagePuller, PodApi, SandboxNetwork};
 use super::{prober, volumes};
 use crate::network::dns::ClusterDns;
-use berth_shared::k8s_openapi::api::core::v1::{Container, Pod};
+use berth_shared::k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
 use jiff::Timestamp;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -67,6 +67,10 @@ pub struct Local {
     /// Pull failures not yet reported: the status shows `ErrImagePull` once before the
     /// back-off turns it into `ImagePullBackOff`.
     pub fresh_pull_failures: BTreeSet<String>,
+    /// Time spent pulling the pod's images (left out of its start latency).
+    pub pulling: Duration,
+    /// Whether the pod's start was recorded in the start latency metrics.
+    pub start_recorded: bool,
 }
 
 /// The node as its pods see it, and where the agent keeps their files.
@@ -97,6 +101,7 @@ pub struct Context {
     pub events: Arc<dyn EventSink>,
     pub node: NodeSide,
     pub clock: Clock,
+    pub metrics: Arc<crate::metrics::AgentMetrics>,
 }
 
 /// How a pass ended.
@@ -129,18 +134,21 @@ pub struct PodWorker {
     probers: Mutex<HashMap<String, Prober>>,
     /// The pod's ServiceAccount tokens, by need.
     tokens: tokens::Tokens,
+    /// When this worker was made (the agent first saw the pod).
+    first_seen: Timestamp,
 }
 
 impl PodWorker {
     pub fn new(uid: impl Into<String>, cx: Arc<Context>, wake: Wake) -> PodWorker {
         PodWorker {
             uid: uid.into(),
-            cx,
             wake,
             local: Mutex::new(Local::default()),
             probes: prober::Results::default(),
             probers: Mutex::new(HashMap::new()),
             tokens: tokens::Tokens::default(),
+            first_seen: (cx.clock)(),
+            cx,
         }
     }
 
@@ -286,6 +294,7 @@ impl PodWorker {
         updated.status = Some(status.clone());
         match self.cx.api.write_status(&updated).await {
             Ok(Some(_)) => {
+                self.record_start(pod, &status);
                 let entered = super::status::backoff_events(pod, pod.status.as_ref(), &status);
                 for e in entered {
                     self.cx
@@ -300,6 +309,38 @@ impl PodWorker {
             Err(e) if e.is_conflict() || e.is_not_found() => Ok(()),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Once per pod, when a status with every container running is written: the pod start
+    /// latencies, from the pod's creation (less image pulls) and from this worker's first
+    /// look. A pod that was running before this agent started is not counted.
+    fn record_start(&self, pod: &Pod, status: &PodStatus) {
+        let all_running = |s: Option<&PodStatus>| {
+            s.and_then(|s| s.container_statuses.as_ref())
+                .is_some_and(|cs| {
+                    !cs.is_empty()
+                        && cs
+                            .iter()
+                            .all(|c| c.state.as_ref().is_some_and(|st| st.running.is_some()))
+                })
+        };
+        if !all_running(Some(status)) || all_running(pod.status.as_ref()) {
+            return;
+        }
+        let local = self.local();
+        if local.start_recorded {
+            return;
+        }
+        self.local_mut(|l| l.start_recorded = true);
+        let now = self.now();
+        let m = &self.cx.metrics;
+        if let Some(created) = pod.metadata.creation_timestamp.as_ref() {
+            let since = now.duration_since(created.0).as_secs_f64().max(0.0);
+            let sli = (since - local.pulling.as_secs_f64()).max(0.0);
+            m.pod_start_sli.observe(&[], sli);
+        }
+        let seen = now.duration_since(self.first_seen).as_secs_f64().max(0.0);
+        m.pod_start.observe(&[], seen);
     }
 
     /// The pod is gone: remove what is left of it on the host and forget it.

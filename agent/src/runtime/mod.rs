@@ -11,7 +11,7 @@
 //! returns them and reattaches the log copiers of containers that are still running.
 
 mod capabilities;
-mod cgroup;
+pub(crate) mod cgroup;
 mod containerd;
 mod containerd_content;
 mod containerd_events;

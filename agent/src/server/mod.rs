@@ -1,5 +1,6 @@
 //! The agent's HTTPS server (port 10250 by default): container logs and exec for the
-//! controller, which proxies `kubectl logs` and `kubectl exec` here. Only clients with a
+//! controller, which proxies `kubectl logs` and `kubectl exec` here, and the agent's metrics
+//! (`/metrics`, `/metrics/resource`), which the controller proxies as `nodes/proxy`. Only clients with a
 //! certificate from the cluster CA in group `system:masters` (the controller) are served.
 //! The pod worker supplies where logs are and how to exec, through [`Backend`].
 
@@ -7,6 +8,7 @@ mod cri_log;
 mod exec;
 mod log_follow;
 mod logs;
+mod metrics;
 
 pub use cri_log::format as format_log_line;
 
@@ -75,6 +77,10 @@ pub trait Backend: Send + Sync + 'static {
     ) -> Result<LogTarget, String>;
     /// Starts a process in a running container.
     fn exec(&self, req: ExecRequest) -> BoxFuture<'static, Result<ExecStreams, String>>;
+    /// The agent's own metrics, in the Prometheus text format.
+    fn metrics(&self) -> BoxFuture<'static, Result<String, String>>;
+    /// The node's, pods' and containers' resource usage, in the Prometheus text format.
+    fn resource_metrics(&self) -> BoxFuture<'static, Result<String, String>>;
 }
 
 pub type SharedBackend = Arc<dyn Backend>;
@@ -130,6 +136,8 @@ pub fn router(backend: SharedBackend) -> Router {
         .route("/containerLogs/{ns}/{pod}/{container}", get(logs::serve))
         .route("/exec/{ns}/{pod}/{container}", get(exec::serve))
         .route("/attach/{ns}/{pod}/{container}", get(exec::serve))
+        .route("/metrics", get(metrics::own))
+        .route("/metrics/resource", get(metrics::resource))
         .with_state(backend)
 }
 

@@ -165,6 +165,32 @@ async fn dispatch(State(state): State<SharedState>, req: Request) -> Response {
 }
 
 async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
+    // A node's agent answers GETs under nodes/proxy (its metrics).
+    if let Some((node, agent_path)) = proxy::node_proxy_path(req.uri().path())
+        && let Some(nodes) = berth_shared::resource::by_plural("", "v1", "nodes")
+    {
+        let query = Query::parse(req.uri().query());
+        let target = path::ResourcePath {
+            rt: nodes,
+            namespace: None,
+            name: Some(node.clone()),
+            subresource: Some("proxy".to_string()),
+        };
+        authz::authorize(
+            &state,
+            req.extensions().get::<authn::Identity>(),
+            req.method(),
+            &target,
+            &query,
+            None,
+        )
+        .await?;
+        if req.method() != Method::GET {
+            return Err(ApiError::MethodNotAllowed);
+        }
+        let raw_query = req.uri().query().unwrap_or_default().to_string();
+        return proxy::node(&state, &node, &agent_path, &raw_query).await;
+    }
     // Log and exec are proxied to the pod's agent with the whole request.
     if let ApiPath::Resource(target) = path::parse(req.uri().path())
         && target.rt.kind == "Pod"

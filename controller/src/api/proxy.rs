@@ -1,5 +1,5 @@
-//! `pods/log` and `pods/exec` (and `attach`): proxied to the agent of the pod's node over
-//! HTTPS, authenticated with the controller's agent-client certificate and verifying the
+//! `pods/log` and `pods/exec` (and `attach`), and `nodes/proxy` GETs (the agent's metrics):
+//! proxied to the agent of the pod's node over HTTPS, authenticated with the controller's agent-client certificate and verifying the
 //! agent's node certificate against the cluster CA. Log bodies are streamed through; exec's
 //! WebSocket upgrade is forwarded and the two upgraded connections are spliced.
 
@@ -121,6 +121,16 @@ fn locate(
         .pointer("/spec/nodeName")
         .and_then(Value::as_str)
         .ok_or_else(|| ApiError::BadRequest(format!("pod {pod} does not have a host assigned")))?;
+    let (addr, port) = agent_endpoint(state, nodes, node_name)?;
+    Ok((addr, port, container))
+}
+
+/// A node's agent: its InternalIP and the port it posted as its kubelet endpoint.
+fn agent_endpoint(
+    state: &SharedState,
+    nodes: &'static resource::ResourceType,
+    node_name: &str,
+) -> Result<(String, u16), ApiError> {
     let node = state.registry.get(nodes, None, node_name)?.value()?;
     let addr = node
         .pointer("/status/addresses")
@@ -137,7 +147,66 @@ fn locate(
         .and_then(Value::as_u64)
         .and_then(|p| u16::try_from(p).ok())
         .unwrap_or(10250);
-    Ok((addr, port, container))
+    Ok((addr, port))
+}
+
+/// `/api/v1/nodes/{name}/proxy[/{path}]`: the node's name and the path on its agent.
+pub fn node_proxy_path(path: &str) -> Option<(String, String)> {
+    let rest = path.strip_prefix("/api/v1/nodes/")?;
+    let (name, rest) = rest.split_once('/')?;
+    let tail = rest.strip_prefix("proxy")?;
+    if !(tail.is_empty() || tail.starts_with('/')) || name.is_empty() {
+        return None;
+    }
+    Some((
+        name.to_string(),
+        format!("/{}", tail.trim_start_matches('/')),
+    ))
+}
+
+/// GET nodes/proxy: the agent's answer for `path` (its metrics, say), streamed back.
+pub async fn node(
+    state: &SharedState,
+    node: &str,
+    path: &str,
+    query: &str,
+) -> Result<Response, ApiError> {
+    let Some(nodes) = resource::by_plural("", "v1", "nodes") else {
+        return Err(ApiError::UnknownPath);
+    };
+    let (addr, port) = agent_endpoint(state, nodes, node)?;
+    let uri = if query.is_empty() {
+        path.to_string()
+    } else {
+        format!("{path}?{query}")
+    };
+    forward_get(state, &addr, port, &uri).await
+}
+
+/// Sends a GET for `uri` to the agent at `addr:port` and streams its answer back, with its
+/// status and content type.
+async fn forward_get(
+    state: &SharedState,
+    addr: &str,
+    port: u16,
+    uri: &str,
+) -> Result<Response, ApiError> {
+    let mut sender = state.dialer.connect(addr, port).await?;
+    let req = hyper::Request::get(uri)
+        .header(header::HOST, format!("{addr}:{port}"))
+        .body(Body::empty())
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let resp = sender
+        .send_request(req)
+        .await
+        .map_err(|e| ApiError::Internal(format!("error reading from the agent: {e}")))?;
+    let (parts, body) = resp.into_parts();
+    let mut out = Response::new(Body::new(body));
+    *out.status_mut() = parts.status;
+    if let Some(ct) = parts.headers.get(header::CONTENT_TYPE) {
+        out.headers_mut().insert(header::CONTENT_TYPE, ct.clone());
+    }
+    Ok(out)
 }
 
 fn query_param(query: &str, key: &str) -> Option<String> {
@@ -160,23 +229,8 @@ pub async fn log(
 ) -> Result<Response, ApiError> {
     let (addr, port, container) =
         locate(state, ns, pod, query_param(query, "container").as_deref())?;
-    let mut sender = state.dialer.connect(&addr, port).await?;
     let uri = format!("/containerLogs/{ns}/{pod}/{container}?{query}");
-    let req = hyper::Request::get(uri)
-        .header(header::HOST, format!("{addr}:{port}"))
-        .body(Body::empty())
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-    let resp = sender
-        .send_request(req)
-        .await
-        .map_err(|e| ApiError::Internal(format!("error reading from the agent: {e}")))?;
-    let (parts, body) = resp.into_parts();
-    let mut out = Response::new(Body::new(body));
-    *out.status_mut() = parts.status;
-    if let Some(ct) = parts.headers.get(header::CONTENT_TYPE) {
-        out.headers_mut().insert(header::CONTENT_TYPE, ct.clone());
-    }
-    Ok(out)
+    forward_get(state, &addr, port, &uri).await
 }
 
 /// GET pods/exec|attach with a WebSocket upgrade: forwarded to the agent, then spliced.
@@ -256,4 +310,34 @@ pub async fn upgrade(
             .insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::node_proxy_path;
+
+    #[test]
+    fn node_proxy_paths_name_the_node_and_the_agents_path() {
+        let cases = [
+            (
+                "/api/v1/nodes/n1/proxy/metrics/resource",
+                Some(("n1", "/metrics/resource")),
+            ),
+            ("/api/v1/nodes/n1/proxy/metrics", Some(("n1", "/metrics"))),
+            ("/api/v1/nodes/n1/proxy", Some(("n1", "/"))),
+            ("/api/v1/nodes/n1/proxy/", Some(("n1", "/"))),
+            ("/api/v1/nodes/n1/proxyx/metrics", None),
+            ("/api/v1/nodes/n1/status", None),
+            ("/api/v1/nodes//proxy/metrics", None),
+            ("/api/v1/namespaces/default/pods/p/proxy/x", None),
+        ];
+        for (path, want) in cases {
+            let got = node_proxy_path(path);
+            assert_eq!(
+                got.as_ref().map(|(n, p)| (n.as_str(), p.as_str())),
+                want,
+                "{path}"
+            );
+        }
+    }
 }

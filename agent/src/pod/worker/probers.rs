@@ -5,6 +5,7 @@ use super::{PodWorker, all_containers};
 use crate::pod::labels;
 use crate::pod::model::{Observed, Sandbox};
 use crate::pod::prober;
+use crate::probe::policy::{ProbeKind, ProbeResult};
 use crate::runtime::{ContainerId, ContainerInfo, TaskState};
 use berth_shared::k8s_openapi::api::core::v1::Pod;
 use jiff::Timestamp;
@@ -73,11 +74,29 @@ impl PodWorker {
                         .await
                 });
             };
+            let metrics = self.cx.metrics.clone();
+            let (ns, pod_name, container) = (super::ns_of(pod), super::name_of(pod), name.clone());
+            let on_result = move |kind: ProbeKind, result: ProbeResult| {
+                let result = match result {
+                    ProbeResult::Success => "successful",
+                    ProbeResult::Failure => "failed",
+                    ProbeResult::Unknown => "unknown",
+                };
+                let kind = match kind {
+                    ProbeKind::Startup => "Startup",
+                    ProbeKind::Liveness => "Liveness",
+                    ProbeKind::Readiness => "Readiness",
+                };
+                metrics
+                    .probes
+                    .inc(&[&container, &ns, &pod_name, kind, result]);
+            };
             let handle = tokio::spawn(prober::run(
                 probed,
                 self.probes.clone(),
                 move || wake(),
                 on_failure,
+                on_result,
             ));
             probers.insert(id.to_string(), (handle, flag));
         }

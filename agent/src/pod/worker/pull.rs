@@ -58,7 +58,16 @@ impl PodWorker {
                 Some(&field),
             )
             .await;
-        match self.cx.images.pull(&image, policy).await {
+        let started = std::time::Instant::now();
+        let pulled = self.cx.images.pull(&image, policy).await;
+        let took = started.elapsed();
+        let m = &self.cx.metrics;
+        m.image_pull.observe(&[], took.as_secs_f64());
+        m.image_pulls
+            .inc(&[if pulled.is_ok() { "success" } else { "failure" }]);
+        // The pod's start latency leaves image pulls out.
+        self.local_mut(|l| l.pulling += took);
+        match pulled {
             Ok(p) => {
                 let msg = format!(
                     "Successfully pulled image \"{image}\" in {:.3}s. Image size: {} bytes.",

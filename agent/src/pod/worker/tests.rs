@@ -420,3 +420,34 @@ async fn a_projected_token_is_written_at_start_and_renewed_after_four_fifths_of_
         "no restart for a renewal"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_pods_start_is_recorded_once_in_the_start_latency_metrics() {
+    let h = harness();
+    let mut pod = app_pod("Always");
+    pod.metadata.resource_version = Some("1".into());
+    pod.metadata.creation_timestamp =
+        Some(berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(h.worker.now()));
+    h.running(&pod).await;
+    for _ in 0..3 {
+        h.pass(&pod).await;
+    }
+    let text = h
+        .worker
+        .cx
+        .metrics
+        .render(crate::metrics::Running::default());
+    for family in [
+        "kubelet_pod_start_sli_duration_seconds",
+        "kubelet_pod_start_duration_seconds",
+    ] {
+        assert!(
+            text.contains(&format!("\n{family}_count 1\n")),
+            "{family} once in\n{text}"
+        );
+    }
+    assert!(
+        text.contains("berth_agent_image_pulls_total{result=\"success\"} 1\n"),
+        "{text}"
+    );
+}

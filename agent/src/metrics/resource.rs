@@ -1,0 +1,285 @@
+//! The kubelet's resource metrics endpoint (`/metrics/resource`): cumulative CPU time and the
+//! memory working set of the node, of each pod and of each running container, read from their
+//! cgroups and written with upstream's metric names, help texts and sample timestamps. This is
+//! what metrics-server scrapes from a kubelet, and what the controller's metrics API scrapes
+//! from an agent.
+
+use super::exposition::Text;
+use crate::pod::labels;
+use crate::runtime::cgroup::{self, Usage};
+use crate::runtime::{ContainerInfo, TaskState, spec};
+use jiff::Timestamp;
+
+/// One running container and what its cgroup has used.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerSample {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+    pub started_at: Timestamp,
+    pub usage: Usage,
+}
+
+/// One pod (the parent cgroup of its containers) and what it has used.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodSample {
+    pub namespace: String,
+    pub pod: String,
+    pub usage: Usage,
+}
+
+/// Everything one scrape read, at `at`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scrape {
+    pub at: Timestamp,
+    pub node: Usage,
+    pub pods: Vec<PodSample>,
+    pub containers: Vec<ContainerSample>,
+}
+
+/// Reads the node's, the pods' and the running containers' cgroups (containers as listed by
+/// the runtime in containerd namespace `namespace`).
+pub fn read(namespace: &str, infos: &[ContainerInfo], at: Timestamp) -> Scrape {
+    let mut containers = Vec::new();
+    let mut pods: Vec<PodSample> = Vec::new();
+    for info in infos {
+        let TaskState::Running { started_at, .. } = info.state else {
+            continue;
+        };
+        let (Some(uid), Some(name)) = (
+            labels::pod_uid(&info.labels),
+            labels::container_name(&info.labels),
+        ) else {
+            continue;
+        };
+        let label = |k: &str| info.labels.get(k).cloned().unwrap_or_default();
+        let (pod_ns, pod) = (
+            label(labels::LABEL_POD_NAMESPACE),
+            label(labels::LABEL_POD_NAME),
+        );
+        let parent = format!("pod{uid}");
+        containers.push(ContainerSample {
+            namespace: pod_ns.clone(),
+            pod: pod.clone(),
+            container: name.to_string(),
+            started_at,
+            usage: cgroup::usage(&spec::cgroups_path(
+                namespace,
+                Some(&parent),
+                info.id.as_str(),
+            )),
+        });
+        if !pods.iter().any(|p| p.namespace == pod_ns && p.pod == pod) {
+            pods.push(PodSample {
+                namespace: pod_ns,
+                pod,
+                usage: cgroup::usage(&format!("/{namespace}/{parent}")),
+            });
+        }
+    }
+    Scrape {
+        at,
+        node: cgroup::node_usage(),
+        pods,
+        containers,
+    }
+}
+
+fn seconds(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// The scrape in the text format, families in upstream's (alphabetical) order. A value that
+/// could not be read is left out and `scrape_error` is 1, as the kubelet reports it.
+pub fn render(s: &Scrape) -> String {
+    let ts = Some(s.at.as_millisecond());
+    let mut t = Text::default();
+    let mut error = false;
+    let c_labels = ["container", "namespace", "pod"];
+    let p_labels = ["namespace", "pod"];
+    let c_values =
+        |c: &ContainerSample| vec![c.container.clone(), c.namespace.clone(), c.pod.clone()];
+    let p_values = |p: &PodSample| vec![p.namespace.clone(), p.pod.clone()];
+
+    t.family(
+        "container_cpu_usage_seconds_total",
+        "counter",
+        "[STABLE] Cumulative cpu time consumed by the container in core-seconds",
+    );
+    for c in &s.containers {
+        match c.usage.cpu_ns {
+            Some(ns) => t.sample(
+                "container_cpu_usage_seconds_total",
+                &c_labels,
+                &c_values(c),
+                seconds(ns),
+                ts,
+            ),
+            None => error = true,
+        }
+    }
+    t.family(
+        "container_memory_working_set_bytes",
+        "gauge",
+        "[STABLE] Current working set of the container in bytes",
+    );
+    for c in &s.containers {
+        match c.usage.working_set {
+            Some(b) => t.sample(
+                "container_memory_working_set_bytes",
+                &c_labels,
+                &c_values(c),
+                b as f64,
+                ts,
+            ),
+            None => error = true,
+        }
+    }
+    t.family(
+        "container_start_time_seconds",
+        "gauge",
+        "[STABLE] Start time of the container since unix epoch in seconds",
+    );
+    for c in &s.containers {
+        let start = c.started_at.as_millisecond() as f64 / 1e3;
+        t.sample(
+            "container_start_time_seconds",
+            &c_labels,
+            &c_values(c),
+            start,
+            Some(c.started_at.as_millisecond()),
+        );
+    }
+    t.family(
+        "node_cpu_usage_seconds_total",
+        "counter",
+        "[STABLE] Cumulative cpu time consumed by the node in core-seconds",
+    );
+    match s.node.cpu_ns {
+        Some(ns) => t.sample("node_cpu_usage_seconds_total", &[], &[], seconds(ns), ts),
+        None => error = true,
+    }
+    t.family(
+        "node_memory_working_set_bytes",
+        "gauge",
+        "[STABLE] Current working set of the node in bytes",
+    );
+    match s.node.working_set {
+        Some(b) => t.sample("node_memory_working_set_bytes", &[], &[], b as f64, ts),
+        None => error = true,
+    }
+    t.family(
+        "pod_cpu_usage_seconds_total",
+        "counter",
+        "[STABLE] Cumulative cpu time consumed by the pod in core-seconds",
+    );
+    for p in &s.pods {
+        match p.usage.cpu_ns {
+            Some(ns) => t.sample(
+                "pod_cpu_usage_seconds_total",
+                &p_labels,
+                &p_values(p),
+                seconds(ns),
+                ts,
+            ),
+            None => error = true,
+        }
+    }
+    t.family(
+        "pod_memory_working_set_bytes",
+        "gauge",
+        "[STABLE] Current working set of the pod in bytes",
+    );
+    for p in &s.pods {
+        match p.usage.working_set {
+            Some(b) => t.sample(
+                "pod_memory_working_set_bytes",
+                &p_labels,
+                &p_values(p),
+                b as f64,
+                ts,
+            ),
+            None => error = true,
+        }
+    }
+    t.family(
+        "scrape_error",
+        "gauge",
+        "[ALPHA] 1 if there was an error while getting container metrics, 0 otherwise",
+    );
+    t.sample(
+        "scrape_error",
+        &[],
+        &[],
+        if error { 1.0 } else { 0.0 },
+        None,
+    );
+    t.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: i64) -> Timestamp {
+        Timestamp::from_millisecond(ms).unwrap()
+    }
+
+    fn usage(cpu_ns: Option<u64>, working_set: Option<u64>) -> Usage {
+        Usage {
+            cpu_ns,
+            working_set,
+        }
+    }
+
+    #[test]
+    fn a_scrape_is_written_with_upstreams_names_and_timestamps() {
+        let s = Scrape {
+            at: at(1_700_000_000_123),
+            node: usage(Some(2_500_000_000), Some(1024)),
+            pods: vec![PodSample {
+                namespace: "default".into(),
+                pod: "web".into(),
+                usage: usage(Some(1_000_000_000), Some(4096)),
+            }],
+            containers: vec![ContainerSample {
+                namespace: "default".into(),
+                pod: "web".into(),
+                container: "nginx".into(),
+                started_at: at(1_699_999_990_000),
+                usage: usage(Some(750_000_000), Some(2048)),
+            }],
+        };
+        let text = render(&s);
+        for line in [
+            "container_cpu_usage_seconds_total{container=\"nginx\",namespace=\"default\",pod=\"web\"} 0.75 1700000000123",
+            "container_memory_working_set_bytes{container=\"nginx\",namespace=\"default\",pod=\"web\"} 2048 1700000000123",
+            "container_start_time_seconds{container=\"nginx\",namespace=\"default\",pod=\"web\"} 1699999990 1699999990000",
+            "node_cpu_usage_seconds_total 2.5 1700000000123",
+            "node_memory_working_set_bytes 1024 1700000000123",
+            "pod_cpu_usage_seconds_total{namespace=\"default\",pod=\"web\"} 1 1700000000123",
+            "pod_memory_working_set_bytes{namespace=\"default\",pod=\"web\"} 4096 1700000000123",
+            "scrape_error 0",
+            "# TYPE container_cpu_usage_seconds_total counter",
+            "# TYPE pod_memory_working_set_bytes gauge",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_value_that_cannot_be_read_is_left_out_and_flagged() {
+        let s = Scrape {
+            at: at(0),
+            node: usage(Some(1), None),
+            pods: vec![],
+            containers: vec![],
+        };
+        let text = render(&s);
+        assert!(!text.contains("\nnode_memory_working_set_bytes "), "{text}");
+        assert!(text.ends_with("scrape_error 1\n"), "{text}");
+    }
+}

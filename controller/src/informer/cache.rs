@@ -20,6 +20,8 @@ pub const BY_CONTROLLER: &str = "controller";
 pub const BY_NODE: &str = "node";
 /// Objects by each of their labels, as `key=value`.
 pub const BY_LABEL: &str = "label";
+/// Objects without a controller (orphans a controller may adopt), by namespace.
+pub const ORPHANS_BY_NAMESPACE: &str = "orphans";
 
 /// The index function of a built-in index name.
 pub fn builtin(name: &str) -> Option<IndexFn> {
@@ -37,6 +39,13 @@ pub fn builtin(name: &str) -> Option<IndexFn> {
         BY_LABEL => {
             Arc::new(|o: &Object| o.labels().iter().map(|(k, v)| format!("{k}={v}")).collect())
         }
+        ORPHANS_BY_NAMESPACE => Arc::new(|o: &Object| {
+            if o.controller().is_none() {
+                vec![o.namespace().unwrap_or_default().to_string()]
+            } else {
+                Vec::new()
+            }
+        }),
         _ => return None,
     };
     Some(f)

@@ -15,7 +15,9 @@ mod source;
 #[cfg(test)]
 mod tests;
 
-pub use cache::{BY_CONTROLLER, BY_LABEL, BY_NAMESPACE, BY_NODE, Delta, DeltaType, IndexFn};
+pub use cache::{
+    BY_CONTROLLER, BY_LABEL, BY_NAMESPACE, BY_NODE, Delta, DeltaType, IndexFn, ORPHANS_BY_NAMESPACE,
+};
 pub use object::{Object, ObjectKey, OwnerRef, Revision, View};
 pub use source::{Batch, Change, Listed, Source, SourceError, SourceWatch, WatchEnd};
 

@@ -31,7 +31,7 @@ mod tests;
 
 use super::runtime::{Context, Controller as Wiring, Reconciler};
 use crate::events::{EventType, Recorder};
-use crate::informer::{Informer, Object, ObjectKey};
+use crate::informer::{Informer, ORPHANS_BY_NAMESPACE, Object, ObjectKey};
 use crate::registry::{Registry, RegistryError};
 use backoff::FailedBackoff;
 use berth_shared::reconcile::{ErrorPolicy, Outcome, Retry};
@@ -54,8 +54,6 @@ const WORKERS: usize = 4;
 /// A DaemonSet runs again no sooner than this many times its last pass's duration (a pass
 /// reads every node and every daemon pod; see `Queue::set_pace`).
 const PACE: u32 = 8;
-/// The pods' index of unowned pods, by namespace (candidates for adoption).
-const ORPHANS: &str = "daemonset-orphans";
 
 /// Why a pass failed.
 #[derive(Debug, thiserror::Error)]
@@ -149,7 +147,7 @@ impl Controller {
         let mut candidates = self.pods.controlled_by(&ds.uid);
         candidates.extend(
             self.pods
-                .by_index(ORPHANS, &ds.namespace)
+                .by_index(ORPHANS_BY_NAMESPACE, &ds.namespace)
                 .into_iter()
                 .filter(|p| ds.selector.matches(p.labels())),
         );
@@ -251,16 +249,6 @@ impl Reconciler for Controller {
 /// Runs the DaemonSet controller until `shutdown`.
 pub async fn run(ctx: Context, shutdown: CancellationToken) {
     let pods = ctx.informer(PODS);
-    pods.add_index(
-        ORPHANS,
-        Arc::new(|o: &Object| {
-            if o.controller().is_none() {
-                vec![o.namespace().unwrap_or_default().to_string()]
-            } else {
-                Vec::new()
-            }
-        }),
-    );
     let sets = ctx.informer(DAEMON_SETS);
     let controller = Arc::new(Controller {
         registry: ctx.registry.clone(),

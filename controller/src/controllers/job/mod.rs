@@ -37,7 +37,7 @@ mod tests;
 
 use super::runtime::{Context, Controller as Wiring, Reconciler};
 use crate::events::Recorder;
-use crate::informer::{Informer, Object, ObjectKey};
+use crate::informer::{Informer, ORPHANS_BY_NAMESPACE, Object, ObjectKey};
 use crate::registry::{Registry, RegistryError};
 use berth_shared::reconcile::{ErrorPolicy, Outcome, Retry};
 use berth_shared::resource::{JOBS, PODS};
@@ -53,8 +53,6 @@ pub const COMPONENT: &str = "job-controller";
 pub const RESYNC: Duration = Duration::from_secs(300);
 /// Passes of different Jobs that may run at once.
 const WORKERS: usize = 4;
-/// The pods' index of unowned pods, by namespace (candidates for adoption).
-const ORPHANS: &str = "job-orphans";
 
 /// Why a pass failed.
 #[derive(Debug, thiserror::Error)]
@@ -94,7 +92,7 @@ impl Controller {
         if !job.selector.is_empty() {
             candidates.extend(
                 self.pods
-                    .by_index(ORPHANS, &job.namespace)
+                    .by_index(ORPHANS_BY_NAMESPACE, &job.namespace)
                     .into_iter()
                     .filter(|p| job.selector.matches(p.labels())),
             );
@@ -171,16 +169,6 @@ impl Reconciler for Controller {
 /// Runs the Job controller (and the finalizer cleaner beside it) until `shutdown`.
 pub async fn run(ctx: Context, shutdown: CancellationToken) {
     let pods = ctx.informer(PODS);
-    pods.add_index(
-        ORPHANS,
-        Arc::new(|o: &Object| {
-            if o.controller().is_none() {
-                vec![o.namespace().unwrap_or_default().to_string()]
-            } else {
-                Vec::new()
-            }
-        }),
-    );
     let jobs = ctx.informer(JOBS);
     let controller = Arc::new(Controller {
         registry: ctx.registry.clone(),

@@ -22,7 +22,7 @@ mod tests;
 
 use super::runtime::{Context, Controller as Wiring, Reconciler};
 use crate::events::{EventType, Recorder};
-use crate::informer::{Informer, Object};
+use crate::informer::{Informer, ORPHANS_BY_NAMESPACE};
 use crate::registry::{Registry, RegistryError};
 use berth_shared::reconcile::{ErrorPolicy, Outcome, Retry};
 use berth_shared::resource::{PODS, REPLICA_SETS, REPLICATION_CONTROLLERS, ResourceType};
@@ -42,8 +42,6 @@ pub const RESYNC: Duration = Duration::from_secs(300);
 const PACE: u32 = 8;
 /// Passes of different sets that may run at once.
 const WORKERS: usize = 4;
-/// The pods' index of unowned pods, by namespace (candidates for adoption).
-const ORPHANS: &str = "replicaset-orphans";
 
 /// Why a pass failed.
 #[derive(Debug, thiserror::Error)]
@@ -154,7 +152,7 @@ impl Controller {
     /// informer's indexes rather than a scan of every pod in the namespace.
     fn observe_pods(&self, set: &Set) -> Vec<Arc<Pod>> {
         let owned = self.pods.controlled_by(&set.uid);
-        let orphans = self.pods.by_index(ORPHANS, &set.namespace);
+        let orphans = self.pods.by_index(ORPHANS_BY_NAMESPACE, &set.namespace);
         // The parsed views are shared with the cache, not copied.
         let mut pods: Vec<Arc<Pod>> = owned
             .iter()
@@ -203,16 +201,6 @@ impl Reconciler for Controller {
 /// Runs the ReplicaSet / ReplicationController controller until `shutdown`.
 pub async fn run(ctx: Context, shutdown: CancellationToken) {
     let pods = ctx.informer(PODS);
-    pods.add_index(
-        ORPHANS,
-        Arc::new(|o: &Object| {
-            if o.controller().is_none() {
-                vec![o.namespace().unwrap_or_default().to_string()]
-            } else {
-                Vec::new()
-            }
-        }),
-    );
     let sets = || Sets {
         replica_sets: ctx.informer(REPLICA_SETS),
         controllers: ctx.informer(REPLICATION_CONTROLLERS),

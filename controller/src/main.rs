@@ -98,6 +98,10 @@ struct ServeArgs {
     /// become Unknown and it is tainted unreachable.
     #[arg(long, default_value = "40s", value_parser = server::parse_duration)]
     node_monitor_grace_period: Duration,
+    /// How often each agent's resource metrics are scraped for the metrics API (`kubectl top`);
+    /// usage is reported over the window between two scrapes (metrics-server's flag).
+    #[arg(long, default_value = "15s", value_parser = server::parse_duration)]
+    metric_resolution: Duration,
 }
 
 #[derive(Subcommand)]
@@ -274,6 +278,7 @@ fn main() -> anyhow::Result<()> {
                 max_mutating_requests_inflight,
                 node_address_range,
                 node_monitor_grace_period,
+                metric_resolution,
             } = *args;
             let config = Config {
                 data_dir,
@@ -295,6 +300,7 @@ fn main() -> anyhow::Result<()> {
                 max_requests_inflight,
                 max_mutating_requests_inflight,
                 node_monitor_grace_period,
+                metric_resolution,
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
             runtime.block_on(async move {

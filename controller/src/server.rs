@@ -34,6 +34,8 @@ pub struct Config {
     pub max_mutating_requests_inflight: usize,
     /// How long a node may post no heartbeat before it is marked Unknown.
     pub node_monitor_grace_period: std::time::Duration,
+    /// How often the agents' resource metrics are scraped for the metrics API.
+    pub metric_resolution: std::time::Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -209,6 +211,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let connections = Arc::new(api::listener::ConnectionStats::default());
     let state = Arc::new(ApiState {
         dialer,
+        resource_metrics: Default::default(),
         signer,
         join_tokens,
         node_passwords: crate::join::passwords::NodePasswords::new(&config.data_dir),
@@ -228,6 +231,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         tokens,
     });
     let tls = api::tls::server_config(&pki)?;
+    let scraper = tokio::spawn(api::resource_metrics::run(
+        state.clone(),
+        config.metric_resolution,
+        shutdown.clone(),
+    ));
     let router = api::router(state);
     let cluster_cidr =
         controllers::nodeipam::plan::Cidr::parse(&config.cluster_cidr).ok_or_else(|| {
@@ -262,6 +270,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     for c in controllers {
         let _ = c.await;
     }
+    let _ = scraper.await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -103,6 +103,8 @@ fn subresources(r: &ResourceType) -> Vec<Subresource> {
 pub(crate) fn verbs(r: &ResourceType) -> &'static [&'static str] {
     if r.create_only {
         &["create"]
+    } else if r.read_only {
+        &["get", "list"]
     } else if r.group.is_empty() && r.plural == "namespaces" {
         NAMESPACE_VERBS
     } else {
@@ -448,7 +450,8 @@ mod tests {
                 "batch",
                 "policy",
                 "rbac.authorization.k8s.io",
-                "coordination.k8s.io"
+                "coordination.k8s.io",
+                "metrics.k8s.io"
             ]
         );
     }

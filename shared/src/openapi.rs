@@ -295,10 +295,15 @@ pub fn openapi_v3_group_version(path: &str) -> Option<Value> {
     let (group, version) = resource::groups()
         .into_iter()
         .find(|(g, v)| gv_path(g, v) == path)?;
+    // The computed metrics kinds have no schema here (metrics-server's are not published
+    // either without aggregation).
     let mut list: Vec<&ResourceType> = RESOURCES
         .iter()
-        .filter(|r| r.group == group && r.version == version)
+        .filter(|r| r.group == group && r.version == version && !r.read_only)
         .collect();
+    if list.is_empty() {
+        return None;
+    }
     list.sort_by_key(|r| r.plural);
 
     let base = format!("/{}", gv_path(group, version));

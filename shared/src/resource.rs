@@ -23,6 +23,9 @@ pub struct ResourceType {
     /// Only `create` is served, and nothing is stored: the answer is computed (the access and
     /// identity reviews).
     pub create_only: bool,
+    /// Only `get` and `list` are served, and nothing is stored: the answer is computed (the
+    /// resource metrics API).
+    pub read_only: bool,
 }
 
 impl ResourceType {
@@ -67,6 +70,7 @@ macro_rules! rt {
             has_status: $status,
             has_scale: $scale,
             create_only: false,
+            read_only: false,
         }
     };
 }
@@ -86,6 +90,27 @@ macro_rules! review {
             has_status: false,
             has_scale: false,
             create_only: true,
+            read_only: false,
+        }
+    };
+}
+
+/// A read-only kind of the resource metrics API (`metrics.k8s.io/v1beta1`).
+macro_rules! resource_metrics {
+    ($kind:expr, $plural:expr, $singular:expr, $ns:expr) => {
+        ResourceType {
+            group: "metrics.k8s.io",
+            version: "v1beta1",
+            kind: $kind,
+            plural: $plural,
+            singular: $singular,
+            namespaced: $ns,
+            short_names: &[],
+            categories: &[],
+            has_status: false,
+            has_scale: false,
+            create_only: false,
+            read_only: true,
         }
     };
 }
@@ -386,6 +411,8 @@ pub static RESOURCES: &[ResourceType] = &[
         "subjectaccessreview",
         false
     ),
+    resource_metrics!("NodeMetrics", "nodes", "", false),
+    resource_metrics!("PodMetrics", "pods", "", true),
 ];
 
 // Each resource type by name, so code names the type it means instead of looking it up by a
@@ -417,10 +444,13 @@ pub static LOCAL_SUBJECT_ACCESS_REVIEWS: &ResourceType = &RESOURCES[23];
 pub static SELF_SUBJECT_ACCESS_REVIEWS: &ResourceType = &RESOURCES[24];
 pub static SELF_SUBJECT_RULES_REVIEWS: &ResourceType = &RESOURCES[25];
 pub static SUBJECT_ACCESS_REVIEWS: &ResourceType = &RESOURCES[26];
+pub static NODE_METRICS: &ResourceType = &RESOURCES[27];
+pub static POD_METRICS: &ResourceType = &RESOURCES[28];
 
-/// The resource types whose objects are stored (all but the create-only reviews).
+/// The resource types whose objects are stored (all but the create-only reviews and the
+/// read-only metrics).
 pub fn stored() -> impl Iterator<Item = &'static ResourceType> {
-    RESOURCES.iter().filter(|r| !r.create_only)
+    RESOURCES.iter().filter(|r| !r.create_only && !r.read_only)
 }
 
 /// Looks up a resource type by group, version and URL plural.
@@ -512,6 +542,8 @@ mod tests {
             (SELF_SUBJECT_ACCESS_REVIEWS, "SELF_SUBJECT_ACCESS_REVIEWS"),
             (SELF_SUBJECT_RULES_REVIEWS, "SELF_SUBJECT_RULES_REVIEWS"),
             (SUBJECT_ACCESS_REVIEWS, "SUBJECT_ACCESS_REVIEWS"),
+            (NODE_METRICS, "NODES"),
+            (POD_METRICS, "PODS"),
         ];
         assert_eq!(named.len(), RESOURCES.len());
         for (rt, name) in named {

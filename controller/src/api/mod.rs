@@ -20,6 +20,7 @@ mod patch;
 pub mod path;
 pub mod proxy;
 mod query;
+pub mod resource_metrics;
 mod review;
 mod status_body;
 mod subresource;
@@ -59,6 +60,8 @@ pub struct ApiState {
     pub join_failures: std::sync::Mutex<crate::join::limiter::FailureLimiter>,
     /// Connects to agents for logs and exec.
     pub dialer: proxy::AgentDialer,
+    /// The agents' last resource metrics scrapes, for the metrics API.
+    pub resource_metrics: resource_metrics::ResourceMetrics,
     /// Cancelled at shutdown: open watches end.
     pub shutdown: CancellationToken,
     /// The controllers' work queues, for `/metrics`.
@@ -261,6 +264,12 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
         return review::token_request(&state, ns, name, request).await;
     }
     let body = body.unwrap_or_default();
+    if target.rt.read_only {
+        return match parts.method {
+            Method::GET => resource_metrics::serve(&state, &target, &query),
+            _ => Err(ApiError::MethodNotAllowed),
+        };
+    }
     if target.rt.create_only {
         return match parts.method {
             Method::POST => {

@@ -11,7 +11,7 @@ use crate::registry::{
     DeleteOptions, DeletePreconditions, Part, Propagation, Registry, RegistryError, WriteOptions,
 };
 use berth_shared::reconcile::Outcome;
-use berth_shared::resource::{EVENTS, RESOURCES, ResourceType};
+use berth_shared::resource::{self, EVENTS, ResourceType};
 use graph::Graph;
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
@@ -175,7 +175,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
     let mut controller = Controller::keyed("garbage-collector", &ctx).workers(4);
     // Events are left out, as upstream's collector leaves them out by default (its
     // `DefaultIgnoredResources`): they are never owners, and there are many.
-    for rt in RESOURCES.iter().filter(|rt| !std::ptr::eq(*rt, EVENTS)) {
+    for rt in resource::stored().filter(|rt| !std::ptr::eq(*rt, EVENTS)) {
         let graph = graph.clone();
         controller = controller.watches(rt, move |d: &Delta| {
             graph

@@ -7,7 +7,7 @@ use super::runtime::{Context, Controller, Reconciler};
 use crate::informer::{Informer, ObjectKey};
 use crate::registry::{DeleteOptions, Part, Propagation, Registry, RegistryError, WriteOptions};
 use berth_shared::reconcile::Outcome;
-use berth_shared::resource::{NAMESPACES, RESOURCES, ResourceType};
+use berth_shared::resource::{self, NAMESPACES, ResourceType};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,7 +31,7 @@ impl Namespaces {
     fn observe_content(&self, name: &str) -> Result<Content, RegistryError> {
         let mut content = Vec::new();
         let mut refs = HashMap::new();
-        for rt in RESOURCES.iter().filter(|r| r.namespaced) {
+        for rt in resource::stored().filter(|r| r.namespaced) {
             for v in self.registry.list_values(rt, Some(name))? {
                 let obj = v
                     .pointer("/metadata/name")

@@ -344,6 +344,18 @@ pub static RESOURCES: &[ResourceType] = &[
         status = false,
         scale = false
     ),
+    rt!(
+        "scheduling.k8s.io",
+        "v1",
+        "PriorityClass",
+        "priorityclasses",
+        "priorityclass",
+        false,
+        &["pc"],
+        &[],
+        status = false,
+        scale = false
+    ),
     review!(
         "authentication.k8s.io",
         "SelfSubjectReview",
@@ -411,12 +423,13 @@ pub static ROLES: &ResourceType = &RESOURCES[17];
 pub static ROLE_BINDINGS: &ResourceType = &RESOURCES[18];
 pub static CLUSTER_ROLES: &ResourceType = &RESOURCES[19];
 pub static CLUSTER_ROLE_BINDINGS: &ResourceType = &RESOURCES[20];
-pub static SELF_SUBJECT_REVIEWS: &ResourceType = &RESOURCES[21];
-pub static TOKEN_REVIEWS: &ResourceType = &RESOURCES[22];
-pub static LOCAL_SUBJECT_ACCESS_REVIEWS: &ResourceType = &RESOURCES[23];
-pub static SELF_SUBJECT_ACCESS_REVIEWS: &ResourceType = &RESOURCES[24];
-pub static SELF_SUBJECT_RULES_REVIEWS: &ResourceType = &RESOURCES[25];
-pub static SUBJECT_ACCESS_REVIEWS: &ResourceType = &RESOURCES[26];
+pub static PRIORITY_CLASSES: &ResourceType = &RESOURCES[21];
+pub static SELF_SUBJECT_REVIEWS: &ResourceType = &RESOURCES[22];
+pub static TOKEN_REVIEWS: &ResourceType = &RESOURCES[23];
+pub static LOCAL_SUBJECT_ACCESS_REVIEWS: &ResourceType = &RESOURCES[24];
+pub static SELF_SUBJECT_ACCESS_REVIEWS: &ResourceType = &RESOURCES[25];
+pub static SELF_SUBJECT_RULES_REVIEWS: &ResourceType = &RESOURCES[26];
+pub static SUBJECT_ACCESS_REVIEWS: &ResourceType = &RESOURCES[27];
 
 /// The resource types whose objects are stored (all but the create-only reviews).
 pub fn stored() -> impl Iterator<Item = &'static ResourceType> {
@@ -506,6 +519,7 @@ mod tests {
             (ROLE_BINDINGS, "ROLE_BINDINGS"),
             (CLUSTER_ROLES, "CLUSTER_ROLES"),
             (CLUSTER_ROLE_BINDINGS, "CLUSTER_ROLE_BINDINGS"),
+            (PRIORITY_CLASSES, "PRIORITY_CLASSES"),
             (SELF_SUBJECT_REVIEWS, "SELF_SUBJECT_REVIEWS"),
             (TOKEN_REVIEWS, "TOKEN_REVIEWS"),
             (LOCAL_SUBJECT_ACCESS_REVIEWS, "LOCAL_SUBJECT_ACCESS_REVIEWS"),

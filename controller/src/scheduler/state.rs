@@ -235,6 +235,13 @@ impl State {
                 } => {
                     self.queue.unschedulable(&key, now);
                     self.nominated.insert(key.clone(), node.clone());
+                    // Counted as terminating from now on, so a retry before their deletion
+                    // is observed waits instead of preempting again.
+                    for v in &victims {
+                        let mut going = (**v).clone();
+                        going.terminating = true;
+                        self.cache.place(Arc::new(going), &node);
+                    }
                     Outcome::Preempt {
                         pod,
                         node,
@@ -448,11 +455,24 @@ mod tests {
             ["low"]
         );
         assert_eq!(message, "0/1 nodes are available: 1 Insufficient cpu.");
+        assert!(s.cache.pod("d/low").is_some_and(|p| p.terminating));
+        // Retried while the victim terminates, it waits rather than preempting again.
+        let t1 = t0 + std::time::Duration::from_secs(2);
+        s.queue.move_all(t0);
+        s.queue.flush(t1);
+        let Some(Outcome::Unschedulable { message, .. }) = s.decide_next(t1) else {
+            panic!("the nominee waits for its victim")
+        };
+        assert_eq!(
+            message,
+            "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to a \
+             terminating pod on the nominated node.."
+        );
         // The victim goes; a newcomer of lower priority finds the room taken by the nominee.
         let (k, o) = pod("low", Some("n1"));
-        s.apply(k, &o, true, t0);
+        s.apply(k, &o, true, t1);
         apply(&mut s, &pod("newcomer", None));
-        let Some(Outcome::Unschedulable { pod: p, message }) = s.decide_next(t0) else {
+        let Some(Outcome::Unschedulable { pod: p, message }) = s.decide_next(t1) else {
             panic!("the newcomer must wait")
         };
         assert_eq!(&*p.name, "newcomer");
@@ -461,7 +481,7 @@ mod tests {
             "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: \
              1 No preemption victims found for incoming pod.."
         );
-        let later = t0 + std::time::Duration::from_secs(2);
+        let later = t1 + std::time::Duration::from_secs(3);
         s.queue.flush(later);
         let Some(Outcome::Bind { pod: p, node }) = s.decide_next(later) else {
             panic!("the nominee binds")

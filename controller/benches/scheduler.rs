@@ -1,10 +1,15 @@
 //! Scheduler throughput: registers N hollow nodes straight through the registry, creates
 //! 10,000 unbound pods, then starts the controllers and the scheduler and measures the time
-//! until every pod is bound. Prints `scheduler_throughput pods_per_s=…` per node count.
+//! until every pod is bound. Prints `scheduler_throughput pods_per_s=…` per node count, for
+//! pods without priorities (the baseline) and for pods of ten PriorityClasses (no preemption
+//! needed). Then the preemption path: `--preempt-nodes` nodes (default 1,000) each filled
+//! with four 1-cpu pods of low priority, and 100 high-priority 1-cpu pods that must each
+//! preempt one; printed next to the same 100 pods placed on the same nodes left empty.
 //!
 //! `cargo bench -p berth-controller --bench scheduler -- [--nodes 1000,5000] [--pods 10000]
-//! [--dir PATH]` (the store goes in a temporary directory under PATH, default the system
-//! temporary directory; every store write is fsync'd, so the disk under PATH matters).
+//! [--preempt-nodes 1000] [--dir PATH]` (the store goes in a temporary directory under PATH,
+//! default the system temporary directory; every store write is fsync'd, so the disk under
+//! PATH matters).
 
 use berth_controller::controllers::{self, runtime::Context, runtime::QueueMetrics};
 use berth_controller::informer::Informers;
@@ -22,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 struct Args {
     nodes: Vec<usize>,
     pods: usize,
+    preempt_nodes: usize,
     dir: PathBuf,
     binders: usize,
 }
@@ -30,6 +36,7 @@ fn args() -> Args {
     let mut a = Args {
         nodes: vec![1000, 5000],
         pods: 10_000,
+        preempt_nodes: 1000,
         dir: std::env::temp_dir(),
         binders: scheduler::Config::default().binders,
     };
@@ -45,6 +52,12 @@ fn args() -> Args {
                     .collect();
             }
             "--pods" => a.pods = it.next().and_then(|n| n.parse().ok()).unwrap_or(a.pods),
+            "--preempt-nodes" => {
+                a.preempt_nodes = it
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(a.preempt_nodes)
+            }
             "--dir" => a.dir = it.next().map(PathBuf::from).unwrap_or(a.dir),
             "--binders" => a.binders = it.next().and_then(|n| n.parse().ok()).unwrap_or(a.binders),
             _ => {} // `--bench` and friends from cargo
@@ -54,7 +67,25 @@ fn args() -> Args {
 }
 
 fn rt(plural: &str) -> &'static ResourceType {
-    by_plural("", "v1", plural).expect("core resource")
+    by_plural("", "v1", plural)
+        .or_else(|| by_plural("scheduling.k8s.io", "v1", plural))
+        .expect("resource")
+}
+
+/// PriorityClasses `p0` … `p9` (values 0 … 900), `low` (0) and `high` (1,000).
+fn create_classes(registry: &Registry) {
+    let classes = (0..10)
+        .map(|i| (format!("p{i}"), i * 100))
+        .chain([("low".to_string(), 0), ("high".to_string(), 1000)]);
+    for (name, value) in classes {
+        create(
+            registry,
+            "priorityclasses",
+            None,
+            json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": name}, "value": value}),
+        );
+    }
 }
 
 fn create(registry: &Registry, plural: &str, ns: Option<&str>, obj: serde_json::Value) {
@@ -82,18 +113,56 @@ fn register_nodes(registry: &Registry, n: usize) {
     }
 }
 
+/// What the pods of one run are.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Workload {
+    /// scheduler_perf's default pod, no priority.
+    Plain,
+    /// The same, of ten PriorityClasses in turn.
+    Prioritised,
+    /// Nodes full of low-priority 1-cpu pods, high-priority 1-cpu pods to place.
+    Preempting,
+    /// The same 1-cpu high-priority pods on the nodes left empty.
+    EmptyNodes,
+}
+
 /// Pods like scheduler_perf's default pod: one container asking 100m cpu and 500Mi.
-fn create_pods(registry: &Registry, n: usize) {
+fn create_pods(registry: &Registry, n: usize, workload: Workload) {
     for i in 0..n {
-        create(
-            registry,
-            "pods",
-            Some("default"),
-            json!({"apiVersion": "v1", "kind": "Pod",
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": format!("pod-{i}"), "namespace": "default"},
             "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
-                "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}}),
-        );
+                "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}});
+        match workload {
+            Workload::Plain => {}
+            Workload::Prioritised => {
+                pod["spec"]["priorityClassName"] = json!(format!("p{}", i % 10))
+            }
+            Workload::Preempting | Workload::EmptyNodes => {
+                pod["spec"]["priorityClassName"] = json!("high");
+                pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("1");
+            }
+        }
+        create(registry, "pods", Some("default"), pod);
+    }
+}
+
+/// Fills every node with four 1-cpu pods of low priority that go at once when deleted.
+fn fill_nodes(registry: &Registry, nodes: usize) {
+    for n in 0..nodes {
+        for k in 0..4 {
+            create(
+                registry,
+                "pods",
+                Some("default"),
+                json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("filler-{n}-{k}"), "namespace": "default"},
+                "spec": {"nodeName": format!("hollow-{n}"), "priorityClassName": "low",
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "1", "memory": "500Mi"}}}]}}),
+            );
+        }
     }
 }
 
@@ -113,7 +182,14 @@ fn placement(registry: &Registry) -> (HashMap<String, usize>, usize) {
     (per_node, unbound)
 }
 
-async fn run(nodes: usize, pods: usize, base: &std::path::Path, binders: usize) {
+/// One run; returns the pods bound per second.
+async fn run(
+    nodes: usize,
+    pods: usize,
+    base: &std::path::Path,
+    binders: usize,
+    workload: Workload,
+) -> f64 {
     let dir = tempfile::tempdir_in(base).expect("temporary directory");
     let backend = RedbBackend::open(&dir.path().join("store.redb")).expect("store");
     let registry = Registry::new(Store::open(Box::new(backend), 100_000).expect("store"));
@@ -128,8 +204,12 @@ async fn run(nodes: usize, pods: usize, base: &std::path::Path, binders: usize) 
                 json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
             );
         }
+        create_classes(&r);
         register_nodes(&r, nodes);
-        create_pods(&r, pods);
+        if workload == Workload::Preempting {
+            fill_nodes(&r, nodes);
+        }
+        create_pods(&r, pods, workload);
     })
     .await
     .expect("setup");
@@ -204,10 +284,23 @@ async fn run(nodes: usize, pods: usize, base: &std::path::Path, binders: usize) 
     let (per_node, unbound) = placement(&registry);
     let bound = pods - unbound;
     let busiest = per_node.values().copied().max().unwrap_or(0);
+    let rate = bound as f64 / elapsed.as_secs_f64();
+    let what = match workload {
+        Workload::Plain => "no priorities",
+        Workload::Prioritised => "ten PriorityClasses, no preemption",
+        Workload::Preempting => "each preempts one pod of a full node",
+        Workload::EmptyNodes => "the same pods on empty nodes",
+    };
     println!(
-        "scheduler_throughput pods_per_s={:.0} ({pods} pods, {nodes} nodes; goal ≥ 1000)",
-        bound as f64 / elapsed.as_secs_f64()
+        "scheduler_throughput pods_per_s={rate:.0} ({pods} pods, {nodes} nodes, {what}; goal ≥ 1000)"
     );
+    if matches!(workload, Workload::Preempting | Workload::EmptyNodes) {
+        println!(
+            "  {pods} high-priority pods placed in {:.2}s",
+            elapsed.as_secs_f64()
+        );
+        return rate;
+    }
     println!(
         "  bound {bound}/{pods} in {:.2}s on {} nodes (busiest node {busiest} pods); \
          {events} events written by then, {} {:.1}s later; setup {:.1}s; store under {}",
@@ -226,6 +319,7 @@ async fn run(nodes: usize, pods: usize, base: &std::path::Path, binders: usize) 
         "  baseline: registry.bind straight from {binders} threads, no scheduler: \
          {ceiling:.0} binds/s (the store's ceiling on this disk)"
     );
+    rate
 }
 
 /// Binds pods straight through the registry from `threads` threads: the most the store
@@ -262,6 +356,17 @@ fn main() {
     let a = args();
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     for &n in &a.nodes {
-        runtime.block_on(run(n, a.pods, &a.dir, a.binders));
+        let plain = runtime.block_on(run(n, a.pods, &a.dir, a.binders, Workload::Plain));
+        let prio = runtime.block_on(run(n, a.pods, &a.dir, a.binders, Workload::Prioritised));
+        println!(
+            "  with priorities: {prio:.0} pods/s against {plain:.0} without ({:+.1} %)",
+            (prio / plain - 1.0) * 100.0
+        );
+    }
+    if a.preempt_nodes > 0 {
+        let n = a.preempt_nodes;
+        let empty = runtime.block_on(run(n, 100, &a.dir, a.binders, Workload::EmptyNodes));
+        let full = runtime.block_on(run(n, 100, &a.dir, a.binders, Workload::Preempting));
+        println!("  preemption path: {full:.0} pods/s against {empty:.0} on empty nodes");
     }
 }

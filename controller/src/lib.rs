@@ -7,6 +7,7 @@ pub mod events;
 pub mod informer;
 pub mod join;
 pub mod pki;
+pub mod priority;
 pub mod rbac;
 pub mod registry;
 pub mod scheduler;

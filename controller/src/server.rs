@@ -143,6 +143,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         let r = registry.clone();
         tokio::task::spawn_blocking(move || {
             bootstrap(&r)?;
+            crate::priority::ensure_system_classes(&r)
+                .map_err(|e| ServerError::Bootstrap("priorityclasses".into(), e.to_string()))?;
             crate::rbac::bootstrap::ensure(&r)
                 .map_err(|e| ServerError::Bootstrap("rbac".into(), e.to_string()))
         })

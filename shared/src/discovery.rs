@@ -450,6 +450,7 @@ mod tests {
                 "batch",
                 "policy",
                 "rbac.authorization.k8s.io",
+                "scheduling.k8s.io",
                 "coordination.k8s.io",
                 "metrics.k8s.io"
             ]

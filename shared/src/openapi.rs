@@ -502,6 +502,7 @@ mod tests {
                 "apis/batch/v1",
                 "apis/policy/v1",
                 "apis/rbac.authorization.k8s.io/v1",
+                "apis/scheduling.k8s.io/v1",
                 "apis/coordination.k8s.io/v1"
             ]
         );

@@ -369,6 +369,18 @@ pub static RESOURCES: &[ResourceType] = &[
         status = false,
         scale = false
     ),
+    rt!(
+        "scheduling.k8s.io",
+        "v1",
+        "PriorityClass",
+        "priorityclasses",
+        "priorityclass",
+        false,
+        &["pc"],
+        &[],
+        status = false,
+        scale = false
+    ),
     review!(
         "authentication.k8s.io",
         "SelfSubjectReview",
@@ -438,14 +450,15 @@ pub static ROLES: &ResourceType = &RESOURCES[17];
 pub static ROLE_BINDINGS: &ResourceType = &RESOURCES[18];
 pub static CLUSTER_ROLES: &ResourceType = &RESOURCES[19];
 pub static CLUSTER_ROLE_BINDINGS: &ResourceType = &RESOURCES[20];
-pub static SELF_SUBJECT_REVIEWS: &ResourceType = &RESOURCES[21];
-pub static TOKEN_REVIEWS: &ResourceType = &RESOURCES[22];
-pub static LOCAL_SUBJECT_ACCESS_REVIEWS: &ResourceType = &RESOURCES[23];
-pub static SELF_SUBJECT_ACCESS_REVIEWS: &ResourceType = &RESOURCES[24];
-pub static SELF_SUBJECT_RULES_REVIEWS: &ResourceType = &RESOURCES[25];
-pub static SUBJECT_ACCESS_REVIEWS: &ResourceType = &RESOURCES[26];
-pub static NODE_METRICS: &ResourceType = &RESOURCES[27];
-pub static POD_METRICS: &ResourceType = &RESOURCES[28];
+pub static PRIORITY_CLASSES: &ResourceType = &RESOURCES[21];
+pub static SELF_SUBJECT_REVIEWS: &ResourceType = &RESOURCES[22];
+pub static TOKEN_REVIEWS: &ResourceType = &RESOURCES[23];
+pub static LOCAL_SUBJECT_ACCESS_REVIEWS: &ResourceType = &RESOURCES[24];
+pub static SELF_SUBJECT_ACCESS_REVIEWS: &ResourceType = &RESOURCES[25];
+pub static SELF_SUBJECT_RULES_REVIEWS: &ResourceType = &RESOURCES[26];
+pub static SUBJECT_ACCESS_REVIEWS: &ResourceType = &RESOURCES[27];
+pub static NODE_METRICS: &ResourceType = &RESOURCES[28];
+pub static POD_METRICS: &ResourceType = &RESOURCES[29];
 
 /// The resource types whose objects are stored (all but the create-only reviews and the
 /// read-only metrics).
@@ -536,6 +549,7 @@ mod tests {
             (ROLE_BINDINGS, "ROLE_BINDINGS"),
             (CLUSTER_ROLES, "CLUSTER_ROLES"),
             (CLUSTER_ROLE_BINDINGS, "CLUSTER_ROLE_BINDINGS"),
+            (PRIORITY_CLASSES, "PRIORITY_CLASSES"),
             (SELF_SUBJECT_REVIEWS, "SELF_SUBJECT_REVIEWS"),
             (TOKEN_REVIEWS, "TOKEN_REVIEWS"),
             (LOCAL_SUBJECT_ACCESS_REVIEWS, "LOCAL_SUBJECT_ACCESS_REVIEWS"),

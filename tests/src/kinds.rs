@@ -188,6 +188,15 @@ pub static KINDS: &[Kind] = &[
         &[],
     ),
     k(
+        "PriorityClass",
+        "scheduling.k8s.io/v1",
+        "priorityclasses",
+        Some("pc"),
+        false,
+        &["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"],
+        &[],
+    ),
+    k(
         "Lease",
         "coordination.k8s.io/v1",
         "leases",
@@ -305,6 +314,6 @@ mod tests {
                 a.kind
             );
         }
-        assert_eq!(KINDS.len(), 16);
+        assert_eq!(KINDS.len(), 17);
     }
 }

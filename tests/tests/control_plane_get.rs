@@ -27,7 +27,7 @@ fn samples() -> Vec<(&'static Kind, Option<String>, String, String)> {
         let ns = s.namespace.clone().unwrap_or_else(|| "samples".into());
         out.push((kind(&s.kind), Some(ns), s.name.clone(), s.text.clone()));
     }
-    let inline: [(&str, Option<&str>, &str, &str); 7] = [
+    let inline: [(&str, Option<&str>, &str, &str); 8] = [
         (
             "Namespace",
             None,
@@ -57,6 +57,12 @@ fn samples() -> Vec<(&'static Kind, Option<String>, String, String)> {
             Some("samples"),
             "sample-pdb",
             "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: sample-pdb\nspec:\n  minAvailable: 2\n  selector:\n    matchLabels:\n      app: nginx\n",
+        ),
+        (
+            "PriorityClass",
+            None,
+            "sample-pc",
+            "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata:\n  name: sample-pc\nvalue: 1000\ndescription: a sample class\n",
         ),
         (
             "Lease",

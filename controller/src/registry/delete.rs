@@ -76,6 +76,9 @@ impl Registry {
         name: &str,
         opts: &DeleteOptions,
     ) -> Result<DeleteOutcome, RegistryError> {
+        if rt == berth_shared::resource::PRIORITY_CLASSES {
+            crate::priority::check_delete(name)?;
+        }
         let current = self.current(rt, ns, name)?;
         let mut obj = current.value()?;
         if let Some(pre) = &opts.preconditions {

@@ -234,9 +234,13 @@ impl Registry {
             && let Some(ns) = ns
         {
             crate::serviceaccount::admission::admit_pod(self, ns, &mut obj, opts.dry_run)?;
+            crate::priority::admit_pod(self, &mut obj)?;
         }
         admission::admit(rt.kind, Operation::Create, &mut obj, None)
             .map_err(|e| admission_error(rt, &name, e))?;
+        if rt == resource::PRIORITY_CLASSES {
+            crate::priority::admit_class(self, &obj)?;
+        }
         guard(rt, opts, &obj)?;
         if opts.dry_run {
             return Ok(obj);
@@ -358,6 +362,9 @@ impl Registry {
         restrict_node(rt, opts, name, &obj, Some(&old))?;
         admission::admit(rt.kind, Operation::Update, &mut obj, Some(&old))
             .map_err(|e| admission_error(rt, name, e))?;
+        if rt == resource::PRIORITY_CLASSES {
+            crate::priority::admit_class(self, &obj)?;
+        }
         guard(rt, opts, &obj)?;
         if meta::same_ignoring_version(&obj, &old) {
             return Ok(old);

@@ -1,5 +1,7 @@
 //! The scheduler's writes, all blocking (call them off the async threads): the binding, the
-//! `PodScheduled=False` status of an unschedulable pod, and the events about both.
+//! `PodScheduled=False` status of an unschedulable pod, a preemption (the preemptor's
+//! `status.nominatedNodeName`, its victims disrupted as evictions are), and the events about
+//! them.
 
 use super::facts::PodInfo;
 use crate::events::{EventType, Recorder};
@@ -109,6 +111,73 @@ pub fn write_unschedulable(
     }
 }
 
+/// The victims' `DisruptionTarget` condition, as upstream words it.
+pub const PREEMPTION: crate::registry::eviction::Disruption =
+    crate::registry::eviction::Disruption {
+        reason: "PreemptionByScheduler",
+        message: "default-scheduler: preempting to accommodate a higher priority pod",
+    };
+
+/// Carries out a preemption: each victim gets the `DisruptionTarget` condition and is
+/// deleted gracefully (unless already terminating), then the preemptor is nominated to `node`
+/// with its unschedulable condition. Returns the victims actually disrupted (for their
+/// `Preempted` events).
+pub fn preempt(
+    registry: &Registry,
+    pod: &PodInfo,
+    node: &str,
+    victims: &[std::sync::Arc<PodInfo>],
+    message: &str,
+) -> Result<Vec<std::sync::Arc<PodInfo>>, RegistryError> {
+    let mut disrupted = Vec::new();
+    for v in victims.iter().filter(|v| !v.terminating) {
+        let opts = crate::registry::DeleteOptions {
+            preconditions: Some(crate::registry::DeletePreconditions {
+                uid: Some(v.uid.to_string()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match registry.disrupt(&v.namespace, &v.name, PREEMPTION, &opts) {
+            Ok(()) => disrupted.push(v.clone()),
+            // Gone already, or replaced by another pod of that name: nothing to preempt.
+            Err(RegistryError::NotFound { .. } | RegistryError::Conflict { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let Some(rt) = berth_shared::resource::by_plural("", "v1", "pods") else {
+        return Ok(disrupted);
+    };
+    let now = crate::registry::meta::now_rfc3339();
+    let r = registry.update_with(
+        rt,
+        Some(&pod.namespace),
+        &pod.name,
+        Part::Status,
+        &WriteOptions::default(),
+        |current| {
+            if current.pointer("/metadata/uid").and_then(Value::as_str) != Some(&*pod.uid) {
+                return Ok(current);
+            }
+            let mut next = unschedulable_status(current.clone(), message, &now)
+                .unwrap_or_else(|| current.clone());
+            if next
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty())
+            {
+                return Ok(current);
+            }
+            next["status"]["nominatedNodeName"] = json!(node);
+            Ok::<_, RegistryError>(next)
+        },
+    );
+    match r {
+        Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(disrupted),
+        Err(e) => Err(e),
+    }
+}
+
 /// Cuts a message to the event limit, on a character boundary.
 pub fn truncate(message: &str) -> String {
     if message.len() <= EVENT_MESSAGE_LIMIT {
@@ -144,6 +213,16 @@ impl EventJob {
                 "Successfully assigned {}/{} to {node}",
                 pod.namespace, pod.name
             ),
+        )
+    }
+
+    /// Upstream's event on a victim (`Preempted`, naming the preemptor by uid).
+    pub fn preempted(victim: &PodInfo, by: &PodInfo, node: &str) -> EventJob {
+        EventJob::about(
+            victim,
+            false,
+            "Preempted",
+            format!("Preempted by pod {} on node {node}", by.uid),
         )
     }
 

@@ -80,13 +80,16 @@ struct PodSpecDoc {
     init_containers: Option<Vec<ContainerDoc>>,
     overhead: Option<ResourceList>,
     priority: Option<i32>,
+    preemption_policy: Option<String>,
     scheduling_gates: Option<Vec<serde::de::IgnoredAny>>,
 }
 
 #[derive(Deserialize, Default)]
-#[serde(default)]
+#[serde(default, rename_all = "camelCase")]
 struct PodStatusDoc {
     phase: Option<String>,
+    nominated_node_name: Option<String>,
+    start_time: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -117,6 +120,12 @@ pub struct PodInfo {
     /// Has scheduling gates: not to be scheduled yet.
     pub gated: bool,
     pub priority: i32,
+    /// `preemptionPolicy: Never`: waits instead of preempting.
+    pub preempt_never: bool,
+    /// `status.nominatedNodeName`: where its preemption made room.
+    pub nominated_node: Option<Arc<str>>,
+    /// `status.startTime`, for choosing victims (the most recently started go first).
+    pub start_time: Option<jiff::Timestamp>,
     pub requests: Resources,
     /// cpu (millicores) and memory with the scoring defaults for containers requesting none.
     pub non_zero_cpu: i64,
@@ -185,6 +194,7 @@ impl PodInfo {
         };
         let affinity = PodAffinity::compile(s.affinity.as_ref(), &m.namespace, &labels);
         let phase = status.phase.unwrap_or_default();
+        let start_time = status.start_time.as_deref().and_then(|t| t.parse().ok());
         PodInfo {
             key: Arc::from(format!("{}/{}", m.namespace, m.name)),
             namespace: Arc::from(m.namespace),
@@ -201,6 +211,12 @@ impl PodInfo {
             terminal: matches!(phase.as_str(), "Succeeded" | "Failed"),
             gated: s.scheduling_gates.is_some_and(|g| !g.is_empty()),
             priority: s.priority.unwrap_or(0),
+            preempt_never: s.preemption_policy.as_deref() == Some("Never"),
+            nominated_node: status
+                .nominated_node_name
+                .filter(|n| !n.is_empty())
+                .map(Arc::from),
+            start_time,
             requests,
             non_zero_cpu: non_zero.milli_cpu,
             non_zero_memory: non_zero.memory,
@@ -243,6 +259,7 @@ impl PodInfo {
             && self.spread == other.spread
             && self.gated == other.gated
             && self.priority == other.priority
+            && self.preempt_never == other.preempt_never
             && self.terminating == other.terminating
     }
 }

@@ -1,7 +1,7 @@
 //! Why nodes were refused, in upstream's words, and the `0/N nodes are available: …` message
 //! an unschedulable pod gets: reasons counted per node, `count reason` strings sorted as strings
-//! (upstream sorts them so), then the preemption verdict in the same shape (ending in `..`,
-//! as upstream's does).
+//! (upstream sorts them so), then the preemption verdict (PostFilter's message) when
+//! preemption did not find room (ending in `..`, as upstream's does).
 //!
 //! Planner: pure, no I/O.
 
@@ -128,38 +128,58 @@ fn histogram(entries: impl IntoIterator<Item = (String, usize)>) -> String {
     lines.join(", ")
 }
 
-/// The message of an unschedulable pod with `total` nodes in the cluster.
+/// The message of an unschedulable pod with `total` nodes in the cluster, when no node had
+/// preemption victims (the verdict a failed preemption gives).
 pub fn fit_error(total: usize, d: &Diagnosis<'_>) -> String {
-    let mut msg = format!("0/{total} nodes are available:");
     let (resolvable, unresolvable) = match d.prefilter {
-        Some(pre) => {
-            msg.push_str(&format!(" {pre}."));
-            (0, total)
-        }
+        Some(_) => (0, total),
+        None => (d.resolvable, d.unresolvable),
+    };
+    let verdict = preemption_failed(
+        total,
+        [
+            (NOT_HELPFUL.to_string(), unresolvable),
+            (NO_VICTIMS.to_string(), resolvable),
+        ],
+    );
+    fit_error_with(total, d, &verdict)
+}
+
+/// A node where preemption cannot help (upstream `UnschedulableAndUnresolvable`).
+pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+/// A node with no lower-priority pod to remove.
+pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
+
+/// The preemption verdict when no node has victims: `preemption: 0/N nodes are available: …`,
+/// counting why each node could not help. Upstream nests this `0/N …` message, period
+/// included, in the pod's message and ends it with another period: hence the `..` its users
+/// see.
+pub fn preemption_failed(
+    total: usize,
+    per_node: impl IntoIterator<Item = (String, usize)>,
+) -> String {
+    format!(
+        "preemption: 0/{total} nodes are available: {}.",
+        histogram(per_node)
+    )
+}
+
+/// The pod's message: why each node refused it, then (unless empty) the preemption verdict
+/// (`post_filter`, upstream's PostFilter message), each ending with a period.
+pub fn fit_error_with(total: usize, d: &Diagnosis<'_>, post_filter: &str) -> String {
+    let mut msg = format!("0/{total} nodes are available:");
+    match d.prefilter {
+        Some(pre) => msg.push_str(&format!(" {pre}.")),
         None => {
             let reasons = histogram(d.counts.iter().map(|(r, n)| (r.text(), *n)));
             if !reasons.is_empty() {
                 msg.push_str(&format!(" {reasons}."));
             }
-            (d.resolvable, d.unresolvable)
         }
-    };
-    // Berth does not preempt: nodes where preemption could help report no victims. Upstream
-    // nests the preemption verdict's own `0/N …` message, period included, and ends it with
-    // another period: hence the `..` its users see.
-    let preemption = histogram([
-        (
-            "Preemption is not helpful for scheduling".to_string(),
-            unresolvable,
-        ),
-        (
-            "No preemption victims found for incoming pod".to_string(),
-            resolvable,
-        ),
-    ]);
-    msg.push_str(&format!(
-        " preemption: 0/{total} nodes are available: {preemption}.."
-    ));
+    }
+    if !post_filter.is_empty() {
+        msg.push_str(&format!(" {post_filter}."));
+    }
     msg
 }
 

@@ -2,7 +2,8 @@
 //! cache and queue of [`state::State`], decides one pod at a time ([`plan`]) on a blocking
 //! thread, and writes the
 //! outcomes: bindings through `pods/binding` (several at once), the `PodScheduled=False`
-//! condition of pods that fit nowhere, and `Scheduled` / `FailedScheduling` events (through a
+//! condition of pods that fit nowhere, preemptions (victims disrupted, the preemptor's
+//! `nominatedNodeName`), and `Scheduled` / `FailedScheduling` / `Preempted` events (through a
 //! bounded queue that drops when full, as upstream's event broadcaster does).
 
 pub mod binder;
@@ -12,6 +13,7 @@ pub mod filter;
 pub mod interpod;
 pub mod message;
 pub mod plan;
+pub mod preempt;
 pub mod queue;
 pub mod score;
 pub mod spread;
@@ -26,7 +28,7 @@ mod writers;
 use crate::controllers::runtime::Context;
 use crate::informer::{Delta, DeltaType, Informer};
 use berth_shared::reconcile::Queue;
-use berth_shared::resource::{NAMESPACES, NODES, PODS};
+use berth_shared::resource::{NAMESPACES, NODES, POD_DISRUPTION_BUDGETS, PODS};
 use binder::EventJob;
 use facts::{PodInfo, PodKey};
 use state::{Outcome, State, Watched};
@@ -165,6 +167,7 @@ pub fn start_with(ctx: &Context, config: Config, shutdown: CancellationToken) ->
         (ctx.informer(NODES), Watched::Node),
         (ctx.informer(NAMESPACES), Watched::Namespace),
         (ctx.informer(PODS), Watched::Pod),
+        (ctx.informer(POD_DISRUPTION_BUDGETS), Watched::Budget),
     ];
     tokio::spawn(async move {
         let shared = Arc::new(Shared {
@@ -198,6 +201,7 @@ pub fn start_with(ctx: &Context, config: Config, shutdown: CancellationToken) ->
         let tasks = vec![
             applier,
             tokio::spawn(decide(
+                registry.clone(),
                 shared.clone(),
                 bind_tx,
                 (unwritten.clone(), status_queue.clone()),
@@ -247,6 +251,7 @@ fn decide_batch(shared: &Shared) -> Vec<Outcome> {
 
 /// Takes pods off the queue while there are any, and sleeps until the queue has work.
 async fn decide(
+    registry: crate::registry::Registry,
     shared: Arc<Shared>,
     binds: mpsc::UnboundedSender<(Arc<PodInfo>, Arc<str>)>,
     (unwritten, status_queue): (Unwritten, Queue<PodKey>),
@@ -289,6 +294,29 @@ async fn decide(
                     let key = pod.key.clone();
                     lock(&unwritten).insert(key.clone(), (pod, message));
                     status_queue.add(key);
+                }
+                Outcome::Preempt {
+                    pod,
+                    node,
+                    victims,
+                    message,
+                } => {
+                    tracing::info!(pod = %pod.key, %node, victims = victims.len(), "preempting");
+                    // A later unschedulable message would be stale next to the nomination.
+                    lock(&unwritten).remove(&pod.key);
+                    let (r, ev) = (registry.clone(), events.clone());
+                    tokio::task::spawn_blocking(move || {
+                        match binder::preempt(&r, &pod, &node, &victims, &message) {
+                            Ok(disrupted) => {
+                                for v in disrupted {
+                                    let _ = ev.try_send(EventJob::preempted(&v, &pod, &node));
+                                }
+                            }
+                            Err(e) => {
+                                tracing::warn!(pod = %pod.key, %node, error = %e, "preemption failed")
+                            }
+                        }
+                    });
                 }
             }
         }

@@ -11,8 +11,10 @@ use super::facts::PodInfo;
 use super::filter::{self, Filters};
 use super::interpod::{self, InterPodFilter, InterPodScore};
 use super::message::{self, Diagnosis, Reason, Rejection};
+use super::preempt::{self, Preemption};
 use super::score::{self, MAX_SCORE};
 use super::spread::{self, SpreadFilter, SpreadScore};
+use berth_shared::k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use berth_shared::scheduling::PinnedNodes;
 use std::sync::Arc;
 
@@ -35,22 +37,44 @@ pub fn nodes_to_find(nodes: usize) -> usize {
 }
 
 /// The outcome of one decision.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
-    Bind { node: Arc<str> },
-    Unschedulable { message: String },
+    Bind {
+        node: Arc<str>,
+    },
+    Unschedulable {
+        message: String,
+    },
+    /// Fits nowhere, but will on `node` once `victims` are gone: the pod is nominated there.
+    Preempt {
+        node: Arc<str>,
+        victims: Vec<Arc<PodInfo>>,
+        message: String,
+    },
 }
 
 /// A decision and where the next one should start looking.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Planned {
     pub decision: Decision,
     pub next_start: usize,
 }
 
-/// Decides where `pod` goes. `start` is where the previous decision stopped; `seed` breaks ties
-/// among equally good nodes.
+/// Decides where `pod` goes, with no disruption budgets to respect.
 pub fn plan(pod: &PodInfo, cluster: &Cluster<'_>, start: usize, seed: u64) -> Planned {
+    plan_with(pod, cluster, start, seed, &[])
+}
+
+/// Decides where `pod` goes. `start` is where the previous decision stopped; `seed` breaks ties
+/// among equally good nodes; a pod that fits nowhere may preempt pods of lower priority,
+/// sparing those `budgets` protect where it can ([`preempt`]).
+pub fn plan_with(
+    pod: &PodInfo,
+    cluster: &Cluster<'_>,
+    start: usize,
+    seed: u64,
+    budgets: &[PodDisruptionBudget],
+) -> Planned {
     let total = cluster.nodes.len();
     let unschedulable = |message: String, next_start| Planned {
         decision: Decision::Unschedulable { message },
@@ -90,13 +114,19 @@ pub fn plan(pod: &PodInfo, cluster: &Cluster<'_>, start: usize, seed: u64) -> Pl
     };
     let wanted = nodes_to_find(candidates);
     let mut feasible = Vec::with_capacity(wanted);
+    let mut resolvable = Vec::new();
     let mut processed = 0;
     for k in 0..candidates {
         let i = nth(k);
         processed += 1;
         match filter::check(pod, &cluster.nodes[i], &filters) {
             Ok(()) => feasible.push(i),
-            Err(r) => diagnosis.record(r),
+            Err(r) => {
+                if r.resolvable {
+                    resolvable.push(i);
+                }
+                diagnosis.record(r)
+            }
         }
         if feasible.len() >= wanted {
             break;
@@ -108,7 +138,27 @@ pub fn plan(pod: &PodInfo, cluster: &Cluster<'_>, start: usize, seed: u64) -> Pl
         (start + processed) % total
     };
     if feasible.is_empty() {
-        return unschedulable(message::fit_error(total, &diagnosis), next_start);
+        let decision = match preempt::preempt(pod, cluster, &resolvable, &filters, budgets) {
+            Preemption::Preempt(v) => Decision::Preempt {
+                node: cluster.nodes[v.node].node.name.clone(),
+                victims: v.pods,
+                message: message::fit_error_with(total, &diagnosis, ""),
+            },
+            Preemption::NotEligible(why) => Decision::Unschedulable {
+                message: message::fit_error_with(total, &diagnosis, &format!("preemption: {why}")),
+            },
+            Preemption::NoCandidates(reasons) => Decision::Unschedulable {
+                message: message::fit_error_with(
+                    total,
+                    &diagnosis,
+                    &message::preemption_failed(total, reasons),
+                ),
+            },
+        };
+        return Planned {
+            decision,
+            next_start,
+        };
     }
     let best = select(&feasible, &total_scores(pod, cluster, &feasible), seed);
     Planned {

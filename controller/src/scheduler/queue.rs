@@ -320,6 +320,45 @@ mod tests {
     }
 
     #[test]
+    fn the_active_queue_orders_by_priority_then_time_whatever_the_way_in() {
+        type Case = (&'static str, Vec<(&'static str, i32)>, Vec<&'static str>);
+        let cases: Vec<Case> = vec![
+            (
+                "higher priority first, equal priorities in arrival order",
+                vec![("a", 0), ("b", 10), ("c", 0), ("d", 10)],
+                vec!["b", "d", "a", "c"],
+            ),
+            (
+                "negative priorities go after the default",
+                vec![("neg", -5), ("zero", 0)],
+                vec!["zero", "neg"],
+            ),
+            (
+                "a system-critical pod overtakes everything queued before it",
+                vec![("a", 1000), ("b", 0), ("node-critical", 2_000_001_000)],
+                vec!["node-critical", "a", "b"],
+            ),
+        ];
+        for (name, adds, want) in cases {
+            let t0 = Instant::now();
+            let mut q = SchedulingQueue::default();
+            for (k, p) in adds {
+                q.add(k, p, t0);
+            }
+            assert_eq!(drain(&mut q, t0), want, "{name}");
+        }
+        // A pod back from its backoff still goes before waiting pods of lower priority.
+        let t0 = Instant::now();
+        let mut q = SchedulingQueue::default();
+        q.add("high", 100, t0);
+        assert_eq!(q.pop(t0), Some("high"));
+        q.failed(&"high", t0);
+        q.add("low", 0, t0);
+        q.flush(at(t0, 1));
+        assert_eq!(drain(&mut q, at(t0, 1)), ["high", "low"]);
+    }
+
+    #[test]
     fn an_unschedulable_pod_waits_for_a_cluster_change_then_its_backoff() {
         let t0 = Instant::now();
         let mut q = SchedulingQueue::default();

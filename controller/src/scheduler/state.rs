@@ -1,6 +1,8 @@
 //! The scheduler's state and how informer changes and binding results change it: the cache of
-//! nodes and placed pods, the queue, and the pods waiting for a node. Also the step that takes
-//! the next pod off the queue and decides it. No I/O: the loop in `mod.rs` feeds and drains it.
+//! nodes and placed pods, the queue, the pods waiting for a node (and where preemption
+//! nominated them), and the disruption budgets preemption respects. Also the step that takes
+//! the next pod off the queue and decides it, counting pods nominated to a node (of at least
+//! its priority) as if they were there. No I/O: the loop in `mod.rs` feeds and drains it.
 //!
 //! Planner: pure, no I/O.
 
@@ -9,6 +11,7 @@ use super::facts::{NodeFacts, PodInfo, PodKey};
 use super::plan::{self, Decision};
 use super::queue::SchedulingQueue;
 use crate::informer::Object;
+use berth_shared::k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,13 +22,27 @@ pub enum Watched {
     Pod,
     Node,
     Namespace,
+    Budget,
 }
 
 /// What one decision produced, for the loop to write.
 #[derive(Debug, Clone)]
 pub enum Outcome {
-    Bind { pod: Arc<PodInfo>, node: Arc<str> },
-    Unschedulable { pod: Arc<PodInfo>, message: String },
+    Bind {
+        pod: Arc<PodInfo>,
+        node: Arc<str>,
+    },
+    Unschedulable {
+        pod: Arc<PodInfo>,
+        message: String,
+    },
+    /// Nominate `pod` to `node` and delete `victims` to make room there.
+    Preempt {
+        pod: Arc<PodInfo>,
+        node: Arc<str>,
+        victims: Vec<Arc<PodInfo>>,
+        message: String,
+    },
 }
 
 /// Everything the scheduler holds.
@@ -37,6 +54,11 @@ pub struct State {
     pub pending: HashMap<PodKey, Arc<PodInfo>>,
     /// Where the next decision starts looking at nodes.
     pub next_start: usize,
+    /// Waiting pods nominated to a node by their preemption.
+    pub nominated: HashMap<PodKey, Arc<str>>,
+    /// Every PodDisruptionBudget, and their `namespace/name` keys (in the same order).
+    pub budgets: Vec<PodDisruptionBudget>,
+    budget_keys: Vec<String>,
 }
 
 impl State {
@@ -54,11 +76,29 @@ impl State {
                 }
                 false
             }
+            Watched::Budget => {
+                let key = obj.key().to_string();
+                if let Some(i) = self.budget_keys.iter().position(|k| *k == key) {
+                    self.budget_keys.swap_remove(i);
+                    self.budgets.swap_remove(i);
+                }
+                if !deleted {
+                    match serde_json::from_slice(obj.data()) {
+                        Ok(b) => {
+                            self.budget_keys.push(key);
+                            self.budgets.push(b);
+                        }
+                        Err(e) => tracing::warn!(budget = key, error = %e, "unreadable budget"),
+                    }
+                }
+                false
+            }
         }
     }
 
     fn forget_pending(&mut self, key: &str) {
         self.pending.remove(key);
+        self.nominated.remove(key);
         self.queue.remove(&PodKey::from(key));
     }
 
@@ -121,6 +161,9 @@ impl State {
             .is_none_or(|old| !old.same_placement_facts(&pod));
         let priority = pod.priority;
         let pod_key = pod.key.clone();
+        if let Some(n) = &pod.nominated_node {
+            self.nominated.insert(pod_key.clone(), n.clone());
+        }
         self.pending.insert(pod_key.clone(), Arc::new(pod));
         if changed {
             self.queue.add(pod_key, priority, now);
@@ -148,20 +191,33 @@ impl State {
         }
     }
 
-    /// Takes the next pod off the queue and decides it; a pod given a node is assumed there.
+    /// Takes the next pod off the queue and decides it; a pod given a node is assumed there, a
+    /// pod that preempts is nominated to its node.
     pub fn decide_next(&mut self, now: Instant) -> Option<Outcome> {
         loop {
             let key = self.queue.pop(now)?;
-            let Some(pod) = self.pending.get(&key).cloned() else {
+            let Some(mut pod) = self.pending.get(&key).cloned() else {
                 self.queue.remove(&key);
                 continue;
             };
-            let planned = plan::plan(
+            if let Some(n) = self.nominated.get(&key)
+                && pod.nominated_node.as_ref() != Some(n)
+            {
+                let mut p = (*pod).clone();
+                p.nominated_node = Some(n.clone());
+                pod = Arc::new(p);
+            }
+            let counted = self.count_nominated(&pod);
+            let planned = plan::plan_with(
                 &pod,
                 &self.cache.view(),
                 self.next_start,
                 plan::seed_of(&pod.uid),
+                &self.budgets,
             );
+            for k in counted {
+                self.cache.unplace(&k);
+            }
             self.next_start = planned.next_start;
             return Some(match planned.decision {
                 Decision::Bind { node } => {
@@ -172,8 +228,53 @@ impl State {
                     self.queue.unschedulable(&key, now);
                     Outcome::Unschedulable { pod, message }
                 }
+                Decision::Preempt {
+                    node,
+                    victims,
+                    message,
+                } => {
+                    self.queue.unschedulable(&key, now);
+                    self.nominated.insert(key.clone(), node.clone());
+                    // Counted as terminating from now on, so a retry before their deletion
+                    // is observed waits instead of preempting again.
+                    for v in &victims {
+                        let mut going = (**v).clone();
+                        going.terminating = true;
+                        self.cache.place(Arc::new(going), &node);
+                    }
+                    Outcome::Preempt {
+                        pod,
+                        node,
+                        victims,
+                        message,
+                    }
+                }
             });
         }
+    }
+
+    /// Places the other pods nominated to a node with at least `pod`'s priority on their node
+    /// for one decision (upstream `addNominatedPods`); returns their keys, to unplace after.
+    fn count_nominated(&mut self, pod: &PodInfo) -> Vec<PodKey> {
+        if self.nominated.is_empty() {
+            return Vec::new();
+        }
+        let mut counted = Vec::new();
+        for (key, node) in &self.nominated {
+            if *key == pod.key || self.cache.node_of(key).is_some() {
+                continue;
+            }
+            if let Some(p) = self.pending.get(key)
+                && p.priority >= pod.priority
+            {
+                counted.push((p.clone(), node.clone()));
+            }
+        }
+        let keys = counted.iter().map(|(p, _)| p.key.clone()).collect();
+        for (p, node) in counted {
+            self.cache.place(p, &node);
+        }
+        keys
     }
 
     /// The binding was written.
@@ -321,6 +422,101 @@ mod tests {
         v["status"] = json!({"phase": "Succeeded"});
         s.apply(k, &stored(v), false, Instant::now());
         assert_eq!(s.cache.view().nodes[0].requested.milli_cpu, 0);
+    }
+
+    fn with_priority((k, o): (Watched, Object), priority: i32, never: bool) -> (Watched, Object) {
+        let mut v: Value = serde_json::from_slice(o.data()).unwrap();
+        v["spec"]["priority"] = json!(priority);
+        if never {
+            v["spec"]["preemptionPolicy"] = json!("Never");
+        }
+        (k, stored(v))
+    }
+
+    #[test]
+    fn a_preemptor_is_nominated_and_lower_priority_pods_do_not_take_its_room() {
+        let t0 = Instant::now();
+        let mut s = State::default();
+        apply(&mut s, &node("n1", "1"));
+        apply(&mut s, &pod("low", Some("n1")));
+        apply(&mut s, &with_priority(pod("high", None), 100, false));
+        let Some(Outcome::Preempt {
+            node,
+            victims,
+            message,
+            ..
+        }) = s.decide_next(t0)
+        else {
+            panic!("expected a preemption")
+        };
+        assert_eq!(&*node, "n1");
+        assert_eq!(
+            victims.iter().map(|v| &*v.name).collect::<Vec<_>>(),
+            ["low"]
+        );
+        assert_eq!(message, "0/1 nodes are available: 1 Insufficient cpu.");
+        assert!(s.cache.pod("d/low").is_some_and(|p| p.terminating));
+        // Retried while the victim terminates, it waits rather than preempting again.
+        let t1 = t0 + std::time::Duration::from_secs(2);
+        s.queue.move_all(t0);
+        s.queue.flush(t1);
+        let Some(Outcome::Unschedulable { message, .. }) = s.decide_next(t1) else {
+            panic!("the nominee waits for its victim")
+        };
+        assert_eq!(
+            message,
+            "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to a \
+             terminating pod on the nominated node.."
+        );
+        // The victim goes; a newcomer of lower priority finds the room taken by the nominee.
+        let (k, o) = pod("low", Some("n1"));
+        s.apply(k, &o, true, t1);
+        apply(&mut s, &pod("newcomer", None));
+        let Some(Outcome::Unschedulable { pod: p, message }) = s.decide_next(t1) else {
+            panic!("the newcomer must wait")
+        };
+        assert_eq!(&*p.name, "newcomer");
+        assert_eq!(
+            message,
+            "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: \
+             1 No preemption victims found for incoming pod.."
+        );
+        let later = t1 + std::time::Duration::from_secs(3);
+        s.queue.flush(later);
+        let Some(Outcome::Bind { pod: p, node }) = s.decide_next(later) else {
+            panic!("the nominee binds")
+        };
+        assert_eq!((&*p.name, &*node), ("high", "n1"));
+    }
+
+    #[test]
+    fn a_pod_that_may_not_preempt_says_so_and_equal_priority_is_no_victim() {
+        let mut s = State::default();
+        apply(&mut s, &node("n1", "1"));
+        apply(&mut s, &with_priority(pod("low", Some("n1")), 100, false));
+        apply(&mut s, &with_priority(pod("polite", None), 1000, true));
+        apply(&mut s, &with_priority(pod("peer", None), 100, false));
+        let mut messages = Vec::new();
+        while let Some(Outcome::Unschedulable { pod, message }) = s.decide_next(Instant::now()) {
+            messages.push((pod.name.to_string(), message));
+        }
+        assert_eq!(
+            messages,
+            [
+                (
+                    "polite".to_string(),
+                    "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due \
+                     to preemptionPolicy=Never.."
+                        .to_string()
+                ),
+                (
+                    "peer".to_string(),
+                    "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are \
+                     available: 1 No preemption victims found for incoming pod.."
+                        .to_string()
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -31,6 +31,7 @@ mod names;
 mod pod;
 mod pod_spec;
 mod policy;
+pub mod priority_class;
 mod probe;
 mod rbac;
 mod resources;
@@ -226,6 +227,13 @@ pub fn admit(
             |_, _, _| {},
             |p, o, _| policy::validate_pdb(p, o),
         ),
+        "PriorityClass" => run::<k8s_openapi::api::scheduling::v1::PriorityClass>(
+            obj,
+            op,
+            old,
+            |p, _, _| priority_class::default_priority_class(p),
+            |p, o, _| priority_class::validate_priority_class(p, o),
+        ),
         "Lease" => run::<k8s_openapi::api::coordination::v1::Lease>(
             obj,
             op,
@@ -310,6 +318,9 @@ pub fn unknown_fields(kind: &str, raw: &Value) -> Vec<String> {
             round_trip_unknown::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(raw)
         }
         "Lease" => round_trip_unknown::<k8s_openapi::api::coordination::v1::Lease>(raw),
+        "PriorityClass" => {
+            round_trip_unknown::<k8s_openapi::api::scheduling::v1::PriorityClass>(raw)
+        }
         "ServiceAccount" => round_trip_unknown::<core_v1::ServiceAccount>(raw),
         "Role" => round_trip_unknown::<k8s_openapi::api::rbac::v1::Role>(raw),
         "ClusterRole" => round_trip_unknown::<k8s_openapi::api::rbac::v1::ClusterRole>(raw),

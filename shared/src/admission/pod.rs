@@ -83,7 +83,9 @@ fn requests_from_limits(c: &mut Container) {
 }
 
 /// What upstream's admission plugins add to a new pod: the `default` service account, the
-/// priority from its class, and tolerations for not-ready/unreachable nodes.
+/// priority, and tolerations for not-ready/unreachable nodes. The controller's Priority plugin
+/// (which reads the stored PriorityClasses) has set the priority before this runs; the
+/// built-in classes here only serve admission run on its own.
 fn admit_new_pod_spec(spec: &mut PodSpec) {
     if spec
         .service_account_name

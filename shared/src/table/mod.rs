@@ -13,6 +13,7 @@ mod lookup;
 mod pod;
 mod policy;
 mod rbac;
+mod scheduling;
 mod selector;
 
 use jiff::Timestamp;
@@ -109,6 +110,7 @@ pub fn columns(kind: &str) -> Vec<ColumnDefinition> {
         "Job" => batch::job_columns(),
         "CronJob" => batch::cron_job_columns(),
         "PodDisruptionBudget" => policy::pdb_columns(),
+        "PriorityClass" => scheduling::priority_class_columns(),
         "ServiceAccount" => rbac::service_account_columns(),
         "RoleBinding" | "ClusterRoleBinding" => rbac::binding_columns(),
         _ => default_columns(),
@@ -135,6 +137,7 @@ pub fn cells(kind: &str, obj: &Value, now: Timestamp) -> Vec<Value> {
         "Job" => batch::job_cells(obj, now),
         "CronJob" => batch::cron_job_cells(obj, now),
         "PodDisruptionBudget" => policy::pdb_cells(obj, now),
+        "PriorityClass" => scheduling::priority_class_cells(obj, now),
         "ServiceAccount" => rbac::service_account_cells(obj, now),
         "RoleBinding" | "ClusterRoleBinding" => rbac::binding_cells(obj, now),
         _ => default_cells(obj),

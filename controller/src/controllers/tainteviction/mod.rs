@@ -17,10 +17,8 @@ mod tests;
 use super::runtime::{Context, Controller as Wiring, Reconciler};
 use crate::events::{EventType, Recorder};
 use crate::informer::{BY_NODE, Delta, DeltaType, Informer, Object, ObjectKey, View};
-use crate::registry::conditions::{DISRUPTION_TARGET, set_pod_condition};
-use crate::registry::{
-    DeleteOptions, DeletePreconditions, Part, Registry, RegistryError, WriteOptions,
-};
+use crate::registry::eviction::Disruption;
+use crate::registry::{DeleteOptions, DeletePreconditions, Registry, RegistryError};
 use berth_shared::k8s_openapi::api::core::v1 as core;
 use berth_shared::reconcile::Outcome;
 use berth_shared::resource::{NODES, PODS};
@@ -220,46 +218,23 @@ impl Controller {
             "TaintManagerEviction",
             &format!("Marking for deletion Pod {name}"),
         );
-        let uid = obj.uid().to_string();
-        let now = crate::registry::meta::now_rfc3339();
-        let marked = self.registry.update_with(
-            PODS,
-            key.namespace(),
-            key.name(),
-            Part::Status,
-            &WriteOptions::default(),
-            |mut p| {
-                if p.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str()) {
-                    return Err(RegistryError::not_found(PODS, key.name()));
-                }
-                set_pod_condition(
-                    &mut p,
-                    DISRUPTION_TARGET,
-                    "True",
-                    "DeletionByTaintManager",
-                    "Taint manager: deleting due to NoExecute taint",
-                    &now,
-                );
-                Ok(p)
-            },
-        );
-        match marked {
-            Ok(_) => {}
-            Err(RegistryError::NotFound { .. }) => return Ok(()),
-            Err(e) => return Err(e),
-        }
         let opts = DeleteOptions {
             preconditions: Some(DeletePreconditions {
-                uid: Some(uid),
+                uid: Some(obj.uid().to_string()),
                 resource_version: None,
             }),
             ..DeleteOptions::default()
         };
+        let why = Disruption {
+            reason: "DeletionByTaintManager",
+            message: "Taint manager: deleting due to NoExecute taint",
+        };
         match self
             .registry
-            .delete(PODS, key.namespace(), key.name(), &opts)
+            .disrupt(key.namespace().unwrap_or_default(), key.name(), why, &opts)
         {
-            Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(()),
+            // A pod of the same name but another uid is a conflict: the next pass judges it.
+            Ok(()) | Err(RegistryError::NotFound { .. }) => Ok(()),
             Err(e) => Err(e),
         }
     }

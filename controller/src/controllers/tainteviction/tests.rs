@@ -2,6 +2,7 @@
 //! taint leave as their tolerations say.
 
 use super::*;
+use crate::registry::{Part, WriteOptions};
 use crate::testing::ControlPlane;
 use serde_json::json;
 use std::time::Duration;

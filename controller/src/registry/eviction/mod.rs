@@ -12,6 +12,20 @@ use berth_shared::resource::{POD_DISRUPTION_BUDGETS, PODS};
 use decide::Refusal;
 use serde_json::Value;
 
+/// Why the control plane deletes a pod: the reason and message of the `DisruptionTarget`
+/// condition the pod gets first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Disruption {
+    pub reason: &'static str,
+    pub message: &'static str,
+}
+
+/// An eviction through the Eviction API.
+pub const BY_EVICTION_API: Disruption = Disruption {
+    reason: "EvictionByEvictionAPI",
+    message: "Eviction API: evicting",
+};
+
 /// Upstream `EvictionsRetry`: conflicts are retried this many times.
 const RETRIES: usize = 20;
 
@@ -85,7 +99,7 @@ impl Registry {
             } else {
                 opts.clone()
             };
-            match self.mark_and_delete(ns, name, &o) {
+            match self.disrupt(ns, name, BY_EVICTION_API, &o) {
                 Err(e) if is_conflict(&e) && !version_given && attempts < RETRIES => {
                     attempts += 1;
                 }
@@ -117,7 +131,7 @@ impl Registry {
         } else {
             opts.clone()
         };
-        match self.mark_and_delete(ns, name, &o) {
+        match self.disrupt(ns, name, BY_EVICTION_API, &o) {
             Err(e) if is_conflict(&e) && unready_goes && !version_given => {
                 // It changed (it may be Ready now): the client should ask again.
                 let budget = budgets
@@ -170,11 +184,13 @@ impl Registry {
 
     /// Upstream `addConditionAndDeletePod`: the `DisruptionTarget` condition (on the pod's
     /// latest version, checked against the preconditions), then the deletion, its version
-    /// precondition moved past the condition's own write.
-    fn mark_and_delete(
+    /// precondition moved past the condition's own write. The one path by which the control
+    /// plane disrupts a pod: evictions, taint-based evictions and preemption.
+    pub fn disrupt(
         &self,
         ns: &str,
         name: &str,
+        why: Disruption,
         opts: &DeleteOptions,
     ) -> Result<(), RegistryError> {
         let mut opts = opts.clone();
@@ -219,8 +235,8 @@ impl Registry {
                         &mut p,
                         DISRUPTION_TARGET,
                         "True",
-                        "EvictionByEvictionAPI",
-                        "Eviction API: evicting",
+                        why.reason,
+                        why.message,
                         &now,
                     );
                     Ok(p)

@@ -84,6 +84,9 @@ impl StampedWatch {
         pick: impl Fn(&Stamped) -> Option<T>,
     ) -> (Instant, T) {
         wait_for(timeout, what, || {
+            if self.thread.as_ref().is_some_and(JoinHandle::is_finished) {
+                panic!("the stamped watch ended (its panic is above) while waiting for {what}");
+            }
             self.first(&pick)
                 .ok_or_else(|| format!("{} events recorded", self.len()))
         })

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use berth_tests::agent::agent_binary;
 use berth_tests::api::Next;
+use berth_tests::bench::{build_note, env_usize};
 use berth_tests::client::Req;
 use berth_tests::fixtures::BUSYBOX;
 use berth_tests::host::unique_suffix;
@@ -24,16 +25,9 @@ const GOAL_RSS: &str = "goal: < 30 MB";
 const POD_DEADLINE: Duration = secs(60);
 
 fn main() {
-    let pods: usize = std::env::var("BERTH_BENCH_AGENT_PODS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(50);
+    let pods = env_usize("BERTH_BENCH_AGENT_PODS", 50);
     let bin = agent_binary();
-    let build = if bin.components().any(|c| c.as_os_str() == "debug") {
-        "a debug build: figures are pessimistic"
-    } else {
-        "not a debug build"
-    };
+    let build = build_note(&bin);
     println!("agent bench: {} ({build}), pods={pods}", bin.display());
     let c = Cluster::start(1);
     let node = c.node_name(0).to_string();

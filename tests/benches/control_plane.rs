@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use berth_tests::Controller;
+use berth_tests::bench::{build_note, env_usize};
 use berth_tests::client::{AsyncApi, Credentials, Req};
 use berth_tests::controller::controller_binary;
 use berth_tests::objects::{configmap, namespace, pod};
@@ -27,16 +28,9 @@ const WATCH_WRITES: usize = 1000;
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
 
 fn main() {
-    let pods: usize = std::env::var("BERTH_BENCH_PODS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
+    let pods = env_usize("BERTH_BENCH_PODS", 10_000);
     let bin = controller_binary();
-    let build = if bin.components().any(|c| c.as_os_str() == "debug") {
-        "a debug build: figures are pessimistic"
-    } else {
-        "not a debug build"
-    };
+    let build = build_note(&bin);
     println!(
         "control_plane bench: {} ({build}), pods={pods}",
         bin.display()

@@ -8,10 +8,10 @@
 //! (a release build gives the meaningful figures; `berth-hollow-nodes` is taken from the same
 //! directory).
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use berth_tests::Controller;
+use berth_tests::bench::{HollowNodes, env_usize, hollow_binary};
 use berth_tests::client::Req;
 use berth_tests::controller::controller_binary;
 use berth_tests::stats::{megabytes, vm_hwm_kib};
@@ -22,27 +22,10 @@ const DEPLOYMENTS: usize = 10;
 /// reached in the message).
 const DEADLINE: Duration = Duration::from_secs(40 * 60);
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// `VmHWM` (peak RSS) of the controller, in KiB.
 fn peak_kib(c: &Controller) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{}/status", c.pid()?)).ok()?;
     vm_hwm_kib(&status)
-}
-
-/// Kills the hollow nodes when the benchmark ends, however it ends.
-struct Hollow(Child);
-
-impl Drop for Hollow {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn deployment(name: &str, replicas: usize) -> Value {
@@ -69,7 +52,7 @@ fn main() {
     let nodes = env_usize("BERTH_BENCH_NODES", 5_000);
     let pods = env_usize("BERTH_BENCH_PODS", 50_000);
     let bin = controller_binary();
-    let hollow_bin = bin.with_file_name("berth-hollow-nodes");
+    let hollow_bin = hollow_binary();
     println!(
         "scale bench: {} and {}, nodes={nodes}, pods={pods}",
         bin.display(),
@@ -79,33 +62,12 @@ fn main() {
     let api = c.admin_api();
     let rss_empty = c.rss_kib();
 
-    let log = std::fs::File::create(c.scratch().join("hollow.log"))
-        .unwrap_or_else(|e| panic!("hollow log: {e}"));
     let started = Instant::now();
-    let _hollow = Hollow(
-        Command::new(&hollow_bin)
-            .arg("--kubeconfig")
-            .arg(c.kubeconfig())
-            .args(["--nodes", &nodes.to_string(), "--concurrency", "32"])
-            .env("BERTH_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", hollow_bin.display())),
-    );
+    let _hollow = HollowNodes::start(&c, nodes, &[]);
     let count = |path: &str| -> usize {
         let list = api.get_ok(path);
         list["items"].as_array().map_or(0, Vec::len)
     };
-    c.wait_for(
-        Duration::from_secs(600),
-        "every hollow node registered",
-        || {
-            let n = count("/api/v1/nodes");
-            if n >= nodes { Ok(()) } else { Err(n) }
-        },
-    );
     let registered = started.elapsed();
     let rss_nodes = c.rss_at_rest_kib();
 

@@ -288,18 +288,23 @@ impl Agent {
     /// `berth-agent ARGS --containerd-socket S --containerd-namespace NS --registries-config F`
     /// (the `image import` / `image ls` subcommands), whatever the outcome.
     pub fn subcommand(&self, args: &[&str]) -> Run {
-        let c = &self.config;
-        let mut cmd = Command::new(&self.bin);
-        cmd.args(args)
-            .arg("--containerd-socket")
-            .arg(&c.containerd_socket)
-            .arg("--containerd-namespace")
-            .arg(&c.containerd_namespace)
-            .arg("--registries-config")
-            .arg(&c.registries_config)
-            .env("RUST_BACKTRACE", "1");
-        run(cmd, None, TOOL_DEADLINE)
+        image_subcommand(&self.bin, &self.config, args)
     }
+}
+
+/// `BIN ARGS` against the containerd, namespace and registries of `config`, whether or not an
+/// agent runs with it (to import images into a node's namespace before its agent starts).
+pub fn image_subcommand(bin: &Path, config: &AgentConfig, args: &[&str]) -> Run {
+    let mut cmd = Command::new(bin);
+    cmd.args(args)
+        .arg("--containerd-socket")
+        .arg(&config.containerd_socket)
+        .arg("--containerd-namespace")
+        .arg(&config.containerd_namespace)
+        .arg("--registries-config")
+        .arg(&config.registries_config)
+        .env("RUST_BACKTRACE", "1");
+    run(cmd, None, TOOL_DEADLINE)
 }
 
 impl Drop for Agent {

@@ -383,12 +383,14 @@ impl Controller {
         }
     }
 
+    /// The endpoint with the admin client certificate.
+    pub fn admin_endpoint(&self) -> Endpoint {
+        self.endpoint(Credentials::ClientCert(self.admin_identity()))
+    }
+
     /// A raw HTTPS client presenting the admin client certificate.
     pub fn admin_api(&self) -> Api {
-        Api::new(
-            self.endpoint(Credentials::ClientCert(self.admin_identity())),
-            self.logs(),
-        )
+        Api::new(self.admin_endpoint(), self.logs())
     }
 
     /// A raw HTTPS client with no credentials (it still trusts the CA).

@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod bench;
 pub mod client;
 pub mod cluster;
 pub mod containerd;
@@ -23,6 +24,7 @@ pub mod raw_tls;
 pub mod registry;
 pub mod rollout;
 pub mod seeds;
+pub mod stamped;
 pub mod stats;
 pub mod sweep;
 pub mod table;

@@ -1,7 +1,8 @@
 //! `berth-hollow-nodes`: simulated nodes for scale benchmarks, as Kubernetes' kubemark does.
 //! Registers N Ready nodes (with hostname and zone labels), renews their Leases in
 //! `kube-node-lease`, and marks the pods bound to them Running and Ready without running any
-//! container. Talks to the controller over HTTPS with a kubeconfig's client certificate.
+//! container; with `--run-to-completion-after D`, pods that do not restart (`restartPolicy`
+//! Never or OnFailure, as a Job's) then exit 0 and end Succeeded D later. Talks to the controller over HTTPS with a kubeconfig's client certificate.
 //! Benchmarks only: agent behaviour tests never use it.
 
 use anyhow::{Context, anyhow};
@@ -9,10 +10,10 @@ use berth_shared::client::{Client, ClientError, Credentials, ListParams, WatchEv
 use berth_shared::resource::{ResourceType, by_plural};
 use clap::Parser;
 use serde_json::{Value, json};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Semaphore;
 
@@ -46,6 +47,10 @@ struct Cli {
     /// API writes in flight at once.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
+    /// Pods with `restartPolicy` Never or OnFailure exit 0 (phase Succeeded) this long after
+    /// they are marked Running (`1s`, `500ms`, …), as kubemark can; unset, they run for ever.
+    #[arg(long, value_parser = berth_controller::server::parse_duration)]
+    run_to_completion_after: Option<Duration>,
 }
 
 fn rt(group: &str, version: &str, plural: &str) -> anyhow::Result<&'static ResourceType> {
@@ -160,6 +165,91 @@ fn running_status(pod: &Value, pod_ip: &str, host_ip: &str) -> Value {
     }})
 }
 
+/// The status a kubelet would report once every container of the pod exited 0: phase
+/// Succeeded, each container `terminated` (reason Completed) since it started, Ready and
+/// ContainersReady False with reason PodCompleted.
+fn succeeded_status(pod: &Value) -> Value {
+    let ts = now();
+    let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+    let started_at = |name: &str| {
+        pod["status"]["containerStatuses"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["name"] == name))
+            .map_or_else(|| json!(ts), |c| c["state"]["running"]["startedAt"].clone())
+    };
+    let containers: Vec<Value> = pod["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let name = c["name"].as_str().unwrap_or_default();
+            let id = format!("hollow://{uid}/{name}");
+            json!({"name": name, "image": c["image"], "imageID": "", "containerID": id,
+                "ready": false, "started": false, "restartCount": 0,
+                "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                    "startedAt": started_at(name), "finishedAt": ts, "containerID": id}}})
+        })
+        .collect();
+    let kept = |t: &str| {
+        pod["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == t))
+            .map_or_else(|| json!(ts), |c| c["lastTransitionTime"].clone())
+    };
+    let cond = |t: &str, status: &str, at: Value, reason: Option<&str>| {
+        let mut c =
+            json!({"type": t, "status": status, "lastProbeTime": null, "lastTransitionTime": at});
+        if let Some(r) = reason {
+            c["reason"] = json!(r);
+        }
+        c
+    };
+    json!({"status": {
+        "phase": "Succeeded",
+        "conditions": [
+            cond("PodReadyToStartContainers", "False", json!(ts), None),
+            cond("Initialized", "True", kept("Initialized"), None),
+            cond("Ready", "False", json!(ts), Some("PodCompleted")),
+            cond("ContainersReady", "False", json!(ts), Some("PodCompleted")),
+            cond("PodScheduled", "True", kept("PodScheduled"), None),
+        ],
+        "containerStatuses": containers,
+    }})
+}
+
+/// What a hollow node does about a pod the watch shows it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum PodAction {
+    /// Not bound to one of our nodes, or nothing left to do.
+    Ignore,
+    /// Deleted gracefully: no containers to stop, so finish the deletion.
+    FinishDeletion,
+    /// Bound and not started: report it Running and Ready.
+    Start,
+    /// Running and not restarting: report it Succeeded after this long.
+    Complete { after: Duration },
+}
+
+/// The planner of a hollow node: pure, from the pod as the watch shows it.
+fn plan_pod(pod: &Value, ours: bool, run_to_completion: Option<Duration>) -> PodAction {
+    if !ours {
+        return PodAction::Ignore;
+    }
+    if pod["metadata"]["deletionTimestamp"].is_string() {
+        return PodAction::FinishDeletion;
+    }
+    let finishes = matches!(
+        pod["spec"]["restartPolicy"].as_str(),
+        Some("Never" | "OnFailure")
+    );
+    match (pod["status"]["phase"].as_str(), run_to_completion) {
+        (Some("Succeeded" | "Failed"), _) => PodAction::Ignore,
+        (Some("Running"), Some(after)) if finishes => PodAction::Complete { after },
+        (Some("Running"), _) => PodAction::Ignore,
+        _ => PodAction::Start,
+    }
+}
+
 async fn register(client: &Client, cli: &Cli, i: usize) -> anyhow::Result<()> {
     let nodes = rt("", "v1", "nodes")?;
     let node = node_object(cli, i);
@@ -212,47 +302,80 @@ async fn renew_lease(client: Client, name: String, slot: Duration, interval: Dur
 /// Per node: its index (for addresses) and the next pod address.
 type Nodes = Arc<HashMap<String, (usize, AtomicU32)>>;
 
-/// What to do about one pod seen on the watch.
-async fn handle_pod(client: Client, nodes: Nodes, pod: Value) -> Result<(), ClientError> {
-    let Some(node) = pod["spec"]["nodeName"].as_str() else {
-        return Ok(());
-    };
-    let Some((i, next_ip)) = nodes.get(node) else {
-        return Ok(());
-    };
-    let Some(pods) = by_plural("", "v1", "pods") else {
+/// What the pod handlers share: the nodes, the completion delay, and the uids of pods whose
+/// completion is already under way (a Running pod shows up on the watch more than once; a uid
+/// leaves the set when its pod is deleted).
+#[derive(Clone)]
+struct Pods {
+    nodes: Nodes,
+    run_to_completion: Option<Duration>,
+    completing: Arc<Mutex<HashSet<String>>>,
+    /// Bounds the API writes in flight.
+    gate: Arc<Semaphore>,
+}
+
+impl Pods {
+    fn forget(&self, pod: &Value) {
+        if let (Some(uid), Ok(mut set)) = (pod["metadata"]["uid"].as_str(), self.completing.lock())
+        {
+            set.remove(uid);
+        }
+    }
+
+    /// True the first time it is asked about this pod's uid.
+    fn claim_completion(&self, pod: &Value) -> bool {
+        let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+        self.completing
+            .lock()
+            .is_ok_and(|mut set| set.insert(uid.to_string()))
+    }
+}
+
+/// Carries out `action` for one pod seen on the watch.
+async fn apply_pod(
+    client: &Client,
+    state: &Pods,
+    pod: &Value,
+    action: PodAction,
+) -> Result<(), ClientError> {
+    let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
+    let (Some((i, next_ip)), Some(pods)) = (state.nodes.get(node), by_plural("", "v1", "pods"))
+    else {
         return Ok(());
     };
     let ns = pod["metadata"]["namespace"].as_str().unwrap_or("default");
     let name = pod["metadata"]["name"].as_str().unwrap_or_default();
-    if pod["metadata"]["deletionTimestamp"].is_string() {
-        // No containers to stop: finish the deletion as a kubelet would once they are gone.
-        let opts = json!({"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0});
-        return client.delete(pods, Some(ns), name, &opts).await;
-    }
-    if matches!(
-        pod["status"]["phase"].as_str(),
-        Some("Running" | "Succeeded" | "Failed")
-    ) {
-        return Ok(());
-    }
-    let (a, b) = node_block(*i);
-    let host = next_ip.fetch_add(1, Ordering::Relaxed) % 252 + 2;
-    let patch = running_status(
-        &pod,
-        &format!("10.{a}.{b}.{host}"),
-        &format!("10.{a}.{b}.1"),
-    );
+    let patch = match action {
+        PodAction::Ignore => return Ok(()),
+        PodAction::FinishDeletion => {
+            let opts =
+                json!({"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0});
+            return client.delete(pods, Some(ns), name, &opts).await;
+        }
+        PodAction::Start => {
+            let (a, b) = node_block(*i);
+            let host = next_ip.fetch_add(1, Ordering::Relaxed) % 252 + 2;
+            running_status(pod, &format!("10.{a}.{b}.{host}"), &format!("10.{a}.{b}.1"))
+        }
+        PodAction::Complete { .. } => succeeded_status(pod),
+    };
     client
         .merge_patch::<Value>(pods, Some(ns), name, &patch, true)
         .await
         .map(|_| ())
 }
 
+fn warn_unless_gone(result: Result<(), ClientError>) {
+    if let Err(e) = result
+        && !e.is_not_found()
+    {
+        tracing::warn!(error = %e, "updating a hollow pod");
+    }
+}
+
 /// Watches every pod and hands those bound to hollow nodes to `handle_pod`.
-async fn serve_pods(client: Client, nodes: Nodes, concurrency: usize) -> anyhow::Result<()> {
+async fn serve_pods(client: Client, state: Pods) -> anyhow::Result<()> {
     let pods = rt("", "v1", "pods")?;
-    let gate = Arc::new(Semaphore::new(concurrency.max(1)));
     let mut rv = String::new();
     loop {
         let mut stream = match client
@@ -270,6 +393,7 @@ async fn serve_pods(client: Client, nodes: Nodes, concurrency: usize) -> anyhow:
             let pod = match ev {
                 Ok(WatchEvent::Added(p) | WatchEvent::Modified(p)) => p,
                 Ok(WatchEvent::Deleted(p)) => {
+                    state.forget(&p);
                     rv = p["metadata"]["resourceVersion"]
                         .as_str()
                         .unwrap_or_default()
@@ -292,16 +416,33 @@ async fn serve_pods(client: Client, nodes: Nodes, concurrency: usize) -> anyhow:
                 .as_str()
                 .unwrap_or_default()
                 .into();
-            let permit = gate.clone().acquire_owned().await?;
-            let (c, n) = (client.clone(), nodes.clone());
-            tokio::spawn(async move {
-                if let Err(e) = handle_pod(c, n, pod).await
-                    && !e.is_not_found()
-                {
-                    tracing::warn!(error = %e, "updating a hollow pod");
+            let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
+            let ours = state.nodes.contains_key(node);
+            let (c, s) = (client.clone(), state.clone());
+            match plan_pod(&pod, ours, state.run_to_completion) {
+                PodAction::Ignore => {}
+                // Waiting out the run time holds no write permit, so the other pods go on.
+                PodAction::Complete { after } => {
+                    if state.claim_completion(&pod) {
+                        tokio::spawn(async move {
+                            tokio::time::sleep(after).await;
+                            let Ok(_permit) = s.gate.clone().acquire_owned().await else {
+                                return;
+                            };
+                            warn_unless_gone(
+                                apply_pod(&c, &s, &pod, PodAction::Complete { after }).await,
+                            );
+                        });
+                    }
                 }
-                drop(permit);
-            });
+                action => {
+                    let permit = state.gate.clone().acquire_owned().await?;
+                    tokio::spawn(async move {
+                        warn_unless_gone(apply_pod(&c, &s, &pod, action).await);
+                        drop(permit);
+                    });
+                }
+            }
         }
     }
 }
@@ -345,7 +486,13 @@ async fn main() -> anyhow::Result<()> {
         tokio::spawn(renew_lease(client.clone(), name.clone(), slot, interval));
         nodes.insert(name, (i, AtomicU32::new(0)));
     }
-    let pods = tokio::spawn(serve_pods(client, Arc::new(nodes), cli.concurrency));
+    let state = Pods {
+        nodes: Arc::new(nodes),
+        run_to_completion: cli.run_to_completion_after,
+        completing: Arc::default(),
+        gate: Arc::new(Semaphore::new(cli.concurrency.max(1))),
+    };
+    let pods = tokio::spawn(serve_pods(client, state));
     tokio::select! {
         r = pods => r??,
         _ = tokio::signal::ctrl_c() => {}
@@ -402,5 +549,109 @@ mod tests {
             .clone();
         assert_eq!(scheduled["lastTransitionTime"], "T0");
         assert_eq!(s["status"]["podIP"], "10.128.0.2");
+    }
+
+    fn job_pod(restart: &str, phase: Option<&str>) -> Value {
+        let mut pod = json!({"metadata": {"uid": "u", "name": "p"},
+            "spec": {"nodeName": "hollow-0", "restartPolicy": restart,
+                "containers": [{"name": "main", "image": "busybox"}]},
+            "status": {}});
+        if let Some(phase) = phase {
+            pod["status"]["phase"] = json!(phase);
+        }
+        pod
+    }
+
+    #[test]
+    fn pods_are_started_then_left_running_without_a_completion_delay() {
+        for restart in ["Always", "Never", "OnFailure"] {
+            assert_eq!(
+                plan_pod(&job_pod(restart, Some("Pending")), true, None),
+                PodAction::Start
+            );
+            assert_eq!(
+                plan_pod(&job_pod(restart, None), true, None),
+                PodAction::Start
+            );
+            assert_eq!(
+                plan_pod(&job_pod(restart, Some("Running")), true, None),
+                PodAction::Ignore
+            );
+        }
+    }
+
+    #[test]
+    fn running_pods_that_do_not_restart_complete_after_the_delay() {
+        let after = Duration::from_secs(1);
+        for restart in ["Never", "OnFailure"] {
+            assert_eq!(
+                plan_pod(&job_pod(restart, Some("Running")), true, Some(after)),
+                PodAction::Complete { after }
+            );
+        }
+        assert_eq!(
+            plan_pod(&job_pod("Always", Some("Running")), true, Some(after)),
+            PodAction::Ignore
+        );
+    }
+
+    #[test]
+    fn finished_foreign_and_deleted_pods_are_never_completed() {
+        let after = Some(Duration::from_secs(1));
+        for phase in ["Succeeded", "Failed"] {
+            assert_eq!(
+                plan_pod(&job_pod("Never", Some(phase)), true, after),
+                PodAction::Ignore
+            );
+        }
+        assert_eq!(
+            plan_pod(&job_pod("Never", Some("Running")), false, after),
+            PodAction::Ignore
+        );
+        let mut deleted = job_pod("Never", Some("Running"));
+        deleted["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        assert_eq!(plan_pod(&deleted, true, after), PodAction::FinishDeletion);
+    }
+
+    #[test]
+    fn a_succeeded_status_terminates_every_container_with_exit_code_zero() {
+        let mut pod = job_pod("Never", Some("Running"));
+        pod["status"] = running_status(&pod, "10.128.0.2", "10.128.0.1")["status"].clone();
+        let started =
+            pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"].clone();
+        let s = succeeded_status(&pod)["status"].clone();
+        assert_eq!(s["phase"], "Succeeded");
+        let t = &s["containerStatuses"][0]["state"]["terminated"];
+        assert_eq!(t["exitCode"], 0);
+        assert_eq!(t["reason"], "Completed");
+        assert_eq!(t["startedAt"], started);
+        assert_eq!(s["containerStatuses"][0]["ready"], false);
+        let ready = s["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .unwrap()
+            .clone();
+        assert_eq!(
+            (ready["status"].clone(), ready["reason"].clone()),
+            (json!("False"), json!("PodCompleted"))
+        );
+    }
+
+    #[test]
+    fn the_completion_delay_is_a_duration_flag() {
+        let flagged = Cli::parse_from([
+            "berth-hollow-nodes",
+            "--kubeconfig",
+            "k",
+            "--run-to-completion-after",
+            "1500ms",
+        ]);
+        assert_eq!(
+            flagged.run_to_completion_after,
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(cli().run_to_completion_after, None);
     }
 }

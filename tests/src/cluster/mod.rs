@@ -223,6 +223,36 @@ impl Cluster {
         i
     }
 
+    /// Imports `fixtures` into the containerd namespace of agent `i` before it is added (through
+    /// `berth-agent image import`, so under the names a manifest's image resolves to): the node
+    /// joins with the images warm, as a host provisioned with them does.
+    pub fn preload_images(&self, i: usize, fixtures: &[Fixture]) {
+        let config = self.agent_config(i, &AgentOptions::default());
+        for f in fixtures {
+            let archive = self
+                .scratch()
+                .join(format!("preload-{}.tar", f.reference()));
+            if !archive.is_file() {
+                crate::fixtures::layout::tar_layout(&f.layout(), &archive)
+                    .unwrap_or_else(|e| panic!("cannot pack {}: {e}", f.full_name()));
+            }
+            let archive = archive.to_string_lossy().into_owned();
+            let r = crate::agent::image_subcommand(
+                &crate::agent::agent_binary(),
+                &config,
+                &["image", "import", &archive],
+            );
+            if !r.success() {
+                panic!(
+                    "importing {} for {}: {}",
+                    f.full_name(),
+                    config.node_name,
+                    r.describe()
+                );
+            }
+        }
+    }
+
     /// The node name agent `i` has, or will have when it is added: `node-a-<run>` for 0, ….
     pub fn node_name_of(&self, i: usize) -> String {
         let letter = char::from(b'a' + u8::try_from(i).unwrap_or(0));

@@ -1,0 +1,128 @@
+//! What the benchmarks share: numeric settings from the environment, a note on the build a
+//! binary comes from, controller CPU over a stretch of work, and `berth-hollow-nodes`
+//! (kubemark-style simulated nodes) as a child process killed when the benchmark ends.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::controller::{Controller, controller_binary};
+
+/// `$name` as a number, `default` when unset or not a number.
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Says whether `bin` is a debug build (figures are then pessimistic).
+pub fn build_note(bin: &Path) -> &'static str {
+    if bin.components().any(|c| c.as_os_str() == "debug") {
+        "a debug build: figures are pessimistic"
+    } else {
+        "not a debug build"
+    }
+}
+
+/// Wall time and controller CPU time (user + system) from `start` to `stop`.
+#[derive(Debug, Clone, Copy)]
+pub struct Span {
+    pub wall: Duration,
+    pub cpu: Duration,
+}
+
+impl Span {
+    /// CPU time over wall time, in percent of one core.
+    pub fn cpu_percent(&self) -> f64 {
+        100.0 * self.cpu.as_secs_f64() / self.wall.as_secs_f64().max(1e-9)
+    }
+
+    /// `12.3 s wall, 4.5 s CPU (37 % of a core)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{:.1} s wall, {:.1} s CPU ({:.0} % of a core)",
+            self.wall.as_secs_f64(),
+            self.cpu.as_secs_f64(),
+            self.cpu_percent()
+        )
+    }
+}
+
+/// Measures wall time and the controller's CPU time over a stretch of work.
+pub struct SpanTimer<'a> {
+    controller: &'a Controller,
+    started: Instant,
+    cpu: Duration,
+}
+
+impl SpanTimer<'_> {
+    pub fn start(controller: &Controller) -> SpanTimer<'_> {
+        SpanTimer {
+            controller,
+            started: Instant::now(),
+            cpu: controller.cpu_time().unwrap_or_default(),
+        }
+    }
+
+    pub fn stop(&self) -> Span {
+        Span {
+            wall: self.started.elapsed(),
+            cpu: self
+                .controller
+                .cpu_time()
+                .unwrap_or_default()
+                .saturating_sub(self.cpu),
+        }
+    }
+}
+
+/// `berth-hollow-nodes` beside the controller binary (`BERTH_CONTROLLER_BIN`'s directory).
+pub fn hollow_binary() -> PathBuf {
+    controller_binary().with_file_name("berth-hollow-nodes")
+}
+
+/// A running `berth-hollow-nodes`, killed (by its pid) when dropped, however the benchmark
+/// ends. Its log is `hollow.log` in the controller's scratch directory.
+pub struct HollowNodes(Child);
+
+impl HollowNodes {
+    /// Starts `nodes` hollow nodes (`hollow-0` …) against `c` with extra flags (e.g.
+    /// `--run-to-completion-after 1s`) and waits until every one is registered.
+    pub fn start(c: &Controller, nodes: usize, extra: &[&str]) -> HollowNodes {
+        let bin = hollow_binary();
+        let log = std::fs::File::create(c.scratch().join("hollow.log"))
+            .unwrap_or_else(|e| panic!("hollow log: {e}"));
+        let hollow = HollowNodes(
+            Command::new(&bin)
+                .arg("--kubeconfig")
+                .arg(c.kubeconfig())
+                .args(["--nodes", &nodes.to_string(), "--concurrency", "32"])
+                .args(extra)
+                .env("BERTH_LOG", "warn")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display())),
+        );
+        let api = c.admin_api();
+        c.wait_for(
+            Duration::from_secs(600),
+            "every hollow node registered",
+            || {
+                let list = api.get_ok("/api/v1/nodes");
+                let n = list["items"].as_array().map_or(0, Vec::len);
+                if n >= nodes { Ok(()) } else { Err(n) }
+            },
+        );
+        hollow
+    }
+}
+
+impl Drop for HollowNodes {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

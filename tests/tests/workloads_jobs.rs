@@ -572,3 +572,86 @@ fn a_controller_killed_mid_job_counts_each_pod_once_and_the_ttl_cleans_up() {
     assert_eq!((pods.len(), succeeded), (20, 20));
     assert!(pods.iter().all(|p| !tracked(p)), "a pod kept the finalizer");
 }
+
+/// T-JOB-05, the seed's second rule: a pod evicted through the Eviction API carries
+/// `DisruptionTarget` and fails, and the seed's `Ignore` rule keeps it out of the count: with
+/// `backoffLimit: 0` a counted failure would end the Job, instead it gets a new pod.
+#[test]
+fn an_evicted_pod_is_ignored_by_the_seeds_disruption_rule_and_replaced() {
+    let c = Cluster::start(1);
+    let mut j = seed_in_sh("job-pod-failure-policy-example.job", "sleep 3600");
+    j["metadata"]["name"] = json!("evicted");
+    merge(
+        &mut j["spec"],
+        &json!({"completions": 1, "parallelism": 1, "backoffLimit": 0}),
+    );
+    j["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = json!(1);
+    c.apply(&j);
+    let first = c.wait_for(RUN, "the Job's pod Running", || {
+        let pods = pods_of(&c, "evicted");
+        match pods.as_slice() {
+            [p] if phase(p) == "Running" => Ok(p.clone()),
+            other => Err(format!("{} pods", other.len())),
+        }
+    });
+    let name = first["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let uid = first["metadata"]["uid"].clone();
+    let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": name, "namespace": NS}});
+    let r = c.api().send(Req::post(
+        format!("/api/v1/namespaces/{NS}/pods/{name}/eviction"),
+        &eviction,
+    ));
+    assert_eq!(r.status, 201, "{}", r.body);
+    // The evicted pod is held by the tracking finalizer until counted: it ends Failed with
+    // DisruptionTarget, and a new pod runs.
+    c.wait_for(RUN, "the evicted pod Failed with DisruptionTarget", || {
+        let p = c
+            .get(&format!("/api/v1/namespaces/{NS}/pods/{name}"))
+            .filter(|p| p["metadata"]["uid"] == uid);
+        let Some(p) = p else {
+            return Ok(());
+        };
+        let disrupted = p["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "DisruptionTarget" && c["status"] == "True")
+        });
+        if disrupted && phase(&p) == "Failed" || !tracked(&p) {
+            Ok(())
+        } else {
+            Err(format!(
+                "phase {:?}, conditions {}",
+                phase(&p),
+                p["status"]["conditions"]
+            ))
+        }
+    });
+    let job = c.wait_for(RUN, "a new pod Running, the Job going on", || {
+        let j = get_job(&c, "evicted").ok_or("no Job")?;
+        let replaced = pods_of(&c, "evicted")
+            .iter()
+            .any(|p| p["metadata"]["uid"] != uid && phase(p) == "Running");
+        if replaced {
+            Ok(j)
+        } else {
+            Err(format!("status {}", j["status"]))
+        }
+    });
+    assert!(!is_true(&job, "Failed"), "{}", job["status"]);
+    assert_eq!(
+        job["status"]["failed"].as_i64().unwrap_or(0),
+        0,
+        "{}",
+        job["status"]
+    );
+    c.kubectl().ok(&[
+        "delete",
+        "job",
+        "evicted",
+        "--cascade=foreground",
+        "--wait=false",
+    ]);
+}

@@ -13,9 +13,8 @@
 //! informers reflect the pass's writes, so the next pass never counts a pod twice (what
 //! upstream's expectations guard against). A second, small reconciler ([`untrack`]) removes the
 //! finalizer from pods no unfinished Job controls any more.
-//!
-//! Not done: the `DisruptionTarget` pod condition is matched like any other, but nothing in
-//! Berth sets it yet (taint eviction and preemption do upstream).
+//! The `DisruptionTarget` condition that `onPodConditions` rules match is set by the Eviction
+//! API, taint eviction and preemption.
 
 mod apply;
 pub mod backoff;

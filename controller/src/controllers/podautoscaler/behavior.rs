@@ -323,6 +323,17 @@ mod tests {
         }
     }
 
+    /// A case: name, current, desired, past scale-ups, replicas and reason wanted, limited.
+    type UpCase = (
+        &'static str,
+        i32,
+        i32,
+        Vec<ScaleEvent>,
+        i32,
+        &'static str,
+        bool,
+    );
+
     fn rec(replicas: i32, ago: i64) -> Recommended {
         Recommended {
             replicas,
@@ -363,7 +374,7 @@ mod tests {
     #[test]
     fn the_default_scale_up_adds_four_pods_or_doubles_per_fifteen_seconds() {
         let (up, down) = (Rules::default_up(), Rules::default_down());
-        let cases: Vec<(&str, i32, i32, Vec<ScaleEvent>, i32, &str, bool)> = vec![
+        let cases: Vec<UpCase> = vec![
             (
                 "2 → 10 wanted: 2 + 4 = 6 beats doubling",
                 2,

@@ -189,6 +189,9 @@ mod tests {
         }
     }
 
+    /// A case: its name, the usage by pod and the replicas wanted.
+    type Case<'a> = (&'a str, &'a [(&'a str, f64)], i32);
+
     fn usage(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
         pairs.iter().map(|(n, u)| (n.to_string(), *u)).collect()
     }
@@ -206,7 +209,7 @@ mod tests {
             pod("b", 100.0, true),
             pod("c", 100.0, true),
         ];
-        let cases: &[(&str, &[(&str, f64)], i32)] = &[
+        let cases: &[Case] = &[
             (
                 "at the target: stay",
                 &[("a", 50.0), ("b", 50.0), ("c", 50.0)],
@@ -255,7 +258,7 @@ mod tests {
             pod("b", 100.0, true),
             pod("c", 100.0, true),
         ];
-        let cases: &[(&str, &[(&str, f64)], i32)] = &[
+        let cases: &[Case] = &[
             // Down: a, b at 10% and c assumed at 50% → (10+10+50)/300 = 23% → ratio 0.47 → 2.
             (
                 "scaling down, the missing pod at the target",

@@ -184,6 +184,32 @@ fn qos_resource(name: &str) -> Option<&'static str> {
     }
 }
 
+/// Upstream `validateContainersOnlyForPod`: a pod's images (containers and init containers)
+/// have no leading or trailing whitespace.
+fn validate_images_trimmed(spec: &PodSpec, spec_path: &Path) -> Vec<FieldError> {
+    let lists = [
+        ("containers", spec.containers.as_slice()),
+        (
+            "initContainers",
+            spec.init_containers.as_deref().unwrap_or_default(),
+        ),
+    ];
+    let mut errs = Vec::new();
+    for (field, list) in lists {
+        for (i, c) in list.iter().enumerate() {
+            let image = c.image.as_deref().unwrap_or_default();
+            if image.trim() != image {
+                errs.push(FieldError::invalid(
+                    &spec_path.child(field).index(i).child("image"),
+                    image,
+                    "must not have leading or trailing whitespace",
+                ));
+            }
+        }
+    }
+    errs
+}
+
 /// Create: metadata, the spec, and the create-only rules.
 pub(crate) fn validate_pod_create(pod: &Pod) -> Vec<FieldError> {
     let mut errs = validate_object_meta(&pod.metadata, "Pod", true);
@@ -191,6 +217,7 @@ pub(crate) fn validate_pod_create(pod: &Pod) -> Vec<FieldError> {
     let default_spec = PodSpec::default();
     let spec = pod.spec.as_ref().unwrap_or(&default_spec);
     errs.extend(validate_pod_spec(spec, SpecOwner::Pod, &spec_path));
+    errs.extend(validate_images_trimmed(spec, &spec_path));
     if spec
         .ephemeral_containers
         .as_ref()
@@ -248,18 +275,12 @@ pub(crate) fn validate_pod_update(new: &Pod, old: &Pod) -> Vec<FieldError> {
             return errs;
         }
         for (i, c) in n.iter().enumerate() {
-            let image = c.image.as_deref().unwrap_or_default();
-            if image.is_empty() {
+            if c.image.as_deref().unwrap_or_default().is_empty() {
                 errs.push(FieldError::required(&p.index(i).child("image"), ""));
-            } else if image.trim() != image {
-                errs.push(FieldError::invalid(
-                    &p.index(i).child("image"),
-                    image,
-                    "must not have leading or trailing whitespace",
-                ));
             }
         }
     }
+    errs.extend(validate_images_trimmed(ns, &spec_path));
     let adp = spec_path.child("activeDeadlineSeconds");
     match (ns.active_deadline_seconds, os.active_deadline_seconds) {
         (Some(n), _) if !(0..=i64::from(i32::MAX)).contains(&n) => {

@@ -169,12 +169,10 @@ async fn dispatch(State(state): State<SharedState>, req: Request) -> Response {
 
 async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
     // A node's agent answers GETs under nodes/proxy (its metrics).
-    if let Some((node, agent_path)) = proxy::node_proxy_path(req.uri().path())
-        && let Some(nodes) = berth_shared::resource::by_plural("", "v1", "nodes")
-    {
+    if let Some((node, agent_path)) = proxy::node_proxy_path(req.uri().path()) {
         let query = Query::parse(req.uri().query());
         let target = path::ResourcePath {
-            rt: nodes,
+            rt: berth_shared::resource::NODES,
             namespace: None,
             name: Some(node.clone()),
             subresource: Some("proxy".to_string()),

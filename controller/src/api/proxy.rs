@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
-use berth_shared::resource;
+use berth_shared::resource::{NODES, PODS};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use std::sync::Arc;
@@ -78,13 +78,7 @@ fn locate(
     pod: &str,
     container: Option<&str>,
 ) -> Result<(String, u16, String), ApiError> {
-    let (Some(pods), Some(nodes)) = (
-        resource::by_plural("", "v1", "pods"),
-        resource::by_plural("", "v1", "nodes"),
-    ) else {
-        return Err(ApiError::UnknownPath);
-    };
-    let p = state.registry.get(pods, Some(ns), pod)?.value()?;
+    let p = state.registry.get(PODS, Some(ns), pod)?.value()?;
     let names: Vec<String> = ["containers", "initContainers"]
         .iter()
         .flat_map(|l| p["spec"][*l].as_array().cloned().unwrap_or_default())
@@ -121,17 +115,13 @@ fn locate(
         .pointer("/spec/nodeName")
         .and_then(Value::as_str)
         .ok_or_else(|| ApiError::BadRequest(format!("pod {pod} does not have a host assigned")))?;
-    let (addr, port) = agent_endpoint(state, nodes, node_name)?;
+    let (addr, port) = agent_endpoint(state, node_name)?;
     Ok((addr, port, container))
 }
 
 /// A node's agent: its InternalIP and the port it posted as its kubelet endpoint.
-fn agent_endpoint(
-    state: &SharedState,
-    nodes: &'static resource::ResourceType,
-    node_name: &str,
-) -> Result<(String, u16), ApiError> {
-    let node = state.registry.get(nodes, None, node_name)?.value()?;
+fn agent_endpoint(state: &SharedState, node_name: &str) -> Result<(String, u16), ApiError> {
+    let node = state.registry.get(NODES, None, node_name)?.value()?;
     let addr = node
         .pointer("/status/addresses")
         .and_then(Value::as_array)
@@ -171,10 +161,7 @@ pub async fn node(
     path: &str,
     query: &str,
 ) -> Result<Response, ApiError> {
-    let Some(nodes) = resource::by_plural("", "v1", "nodes") else {
-        return Err(ApiError::UnknownPath);
-    };
-    let (addr, port) = agent_endpoint(state, nodes, node)?;
+    let (addr, port) = agent_endpoint(state, node)?;
     let uri = if query.is_empty() {
         path.to_string()
     } else {
@@ -186,10 +173,7 @@ pub async fn node(
 /// The body of a node's agent's answer to a GET for `path` (its resource metrics); an error
 /// unless it is 200.
 pub async fn node_text(state: &SharedState, node: &str, path: &str) -> Result<String, ApiError> {
-    let Some(nodes) = resource::by_plural("", "v1", "nodes") else {
-        return Err(ApiError::UnknownPath);
-    };
-    let (addr, port) = agent_endpoint(state, nodes, node)?;
+    let (addr, port) = agent_endpoint(state, node)?;
     let resp = forward_get(state, &addr, port, path).await?;
     let status = resp.status();
     let body = http_body_util::BodyExt::collect(resp.into_body())

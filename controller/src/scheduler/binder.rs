@@ -7,6 +7,7 @@ use super::facts::PodInfo;
 use crate::events::{EventType, Recorder};
 use crate::registry::RegistryError;
 use crate::registry::{Part, Registry, WriteOptions};
+use berth_shared::resource::PODS;
 use serde_json::{Value, json};
 
 /// The component name events are recorded under.
@@ -82,18 +83,15 @@ pub fn unschedulable_status(mut pod: Value, message: &str, now: &str) -> Option<
     Some(pod)
 }
 
-/// Writes the unschedulable condition of `pod` (a no-op when it is already there).
-pub fn write_unschedulable(
+/// Rewrites the status of `pod` with `f` (the stored object in, the new one out), unless the
+/// pod is gone or was replaced by another of the same name.
+fn update_pod_status(
     registry: &Registry,
     pod: &PodInfo,
-    message: &str,
+    f: impl Fn(Value) -> Value,
 ) -> Result<(), RegistryError> {
-    let Some(rt) = berth_shared::resource::by_plural("", "v1", "pods") else {
-        return Ok(());
-    };
-    let now = crate::registry::meta::now_rfc3339();
     let r = registry.update_with(
-        rt,
+        PODS,
         Some(&pod.namespace),
         &pod.name,
         Part::Status,
@@ -102,13 +100,25 @@ pub fn write_unschedulable(
             if current.pointer("/metadata/uid").and_then(Value::as_str) != Some(&*pod.uid) {
                 return Ok(current);
             }
-            Ok(unschedulable_status(current.clone(), message, &now).unwrap_or(current))
+            Ok::<_, RegistryError>(f(current))
         },
     );
     match r {
         Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// Writes the unschedulable condition of `pod` (a no-op when it is already there).
+pub fn write_unschedulable(
+    registry: &Registry,
+    pod: &PodInfo,
+    message: &str,
+) -> Result<(), RegistryError> {
+    let now = crate::registry::meta::now_rfc3339();
+    update_pod_status(registry, pod, |current| {
+        unschedulable_status(current.clone(), message, &now).unwrap_or(current)
+    })
 }
 
 /// The victims' `DisruptionTarget` condition, as upstream words it.
@@ -145,37 +155,20 @@ pub fn preempt(
             Err(e) => return Err(e),
         }
     }
-    let Some(rt) = berth_shared::resource::by_plural("", "v1", "pods") else {
-        return Ok(disrupted);
-    };
     let now = crate::registry::meta::now_rfc3339();
-    let r = registry.update_with(
-        rt,
-        Some(&pod.namespace),
-        &pod.name,
-        Part::Status,
-        &WriteOptions::default(),
-        |current| {
-            if current.pointer("/metadata/uid").and_then(Value::as_str) != Some(&*pod.uid) {
-                return Ok(current);
-            }
-            let mut next = unschedulable_status(current.clone(), message, &now)
-                .unwrap_or_else(|| current.clone());
-            if next
-                .pointer("/spec/nodeName")
-                .and_then(Value::as_str)
-                .is_some_and(|n| !n.is_empty())
-            {
-                return Ok(current);
-            }
-            next["status"]["nominatedNodeName"] = json!(node);
-            Ok::<_, RegistryError>(next)
-        },
-    );
-    match r {
-        Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(disrupted),
-        Err(e) => Err(e),
-    }
+    update_pod_status(registry, pod, |current| {
+        let bound = current
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty());
+        if bound {
+            return current;
+        }
+        let mut next = unschedulable_status(current.clone(), message, &now).unwrap_or(current);
+        next["status"]["nominatedNodeName"] = json!(node);
+        next
+    })?;
+    Ok(disrupted)
 }
 
 /// Cuts a message to the event limit, on a character boundary.

@@ -152,6 +152,29 @@ impl Registry {
             .ok_or_else(|| RegistryError::not_found(rt, name))
     }
 
+    /// Whether the controller object `name` (of uid `uid`) still exists as that object and is
+    /// not being deleted, read from the store: a controller re-checks this before adopting
+    /// orphans (upstream's `RecheckDeletionTimestamp`).
+    pub fn is_live_owner(
+        &self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        uid: &str,
+    ) -> Result<bool, RegistryError> {
+        match self.get(rt, Some(ns), name) {
+            Ok(o) => {
+                let v = o.value()?;
+                Ok(
+                    v.pointer("/metadata/uid").and_then(Value::as_str) == Some(uid)
+                        && v.pointer("/metadata/deletionTimestamp").is_none(),
+                )
+            }
+            Err(RegistryError::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Every object of `rt` in `ns` (all namespaces when `None`), as JSON: a consistent read
     /// of the store, for the rare pass that must not act on a cache (namespace deletion).
     pub fn list_values(

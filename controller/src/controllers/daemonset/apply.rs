@@ -38,18 +38,9 @@ impl Controller {
     /// Whether the DaemonSet is still the one planned for and not being deleted (upstream's
     /// `RecheckDeletionTimestamp` before adopting).
     fn can_adopt(&self, ds: &DaemonSet) -> Result<bool, DaemonSetError> {
-        match self
+        Ok(self
             .registry
-            .get(DAEMON_SETS, Some(&ds.namespace), &ds.name)
-        {
-            Ok(o) => {
-                let v = o.value().map_err(RegistryError::from)?;
-                Ok(uid_of(&v) == Some(ds.uid.as_str())
-                    && v.pointer("/metadata/deletionTimestamp").is_none())
-            }
-            Err(RegistryError::NotFound { .. }) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
+            .is_live_owner(DAEMON_SETS, &ds.namespace, &ds.name, &ds.uid)?)
     }
 
     /// Makes the DaemonSet the controller of the orphan `name` (a pod or a revision); true

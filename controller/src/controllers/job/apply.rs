@@ -77,15 +77,9 @@ impl Controller {
     /// Whether the Job is still the one planned for and not being deleted (upstream's
     /// `RecheckDeletionTimestamp` before adopting).
     fn can_adopt(&self, job: &Job) -> Result<bool, JobError> {
-        match self.registry.get(JOBS, Some(&job.namespace), &job.name) {
-            Ok(o) => {
-                let v = o.value().map_err(RegistryError::from)?;
-                Ok(uid_of(&v) == Some(job.uid.as_str())
-                    && v.pointer("/metadata/deletionTimestamp").is_none())
-            }
-            Err(RegistryError::NotFound { .. }) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
+        Ok(self
+            .registry
+            .is_live_owner(JOBS, &job.namespace, &job.name, &job.uid)?)
     }
 
     /// Makes the Job the controller of the orphan `pod`, adding the tracking finalizer; the

@@ -17,20 +17,9 @@ impl Controller {
     /// Whether the set is still the one planned for and not being deleted (upstream's
     /// `RecheckDeletionTimestamp` before adopting).
     fn can_adopt(&self, set: &Set) -> Result<bool, SyncError> {
-        match self
+        Ok(self
             .registry
-            .get(set_type(set.kind), Some(&set.namespace), &set.name)
-        {
-            Ok(o) => {
-                let v = o.value().map_err(RegistryError::from)?;
-                Ok(
-                    v.pointer("/metadata/uid").and_then(Value::as_str) == Some(set.uid.as_str())
-                        && v.pointer("/metadata/deletionTimestamp").is_none(),
-                )
-            }
-            Err(RegistryError::NotFound { .. }) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
+            .is_live_owner(set_type(set.kind), &set.namespace, &set.name, &set.uid)?)
     }
 
     /// Makes the set the controller of an orphan; true when the pod is now ours.

@@ -171,14 +171,17 @@ pub fn api_versions() -> Value {
     })
 }
 
-/// Legacy `/apis`: every non-core group with its (single, preferred) version.
+/// Legacy `/apis`: every non-core group with its versions, the preferred one first.
 pub fn api_group_list() -> Value {
     let groups: Vec<Value> = resource::groups()
         .into_iter()
         .filter(|(g, _)| !g.is_empty())
-        .map(|(g, v)| {
-            let gv = json!({"groupVersion": group_version(g, v), "version": v});
-            json!({"name": g, "versions": [gv.clone()], "preferredVersion": gv})
+        .map(|(g, versions)| {
+            let gvs: Vec<Value> = versions
+                .iter()
+                .map(|v| json!({"groupVersion": group_version(g, v), "version": v}))
+                .collect();
+            json!({"name": g, "versions": gvs.clone(), "preferredVersion": gvs[0]})
         })
         .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
@@ -267,10 +270,16 @@ pub fn aggregated_discovery(core: bool, api_version: &str) -> Value {
     let items: Vec<Value> = resource::groups()
         .into_iter()
         .filter(|(g, _)| g.is_empty() == core)
-        .map(|(g, v)| {
-            let resources: Vec<Value> = resources_of(g, v)
+        .map(|(g, versions)| {
+            let versions: Vec<Value> = versions
                 .into_iter()
-                .map(aggregated_resource)
+                .map(|v| {
+                    let resources: Vec<Value> = resources_of(g, v)
+                        .into_iter()
+                        .map(aggregated_resource)
+                        .collect();
+                    json!({"version": v, "resources": resources, "freshness": "Current"})
+                })
                 .collect();
             // The core group's name is empty and, as upstream, omitted.
             let mut metadata = Map::new();
@@ -278,10 +287,7 @@ pub fn aggregated_discovery(core: bool, api_version: &str) -> Value {
                 metadata.insert("name".into(), json!(g));
             }
             metadata.insert("creationTimestamp".into(), Value::Null);
-            json!({
-                "metadata": metadata,
-                "versions": [{"version": v, "resources": resources, "freshness": "Current"}],
-            })
+            json!({"metadata": metadata, "versions": versions})
         })
         .collect();
     json!({
@@ -447,6 +453,7 @@ mod tests {
                 "apps",
                 "authentication.k8s.io",
                 "authorization.k8s.io",
+                "autoscaling",
                 "batch",
                 "policy",
                 "rbac.authorization.k8s.io",
@@ -526,8 +533,37 @@ mod tests {
     #[test]
     fn unserved_group_versions_have_no_resource_list() {
         assert!(api_resource_list("apps", "v1beta1").is_none());
-        assert!(api_resource_list("autoscaling", "v1").is_none());
         assert!(api_resource_list("", "v2").is_none());
+    }
+
+    #[test]
+    fn autoscaling_is_served_in_v2_preferred_and_in_v1() {
+        let groups = api_group_list();
+        let autoscaling = find(&groups["groups"], "name", "autoscaling");
+        assert_eq!(
+            autoscaling["preferredVersion"],
+            json!({"groupVersion": "autoscaling/v2", "version": "v2"})
+        );
+        assert_eq!(autoscaling["versions"][1]["version"], "v1");
+        for v in ["v1", "v2"] {
+            let list = api_resource_list("autoscaling", v).expect("served");
+            assert_eq!(list["resources"][0]["name"], "horizontalpodautoscalers");
+            assert_eq!(
+                list["resources"][1]["name"],
+                "horizontalpodautoscalers/status"
+            );
+        }
+        let aggregated = aggregated_discovery(false, "apidiscovery.k8s.io/v2");
+        let item = aggregated["items"]
+            .as_array()
+            .and_then(|items| {
+                items
+                    .iter()
+                    .find(|i| i["metadata"]["name"] == "autoscaling")
+            })
+            .expect("autoscaling in aggregated discovery");
+        assert_eq!(item["versions"][0]["version"], "v2");
+        assert_eq!(item["versions"][1]["version"], "v1");
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod admission;
 pub mod body;
 #[cfg(feature = "client")]
 pub mod client;
+pub mod conversion;
 pub mod cron;
 pub mod discovery;
 pub mod openapi;

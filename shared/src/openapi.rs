@@ -294,6 +294,7 @@ pub fn openapi_v3_group_version(path: &str) -> Option<Value> {
     let path = path.trim_start_matches('/');
     let (group, version) = resource::groups()
         .into_iter()
+        .flat_map(|(g, versions)| versions.into_iter().map(move |v| (g, v)))
         .find(|(g, v)| gv_path(g, v) == path)?;
     // The computed metrics kinds have no schema here (metrics-server's are not published
     // either without aggregation).
@@ -374,7 +375,10 @@ fn content_hash(doc: &Value) -> String {
 /// `/openapi/v3`: every served group-version with the URL of its document.
 pub fn openapi_v3_root() -> Value {
     let mut paths = Map::new();
-    for (g, v) in resource::groups() {
+    for (g, v) in resource::groups()
+        .into_iter()
+        .flat_map(|(g, versions)| versions.into_iter().map(move |v| (g, v)))
+    {
         let key = gv_path(g, v);
         if let Some(doc) = openapi_v3_group_version(&key) {
             let url = format!("/openapi/v3/{key}?hash={}", content_hash(&doc));
@@ -499,6 +503,8 @@ mod tests {
                 "apis/apps/v1",
                 "apis/authentication.k8s.io/v1",
                 "apis/authorization.k8s.io/v1",
+                "apis/autoscaling/v2",
+                "apis/autoscaling/v1",
                 "apis/batch/v1",
                 "apis/policy/v1",
                 "apis/rbac.authorization.k8s.io/v1",
@@ -527,7 +533,7 @@ mod tests {
     #[test]
     fn unknown_group_versions_have_no_document() {
         assert!(openapi_v3_group_version("apis/apps/v1beta1").is_none());
-        assert!(openapi_v3_group_version("apis/autoscaling/v1").is_none());
+        assert!(openapi_v3_group_version("apis/autoscaling/v1beta1").is_none());
         assert!(openapi_v3_group_version("").is_none());
     }
 }

@@ -26,6 +26,10 @@ pub struct ResourceType {
     /// Only `get` and `list` are served, and nothing is stored: the answer is computed (the
     /// resource metrics API).
     pub read_only: bool,
+    /// The version whose objects are stored, when it is not this one: requests in this version
+    /// are converted to and from it (autoscaling/v1 HorizontalPodAutoscalers are stored as
+    /// autoscaling/v2).
+    pub stored_as: Option<&'static str>,
 }
 
 impl ResourceType {
@@ -71,6 +75,7 @@ macro_rules! rt {
             has_scale: $scale,
             create_only: false,
             read_only: false,
+            stored_as: None,
         }
     };
 }
@@ -91,6 +96,7 @@ macro_rules! review {
             has_scale: false,
             create_only: true,
             read_only: false,
+            stored_as: None,
         }
     };
 }
@@ -111,6 +117,7 @@ macro_rules! resource_metrics {
             has_scale: false,
             create_only: false,
             read_only: true,
+            stored_as: None,
         }
     };
 }
@@ -425,6 +432,33 @@ pub static RESOURCES: &[ResourceType] = &[
     ),
     resource_metrics!("NodeMetrics", "nodes", "", false),
     resource_metrics!("PodMetrics", "pods", "", true),
+    rt!(
+        "autoscaling",
+        "v2",
+        "HorizontalPodAutoscaler",
+        "horizontalpodautoscalers",
+        "horizontalpodautoscaler",
+        true,
+        &["hpa"],
+        ALL,
+        status = true,
+        scale = false
+    ),
+    ResourceType {
+        group: "autoscaling",
+        version: "v1",
+        kind: "HorizontalPodAutoscaler",
+        plural: "horizontalpodautoscalers",
+        singular: "horizontalpodautoscaler",
+        namespaced: true,
+        short_names: &["hpa"],
+        categories: ALL,
+        has_status: true,
+        has_scale: false,
+        create_only: false,
+        read_only: false,
+        stored_as: Some("v2"),
+    },
 ];
 
 // Each resource type by name, so code names the type it means instead of looking it up by a
@@ -459,11 +493,23 @@ pub static SELF_SUBJECT_RULES_REVIEWS: &ResourceType = &RESOURCES[26];
 pub static SUBJECT_ACCESS_REVIEWS: &ResourceType = &RESOURCES[27];
 pub static NODE_METRICS: &ResourceType = &RESOURCES[28];
 pub static POD_METRICS: &ResourceType = &RESOURCES[29];
+pub static HORIZONTAL_POD_AUTOSCALERS: &ResourceType = &RESOURCES[30];
+pub static HORIZONTAL_POD_AUTOSCALERS_V1: &ResourceType = &RESOURCES[31];
 
-/// The resource types whose objects are stored (all but the create-only reviews and the
-/// read-only metrics).
+/// The resource types whose objects are stored (all but the create-only reviews, the
+/// read-only metrics and the versions converted to another one's storage), each once.
 pub fn stored() -> impl Iterator<Item = &'static ResourceType> {
-    RESOURCES.iter().filter(|r| !r.create_only && !r.read_only)
+    RESOURCES
+        .iter()
+        .filter(|r| !r.create_only && !r.read_only && r.stored_as.is_none())
+}
+
+/// The resource type whose objects a request to `rt` reads and writes: `rt` itself, or the
+/// version it is stored as.
+pub fn storage_of(rt: &'static ResourceType) -> &'static ResourceType {
+    rt.stored_as
+        .and_then(|v| by_plural(rt.group, v, rt.plural))
+        .unwrap_or(rt)
 }
 
 /// Looks up a resource type by group, version and URL plural.
@@ -504,12 +550,15 @@ const UPSTREAM_GROUP_ORDER: &[&str] = &[
     "flowcontrol.apiserver.k8s.io",
 ];
 
-/// The API groups served, in upstream's discovery order, each with its one version.
-pub fn groups() -> Vec<(&'static str, &'static str)> {
-    let mut out: Vec<(&'static str, &'static str)> = Vec::new();
+/// The API groups served, in upstream's discovery order, each with its versions (the
+/// preferred one first: the order of the table).
+pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
     for r in RESOURCES {
-        if !out.iter().any(|(g, v)| *g == r.group && *v == r.version) {
-            out.push((r.group, r.version));
+        match out.iter_mut().find(|(g, _)| *g == r.group) {
+            Some((_, versions)) if !versions.contains(&r.version) => versions.push(r.version),
+            Some(_) => {}
+            None => out.push((r.group, vec![r.version])),
         }
     }
     out.sort_by_key(|(g, _)| {
@@ -558,6 +607,8 @@ mod tests {
             (SUBJECT_ACCESS_REVIEWS, "SUBJECT_ACCESS_REVIEWS"),
             (NODE_METRICS, "NODES"),
             (POD_METRICS, "PODS"),
+            (HORIZONTAL_POD_AUTOSCALERS, "HORIZONTAL_POD_AUTOSCALERS"),
+            (HORIZONTAL_POD_AUTOSCALERS_V1, "HORIZONTAL_POD_AUTOSCALERS"),
         ];
         assert_eq!(named.len(), RESOURCES.len());
         for (rt, name) in named {
@@ -579,7 +630,20 @@ mod tests {
     #[test]
     fn groups_are_listed_once_each() {
         let g = groups();
-        assert_eq!(g[0], ("", "v1"));
+        assert_eq!(g[0], ("", vec!["v1"]));
         assert_eq!(g.iter().filter(|(g, _)| *g == "apps").count(), 1);
+        let autoscaling = g.iter().find(|(g, _)| *g == "autoscaling");
+        assert_eq!(autoscaling.map(|(_, v)| v.clone()), Some(vec!["v2", "v1"]));
+    }
+
+    #[test]
+    fn a_converted_version_is_stored_as_its_storage_version_and_listed_once() {
+        assert!(std::ptr::eq(
+            storage_of(HORIZONTAL_POD_AUTOSCALERS_V1),
+            HORIZONTAL_POD_AUTOSCALERS
+        ));
+        assert!(std::ptr::eq(storage_of(PODS), PODS));
+        let hpas = stored().filter(|r| r.plural == "horizontalpodautoscalers");
+        assert_eq!(hpas.map(|r| r.version).collect::<Vec<_>>(), vec!["v2"]);
     }
 }

@@ -17,6 +17,7 @@
 
 mod affinity;
 mod apps;
+pub mod autoscaling;
 mod batch;
 mod cluster;
 mod codec;
@@ -276,6 +277,15 @@ pub fn admit(
             |b, _, _| rbac::default_subjects(b.subjects.as_mut()),
             |b, o, _| rbac::validate_cluster_role_binding(b, o),
         ),
+        "HorizontalPodAutoscaler" => {
+            run::<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>(
+                obj,
+                op,
+                old,
+                |h, _, _| autoscaling::default_hpa(h),
+                |h, o, _| autoscaling::validate_hpa(h, o),
+            )
+        }
         other => Err(AdmissionError::Decode(format!(
             "no kind {} is registered",
             field::quote(other)
@@ -322,6 +332,9 @@ pub fn unknown_fields(kind: &str, raw: &Value) -> Vec<String> {
             round_trip_unknown::<k8s_openapi::api::scheduling::v1::PriorityClass>(raw)
         }
         "ServiceAccount" => round_trip_unknown::<core_v1::ServiceAccount>(raw),
+        "HorizontalPodAutoscaler" => {
+            round_trip_unknown::<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>(raw)
+        }
         "Role" => round_trip_unknown::<k8s_openapi::api::rbac::v1::Role>(raw),
         "ClusterRole" => round_trip_unknown::<k8s_openapi::api::rbac::v1::ClusterRole>(raw),
         "RoleBinding" => round_trip_unknown::<k8s_openapi::api::rbac::v1::RoleBinding>(raw),

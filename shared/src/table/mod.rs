@@ -5,6 +5,7 @@
 //! `priority > 0` ones unless `-o wide` is given.
 
 mod apps;
+mod autoscaling;
 mod batch;
 mod cluster;
 mod core;
@@ -111,6 +112,7 @@ pub fn columns(kind: &str) -> Vec<ColumnDefinition> {
         "CronJob" => batch::cron_job_columns(),
         "PodDisruptionBudget" => policy::pdb_columns(),
         "PriorityClass" => scheduling::priority_class_columns(),
+        "HorizontalPodAutoscaler" => autoscaling::hpa_columns(),
         "ServiceAccount" => rbac::service_account_columns(),
         "RoleBinding" | "ClusterRoleBinding" => rbac::binding_columns(),
         _ => default_columns(),
@@ -138,6 +140,7 @@ pub fn cells(kind: &str, obj: &Value, now: Timestamp) -> Vec<Value> {
         "CronJob" => batch::cron_job_cells(obj, now),
         "PodDisruptionBudget" => policy::pdb_cells(obj, now),
         "PriorityClass" => scheduling::priority_class_cells(obj, now),
+        "HorizontalPodAutoscaler" => autoscaling::hpa_cells(obj, now),
         "ServiceAccount" => rbac::service_account_cells(obj, now),
         "RoleBinding" | "ClusterRoleBinding" => rbac::binding_cells(obj, now),
         _ => default_cells(obj),

@@ -1,0 +1,218 @@
+//! The HorizontalPodAutoscaler printer (upstream `printHorizontalPodAutoscaler` and
+//! `formatHPAMetrics`): the scale target, each metric as `current/target` (at most two, then
+//! `+ N more...`), the replica bounds and the current replicas.
+
+use jiff::Timestamp;
+use serde_json::{Value, json};
+
+use super::lookup::int_at;
+use super::{ColumnDefinition, age_col, col, created, name, name_col};
+
+pub(crate) fn hpa_columns() -> Vec<ColumnDefinition> {
+    vec![
+        name_col(),
+        col(
+            "Reference",
+            "string",
+            "scaleTargetRef points to the target resource to scale, and is used to the pods for which metrics should be collected, as well as to actually change the replica count.",
+        ),
+        col(
+            "Targets",
+            "string",
+            "metrics contains the specifications for which to use to calculate the desired replica count (the maximum replica count across all metrics will be used).  The desired replica count is calculated multiplying the ratio between the target value and the current value by the current number of pods.  Ergo, metrics used must decrease as the pod count is increased, and vice-versa.  See the individual metric source types for more information about how each type of metric must respond. If not set, the default metric will be set to 80% average CPU utilization.",
+        ),
+        col(
+            "MinPods",
+            "string",
+            "minReplicas is the lower limit for the number of replicas to which the autoscaler can scale down.  It defaults to 1 pod.  minReplicas is allowed to be 0 if the alpha feature gate HPAScaleToZero is enabled and at least one Object or External metric is configured.  Scaling is active as long as at least one metric value is available.",
+        ),
+        col(
+            "MaxPods",
+            "integer",
+            "maxReplicas is the upper limit for the number of replicas to which the autoscaler can scale up. It cannot be less that minReplicas.",
+        ),
+        col(
+            "Replicas",
+            "integer",
+            "currentReplicas is current number of replicas of pods managed by this autoscaler, as last seen by the autoscaler.",
+        ),
+        age_col(),
+    ]
+}
+
+fn text(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// One metric as `current/target`, as upstream words each source type.
+fn metric(spec: &Value, status: Option<&Value>) -> String {
+    let unknown = || "<unknown>".to_string();
+    let cur = |source: &str, field: &str| {
+        text(status.and_then(|s| s.pointer(&format!("/{source}/current/{field}"))))
+    };
+    let target = |source: &str, field: &str| {
+        text(spec.pointer(&format!("/{source}/target/{field}"))).unwrap_or_default()
+    };
+    match spec["type"].as_str().unwrap_or_default() {
+        source @ ("External" | "Object") => {
+            let key = if source == "External" {
+                "external"
+            } else {
+                "object"
+            };
+            if spec
+                .pointer(&format!("/{key}/target/averageValue"))
+                .is_some()
+            {
+                let c = cur(key, "averageValue").unwrap_or_else(unknown);
+                format!("{c}/{} (avg)", target(key, "averageValue"))
+            } else {
+                let c = cur(key, "value").unwrap_or_else(unknown);
+                format!("{c}/{}", target(key, "value"))
+            }
+        }
+        "Pods" => {
+            let c = cur("pods", "averageValue").unwrap_or_else(unknown);
+            format!("{c}/{}", target("pods", "averageValue"))
+        }
+        source @ ("Resource" | "ContainerResource") => {
+            let key = if source == "Resource" {
+                "resource"
+            } else {
+                "containerResource"
+            };
+            let resource = spec
+                .pointer(&format!("/{key}/name"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if spec
+                .pointer(&format!("/{key}/target/averageValue"))
+                .is_some()
+            {
+                let c = cur(key, "averageValue").unwrap_or_else(unknown);
+                format!("{resource}: {c}/{}", target(key, "averageValue"))
+            } else {
+                let c = cur(key, "averageUtilization")
+                    .map(|u| format!("{u}%"))
+                    .unwrap_or_else(unknown);
+                let t = text(spec.pointer(&format!("/{key}/target/averageUtilization")))
+                    .map(|u| format!("{u}%"))
+                    .unwrap_or_else(|| "<auto>".to_string());
+                format!("{resource}: {c}/{t}")
+            }
+        }
+        _ => "<unknown type>".to_string(),
+    }
+}
+
+/// Upstream `formatHPAMetrics`: statuses are matched to specs by position.
+pub(crate) fn format_metrics(hpa: &Value) -> String {
+    let specs = hpa
+        .pointer("/spec/metrics")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if specs.is_empty() {
+        return "<none>".to_string();
+    }
+    let statuses = hpa
+        .pointer("/status/currentMetrics")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let list: Vec<String> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| metric(s, statuses.get(i)))
+        .collect();
+    const MAXIMUM: usize = 2;
+    if list.len() > MAXIMUM {
+        format!(
+            "{} + {} more...",
+            list[..MAXIMUM].join(", "),
+            list.len() - MAXIMUM
+        )
+    } else {
+        list.join(", ")
+    }
+}
+
+pub(crate) fn hpa_cells(hpa: &Value, now: Timestamp) -> Vec<Value> {
+    let reference = format!(
+        "{}/{}",
+        hpa.pointer("/spec/scaleTargetRef/kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+        hpa.pointer("/spec/scaleTargetRef/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    );
+    let min = hpa
+        .pointer("/spec/minReplicas")
+        .and_then(Value::as_i64)
+        .map_or_else(|| "<unset>".to_string(), |n| n.to_string());
+    vec![
+        name(hpa),
+        json!(reference),
+        json!(format_metrics(hpa)),
+        json!(min),
+        json!(int_at(hpa, &["spec", "maxReplicas"])),
+        json!(int_at(hpa, &["status", "currentReplicas"])),
+        created(hpa, now),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpu(target: i64) -> Value {
+        json!({"type": "Resource", "resource": {"name": "cpu",
+               "target": {"type": "Utilization", "averageUtilization": target}}})
+    }
+
+    #[test]
+    fn an_autoscaler_prints_its_target_metrics_bounds_and_replicas() {
+        let now: Timestamp = "2024-05-01T12:00:00Z".parse().unwrap();
+        let hpa = json!({
+            "metadata": {"name": "web", "creationTimestamp": "2024-05-01T11:59:00Z"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"},
+                     "minReplicas": 2, "maxReplicas": 5, "metrics": [cpu(50)]},
+            "status": {"currentReplicas": 3, "currentMetrics": [
+                {"type": "Resource", "resource": {"name": "cpu",
+                 "current": {"averageUtilization": 250, "averageValue": "250m"}}}]}
+        });
+        assert_eq!(
+            hpa_cells(&hpa, now),
+            vec![
+                json!("web"),
+                json!("Deployment/web"),
+                json!("cpu: 250%/50%"),
+                json!("2"),
+                json!(5),
+                json!(3),
+                json!("60s")
+            ]
+        );
+    }
+
+    #[test]
+    fn metrics_without_status_are_unknown_and_more_than_two_are_summarised() {
+        let hpa = json!({"spec": {"metrics": [
+            cpu(50),
+            {"type": "Resource", "resource": {"name": "memory",
+             "target": {"type": "AverageValue", "averageValue": "100Mi"}}},
+            {"type": "Pods", "pods": {"metric": {"name": "qps"},
+             "target": {"type": "AverageValue", "averageValue": "10"}}}
+        ]}});
+        assert_eq!(
+            format_metrics(&hpa),
+            "cpu: <unknown>/50%, memory: <unknown>/100Mi + 1 more..."
+        );
+        assert_eq!(format_metrics(&json!({"spec": {}})), "<none>");
+    }
+}

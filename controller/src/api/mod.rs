@@ -7,6 +7,7 @@ mod auto_answer;
 mod body;
 mod conn;
 mod conn_table;
+mod conversion;
 pub mod discovery;
 pub mod error;
 mod guarded;
@@ -297,13 +298,12 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
             o
         })
     };
-    let ResourcePath {
-        rt,
-        ref namespace,
-        ref name,
-        ref subresource,
-    } = target;
-    let ns = namespace.as_deref();
+    let view = target.rt;
+    let (name, subresource) = (&target.name, &target.subresource);
+    // A version stored as another one (autoscaling/v1 HPAs) reads and writes the stored
+    // version: bodies are converted on the way in, answers on the way out.
+    let rt = berth_shared::resource::storage_of(view);
+    let converted = !std::ptr::eq(rt, view);
     // A list or watch decodes its options first: a malformed integer is a 400 before anything.
     if parts.method == Method::GET
         && subresource.is_none()
@@ -311,24 +311,74 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
     {
         query.check_list_options()?;
     }
+    if converted && !(parts.method == Method::GET && query.flag("watch")) {
+        let answer = Box::pin(serve_resource(
+            &state,
+            &parts,
+            body,
+            &query,
+            &target,
+            rt,
+            table,
+            &write_options,
+        ))
+        .await?;
+        return Ok(conversion::answer_in_version(view, answer).await);
+    }
+    serve_resource(
+        &state,
+        &parts,
+        body,
+        &query,
+        &target,
+        rt,
+        table,
+        &write_options,
+    )
+    .await
+}
+
+/// The verbs on a resource collection, object or its subresources, reading and writing `rt`
+/// (the stored version of `target.rt`).
+#[allow(clippy::too_many_arguments)]
+async fn serve_resource(
+    state: &SharedState,
+    parts: &axum::http::request::Parts,
+    body: Body,
+    query: &Query,
+    target: &ResourcePath,
+    rt: &'static berth_shared::resource::ResourceType,
+    table: bool,
+    write_options: &(dyn Fn() -> Result<crate::registry::WriteOptions, ApiError> + Sync),
+) -> Result<Response, ApiError> {
+    let state = state.clone();
+    let query = query.clone();
+    let view = target.rt;
+    let ns = target.namespace.as_deref();
+    let name = &target.name;
+    let subresource = &target.subresource;
     match (&parts.method, name.as_deref(), subresource.as_deref()) {
         (&Method::GET, None, None) if query.flag("watch") => {
-            watch::serve(&state, rt, ns, &query, table).await
+            watch::serve(&state, view, ns, &query, table).await
         }
         (&Method::GET, None, None) => list::list(&state, rt, ns, &query, table).await,
         (&Method::GET, Some(name), None) if query.flag("watch") => {
             // Old-style watch of one object.
             let _ = name;
-            watch::serve(&state, rt, ns, &query, table).await
+            watch::serve(&state, view, ns, &query, table).await
         }
         (&Method::GET, Some(name), None) => list::get(&state, rt, ns, name, table).await,
         (&Method::POST, None, None) => {
-            let body = body::read(body, &parts.headers).await?;
-            authz::authorize_create(parts.extensions.get::<authn::Identity>(), &target, &body)?;
+            let body = conversion::body_to_storage(view, body::read(body, &parts.headers).await?)?;
+            authz::authorize_create(parts.extensions.get::<authn::Identity>(), target, &body)?;
             write::create(&state, rt, ns, body, write_options()?).await
         }
         (&Method::PUT, Some(name), sub) => {
             let body = body::read(body, &parts.headers).await?;
+            let body = match sub {
+                None | Some("status") => conversion::body_to_storage(view, body)?,
+                _ => body,
+            };
             match sub {
                 None => {
                     write::update(
@@ -367,7 +417,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
                 None => {
                     patch::patch(
                         &state,
-                        rt,
+                        view,
                         ns,
                         name,
                         &content_type,
@@ -380,7 +430,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
                 Some("status") if rt.has_status => {
                     patch::patch(
                         &state,
-                        rt,
+                        view,
                         ns,
                         name,
                         &content_type,

@@ -54,6 +54,9 @@ pub async fn patch(
         },
         &raw,
     )?;
+    // A patch to a converted version applies to the object in that version.
+    let view = rt;
+    let rt = berth_shared::resource::storage_of(view);
     let registry = state.registry.clone();
     let ns = ns.map(String::from);
     let name = name.to_string();
@@ -70,7 +73,8 @@ pub async fn patch(
                 ));
             }
             let mut obj = doc.clone();
-            crate::registry::meta::check_type(rt, &mut obj)?;
+            crate::registry::meta::check_type(view, &mut obj)?;
+            let mut obj = super::conversion::body_to_storage(view, obj)?;
             crate::registry::meta::set_namespace(rt, ns.as_deref(), &mut obj)?;
             crate::registry::meta::check_name(&obj, &name)?;
             let created = registry.create(rt, ns.as_deref(), obj, &opts)?;
@@ -78,7 +82,9 @@ pub async fn patch(
         }
         let strict = opts.field_validation == crate::registry::FieldValidation::Strict;
         let updated = registry.update_with(rt, ns.as_deref(), &name, part, &opts, |current| {
-            let patched = apply(rt.kind, pt, current, &doc)?;
+            let current = super::conversion::object_in_version(view, current);
+            let patched =
+                super::conversion::body_to_storage(view, apply(rt.kind, pt, current, &doc)?)?;
             if strict {
                 let unknown = berth_shared::admission::unknown_fields(rt.kind, &patched);
                 if !unknown.is_empty() {

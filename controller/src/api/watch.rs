@@ -21,6 +21,7 @@ use tokio::sync::{broadcast, mpsc};
 const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
 
 struct Encoder {
+    /// The version watched (its objects may be stored as another version).
     rt: &'static ResourceType,
     table: bool,
     columns_sent: bool,
@@ -41,6 +42,15 @@ impl Encoder {
                     }
                     self.columns_sent = true;
                     out.extend_from_slice(t.to_string().as_bytes());
+                }
+                Err(_) => out.extend_from_slice(&obj.data),
+            }
+        } else if super::conversion::is_converted(self.rt) {
+            // Stored as another version: each object converted to the one watched.
+            match obj.value() {
+                Ok(v) => {
+                    let v = super::conversion::object_in_version(self.rt, v);
+                    out.extend_from_slice(v.to_string().as_bytes());
                 }
                 Err(_) => out.extend_from_slice(&obj.data),
             }

@@ -90,6 +90,8 @@ pub fn router(state: SharedState) -> Router {
         .route("/livez", get(health))
         .route("/readyz", get(health))
         .route("/version", get(discovery::version))
+        // The Python client's `VersionApi().get_code()` asks with the trailing slash.
+        .route("/version/", get(discovery::version))
         .route("/api", get(discovery::core_root))
         .route("/apis", get(discovery::groups_root))
         .route("/openapi/v3", get(discovery::openapi_root))

@@ -274,8 +274,36 @@ pub fn prepare_for_create(rt: &ResourceType, obj: &mut Value, generation: bool) 
         && !matches!(rt.kind, "Node" | "Event")
         && let Some(map) = obj.as_object_mut()
     {
-        map.remove("status");
+        match fresh_status(rt.kind) {
+            Some(status) => map.insert("status".into(), status),
+            None => map.remove("status"),
+        };
     }
+}
+
+/// The status a new object starts with, whatever the client sent: its kind's zero value, as
+/// upstream's `PrepareForCreate` resets it (`Status = apps.DeploymentStatus{}`). On the wire
+/// that is `status: {}` for a Deployment or Job, and the counters Go writes without
+/// `omitempty` at 0 for the others (`status: {replicas: 0}` for a ReplicaSet). Clients read
+/// `d.status.ready_replicas` straight after a create, so the stanza must be there.
+/// (Pods and Namespaces get their phase from admission, which runs after this.) `None` for
+/// the kinds whose status is dropped instead (custom resources with a status subresource).
+pub fn fresh_status(kind: &str) -> Option<Value> {
+    use berth_shared::k8s_openapi::api::{
+        apps::v1 as apps, core::v1 as core, policy::v1 as policy,
+    };
+    let zero = match kind {
+        "ReplicaSet" => serde_json::to_value(apps::ReplicaSetStatus::default()),
+        "StatefulSet" => serde_json::to_value(apps::StatefulSetStatus::default()),
+        "DaemonSet" => serde_json::to_value(apps::DaemonSetStatus::default()),
+        "ReplicationController" => {
+            serde_json::to_value(core::ReplicationControllerStatus::default())
+        }
+        "PodDisruptionBudget" => serde_json::to_value(policy::PodDisruptionBudgetStatus::default()),
+        "Deployment" | "Job" | "CronJob" | "Pod" | "Namespace" => Ok(json!({})),
+        _ => return None,
+    };
+    Some(zero.unwrap_or_else(|_| json!({})))
 }
 
 /// Merges an update into the stored object: server-managed metadata is kept, the part not
@@ -421,6 +449,45 @@ mod tests {
         let out = prepare_for_update(rt, &old, scaled, crate::registry::Part::Main, true);
         assert_eq!(out["metadata"]["generation"], json!(2));
         assert_eq!(out["metadata"]["uid"], json!("u"));
+    }
+
+    #[test]
+    fn a_created_object_starts_with_its_kinds_zero_status_as_upstream_writes_it() {
+        let table = [
+            ("apps", "deployments", json!({})),
+            ("batch", "jobs", json!({})),
+            ("batch", "cronjobs", json!({})),
+            ("apps", "replicasets", json!({"replicas": 0})),
+            ("", "replicationcontrollers", json!({"replicas": 0})),
+            (
+                "apps",
+                "daemonsets",
+                json!({"currentNumberScheduled": 0, "desiredNumberScheduled": 0,
+                       "numberMisscheduled": 0, "numberReady": 0}),
+            ),
+            (
+                "policy",
+                "poddisruptionbudgets",
+                json!({"currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0,
+                       "expectedPods": 0}),
+            ),
+        ];
+        for (group, plural, want) in table {
+            let rt = by_plural(group, "v1", plural).unwrap();
+            // Whatever the client sent as status is replaced.
+            let mut obj = json!({"metadata": {"name": "x"}, "spec": {}, "status": {"replicas": 7}});
+            prepare_for_create(rt, &mut obj, true);
+            assert_eq!(obj["status"], want, "{plural}");
+        }
+        let rt = by_plural("apps", "v1", "statefulsets").unwrap();
+        let mut obj = json!({"metadata": {"name": "x"}, "spec": {}});
+        prepare_for_create(rt, &mut obj, true);
+        assert_eq!(obj["status"]["replicas"], json!(0));
+        // A kind without a status stanza gets none.
+        let rt = by_plural("", "v1", "configmaps").unwrap();
+        let mut obj = json!({"metadata": {"name": "x"}, "data": {}});
+        prepare_for_create(rt, &mut obj, false);
+        assert!(obj.get("status").is_none());
     }
 
     #[test]

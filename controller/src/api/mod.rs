@@ -325,12 +325,17 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
         }
         (&Method::GET, Some(name), None) => list::get(&state, rt, ns, name, table).await,
         (&Method::POST, None, None) => {
-            let body = body::read(body, &parts.headers).await?;
+            let body = body::read_as(body, &parts.headers, rt.kind).await?;
             authz::authorize_create(parts.extensions.get::<authn::Identity>(), &target, &body)?;
             write::create(&state, rt, ns, body, write_options()?).await
         }
         (&Method::PUT, Some(name), sub) => {
-            let body = body::read(body, &parts.headers).await?;
+            let kind = if sub == Some("scale") {
+                "Scale"
+            } else {
+                rt.kind
+            };
+            let body = body::read_as(body, &parts.headers, kind).await?;
             match sub {
                 None => {
                     write::update(

@@ -38,6 +38,18 @@ pub fn check_type(rt: &ResourceType, obj: &mut Value) -> Result<(), RegistryErro
         ));
     };
     let want = rt.api_version();
+    // The kind first, as upstream's decoder finds it before the version check.
+    if let Some(k) = map.get("kind").and_then(Value::as_str)
+        && !k.is_empty()
+        && k != rt.kind
+    {
+        let data_version = map
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+            .unwrap_or(&want);
+        return Err(RegistryError::BadRequest(wrong_kind(rt, k, data_version)));
+    }
     match map.get("apiVersion").and_then(Value::as_str) {
         None | Some("") => {
             map.insert("apiVersion".into(), json!(want));
@@ -53,13 +65,7 @@ pub fn check_type(rt: &ResourceType, obj: &mut Value) -> Result<(), RegistryErro
         None | Some("") => {
             map.insert("kind".into(), json!(rt.kind));
         }
-        Some(k) if k == rt.kind => {}
-        Some(k) => {
-            return Err(RegistryError::BadRequest(format!(
-                "the kind in the data ({k}) does not match the expected kind ({})",
-                rt.kind
-            )));
-        }
+        Some(_) => {}
     }
     if !map.get("metadata").is_some_and(Value::is_object) {
         if map.get("metadata").is_some_and(|m| !m.is_null()) {
@@ -70,6 +76,24 @@ pub fn check_type(rt: &ResourceType, obj: &mut Value) -> Result<(), RegistryErro
         map.insert("metadata".into(), json!({}));
     }
     Ok(())
+}
+
+/// Upstream's answer to a body of another kind (`transformDecodeError` with the data's kind):
+/// the decoder reads the other kind, then finds no conversion into the URL's. Example, a Pod
+/// posted to `/api/v1/namespaces`: `Pod in version "v1" cannot be handled as a Namespace:
+/// converting (v1.Pod) to (core.Namespace): unknown conversion` (`core` is the internal
+/// package of the core group, else the group's first label: `apps`, `rbac`, …).
+fn wrong_kind(rt: &ResourceType, kind: &str, api_version: &str) -> String {
+    let version = api_version.rsplit('/').next().unwrap_or(api_version);
+    let internal = match rt.group {
+        "" => "core",
+        g => g.split('.').next().unwrap_or(g),
+    };
+    format!(
+        "{kind} in version \"{version}\" cannot be handled as a {want}: converting \
+         ({version}.{kind}) to ({internal}.{want}): unknown conversion",
+        want = rt.kind
+    )
 }
 
 fn metadata(obj: &mut Value) -> &mut serde_json::Map<String, Value> {
@@ -488,6 +512,39 @@ mod tests {
         let mut obj = json!({"metadata": {"name": "x"}, "data": {}});
         prepare_for_create(rt, &mut obj, false);
         assert!(obj.get("status").is_none());
+    }
+
+    #[test]
+    fn a_body_of_another_kind_is_refused_in_upstreams_words() {
+        let ns = by_plural("", "v1", "namespaces").unwrap();
+        let rs = by_plural("apps", "v1", "replicasets").unwrap();
+        let table = [
+            (
+                ns,
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}),
+                "Pod in version \"v1\" cannot be handled as a Namespace: converting (v1.Pod) \
+                 to (core.Namespace): unknown conversion",
+            ),
+            (
+                rs,
+                json!({"apiVersion": "apps/v1", "kind": "Deployment"}),
+                "Deployment in version \"v1\" cannot be handled as a ReplicaSet: converting \
+                 (v1.Deployment) to (apps.ReplicaSet): unknown conversion",
+            ),
+            (
+                // The kind is judged before the version.
+                ns,
+                json!({"apiVersion": "apps/v1", "kind": "Deployment"}),
+                "Deployment in version \"v1\" cannot be handled as a Namespace: converting \
+                 (v1.Deployment) to (core.Namespace): unknown conversion",
+            ),
+        ];
+        for (rt, mut body, want) in table {
+            match check_type(rt, &mut body) {
+                Err(RegistryError::BadRequest(m)) => assert_eq!(m, want),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -33,7 +33,7 @@ use crate::registry::Registry;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use error::ApiError;
@@ -127,18 +127,6 @@ pub fn router(state: SharedState) -> Router {
 
 async fn health() -> &'static str {
     "ok"
-}
-
-/// The client wants a `meta.k8s.io` Table rendering.
-fn wants_table(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| {
-            a.split(',')
-                .next()
-                .is_some_and(|first| first.contains("as=Table"))
-        })
 }
 
 pub fn json_response(code: StatusCode, body: &Value) -> Response {
@@ -282,7 +270,11 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
     if authz::escalation::applies(target.rt) {
         state.authorizer.catch_up().await;
     }
-    let table = wants_table(&parts.headers);
+    let accept = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let table = table::requested(accept, &query)?;
     // Writes carry the requesting node, if it is one, for NodeRestriction.
     let write_options = || {
         query::write_options(&query).map(|mut o| {
@@ -414,7 +406,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
             write::delete_collection(&state, rt, ns, body, &query).await
         }
         (&Method::GET, Some(name), Some("status")) if rt.has_status => {
-            list::get(&state, rt, ns, name, false).await
+            list::get(&state, rt, ns, name, None).await
         }
         (&Method::GET, Some(name), Some("scale")) if rt.has_scale => {
             subresource::get_scale(&state, rt, ns, name).await

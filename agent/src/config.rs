@@ -26,7 +26,7 @@ pub struct Config {
     pub log_dir: PathBuf,
     /// A container's log file is rotated when it grows past this many bytes.
     pub container_log_max_bytes: u64,
-    /// The address reported as the node's InternalIP (default: the host's first address).
+    /// The address reported as the node's InternalIP (default: the default-route interface's).
     pub node_ip: Option<String>,
     /// Hard eviction thresholds (`--eviction-hard`), which raise the pressure conditions.
     pub eviction_hard: crate::node::pressure::Thresholds,

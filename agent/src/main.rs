@@ -79,7 +79,8 @@ struct RunArgs {
     /// `containerLogMaxSize`).
     #[arg(long, default_value = "10Mi", value_parser = parse_size)]
     container_log_max_size: u64,
-    /// The node's InternalIP (default: the host's first non-loopback IPv4 address).
+    /// The node's InternalIP (default: the address of the interface holding the default
+    /// route, as the kubelet picks it).
     #[arg(long)]
     node_ip: Option<String>,
     /// Hard eviction thresholds, the kubelet's flag and syntax (`signal<quantity` or

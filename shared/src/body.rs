@@ -53,13 +53,68 @@ pub fn decode(content_type: &str, raw: &[u8]) -> Result<Value, BodyError> {
             match serde_json::from_slice(raw) {
                 Ok(v) => Ok(v),
                 Err(e) if content_type == "application/apply-patch+yaml" => {
-                    yaml(raw).map_err(|_| BodyError::Json(e.to_string()))
+                    yaml(raw).map_err(|_| BodyError::Json(go_json_error(raw, &e)))
                 }
-                Err(e) => Err(BodyError::Json(e.to_string())),
+                Err(e) => Err(BodyError::Json(go_json_error(raw, &e))),
             }
         }
         "application/yaml" | "application/x-yaml" | "text/yaml" => yaml(raw),
         _ => Err(BodyError::UnsupportedMediaType),
+    }
+}
+
+/// A JSON syntax error in the words of Go's `encoding/json` where clients look for them: a
+/// body that is not JSON at all (YAML sent as JSON, say) is `invalid character 'a' looking for
+/// beginning of value`, a cut-off one `unexpected end of JSON input`; other errors keep serde's
+/// text.
+fn go_json_error(raw: &[u8], e: &serde_json::Error) -> String {
+    let first = raw.iter().find(|b| !b.is_ascii_whitespace());
+    match first {
+        None => "unexpected end of JSON input".to_string(),
+        Some(b)
+            if !matches!(
+                b,
+                b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n'
+            ) =>
+        {
+            let c = if b.is_ascii_graphic() {
+                format!("'{}'", *b as char)
+            } else {
+                format!("'\\x{b:02x}'")
+            };
+            format!("invalid character {c} looking for beginning of value")
+        }
+        Some(_) if e.is_eof() => "unexpected end of JSON input".to_string(),
+        Some(_) => e.to_string(),
+    }
+}
+
+/// The JSON type name Go's decoder gives a value it cannot unmarshal into a struct.
+pub fn go_json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Upstream's `summarizeData(body, 30)`, the tail of a decode error: `<empty>`, the first 30
+/// bytes as text when the body starts with `{`, else their hex, with ` ...` when cut.
+pub fn summarize(raw: &[u8]) -> String {
+    const MAX: usize = 30;
+    if raw.is_empty() {
+        return "<empty>".to_string();
+    }
+    let head = &raw[..raw.len().min(MAX)];
+    let more = if raw.len() > MAX { " ..." } else { "" };
+    if raw[0] == b'{' {
+        format!("{}{more}", String::from_utf8_lossy(head))
+    } else {
+        let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
+        format!("{hex}{more}")
     }
 }
 
@@ -98,6 +153,47 @@ mod tests {
             b"kind: ConfigMap\ndata: {a: \"1\"}",
         );
         assert_eq!(apply, Ok(want));
+    }
+
+    #[test]
+    fn json_syntax_errors_use_gos_words_where_clients_look_for_them() {
+        let table: [(&[u8], &str); 4] = [
+            (
+                b"apiVersion: v1\nkind: Pod\n",
+                "couldn't get version/kind; json parse error: invalid character 'a' looking for beginning of value",
+            ),
+            (
+                b"",
+                "couldn't get version/kind; json parse error: unexpected end of JSON input",
+            ),
+            (
+                b"  ",
+                "couldn't get version/kind; json parse error: unexpected end of JSON input",
+            ),
+            (
+                b"{\"kind\": ",
+                "couldn't get version/kind; json parse error: unexpected end of JSON input",
+            ),
+        ];
+        for (body, want) in table {
+            let got = decode("application/json", body).unwrap_err().to_string();
+            assert_eq!(got, want, "{}", String::from_utf8_lossy(body));
+        }
+    }
+
+    #[test]
+    fn summaries_are_upstreams_first_thirty_bytes_as_text_or_hex() {
+        assert_eq!(summarize(b""), "<empty>");
+        assert_eq!(summarize(b"{\"a\":1}"), "{\"a\":1}");
+        assert_eq!(
+            summarize(b"{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{}}"),
+            "{\"kind\":\"Pod\",\"apiVersion\":\"v1 ..."
+        );
+        // The case kubectl's own tests post: a YAML file sent as JSON.
+        assert_eq!(
+            summarize(b"apiVersion: v1\r\nkind: PersistentVolume\r\n"),
+            "61706956657273696f6e3a2076310d0a6b696e643a205065727369737465 ..."
+        );
     }
 
     #[test]

@@ -2,13 +2,17 @@
 //! gives Kubernetes' phase, restartCount, and terminated reason (Completed / Error) with the
 //! exit code; a crashing container backs off 10 s, then 20 s, between restarts (measured from
 //! its status: lastState.terminated.finishedAt → the next run's startedAt) and waits in
-//! `CrashLoopBackOff` meanwhile.
+//! `CrashLoopBackOff` meanwhile. A container whose command does not exist fails to start and
+//! goes through the same back-off (its failed starts measured from `finishedAt` of the
+//! `StartError` terminations), instead of being retried at once.
 
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
 use berth_tests::pod_reading::{
     RunLog, condition, container_status, judge_backoff, last_terminated, phase, restart_count,
-    terminated,
+    terminated, time, waiting_reason,
 };
 use berth_tests::pod_specs::{bound_pod, sh_container};
 use berth_tests::{Cluster, Table, secs};
@@ -197,4 +201,82 @@ fn a_crashing_container_backs_off_10s_then_20s() {
                 .starts_with("Back-off restarting failed container main in pod crasher_default("))),
         "BackOff events: {backoff:?}"
     );
+}
+
+#[test]
+fn a_container_whose_command_does_not_exist_backs_off_10s_then_20s() {
+    let c = Cluster::start(1);
+    let node = c.node_name(0).to_string();
+    c.apply(&bound_pod(
+        "nocommand",
+        &node,
+        json!({"restartPolicy": "Always", "containers": [{
+            "name": "main",
+            "image": "busybox:1.28",
+            "command": ["/no/such/command"],
+        }]}),
+    ));
+    // Each failed start is a `StartError` termination; its finishedAt is when it was tried.
+    let mut failures: BTreeMap<String, jiff::Timestamp> = BTreeMap::new();
+    let mut reasons = std::collections::BTreeSet::new();
+    let (first, second) = c.watch_pod(
+        "default",
+        "nocommand",
+        secs(150),
+        "two back-off intervals between failed starts and CrashLoopBackOff",
+        |pod| {
+            let cs = container_status(pod, "main").ok_or("no container status")?;
+            if let Some(r) = waiting_reason(cs) {
+                reasons.insert(r.to_string());
+            }
+            for t in [terminated(cs), last_terminated(cs)].into_iter().flatten() {
+                if t["reason"] != "StartError" {
+                    continue;
+                }
+                let id = t["containerID"].as_str().unwrap_or_default().to_string();
+                if let Some(at) = time(&t["finishedAt"]) {
+                    failures.entry(id).or_insert(at);
+                }
+            }
+            let mut times: Vec<jiff::Timestamp> = failures.values().copied().collect();
+            times.sort();
+            let gaps: Vec<i64> = times
+                .windows(2)
+                .map(|w| w[1].as_second() - w[0].as_second())
+                .collect();
+            if restart_count(cs) > 8 {
+                panic!("restarted {} times: gaps {gaps:?}", restart_count(cs));
+            }
+            match judge_backoff(&gaps) {
+                Err(e) => panic!("{e}"),
+                Ok(Some(pair)) if reasons.contains("CrashLoopBackOff") => Ok(pair),
+                Ok(_) => Err(format!("gaps so far {gaps:?}, waiting reasons {reasons:?}")),
+            }
+        },
+    );
+    assert!(first >= 10 && second >= 20, "{first} s, {second} s");
+    let pod = c.pod("default", "nocommand").unwrap();
+    let cs = container_status(&pod, "main").unwrap();
+    let last = last_terminated(cs).unwrap();
+    assert_eq!(
+        (&last["reason"], &last["exitCode"]),
+        (&json!("StartError"), &json!(128))
+    );
+    let events = c.pod_events("default", "nocommand");
+    let has = |reason: &str, kind: &str, prefix: &str| {
+        events.iter().any(|e| {
+            e["reason"] == reason
+                && e["type"] == kind
+                && e["message"].as_str().is_some_and(|m| m.starts_with(prefix))
+        })
+    };
+    assert!(
+        has(
+            "BackOff",
+            "Warning",
+            "Back-off restarting failed container main in pod nocommand_default("
+        ),
+        "events: {events:#?}"
+    );
+    assert!(has("Failed", "Warning", "Error: "), "events: {events:#?}");
 }

@@ -115,6 +115,8 @@ fn health_and_version_answer_without_credentials() {
     assert_eq!(version["minor"], "31");
     // The dispatcher's own probe.
     assert_eq!(api.get("/version?timeout=5s").status, 200);
+    // The Python client's `VersionApi().get_code()` adds a slash; upstream answers the same.
+    assert_eq!(api.get_ok("/version/"), version);
 }
 
 #[test]

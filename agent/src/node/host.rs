@@ -1,6 +1,7 @@
 //! Reads the host facts the Node reports (CPUs, memory, disk, kernel, OS image, ids, address)
 //! and the eviction signals its pressure conditions are judged by.
 
+use super::address::{HostInterface, Route, choose_node_ip, parse_proc_net_route};
 use super::pressure::{Observed, Signal};
 use super::status::HostFacts;
 use std::collections::BTreeMap;
@@ -34,26 +35,42 @@ fn disk_bytes(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// The first non-loopback IPv4 address of the host (or the one given).
+/// The node's address: the one given (`--node-ip`), else the default-route interface's, as
+/// [`choose_node_ip`] picks it from this thread's network namespace.
 pub fn internal_ip(explicit: Option<&str>) -> Option<String> {
     if let Some(ip) = explicit {
         return Some(ip.to_string());
     }
-    let addrs = nix::ifaddrs::getifaddrs().ok()?;
-    let mut candidates: Vec<(String, String)> = addrs
-        .filter_map(|a| {
-            let ip = a.address?.as_sockaddr_in()?.ip();
-            if ip.is_loopback()
-                || a.interface_name.starts_with("berth")
-                || a.interface_name.starts_with("veth")
-            {
-                return None;
-            }
-            Some((a.interface_name.clone(), ip.to_string()))
-        })
-        .collect();
-    candidates.sort();
-    candidates.into_iter().map(|(_, ip)| ip).next()
+    let (interfaces, routes) = observe_interfaces_and_routes();
+    choose_node_ip(&interfaces, &routes).map(|ip| ip.to_string())
+}
+
+/// The interfaces with their IPv4 addresses and the IPv4 routes of the calling thread's network
+/// namespace (`/proc/thread-self/net/route`, so a thread that entered another namespace reads
+/// that one's). Bridges are told by `/sys/class/net/<name>/bridge`.
+pub fn observe_interfaces_and_routes() -> (Vec<HostInterface>, Vec<Route>) {
+    let routes = std::fs::read_to_string("/proc/thread-self/net/route")
+        .or_else(|_| std::fs::read_to_string("/proc/net/route"))
+        .map(|t| parse_proc_net_route(&t))
+        .unwrap_or_default();
+    let mut interfaces: BTreeMap<String, HostInterface> = BTreeMap::new();
+    for a in nix::ifaddrs::getifaddrs().into_iter().flatten() {
+        let name = a.interface_name.clone();
+        let entry = interfaces
+            .entry(name.clone())
+            .or_insert_with(|| HostInterface {
+                bridge: Path::new("/sys/class/net")
+                    .join(&name)
+                    .join("bridge")
+                    .exists(),
+                name,
+                addrs: Vec::new(),
+            });
+        if let Some(ip) = a.address.as_ref().and_then(|s| s.as_sockaddr_in()) {
+            entry.addrs.push(ip.ip());
+        }
+    }
+    (interfaces.into_values().collect(), routes)
 }
 
 pub fn hostname() -> String {

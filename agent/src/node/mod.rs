@@ -6,6 +6,7 @@
 //! node lifecycle controller marked the node Unknown while the agent was away or cut off) and
 //! at least every minute otherwise, as the kubelet does.
 
+pub mod address;
 pub mod host;
 pub mod pressure;
 pub mod status;

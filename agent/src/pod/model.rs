@@ -195,6 +195,27 @@ impl ImagePull {
 pub struct StartError {
     pub reason: String,
     pub message: String,
+    /// When the start failed: the planner's back-off is measured from it.
+    pub at: Timestamp,
+    /// The crash-loop back-off entry the failed start was made under (the `StartContainer`
+    /// action's), so the next failure doubles it.
+    pub backoff: Option<Backoff>,
+}
+
+/// The waiting reason of a container config that could not be made (a missing ConfigMap,
+/// Secret or key): retried on the pod worker's flat period, not on the crash-loop curve.
+pub const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";
+
+/// The exit code and reason the runtime reports for a container whose task never started
+/// (containerd's CRI: `errorStartExitCode`, `errorStartReason`).
+pub const START_ERROR_EXIT_CODE: i32 = 128;
+pub const START_ERROR_REASON: &str = "StartError";
+
+impl StartError {
+    /// Whether the failure was in making the container's config (not a failed run).
+    pub fn is_config_error(&self) -> bool {
+        self.reason == CREATE_CONTAINER_CONFIG_ERROR
+    }
 }
 
 /// Everything observed about one container name of the pod.
@@ -500,6 +521,22 @@ pub(crate) mod fixtures {
                 started_at: Some(t(finished - 1)),
                 finished_at: t(finished),
                 message: String::new(),
+            }),
+        )
+    }
+
+    /// An attempt whose task never started (a missing command), as the worker observes it.
+    pub fn start_failed(name: &str, index: u32, at: i64) -> Attempt {
+        attempt(
+            name,
+            index,
+            State::Terminated(Termination {
+                exit_code: START_ERROR_EXIT_CODE,
+                reason: START_ERROR_REASON.into(),
+                signal: None,
+                started_at: None,
+                finished_at: t(at),
+                message: "exec: \"nope\": executable file not found in $PATH".into(),
             }),
         )
     }

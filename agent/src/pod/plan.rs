@@ -31,9 +31,11 @@ use jiff::Timestamp;
 
 use super::model::{
     ContainerId, ContainerKind, ImagePull, MIN_GRACE, Observed, ObservedContainer, RestartPolicy,
-    Sandbox, State, deletion, kind_of_init, termination_grace,
+    Sandbox, State, after, deletion, kind_of_init, termination_grace,
 };
-use super::restart::{Backoff, CrashLoop, crash_loop, should_restart};
+use super::restart::{
+    Backoff, CrashLoop, Failure, INITIAL_BACKOFF, crash_loop, last_failure, should_restart,
+};
 use super::status::{active_deadline, is_terminal, pod_status};
 use crate::probe::policy::ProbeResult;
 
@@ -290,19 +292,29 @@ impl<'a> Planner<'a> {
         (kills, starts, keep)
     }
 
-    /// Start `c` if its back-off and image allow it now; otherwise pull or wait.
+    /// Start `c` if its back-off and image allow it now; otherwise pull or wait. The back-off
+    /// runs from the container's last failure ([`last_failure`]): an exit, a task that never
+    /// started, or a container that could not be created all walk the same 10 s → 5 min curve.
     fn start(&mut self, c: &Container, kind: ContainerKind) {
         let none = ObservedContainer::default();
         let observed = self.observed.container(&c.name).unwrap_or(&none);
         let entry = observed.latest().and_then(|a| a.backoff);
-        let backoff = match observed.latest_terminated() {
-            Some((_, exit)) => match crash_loop(entry, exit.finished_at, self.now) {
+        let backoff = match last_failure(observed) {
+            Some(Failure::Crash { entry, at }) => match crash_loop(entry, at, self.now) {
                 CrashLoop::BackOff { until, .. } => {
                     self.wake_at(until);
                     return;
                 }
                 CrashLoop::StartNow { backoff } => Some(backoff),
             },
+            Some(Failure::Config { at }) => {
+                let due = after(at, INITIAL_BACKOFF);
+                if self.now < due {
+                    self.wake_at(due);
+                    return;
+                }
+                entry
+            }
             None => entry,
         };
         match &observed.image {
@@ -363,7 +375,9 @@ mod tests {
     };
 
     use super::super::model::fixtures::*;
-    use super::super::model::{Attempt, ProbeResults, PullFailure, SandboxFault};
+    use super::super::model::{
+        Attempt, ProbeResults, PullFailure, SandboxFault, StartError, Termination,
+    };
     use super::*;
     use crate::probe::policy::ProbeResult::{Failure, Success, Unknown};
 
@@ -922,6 +936,171 @@ mod tests {
                 }),
             }
         );
+    }
+
+    fn start_error(reason: &str, at: i64, backoff: Option<Backoff>) -> StartError {
+        StartError {
+            reason: reason.into(),
+            message: "boom".into(),
+            at: t(at),
+            backoff,
+        }
+    }
+
+    fn entry(delay: u64, since: i64) -> Option<Backoff> {
+        Some(Backoff {
+            delay: Duration::from_secs(delay),
+            since: t(since),
+        })
+    }
+
+    #[test]
+    fn a_container_that_fails_to_start_backs_off_like_one_that_exits() {
+        let pod = pod("Always", vec![], vec![container("app")]);
+        let wait = |s: i64| vec![Action::WaitUntil(t(NOW + s)), Action::ReportStatus];
+        let start = |index: u32, backoff: Option<Backoff>| {
+            vec![
+                Action::StartContainer {
+                    name: "app".into(),
+                    kind: ContainerKind::App,
+                    restart_index: index,
+                    backoff,
+                },
+                Action::ReportStatus,
+            ]
+        };
+        /// What, the attempts, the start error kept, the plan.
+        type Case<'a> = (&'a str, Vec<Attempt>, Option<StartError>, Vec<Action>);
+        let table: Vec<Case> = vec![
+            (
+                "its task never started, the first time: the restart is immediate",
+                vec![start_failed("app", 0, NOW - 1)],
+                None,
+                start(1, entry(10, NOW)),
+            ),
+            (
+                "its task never started again, inside the 10 s window",
+                vec![
+                    start_failed("app", 0, NOW - 9),
+                    with_backoff(start_failed("app", 1, NOW - 2), 10, NOW - 3),
+                ],
+                Some(start_error(
+                    "RunContainerError",
+                    NOW - 2,
+                    entry(10, NOW - 3),
+                )),
+                wait(8),
+            ),
+            (
+                "its task never started, the window has passed: the delay doubles",
+                vec![with_backoff(start_failed("app", 1, NOW - 10), 10, NOW - 11)],
+                None,
+                start(2, entry(20, NOW)),
+            ),
+            (
+                "the container could not be created, the first time",
+                vec![],
+                Some(start_error("CreateContainerError", NOW - 1, None)),
+                start(0, entry(10, NOW)),
+            ),
+            (
+                "the container could not be created again: no attempt, still a back-off",
+                vec![],
+                Some(start_error(
+                    "CreateContainerError",
+                    NOW - 2,
+                    entry(10, NOW - 3),
+                )),
+                wait(8),
+            ),
+            (
+                "a create failure after an exit is measured from the later failure",
+                vec![exited("app", 0, 1, NOW - 30)],
+                Some(start_error(
+                    "CreateContainerError",
+                    NOW - 15,
+                    entry(20, NOW - 16),
+                )),
+                wait(5),
+            ),
+            (
+                "a config that cannot be made is retried 10 s later, not on the curve",
+                vec![],
+                Some(start_error(
+                    "CreateContainerConfigError",
+                    NOW - 3,
+                    entry(40, NOW - 50),
+                )),
+                wait(7),
+            ),
+            (
+                "a config error 10 s old is retried, keeping the entry it had",
+                vec![],
+                Some(start_error(
+                    "CreateContainerConfigError",
+                    NOW - 10,
+                    entry(40, NOW - 50),
+                )),
+                start(0, None),
+            ),
+        ];
+        for (what, attempts, error, want) in table {
+            let mut o = pulled(observed(attempts), &["app"]);
+            o.containers.entry("app".into()).or_default().start_error = error;
+            assert_eq!(plan(&pod, &o), want, "{what}");
+        }
+    }
+
+    /// Worked example: a command that does not exist, every start failing at once. The
+    /// planner's starts come at 0, 0, 10, 30, 70, 150, 310, 610, 910 s: gaps 0, 10, 20, 40,
+    /// 80, 160, 300 (capped), 300 — never the retry-at-once loop of a start error without a
+    /// back-off.
+    #[test]
+    fn a_missing_command_restarts_on_the_crash_loop_curve() {
+        let pod = pod("Always", vec![], vec![container("app")]);
+        let mut o = pulled(observed(vec![]), &["app"]);
+        let mut now = t(0);
+        let mut starts = Vec::new();
+        for _ in 0..40 {
+            let mut actions = plan_pod(&pod, &o, now).actions;
+            // Old attempts are garbage-collected on the way; drop them as the worker would.
+            let app = o.containers.get_mut("app").unwrap();
+            actions.retain(|a| match a {
+                Action::RemoveContainer { id } => {
+                    app.attempts.retain(|x| &x.id != id);
+                    false
+                }
+                _ => true,
+            });
+            match actions.remove(0) {
+                Action::StartContainer {
+                    restart_index,
+                    backoff,
+                    ..
+                } => {
+                    starts.push(now.as_second() - t(0).as_second());
+                    let failed = start_failed("app", restart_index, 0);
+                    let failed = Attempt {
+                        backoff,
+                        state: match failed.state {
+                            State::Terminated(x) => State::Terminated(Termination {
+                                finished_at: now,
+                                ..x
+                            }),
+                            other => other,
+                        },
+                        ..failed
+                    };
+                    o.containers.get_mut("app").unwrap().attempts.push(failed);
+                }
+                Action::WaitUntil(at) => now = at,
+                other => panic!("unexpected {other:?}"),
+            }
+            if starts.len() == 9 {
+                break;
+            }
+        }
+        assert_eq!(starts, vec![0, 0, 10, 30, 70, 150, 310, 610, 910]);
     }
 
     #[test]

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::model::{ContainerKind, RestartPolicy, Termination, after, elapsed};
+use super::model::{ContainerKind, ObservedContainer, RestartPolicy, Termination, after, elapsed};
 
 /// The first back-off delay.
 pub const INITIAL_BACKOFF: Duration = Duration::from_secs(10);
@@ -104,6 +104,50 @@ pub fn crash_loop(current: Option<Backoff>, finished_at: Timestamp, now: Timesta
         _ => Backoff::initial(now),
     };
     CrashLoop::StartNow { backoff }
+}
+
+/// What a container's next start waits on: its last failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// A run that ended (an exit, or a task that never started: `StartError`), or a container
+    /// that could not be created: the crash-loop curve, from `at`, with `entry`.
+    Crash {
+        entry: Option<Backoff>,
+        at: Timestamp,
+    },
+    /// The container's config could not be made (`CreateContainerConfigError`): retried
+    /// [`INITIAL_BACKOFF`] after `at`, without doubling, as the kubelet's pod worker requeues a
+    /// failed sync after its flat back-off period.
+    Config { at: Timestamp },
+}
+
+/// The latest failure of a container: its newest terminated attempt (measured with the newest
+/// attempt's entry, which started it or was started under it) or the start error the worker
+/// kept, whichever is later. A start that fails before a container exists leaves no attempt,
+/// so without the start error it would be retried at once, pass after pass.
+pub fn last_failure(c: &ObservedContainer) -> Option<Failure> {
+    let exited = c.latest_terminated().map(|(_, t)| Failure::Crash {
+        entry: c.latest().and_then(|a| a.backoff),
+        at: t.finished_at,
+    });
+    let failed = c.start_error.as_ref().map(|e| {
+        if e.is_config_error() {
+            Failure::Config { at: e.at }
+        } else {
+            Failure::Crash {
+                entry: e.backoff,
+                at: e.at,
+            }
+        }
+    });
+    let at = |f: &Failure| match f {
+        Failure::Crash { at, .. } | Failure::Config { at } => *at,
+    };
+    match (exited, failed) {
+        (Some(x), Some(f)) if at(&f) > at(&x) => Some(f),
+        (Some(x), _) => Some(x),
+        (None, f) => f,
+    }
 }
 
 /// `None` when the exited container may start now, else the time its back-off ends.

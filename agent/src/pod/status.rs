@@ -913,12 +913,44 @@ mod tests {
     }
 
     #[test]
+    fn a_task_that_never_started_shows_run_container_error_then_crash_loop_back_off() {
+        let pod = pod("Always", vec![], vec![container("app")]);
+        let run_error = |at: i64, backoff| StartError {
+            reason: "RunContainerError".into(),
+            message: "exec: \"nope\": executable file not found in $PATH".into(),
+            at: t(at),
+            backoff,
+        };
+        // The pass that failed the first start: its start error shows.
+        let mut first = observed(vec![start_failed("app", 0, NOW)]);
+        first.containers.get_mut("app").unwrap().start_error = Some(run_error(NOW, None));
+        let s = status(&pod, &first);
+        assert_eq!(waiting_reason(&s, "app"), Some("RunContainerError"));
+        // The second failure opened the window: CrashLoopBackOff, the failure as lastState.
+        let second = with_backoff(start_failed("app", 1, NOW - 1), 10, NOW - 1);
+        let mut o = observed(vec![start_failed("app", 0, NOW - 2), second]);
+        let backoff = Some(Backoff::initial(t(NOW - 1)));
+        o.containers.get_mut("app").unwrap().start_error = Some(run_error(NOW - 1, backoff));
+        let s = status(&pod, &o);
+        assert_eq!(waiting_reason(&s, "app"), Some("CrashLoopBackOff"));
+        let c = app(&s, "app");
+        let last = c.last_state.as_ref().unwrap().terminated.as_ref().unwrap();
+        assert_eq!(
+            (last.exit_code, last.reason.as_deref()),
+            (128, Some("StartError"))
+        );
+        assert_eq!(c.restart_count, 1);
+    }
+
+    #[test]
     fn a_start_error_shows_as_the_waiting_reason() {
         let pod = pod("Always", vec![], vec![container("app")]);
         let mut o = observed(vec![]);
         o.containers.entry("app".into()).or_default().start_error = Some(StartError {
             reason: "CreateContainerConfigError".into(),
             message: "configmap \"cfg\" not found".into(),
+            at: t(NOW),
+            backoff: None,
         });
         assert_eq!(
             waiting_reason(&status(&pod, &o), "app"),

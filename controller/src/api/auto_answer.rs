@@ -11,7 +11,6 @@
 //! `status_body`), so only hyper's automatic answers have it.
 
 use axum::http::StatusCode;
-use serde_json::json;
 
 /// The largest request head hyper reads (its `max_buf_size`): upstream's `MaxHeaderBytes`.
 pub const MAX_HEAD_BYTES: usize = 1024 * 1024;
@@ -75,18 +74,8 @@ fn reason_and_message(code: StatusCode) -> (&'static str, String) {
 /// The answer sent instead of hyper's: its status line and date, a `Status` body.
 pub fn replacement(code: StatusCode, hyper_head: &[u8]) -> Vec<u8> {
     let (reason, message) = reason_and_message(code);
-    let mut status = json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "code": code.as_u16(),
-    });
-    if !reason.is_empty() {
-        status["reason"] = json!(reason);
-    }
-    let body = status.to_string();
+    let status = super::error::failure_status(&message, reason, None, code.as_u16());
+    let body = super::error::status_body(&status);
     let head = String::from_utf8_lossy(hyper_head);
     let date = head
         .split("\r\n")

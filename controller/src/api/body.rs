@@ -71,6 +71,44 @@ pub async fn read(body: Body, headers: &HeaderMap) -> Result<Value, ApiError> {
     decode(&ct, &raw)
 }
 
+/// The struct Go's decoder first reads a body into (`SimpleMetaFactory.Interpret`), as its
+/// `cannot unmarshal` error names it.
+const GO_TYPE_META: &str = "struct { APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }";
+
+/// Decodes a write body that must be a `kind`. A body that does not decode, or is not an
+/// object, is refused as upstream's create and update handlers refuse it
+/// (`transformDecodeError` without a kind): `the object provided is unrecognized (must be of
+/// type Namespace): couldn't get version/kind; json parse error: … (<summary of the body>)`.
+/// A body of another kind is the registry's to refuse (it knows the kind then).
+pub fn decode_as(content_type: &str, raw: &[u8], kind: &str) -> Result<Value, ApiError> {
+    let unrecognized = |why: String| {
+        ApiError::BadRequest(format!(
+            "the object provided is unrecognized (must be of type {kind}): {why} ({})",
+            shared_body::summarize(raw)
+        ))
+    };
+    match shared_body::decode(content_type, raw) {
+        Ok(v) if v.is_object() || v.is_null() => Ok(v),
+        Ok(v) => Err(unrecognized(format!(
+            "couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go \
+             value of type {GO_TYPE_META}",
+            shared_body::go_json_type(&v)
+        ))),
+        Err(BodyError::UnsupportedMediaType) => Err(ApiError::UnsupportedMediaType),
+        Err(e) => Err(unrecognized(e.to_string())),
+    }
+}
+
+/// Reads and decodes a write body that must be a `kind` (see [`decode_as`]).
+pub async fn read_as(body: Body, headers: &HeaderMap, kind: &str) -> Result<Value, ApiError> {
+    let ct = content_type(headers);
+    if ct.contains("protobuf") {
+        return Err(ApiError::UnsupportedMediaType);
+    }
+    let raw = read_raw(body, headers).await?;
+    decode_as(&ct, &raw, kind)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,5 +153,36 @@ mod tests {
         assert_eq!(e.reason(), "");
         assert!(e.status().get("reason").is_none(), "{}", e.status());
         assert!(e.to_string().contains("connection reset"), "{e}");
+    }
+
+    #[test]
+    fn a_body_that_is_not_an_object_is_unrecognized_in_upstreams_words() {
+        let table: [(&[u8], &str); 3] = [
+            (
+                b"apiVersion: v1\r\nkind: Pod\r\nmetadata:\r\n  name: valid-pod\r\n",
+                "the object provided is unrecognized (must be of type Namespace): couldn't get \
+                 version/kind; json parse error: invalid character 'a' looking for beginning of \
+                 value (61706956657273696f6e3a2076310d0a6b696e643a20506f640d0a6d6574 ...)",
+            ),
+            (
+                b"[]",
+                "the object provided is unrecognized (must be of type Namespace): couldn't get \
+                 version/kind; json parse error: json: cannot unmarshal array into Go value of \
+                 type struct { APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind \
+                 string \"json:\\\"kind,omitempty\\\"\" } (5b5d)",
+            ),
+            (
+                b"{\"kind\":",
+                "the object provided is unrecognized (must be of type Namespace): couldn't get \
+                 version/kind; json parse error: unexpected end of JSON input ({\"kind\":)",
+            ),
+        ];
+        for (raw, want) in table {
+            let e = decode_as("application/json", raw, "Namespace").unwrap_err();
+            assert_eq!(e.reason(), "BadRequest");
+            assert_eq!(e.to_string(), want);
+        }
+        assert!(decode_as("application/json", b"{}", "Namespace").is_ok());
+        assert!(decode_as("application/json", b"null", "Namespace").is_ok());
     }
 }

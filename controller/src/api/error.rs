@@ -148,17 +148,6 @@ impl ApiError {
 
     /// The `Status` object for this error.
     pub fn status(&self) -> Value {
-        let mut status = json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.to_string(),
-            "code": self.code().as_u16(),
-        });
-        if !self.reason().is_empty() {
-            status["reason"] = json!(self.reason());
-        }
         let details = match self {
             ApiError::NotFound {
                 resource,
@@ -177,23 +166,27 @@ impl ApiError {
                 ..
             } => {
                 let kind = resource.split('.').next().unwrap_or_default();
-                Some(json!({"name": name, "group": group, "kind": kind}))
+                Some(details(name, group, kind))
             }
             ApiError::Invalid {
                 kind,
                 group,
                 name,
                 causes,
-            } => Some(json!({
-                "name": name,
-                "group": group,
-                "kind": kind,
-                "causes": causes.iter().map(|c| json!({
-                    "reason": c.reason(),
-                    "message": c.body(),
-                    "field": c.field,
-                })).collect::<Vec<_>>(),
-            })),
+            } => {
+                let mut d = details(name, group, kind);
+                d["causes"] = causes
+                    .iter()
+                    .map(|c| {
+                        json!({
+                            "reason": c.reason(),
+                            "message": c.body(),
+                            "field": c.field,
+                        })
+                    })
+                    .collect();
+                Some(d)
+            }
             ApiError::TooManyRequestsBecause {
                 causes,
                 retry_after,
@@ -208,16 +201,57 @@ impl ApiError {
             }
             _ => None,
         };
-        if let Some(d) = details {
-            status["details"] = d;
-        }
-        status
+        failure_status(
+            &self.to_string(),
+            self.reason(),
+            details,
+            self.code().as_u16(),
+        )
     }
+}
+
+/// `StatusDetails` as Go writes it: `name, group, kind` in that order, empty ones left out
+/// (`omitempty`), so a core kind's details carry no `group`.
+fn details(name: &str, group: &str, kind: &str) -> Value {
+    let mut d = serde_json::Map::new();
+    for (key, value) in [("name", name), ("group", group), ("kind", kind)] {
+        if !value.is_empty() {
+            d.insert(key.into(), json!(value));
+        }
+    }
+    Value::Object(d)
+}
+
+/// A failure `Status` with kube-apiserver's field order — `kind, apiVersion, metadata, status,
+/// message, reason, details, code`, the order of Go's `metav1.Status` — and its `omitempty`s:
+/// an empty reason and absent details are left out. Clients that compare bodies byte for byte
+/// (the Python client's tests do) see what upstream sends.
+pub fn failure_status(message: &str, reason: &str, details: Option<Value>, code: u16) -> Value {
+    let mut s = serde_json::Map::new();
+    s.insert("kind".into(), json!("Status"));
+    s.insert("apiVersion".into(), json!("v1"));
+    s.insert("metadata".into(), json!({}));
+    s.insert("status".into(), json!("Failure"));
+    s.insert("message".into(), json!(message));
+    if !reason.is_empty() {
+        s.insert("reason".into(), json!(reason));
+    }
+    if let Some(d) = details {
+        s.insert("details".into(), d);
+    }
+    s.insert("code".into(), json!(code));
+    Value::Object(s)
+}
+
+/// The bytes of a `Status` body: compact JSON ended by the newline Go's `json.Encoder` writes
+/// after every value.
+pub fn status_body(status: &Value) -> String {
+    format!("{status}\n")
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = self.status().to_string();
+        let body = status_body(&self.status());
         let mut resp = (
             self.code(),
             [(axum::http::header::CONTENT_TYPE, "application/json")],
@@ -336,5 +370,81 @@ impl From<crate::join::tokens::TokenError> for ApiError {
 impl From<crate::join::passwords::PasswordError> for ApiError {
     fn from(e: crate::join::passwords::PasswordError) -> ApiError {
         ApiError::Internal(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body_of(e: ApiError) -> String {
+        let resp = e.into_response();
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn status_bodies_are_byte_for_byte_what_kube_apiserver_writes() {
+        let table = [
+            (
+                ApiError::NotFound {
+                    resource: "pods".into(),
+                    group: String::new(),
+                    name: "web".into(),
+                },
+                r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods \"web\" not found","reason":"NotFound","details":{"name":"web","kind":"pods"},"code":404}"#,
+            ),
+            (
+                ApiError::AlreadyExists {
+                    resource: "deployments.apps".into(),
+                    group: "apps".into(),
+                    name: "web".into(),
+                },
+                r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"deployments.apps \"web\" already exists","reason":"AlreadyExists","details":{"name":"web","group":"apps","kind":"deployments"},"code":409}"#,
+            ),
+            (
+                ApiError::BadRequest("bad".into()),
+                r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"bad","reason":"BadRequest","code":400}"#,
+            ),
+            (
+                ApiError::Unknown("error reading the request body".into()),
+                r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"error reading the request body","code":500}"#,
+            ),
+        ];
+        for (e, want) in table {
+            assert_eq!(body_of(e).await, format!("{want}\n"));
+        }
+    }
+
+    #[test]
+    fn invalid_details_list_name_group_kind_then_causes() {
+        let e = ApiError::Invalid {
+            kind: "Pod".into(),
+            group: String::new(),
+            name: "web".into(),
+            causes: vec![FieldError {
+                error_type: berth_shared::admission::FieldErrorType::Required,
+                field: "spec.containers".into(),
+                bad_value: None,
+                detail: String::new(),
+            }],
+        };
+        let status = e.status();
+        let keys: Vec<&String> = status.as_object().unwrap().keys().collect();
+        let want = [
+            "kind",
+            "apiVersion",
+            "metadata",
+            "status",
+            "message",
+            "reason",
+            "details",
+            "code",
+        ];
+        assert_eq!(keys, want);
+        let details: Vec<&String> = status["details"].as_object().unwrap().keys().collect();
+        assert_eq!(details, ["name", "kind", "causes"]);
     }
 }

@@ -10,6 +10,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use berth_shared::resource::ResourceType;
 use berth_shared::selector::{FieldSelector, LabelSelector};
+use berth_shared::table::IncludeObject;
 
 /// Label and field selectors of a list or watch.
 pub struct Selectors {
@@ -40,12 +41,12 @@ pub async fn get(
     rt: &'static ResourceType,
     ns: Option<&str>,
     name: &str,
-    as_table: bool,
+    as_table: Option<IncludeObject>,
 ) -> Result<Response, ApiError> {
     let obj = state.registry.get(rt, ns, name)?;
-    if as_table {
+    if let Some(include) = as_table {
         let rv = obj.revision.to_string();
-        let t = table::render(rt, std::slice::from_ref(&obj), &rv, None)?;
+        let t = table::render(rt, std::slice::from_ref(&obj), &rv, None, include)?;
         return Ok(json_response(StatusCode::OK, &t));
     }
     Ok(raw_json(obj.data.to_vec()))
@@ -65,7 +66,7 @@ pub async fn list(
     rt: &'static ResourceType,
     ns: Option<&str>,
     q: &Query,
-    as_table: bool,
+    as_table: Option<IncludeObject>,
 ) -> Result<Response, ApiError> {
     let selectors = Selectors::from_query(q)?;
     let prefix = prefix(rt, ns);
@@ -79,8 +80,8 @@ pub async fn list(
             });
     let rv = revision.to_string();
     let cont = more.map(|k| berth_shared::query::encode_continue(&k));
-    if as_table {
-        let t = table::render(rt, &items, &rv, cont.as_deref())?;
+    if let Some(include) = as_table {
+        let t = table::render(rt, &items, &rv, cont.as_deref(), include)?;
         return Ok(json_response(StatusCode::OK, &t));
     }
     // Items are stored as JSON already: splice them into the list without re-encoding.

@@ -34,7 +34,7 @@ use crate::registry::Registry;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use error::ApiError;
@@ -91,6 +91,8 @@ pub fn router(state: SharedState) -> Router {
         .route("/livez", get(health))
         .route("/readyz", get(health))
         .route("/version", get(discovery::version))
+        // The Python client's `VersionApi().get_code()` asks with the trailing slash.
+        .route("/version/", get(discovery::version))
         .route("/api", get(discovery::core_root))
         .route("/apis", get(discovery::groups_root))
         .route("/openapi/v3", get(discovery::openapi_root))
@@ -126,18 +128,6 @@ pub fn router(state: SharedState) -> Router {
 
 async fn health() -> &'static str {
     "ok"
-}
-
-/// The client wants a `meta.k8s.io` Table rendering.
-fn wants_table(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| {
-            a.split(',')
-                .next()
-                .is_some_and(|first| first.contains("as=Table"))
-        })
 }
 
 pub fn json_response(code: StatusCode, body: &Value) -> Response {
@@ -281,7 +271,11 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
     if authz::escalation::applies(target.rt) {
         state.authorizer.catch_up().await;
     }
-    let table = wants_table(&parts.headers);
+    let accept = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let table = table::requested(accept, &query)?;
     // Writes carry the requesting node, if it is one, for NodeRestriction.
     let write_options = || {
         query::write_options(&query).map(|mut o| {
@@ -348,7 +342,7 @@ async fn serve_resource(
     query: &Query,
     target: &ResourcePath,
     rt: &'static berth_shared::resource::ResourceType,
-    table: bool,
+    table: Option<berth_shared::table::IncludeObject>,
     write_options: &(dyn Fn() -> Result<crate::registry::WriteOptions, ApiError> + Sync),
 ) -> Result<Response, ApiError> {
     let state = state.clone();
@@ -369,12 +363,18 @@ async fn serve_resource(
         }
         (&Method::GET, Some(name), None) => list::get(&state, rt, ns, name, table).await,
         (&Method::POST, None, None) => {
-            let body = conversion::body_to_storage(view, body::read(body, &parts.headers).await?)?;
+            let body = body::read_as(body, &parts.headers, rt.kind).await?;
+            let body = conversion::body_to_storage(view, body)?;
             authz::authorize_create(parts.extensions.get::<authn::Identity>(), target, &body)?;
             write::create(&state, rt, ns, body, write_options()?).await
         }
         (&Method::PUT, Some(name), sub) => {
-            let body = body::read(body, &parts.headers).await?;
+            let kind = if sub == Some("scale") {
+                "Scale"
+            } else {
+                rt.kind
+            };
+            let body = body::read_as(body, &parts.headers, kind).await?;
             let body = match sub {
                 None | Some("status") => conversion::body_to_storage(view, body)?,
                 _ => body,
@@ -457,7 +457,7 @@ async fn serve_resource(
             write::delete_collection(&state, rt, ns, body, &query).await
         }
         (&Method::GET, Some(name), Some("status")) if rt.has_status => {
-            list::get(&state, rt, ns, name, false).await
+            list::get(&state, rt, ns, name, None).await
         }
         (&Method::GET, Some(name), Some("scale")) if rt.has_scale => {
             subresource::get_scale(&state, rt, ns, name).await

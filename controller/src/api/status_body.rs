@@ -7,7 +7,6 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
 /// A plain-text error body longer than this is replaced by the generic message.
 const MAX_MESSAGE_BYTES: usize = 16 * 1024;
@@ -83,24 +82,18 @@ pub async fn ensure(req: Request, next: Next) -> Response {
         .ok()
         .map(|b| String::from_utf8_lossy(&b).trim().to_string())
         .filter(|t| !t.is_empty());
-    let mut status = json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": text.unwrap_or(generic),
-        "code": code.as_u16(),
-    });
     // Upstream leaves an unknown reason out.
-    if !reason.is_empty() {
-        status["reason"] = json!(reason);
-    }
+    let message = text.unwrap_or(generic);
+    let status = super::error::failure_status(&message, reason, None, code.as_u16());
     parts.headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
     parts.headers.remove(header::CONTENT_LENGTH);
-    Response::from_parts(parts, axum::body::Body::from(status.to_string()))
+    Response::from_parts(
+        parts,
+        axum::body::Body::from(super::error::status_body(&status)),
+    )
 }
 
 #[cfg(test)]

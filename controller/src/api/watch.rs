@@ -13,6 +13,7 @@ use axum::body::Body;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use berth_shared::resource::ResourceType;
+use berth_shared::table::IncludeObject;
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +24,7 @@ const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
 struct Encoder {
     /// The version watched (its objects may be stored as another version).
     rt: &'static ResourceType,
-    table: bool,
+    table: Option<IncludeObject>,
     columns_sent: bool,
 }
 
@@ -33,10 +34,10 @@ impl Encoder {
         out.extend_from_slice(b"{\"type\":\"");
         out.extend_from_slice(event_type.as_bytes());
         out.extend_from_slice(b"\",\"object\":");
-        if self.table {
+        if let Some(include) = self.table {
             match obj.value() {
                 Ok(v) => {
-                    let mut t = table::render_one(self.rt, &v);
+                    let mut t = table::render_one(self.rt, &v, include);
                     if self.columns_sent {
                         t["columnDefinitions"] = serde_json::json!([]);
                     }
@@ -94,7 +95,7 @@ pub async fn serve(
     rt: &'static ResourceType,
     ns: Option<&str>,
     q: &Query,
-    as_table: bool,
+    as_table: Option<IncludeObject>,
 ) -> Result<Response, ApiError> {
     let selectors = Selectors::from_query(q)?;
     let prefix = prefix(rt, ns);

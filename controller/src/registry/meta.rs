@@ -38,6 +38,18 @@ pub fn check_type(rt: &ResourceType, obj: &mut Value) -> Result<(), RegistryErro
         ));
     };
     let want = rt.api_version();
+    // The kind first, as upstream's decoder finds it before the version check.
+    if let Some(k) = map.get("kind").and_then(Value::as_str)
+        && !k.is_empty()
+        && k != rt.kind
+    {
+        let data_version = map
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+            .unwrap_or(&want);
+        return Err(RegistryError::BadRequest(wrong_kind(rt, k, data_version)));
+    }
     match map.get("apiVersion").and_then(Value::as_str) {
         None | Some("") => {
             map.insert("apiVersion".into(), json!(want));
@@ -53,13 +65,7 @@ pub fn check_type(rt: &ResourceType, obj: &mut Value) -> Result<(), RegistryErro
         None | Some("") => {
             map.insert("kind".into(), json!(rt.kind));
         }
-        Some(k) if k == rt.kind => {}
-        Some(k) => {
-            return Err(RegistryError::BadRequest(format!(
-                "the kind in the data ({k}) does not match the expected kind ({})",
-                rt.kind
-            )));
-        }
+        Some(_) => {}
     }
     if !map.get("metadata").is_some_and(Value::is_object) {
         if map.get("metadata").is_some_and(|m| !m.is_null()) {
@@ -70,6 +76,24 @@ pub fn check_type(rt: &ResourceType, obj: &mut Value) -> Result<(), RegistryErro
         map.insert("metadata".into(), json!({}));
     }
     Ok(())
+}
+
+/// Upstream's answer to a body of another kind (`transformDecodeError` with the data's kind):
+/// the decoder reads the other kind, then finds no conversion into the URL's. Example, a Pod
+/// posted to `/api/v1/namespaces`: `Pod in version "v1" cannot be handled as a Namespace:
+/// converting (v1.Pod) to (core.Namespace): unknown conversion` (`core` is the internal
+/// package of the core group, else the group's first label: `apps`, `rbac`, …).
+fn wrong_kind(rt: &ResourceType, kind: &str, api_version: &str) -> String {
+    let version = api_version.rsplit('/').next().unwrap_or(api_version);
+    let internal = match rt.group {
+        "" => "core",
+        g => g.split('.').next().unwrap_or(g),
+    };
+    format!(
+        "{kind} in version \"{version}\" cannot be handled as a {want}: converting \
+         ({version}.{kind}) to ({internal}.{want}): unknown conversion",
+        want = rt.kind
+    )
 }
 
 fn metadata(obj: &mut Value) -> &mut serde_json::Map<String, Value> {
@@ -274,8 +298,40 @@ pub fn prepare_for_create(rt: &ResourceType, obj: &mut Value, generation: bool) 
         && !matches!(rt.kind, "Node" | "Event")
         && let Some(map) = obj.as_object_mut()
     {
-        map.remove("status");
+        match fresh_status(rt.kind) {
+            Some(status) => map.insert("status".into(), status),
+            None => map.remove("status"),
+        };
     }
+}
+
+/// The status a new object starts with, whatever the client sent: its kind's zero value, as
+/// upstream's `PrepareForCreate` resets it (`Status = apps.DeploymentStatus{}`). On the wire
+/// that is `status: {}` for a Deployment or Job, and the counters Go writes without
+/// `omitempty` at 0 for the others (`status: {replicas: 0}` for a ReplicaSet). Clients read
+/// `d.status.ready_replicas` straight after a create, so the stanza must be there.
+/// (Pods and Namespaces get their phase from admission, which runs after this.) `None` for
+/// the kinds whose status is dropped instead (custom resources with a status subresource).
+pub fn fresh_status(kind: &str) -> Option<Value> {
+    use berth_shared::k8s_openapi::api::{
+        apps::v1 as apps, core::v1 as core, policy::v1 as policy,
+    };
+    let zero = match kind {
+        "ReplicaSet" => serde_json::to_value(apps::ReplicaSetStatus::default()),
+        "StatefulSet" => serde_json::to_value(apps::StatefulSetStatus::default()),
+        "DaemonSet" => serde_json::to_value(apps::DaemonSetStatus::default()),
+        "ReplicationController" => {
+            serde_json::to_value(core::ReplicationControllerStatus::default())
+        }
+        "PodDisruptionBudget" => serde_json::to_value(policy::PodDisruptionBudgetStatus::default()),
+        "HorizontalPodAutoscaler" => serde_json::to_value(
+            berth_shared::k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerStatus::default(
+            ),
+        ),
+        "Deployment" | "Job" | "CronJob" | "Pod" | "Namespace" => Ok(json!({})),
+        _ => return None,
+    };
+    Some(zero.unwrap_or_else(|_| json!({})))
 }
 
 /// Merges an update into the stored object: server-managed metadata is kept, the part not
@@ -421,6 +477,78 @@ mod tests {
         let out = prepare_for_update(rt, &old, scaled, crate::registry::Part::Main, true);
         assert_eq!(out["metadata"]["generation"], json!(2));
         assert_eq!(out["metadata"]["uid"], json!("u"));
+    }
+
+    #[test]
+    fn a_created_object_starts_with_its_kinds_zero_status_as_upstream_writes_it() {
+        let table = [
+            ("apps", "deployments", json!({})),
+            ("batch", "jobs", json!({})),
+            ("batch", "cronjobs", json!({})),
+            ("apps", "replicasets", json!({"replicas": 0})),
+            ("", "replicationcontrollers", json!({"replicas": 0})),
+            (
+                "apps",
+                "daemonsets",
+                json!({"currentNumberScheduled": 0, "desiredNumberScheduled": 0,
+                       "numberMisscheduled": 0, "numberReady": 0}),
+            ),
+            (
+                "policy",
+                "poddisruptionbudgets",
+                json!({"currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0,
+                       "expectedPods": 0}),
+            ),
+        ];
+        for (group, plural, want) in table {
+            let rt = by_plural(group, "v1", plural).unwrap();
+            // Whatever the client sent as status is replaced.
+            let mut obj = json!({"metadata": {"name": "x"}, "spec": {}, "status": {"replicas": 7}});
+            prepare_for_create(rt, &mut obj, true);
+            assert_eq!(obj["status"], want, "{plural}");
+        }
+        let rt = by_plural("apps", "v1", "statefulsets").unwrap();
+        let mut obj = json!({"metadata": {"name": "x"}, "spec": {}});
+        prepare_for_create(rt, &mut obj, true);
+        assert_eq!(obj["status"]["replicas"], json!(0));
+        // A kind without a status stanza gets none.
+        let rt = by_plural("", "v1", "configmaps").unwrap();
+        let mut obj = json!({"metadata": {"name": "x"}, "data": {}});
+        prepare_for_create(rt, &mut obj, false);
+        assert!(obj.get("status").is_none());
+    }
+
+    #[test]
+    fn a_body_of_another_kind_is_refused_in_upstreams_words() {
+        let ns = by_plural("", "v1", "namespaces").unwrap();
+        let rs = by_plural("apps", "v1", "replicasets").unwrap();
+        let table = [
+            (
+                ns,
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}),
+                "Pod in version \"v1\" cannot be handled as a Namespace: converting (v1.Pod) \
+                 to (core.Namespace): unknown conversion",
+            ),
+            (
+                rs,
+                json!({"apiVersion": "apps/v1", "kind": "Deployment"}),
+                "Deployment in version \"v1\" cannot be handled as a ReplicaSet: converting \
+                 (v1.Deployment) to (apps.ReplicaSet): unknown conversion",
+            ),
+            (
+                // The kind is judged before the version.
+                ns,
+                json!({"apiVersion": "apps/v1", "kind": "Deployment"}),
+                "Deployment in version \"v1\" cannot be handled as a Namespace: converting \
+                 (v1.Deployment) to (core.Namespace): unknown conversion",
+            ),
+        ];
+        for (rt, mut body, want) in table {
+            match check_type(rt, &mut body) {
+                Err(RegistryError::BadRequest(m)) => assert_eq!(m, want),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]

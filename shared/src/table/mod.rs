@@ -157,9 +157,41 @@ pub fn partial_object_metadata(obj: &Value) -> Value {
     json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": metadata})
 }
 
+/// What each row's `object` carries: the `includeObject` query parameter of a Table request.
+/// kubectl leaves it out (`Metadata`) except with `--sort-by`, which asks for `Object` so its
+/// JSONPath can reach fields outside the metadata (`.lastTimestamp`, `.status.phase`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IncludeObject {
+    /// `object: null`.
+    None,
+    /// A `PartialObjectMetadata` with the object's metadata (the default).
+    #[default]
+    Metadata,
+    /// The whole object.
+    Object,
+}
+
+impl IncludeObject {
+    /// The parameter's value; absent or empty is `Metadata`. An unknown value is refused with
+    /// upstream's message (a 400).
+    pub fn parse(value: Option<&str>) -> Result<IncludeObject, String> {
+        match value.unwrap_or_default() {
+            "" | "Metadata" => Ok(IncludeObject::Metadata),
+            "Object" => Ok(IncludeObject::Object),
+            "None" => Ok(IncludeObject::None),
+            other => Err(format!("unrecognized includeObject value: {other:?}")),
+        }
+    }
+}
+
 /// One Table row: cells, the PartialObjectMetadata object and, for finished pods, the
 /// `Completed` row condition upstream attaches.
 pub fn row(kind: &str, obj: &Value, now: Timestamp) -> Value {
+    row_with(kind, obj, now, IncludeObject::Metadata)
+}
+
+/// One Table row whose `object` is what `include` asks for.
+pub fn row_with(kind: &str, obj: &Value, now: Timestamp, include: IncludeObject) -> Value {
     let mut row = Map::new();
     row.insert("cells".to_string(), Value::Array(cells(kind, obj, now)));
     if kind == "Pod"
@@ -167,17 +199,39 @@ pub fn row(kind: &str, obj: &Value, now: Timestamp) -> Value {
     {
         row.insert("conditions".to_string(), conditions);
     }
-    row.insert("object".to_string(), partial_object_metadata(obj));
+    let object = match include {
+        IncludeObject::None => Value::Null,
+        IncludeObject::Metadata => partial_object_metadata(obj),
+        IncludeObject::Object => obj.clone(),
+    };
+    row.insert("object".to_string(), object);
     Value::Object(row)
 }
 
 /// A whole `meta.k8s.io/v1` Table for objects of one kind (a list, a single get, or one watch
-/// event's object).
+/// event's object), rows carrying PartialObjectMetadata.
 pub fn table(
     kind: &str,
     objects: &[Value],
     resource_version: Option<&str>,
     now: Timestamp,
+) -> Value {
+    table_with(
+        kind,
+        objects,
+        resource_version,
+        now,
+        IncludeObject::Metadata,
+    )
+}
+
+/// [`table`] with rows carrying what `include` asks for.
+pub fn table_with(
+    kind: &str,
+    objects: &[Value],
+    resource_version: Option<&str>,
+    now: Timestamp,
+    include: IncludeObject,
 ) -> Value {
     let mut metadata = Map::new();
     if let Some(rv) = resource_version {
@@ -188,7 +242,7 @@ pub fn table(
         "apiVersion": "meta.k8s.io/v1",
         "metadata": metadata,
         "columnDefinitions": columns(kind),
-        "rows": objects.iter().map(|o| row(kind, o, now)).collect::<Vec<_>>(),
+        "rows": objects.iter().map(|o| row_with(kind, o, now, include)).collect::<Vec<_>>(),
     })
 }
 
@@ -291,6 +345,39 @@ mod tests {
         assert_eq!(object["apiVersion"], "meta.k8s.io/v1");
         assert_eq!(object["metadata"]["namespace"], "dev");
         assert_eq!(object["metadata"]["labels"]["a"], "b");
+    }
+
+    #[test]
+    fn rows_carry_the_object_include_object_asks_for() {
+        let ev = json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "e", "namespace": "dev"},
+            "lastTimestamp": "2024-05-01T11:59:00Z", "reason": "Started"});
+        let object = |include| {
+            table_with("Event", std::slice::from_ref(&ev), None, now(), include)["rows"][0]
+                ["object"]
+                .clone()
+        };
+        assert_eq!(object(IncludeObject::Object), ev);
+        assert_eq!(
+            object(IncludeObject::Metadata)["kind"],
+            "PartialObjectMetadata"
+        );
+        assert_eq!(object(IncludeObject::Metadata).get("lastTimestamp"), None);
+        assert_eq!(object(IncludeObject::None), Value::Null);
+        let table = [
+            (None, Ok(IncludeObject::Metadata)),
+            (Some(""), Ok(IncludeObject::Metadata)),
+            (Some("Metadata"), Ok(IncludeObject::Metadata)),
+            (Some("Object"), Ok(IncludeObject::Object)),
+            (Some("None"), Ok(IncludeObject::None)),
+            (
+                Some("object"),
+                Err("unrecognized includeObject value: \"object\"".to_string()),
+            ),
+        ];
+        for (value, want) in table {
+            assert_eq!(IncludeObject::parse(value), want, "{value:?}");
+        }
     }
 
     #[test]

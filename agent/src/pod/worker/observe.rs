@@ -5,7 +5,8 @@ use super::{PodWorker, WorkerError, all_containers, host_network};
 use crate::network::{ProcessNetwork, Record};
 use crate::pod::labels::{self, LABEL_IMAGE_ID, LABEL_SPEC_IMAGE, LABEL_TERMINATION_LOG};
 use crate::pod::model::{
-    Attempt, ContainerId, Observed, ObservedContainer, ProbeResults, Sandbox, State, Termination,
+    Attempt, ContainerId, Observed, ObservedContainer, ProbeResults, START_ERROR_EXIT_CODE,
+    START_ERROR_REASON, Sandbox, StartError, State, Termination,
 };
 use crate::pod::prober;
 use crate::pod::sandbox::{SandboxFacts, judge_sandbox};
@@ -57,7 +58,9 @@ impl PodWorker {
                 .get(info.id.as_str())
                 .copied()
                 .unwrap_or_else(|| spec.as_ref().map(prober::initial).unwrap_or_default());
-            if let Some((name, attempt)) = attempt_of(info, probes) {
+            let failed =
+                labels::container_name(&info.labels).and_then(|name| local.start_errors.get(name));
+            if let Some((name, attempt)) = attempt_of(info, probes, failed) {
                 containers.entry(name).or_default().attempts.push(attempt);
             }
         }
@@ -113,15 +116,33 @@ impl PodWorker {
 }
 
 /// The attempt a container record stands for, by its labels and task state; `None` for a
-/// container without a name label or without a task record.
-fn attempt_of(info: &ContainerInfo, probes: ProbeResults) -> Option<(String, Attempt)> {
+/// container without a name label or without a task record. `failed` is the start error the
+/// worker kept for the container's name, if any.
+///
+/// A worker creates and starts a container within one pass and observes only between passes,
+/// so a container that exists without a started task is a failed start (or one an agent crash
+/// cut short): it is reported as containerd's CRI reports it, terminated with exit code 128 and
+/// reason `StartError` at its creation time, so it counts as a run and the next start waits out
+/// the crash-loop back-off like any exit.
+fn attempt_of(
+    info: &ContainerInfo,
+    probes: ProbeResults,
+    failed: Option<&StartError>,
+) -> Option<(String, Attempt)> {
     let l = &info.labels;
     let name = labels::container_name(l)?.to_string();
     let state = match &info.state {
-        TaskState::Created => State::Waiting {
-            reason: "ContainerCreating".into(),
-            message: String::new(),
-        },
+        TaskState::Created => State::Terminated(Termination {
+            exit_code: START_ERROR_EXIT_CODE,
+            reason: START_ERROR_REASON.into(),
+            signal: None,
+            started_at: None,
+            finished_at: info.created_at,
+            message: failed
+                .filter(|e| !e.is_config_error())
+                .map(|e| e.message.clone())
+                .unwrap_or_else(|| "the container was created but its task never started".into()),
+        }),
         TaskState::Running { started_at, .. } => State::Running {
             started_at: *started_at,
         },
@@ -163,4 +184,78 @@ fn attempt_of(info: &ContainerInfo, probes: ProbeResults) -> Option<(String, Att
             probes,
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pod::labels::AttemptLabels;
+    use crate::pod::restart::Backoff;
+    use std::path::Path;
+
+    fn created_container(restart: u32, at: Timestamp) -> ContainerInfo {
+        let labels = AttemptLabels {
+            pod_uid: "u1",
+            pod_name: "web",
+            pod_namespace: "default",
+            container: "app",
+            restart,
+            sandbox: 0,
+            spec_image: "busybox:1.28",
+            image_id: String::new(),
+            termination_log: Path::new("/nonexistent/termination-log"),
+            backoff: Some(Backoff::initial(at)),
+        }
+        .to_labels();
+        ContainerInfo {
+            id: crate::runtime::ContainerId::new("u1-app-s0-r1").unwrap(),
+            image: "docker.io/library/busybox:1.28".into(),
+            labels,
+            state: TaskState::Created,
+            created_at: at,
+            log_path: None,
+        }
+    }
+
+    #[test]
+    fn a_container_whose_task_never_started_is_a_start_error_that_counts_as_a_run() {
+        let at = Timestamp::from_second(1_700_000_000).unwrap();
+        let failed = StartError {
+            reason: "RunContainerError".into(),
+            message: "exec: \"nope\": executable file not found in $PATH".into(),
+            at,
+            backoff: None,
+        };
+        let table: Vec<(&str, Option<&StartError>, &str)> = vec![
+            (
+                "the worker kept the failure: its message",
+                Some(&failed),
+                "exec: \"nope\": executable file not found in $PATH",
+            ),
+            (
+                "after an agent restart: a generic message, still a failed start",
+                None,
+                "the container was created but its task never started",
+            ),
+        ];
+        for (what, error, message) in table {
+            let info = created_container(1, at);
+            let (name, attempt) = attempt_of(&info, ProbeResults::default(), error).unwrap();
+            assert_eq!(name, "app", "{what}");
+            assert_eq!(attempt.restart_index, 1, "{what}");
+            assert_eq!(attempt.backoff, Some(Backoff::initial(at)), "{what}");
+            assert_eq!(
+                attempt.state,
+                State::Terminated(Termination {
+                    exit_code: 128,
+                    reason: "StartError".into(),
+                    signal: None,
+                    started_at: None,
+                    finished_at: at,
+                    message: message.into(),
+                }),
+                "{what}"
+            );
+        }
+    }
 }

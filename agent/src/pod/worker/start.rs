@@ -90,6 +90,13 @@ impl PodWorker {
                 });
             }
             Err((reason, message)) => {
+                tracing::warn!(
+                    pod = %format!("{}/{}", ns_of(pod), name_of(pod)),
+                    container = name,
+                    restart,
+                    reason,
+                    "container start failed: {message}"
+                );
                 self.cx
                     .events
                     .record(
@@ -106,6 +113,8 @@ impl PodWorker {
                         StartError {
                             reason: reason.to_string(),
                             message,
+                            at: (self.cx.clock)(),
+                            backoff,
                         },
                     );
                 });

@@ -1,0 +1,157 @@
+//! Issue 14, small fidelity fixes against a real controller: a freshly created object of a kind
+//! with a status stanza comes back with its zero status (`status: {}` for a Deployment), error
+//! `Status` bodies are byte for byte what kube-apiserver writes (field order, trailing newline),
+//! and a body that is not of the URL's kind is refused with upstream's decode-error wording,
+//! which kubectl's own command tests grep for.
+
+use std::path::Path;
+
+use berth_tests::client::Method;
+use berth_tests::{Controller, Req};
+use serde_json::json;
+
+const DEPLOYS: &str = "/apis/apps/v1/namespaces/default/deployments";
+
+fn deployment(name: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "busybox:1.28"}]},
+            },
+        },
+    })
+}
+
+#[test]
+fn a_created_deployment_comes_back_with_an_empty_status_object() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    // Whatever status the client sends is replaced by the zero status.
+    let mut body = deployment("fresh");
+    body["status"] = json!({"readyReplicas": 7});
+    let created = api.send(Req::post(DEPLOYS, &body));
+    assert_eq!(created.status, 201, "{}", created.describe());
+    assert_eq!(
+        created.json()["status"],
+        json!({}),
+        "{}",
+        created.describe()
+    );
+    let rs = json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "fresh-rs"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"rs": "x"}},
+                 "template": {"metadata": {"labels": {"rs": "x"}},
+                              "spec": {"containers": [{"name": "c", "image": "busybox:1.28"}]}}},
+    });
+    let created = api.send(Req::post(
+        "/apis/apps/v1/namespaces/default/replicasets",
+        &rs,
+    ));
+    assert_eq!(created.status, 201, "{}", created.describe());
+    assert_eq!(created.json()["status"]["replicas"], json!(0));
+}
+
+#[test]
+fn error_status_bodies_are_byte_for_byte_kube_apiservers() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    let missing = api.get("/api/v1/namespaces/default/configmaps/nope");
+    assert_eq!(
+        missing.body,
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\
+         \"message\":\"configmaps \\\"nope\\\" not found\",\"reason\":\"NotFound\",\
+         \"details\":{\"name\":\"nope\",\"kind\":\"configmaps\"},\"code\":404}\n",
+        "{}",
+        missing.describe()
+    );
+    let body = deployment("twice");
+    assert_eq!(api.send(Req::post(DEPLOYS, &body)).status, 201);
+    let again = api.send(Req::post(DEPLOYS, &body));
+    assert_eq!(
+        again.body,
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\
+         \"message\":\"deployments.apps \\\"twice\\\" already exists\",\"reason\":\"AlreadyExists\",\
+         \"details\":{\"name\":\"twice\",\"group\":\"apps\",\"kind\":\"deployments\"},\"code\":409}\n",
+        "{}",
+        again.describe()
+    );
+    // The router's own answers too.
+    let foo = Method::from_bytes(b"FOO").expect("method");
+    let refused = api.send(Req::new(foo, "/version"));
+    assert!(
+        refused.body.ends_with("\"code\":405}\n"),
+        "{}",
+        refused.describe()
+    );
+}
+
+const VALID_POD_YAML: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: valid-pod
+  labels:
+    name: valid-pod
+spec:
+  containers:
+  - name: kubernetes-serve-hostname
+    image: registry.k8s.io/serve_hostname
+";
+
+#[test]
+fn a_body_of_the_wrong_kind_is_refused_as_upstream_words_it() {
+    let c = Controller::start();
+    let dir = c.scratch().join("wrong-kind");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let yaml = dir.join("valid-pod.yaml");
+    std::fs::write(&yaml, VALID_POD_YAML).expect("write pod yaml");
+    let json_file = dir.join("valid-pod.json");
+    let pod: serde_json::Value = valid_pod_json();
+    std::fs::write(&json_file, pod.to_string()).expect("write pod json");
+    let path = |p: &Path| p.to_str().expect("UTF-8 path").to_string();
+    // kubectl's test/cmd: a pod posted to namespaces, raw (the YAML file goes as it is).
+    let k = c.kubectl();
+    let raw = k.fails(&["create", "--raw", "/api/v1/namespaces", "-f", &path(&yaml)]);
+    assert!(
+        raw.stderr
+            .contains("the object provided is unrecognized (must be of type Namespace)"),
+        "{}",
+        raw.describe()
+    );
+    // The same pod as JSON decodes, and is not a Namespace.
+    let as_json = k.fails(&[
+        "create",
+        "--raw",
+        "/api/v1/namespaces",
+        "-f",
+        &path(&json_file),
+    ]);
+    assert!(
+        as_json
+            .stderr
+            .contains("cannot be handled as a Namespace: converting (v1.Pod)"),
+        "{}",
+        as_json.describe()
+    );
+    assert_eq!(
+        c.admin_api().get("/api/v1/namespaces/valid-pod").status,
+        404
+    );
+}
+
+/// The pod of [`VALID_POD_YAML`] as JSON.
+fn valid_pod_json() -> serde_json::Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "valid-pod", "labels": {"name": "valid-pod"}},
+        "spec": {"containers": [
+            {"name": "kubernetes-serve-hostname", "image": "registry.k8s.io/serve_hostname"}
+        ]},
+    })
+}

@@ -102,6 +102,9 @@ struct ServeArgs {
     /// usage is reported over the window between two scrapes (metrics-server's flag).
     #[arg(long, default_value = "15s", value_parser = server::parse_duration)]
     metric_resolution: Duration,
+    /// How often each HorizontalPodAutoscaler is reconciled (kube-controller-manager's flag).
+    #[arg(long, default_value = "15s", value_parser = server::parse_duration)]
+    horizontal_pod_autoscaler_sync_period: Duration,
 }
 
 #[derive(Subcommand)]
@@ -279,6 +282,7 @@ fn main() -> anyhow::Result<()> {
                 node_address_range,
                 node_monitor_grace_period,
                 metric_resolution,
+                horizontal_pod_autoscaler_sync_period,
             } = *args;
             let config = Config {
                 data_dir,
@@ -301,6 +305,7 @@ fn main() -> anyhow::Result<()> {
                 max_mutating_requests_inflight,
                 node_monitor_grace_period,
                 metric_resolution,
+                hpa_sync_period: horizontal_pod_autoscaler_sync_period,
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
             runtime.block_on(async move {

@@ -36,6 +36,8 @@ pub struct Config {
     pub node_monitor_grace_period: std::time::Duration,
     /// How often the agents' resource metrics are scraped for the metrics API.
     pub metric_resolution: std::time::Duration,
+    /// How often each HorizontalPodAutoscaler is reconciled.
+    pub hpa_sync_period: std::time::Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -211,9 +213,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         queues: QueueMetrics::default(),
     };
     let connections = Arc::new(api::listener::ConnectionStats::default());
+    let resource_metrics = Arc::new(api::resource_metrics::ResourceMetrics::default());
     let state = Arc::new(ApiState {
         dialer,
-        resource_metrics: Default::default(),
+        resource_metrics: resource_metrics.clone(),
         signer,
         join_tokens,
         node_passwords: crate::join::passwords::NodePasswords::new(&config.data_dir),
@@ -256,6 +259,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         lifecycle,
         shutdown.clone(),
     );
+    controllers.push(tokio::spawn(controllers::podautoscaler::run(
+        ctx.clone(),
+        resource_metrics,
+        controllers::podautoscaler::Config {
+            sync_period: config.hpa_sync_period,
+        },
+        shutdown.clone(),
+    )));
     controllers.push(crate::scheduler::start(&ctx, shutdown.clone()));
     println!("listening on {url}");
     tracing::info!(%url, data_dir = %config.data_dir.display(), "serving");

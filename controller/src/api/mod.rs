@@ -62,7 +62,7 @@ pub struct ApiState {
     /// Connects to agents for logs and exec.
     pub dialer: proxy::AgentDialer,
     /// The agents' last resource metrics scrapes, for the metrics API.
-    pub resource_metrics: resource_metrics::ResourceMetrics,
+    pub resource_metrics: std::sync::Arc<resource_metrics::ResourceMetrics>,
     /// Cancelled at shutdown: open watches end.
     pub shutdown: CancellationToken,
     /// The controllers' work queues, for `/metrics`.

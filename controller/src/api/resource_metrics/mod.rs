@@ -62,6 +62,18 @@ impl ResourceMetrics {
     }
 }
 
+/// The autoscaler reads pods' usage from the same scrapes `kubectl top` shows.
+impl crate::controllers::podautoscaler::PodUsage for ResourceMetrics {
+    fn pod_usage(&self, namespace: &str, pod: &str) -> Option<Vec<(String, u64, u64)>> {
+        self.pod(namespace, pod).map(|containers| {
+            containers
+                .into_iter()
+                .map(|(c, u)| (c, u.cpu_nanocores, u.memory_bytes))
+                .collect()
+        })
+    }
+}
+
 /// Scrapes every node's agent every `resolution` until `shutdown`.
 pub async fn run(state: SharedState, resolution: Duration, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(resolution);

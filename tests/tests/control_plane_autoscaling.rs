@@ -1,0 +1,185 @@
+//! Issue 15, the HorizontalPodAutoscaler API: autoscaling/v2 (stored) and autoscaling/v1
+//! (converted) served side by side, as kube-apiserver serves them. The seed's autoscaling/v1
+//! manifest is accepted and read back in both versions; `kubectl autoscale` (which writes v1)
+//! creates an autoscaler; a v1 merge patch keeps what only v2 can say; `kubectl get hpa` prints
+//! upstream's columns; invalid autoscalers get 422 with the field. Real kubectl binaries.
+
+use std::path::Path;
+
+use berth_tests::{Controller, Req, Table};
+use serde_json::json;
+
+/// kubectl 1.32 and later send `autoscale`'s body as protobuf, which is issue 14's.
+const KUBECTLS: [&str; 2] = [
+    "/usr/lib/google-cloud-sdk/bin/kubectl.1.31",
+    "/usr/lib/google-cloud-sdk/bin/kubectl.1.27",
+];
+const V1: &str = "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers";
+const V2: &str = "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers";
+
+/// The seed's `hpa-rs.yaml` (ReplicaSet page).
+const SEED_HPA: &str = "apiVersion: autoscaling/v1
+kind: HorizontalPodAutoscaler
+metadata:
+  name: frontend-scaler
+spec:
+  scaleTargetRef:
+    kind: ReplicaSet
+    name: frontend
+  minReplicas: 3
+  maxReplicas: 10
+  targetCPUUtilizationPercentage: 50
+";
+
+#[test]
+fn the_seed_v1_autoscaler_is_stored_once_and_read_in_both_versions() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    c.kubectl().ok_stdin(&["apply", "-f", "-"], SEED_HPA);
+    let v2 = api.get_ok(&format!("{V2}/frontend-scaler"));
+    assert_eq!(v2["apiVersion"], "autoscaling/v2");
+    assert_eq!(
+        v2["spec"]["metrics"],
+        json!([{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 50}}}])
+    );
+    let v1 = api.get_ok(&format!("{V1}/frontend-scaler"));
+    assert_eq!(v1["apiVersion"], "autoscaling/v1");
+    assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 50);
+    assert_eq!(v1["spec"]["minReplicas"], 3);
+    assert_eq!(v1["metadata"]["uid"], v2["metadata"]["uid"]);
+    // One object, listed in each version's own list kind.
+    let list = api.get_ok(V1);
+    assert_eq!(list["apiVersion"], "autoscaling/v1");
+    assert_eq!(
+        list["items"][0]["spec"]["targetCPUUtilizationPercentage"],
+        50
+    );
+    assert_eq!(api.get_ok(V2)["items"].as_array().map(Vec::len), Some(1));
+    // Re-applying the same v1 manifest (a strategic merge patch in v1) changes nothing.
+    c.kubectl().ok_stdin(&["apply", "-f", "-"], SEED_HPA);
+    let again = api.get_ok(&format!("{V2}/frontend-scaler"));
+    assert_eq!(again["spec"], v2["spec"]);
+
+    // A v2 behaviour survives a v1 merge patch of the CPU target.
+    let behavior = json!({"spec": {"behavior": {"scaleDown": {"stabilizationWindowSeconds": 30}}}});
+    let r = api.send(Req::patch(
+        format!("{V2}/frontend-scaler"),
+        "application/merge-patch+json",
+        &behavior,
+    ));
+    assert_eq!(r.status, 200, "{}", r.describe());
+    let r = api.send(Req::patch(
+        format!("{V1}/frontend-scaler"),
+        "application/merge-patch+json",
+        &json!({"spec": {"targetCPUUtilizationPercentage": 70}}),
+    ));
+    assert_eq!(r.status, 200, "{}", r.describe());
+    assert_eq!(r.json()["apiVersion"], "autoscaling/v1");
+    let after = api.get_ok(&format!("{V2}/frontend-scaler"));
+    assert_eq!(
+        after["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+        70
+    );
+    assert_eq!(
+        after["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"],
+        30
+    );
+
+    // A v2 body sent to the v1 endpoint is refused, not silently taken for v1.
+    let mut wrong = v2.clone();
+    wrong["metadata"] = json!({"name": "other"});
+    let r = api.send(Req::post(V1, &wrong));
+    assert_eq!(r.status, 400, "{}", r.describe());
+    assert!(
+        r.body.contains("does not match the expected API version"),
+        "{}",
+        r.body
+    );
+}
+
+#[test]
+fn kubectl_autoscale_creates_an_autoscaler_and_get_prints_upstreams_columns() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    for (i, bin) in KUBECTLS.iter().enumerate() {
+        let k = c.kubectl().with_binary(Path::new(bin));
+        let name = format!("web{i}");
+        let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "main", "image": "busybox:1.28"}]}}}});
+        let r = api.send(Req::post(
+            "/apis/apps/v1/namespaces/default/deployments",
+            &deployment,
+        ));
+        assert_eq!(r.status, 201, "{}", r.describe());
+        k.ok(&[
+            "autoscale",
+            &format!("deployment/{name}"),
+            "--min=2",
+            "--max=5",
+            "--cpu-percent=50",
+        ]);
+        let hpa = api.get_ok(&format!("{V2}/{name}"));
+        assert_eq!(hpa["spec"]["minReplicas"], 2, "{bin}");
+        assert_eq!(hpa["spec"]["maxReplicas"], 5, "{bin}");
+        assert_eq!(hpa["spec"]["scaleTargetRef"]["kind"], "Deployment", "{bin}");
+        let out = k.ok(&["get", "hpa", &name]);
+        let table = Table::parse(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        assert_eq!(
+            table.headers,
+            [
+                "NAME",
+                "REFERENCE",
+                "TARGETS",
+                "MINPODS",
+                "MAXPODS",
+                "REPLICAS",
+                "AGE"
+            ],
+            "{bin}"
+        );
+        assert_eq!(
+            table.values("REFERENCE"),
+            [format!("Deployment/{name}")],
+            "{bin}"
+        );
+        assert_eq!(table.values("TARGETS"), ["cpu: <unknown>/50%"], "{bin}");
+        assert_eq!(table.values("MINPODS"), ["2"], "{bin}");
+        assert_eq!(table.values("MAXPODS"), ["5"], "{bin}");
+        // `hpa` is a short name, and the kind is in the `all` category.
+        let all = k.ok(&["get", "all"]);
+        assert!(
+            all.contains(&format!("horizontalpodautoscaler.autoscaling/{name}")),
+            "{bin}: {all}"
+        );
+    }
+}
+
+#[test]
+fn invalid_autoscalers_are_refused_with_the_field() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    let bad = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "bad"},
+        "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"},
+                 "minReplicas": 6, "maxReplicas": 5}});
+    let r = api.send(Req::post(V2, &bad));
+    assert_eq!(r.status, 422, "{}", r.describe());
+    assert_eq!(
+        r.json()["details"]["causes"][0]["field"],
+        "spec.maxReplicas",
+        "{}",
+        r.body
+    );
+    let bad_v1 = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "bad"},
+        "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"},
+                 "maxReplicas": 5, "targetCPUUtilizationPercentage": 0}});
+    let r = api.send(Req::post(V1, &bad_v1));
+    assert_eq!(r.status, 422, "{}", r.describe());
+    assert!(r.body.contains("averageUtilization"), "{}", r.body);
+    assert_eq!(api.get_ok(V2)["items"].as_array().map(Vec::len), Some(0));
+}

@@ -179,12 +179,16 @@ impl Controller {
         let Some(r) = r else {
             return Err("the HPA has no scale target".to_string());
         };
-        let group = group_of(r.api_version.as_deref().unwrap_or_default());
-        let group = if group == "extensions" { "apps" } else { group };
+        // Without an apiVersion (the seed's `hpa-rs.yaml`), the kind alone names the target.
+        let api_version = r.api_version.as_deref().unwrap_or_default();
+        let group = match group_of(api_version) {
+            "extensions" => "apps",
+            g => g,
+        };
         let Some((rt, informer)) = self
             .targets
             .iter()
-            .find(|(rt, _)| rt.kind == r.kind && rt.group == group)
+            .find(|(rt, _)| rt.kind == r.kind && (api_version.is_empty() || rt.group == group))
         else {
             return Err(format!(
                 "the server could not find the requested resource: no scale subresource for {}",

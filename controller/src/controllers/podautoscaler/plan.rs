@@ -180,11 +180,21 @@ fn metric_status(resource: &str, r: &replicas::Recommendation) -> Value {
     json!({"type": "Resource", "resource": {"name": resource, "current": current}})
 }
 
+/// What the metrics ask for: the largest recommendation, the metric that made it, every
+/// metric's current value and the `ScalingActive` message.
+struct Proposal {
+    replicas: i32,
+    metric: String,
+    statuses: Vec<Value>,
+    message: String,
+}
+
+/// No recommendation: the events to record and the `ScalingActive` condition.
+type Failure = (Vec<Event>, Condition);
+
 /// The replicas the metrics ask for (the largest), with what each measured; `Err` with the
 /// conditions and events when none could be computed.
-fn from_metrics(
-    o: &Observed,
-) -> Result<(i32, String, Vec<Value>, String), (Vec<Event>, Condition)> {
+fn from_metrics(o: &Observed) -> Result<Proposal, Failure> {
     let mut best: Option<(i32, String)> = None;
     let mut statuses = Vec::new();
     let mut first_error = None;
@@ -243,7 +253,12 @@ fn from_metrics(
         Some((replicas, name)) if invalid == 0 || replicas > o.current => {
             let message =
                 format!("the HPA was able to successfully calculate a replica count from {name}");
-            Ok((replicas, name, statuses, message))
+            Ok(Proposal {
+                replicas,
+                metric: name,
+                statuses,
+                message,
+            })
         }
         _ => {
             let err = first_error
@@ -314,7 +329,12 @@ pub fn plan(o: &Observed) -> Plan {
                 conditions.push(c);
                 (o.current, String::new())
             }
-            Ok((proposed, name, statuses, message)) => {
+            Ok(Proposal {
+                replicas: proposed,
+                metric: name,
+                statuses,
+                message,
+            }) => {
                 current_metrics = statuses;
                 conditions.push(condition(
                     "ScalingActive",

@@ -113,7 +113,8 @@ impl Metrics {
         out.push_str("# HELP berth_store_revision The store's current revision.\n# TYPE berth_store_revision gauge\n");
         let _ = writeln!(out, "berth_store_revision {}", store.current_revision());
         out.push_str("# HELP apiserver_storage_objects Stored objects by resource.\n# TYPE apiserver_storage_objects gauge\n");
-        for rt in berth_shared::resource::RESOURCES {
+        // Each stored resource once (a version converted to another's storage shares its keys).
+        for rt in berth_shared::resource::stored() {
             let n = store.count(&crate::registry::prefix(rt, None));
             let _ = writeln!(
                 out,

@@ -48,7 +48,7 @@ fn kb(pid: u32, field: &str) -> u64 {
     status
         .lines()
         .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim_start_matches(':').trim().split_whitespace().next())
+        .and_then(|v| v.trim_start_matches(':').split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
 }

@@ -305,21 +305,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
     {
         query.check_list_options()?;
     }
-    if converted && !(parts.method == Method::GET && query.flag("watch")) {
-        let answer = Box::pin(serve_resource(
-            &state,
-            &parts,
-            body,
-            &query,
-            &target,
-            rt,
-            table,
-            &write_options,
-        ))
-        .await?;
-        return Ok(conversion::answer_in_version(view, answer).await);
-    }
-    serve_resource(
+    let answer = Box::pin(serve_resource(
         &state,
         &parts,
         body,
@@ -328,8 +314,13 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
         rt,
         table,
         &write_options,
-    )
-    .await
+    ))
+    .await?;
+    // Watch streams convert each event as they encode it.
+    if converted && !(parts.method == Method::GET && query.flag("watch")) {
+        return Ok(conversion::answer_in_version(view, answer).await);
+    }
+    Ok(answer)
 }
 
 /// The verbs on a resource collection, object or its subresources, reading and writing `rt`

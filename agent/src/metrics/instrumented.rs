@@ -48,6 +48,13 @@ impl ContainerRuntime for TimedRuntime {
     fn list(&self) -> BoxFuture<'_, Result<Vec<ContainerInfo>, RuntimeError>> {
         self.time("list_containers", self.inner.list())
     }
+    fn list_pod<'a>(
+        &'a self,
+        uid: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ContainerInfo>, RuntimeError>> {
+        // The kubelet's filtered ListContainers is the same operation.
+        self.time("list_containers", self.inner.list_pod(uid))
+    }
     fn create<'a>(
         &'a self,
         config: &'a ContainerConfig,

@@ -4,6 +4,7 @@
 //! go into their own log. Like the kubelet's `FakeRuntime`, state-based: a later pass observes
 //! what an earlier one did.
 
+use super::labels;
 use super::ports::{ContainerRuntime, EventSink, ImagePuller, PodApi, SandboxNetwork};
 use super::worker::{Clock, Context, NodeSide};
 use crate::image::{PullError, PullPolicy, PulledImage};
@@ -113,6 +114,19 @@ impl FakeRuntime {
 impl ContainerRuntime for FakeRuntime {
     fn list(&self) -> BoxFuture<'_, Result<Vec<ContainerInfo>, RuntimeError>> {
         let list = self.containers().values().cloned().collect();
+        Box::pin(async move { Ok(list) })
+    }
+
+    fn list_pod<'a>(
+        &'a self,
+        uid: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ContainerInfo>, RuntimeError>> {
+        let list = self
+            .containers()
+            .values()
+            .filter(|c| labels::pod_uid(&c.labels) == Some(uid))
+            .cloned()
+            .collect();
         Box::pin(async move { Ok(list) })
     }
 

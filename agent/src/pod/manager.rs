@@ -301,11 +301,8 @@ async fn watch_runtime(s: Arc<Shared>, shutdown: CancellationToken) {
         let ev = tokio::select! { e = events.next() => e, _ = shutdown.cancelled() => return };
         match ev {
             Some(RuntimeEvent::TaskExit { id, .. } | RuntimeEvent::TaskOom { id }) => {
-                if let Ok(list) = s.runtime.list().await
-                    && let Some(uid) = list
-                        .iter()
-                        .find(|c| c.id == id)
-                        .and_then(|c| labels::pod_uid(&c.labels))
+                if let Ok(l) = s.runtime.labels(&id).await
+                    && let Some(uid) = labels::pod_uid(&l)
                 {
                     s.queue.add(uid.to_string());
                 }

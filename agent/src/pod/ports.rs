@@ -8,6 +8,7 @@
 use super::api_access::TokenNeed;
 use super::cache::PodCache;
 use super::events::Recorder;
+use super::labels;
 use crate::image::{ImageService, PullError, PullPolicy, PulledImage};
 use crate::network::{Network, NetworkError, NetworkFacts, PodNetwork, PodRef, ProcessNetwork};
 use crate::runtime::{
@@ -23,6 +24,11 @@ use std::time::Duration;
 /// The container runtime, as a worker uses it (see [`Runtime`] for each method's contract).
 pub trait ContainerRuntime: Send + Sync {
     fn list(&self) -> BoxFuture<'_, Result<Vec<ContainerInfo>, RuntimeError>>;
+    /// One pod's containers (those labelled with its uid).
+    fn list_pod<'a>(
+        &'a self,
+        uid: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ContainerInfo>, RuntimeError>>;
     fn create<'a>(
         &'a self,
         config: &'a ContainerConfig,
@@ -50,6 +56,12 @@ pub trait ContainerRuntime: Send + Sync {
 impl ContainerRuntime for Runtime {
     fn list(&self) -> BoxFuture<'_, Result<Vec<ContainerInfo>, RuntimeError>> {
         Box::pin(Runtime::list(self))
+    }
+    fn list_pod<'a>(
+        &'a self,
+        uid: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<ContainerInfo>, RuntimeError>> {
+        Box::pin(Runtime::list_labelled(self, labels::LABEL_POD_UID, uid))
     }
     fn create<'a>(
         &'a self,

@@ -17,7 +17,6 @@ mod stop;
 mod tests;
 mod tokens;
 
-use super::labels;
 use super::model::{ImagePull, Observed, Sandbox, StartError};
 use super::plan::{Action, PodKillReason, plan_pod};
 use super::ports::{ContainerRuntime, EventSink, ImagePuller, PodApi, SandboxNetwork};
@@ -346,14 +345,12 @@ impl PodWorker {
     /// The pod is gone: remove what is left of it on the host and forget it.
     pub async fn finish(&self) -> Result<(), WorkerError> {
         let uid = self.uid.as_str();
-        for info in self.cx.runtime.list().await? {
-            if labels::pod_uid(&info.labels) == Some(uid) {
-                self.cx.runtime.remove(&info.id).await?;
-                self.probes
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(info.id.as_str());
-            }
+        for info in self.cx.runtime.list_pod(uid).await? {
+            self.cx.runtime.remove(&info.id).await?;
+            self.probes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(info.id.as_str());
         }
         self.cx.network.teardown(uid).await?;
         volumes::remove(&self.cx.node.root_dir, uid)?;

@@ -17,6 +17,11 @@ use super::fifo::{self, FifoSource};
 use super::logs::LogFile;
 use super::{ContainerId, ContainerInfo, ExitInfo, RuntimeError, TaskState, cgroup, labels};
 
+/// A containerd filter string literal: `"…"` with `"` and `\\` escaped.
+fn quoted(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
 impl Connection {
     pub(crate) async fn get_task(&self, id: &str) -> Result<Option<Process>, RuntimeError> {
         match self
@@ -129,13 +134,7 @@ impl Connection {
     }
 
     pub(crate) async fn list(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
-        let containers = self
-            .containers()
-            .list(self.req(ListContainersRequest { filters: vec![] }))
-            .await
-            .map_err(|s| grpc_error("list containers", "containers", s))?
-            .into_inner()
-            .containers;
+        let containers = self.containers_where(vec![]).await?;
         let tasks: HashMap<String, Process> = self
             .tasks()
             .list(self.req(ListTasksRequest {
@@ -149,6 +148,43 @@ impl Connection {
             // Tasks.List fills `id` (the container id), not `container_id`.
             .map(|p| (p.id.clone(), p))
             .collect();
+        Ok(self.infos(containers, tasks))
+    }
+
+    /// The containers labelled `key=value`, each with its task. Cheaper than [`Self::list`]
+    /// by as much as the namespace is larger: containerd filters the records, and only these
+    /// containers' tasks are asked for (Tasks.List asks every task's shim for its state).
+    pub(crate) async fn list_labelled(
+        &self,
+        key: &str,
+        value: &str,
+    ) -> Result<Vec<ContainerInfo>, RuntimeError> {
+        let filter = format!("labels.{}=={}", quoted(key), quoted(value));
+        let containers = self.containers_where(vec![filter]).await?;
+        let mut tasks = HashMap::new();
+        for c in &containers {
+            if let Some(task) = self.get_task(&c.id).await? {
+                tasks.insert(c.id.clone(), task);
+            }
+        }
+        Ok(self.infos(containers, tasks))
+    }
+
+    async fn containers_where(&self, filters: Vec<String>) -> Result<Vec<Container>, RuntimeError> {
+        Ok(self
+            .containers()
+            .list(self.req(ListContainersRequest { filters }))
+            .await
+            .map_err(|s| grpc_error("list containers", "containers", s))?
+            .into_inner()
+            .containers)
+    }
+
+    fn infos(
+        &self,
+        containers: Vec<Container>,
+        tasks: HashMap<String, Process>,
+    ) -> Vec<ContainerInfo> {
         let mut out = Vec::with_capacity(containers.len());
         for c in containers {
             let task = tasks.get(&c.id);
@@ -172,7 +208,7 @@ impl Connection {
                 log_path,
             });
         }
-        Ok(out)
+        out
     }
 
     /// Reopens the FIFOs of a live task nobody in this process copies yet.

@@ -420,6 +420,21 @@ impl Runtime {
         self.conn.list().await
     }
 
+    /// One container's labels.
+    pub async fn labels(&self, id: &ContainerId) -> Result<BTreeMap<String, String>, RuntimeError> {
+        let c = self.conn.get_container(id.as_str()).await?;
+        Ok(c.labels.into_iter().collect())
+    }
+
+    /// The containers labelled `key=value` (one pod's), as [`Self::list`] describes them.
+    pub async fn list_labelled(
+        &self,
+        key: &str,
+        value: &str,
+    ) -> Result<Vec<ContainerInfo>, RuntimeError> {
+        self.conn.list_labelled(key, value).await
+    }
+
     /// Runs `cmd` in the container with the container's env, cwd and user.
     pub async fn exec(
         &self,

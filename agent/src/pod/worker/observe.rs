@@ -35,14 +35,7 @@ impl PodWorker {
         now: Timestamp,
     ) -> Result<Observation, WorkerError> {
         let uid = self.uid.as_str();
-        let infos: Vec<ContainerInfo> = self
-            .cx
-            .runtime
-            .list()
-            .await?
-            .into_iter()
-            .filter(|c| labels::pod_uid(&c.labels) == Some(uid))
-            .collect();
+        let infos: Vec<ContainerInfo> = self.cx.runtime.list_pod(uid).await?;
         let mut containers: BTreeMap<String, ObservedContainer> = BTreeMap::new();
         let local = self.local();
         let probe_results = self

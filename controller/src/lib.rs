@@ -6,6 +6,7 @@ pub mod controllers;
 pub mod events;
 pub mod informer;
 pub mod join;
+pub mod kubernetes_service;
 pub mod pki;
 pub mod priority;
 pub mod rbac;

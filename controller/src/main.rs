@@ -69,6 +69,9 @@ struct ServeArgs {
     /// Pod addresses of the cluster; each node gets a /24 of it.
     #[arg(long, default_value = "10.42.0.0/16")]
     cluster_cidr: String,
+    /// Cluster IPs of Services (the first one is the `kubernetes` Service's).
+    #[arg(long, default_value = berth_shared::admission::service_allocation::DEFAULT_SERVICE_CIDR)]
+    service_cidr: String,
     /// Open connections at most (also kept under the open-files limit); at the cap a new
     /// connection sheds one that is handshaking or idle.
     #[arg(long, default_value_t = 10_000)]
@@ -273,6 +276,7 @@ fn main() -> anyhow::Result<()> {
                 watch_history,
                 token_auth_file,
                 cluster_cidr,
+                service_cidr,
                 max_connections,
                 tls_handshake_timeout,
                 header_read_timeout,
@@ -292,6 +296,7 @@ fn main() -> anyhow::Result<()> {
                 watch_history,
                 token_auth_file,
                 cluster_cidr,
+                service_cidr,
                 node_address_ranges: node_address_range,
                 connections: ConnectionLimits {
                     max_connections,

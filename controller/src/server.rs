@@ -7,6 +7,7 @@ use crate::informer::Informers;
 use crate::pki;
 use crate::registry::{Registry, WriteOptions};
 use crate::store::{RedbBackend, Store};
+use berth_shared::admission::service_allocation::ServiceRanges;
 use serde_json::json;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -24,6 +25,8 @@ pub struct Config {
     pub token_auth_file: Option<PathBuf>,
     /// Pod addresses; each node gets a /24 of it.
     pub cluster_cidr: String,
+    /// Service cluster IPs.
+    pub service_cidr: String,
     /// Addresses any node may have in its certificate besides the one it joins from.
     pub node_address_ranges: Vec<crate::join::addresses::IpRange>,
     /// The connection cap and timeouts.
@@ -129,6 +132,22 @@ fn check_private_files(data_dir: &std::path::Path) -> Result<(), ServerError> {
     Ok(())
 }
 
+/// The address other hosts reach this controller at: the listen address, or (listening on
+/// all addresses) the host's source address towards other networks (a UDP socket is
+/// "connected", which sends nothing), or the loopback address on a host with no route out.
+fn advertise_address(listen: std::net::IpAddr) -> std::net::IpAddr {
+    if !listen.is_unspecified() {
+        return listen;
+    }
+    let probe = std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|s| s.connect("192.0.2.1:9").map(|_| s))
+        .and_then(|s| s.local_addr());
+    match probe {
+        Ok(a) if !a.ip().is_unspecified() => a.ip(),
+        _ => std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+    }
+}
+
 /// Runs the controller until `shutdown` is cancelled.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), ServerError> {
     let io = |path: &PathBuf| {
@@ -140,7 +159,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let backend = RedbBackend::open(&config.data_dir.join("store.redb"))?;
     check_private_files(&config.data_dir)?;
     let store = Store::open(Box::new(backend), config.watch_history)?;
-    let registry = Registry::new(store.clone());
+    let service_ranges = ServiceRanges::parse(&config.service_cidr).ok_or_else(|| {
+        ServerError::Config(format!(
+            "invalid --service-cidr {:?} (an IPv4 CIDR of at least 4 addresses)",
+            config.service_cidr
+        ))
+    })?;
+    let registry = Registry::new(store.clone()).with_service_ranges(service_ranges);
     {
         let r = registry.clone();
         tokio::task::spawn_blocking(move || {
@@ -191,6 +216,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         &pki.admin_key,
         "admin",
     )?;
+    {
+        let (r, port) = (registry.clone(), bound.port());
+        let address = advertise_address(bound.ip());
+        tokio::task::spawn_blocking(move || crate::kubernetes_service::ensure(&r, address, port))
+            .await
+            .map_err(|e| ServerError::Bootstrap("*".into(), e.to_string()))?
+            .map_err(|e| ServerError::Bootstrap("kubernetes service".into(), e.to_string()))?;
+    }
     let addr_file = config.data_dir.join("listen-address");
     std::fs::write(&addr_file, &url).map_err(io(&addr_file))?;
 

@@ -459,6 +459,7 @@ mod tests {
                 "rbac.authorization.k8s.io",
                 "scheduling.k8s.io",
                 "coordination.k8s.io",
+                "discovery.k8s.io",
                 "metrics.k8s.io"
             ]
         );

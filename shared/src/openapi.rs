@@ -509,7 +509,8 @@ mod tests {
                 "apis/policy/v1",
                 "apis/rbac.authorization.k8s.io/v1",
                 "apis/scheduling.k8s.io/v1",
-                "apis/coordination.k8s.io/v1"
+                "apis/coordination.k8s.io/v1",
+                "apis/discovery.k8s.io/v1"
             ]
         );
         let url = paths["apis/apps/v1"]["serverRelativeURL"].as_str().unwrap();

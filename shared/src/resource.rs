@@ -459,6 +459,42 @@ pub static RESOURCES: &[ResourceType] = &[
         read_only: false,
         stored_as: Some("v2"),
     },
+    rt!(
+        "",
+        "v1",
+        "Service",
+        "services",
+        "service",
+        true,
+        &["svc"],
+        ALL,
+        status = true,
+        scale = false
+    ),
+    rt!(
+        "",
+        "v1",
+        "Endpoints",
+        "endpoints",
+        "endpoints",
+        true,
+        &["ep"],
+        &[],
+        status = false,
+        scale = false
+    ),
+    rt!(
+        "discovery.k8s.io",
+        "v1",
+        "EndpointSlice",
+        "endpointslices",
+        "endpointslice",
+        true,
+        &[],
+        &[],
+        status = false,
+        scale = false
+    ),
 ];
 
 // Each resource type by name, so code names the type it means instead of looking it up by a
@@ -495,6 +531,9 @@ pub static NODE_METRICS: &ResourceType = &RESOURCES[28];
 pub static POD_METRICS: &ResourceType = &RESOURCES[29];
 pub static HORIZONTAL_POD_AUTOSCALERS: &ResourceType = &RESOURCES[30];
 pub static HORIZONTAL_POD_AUTOSCALERS_V1: &ResourceType = &RESOURCES[31];
+pub static SERVICES: &ResourceType = &RESOURCES[32];
+pub static ENDPOINTS: &ResourceType = &RESOURCES[33];
+pub static ENDPOINT_SLICES: &ResourceType = &RESOURCES[34];
 
 /// The resource types whose objects are stored (all but the create-only reviews, the
 /// read-only metrics and the versions converted to another one's storage), each once.
@@ -609,6 +648,9 @@ mod tests {
             (POD_METRICS, "PODS"),
             (HORIZONTAL_POD_AUTOSCALERS, "HORIZONTAL_POD_AUTOSCALERS"),
             (HORIZONTAL_POD_AUTOSCALERS_V1, "HORIZONTAL_POD_AUTOSCALERS"),
+            (SERVICES, "SERVICES"),
+            (ENDPOINTS, "ENDPOINTS"),
+            (ENDPOINT_SLICES, "ENDPOINT_SLICES"),
         ];
         assert_eq!(named.len(), RESOURCES.len());
         for (rt, name) in named {

@@ -10,6 +10,7 @@ pub mod eviction;
 mod keys;
 pub mod meta;
 pub mod node_restriction;
+pub mod service_ips;
 #[cfg(test)]
 mod tests;
 
@@ -18,6 +19,7 @@ pub use keys::{key_of_value, object_key, parse_key, prefix};
 
 pub(crate) mod error;
 use crate::store::{Precondition, Store, StoreError, StoredObject};
+use berth_shared::admission::service_allocation::ServiceRanges;
 use berth_shared::admission::{self, AdmissionError, Operation};
 use berth_shared::resource::{self, ResourceType};
 pub use error::RegistryError;
@@ -106,6 +108,7 @@ pub enum Part {
 #[derive(Clone)]
 pub struct Registry {
     store: Store,
+    service_ips: std::sync::Arc<service_ips::ServiceIps>,
 }
 
 fn store_error(rt: &ResourceType, name: &str, e: StoreError) -> RegistryError {
@@ -134,7 +137,42 @@ fn has_generation(rt: &ResourceType) -> bool {
 
 impl Registry {
     pub fn new(store: Store) -> Registry {
-        Registry { store }
+        Registry {
+            store,
+            service_ips: Default::default(),
+        }
+    }
+
+    /// Services get their cluster IPs and node ports from `ranges` (`--service-cidr`).
+    pub fn with_service_ranges(self, ranges: ServiceRanges) -> Registry {
+        Registry {
+            service_ips: std::sync::Arc::new(service_ips::ServiceIps::new(ranges)),
+            ..self
+        }
+    }
+
+    /// The ranges Services get their cluster IPs and node ports from.
+    pub fn service_ranges(&self) -> &ServiceRanges {
+        self.service_ips.ranges()
+    }
+
+    /// Gives a Service its cluster IP and node ports (see [`service_ips`]); other kinds need
+    /// nothing. Keep the answer until the object is stored.
+    fn allocate<'a>(
+        &'a self,
+        rt: &ResourceType,
+        name: &str,
+        obj: &mut Value,
+        updating: Option<&str>,
+    ) -> Result<Option<service_ips::Allocation<'a>>, RegistryError> {
+        if rt != resource::SERVICES {
+            return Ok(None);
+        }
+        match self.service_ips.allocate(self, obj, updating) {
+            Ok(a) => Ok(Some(a)),
+            Err(service_ips::AllocationError::Invalid(e)) => Err(admission_error(rt, name, e)),
+            Err(service_ips::AllocationError::Registry(e)) => Err(e),
+        }
     }
 
     pub fn store(&self) -> &Store {
@@ -265,6 +303,7 @@ impl Registry {
             crate::priority::admit_class(self, &obj)?;
         }
         guard(rt, opts, &obj)?;
+        let _allocation = self.allocate(rt, &name, &mut obj, None)?;
         if opts.dry_run {
             return Ok(obj);
         }
@@ -389,6 +428,8 @@ impl Registry {
             crate::priority::admit_class(self, &obj)?;
         }
         guard(rt, opts, &obj)?;
+        let uid = old.pointer("/metadata/uid").and_then(Value::as_str);
+        let _allocation = self.allocate(rt, name, &mut obj, uid)?;
         if meta::same_ignoring_version(&obj, &old) {
             return Ok(old);
         }

@@ -38,6 +38,8 @@ mod rbac;
 mod resources;
 mod scheduling;
 mod selector;
+pub mod service;
+pub mod service_allocation;
 mod sets;
 mod volume;
 mod workload;
@@ -286,6 +288,27 @@ pub fn admit(
                 |h, o, _| autoscaling::validate_hpa(h, o),
             )
         }
+        "Service" => run::<core_v1::Service>(
+            obj,
+            op,
+            old,
+            |s, _, old| service::default_service(s, old),
+            |s, o, _| service::validate_service(s, o),
+        ),
+        "Endpoints" => run::<core_v1::Endpoints>(
+            obj,
+            op,
+            old,
+            |_, _, _| {},
+            |e, o, _| service::validate_endpoints(e, o),
+        ),
+        "EndpointSlice" => run::<k8s_openapi::api::discovery::v1::EndpointSlice>(
+            obj,
+            op,
+            old,
+            |_, _, _| {},
+            |e, o, _| service::validate_endpoint_slice(e, o),
+        ),
         other => Err(AdmissionError::Decode(format!(
             "no kind {} is registered",
             field::quote(other)
@@ -334,6 +357,11 @@ pub fn unknown_fields(kind: &str, raw: &Value) -> Vec<String> {
         "ServiceAccount" => round_trip_unknown::<core_v1::ServiceAccount>(raw),
         "HorizontalPodAutoscaler" => {
             round_trip_unknown::<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>(raw)
+        }
+        "Service" => round_trip_unknown::<core_v1::Service>(raw),
+        "Endpoints" => round_trip_unknown::<core_v1::Endpoints>(raw),
+        "EndpointSlice" => {
+            round_trip_unknown::<k8s_openapi::api::discovery::v1::EndpointSlice>(raw)
         }
         "Role" => round_trip_unknown::<k8s_openapi::api::rbac::v1::Role>(raw),
         "ClusterRole" => round_trip_unknown::<k8s_openapi::api::rbac::v1::ClusterRole>(raw),

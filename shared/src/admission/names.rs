@@ -78,6 +78,23 @@ pub(crate) fn dns1123_label(value: &str) -> Vec<String> {
     errs
 }
 
+/// Upstream `IsDNS1035Label` (Service names: they become DNS labels that must not look like
+/// numbers).
+pub(crate) fn dns1035_label(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > DNS1123_LABEL_MAX {
+        errs.push(max_len_error(DNS1123_LABEL_MAX));
+    }
+    if !matches_label_shape(value) || !value.starts_with(|c: char| c.is_ascii_lowercase()) {
+        errs.push(regex_error(
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character",
+            "[a-z]([-a-z0-9]*[a-z0-9])?",
+            &["my-name", "abc-123"],
+        ));
+    }
+    errs
+}
+
 /// Upstream `IsDNS1123Subdomain`.
 pub(crate) fn dns1123_subdomain(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
@@ -213,6 +230,8 @@ pub(crate) fn each_invalid(path: &Path, value: &str, msgs: Vec<String>) -> Vec<F
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum NameRule {
     Label,
+    /// A DNS-1035 label (Services).
+    Dns1035Label,
     Subdomain,
     /// Any name usable as one URL path segment (RBAC kinds: `system:basic-user`).
     PathSegment,
@@ -223,6 +242,7 @@ pub(crate) enum NameRule {
 pub(crate) fn name_rule(kind: &str) -> NameRule {
     match kind {
         "Namespace" | "StatefulSet" => NameRule::Label,
+        "Service" => NameRule::Dns1035Label,
         "Role" | "RoleBinding" | "ClusterRole" | "ClusterRoleBinding" => NameRule::PathSegment,
         _ => NameRule::Subdomain,
     }
@@ -239,6 +259,7 @@ pub(crate) fn name_messages(rule: NameRule, name: &str, prefix: bool) -> Vec<Str
     };
     match rule {
         NameRule::Label => dns1123_label(name),
+        NameRule::Dns1035Label => dns1035_label(name),
         NameRule::Subdomain => dns1123_subdomain(name),
         NameRule::PathSegment => path_segment(name, prefix),
     }

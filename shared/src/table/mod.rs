@@ -11,6 +11,7 @@ mod cluster;
 mod core;
 mod duration;
 mod lookup;
+mod network;
 mod pod;
 mod policy;
 mod rbac;
@@ -115,6 +116,9 @@ pub fn columns(kind: &str) -> Vec<ColumnDefinition> {
         "HorizontalPodAutoscaler" => autoscaling::hpa_columns(),
         "ServiceAccount" => rbac::service_account_columns(),
         "RoleBinding" | "ClusterRoleBinding" => rbac::binding_columns(),
+        "Service" => network::service_columns(),
+        "Endpoints" => network::endpoints_columns(),
+        "EndpointSlice" => network::endpoint_slice_columns(),
         _ => default_columns(),
     }
 }
@@ -143,6 +147,9 @@ pub fn cells(kind: &str, obj: &Value, now: Timestamp) -> Vec<Value> {
         "HorizontalPodAutoscaler" => autoscaling::hpa_cells(obj, now),
         "ServiceAccount" => rbac::service_account_cells(obj, now),
         "RoleBinding" | "ClusterRoleBinding" => rbac::binding_cells(obj, now),
+        "Service" => network::service_cells(obj, now),
+        "Endpoints" => network::endpoints_cells(obj, now),
+        "EndpointSlice" => network::endpoint_slice_cells(obj, now),
         _ => default_cells(obj),
     }
 }

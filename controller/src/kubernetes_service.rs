@@ -63,9 +63,17 @@ fn put(
     fields: &[&str],
 ) -> Result<(), RegistryError> {
     let opts = WriteOptions::default();
-    match registry.create(rt, Some(NAMESPACE), obj.clone(), &opts) {
-        Err(RegistryError::AlreadyExists { .. }) => {}
-        other => return other.map(|_| ()),
+    // Looked up first: creating the Service again would fail on its taken address (422)
+    // before the name is compared.
+    match registry.get(rt, Some(NAMESPACE), NAME) {
+        Err(RegistryError::NotFound { .. }) => {
+            return match registry.create(rt, Some(NAMESPACE), obj.clone(), &opts) {
+                Err(RegistryError::AlreadyExists { .. }) => Ok(()),
+                other => other.map(|_| ()),
+            };
+        }
+        Err(e) => return Err(e),
+        Ok(_) => {}
     }
     registry.update_with(
         rt,

@@ -205,6 +205,40 @@ pub static KINDS: &[Kind] = &[
         &["NAME", "HOLDER", "AGE"],
         &[],
     ),
+    k(
+        "Service",
+        "v1",
+        "services",
+        Some("svc"),
+        true,
+        &[
+            "NAME",
+            "TYPE",
+            "CLUSTER-IP",
+            "EXTERNAL-IP",
+            "PORT(S)",
+            "AGE",
+        ],
+        &["SELECTOR"],
+    ),
+    k(
+        "Endpoints",
+        "v1",
+        "endpoints",
+        Some("ep"),
+        true,
+        &["NAME", "ENDPOINTS", "AGE"],
+        &[],
+    ),
+    k(
+        "EndpointSlice",
+        "discovery.k8s.io/v1",
+        "endpointslices",
+        None,
+        true,
+        &["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"],
+        &[],
+    ),
 ];
 
 const fn k(
@@ -314,6 +348,6 @@ mod tests {
                 a.kind
             );
         }
-        assert_eq!(KINDS.len(), 17);
+        assert_eq!(KINDS.len(), 20);
     }
 }

@@ -11,7 +11,7 @@
 //!
 //! `with_jobs::` tests need Jobs that run and finish on a real agent, so they need the Job
 //! controller: Forbid skips while a Job runs, Replace deletes it, history limits keep three
-//! successful and one failed Job, `SawCompletedJob`. They use `@every` schedules (upstream's
+//! successful and one failed Job (counting Jobs it owns but did not create), `SawCompletedJob`. They use `@every` schedules (upstream's
 //! parser takes them) to see several runs in seconds rather than minutes.
 
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container};
@@ -486,17 +486,40 @@ mod with_jobs {
         );
     }
 
+    /// A finished-to-be Job owned by the CronJob `cron`, made from its template, as if an
+    /// earlier run had created it: history the controller must trim along with its own runs.
+    fn earlier_run(c: &Cluster, cron: &str, n: usize) -> Value {
+        let cj = c
+            .get(&format!(
+                "/apis/batch/v1/namespaces/default/cronjobs/{cron}"
+            ))
+            .expect("the CronJob");
+        json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": format!("{cron}-earlier-{n}"), "labels": {"cron": cron},
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": cron,
+                    "uid": cj["metadata"]["uid"], "controller": true,
+                    "blockOwnerDeletion": true}]},
+            "spec": cj["spec"]["jobTemplate"]["spec"],
+        })
+    }
+
     #[test]
     fn history_limits_keep_three_successful_and_one_failed_job() {
         let c = Cluster::start(1);
         c.apply(&cron_job("ok", "@every 10s", json!({}), "echo done"));
         c.apply(&cron_job("bad", "@every 10s", json!({}), "exit 1"));
         // Job names carry the scheduled minute, so `@every 10s` yields at most one Job a
-        // minute (as upstream's names do): four successful runs take four minutes.
-        c.wait_for(secs(330), "4 successful and 2 failed runs seen", || {
+        // minute (as upstream's names do): the earlier history is made by hand, three
+        // successful and one failed Job, so one scheduled run of each goes past the limits.
+        for n in 1..=3 {
+            c.apply(&earlier_run(&c, "ok", n));
+        }
+        c.apply(&earlier_run(&c, "bad", 1));
+        c.wait_for(secs(150), "a scheduled run of each seen finished", || {
             let ok = events(get(&c), "ok", "SawCompletedJob").len();
             let bad = events(get(&c), "bad", "SawCompletedJob").len();
-            if ok >= 4 && bad >= 2 {
+            if ok >= 1 && bad >= 1 {
                 Ok(())
             } else {
                 Err((ok, bad))
@@ -511,13 +534,13 @@ mod with_jobs {
                 .into_iter()
                 .filter(|j| finished(j, "Failed"))
                 .collect();
-            if ok.len() == 3 && bad.len() == 1 {
+            let deleted = ["ok", "bad"].map(|cj| events(get(&c), cj, "SuccessfulDelete").len());
+            if ok.len() == 3 && bad.len() == 1 && deleted.iter().all(|d| *d > 0) {
                 Ok(())
             } else {
-                Err((ok.len(), bad.len()))
+                Err((ok.len(), bad.len(), deleted))
             }
         });
-        assert!(!events(get(&c), "ok", "SuccessfulDelete").is_empty());
         let ok = c
             .get("/apis/batch/v1/namespaces/default/cronjobs/ok")
             .unwrap_or_default();

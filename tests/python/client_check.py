@@ -47,6 +47,9 @@ def main():
 
     step(summary, "list_pods", list_pods)
 
+    # `VersionApi().get_code()` asks for `/version/` (with the slash).
+    step(summary, "version", lambda: client.VersionApi().get_code().git_version)
+
     def watch_pods():
         # No resourceVersion: the server must send the current pods as ADDED first, then end
         # the stream after timeoutSeconds.
@@ -88,6 +91,9 @@ def main():
             "replicas": d.spec.replicas,
             "image": d.spec.template.spec.containers[0].image,
             "strategy": d.spec.strategy.type if d.spec.strategy else None,
+            # A fresh Deployment's status is `{}` upstream, so this reads None, not raises.
+            "status_is_object": d.status is not None,
+            "ready_replicas": d.status.ready_replicas if d.status else "no status",
         }
 
     step(summary, "create_deployment", lambda: describe(apps.create_namespaced_deployment(ns, body)))
@@ -98,6 +104,21 @@ def main():
         return apps.read_namespaced_deployment_scale(args.deployment, ns).spec.replicas
 
     step(summary, "scale_deployment", scale)
+
+    def create_service():
+        svc = client.V1Service(
+            api_version="v1",
+            kind="Service",
+            metadata=client.V1ObjectMeta(name=args.deployment),
+            spec=client.V1ServiceSpec(
+                selector={"app": args.deployment},
+                ports=[client.V1ServicePort(port=80, target_port=80)],
+            ),
+        )
+        created = core.create_namespaced_service(ns, svc)
+        return {"cluster_ip": created.spec.cluster_ip, "type": created.spec.type}
+
+    step(summary, "create_service", create_service)
 
     json.dump(summary, sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")

@@ -1,6 +1,7 @@
 //! Acceptance area 8: the official Python `kubernetes` client (run by
-//! `tests/python/client_check.py`) loads the admin kubeconfig, lists and watches pods, creates a
-//! Deployment, reads it back and scales it. The interpreter is `$BERTH_PYTHON`, default
+//! `tests/python/client_check.py`) loads the admin kubeconfig, reads the version
+//! (`get_code()`), lists and watches pods, creates a Deployment (whose fresh `status` is an
+//! object), reads it back and scales it, and creates a Service. The interpreter is `$BERTH_PYTHON`, default
 //! `/opt/berth-venv/bin/python`; if it or the module is missing the test fails, saying how to
 //! install it.
 
@@ -113,6 +114,28 @@ fn the_python_client_lists_pods_and_creates_a_deployment() {
         context()
     );
     assert_eq!(summary["scale_deployment"], 3, "{}", context());
+    assert!(
+        summary["version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("v1.")),
+        "{}",
+        context()
+    );
+    assert_eq!(created["status_is_object"], true, "{}", context());
+    assert_eq!(created["ready_replicas"], Value::Null, "{}", context());
+    assert_eq!(
+        summary["create_service"]["type"],
+        "ClusterIP",
+        "{}",
+        context()
+    );
+    assert!(
+        summary["create_service"]["cluster_ip"]
+            .as_str()
+            .is_some_and(|ip| ip.starts_with("10.43.")),
+        "{}",
+        context()
+    );
 
     let out = c.kubectl_ok(&[
         "get",

@@ -225,36 +225,31 @@ pub const BACKOFF_SLACK_SECS: i64 = 15;
 /// Timestamps have whole seconds, but floor(a + T) − floor(a) ≥ floor(T), so a true gap of at
 /// least 10 s never shows as 9.
 pub fn judge_backoff(gaps: &[i64]) -> Result<Option<(i64, i64)>, String> {
+    Ok(judge_backoffs(gaps, 2)?.map(|g| (g[0], g[1])))
+}
+
+/// [`judge_backoff`] for the first `n` back-offs: 10 s, 20 s, 40 s … each at least its
+/// delay and at most [`BACKOFF_SLACK_SECS`] over it. `Ok(Some(gaps))` once `n` are measured.
+pub fn judge_backoffs(gaps: &[i64], n: usize) -> Result<Option<Vec<i64>>, String> {
     let skip = usize::from(gaps.first().is_some_and(|g| *g < 10));
     let rest = &gaps[skip.min(gaps.len())..];
-    if let Some(first) = rest.first() {
-        if *first < 10 {
-            return Err(format!("restart gaps {gaps:?}: a back-off under 10 s"));
-        }
-        if *first > 10 + BACKOFF_SLACK_SECS {
+    let ordinal = ["first", "second", "third", "fourth", "fifth"];
+    for (i, gap) in rest.iter().take(n).enumerate() {
+        let delay = 10i64 << i;
+        let which = ordinal.get(i).copied().unwrap_or("next");
+        if *gap < delay {
             return Err(format!(
-                "restart gaps {gaps:?}: the first back-off took over {} s",
-                10 + BACKOFF_SLACK_SECS
+                "restart gaps {gaps:?}: the {which} back-off is under {delay} s"
+            ));
+        }
+        if *gap > delay + BACKOFF_SLACK_SECS {
+            return Err(format!(
+                "restart gaps {gaps:?}: the {which} back-off took over {} s",
+                delay + BACKOFF_SLACK_SECS
             ));
         }
     }
-    match rest {
-        [first, second, ..] => {
-            if *second < 20 {
-                Err(format!(
-                    "restart gaps {gaps:?}: the second back-off is under 20 s"
-                ))
-            } else if *second > 20 + BACKOFF_SLACK_SECS {
-                Err(format!(
-                    "restart gaps {gaps:?}: the second back-off took over {} s",
-                    20 + BACKOFF_SLACK_SECS
-                ))
-            } else {
-                Ok(Some((*first, *second)))
-            }
-        }
-        _ => Ok(None),
-    }
+    Ok((rest.len() >= n).then(|| rest[..n].to_vec()))
 }
 
 #[cfg(test)]
@@ -356,6 +351,12 @@ mod tests {
         assert_eq!(judge_backoff(&[0]), Ok(None));
         assert_eq!(judge_backoff(&[0, 10]), Ok(None));
         assert_eq!(judge_backoff(&[0, 10, 21]), Ok(Some((10, 21))));
+        assert_eq!(
+            judge_backoffs(&[0, 10, 21, 40], 3),
+            Ok(Some(vec![10, 21, 40]))
+        );
+        assert_eq!(judge_backoffs(&[10, 21], 3), Ok(None));
+        assert!(judge_backoffs(&[10, 21, 30], 3).is_err());
         assert_eq!(judge_backoff(&[10, 20]), Ok(Some((10, 20))));
         assert_eq!(judge_backoff(&[11]), Ok(None));
         assert!(judge_backoff(&[0, 3]).is_err());

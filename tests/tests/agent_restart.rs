@@ -3,16 +3,16 @@
 //! exit code; a crashing container backs off 10 s, then 20 s, between restarts (measured from
 //! its status: lastState.terminated.finishedAt → the next run's startedAt) and waits in
 //! `CrashLoopBackOff` meanwhile. A container whose command does not exist fails to start and
-//! goes through the same back-off (its failed starts measured from `finishedAt` of the
-//! `StartError` terminations), instead of being retried at once.
+//! goes through the same back-off, 10 s, 20 s, then 40 s (its failed starts measured from
+//! `finishedAt` of the `StartError` terminations), instead of being retried at once.
 
 use std::time::Duration;
 
 use std::collections::BTreeMap;
 
 use berth_tests::pod_reading::{
-    RunLog, condition, container_status, judge_backoff, last_terminated, phase, restart_count,
-    terminated, time, waiting_reason,
+    RunLog, condition, container_status, judge_backoff, judge_backoffs, last_terminated, phase,
+    restart_count, terminated, time, waiting_reason,
 };
 use berth_tests::pod_specs::{bound_pod, sh_container};
 use berth_tests::{Cluster, Table, secs};
@@ -204,7 +204,7 @@ fn a_crashing_container_backs_off_10s_then_20s() {
 }
 
 #[test]
-fn a_container_whose_command_does_not_exist_backs_off_10s_then_20s() {
+fn a_container_whose_command_does_not_exist_backs_off_10s_20s_then_40s() {
     let c = Cluster::start(1);
     let node = c.node_name(0).to_string();
     c.apply(&bound_pod(
@@ -219,11 +219,11 @@ fn a_container_whose_command_does_not_exist_backs_off_10s_then_20s() {
     // Each failed start is a `StartError` termination; its finishedAt is when it was tried.
     let mut failures: BTreeMap<String, jiff::Timestamp> = BTreeMap::new();
     let mut reasons = std::collections::BTreeSet::new();
-    let (first, second) = c.watch_pod(
+    let gaps = c.watch_pod(
         "default",
         "nocommand",
         secs(150),
-        "two back-off intervals between failed starts and CrashLoopBackOff",
+        "three back-off intervals between failed starts and CrashLoopBackOff",
         |pod| {
             let cs = container_status(pod, "main").ok_or("no container status")?;
             if let Some(r) = waiting_reason(cs) {
@@ -247,14 +247,14 @@ fn a_container_whose_command_does_not_exist_backs_off_10s_then_20s() {
             if restart_count(cs) > 8 {
                 panic!("restarted {} times: gaps {gaps:?}", restart_count(cs));
             }
-            match judge_backoff(&gaps) {
+            match judge_backoffs(&gaps, 3) {
                 Err(e) => panic!("{e}"),
-                Ok(Some(pair)) if reasons.contains("CrashLoopBackOff") => Ok(pair),
+                Ok(Some(gaps)) if reasons.contains("CrashLoopBackOff") => Ok(gaps),
                 Ok(_) => Err(format!("gaps so far {gaps:?}, waiting reasons {reasons:?}")),
             }
         },
     );
-    assert!(first >= 10 && second >= 20, "{first} s, {second} s");
+    assert!(gaps[0] >= 10 && gaps[1] >= 20 && gaps[2] >= 40, "{gaps:?}");
     let pod = c.pod("default", "nocommand").unwrap();
     let cs = container_status(&pod, "main").unwrap();
     let last = last_terminated(cs).unwrap();

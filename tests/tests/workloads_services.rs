@@ -1,0 +1,175 @@
+//! Issue 12, endpoints (the proxy and DNS come later): a Deployment behind a Service on a real
+//! agent. The Service's EndpointSlice and Endpoints list the ready pods' IPs with the named
+//! target port resolved from the pods' container ports; a pod failing readiness stays in the
+//! slice as not ready and moves to the Endpoints' `notReadyAddresses`; scaling down leaves
+//! one ready endpoint; `kubectl get endpointslices` / `get ep` print upstream's columns.
+
+use berth_tests::pod_specs::sh_container;
+use berth_tests::{Cluster, Table, secs};
+use serde_json::{Value, json};
+
+const SLICES: &str = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices";
+
+fn deployment(replicas: u32) -> Value {
+    let mut main = sh_container(
+        "main",
+        "touch /tmp/ready; trap 'exit 0' TERM; while true; do sleep 1; done",
+    );
+    main["ports"] = json!([{"containerPort": 8080, "name": "http"}]);
+    main["readinessProbe"] = json!({"exec": {"command": ["test", "-f", "/tmp/ready"]},
+                                     "periodSeconds": 1, "failureThreshold": 1});
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"terminationGracePeriodSeconds": 1,
+                                       "containers": [main]}}}})
+}
+
+/// The `web` Service's one managed slice.
+fn slice(c: &Cluster) -> Result<Value, String> {
+    let list = c
+        .get(&format!(
+            "{SLICES}?labelSelector=kubernetes.io/service-name%3Dweb"
+        ))
+        .ok_or("no list")?;
+    match list["items"].as_array().map(Vec::as_slice) {
+        Some([one]) => Ok(one.clone()),
+        other => Err(format!("slices: {other:?}")),
+    }
+}
+
+/// Each endpoint's address and whether it is ready, sorted.
+fn endpoints(slice: &Value) -> Vec<(String, bool)> {
+    let mut out: Vec<(String, bool)> = slice["endpoints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            (
+                e["addresses"][0].as_str().unwrap_or_default().to_string(),
+                e["conditions"]["ready"] == true,
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The running `web` pods' names and IPs, sorted by IP.
+fn pods(c: &Cluster) -> Vec<(String, String)> {
+    let list = c
+        .get("/api/v1/namespaces/default/pods?labelSelector=app%3Dweb")
+        .unwrap_or_default();
+    let mut out: Vec<(String, String)> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter_map(|p| {
+            Some((
+                p["metadata"]["name"].as_str()?.to_string(),
+                p["status"]["podIP"].as_str()?.to_string(),
+            ))
+        })
+        .collect();
+    out.sort_by(|a, b| a.1.cmp(&b.1));
+    out
+}
+
+#[test]
+fn a_services_endpoints_follow_its_pods_readiness_and_scale() {
+    let c = Cluster::start(1);
+    c.apply(&deployment(2));
+    c.apply(&json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"},
+                 "ports": [{"name": "web", "port": 80, "targetPort": "http"}]}}));
+    let ready = c.wait_for(secs(90), "two ready endpoints", || {
+        let s = slice(&c)?;
+        let pods = pods(&c);
+        let want: Vec<(String, bool)> = pods.iter().map(|(_, ip)| (ip.clone(), true)).collect();
+        if pods.len() == 2 && endpoints(&s) == want {
+            Ok((s, pods))
+        } else {
+            Err(format!("{:?} vs pods {pods:?}", endpoints(&s)))
+        }
+    });
+    let (s, pods) = ready;
+    assert_eq!(s["addressType"], "IPv4");
+    assert_eq!(
+        s["ports"],
+        json!([{"name": "web", "port": 8080, "protocol": "TCP"}])
+    );
+    assert_eq!(
+        s["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"],
+        "endpointslice-controller.k8s.io"
+    );
+    assert_eq!(s["metadata"]["ownerReferences"][0]["kind"], "Service");
+    assert_eq!(s["endpoints"][0]["targetRef"]["kind"], "Pod");
+    assert!(s["endpoints"][0]["nodeName"].is_string(), "{s}");
+
+    let out = c.kubectl().ok(&[
+        "get",
+        "endpointslices",
+        "-l",
+        "kubernetes.io/service-name=web",
+    ]);
+    let table = Table::parse(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(
+        table.headers,
+        ["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"]
+    );
+    assert_eq!(table.values("PORTS"), ["8080"]);
+    let ips: Vec<&str> = pods.iter().map(|(_, ip)| ip.as_str()).collect();
+    assert_eq!(table.values("ENDPOINTS"), [ips.join(",")]);
+    let out = c.kubectl().ok(&["get", "ep", "web"]);
+    let table = Table::parse(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let mut shown: Vec<String> = table.values("ENDPOINTS")[0]
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    shown.sort();
+    let mut want: Vec<String> = ips.iter().map(|ip| format!("{ip}:8080")).collect();
+    want.sort();
+    assert_eq!(shown, want, "{out}");
+
+    // One pod fails its readiness probe: not ready in the slice, not ready in the Endpoints.
+    let (unready, unready_ip) = pods[0].clone();
+    let r = c.exec("default", &unready, None, &["rm", "/tmp/ready"]);
+    assert!(r.success(), "{}", r.describe());
+    c.wait_for(secs(30), "the unready pod's endpoint not ready", || {
+        let s = slice(&c)?;
+        let ep = c
+            .get("/api/v1/namespaces/default/endpoints/web")
+            .ok_or("no Endpoints")?;
+        let not_ready: Vec<&str> = ep["subsets"][0]["notReadyAddresses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a["ip"].as_str())
+            .collect();
+        let ready_in_slice = endpoints(&s).iter().filter(|(_, r)| *r).count();
+        if ready_in_slice == 1 && not_ready == [unready_ip.as_str()] {
+            Ok(())
+        } else {
+            Err(format!(
+                "slice {:?}, not ready {not_ready:?}",
+                endpoints(&s)
+            ))
+        }
+    });
+
+    // Scaled to one: one ready endpoint is left.
+    c.kubectl()
+        .ok(&["scale", "deployment", "web", "--replicas=1"]);
+    c.wait_for(secs(60), "one endpoint left", || {
+        let s = slice(&c)?;
+        let left = endpoints(&s);
+        if left.len() == 1 && left[0].1 {
+            Ok(())
+        } else {
+            Err(format!("{left:?}"))
+        }
+    });
+}

@@ -7,6 +7,7 @@ pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
+pub mod endpointslice;
 pub mod gc;
 pub mod job;
 pub mod namespace;
@@ -39,6 +40,7 @@ pub fn start(
         tokio::spawn(serviceaccount::run(ctx.clone(), root_ca, shutdown.clone())),
         tokio::spawn(deployment::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(disruption::run(ctx.clone(), shutdown.clone())),
+        tokio::spawn(endpointslice::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(gc::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(job::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(namespace::run(ctx.clone(), shutdown.clone())),

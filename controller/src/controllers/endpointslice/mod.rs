@@ -7,6 +7,8 @@
 pub mod plan;
 pub mod pods;
 pub mod routing;
+#[cfg(test)]
+mod tests;
 
 use super::runtime::{Context, Controller as Wiring, Reconciler};
 use crate::informer::{BY_LABEL, Informer, ObjectKey};

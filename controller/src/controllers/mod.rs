@@ -7,6 +7,8 @@ pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
+pub mod endpoints;
+pub mod endpointslice;
 pub mod gc;
 pub mod job;
 pub mod namespace;
@@ -39,6 +41,8 @@ pub fn start(
         tokio::spawn(serviceaccount::run(ctx.clone(), root_ca, shutdown.clone())),
         tokio::spawn(deployment::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(disruption::run(ctx.clone(), shutdown.clone())),
+        tokio::spawn(endpoints::run(ctx.clone(), shutdown.clone())),
+        tokio::spawn(endpointslice::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(gc::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(job::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(namespace::run(ctx.clone(), shutdown.clone())),

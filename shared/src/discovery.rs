@@ -52,6 +52,12 @@ fn subresources(r: &ResourceType) -> Vec<Subresource> {
                 verbs: &["create"],
             },
             Subresource {
+                name: "ephemeralcontainers",
+                group_version: None,
+                kind: None,
+                verbs: SUBRESOURCE_RW,
+            },
+            Subresource {
                 name: "eviction",
                 group_version: Some(("policy", "v1")),
                 kind: Some("Eviction"),

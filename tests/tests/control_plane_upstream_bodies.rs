@@ -2,7 +2,9 @@
 //! with a status stanza comes back with its zero status (`status: {}` for a Deployment), error
 //! `Status` bodies are byte for byte what kube-apiserver writes (field order, trailing newline),
 //! and a body that is not of the URL's kind is refused with upstream's decode-error wording,
-//! which kubectl's own command tests grep for.
+//! which kubectl's own command tests grep for. Ephemeral containers come only through
+//! `pods/{name}/ephemeralcontainers`, may not have ports, probes or resources (422 naming the
+//! field), and once added are never changed or removed.
 
 use std::path::Path;
 
@@ -154,4 +156,100 @@ fn valid_pod_json() -> serde_json::Value {
             {"name": "kubernetes-serve-hostname", "image": "registry.k8s.io/serve_hostname"}
         ]},
     })
+}
+
+#[test]
+fn ephemeral_containers_are_added_through_their_subresource_and_never_changed() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "app"},
+        "spec": {"containers": [{"name": "app", "image": "busybox:1.28"}]}});
+    let r = api.send(Req::post(pods, &pod));
+    assert_eq!(r.status, 201, "{}", r.describe());
+    let sub = format!("{pods}/app/ephemeralcontainers");
+    let smp = "application/strategic-merge-patch+json";
+    let debugger = json!({"name": "debugger", "image": "busybox:1.28",
+                          "targetContainerName": "app", "stdin": true, "tty": true});
+
+    // Editing the pod spec does not add one: the main resource keeps the stored list.
+    let r = api.send(Req::patch(
+        format!("{pods}/app"),
+        smp,
+        &json!({"spec": {"ephemeralContainers": [debugger.clone()]}}),
+    ));
+    assert_eq!(r.status, 200, "{}", r.describe());
+    assert!(
+        r.json()["spec"]["ephemeralContainers"].is_null(),
+        "{}",
+        r.body
+    );
+
+    // The subresource adds it (as `kubectl debug` does), defaulted.
+    let r = api.send(Req::patch(
+        &sub,
+        smp,
+        &json!({"spec": {"ephemeralContainers": [debugger.clone()]}}),
+    ));
+    assert_eq!(r.status, 200, "{}", r.describe());
+    let added = &r.json()["spec"]["ephemeralContainers"];
+    assert_eq!(added[0]["name"], "debugger", "{}", r.body);
+    assert_eq!(added[0]["terminationMessagePolicy"], "File", "{}", r.body);
+    assert_eq!(api.get_ok(&sub)["spec"]["ephemeralContainers"], *added);
+
+    // Ports, probes and resources are refused, naming the field.
+    for (field, extra) in [
+        ("ports", json!({"ports": [{"containerPort": 80}]})),
+        (
+            "readinessProbe",
+            json!({"readinessProbe": {"exec": {"command": ["true"]}}}),
+        ),
+        (
+            "resources",
+            json!({"resources": {"requests": {"cpu": "100m"}}}),
+        ),
+    ] {
+        let mut second = json!({"name": "second", "image": "busybox:1.28"});
+        if let (Some(s), Some(e)) = (second.as_object_mut(), extra.as_object()) {
+            s.extend(e.clone());
+        }
+        let r = api.send(Req::patch(
+            &sub,
+            smp,
+            &json!({"spec": {"ephemeralContainers": [second]}}),
+        ));
+        assert_eq!(r.status, 422, "{field}: {}", r.describe());
+        assert_eq!(
+            r.json()["details"]["causes"][0]["field"],
+            format!("spec.ephemeralContainers[1].{field}"),
+            "{}",
+            r.body
+        );
+        assert!(
+            r.body.contains("cannot be set for an Ephemeral Container"),
+            "{}",
+            r.body
+        );
+    }
+
+    // Changing or removing it is refused.
+    let mut current = api.get_ok(&format!("{pods}/app"));
+    current["spec"]["ephemeralContainers"][0]["image"] = json!("busybox:1.36");
+    let r = api.send(Req::put(&sub, &current));
+    assert_eq!(r.status, 422, "{}", r.describe());
+    assert!(
+        r.body
+            .contains("existing ephemeral containers \\\"debugger\\\" may not be changed"),
+        "{}",
+        r.body
+    );
+    let mut current = api.get_ok(&format!("{pods}/app"));
+    current["spec"]["ephemeralContainers"] = json!([]);
+    let r = api.send(Req::put(&sub, &current));
+    assert_eq!(r.status, 422, "{}", r.describe());
+    assert!(r.body.contains("may not be removed"), "{}", r.body);
+    assert_eq!(
+        api.get_ok(&format!("{pods}/app"))["spec"]["ephemeralContainers"],
+        *added
+    );
 }

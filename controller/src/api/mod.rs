@@ -398,6 +398,18 @@ async fn serve_resource(
                 Some("scale") if rt.has_scale => {
                     subresource::put_scale(&state, rt, ns, name, body, &query).await
                 }
+                Some("ephemeralcontainers") if rt.kind == "Pod" => {
+                    write::update(
+                        &state,
+                        rt,
+                        ns,
+                        name,
+                        body,
+                        write_options()?,
+                        crate::registry::Part::EphemeralContainers,
+                    )
+                    .await
+                }
                 _ => Err(ApiError::UnknownPath),
             }
         }
@@ -435,6 +447,19 @@ async fn serve_resource(
                     subresource::patch_scale(&state, rt, ns, name, &content_type, body, &query)
                         .await
                 }
+                Some("ephemeralcontainers") if rt.kind == "Pod" => {
+                    patch::patch(
+                        &state,
+                        view,
+                        ns,
+                        name,
+                        &content_type,
+                        body,
+                        write_options()?,
+                        crate::registry::Part::EphemeralContainers,
+                    )
+                    .await
+                }
                 _ => Err(ApiError::UnknownPath),
             }
         }
@@ -448,6 +473,9 @@ async fn serve_resource(
             write::delete_collection(&state, rt, ns, body, &query).await
         }
         (&Method::GET, Some(name), Some("status")) if rt.has_status => {
+            list::get(&state, rt, ns, name, None).await
+        }
+        (&Method::GET, Some(name), Some("ephemeralcontainers")) if rt.kind == "Pod" => {
             list::get(&state, rt, ns, name, None).await
         }
         (&Method::GET, Some(name), Some("scale")) if rt.has_scale => {

@@ -102,6 +102,6 @@ pub async fn patch(
     let resp = json_response(code, &obj);
     Ok(match part {
         Part::Main => super::with_warnings(resp, rt.kind, &obj),
-        Part::Status => resp,
+        Part::Status | Part::EphemeralContainers => resp,
     })
 }

@@ -45,7 +45,7 @@ pub async fn update(
     let resp = json_response(StatusCode::OK, &updated);
     Ok(match part {
         Part::Main => super::with_warnings(resp, rt.kind, &updated),
-        Part::Status => resp,
+        Part::Status | Part::EphemeralContainers => resp,
     })
 }
 

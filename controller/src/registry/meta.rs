@@ -357,8 +357,30 @@ pub fn prepare_for_update(
             }
             o
         }
+        super::Part::EphemeralContainers => {
+            let mut o = old.clone();
+            let ephemeral = new.pointer("/spec/ephemeralContainers").cloned();
+            if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
+                match ephemeral {
+                    Some(e) => spec.insert("ephemeralContainers".into(), e),
+                    None => spec.remove("ephemeralContainers"),
+                };
+            }
+            o
+        }
         super::Part::Main => {
             let mut o = new;
+            // Ephemeral containers come only through their subresource (upstream: "cannot
+            // be added by editing the pod spec"): the main resource keeps the stored ones.
+            if rt.kind == "Pod" {
+                let stored = old.pointer("/spec/ephemeralContainers").cloned();
+                if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
+                    match stored {
+                        Some(e) => spec.insert("ephemeralContainers".into(), e),
+                        None => spec.remove("ephemeralContainers"),
+                    };
+                }
+            }
             if rt.has_status {
                 match old.get("status") {
                     Some(s) => o["status"] = s.clone(),

@@ -102,6 +102,8 @@ pub enum Part {
     Main,
     /// The `status` subresource: only `status`.
     Status,
+    /// A pod's `ephemeralcontainers` subresource: only `spec.ephemeralContainers`.
+    EphemeralContainers,
 }
 
 /// The object service. Cheap to clone.

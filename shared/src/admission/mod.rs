@@ -26,6 +26,7 @@ mod container;
 
 mod cron_job;
 mod defaults;
+mod ephemeral;
 mod field;
 mod meta;
 mod names;

@@ -22,6 +22,7 @@ const DEFAULT_TOLERATION_SECONDS: i64 = 300;
 pub(crate) fn default_pod(pod: &mut Pod, op: Operation) {
     let spec = pod.spec.get_or_insert_with(Default::default);
     default_pod_spec(spec);
+    super::ephemeral::default_ephemeral_containers(spec);
     for c in spec
         .containers
         .iter_mut()
@@ -328,6 +329,7 @@ pub(crate) fn validate_pod_update(new: &Pod, old: &Pod) -> Vec<FieldError> {
             ));
         }
     }
+    errs.extend(super::ephemeral::validate_ephemeral_containers(ns, os));
     let munged = munge_mutable_fields(ns, os);
     if munged != *os {
         let diff = spec_diff(os, &munged);
@@ -373,6 +375,8 @@ fn munge_mutable_fields(ns: &PodSpec, os: &PodSpec) -> PodSpec {
         }
     }
     m.active_deadline_seconds = os.active_deadline_seconds;
+    // Validated on their own (the ephemeralcontainers subresource is their only way in).
+    m.ephemeral_containers.clone_from(&os.ephemeral_containers);
     m.scheduling_gates.clone_from(&os.scheduling_gates);
     m.tolerations.clone_from(&os.tolerations);
     if os.termination_grace_period_seconds.is_some_and(|g| g < 0)

@@ -2,9 +2,10 @@
 //! agent. The Service's EndpointSlice and Endpoints list the ready pods' IPs with the named
 //! target port resolved from the pods' container ports; a pod failing readiness stays in the
 //! slice as not ready and moves to the Endpoints' `notReadyAddresses`; scaling down leaves
-//! one ready endpoint; `kubectl get endpointslices` / `get ep` print upstream's columns.
+//! one ready endpoint; `kubectl get endpointslices` / `get ep` print upstream's columns. A pod
+//! started after the Service exists gets the kubelet's service variables.
 
-use berth_tests::pod_specs::sh_container;
+use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container, sh_pod};
 use berth_tests::{Cluster, Table, secs};
 use serde_json::{Value, json};
 
@@ -133,6 +134,25 @@ fn a_services_endpoints_follow_its_pods_readiness_and_scale() {
     let mut want: Vec<String> = ips.iter().map(|ip| format!("{ip}:8080")).collect();
     want.sort();
     assert_eq!(shown, want, "{out}");
+
+    // A pod started now gets the Service's variables, as the kubelet writes them.
+    let node = c.node_name(0).to_string();
+    c.apply(&sh_pod("client", &node, SLEEP_FOREVER));
+    c.wait_for_pod_phase("default", "client", "Running", secs(60));
+    let ip = c
+        .get("/api/v1/namespaces/default/services/web")
+        .and_then(|s| s["spec"]["clusterIP"].as_str().map(str::to_string))
+        .expect("the Service's cluster IP");
+    let env = c.exec_ok("default", "client", None, &["env"]);
+    for line in [
+        format!("WEB_SERVICE_HOST={ip}"),
+        "WEB_SERVICE_PORT=80".to_string(),
+        "WEB_SERVICE_PORT_WEB=80".to_string(),
+        format!("WEB_PORT=tcp://{ip}:80"),
+        format!("WEB_PORT_80_TCP_ADDR={ip}"),
+    ] {
+        assert!(env.lines().any(|l| l == line), "{line} not in:\n{env}");
+    }
 
     // One pod fails its readiness probe: not ready in the slice, not ready in the Endpoints.
     let (unready, unready_ip) = pods[0].clone();

@@ -21,6 +21,8 @@ pub struct ResolvedSources {
     pub secrets: BTreeMap<String, BTreeMap<String, String>>,
     /// ServiceAccount tokens for projected volumes, by [`super::api_access::TokenNeed::key`].
     pub tokens: BTreeMap<String, String>,
+    /// The Services of the pod's namespace, when `enableServiceLinks` asks for their variables.
+    pub services: Vec<berth_shared::k8s_openapi::api::core::v1::Service>,
 }
 
 /// Where things are on the host for this container.
@@ -203,6 +205,10 @@ pub fn environment(
         env.push((k, v));
     };
     // The service variables come first: the pod's own envFrom and env override them.
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    for (k, v) in super::service_links::variables(ns, &sources.services) {
+        set(&mut env, k, v);
+    }
     if let Some(api) = &host.api_endpoint {
         for (k, v) in super::api_access::service_env(api) {
             set(&mut env, k, v);

@@ -17,7 +17,7 @@ use crate::runtime::{
     ContainerConfig, ContainerId, ContainerInfo, ExitInfo, RuntimeError, TaskState,
 };
 use berth_shared::client::ClientError;
-use berth_shared::k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use berth_shared::k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use futures::future::BoxFuture;
 use jiff::Timestamp;
 use std::collections::{BTreeMap, BTreeSet};
@@ -390,6 +390,13 @@ impl PodApi for FakeApi {
         _name: &'a str,
     ) -> BoxFuture<'a, Result<Option<Secret>, ClientError>> {
         Box::pin(async { Ok(None) })
+    }
+
+    fn services<'a>(
+        &'a self,
+        _namespace: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Service>, ClientError>> {
+        Box::pin(async { Ok(Vec::new()) })
     }
 
     fn service_account_token<'a>(

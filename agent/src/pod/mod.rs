@@ -20,6 +20,7 @@ pub mod ports;
 pub mod prober;
 pub mod restart;
 pub mod sandbox;
+pub mod service_links;
 pub mod status;
 pub mod volumes;
 pub mod worker;

@@ -15,8 +15,8 @@ use crate::runtime::{
     ContainerConfig, ContainerId, ContainerInfo, ExitInfo, Runtime, RuntimeError,
 };
 use berth_shared::client::{Client, ClientError};
-use berth_shared::k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
-use berth_shared::resource::{CONFIG_MAPS, PODS, SECRETS, SERVICE_ACCOUNTS};
+use berth_shared::k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use berth_shared::resource::{CONFIG_MAPS, PODS, SECRETS, SERVICE_ACCOUNTS, SERVICES};
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Duration;
@@ -183,6 +183,11 @@ pub trait PodApi: Send + Sync {
         namespace: &'a str,
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<Secret>, ClientError>>;
+    /// The Services of a namespace (for the service environment variables).
+    fn services<'a>(
+        &'a self,
+        namespace: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Service>, ClientError>>;
     /// A token of the pod's ServiceAccount bound to the pod (TokenRequest).
     fn service_account_token<'a>(
         &'a self,
@@ -287,6 +292,19 @@ impl PodApi for ApiClient {
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<Secret>, ClientError>> {
         Box::pin(self.client.get(SECRETS, Some(namespace), name))
+    }
+
+    fn services<'a>(
+        &'a self,
+        namespace: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Service>, ClientError>> {
+        Box::pin(async move {
+            let list = self
+                .client
+                .list(SERVICES, Some(namespace), &Default::default())
+                .await?;
+            Ok(list.items)
+        })
     }
 
     fn service_account_token<'a>(

@@ -1,5 +1,6 @@
 //! The ConfigMaps and Secrets a pod's volumes and environment refer to, read from the API for
-//! a container start, and the ServiceAccount tokens of its projected volumes. A missing or
+//! a container start, the Services of its namespace (for the service variables, unless
+//! `enableServiceLinks: false`), and the ServiceAccount tokens of its projected volumes. A missing or
 //! unreadable one is left out; the container config reports what it lacks.
 
 use super::{PodWorker, ns_of};
@@ -25,6 +26,14 @@ impl PodWorker {
             }
         }
         out.tokens = self.tokens_for(pod).await;
+        let links = pod.spec.as_ref().and_then(|s| s.enable_service_links) != Some(false);
+        if links {
+            match self.cx.api.services(&ns).await {
+                Ok(services) => out.services = services,
+                Err(e) => tracing::warn!(namespace = %ns, error = %e,
+                    "listing Services for the service variables failed; starting without them"),
+            }
+        }
         for name in secrets {
             if let Ok(Some(s)) = self.cx.api.secret(&ns, &name).await {
                 let mut data: BTreeMap<String, String> = s

@@ -98,6 +98,9 @@ pub fn decide(node: &str, r: &Request<'_>, facts: &Facts) -> Result<(), String> 
             Verb::Create | Verb::Update | Verb::Patch | Verb::Get
         ),
         ("", "configmaps") | ("", "secrets") => r.verb == Verb::Get && facts.referenced_by_node_pod,
+        // As upstream's node authorizer: the service variables of every pod (and, later, the
+        // service proxy) need every Service.
+        ("", "services") => r.verb.reads(),
         ("", "serviceaccounts") => {
             r.verb == Verb::Create && r.subresource == Some("token") && facts.token_for_own_pod
         }
@@ -192,6 +195,16 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("nodes \"b\" is forbidden"), "{err}");
+    }
+
+    #[test]
+    fn a_node_reads_every_service_but_writes_none() {
+        for verb in [Verb::Get, Verb::List, Verb::Watch] {
+            let r = req(verb, "", "services", Some("shop"), None);
+            assert!(decide("a", &r, &Facts::default()).is_ok(), "{verb:?}");
+        }
+        let write = req(Verb::Create, "", "services", Some("shop"), None);
+        assert!(decide("a", &write, &Facts::default()).is_err());
     }
 
     #[test]

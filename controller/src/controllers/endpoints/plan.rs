@@ -14,7 +14,7 @@
 use crate::controllers::endpointslice::plan::HEADLESS_LABEL;
 use crate::controllers::endpointslice::pods::{self, PodEndpoint, ResolvedPort};
 use berth_shared::k8s_openapi::api::core::v1::{
-    EndpointAddress, EndpointPort, EndpointSubset, Endpoints, ObjectReference, Pod, Service,
+    EndpointAddress, EndpointPort, EndpointSubset, Endpoints, Pod, Service,
 };
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeMap;
@@ -54,13 +54,7 @@ fn address(e: &PodEndpoint) -> EndpointAddress {
         ip: e.ip.clone(),
         hostname: e.hostname.clone(),
         node_name: e.node_name.clone(),
-        target_ref: Some(ObjectReference {
-            kind: Some("Pod".to_string()),
-            namespace: Some(e.namespace.clone()),
-            name: Some(e.name.clone()),
-            uid: Some(e.uid.clone()),
-            ..ObjectReference::default()
-        }),
+        target_ref: Some(e.target_ref()),
     }
 }
 

@@ -20,7 +20,7 @@
 //! the slice that held it.
 
 use super::pods::{self, PodEndpoint, ResolvedPort};
-use berth_shared::k8s_openapi::api::core::v1::{ObjectReference, Pod, Service};
+use berth_shared::k8s_openapi::api::core::v1::{Pod, Service};
 use berth_shared::k8s_openapi::api::discovery::v1::{
     Endpoint, EndpointConditions, EndpointPort, EndpointSlice,
 };
@@ -105,13 +105,7 @@ fn endpoint(e: &PodEndpoint, zones: &BTreeMap<String, String>) -> Endpoint {
         hostname: e.hostname.clone(),
         node_name: e.node_name.clone(),
         zone: e.node_name.as_ref().and_then(|n| zones.get(n)).cloned(),
-        target_ref: Some(ObjectReference {
-            kind: Some("Pod".to_string()),
-            namespace: Some(e.namespace.clone()),
-            name: Some(e.name.clone()),
-            uid: Some(e.uid.clone()),
-            ..ObjectReference::default()
-        }),
+        target_ref: Some(e.target_ref()),
         ..Endpoint::default()
     }
 }

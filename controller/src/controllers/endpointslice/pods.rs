@@ -15,7 +15,7 @@
 //!   `containerPort` of the pod's container port of that name and protocol; a port that does
 //!   not resolve is left out of that pod's port set.
 
-use berth_shared::k8s_openapi::api::core::v1::{Pod, Service, ServicePort};
+use berth_shared::k8s_openapi::api::core::v1::{ObjectReference, Pod, Service, ServicePort};
 use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use berth_shared::selector::LabelSelector;
 
@@ -42,6 +42,19 @@ pub struct PodEndpoint {
     pub terminating: bool,
     /// The Service's ports this pod resolves, in the Service's order.
     pub ports: Vec<ResolvedPort>,
+}
+
+impl PodEndpoint {
+    /// The reference to the pod both Endpoints addresses and slice endpoints carry.
+    pub fn target_ref(&self) -> ObjectReference {
+        ObjectReference {
+            kind: Some("Pod".to_string()),
+            namespace: Some(self.namespace.clone()),
+            name: Some(self.name.clone()),
+            uid: Some(self.uid.clone()),
+            ..ObjectReference::default()
+        }
+    }
 }
 
 /// The selector a Service selects pods with: `None` for a Service without one (or an empty

@@ -370,45 +370,12 @@ async fn serve_resource(
                 None | Some("status") => conversion::body_to_storage(view, body)?,
                 _ => body,
             };
-            match sub {
-                None => {
-                    write::update(
-                        &state,
-                        rt,
-                        ns,
-                        name,
-                        body,
-                        write_options()?,
-                        crate::registry::Part::Main,
-                    )
-                    .await
-                }
-                Some("status") if rt.has_status => {
-                    write::update(
-                        &state,
-                        rt,
-                        ns,
-                        name,
-                        body,
-                        write_options()?,
-                        crate::registry::Part::Status,
-                    )
-                    .await
-                }
-                Some("scale") if rt.has_scale => {
+            match (sub, written_part(rt, sub)) {
+                (Some("scale"), _) if rt.has_scale => {
                     subresource::put_scale(&state, rt, ns, name, body, &query).await
                 }
-                Some("ephemeralcontainers") if rt.kind == "Pod" => {
-                    write::update(
-                        &state,
-                        rt,
-                        ns,
-                        name,
-                        body,
-                        write_options()?,
-                        crate::registry::Part::EphemeralContainers,
-                    )
-                    .await
+                (_, Some(part)) => {
+                    write::update(&state, rt, ns, name, body, write_options()?, part).await
                 }
                 _ => Err(ApiError::UnknownPath),
             }
@@ -416,49 +383,14 @@ async fn serve_resource(
         (&Method::PATCH, Some(name), sub) => {
             let content_type = body::content_type(&parts.headers);
             let body = body::read_raw(body, &parts.headers).await?;
-            match sub {
-                None => {
-                    patch::patch(
-                        &state,
-                        view,
-                        ns,
-                        name,
-                        &content_type,
-                        body,
-                        write_options()?,
-                        crate::registry::Part::Main,
-                    )
-                    .await
-                }
-                Some("status") if rt.has_status => {
-                    patch::patch(
-                        &state,
-                        view,
-                        ns,
-                        name,
-                        &content_type,
-                        body,
-                        write_options()?,
-                        crate::registry::Part::Status,
-                    )
-                    .await
-                }
-                Some("scale") if rt.has_scale => {
+            match (sub, written_part(rt, sub)) {
+                (Some("scale"), _) if rt.has_scale => {
                     subresource::patch_scale(&state, rt, ns, name, &content_type, body, &query)
                         .await
                 }
-                Some("ephemeralcontainers") if rt.kind == "Pod" => {
-                    patch::patch(
-                        &state,
-                        view,
-                        ns,
-                        name,
-                        &content_type,
-                        body,
-                        write_options()?,
-                        crate::registry::Part::EphemeralContainers,
-                    )
-                    .await
+                (_, Some(part)) => {
+                    let opts = write_options()?;
+                    patch::patch(&state, view, ns, name, &content_type, body, opts, part).await
                 }
                 _ => Err(ApiError::UnknownPath),
             }
@@ -472,10 +404,8 @@ async fn serve_resource(
             let body = body::read_raw(body, &parts.headers).await?;
             write::delete_collection(&state, rt, ns, body, &query).await
         }
-        (&Method::GET, Some(name), Some("status")) if rt.has_status => {
-            list::get(&state, rt, ns, name, None).await
-        }
-        (&Method::GET, Some(name), Some("ephemeralcontainers")) if rt.kind == "Pod" => {
+        // The status and ephemeralcontainers subresources read as the whole object.
+        (&Method::GET, Some(name), Some(sub)) if written_part(rt, Some(sub)).is_some() => {
             list::get(&state, rt, ns, name, None).await
         }
         (&Method::GET, Some(name), Some("scale")) if rt.has_scale => {
@@ -491,6 +421,21 @@ async fn serve_resource(
         }
         (_, _, Some(_)) => Err(ApiError::UnknownPath),
         _ => Err(ApiError::MethodNotAllowed),
+    }
+}
+
+/// The part of an object a write to the subresource `sub` (`None`: the object itself)
+/// changes; `None` for subresources with their own handlers (scale) or none at all.
+fn written_part(
+    rt: &berth_shared::resource::ResourceType,
+    sub: Option<&str>,
+) -> Option<crate::registry::Part> {
+    use crate::registry::Part;
+    match sub {
+        None => Some(Part::Main),
+        Some("status") if rt.has_status => Some(Part::Status),
+        Some("ephemeralcontainers") if rt.kind == "Pod" => Some(Part::EphemeralContainers),
+        _ => None,
     }
 }
 

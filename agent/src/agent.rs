@@ -131,6 +131,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         return Ok(());
     };
     tracing::info!(%pod_cidr, "pod CIDR assigned");
+    let peers = peer_config(&config, facts.internal_ip.as_deref(), &pod_cidr);
+    let peer_routing = peers.map(|cfg| {
+        tokio::spawn(crate::network::peers::run(
+            client.clone(),
+            cfg,
+            shutdown.clone(),
+        ))
+    });
     let state_dir = config.root_dir.join("network");
     let instance = crate::network::instance_id(&state_dir).await?;
     let network = Network::new(NetworkConfig {
@@ -160,5 +168,29 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
     backend.attach(manager.clone());
     manager.run(shutdown.clone()).await;
     let _ = heartbeat.await;
+    if let Some(task) = peer_routing {
+        let _ = task.await;
+    }
     Ok(())
+}
+
+/// Peer routing's settings, or `None` (logged) when the node address or pod CIDR is not IPv4.
+fn peer_config(
+    config: &Config,
+    node_ip: Option<&str>,
+    pod_cidr: &str,
+) -> Option<crate::network::peers::PeerConfig> {
+    let node_ip = node_ip.and_then(|ip| ip.parse().ok());
+    let pod_cidr = pod_cidr.parse().ok();
+    let (Some(node_ip), Some(pod_cidr)) = (node_ip, pod_cidr) else {
+        tracing::warn!("no IPv4 node address or pod CIDR: no routes to other nodes' pods");
+        return None;
+    };
+    Some(crate::network::peers::PeerConfig {
+        node: config.node_name.clone(),
+        node_ip,
+        pod_cidr,
+        mode: config.pod_network,
+        vxlan_device: config.vxlan_device.clone(),
+    })
 }

@@ -30,4 +30,8 @@ pub struct Config {
     pub node_ip: Option<String>,
     /// Hard eviction thresholds (`--eviction-hard`), which raise the pressure conditions.
     pub eviction_hard: crate::node::pressure::Thresholds,
+    /// How pods reach other nodes' pods (`--pod-network`).
+    pub pod_network: crate::network::peers::plan::PodNetworkMode,
+    /// The VXLAN device's name (`--vxlan-device`).
+    pub vxlan_device: String,
 }

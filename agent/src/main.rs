@@ -88,6 +88,14 @@ struct RunArgs {
     #[arg(long, default_value = berth_agent::node::pressure::DEFAULT_EVICTION_HARD,
           value_parser = berth_agent::node::pressure::Thresholds::parse)]
     eviction_hard: berth_agent::node::pressure::Thresholds,
+    /// How pods reach pods on other nodes: `host-gw` (a route via the peer's address; peers
+    /// must share a segment), `vxlan` (a VXLAN tunnel to every peer), or `auto` (host-gw to
+    /// peers on a shared segment, VXLAN to the others).
+    #[arg(long, default_value = "auto")]
+    pod_network: berth_agent::network::peers::plan::PodNetworkMode,
+    /// The VXLAN device (VNI 1, UDP port 8472) made when a peer needs it.
+    #[arg(long, default_value = "berth.1")]
+    vxlan_device: String,
 }
 
 /// A positive byte size such as `10Mi` or `4096`.
@@ -184,6 +192,8 @@ fn main() -> anyhow::Result<()> {
                 container_log_max_bytes: a.container_log_max_size,
                 node_ip: a.node_ip,
                 eviction_hard: a.eviction_hard,
+                pod_network: a.pod_network,
+                vxlan_device: a.vxlan_device,
             };
             runtime.block_on(async move {
                 let shutdown = CancellationToken::new();

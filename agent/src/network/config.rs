@@ -31,13 +31,29 @@ pub struct NetworkConfig {
 }
 
 /// An IPv4 subnet such as `10.42.1.0/24`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Ipv4Cidr {
     pub addr: Ipv4Addr,
     pub prefix: u8,
 }
 
 impl Ipv4Cidr {
+    /// The subnet of `prefix` bits that holds `addr` (host bits cleared): an interface address
+    /// `172.31.5.11/24` is on the subnet `172.31.5.0/24`.
+    pub fn containing(addr: Ipv4Addr, prefix: u8) -> Ipv4Cidr {
+        let prefix = prefix.min(32);
+        let net = Ipv4Cidr { addr, prefix };
+        Ipv4Cidr {
+            addr: Ipv4Addr::from(u32::from(addr) & net.mask()),
+            prefix,
+        }
+    }
+
+    /// Whether the two subnets share any address.
+    pub fn overlaps(&self, other: &Ipv4Cidr) -> bool {
+        self.contains(other.addr) || other.contains(self.addr)
+    }
+
     /// Whether `ip` lies inside this subnet.
     pub fn contains(&self, ip: Ipv4Addr) -> bool {
         let mask = self.mask();

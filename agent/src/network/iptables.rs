@@ -13,14 +13,103 @@ pub(crate) struct Rule {
     pub spec: Vec<String>,
 }
 
-/// The host rules one agent needs, tagged `berth:<network>` so they can be found again.
+/// One agent's host rules, tagged `berth:<network>` so they can be found again: two chains of
+/// its own, written whole in one `iptables-restore --noflush` (which replaces a chain's rules
+/// in one go, however many there are), and one jump into each from a built-in chain.
 ///
-/// * FORWARD accepts traffic into and out of the bridge, in case the host's policy drops
-///   (Docker sets DROP; `br_netfilter` sends bridged traffic through FORWARD too).
-/// * nat POSTROUTING returns early for pod → cluster-CIDR traffic, before the bridge plugin's
-///   per-pod `CNI-…` chains (which masquerade everything outside the node's own subnet), so a
-///   pod on another agent's bridge sees the real source address.
+/// * `filter BERTH-FWD-<h>` accepts traffic into and out of the bridge, in case the host's
+///   FORWARD policy drops (Docker sets DROP; `br_netfilter` sends bridged traffic through
+///   FORWARD too).
+/// * `nat BERTH-MASQ-<h>` masquerades pod traffic leaving the cluster CIDR: one node-level
+///   rule (pod → pod traffic keeps its source address, so a pod on another node sees the real
+///   peer), where the bridge plugin's `ipMasq` made a chain per pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HostRules {
+    pub forward_chain: String,
+    pub masquerade_chain: String,
+    /// The `iptables-restore --noflush` input.
+    pub restore: String,
+    /// FORWARD → the forward chain, POSTROUTING → the masquerade chain.
+    pub jumps: Vec<Rule>,
+}
+
+/// The chain-name suffix of a network: ten hex digits of its SHA-256 (chain names are at most
+/// 28 bytes; network names are longer).
+fn chain_suffix(network: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(network.as_bytes());
+    digest.iter().take(5).map(|b| format!("{b:02x}")).collect()
+}
+
+fn quoted(comment: &str) -> String {
+    format!("\"{}\"", comment.replace(['"', '\\'], ""))
+}
+
 pub(crate) fn host_rules(
+    network: &str,
+    bridge: &str,
+    pod_cidr: Ipv4Cidr,
+    cluster: Ipv4Cidr,
+) -> HostRules {
+    let suffix = chain_suffix(network);
+    let forward_chain = format!("BERTH-FWD-{suffix}");
+    let masquerade_chain = format!("BERTH-MASQ-{suffix}");
+    let comment = |what: &str| quoted(&format!("berth:{network} {what}"));
+    let restore = [
+        "*filter".to_string(),
+        format!(":{forward_chain} - [0:0]"),
+        format!(
+            "-A {forward_chain} -i {bridge} -m comment --comment {} -j ACCEPT",
+            comment("forward from bridge")
+        ),
+        format!(
+            "-A {forward_chain} -o {bridge} -m comment --comment {} -j ACCEPT",
+            comment("forward to bridge")
+        ),
+        "COMMIT".to_string(),
+        "*nat".to_string(),
+        format!(":{masquerade_chain} - [0:0]"),
+        format!(
+            "-A {masquerade_chain} -s {pod_cidr} -d {cluster} -m comment --comment {} -j RETURN",
+            comment("no masquerade inside the cluster")
+        ),
+        format!(
+            "-A {masquerade_chain} -s {pod_cidr} ! -d 224.0.0.0/4 -m comment --comment {} -j MASQUERADE",
+            comment("masquerade leaving the cluster")
+        ),
+        "COMMIT".to_string(),
+        String::new(),
+    ]
+    .join("\n");
+    let jump = |table, chain, target: &str, what: &str| Rule {
+        table,
+        chain,
+        spec: [
+            "-m",
+            "comment",
+            "--comment",
+            &format!("berth:{network} {what}"),
+            "-j",
+            target,
+        ]
+        .map(str::to_string)
+        .to_vec(),
+    };
+    let jumps = vec![
+        jump("filter", "FORWARD", &forward_chain, "forward"),
+        jump("nat", "POSTROUTING", &masquerade_chain, "masquerade"),
+    ];
+    HostRules {
+        forward_chain,
+        masquerade_chain,
+        restore,
+        jumps,
+    }
+}
+
+/// The host rules of earlier agent versions (rules straight in the built-in chains), which
+/// an upgraded agent removes.
+pub(crate) fn legacy_host_rules(
     network: &str,
     bridge: &str,
     pod_cidr: Ipv4Cidr,
@@ -74,6 +163,53 @@ pub(crate) fn host_rules(
             ]),
         },
     ]
+}
+
+/// Writes the host chains in one `iptables-restore --noflush`, then makes sure the jumps
+/// into them exist.
+pub(crate) async fn ensure_host(rules: &HostRules) -> Result<(), NetworkError> {
+    let out = command::run(
+        std::path::Path::new("iptables-restore"),
+        &["-w", "5", "--noflush"],
+        &[],
+        Some(rules.restore.as_bytes()),
+        command::TOOL_DEADLINE,
+    )
+    .await?;
+    if !out.success {
+        return Err(NetworkError::Command {
+            command: "iptables-restore -w 5 --noflush".into(),
+            status: out.status,
+            stderr: out.stderr,
+        });
+    }
+    for jump in &rules.jumps {
+        ensure(jump).await?;
+    }
+    Ok(())
+}
+
+/// Removes the jumps and the host chains (absent ones are fine).
+pub(crate) async fn remove_host(rules: &HostRules) -> Result<(), NetworkError> {
+    for jump in &rules.jumps {
+        remove(jump).await?;
+    }
+    for (table, chain) in [
+        ("filter", &rules.forward_chain),
+        ("nat", &rules.masquerade_chain),
+    ] {
+        for op in ["-F", "-X"] {
+            let _ = command::run(
+                std::path::Path::new(IPTABLES),
+                &["-w", "5", "-t", table, op, chain],
+                &[],
+                None,
+                command::TOOL_DEADLINE,
+            )
+            .await?;
+        }
+    }
+    Ok(())
 }
 
 const IPTABLES: &str = "iptables";
@@ -225,6 +361,30 @@ pub(crate) fn split_words(line: &str) -> Vec<String> {
 pub(crate) async fn nat_listing() -> Result<String, NetworkError> {
     let out = tool(IPTABLES, &["-w", "5", "-t", "nat", "-S"]).await?;
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The bridge plugin's per-pod masquerade (its `ipMasq`, which earlier versions turned on) in
+/// `network`: the POSTROUTING jumps and the `CNI-<hash>` chains they lead to. portmap's rules
+/// are left alone (their pods still forward ports).
+pub(crate) fn plan_legacy_masquerade(listing: &str, network: &str) -> Sweep {
+    let all = plan_sweep(listing, network, Owner::AllPods);
+    let rules: Vec<(String, Vec<String>)> = all
+        .rules
+        .into_iter()
+        .filter(|(chain, _)| chain == "POSTROUTING")
+        .collect();
+    let chains = rules
+        .iter()
+        .filter_map(|(_, spec)| target_of(spec))
+        .filter(|t| t.starts_with("CNI-") && !t.starts_with("CNI-DN-"))
+        .map(str::to_string)
+        .collect();
+    Sweep { rules, chains }
+}
+
+/// Removes what [`plan_legacy_masquerade`] finds; returns how many rules and chains went.
+pub(crate) async fn sweep_legacy_masquerade(network: &str) -> Result<usize, NetworkError> {
+    apply(&plan_legacy_masquerade(&nat_listing().await?, network)).await
 }
 
 /// portmap's shared chains (`CNI-HOSTPORT-DNAT`, `-SETMARK`, `-MASQ`) and the jumps to them,
@@ -405,24 +565,55 @@ mod tests {
     }
 
     #[test]
-    fn host_rules_tag_forwarding_and_the_cluster_return_with_the_network() {
+    fn host_rules_are_two_chains_of_the_network_written_in_one_restore() {
         let rules = host_rules(
             "net-a",
             "br-a",
             "10.244.1.0/24".parse().unwrap(),
             "10.244.0.0/16".parse().unwrap(),
         );
-        let shown: Vec<String> = rules
+        let h = chain_suffix("net-a");
+        assert_eq!(h.len(), 10);
+        assert_eq!(rules.forward_chain, format!("BERTH-FWD-{h}"));
+        assert_eq!(rules.masquerade_chain, format!("BERTH-MASQ-{h}"));
+        assert!(rules.masquerade_chain.len() <= 28);
+        let expected = format!(
+            r#"*filter
+:BERTH-FWD-{h} - [0:0]
+-A BERTH-FWD-{h} -i br-a -m comment --comment "berth:net-a forward from bridge" -j ACCEPT
+-A BERTH-FWD-{h} -o br-a -m comment --comment "berth:net-a forward to bridge" -j ACCEPT
+COMMIT
+*nat
+:BERTH-MASQ-{h} - [0:0]
+-A BERTH-MASQ-{h} -s 10.244.1.0/24 -d 10.244.0.0/16 -m comment --comment "berth:net-a no masquerade inside the cluster" -j RETURN
+-A BERTH-MASQ-{h} -s 10.244.1.0/24 ! -d 224.0.0.0/4 -m comment --comment "berth:net-a masquerade leaving the cluster" -j MASQUERADE
+COMMIT
+"#
+        );
+        assert_eq!(rules.restore, expected);
+        let jumps: Vec<String> = rules
+            .jumps
             .iter()
             .map(|r| format!("{} {} {}", r.table, r.chain, r.spec.join(" ")))
             .collect();
         assert_eq!(
-            shown,
+            jumps,
             vec![
-                "filter FORWARD -i br-a -m comment --comment berth:net-a forward from bridge -j ACCEPT",
-                "filter FORWARD -o br-a -m comment --comment berth:net-a forward to bridge -j ACCEPT",
-                "nat POSTROUTING -s 10.244.1.0/24 -d 10.244.0.0/16 -m comment --comment berth:net-a no masquerade inside the cluster -j RETURN",
+                format!("filter FORWARD -m comment --comment berth:net-a forward -j BERTH-FWD-{h}"),
+                format!(
+                    "nat POSTROUTING -m comment --comment berth:net-a masquerade -j BERTH-MASQ-{h}"
+                ),
             ]
         );
+        assert_ne!(chain_suffix("net-b"), h);
+    }
+
+    #[test]
+    fn legacy_masquerade_sweep_takes_the_per_pod_chains_and_leaves_portmap() {
+        let sweep = plan_legacy_masquerade(LISTING, "net-a");
+        assert_eq!(sweep.chains, vec!["CNI-3df33d081738ff882912a4e1"]);
+        assert_eq!(sweep.rules.len(), 1);
+        assert_eq!(sweep.rules[0].0, "POSTROUTING");
+        assert_eq!(plan_legacy_masquerade(LISTING, "net-c"), Sweep::default());
     }
 }

@@ -8,9 +8,10 @@
 //! * `<state_dir>/pods/U.json`: the plugin configs and results (written *before* the netns
 //!   exists, so every netns of ours has a state file unless someone deleted the state dir);
 //! * `<state_dir>/ipam/berth-n1/<ip>`: host-local's allocation;
-//! * nat chain `CNI-<hash>` with comment `name: "berth-n1" id: "U"` (bridge plugin's ipMasq);
-//! * once per agent: FORWARD accepts for the bridge, a nat RETURN for pod → cluster traffic,
-//!   `net.ipv4.ip_forward=1`.
+//! * once per agent: chains `BERTH-FWD-<h>` (FORWARD accepts for the bridge) and
+//!   `BERTH-MASQ-<h>` (one masquerade rule for pod traffic leaving the cluster CIDR), written
+//!   in one `iptables-restore`, and `net.ipv4.ip_forward=1`;
+//! * routes to the other nodes' pod subnets ([`peers`]).
 
 mod cni;
 mod command;
@@ -23,6 +24,7 @@ mod instance;
 mod iptables;
 mod netns;
 mod observe;
+pub mod peers;
 mod plugins;
 mod pod_locks;
 mod state;
@@ -184,7 +186,8 @@ impl Network {
     pub async fn cleanup_host(&self) -> Result<(), NetworkError> {
         let v = config::validate(&self.cfg)?;
         let mut ready = self.host_ready.lock().await;
-        for rule in self.host_rules(&v) {
+        iptables::remove_host(&self.host_rules(&v)).await?;
+        for rule in self.legacy_host_rules(&v) {
             iptables::remove(&rule).await?;
         }
         iptables::sweep(&self.cfg.network_name, iptables::Owner::AllPods).await?;
@@ -200,8 +203,17 @@ impl Network {
         Ok(())
     }
 
-    fn host_rules(&self, v: &Validated) -> Vec<iptables::Rule> {
+    fn host_rules(&self, v: &Validated) -> iptables::HostRules {
         iptables::host_rules(
+            &self.cfg.network_name,
+            &self.cfg.bridge,
+            v.pod_cidr,
+            v.cluster_cidr,
+        )
+    }
+
+    fn legacy_host_rules(&self, v: &Validated) -> Vec<iptables::Rule> {
+        iptables::legacy_host_rules(
             &self.cfg.network_name,
             &self.cfg.bridge,
             v.pod_cidr,
@@ -218,8 +230,18 @@ impl Network {
         tokio::fs::write(forward, "1")
             .await
             .map_err(|e| NetworkError::io(forward, e))?;
-        for rule in self.host_rules(v) {
-            iptables::ensure(&rule).await?;
+        iptables::ensure_host(&self.host_rules(v)).await?;
+        // What an earlier version left: its host rules, and the bridge plugin's per-pod
+        // masquerade chains (pods now go through the node's one masquerade rule).
+        for rule in self.legacy_host_rules(v) {
+            iptables::remove(&rule).await?;
+        }
+        let swept = iptables::sweep_legacy_masquerade(&self.cfg.network_name).await?;
+        if swept > 0 {
+            tracing::info!(
+                swept,
+                "removed per-pod masquerade chains of an earlier version"
+            );
         }
         *ready = true;
         Ok(())

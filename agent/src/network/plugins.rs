@@ -67,7 +67,7 @@ pub(crate) fn attachments(cfg: &NetworkConfig, host_ports: &[HostPort]) -> Vec<A
         "type": "bridge",
         "bridge": cfg.bridge,
         "isGateway": true,
-        "ipMasq": true,
+        "ipMasq": false,
         "hairpinMode": true,
         "ipam": {
             "type": "host-local",
@@ -200,7 +200,10 @@ mod tests {
         assert_eq!(bridge["name"], "berth-n1");
         assert_eq!(bridge["bridge"], "berth0");
         assert_eq!(bridge["isGateway"], true);
-        assert_eq!(bridge["ipMasq"], true);
+        assert_eq!(
+            bridge["ipMasq"], false,
+            "the node masquerades, not a chain per pod"
+        );
         assert_eq!(bridge["hairpinMode"], true);
         assert_eq!(bridge["ipam"]["type"], "host-local");
         assert_eq!(bridge["ipam"]["ranges"][0][0]["subnet"], "10.42.1.0/24");

@@ -150,6 +150,11 @@ fn is_hostport(chain: &str) -> bool {
     chain.starts_with("CNI-HOSTPORT-")
 }
 
+/// A chain a plugin or an agent makes for one pod or one network (not portmap's shared ones).
+fn is_owned_chain(chain: &str) -> bool {
+    (chain.starts_with("CNI-") && !is_hostport(chain)) || chain.starts_with("BERTH-")
+}
+
 /// Plans the sweep of `networks` from `now`; `before` is the same table when the cluster
 /// started (chains present then are never deleted).
 pub fn plan(now: &Table, before: &Table, networks: &[String]) -> Plan {
@@ -158,8 +163,7 @@ pub fn plan(now: &Table, before: &Table, networks: &[String]) -> Plan {
     let mut doomed: BTreeSet<String> = BTreeSet::new();
     for r in now.rules.iter().filter(|r| ours(r)) {
         if let Some(t) = r.target()
-            && t.starts_with("CNI-")
-            && !is_hostport(t)
+            && is_owned_chain(t)
             && now.chains.contains(t)
         {
             doomed.insert(t.to_string());
@@ -167,11 +171,7 @@ pub fn plan(now: &Table, before: &Table, networks: &[String]) -> Plan {
     }
     for chain in &now.chains {
         let mut in_chain = now.rules.iter().filter(|r| &r.chain == chain).peekable();
-        if chain.starts_with("CNI-")
-            && !is_hostport(chain)
-            && in_chain.peek().is_some()
-            && in_chain.all(&ours)
-        {
+        if is_owned_chain(chain) && in_chain.peek().is_some() && in_chain.all(&ours) {
             doomed.insert(chain.clone());
         }
     }

@@ -71,8 +71,9 @@ pub fn decide(node: &str, r: &Request<'_>, facts: &Facts) -> Result<(), String> 
     let own_name = r.name == Some(node);
     let ok = match (r.group, r.resource) {
         ("", "nodes") => match r.verb {
-            Verb::Get => own_name,
-            Verb::List | Verb::Watch => r.name_selector == Some(node) || own_name,
+            // As upstream's system:node role: every Node may be read (the agent routes to
+            // every other node's pods).
+            Verb::Get | Verb::List | Verb::Watch => true,
             // A create names the object in its body: [`created_name_allowed`] checks it.
             Verb::Create => r.name.is_none(),
             Verb::Update | Verb::Patch => own_name,
@@ -101,6 +102,8 @@ pub fn decide(node: &str, r: &Request<'_>, facts: &Facts) -> Result<(), String> 
         // As upstream's node authorizer: the service variables of every pod (and, later, the
         // service proxy) need every Service.
         ("", "services") => r.verb.reads(),
+        // The service proxy: every Service's endpoints.
+        ("discovery.k8s.io", "endpointslices") => r.verb.reads(),
         ("", "serviceaccounts") => {
             r.verb == Verb::Create && r.subresource == Some("token") && facts.token_for_own_pod
         }

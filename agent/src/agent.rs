@@ -139,6 +139,22 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
             shutdown.clone(),
         ))
     });
+    match config.cluster_cidr.parse() {
+        Ok(cluster_cidr) => {
+            tokio::spawn(crate::network::proxy::run(
+                client.clone(),
+                crate::network::proxy::ProxyConfig {
+                    network: format!("berth-{}", config.node_name),
+                    node: config.node_name.clone(),
+                    cluster_cidr,
+                },
+                shutdown.clone(),
+            ));
+        }
+        Err(e) => {
+            tracing::warn!(cidr = %config.cluster_cidr, error = e, "no service proxy: the cluster CIDR is not an IPv4 subnet")
+        }
+    }
     let state_dir = config.root_dir.join("network");
     let instance = crate::network::instance_id(&state_dir).await?;
     let network = Network::new(NetworkConfig {

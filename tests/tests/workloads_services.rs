@@ -1,9 +1,11 @@
-//! Issue 12, endpoints (the proxy and DNS come later): a Deployment behind a Service on a real
-//! agent. The Service's EndpointSlice and Endpoints list the ready pods' IPs with the named
-//! target port resolved from the pods' container ports; a pod failing readiness stays in the
-//! slice as not ready and moves to the Endpoints' `notReadyAddresses`; scaling down leaves
-//! one ready endpoint; `kubectl get endpointslices` / `get ep` print upstream's columns. A pod
-//! started after the Service exists gets the kubelet's service variables.
+//! Issue 12, endpoints and the service proxy on one host: a Deployment behind a Service on a
+//! real agent. The Service's EndpointSlice and Endpoints list the ready pods' IPs with the
+//! named target port resolved from the pods' container ports, and the cluster IP answers from
+//! a pod with every ready endpoint in turn (the agent's DNAT rules); a pod failing readiness
+//! stays in the slice as not ready, moves to the Endpoints' `notReadyAddresses` and stops
+//! answering; scaling down leaves one ready endpoint, the only one that answers;
+//! `kubectl get endpointslices` / `get ep` print upstream's columns. A pod started after the
+//! Service exists gets the kubelet's service variables.
 
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container, sh_pod};
 use berth_tests::{Cluster, Table, secs};
@@ -14,7 +16,8 @@ const SLICES: &str = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslice
 fn deployment(replicas: u32) -> Value {
     let mut main = sh_container(
         "main",
-        "touch /tmp/ready; trap 'exit 0' TERM; while true; do sleep 1; done",
+        "mkdir -p /www && hostname > /www/index.html && httpd -p 8080 -h /www; \
+         touch /tmp/ready; trap 'exit 0' TERM; while true; do sleep 1; done",
     );
     main["ports"] = json!([{"containerPort": 8080, "name": "http"}]);
     main["readinessProbe"] = json!({"exec": {"command": ["test", "-f", "/tmp/ready"]},
@@ -57,8 +60,19 @@ fn endpoints(slice: &Value) -> Vec<(String, bool)> {
     out
 }
 
+/// The pod names that answer 20 requests to `http://<ip>/` from pod `client`, sorted, unique.
+fn answering(c: &Cluster, ip: &str) -> Vec<String> {
+    // Not `wget -T`: Debian's busybox-static wget segfaults with it.
+    let script = format!("for i in $(seq 20); do timeout 2 wget -qO- http://{ip}/; done; true");
+    let out = c.exec_ok("default", "client", None, &["sh", "-c", &script]);
+    let mut names: Vec<String> = out.lines().map(|l| l.trim().to_string()).collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// The running `web` pods' names and IPs, sorted by IP.
-fn pods(c: &Cluster) -> Vec<(String, String)> {
+fn web_pods(c: &Cluster) -> Vec<(String, String)> {
     let list = c
         .get("/api/v1/namespaces/default/pods?labelSelector=app%3Dweb")
         .unwrap_or_default();
@@ -88,7 +102,7 @@ fn a_services_endpoints_follow_its_pods_readiness_and_scale() {
                  "ports": [{"name": "web", "port": 80, "targetPort": "http"}]}}));
     let ready = c.wait_for(secs(90), "two ready endpoints", || {
         let s = slice(&c)?;
-        let pods = pods(&c);
+        let pods = web_pods(&c);
         let want: Vec<(String, bool)> = pods.iter().map(|(_, ip)| (ip.clone(), true)).collect();
         if pods.len() == 2 && endpoints(&s) == want {
             Ok((s, pods))
@@ -144,6 +158,18 @@ fn a_services_endpoints_follow_its_pods_readiness_and_scale() {
         .and_then(|s| s["spec"]["clusterIP"].as_str().map(str::to_string))
         .expect("the Service's cluster IP");
     let env = c.exec_ok("default", "client", None, &["env"]);
+    // The cluster IP answers with both pods (random choice: 20 tries miss one with p = 2^-19).
+    let names: Vec<String> = pods.iter().map(|(n, _)| n.clone()).collect();
+    let mut sorted_names = names.clone();
+    sorted_names.sort();
+    c.wait_for(secs(10), "both pods answering on the cluster IP", || {
+        let seen = answering(&c, &ip);
+        if seen == sorted_names {
+            Ok(())
+        } else {
+            Err(format!("{seen:?}"))
+        }
+    });
     for line in [
         format!("WEB_SERVICE_HOST={ip}"),
         "WEB_SERVICE_PORT=80".to_string(),
@@ -179,6 +205,15 @@ fn a_services_endpoints_follow_its_pods_readiness_and_scale() {
             ))
         }
     });
+    let still_ready = pods[1].0.clone();
+    c.wait_for(secs(5), "only the ready pod answering", || {
+        let seen = answering(&c, &ip);
+        if seen == [still_ready.clone()] {
+            Ok(())
+        } else {
+            Err(format!("{seen:?}"))
+        }
+    });
 
     // Scaled to one: one ready endpoint is left.
     c.kubectl()
@@ -190,6 +225,15 @@ fn a_services_endpoints_follow_its_pods_readiness_and_scale() {
             Ok(())
         } else {
             Err(format!("{left:?}"))
+        }
+    });
+    c.wait_for(secs(5), "only the remaining pod answering", || {
+        let remaining: Vec<String> = web_pods(&c).into_iter().map(|(n, _)| n).collect();
+        let seen = answering(&c, &ip);
+        if seen.len() == 1 && remaining.contains(&seen[0]) {
+            Ok(())
+        } else {
+            Err(format!("{seen:?} of {remaining:?}"))
         }
     });
 }

@@ -27,6 +27,7 @@ mod observe;
 pub mod peers;
 mod plugins;
 mod pod_locks;
+pub mod proxy;
 mod state;
 
 use std::net::Ipv4Addr;
@@ -230,6 +231,12 @@ impl Network {
         tokio::fs::write(forward, "1")
             .await
             .map_err(|e| NetworkError::io(forward, e))?;
+        // Service traffic between two pods of one bridge must pass the nat table both ways
+        // (the reply is bridged, not routed): bridged IPv4 goes through iptables.
+        let bridged = Path::new("/proc/sys/net/bridge/bridge-nf-call-iptables");
+        if let Err(e) = tokio::fs::write(bridged, "1").await {
+            tracing::warn!(error = %e, "cannot send bridged traffic through iptables (br_netfilter); service traffic between pods of this node may fail");
+        }
         iptables::ensure_host(&self.host_rules(v)).await?;
         // What an earlier version left: its host rules, and the bridge plugin's per-pod
         // masquerade chains (pods now go through the node's one masquerade rule).
@@ -421,7 +428,9 @@ fn bridge_of(att: &Attachment) -> Option<&str> {
 }
 
 async fn link_exists(name: &str) -> bool {
-    tokio::fs::try_exists(Path::new("/sys/class/net").join(name))
+    // /proc/sys/net answers for the reader's network namespace; /sys/class/net for the one
+    // /sys was mounted in (the host's, for an agent started with `nsenter --net`).
+    tokio::fs::try_exists(Path::new("/proc/sys/net/ipv4/conf").join(name))
         .await
         .unwrap_or(false)
 }

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::Cluster;
+use crate::agent::Agent;
 use crate::containerd::shim_socket;
 use crate::host::restore_ip_forward;
 use crate::sweep::{self, iptables};
@@ -118,6 +120,54 @@ impl Record {
             restore_ip_forward(value);
         }
         removed
+    }
+}
+
+impl Cluster {
+    /// What this cluster owns on the host, as its record lists it.
+    pub fn record(&self) -> Record {
+        let mut processes = Vec::new();
+        let pids = self.agents.iter().map(Agent::pid).chain([
+            self.controller.pid(),
+            self.registry.pid(),
+            self.containerd.pid(),
+        ]);
+        for pid in pids.flatten() {
+            if let Some(exe) = executable(pid) {
+                processes.push((pid, exe));
+            }
+        }
+        let mut dirs: Vec<PathBuf> = self.agents.iter().map(|a| a.dir().to_path_buf()).collect();
+        dirs.extend([
+            self.controller.scratch().to_path_buf(),
+            self.registry.dir().to_path_buf(),
+            self.containerd.dir().to_path_buf(),
+            self.scratch().to_path_buf(),
+        ]);
+        Record {
+            owner: std::process::id(),
+            processes,
+            containerd_socket: self.containerd.socket().to_path_buf(),
+            namespaces: self
+                .agents
+                .iter()
+                .map(|a| a.namespace().to_string())
+                .collect(),
+            networks: self.agents.iter().map(Agent::network_name).collect(),
+            bridges: self.agents.iter().map(|a| a.bridge().to_string()).collect(),
+            dirs,
+            iptables_before: self
+                .before
+                .iptables
+                .iter()
+                .map(|(t, table)| (t.clone(), table.chains.clone()))
+                .collect(),
+            ip_forward: self.before.ip_forward.clone(),
+        }
+    }
+
+    pub(super) fn save_record(&self) {
+        self.record().save(&self.record_name);
     }
 }
 

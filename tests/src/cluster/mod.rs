@@ -21,7 +21,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::agent::{Agent, AgentConfig};
+use crate::agent::{Agent, AgentConfig, LOOPBACK_LISTEN, LOOPBACK_NODE_IP};
 use crate::api::Api;
 use crate::client::{Credentials, Req};
 use crate::containerd::Containerd;
@@ -276,6 +276,9 @@ impl Cluster {
             taints: opts.taints.clone(),
             max_pods: opts.max_pods,
             extra_args: with_test_eviction_hard(&opts.extra_args),
+            listen: LOOPBACK_LISTEN.to_string(),
+            node_ip: LOOPBACK_NODE_IP.to_string(),
+            netns: None,
         }
     }
 

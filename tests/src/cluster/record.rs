@@ -1,5 +1,5 @@
 //! A cluster's record on the host: which processes, containerd namespaces, CNI networks,
-//! bridges and directories it owns, kept in `/run/berth-tests/` while it runs. A test process
+//! bridges, test bed and directories it owns, kept in `/run/berth-tests/` while it runs. A test process
 //! killed outright (nextest's timeout, a SIGKILL) never runs its Drop; the next cluster to start
 //! finds the record of a dead owner and removes exactly what it lists (processes only if their
 //! executable is still the recorded one, so a reused PID is never hit).
@@ -14,6 +14,7 @@ use crate::agent::Agent;
 use crate::containerd::shim_socket;
 use crate::host::restore_ip_forward;
 use crate::sweep::{self, iptables};
+use crate::testbed::{Leftovers, TestBed};
 
 /// Where records live (tmpfs: a reboot clears them along with what they describe).
 pub const RECORD_DIR: &str = "/run/berth-tests";
@@ -34,6 +35,9 @@ pub struct Record {
     /// Chains per iptables table before the cluster started.
     pub iptables_before: BTreeMap<String, BTreeSet<String>>,
     pub ip_forward: Option<String>,
+    /// The test bed the agents ran in, if any (removed after the agents' pods).
+    #[serde(default)]
+    pub testbed: Option<Leftovers>,
 }
 
 /// The executable of a running process.
@@ -110,6 +114,9 @@ impl Record {
                 .collect();
             removed.extend(iptables::sweep(&before, &self.networks));
         }
+        if let Some(bed) = &self.testbed {
+            removed.extend(bed.remove());
+        }
         for dir in &self.dirs {
             sweep::unmount_under(dir);
             if std::fs::remove_dir_all(dir).is_ok() {
@@ -163,6 +170,7 @@ impl Cluster {
                 .map(|(t, table)| (t.clone(), table.chains.clone()))
                 .collect(),
             ip_forward: self.before.ip_forward.clone(),
+            testbed: self.bed.as_ref().map(TestBed::leftovers),
         }
     }
 
@@ -233,9 +241,30 @@ mod tests {
                 BTreeSet::from(["POSTROUTING".to_string()]),
             )]),
             ip_forward: Some("0".into()),
+            testbed: Some(Leftovers {
+                routes: vec![vec![
+                    "172.31.8.0/24".into(),
+                    "via".into(),
+                    "172.31.7.254".into(),
+                ]],
+                links: vec!["bvabca".into(), "tbabc".into()],
+                netns: vec!["bhabca".into(), "brabc".into()],
+                forward_rule: None,
+            }),
         };
         let text = serde_json::to_string(&r).unwrap();
         assert_eq!(serde_json::from_str::<Record>(&text).unwrap(), r);
+    }
+
+    #[test]
+    fn a_record_written_before_test_beds_existed_still_reads() {
+        let r = Record {
+            owner: 42,
+            ..Record::default()
+        };
+        let mut json = serde_json::to_value(&r).unwrap();
+        json.as_object_mut().unwrap().remove("testbed");
+        assert_eq!(serde_json::from_value::<Record>(json).unwrap(), r);
     }
 
     #[test]

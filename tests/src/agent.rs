@@ -13,11 +13,16 @@ use nix::unistd::Pid;
 use tempfile::TempDir;
 
 use crate::controller::target_dir;
-use crate::host::TOOL_DEADLINE;
+use crate::host::{TOOL_DEADLINE, require_tool};
 use crate::process::{LogTail, Run, run, wait_with_deadline};
+use crate::sweep::NETNS_DIR;
+use crate::wait::wait_for_with;
 
 /// How long a SIGTERM'd agent may take to exit.
 pub const STOP_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How long `nsenter` may take to exec the agent inside a netns.
+const EXEC_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Where the agent binary is: `$BERTH_AGENT_BIN`, else `<target>/debug/berth-agent`. Panics,
 /// saying how to build it, if it is not there.
@@ -59,7 +64,21 @@ pub struct AgentConfig {
     pub max_pods: u32,
     /// Extra flags, appended last.
     pub extra_args: Vec<String>,
+    /// `--listen`, the address of the logs and exec server ([`LOOPBACK_LISTEN`] on the
+    /// machine's own network).
+    pub listen: String,
+    /// `--node-ip`, the Node's InternalIP ([`LOOPBACK_NODE_IP`] on the machine's own network).
+    pub node_ip: String,
+    /// The named netns the agent runs in (a test bed host), entered with `nsenter --net=` so
+    /// the agent keeps the machine's mount namespace: containerd must see the pod netns it
+    /// mounts under `/var/run/netns`. `None`: the machine's own netns.
+    pub netns: Option<String>,
 }
+
+/// `--listen` of an agent on the machine's own network.
+pub const LOOPBACK_LISTEN: &str = "127.0.0.1:0";
+/// `--node-ip` of an agent on the machine's own network.
+pub const LOOPBACK_NODE_IP: &str = "127.0.0.1";
 
 impl AgentConfig {
     /// The CNI network name the agent derives from its node name; it prefixes the agent's netns
@@ -186,7 +205,17 @@ impl Agent {
     /// The command line for the current config.
     fn command(&self) -> Command {
         let c = &self.config;
-        let mut cmd = Command::new(&self.bin);
+        // nsenter execs the agent once it has entered the netns: the child's PID is the
+        // agent's (see `spawn`).
+        let mut cmd = match &c.netns {
+            Some(ns) => {
+                let mut cmd = Command::new(require_tool("nsenter"));
+                cmd.arg(format!("--net={}", Path::new(NETNS_DIR).join(ns).display()))
+                    .arg(&self.bin);
+                cmd
+            }
+            None => Command::new(&self.bin),
+        };
         cmd.arg("--server")
             .arg(&c.server)
             .arg("--token")
@@ -206,9 +235,9 @@ impl Agent {
             .arg("--cluster-cidr")
             .arg(&c.cluster_cidr)
             .arg("--listen")
-            .arg("127.0.0.1:0")
+            .arg(&c.listen)
             .arg("--node-ip")
-            .arg("127.0.0.1")
+            .arg(&c.node_ip)
             .arg("--registries-config")
             .arg(&c.registries_config)
             .arg("--max-pods")
@@ -249,7 +278,32 @@ impl Agent {
         let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start `{command}`: {e}"));
+        let pid = child.id();
         self.child = Some(child);
+        if self.config.netns.is_some() {
+            self.wait_exec(pid, &command);
+        }
+    }
+
+    /// Waits until nsenter has exec'd the agent, so that `/proc/PID/exe` (which a cluster's
+    /// record keeps, to never kill a reused PID) is the agent's binary and not nsenter.
+    fn wait_exec(&mut self, pid: u32, command: &str) {
+        let want = std::fs::canonicalize(&self.bin).unwrap_or_else(|_| self.bin.clone());
+        let logs = self.logs();
+        wait_for_with(
+            EXEC_DEADLINE,
+            &format!("nsenter to exec the agent (`{command}`)"),
+            || logs.render(),
+            || {
+                if let Some(status) = self.exited() {
+                    panic!("`{command}` exited with {status}\n{}", logs.render());
+                }
+                match std::fs::read_link(format!("/proc/{pid}/exe")) {
+                    Ok(exe) if exe == want => Ok(()),
+                    other => Err(other),
+                }
+            },
+        );
     }
 
     /// SIGKILL and reap: nothing graceful, as in a crash or an OOM kill of the agent.

@@ -3,7 +3,7 @@
 //! lock that keeps two clusters from sweeping each other's netns, bridges and iptables rules.
 
 use std::fs::File;
-use std::net::TcpListener;
+use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -70,10 +70,15 @@ pub fn tool_ok(program: &str, args: &[&str]) -> String {
 
 /// A TCP port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
+    free_port_on(Ipv4Addr::LOCALHOST)
+}
+
+/// A TCP port on `ip` (an address of this machine) that was free a moment ago.
+pub fn free_port_on(ip: Ipv4Addr) -> u16 {
+    TcpListener::bind((ip, 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("cannot find a free loopback port: {e}"))
+        .unwrap_or_else(|e| panic!("cannot find a free port on {ip}: {e}"))
 }
 
 /// Six hex digits that differ between processes and between calls in one process, for names

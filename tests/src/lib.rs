@@ -28,6 +28,7 @@ pub mod stamped;
 pub mod stats;
 pub mod sweep;
 pub mod table;
+pub mod testbed;
 pub mod wait;
 
 pub use api::{Api, Next, Watch};
@@ -41,4 +42,5 @@ pub use process::Run;
 pub use raw_tls::RawTls;
 pub use registry::Registry;
 pub use table::Table;
+pub use testbed::{Segment, TestBed, TestBedLayout};
 pub use wait::{ensure_for, secs, wait_for};

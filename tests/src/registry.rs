@@ -1,14 +1,16 @@
-//! Debian's `docker-registry` on a free loopback port, storing under a temporary directory: the
-//! registry the agents' `docker.io` and `quay.io` mirrors point at. Images go in with `skopeo
+//! Debian's `docker-registry` on a free loopback port (or a free port on a test bed's A.1, where
+//! agents in the bed's hosts reach it), storing under a temporary directory: the registry the
+//! agents' `docker.io` and `quay.io` mirrors point at. Images go in with `skopeo
 //! copy` from OCI layouts; a plain HTTP client checks what it serves.
 
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use crate::host::{TOOL_DEADLINE, free_port, require_tool};
+use crate::host::{TOOL_DEADLINE, free_port_on, require_tool};
 use crate::http::{HttpResponse, http_request};
 use crate::process::{LogTail, run};
 
@@ -26,13 +28,19 @@ pub struct Registry {
 impl Registry {
     /// Starts a registry on `127.0.0.1:<free port>` and waits until `/v2/` answers 200.
     pub fn start() -> Registry {
+        Registry::start_on(Ipv4Addr::LOCALHOST)
+    }
+
+    /// Starts a registry on `<ip>:<free port>` (an address of this machine's root netns) and
+    /// waits until `/v2/` answers 200.
+    pub fn start_on(ip: Ipv4Addr) -> Registry {
         let bin = require_tool("docker-registry");
         let tmp = tempfile::Builder::new()
             .prefix("berth-registry-")
             .tempdir()
             .unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
         let dir = tmp.path().to_path_buf();
-        let addr = format!("127.0.0.1:{}", free_port());
+        let addr = format!("{ip}:{}", free_port_on(ip));
         let config = format!(
             "version: 0.1\n\
              log:\n  level: warn\n\
@@ -100,12 +108,12 @@ impl Registry {
         self.child.as_ref().map(Child::id)
     }
 
-    /// `127.0.0.1:PORT`
+    /// `127.0.0.1:PORT` (or `A.1:PORT` on a test bed)
     pub fn addr(&self) -> &str {
         &self.addr
     }
 
-    /// `http://127.0.0.1:PORT`, as a mirror endpoint.
+    /// `http://127.0.0.1:PORT` (or `http://A.1:PORT`), as a mirror endpoint.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }

@@ -8,6 +8,10 @@
 //! with a bare `node-a`, this cluster's teardown would sweep the pods of any other `node-a`
 //! agent on the host (a developer's smoke test, a second worktree's run), and theirs ours. `start` returns once every Node is Ready with a podCIDR; Drop
 //! leaves the host as it found it (see `teardown`).
+//!
+//! With [`ClusterConfig::hosts`], agent `i` runs on host `i` of a [`TestBed`] (a netns of its
+//! own, with its own address) instead of in this machine's netns; the controller and the
+//! registry then listen on the bed's A.1, which every host reaches.
 
 mod pods;
 pub mod record;
@@ -21,7 +25,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::agent::{Agent, AgentConfig};
+use crate::agent::{Agent, AgentConfig, LOOPBACK_LISTEN, LOOPBACK_NODE_IP};
 use crate::api::Api;
 use crate::client::{Credentials, Req};
 use crate::containerd::Containerd;
@@ -36,6 +40,7 @@ use crate::pki::{client_cert_user, write_kubeconfig};
 use crate::process::{LogTail, run};
 use crate::registry::Registry;
 use crate::sweep::iptables::{Table, snapshot_all};
+use crate::testbed::{TestBed, TestBedLayout};
 use crate::wait::wait_for_with;
 
 /// The `--eviction-hard` agents run with unless a test gives its own: the kubelet's memory
@@ -86,6 +91,9 @@ pub struct ClusterConfig {
     pub controller_on_all_addresses: bool,
     /// Extra `berth-controller serve` flags (e.g. `--node-monitor-grace-period 15s`).
     pub controller_args: Vec<String>,
+    /// Run the agents on a test bed of this layout (agent `i` on host `i`; at least as many
+    /// hosts as agents) instead of in this machine's netns.
+    pub hosts: Option<TestBedLayout>,
 }
 
 impl ClusterConfig {
@@ -96,6 +104,15 @@ impl ClusterConfig {
             skip_fixtures: false,
             controller_on_all_addresses: false,
             controller_args: Vec::new(),
+            hosts: None,
+        }
+    }
+
+    /// One agent with default options on each host of a test bed of `layout`.
+    pub fn on_test_bed(layout: TestBedLayout) -> ClusterConfig {
+        ClusterConfig {
+            hosts: Some(layout.clone()),
+            ..ClusterConfig::agents(layout.len())
         }
     }
 }
@@ -130,6 +147,8 @@ pub struct Cluster {
     token: String,
     suffix: String,
     before: HostBefore,
+    /// The hosts the agents run on, if on a test bed (removed after the agents' pods).
+    bed: Option<TestBed>,
     /// The name of this cluster's [`record::Record`] file.
     record_name: String,
     _lock: HostLock,
@@ -150,23 +169,54 @@ impl Cluster {
         if config.agents.len() > 26 {
             panic!("at most 26 agents (node-a … node-z)");
         }
+        if let Some(layout) = &config.hosts
+            && layout.len() < config.agents.len()
+        {
+            panic!(
+                "{} agents on a test bed of {} hosts: each agent needs a host",
+                config.agents.len(),
+                layout.len()
+            );
+        }
         let lock = HostLock::acquire();
         record::recover_abandoned();
         let before = HostBefore {
             ip_forward: ip_forward(),
             iptables: snapshot_all(),
         };
+        let suffix = unique_suffix();
+        let record_name = format!("{}-{suffix}", std::process::id());
+        let bed = config.hosts.as_ref().map(|layout| {
+            let bed = TestBed::build(&suffix, layout);
+            // Recorded at once: a test killed before the cluster records itself still has its
+            // bed removed by the next cluster. (A panic drops `bed`, which removes it.)
+            record::Record {
+                owner: std::process::id(),
+                testbed: Some(bed.leftovers()),
+                ..record::Record::default()
+            }
+            .save(&record_name);
+            bed
+        });
         let containerd = Containerd::start();
-        let registry = Registry::start();
+        let registry = match &bed {
+            Some(bed) => Registry::start_on(bed.gateway()),
+            None => Registry::start(),
+        };
         if !config.skip_fixtures {
             for f in SEEDED {
                 registry.push(&f.layout(), &f.reference(), f.repository, f.tag);
             }
         }
         let cluster_cidr = pick_cluster_cidr();
-        let mut controller_args = vec!["--cluster-cidr", cluster_cidr.as_str()];
-        controller_args.extend(config.controller_args.iter().map(String::as_str));
-        let controller = if config.controller_on_all_addresses {
+        let mut controller_args = vec!["--cluster-cidr".to_string(), cluster_cidr.clone()];
+        if let Some(bed) = &bed {
+            // Agents in the bed's hosts dial A.1; the serving certificate must name it.
+            controller_args.extend(["--tls-san".to_string(), bed.gateway().to_string()]);
+        }
+        controller_args.extend(config.controller_args.iter().cloned());
+        let controller_args: Vec<&str> = controller_args.iter().map(String::as_str).collect();
+        let controller = if config.controller_on_all_addresses || bed.is_some() {
             Controller::start_on_all_addresses(&controller_args)
         } else {
             Controller::start_with(&controller_args)
@@ -179,7 +229,6 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
         std::fs::write(tmp.path().join("registries.yaml"), registry.mirrors_yaml())
             .unwrap_or_else(|e| panic!("cannot write registries.yaml: {e}"));
-        let suffix = unique_suffix();
         let mut cluster = Cluster {
             agents: Vec::new(),
             controller,
@@ -189,9 +238,10 @@ impl Cluster {
             tmp: Some(tmp),
             cluster_cidr,
             token,
-            record_name: format!("{}-{suffix}", std::process::id()),
+            record_name,
             suffix,
             before,
+            bed,
             _lock: lock,
         };
         // From here on a panic drops `cluster`, which tears everything down; a killed test
@@ -259,11 +309,35 @@ impl Cluster {
         format!("node-{letter}-{}", self.suffix)
     }
 
-    /// The flags of agent `i` (`node-a-<run>` for 0, …).
+    /// The flags of agent `i` (`node-a-<run>` for 0, …); on a test bed, it runs in host `i`.
     fn agent_config(&self, i: usize, opts: &AgentOptions) -> AgentConfig {
         let letter = char::from(b'a' + u8::try_from(i).unwrap_or(0));
+        let (server, listen, node_ip, netns) = match &self.bed {
+            None => (
+                self.controller.url().to_string(),
+                LOOPBACK_LISTEN.to_string(),
+                LOOPBACK_NODE_IP.to_string(),
+                None,
+            ),
+            Some(bed) => {
+                let Some(host) = bed.hosts().get(i) else {
+                    panic!(
+                        "agent {i} has no host: the test bed has {}",
+                        bed.hosts().len()
+                    );
+                };
+                let server = format!("https://{}:{}", bed.gateway(), self.controller.port());
+                let listen = format!("{}:0", host.address);
+                (
+                    server,
+                    listen,
+                    host.address.to_string(),
+                    Some(host.netns.clone()),
+                )
+            }
+        };
         AgentConfig {
-            server: self.controller.url().to_string(),
+            server,
             token: opts.token.clone().unwrap_or_else(|| self.token.clone()),
             node_name: self.node_name_of(i),
             containerd_socket: self.containerd.socket().to_path_buf(),
@@ -276,6 +350,9 @@ impl Cluster {
             taints: opts.taints.clone(),
             max_pods: opts.max_pods,
             extra_args: with_test_eviction_hard(&opts.extra_args),
+            listen,
+            node_ip,
+            netns,
         }
     }
 
@@ -328,6 +405,16 @@ impl Cluster {
     }
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+    /// The test bed the agents run on; panics if the cluster is not on one.
+    pub fn test_bed(&self) -> &TestBed {
+        self.bed
+            .as_ref()
+            .unwrap_or_else(|| panic!("this cluster is not on a test bed (ClusterConfig::hosts)"))
+    }
+    /// The run's suffix, which every name of this cluster (nodes, bridges, netns) carries.
+    pub fn suffix(&self) -> &str {
+        &self.suffix
     }
     pub fn agent(&self, i: usize) -> &Agent {
         &self.agents[i]
@@ -431,52 +518,6 @@ impl Cluster {
     pub fn restart_containerd(&mut self) {
         self.containerd.restart();
         self.save_record();
-    }
-
-    /// What this cluster owns on the host, as its record lists it.
-    pub fn record(&self) -> record::Record {
-        let mut processes = Vec::new();
-        let pids = self.agents.iter().map(Agent::pid).chain([
-            self.controller.pid(),
-            self.registry.pid(),
-            self.containerd.pid(),
-        ]);
-        for pid in pids.flatten() {
-            if let Some(exe) = record::executable(pid) {
-                processes.push((pid, exe));
-            }
-        }
-        let mut dirs: Vec<PathBuf> = self.agents.iter().map(|a| a.dir().to_path_buf()).collect();
-        dirs.extend([
-            self.controller.scratch().to_path_buf(),
-            self.registry.dir().to_path_buf(),
-            self.containerd.dir().to_path_buf(),
-            self.scratch().to_path_buf(),
-        ]);
-        record::Record {
-            owner: std::process::id(),
-            processes,
-            containerd_socket: self.containerd.socket().to_path_buf(),
-            namespaces: self
-                .agents
-                .iter()
-                .map(|a| a.namespace().to_string())
-                .collect(),
-            networks: self.agents.iter().map(Agent::network_name).collect(),
-            bridges: self.agents.iter().map(|a| a.bridge().to_string()).collect(),
-            dirs,
-            iptables_before: self
-                .before
-                .iptables
-                .iter()
-                .map(|(t, table)| (t.clone(), table.chains.clone()))
-                .collect(),
-            ip_forward: self.before.ip_forward.clone(),
-        }
-    }
-
-    fn save_record(&self) {
-        self.record().save(&self.record_name);
     }
 
     /// Pushes a fixture to the registry under another name (`library/late`, `1.0`).

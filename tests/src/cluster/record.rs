@@ -1,5 +1,5 @@
 //! A cluster's record on the host: which processes, containerd namespaces, CNI networks,
-//! bridges and directories it owns, kept in `/run/berth-tests/` while it runs. A test process
+//! bridges, test bed and directories it owns, kept in `/run/berth-tests/` while it runs. A test process
 //! killed outright (nextest's timeout, a SIGKILL) never runs its Drop; the next cluster to start
 //! finds the record of a dead owner and removes exactly what it lists (processes only if their
 //! executable is still the recorded one, so a reused PID is never hit).
@@ -9,9 +9,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::Cluster;
+use crate::agent::Agent;
 use crate::containerd::shim_socket;
 use crate::host::restore_ip_forward;
 use crate::sweep::{self, iptables};
+use crate::testbed::{Leftovers, TestBed};
 
 /// Where records live (tmpfs: a reboot clears them along with what they describe).
 pub const RECORD_DIR: &str = "/run/berth-tests";
@@ -32,6 +35,9 @@ pub struct Record {
     /// Chains per iptables table before the cluster started.
     pub iptables_before: BTreeMap<String, BTreeSet<String>>,
     pub ip_forward: Option<String>,
+    /// The test bed the agents ran in, if any (removed after the agents' pods).
+    #[serde(default)]
+    pub testbed: Option<Leftovers>,
 }
 
 /// The executable of a running process.
@@ -108,6 +114,9 @@ impl Record {
                 .collect();
             removed.extend(iptables::sweep(&before, &self.networks));
         }
+        if let Some(bed) = &self.testbed {
+            removed.extend(bed.remove());
+        }
         for dir in &self.dirs {
             sweep::unmount_under(dir);
             if std::fs::remove_dir_all(dir).is_ok() {
@@ -118,6 +127,55 @@ impl Record {
             restore_ip_forward(value);
         }
         removed
+    }
+}
+
+impl Cluster {
+    /// What this cluster owns on the host, as its record lists it.
+    pub fn record(&self) -> Record {
+        let mut processes = Vec::new();
+        let pids = self.agents.iter().map(Agent::pid).chain([
+            self.controller.pid(),
+            self.registry.pid(),
+            self.containerd.pid(),
+        ]);
+        for pid in pids.flatten() {
+            if let Some(exe) = executable(pid) {
+                processes.push((pid, exe));
+            }
+        }
+        let mut dirs: Vec<PathBuf> = self.agents.iter().map(|a| a.dir().to_path_buf()).collect();
+        dirs.extend([
+            self.controller.scratch().to_path_buf(),
+            self.registry.dir().to_path_buf(),
+            self.containerd.dir().to_path_buf(),
+            self.scratch().to_path_buf(),
+        ]);
+        Record {
+            owner: std::process::id(),
+            processes,
+            containerd_socket: self.containerd.socket().to_path_buf(),
+            namespaces: self
+                .agents
+                .iter()
+                .map(|a| a.namespace().to_string())
+                .collect(),
+            networks: self.agents.iter().map(Agent::network_name).collect(),
+            bridges: self.agents.iter().map(|a| a.bridge().to_string()).collect(),
+            dirs,
+            iptables_before: self
+                .before
+                .iptables
+                .iter()
+                .map(|(t, table)| (t.clone(), table.chains.clone()))
+                .collect(),
+            ip_forward: self.before.ip_forward.clone(),
+            testbed: self.bed.as_ref().map(TestBed::leftovers),
+        }
+    }
+
+    pub(super) fn save_record(&self) {
+        self.record().save(&self.record_name);
     }
 }
 
@@ -183,9 +241,30 @@ mod tests {
                 BTreeSet::from(["POSTROUTING".to_string()]),
             )]),
             ip_forward: Some("0".into()),
+            testbed: Some(Leftovers {
+                routes: vec![vec![
+                    "172.31.8.0/24".into(),
+                    "via".into(),
+                    "172.31.7.254".into(),
+                ]],
+                links: vec!["bvabca".into(), "tbabc".into()],
+                netns: vec!["bhabca".into(), "brabc".into()],
+                forward_rule: None,
+            }),
         };
         let text = serde_json::to_string(&r).unwrap();
         assert_eq!(serde_json::from_str::<Record>(&text).unwrap(), r);
+    }
+
+    #[test]
+    fn a_record_written_before_test_beds_existed_still_reads() {
+        let r = Record {
+            owner: 42,
+            ..Record::default()
+        };
+        let mut json = serde_json::to_value(&r).unwrap();
+        json.as_object_mut().unwrap().remove("testbed");
+        assert_eq!(serde_json::from_value::<Record>(json).unwrap(), r);
     }
 
     #[test]

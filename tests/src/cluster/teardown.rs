@@ -1,7 +1,8 @@
 //! Tearing a cluster down so the host is left as it was found, whether the test passed or not:
 //! agents and the controller are killed by PID first (so nothing recreates what is removed),
 //! then the agents' containers go (through `ctr`), then their netns, bridges and tagged
-//! iptables rules, and `net.ipv4.ip_forward` is restored. The fields' own Drops then unmount
+//! iptables rules, then the test bed the agents ran in (if any), and `net.ipv4.ip_forward` is
+//! restored. The fields' own Drops then unmount
 //! and remove the agents' directories, stop the registry and containerd (which sweeps shims,
 //! runc state and cgroups). Nothing here panics.
 
@@ -40,6 +41,10 @@ impl Cluster {
             for cmd in sweep::iptables::sweep(&self.before.iptables, &networks) {
                 removed.push(cmd);
             }
+        }
+        // The bed's hosts go last: the agents in them are dead and their pods' netns gone.
+        if let Some(mut bed) = self.bed.take() {
+            removed.extend(bed.tear_down());
         }
         if let Some(value) = &self.before.ip_forward {
             restore_ip_forward(value);

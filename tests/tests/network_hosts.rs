@@ -2,8 +2,8 @@
 //! address, three on segment A and one behind a router on segment B. Each Node reports its
 //! host's address; the controller reaches the agent behind the router (`kubectl logs`); the
 //! hosts reach each other across the router; cutting a host's link partitions it and
-//! reconnecting heals it; and nothing of the bed is left once the cluster is gone. (Pods on
-//! different hosts do not reach each other yet: the agent does not route between nodes.)
+//! reconnecting heals it; and nothing of the bed is left once the cluster is gone. Pod traffic
+//! between the hosts is `network_pods`' subject.
 
 use std::os::unix::fs::MetadataExt as _;
 

@@ -209,6 +209,12 @@ async fn entries(
         for attr in &msg.attributes {
             match attr {
                 NeighbourAttribute::Destination(NeighbourAddress::Inet(a)) => ip = Some(*a),
+                // FDB entries (family AF_BRIDGE) carry their IPv4 destination undecoded.
+                NeighbourAttribute::Destination(NeighbourAddress::Other(bytes)) => {
+                    ip = <[u8; 4]>::try_from(bytes.as_slice())
+                        .ok()
+                        .map(Ipv4Addr::from);
+                }
                 NeighbourAttribute::LinkLayerAddress(l) => mac = mac_of(l),
                 _ => {}
             }

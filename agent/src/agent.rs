@@ -139,10 +139,16 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
             shutdown.clone(),
         ))
     });
+    let (service_tx, service_rx) = crate::network::service_state::channel();
+    tokio::spawn(crate::network::service_state::run(
+        client.clone(),
+        service_tx,
+        shutdown.clone(),
+    ));
     match config.cluster_cidr.parse() {
         Ok(cluster_cidr) => {
             tokio::spawn(crate::network::proxy::run(
-                client.clone(),
+                service_rx.clone(),
                 crate::network::proxy::ProxyConfig {
                     network: format!("berth-{}", config.node_name),
                     node: config.node_name.clone(),

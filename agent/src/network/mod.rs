@@ -28,6 +28,7 @@ pub mod peers;
 mod plugins;
 mod pod_locks;
 pub mod proxy;
+pub mod service_state;
 mod state;
 
 use std::net::Ipv4Addr;

@@ -1,0 +1,189 @@
+//! Every Service and EndpointSlice in the cluster, listed and then watched, published as one
+//! snapshot ([`ServiceState`]) to the service proxy and the cluster DNS after each burst of
+//! changes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use berth_shared::client::{Client, ClientError, ListParams, WatchEvent, WatchStream};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// Changes arriving this close together are published together.
+const BATCH: Duration = Duration::from_millis(50);
+
+/// The cluster's Services and EndpointSlices, keyed `namespace/name`.
+#[derive(Debug, Clone, Default)]
+pub struct ServiceState {
+    pub services: BTreeMap<String, Service>,
+    pub slices: BTreeMap<String, EndpointSlice>,
+    /// Both have been listed at least once (before that, the maps are empty, not "no
+    /// Services").
+    pub synced: bool,
+}
+
+/// A channel for the state, starting empty and unsynced.
+pub fn channel() -> (
+    watch::Sender<Arc<ServiceState>>,
+    watch::Receiver<Arc<ServiceState>>,
+) {
+    watch::channel(Arc::new(ServiceState::default()))
+}
+
+fn resource(
+    group: &str,
+    version: &str,
+    plural: &str,
+) -> &'static berth_shared::resource::ResourceType {
+    match berth_shared::resource::by_plural(group, version, plural) {
+        Some(rt) => rt,
+        None => unreachable!("{plural} are in the resource table"),
+    }
+}
+
+/// Objects of one kind by `namespace/name`, fed by a list and then its watch.
+struct Cache<T> {
+    group: &'static str,
+    version: &'static str,
+    plural: &'static str,
+    objects: BTreeMap<String, T>,
+    resource_version: String,
+    watch: Option<WatchStream<T>>,
+}
+
+fn key_of(meta: &ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or(""),
+        meta.name.as_deref().unwrap_or("")
+    )
+}
+
+trait Meta {
+    fn meta(&self) -> &ObjectMeta;
+}
+impl Meta for Service {
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+}
+impl Meta for EndpointSlice {
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+}
+
+impl<T: DeserializeOwned + Send + Meta + 'static> Cache<T> {
+    fn new(group: &'static str, version: &'static str, plural: &'static str) -> Cache<T> {
+        Cache {
+            group,
+            version,
+            plural,
+            objects: BTreeMap::new(),
+            resource_version: String::new(),
+            watch: None,
+        }
+    }
+
+    /// Lists afresh and opens a watch from the list.
+    async fn relist(&mut self, client: &Client) -> Result<(), ClientError> {
+        let rt = resource(self.group, self.version, self.plural);
+        let list = client.list::<T>(rt, None, &ListParams::default()).await?;
+        self.objects = list
+            .items
+            .into_iter()
+            .map(|o| (key_of(o.meta()), o))
+            .collect();
+        self.resource_version = list.resource_version;
+        self.watch = Some(
+            client
+                .watch::<T>(rt, None, &ListParams::default(), &self.resource_version)
+                .await?,
+        );
+        Ok(())
+    }
+
+    /// The next event applied to the cache; `false` when the watch ended or failed (relist).
+    async fn next(&mut self) -> bool {
+        let Some(watch) = self.watch.as_mut() else {
+            return std::future::pending().await;
+        };
+        match watch.next().await {
+            Some(Ok(WatchEvent::Added(o) | WatchEvent::Modified(o))) => {
+                self.objects.insert(key_of(o.meta()), o);
+                true
+            }
+            Some(Ok(WatchEvent::Deleted(o))) => {
+                self.objects.remove(&key_of(o.meta()));
+                true
+            }
+            Some(Ok(WatchEvent::Bookmark(rv))) => {
+                self.resource_version = rv;
+                true
+            }
+            Some(Err(_)) | None => {
+                self.watch = None;
+                false
+            }
+        }
+    }
+}
+
+/// Lists, watches and publishes until `shutdown`; relists a kind whose watch ends or fails.
+pub async fn run(
+    client: Client,
+    tx: watch::Sender<Arc<ServiceState>>,
+    shutdown: CancellationToken,
+) {
+    let mut services = Cache::<Service>::new("", "v1", "services");
+    let mut slices = Cache::<EndpointSlice>::new("discovery.k8s.io", "v1", "endpointslices");
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        if services.watch.is_none() || slices.watch.is_none() {
+            let listed = async {
+                if services.watch.is_none() {
+                    services.relist(&client).await?;
+                }
+                if slices.watch.is_none() {
+                    slices.relist(&client).await?;
+                }
+                Ok::<(), ClientError>(())
+            };
+            if let Err(e) = listed.await {
+                tracing::warn!(error = %e, "services and endpoint slices: listing failed; retrying");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+                continue;
+            }
+            backoff = Duration::from_millis(200);
+        }
+        tx.send_replace(Arc::new(ServiceState {
+            services: services.objects.clone(),
+            slices: slices.objects.clone(),
+            synced: true,
+        }));
+        // Wait for a change, then gather what follows it closely.
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = services.next() => {}
+            _ = slices.next() => {}
+        }
+        let batch_end = tokio::time::Instant::now() + BATCH;
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep_until(batch_end) => break,
+                ok = services.next() => if !ok { break },
+                ok = slices.next() => if !ok { break },
+            }
+        }
+    }
+}

@@ -162,6 +162,22 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         }
     }
     let state_dir = config.root_dir.join("network");
+    // Kept for `berth-agent uninstall`, which runs without the API.
+    let cidr_file = crate::uninstall::pod_cidr_file(&config.root_dir);
+    if let Some(dir) = cidr_file.parent() {
+        tokio::fs::create_dir_all(dir)
+            .await
+            .map_err(|source| AgentError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+    }
+    tokio::fs::write(&cidr_file, &pod_cidr)
+        .await
+        .map_err(|source| AgentError::Io {
+            path: cidr_file.clone(),
+            source,
+        })?;
     let instance = crate::network::instance_id(&state_dir).await?;
     let network = Network::new(NetworkConfig {
         cni_bin_dir: config.cni_bin_dir.clone(),

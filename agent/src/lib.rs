@@ -12,3 +12,4 @@ pub mod pod;
 pub mod probe;
 pub mod runtime;
 pub mod server;
+pub mod uninstall;

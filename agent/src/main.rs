@@ -23,6 +23,10 @@ enum Command {
         #[command(subcommand)]
         command: ImageCommand,
     },
+    /// Remove from this host what the (stopped) agent made: pod containers, pod networks, the
+    /// bridge, iptables rules, routes to other nodes, the VXLAN device. Give the flags the
+    /// agent ran with (node name, root dir, bridge, containerd namespace …).
+    Uninstall,
 }
 
 #[derive(Subcommand)]
@@ -45,20 +49,20 @@ struct RunArgs {
     #[arg(long)]
     token_file: Option<PathBuf>,
     /// The node's name (default: the hostname).
-    #[arg(long)]
+    #[arg(long, global = true)]
     node_name: Option<String>,
-    #[arg(long, default_value = "/var/lib/berth/agent")]
+    #[arg(long, global = true, default_value = "/var/lib/berth/agent")]
     root_dir: PathBuf,
     #[arg(long, global = true, default_value = "/run/containerd/containerd.sock")]
     containerd_socket: PathBuf,
     #[arg(long, global = true, default_value = "berth")]
     containerd_namespace: String,
-    #[arg(long, default_value = "berth0")]
+    #[arg(long, global = true, default_value = "berth0")]
     cni_bridge: String,
-    #[arg(long, default_value = "/usr/lib/cni")]
+    #[arg(long, global = true, default_value = "/usr/lib/cni")]
     cni_bin_dir: PathBuf,
     /// The cluster's pod range (traffic inside it is not masqueraded).
-    #[arg(long, default_value = "10.42.0.0/16")]
+    #[arg(long, global = true, default_value = "10.42.0.0/16")]
     cluster_cidr: String,
     /// Where the logs and exec server listens.
     #[arg(long, default_value = "0.0.0.0:10250")]
@@ -94,7 +98,7 @@ struct RunArgs {
     #[arg(long, default_value = "auto")]
     pod_network: berth_agent::network::peers::plan::PodNetworkMode,
     /// The VXLAN device (VNI 1, UDP port 8472) made when a peer needs it.
-    #[arg(long, default_value = "berth.1")]
+    #[arg(long, global = true, default_value = "berth.1")]
     vxlan_device: String,
 }
 
@@ -152,6 +156,28 @@ fn main() -> anyhow::Result<()> {
                         );
                     }
                 }
+            }
+            Ok(())
+        }),
+        Some(Command::Uninstall) => runtime.block_on(async move {
+            let node_name = a
+                .node_name
+                .unwrap_or_else(berth_agent::node::host::hostname)
+                .to_lowercase();
+            let done = berth_agent::uninstall::run(&berth_agent::uninstall::Uninstall {
+                node_name,
+                root_dir: a.root_dir,
+                containerd_socket: a.containerd_socket,
+                containerd_namespace: a.containerd_namespace,
+                cni_bridge: a.cni_bridge,
+                cni_bin_dir: a.cni_bin_dir,
+                cluster_cidr: a.cluster_cidr,
+                vxlan_device: a.vxlan_device,
+            })
+            .await
+            .context("uninstalling")?;
+            for line in done {
+                println!("{line}");
             }
             Ok(())
         }),

@@ -202,12 +202,11 @@ impl Agent {
         crate::stats::vm_rss_kib(&status)
     }
 
-    /// The command line for the current config.
-    fn command(&self) -> Command {
-        let c = &self.config;
+    /// The agent binary, run in the agent's netns when it has one.
+    fn binary_in_netns(&self) -> Command {
         // nsenter execs the agent once it has entered the netns: the child's PID is the
         // agent's (see `spawn`).
-        let mut cmd = match &c.netns {
+        match &self.config.netns {
             Some(ns) => {
                 let mut cmd = Command::new(require_tool("nsenter"));
                 cmd.arg(format!("--net={}", Path::new(NETNS_DIR).join(ns).display()))
@@ -215,7 +214,36 @@ impl Agent {
                 cmd
             }
             None => Command::new(&self.bin),
-        };
+        }
+    }
+
+    /// `berth-agent uninstall` with this agent's flags, in its netns (stop the agent first).
+    pub fn uninstall(&self) -> Run {
+        let c = &self.config;
+        let mut cmd = self.binary_in_netns();
+        cmd.arg("uninstall")
+            .arg("--node-name")
+            .arg(&c.node_name)
+            .arg("--root-dir")
+            .arg(self.root_dir())
+            .arg("--containerd-socket")
+            .arg(&c.containerd_socket)
+            .arg("--containerd-namespace")
+            .arg(&c.containerd_namespace)
+            .arg("--cni-bridge")
+            .arg(&c.cni_bridge)
+            .arg("--cni-bin-dir")
+            .arg(&c.cni_bin_dir)
+            .arg("--cluster-cidr")
+            .arg(&c.cluster_cidr)
+            .env("RUST_BACKTRACE", "1");
+        run(cmd, None, TOOL_DEADLINE)
+    }
+
+    /// The command line for the current config.
+    fn command(&self) -> Command {
+        let c = &self.config;
+        let mut cmd = self.binary_in_netns();
         cmd.arg("--server")
             .arg(&c.server)
             .arg("--token")

@@ -326,6 +326,30 @@ fn routes_come_back_and_an_agent_restart_keeps_traffic_flowing() {
         rules_after, rules_before,
         "nat rules changed across the restart"
     );
+
+    // Uninstalled (agent stopped, pods still running): nothing of the agent is left on host 1.
+    c.agent_mut(1).kill9();
+    let r = c.agent(1).uninstall();
+    assert!(r.success(), "{}", r.describe());
+    let bed = c.test_bed();
+    let network = c.agent(1).network_name();
+    let saved = bed.host_exec_ok(1, &["iptables-save"]);
+    assert!(
+        !saved.contains("berth:") && !saved.contains("BERTH-") && !saved.contains("CNI-"),
+        "{saved}"
+    );
+    assert!(agent_routes(&c, 1).is_empty(), "{:#?}", agent_routes(&c, 1));
+    let links = host_ip(&c, 1, &["-o", "link", "show"]);
+    assert!(
+        !links.contains("berth.1")
+            && !links.contains(c.agent(1).bridge())
+            && !links.contains("veth"),
+        "{links}"
+    );
+    let netns = berth_tests::host::tool_ok("ip", &["netns", "list"]);
+    assert!(!netns.contains(&format!("{network}-")), "{netns}");
+    let left = c.containerd().clean_namespace(c.agent(1).namespace());
+    assert!(left.is_empty(), "containers left: {left:?}");
 }
 
 #[test]

@@ -1,0 +1,99 @@
+//! `berth-agent uninstall`: removes from the host everything a (stopped) agent made — its pod
+//! containers, pod network namespaces and addresses, bridge, iptables chains and rules (host,
+//! masquerade and service proxy), routes to other nodes and the VXLAN device. The root and log
+//! directories stay (they hold the node's credentials; remove them by hand when the node is
+//! gone for good).
+
+use std::path::{Path, PathBuf};
+
+use crate::network::{Network, NetworkConfig};
+use crate::runtime::Runtime;
+
+/// Where the agent keeps the pod CIDR it was given, for uninstall (`<root>/network/pod-cidr`).
+pub fn pod_cidr_file(root_dir: &Path) -> PathBuf {
+    root_dir.join("network").join("pod-cidr")
+}
+
+/// What uninstall needs to know: the agent's own flags.
+#[derive(Debug, Clone)]
+pub struct Uninstall {
+    pub node_name: String,
+    pub root_dir: PathBuf,
+    pub containerd_socket: PathBuf,
+    pub containerd_namespace: String,
+    pub cni_bridge: String,
+    pub cni_bin_dir: PathBuf,
+    pub cluster_cidr: String,
+    pub vxlan_device: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UninstallError {
+    #[error(transparent)]
+    Network(#[from] crate::network::NetworkError),
+    #[error(transparent)]
+    Routes(#[from] crate::network::peers::netlink::NetlinkError),
+}
+
+/// Removes it all; returns one line per kind of thing removed. Steps that cannot run (no
+/// containerd) are reported and skipped, not fatal: uninstall does what it can.
+pub async fn run(u: &Uninstall) -> Result<Vec<String>, UninstallError> {
+    let mut done = Vec::new();
+    match Runtime::connect(&u.containerd_socket, &u.containerd_namespace).await {
+        Ok(runtime) => match runtime.list().await {
+            Ok(containers) => {
+                let mut removed = 0;
+                for c in containers {
+                    match runtime.remove(&c.id).await {
+                        Ok(()) => removed += 1,
+                        Err(e) => done.push(format!("container {}: not removed: {e}", c.id)),
+                    }
+                }
+                done.push(format!("{removed} containers removed"));
+            }
+            Err(e) => done.push(format!("containers not listed: {e}")),
+        },
+        Err(e) => done.push(format!("containerd not reachable, containers left: {e}")),
+    }
+
+    let network_name = format!("berth-{}", u.node_name);
+    let state_dir = u.root_dir.join("network");
+    let pod_cidr = tokio::fs::read_to_string(pod_cidr_file(&u.root_dir))
+        .await
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    if pod_cidr.is_empty() {
+        done.push("no recorded pod CIDR: pod networks and host rules not looked for".into());
+    } else {
+        let instance = crate::network::instance_id(&state_dir).await?;
+        let network = Network::new(NetworkConfig {
+            cni_bin_dir: u.cni_bin_dir.clone(),
+            bridge: u.cni_bridge.clone(),
+            pod_cidr,
+            cluster_cidr: u.cluster_cidr.clone(),
+            state_dir,
+            network_name: network_name.clone(),
+            instance,
+        });
+        let pods = network.list().await?;
+        for uid in &pods {
+            network.teardown(uid).await?;
+        }
+        done.push(format!("{} pod networks removed", pods.len()));
+        network.cleanup_host().await?;
+        done.push(format!("bridge {} and host rules removed", u.cni_bridge));
+    }
+    crate::network::proxy::remove(&network_name).await?;
+    done.push("service proxy rules removed".into());
+    let handle = crate::network::peers::netlink::connect()?;
+    let routes = crate::network::peers::netlink::remove_all(
+        &handle,
+        &u.vxlan_device,
+        std::net::Ipv4Addr::UNSPECIFIED,
+    )
+    .await?;
+    done.push(format!(
+        "{routes} routes and devices to other nodes removed"
+    ));
+    Ok(done)
+}

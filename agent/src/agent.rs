@@ -3,6 +3,7 @@
 
 use crate::config::Config;
 use crate::image::ImageService;
+use crate::network::peers::plan::PodNetworkMode;
 use crate::network::{Network, NetworkConfig};
 use crate::node;
 use crate::pod::manager::PodManager;
@@ -187,6 +188,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         state_dir,
         network_name: format!("berth-{}", config.node_name),
         instance,
+        mtu: pod_mtu(config.pod_network, facts.internal_ip.as_deref()).await,
     });
     let registries = ImageService::load_registries(&config.registries_config)
         .map_err(|e| AgentError::Registries(e.to_string()))?;
@@ -210,6 +212,25 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         let _ = task.await;
     }
     Ok(())
+}
+
+/// The pods' MTU: the node interface's less the VXLAN overhead when pod traffic may be
+/// tunnelled (a pod's full-size packet must fit the tunnel), else the default.
+async fn pod_mtu(mode: PodNetworkMode, node_ip: Option<&str>) -> Option<u32> {
+    if mode == PodNetworkMode::HostGw {
+        return None;
+    }
+    let node_ip: std::net::Ipv4Addr = node_ip?.parse().ok()?;
+    if node_ip.is_loopback() {
+        // A single-host setup: nothing is tunnelled, and loopback's MTU is no pod's.
+        return None;
+    }
+    let handle = crate::network::peers::netlink::connect().ok()?;
+    let mtu = crate::network::peers::netlink::tunnelled_pod_mtu(&handle, node_ip).await;
+    if let Some(mtu) = mtu {
+        tracing::info!(mtu, "pod MTU leaves room for VXLAN");
+    }
+    mtu
 }
 
 /// Peer routing's settings, or `None` (logged) when the node address or pod CIDR is not IPv4.

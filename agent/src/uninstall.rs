@@ -74,6 +74,7 @@ pub async fn run(u: &Uninstall) -> Result<Vec<String>, UninstallError> {
             state_dir,
             network_name: network_name.clone(),
             instance,
+            mtu: None,
         });
         let pods = network.list().await?;
         for uid in &pods {

@@ -109,6 +109,7 @@ impl Fixture {
             state_dir: dir.path().join("network"),
             network_name: format!("berth-t{pid}-{tag}"),
             instance: format!("i{pid}{tag}"),
+            mtu: None,
         };
         assert!(cfg.bridge.len() <= 15, "{}", cfg.bridge);
         Fixture {
@@ -873,6 +874,7 @@ async fn an_agent_never_touches_the_netns_of_another_agent_with_the_same_network
         pod_cidr: "10.244.123.0/24".into(),
         state_dir: dir_b.path().join("network"),
         instance: format!("i{pid}q"),
+        mtu: None,
         ..a.cfg.clone()
     });
     let uid = new_uid();

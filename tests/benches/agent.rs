@@ -1,9 +1,11 @@
 //! Agent benchmark (prints figures, never fails on them): pod start latency from creation to
 //! Running as a watch delivers it, over N pods with a warm image, next to raw containerd
 //! create+start of the same image measured in the same run (`ctr run -d` wall time, ctr's own
-//! process start included); and the agent's RSS idle and with N pods. `BERTH_BENCH_AGENT_PODS`
-//! sets N (default 50); `BERTH_AGENT_BIN` / `BERTH_CONTROLLER_BIN` pick the binaries (release
-//! builds give the meaningful figures).
+//! process start included); and the agent's RSS idle and with N pods. B pods are started first
+//! and stay (so the measured pods start on a node that already has them; pod network setup
+//! used to slow down with every pod on the node). `BERTH_BENCH_AGENT_PODS` sets N (default
+//! 50), `BERTH_BENCH_AGENT_BACKGROUND` B (default 100); `BERTH_AGENT_BIN` /
+//! `BERTH_CONTROLLER_BIN` pick the binaries (release builds give the meaningful figures).
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -26,10 +28,20 @@ const POD_DEADLINE: Duration = secs(60);
 
 fn main() {
     let pods = env_usize("BERTH_BENCH_AGENT_PODS", 50);
+    let background = env_usize("BERTH_BENCH_AGENT_BACKGROUND", 100);
     let bin = agent_binary();
     let build = build_note(&bin);
-    println!("agent bench: {} ({build}), pods={pods}", bin.display());
-    let c = Cluster::start(1);
+    println!(
+        "agent bench: {} ({build}), pods={pods}, background pods={background}",
+        bin.display()
+    );
+    let c = Cluster::start_with(berth_tests::ClusterConfig {
+        agents: vec![berth_tests::cluster::AgentOptions {
+            max_pods: u32::try_from(pods + background + 10).unwrap_or(u32::MAX),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
     let node = c.node_name(0).to_string();
     let rss_idle = c.agent(0).rss_kib();
 
@@ -39,6 +51,7 @@ fn main() {
     c.kubectl()
         .ok(&["delete", "pod", "warm-up", "--wait=true", "--timeout=60s"]);
 
+    start_background(&c, &node, background);
     let mut pod_start = measure_pods(&c, &node, pods);
     let rss_busy = c.agent(0).rss_kib();
     let mut raw = measure_raw(&c, pods);
@@ -61,6 +74,32 @@ fn main() {
         megabytes(rss_idle),
         megabytes(rss_busy)
     );
+}
+
+/// Creates `n` pods at once and waits until all are Running.
+fn start_background(c: &Cluster, node: &str, n: usize) {
+    if n == 0 {
+        return;
+    }
+    let api = c.api();
+    for i in 0..n {
+        let pod = sh_pod(&format!("background-{i:03}"), node, SLEEP_FOREVER);
+        api.expect(Req::post("/api/v1/namespaces/default/pods", &pod), 201);
+    }
+    c.wait_for(secs(300), &format!("{n} background pods Running"), || {
+        let list = api.get_ok("/api/v1/namespaces/default/pods");
+        let running = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["status"]["phase"] == "Running")
+            .count();
+        if running >= n {
+            Ok(())
+        } else {
+            Err(format!("{running} Running"))
+        }
+    });
 }
 
 /// Creates `n` pods one after another, each once the previous is Running, and times each from

@@ -28,6 +28,9 @@ pub struct NetworkConfig {
     /// the namespaces it made from those of any other agent on the host, even one with the
     /// same node name, and never touches the others'.
     pub instance: String,
+    /// The pods' interface MTU (`None`: the bridge plugin's default, the bridge's). Below the
+    /// node's when pod traffic may be tunnelled (VXLAN takes 50 bytes of every packet).
+    pub mtu: Option<u32>,
 }
 
 /// An IPv4 subnet such as `10.42.1.0/24`.
@@ -250,6 +253,7 @@ mod tests {
             state_dir: "/var/lib/berth/agent/network".into(),
             network_name: "berth-node1".into(),
             instance: "k3x9q2m7ab".into(),
+            mtu: None,
         }
     }
 

@@ -464,6 +464,7 @@ mod tests {
             state_dir: "/tmp/x".into(),
             network_name: "berth-n1".into(),
             instance: "k3x9q2m7ab".into(),
+            mtu: None,
         });
         assert_eq!(
             net.netns_path("u1"),

@@ -61,7 +61,7 @@ pub(crate) fn attachments(cfg: &NetworkConfig, host_ports: &[HostPort]) -> Vec<A
         "name": cfg.network_name,
         "type": "loopback",
     });
-    let bridge = json!({
+    let mut bridge = json!({
         "cniVersion": CNI_VERSION,
         "name": cfg.network_name,
         "type": "bridge",
@@ -76,6 +76,9 @@ pub(crate) fn attachments(cfg: &NetworkConfig, host_ports: &[HostPort]) -> Vec<A
             "dataDir": ipam_dir(&cfg.state_dir),
         },
     });
+    if let Some(mtu) = cfg.mtu {
+        bridge["mtu"] = json!(mtu);
+    }
     let mut eth0 = vec![bridge];
     if !host_ports.is_empty() {
         let mappings: Vec<Value> = host_ports
@@ -184,6 +187,7 @@ mod tests {
             state_dir: "/var/lib/berth/agent/network".into(),
             network_name: "berth-n1".into(),
             instance: "k3x9q2m7ab".into(),
+            mtu: None,
         }
     }
 
@@ -200,6 +204,10 @@ mod tests {
         assert_eq!(bridge["name"], "berth-n1");
         assert_eq!(bridge["bridge"], "berth0");
         assert_eq!(bridge["isGateway"], true);
+        assert!(
+            bridge.get("mtu").is_none(),
+            "the bridge's own MTU by default"
+        );
         assert_eq!(
             bridge["ipMasq"], false,
             "the node masquerades, not a chain per pod"

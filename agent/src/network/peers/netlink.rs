@@ -226,6 +226,14 @@ async fn entries(
     Ok(out)
 }
 
+/// The MTU pods must use so their packets still fit when tunnelled: the MTU of the interface
+/// holding `node_ip` less the VXLAN overhead (`None` when no interface holds it).
+pub async fn tunnelled_pod_mtu(handle: &Handle, node_ip: Ipv4Addr) -> Option<u32> {
+    let host = observe(handle, "", node_ip).await.ok()?;
+    host.node_link
+        .map(|(_, mtu)| mtu.saturating_sub(VXLAN_OVERHEAD))
+}
+
 /// What an action needs beyond itself.
 pub struct Target<'a> {
     pub vxlan_device: &'a str,

@@ -1,7 +1,8 @@
 //! The service proxy: keeps this node's nat table in step with every Service and EndpointSlice
 //! (as [`ServiceState`] publishes them), rewriting its chains whole in one
 //! `iptables-restore --noflush` whenever the computed ruleset changes (see [`plan`] for the
-//! chains), and at least every [`RESYNC`] in case something flushed them.
+//! chains). Only the chains that changed are written; every [`RESYNC`] the top chain is checked
+//! and, if someone flushed or changed it, everything is written again.
 
 pub mod plan;
 
@@ -21,6 +22,22 @@ use plan::TopChains;
 
 /// Rules are rewritten at least this often.
 const RESYNC: Duration = Duration::from_secs(30);
+
+/// Whether the table still holds what was written last (its top chain, rule for rule): a
+/// cheap check of one chain instead of rewriting thousands.
+async fn still_applied(network: &str, applied: &plan::Ruleset) -> bool {
+    let top = TopChains::of(network);
+    let Some(expected) = applied.chains.get(&top.services) else {
+        return false;
+    };
+    match command::tool("iptables", &["-w", "5", "-t", "nat", "-S", &top.services]).await {
+        Ok(out) => {
+            let listed = String::from_utf8_lossy(&out.stdout);
+            listed.lines().filter(|l| l.starts_with("-A ")).count() == expected.len()
+        }
+        Err(_) => false,
+    }
+}
 
 /// What the proxy is told at start.
 #[derive(Debug, Clone)]
@@ -87,7 +104,19 @@ async fn restore(input: &str) -> Result<(), NetworkError> {
 }
 
 /// Writes `ruleset` (removing our chains it no longer has) and makes sure the jumps exist.
-async fn apply(network: &str, ruleset: &plan::Ruleset) -> Result<(), NetworkError> {
+/// Writes `ruleset`: the chains that changed since `applied`, or (with no `applied`, after a
+/// failure or at a resync) every chain, removing our chains it no longer has, and the jumps.
+async fn apply(
+    network: &str,
+    ruleset: &plan::Ruleset,
+    applied: Option<&plan::Ruleset>,
+) -> Result<(), NetworkError> {
+    if let Some(applied) = applied {
+        if let Some(input) = ruleset.changes_from(applied) {
+            restore(&input).await?;
+        }
+        return Ok(());
+    }
     let existing = nat_chains().await?;
     restore(&ruleset.restore_input(&existing, network)).await?;
     for jump in jumps(network) {
@@ -127,9 +156,15 @@ pub async fn run(
             let svcs: Vec<Service> = current.services.values().cloned().collect();
             let eps: Vec<EndpointSlice> = current.slices.values().cloned().collect();
             let ruleset = plan::ruleset(&scope, &svcs, &eps);
-            if applied.as_ref() != Some(&ruleset) || applied_at.elapsed() >= RESYNC {
+            let resync = applied_at.elapsed() >= RESYNC
+                && !matches!(&applied, Some(a) if still_applied(&cfg.network, a).await);
+            if !resync && applied_at.elapsed() >= RESYNC {
+                applied_at = Instant::now();
+            }
+            if applied.as_ref() != Some(&ruleset) || resync {
                 let started = Instant::now();
-                match apply(&cfg.network, &ruleset).await {
+                let base = if resync { None } else { applied.as_ref() };
+                match apply(&cfg.network, &ruleset, base).await {
                     Ok(()) => {
                         tracing::debug!(
                             rules = ruleset.rule_count(),

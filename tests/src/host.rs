@@ -42,7 +42,7 @@ pub fn require_tool(tool: &str) -> PathBuf {
             "docker-registry" => "docker-registry",
             "busybox" => "busybox-static",
             "ip" => "iproute2",
-            "iptables" | "iptables-save" => "iptables",
+            "iptables" | "iptables-save" | "iptables-restore" => "iptables",
             other => other,
         };
         panic!(

@@ -246,17 +246,29 @@ pub fn sweep(before: &BTreeMap<String, Table>, networks: &[String]) -> Vec<Strin
             args.extend(d.spec.iter().map(String::as_str));
             report(tool("iptables", &args), &mut done);
         }
-        for chain in &plan.chains {
-            report(
-                tool("iptables", &["-w", "5", "-t", table, "-F", chain]),
-                &mut done,
-            );
-        }
-        for chain in &plan.chains {
-            report(
-                tool("iptables", &["-w", "5", "-t", table, "-X", chain]),
-                &mut done,
-            );
+        if !plan.chains.is_empty() {
+            // One restore for every chain (a service proxy leaves thousands): each declared
+            // (which flushes it), then each deleted.
+            let mut input = format!("*{table}\n");
+            for chain in &plan.chains {
+                input.push_str(&format!(":{chain} - [0:0]\n"));
+            }
+            for chain in &plan.chains {
+                input.push_str(&format!("-X {chain}\n"));
+            }
+            input.push_str("COMMIT\n");
+            let mut cmd = std::process::Command::new(crate::host::require_tool("iptables-restore"));
+            cmd.args(["-w", "5", "--noflush"]);
+            let r = crate::process::run(cmd, Some(input.as_bytes()), crate::host::TOOL_DEADLINE);
+            if r.success() {
+                done.extend(
+                    plan.chains
+                        .iter()
+                        .map(|c| format!("iptables -t {table} -X {c}")),
+                );
+            } else {
+                report(r, &mut done);
+            }
         }
     }
     done

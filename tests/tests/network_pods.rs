@@ -7,9 +7,9 @@
 //! * routes removed behind the agent's back come back, a host cut off and reconnected works
 //!   again, and an agent restart keeps routes and rules (no duplicates, no lost packets
 //!   between its pods and another host's);
-//! * a ClusterIP Service over three pods on three hosts answers from every host with all three,
-//!   follows a scale-down within 2 s, pins a client with `ClientIP` affinity, and its NodePort
-//!   answers on every host's address.
+//! * a ClusterIP Service over three pods on three hosts answers from every host with all three
+//!   (and a pod that reaches itself through it, hairpin), follows a scale-down within 2 s, pins
+//!   a client with `ClientIP` affinity, and its NodePort answers on every host's address.
 
 use std::net::Ipv4Addr;
 use std::process::{Child, Command, Stdio};
@@ -468,6 +468,24 @@ fn a_service_answers_from_every_host_with_pods_on_other_hosts() {
                 Ok(())
             } else {
                 Err(format!("{all:?}"))
+            }
+        },
+    );
+
+    // Hairpin: a web pod reaching the Service is sometimes sent to itself, and answers.
+    let own = names[0].clone();
+    c.wait_for(
+        secs(20),
+        "a web pod answering itself through the Service",
+        || {
+            let script = format!(
+                "for i in $(seq 20); do timeout 2 wget -qO- http://{cluster_ip}/; done; true"
+            );
+            let out = c.exec_ok("default", &own, None, &["sh", "-c", &script]);
+            if out.lines().any(|l| l.trim() == own) {
+                Ok(())
+            } else {
+                Err(out)
             }
         },
     );

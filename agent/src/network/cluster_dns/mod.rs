@@ -15,6 +15,7 @@
 //! is retried, and an explicit `--cluster-dns` the node does not hold is simply announced to
 //! pods without being served here (a DNS server elsewhere answers on it).
 
+mod answers;
 pub mod records;
 #[cfg(test)]
 mod records_tests;

@@ -15,13 +15,10 @@
 //! * PTR `d.c.b.a.in-addr.arpa` for ClusterIPs and served endpoint addresses; other reverse
 //!   names are forwarded.
 //! * `<a-b-c-d>.<ns>.pod.<domain>`: A = `a.b.c.d`, unverified.
-//! * A name that exists without the asked type (AAAA of an IPv4 Service, any type of an empty
-//!   non-terminal such as `<ns>.svc.<domain>`) is NODATA; an unknown name under the domain is
-//!   NXDOMAIN; both carry the zone's SOA (`ns.dns.<domain>. hostmaster.<domain>.`) in the
-//!   authority section. Names outside the domain are forwarded.
 //!
 //! An endpoint is served when it is ready (`ready` unset counts as ready, as the API says) or
-//! its Service has `publishNotReadyAddresses`. Every record's TTL is [`TTL`].
+//! its Service has `publishNotReadyAddresses`. Every record's TTL is [`TTL`]. How a question
+//! is answered from the table (NODATA, NXDOMAIN, forwarding) is in [`super::answers`].
 //!
 //! Planner: pure, no I/O.
 
@@ -36,8 +33,6 @@ use crate::network::service_state::ServiceState;
 /// The TTL of every record and of negative answers (CoreDNS's default `ttl`).
 pub const TTL: u32 = 5;
 const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
-/// CNAMEs followed inside the domain before giving up (CoreDNS stops at 8 records).
-const MAX_CHAIN: usize = 8;
 
 /// The question's type, as far as the answers differ by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,11 +129,11 @@ pub struct Zone {
 
 /// What one name holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct Node {
-    a: BTreeSet<Ipv4Addr>,
-    cname: Option<String>,
+pub(super) struct Node {
+    pub(super) a: BTreeSet<Ipv4Addr>,
+    pub(super) cname: Option<String>,
     /// `(port, target)`, in order, without duplicates.
-    srv: Vec<(u16, String)>,
+    pub(super) srv: Vec<(u16, String)>,
 }
 
 impl Node {
@@ -152,14 +147,14 @@ impl Node {
 /// Every cluster name, ready to answer questions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Records {
-    zone: Zone,
+    pub(super) zone: Zone,
     /// Made from a listed snapshot (see [`ServiceState::synced`]).
-    synced: bool,
-    names: BTreeMap<String, Node>,
+    pub(super) synced: bool,
+    pub(super) names: BTreeMap<String, Node>,
     /// Names with nothing of their own but names below them (`<ns>.svc.<domain>`,
     /// `_tcp.<svc>…`): NODATA, not NXDOMAIN.
-    interior: BTreeSet<String>,
-    reverse: BTreeMap<Ipv4Addr, BTreeSet<String>>,
+    pub(super) interior: BTreeSet<String>,
+    pub(super) reverse: BTreeMap<Ipv4Addr, BTreeSet<String>>,
 }
 
 /// A port as SRV names it: `(name, protocol, number)`, both lower case.
@@ -369,226 +364,5 @@ pub fn plan_records(state: &ServiceState, zone: Zone) -> Records {
         names,
         interior,
         reverse,
-    }
-}
-
-/// `d.c.b.a.in-addr.arpa` → `a.b.c.d`.
-fn reverse_ip(name: &str) -> Option<Ipv4Addr> {
-    let labels = name.strip_suffix(".in-addr.arpa")?;
-    let octets: Vec<u8> = labels
-        .split('.')
-        .map(|l| l.parse::<u8>().ok())
-        .collect::<Option<_>>()?;
-    match octets.as_slice() {
-        [d, c, b, a] => Some(Ipv4Addr::new(*a, *b, *c, *d)),
-        _ => None,
-    }
-}
-
-/// `10-42-0-5` → `10.42.0.5`.
-fn dashed_ip(label: &str) -> Option<Ipv4Addr> {
-    if label.matches('-').count() != 3 {
-        return None;
-    }
-    label.replace('-', ".").parse().ok()
-}
-
-fn record(name: &str, data: Data) -> Record {
-    Record {
-        name: name.to_string(),
-        ttl: TTL,
-        data,
-    }
-}
-
-impl Records {
-    pub fn zone(&self) -> &Zone {
-        &self.zone
-    }
-
-    /// The zone's SOA record.
-    pub fn soa(&self) -> Record {
-        let d = &self.zone.domain;
-        record(
-            d,
-            Data::Soa(Soa {
-                mname: format!("ns.dns.{d}"),
-                rname: format!("hostmaster.{d}"),
-                serial: self.zone.serial,
-                refresh: 7200,
-                retry: 1800,
-                expire: 86400,
-                minimum: TTL,
-            }),
-        )
-    }
-
-    fn negative(&self, rcode: Rcode) -> Lookup {
-        Lookup::Answer(Reply {
-            rcode,
-            answers: Vec::new(),
-            additionals: Vec::new(),
-            authority: vec![self.soa()],
-            chase: None,
-        })
-    }
-
-    fn positive(&self, answers: Vec<Record>, additionals: Vec<Record>) -> Lookup {
-        if answers.is_empty() {
-            return self.negative(Rcode::NoError);
-        }
-        Lookup::Answer(Reply {
-            rcode: Rcode::NoError,
-            answers,
-            additionals,
-            authority: Vec::new(),
-            chase: None,
-        })
-    }
-
-    /// The answer to `qname`/`qtype`. `qname` is taken as absolute, with or without the
-    /// final dot, in any case; answers are owned by `qname` as asked.
-    pub fn lookup(&self, qname: &str, qtype: QueryType) -> Lookup {
-        let asked = qname.trim_end_matches('.');
-        let name = asked.to_ascii_lowercase();
-        if let Some(ip) = reverse_ip(&name) {
-            return match (self.reverse.get(&ip), qtype) {
-                _ if !self.synced => Lookup::Forward,
-                (Some(targets), QueryType::Ptr | QueryType::Any) => self.positive(
-                    targets
-                        .iter()
-                        .map(|t| record(asked, Data::Ptr(t.clone())))
-                        .collect(),
-                    Vec::new(),
-                ),
-                _ => Lookup::Forward,
-            };
-        }
-        let domain = &self.zone.domain;
-        if name == *domain {
-            return if self.synced {
-                self.apex(asked, qtype)
-            } else {
-                Lookup::Unavailable
-            };
-        }
-        let Some(relative) = name.strip_suffix(&format!(".{domain}")) else {
-            return Lookup::Forward;
-        };
-        if !self.synced {
-            return Lookup::Unavailable;
-        }
-        let labels: Vec<&str> = relative.split('.').collect();
-        match labels.as_slice() {
-            ["svc"] | [_, "svc"] | ["pod"] | [_, "pod"] => return self.negative(Rcode::NoError),
-            [ip, _, "pod"] => {
-                return match dashed_ip(ip) {
-                    Some(ip) if matches!(qtype, QueryType::A | QueryType::Any) => {
-                        self.positive(vec![record(asked, Data::A(ip))], Vec::new())
-                    }
-                    Some(_) => self.negative(Rcode::NoError),
-                    None => self.negative(Rcode::NxDomain),
-                };
-            }
-            _ => {}
-        }
-        let mut answers = Vec::new();
-        let mut additionals = Vec::new();
-        let mut owner = asked.to_string();
-        let mut current = name;
-        for _ in 0..MAX_CHAIN {
-            let Some(node) = self.names.get(&current) else {
-                if answers.is_empty() && !self.interior.contains(&current) {
-                    return self.negative(Rcode::NxDomain);
-                }
-                break;
-            };
-            if let Some(target) = &node.cname {
-                answers.push(record(&owner, Data::Cname(target.clone())));
-                if qtype == QueryType::Cname {
-                    break;
-                }
-                if !target.ends_with(&format!(".{domain}")) {
-                    return Lookup::Answer(Reply {
-                        rcode: Rcode::NoError,
-                        answers,
-                        additionals,
-                        authority: Vec::new(),
-                        chase: Some(target.clone()),
-                    });
-                }
-                owner = target.clone();
-                current = target.clone();
-                continue;
-            }
-            let (a, extra) = self.node_answers(&owner, node, qtype);
-            answers.extend(a);
-            additionals.extend(extra);
-            break;
-        }
-        self.positive(answers, additionals)
-    }
-
-    /// Answers (and additional records) of one node for a type other than CNAME.
-    fn node_answers(
-        &self,
-        owner: &str,
-        node: &Node,
-        qtype: QueryType,
-    ) -> (Vec<Record>, Vec<Record>) {
-        let a = || node.a.iter().map(|ip| record(owner, Data::A(*ip)));
-        match qtype {
-            QueryType::A => (a().collect(), Vec::new()),
-            QueryType::Srv => self.srv_answers(owner, node),
-            QueryType::Any => {
-                let (srv, extra) = self.srv_answers(owner, node);
-                (a().chain(srv).collect(), extra)
-            }
-            _ => (Vec::new(), Vec::new()),
-        }
-    }
-
-    /// SRV records with CoreDNS's weights (`100 / n`, at least 1) and the targets' addresses.
-    fn srv_answers(&self, owner: &str, node: &Node) -> (Vec<Record>, Vec<Record>) {
-        let n = node.srv.len().max(1);
-        let weight = u16::try_from(100 / n).unwrap_or(1).max(1);
-        let mut answers = Vec::new();
-        let mut extra: Vec<Record> = Vec::new();
-        for (port, target) in &node.srv {
-            answers.push(record(
-                owner,
-                Data::Srv {
-                    priority: 0,
-                    weight,
-                    port: *port,
-                    target: target.clone(),
-                },
-            ));
-            for ip in self.names.get(target).map(|n| &n.a).into_iter().flatten() {
-                let r = record(target, Data::A(*ip));
-                if !extra.contains(&r) {
-                    extra.push(r);
-                }
-            }
-        }
-        (answers, extra)
-    }
-
-    /// The zone's own name: SOA and NS; nothing else.
-    fn apex(&self, asked: &str, qtype: QueryType) -> Lookup {
-        let ns = format!("ns.dns.{}", self.zone.domain);
-        let glue = || match self.zone.nameserver {
-            Some(ip) => vec![record(&ns, Data::A(ip))],
-            None => Vec::new(),
-        };
-        match qtype {
-            QueryType::Soa => {
-                let mut soa = self.soa();
-                soa.name = asked.to_string();
-                self.positive(vec![soa], Vec::new())
-            }
-            QueryType::Ns => self.positive(vec![record(asked, Data::Ns(ns.clone()))], glue()),
-            _ => self.negative(Rcode::NoError),
-        }
     }
 }

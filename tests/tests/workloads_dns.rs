@@ -1,12 +1,12 @@
-//! Issue 12, cluster DNS on one host: the agent serves `cluster.local` on its pod gateway and
-//! pods are pointed at it. The StatefulSet page's headless `nginx` Service with pods `web-0`
-//! and `web-1` (made by hand with `hostname`/`subdomain: nginx`): `nslookup nginx` from a
-//! busybox pod returns the ready pods' IPs and follows readiness; `web-0.nginx.default.svc.
-//! cluster.local` is web-0's IP (and `web-1.nginx` web-1's, through the search path); SRV and
-//! PTR answer. A ClusterIP Service resolves as `<svc>` and, in `wget http://<svc>.<ns>/`
-//! (which reaches a pod through the service proxy), as `<svc>.<ns>`; an
-//! unknown name is NXDOMAIN; an outside name gets the host resolver's verdict; a deleted
-//! Service's name is gone within a few seconds.
+//! Issue 12, cluster DNS on one host: the agent serves `cluster.local` on its pod gateway (on
+//! a bridge it made itself, before any pod) and pods are pointed at it. The StatefulSet
+//! page's headless `nginx` Service with pods `web-0` and `web-1` (made by hand with
+//! `hostname`/`subdomain: nginx`): `nslookup nginx` from a busybox pod returns the ready pods'
+//! IPs and follows readiness; `web-0.nginx.default.svc.cluster.local` is web-0's IP (and
+//! `web-1.nginx` web-1's, through the search path); SRV and PTR answer. A ClusterIP Service
+//! resolves as `<svc>` and, in `wget http://<svc>.<ns>/` (which reaches a pod through the
+//! service proxy), as `<svc>.<ns>`; an unknown name is NXDOMAIN; an outside name gets the host
+//! resolver's verdict; a deleted Service's name is gone within a few seconds.
 
 use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_pod};
 use berth_tests::{Cluster, secs};
@@ -40,15 +40,10 @@ fn web_pod(name: &str, node: &str, ready: bool) -> Value {
     pod
 }
 
-/// What busybox's nslookup found: the answers' addresses (or names, for a reverse lookup),
-/// sorted, or `Err` with the output when it found nothing.
-fn nslookup(c: &Cluster, args: &[&str]) -> Result<Vec<String>, String> {
-    let mut cmd = vec!["timeout", "5", "nslookup"];
-    cmd.extend(args);
-    let r = c.exec("default", "client", None, &cmd);
-    let out = r.stdout.clone();
-    // Busybox prints the server first ("Server:" / "Address: <ip>:53"), then a blank line,
-    // then "Name:"/"Address:" pairs (or "<ip>.in-addr.arpa name = <name>").
+/// What a busybox nslookup printed: the answers' addresses (or names, for a reverse lookup),
+/// sorted. Busybox prints the server first ("Server:" / "Address: <ip>:53"), then a blank
+/// line, then "Name:"/"Address:" pairs (or "<ip>.in-addr.arpa name = <name>").
+fn answers(out: &str) -> Vec<String> {
     let mut found: Vec<String> = out
         .split_once("\n\n")
         .map_or("", |(_, answers)| answers)
@@ -63,11 +58,28 @@ fn nslookup(c: &Cluster, args: &[&str]) -> Result<Vec<String>, String> {
         .collect();
     found.sort();
     found.dedup();
+    found
+}
+
+/// busybox's nslookup in the client pod: its answers, or `Err` with the output when it found
+/// nothing.
+fn nslookup(c: &Cluster, args: &[&str]) -> Result<Vec<String>, String> {
+    let mut cmd = vec!["timeout", "5", "nslookup"];
+    cmd.extend(args);
+    let r = c.exec("default", "client", None, &cmd);
+    let found = answers(&r.stdout);
     if found.is_empty() {
         Err(r.describe())
     } else {
         Ok(found)
     }
+}
+
+/// A command on the host (the agent's network namespace), with a deadline.
+fn on_host(program: &str, args: &[&str]) -> berth_tests::Run {
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args);
+    berth_tests::process::run(cmd, None, secs(10))
 }
 
 /// `http://<host>/` fetched from the client with busybox's wget: the address it connected to
@@ -122,6 +134,43 @@ fn verdict(output: &str) -> Option<&'static str> {
 fn pods_resolve_services_and_stateful_names_through_the_agents_dns() {
     let c = Cluster::start(1);
     let node = c.node_name(0).to_string();
+    let cidr = c.wait_for(secs(30), "the node's podCIDR", || {
+        c.get(&format!("/api/v1/nodes/{node}"))
+            .and_then(|n| n["spec"]["podCIDR"].as_str().map(str::to_string))
+            .ok_or("no podCIDR yet")
+    });
+    let (net, prefix) = cidr.split_once('/').expect("ADDRESS/PREFIX");
+    let net: std::net::Ipv4Addr = net.parse().expect("an IPv4 podCIDR");
+    let gateway = std::net::Ipv4Addr::from(u32::from(net) + 1).to_string();
+
+    // Before any pod (so before the CNI plugin made the bridge), the agent has made the bridge
+    // with the gateway address and answers there: the `kubernetes` Service, from the host.
+    let kubernetes = c
+        .get("/api/v1/namespaces/default/services/kubernetes")
+        .and_then(|s| s["spec"]["clusterIP"].as_str().map(str::to_string))
+        .expect("the kubernetes Service's cluster IP");
+    c.wait_for(secs(10), "the agent's DNS on the pod gateway", || {
+        let r = on_host(
+            "busybox",
+            &["nslookup", "kubernetes.default.svc.cluster.local", &gateway],
+        );
+        if answers(&r.stdout) == [kubernetes.clone()] {
+            Ok(())
+        } else {
+            Err(r.describe())
+        }
+    });
+    let bridge = on_host(
+        "ip",
+        &["-4", "-o", "addr", "show", "dev", c.agent(0).bridge()],
+    );
+    assert!(
+        bridge.stdout.contains(&format!("inet {gateway}/{prefix} ")),
+        "{}",
+        bridge.describe()
+    );
+    assert!(c.netns(0).is_empty(), "{:?}", c.netns(0));
+
     c.apply(&json!({"apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "nginx", "labels": {"app": "nginx"}},
         "spec": {"ports": [{"port": 80, "name": "web"}], "clusterIP": "None",
@@ -137,15 +186,6 @@ fn pods_resolve_services_and_stateful_names_through_the_agents_dns() {
     let ip1 = pod_ip(&c, "web-1");
 
     // The pod is pointed at its node's pod gateway, with the kubelet's search path.
-    let cidr = c
-        .get(&format!("/api/v1/nodes/{node}"))
-        .and_then(|n| n["spec"]["podCIDR"].as_str().map(str::to_string))
-        .expect("the node's podCIDR");
-    let net: std::net::Ipv4Addr = cidr
-        .split_once('/')
-        .and_then(|(a, _)| a.parse().ok())
-        .expect("an IPv4 podCIDR");
-    let gateway = std::net::Ipv4Addr::from(u32::from(net) + 1).to_string();
     let resolv = c.exec_ok("default", "client", None, &["cat", "/etc/resolv.conf"]);
     assert!(
         resolv.lines().any(|l| l == format!("nameserver {gateway}")),
@@ -234,9 +274,7 @@ fn pods_resolve_services_and_stateful_names_through_the_agents_dns() {
     let r = c.exec("default", "client", None, &["nslookup", "nope"]);
     assert!(!r.success(), "{}", r.describe());
     assert!(r.stdout.contains("NXDOMAIN"), "{}", r.describe());
-    let mut cmd = std::process::Command::new("busybox");
-    cmd.args(["nslookup", "example.com"]);
-    let host = berth_tests::process::run(cmd, None, secs(10));
+    let host = on_host("busybox", &["nslookup", "example.com"]);
     if let Some(want) = verdict(&host.stdout) {
         let pod = c.exec("default", "client", None, &["nslookup", "example.com"]);
         assert_eq!(

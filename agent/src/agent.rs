@@ -3,8 +3,10 @@
 
 use crate::config::Config;
 use crate::image::ImageService;
+use crate::network::cluster_dns::{DnsConfig, GatewayBridge};
+use crate::network::dns::ClusterDns;
 use crate::network::peers::plan::PodNetworkMode;
-use crate::network::{Network, NetworkConfig};
+use crate::network::{Ipv4Cidr, Network, NetworkConfig};
 use crate::node;
 use crate::pod::manager::PodManager;
 use crate::runtime::{Runtime, RuntimeOptions};
@@ -146,6 +148,20 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         service_tx,
         shutdown.clone(),
     ));
+    let dns = cluster_dns(&config, &pod_cidr);
+    if let Some(cfg) = &dns {
+        // Before any pod network is set up, so the CNI plugin finds the bridge made.
+        if let Some(bridge) = &cfg.bridge
+            && let Err(e) = crate::network::cluster_dns::ensure_gateway(bridge).await
+        {
+            tracing::warn!(error = %e, "cluster DNS: cannot make the pod bridge yet; retrying in the background");
+        }
+        tokio::spawn(crate::network::cluster_dns::run(
+            cfg.clone(),
+            service_rx.clone(),
+            shutdown.clone(),
+        ));
+    }
     match config.cluster_cidr.parse() {
         Ok(cluster_cidr) => {
             tokio::spawn(crate::network::proxy::run(
@@ -201,6 +217,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         network,
         crate::pod::manager::NodeResources {
             host_ip: facts.internal_ip.clone().unwrap_or_default(),
+            dns: ClusterDns {
+                servers: dns.iter().map(|d| d.address.to_string()).collect(),
+                domain: config.cluster_domain.clone(),
+            },
             cpus: facts.cpus,
             memory_bytes: facts.memory_bytes as i64,
         },
@@ -251,5 +271,30 @@ fn peer_config(
         pod_cidr,
         mode: config.pod_network,
         vxlan_device: config.vxlan_device.clone(),
+    })
+}
+
+/// Where cluster DNS is served: `--cluster-dns`, or the pod gateway (on the CNI bridge, made
+/// if missing). `None` (logged) without either: pods then use the host's resolvers.
+fn cluster_dns(config: &Config, pod_cidr: &str) -> Option<DnsConfig> {
+    let pod_cidr: Option<Ipv4Cidr> = pod_cidr.parse().ok();
+    let gateway = pod_cidr
+        .as_ref()
+        .map(crate::network::cluster_dns::pod_gateway);
+    let Some(address) = config.cluster_dns.or(gateway) else {
+        tracing::warn!("no cluster DNS: the pod CIDR is not IPv4 and --cluster-dns is not set");
+        return None;
+    };
+    Some(DnsConfig {
+        address,
+        port: 53,
+        domain: config.cluster_domain.clone(),
+        bridge: pod_cidr
+            .filter(|_| Some(address) == gateway)
+            .map(|pod_cidr| GatewayBridge {
+                name: config.cni_bridge.clone(),
+                pod_cidr,
+            }),
+        resolv_conf: "/etc/resolv.conf".into(),
     })
 }

@@ -1,6 +1,6 @@
 //! The agent's configuration, as its flags give it.
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 /// Everything `berth-agent` is told at start.
@@ -34,4 +34,9 @@ pub struct Config {
     pub pod_network: crate::network::peers::plan::PodNetworkMode,
     /// The VXLAN device's name (`--vxlan-device`).
     pub vxlan_device: String,
+    /// The cluster domain (`--cluster-domain`), lower case, without the final dot.
+    pub cluster_domain: String,
+    /// The cluster DNS address pods are given (`--cluster-dns`); `None`: this node's pod
+    /// gateway. The agent serves cluster DNS on it when the node holds it.
+    pub cluster_dns: Option<Ipv4Addr>,
 }

@@ -100,6 +100,33 @@ struct RunArgs {
     /// The VXLAN device (VNI 1, UDP port 8472) made when a peer needs it.
     #[arg(long, global = true, default_value = "berth.1")]
     vxlan_device: String,
+    /// The cluster's DNS domain: pods search `<ns>.svc.<domain>`, and the agent's DNS server
+    /// answers for it.
+    #[arg(long, default_value = "cluster.local", value_parser = parse_domain)]
+    cluster_domain: String,
+    /// The DNS server address pods are given. Default: this node's pod gateway (the first
+    /// address of its pod CIDR, on the CNI bridge), where the agent serves cluster DNS. Given
+    /// an address the node holds, the agent serves there instead; any other address is only
+    /// handed to pods (a DNS server elsewhere answers on it).
+    #[arg(long)]
+    cluster_dns: Option<std::net::Ipv4Addr>,
+}
+
+/// A DNS domain such as `cluster.local` (lower-cased, without the final dot).
+fn parse_domain(s: &str) -> Result<String, String> {
+    let d = berth_agent::network::cluster_dns::normalize_domain(s);
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    if d.len() <= 253 && d.split('.').all(label_ok) {
+        Ok(d)
+    } else {
+        Err(format!("{s}: not a DNS domain"))
+    }
 }
 
 /// A positive byte size such as `10Mi` or `4096`.
@@ -220,6 +247,8 @@ fn main() -> anyhow::Result<()> {
                 eviction_hard: a.eviction_hard,
                 pod_network: a.pod_network,
                 vxlan_device: a.vxlan_device,
+                cluster_domain: a.cluster_domain,
+                cluster_dns: a.cluster_dns,
             };
             runtime.block_on(async move {
                 let shutdown = CancellationToken::new();

@@ -7,7 +7,8 @@
 //! * routes removed behind the agent's back come back, a host cut off and reconnected works
 //!   again, and an agent restart keeps routes and rules (no duplicates, no lost packets
 //!   between its pods and another host's);
-//! * a ClusterIP Service over three pods on three hosts answers from every host with all three
+//! * a ClusterIP Service over three pods on three hosts answers from every host with all three,
+//!   by cluster IP and by name through the host's cluster DNS
 //!   (and a pod that reaches itself through it, hairpin), follows a scale-down within 2 s, pins
 //!   a client with `ClientIP` affinity, and its NodePort answers on every host's address.
 
@@ -471,6 +472,20 @@ fn a_service_answers_from_every_host_with_pods_on_other_hosts() {
             }
         },
     );
+
+    // By name, through each host's cluster DNS: short and fully qualified.
+    for i in 0..n {
+        for name in ["web.default", "web.default.svc.cluster.local"] {
+            c.wait_for(secs(10), &format!("{name} from host {i}"), || {
+                let got = fetch(&c, &format!("client-{i}"), &format!("http://{name}/"))?;
+                if names.contains(&got.trim().to_string()) {
+                    Ok(())
+                } else {
+                    Err(got)
+                }
+            });
+        }
+    }
 
     // Hairpin: a web pod reaching the Service is sometimes sent to itself, and answers.
     let own = names[0].clone();

@@ -13,6 +13,7 @@
 //!   in one `iptables-restore`, and `net.ipv4.ip_forward=1`;
 //! * routes to the other nodes' pod subnets ([`peers`]).
 
+pub mod cluster_dns;
 mod cni;
 mod command;
 mod config;

@@ -34,6 +34,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Clone)]
 pub struct NodeResources {
     pub host_ip: String,
+    /// The cluster DNS pods are given (`ClusterFirst`).
+    pub dns: ClusterDns,
     pub cpus: u32,
     pub memory_bytes: i64,
 }
@@ -156,10 +158,7 @@ impl PodManager {
                 root_dir: config.root_dir.clone(),
                 log_dir: config.log_dir.clone(),
                 host_ip: node.host_ip.clone(),
-                dns: ClusterDns {
-                    servers: Vec::new(),
-                    domain: "cluster.local".to_string(),
-                },
+                dns: node.dns.clone(),
                 cpus: node.cpus,
                 memory_bytes: node.memory_bytes,
                 api_endpoint: super::api_access::endpoint(

@@ -7,8 +7,8 @@
 //!
 //! Planner: pure, no I/O.
 
+use core::net::Ipv4Addr;
 use std::fmt;
-use std::net::Ipv4Addr;
 use std::str::FromStr;
 
 use k8s_openapi::api::core::v1::Node;

@@ -267,7 +267,7 @@ pub fn ruleset(scope: &ProxyScope<'_>, services: &[Service], slices: &[EndpointS
             continue;
         }
         let cluster_ip = spec.cluster_ip.as_deref().filter(|ip| {
-            !ip.is_empty() && *ip != "None" && ip.parse::<std::net::Ipv4Addr>().is_ok()
+            !ip.is_empty() && *ip != "None" && ip.parse::<core::net::Ipv4Addr>().is_ok()
         });
         let Some(cluster_ip) = cluster_ip else {
             continue;

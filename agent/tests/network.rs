@@ -328,11 +328,13 @@ async fn teardown_removes_netns_veth_ip_allocation_and_iptables_chains() {
     let pod = fx.setup(&uid).await;
     assert_eq!(bridge_ports(&fx.cfg.bridge).await.len(), 1);
     assert_eq!(fx.ipam_files(), vec![pod.ip.to_string()]);
-    let masq = rules_mentioning(&uid).await;
-    assert!(
-        masq.iter().any(|r| r.contains("MASQUERADE")),
-        "the bridge plugin's ipMasq chain exists: {masq:?}"
+    // No masquerade chain per pod: the node's one rule covers every pod.
+    assert_eq!(rules_mentioning(&uid).await, Vec::<String>::new());
+    let node_masq = format!(
+        "berth:{} masquerade leaving the cluster",
+        fx.cfg.network_name
     );
+    assert_eq!(rules_mentioning(&node_masq).await.len(), 1);
 
     fx.net.teardown(&uid).await.unwrap();
     assert!(!pod.netns_path.exists(), "netns removed");
@@ -359,10 +361,56 @@ async fn teardown_removes_netns_veth_ip_allocation_and_iptables_chains() {
 }
 
 #[tokio::test]
-async fn teardown_after_the_netns_vanished_still_removes_the_masquerade_chain() {
+async fn teardown_after_the_netns_vanished_still_removes_a_masquerade_chain_of_an_earlier_version()
+{
     let fx = Fixture::new("d", 104);
     let uid = new_uid();
-    fx.setup(&uid).await;
+    let pod = fx.setup(&uid).await;
+    // The per-pod masquerade chain an earlier version's bridge plugin (`ipMasq`) made, as it
+    // made it.
+    let bare = uid.replace('-', "");
+    let chain = format!("CNI-{}", &bare[bare.len() - 24..]);
+    let comment = format!("name: \"{}\" id: \"{uid}\"", fx.cfg.network_name);
+    let source = format!("{}/32", pod.ip);
+    for args in [
+        vec!["-w", "5", "-t", "nat", "-N", &chain],
+        vec![
+            "-w",
+            "5",
+            "-t",
+            "nat",
+            "-A",
+            &chain,
+            "!",
+            "-d",
+            "224.0.0.0/4",
+            "-m",
+            "comment",
+            "--comment",
+            &comment,
+            "-j",
+            "MASQUERADE",
+        ],
+        vec![
+            "-w",
+            "5",
+            "-t",
+            "nat",
+            "-A",
+            "POSTROUTING",
+            "-s",
+            &source,
+            "-m",
+            "comment",
+            "--comment",
+            &comment,
+            "-j",
+            &chain,
+        ],
+    ] {
+        let (ok, out) = run("iptables", &args).await;
+        assert!(ok, "{out}");
+    }
     // Something (a reboot, an operator) removed the netns behind the agent's back. The
     // bridge plugin's DEL then cannot find eth0 and leaves its nat chain: the sweep must.
     let (ok, out) = run("ip", &["netns", "delete", &fx.netns_name(&uid)]).await;
@@ -408,12 +456,9 @@ async fn setup_repairs_a_pod_whose_veth_was_deleted() {
         "old IP released"
     );
     assert_eq!(
-        rules_mentioning(&uid)
-            .await
-            .iter()
-            .filter(|r| r.contains("MASQUERADE"))
-            .count(),
-        1
+        rules_mentioning(&uid).await,
+        Vec::<String>::new(),
+        "no per-pod rules"
     );
 }
 
@@ -451,12 +496,8 @@ async fn setup_redoes_a_setup_that_a_crash_left_half_done() {
         "one allocation"
     );
     assert_eq!(bridge_ports(&fx.cfg.bridge).await.len(), 1, "one veth");
-    let masq = rules_mentioning(&uid).await;
-    assert_eq!(
-        masq.iter().filter(|r| r.contains("MASQUERADE")).count(),
-        1,
-        "{masq:?}"
-    );
+    let left = rules_mentioning(&uid).await;
+    assert!(left.is_empty(), "no per-pod rules: {left:?}");
 }
 
 #[tokio::test]
@@ -713,8 +754,8 @@ async fn cleanup_host_leaves_no_bridge_and_no_rules() {
     let tag = format!("berth:{}", fx.cfg.network_name);
     assert_eq!(
         rules_mentioning(&tag).await.len(),
-        3,
-        "FORWARD ×2 + nat RETURN"
+        6,
+        "BERTH-FWD (2 rules) + its FORWARD jump, BERTH-MASQ (RETURN, MASQUERADE) + its POSTROUTING jump"
     );
     assert!(Path::new("/sys/class/net").join(&fx.cfg.bridge).exists());
     fx.net.teardown(&uid).await.unwrap();
@@ -733,7 +774,7 @@ async fn cleanup_host_leaves_no_bridge_and_no_rules() {
     fx.net.cleanup_host().await.unwrap();
     let pod = fx.setup(&uid).await;
     assert!(fx.cidr.contains(pod.ip));
-    assert_eq!(rules_mentioning(&tag).await.len(), 3);
+    assert_eq!(rules_mentioning(&tag).await.len(), 6);
 }
 
 #[tokio::test]
@@ -879,7 +920,7 @@ async fn an_agent_never_touches_the_netns_of_another_agent_with_the_same_network
     });
     let uid = new_uid();
     let pod = a.setup(&uid).await;
-    let rules = rules_mentioning(&uid).await;
+    let rules = rules_mentioning(&format!("berth:{}", a.cfg.network_name)).await;
     assert!(!rules.is_empty());
 
     // B's start-up clean-up lists only its own pods, and a teardown of A's pod uid by B (the
@@ -888,7 +929,11 @@ async fn an_agent_never_touches_the_netns_of_another_agent_with_the_same_network
     assert_eq!(b.observe(&uid).await.unwrap(), NetworkFacts::default());
     b.teardown(&uid).await.unwrap();
     assert!(pod.netns_path.exists(), "A's netns survives");
-    assert_eq!(rules_mentioning(&uid).await, rules, "A's rules survive");
+    assert_eq!(
+        rules_mentioning(&format!("berth:{}", a.cfg.network_name)).await,
+        rules,
+        "A's rules survive"
+    );
     let (ok, out) = in_netns(
         &a.netns_name(&uid),
         &[

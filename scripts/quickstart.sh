@@ -70,7 +70,13 @@ kubectl wait --for=condition=Ready "node/$node" --timeout=60s
 
 echo "== running the example"
 kubectl apply -f examples/hello-deployment.yaml
-kubectl rollout status deployment/hello --timeout=120s
+kubectl rollout status deployment/hello --timeout=120s || {
+  # Pods that stay Pending on a fresh host are most often a pressure taint (a nearly full
+  # disk trips the kubelet's default imagefs.available<15%): show why.
+  kubectl get pods -l app=hello -o wide
+  kubectl describe node "$node" | sed -n '/^Taints:/p;/^Conditions:/,/^Addresses:/p'
+  exit 1
+}
 kubectl get nodes -o wide
 kubectl get deployments,replicasets,pods -o wide
 ip=$(kubectl get pods -l app=hello -o jsonpath='{.items[0].status.podIP}')

@@ -360,18 +360,14 @@ async fn teardown_removes_netns_veth_ip_allocation_and_iptables_chains() {
     assert!(fx.cidr.contains(again.ip));
 }
 
-#[tokio::test]
-async fn teardown_after_the_netns_vanished_still_removes_a_masquerade_chain_of_an_earlier_version()
-{
-    let fx = Fixture::new("d", 104);
-    let uid = new_uid();
-    let pod = fx.setup(&uid).await;
-    // The per-pod masquerade chain an earlier version's bridge plugin (`ipMasq`) made, as it
-    // made it.
+/// The per-pod masquerade chain an earlier version's bridge plugin (`ipMasq`) made, made as it
+/// made it: `CNI-<hash>` with a MASQUERADE rule and a POSTROUTING jump, both commented
+/// `name: "<network>" id: "<uid>"`.
+async fn legacy_masquerade_chain(fx: &Fixture, uid: &str, ip: std::net::Ipv4Addr) {
     let bare = uid.replace('-', "");
     let chain = format!("CNI-{}", &bare[bare.len() - 24..]);
     let comment = format!("name: \"{}\" id: \"{uid}\"", fx.cfg.network_name);
-    let source = format!("{}/32", pod.ip);
+    let source = format!("{ip}/32");
     for args in [
         vec!["-w", "5", "-t", "nat", "-N", &chain],
         vec![
@@ -411,6 +407,41 @@ async fn teardown_after_the_netns_vanished_still_removes_a_masquerade_chain_of_a
         let (ok, out) = run("iptables", &args).await;
         assert!(ok, "{out}");
     }
+}
+
+#[tokio::test]
+async fn host_setup_removes_the_per_pod_masquerade_chains_of_an_earlier_version() {
+    let fx = Fixture::new("q", 124);
+    let uid = new_uid();
+    let pod = fx.setup(&uid).await;
+    // An upgrade: the pod was set up by a version whose bridge plugin masqueraded per pod.
+    legacy_masquerade_chain(&fx, &uid, pod.ip).await;
+    assert_eq!(rules_mentioning(&uid).await.len(), 2);
+    fx.net.ensure_host().await.unwrap();
+    assert_eq!(rules_mentioning(&uid).await, Vec::<String>::new());
+    // The pod keeps its network; the node's rule masquerades it now.
+    let (ok, out) = in_netns(
+        &fx.netns_name(&uid),
+        &[
+            "/bin/busybox",
+            "ping",
+            "-c1",
+            "-W2",
+            &pod.gateway.to_string(),
+        ],
+    )
+    .await;
+    assert!(ok, "{out}");
+    fx.net.teardown(&uid).await.unwrap();
+}
+
+#[tokio::test]
+async fn teardown_after_the_netns_vanished_still_removes_a_masquerade_chain_of_an_earlier_version()
+{
+    let fx = Fixture::new("d", 104);
+    let uid = new_uid();
+    let pod = fx.setup(&uid).await;
+    legacy_masquerade_chain(&fx, &uid, pod.ip).await;
     // Something (a reboot, an operator) removed the netns behind the agent's back. The
     // bridge plugin's DEL then cannot find eth0 and leaves its nat chain: the sweep must.
     let (ok, out) = run("ip", &["netns", "delete", &fx.netns_name(&uid)]).await;

@@ -13,6 +13,27 @@ pub(crate) struct Rule {
     pub spec: Vec<String>,
 }
 
+impl Rule {
+    /// A jump from a built-in chain into one of an agent's chains, tagged
+    /// `berth:<network> <what>`.
+    pub(crate) fn jump(
+        table: &'static str,
+        chain: &'static str,
+        network: &str,
+        what: &str,
+        target: &str,
+    ) -> Rule {
+        let comment = format!("berth:{network} {what}");
+        Rule {
+            table,
+            chain,
+            spec: ["-m", "comment", "--comment", &comment, "-j", target]
+                .map(str::to_string)
+                .to_vec(),
+        }
+    }
+}
+
 /// One agent's host rules, tagged `berth:<network>` so they can be found again: two chains of
 /// its own, written whole in one `iptables-restore --noflush` (which replaces a chain's rules
 /// in one go, however many there are), and one jump into each from a built-in chain.
@@ -81,23 +102,15 @@ pub(crate) fn host_rules(
         String::new(),
     ]
     .join("\n");
-    let jump = |table, chain, target: &str, what: &str| Rule {
-        table,
-        chain,
-        spec: [
-            "-m",
-            "comment",
-            "--comment",
-            &format!("berth:{network} {what}"),
-            "-j",
-            target,
-        ]
-        .map(str::to_string)
-        .to_vec(),
-    };
     let jumps = vec![
-        jump("filter", "FORWARD", &forward_chain, "forward"),
-        jump("nat", "POSTROUTING", &masquerade_chain, "masquerade"),
+        Rule::jump("filter", "FORWARD", network, "forward", &forward_chain),
+        Rule::jump(
+            "nat",
+            "POSTROUTING",
+            network,
+            "masquerade",
+            &masquerade_chain,
+        ),
     ];
     HostRules {
         forward_chain,
@@ -168,25 +181,33 @@ pub(crate) fn legacy_host_rules(
 /// Writes the host chains in one `iptables-restore --noflush`, then makes sure the jumps
 /// into them exist.
 pub(crate) async fn ensure_host(rules: &HostRules) -> Result<(), NetworkError> {
-    let out = command::run(
-        std::path::Path::new("iptables-restore"),
-        &["-w", "5", "--noflush"],
-        &[],
-        Some(rules.restore.as_bytes()),
-        command::TOOL_DEADLINE,
-    )
-    .await?;
-    if !out.success {
-        return Err(NetworkError::Command {
-            command: "iptables-restore -w 5 --noflush".into(),
-            status: out.status,
-            stderr: out.stderr,
-        });
-    }
+    restore(&rules.restore).await?;
     for jump in &rules.jumps {
         ensure(jump).await?;
     }
     Ok(())
+}
+
+/// `iptables-restore -w 5 --noflush` of `input`: the chains it declares are replaced whole, in
+/// one transaction; everything else stays.
+pub(crate) async fn restore(input: &str) -> Result<(), NetworkError> {
+    let out = command::run(
+        std::path::Path::new("iptables-restore"),
+        &["-w", "5", "--noflush"],
+        &[],
+        Some(input.as_bytes()),
+        command::TOOL_DEADLINE,
+    )
+    .await?;
+    if out.success {
+        Ok(())
+    } else {
+        Err(NetworkError::Command {
+            command: "iptables-restore -w 5 --noflush".into(),
+            status: out.status,
+            stderr: out.stderr,
+        })
+    }
 }
 
 /// Removes the jumps and the host chains (absent ones are fine).

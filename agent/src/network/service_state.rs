@@ -35,17 +35,6 @@ pub fn channel() -> (
     watch::channel(Arc::new(ServiceState::default()))
 }
 
-fn resource(
-    group: &str,
-    version: &str,
-    plural: &str,
-) -> &'static berth_shared::resource::ResourceType {
-    match berth_shared::resource::by_plural(group, version, plural) {
-        Some(rt) => rt,
-        None => unreachable!("{plural} are in the resource table"),
-    }
-}
-
 /// Objects of one kind by `namespace/name`, fed by a list and then its watch.
 struct Cache<T> {
     group: &'static str,
@@ -92,7 +81,7 @@ impl<T: DeserializeOwned + Send + Meta + 'static> Cache<T> {
 
     /// Lists afresh and opens a watch from the list.
     async fn relist(&mut self, client: &Client) -> Result<(), ClientError> {
-        let rt = resource(self.group, self.version, self.plural);
+        let rt = crate::node::rt(self.plural, self.group, self.version);
         let list = client.list::<T>(rt, None, &ListParams::default()).await?;
         self.objects = list
             .items

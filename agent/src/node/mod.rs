@@ -74,7 +74,8 @@ impl PressureMonitor {
     }
 }
 
-fn rt(plural: &str, group: &str, version: &str) -> &'static ResourceType {
+/// A resource the agent uses (every one it names is in the table).
+pub(crate) fn rt(plural: &str, group: &str, version: &str) -> &'static ResourceType {
     match resource::by_plural(group, version, plural) {
         Some(rt) => rt,
         None => unreachable!("{plural} is in the resource table"),

@@ -44,10 +44,7 @@ pub enum PeerError {
 }
 
 fn nodes() -> &'static berth_shared::resource::ResourceType {
-    match berth_shared::resource::by_plural("", "v1", "nodes") {
-        Some(rt) => rt,
-        None => unreachable!("nodes are in the resource table"),
-    }
+    crate::node::rt("nodes", "", "v1")
 }
 
 /// Runs until `shutdown`.

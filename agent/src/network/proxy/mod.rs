@@ -51,20 +51,7 @@ pub struct ProxyConfig {
 /// The jumps from the built-in chains into the proxy's chains.
 fn jumps(network: &str) -> Vec<Rule> {
     let top = TopChains::of(network);
-    let jump = |chain, target: &str, what: &str| Rule {
-        table: "nat",
-        chain,
-        spec: [
-            "-m",
-            "comment",
-            "--comment",
-            &format!("berth:{network} {what}"),
-            "-j",
-            target,
-        ]
-        .map(str::to_string)
-        .to_vec(),
-    };
+    let jump = |chain, target: &str, what: &str| Rule::jump("nat", chain, network, what, target);
     vec![
         jump("PREROUTING", &top.services, "service portals"),
         jump("OUTPUT", &top.services, "service portals"),
@@ -83,26 +70,6 @@ async fn nat_chains() -> Result<Vec<String>, NetworkError> {
         .collect())
 }
 
-async fn restore(input: &str) -> Result<(), NetworkError> {
-    let out = command::run(
-        std::path::Path::new("iptables-restore"),
-        &["-w", "5", "--noflush"],
-        &[],
-        Some(input.as_bytes()),
-        command::TOOL_DEADLINE,
-    )
-    .await?;
-    if out.success {
-        Ok(())
-    } else {
-        Err(NetworkError::Command {
-            command: "iptables-restore -w 5 --noflush (service rules)".into(),
-            status: out.status,
-            stderr: out.stderr,
-        })
-    }
-}
-
 /// Writes `ruleset` (removing our chains it no longer has) and makes sure the jumps exist.
 /// Writes `ruleset`: the chains that changed since `applied`, or (with no `applied`, after a
 /// failure or at a resync) every chain, removing our chains it no longer has, and the jumps.
@@ -113,12 +80,12 @@ async fn apply(
 ) -> Result<(), NetworkError> {
     if let Some(applied) = applied {
         if let Some(input) = ruleset.changes_from(applied) {
-            restore(&input).await?;
+            iptables::restore(&input).await?;
         }
         return Ok(());
     }
     let existing = nat_chains().await?;
-    restore(&ruleset.restore_input(&existing, network)).await?;
+    iptables::restore(&ruleset.restore_input(&existing, network)).await?;
     for jump in jumps(network) {
         iptables::ensure(&jump).await?;
     }
@@ -132,7 +99,7 @@ pub async fn remove(network: &str) -> Result<(), NetworkError> {
     }
     let existing = nat_chains().await?;
     if existing.iter().any(|c| plan::is_proxy_chain(network, c)) {
-        restore(&plan::Ruleset::default().restore_input(&existing, network)).await?;
+        iptables::restore(&plan::Ruleset::default().restore_input(&existing, network)).await?;
     }
     Ok(())
 }

@@ -1,121 +1,24 @@
-//! The writes of a pass: adopting and releasing pods and revisions, creating daemon pods in
+//! The writes of a pass: creating daemon pods in
 //! slow-start batches and deleting pods with their events, and the status (the revisions'
 //! own writes are in [`super::revisions`]).
 
 use super::plan::{Changes, Deletion, Why};
-use super::template::{controller_ref, new_pod};
+use super::template::new_pod;
 use super::view::DaemonSet;
 use super::{Controller, DaemonSetError, status};
+use crate::controllers::ownership::uid_of;
 use crate::controllers::replicaset::plan::slow_start_batches;
 use crate::events::EventType;
 use crate::registry::{DeleteOptions, DeletePreconditions, Part, RegistryError, WriteOptions};
-use berth_shared::resource::{DAEMON_SETS, PODS, ResourceType};
+use berth_shared::resource::{DAEMON_SETS, PODS};
 use jiff::Timestamp;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 fn namespace_terminating(e: &RegistryError) -> bool {
     matches!(e, RegistryError::Forbidden(m) if m.contains("because it is being terminated"))
 }
 
-pub(super) fn uid_of(obj: &Value) -> Option<&str> {
-    obj.pointer("/metadata/uid").and_then(Value::as_str)
-}
-
-fn controller_uid(obj: &Value) -> Option<&str> {
-    obj.pointer("/metadata/ownerReferences")?
-        .as_array()?
-        .iter()
-        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))?
-        .get("uid")?
-        .as_str()
-}
-
-fn labels_of(obj: &Value) -> std::collections::BTreeMap<String, String> {
-    crate::controllers::replicaset::view::string_map(obj.pointer("/metadata/labels"))
-}
-
 impl Controller {
-    /// Whether the DaemonSet is still the one planned for and not being deleted (upstream's
-    /// `RecheckDeletionTimestamp` before adopting).
-    fn can_adopt(&self, ds: &DaemonSet) -> Result<bool, DaemonSetError> {
-        Ok(self
-            .registry
-            .is_live_owner(DAEMON_SETS, &ds.namespace, &ds.name, &ds.uid)?)
-    }
-
-    /// Makes the DaemonSet the controller of the orphan `name` (a pod or a revision); true
-    /// when it is ours now.
-    pub(super) fn apply_adopt(
-        &self,
-        rt: &ResourceType,
-        ds: &DaemonSet,
-        name: &str,
-        uid: &str,
-    ) -> Result<bool, DaemonSetError> {
-        if !self.can_adopt(ds)? {
-            return Ok(false);
-        }
-        let r = self.registry.update_with(
-            rt,
-            Some(&ds.namespace),
-            name,
-            Part::Main,
-            &WriteOptions::default(),
-            |mut obj| {
-                // Re-checked on the fresh object: it may have been adopted, relabelled, deleted.
-                if uid_of(&obj) != Some(uid)
-                    || obj.pointer("/metadata/deletionTimestamp").is_some()
-                    || controller_uid(&obj).is_some()
-                    || !ds.selector.matches(&labels_of(&obj))
-                {
-                    return Ok::<_, RegistryError>(obj);
-                }
-                let refs = &mut obj["metadata"]["ownerReferences"];
-                match refs.as_array_mut() {
-                    Some(list) => {
-                        list.retain(|r| r.get("uid").and_then(Value::as_str) != Some(&ds.uid));
-                        list.push(controller_ref(ds));
-                    }
-                    None => *refs = json!([controller_ref(ds)]),
-                }
-                Ok(obj)
-            },
-        );
-        match r {
-            Ok(obj) => Ok(controller_uid(&obj) == Some(ds.uid.as_str())),
-            Err(RegistryError::NotFound { .. }) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Drops the DaemonSet's reference from `name`, which stopped matching its selector.
-    pub(super) fn apply_release(
-        &self,
-        rt: &ResourceType,
-        ds: &DaemonSet,
-        name: &str,
-        uid: &str,
-    ) -> Result<(), DaemonSetError> {
-        let r = self.registry.update_with(
-            rt,
-            Some(&ds.namespace),
-            name,
-            Part::Main,
-            &WriteOptions::default(),
-            |mut obj| {
-                if uid_of(&obj) != Some(uid) {
-                    return Ok::<_, RegistryError>(obj);
-                }
-                crate::registry::meta::release_owner(&mut obj, &ds.uid);
-                Ok(obj)
-            },
-        );
-        match r {
-            Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
-    }
-
     /// Creates and deletes pods; returns the first failure (the pass goes on to the status).
     pub(super) fn apply_changes(
         &self,

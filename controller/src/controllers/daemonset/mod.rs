@@ -2,7 +2,7 @@
 //! ([`eligibility`]), each pinned to its node by a `matchFields` node affinity and bound by the
 //! scheduler; pods follow nodes as they come, go, and change labels or taints; failed pods are
 //! replaced with back-off; matching orphans are adopted; the template's versions are kept as
-//! ControllerRevisions ([`history`]) and rolled out by `RollingUpdate` ([`rolling`]) or
+//! ControllerRevisions ([`crate::controllers::history`]) and rolled out by `RollingUpdate` ([`rolling`]) or
 //! `OnDelete`; the status counts nodes ([`status`]).
 //!
 //! A pass (upstream `syncDaemonSet`): claim revisions and settle the current one, claim pods,
@@ -13,9 +13,7 @@
 
 mod apply;
 pub mod backoff;
-pub mod claim;
 pub mod eligibility;
-pub mod history;
 pub mod plan;
 mod revisions;
 pub mod rolling;
@@ -29,6 +27,8 @@ mod fixtures;
 #[cfg(test)]
 mod tests;
 
+use super::history;
+use super::ownership::Claim;
 use super::runtime::{Context, Controller as Wiring, Reconciler};
 use crate::events::{EventType, Recorder};
 use crate::informer::{Informer, ORPHANS_BY_NAMESPACE, Object, ObjectKey};
@@ -36,7 +36,6 @@ use crate::registry::{Registry, RegistryError};
 use backoff::FailedBackoff;
 use berth_shared::reconcile::{ErrorPolicy, Outcome, Retry};
 use berth_shared::resource::{CONTROLLER_REVISIONS, DAEMON_SETS, NODES, PODS};
-use claim::Claim;
 use routing::{ParsedDaemonSet, TargetNode};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -126,16 +125,18 @@ impl Controller {
         );
         candidates.sort_by(|a, b| a.name().cmp(b.name()));
         let mut out = Vec::new();
+        let owner = template::ownership(ds);
+        let registry = &self.registry;
         for obj in candidates {
             let r: Arc<Revision> = obj.view();
-            match claim::claim(ds, &r.labels, r.controller.as_ref(), r.deleting) {
+            match owner.claim(&r.labels, r.controller.as_ref(), r.deleting) {
                 Claim::Owned => out.push(r),
                 Claim::Adopt => {
-                    if self.apply_adopt(CONTROLLER_REVISIONS, ds, &r.name, &r.uid)? {
+                    if owner.adopt(registry, CONTROLLER_REVISIONS, &r.name, &r.uid)? {
                         out.push(r);
                     }
                 }
-                Claim::Release => self.apply_release(CONTROLLER_REVISIONS, ds, &r.name, &r.uid)?,
+                Claim::Release => owner.release(registry, CONTROLLER_REVISIONS, &r.name, &r.uid)?,
                 Claim::Ignore => {}
             }
         }
@@ -153,20 +154,22 @@ impl Controller {
         );
         candidates.sort_by(|a, b| a.name().cmp(b.name()));
         let mut out = Vec::new();
+        let owner = template::ownership(ds);
+        let registry = &self.registry;
         for obj in candidates {
             let pod: Arc<view::Pod> = obj.view();
             let daemon = DaemonPod {
                 node: obj.view::<TargetNode>().0.clone(),
                 pod: pod.clone(),
             };
-            match claim::claim(ds, &pod.labels, pod.controller.as_ref(), pod.deleting) {
+            match owner.claim(&pod.labels, pod.controller.as_ref(), pod.deleting) {
                 Claim::Owned => out.push(daemon),
                 Claim::Adopt => {
-                    if self.apply_adopt(PODS, ds, &pod.name, &pod.uid)? {
+                    if owner.adopt(registry, PODS, &pod.name, &pod.uid)? {
                         out.push(daemon);
                     }
                 }
-                Claim::Release => self.apply_release(PODS, ds, &pod.name, &pod.uid)?,
+                Claim::Release => owner.release(registry, PODS, &pod.name, &pod.uid)?,
                 Claim::Ignore => {}
             }
         }
@@ -199,7 +202,7 @@ impl Controller {
         let now = jiff::Timestamp::now();
         let nodes = self.observe_nodes();
         let revisions = self.observe_revisions(ds)?;
-        let history = history::plan(ds, &revisions);
+        let history = history::plan(&template::history_owner(ds), &revisions);
         let hash = self.apply_history(ds, &history)?;
         let pods = self.observe_pods(ds)?;
         if !history.duplicates.is_empty() {
@@ -220,7 +223,8 @@ impl Controller {
             .iter()
             .filter_map(|p| p.pod.labels.get(HASH_LABEL).cloned())
             .collect();
-        for r in history::cleanup(ds, &history.old, &live) {
+        let owner = template::history_owner(ds);
+        for r in history::cleanup(&owner, &history.old, history::by_hash(HASH_LABEL, &live)) {
             self.apply_delete_revision(ds, &r)?;
         }
         let new = status::compute(ds, &nodes, &by_node, &hash, now);

@@ -2,12 +2,12 @@
 //! current one (a name taken by another template raises `collisionCount`), folding duplicates
 //! (relabelling their pods) and deleting old ones.
 
-use super::apply::uid_of;
-use super::history::{Current, History};
 use super::status;
-use super::template::revision_data;
-use super::view::{DaemonPod, DaemonSet, HASH_LABEL, Revision};
+use super::template::history_owner;
+use super::view::{DaemonPod, DaemonSet, HASH_LABEL};
 use super::{Controller, DaemonSetError};
+use crate::controllers::history::{Current, History, Revision};
+use crate::controllers::ownership::uid_of;
 use crate::registry::{DeleteOptions, DeletePreconditions, Part, RegistryError, WriteOptions};
 use berth_shared::resource::{CONTROLLER_REVISIONS, DAEMON_SETS, PODS};
 use serde_json::{Value, json};
@@ -33,7 +33,7 @@ impl Controller {
             Current::Found { .. } => {}
             Current::Create { hash, object } => self.create_revision(ds, hash, object)?,
         }
-        Ok(history.current.hash())
+        Ok(history.current.hash(HASH_LABEL))
     }
 
     fn update_revision(
@@ -83,7 +83,7 @@ impl Controller {
             .get(CONTROLLER_REVISIONS, Some(&ds.namespace), &name)?
             .value()
             .map_err(RegistryError::from)?;
-        if existing.get("data") == Some(&revision_data(ds)) {
+        if existing.get("data") == Some(&history_owner(ds).revision_data()) {
             return Ok(());
         }
         tracing::debug!(daemonset = %ds.name, revision = %name, error = %err, "hash collision");
@@ -125,10 +125,9 @@ impl Controller {
         hash: &str,
     ) -> Result<(), DaemonSetError> {
         for dup in duplicates {
-            for p in pods
-                .iter()
-                .filter(|p| p.pod.labels.get(HASH_LABEL).map(String::as_str) == Some(dup.hash()))
-            {
+            for p in pods.iter().filter(|p| {
+                p.pod.labels.get(HASH_LABEL).map(String::as_str) == Some(dup.hash(HASH_LABEL))
+            }) {
                 let r = self.registry.update_with(
                     PODS,
                     Some(&ds.namespace),

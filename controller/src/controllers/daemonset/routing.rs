@@ -6,7 +6,7 @@
 //! verdict on it changes (upstream `addNode`/`updateNode`: a heartbeat or a cordon concerns
 //! none), or, when it goes, every DaemonSet (their pods there must go too).
 
-use super::view::{DaemonSet, Node, Revision, ViewError, pinned_node};
+use super::view::{DaemonSet, Node, ViewError, pinned_node};
 use crate::informer::{Delta, DeltaType, Informer, Object, ObjectKey, View};
 
 /// A DaemonSet parsed once per version.
@@ -27,22 +27,6 @@ impl View for Node {
         obj.value()
             .map(|v| Node::from_value(&v))
             .unwrap_or_default()
-    }
-}
-
-impl View for Revision {
-    fn derive(obj: &Object) -> Self {
-        obj.value()
-            .map(|v| Revision::from_value(&v))
-            .unwrap_or_else(|_| Revision {
-                name: obj.name().to_string(),
-                uid: obj.uid().to_string(),
-                labels: obj.labels().clone(),
-                revision: 0,
-                data: serde_json::Value::Null,
-                controller: None,
-                deleting: obj.is_deleting(),
-            })
     }
 }
 

@@ -1,13 +1,13 @@
 //! What the DaemonSet controller writes from the template: a daemon pod for one node (upstream
-//! `CreatePodTemplate` + `ReplaceDaemonSetPodNodeNameNodeAffinity`), and a ControllerRevision
-//! of the template (upstream `snapshot`: `<ds>-<hash>`, its data the strategic merge patch
-//! that puts the template back, which `kubectl rollout undo` sends as is).
+//! `CreatePodTemplate` + `ReplaceDaemonSetPodNodeNameNodeAffinity`), and the DaemonSet as its
+//! revision history ([`crate::controllers::history`]) sees it.
 //!
 //! Planner: pure, no I/O.
 
 use super::eligibility::add_daemon_tolerations;
 use super::view::{DaemonSet, GENERATION_LABEL, HASH_LABEL};
-use crate::controllers::deployment::template::compute_hash;
+use crate::controllers::history::Owner;
+use crate::controllers::ownership;
 use berth_shared::k8s_openapi::api::core::v1 as core;
 use berth_shared::scheduling::node_affinity::NODE_NAME_FIELD;
 use serde_json::{Map, Value, json};
@@ -82,92 +82,31 @@ pub fn new_pod(ds: &DaemonSet, node: &str, hash: &str) -> Value {
     })
 }
 
-/// `value` with every object's keys sorted, as Go's encoder writes a map (so the stored data
-/// reads byte for byte like upstream's `getPatch` of the same template).
-fn sorted(value: &Value) -> Value {
-    match value {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), sorted(&m[k])))
-                    .collect(),
-            )
-        }
-        Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
-        other => other.clone(),
+/// The DaemonSet as the owner of its pods and revisions.
+pub fn ownership(ds: &DaemonSet) -> ownership::Owner<'_> {
+    ownership::Owner {
+        resource: &berth_shared::resource::DAEMON_SETS,
+        namespace: &ds.namespace,
+        name: &ds.name,
+        uid: &ds.uid,
+        selector: &ds.selector,
+        controller_ref: controller_ref(ds),
     }
 }
 
-/// The two fields Go's encoder writes for a pod template even when empty (a struct, not a
-/// pointer, under `omitempty`): `metadata.creationTimestamp: null` and each container's
-/// `resources: {}`.
-fn go_shape(template: &mut Map<String, Value>) {
-    let meta = template
-        .entry("metadata")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if let Some(m) = meta.as_object_mut() {
-        m.entry("creationTimestamp").or_insert(Value::Null);
+/// The DaemonSet as its revision history sees it.
+pub fn history_owner(ds: &DaemonSet) -> Owner<'_> {
+    Owner {
+        namespace: &ds.namespace,
+        name: &ds.name,
+        controller_ref: controller_ref(ds),
+        template: &ds.template,
+        pod_template: &ds.pod_template,
+        collision_count: ds.collision_count,
+        history_limit: ds.revision_history_limit,
+        annotations: &ds.annotations,
+        hash_label: HASH_LABEL,
     }
-    let Some(spec) = template.get_mut("spec").and_then(Value::as_object_mut) else {
-        return;
-    };
-    for list in ["initContainers", "containers", "ephemeralContainers"] {
-        for c in spec
-            .get_mut(list)
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_object_mut)
-        {
-            c.entry("resources").or_insert_with(|| json!({}));
-        }
-    }
-}
-
-/// Upstream `getPatch`: `{"spec":{"template":{…,"$patch":"replace"}}}`, the strategic merge
-/// patch that restores the template. A revision whose data equals it is the DaemonSet's
-/// current one (upstream `Match`). It is written as Go writes it (sorted keys, the fields Go
-/// never omits), so kubectl's own byte comparison (`rollout undo` of the current revision:
-/// "skipped rollback") holds too.
-pub fn revision_data(ds: &DaemonSet) -> Value {
-    let mut template = match &ds.template {
-        Value::Object(m) => m.clone(),
-        _ => Map::new(),
-    };
-    go_shape(&mut template);
-    template.insert("$patch".into(), json!("replace"));
-    sorted(&json!({"spec": {"template": template}}))
-}
-
-/// The hash naming the current template's revision (upstream `ComputeHash` over the template
-/// and `status.collisionCount`).
-pub fn template_hash(ds: &DaemonSet) -> String {
-    compute_hash(&ds.pod_template, ds.collision_count)
-}
-
-/// A new ControllerRevision of the DaemonSet's template, numbered `revision`, named
-/// `<ds>-<hash>`, labelled with the template's labels and the hash, annotated with the
-/// DaemonSet's annotations (where `rollout history` finds the change cause).
-pub fn new_revision(ds: &DaemonSet, hash: &str, revision: i64) -> Value {
-    let mut labels = ds.template_labels();
-    labels.insert(HASH_LABEL.into(), hash.into());
-    let mut meta = Map::new();
-    meta.insert("name".into(), json!(format!("{}-{hash}", ds.name)));
-    meta.insert("namespace".into(), json!(ds.namespace));
-    meta.insert("labels".into(), json!(labels));
-    if !ds.annotations.is_empty() {
-        meta.insert("annotations".into(), json!(ds.annotations));
-    }
-    meta.insert("ownerReferences".into(), json!([controller_ref(ds)]));
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": "ControllerRevision",
-        "metadata": meta,
-        "data": revision_data(ds),
-        "revision": revision,
-    })
 }
 
 #[cfg(test)]
@@ -253,7 +192,7 @@ mod tests {
     #[test]
     fn the_revision_data_replaces_the_template_with_keys_in_gos_order() {
         let ds = fluentd(json!({}));
-        let data = revision_data(&ds);
+        let data = history_owner(&ds).revision_data();
         let text = data.to_string();
         assert!(
             text.starts_with(
@@ -266,7 +205,7 @@ mod tests {
             json!({}),
             "as Go writes an empty struct"
         );
-        let r = new_revision(&ds, "abc", 3);
+        let r = history_owner(&ds).new_revision("abc", 3);
         assert_eq!(r["metadata"]["name"], "fluentd-elasticsearch-abc");
         assert_eq!(
             r["metadata"]["labels"],
@@ -285,10 +224,19 @@ mod tests {
         let a = fluentd(json!({}));
         let b =
             fluentd(json!({"containers": [{"name": "fluentd-elasticsearch", "image": "other"}]}));
-        assert_ne!(template_hash(&a), template_hash(&b));
+        assert_ne!(
+            history_owner(&a).template_hash(),
+            history_owner(&b).template_hash()
+        );
         let mut collided = a.clone();
         collided.collision_count = Some(1);
-        assert_ne!(template_hash(&a), template_hash(&collided));
-        assert_eq!(template_hash(&a), template_hash(&fluentd(json!({}))));
+        assert_ne!(
+            history_owner(&a).template_hash(),
+            history_owner(&collided).template_hash()
+        );
+        assert_eq!(
+            history_owner(&a).template_hash(),
+            history_owner(&fluentd(json!({}))).template_hash()
+        );
     }
 }

@@ -742,7 +742,7 @@ async fn a_revision_name_taken_by_another_template_raises_the_collision_count() 
     c.plain_node("t10-a");
     let stored = c.create_ds(daemon_set("agent", json!({})));
     let parsed = DaemonSet::from_value(&stored).unwrap();
-    let taken = template::template_hash(&parsed);
+    let taken = template::history_owner(&parsed).template_hash();
     // Someone else's revision under the name the template hashes to.
     c.registry()
         .create(

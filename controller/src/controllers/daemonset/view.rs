@@ -6,8 +6,9 @@
 //! Planner: pure, no I/O.
 
 use super::eligibility::Placement;
+pub use crate::controllers::history::Revision;
 pub use crate::controllers::replicaset::view::Pod;
-use crate::controllers::replicaset::view::{ControllerRef, controller_of, string_map};
+use crate::controllers::replicaset::view::string_map;
 use berth_shared::k8s_openapi::api::apps::v1 as apps;
 use berth_shared::k8s_openapi::api::core::v1 as core;
 use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -219,44 +220,6 @@ impl Node {
             labels: string_map(obj.pointer("/metadata/labels")),
             taints: taints.iter().filter_map(Taint::from_k8s).collect(),
         }
-    }
-}
-
-/// A ControllerRevision, as the history needs it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Revision {
-    pub name: String,
-    pub uid: String,
-    pub labels: BTreeMap<String, String>,
-    pub revision: i64,
-    pub data: Value,
-    pub controller: Option<ControllerRef>,
-    pub deleting: bool,
-}
-
-impl Revision {
-    /// Reads a stored ControllerRevision.
-    pub fn from_value(obj: &Value) -> Revision {
-        let s = |p: &str| {
-            obj.pointer(p)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
-        Revision {
-            name: s("/metadata/name"),
-            uid: s("/metadata/uid"),
-            labels: string_map(obj.pointer("/metadata/labels")),
-            revision: obj.get("revision").and_then(Value::as_i64).unwrap_or(0),
-            data: obj.get("data").cloned().unwrap_or(Value::Null),
-            controller: controller_of(obj),
-            deleting: obj.pointer("/metadata/deletionTimestamp").is_some(),
-        }
-    }
-
-    /// Its `controller-revision-hash` label (empty when missing).
-    pub fn hash(&self) -> &str {
-        self.labels.get(HASH_LABEL).map_or("", String::as_str)
     }
 }
 

@@ -157,7 +157,7 @@ mod tests {
 
     fn owner_of(uid: &str) -> Owner<'_> {
         Owner {
-            resource: &berth_shared::resource::DAEMON_SETS,
+            resource: berth_shared::resource::DAEMON_SETS,
             namespace: "ops",
             name: "agent",
             uid,

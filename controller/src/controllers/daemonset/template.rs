@@ -85,7 +85,7 @@ pub fn new_pod(ds: &DaemonSet, node: &str, hash: &str) -> Value {
 /// The DaemonSet as the owner of its pods and revisions.
 pub fn ownership(ds: &DaemonSet) -> ownership::Owner<'_> {
     ownership::Owner {
-        resource: &berth_shared::resource::DAEMON_SETS,
+        resource: berth_shared::resource::DAEMON_SETS,
         namespace: &ds.namespace,
         name: &ds.name,
         uid: &ds.uid,

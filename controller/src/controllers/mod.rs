@@ -21,6 +21,7 @@ pub mod podgc;
 pub mod replicaset;
 pub mod runtime;
 pub mod serviceaccount;
+pub mod statefulset;
 pub mod tainteviction;
 pub mod ttlafterfinished;
 

@@ -172,6 +172,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             bootstrap(&r)?;
             crate::priority::ensure_system_classes(&r)
                 .map_err(|e| ServerError::Bootstrap("priorityclasses".into(), e.to_string()))?;
+            crate::local_path_class::ensure(&r)
+                .map_err(|e| ServerError::Bootstrap("storageclasses".into(), e.to_string()))?;
             crate::rbac::bootstrap::ensure(&r)
                 .map_err(|e| ServerError::Bootstrap("rbac".into(), e.to_string()))
         })

@@ -463,6 +463,7 @@ mod tests {
                 "batch",
                 "policy",
                 "rbac.authorization.k8s.io",
+                "storage.k8s.io",
                 "scheduling.k8s.io",
                 "coordination.k8s.io",
                 "discovery.k8s.io",

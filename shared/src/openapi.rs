@@ -508,6 +508,7 @@ mod tests {
                 "apis/batch/v1",
                 "apis/policy/v1",
                 "apis/rbac.authorization.k8s.io/v1",
+                "apis/storage.k8s.io/v1",
                 "apis/scheduling.k8s.io/v1",
                 "apis/coordination.k8s.io/v1",
                 "apis/discovery.k8s.io/v1"

@@ -495,6 +495,42 @@ pub static RESOURCES: &[ResourceType] = &[
         status = false,
         scale = false
     ),
+    rt!(
+        "",
+        "v1",
+        "PersistentVolume",
+        "persistentvolumes",
+        "persistentvolume",
+        false,
+        &["pv"],
+        &[],
+        status = true,
+        scale = false
+    ),
+    rt!(
+        "",
+        "v1",
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        "persistentvolumeclaim",
+        true,
+        &["pvc"],
+        &[],
+        status = true,
+        scale = false
+    ),
+    rt!(
+        "storage.k8s.io",
+        "v1",
+        "StorageClass",
+        "storageclasses",
+        "storageclass",
+        false,
+        &["sc"],
+        &[],
+        status = false,
+        scale = false
+    ),
 ];
 
 // Each resource type by name, so code names the type it means instead of looking it up by a
@@ -534,6 +570,9 @@ pub static HORIZONTAL_POD_AUTOSCALERS_V1: &ResourceType = &RESOURCES[31];
 pub static SERVICES: &ResourceType = &RESOURCES[32];
 pub static ENDPOINTS: &ResourceType = &RESOURCES[33];
 pub static ENDPOINT_SLICES: &ResourceType = &RESOURCES[34];
+pub static PERSISTENT_VOLUMES: &ResourceType = &RESOURCES[35];
+pub static PERSISTENT_VOLUME_CLAIMS: &ResourceType = &RESOURCES[36];
+pub static STORAGE_CLASSES: &ResourceType = &RESOURCES[37];
 
 /// The resource types whose objects are stored (all but the create-only reviews, the
 /// read-only metrics and the versions converted to another one's storage), each once.
@@ -651,6 +690,9 @@ mod tests {
             (SERVICES, "SERVICES"),
             (ENDPOINTS, "ENDPOINTS"),
             (ENDPOINT_SLICES, "ENDPOINT_SLICES"),
+            (PERSISTENT_VOLUMES, "PERSISTENT_VOLUMES"),
+            (PERSISTENT_VOLUME_CLAIMS, "PERSISTENT_VOLUME_CLAIMS"),
+            (STORAGE_CLASSES, "STORAGE_CLASSES"),
         ];
         assert_eq!(named.len(), RESOURCES.len());
         for (rt, name) in named {

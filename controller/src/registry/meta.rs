@@ -328,7 +328,13 @@ pub fn fresh_status(kind: &str) -> Option<Value> {
             berth_shared::k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerStatus::default(
             ),
         ),
-        "Deployment" | "Job" | "CronJob" | "Pod" | "Namespace" => Ok(json!({})),
+        "Deployment"
+        | "Job"
+        | "CronJob"
+        | "Pod"
+        | "Namespace"
+        | "PersistentVolume"
+        | "PersistentVolumeClaim" => Ok(json!({})),
         _ => return None,
     };
     Some(zero.unwrap_or_else(|_| json!({})))

@@ -11,6 +11,7 @@ mod keys;
 pub mod meta;
 pub mod node_restriction;
 pub mod service_ips;
+pub mod storage_classes;
 #[cfg(test)]
 mod tests;
 
@@ -133,7 +134,16 @@ fn admission_error(rt: &ResourceType, name: &str, e: AdmissionError) -> Registry
 fn has_generation(rt: &ResourceType) -> bool {
     !matches!(
         rt.kind,
-        "Pod" | "Node" | "Namespace" | "Event" | "ConfigMap" | "Secret" | "Lease"
+        "Pod"
+            | "Node"
+            | "Namespace"
+            | "Event"
+            | "ConfigMap"
+            | "Secret"
+            | "Lease"
+            | "PersistentVolume"
+            | "PersistentVolumeClaim"
+            | "StorageClass"
     )
 }
 
@@ -299,6 +309,9 @@ impl Registry {
             crate::serviceaccount::admission::admit_pod(self, ns, &mut obj, opts.dry_run)?;
             crate::priority::admit_pod(self, &mut obj)?;
         }
+        if rt == resource::PERSISTENT_VOLUME_CLAIMS {
+            storage_classes::admit_new_claim(self, &mut obj)?;
+        }
         admission::admit(rt.kind, Operation::Create, &mut obj, None)
             .map_err(|e| admission_error(rt, &name, e))?;
         if rt == resource::PRIORITY_CLASSES {
@@ -426,6 +439,9 @@ impl Registry {
         restrict_node(rt, opts, name, &obj, Some(&old))?;
         admission::admit(rt.kind, Operation::Update, &mut obj, Some(&old))
             .map_err(|e| admission_error(rt, name, e))?;
+        if rt == resource::PERSISTENT_VOLUME_CLAIMS && part == Part::Main {
+            storage_classes::admit_claim_update(self, &obj, &old)?;
+        }
         if rt == resource::PRIORITY_CLASSES {
             crate::priority::admit_class(self, &obj)?;
         }

@@ -156,3 +156,94 @@ fn a_nodes_forbidden_write_is_forbidden_even_when_it_is_stale() {
         .unwrap_err();
     assert!(matches!(e, RegistryError::Forbidden(_)), "{e:?}");
 }
+
+#[test]
+fn a_new_claim_gets_the_default_class_and_may_not_grow_past_a_fixed_class() {
+    use berth_shared::resource::{PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES};
+    let dir = tempfile::tempdir().expect("dir");
+    let registry = testing::registry(dir.path());
+    let opts = WriteOptions::default();
+    crate::local_path_class::ensure(&registry).expect("local-path");
+    let claim = |name: &str, spec: Value| {
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name}, "spec": spec})
+    };
+    let spec = json!({"accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "1Gi"}}});
+    let stored = registry
+        .create(
+            PERSISTENT_VOLUME_CLAIMS,
+            Some("default"),
+            claim("data", spec.clone()),
+            &opts,
+        )
+        .expect("created");
+    assert_eq!(stored["spec"]["storageClassName"], "local-path");
+    assert_eq!(stored["status"]["phase"], "Pending");
+    assert_eq!(
+        stored["metadata"]["finalizers"],
+        json!(["kubernetes.io/pvc-protection"])
+    );
+    assert!(stored["metadata"].get("generation").is_none());
+
+    let mut classless = spec.clone();
+    classless["storageClassName"] = json!("");
+    let stored = registry
+        .create(
+            PERSISTENT_VOLUME_CLAIMS,
+            Some("default"),
+            claim("static", classless),
+            &opts,
+        )
+        .expect("created");
+    assert_eq!(stored["spec"]["storageClassName"], "");
+
+    // Bound, then grown: local-path does not allow expansion.
+    registry
+        .update_with(
+            PERSISTENT_VOLUME_CLAIMS,
+            Some("default"),
+            "data",
+            Part::Status,
+            &opts,
+            |mut c| {
+                c["status"]["phase"] = json!("Bound");
+                Ok::<_, RegistryError>(c)
+            },
+        )
+        .expect("bound");
+    let grow = |registry: &Registry| {
+        registry.update_with(
+            PERSISTENT_VOLUME_CLAIMS,
+            Some("default"),
+            "data",
+            Part::Main,
+            &opts,
+            |mut c| {
+                c["spec"]["resources"]["requests"]["storage"] = json!("2Gi");
+                Ok::<_, RegistryError>(c)
+            },
+        )
+    };
+    let e = grow(&registry).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "persistentvolumeclaims \"data\" is forbidden: only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize"
+    );
+    registry
+        .delete(
+            STORAGE_CLASSES,
+            None,
+            "local-path",
+            &DeleteOptions::default(),
+        )
+        .expect("deleted");
+    let expandable = json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": "local-path"}, "provisioner": "berth.io/local-path",
+        "allowVolumeExpansion": true});
+    registry
+        .create(STORAGE_CLASSES, None, expandable, &opts)
+        .expect("expandable class");
+    let grown = grow(&registry).expect("grown");
+    assert_eq!(grown["spec"]["resources"]["requests"]["storage"], "2Gi");
+}

@@ -4,7 +4,8 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm, TopologySpreadConstraint,
+    Affinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm,
+    TopologySpreadConstraint,
 };
 
 use super::field::{FieldError, Path};
@@ -124,24 +125,32 @@ fn validate_pod_affinity_term(term: &PodAffinityTerm, path: &Path) -> Vec<FieldE
     errs
 }
 
+/// Upstream `ValidateNodeSelector`: at least one term, each term's requirements valid.
+pub(crate) fn validate_node_selector(sel: &NodeSelector, path: &Path) -> Vec<FieldError> {
+    let tp = path.child("nodeSelectorTerms");
+    if sel.node_selector_terms.is_empty() {
+        return vec![FieldError::required(
+            &tp,
+            "must have at least one node selector term",
+        )];
+    }
+    sel.node_selector_terms
+        .iter()
+        .enumerate()
+        .flat_map(|(i, t)| validate_node_term(t, &tp.index(i)))
+        .collect()
+}
+
 /// Upstream `validateAffinity`.
 pub(crate) fn validate_affinity(a: &Affinity, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if let Some(na) = &a.node_affinity {
         let np = path.child("nodeAffinity");
         if let Some(req) = &na.required_during_scheduling_ignored_during_execution {
-            let tp = np
-                .child("requiredDuringSchedulingIgnoredDuringExecution")
-                .child("nodeSelectorTerms");
-            if req.node_selector_terms.is_empty() {
-                errs.push(FieldError::required(
-                    &tp,
-                    "must have at least one node selector term",
-                ));
-            }
-            for (i, t) in req.node_selector_terms.iter().enumerate() {
-                errs.extend(validate_node_term(t, &tp.index(i)));
-            }
+            errs.extend(validate_node_selector(
+                req,
+                &np.child("requiredDuringSchedulingIgnoredDuringExecution"),
+            ));
         }
         let pp = np.child("preferredDuringSchedulingIgnoredDuringExecution");
         for (i, t) in na

@@ -42,6 +42,7 @@ mod selector;
 pub mod service;
 pub mod service_allocation;
 mod sets;
+pub mod storage;
 mod volume;
 mod workload;
 
@@ -310,6 +311,27 @@ pub fn admit(
             |_, _, _| {},
             |e, o, _| service::validate_endpoint_slice(e, o),
         ),
+        "PersistentVolume" => run::<core_v1::PersistentVolume>(
+            obj,
+            op,
+            old,
+            |pv, op, _| storage::default_persistent_volume(pv, op),
+            |pv, o, _| storage::validate_persistent_volume(pv, o),
+        ),
+        "PersistentVolumeClaim" => run::<core_v1::PersistentVolumeClaim>(
+            obj,
+            op,
+            old,
+            |pvc, op, _| storage::default_persistent_volume_claim(pvc, op),
+            |pvc, o, _| storage::validate_persistent_volume_claim(pvc, o),
+        ),
+        "StorageClass" => run::<k8s_openapi::api::storage::v1::StorageClass>(
+            obj,
+            op,
+            old,
+            |sc, _, _| storage::default_storage_class(sc),
+            |sc, o, _| storage::validate_storage_class(sc, o),
+        ),
         other => Err(AdmissionError::Decode(format!(
             "no kind {} is registered",
             field::quote(other)
@@ -364,6 +386,9 @@ pub fn unknown_fields(kind: &str, raw: &Value) -> Vec<String> {
         "EndpointSlice" => {
             round_trip_unknown::<k8s_openapi::api::discovery::v1::EndpointSlice>(raw)
         }
+        "PersistentVolume" => round_trip_unknown::<core_v1::PersistentVolume>(raw),
+        "PersistentVolumeClaim" => round_trip_unknown::<core_v1::PersistentVolumeClaim>(raw),
+        "StorageClass" => round_trip_unknown::<k8s_openapi::api::storage::v1::StorageClass>(raw),
         "Role" => round_trip_unknown::<k8s_openapi::api::rbac::v1::Role>(raw),
         "ClusterRole" => round_trip_unknown::<k8s_openapi::api::rbac::v1::ClusterRole>(raw),
         "RoleBinding" => round_trip_unknown::<k8s_openapi::api::rbac::v1::RoleBinding>(raw),

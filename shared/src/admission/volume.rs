@@ -22,7 +22,7 @@ const VOLUME_FIELD_PATHS: &[&str] = &[
     "metadata.uid",
 ];
 
-const HOST_PATH_TYPES: &[&str] = &[
+pub(crate) const HOST_PATH_TYPES: &[&str] = &[
     "",
     "BlockDevice",
     "CharDevice",
@@ -201,7 +201,7 @@ fn validate_items(items: &[KeyToPath], path: &Path) -> Vec<FieldError> {
     errs
 }
 
-fn no_backsteps(target: &str, path: &Path) -> Vec<FieldError> {
+pub(crate) fn no_backsteps(target: &str, path: &Path) -> Vec<FieldError> {
     if target.split('/').any(|part| part == "..") {
         vec![FieldError::invalid(path, target, "must not contain '..'")]
     } else {

@@ -17,6 +17,7 @@ mod policy;
 mod rbac;
 mod scheduling;
 mod selector;
+mod storage;
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -119,6 +120,9 @@ pub fn columns(kind: &str) -> Vec<ColumnDefinition> {
         "Service" => network::service_columns(),
         "Endpoints" => network::endpoints_columns(),
         "EndpointSlice" => network::endpoint_slice_columns(),
+        "PersistentVolume" => storage::persistent_volume_columns(),
+        "PersistentVolumeClaim" => storage::persistent_volume_claim_columns(),
+        "StorageClass" => storage::storage_class_columns(),
         _ => default_columns(),
     }
 }
@@ -150,6 +154,9 @@ pub fn cells(kind: &str, obj: &Value, now: Timestamp) -> Vec<Value> {
         "Service" => network::service_cells(obj, now),
         "Endpoints" => network::endpoints_cells(obj, now),
         "EndpointSlice" => network::endpoint_slice_cells(obj, now),
+        "PersistentVolume" => storage::persistent_volume_cells(obj, now),
+        "PersistentVolumeClaim" => storage::persistent_volume_claim_cells(obj, now),
+        "StorageClass" => storage::storage_class_cells(obj, now),
         _ => default_cells(obj),
     }
 }

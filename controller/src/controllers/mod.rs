@@ -42,6 +42,7 @@ pub fn start(
         tokio::spawn(cronjob::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(daemonset::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(serviceaccount::run(ctx.clone(), root_ca, shutdown.clone())),
+        tokio::spawn(statefulset::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(deployment::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(disruption::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(endpoints::run(ctx.clone(), shutdown.clone())),

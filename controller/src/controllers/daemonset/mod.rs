@@ -64,13 +64,8 @@ pub enum DaemonSetError {
     Create(RegistryError),
     #[error("unable to delete pods: {0}")]
     Delete(RegistryError),
-    /// The revision name of the template is taken by another template: `collisionCount` was
-    /// raised, so the next pass hashes to another name.
-    #[error("ControllerRevision {0} holds another template; collisionCount raised")]
-    HashCollision(String),
-    /// The collision count the hash was computed from is no longer the stored one.
-    #[error("found a stale collision count of DaemonSet {0}; will retry")]
-    StaleCollisionCount(String),
+    #[error(transparent)]
+    History(#[from] history::write::HistoryError),
 }
 
 impl ErrorPolicy for DaemonSetError {
@@ -80,7 +75,7 @@ impl ErrorPolicy for DaemonSetError {
             // As upstream: a failed create or delete is retried with backoff whatever the
             // cause (a quota or a webhook may clear).
             DaemonSetError::Create(_) | DaemonSetError::Delete(_) => Retry::Backoff,
-            DaemonSetError::HashCollision(_) | DaemonSetError::StaleCollisionCount(_) => Retry::Now,
+            DaemonSetError::History(e) => e.retry(),
         }
     }
 }

@@ -11,7 +11,7 @@ use super::view::{DaemonSet, Node, Status};
 use crate::controllers::replicaset::status::is_available;
 use crate::controllers::replicaset::view::Pod;
 use jiff::{SignedDuration, Timestamp};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -119,19 +119,6 @@ pub fn apply(obj: &mut Value, new: &Status) {
     put("numberAvailable", new.number_available.into(), true);
     put("numberUnavailable", new.number_unavailable.into(), true);
     put("observedGeneration", new.observed_generation, true);
-}
-
-/// Sets `status.collisionCount` one higher (a revision name collided).
-pub fn bump_collision_count(obj: &mut Value) {
-    let next = obj
-        .pointer("/status/collisionCount")
-        .and_then(Value::as_i64)
-        .unwrap_or(0)
-        + 1;
-    if !obj.get("status").is_some_and(Value::is_object) {
-        obj["status"] = Value::Object(Map::new());
-    }
-    obj["status"]["collisionCount"] = json!(next);
 }
 
 /// How long until the first ready pod that is not available yet becomes available (upstream
@@ -268,10 +255,5 @@ mod tests {
                 "numberMisscheduled": 0, "numberReady": 0, "numberUnavailable": 2,
                 "observedGeneration": 7})
         );
-        bump_collision_count(&mut obj);
-        assert_eq!(obj["status"]["collisionCount"], 3);
-        let mut fresh = json!({});
-        bump_collision_count(&mut fresh);
-        assert_eq!(fresh["status"]["collisionCount"], 1);
     }
 }

@@ -97,8 +97,10 @@ pub fn ownership(ds: &DaemonSet) -> ownership::Owner<'_> {
 /// The DaemonSet as its revision history sees it.
 pub fn history_owner(ds: &DaemonSet) -> Owner<'_> {
     Owner {
+        resource: berth_shared::resource::DAEMON_SETS,
         namespace: &ds.namespace,
         name: &ds.name,
+        uid: &ds.uid,
         controller_ref: controller_ref(ds),
         template: &ds.template,
         pod_template: &ds.pod_template,

@@ -10,11 +10,13 @@
 //! Planner: pure, no I/O.
 
 pub mod data;
+pub mod write;
 
 use crate::controllers::deployment::template::compute_hash;
 use crate::controllers::replicaset::view::{ControllerRef, controller_of, string_map};
 use crate::informer::{Object, View};
 use berth_shared::k8s_openapi::api::core::v1 as core;
+use berth_shared::resource::ResourceType;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -22,8 +24,11 @@ use std::sync::Arc;
 /// The workload whose history this is, as the history needs it.
 #[derive(Debug, Clone)]
 pub struct Owner<'a> {
+    /// Its resource type (whose status keeps `collisionCount`).
+    pub resource: &'static ResourceType,
     pub namespace: &'a str,
     pub name: &'a str,
+    pub uid: &'a str,
     /// Its controller reference, which its revisions carry.
     pub controller_ref: Value,
     /// `spec.template` as stored.

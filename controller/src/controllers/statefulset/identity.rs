@@ -156,13 +156,6 @@ pub fn identity_matches(set: &StatefulSet, ordinal: i32, pod: &SetPod) -> bool {
         && pod.pod.labels.get(POD_NAME_LABEL) == Some(&name)
 }
 
-/// Upstream `storageMatches`: every claim template's volume names its claim.
-pub fn storage_matches(set: &StatefulSet, ordinal: i32, pod: &SetPod) -> bool {
-    claim_names(set, ordinal)
-        .iter()
-        .all(|(t, c)| pod.volumes.claims.get(t) == Some(c))
-}
-
 /// The pod template of a revision: its data is `{"spec":{"template":{…,"$patch":"replace"}}}`
 /// (see [`crate::controllers::history::data`]).
 pub fn revision_template(data: &Value) -> Option<core::PodTemplateSpec> {
@@ -246,7 +239,7 @@ mod tests {
     }
 
     #[test]
-    fn identity_and_storage_match_only_the_pods_own() {
+    fn identity_matches_only_the_pods_own() {
         let set = web();
         let made = new_pod(&set, &set.pod_template, 0, "r");
         let mut obj = made.clone();
@@ -256,14 +249,10 @@ mod tests {
             volumes: Arc::new(PodVolumes::from_value(v)),
         };
         assert!(identity_matches(&set, 0, &pod(&obj)));
-        assert!(storage_matches(&set, 0, &pod(&obj)));
         let mut relabelled = obj.clone();
         relabelled["metadata"]["labels"][POD_NAME_LABEL] = json!("other");
         assert!(!identity_matches(&set, 0, &pod(&relabelled)));
-        assert!(
-            !storage_matches(&set, 1, &pod(&obj)),
-            "web-1's claim is www-web-1"
-        );
+        assert!(!identity_matches(&set, 1, &pod(&obj)), "web-0 is not web-1");
     }
 
     #[test]

@@ -10,9 +10,7 @@
 //!
 //! Planner: pure, no I/O.
 
-use super::identity::{
-    claim_names, identity_matches, new_claim, new_pod, pod_name, storage_matches,
-};
+use super::identity::{claim_names, identity_matches, new_claim, new_pod, pod_name};
 use super::retention::{is_stale, wanted_owners};
 use super::view::{Claim, OwnerRef, REVISION_LABEL, SetPod, StatefulSet, Status, Strategy};
 use crate::controllers::deployment::surge::scaled_value;
@@ -51,7 +49,7 @@ pub enum Action {
         uid: String,
         why: Why,
     },
-    /// Put the pod's identity and storage back (labels, hostname, subdomain, volumes).
+    /// Put the pod's identity labels back (pod-name, pod-index).
     FixPod {
         ordinal: i32,
         name: String,
@@ -344,7 +342,8 @@ fn process_replica(
                 return true;
             }
             fix_claim_owners(set, claims, p, false, actions);
-            if !identity_matches(set, ord, p) || !storage_matches(set, ord, p) {
+            // Only labels can change on a pod; its volumes and hostname cannot.
+            if !identity_matches(set, ord, p) {
                 actions.push(Action::FixPod {
                     ordinal: ord,
                     name: p.pod.name.clone(),

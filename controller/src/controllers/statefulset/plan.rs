@@ -176,7 +176,7 @@ pub fn plan(
         }
     }
     // Highest ordinal first.
-    condemned.sort_by(|a, b| b.0.cmp(&a.0));
+    condemned.sort_by_key(|c| std::cmp::Reverse(c.0));
     let first_unhealthy: Option<String> = replicas
         .iter()
         .find_map(|s| match s {
@@ -188,7 +188,7 @@ pub fn plan(
             condemned
                 .iter()
                 .rev()
-                .find(|(_, p)| !(running_and_ready(p) && !p.pod.deleting))
+                .find(|(_, p)| !running_and_ready(p) || p.pod.deleting)
                 .map(|(_, p)| p.pod.uid.clone())
         });
     let monotonic = !set.parallel;

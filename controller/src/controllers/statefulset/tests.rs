@@ -98,7 +98,10 @@ async fn pods_and_claims_come_in_order_and_scale_down_keeps_the_claims() {
         .as_str()
         .expect("revision label")
         .to_string();
-    assert_eq!(names(&cp, CONTROLLER_REVISIONS), [revision.clone()]);
+    assert_eq!(
+        names(&cp, CONTROLLER_REVISIONS),
+        std::slice::from_ref(&revision)
+    );
     mark_ready(&cp, "web-0");
     cp.wait_until(
         "web-1 once web-0 is ready",

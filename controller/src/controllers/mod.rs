@@ -16,6 +16,7 @@ pub mod namespace;
 pub mod nodeipam;
 pub mod nodelifecycle;
 pub mod ownership;
+pub mod persistentvolume;
 pub mod podautoscaler;
 pub mod podgc;
 pub mod replicaset;
@@ -52,6 +53,7 @@ pub fn start(
         tokio::spawn(namespace::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(nodeipam::run(ctx.clone(), cluster_cidr, shutdown.clone())),
         tokio::spawn(nodelifecycle::run(ctx.clone(), lifecycle, shutdown.clone())),
+        tokio::spawn(persistentvolume::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(podgc::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(tainteviction::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(ttlafterfinished::run(ctx.clone(), shutdown.clone())),

@@ -85,8 +85,41 @@ fn references(pod: &Value, secret: bool, name: &str) -> bool {
     volume_hit || container_hit || pull_hit
 }
 
+/// Whether a volume's required node affinity names `node` as a `kubernetes.io/hostname In`
+/// value (how the local-path provisioner pins its volumes).
+fn volume_pinned_to(volume: &Value, node: &str) -> bool {
+    volume
+        .pointer("/spec/nodeAffinity/required/nodeSelectorTerms")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .flat_map(|t| {
+            t["matchExpressions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .any(|e| {
+            e["key"] == "kubernetes.io/hostname"
+                && e["operator"] == "In"
+                && e["values"]
+                    .as_array()
+                    .is_some_and(|vs| vs.iter().any(|v| v == node))
+        })
+}
+
 fn facts(registry: &Registry, node: &str, path: &ResourcePath) -> Facts {
     let mut facts = Facts::default();
+    if let (("", "persistentvolumes"), Some(name)) =
+        ((path.rt.group, path.rt.plural), path.name.as_deref())
+    {
+        facts.volume_on_node = registry
+            .get(path.rt, None, name)
+            .ok()
+            .and_then(|v| v.value().ok())
+            .is_some_and(|v| volume_pinned_to(&v, node));
+        return facts;
+    }
     let (Some(name), Some(ns)) = (path.name.as_deref(), path.namespace.as_deref()) else {
         return facts;
     };

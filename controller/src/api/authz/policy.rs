@@ -64,6 +64,9 @@ pub struct Facts {
     /// For `serviceaccounts/<name>/token`: the request binds the token to a pod bound to the
     /// node that runs as that account.
     pub token_for_own_pod: bool,
+    /// For a named PersistentVolume: its node affinity pins it to the node (a local-path
+    /// volume of that node, whose cleanup finalizer the node's agent removes).
+    pub volume_on_node: bool,
 }
 
 /// Allowed, or the reason it is not.
@@ -104,6 +107,14 @@ pub fn decide(node: &str, r: &Request<'_>, facts: &Facts) -> Result<(), String> 
         ("", "services") => r.verb.reads(),
         // The service proxy: every Service's endpoints.
         ("discovery.k8s.io", "endpointslices") => r.verb.reads(),
+        // The agent mounts the claims of its pods and their volumes. Upstream's graph allows
+        // only those its pods reference; reads of all are the simpler rule here.
+        ("", "persistentvolumeclaims") => r.verb.reads() && r.subresource.is_none(),
+        ("", "persistentvolumes") => match r.verb {
+            Verb::Get | Verb::List | Verb::Watch => r.subresource.is_none(),
+            Verb::Update | Verb::Patch => r.subresource.is_none() && facts.volume_on_node,
+            _ => false,
+        },
         ("", "serviceaccounts") => {
             r.verb == Verb::Create && r.subresource == Some("token") && facts.token_for_own_pod
         }
@@ -198,6 +209,33 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("nodes \"b\" is forbidden"), "{err}");
+    }
+
+    #[test]
+    fn a_node_reads_claims_and_volumes_and_writes_only_its_own_volumes() {
+        for verb in [Verb::Get, Verb::List, Verb::Watch] {
+            let r = req(verb, "", "persistentvolumeclaims", Some("shop"), None);
+            assert!(decide("n1", &r, &Facts::default()).is_ok());
+            let r = req(verb, "", "persistentvolumes", None, None);
+            assert!(decide("n1", &r, &Facts::default()).is_ok());
+        }
+        let write = req(Verb::Patch, "", "persistentvolumes", None, Some("pvc-1"));
+        assert!(decide("n1", &write, &Facts::default()).is_err());
+        let own = Facts {
+            volume_on_node: true,
+            ..Facts::default()
+        };
+        assert!(decide("n1", &write, &own).is_ok());
+        let delete = req(Verb::Delete, "", "persistentvolumes", None, Some("pvc-1"));
+        assert!(decide("n1", &delete, &own).is_err());
+        let claim_write = req(
+            Verb::Update,
+            "",
+            "persistentvolumeclaims",
+            Some("shop"),
+            Some("c"),
+        );
+        assert!(decide("n1", &claim_write, &own).is_err());
     }
 
     #[test]

@@ -166,12 +166,12 @@ impl Registry {
         .is_ok_and(|r| r.status == 200)
     }
 
-    /// A k3s-style registries file sending `docker.io` and `quay.io` (the seed DaemonSet's
-    /// registry) to this registry.
+    /// A k3s-style registries file sending `docker.io`, `quay.io` (the seed DaemonSet's
+    /// registry) and `registry.k8s.io` (the seed StatefulSet's) to this registry.
     pub fn mirrors_yaml(&self) -> String {
         let url = self.url();
         format!(
-            "mirrors:\n  \"docker.io\":\n    endpoint:\n      - \"{url}\"\n  \"quay.io\":\n    endpoint:\n      - \"{url}\"\n"
+            "mirrors:\n  \"docker.io\":\n    endpoint:\n      - \"{url}\"\n  \"quay.io\":\n    endpoint:\n      - \"{url}\"\n  \"registry.k8s.io\":\n    endpoint:\n      - \"{url}\"\n"
         )
     }
 }

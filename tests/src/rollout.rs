@@ -1,7 +1,7 @@
-//! Following a Deployment or a DaemonSet through rollouts from outside the controller: a
-//! background watch ([`Watcher`]) of its pods ([`census::Census`], or per node
-//! [`daemon::DaemonPods`]) or of its ReplicaSets' sizes ([`sizes::Sizes`]) that samples after
-//! every event, so rollout bounds are checked at every
+//! Following a Deployment, a DaemonSet or a StatefulSet through rollouts from outside the
+//! controller: a background watch ([`Watcher`]) of its pods ([`census::Census`], per node
+//! [`daemon::DaemonPods`], by name [`ordinals::Ordinals`]) or of its ReplicaSets' sizes
+//! ([`sizes::Sizes`]) that samples after every event, so rollout bounds are checked at every
 //! version the API stored ([`bounds`] checks the surge on both together); reads of the
 //! Deployment and its ReplicaSets (revisions, conditions, template images, sizes); and
 //! kubectl's rollout output read back ([`output`]).
@@ -10,6 +10,7 @@ pub mod bounds;
 pub mod census;
 pub mod daemon;
 pub mod objects;
+pub mod ordinals;
 pub mod output;
 pub mod sizes;
 pub mod tally;
@@ -57,6 +58,16 @@ pub type SizeWatch = Watcher<Sizes>;
 
 /// A DaemonSet's pods per node.
 pub type DaemonPodWatch = Watcher<DaemonPods>;
+
+/// A StatefulSet's pods by name.
+pub type OrdinalWatch = Watcher<ordinals::Ordinals>;
+
+impl Watcher<ordinals::Ordinals> {
+    /// Follows the pods of `ns` that `selector` picks, by name.
+    pub fn ordinals(c: &Cluster, ns: &str, selector: &str) -> OrdinalWatch {
+        Watcher::start(c, &format!("/api/v1/namespaces/{ns}/pods"), selector)
+    }
+}
 
 impl Watcher<DaemonPods> {
     /// Follows the daemon pods of `ns` that `selector` picks.

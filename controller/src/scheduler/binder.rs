@@ -4,10 +4,11 @@
 //! them.
 
 use super::facts::PodInfo;
+use super::volumes::SELECTED_NODE;
 use crate::events::{EventType, Recorder};
 use crate::registry::RegistryError;
 use crate::registry::{Part, Registry, WriteOptions};
-use berth_shared::resource::PODS;
+use berth_shared::resource::{PERSISTENT_VOLUME_CLAIMS, PODS};
 use serde_json::{Value, json};
 
 /// The component name events are recorded under.
@@ -25,8 +26,44 @@ pub enum Bound {
     Failed(String),
 }
 
-/// Binds `pod` to `node` through the registry's `pods/binding` write.
+/// Annotates the pod's unbound `WaitForFirstConsumer` claims with the chosen node (upstream's
+/// VolumeBinding PreBind), so the volume controller binds or provisions them there.
+fn select_node(registry: &Registry, pod: &PodInfo, node: &str) -> Result<(), RegistryError> {
+    for claim in &pod.volumes.select_node {
+        registry.update_with(
+            PERSISTENT_VOLUME_CLAIMS,
+            Some(&pod.namespace),
+            claim,
+            Part::Main,
+            &WriteOptions::default(),
+            |mut obj| {
+                let bound = obj
+                    .pointer("/spec/volumeName")
+                    .and_then(Value::as_str)
+                    .is_some_and(|v| !v.is_empty());
+                let current = obj
+                    .pointer("/metadata/annotations")
+                    .and_then(|a| a.get(SELECTED_NODE))
+                    .and_then(Value::as_str);
+                if !bound && current != Some(node) {
+                    if !obj["metadata"]["annotations"].is_object() {
+                        obj["metadata"]["annotations"] = json!({});
+                    }
+                    obj["metadata"]["annotations"][SELECTED_NODE] = json!(node);
+                }
+                Ok::<_, RegistryError>(obj)
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// Binds `pod` to `node` through the registry's `pods/binding` write, after pointing its
+/// waiting claims at the node.
 pub fn bind(registry: &Registry, pod: &PodInfo, node: &str) -> Bound {
+    if let Err(e) = select_node(registry, pod, node) {
+        return Bound::Failed(format!("running PreBind plugin \"VolumeBinding\": {e}"));
+    }
     match registry.bind(&pod.namespace, &pod.name, node) {
         Ok(_) => Bound::Done,
         Err(RegistryError::NotFound { .. } | RegistryError::Conflict { .. }) => Bound::Gone,

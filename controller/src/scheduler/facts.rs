@@ -82,6 +82,19 @@ struct PodSpecDoc {
     priority: Option<i32>,
     preemption_policy: Option<String>,
     scheduling_gates: Option<Vec<serde::de::IgnoredAny>>,
+    volumes: Option<Vec<VolumeDoc>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct ClaimSourceDoc {
+    claim_name: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct VolumeDoc {
+    persistent_volume_claim: Option<ClaimSourceDoc>,
 }
 
 #[derive(Deserialize, Default)]
@@ -138,6 +151,11 @@ pub struct PodInfo {
     pub spread: Vec<SpreadConstraint>,
     /// `spread` holds the system defaults (the pod has no constraints of its own).
     pub spread_defaulted: bool,
+    /// The PersistentVolumeClaims its volumes name.
+    pub claims: Vec<String>,
+    /// What its claims' volumes demand of a node (filled in at decision time, see
+    /// [`super::volumes`]).
+    pub volumes: Arc<super::volumes::PodVolumes>,
 }
 
 impl PodInfo {
@@ -233,6 +251,14 @@ impl PodInfo {
             spread,
             spread_defaulted,
             labels,
+            claims: s
+                .volumes
+                .iter()
+                .flatten()
+                .filter_map(|v| v.persistent_volume_claim.as_ref())
+                .map(|c| c.claim_name.clone())
+                .collect(),
+            volumes: Arc::default(),
         }
     }
 
@@ -258,6 +284,7 @@ impl PodInfo {
             && self.affinity == other.affinity
             && self.spread == other.spread
             && self.gated == other.gated
+            && self.claims == other.claims
             && self.priority == other.priority
             && self.preempt_never == other.preempt_never
             && self.terminating == other.terminating

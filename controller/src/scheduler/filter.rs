@@ -1,5 +1,5 @@
 //! Whether one node can take the pod, checked in upstream's filter order (NodeUnschedulable,
-//! TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, PodTopologySpread,
+//! TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeBinding, PodTopologySpread,
 //! InterPodAffinity); the first filter that refuses gives the node's reasons.
 //!
 //! Only the taints a node carries count, as upstream: the node lifecycle controller turns its
@@ -94,6 +94,9 @@ pub fn check<'a>(
             reasons: short,
             resolvable: true,
         });
+    }
+    if !pod.volumes.admit(&facts.name, &facts.labels) {
+        return Err(Rejection::unresolvable(Reason::VolumeNodeAffinity));
     }
     filters.spread.check(pod, node)?;
     filters.interpod.check(pod, node)

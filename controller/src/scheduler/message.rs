@@ -28,6 +28,8 @@ pub enum Reason<'a> {
     SpreadMissingLabel,
     /// Excluded by the pod's `metadata.name` field affinity before filtering.
     PrefilterResult,
+    /// A bound volume's node affinity excludes the node.
+    VolumeNodeAffinity,
 }
 
 impl Reason<'_> {
@@ -50,6 +52,7 @@ impl Reason<'_> {
                     .into()
             }
             Reason::PrefilterResult => "node is filtered out by the prefilter result".into(),
+            Reason::VolumeNodeAffinity => "node(s) had volume node affinity conflict".into(),
         }
     }
 }
@@ -86,13 +89,13 @@ pub struct Diagnosis<'a> {
     resolvable: usize,
     unresolvable: usize,
     /// A refusal of the pod before any node was looked at.
-    prefilter: Option<&'static str>,
+    prefilter: Option<String>,
 }
 
 impl<'a> Diagnosis<'a> {
-    pub fn prefilter(msg: &'static str) -> Diagnosis<'a> {
+    pub fn prefilter(msg: impl Into<String>) -> Diagnosis<'a> {
         Diagnosis {
-            prefilter: Some(msg),
+            prefilter: Some(msg.into()),
             ..Diagnosis::default()
         }
     }
@@ -131,7 +134,7 @@ fn histogram(entries: impl IntoIterator<Item = (String, usize)>) -> String {
 /// The message of an unschedulable pod with `total` nodes in the cluster, when no node had
 /// preemption victims (the verdict a failed preemption gives).
 pub fn fit_error(total: usize, d: &Diagnosis<'_>) -> String {
-    let (resolvable, unresolvable) = match d.prefilter {
+    let (resolvable, unresolvable) = match &d.prefilter {
         Some(_) => (0, total),
         None => (d.resolvable, d.unresolvable),
     };
@@ -168,7 +171,7 @@ pub fn preemption_failed(
 /// (`post_filter`, upstream's PostFilter message), each ending with a period.
 pub fn fit_error_with(total: usize, d: &Diagnosis<'_>, post_filter: &str) -> String {
     let mut msg = format!("0/{total} nodes are available:");
-    match d.prefilter {
+    match &d.prefilter {
         Some(pre) => msg.push_str(&format!(" {pre}.")),
         None => {
             let reasons = histogram(d.counts.iter().map(|(r, n)| (r.text(), *n)));

@@ -23,12 +23,16 @@ pub mod terms;
 mod testing;
 #[cfg(test)]
 mod tests;
+pub mod volumes;
 mod writers;
 
 use crate::controllers::runtime::Context;
 use crate::informer::{Delta, DeltaType, Informer};
 use berth_shared::reconcile::Queue;
-use berth_shared::resource::{NAMESPACES, NODES, POD_DISRUPTION_BUDGETS, PODS};
+use berth_shared::resource::{
+    NAMESPACES, NODES, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, POD_DISRUPTION_BUDGETS, PODS,
+    STORAGE_CLASSES,
+};
 use binder::EventJob;
 use facts::{PodInfo, PodKey};
 use state::{Outcome, State, Watched};
@@ -168,6 +172,9 @@ pub fn start_with(ctx: &Context, config: Config, shutdown: CancellationToken) ->
         (ctx.informer(NAMESPACES), Watched::Namespace),
         (ctx.informer(PODS), Watched::Pod),
         (ctx.informer(POD_DISRUPTION_BUDGETS), Watched::Budget),
+        (ctx.informer(PERSISTENT_VOLUME_CLAIMS), Watched::Claim),
+        (ctx.informer(PERSISTENT_VOLUMES), Watched::Volume),
+        (ctx.informer(STORAGE_CLASSES), Watched::StorageClass),
     ];
     tokio::spawn(async move {
         let shared = Arc::new(Shared {

@@ -8,8 +8,10 @@
 
 use super::cache::Cache;
 use super::facts::{NodeFacts, PodInfo, PodKey};
+use super::message::Diagnosis;
 use super::plan::{self, Decision};
 use super::queue::SchedulingQueue;
+use super::volumes::Storage;
 use crate::informer::Object;
 use berth_shared::k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use std::collections::HashMap;
@@ -23,6 +25,9 @@ pub enum Watched {
     Node,
     Namespace,
     Budget,
+    Claim,
+    Volume,
+    StorageClass,
 }
 
 /// What one decision produced, for the loop to write.
@@ -59,6 +64,8 @@ pub struct State {
     /// Every PodDisruptionBudget, and their `namespace/name` keys (in the same order).
     pub budgets: Vec<PodDisruptionBudget>,
     budget_keys: Vec<String>,
+    /// The claims, volumes and classes pods' volumes are judged by.
+    pub storage: Storage,
 }
 
 impl State {
@@ -75,6 +82,17 @@ impl State {
                     self.cache.set_namespace(obj.name(), obj.labels().clone());
                 }
                 false
+            }
+            Watched::Claim | Watched::Volume | Watched::StorageClass => {
+                match kind {
+                    Watched::Claim => self.storage.apply_claim(obj, deleted),
+                    Watched::Volume => self.storage.apply_volume(obj, deleted),
+                    _ => self.storage.apply_class(obj, deleted),
+                }
+                // A claim bound, a volume made: pods waiting on storage may fit now
+                // (upstream moves them on these cluster events).
+                self.queue.move_all(now);
+                true
             }
             Watched::Budget => {
                 let key = obj.key().to_string();
@@ -207,6 +225,24 @@ impl State {
                 p.nominated_node = Some(n.clone());
                 pod = Arc::new(p);
             }
+            if !pod.claims.is_empty() {
+                match self.storage.check(&pod) {
+                    Ok(v) => {
+                        let mut p = (*pod).clone();
+                        p.volumes = Arc::new(v);
+                        pod = Arc::new(p);
+                    }
+                    Err(why) => {
+                        self.queue.unschedulable(&key, now);
+                        let total = self.cache.view().nodes.len();
+                        let message = match total {
+                            0 => super::message::NO_NODES.to_string(),
+                            n => super::message::fit_error(n, &Diagnosis::prefilter(why)),
+                        };
+                        return Some(Outcome::Unschedulable { pod, message });
+                    }
+                }
+            }
             let counted = self.count_nominated(&pod);
             let planned = plan::plan_with(
                 &pod,
@@ -326,6 +362,76 @@ mod tests {
 
     fn apply(s: &mut State, (k, o): &(Watched, Object)) -> bool {
         s.apply(*k, o, false, Instant::now())
+    }
+
+    fn storage_pod(name: &str, claim: &str) -> (Watched, Object) {
+        (
+            Watched::Pod,
+            stored(
+                json!({"metadata": {"name": name, "namespace": "d", "uid": format!("u-{name}")},
+                "spec": {"containers": [{"name": "c"}],
+                    "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}]}}),
+            ),
+        )
+    }
+
+    #[test]
+    fn a_pod_goes_where_its_bound_volume_is_and_a_waiting_claim_follows_the_pod() {
+        let mut s = State::default();
+        apply(&mut s, &node("a", "2"));
+        apply(&mut s, &node("b", "2"));
+        let now = Instant::now();
+        let claim_of = |name: &str, spec: Value| {
+            stored(json!({"metadata": {"name": name, "namespace": "d"}, "spec": spec}))
+        };
+        s.apply(
+            Watched::StorageClass,
+            &stored(json!({"metadata": {"name": "local-path"},
+            "volumeBindingMode": "WaitForFirstConsumer"})),
+            false,
+            now,
+        );
+        s.apply(Watched::Volume, &stored(json!({"metadata": {"name": "pv-b"}, "spec": {"nodeAffinity":
+            {"required": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/hostname",
+                "operator": "In", "values": ["b"]}]}]}}}})), false, now);
+        s.apply(
+            Watched::Claim,
+            &claim_of("on-b", json!({"volumeName": "pv-b"})),
+            false,
+            now,
+        );
+        s.apply(
+            Watched::Claim,
+            &claim_of("new", json!({"storageClassName": "local-path"})),
+            false,
+            now,
+        );
+        for n in ["a", "b"] {
+            let o = stored(
+                json!({"metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
+                "status": {"allocatable": {"cpu": "2", "memory": "1Gi", "pods": "10"}}}),
+            );
+            s.apply(Watched::Node, &o, false, now);
+        }
+        apply(&mut s, &storage_pod("sticky", "on-b"));
+        let Some(Outcome::Bind { node, .. }) = s.decide_next(now) else {
+            panic!("expected a binding")
+        };
+        assert_eq!(&*node, "b", "node a has a volume node affinity conflict");
+        apply(&mut s, &storage_pod("first", "new"));
+        let Some(Outcome::Bind { pod, .. }) = s.decide_next(now) else {
+            panic!("expected a binding")
+        };
+        assert_eq!(pod.volumes.select_node, ["new"]);
+        apply(&mut s, &storage_pod("lost", "missing"));
+        let Some(Outcome::Unschedulable { message, .. }) = s.decide_next(now) else {
+            panic!("expected no fit")
+        };
+        assert_eq!(
+            message,
+            "0/2 nodes are available: persistentvolumeclaim \"missing\" not found. preemption: \
+             0/2 nodes are available: 2 Preemption is not helpful for scheduling.."
+        );
     }
 
     #[test]

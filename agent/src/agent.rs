@@ -1,5 +1,6 @@
-//! Running the agent: join, connect to containerd, register the Node, keep its Lease, get a
-//! pod CIDR, serve logs/exec, and run the pods bound to this node.
+//! Running the agent: join, connect to containerd, register the Node, keep its Lease, clean up
+//! deleted local-path volumes, get a pod CIDR, serve logs/exec, and run the pods bound to this
+//! node.
 
 use crate::config::Config;
 use crate::image::ImageService;
@@ -26,6 +27,8 @@ pub enum AgentError {
     Server(#[from] crate::server::ServerError),
     #[error(transparent)]
     Network(#[from] crate::network::NetworkError),
+    #[error(transparent)]
+    Storage(#[from] crate::storage::StorageError),
     #[error("registries file: {0}")]
     Registries(String),
     #[error("configuration: {0}")]
@@ -57,6 +60,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
     let taints =
         node::status::parse_taints(&config.register_with_taints).map_err(AgentError::Config)?;
     secure_root_dir(&config.root_dir)?;
+    let storage_dir = crate::storage::ensure_storage_dir(&config.local_path_dir)?;
     let node_ip = node::host::internal_ip(config.node_ip.as_deref());
     // The certificate's addresses are the ones the controller dials (the InternalIP); the
     // controller signs only addresses the node demonstrably has (see README, joining agents).
@@ -114,7 +118,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         image_dir,
     );
     let pressures = monitor.sample().await;
-    let registered = node::register(&client, &facts, &labels, &taints).await?;
+    let annotations = node::status::annotations(&storage_dir);
+    let registered = node::register(&client, &facts, &labels, &annotations, &taints).await?;
     let registered = node::post_status(&client, &facts, true, pressures, Some(&registered))
         .await
         .ok()
@@ -126,6 +131,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         registered,
         monitor,
         runtime.clone(),
+        shutdown.clone(),
+    ));
+
+    tokio::spawn(crate::storage::run(
+        client.clone(),
+        config.node_name.clone(),
+        storage_dir,
         shutdown.clone(),
     ));
 

@@ -12,6 +12,9 @@ pub struct Config {
     pub token: Option<String>,
     pub node_name: String,
     pub root_dir: PathBuf,
+    /// Where local-path PersistentVolumes of this node live (`--local-path-dir`, default
+    /// `<root_dir>/storage`); published on the Node for the provisioner.
+    pub local_path_dir: PathBuf,
     pub containerd_socket: PathBuf,
     pub containerd_namespace: String,
     pub cni_bridge: String,

@@ -12,4 +12,5 @@ pub mod pod;
 pub mod probe;
 pub mod runtime;
 pub mod server;
+pub mod storage;
 pub mod uninstall;

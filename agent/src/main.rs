@@ -53,6 +53,10 @@ struct RunArgs {
     node_name: Option<String>,
     #[arg(long, global = true, default_value = "/var/lib/berth/agent")]
     root_dir: PathBuf,
+    /// Where the local-path provisioner's volumes of this node live (default:
+    /// `<root-dir>/storage`); published on the Node as `storage.berth.io/local-path-dir`.
+    #[arg(long)]
+    local_path_dir: Option<PathBuf>,
     #[arg(long, global = true, default_value = "/run/containerd/containerd.sock")]
     containerd_socket: PathBuf,
     #[arg(long, global = true, default_value = "berth")]
@@ -230,6 +234,9 @@ fn main() -> anyhow::Result<()> {
                 server: a.server.trim_end_matches('/').to_string(),
                 token,
                 node_name,
+                local_path_dir: a
+                    .local_path_dir
+                    .unwrap_or_else(|| a.root_dir.join("storage")),
                 root_dir: a.root_dir,
                 containerd_socket: a.containerd_socket,
                 containerd_namespace: a.containerd_namespace,

@@ -82,21 +82,23 @@ pub(crate) fn rt(plural: &str, group: &str, version: &str) -> &'static ResourceT
     }
 }
 
-/// Creates the Node with its labels and taints, or brings an existing one's labels up to date.
-/// Taints are applied only when the Node is created, as the kubelet's `--register-with-taints`
+/// Creates the Node with its labels, annotations and taints, or brings an existing one's labels
+/// and the agent's annotations up to date (other annotations are left as they are). Taints are applied only when the Node is created, as the kubelet's `--register-with-taints`
 /// are: a taint an operator removed (or added) stays so across agent restarts.
 pub async fn register(
     client: &Client,
     facts: &HostFacts,
     labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
     taints: &[Taint],
 ) -> Result<Node, ClientError> {
     let nodes = rt("nodes", "", "v1");
-    let wanted = status::node(facts, labels, taints, jiff::Timestamp::now());
+    let wanted = status::node(facts, labels, annotations, taints, jiff::Timestamp::now());
     match client.create(nodes, None, &wanted).await {
         Ok(n) => Ok(n),
         Err(e) if e.is_conflict() => {
-            let patch = json!({"metadata": {"labels": wanted.metadata.labels}});
+            let patch = json!({"metadata": {"labels": wanted.metadata.labels,
+                                            "annotations": annotations}});
             client
                 .merge_patch(nodes, None, &facts.node_name, &patch, false)
                 .await

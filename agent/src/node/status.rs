@@ -239,10 +239,20 @@ pub fn differs(api: Option<&NodeStatus>, wanted: &NodeStatus) -> bool {
         || api.allocatable != wanted.allocatable
 }
 
+/// The annotations the agent publishes on its Node: where the local-path provisioner makes
+/// this node's volumes.
+pub fn annotations(local_path_dir: &std::path::Path) -> BTreeMap<String, String> {
+    BTreeMap::from([(
+        berth_shared::admission::storage::LOCAL_PATH_DIR_ANNOTATION.to_string(),
+        local_path_dir.display().to_string(),
+    )])
+}
+
 /// The Node to register.
 pub fn node(
     facts: &HostFacts,
     extra_labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
     taints: &[Taint],
     now: jiff::Timestamp,
 ) -> Node {
@@ -250,6 +260,7 @@ pub fn node(
         metadata: ObjectMeta {
             name: Some(facts.node_name.clone()),
             labels: Some(labels(facts, extra_labels)),
+            annotations: (!annotations.is_empty()).then(|| annotations.clone()),
             ..ObjectMeta::default()
         },
         spec: Some(NodeSpec {
@@ -327,10 +338,21 @@ mod tests {
     }
 
     #[test]
-    fn the_node_carries_standard_and_operator_labels_and_taints() {
+    fn the_node_carries_standard_and_operator_labels_taints_and_its_local_path_dir() {
         let extra = parse_labels("zone=a,disk=ssd").unwrap();
         let taints = parse_taints("dedicated=gpu:NoSchedule,spot:PreferNoSchedule").unwrap();
-        let n = node(&facts(), &extra, &taints, jiff::Timestamp::UNIX_EPOCH);
+        let notes = annotations(std::path::Path::new("/srv/berth/storage"));
+        let n = node(
+            &facts(),
+            &extra,
+            &notes,
+            &taints,
+            jiff::Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(
+            n.metadata.annotations.unwrap()["storage.berth.io/local-path-dir"],
+            "/srv/berth/storage"
+        );
         let labels = n.metadata.labels.unwrap();
         assert_eq!(labels["kubernetes.io/hostname"], "n1");
         assert_eq!(labels["kubernetes.io/os"], "linux");

@@ -23,6 +23,8 @@ pub struct ResolvedSources {
     pub tokens: BTreeMap<String, String>,
     /// The Services of the pod's namespace, when `enableServiceLinks` asks for their variables.
     pub services: Vec<berth_shared::k8s_openapi::api::core::v1::Service>,
+    /// Where the data of the pod's bound claims is, by the pod's volume name.
+    pub claims: BTreeMap<String, super::claims::HostVolume>,
 }
 
 /// Where things are on the host for this container.
@@ -30,6 +32,8 @@ pub struct ResolvedSources {
 pub struct HostSide {
     /// Volume name → host directory (or file) backing it; tmpfs volumes map to `None`.
     pub volumes: BTreeMap<String, Option<PathBuf>>,
+    /// Volumes every mount of which is read-only (a claim volume's `readOnly`).
+    pub read_only_volumes: std::collections::BTreeSet<String>,
     pub hosts_file: Option<PathBuf>,
     pub resolv_conf: Option<PathBuf>,
     pub hostname_file: Option<PathBuf>,
@@ -412,7 +416,7 @@ fn mounts(pod: &Pod, c: &Container, host: &HostSide) -> Result<Vec<Mount>, Confi
                 m.name, c.name
             )));
         };
-        let read_only = m.read_only.unwrap_or(false);
+        let read_only = m.read_only.unwrap_or(false) || host.read_only_volumes.contains(&m.name);
         match source {
             None => out.push(Mount {
                 destination: m.mount_path.clone(),
@@ -623,5 +627,24 @@ mod tests {
         let mut bad = h.clone();
         bad.volumes.remove("data");
         assert!(mounts(&p, c, &bad).is_err());
+    }
+
+    #[test]
+    fn a_read_only_volume_is_mounted_read_only_wherever_it_is_mounted() {
+        let p = pod(
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i",
+            "volumeMounts": [{"name": "www", "mountPath": "/data", "subPath": "site"},
+                             {"name": "www", "mountPath": "/all", "readOnly": false}]}]}}),
+        );
+        let mut h = host();
+        h.volumes
+            .insert("www".into(), Some("/storage/pvc-1_default_www".into()));
+        let c = &p.spec.as_ref().unwrap().containers[0];
+        let writable = mounts(&p, c, &h).unwrap();
+        assert!(writable.iter().all(|m| !m.read_only));
+        h.read_only_volumes.insert("www".into());
+        let m = mounts(&p, c, &h).unwrap();
+        assert_eq!(m[0].source, "/storage/pvc-1_default_www/site");
+        assert!(m.iter().all(|m| m.read_only));
     }
 }

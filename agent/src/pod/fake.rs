@@ -17,7 +17,9 @@ use crate::runtime::{
     ContainerConfig, ContainerId, ContainerInfo, ExitInfo, RuntimeError, TaskState,
 };
 use berth_shared::client::ClientError;
-use berth_shared::k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use berth_shared::k8s_openapi::api::core::v1::{
+    ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service,
+};
 use futures::future::BoxFuture;
 use jiff::Timestamp;
 use std::collections::{BTreeMap, BTreeSet};
@@ -356,6 +358,9 @@ impl ImagePuller for FakeImages {
 pub struct FakeApi {
     log: Log,
     clock: Clock,
+    /// Claims by `namespace/name`.
+    pub claims: Mutex<BTreeMap<String, PersistentVolumeClaim>>,
+    pub volumes: Mutex<BTreeMap<String, PersistentVolume>>,
     /// ServiceAccount tokens issued so far (each token names its number).
     tokens_issued: std::sync::atomic::AtomicUsize,
 }
@@ -397,6 +402,33 @@ impl PodApi for FakeApi {
         _namespace: &'a str,
     ) -> BoxFuture<'a, Result<Vec<Service>, ClientError>> {
         Box::pin(async { Ok(Vec::new()) })
+    }
+
+    fn claim<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<PersistentVolumeClaim>, ClientError>> {
+        let found = self
+            .claims
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&format!("{namespace}/{name}"))
+            .cloned();
+        Box::pin(async move { Ok(found) })
+    }
+
+    fn persistent_volume<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<PersistentVolume>, ClientError>> {
+        let found = self
+            .volumes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned();
+        Box::pin(async move { Ok(found) })
     }
 
     fn service_account_token<'a>(
@@ -490,6 +522,8 @@ impl Fakes {
             api: Arc::new(FakeApi {
                 log: log.clone(),
                 clock: clock.clone(),
+                claims: Mutex::default(),
+                volumes: Mutex::default(),
                 tokens_issued: Default::default(),
             }),
             events: Arc::new(FakeEvents::default()),

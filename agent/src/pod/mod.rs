@@ -7,6 +7,7 @@
 pub mod api_access;
 pub mod backend;
 pub mod cache;
+pub mod claims;
 pub mod container_config;
 pub mod events;
 #[cfg(test)]

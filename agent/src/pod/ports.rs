@@ -15,8 +15,13 @@ use crate::runtime::{
     ContainerConfig, ContainerId, ContainerInfo, ExitInfo, Runtime, RuntimeError,
 };
 use berth_shared::client::{Client, ClientError};
-use berth_shared::k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
-use berth_shared::resource::{CONFIG_MAPS, PODS, SECRETS, SERVICE_ACCOUNTS, SERVICES};
+use berth_shared::k8s_openapi::api::core::v1::{
+    ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service,
+};
+use berth_shared::resource::{
+    CONFIG_MAPS, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS, SECRETS, SERVICE_ACCOUNTS,
+    SERVICES,
+};
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Duration;
@@ -160,8 +165,8 @@ impl ImagePuller for ImageService {
     }
 }
 
-/// The API, as a worker uses it: its pod's status and deletion, and the ConfigMaps and Secrets
-/// its containers read.
+/// The API, as a worker uses it: its pod's status and deletion, the ConfigMaps and Secrets
+/// its containers read, and the claims and volumes it mounts.
 pub trait PodApi: Send + Sync {
     /// Replaces the pod's status (conditional on the `resourceVersion` it carries); the answer
     /// is the pod as written, `None` when the API has no pods resource.
@@ -188,6 +193,15 @@ pub trait PodApi: Send + Sync {
         &'a self,
         namespace: &'a str,
     ) -> BoxFuture<'a, Result<Vec<Service>, ClientError>>;
+    fn claim<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<PersistentVolumeClaim>, ClientError>>;
+    fn persistent_volume<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<PersistentVolume>, ClientError>>;
     /// A token of the pod's ServiceAccount bound to the pod (TokenRequest).
     fn service_account_token<'a>(
         &'a self,
@@ -305,6 +319,24 @@ impl PodApi for ApiClient {
                 .await?;
             Ok(list.items)
         })
+    }
+
+    fn claim<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<PersistentVolumeClaim>, ClientError>> {
+        Box::pin(
+            self.client
+                .get(PERSISTENT_VOLUME_CLAIMS, Some(namespace), name),
+        )
+    }
+
+    fn persistent_volume<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<PersistentVolume>, ClientError>> {
+        Box::pin(self.client.get(PERSISTENT_VOLUMES, None, name))
     }
 
     fn service_account_token<'a>(

@@ -1,11 +1,15 @@
 //! Pod volumes on the host: `emptyDir` (a directory, or a tmpfs for `medium: Memory`, shared by
-//! the pod's containers), `hostPath` (created for the *OrCreate types), and `configMap`,
-//! `secret`, `downwardAPI` and `projected` volumes written as files (refreshed every pass).
-//! Everything lives under `<root>/pods/<uid>/volumes/` and goes with the pod.
+//! the pod's containers), `hostPath` (created for the *OrCreate types), `persistentVolumeClaim`
+//! (the bound volume's `hostPath` or `local` path, bind-mounted like a hostPath), and
+//! `configMap`, `secret`, `downwardAPI` and `projected` volumes written as files (refreshed
+//! every pass). Everything but host paths and claims lives under `<root>/pods/<uid>/volumes/`
+//! and goes with the pod.
 
+use super::claims::HostKind;
 use super::container_config::ResolvedSources;
-use berth_shared::k8s_openapi::api::core::v1::{KeyToPath, Pod, Volume};
+use berth_shared::k8s_openapi::api::core::v1::{Container, KeyToPath, Pod, Volume};
 use std::collections::BTreeMap;
+use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -20,11 +24,16 @@ pub enum VolumeError {
     Invalid { name: String, message: String },
     #[error("mounting a tmpfs at {path}: {source}")]
     Mount { path: PathBuf, source: nix::Error },
+    #[error("volume {name:?}: persistentvolumeclaim \"{claim}\" is not bound")]
+    ClaimNotReady { name: String, claim: String },
 }
 
 impl VolumeError {
     pub fn is_transient(&self) -> bool {
-        matches!(self, VolumeError::Io { .. } | VolumeError::Mount { .. })
+        matches!(
+            self,
+            VolumeError::Io { .. } | VolumeError::Mount { .. } | VolumeError::ClaimNotReady { .. }
+        )
     }
 }
 
@@ -151,6 +160,78 @@ fn is_mountpoint(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// Checks (or, for the *OrCreate types, makes) a host path of the given hostPath `type`; a
+/// directory made here gets `dir_mode`.
+fn prepare_host_path(
+    name: &str,
+    path: &Path,
+    type_: &str,
+    dir_mode: u32,
+) -> Result<(), VolumeError> {
+    let invalid = |what: &str| VolumeError::Invalid {
+        name: name.to_string(),
+        message: format!(
+            "hostPath type check failed: {} is not a {what}",
+            path.display()
+        ),
+    };
+    match type_ {
+        "DirectoryOrCreate" if !path.exists() => {
+            std::fs::create_dir_all(path).map_err(io(path))?;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(dir_mode))
+                .map_err(io(path))?;
+        }
+        "FileOrCreate" if !path.exists() => write_file(path, b"", 0o644)?,
+        "Directory" | "DirectoryOrCreate" if !path.is_dir() => return Err(invalid("directory")),
+        "File" | "FileOrCreate" if !path.is_file() => return Err(invalid("file")),
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Makes the `subPath` directories the container's mounts name inside their volumes (with the
+/// volume's mode, as the kubelet does), refusing one that leads out of its volume through a
+/// symlink the pod wrote.
+pub fn prepare_sub_paths(
+    c: &Container,
+    volumes: &BTreeMap<String, Option<PathBuf>>,
+) -> Result<(), VolumeError> {
+    for m in c.volume_mounts.iter().flatten() {
+        let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) else {
+            continue;
+        };
+        let Some(Some(dir)) = volumes.get(&m.name) else {
+            continue;
+        };
+        relative(&m.name, sub)?;
+        if !dir.is_dir() {
+            continue;
+        }
+        let path = dir.join(sub);
+        if !path.exists() {
+            let mode = std::fs::metadata(dir)
+                .map_err(io(dir))?
+                .permissions()
+                .mode()
+                & 0o7777;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(mode)
+                .create(&path)
+                .map_err(io(&path))?;
+        }
+        let real_dir = std::fs::canonicalize(dir).map_err(io(dir))?;
+        let real = std::fs::canonicalize(&path).map_err(io(&path))?;
+        if !real.starts_with(&real_dir) {
+            return Err(VolumeError::Invalid {
+                name: m.name.clone(),
+                message: format!("subPath {sub:?} leads outside the volume"),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Prepares every volume of the pod; returns volume name → host path.
 pub fn prepare(
     root: &Path,
@@ -209,24 +290,29 @@ fn prepare_one(
     }
     if let Some(h) = &v.host_path {
         let path = PathBuf::from(&h.path);
-        match h.type_.as_deref().unwrap_or("") {
-            "DirectoryOrCreate" => std::fs::create_dir_all(&path).map_err(io(&path))?,
-            "FileOrCreate" if !path.exists() => write_file(&path, b"", 0o644)?,
-            "Directory" if !path.is_dir() => {
-                return Err(invalid(format!(
-                    "hostPath type check failed: {} is not a directory",
-                    h.path
-                )));
-            }
-            "File" if !path.is_file() => {
-                return Err(invalid(format!(
-                    "hostPath type check failed: {} is not a file",
-                    h.path
-                )));
-            }
-            _ => {}
-        }
+        prepare_host_path(&v.name, &path, h.type_.as_deref().unwrap_or(""), 0o755)?;
         return Ok(path);
+    }
+    if let Some(c) = &v.persistent_volume_claim {
+        let Some(host) = sources.claims.get(&v.name) else {
+            return Err(VolumeError::ClaimNotReady {
+                name: v.name.clone(),
+                claim: c.claim_name.clone(),
+            });
+        };
+        match &host.kind {
+            // Upstream local-path makes volume directories 0777, so containers of any user
+            // may write them.
+            HostKind::HostPath(t) => prepare_host_path(&v.name, &host.path, t, 0o777)?,
+            HostKind::Local if !host.path.exists() => {
+                return Err(invalid(format!(
+                    "the local volume's path {} does not exist",
+                    host.path.display()
+                )));
+            }
+            HostKind::Local => {}
+        }
+        return Ok(host.path.clone());
     }
     if let Some(cm) = &v.config_map {
         let dir = base.join("configmap").join(&v.name);
@@ -331,7 +417,7 @@ fn prepare_one(
         }
         return Ok(dir);
     }
-    Err(invalid("unsupported volume type (Berth supports emptyDir, hostPath, configMap, secret, downwardAPI, projected)".to_string()))
+    Err(invalid("unsupported volume type (Berth supports emptyDir, hostPath, persistentVolumeClaim, configMap, secret, downwardAPI, projected)".to_string()))
 }
 
 /// Rewrites a renewed token in every projected volume of `pod` that carries it (the directory
@@ -440,5 +526,79 @@ mod tests {
             "volumes": [{"name": "cfg", "configMap": {"name": "nope"}}]}}))
             .unwrap();
         assert!(prepare(dir.path(), &pod, &ResolvedSources::default()).is_err());
+    }
+}
+
+#[cfg(test)]
+mod claim_tests {
+    use super::*;
+    use crate::pod::claims::HostVolume;
+    use serde_json::json;
+
+    fn pod_with_claim() -> Pod {
+        serde_json::from_value(json!({"metadata": {"uid": "u3"}, "spec": {"containers": [],
+            "volumes": [{"name": "www", "persistentVolumeClaim": {"claimName": "www-web-0"}}]}}))
+        .unwrap()
+    }
+
+    fn sources(path: &Path, kind: HostKind) -> ResolvedSources {
+        let mut s = ResolvedSources::default();
+        s.claims.insert(
+            "www".into(),
+            HostVolume {
+                path: path.to_path_buf(),
+                kind,
+            },
+        );
+        s
+    }
+
+    #[test]
+    fn a_bound_local_path_claim_is_its_directory_made_writable_for_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let vol = dir.path().join("storage/pvc-1_default_www-web-0");
+        let s = sources(&vol, HostKind::HostPath("DirectoryOrCreate".into()));
+        let vols = prepare(dir.path(), &pod_with_claim(), &s).unwrap();
+        assert_eq!(vols["www"], Some(vol.clone()));
+        let mode = std::fs::metadata(&vol).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o777);
+        std::fs::write(vol.join("kept"), b"x").unwrap();
+        remove(dir.path(), "u3").unwrap();
+        assert!(
+            vol.join("kept").is_file(),
+            "a claim's data outlives the pod"
+        );
+    }
+
+    #[test]
+    fn a_claim_not_resolved_or_a_missing_local_path_fails_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = prepare(dir.path(), &pod_with_claim(), &ResolvedSources::default()).unwrap_err();
+        assert!(err.is_transient(), "{err}");
+        let s = sources(&dir.path().join("no-disk"), HostKind::Local);
+        assert!(prepare(dir.path(), &pod_with_claim(), &s).is_err());
+    }
+
+    #[test]
+    fn sub_paths_are_made_inside_the_volume_and_never_lead_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let vol = dir.path().join("vol");
+        std::fs::create_dir_all(&vol).unwrap();
+        std::fs::set_permissions(&vol, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let vols = BTreeMap::from([("www".to_string(), Some(vol.clone()))]);
+        let c: Container = serde_json::from_value(json!({"name": "c",
+            "volumeMounts": [{"name": "www", "mountPath": "/d", "subPath": "site/html"}]}))
+        .unwrap();
+        prepare_sub_paths(&c, &vols).unwrap();
+        assert!(vol.join("site/html").is_dir());
+        std::os::unix::fs::symlink("/etc", vol.join("evil")).unwrap();
+        let c: Container = serde_json::from_value(json!({"name": "c",
+            "volumeMounts": [{"name": "www", "mountPath": "/d", "subPath": "evil"}]}))
+        .unwrap();
+        assert!(prepare_sub_paths(&c, &vols).is_err());
+        let c: Container = serde_json::from_value(json!({"name": "c",
+            "volumeMounts": [{"name": "www", "mountPath": "/d", "subPath": "../x"}]}))
+        .unwrap();
+        assert!(prepare_sub_paths(&c, &vols).is_err());
     }
 }

@@ -7,6 +7,7 @@
 //! The worker reaches the world only through the ports of [`Context`], so its passes run
 //! against recording fakes in the unit tests (`worker/tests.rs`).
 
+mod claims;
 mod observe;
 mod probers;
 mod pull;
@@ -70,6 +71,8 @@ pub struct Local {
     pub pulling: Duration,
     /// Whether the pod's start was recorded in the start latency metrics.
     pub start_recorded: bool,
+    /// The last `FailedMount` message recorded while waiting for claims, and when.
+    pub failed_mount: Option<(String, Timestamp)>,
 }
 
 /// The node as its pods see it, and where the agent keeps their files.
@@ -171,7 +174,28 @@ impl PodWorker {
         let seen = self.observe(&pod, now).await?;
         let (observed, infos) = (seen.observed, seen.infos);
         self.sync_probers(&pod, &observed, &infos);
-        let plan = plan_pod(&pod, &observed, now);
+        let mut plan = plan_pod(&pod, &observed, now);
+        // As the kubelet waits for attach and mount: nothing starts before the claims are ready.
+        let starts = |a: &Action| {
+            matches!(
+                a,
+                Action::CreateSandbox { .. } | Action::StartContainer { .. }
+            )
+        };
+        let mut waiting_for_volumes = false;
+        if pod.metadata.deletion_timestamp.is_none()
+            && plan.actions.iter().any(starts)
+            && !super::claims::claims_of(&pod).is_empty()
+        {
+            match self.observe_claims(&pod).await {
+                Ok(_) => self.local_mut(|l| l.failed_mount = None),
+                Err(message) => {
+                    self.failed_mount(&pod, &message).await;
+                    plan.actions.retain(|a| !starts(a));
+                    waiting_for_volumes = true;
+                }
+            }
+        }
         tracing::debug!(pod = %name_of(&pod), actions = ?plan.actions, "plan");
         let mut next = Duration::from_secs(10);
         // Each pass takes one safe step; after a step, the next pass comes right away.
@@ -279,6 +303,9 @@ impl PodWorker {
                     self.local_mut(|l| l.fresh_pull_failures.clear());
                 }
             }
+        }
+        if waiting_for_volumes {
+            next = next.min(claims::CLAIM_RETRY);
         }
         self.renew_tokens(&pod).await;
         Ok(Pass::RequeueAfter(next))

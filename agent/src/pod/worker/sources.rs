@@ -1,5 +1,5 @@
-//! The ConfigMaps and Secrets a pod's volumes and environment refer to, read from the API for
-//! a container start, the Services of its namespace (for the service variables, unless
+//! The ConfigMaps and Secrets a pod's volumes and environment refer to and its claims' volumes,
+//! read from the API for a container start, the Services of its namespace (for the service variables, unless
 //! `enableServiceLinks: false`), and the ServiceAccount tokens of its projected volumes. A missing or
 //! unreadable one is left out; the container config reports what it lacks.
 
@@ -26,6 +26,10 @@ impl PodWorker {
             }
         }
         out.tokens = self.tokens_for(pod).await;
+        if !crate::pod::claims::claims_of(pod).is_empty() {
+            // Missing ones are reported by the volume that needs them.
+            out.claims = self.observe_claims(pod).await.unwrap_or_default();
+        }
         let links = pod.spec.as_ref().and_then(|s| s.enable_service_links) != Some(false);
         if links {
             match self.cx.api.services(&ns).await {

@@ -145,6 +145,7 @@ impl PodWorker {
         };
         let sources = self.sources(pod).await;
         let vols = volumes::prepare(&node.root_dir, pod, &sources)
+            .and_then(|vols| volumes::prepare_sub_paths(&c, &vols).map(|()| vols))
             .map_err(|e| ("CreateContainerConfigError", e.to_string()))?;
         let id = container_id(uid, name, sandbox, restart)
             .ok_or(("CreateContainerError", "invalid container id".to_string()))?;
@@ -165,6 +166,11 @@ impl PodWorker {
         let etc = dir.join("etc");
         let host = HostSide {
             volumes: vols,
+            read_only_volumes: crate::pod::claims::claims_of(pod)
+                .into_iter()
+                .filter(|r| r.read_only)
+                .map(|r| r.volume)
+                .collect(),
             hosts_file: Some(etc.join("hosts")),
             resolv_conf: Some(etc.join("resolv.conf")),
             hostname_file: Some(etc.join("hostname")),

@@ -451,3 +451,78 @@ async fn a_pods_start_is_recorded_once_in_the_start_latency_metrics() {
         "{text}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_waits_for_its_claim_to_be_bound_then_starts_on_the_volume() {
+    let h = harness();
+    let mut pod = app_pod("Always");
+    let spec = pod.spec.as_mut().unwrap();
+    spec.volumes = Some(vec![
+        serde_json::from_value(serde_json::json!(
+            {"name": "www", "persistentVolumeClaim": {"claimName": "www-web-0"}}))
+        .unwrap(),
+    ]);
+    spec.containers[0].volume_mounts = Some(vec![
+        serde_json::from_value(serde_json::json!({"name": "www", "mountPath": "/data"})).unwrap(),
+    ]);
+    let not_bound = "Unable to attach or mount volumes: unmounted volumes=[www], unattached volumes=[www]: persistentvolumeclaim \"www-web-0\" is not bound";
+
+    // No claim yet, then a claim not bound yet: no sandbox, a FailedMount, a quick retry.
+    assert_eq!(
+        h.pass(&pod).await,
+        Pass::RequeueAfter(Duration::from_secs(1))
+    );
+    let claim = |phase: &str| {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "www-web-0", "namespace": "default", "uid": "c1"},
+            "spec": {"volumeName": "pvc-c1"}, "status": {"phase": phase}}))
+        .unwrap()
+    };
+    let claims = || h.fakes.api.claims.lock().unwrap();
+    claims().insert("default/www-web-0".into(), claim("Pending"));
+    assert_eq!(
+        h.pass(&pod).await,
+        Pass::RequeueAfter(Duration::from_secs(1))
+    );
+    assert_eq!(
+        h.pass(&pod).await,
+        Pass::RequeueAfter(Duration::from_secs(1))
+    );
+    assert!(
+        !h.fakes
+            .take_calls()
+            .iter()
+            .any(|c| matches!(c, Call::SetupNetwork(_))),
+        "nothing starts before the claim is bound"
+    );
+    let events = h.fakes.events();
+    assert_eq!(events[0].0, "FailedMount");
+    assert!(
+        events[0]
+            .1
+            .ends_with("persistentvolumeclaim \"www-web-0\" not found")
+    );
+    assert_eq!(
+        events[1..].to_vec(),
+        vec![("FailedMount".to_string(), not_bound.to_string())],
+        "a repeated message is not recorded on every retry"
+    );
+
+    // Bound: the pod starts, its volume the directory the volume names (made 0777).
+    let dir = h.fakes.root.path().join("storage/pvc-c1_default_www-web-0");
+    claims().insert("default/www-web-0".into(), claim("Bound"));
+    h.fakes.api.volumes.lock().unwrap().insert(
+        "pvc-c1".into(),
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "pvc-c1"},
+            "spec": {"hostPath": {"path": dir, "type": "DirectoryOrCreate"},
+                     "claimRef": {"name": "www-web-0", "namespace": "default", "uid": "c1"}}}))
+        .unwrap(),
+    );
+    for _ in 0..3 {
+        assert_eq!(h.pass(&pod).await, STEPPED);
+    }
+    assert!(h.fakes.runtime.is_running(APP_R0));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o777);
+}

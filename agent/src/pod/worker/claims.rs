@@ -1,0 +1,89 @@
+//! Observing a pod's claims: each `persistentVolumeClaim` volume's claim and bound volume read
+//! from the API and resolved ([`crate::pod::claims`]) to where its data is on this host; the
+//! first that is not ready yields the kubelet's `FailedMount` message.
+
+use super::{PodWorker, ns_of};
+use crate::pod::claims::{self, ClaimError, HostVolume};
+use berth_shared::k8s_openapi::api::core::v1::Pod;
+use std::collections::BTreeMap;
+
+/// How often a pod waiting for its claims looks again.
+pub(super) const CLAIM_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+/// A `FailedMount` event with an unchanged message is repeated at most this often.
+pub(super) const FAILED_MOUNT_EVERY: jiff::SignedDuration = jiff::SignedDuration::from_secs(30);
+
+impl PodWorker {
+    /// The pod's claim volumes by volume name, or the `FailedMount` message.
+    pub(super) async fn observe_claims(
+        &self,
+        pod: &Pod,
+    ) -> Result<BTreeMap<String, HostVolume>, String> {
+        let ns = ns_of(pod);
+        let refs = claims::claims_of(pod);
+        let mut out = BTreeMap::new();
+        let mut failed: Option<ClaimError> = None;
+        let mut unmounted = Vec::new();
+        for r in &refs {
+            match self.observe_claim(&ns, &r.claim).await {
+                Ok(h) => {
+                    out.insert(r.volume.clone(), h);
+                }
+                Err(e) => {
+                    unmounted.push(r.volume.clone());
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        match failed {
+            None => Ok(out),
+            Some(e) => Err(claims::failed_mount_message(&unmounted, &e)),
+        }
+    }
+
+    async fn observe_claim(&self, ns: &str, name: &str) -> Result<HostVolume, ClaimError> {
+        let lookup = |what: String| {
+            move |e: berth_shared::client::ClientError| ClaimError::Lookup {
+                what,
+                message: e.to_string(),
+            }
+        };
+        let claim = self
+            .cx
+            .api
+            .claim(ns, name)
+            .await
+            .map_err(lookup(format!("persistentvolumeclaim \"{name}\"")))?;
+        let volume = claims::bound_volume(name, claim.as_ref())?;
+        let pv = self
+            .cx
+            .api
+            .persistent_volume(&volume)
+            .await
+            .map_err(lookup(format!("persistentvolume \"{volume}\"")))?;
+        match claim {
+            Some(c) => claims::host_volume(&c, &volume, pv.as_ref()),
+            None => Err(ClaimError::ClaimNotFound {
+                claim: name.to_string(),
+            }),
+        }
+    }
+
+    /// Records `FailedMount` for `message`, unless the same message was recorded less than
+    /// [`FAILED_MOUNT_EVERY`] ago (the pod retries every [`CLAIM_RETRY`]).
+    pub(super) async fn failed_mount(&self, pod: &Pod, message: &str) {
+        let now = self.now();
+        let due =
+            self.local().failed_mount.as_ref().is_none_or(|(m, at)| {
+                m != message || now.duration_since(*at) >= FAILED_MOUNT_EVERY
+            });
+        if !due {
+            return;
+        }
+        tracing::info!(pod = %super::name_of(pod), %message, "waiting for volumes");
+        self.cx
+            .events
+            .record(pod, true, "FailedMount", message, None)
+            .await;
+        self.local_mut(|l| l.failed_mount = Some((message.to_string(), now)));
+    }
+}

@@ -6,7 +6,8 @@
 //!   pinned to the pod's node; `web-0.nginx.default.svc.cluster.local` resolves to web-0 from
 //!   another pod; a file in web-1's volume survives `kubectl delete pod web-1` (same name, new
 //!   uid, same node);
-//! - scaling 2 → 5 → 2 creates 2, 3, 4 in order and deletes 4 then 3, keeping the claims;
+//! - scaling 2 → 5 → 2 creates 2, 3, 4 in order and deletes 4, 3, 2 in order, keeping the
+//!   claims;
 //!   `whenScaled: Delete` removes a scaled-down pod's claim, its volume and its directory;
 //! - rolling updates: `rollout restart` replaces 2, 1, 0 each after the previous is Ready,
 //!   `partition: 2` updates only web-2, a broken image stalls the rollout and reverting the
@@ -368,14 +369,19 @@ fn scaling_is_ordered_keeps_claims_and_when_scaled_delete_removes_them() {
     let went: Vec<(String, bool)> = departures(&samples)
         .into_iter()
         .map(|(n, live)| {
-            let successor_gone = n != "db-3" || !live.contains("db-4");
-            (n, successor_gone)
+            let ord: u32 = n.trim_start_matches("db-").parse().unwrap_or(0);
+            let successors_gone = (ord + 1..5).all(|o| !live.contains(&format!("db-{o}")));
+            (n, successors_gone)
         })
         .collect();
     assert_eq!(
         went,
-        [("db-4".to_string(), true), ("db-3".to_string(), true)],
-        "db-3 goes only once db-4 is gone"
+        [
+            ("db-4".to_string(), true),
+            ("db-3".to_string(), true),
+            ("db-2".to_string(), true)
+        ],
+        "from the highest ordinal down, each once its successors are gone"
     );
     for o in 0..5 {
         assert!(
@@ -386,6 +392,16 @@ fn scaling_is_ordered_keeps_claims_and_when_scaled_delete_removes_them() {
 
     let pv1 = bound_volume(&c, "data-db-1");
     assert!(host_path(&pv1).is_dir());
+    // The policy applies to every condemned pod, terminating ones included (as upstream): let
+    // the earlier ones finish first.
+    c.wait_for(secs(30), "db-2..4 gone, not only terminating", || {
+        let all = names(&list(&c, &format!("{PODS}?labelSelector=app%3Ddb")));
+        if all.len() == 2 {
+            Ok(())
+        } else {
+            Err(format!("{all:?}"))
+        }
+    });
     patch(
         &c,
         "db",
@@ -463,7 +479,10 @@ fn rolling_updates_partition_forced_rollback_on_delete_history_and_undo() {
     c.wait_for(secs(60), "web-2 alone at the new revision", || {
         let pods = live(&c, "web");
         let revs: Vec<String> = pods.iter().map(revision).collect();
-        if pods.len() == 3 && pods.iter().all(is_ready) && revs == [second.as_str(), second.as_str(), third.as_str()] {
+        if pods.len() == 3
+            && pods.iter().all(is_ready)
+            && revs == [second.as_str(), second.as_str(), third.as_str()]
+        {
             Ok(())
         } else {
             Err(format!("{revs:?}"))
@@ -538,7 +557,10 @@ fn rolling_updates_partition_forced_rollback_on_delete_history_and_undo() {
     c.wait_for(secs(60), "web-0 alone at the OnDelete revision", || {
         let pods = live(&c, "web");
         let revs: Vec<String> = pods.iter().map(revision).collect();
-        if pods.len() == 3 && pods.iter().all(is_ready) && revs == [fourth.as_str(), third.as_str(), third.as_str()] {
+        if pods.len() == 3
+            && pods.iter().all(is_ready)
+            && revs == [fourth.as_str(), third.as_str(), third.as_str()]
+        {
             Ok(())
         } else {
             Err(format!("{revs:?}"))

@@ -139,6 +139,19 @@ pub fn failure_status(body: &Value, code: u16, reason: &str) -> Result<String, S
     }
 }
 
+/// `patch` merged into `into` as a JSON merge patch does, without deleting on `null`: objects
+/// key by key, anything else replaced.
+pub fn merge(into: &mut Value, patch: &Value) {
+    match (into, patch) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (slot, v) => *slot = v.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use berth_tests::fixtures::NGINX_1_14_2;
+use berth_tests::objects::merge;
 use berth_tests::pod_reading::is_ready;
 use berth_tests::rollout::daemon::{DaemonPods, HASH_LABEL, NodeSample, target_node};
 use berth_tests::rollout::output;
@@ -118,17 +119,6 @@ fn web_daemon_set(name: &str, spec: Value) -> Value {
                     "containers": [{"name": "web", "image": "nginx:1.14.2"}]}}}});
     merge(&mut ds["spec"], &spec);
     ds
-}
-
-fn merge(into: &mut Value, patch: &Value) {
-    match (into, patch) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                merge(a.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-        (slot, v) => *slot = v.clone(),
-    }
 }
 
 #[test]

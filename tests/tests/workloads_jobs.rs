@@ -18,6 +18,7 @@
 use std::time::Duration;
 
 use berth_tests::fixtures::{BASH_5, PERL_5_34_0, pi_digits};
+use berth_tests::objects::merge;
 use berth_tests::pod_reading::{phase, terminated};
 use berth_tests::seeds::seed;
 use berth_tests::{Cluster, Req, Table, secs};
@@ -44,17 +45,6 @@ fn job(name: &str, spec: Value, script: &str) -> Value {
                 "command": ["sh", "-c", stoppable(script)]}]}}}});
     merge(&mut j["spec"], &spec);
     j
-}
-
-fn merge(into: &mut Value, patch: &Value) {
-    match (into, patch) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                merge(a.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-        (slot, v) => *slot = v.clone(),
-    }
 }
 
 /// A seed Job manifest whose python container runs `script` in busybox `sh` instead.

@@ -20,6 +20,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use berth_tests::fixtures::NGINX_1_14_2;
+use berth_tests::objects::merge;
 use berth_tests::pod_reading::is_ready;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container, sh_pod};
 use berth_tests::rollout::Watcher;
@@ -57,17 +58,6 @@ fn data_claims() -> Value {
     json!({"volumeClaimTemplates": [{"metadata": {"name": "data"},
         "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-path",
                  "resources": {"requests": {"storage": "16Mi"}}}}]})
-}
-
-fn merge(into: &mut Value, patch: &Value) {
-    match (into, patch) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                merge(a.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-        (slot, v) => *slot = v.clone(),
-    }
 }
 
 fn list(c: &Cluster, path: &str) -> Vec<Value> {

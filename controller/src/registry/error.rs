@@ -76,6 +76,12 @@ const CONFLICT_DETAIL: &str =
     "the object has been modified; please apply your changes to the latest version and try again";
 
 impl RegistryError {
+    /// A create refused because the namespace is being deleted (nothing can be made there;
+    /// controllers do not count it as a failure).
+    pub fn is_namespace_terminating(&self) -> bool {
+        matches!(self, RegistryError::Forbidden(m) if m.contains("because it is being terminated"))
+    }
+
     pub fn not_found(rt: &ResourceType, name: &str) -> RegistryError {
         RegistryError::NotFound {
             resource: rt.group_resource(),

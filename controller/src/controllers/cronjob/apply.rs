@@ -13,10 +13,6 @@ use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use serde_json::{Value, json};
 
-fn namespace_terminating(e: &RegistryError) -> bool {
-    matches!(e, RegistryError::Forbidden(m) if m.contains("because it is being terminated"))
-}
-
 impl Controller {
     fn record(&self, raw: &Value, kind: Kind, reason: &str, message: &str) {
         let t = match kind {
@@ -129,7 +125,7 @@ impl Controller {
                     tracing::info!(cronjob = %cj.name, job = %name, "Job already exists");
                     v
                 }
-                Err(e) if namespace_terminating(&e) => return Err(e.into()),
+                Err(e) if e.is_namespace_terminating() => return Err(e.into()),
                 Err(e) => {
                     self.record(
                         raw,

@@ -14,10 +14,6 @@ use berth_shared::resource::{DAEMON_SETS, PODS};
 use jiff::Timestamp;
 use serde_json::Value;
 
-fn namespace_terminating(e: &RegistryError) -> bool {
-    matches!(e, RegistryError::Forbidden(m) if m.contains("because it is being terminated"))
-}
-
 impl Controller {
     /// Creates and deletes pods; returns the first failure (the pass goes on to the status).
     pub(super) fn apply_changes(
@@ -49,7 +45,7 @@ impl Controller {
                         self.record(raw, EventType::Normal, "SuccessfulCreate", &msg);
                     }
                     // Nothing can be created in a terminating namespace; not a failure.
-                    Err(e) if namespace_terminating(&e) => {}
+                    Err(e) if e.is_namespace_terminating() => {}
                     Err(e) => {
                         let msg = format!("Error creating: {e}");
                         self.record(raw, EventType::Warning, "FailedCreate", &msg);

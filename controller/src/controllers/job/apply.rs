@@ -17,10 +17,6 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-fn namespace_terminating(e: &RegistryError) -> bool {
-    matches!(e, RegistryError::Forbidden(m) if m.contains("because it is being terminated"))
-}
-
 fn uid_of(obj: &Value) -> Option<&str> {
     obj.pointer("/metadata/uid").and_then(Value::as_str)
 }
@@ -225,7 +221,7 @@ impl Controller {
                         );
                     }
                     // Nothing can be created in a terminating namespace; not a failure.
-                    Err(e) if namespace_terminating(&e) => {}
+                    Err(e) if e.is_namespace_terminating() => {}
                     Err(e) => {
                         self.note(raw, true, "FailedCreate", format!("Error creating: {e}"));
                         failure.get_or_insert(JobError::Create(e));

@@ -9,10 +9,6 @@ use crate::registry::{DeleteOptions, DeletePreconditions, Part, WriteOptions};
 use berth_shared::resource::PODS;
 use serde_json::Value;
 
-fn namespace_terminating(e: &RegistryError) -> bool {
-    matches!(e, RegistryError::Forbidden(m) if m.contains("because it is being terminated"))
-}
-
 impl Controller {
     /// Whether the set is still the one planned for and not being deleted (upstream's
     /// `RecheckDeletionTimestamp` before adopting).
@@ -118,7 +114,7 @@ impl Controller {
                         self.record(set, raw, EventType::Normal, "SuccessfulCreate", &msg);
                     }
                     // Nothing can be created in a terminating namespace; not a failure.
-                    Err(e) if namespace_terminating(&e) => {}
+                    Err(e) if e.is_namespace_terminating() => {}
                     Err(e) => {
                         let msg = format!("Error creating: {e}");
                         self.record(set, raw, EventType::Warning, "FailedCreate", &msg);

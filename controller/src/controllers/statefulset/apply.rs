@@ -11,10 +11,6 @@ use crate::registry::{DeleteOptions, DeletePreconditions, Part, RegistryError, W
 use berth_shared::resource::{PERSISTENT_VOLUME_CLAIMS, PODS, STATEFUL_SETS};
 use serde_json::{Value, json};
 
-fn namespace_terminating(e: &RegistryError) -> bool {
-    matches!(e, RegistryError::Forbidden(m) if m.contains("because it is being terminated"))
-}
-
 impl Controller {
     /// Applies the actions in order; stops at the first failure (the pass goes on to the
     /// status and returns it).
@@ -56,7 +52,7 @@ impl Controller {
                         Ok(())
                     }
                     Err(RegistryError::AlreadyExists { .. }) => Ok(()),
-                    Err(e) if namespace_terminating(&e) => Ok(()),
+                    Err(e) if e.is_namespace_terminating() => Ok(()),
                     Err(e) => {
                         let msg = format!(
                             "create Claim {name} for Pod {pod} in StatefulSet {} failed error: {e}",
@@ -78,7 +74,7 @@ impl Controller {
                     }
                     // The old pod of that name is still there: the next pass sees it.
                     Err(RegistryError::AlreadyExists { .. }) => Ok(()),
-                    Err(e) if namespace_terminating(&e) => Ok(()),
+                    Err(e) if e.is_namespace_terminating() => Ok(()),
                     Err(e) => {
                         let msg = format!(
                             "create Pod {name} in StatefulSet {} failed error: {e}",

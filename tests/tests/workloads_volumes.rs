@@ -1,7 +1,9 @@
 //! PersistentVolumes end to end, on a real agent with the real kubectl: a `local-path` claim
 //! is provisioned on the node the scheduler picks for its first pod, the pod writes into it, a
 //! second pod on the same claim reads what the first wrote, the data sits under the agent's
-//! local-path dir, and deleting the claim removes the volume and its directory.
+//! local-path dir, and deleting the claim removes the volume and its directory. A static
+//! hostPath volume binds a claim a pod was already waiting on (`FailedMount`), with `subPath`
+//! and `readOnly` mounts, and keeps its data when released (Retain).
 
 use berth_tests::Cluster;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container};
@@ -102,4 +104,89 @@ fn a_local_path_claim_keeps_its_data_across_pods_and_goes_with_the_claim() {
     });
     assert!(!dir.exists(), "{} is removed", dir.display());
     assert!(storage.is_dir(), "the local-path dir itself stays");
+}
+
+/// A static hostPath PersistentVolume (no StorageClass): a pod bound straight to the node with
+/// a claim that is not bound yet waits with `FailedMount`; once the volume exists the claim
+/// binds to it and the pod starts; `subPath` mounts a directory made inside the volume, a
+/// `readOnly` mount refuses writes; the volume is Retain, so deleting the claim leaves it
+/// Released with its data.
+#[test]
+fn a_static_host_path_volume_binds_a_waiting_claim_with_sub_path_and_read_only_mounts() {
+    let c = Cluster::start(1);
+    let node = c.node_name(0).to_string();
+    let dir = tempfile::tempdir().expect("volume dir");
+    c.apply(&json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "static"},
+        "spec": {"storageClassName": "", "accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "1Gi"}}}}));
+    let mut writer = sh_container(
+        "writer",
+        &format!("echo hello > /sub/file && {SLEEP_FOREVER}"),
+    );
+    writer["volumeMounts"] = json!([{"name": "v", "mountPath": "/sub", "subPath": "part"}]);
+    let mut reader = sh_container(
+        "reader",
+        &format!("if touch /ro/x 2>/dev/null; then echo writable; fi; {SLEEP_FOREVER}"),
+    );
+    reader["volumeMounts"] = json!([{"name": "v", "mountPath": "/ro", "readOnly": true}]);
+    c.apply(&json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "user"},
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
+                 "containers": [writer, reader],
+                 "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "static"}}]}}));
+    c.wait_for(REACT, "FailedMount while the claim is unbound", || {
+        let events = c
+            .get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Duser")
+            .and_then(|l| l["items"].as_array().cloned())
+            .unwrap_or_default();
+        let failed = events.iter().find(|e| e["reason"] == "FailedMount");
+        match failed {
+            Some(e) if e["message"].as_str().unwrap_or_default().contains("static") => Ok(()),
+            _ => Err(format!("{} events", events.len())),
+        }
+    });
+    let phase = c
+        .get("/api/v1/namespaces/default/pods/user")
+        .map(|p| p["status"]["phase"].clone())
+        .unwrap_or_default();
+    assert_eq!(phase, "Pending", "no container starts without its volume");
+
+    c.apply(&json!({"apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": "static-pv"},
+        "spec": {"capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "hostPath": {"path": dir.path().display().to_string(), "type": "Directory"}}}));
+    c.wait_for_pod_ready("default", "user", START);
+    let claim = c
+        .get("/api/v1/namespaces/default/persistentvolumeclaims/static")
+        .unwrap_or_default();
+    assert_eq!(claim["spec"]["volumeName"], "static-pv");
+    assert_eq!(claim["status"]["capacity"]["storage"], "2Gi");
+    let on_host = std::fs::read_to_string(dir.path().join("part").join("file"))
+        .expect("the subPath file on the host");
+    assert_eq!(on_host.trim(), "hello");
+    let seen = c.exec_ok("default", "user", Some("reader"), &["cat", "/ro/part/file"]);
+    assert_eq!(seen.trim(), "hello");
+    let logs = c.kubectl().ok(&["logs", "user", "-c", "reader"]);
+    assert!(
+        !logs.contains("writable"),
+        "a readOnly mount took a write: {logs}"
+    );
+
+    c.kubectl()
+        .ok(&["delete", "pod", "user", "--wait=true", "--timeout=60s"]);
+    c.kubectl()
+        .ok(&["delete", "pvc", "static", "--wait=true", "--timeout=60s"]);
+    c.wait_for(REACT, "the volume Released, its data kept", || {
+        let pv = c.get("/api/v1/persistentvolumes/static-pv").ok_or("gone")?;
+        if pv["status"]["phase"] == "Released" {
+            Ok(())
+        } else {
+            Err(format!("{}", pv["status"]))
+        }
+    });
+    assert!(
+        dir.path().join("part").join("file").exists(),
+        "Retain keeps the data"
+    );
 }

@@ -38,11 +38,13 @@ pub struct Owner<'a> {
     pub controller_ref: Value,
 }
 
+/// The object's `metadata.uid`.
 pub(crate) fn uid_of(obj: &Value) -> Option<&str> {
     obj.pointer("/metadata/uid").and_then(Value::as_str)
 }
 
-fn controller_uid(obj: &Value) -> Option<&str> {
+/// The uid in the object's controller reference, if it has one.
+pub(crate) fn controller_uid(obj: &Value) -> Option<&str> {
     obj.pointer("/metadata/ownerReferences")?
         .as_array()?
         .iter()

@@ -8,6 +8,7 @@ use super::template::{controller_ref, new_pod};
 use super::tracking::{Applied, Event};
 use super::view::{Job, JobPod, TRACKING_FINALIZER};
 use super::{Controller, JobError};
+use crate::controllers::ownership::{controller_uid, uid_of};
 use crate::controllers::replicaset::plan::slow_start_batches;
 use crate::events::EventType;
 use crate::registry::{DeleteOptions, DeletePreconditions, Part, RegistryError, WriteOptions};
@@ -16,19 +17,6 @@ use berth_shared::resource::{JOBS, PODS};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::Arc;
-
-fn uid_of(obj: &Value) -> Option<&str> {
-    obj.pointer("/metadata/uid").and_then(Value::as_str)
-}
-
-fn controller_uid(obj: &Value) -> Option<&str> {
-    obj.pointer("/metadata/ownerReferences")?
-        .as_array()?
-        .iter()
-        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))?
-        .get("uid")?
-        .as_str()
-}
 
 /// `obj`'s finalizers without the tracking finalizer (the list removed when it empties).
 fn drop_tracking(obj: &mut Value) {

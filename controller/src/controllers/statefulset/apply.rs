@@ -39,51 +39,19 @@ impl Controller {
         match action {
             Action::CreateClaim { pod, claim } => {
                 let name = claim["metadata"]["name"].as_str().unwrap_or_default();
-                match self
+                let r = self
                     .registry
-                    .create(PERSISTENT_VOLUME_CLAIMS, ns, claim.clone(), &opts)
-                {
-                    Ok(_) => {
-                        let msg = format!(
-                            "create Claim {name} Pod {pod} in StatefulSet {} success",
-                            set.name
-                        );
-                        self.record(raw, EventType::Normal, "SuccessfulCreate", &msg);
-                        Ok(())
-                    }
-                    Err(RegistryError::AlreadyExists { .. }) => Ok(()),
-                    Err(e) if e.is_namespace_terminating() => Ok(()),
-                    Err(e) => {
-                        let msg = format!(
-                            "create Claim {name} for Pod {pod} in StatefulSet {} failed error: {e}",
-                            set.name
-                        );
-                        self.record(raw, EventType::Warning, "FailedCreate", &msg);
-                        Err(StatefulSetError::Create(e))
-                    }
-                }
+                    .create(PERSISTENT_VOLUME_CLAIMS, ns, claim.clone(), &opts);
+                let what = Subject::Claim { claim: name, pod };
+                self.report(set, raw, "Create", what, r, created_or_moot)
+                    .map_err(StatefulSetError::Create)
             }
             Action::CreatePod { pod, .. } => {
                 let name = pod["metadata"]["name"].as_str().unwrap_or_default();
-                match self.registry.create(PODS, ns, pod.clone(), &opts) {
-                    Ok(_) => {
-                        let msg =
-                            format!("create Pod {name} in StatefulSet {} successful", set.name);
-                        self.record(raw, EventType::Normal, "SuccessfulCreate", &msg);
-                        Ok(())
-                    }
-                    // The old pod of that name is still there: the next pass sees it.
-                    Err(RegistryError::AlreadyExists { .. }) => Ok(()),
-                    Err(e) if e.is_namespace_terminating() => Ok(()),
-                    Err(e) => {
-                        let msg = format!(
-                            "create Pod {name} in StatefulSet {} failed error: {e}",
-                            set.name
-                        );
-                        self.record(raw, EventType::Warning, "FailedCreate", &msg);
-                        Err(StatefulSetError::Create(e))
-                    }
-                }
+                // An old pod of that name still there is moot: the next pass sees it.
+                let r = self.registry.create(PODS, ns, pod.clone(), &opts);
+                self.report(set, raw, "Create", Subject::Pod(name), r, created_or_moot)
+                    .map_err(StatefulSetError::Create)
             }
             Action::DeletePod { name, uid, why } => {
                 let opts = DeleteOptions {
@@ -94,23 +62,15 @@ impl Controller {
                     ..DeleteOptions::default()
                 };
                 tracing::debug!(statefulset = %set.name, pod = %name, ?why, "deleting pod");
-                match self.registry.delete(PODS, ns, name, &opts) {
-                    Ok(_) => {
-                        let msg =
-                            format!("delete Pod {name} in StatefulSet {} successful", set.name);
-                        self.record(raw, EventType::Normal, "SuccessfulDelete", &msg);
-                        Ok(())
-                    }
-                    Err(RegistryError::NotFound { .. } | RegistryError::Conflict { .. }) => Ok(()),
-                    Err(e) => {
-                        let msg = format!(
-                            "delete Pod {name} in StatefulSet {} failed error: {e}",
-                            set.name
-                        );
-                        self.record(raw, EventType::Warning, "FailedDelete", &msg);
-                        Err(StatefulSetError::Delete(e))
-                    }
-                }
+                let r = self.registry.delete(PODS, ns, name, &opts);
+                let gone = |e: &RegistryError| {
+                    matches!(
+                        e,
+                        RegistryError::NotFound { .. } | RegistryError::Conflict { .. }
+                    )
+                };
+                self.report(set, raw, "Delete", Subject::Pod(name), r, gone)
+                    .map_err(StatefulSetError::Delete)
             }
             Action::FixPod { ordinal, name, uid } => {
                 let r = self
@@ -126,23 +86,9 @@ impl Controller {
                         obj["metadata"]["labels"][POD_INDEX_LABEL] = json!(ordinal.to_string());
                         Ok(obj)
                     });
-                match r {
-                    Ok(_) => {
-                        let msg =
-                            format!("update Pod {name} in StatefulSet {} successful", set.name);
-                        self.record(raw, EventType::Normal, "SuccessfulUpdate", &msg);
-                        Ok(())
-                    }
-                    Err(RegistryError::NotFound { .. }) => Ok(()),
-                    Err(e) => {
-                        let msg = format!(
-                            "update Pod {name} in StatefulSet {} failed error: {e}",
-                            set.name
-                        );
-                        self.record(raw, EventType::Warning, "FailedUpdate", &msg);
-                        Err(StatefulSetError::Api(e))
-                    }
-                }
+                let gone = |e: &RegistryError| matches!(e, RegistryError::NotFound { .. });
+                self.report(set, raw, "Update", Subject::Pod(name), r, gone)
+                    .map_err(StatefulSetError::Api)
             }
             Action::SetClaimOwners { claim, uid, owners } => {
                 let r = self.registry.update_with(
@@ -163,6 +109,43 @@ impl Controller {
                     Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(()),
                     Err(e) => Err(StatefulSetError::Api(e)),
                 }
+            }
+        }
+    }
+
+    /// Upstream's `recordPodEvent`/`recordClaimEvent`: `Successful<Verb>` or `Failed<Verb>`
+    /// with their texts; an error `moot` accepts counts as done, without an event.
+    fn report<T>(
+        &self,
+        set: &StatefulSet,
+        raw: &Value,
+        verb: &str,
+        what: Subject<'_>,
+        result: Result<T, RegistryError>,
+        moot: impl Fn(&RegistryError) -> bool,
+    ) -> Result<(), RegistryError> {
+        let lower = verb.to_lowercase();
+        let set = &set.name;
+        match result {
+            Ok(_) => {
+                let msg = match what {
+                    Subject::Pod(p) => format!("{lower} Pod {p} in StatefulSet {set} successful"),
+                    Subject::Claim { claim, pod } => {
+                        format!("{lower} Claim {claim} Pod {pod} in StatefulSet {set} success")
+                    }
+                };
+                self.record(raw, EventType::Normal, &format!("Successful{verb}"), &msg);
+                Ok(())
+            }
+            Err(e) if moot(&e) => Ok(()),
+            Err(e) => {
+                let what = match what {
+                    Subject::Pod(p) => format!("Pod {p}"),
+                    Subject::Claim { claim, pod } => format!("Claim {claim} for Pod {pod}"),
+                };
+                let msg = format!("{lower} {what} in StatefulSet {set} failed error: {e}");
+                self.record(raw, EventType::Warning, &format!("Failed{verb}"), &msg);
+                Err(e)
             }
         }
     }
@@ -191,6 +174,18 @@ impl Controller {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// What an event is about.
+#[derive(Clone, Copy)]
+enum Subject<'a> {
+    Pod(&'a str),
+    Claim { claim: &'a str, pod: &'a str },
+}
+
+/// A create that found its object there already, or its namespace going.
+fn created_or_moot(e: &RegistryError) -> bool {
+    matches!(e, RegistryError::AlreadyExists { .. }) || e.is_namespace_terminating()
 }
 
 /// Replaces the object's owner references (none: the field goes).

@@ -10,11 +10,12 @@ use crate::registry::{
     DeleteOptions, DeletePreconditions, Part, Registry, RegistryError, WriteOptions,
 };
 use berth_shared::admission::storage::{PV_PROTECTION, PVC_PROTECTION};
+use berth_shared::k8s_openapi::Metadata;
 use berth_shared::k8s_openapi::api::core::v1::{
     ObjectReference, PersistentVolume, PersistentVolumeClaim,
 };
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use berth_shared::resource::{PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES};
+use berth_shared::resource::{PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, ResourceType};
 use serde_json::json;
 
 const YES: &str = "yes";
@@ -31,26 +32,32 @@ fn drop_finalizer(meta: &mut ObjectMeta, name: &str) {
     }
 }
 
-/// Writes `claim` (or its status), conditional on its resourceVersion.
+/// Writes `obj` (or its status), conditional on its resourceVersion; gone meanwhile is fine.
+fn write<K>(
+    registry: &Registry,
+    rt: &'static ResourceType,
+    obj: &K,
+    part: Part,
+) -> Result<(), RegistryError>
+where
+    K: Metadata<Ty = ObjectMeta> + serde::Serialize,
+{
+    let meta = obj.metadata();
+    let name = meta.name.as_deref().unwrap_or_default();
+    let value = serde_json::to_value(obj)?;
+    let opts = WriteOptions::default();
+    match registry.update(rt, meta.namespace.as_deref(), name, value, part, &opts) {
+        Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 fn write_claim(
     registry: &Registry,
     claim: &PersistentVolumeClaim,
     part: Part,
 ) -> Result<(), RegistryError> {
-    let ns = claim.metadata.namespace.as_deref();
-    let name = claim.metadata.name.as_deref().unwrap_or_default();
-    let value = serde_json::to_value(claim)?;
-    match registry.update(
-        PERSISTENT_VOLUME_CLAIMS,
-        ns,
-        name,
-        value,
-        part,
-        &WriteOptions::default(),
-    ) {
-        Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(()),
-        Err(e) => Err(e),
-    }
+    write(registry, PERSISTENT_VOLUME_CLAIMS, claim, part)
 }
 
 fn write_volume(
@@ -58,19 +65,7 @@ fn write_volume(
     volume: &PersistentVolume,
     part: Part,
 ) -> Result<(), RegistryError> {
-    let name = volume.metadata.name.as_deref().unwrap_or_default();
-    let value = serde_json::to_value(volume)?;
-    match registry.update(
-        PERSISTENT_VOLUMES,
-        None,
-        name,
-        value,
-        part,
-        &WriteOptions::default(),
-    ) {
-        Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(()),
-        Err(e) => Err(e),
-    }
+    write(registry, PERSISTENT_VOLUMES, volume, part)
 }
 
 fn set_volume_phase(

@@ -1,17 +1,22 @@
 //! Request bodies as the API server decodes them: the media type of a `Content-Type` header
-//! and JSON or YAML documents into JSON values, with upstream's error wording. Pure (no I/O),
+//! and JSON, YAML or protobuf documents into JSON values, with upstream's error wording. Pure (no I/O),
 //! so the decoder can be fuzzed outside the server.
 
 use serde_json::Value;
 
+use crate::protobuf::{self, ProtobufError};
+
 /// Why a body could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BodyError {
-    /// A media type the API does not decode (protobuf, CBOR, anything unknown): HTTP 415.
+    /// A media type the API does not decode (CBOR, anything unknown): HTTP 415.
     #[error(
-        "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"
+        "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"
     )]
     UnsupportedMediaType,
+    /// A protobuf body that does not decode (HTTP 400).
+    #[error("{0}")]
+    Protobuf(#[from] ProtobufError),
     /// Malformed JSON (HTTP 400); the text is upstream's.
     #[error("couldn't get version/kind; json parse error: {0}")]
     Json(String),
@@ -45,7 +50,7 @@ pub fn media_type(header: Option<&str>) -> String {
         .unwrap_or_else(|| "application/json".to_string())
 }
 
-/// Decodes a JSON or YAML document of media type `content_type` (as [`media_type`] gives it).
+/// Decodes a JSON, YAML or protobuf document of media type `content_type` (as [`media_type`] gives it).
 /// A server-side apply body (`application/apply-patch+yaml`) may be either.
 pub fn decode(content_type: &str, raw: &[u8]) -> Result<Value, BodyError> {
     match content_type {
@@ -59,6 +64,7 @@ pub fn decode(content_type: &str, raw: &[u8]) -> Result<Value, BodyError> {
             }
         }
         "application/yaml" | "application/x-yaml" | "text/yaml" => yaml(raw),
+        protobuf::MEDIA_TYPE => Ok(protobuf::decode(raw)?),
         _ => Err(BodyError::UnsupportedMediaType),
     }
 }
@@ -213,7 +219,11 @@ mod tests {
             BodyError::Utf8(_)
         ));
         assert_eq!(
-            decode("application/vnd.kubernetes.protobuf", b"k8s\0"),
+            decode("application/vnd.kubernetes.protobuf", b"{}"),
+            Err(BodyError::Protobuf(ProtobufError::NoMagic))
+        );
+        assert_eq!(
+            decode("application/cbor", b"{}"),
             Err(BodyError::UnsupportedMediaType)
         );
         assert_eq!(

@@ -13,6 +13,7 @@ pub mod discovery;
 pub mod openapi;
 pub mod patch;
 pub mod private_files;
+pub mod protobuf;
 pub mod quantity;
 pub mod query;
 pub mod reconcile;

@@ -9,8 +9,10 @@ use std::path::Path;
 use berth_tests::{Controller, Req, Table};
 use serde_json::json;
 
-/// kubectl 1.32 and later send `autoscale`'s body as protobuf, which is issue 14's.
-const KUBECTLS: [&str; 2] = [
+/// kubectl 1.32 and later send `autoscale`'s body as protobuf; 1.31 and earlier as JSON.
+const KUBECTLS: [&str; 4] = [
+    "/usr/lib/google-cloud-sdk/bin/kubectl.1.33",
+    "/usr/lib/google-cloud-sdk/bin/kubectl.1.32",
     "/usr/lib/google-cloud-sdk/bin/kubectl.1.31",
     "/usr/lib/google-cloud-sdk/bin/kubectl.1.27",
 ];

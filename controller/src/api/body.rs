@@ -1,4 +1,4 @@
-//! Request bodies: the 3 MiB limit, content types (JSON, YAML; protobuf is refused with 415)
+//! Request bodies: the 3 MiB limit, content types (JSON, YAML, protobuf; others are refused with 415)
 //! and decoding errors as upstream words them. The decoding itself is `berth_shared::body`.
 
 use super::MAX_BODY_BYTES;
@@ -64,9 +64,6 @@ impl From<BodyError> for ApiError {
 /// Reads and decodes a write body.
 pub async fn read(body: Body, headers: &HeaderMap) -> Result<Value, ApiError> {
     let ct = content_type(headers);
-    if ct.contains("protobuf") {
-        return Err(ApiError::UnsupportedMediaType);
-    }
     let raw = read_raw(body, headers).await?;
     decode(&ct, &raw)
 }
@@ -102,9 +99,6 @@ pub fn decode_as(content_type: &str, raw: &[u8], kind: &str) -> Result<Value, Ap
 /// Reads and decodes a write body that must be a `kind` (see [`decode_as`]).
 pub async fn read_as(body: Body, headers: &HeaderMap, kind: &str) -> Result<Value, ApiError> {
     let ct = content_type(headers);
-    if ct.contains("protobuf") {
-        return Err(ApiError::UnsupportedMediaType);
-    }
     let raw = read_raw(body, headers).await?;
     decode_as(&ct, &raw, kind)
 }

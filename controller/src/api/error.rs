@@ -52,7 +52,7 @@ pub enum ApiError {
     #[error("the server could not find the requested resource")]
     UnknownPath,
     #[error(
-        "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"
+        "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"
     )]
     UnsupportedMediaType,
     #[error("Request entity too large: limit is {0}")]

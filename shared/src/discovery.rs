@@ -52,6 +52,12 @@ fn subresources(r: &ResourceType) -> Vec<Subresource> {
                 verbs: &["create"],
             },
             Subresource {
+                name: "attach",
+                group_version: None,
+                kind: Some("PodAttachOptions"),
+                verbs: &["create", "get"],
+            },
+            Subresource {
                 name: "ephemeralcontainers",
                 group_version: None,
                 kind: None,
@@ -74,6 +80,12 @@ fn subresources(r: &ResourceType) -> Vec<Subresource> {
                 group_version: None,
                 kind: Some("Pod"),
                 verbs: &["get"],
+            },
+            Subresource {
+                name: "portforward",
+                group_version: None,
+                kind: Some("PodPortForwardOptions"),
+                verbs: &["create", "get"],
             },
         ]);
     }

@@ -7,7 +7,7 @@ use super::labels;
 use super::manager::PodManager;
 use crate::metrics::{Running, resource};
 use crate::runtime::{ContainerId, ExecIo, TaskState};
-use crate::server::{Backend, ExecRequest, ExecStreams, LogTarget};
+use crate::server::{Backend, ExecRequest, ExecStreams, LogTarget, PodNetwork};
 use futures::future::BoxFuture;
 use std::sync::{Arc, OnceLock};
 
@@ -55,6 +55,35 @@ impl Backend for ManagerBackend {
             // the blocking pool, whose fresh threads each grow their own malloc arena.
             let scrape = resource::read(&namespace, &list, jiff::Timestamp::now());
             Ok(resource::render(&scrape))
+        })
+    }
+
+    fn pod_netns(&self, ns: &str, pod: &str) -> BoxFuture<'static, Result<PodNetwork, String>> {
+        let m = self.manager.get().cloned();
+        let (ns, pod) = (ns.to_string(), pod.to_string());
+        Box::pin(async move {
+            let m = m.ok_or("the agent is starting")?;
+            let p = m
+                .pods()
+                .find(&ns, &pod)
+                .ok_or_else(|| format!("pod {ns}/{pod} not found on this node"))?;
+            let uid = p.metadata.uid.clone().unwrap_or_default();
+            let list = m
+                .runtime()
+                .list_labelled(labels::LABEL_POD_UID, &uid)
+                .await
+                .map_err(|e| e.to_string())?;
+            let pid = list
+                .iter()
+                .find_map(|c| match c.state {
+                    TaskState::Running { pid, .. } => Some(pid),
+                    _ => None,
+                })
+                .ok_or_else(|| format!("pod {ns}/{pod} has no running container"))?;
+            Ok(PodNetwork {
+                netns: format!("/proc/{pid}/ns/net").into(),
+                uid,
+            })
         })
     }
 

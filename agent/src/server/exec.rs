@@ -19,7 +19,7 @@ const STATUS: u8 = 3;
 const RESIZE: u8 = 4;
 const CLOSE: u8 = 255;
 
-fn params(raw: &str) -> (Vec<String>, bool, bool) {
+pub(super) fn params(raw: &str) -> (Vec<String>, bool, bool) {
     let mut command = Vec::new();
     let (mut stdin, mut tty) = (false, false);
     for kv in raw.split('&') {

@@ -6,9 +6,12 @@
 
 mod cri_log;
 mod exec;
+mod exec_spdy;
 mod log_follow;
 mod logs;
 mod metrics;
+mod port_forward;
+mod spdy;
 
 pub use cri_log::format as format_log_line;
 
@@ -65,6 +68,14 @@ pub struct ExecStreams {
     pub exit: BoxFuture<'static, Result<i32, String>>,
 }
 
+/// Where a pod's forwarded connections go.
+#[derive(Debug, Clone)]
+pub struct PodNetwork {
+    /// A path to the pod's network namespace (`/proc/<pid>/ns/net` of one of its containers).
+    pub netns: PathBuf,
+    pub uid: String,
+}
+
 /// What the server needs from the rest of the agent.
 pub trait Backend: Send + Sync + 'static {
     /// The log file of a container (the previous attempt's with `previous`).
@@ -77,6 +88,12 @@ pub trait Backend: Send + Sync + 'static {
     ) -> Result<LogTarget, String>;
     /// Starts a process in a running container.
     fn exec(&self, req: ExecRequest) -> BoxFuture<'static, Result<ExecStreams, String>>;
+    /// The network namespace of a pod with a running container (port forwarding).
+    fn pod_netns(
+        &self,
+        namespace: &str,
+        pod: &str,
+    ) -> BoxFuture<'static, Result<PodNetwork, String>>;
     /// The agent's own metrics, in the Prometheus text format.
     fn metrics(&self) -> BoxFuture<'static, Result<String, String>>;
     /// The node's, pods' and containers' resource usage, in the Prometheus text format.
@@ -134,8 +151,15 @@ pub fn router(backend: SharedBackend) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/containerLogs/{ns}/{pod}/{container}", get(logs::serve))
-        .route("/exec/{ns}/{pod}/{container}", get(exec::serve))
+        .route(
+            "/exec/{ns}/{pod}/{container}",
+            get(exec_spdy::route).post(exec_spdy::route),
+        )
         .route("/attach/{ns}/{pod}/{container}", get(exec::serve))
+        .route(
+            "/portForward/{ns}/{pod}",
+            get(port_forward::serve).post(port_forward::serve),
+        )
         .route("/metrics", get(metrics::own))
         .route("/metrics/resource", get(metrics::resource))
         .with_state(backend)

@@ -183,7 +183,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
         let raw_query = req.uri().query().unwrap_or_default().to_string();
         return proxy::node(&state, &node, &agent_path, &raw_query).await;
     }
-    // Log and exec are proxied to the pod's agent with the whole request.
+    // Log, exec, attach and port-forward are proxied to the pod's agent with the whole request.
     if let ApiPath::Resource(target) = path::parse(req.uri().path())
         && target.rt.kind == "Pod"
         && let (Some(ns), Some(name), Some(sub)) = (
@@ -191,7 +191,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
             target.name.clone(),
             target.subresource.clone(),
         )
-        && matches!(sub.as_str(), "log" | "exec" | "attach")
+        && matches!(sub.as_str(), "log" | "exec" | "attach" | "portforward")
     {
         let query = Query::parse(req.uri().query());
         authz::authorize(
@@ -208,7 +208,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
                 let q = req.uri().query().unwrap_or_default().to_string();
                 proxy::log(&state, &ns, &name, &q).await
             }
-            (&Method::GET | &Method::POST, "exec" | "attach") => {
+            (&Method::GET | &Method::POST, "exec" | "attach" | "portforward") => {
                 proxy::upgrade(&state, &ns, &name, &sub, req).await
             }
             _ => Err(ApiError::MethodNotAllowed),

@@ -79,7 +79,7 @@ fn locate(
     container: Option<&str>,
 ) -> Result<(String, u16, String), ApiError> {
     let p = state.registry.get(PODS, Some(ns), pod)?.value()?;
-    let names: Vec<String> = ["containers", "initContainers"]
+    let names: Vec<String> = ["containers", "initContainers", "ephemeralContainers"]
         .iter()
         .flat_map(|l| p["spec"][*l].as_array().cloned().unwrap_or_default())
         .filter_map(|c| c["name"].as_str().map(String::from))
@@ -239,7 +239,18 @@ pub async fn log(
     forward_get(state, &addr, port, &uri).await
 }
 
-/// GET pods/exec|attach with a WebSocket upgrade: forwarded to the agent, then spliced.
+/// The headers of an upgrade that pass through to the agent and back.
+const UPGRADE_HEADERS: &[&str] = &[
+    "connection",
+    "upgrade",
+    "sec-websocket-key",
+    "sec-websocket-version",
+    "sec-websocket-protocol",
+    "x-stream-protocol-version",
+];
+
+/// pods/exec, attach and portforward with a WebSocket or SPDY/3.1 upgrade: forwarded to the
+/// agent (`/exec|attach/{ns}/{pod}/{container}`, `/portForward/{ns}/{pod}`), then spliced.
 pub async fn upgrade(
     state: &SharedState,
     ns: &str,
@@ -252,28 +263,29 @@ pub async fn upgrade(
         .headers()
         .get(header::UPGRADE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket") || v.eq_ignore_ascii_case("SPDY/3.1"));
     if !wants_upgrade {
-        return Err(ApiError::BadRequest(
-            "exec needs a WebSocket upgrade (v5.channel.k8s.io); SPDY is not supported".to_string(),
-        ));
+        return Err(ApiError::BadRequest(format!(
+            "{sub} needs an upgrade to WebSocket (v5.channel.k8s.io) or SPDY/3.1"
+        )));
     }
     let (addr, port, container) =
         locate(state, ns, pod, query_param(&query, "container").as_deref())?;
+    let path = if sub == "portforward" {
+        format!("/portForward/{ns}/{pod}?{query}")
+    } else {
+        format!("/{sub}/{ns}/{pod}/{container}?{query}")
+    };
     let mut sender = state.dialer.connect(&addr, port).await?;
-    let mut forward = hyper::Request::get(format!("/{sub}/{ns}/{pod}/{container}?{query}"))
+    let mut forward = hyper::Request::builder()
+        .method(req.method().clone())
+        .uri(path)
         .header(header::HOST, format!("{addr}:{port}"))
         .body(Body::empty())
         .map_err(|e| ApiError::Internal(e.to_string()))?;
-    for h in [
-        header::CONNECTION,
-        header::UPGRADE,
-        header::SEC_WEBSOCKET_KEY,
-        header::SEC_WEBSOCKET_VERSION,
-        header::SEC_WEBSOCKET_PROTOCOL,
-    ] {
-        if let Some(v) = req.headers().get(&h) {
-            forward.headers_mut().insert(h, v.clone());
+    for (name, value) in req.headers() {
+        if UPGRADE_HEADERS.contains(&name.as_str()) {
+            forward.headers_mut().append(name.clone(), value.clone());
         }
     }
     let mut resp = sender
@@ -294,7 +306,7 @@ pub async fn upgrade(
     let agent_upgrade = hyper::upgrade::on(&mut resp);
     tokio::spawn(async move {
         let (Ok(client), Ok(agent)) = (client_upgrade.await, agent_upgrade.await) else {
-            tracing::debug!("exec upgrade failed");
+            tracing::debug!("upgrade failed");
             return;
         };
         let mut client = TokioIo::new(client);
@@ -304,10 +316,7 @@ pub async fn upgrade(
     let mut out = Response::new(Body::empty());
     *out.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     for (k, v) in resp.headers() {
-        if matches!(
-            k.as_str(),
-            "connection" | "upgrade" | "sec-websocket-accept" | "sec-websocket-protocol"
-        ) {
+        if UPGRADE_HEADERS.contains(&k.as_str()) || k == "sec-websocket-accept" {
             out.headers_mut().insert(k.clone(), v.clone());
         }
     }

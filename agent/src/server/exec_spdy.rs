@@ -1,0 +1,295 @@
+//! `exec` over SPDY/3.1, as kubectl 1.29 and older (and newer ones falling back) ask for it:
+//! the client opens an `error` stream and, as the query asks, `stdin`, `stdout`, `stderr` and
+//! (with a TTY) `resize` streams; once they are all open the process runs with them. In
+//! `v4.channel.k8s.io` the error stream ends with the same `Status` the WebSocket protocol
+//! sends, which carries the exit code; older versions get the failure's text.
+
+use std::time::Duration;
+
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{FromRequest, Path, RawQuery, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use hyper_util::rt::TokioIo;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::exec::{self, exit_status, params};
+use super::port_forward::{offered_protocols, switching, wants_spdy};
+use super::spdy::{Session, Stream, StreamWriter, header};
+use super::{ExecRequest, SharedBackend};
+
+/// The versions served, best first.
+const VERSIONS: [&str; 4] = [
+    "v4.channel.k8s.io",
+    "v3.channel.k8s.io",
+    "v2.channel.k8s.io",
+    "channel.k8s.io",
+];
+
+/// How long the client has to open every stream it asked for.
+const STREAMS_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The streams the query asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Expect {
+    stdin: bool,
+    stdout: bool,
+    stderr: bool,
+    resize: bool,
+}
+
+fn flag(query: &str, name: &str) -> bool {
+    query.split('&').any(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        k == name && (v == "true" || v == "1")
+    })
+}
+
+/// `/exec/...`: SPDY for a client that asks to upgrade to it, else the WebSocket protocol.
+pub async fn route(
+    State(backend): State<SharedBackend>,
+    Path(target): Path<(String, String, String)>,
+    RawQuery(query): RawQuery,
+    req: Request,
+) -> Response {
+    if wants_spdy(req.headers()) {
+        return serve(backend, target, query.unwrap_or_default(), req).await;
+    }
+    match WebSocketUpgrade::from_request(req, &backend).await {
+        Ok(ws) => exec::serve(State(backend), Path(target), RawQuery(query), ws).await,
+        Err(rejection) => rejection.into_response(),
+    }
+}
+
+async fn serve(
+    backend: SharedBackend,
+    req_target: (String, String, String),
+    query: String,
+    mut req: Request,
+) -> Response {
+    let offered = offered_protocols(req.headers());
+    let Some(version) = offered
+        .iter()
+        .find(|p| VERSIONS.contains(&p.as_str()))
+        .cloned()
+    else {
+        return (
+            StatusCode::FORBIDDEN,
+            format!(
+                "unable to upgrade: unable to negotiate protocol: client supports {offered:?}, server supports {VERSIONS:?}"
+            ),
+        )
+            .into_response();
+    };
+    let (command, stdin, tty) = params(&query);
+    if command.is_empty() {
+        return (
+            StatusCode::BAD_REQUEST,
+            "you must specify at least one command for the container",
+        )
+            .into_response();
+    }
+    let expect = Expect {
+        stdin,
+        stdout: flag(&query, "stdout"),
+        stderr: flag(&query, "stderr") && !tty,
+        resize: tty && version != "v2.channel.k8s.io" && version != "channel.k8s.io",
+    };
+    let (namespace, pod, container) = req_target;
+    let exec = ExecRequest {
+        namespace,
+        pod,
+        container,
+        command,
+        stdin,
+        tty,
+    };
+    let upgrade = hyper::upgrade::on(&mut req);
+    let v4 = version == VERSIONS[0];
+    tokio::spawn(async move {
+        let Ok(io) = upgrade.await else {
+            return;
+        };
+        let session = Session::start(TokioIo::new(io));
+        run(session, backend, exec, expect, v4).await;
+    });
+    switching(&version)
+}
+
+/// The streams once all asked-for ones are open.
+#[derive(Default)]
+struct Streams {
+    error: Option<Stream>,
+    stdin: Option<Stream>,
+    stdout: Option<Stream>,
+    stderr: Option<Stream>,
+    resize: Option<Stream>,
+}
+
+impl Streams {
+    fn complete(&self, e: Expect) -> bool {
+        self.error.is_some()
+            && self.stdin.is_some() == e.stdin
+            && self.stdout.is_some() == e.stdout
+            && self.stderr.is_some() == e.stderr
+            && self.resize.is_some() == e.resize
+    }
+}
+
+async fn collect(session: &mut Session, expect: Expect) -> Option<Streams> {
+    let mut s = Streams::default();
+    let wait = async {
+        while !s.complete(expect) {
+            let stream = session.streams.recv().await?;
+            let slot = match header(&stream.headers, "streamType").unwrap_or_default() {
+                "error" => &mut s.error,
+                "stdin" => &mut s.stdin,
+                "stdout" => &mut s.stdout,
+                "stderr" => &mut s.stderr,
+                "resize" => &mut s.resize,
+                _ => continue,
+            };
+            *slot = Some(stream);
+        }
+        Some(())
+    };
+    tokio::time::timeout(STREAMS_DEADLINE, wait).await.ok()??;
+    Some(s)
+}
+
+/// Copies a process output into a stream, then ends the stream.
+fn pump(
+    mut from: std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>,
+    to: Option<StreamWriter>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 32 * 1024];
+        loop {
+            match from.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if let Some(w) = &to
+                        && !w.write(&buf[..n]).await
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some(w) = &to {
+            w.finish().await;
+        }
+    })
+}
+
+async fn run(
+    mut session: Session,
+    backend: SharedBackend,
+    req: ExecRequest,
+    expect: Expect,
+    v4: bool,
+) {
+    let Some(mut streams) = collect(&mut session, expect).await else {
+        session.close();
+        return;
+    };
+    let Some(error) = streams.error.take() else {
+        session.close();
+        return;
+    };
+    let process = match backend.exec(req).await {
+        Ok(p) => p,
+        Err(e) => {
+            let text = if v4 {
+                json!({"metadata": {}, "status": "Failure", "message": e, "reason": "InternalError"})
+                    .to_string()
+            } else {
+                e
+            };
+            error.writer.write(text.as_bytes()).await;
+            error.writer.finish().await;
+            session.close();
+            return;
+        }
+    };
+    let out = pump(
+        process.stdout,
+        streams.stdout.as_ref().map(|s| s.writer.clone()),
+    );
+    let err = process
+        .stderr
+        .map(|e| pump(e, streams.stderr.as_ref().map(|s| s.writer.clone())));
+    if let (Some(mut stdin_stream), Some(mut stdin)) = (streams.stdin.take(), process.stdin) {
+        let close_stdin = process.close_stdin;
+        tokio::spawn(async move {
+            while let Some(bytes) = stdin_stream.incoming.recv().await {
+                if stdin.write_all(&bytes).await.is_err() {
+                    break;
+                }
+            }
+            let _ = stdin.shutdown().await;
+            if let Some(c) = close_stdin {
+                c();
+            }
+        });
+    }
+    if let (Some(mut resize_stream), Some(resize)) = (streams.resize.take(), process.resize) {
+        tokio::spawn(async move {
+            let mut pending = Vec::new();
+            while let Some(bytes) = resize_stream.incoming.recv().await {
+                pending.extend_from_slice(&bytes);
+                // A sequence of JSON objects (`{"Width":80,"Height":24}`), as Go's encoder
+                // writes them.
+                let mut values =
+                    serde_json::Deserializer::from_slice(&pending).into_iter::<serde_json::Value>();
+                let mut used = 0;
+                while let Some(Ok(v)) = values.next() {
+                    used = values.byte_offset();
+                    let w = v["Width"].as_u64().unwrap_or(0) as u16;
+                    let h = v["Height"].as_u64().unwrap_or(0) as u16;
+                    if w > 0 && h > 0 {
+                        resize(w, h);
+                    }
+                }
+                pending.drain(..used);
+            }
+        });
+    }
+    let _ = out.await;
+    if let Some(e) = err {
+        let _ = e.await;
+    }
+    let code = process.exit.await.unwrap_or(1);
+    if v4 {
+        error
+            .writer
+            .write(exit_status(code).to_string().as_bytes())
+            .await;
+    } else if code != 0 {
+        let text = format!("command terminated with non-zero exit code: exit status {code}");
+        error.writer.write(text.as_bytes()).await;
+    }
+    error.writer.finish().await;
+    session.close();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_query_names_the_streams_to_wait_for() {
+        assert!(flag("stdout=true&stderr=1", "stderr"));
+        assert!(!flag("stdout=true&stderr=false", "stderr"));
+        assert!(!flag("xstdout=true", "stdout"));
+        let all = Streams::default();
+        let none = Expect {
+            stdin: false,
+            stdout: false,
+            stderr: false,
+            resize: false,
+        };
+        assert!(!all.complete(none), "the error stream is always awaited");
+    }
+}

@@ -74,7 +74,12 @@ pub fn decode(kind: Special, bytes: &[u8], depth: usize) -> Result<Value, Protob
     let p = parts(bytes)?;
     Ok(match kind {
         Special::Time | Special::MicroTime => {
-            let (seconds, nanos) = (p.ints[1], p.ints[2] as i32);
+            // What the JSON form keeps: seconds, or microseconds.
+            let nanos = match kind {
+                Special::Time => 0,
+                _ => (p.ints[2] as i32) / 1000 * 1000,
+            };
+            let seconds = p.ints[1];
             if seconds == 0 && nanos == 0 {
                 return Ok(Value::Null);
             }
@@ -290,6 +295,17 @@ mod tests {
             assert_eq!(decode(kind, &bytes, 0).expect("decodes"), v, "{kind:?}");
         }
         assert_eq!(decode(Special::Time, &[], 0).expect("zero"), Value::Null);
+        // Zero in what JSON keeps is zero: nanoseconds of a Time, a MicroTime's below a µs.
+        let mut w = Writer::default();
+        w.varint_field(2, 2);
+        assert_eq!(
+            decode(Special::Time, &w.bytes, 0).expect("zero"),
+            Value::Null
+        );
+        assert_eq!(
+            decode(Special::MicroTime, &w.bytes, 0).expect("zero"),
+            Value::Null
+        );
         assert!(encode(Special::Time, &Value::from("yesterday")).is_err());
     }
 }

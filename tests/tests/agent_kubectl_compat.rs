@@ -1,0 +1,287 @@
+//! Issue 14, acceptance 1: one script of everyday kubectl commands, run with each kubectl
+//! people have — Debian 12's own `kubernetes-client` (1.20, unpacked by `.ci/run`; its path in
+//! `BERTH_KUBECTL_120`), and 1.27, 1.29, 1.31, 1.32 and 1.33 — each binary itself, never the
+//! version-matching dispatcher. Generators (protobuf bodies from 1.32 on), run/apply, every
+//! output format, sort-by inside and outside metadata, describe, logs, exec with exit codes
+//! (and through a terminal, 20 times), cp, port-forward, rollout, scale and delete, on a real
+//! agent. Where a version lacks something, the README's compatibility table says so and the
+//! script skips it for that version only.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use berth_tests::{Cluster, Table, http_get, secs};
+
+const START: Duration = secs(90);
+
+/// Debian 12's kubectl, where `.ci/run` unpacks it.
+const DEBIAN_KUBECTL: &str = "/opt/berth-kubectl-1.20/usr/bin/kubectl";
+
+fn binary(version: &str) -> PathBuf {
+    if version == "1.20" {
+        let path = std::env::var_os("BERTH_KUBECTL_120")
+            .map_or_else(|| PathBuf::from(DEBIAN_KUBECTL), PathBuf::from);
+        assert!(
+            path.is_file(),
+            "Debian's kubectl 1.20 is not at {} (.ci/run unpacks the kubernetes-client package there)",
+            path.display()
+        );
+        return path;
+    }
+    PathBuf::from(format!("/usr/lib/google-cloud-sdk/bin/kubectl.{version}"))
+}
+
+fn everyday(version: &str) {
+    let c = Cluster::start(1);
+    let bin = binary(version);
+    let k = c.kubectl().with_binary(&bin);
+    let ns = format!("compat-{}", version.replace('.', "-"));
+    let n = ["-n", ns.as_str()];
+    let kn = |args: &[&str]| k.ok(&[&n[..], args].concat());
+    let kn_run = |args: &[&str]| k.run(&[&n[..], args].concat());
+
+    // Generators: protobuf bodies from kubectl 1.32 on, JSON before.
+    k.ok(&["create", "namespace", &ns]);
+    kn(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx:1.14.2",
+        "--replicas=1",
+    ]);
+    kn(&[
+        "create",
+        "configmap",
+        "cfg",
+        "--from-literal=greeting=hello",
+    ]);
+    kn(&[
+        "create",
+        "secret",
+        "generic",
+        "pw",
+        "--from-literal=password=s3cret",
+    ]);
+    kn(&[
+        "create",
+        "job",
+        "once",
+        "--image=busybox:1.28",
+        "--",
+        "echo",
+        "job-ran",
+    ]);
+    // kubectl 1.20 creates CronJobs in batch/v1beta1 and budgets in policy/v1beta1, which
+    // Kubernetes stopped serving in 1.25 (and Berth never served): README, compatibility.
+    if version != "1.20" {
+        kn(&[
+            "create",
+            "cronjob",
+            "tick",
+            "--image=busybox:1.28",
+            "--schedule=*/30 * * * *",
+            "--",
+            "date",
+        ]);
+        kn(&[
+            "create",
+            "poddisruptionbudget",
+            "web",
+            "--selector=app=web",
+            "--min-available=1",
+        ]);
+    }
+
+    // run and apply.
+    kn(&[
+        "run",
+        "shell",
+        "--image=busybox:1.28",
+        "--restart=Never",
+        "--",
+        "sh",
+        "-c",
+        "echo hello-from-shell; mkdir -p /www; echo page > /www/index.html; exec httpd -f -p 8080 -h /www",
+    ]);
+    let service = format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  selector:\n    app: web\n  ports:\n  - port: 80\n"
+    );
+    k.ok_stdin(&["apply", "-f", "-"], &service);
+    kn(&[
+        "wait",
+        "--for=condition=Ready",
+        "pod/shell",
+        "--timeout=90s",
+    ]);
+    kn(&["rollout", "status", "deployment/web", "--timeout=90s"]);
+    kn(&[
+        "wait",
+        "--for=condition=Complete",
+        "job/once",
+        "--timeout=90s",
+    ]);
+
+    // Output formats.
+    let wide = Table::parse(&kn(&["get", "pods", "-o", "wide"])).expect("a table");
+    for h in ["NAME", "READY", "STATUS", "IP", "NODE"] {
+        assert!(
+            wide.headers.iter().any(|x| x == h),
+            "kubectl {version}: {h} in {:?}",
+            wide.headers
+        );
+    }
+    assert!(kn(&["get", "deployment", "web", "-o", "yaml"]).contains("kind: Deployment"));
+    let json: serde_json::Value =
+        serde_json::from_str(&kn(&["get", "configmap", "cfg", "-o", "json"])).expect("json");
+    assert_eq!(json["data"]["greeting"], "hello", "kubectl {version}");
+    let custom = kn(&[
+        "get",
+        "pods",
+        "-o",
+        "custom-columns=NAME:.metadata.name,PHASE:.status.phase",
+    ]);
+    assert!(
+        custom
+            .lines()
+            .any(|l| l.starts_with("shell") && l.contains("Running")),
+        "{custom}"
+    );
+
+    // sort-by inside metadata, and outside it (events by lastTimestamp).
+    let sorted = kn(&[
+        "get",
+        "pods",
+        "--sort-by=.metadata.creationTimestamp",
+        "-o",
+        "name",
+    ]);
+    assert!(sorted.contains("pod/shell"), "kubectl {version}: {sorted}");
+    let events = kn(&["get", "events", "--sort-by=.lastTimestamp"]);
+    assert!(
+        events.contains("Scheduled") || events.contains("Started"),
+        "kubectl {version}: {events}"
+    );
+
+    assert!(kn(&["describe", "pod", "shell"]).contains("Containers:"));
+    c.wait_for(secs(30), "kubectl logs", || {
+        let r = kn_run(&["logs", "shell"]);
+        if r.stdout.contains("hello-from-shell") {
+            Ok(())
+        } else {
+            Err(r.describe())
+        }
+    });
+    assert!(kn(&["logs", "job/once"]).contains("job-ran"));
+
+    // exec, with the exit code kept.
+    assert_eq!(kn(&["exec", "shell", "--", "echo", "hi"]), "hi\n");
+    let r = kn_run(&["exec", "shell", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(
+        r.status.and_then(|s| s.code()),
+        Some(7),
+        "kubectl {version}: {}",
+        r.describe()
+    );
+    // exec -it through a terminal, 20 times: the exit code every time.
+    let kubeconfig = c.controller().kubeconfig();
+    for i in 0..20 {
+        let line = format!(
+            "{} --kubeconfig {} -n {ns} exec -it shell -- sh -c 'exit {}'",
+            bin.display(),
+            kubeconfig.display(),
+            i % 5 + 1
+        );
+        let out = Command::new("script")
+            .args(["-qec", &line, "/dev/null"])
+            .output()
+            .expect("script runs");
+        assert_eq!(
+            out.status.code(),
+            Some(i % 5 + 1),
+            "kubectl {version}, exec -it run {i}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    // cp both ways.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local = dir.path().join("up.txt");
+    std::fs::write(&local, "uploaded\n").expect("writes");
+    kn(&["cp", &local.to_string_lossy(), "shell:/tmp/up.txt"]);
+    let down = dir.path().join("down.txt");
+    kn(&["cp", "shell:/tmp/up.txt", &down.to_string_lossy()]);
+    assert_eq!(
+        std::fs::read_to_string(&down).unwrap_or_default(),
+        "uploaded\n"
+    );
+
+    // port-forward, and a request through it.
+    let mut forward = k.spawn(&[&n[..], &["port-forward", "pod/shell", ":8080"]].concat());
+    let line = forward.expect_line(secs(30), "Forwarding from", |l| {
+        l.starts_with("Forwarding from 127.0.0.1:")
+    });
+    let port: u16 = line
+        .trim_start_matches("Forwarding from 127.0.0.1:")
+        .split(' ')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    let page =
+        http_get("127.0.0.1", port, "/").unwrap_or_else(|e| panic!("{e}\n{}", forward.describe()));
+    assert_eq!(page.body, "page\n", "kubectl {version}");
+    drop(forward);
+
+    // rollout, scale.
+    kn(&["set", "image", "deployment/web", "nginx=nginx:1.16.1"]);
+    kn(&["rollout", "status", "deployment/web", "--timeout=90s"]);
+    assert!(kn(&["rollout", "history", "deployment/web"]).contains('2'));
+    kn(&["rollout", "undo", "deployment/web"]);
+    kn(&["rollout", "status", "deployment/web", "--timeout=90s"]);
+    kn(&["scale", "deployment/web", "--replicas=2"]);
+    kn(&["rollout", "status", "deployment/web", "--timeout=90s"]);
+    let ready = kn(&[
+        "get",
+        "deployment",
+        "web",
+        "-o",
+        "jsonpath={.status.readyReplicas}",
+    ]);
+    assert_eq!(ready, "2", "kubectl {version}");
+
+    // delete, waiting as kubectl does.
+    kn(&["delete", "pod", "shell", "--wait=true", "--timeout=60s"]);
+    kn(&["delete", "deployment", "web"]);
+    k.ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+#[test]
+fn kubectl_1_33() {
+    everyday("1.33");
+}
+
+#[test]
+fn kubectl_1_32() {
+    everyday("1.32");
+}
+
+#[test]
+fn kubectl_1_31() {
+    everyday("1.31");
+}
+
+#[test]
+fn kubectl_1_29() {
+    everyday("1.29");
+}
+
+#[test]
+fn kubectl_1_27() {
+    everyday("1.27");
+}
+
+#[test]
+fn kubectl_1_20_from_debian() {
+    everyday("1.20");
+}

@@ -10,6 +10,7 @@ pub mod client;
 pub mod conversion;
 pub mod cron;
 pub mod discovery;
+pub mod managed_fields;
 pub mod openapi;
 pub mod patch;
 pub mod private_files;

@@ -9,11 +9,8 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
 
 use berth_tests::{Cluster, Table, http_get, secs};
-
-const START: Duration = secs(90);
 
 /// Debian 12's kubectl, where `.ci/run` unpacks it.
 const DEBIAN_KUBECTL: &str = "/opt/berth-kubectl-1.20/usr/bin/kubectl";
@@ -236,6 +233,29 @@ fn everyday(version: &str) {
     // rollout, scale.
     kn(&["set", "image", "deployment/web", "nginx=nginx:1.16.1"]);
     kn(&["rollout", "status", "deployment/web", "--timeout=90s"]);
+    // managedFields name the managers; kubectl 1.21 and later hide them without the flag.
+    let show: &[&str] = if version == "1.20" {
+        &[]
+    } else {
+        &["--show-managed-fields"]
+    };
+    let managers = kn(&[
+        &[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.metadata.managedFields[*].manager}",
+        ],
+        show,
+    ]
+    .concat());
+    for m in ["kubectl-create", "kubectl-set"] {
+        assert!(
+            managers.split(' ').any(|x| x == m),
+            "kubectl {version}: {m} in {managers:?}"
+        );
+    }
     assert!(kn(&["rollout", "history", "deployment/web"]).contains('2'));
     kn(&["rollout", "undo", "deployment/web"]);
     kn(&["rollout", "status", "deployment/web", "--timeout=90s"]);

@@ -279,6 +279,16 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
     // Writes carry the requesting node, if it is one, for NodeRestriction.
     let write_options = || {
         query::write_options(&query).map(|mut o| {
+            // Without a fieldManager, the manager is named after the client, as upstream
+            // names it.
+            if o.manager.is_none() {
+                o.manager = parts
+                    .headers
+                    .get(header::USER_AGENT)
+                    .and_then(|v| v.to_str().ok())
+                    .map(berth_shared::managed_fields::manager_from_user_agent)
+                    .filter(|m| !m.is_empty());
+            }
             o.node = parts
                 .extensions
                 .get::<authn::Identity>()

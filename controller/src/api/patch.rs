@@ -42,10 +42,11 @@ pub async fn patch(
     name: &str,
     content_type: &str,
     raw: Bytes,
-    opts: WriteOptions,
+    mut opts: WriteOptions,
     part: Part,
 ) -> Result<Response, ApiError> {
     let pt = PatchType::from_content_type(content_type).ok_or(ApiError::UnsupportedMediaType)?;
+    opts.apply = pt == PatchType::Apply;
     let doc = super::body::decode(
         if pt == PatchType::Apply {
             "application/apply-patch+yaml"

@@ -19,6 +19,11 @@ pub fn write_options(q: &Query) -> Result<WriteOptions, ApiError> {
         field_validation: q.field_validation()?,
         node: None,
         guard: None,
+        manager: q
+            .get("fieldManager")
+            .filter(|m| !m.is_empty())
+            .map(String::from),
+        apply: false,
     })
 }
 

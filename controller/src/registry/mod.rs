@@ -22,6 +22,7 @@ pub(crate) mod error;
 use crate::store::{Precondition, Store, StoreError, StoredObject};
 use berth_shared::admission::service_allocation::ServiceRanges;
 use berth_shared::admission::{self, AdmissionError, Operation};
+use berth_shared::managed_fields;
 use berth_shared::resource::{self, ResourceType};
 pub use error::RegistryError;
 use serde_json::{Map, Value, json};
@@ -39,6 +40,43 @@ pub struct WriteOptions {
     /// A check of the object about to be written that depends on who writes it (RBAC's
     /// escalation prevention); runs after admission, on creates and updates.
     pub guard: Option<WriteGuard>,
+    /// The field manager recorded in `managedFields` (the request's `fieldManager`, else its
+    /// user-agent's); the controller's own writes are `berth-controller`'s.
+    pub manager: Option<String>,
+    /// A server-side apply (operation `Apply`) rather than an update.
+    pub apply: bool,
+}
+
+/// The manager of writes made inside the controller process.
+pub const OWN_MANAGER: &str = "berth-controller";
+
+/// Records the write in `obj`'s managedFields.
+fn record_managers(
+    rt: &ResourceType,
+    old: Option<&Value>,
+    obj: &mut Value,
+    part: Part,
+    opts: &WriteOptions,
+) {
+    let api_version = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .map(String::from)
+        .unwrap_or_else(|| rt.api_version());
+    let time = meta::now_rfc3339();
+    let writer = managed_fields::Writer {
+        manager: opts.manager.as_deref().unwrap_or(OWN_MANAGER),
+        operation: if opts.apply { "Apply" } else { "Update" },
+        subresource: match part {
+            Part::Main => None,
+            Part::Status => Some("status"),
+            Part::EphemeralContainers => Some("ephemeralcontainers"),
+        },
+        api_version: &api_version,
+        time: &time,
+        status_subresource: rt.has_status,
+    };
+    managed_fields::record(rt.kind, old, obj, &writer);
 }
 
 /// The check a [`WriteGuard`] runs.
@@ -319,6 +357,7 @@ impl Registry {
         }
         guard(rt, opts, &obj)?;
         let _allocation = self.allocate(rt, &name, &mut obj, None)?;
+        record_managers(rt, None, &mut obj, Part::Main, opts);
         if opts.dry_run {
             return Ok(obj);
         }
@@ -448,6 +487,7 @@ impl Registry {
         guard(rt, opts, &obj)?;
         let uid = old.pointer("/metadata/uid").and_then(Value::as_str);
         let _allocation = self.allocate(rt, name, &mut obj, uid)?;
+        record_managers(rt, Some(&old), &mut obj, part, opts);
         if meta::same_ignoring_version(&obj, &old) {
             return Ok(old);
         }

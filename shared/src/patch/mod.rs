@@ -10,6 +10,7 @@ mod strategic;
 
 pub use json::apply_json_patch;
 pub use merge::apply_merge_patch;
+pub use schema::{ListStrategy, list_strategy};
 pub use strategic::apply_strategic_merge_patch;
 
 use serde_json::{Map, Value};

@@ -6,7 +6,7 @@
 
 /// How a list field combines with a patch's list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ListStrategy {
+pub enum ListStrategy {
     /// The patch's list replaces the target's.
     Atomic,
     /// A list of objects merged item by item, matched on this key.
@@ -51,7 +51,7 @@ fn object_meta_roots(kind: &str) -> &'static [&'static [&'static str]] {
 }
 
 /// The strategy for the list at `path` in an object of `kind`.
-pub(crate) fn list_strategy(kind: &str, path: &[String]) -> ListStrategy {
+pub fn list_strategy(kind: &str, path: &[String]) -> ListStrategy {
     for root in pod_spec_roots(kind) {
         if let Some(rest) = strip_root(path, root) {
             return pod_spec_list(rest);

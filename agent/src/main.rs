@@ -14,6 +14,13 @@ struct Cli {
     command: Option<Command>,
     #[command(flatten)]
     run: RunArgs,
+    /// Log verbosity, as the kubelet's `-v`: 0–1 info, 2–3 debug, 4 and up trace. `BERTH_LOG`
+    /// or `RUST_LOG` (tracing filter directives) win over it.
+    #[arg(long = "v", global = true, default_value_t = 0)]
+    v: u8,
+    /// Log lines as text, or as one JSON object each.
+    #[arg(long, global = true, default_value = "text", value_parser = berth_shared::logging::FORMATS)]
+    log_format: String,
 }
 
 #[derive(Subcommand)]
@@ -143,15 +150,8 @@ fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     let cli = Cli::parse();
+    berth_shared::logging::init(cli.v, &cli.log_format);
     let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
     let a = cli.run;
     match cli.command {

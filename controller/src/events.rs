@@ -74,6 +74,16 @@ impl Recorder {
             n if n.is_empty() => "default".to_string(),
             n => n,
         };
+        // Each event is also a log line: what a controller did, to which object, and why.
+        let object = format!("{}/{}", s("/kind"), s("/metadata/name"));
+        match event_type {
+            EventType::Warning => tracing::warn!(
+                component = %self.component, namespace = %ns, %object, reason, "{message}"
+            ),
+            EventType::Normal => tracing::info!(
+                component = %self.component, namespace = %ns, %object, reason, "{message}"
+            ),
+        }
         let name = event_name(
             &s("/metadata/name"),
             &s("/metadata/uid"),

@@ -24,6 +24,13 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log verbosity, as the kubelet's `-v`: 0–1 info, 2–3 debug, 4 and up trace. `BERTH_LOG`
+    /// or `RUST_LOG` (tracing filter directives) win over it.
+    #[arg(long = "v", global = true, default_value_t = 0)]
+    v: u8,
+    /// Log lines as text, or as one JSON object each.
+    #[arg(long, global = true, default_value = "text", value_parser = berth_shared::logging::FORMATS)]
+    log_format: String,
 }
 
 #[derive(Subcommand)]
@@ -242,15 +249,8 @@ fn node_name(name: &str) -> anyhow::Result<NodeName> {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     let cli = Cli::parse();
+    berth_shared::logging::init(cli.v, &cli.log_format);
     match cli.command {
         Command::Token { command, data_dir } => token(command, &data_dir),
         Command::Node {

@@ -10,6 +10,8 @@ pub mod client;
 pub mod conversion;
 pub mod cron;
 pub mod discovery;
+#[cfg(feature = "logging")]
+pub mod logging;
 pub mod managed_fields;
 pub mod openapi;
 pub mod patch;

@@ -47,6 +47,14 @@ impl Recorder {
             .unwrap_or_else(|| "default".to_string());
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let event_type = if warning { "Warning" } else { "Normal" };
+        // Each pod lifecycle step and failure is also a log line, by namespace/name.
+        let pod_name = format!("{ns}/{}", pod.metadata.name.as_deref().unwrap_or_default());
+        let container = field_path.unwrap_or_default();
+        if warning {
+            tracing::warn!(pod = %pod_name, container, reason, "{message}");
+        } else {
+            tracing::info!(pod = %pod_name, container, reason, "{message}");
+        }
         let now = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string();

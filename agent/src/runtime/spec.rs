@@ -22,7 +22,7 @@ use oci_spec::runtime::{
 
 use super::capabilities::capabilities;
 use super::expand::expand_from;
-use super::{ContainerConfig, MountKind, RuntimeError};
+use super::{ContainerConfig, MountKind, NamespaceMode, RuntimeError};
 
 /// PATH when neither the image nor the container sets one (containerd's default).
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -356,16 +356,21 @@ pub fn build(
         LinuxNamespaceType::Uts,
         LinuxNamespaceType::Mount,
     ] {
-        if typ == LinuxNamespaceType::Uts && config.network_namespace.is_none() {
+        let mode = match typ {
+            LinuxNamespaceType::Pid => &config.pid_namespace,
+            LinuxNamespaceType::Ipc => &config.ipc_namespace,
             // Host network means the host's hostname too, as with hostNetwork pods.
-            continue;
+            LinuxNamespaceType::Uts if config.network_namespace.is_none() => &NamespaceMode::Host,
+            _ => &NamespaceMode::Private,
+        };
+        let mut ns = LinuxNamespaceBuilder::default();
+        ns = ns.typ(typ);
+        match mode {
+            NamespaceMode::Host => continue,
+            NamespaceMode::Private => {}
+            NamespaceMode::Join(path) => ns = ns.path(path.clone()),
         }
-        namespaces.push(
-            LinuxNamespaceBuilder::default()
-                .typ(typ)
-                .build()
-                .map_err(spec_error)?,
-        );
+        namespaces.push(ns.build().map_err(spec_error)?);
     }
     if let Some(netns) = &config.network_namespace {
         namespaces.push(
@@ -487,7 +492,10 @@ mod tests {
             resources: Resources::default(),
             security: Security::default(),
             stdin: false,
+            stdin_once: false,
             tty: false,
+            pid_namespace: NamespaceMode::Private,
+            ipc_namespace: NamespaceMode::Private,
             labels: BTreeMap::new(),
             log_path: PathBuf::from("/tmp/c1.log"),
             cgroup_parent: None,

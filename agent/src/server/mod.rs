@@ -4,12 +4,14 @@
 //! certificate from the cluster CA in group `system:masters` (the controller) are served.
 //! The pod worker supplies where logs are and how to exec, through [`Backend`].
 
+mod attach;
 mod cri_log;
 mod exec;
 mod log_follow;
 mod logs;
 mod metrics;
 
+pub use attach::AttachRequest;
 pub use cri_log::format as format_log_line;
 
 use axum::Router;
@@ -81,6 +83,9 @@ pub trait Backend: Send + Sync + 'static {
     fn metrics(&self) -> BoxFuture<'static, Result<String, String>>;
     /// The node's, pods' and containers' resource usage, in the Prometheus text format.
     fn resource_metrics(&self) -> BoxFuture<'static, Result<String, String>>;
+    /// Attaches to a running container; the streams' `exit` resolves (with 0) when the
+    /// container's output ended.
+    fn attach(&self, req: AttachRequest) -> BoxFuture<'static, Result<ExecStreams, String>>;
 }
 
 pub type SharedBackend = Arc<dyn Backend>;
@@ -135,7 +140,7 @@ pub fn router(backend: SharedBackend) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/containerLogs/{ns}/{pod}/{container}", get(logs::serve))
         .route("/exec/{ns}/{pod}/{container}", get(exec::serve))
-        .route("/attach/{ns}/{pod}/{container}", get(exec::serve))
+        .route("/attach/{ns}/{pod}/{container}", get(attach::serve))
         .route("/metrics", get(metrics::own))
         .route("/metrics/resource", get(metrics::resource))
         .with_state(backend)

@@ -250,3 +250,60 @@ fn exec_with_a_terminal_keeps_the_exit_code_every_time() {
         }
     }
 }
+
+#[test]
+fn debug_copy_to_and_node_debugging_attach_to_their_new_pods() {
+    let c = Cluster::start(1);
+    let node = c.node_name(0).to_string();
+    c.apply(&sh_pod("original", &node, SLEEP_FOREVER));
+    c.wait_for_pod_ready("default", "original", START);
+    let kubeconfig = c.controller().kubeconfig();
+    let host_init = std::fs::read_to_string("/proc/1/comm").unwrap_or_default();
+    for bin in KUBECTLS {
+        let v = version(bin);
+        // A copy of the pod with a debugging container, attached through a terminal.
+        let copy = format!("copy-{v}");
+        let line = format!(
+            "{bin} --kubeconfig {} debug original -it --copy-to={copy} --image=busybox:1.28 \
+             --container=dbg -- sh -c 'read x; echo copy-$x'",
+            kubeconfig.display()
+        );
+        let mut cmd = Command::new("script");
+        cmd.args(["-qec", &line, "/dev/null"]);
+        let r = run(cmd, Some(b"typed\n"), START);
+        assert!(r.success(), "{}\n{}", r.describe(), c.logs().render());
+        assert!(r.stdout.contains("copy-typed"), "{}", r.describe());
+        let pod = c.pod("default", &copy).unwrap_or_default();
+        let names: Vec<&str> = pod["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        assert_eq!(names, vec!["main", "dbg"], "{pod:#}");
+
+        // A pod in the host's namespaces with the host's root at /host.
+        let k = c.kubectl().with_binary(Path::new(bin)).with_deadline(START);
+        let r = k.run_stdin(
+            &[
+                "debug",
+                &format!("node/{node}"),
+                "-i",
+                "--image=busybox:1.28",
+                "--",
+                "sh",
+                "-c",
+                "read x; echo pid1=$(cat /proc/1/comm); echo host=$(cat /host/proc/1/comm)",
+            ],
+            "go\n",
+        );
+        assert!(r.success(), "{}\n{}", r.describe(), c.logs().render());
+        let want = host_init.trim();
+        assert!(
+            r.stdout.contains(&format!("pid1={want}"))
+                && r.stdout.contains(&format!("host={want}")),
+            "kubectl {v}: the node debugger does not see the host's PID 1 ({want})\n{}",
+            r.describe()
+        );
+    }
+}

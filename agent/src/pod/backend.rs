@@ -186,6 +186,12 @@ impl Backend for ManagerBackend {
         let m = self.manager.get().cloned();
         Box::pin(async move {
             let m = m.ok_or("the agent is starting")?;
+            if req.stdin && !has_stdin(m.pods().find(&req.namespace, &req.pod), &req.container) {
+                return Err(format!(
+                    "cannot attach stdin: container {} of pod {} was not created with stdin: true",
+                    req.container, req.pod
+                ));
+            }
             let list = m.runtime().list().await.map_err(|e| e.to_string())?;
             let id = running_container(&list, &req.namespace, &req.pod, &req.container)?;
             let io = AttachIo {
@@ -246,3 +252,20 @@ fn running_container(
 
 type Reader = std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>;
 type Writer = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
+
+/// Whether the pod's container (init, app or ephemeral) was created with `stdin: true`. The
+/// kubelet and containerd's CRI silently drop input for one without; refusing it says why
+/// nothing reaches the process.
+fn has_stdin(pod: Option<berth_shared::k8s_openapi::api::core::v1::Pod>, container: &str) -> bool {
+    let Some(spec) = pod.and_then(|p| p.spec) else {
+        return false;
+    };
+    let init = spec.init_containers.iter().flatten();
+    let regular = init
+        .chain(spec.containers.iter())
+        .map(|c| (&c.name, c.stdin));
+    let ephemeral = spec.ephemeral_containers.iter().flatten();
+    regular
+        .chain(ephemeral.map(|c| (&c.name, c.stdin)))
+        .any(|(name, stdin)| name == container && stdin == Some(true))
+}

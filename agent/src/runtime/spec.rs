@@ -699,6 +699,53 @@ mod tests {
     }
 
     #[test]
+    fn pid_and_ipc_namespaces_are_private_the_hosts_or_joined() {
+        let namespaces = |pid: NamespaceMode, ipc: NamespaceMode| {
+            let mut c = config();
+            c.pid_namespace = pid;
+            c.ipc_namespace = ipc;
+            let spec = json(&build(&c, "/ns/c1", &[]).unwrap());
+            spec["linux"]["namespaces"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| {
+                    let path = n["path"].as_str().map(String::from);
+                    (n["type"].as_str().unwrap().to_string(), path)
+                })
+                .filter(|(t, _)| t == "pid" || t == "ipc")
+                .collect::<Vec<_>>()
+        };
+        let private = |t: &str| (t.to_string(), None);
+        let table = [
+            (
+                "a pod's own container",
+                NamespaceMode::Private,
+                NamespaceMode::Private,
+                vec![private("pid"), private("ipc")],
+            ),
+            (
+                "hostPID and hostIPC: no entries, the host's namespaces",
+                NamespaceMode::Host,
+                NamespaceMode::Host,
+                vec![],
+            ),
+            (
+                "an ephemeral container joins its target's PID namespace",
+                NamespaceMode::Join(PathBuf::from("/proc/42/ns/pid")),
+                NamespaceMode::Private,
+                vec![
+                    ("pid".to_string(), Some("/proc/42/ns/pid".to_string())),
+                    private("ipc"),
+                ],
+            ),
+        ];
+        for (what, pid, ipc, want) in table {
+            assert_eq!(namespaces(pid, ipc), want, "{what}");
+        }
+    }
+
+    #[test]
     fn privileged_gets_all_caps_devices_and_no_masks() {
         let mut c = config();
         c.security.privileged = true;

@@ -211,7 +211,40 @@ fn debug_with_a_target_sees_its_processes_and_reports_the_ephemeral_status() {
             .and_then(|l| l.iter().find(|c| c["type"] == "Ready"))
             .map(|c| c["status"].clone());
         assert_eq!(ready, Some(json!("True")), "{pod:#}");
+        // Its log, as for any container.
+        let logs = k.ok(&["logs", "target", "-c", &debugger]);
+        assert!(logs.contains("while true"), "kubectl {v}: {logs}");
     }
+    // A debugger left running is reachable by exec like any container.
+    let k = c.kubectl().with_binary(Path::new(KUBECTLS[0]));
+    k.ok(&[
+        "debug",
+        "target",
+        "--image=busybox:1.28",
+        "--target=app",
+        "--container=live",
+        "--",
+        "sleep",
+        "3600",
+    ]);
+    c.wait_pod(
+        "default",
+        "target",
+        secs(30),
+        "debugger live running",
+        |p| {
+            let state = state_of(&p["status"]["ephemeralContainerStatuses"], "live");
+            match state.map(|s| &s["running"]) {
+                Some(r) if r.is_object() => Ok(()),
+                _ => Err("live not running yet".to_string()),
+            }
+        },
+    );
+    let ps = k.ok(&["exec", "target", "-c", "live", "--", "ps"]);
+    assert!(
+        ps.contains("while true") && ps.contains("sleep 3600"),
+        "{ps}"
+    );
     // Never restarted: both debuggers stay terminated with one attempt each.
     let pod = c.pod("default", "target").unwrap_or_default();
     for s in pod["status"]["ephemeralContainerStatuses"]

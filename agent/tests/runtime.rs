@@ -1,5 +1,5 @@
-//! The runtime against a real containerd 1.6 + runc: exit codes and CRI logs, exec, signals,
-//! cleanup, the memory limit (OOM kill), and adoption by a fresh Runtime.
+//! The runtime against a real containerd 1.6 + runc: exit codes and CRI logs, exec, attach,
+//! signals, cleanup, the memory limit (OOM kill), and adoption by a fresh Runtime.
 //! Needs root, containerd, runc and busybox-static; each test runs its own containerd.
 
 mod runtime_support;
@@ -9,7 +9,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use berth_agent::image::PulledImage;
-use berth_agent::runtime::{ContainerId, ExecIo, Runtime, RuntimeError, RuntimeEvent, TaskState};
+use berth_agent::runtime::{
+    AttachIo, ContainerId, ExecIo, Runtime, RuntimeError, RuntimeEvent, TaskState,
+};
 use futures::StreamExt;
 use runtime_support::{
     Containerd, Layout, build_layout, busybox_entries, container, cri_lines, images,
@@ -280,6 +282,121 @@ async fn exec_signals_and_remove_clean_everything() {
     for cfg in [&graceful, &stubborn] {
         rt.remove(&cfg.id).await.expect("remove");
     }
+    assert_clean(&rt, &ctd, &image).await;
+}
+
+/// Reads `stream` until `want` appeared; panics with what it read after 20 s.
+async fn read_until(stream: &mut (impl tokio::io::AsyncRead + Unpin), want: &str) -> String {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    let read = async {
+        while !String::from_utf8_lossy(&seen).contains(want) {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(20), read).await;
+    let text = String::from_utf8_lossy(&seen).into_owned();
+    assert!(text.contains(want), "waiting for {want:?}, read {text:?}");
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attach_sees_output_feeds_stdin_and_stdin_once_closes_it_at_the_first_end() {
+    let (ctd, rt, image) = setup().await;
+    let log = ctd.dir.path().join("echo.log");
+    let mut cfg = container(
+        "echo",
+        image.container_image(),
+        &[
+            "sh",
+            "-c",
+            "echo ready >&2; while read l; do echo got-$l; done; echo closed; exit 4",
+        ],
+        log.clone(),
+    );
+    cfg.stdin = true;
+    cfg.stdin_once = true;
+    rt.create(&cfg).await.expect("create");
+    // Only a running container can be attached to.
+    let io = AttachIo {
+        stdin: false,
+        stdout: true,
+        stderr: true,
+    };
+    let refused = rt.attach(&cfg.id, io).await;
+    assert!(refused.is_err(), "not running yet: {refused:?}");
+    rt.start(&cfg.id).await.expect("start");
+    // A watcher (output only) and a writer (stdin only) attach side by side.
+    let mut watcher = rt.attach(&cfg.id, io).await.expect("attach");
+    let mut writer = rt
+        .attach(
+            &cfg.id,
+            AttachIo {
+                stdin: true,
+                ..AttachIo::default()
+            },
+        )
+        .await
+        .expect("attach with stdin");
+    let mut stdin = writer.stdin.take().expect("stdin");
+    stdin.write_all(b"one\ntwo\n").await.expect("write");
+    let mut out = watcher.stdout.take().expect("stdout");
+    read_until(&mut out, "got-two").await;
+    // The writer's input ends: with stdinOnce the container's stdin closes.
+    stdin.shutdown().await.expect("shutdown");
+    drop(stdin);
+    let rest = read_until(&mut out, "closed").await;
+    assert!(!rest.contains("ready"), "stderr stays on stderr: {rest:?}");
+    let exit = rt.wait_exit(&cfg.id).await.expect("wait");
+    assert_eq!(exit.code, 4);
+    // The attachment ends with the container's output.
+    tokio::time::timeout(Duration::from_secs(10), watcher.control.ended())
+        .await
+        .expect("the attachment ends");
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(
+        text.contains("got-one") && text.contains("closed"),
+        "{text}"
+    );
+    rt.remove(&cfg.id).await.expect("remove");
+    assert_clean(&rt, &ctd, &image).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attach_to_a_terminal_resizes_it() {
+    let (ctd, rt, image) = setup().await;
+    let mut cfg = container(
+        "tty",
+        image.container_image(),
+        &["sh", "-c", "while read l; do stty size; done"],
+        ctd.dir.path().join("tty.log"),
+    );
+    cfg.stdin = true;
+    cfg.tty = true;
+    rt.create(&cfg).await.expect("create");
+    rt.start(&cfg.id).await.expect("start");
+    let mut a = rt
+        .attach(
+            &cfg.id,
+            AttachIo {
+                stdin: true,
+                stdout: true,
+                stderr: true,
+            },
+        )
+        .await
+        .expect("attach");
+    assert!(a.tty);
+    assert!(a.stderr.is_none(), "a terminal has one output stream");
+    a.control.resize(91, 17).await.expect("resize");
+    let mut stdin = a.stdin.take().expect("stdin");
+    stdin.write_all(b"\n").await.expect("write");
+    let mut out = a.stdout.take().expect("stdout");
+    read_until(&mut out, "17 91").await;
+    rt.remove(&cfg.id).await.expect("remove");
     assert_clean(&rt, &ctd, &image).await;
 }
 

@@ -1,5 +1,6 @@
 //! The agent server's backend for this node's pods: which log file `kubectl logs` reads (and
-//! whether to keep following it), exec into a running container, and the metrics of the agent
+//! whether to keep following it), exec into and attach to a running container (init, app or
+//! ephemeral: they share one namespace of names), and the metrics of the agent
 //! and of the running containers. Containers are found by
 //! their labels ([`labels`]), pods in the manager's cache.
 
@@ -10,6 +11,9 @@ use crate::runtime::{ContainerId, ExecIo, TaskState};
 use crate::server::{Backend, ExecRequest, ExecStreams, LogTarget, PodNetwork};
 use futures::future::BoxFuture;
 use std::sync::{Arc, OnceLock};
+
+use crate::runtime::{AttachIo, ContainerInfo};
+use crate::server::AttachRequest;
 
 /// The server's view of the pod manager, attached once the manager exists.
 #[derive(Default)]
@@ -162,15 +166,7 @@ impl Backend for ManagerBackend {
         Box::pin(async move {
             let m = m.ok_or("the agent is starting")?;
             let list = m.runtime().list().await.map_err(|e| e.to_string())?;
-            let target = list
-                .iter()
-                .filter(|c| {
-                    labels::is_container_of(&c.labels, &req.namespace, &req.pod, &req.container)
-                        && matches!(c.state, TaskState::Running { .. })
-                })
-                .max_by_key(|c| labels::restart_index(&c.labels))
-                .ok_or_else(|| format!("container {} is not running", req.container))?;
-            let id: ContainerId = target.id.clone();
+            let id = running_container(&list, &req.namespace, &req.pod, &req.container)?;
             let handle = m
                 .runtime()
                 .exec(
@@ -214,4 +210,91 @@ impl Backend for ManagerBackend {
             })
         })
     }
+
+    fn attach(&self, req: AttachRequest) -> BoxFuture<'static, Result<ExecStreams, String>> {
+        let m = self.manager.get().cloned();
+        Box::pin(async move {
+            let m = m.ok_or("the agent is starting")?;
+            if req.stdin && !has_stdin(m.pods().find(&req.namespace, &req.pod), &req.container) {
+                return Err(format!(
+                    "cannot attach stdin: container {} of pod {} was not created with stdin: true",
+                    req.container, req.pod
+                ));
+            }
+            let list = m.runtime().list().await.map_err(|e| e.to_string())?;
+            let id = running_container(&list, &req.namespace, &req.pod, &req.container)?;
+            let io = AttachIo {
+                stdin: req.stdin,
+                stdout: req.stdout,
+                stderr: req.stderr,
+            };
+            let handle = m
+                .runtime()
+                .attach(&id, io)
+                .await
+                .map_err(|e| e.to_string())?;
+            let resize_control = handle.control.clone();
+            let control = handle.control.clone();
+            let stdout: Reader = match handle.stdout {
+                Some(s) => Box::pin(s),
+                None => Box::pin(tokio::io::empty()),
+            };
+            Ok(ExecStreams {
+                stdout,
+                stderr: handle.stderr.map(|s| Box::pin(s) as Reader),
+                // Shutting it down ends this client's input (and with stdinOnce, the stdin).
+                stdin: handle.stdin.map(|s| Box::pin(s) as Writer),
+                resize: handle.tty.then(|| {
+                    Box::new(move |w, h| {
+                        let c = resize_control.clone();
+                        tokio::spawn(async move {
+                            let _ = c.resize(w, h).await;
+                        });
+                    }) as Box<dyn Fn(u16, u16) + Send + Sync>
+                }),
+                close_stdin: None,
+                exit: Box::pin(async move {
+                    control.ended().await;
+                    Ok(0)
+                }),
+            })
+        })
+    }
+}
+
+/// The latest running attempt of a pod's container, or the error kubectl shows.
+fn running_container(
+    list: &[ContainerInfo],
+    namespace: &str,
+    pod: &str,
+    container: &str,
+) -> Result<ContainerId, String> {
+    list.iter()
+        .filter(|c| {
+            labels::is_container_of(&c.labels, namespace, pod, container)
+                && matches!(c.state, TaskState::Running { .. })
+        })
+        .max_by_key(|c| labels::restart_index(&c.labels))
+        .map(|c| c.id.clone())
+        .ok_or_else(|| format!("container {container} is not running"))
+}
+
+type Reader = std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>;
+type Writer = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
+
+/// Whether the pod's container (init, app or ephemeral) was created with `stdin: true`. The
+/// kubelet and containerd's CRI silently drop input for one without; refusing it says why
+/// nothing reaches the process.
+fn has_stdin(pod: Option<berth_shared::k8s_openapi::api::core::v1::Pod>, container: &str) -> bool {
+    let Some(spec) = pod.and_then(|p| p.spec) else {
+        return false;
+    };
+    let init = spec.init_containers.iter().flatten();
+    let regular = init
+        .chain(spec.containers.iter())
+        .map(|c| (&c.name, c.stdin));
+    let ephemeral = spec.ephemeral_containers.iter().flatten();
+    regular
+        .chain(ephemeral.map(|c| (&c.name, c.stdin)))
+        .any(|(name, stdin)| name == container && stdin == Some(true))
 }

@@ -7,7 +7,8 @@
 //! Planner: pure, no I/O.
 
 use crate::runtime::{
-    ContainerConfig, ContainerId, ContainerImage, Mount, MountKind, Resources, Security,
+    ContainerConfig, ContainerId, ContainerImage, Mount, MountKind, NamespaceMode, Resources,
+    Security,
 };
 use berth_shared::k8s_openapi::api::core::v1::{Container, Pod};
 use berth_shared::quantity::Quantity;
@@ -40,6 +41,8 @@ pub struct HostSide {
     /// The file bind-mounted at the container's terminationMessagePath.
     pub termination_log: Option<PathBuf>,
     pub network_namespace: Option<PathBuf>,
+    /// An ephemeral container's target's PID namespace (`/proc/<pid>/ns/pid`), to join.
+    pub target_pid_namespace: Option<PathBuf>,
     pub log_path: PathBuf,
     pub pod_ip: String,
     pub host_ip: String,
@@ -489,7 +492,18 @@ pub fn container_config(
         resources,
         security: security(pod, c),
         stdin: c.stdin.unwrap_or(false),
+        stdin_once: c.stdin_once.unwrap_or(false),
         tty: c.tty.unwrap_or(false),
+        pid_namespace: match &host.target_pid_namespace {
+            Some(path) => NamespaceMode::Join(path.clone()),
+            None if spec.and_then(|s| s.host_pid) == Some(true) => NamespaceMode::Host,
+            None => NamespaceMode::Private,
+        },
+        ipc_namespace: if spec.and_then(|s| s.host_ipc) == Some(true) {
+            NamespaceMode::Host
+        } else {
+            NamespaceMode::Private
+        },
         labels,
         log_path: host.log_path.clone(),
         cgroup_parent: pod.metadata.uid.as_ref().map(|u| format!("pod{u}")),

@@ -54,6 +54,8 @@ pub struct FakeRuntime {
     log: Log,
     clock: Clock,
     containers: Mutex<BTreeMap<String, ContainerInfo>>,
+    /// The configuration each container was created with.
+    configs: Mutex<BTreeMap<String, ContainerConfig>>,
     ignored_signals: Mutex<BTreeSet<i32>>,
     changed: tokio::sync::Notify,
 }
@@ -75,6 +77,15 @@ impl FakeRuntime {
     /// The container's main process exits with `code` now.
     pub fn exit(&self, id: &str, code: i32) {
         self.end(id, code);
+    }
+
+    /// The configuration the container was created with.
+    pub fn config(&self, id: &str) -> Option<ContainerConfig> {
+        self.configs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()
     }
 
     /// The labels the container was created with.
@@ -146,6 +157,10 @@ impl ContainerRuntime for FakeRuntime {
             log_path: Some(config.log_path.clone()),
         };
         self.containers().insert(config.id.to_string(), info);
+        self.configs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(config.id.to_string(), config.clone());
         Box::pin(async move { Ok(config.id.clone()) })
     }
 
@@ -507,6 +522,7 @@ impl Fakes {
                 log: log.clone(),
                 clock: clock.clone(),
                 containers: Mutex::default(),
+                configs: Mutex::default(),
                 ignored_signals: Mutex::default(),
                 changed: tokio::sync::Notify::new(),
             }),

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use berth_shared::k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use berth_shared::k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod, PodSpec};
 use jiff::Timestamp;
 
 use super::restart::Backoff;
@@ -48,6 +48,9 @@ pub enum ContainerKind {
     Sidecar,
     /// `containers[]`.
     App,
+    /// `ephemeralContainers[]`: started once, never restarted, no probes, not part of the
+    /// pod's readiness or phase.
+    Ephemeral,
 }
 
 /// The state of one container attempt as the runtime reports it.
@@ -344,6 +347,40 @@ impl RestartPolicy {
             _ => Self::Always,
         }
     }
+}
+
+/// An ephemeral container as the container it runs as. What ephemeral containers may not have
+/// (ports, probes, lifecycle hooks, resources; validation refuses them) is left out, so it can
+/// never reach the runtime or a prober.
+pub fn ephemeral_as_container(e: &EphemeralContainer) -> Container {
+    Container {
+        name: e.name.clone(),
+        image: e.image.clone(),
+        image_pull_policy: e.image_pull_policy.clone(),
+        command: e.command.clone(),
+        args: e.args.clone(),
+        working_dir: e.working_dir.clone(),
+        env: e.env.clone(),
+        env_from: e.env_from.clone(),
+        volume_mounts: e.volume_mounts.clone(),
+        volume_devices: e.volume_devices.clone(),
+        security_context: e.security_context.clone(),
+        stdin: e.stdin,
+        stdin_once: e.stdin_once,
+        tty: e.tty,
+        termination_message_path: e.termination_message_path.clone(),
+        termination_message_policy: e.termination_message_policy.clone(),
+        ..Container::default()
+    }
+}
+
+/// The pod's ephemeral containers, as containers, in spec order.
+pub fn ephemeral_containers(spec: &PodSpec) -> Vec<Container> {
+    spec.ephemeral_containers
+        .iter()
+        .flatten()
+        .map(ephemeral_as_container)
+        .collect()
 }
 
 /// An init container with `restartPolicy: Always` is a sidecar.

@@ -17,7 +17,8 @@
 //! 2. init containers one at a time in spec order, each to success before the next; sidecars
 //!    (init containers with `restartPolicy: Always`) started in order, the next init container
 //!    starting once the sidecar has started (its startup probe, if any, succeeded);
-//! 3. app containers, all at once, after initialization;
+//! 3. app containers, all at once, after initialization; ephemeral containers once each,
+//!    whenever they are added (see [`ephemeral`]);
 //! 4. restarts per the rules in [`restart`](super::restart), probe-failure kills;
 //! 5. completion: when no app container runs or will run again, the sidecars are stopped
 //!    (`KillPod`), the phase becomes terminal and the sandbox is torn down;
@@ -39,6 +40,7 @@ use super::restart::{
 use super::status::{active_deadline, is_terminal, pod_status};
 use crate::probe::policy::ProbeResult;
 
+mod ephemeral;
 mod init;
 mod stop;
 
@@ -235,6 +237,7 @@ impl<'a> Planner<'a> {
         }
         let mut starts: Vec<(&Container, ContainerKind)> =
             init.starts.iter().map(|c| (*c, kind_of_init(c))).collect();
+        let ephemeral = self.plan_ephemeral();
         if init.initialized {
             let (kills, app_starts, keep) = self.plan_apps();
             if !kills.is_empty() {
@@ -252,6 +255,9 @@ impl<'a> Planner<'a> {
         }
         for (c, kind) in starts {
             self.start(c, kind);
+        }
+        for c in &ephemeral {
+            self.start(c, ContainerKind::Ephemeral);
         }
     }
 

@@ -170,11 +170,12 @@ pub fn image_pull_failed(previous: Option<Backoff>, now: Timestamp) -> Backoff {
 }
 
 /// Whether a container that has run will run again (kubelet's `ShouldContainerBeRestarted`
-/// for a dead container): sidecars always; init containers until they succeed (unless
+/// for a dead container): ephemeral containers never; sidecars always; init containers until they succeed (unless
 /// `Never`); app containers per `restartPolicy` — `Always` on any exit, `OnFailure` on a failure,
 /// `Never` not at all.
 pub fn should_restart(kind: ContainerKind, policy: RestartPolicy, exit: &Termination) -> bool {
     match kind {
+        ContainerKind::Ephemeral => false,
         ContainerKind::Sidecar => true,
         ContainerKind::Init => !exit.succeeded() && policy != RestartPolicy::Never,
         ContainerKind::App => match policy {

@@ -21,7 +21,7 @@ use jiff::Timestamp;
 
 use super::model::{
     Attempt, ContainerKind, ImagePull, Observed, ObservedContainer, RestartPolicy, Sandbox, State,
-    after, kind_of_init, seconds, whole_seconds,
+    after, ephemeral_containers, kind_of_init, seconds, whole_seconds,
 };
 use super::restart::{CrashLoop, crash_loop, go_duration, should_restart};
 
@@ -72,6 +72,16 @@ pub fn pod_status(pod: &Pod, observed: &Observed, now: Timestamp) -> PodStatus {
         .collect();
     // Upstream sorts app container statuses by name; init statuses keep spec order.
     app.sort_by(|a, b| a.name.cmp(&b.name));
+    // Ephemeral containers are reported beside the others but count for neither the phase
+    // nor the conditions.
+    let old_ephemeral = by_name(old.ephemeral_container_statuses.as_deref());
+    let ephemeral: Vec<_> = ephemeral_containers(spec)
+        .iter()
+        .map(|c| {
+            let old = old_ephemeral.get(c.name.as_str()).copied();
+            ctx.container_status(c, ContainerKind::Ephemeral, old)
+        })
+        .collect();
 
     let start_time = old.start_time.clone().unwrap_or(Time(whole_seconds(now)));
     // All containers stopped after a deletion: the pod is done, whatever the policy says.
@@ -121,6 +131,7 @@ pub fn pod_status(pod: &Pod, observed: &Observed, now: Timestamp) -> PodStatus {
         conditions: Some(conditions),
         init_container_statuses: (!init.is_empty()).then_some(init),
         container_statuses: Some(app),
+        ephemeral_container_statuses: (!ephemeral.is_empty()).then_some(ephemeral),
         start_time: Some(start_time),
         pod_ip: pod_ips
             .as_ref()
@@ -298,6 +309,7 @@ impl Ctx<'_> {
         let started = running && (c.startup_probe.is_none() || probes.startup.is_success());
         status.started = Some(started);
         status.ready = match kind {
+            ContainerKind::Ephemeral => false,
             ContainerKind::Init => status
                 .state
                 .as_ref()

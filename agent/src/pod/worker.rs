@@ -394,6 +394,7 @@ impl Drop for PodWorker {
     }
 }
 
+/// Init, app and ephemeral containers (as containers): they share one namespace of names.
 fn all_containers(pod: &Pod) -> Vec<Container> {
     pod.spec
         .as_ref()
@@ -403,9 +404,25 @@ fn all_containers(pod: &Pod) -> Vec<Container> {
                 .flatten()
                 .chain(s.containers.iter())
                 .cloned()
+                .chain(super::model::ephemeral_containers(s))
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The `fieldPath` of events about a container name: `spec.ephemeralContainers{debugger}`
+/// for an ephemeral container, `spec.containers{web}` otherwise.
+fn field_path(pod: &Pod, name: &str) -> String {
+    let ephemeral = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.ephemeral_containers.as_ref())
+        .is_some_and(|l| l.iter().any(|c| c.name == name));
+    if ephemeral {
+        format!("spec.ephemeralContainers{{{name}}}")
+    } else {
+        format!("spec.containers{{{name}}}")
+    }
 }
 
 fn host_network(pod: &Pod) -> bool {

@@ -17,6 +17,7 @@ use containerd_client::tonic::transport::Channel;
 use containerd_client::tonic::{Code, Request, Status};
 use jiff::Timestamp;
 
+use super::attach::AttachPoint;
 use super::logs::Copier;
 use super::{RuntimeError, RuntimeOptions};
 
@@ -29,6 +30,8 @@ pub(crate) struct Connection {
     pub(crate) copiers: Mutex<HashMap<String, Copier>>,
     /// The OCI `process` object of each container's spec, the base of its execs.
     pub(crate) exec_bases: Mutex<HashMap<String, serde_json::Value>>,
+    /// Where clients attach to each container whose output this process copies.
+    pub(crate) attach_points: Mutex<HashMap<String, std::sync::Arc<AttachPoint>>>,
 }
 
 impl Drop for Connection {
@@ -119,6 +122,7 @@ impl Connection {
             ns,
             opts,
             copiers: Mutex::new(HashMap::new()),
+            attach_points: Mutex::new(HashMap::new()),
             exec_bases: Mutex::new(HashMap::new()),
         };
         let version = conn.version().await?;

@@ -40,6 +40,12 @@ type ExitSlot = Option<Result<i32, String>>;
 #[derive(Debug)]
 pub struct ExecStream(DuplexStream);
 
+impl ExecStream {
+    pub(crate) fn from_duplex(stream: DuplexStream) -> Self {
+        ExecStream(stream)
+    }
+}
+
 impl AsyncRead for ExecStream {
     fn poll_read(
         mut self: Pin<&mut Self>,

@@ -22,6 +22,7 @@ use containerd_client::types::v1::Status as ProcessStatus;
 use jiff::Timestamp;
 use prost_types::{Any, FieldMask};
 
+use super::attach::AttachPoint;
 use super::containerd::{Connection, grpc_error, label_bool};
 use super::fifo::{self, FifoSource};
 use super::logs::{self, LogFile};
@@ -57,6 +58,10 @@ impl Connection {
         );
         container_labels.insert(labels::STDIN.to_string(), config.stdin.to_string());
         container_labels.insert(labels::TTY.to_string(), config.tty.to_string());
+        container_labels.insert(
+            labels::STDIN_ONCE.to_string(),
+            config.stdin_once.to_string(),
+        );
         container_labels.insert(labels::CGROUP.to_string(), cgroups);
 
         let lease = self.lease_create(Duration::from_secs(3600)).await?;
@@ -260,12 +265,18 @@ impl Connection {
         stderr: Option<FifoSource>,
         stdin_keeper: Option<tokio::net::unix::pipe::Sender>,
     ) {
+        let (point, tee) = AttachPoint::new(stdin_keeper);
+        let stdin = point.stdin.clone();
         let exited = self.exit_future(id);
         let exited = async move {
             exited.await;
-            drop(stdin_keeper);
+            // The agent's writer kept the container's stdin open; the process is gone.
+            stdin.lock().await.take();
         };
-        let copier = logs::spawn_copier(log, stdout, stderr, exited);
+        let copier = logs::spawn_copier(log, stdout, stderr, tee, exited);
+        if let Ok(mut points) = self.attach_points.lock() {
+            points.insert(id.to_string(), point);
+        }
         if let Ok(mut copiers) = self.copiers.lock()
             && let Some(old) = copiers.insert(id.to_string(), copier)
         {
@@ -419,6 +430,9 @@ impl Connection {
         }
         if let Ok(mut bases) = self.exec_bases.lock() {
             bases.remove(name);
+        }
+        if let Ok(mut points) = self.attach_points.lock() {
+            points.remove(name);
         }
         let dir = self.stdio_dir(name);
         if let Err(e) = std::fs::remove_dir_all(&dir)

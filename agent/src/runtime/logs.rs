@@ -8,7 +8,8 @@
 //!
 //! One copier task runs per started container. It stops after the container exited and the
 //! FIFOs are drained, and reports that through a watch channel so `wait_exit` can return only
-//! once the output is on disk.
+//! once the output is on disk. It also tees each chunk it reads to the clients attached to the
+//! container (see [`attach`](super::attach)).
 
 use std::fs::{File, OpenOptions};
 use std::future::Future;
@@ -20,6 +21,7 @@ use jiff::Timestamp;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
+use super::attach::{self, Tee};
 use super::fifo::FifoSource;
 
 /// Lines longer than this are split into `P` pieces (the kubelet's 16 KiB).
@@ -221,11 +223,14 @@ pub(crate) fn spawn_copier(
     log: LogFile,
     stdout: FifoSource,
     stderr: Option<FifoSource>,
+    tee: Tee,
     exited: impl Future<Output = ()> + Send + 'static,
 ) -> Copier {
     let (done_tx, done_rx) = watch::channel(false);
     let task = tokio::spawn(async move {
-        copy(log, stdout, stderr, exited).await;
+        copy(log, stdout, stderr, &tee, exited).await;
+        // The tee goes before `done`: attached clients have seen the end when a waiter wakes.
+        drop(tee);
         let _ = done_tx.send(true);
     });
     Copier {
@@ -239,6 +244,7 @@ async fn copy(
     mut log: LogFile,
     mut stdout: FifoSource,
     mut stderr: Option<FifoSource>,
+    tee: &Tee,
     exited: impl Future<Output = ()>,
 ) {
     let mut out_lines = LineSplitter::new(StreamKind::Stdout);
@@ -256,12 +262,14 @@ async fn copy(
         tokio::select! {
             r = stdout.read(&mut out_buf), if !out_done => match r {
                 Ok(n) if n > 0 => {
+                    attach::tee(tee, StreamKind::Stdout, &out_buf[..n]);
                     out_lines.push(&cri_timestamp(Timestamp::now()), &out_buf[..n], &mut lines);
                 }
                 _ => out_done = true,
             },
             r = read_opt(&mut stderr, &mut err_buf), if !err_done => match r {
                 Ok(n) if n > 0 => {
+                    attach::tee(tee, StreamKind::Stderr, &err_buf[..n]);
                     err_lines.push(&cri_timestamp(Timestamp::now()), &err_buf[..n], &mut lines);
                 }
                 _ => err_done = true,

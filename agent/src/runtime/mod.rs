@@ -10,9 +10,11 @@
 //! (`io.berth.runtime.*`: log path, stdio flags, cgroup path, start time). [`Runtime::list`]
 //! returns them and reattaches the log copiers of containers that are still running.
 
+mod attach;
 mod capabilities;
 pub(crate) mod cgroup;
 mod containerd;
+mod containerd_attach;
 mod containerd_content;
 mod containerd_events;
 mod containerd_exec;
@@ -34,6 +36,7 @@ use std::time::Duration;
 use futures::Stream;
 use jiff::Timestamp;
 
+pub use containerd_attach::{AttachControl, AttachHandle, AttachIo, AttachStdin};
 pub use containerd_content::{BlobDescriptor, BlobInfo, Lease};
 pub use containerd_exec::{ExecControl, ExecHandle, ExecStdin, ExecStream};
 pub use containerd_images::ImageRecord;
@@ -46,6 +49,8 @@ pub mod labels {
     pub const STDIN: &str = "io.berth.runtime.stdin";
     /// `true` when the container was created with a terminal.
     pub const TTY: &str = "io.berth.runtime.tty";
+    /// `true` when the first attached client's end of input closes the container's stdin.
+    pub const STDIN_ONCE: &str = "io.berth.runtime.stdin-once";
     /// The container's cgroup path (relative to each controller's mount point).
     pub const CGROUP: &str = "io.berth.runtime.cgroup";
     /// RFC 3339 time the task was started (set by [`super::Runtime::start`]).
@@ -179,13 +184,32 @@ pub struct ContainerConfig {
     pub resources: Resources,
     pub security: Security,
     pub stdin: bool,
+    /// With `stdin`: the first attached client's end of input closes it for good.
+    pub stdin_once: bool,
     pub tty: bool,
+    /// The PID namespace: a private one, the host's (`hostPID`), or another container's
+    /// (an ephemeral container's `targetContainerName`).
+    pub pid_namespace: NamespaceMode,
+    /// The IPC namespace: a private one or the host's (`hostIPC`).
+    pub ipc_namespace: NamespaceMode,
     pub labels: BTreeMap<String, String>,
     /// The file stdout/stderr are written to in CRI format.
     pub log_path: PathBuf,
     /// cgroup parent below the runtime's per-namespace cgroup, e.g. `pod<uid>`; the container's
     /// cgroup is `/<containerd namespace>[/<parent>]/<id>`.
     pub cgroup_parent: Option<String>,
+}
+
+/// Which namespace of one kind a container's processes live in.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum NamespaceMode {
+    /// A new one of its own.
+    #[default]
+    Private,
+    /// The host's (no namespace entry in the spec).
+    Host,
+    /// The one at this path, e.g. `/proc/<pid>/ns/pid` of another container's process.
+    Join(PathBuf),
 }
 
 /// How a container's main process ended.
@@ -443,6 +467,16 @@ impl Runtime {
         io: ExecIo,
     ) -> Result<ExecHandle, RuntimeError> {
         containerd_exec::exec(&self.conn, id, cmd, io).await
+    }
+
+    /// Attaches to the container's main process: its output from now on and, if asked and the
+    /// container has one, its stdin. Fails unless the container runs.
+    pub async fn attach(
+        &self,
+        id: &ContainerId,
+        io: AttachIo,
+    ) -> Result<AttachHandle, RuntimeError> {
+        containerd_attach::attach(&self.conn, id, io).await
     }
 
     /// Runs `cmd` and returns its exit code and combined stdout+stderr. On timeout the process

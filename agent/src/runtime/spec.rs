@@ -22,7 +22,7 @@ use oci_spec::runtime::{
 
 use super::capabilities::capabilities;
 use super::expand::expand_from;
-use super::{ContainerConfig, MountKind, RuntimeError};
+use super::{ContainerConfig, MountKind, NamespaceMode, RuntimeError};
 
 /// PATH when neither the image nor the container sets one (containerd's default).
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -356,16 +356,21 @@ pub fn build(
         LinuxNamespaceType::Uts,
         LinuxNamespaceType::Mount,
     ] {
-        if typ == LinuxNamespaceType::Uts && config.network_namespace.is_none() {
+        let mode = match typ {
+            LinuxNamespaceType::Pid => &config.pid_namespace,
+            LinuxNamespaceType::Ipc => &config.ipc_namespace,
             // Host network means the host's hostname too, as with hostNetwork pods.
-            continue;
+            LinuxNamespaceType::Uts if config.network_namespace.is_none() => &NamespaceMode::Host,
+            _ => &NamespaceMode::Private,
+        };
+        let mut ns = LinuxNamespaceBuilder::default();
+        ns = ns.typ(typ);
+        match mode {
+            NamespaceMode::Host => continue,
+            NamespaceMode::Private => {}
+            NamespaceMode::Join(path) => ns = ns.path(path.clone()),
         }
-        namespaces.push(
-            LinuxNamespaceBuilder::default()
-                .typ(typ)
-                .build()
-                .map_err(spec_error)?,
-        );
+        namespaces.push(ns.build().map_err(spec_error)?);
     }
     if let Some(netns) = &config.network_namespace {
         namespaces.push(
@@ -487,7 +492,10 @@ mod tests {
             resources: Resources::default(),
             security: Security::default(),
             stdin: false,
+            stdin_once: false,
             tty: false,
+            pid_namespace: NamespaceMode::Private,
+            ipc_namespace: NamespaceMode::Private,
             labels: BTreeMap::new(),
             log_path: PathBuf::from("/tmp/c1.log"),
             cgroup_parent: None,
@@ -688,6 +696,53 @@ mod tests {
             .unwrap();
         assert_eq!(sys["type"], "bind");
         assert!(!environment(&c).iter().any(|e| e.starts_with("HOSTNAME=")));
+    }
+
+    #[test]
+    fn pid_and_ipc_namespaces_are_private_the_hosts_or_joined() {
+        let namespaces = |pid: NamespaceMode, ipc: NamespaceMode| {
+            let mut c = config();
+            c.pid_namespace = pid;
+            c.ipc_namespace = ipc;
+            let spec = json(&build(&c, "/ns/c1", &[]).unwrap());
+            spec["linux"]["namespaces"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| {
+                    let path = n["path"].as_str().map(String::from);
+                    (n["type"].as_str().unwrap().to_string(), path)
+                })
+                .filter(|(t, _)| t == "pid" || t == "ipc")
+                .collect::<Vec<_>>()
+        };
+        let private = |t: &str| (t.to_string(), None);
+        let table = [
+            (
+                "a pod's own container",
+                NamespaceMode::Private,
+                NamespaceMode::Private,
+                vec![private("pid"), private("ipc")],
+            ),
+            (
+                "hostPID and hostIPC: no entries, the host's namespaces",
+                NamespaceMode::Host,
+                NamespaceMode::Host,
+                vec![],
+            ),
+            (
+                "an ephemeral container joins its target's PID namespace",
+                NamespaceMode::Join(PathBuf::from("/proc/42/ns/pid")),
+                NamespaceMode::Private,
+                vec![
+                    ("pid".to_string(), Some("/proc/42/ns/pid".to_string())),
+                    private("ipc"),
+                ],
+            ),
+        ];
+        for (what, pid, ipc, want) in table {
+            assert_eq!(namespaces(pid, ipc), want, "{what}");
+        }
     }
 
     #[test]

@@ -3,13 +3,14 @@
 //! 1 stdout, 2 stderr, 3 status (a `Status` JSON at exit, `NonZeroExitCode` carrying the exit
 //! code), 4 resize (`{"Width","Height"}`), and in v5 255 = close a channel (stdin EOF).
 
-use super::{ExecRequest, SharedBackend};
+use super::{ExecRequest, ExecStreams, SharedBackend};
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use futures::{SinkExt, StreamExt};
 use serde_json::json;
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const STDIN: u8 = 0;
@@ -33,6 +34,44 @@ pub(super) fn params(raw: &str) -> (Vec<String>, bool, bool) {
         }
     }
     (command, stdin, tty)
+}
+
+/// The channel protocols served, best first.
+pub(super) const PROTOCOLS: [&str; 2] = ["v5.channel.k8s.io", "v4.channel.k8s.io"];
+
+/// How long, after the status went out, the client has to answer the close handshake. Until
+/// then its input is read (and dropped): a socket closed with unread input is reset, and the
+/// reset can overtake the status on its way through the controller's proxy — the lost exit
+/// code and `close 1006` kubectl reported.
+const CLOSE_HANDSHAKE: Duration = Duration::from_secs(5);
+
+/// The query parameters of an exec or attach request.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct StreamParams {
+    pub command: Vec<String>,
+    pub stdin: bool,
+    pub stdout: bool,
+    pub stderr: bool,
+    pub tty: bool,
+}
+
+/// Parses the query (`command` repeated, booleans as `true` or `1` as the API server sends
+/// them to the kubelet).
+pub(super) fn stream_params(raw: &str) -> StreamParams {
+    let (command, stdin, tty) = params(raw);
+    let flag = |names: [&str; 2]| {
+        raw.split('&').any(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            names.contains(&k) && (v == "true" || v == "1")
+        })
+    };
+    StreamParams {
+        command,
+        stdin,
+        stdout: flag(["stdout", "output"]),
+        stderr: flag(["stderr", "error"]),
+        tty,
+    }
 }
 
 fn percent_decode(s: &str) -> String {
@@ -99,20 +138,37 @@ pub async fn serve(
         stdin,
         tty,
     };
-    ws.protocols(["v5.channel.k8s.io", "v4.channel.k8s.io"])
-        .on_upgrade(move |socket| run(socket, backend, req))
+    ws.protocols(PROTOCOLS)
+        .on_upgrade(move |socket| async move {
+            let streams = backend.exec(req).await;
+            session(socket, streams).await;
+        })
 }
 
-async fn run(socket: WebSocket, backend: SharedBackend, req: ExecRequest) {
+/// Sends a `Status` on channel 3.
+async fn send_status<S>(sink: &mut S, status: &serde_json::Value)
+where
+    S: futures::Sink<Message> + Unpin,
+{
+    let mut msg = vec![STATUS];
+    msg.extend_from_slice(status.to_string().as_bytes());
+    let _ = sink.send(Message::Binary(msg.into())).await;
+}
+
+/// Runs one exec or attach session over the socket: output to the client, the client's stdin
+/// and resizes to the process, the status at the end, then the close handshake.
+pub(super) async fn session(socket: WebSocket, streams: Result<ExecStreams, String>) {
     let (mut sink, mut source) = socket.split();
-    let streams = match backend.exec(req).await {
+    let streams = match streams {
         Ok(s) => s,
         Err(e) => {
             let status = json!({"metadata": {}, "status": "Failure", "message": e, "reason": "InternalError"});
-            let mut msg = vec![STATUS];
-            msg.extend_from_slice(status.to_string().as_bytes());
-            let _ = sink.send(Message::Binary(msg.into())).await;
+            send_status(&mut sink, &status).await;
             let _ = sink.send(normal_close()).await;
+            let _ = tokio::time::timeout(CLOSE_HANDSHAKE, async {
+                while let Some(Ok(_)) = source.next().await {}
+            })
+            .await;
             return;
         }
     };
@@ -141,12 +197,18 @@ async fn run(socket: WebSocket, backend: SharedBackend, req: ExecRequest) {
     let err_task = streams.stderr.map(|e| pump(e, STDERR, out_tx.clone()));
     drop(out_tx);
 
-    // Client → process: stdin and resize.
+    // Client → process: stdin and resize, until the client closes the socket. Once the
+    // process is done (`done`), stdin is dropped: a write must never wait on a pipe nobody
+    // reads while the close handshake waits for this task.
+    let (done_tx, mut done_rx) = tokio::sync::watch::channel(false);
     let mut stdin = streams.stdin;
     let resize = streams.resize;
     let close_stdin = streams.close_stdin;
-    let input = tokio::spawn(async move {
+    let mut input = tokio::spawn(async move {
         while let Some(Ok(msg)) = source.next().await {
+            if *done_rx.borrow() {
+                stdin = None;
+            }
             let data = match msg {
                 Message::Binary(b) => b.to_vec(),
                 Message::Text(t) => t.as_bytes().to_vec(),
@@ -158,10 +220,14 @@ async fn run(socket: WebSocket, backend: SharedBackend, req: ExecRequest) {
             };
             match channel {
                 STDIN => {
-                    if let Some(w) = stdin.as_mut()
-                        && w.write_all(payload).await.is_err()
-                    {
-                        stdin = None;
+                    if let Some(w) = stdin.as_mut() {
+                        let written = tokio::select! {
+                            r = w.write_all(payload) => r.is_ok(),
+                            _ = done_rx.wait_for(|d| *d) => false,
+                        };
+                        if !written {
+                            stdin = None;
+                        }
                     }
                 }
                 RESIZE => {
@@ -195,21 +261,48 @@ async fn run(socket: WebSocket, backend: SharedBackend, req: ExecRequest) {
         }
     });
 
-    while let Some(msg) = out_rx.recv().await {
-        if sink.send(Message::Binary(msg.into())).await.is_err() {
-            break;
+    // Process → client, until the output ends or the client went away.
+    let mut client_gone = false;
+    loop {
+        tokio::select! {
+            msg = out_rx.recv() => match msg {
+                Some(msg) => {
+                    if sink.send(Message::Binary(msg.into())).await.is_err() {
+                        client_gone = true;
+                        break;
+                    }
+                }
+                None => break,
+            },
+            _ = &mut input => {
+                client_gone = true;
+                break;
+            }
         }
+    }
+    if client_gone {
+        // Detached (or a broken connection): nothing to report to; the process goes on.
+        out_task.abort();
+        if let Some(t) = err_task {
+            t.abort();
+        }
+        input.abort();
+        return;
     }
     let _ = out_task.await;
     if let Some(t) = err_task {
         let _ = t.await;
     }
     let code = streams.exit.await.unwrap_or(1);
-    let mut msg = vec![STATUS];
-    msg.extend_from_slice(exit_status(code).to_string().as_bytes());
-    let _ = sink.send(Message::Binary(msg.into())).await;
+    let _ = done_tx.send(true);
+    send_status(&mut sink, &exit_status(code)).await;
     let _ = sink.send(normal_close()).await;
-    input.abort();
+    if tokio::time::timeout(CLOSE_HANDSHAKE, &mut input)
+        .await
+        .is_err()
+    {
+        input.abort();
+    }
 }
 
 #[cfg(test)]
@@ -218,11 +311,17 @@ mod tests {
 
     #[test]
     fn repeated_command_parameters_form_the_argv() {
-        let (cmd, stdin, tty) =
-            params("command=sh&command=-c&command=exit%203&stdout=true&stdin=true");
-        assert_eq!(cmd, vec!["sh", "-c", "exit 3"]);
-        assert!(stdin);
-        assert!(!tty);
+        let p = stream_params("command=sh&command=-c&command=exit%203&stdout=true&stdin=true");
+        assert_eq!(p.command, vec!["sh", "-c", "exit 3"]);
+        assert!(p.stdin && p.stdout);
+        assert!(!p.tty && !p.stderr);
+    }
+
+    #[test]
+    fn booleans_come_as_true_or_as_the_kubelets_1() {
+        let p = stream_params("stdin=1&stdout=1&tty=1&stderr=0");
+        assert!(p.stdin && p.stdout && p.tty);
+        assert!(!p.stderr);
     }
 
     #[test]

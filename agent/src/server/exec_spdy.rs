@@ -1,6 +1,7 @@
-//! `exec` over SPDY/3.1, as kubectl 1.29 and older (and newer ones falling back) ask for it:
-//! the client opens an `error` stream and, as the query asks, `stdin`, `stdout`, `stderr` and
-//! (with a TTY) `resize` streams; once they are all open the process runs with them. In
+//! `exec` and `attach` over SPDY/3.1, as kubectl 1.29 and older (and newer ones falling back)
+//! ask for them: the client opens an `error` stream and, as the query asks, `stdin`,
+//! `stdout`, `stderr` and (with a TTY) `resize` streams; once they are all open the process
+//! runs (or the container is attached to) with them. In
 //! `v4.channel.k8s.io` the error stream ends with the same `Status` the WebSocket protocol
 //! sends, which carries the exit code; older versions get the failure's text.
 
@@ -14,7 +15,8 @@ use hyper_util::rt::TokioIo;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::exec::{self, exit_status, params};
+use super::attach::{self, AttachRequest};
+use super::exec::{self, StreamParams, exit_status, stream_params};
 use super::port_forward::{offered_protocols, switching, wants_spdy};
 use super::spdy::{Session, Stream, StreamWriter, header};
 use super::{ExecRequest, SharedBackend};
@@ -39,13 +41,6 @@ struct Expect {
     resize: bool,
 }
 
-fn flag(query: &str, name: &str) -> bool {
-    query.split('&').any(|kv| {
-        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        k == name && (v == "true" || v == "1")
-    })
-}
-
 /// `/exec/...`: SPDY for a client that asks to upgrade to it, else the WebSocket protocol.
 pub async fn route(
     State(backend): State<SharedBackend>,
@@ -54,7 +49,24 @@ pub async fn route(
     req: Request,
 ) -> Response {
     if wants_spdy(req.headers()) {
-        return serve(backend, target, query.unwrap_or_default(), req).await;
+        let p = stream_params(query.as_deref().unwrap_or_default());
+        if p.command.is_empty() {
+            return (
+                StatusCode::BAD_REQUEST,
+                "you must specify at least one command for the container",
+            )
+                .into_response();
+        }
+        let (namespace, pod, container) = target;
+        let exec = ExecRequest {
+            namespace,
+            pod,
+            container,
+            command: p.command.clone(),
+            stdin: p.stdin,
+            tty: p.tty,
+        };
+        return serve(backend, Process::Exec(exec), &p, req);
     }
     match WebSocketUpgrade::from_request(req, &backend).await {
         Ok(ws) => exec::serve(State(backend), Path(target), RawQuery(query), ws).await,
@@ -62,16 +74,50 @@ pub async fn route(
     }
 }
 
-async fn serve(
-    backend: SharedBackend,
-    req_target: (String, String, String),
-    query: String,
-    mut req: Request,
+/// `/attach/...`: SPDY for a client that asks to upgrade to it, else the WebSocket protocol.
+pub async fn attach_route(
+    State(backend): State<SharedBackend>,
+    Path(target): Path<(String, String, String)>,
+    RawQuery(query): RawQuery,
+    req: Request,
 ) -> Response {
+    if wants_spdy(req.headers()) {
+        let p = stream_params(query.as_deref().unwrap_or_default());
+        if !p.stdin && !p.stdout && !p.stderr {
+            return (
+                StatusCode::BAD_REQUEST,
+                "you must specify at least 1 of stdin, stdout, stderr",
+            )
+                .into_response();
+        }
+        let (namespace, pod, container) = target;
+        let attach = AttachRequest {
+            namespace,
+            pod,
+            container,
+            stdin: p.stdin,
+            stdout: p.stdout,
+            stderr: p.stderr,
+        };
+        return serve(backend, Process::Attach(attach), &p, req);
+    }
+    match WebSocketUpgrade::from_request(req, &backend).await {
+        Ok(ws) => attach::serve(State(backend), Path(target), RawQuery(query), ws).await,
+        Err(rejection) => rejection.into_response(),
+    }
+}
+
+/// What the session runs.
+enum Process {
+    Exec(ExecRequest),
+    Attach(AttachRequest),
+}
+
+fn serve(backend: SharedBackend, process: Process, p: &StreamParams, mut req: Request) -> Response {
     let offered = offered_protocols(req.headers());
     let Some(version) = offered
         .iter()
-        .find(|p| VERSIONS.contains(&p.as_str()))
+        .find(|v| VERSIONS.contains(&v.as_str()))
         .cloned()
     else {
         return (
@@ -82,28 +128,11 @@ async fn serve(
         )
             .into_response();
     };
-    let (command, stdin, tty) = params(&query);
-    if command.is_empty() {
-        return (
-            StatusCode::BAD_REQUEST,
-            "you must specify at least one command for the container",
-        )
-            .into_response();
-    }
     let expect = Expect {
-        stdin,
-        stdout: flag(&query, "stdout"),
-        stderr: flag(&query, "stderr") && !tty,
-        resize: tty && version != "v2.channel.k8s.io" && version != "channel.k8s.io",
-    };
-    let (namespace, pod, container) = req_target;
-    let exec = ExecRequest {
-        namespace,
-        pod,
-        container,
-        command,
-        stdin,
-        tty,
+        stdin: p.stdin,
+        stdout: p.stdout,
+        stderr: p.stderr && !p.tty,
+        resize: p.tty && version != "v2.channel.k8s.io" && version != "channel.k8s.io",
     };
     let upgrade = hyper::upgrade::on(&mut req);
     let v4 = version == VERSIONS[0];
@@ -112,7 +141,7 @@ async fn serve(
             return;
         };
         let session = Session::start(TokioIo::new(io));
-        run(session, backend, exec, expect, v4).await;
+        run(session, backend, process, expect, v4).await;
     });
     switching(&version)
 }
@@ -186,7 +215,7 @@ fn pump(
 async fn run(
     mut session: Session,
     backend: SharedBackend,
-    req: ExecRequest,
+    process: Process,
     expect: Expect,
     v4: bool,
 ) {
@@ -198,7 +227,11 @@ async fn run(
         session.close();
         return;
     };
-    let process = match backend.exec(req).await {
+    let started = match process {
+        Process::Exec(req) => backend.exec(req).await,
+        Process::Attach(req) => backend.attach(req).await,
+    };
+    let process = match started {
         Ok(p) => p,
         Err(e) => {
             let text = if v4 {
@@ -279,10 +312,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_query_names_the_streams_to_wait_for() {
-        assert!(flag("stdout=true&stderr=1", "stderr"));
-        assert!(!flag("stdout=true&stderr=false", "stderr"));
-        assert!(!flag("xstdout=true", "stdout"));
+    fn the_error_stream_is_always_awaited() {
         let all = Streams::default();
         let none = Expect {
             stdin: false,

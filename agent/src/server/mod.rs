@@ -4,6 +4,7 @@
 //! certificate from the cluster CA in group `system:masters` (the controller) are served.
 //! The pod worker supplies where logs are and how to exec, through [`Backend`].
 
+mod attach;
 mod cri_log;
 mod exec;
 mod exec_spdy;
@@ -13,6 +14,7 @@ mod metrics;
 mod port_forward;
 mod spdy;
 
+pub use attach::AttachRequest;
 pub use cri_log::format as format_log_line;
 
 use axum::Router;
@@ -98,6 +100,9 @@ pub trait Backend: Send + Sync + 'static {
     fn metrics(&self) -> BoxFuture<'static, Result<String, String>>;
     /// The node's, pods' and containers' resource usage, in the Prometheus text format.
     fn resource_metrics(&self) -> BoxFuture<'static, Result<String, String>>;
+    /// Attaches to a running container; the streams' `exit` resolves (with 0) when the
+    /// container's output ended.
+    fn attach(&self, req: AttachRequest) -> BoxFuture<'static, Result<ExecStreams, String>>;
 }
 
 pub type SharedBackend = Arc<dyn Backend>;
@@ -155,7 +160,10 @@ pub fn router(backend: SharedBackend) -> Router {
             "/exec/{ns}/{pod}/{container}",
             get(exec_spdy::route).post(exec_spdy::route),
         )
-        .route("/attach/{ns}/{pod}/{container}", get(exec::serve))
+        .route(
+            "/attach/{ns}/{pod}/{container}",
+            get(exec_spdy::attach_route).post(exec_spdy::attach_route),
+        )
         .route(
             "/portForward/{ns}/{pod}",
             get(port_forward::serve).post(port_forward::serve),

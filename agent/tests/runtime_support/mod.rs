@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 use berth_agent::image::ImageService;
 use berth_agent::image::RegistriesConfig;
 use berth_agent::runtime::{
-    ContainerConfig, ContainerId, ContainerImage, Resources, Runtime, RuntimeOptions, Security,
+    ContainerConfig, ContainerId, ContainerImage, NamespaceMode, Resources, Runtime,
+    RuntimeOptions, Security,
 };
 use flate2::Compression;
 use flate2::write::GzEncoder;
@@ -628,7 +629,10 @@ pub fn container(id: &str, image: ContainerImage, args: &[&str], log: PathBuf) -
         resources: Resources::default(),
         security: Security::default(),
         stdin: false,
+        stdin_once: false,
         tty: false,
+        pid_namespace: NamespaceMode::Private,
+        ipc_namespace: NamespaceMode::Private,
         labels: BTreeMap::from([("io.berth.container.name".to_string(), id.to_string())]),
         log_path: log,
         cgroup_parent: None,

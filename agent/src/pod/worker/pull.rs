@@ -20,7 +20,7 @@ impl PodWorker {
             .as_deref()
             .and_then(PullPolicy::parse)
             .unwrap_or_else(|| default_pull_policy(&image));
-        let field = format!("spec.containers{{{name}}}");
+        let field = super::field_path(pod, name);
         let present = matches!(self.cx.images.get(&image).await, Ok(Some(_)));
         if policy == PullPolicy::Never && !present {
             let message =

@@ -2,14 +2,14 @@
 //! volumes, config and labels, create, start and postStart hook — with a start failure kept
 //! for the status (`CreateContainerConfigError`, `RunContainerError`, …).
 
-use super::{PodWorker, WorkerError, all_containers, host_network, name_of, ns_of};
+use super::{PodWorker, WorkerError, all_containers, field_path, host_network, name_of, ns_of};
 use crate::network::PodRef;
 use crate::pod::container_config::{self, HostSide};
-use crate::pod::labels::AttemptLabels;
+use crate::pod::labels::{self, AttemptLabels};
 use crate::pod::model::StartError;
 use crate::pod::restart::Backoff;
 use crate::pod::{hooks, volumes};
-use crate::runtime::ContainerId;
+use crate::runtime::{ContainerId, TaskState};
 use berth_shared::k8s_openapi::api::core::v1::Pod;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -79,7 +79,7 @@ impl PodWorker {
         backoff: Option<Backoff>,
         sandbox: SandboxRef,
     ) {
-        let field = format!("spec.containers{{{name}}}");
+        let field = field_path(pod, name);
         match self
             .create_and_start(pod, name, restart, backoff, &sandbox)
             .await
@@ -122,6 +122,45 @@ impl PodWorker {
         }
     }
 
+    /// For an ephemeral container with a `targetContainerName`: the PID namespace of the
+    /// target's running attempt, which it joins (so `ps` shows the target's processes).
+    async fn target_pid_namespace(
+        &self,
+        pod: &Pod,
+        name: &str,
+    ) -> Result<Option<PathBuf>, (&'static str, String)> {
+        let target = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.ephemeral_containers.as_ref())
+            .and_then(|l| l.iter().find(|e| e.name == name))
+            .and_then(|e| e.target_container_name.clone())
+            .filter(|t| !t.is_empty());
+        let Some(target) = target else {
+            return Ok(None);
+        };
+        let infos = self
+            .cx
+            .runtime
+            .list_pod(self.uid.as_str())
+            .await
+            .map_err(|e| ("CreateContainerError", e.to_string()))?;
+        let pid = infos
+            .iter()
+            .filter(|i| labels::container_name(&i.labels) == Some(target.as_str()))
+            .filter_map(|i| match i.state {
+                TaskState::Running { pid, .. } => Some((labels::restart_index(&i.labels), pid)),
+                _ => None,
+            })
+            .max()
+            .map(|(_, pid)| pid)
+            .ok_or((
+                "CreateContainerConfigError",
+                format!("target container \"{target}\" is not running"),
+            ))?;
+        Ok(Some(PathBuf::from(format!("/proc/{pid}/ns/pid"))))
+    }
+
     async fn create_and_start(
         &self,
         pod: &Pod,
@@ -138,6 +177,7 @@ impl PodWorker {
             .into_iter()
             .find(|c| c.name == name)
             .ok_or(("CreateContainerError", format!("no container {name}")))?;
+        let target_pid_namespace = self.target_pid_namespace(pod, name).await?;
         let image_ref = c.image.clone().unwrap_or_default();
         let image = match self.cx.images.get(&image_ref).await {
             Ok(Some(i)) => i,
@@ -185,6 +225,7 @@ impl PodWorker {
                     "the pod sandbox has no network namespace".to_string(),
                 ))?)
             },
+            target_pid_namespace,
             log_path,
             pod_ip: ip.to_string(),
             host_ip: node.host_ip.clone(),
@@ -224,7 +265,7 @@ impl PodWorker {
             .create(&config)
             .await
             .map_err(|e| ("CreateContainerError", e.to_string()))?;
-        let field = format!("spec.containers{{{name}}}");
+        let field = field_path(pod, name);
         let events = self.cx.events.as_ref();
         let created = format!("Created container {name}");
         events

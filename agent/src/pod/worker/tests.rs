@@ -526,3 +526,67 @@ async fn a_pod_waits_for_its_claim_to_be_bound_then_starts_on_the_volume() {
     let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o777);
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_ephemeral_container_starts_once_in_its_targets_pid_namespace() {
+    use crate::runtime::NamespaceMode;
+    use berth_shared::k8s_openapi::api::core::v1::EphemeralContainer;
+
+    let h = harness();
+    let mut pod = app_pod("Always");
+    h.running(&pod).await;
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.ephemeral_containers = Some(vec![EphemeralContainer {
+            name: "dbg".into(),
+            image: Some("busybox:1.28".into()),
+            target_container_name: Some("app".into()),
+            stdin: Some(true),
+            ..EphemeralContainer::default()
+        }]);
+    }
+    const DBG: &str = "u1-dbg-s0-r0";
+    // Its own image pull state (the image is there already: nothing pulled), then the start.
+    assert_eq!(h.pass(&pod).await, STEPPED);
+    assert_eq!(h.fakes.take_calls(), vec![]);
+    assert_eq!(h.pass(&pod).await, STEPPED);
+    assert_eq!(h.fakes.take_calls(), Harness::start_calls(DBG));
+    let config = h.fakes.runtime.config(DBG).expect("created");
+    // The fake runtime's tasks all run as pid 4242.
+    assert_eq!(
+        config.pid_namespace,
+        NamespaceMode::Join("/proc/4242/ns/pid".into())
+    );
+    assert!(config.stdin);
+    assert!(
+        config.network_namespace.is_some(),
+        "in the pod's network namespace"
+    );
+    let events = h.fakes.events();
+    assert!(
+        events
+            .iter()
+            .any(|(reason, msg)| reason == "Started" && msg.contains("dbg")),
+        "{events:?}"
+    );
+
+    // It exits: never started again, however many passes come.
+    h.fakes.runtime.exit(DBG, 1);
+    for _ in 0..3 {
+        h.pass(&pod).await;
+    }
+    let calls = h.fakes.take_calls();
+    assert!(
+        !calls.iter().any(|c| matches!(c, Call::Create(_))),
+        "{calls:?}"
+    );
+    let seen = h.worker.observe(&pod, h.worker.now()).await.expect("seen");
+    let status = crate::pod::status::pod_status(&pod, &seen.observed, h.worker.now());
+    let ephemeral = status.ephemeral_container_statuses.unwrap_or_default();
+    let exit = ephemeral
+        .first()
+        .and_then(|s| s.state.as_ref())
+        .and_then(|s| s.terminated.as_ref())
+        .map(|t| t.exit_code);
+    assert_eq!(exit, Some(1), "{ephemeral:?}");
+    assert_eq!(status.phase.as_deref(), Some("Running"));
+}

@@ -1,0 +1,53 @@
+//! `GET /attach/{ns}/{pod}/{container}`: attach to a running container's main process over the
+//! same channel protocol as exec ([`exec`](super::exec)) — its output from now on, the client's
+//! stdin (for a container created with `stdin: true`), terminal resizes (with `tty: true`).
+//! The session ends when the container's output ends (it exited), with a `Success` status as
+//! the kubelet sends: attach carries no exit code, `kubectl run` reads it from the pod.
+
+use super::SharedBackend;
+use super::exec::{PROTOCOLS, session, stream_params};
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+/// An attach request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachRequest {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+    pub stdin: bool,
+    pub stdout: bool,
+    pub stderr: bool,
+}
+
+pub async fn serve(
+    State(backend): State<SharedBackend>,
+    Path((ns, pod, container)): Path<(String, String, String)>,
+    RawQuery(query): RawQuery,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let p = stream_params(query.as_deref().unwrap_or_default());
+    if !p.stdin && !p.stdout && !p.stderr {
+        // The kubelet's words for the same request.
+        return (
+            StatusCode::BAD_REQUEST,
+            "you must specify at least 1 of stdin, stdout, stderr",
+        )
+            .into_response();
+    }
+    let req = AttachRequest {
+        namespace: ns,
+        pod,
+        container,
+        stdin: p.stdin,
+        stdout: p.stdout,
+        stderr: p.stderr,
+    };
+    ws.protocols(PROTOCOLS)
+        .on_upgrade(move |socket| async move {
+            let streams = backend.attach(req).await;
+            session(socket, streams).await;
+        })
+}

@@ -1,6 +1,6 @@
 //! Discovery and OpenAPI endpoints: `/version`, `/api`, `/apis` (aggregated v2/v2beta1 with the
 //! media type echoed, or the legacy forms), group-version resource lists, OpenAPI v3 (with
-//! upstream's caching headers) and the empty v2.
+//! upstream's caching headers) and v2 in protobuf.
 
 use super::error::ApiError;
 use super::{SharedState, json_response};
@@ -115,18 +115,22 @@ pub async fn openapi_doc(
     resp
 }
 
-/// An empty OpenAPI v2 document (a protobuf message with no fields is zero bytes). kubectl
-/// falls back to v2 when a kind is missing from v3; with no schema for the kind it skips
-/// client-side validation, so an unknown kind or apiVersion reaches the server-side mapping and
-/// gets upstream's `no matches for kind` message, and patches use kubectl's built-in types.
+/// `/openapi/v2` in protobuf, the form kubectl asks for: kubectl ≤ 1.26 explains and
+/// validates with it, and kubectl 1.27/1.28 check its PATCH operations for `fieldValidation`
+/// (found, so they leave validation to the server). Its PATCH operations offer no
+/// strategic-merge patch, so kubectl's patches still come from its built-in types; those that
+/// use the schema anyway (≤ 1.26) find upstream's patch merge keys on it.
 pub async fn openapi_v2() -> Response {
-    (
-        StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
-        )],
-        Vec::<u8>::new(),
-    )
-        .into_response()
+    match super::blocking(|| Ok::<_, ApiError>(berth_shared::openapi::v2_protobuf())).await {
+        Ok(doc) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+            )],
+            doc,
+        )
+            .into_response(),
+        Err(e) => e.into_response(),
+    }
 }

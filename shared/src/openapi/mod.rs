@@ -1,18 +1,22 @@
-//! The OpenAPI v3 surface: `/openapi/v3` and one document per group-version, with every path
+//! The OpenAPI surface: `/openapi/v3` and one document per group-version, with every path
 //! kubectl looks for (each operation tagged with its group-version-kind and declaring the
 //! `fieldValidation` query parameter, so kubectl hands validation to the server) and real
-//! component schemas (generated from k8s-openapi, see `schemas`), so `kubectl explain` works.
-//! The documents are built once, on first use, and served from memory.
+//! component schemas (generated from k8s-openapi, see `schemas`), so `kubectl explain` works;
+//! and the same paths and schemas as one Swagger 2.0 document in protobuf for `/openapi/v2`
+//! (`v2`), which kubectl ≤ 1.26 reads. All are built once, on first use, and served from memory.
 //!
 //! One deliberate omission keeps kubectl on its well-tested path: PATCH request bodies do not
-//! list `application/strategic-merge-patch+json`. When they do, kubectl's client-side apply
-//! builds its strategic-merge patch from these component schemas, and k8s-openapi's schemas
-//! lack upstream's `x-kubernetes-patch-merge-key`/`-patch-strategy` (so lists such as
-//! `containers` would be replaced rather than merged by name); without it kubectl computes the
-//! patch from its compiled-in Go types, as it always has here.
+//! list `application/strategic-merge-patch+json`. When they do, kubectl 1.27+ builds its
+//! client-side-apply patch from these component schemas instead of its compiled-in Go types;
+//! k8s-openapi's schemas carry no patch metadata, the one added here (`patch_meta`) covers the
+//! served kinds' merge keys but not `x-kubernetes-list-type`/`-list-map-keys`, so the Go types
+//! stay the reference. (kubectl ≤ 1.26 uses a served v2 schema whenever it has one; that is
+//! what the patch merge keys are for.)
 
+mod patch_meta;
 mod paths;
 mod schemas;
+mod v2;
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -46,6 +50,8 @@ impl Document {
 struct Documents {
     root: Vec<u8>,
     by_path: BTreeMap<String, Document>,
+    /// `/openapi/v2` in protobuf: every group-version's paths and schemas in one document.
+    v2: Vec<u8>,
 }
 
 static DOCUMENTS: LazyLock<Documents> = LazyLock::new(Documents::build);
@@ -59,6 +65,12 @@ pub fn v3_root() -> &'static [u8] {
 /// allowed); `None` when the group-version is not served.
 pub fn v3_document(path: &str) -> Option<&'static Document> {
     DOCUMENTS.by_path.get(path.trim_matches('/'))
+}
+
+/// `/openapi/v2` in protobuf (`application/com.github.proto-openapi.spec.v2.v1.0+protobuf`);
+/// empty (no paths, no definitions) if the conversion failed, which a unit test rules out.
+pub fn v2_protobuf() -> &'static [u8] {
+    &DOCUMENTS.v2
 }
 
 /// The key of a group-version in the root document (`api/v1`, `apis/apps/v1`).
@@ -76,6 +88,7 @@ impl Documents {
         let catalog = Catalog::build();
         let mut by_path = BTreeMap::new();
         let mut root = serde_json::Map::new();
+        let (mut all_paths, mut all_schemas) = (BTreeMap::new(), BTreeMap::new());
         for (group, version) in resource::groups()
             .into_iter()
             .flat_map(|(g, versions)| versions.into_iter().map(move |v| (g, v)))
@@ -85,19 +98,35 @@ impl Documents {
                 continue;
             };
             let json = doc.to_string().into_bytes();
+            for (section, into) in [
+                (&doc["paths"], &mut all_paths),
+                (&doc["components"]["schemas"], &mut all_schemas),
+            ] {
+                if let Some(entries) = section.as_object() {
+                    into.extend(entries.iter().map(|(k, v)| (k.clone(), v.clone())));
+                }
+            }
             let hash = content_hash(&json);
             let url = format!("/openapi/v3/{key}?hash={hash}");
             root.insert(key.clone(), json!({"serverRelativeURL": url}));
             by_path.insert(key, Document { json, hash });
         }
         let root = json!({"paths": root}).to_string().into_bytes();
+        let v2 = match v2::document(&all_paths, &all_schemas) {
+            Ok(doc) => v2::encode(&doc),
+            Err(e) => {
+                tracing::error!(error = %e, "no OpenAPI v2 document: a schema has no v2 form");
+                Vec::new()
+            }
+        };
         tracing::info!(
             elapsed_ms = started.elapsed().as_millis(),
             documents = by_path.len(),
             bytes = by_path.values().map(|d| d.json.len()).sum::<usize>(),
-            "built the OpenAPI v3 documents"
+            v2_bytes = v2.len(),
+            "built the OpenAPI v3 documents and the v2 document"
         );
-        Documents { root, by_path }
+        Documents { root, by_path, v2 }
     }
 }
 

@@ -142,7 +142,7 @@ fn list_schema(t: &Tagged) -> Value {
 
 /// Every schema any document may need, by upstream name.
 pub(super) struct Catalog {
-    schemas: Map<String, Value>,
+    pub(super) schemas: Map<String, Value>,
 }
 
 impl Catalog {
@@ -155,6 +155,7 @@ impl Catalog {
         generator.subschema_for::<meta::ListMeta>();
         generator.subschema_for::<meta::Patch>();
         let mut schemas = generator.take_definitions(true);
+        super::patch_meta::annotate(&mut schemas);
         for t in &tagged {
             if let Some(Value::Object(schema)) = schemas.get_mut(&t.name) {
                 schema.insert(

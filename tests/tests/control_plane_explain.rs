@@ -8,8 +8,9 @@
 
 use std::path::Path;
 
-use berth_tests::Controller;
-use berth_tests::kubectl::Kubectl;
+use berth_tests::kubectl::{Kubectl, kubectl_1_20};
+use berth_tests::seeds::seeds;
+use berth_tests::{Controller, Req};
 
 const KUBECTLS: [&str; 7] = [
     "/usr/lib/google-cloud-sdk/bin/kubectl.1.27",
@@ -21,12 +22,15 @@ const KUBECTLS: [&str; 7] = [
     "/usr/lib/google-cloud-sdk/bin/kubectl.1.33",
 ];
 
-/// The field names listed under `FIELDS:` at the first indentation level.
+/// The field names listed under `FIELDS:` at the first indentation level (2 spaces from
+/// OpenAPI v3, kubectl 1.27+; 3 from v2, kubectl 1.20).
 fn fields(out: &str) -> Vec<&str> {
+    let first = out.lines().skip_while(|l| !l.starts_with("FIELDS:")).nth(1);
+    let indent = first.map_or(2, |l| l.len() - l.trim_start().len());
     out.lines()
         .skip_while(|l| !l.starts_with("FIELDS:"))
         .skip(1)
-        .filter(|l| l.starts_with("  ") && !l.starts_with("   ") && l.contains('\t'))
+        .filter(|l| l.len() - l.trim_start().len() == indent && l.contains('\t'))
         .filter_map(|l| l.split_whitespace().next())
         .collect()
 }
@@ -319,16 +323,133 @@ fn documents_are_served_at_the_roots_hashed_urls_and_revalidated_by_etag() {
         serde_json::json!([{"group": "apps", "kind": "Deployment", "version": "v1"}])
     );
     let hash = url.rsplit("hash=").next().unwrap_or_default();
-    let again = api.send(
-        berth_tests::Req::get("/openapi/v3/apis/apps/v1")
-            .header("If-None-Match", &format!("\"{hash}\"")),
-    );
+    let again = api
+        .send(Req::get("/openapi/v3/apis/apps/v1").header("If-None-Match", &format!("\"{hash}\"")));
     assert_eq!(again.status, 304, "{}", again.describe());
-    let stale = api.send(berth_tests::Req::get("/openapi/v3/apis/apps/v1?hash=0"));
+    let stale = api.send(Req::get("/openapi/v3/apis/apps/v1?hash=0"));
     assert!([200, 301].contains(&stale.status), "{}", stale.describe());
+    assert_eq!(api.send(Req::get("/openapi/v3/apis/apps/v2")).status, 404);
+}
+
+/// kubectl 1.20 reads `/openapi/v2` (protobuf) instead: `explain` works from its definitions,
+/// client-side validation refuses an unknown field in kubectl's words but accepts every seed
+/// manifest, `--dry-run=server` is allowed (its PATCH operations declare `dryRun`), and
+/// client-side apply, which builds its patch from the served schema in 1.20, still merges
+/// containers by name (the definitions carry upstream's patch merge keys) and deletes the one
+/// a manifest dropped.
+#[test]
+fn kubectl_1_20_explains_validates_and_applies_with_the_v2_definitions() {
+    let c = Controller::start();
+    let bin = kubectl_1_20();
+    let k = c.kubectl().with_binary(&bin);
+    let bin = "kubectl 1.20";
+
+    let out = explain(&k, bin, &["deployment.spec.strategy"]);
+    assert_has(
+        &out,
+        bin,
+        "deployment.spec.strategy",
+        &[
+            "KIND:     Deployment",
+            "VERSION:  apps/v1",
+            "RESOURCE: strategy <Object>",
+            "The deployment strategy to use to replace existing pods with new ones.",
+        ],
+    );
+    assert_eq!(fields(&out), ["rollingUpdate", "type"], "{out}");
+    let out = explain(&k, bin, &["pods.spec.containers.ports"]);
+    assert!(fields(&out).contains(&"containerPort"), "{out}");
+    let out = explain(&k, bin, &["cronjobs.spec"]);
+    for f in ["jobTemplate", "schedule", "timeZone"] {
+        assert!(fields(&out).contains(&f), "{f}: {out}");
+    }
+    let out = explain(&k, bin, &["statefulset", "--recursive"]);
+    assert_has(
+        &out,
+        bin,
+        "statefulset --recursive",
+        &["volumeClaimTemplates"],
+    );
+    for (resource, kind) in [
+        ("configmaps", "ConfigMap"),
+        ("tokenreviews", "TokenReview"),
+        ("subjectaccessreviews", "SubjectAccessReview"),
+        ("horizontalpodautoscalers", "HorizontalPodAutoscaler"),
+        ("jobs", "Job"),
+        ("poddisruptionbudgets", "PodDisruptionBudget"),
+        ("roles", "Role"),
+        ("storageclasses", "StorageClass"),
+        ("priorityclasses", "PriorityClass"),
+        ("leases", "Lease"),
+        ("endpointslices", "EndpointSlice"),
+    ] {
+        let out = explain(&k, bin, &[resource]);
+        assert_has(&out, bin, resource, &[&format!("KIND:     {kind}")]);
+        assert!(fields(&out).contains(&"metadata"), "{resource}: {out}");
+    }
+
+    // Validation accepts every seed manifest...
+    for (i, s) in seeds().iter().enumerate() {
+        let ns = s.namespace.clone().unwrap_or_else(|| format!("seed-{i}"));
+        k.run(&["create", "namespace", &ns]);
+        let file = s.path.to_str().unwrap_or_default();
+        k.ok(&["apply", "-f", file, "-n", &ns]);
+    }
+    // ...and refuses an unknown field before sending anything.
+    let bogus = deployment("bogus", &[("main", "nginx:1.14.2")]).replace(
+        "        image: nginx:1.14.2\n",
+        "        image: nginx:1.14.2\n        bogusField: 1\n",
+    );
+    let refused = k.fails_stdin(&["apply", "-f", "-"], &bogus);
+    assert!(
+        refused
+            .stderr
+            .contains("unknown field \"bogusField\" in io.k8s.api.core.v1.Container"),
+        "{}",
+        refused.describe()
+    );
+    let api = c.admin_api();
     assert_eq!(
-        api.send(berth_tests::Req::get("/openapi/v3/apis/apps/v2"))
+        api.get("/apis/apps/v1/namespaces/default/deployments/bogus")
             .status,
         404
     );
+    let dry = k.ok_stdin(
+        &["create", "-f", "-", "--dry-run=server", "-o", "name"],
+        &deployment("dry", &[("main", "nginx:1.14.2")]),
+    );
+    assert_eq!(dry.trim(), "deployment.apps/dry");
+    assert_eq!(
+        api.get("/apis/apps/v1/namespaces/default/deployments/dry")
+            .status,
+        404
+    );
+
+    k.ok_stdin(
+        &["apply", "-f", "-"],
+        &deployment(
+            "csa",
+            &[("main", "nginx:1.14.2"), ("sidecar", "busybox:1.28")],
+        ),
+    );
+    let second = k.run_stdin(
+        &["apply", "-f", "-", "-v=8"],
+        &deployment("csa", &[("main", "nginx:1.16.1")]),
+    );
+    assert!(second.success(), "{}", second.describe());
+    let body = second
+        .stderr
+        .lines()
+        .find(|l| l.contains("Request Body") && l.contains("last-applied-configuration"))
+        .unwrap_or_else(|| panic!("no PATCH body in\n{}", second.stderr));
+    for wanted in [
+        r#""$setElementOrder/containers":[{"name":"main"}]"#,
+        r#"{"$patch":"delete","name":"sidecar"}"#,
+    ] {
+        assert!(body.contains(wanted), "no {wanted} in {body}");
+    }
+    let d = api.get_ok("/apis/apps/v1/namespaces/default/deployments/csa");
+    let containers = &d["spec"]["template"]["spec"]["containers"];
+    assert_eq!(containers.as_array().map(Vec::len), Some(1), "{d}");
+    assert_eq!(containers[0]["image"], "nginx:1.16.1", "{d}");
 }

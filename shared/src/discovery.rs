@@ -31,17 +31,17 @@ const NAMESPACE_VERBS: &[&str] = &[
 const SUBRESOURCE_RW: &[&str] = &["get", "patch", "update"];
 
 /// A subresource served under a resource (`pods/eviction`).
-struct Subresource {
-    name: &'static str,
+pub(crate) struct Subresource {
+    pub(crate) name: &'static str,
     /// Group and version of the response kind when it differs from the parent's.
-    group_version: Option<(&'static str, &'static str)>,
+    pub(crate) group_version: Option<(&'static str, &'static str)>,
     /// Response kind; `None` means the parent's kind.
-    kind: Option<&'static str>,
-    verbs: &'static [&'static str],
+    pub(crate) kind: Option<&'static str>,
+    pub(crate) verbs: &'static [&'static str],
 }
 
 /// The subresources of a resource, sorted by name as upstream lists them.
-fn subresources(r: &ResourceType) -> Vec<Subresource> {
+pub(crate) fn subresources(r: &ResourceType) -> Vec<Subresource> {
     let mut out = Vec::new();
     if r.group.is_empty() && r.plural == "pods" {
         out.extend([

@@ -25,6 +25,25 @@ pub fn kubectl_binary() -> PathBuf {
     path
 }
 
+/// Where `.ci/run` unpacks Debian 12's own kubectl 1.20 (package `kubernetes-client`), beside
+/// the preinstalled kubectl rather than over it.
+pub const KUBECTL_1_20_DEFAULT: &str = "/opt/berth-kubectl-1.20/usr/bin/kubectl";
+
+/// kubectl 1.20: `$BERTH_KUBECTL_1_20`, else [`KUBECTL_1_20_DEFAULT`]. Panics, saying how to get
+/// it, when it is not there: a test of old clients must not pass without one.
+pub fn kubectl_1_20() -> PathBuf {
+    let path = std::env::var_os("BERTH_KUBECTL_1_20")
+        .map_or_else(|| PathBuf::from(KUBECTL_1_20_DEFAULT), PathBuf::from);
+    if !path.is_file() {
+        panic!(
+            "kubectl 1.20 not found at {} (`apt-get download kubernetes-client` and `dpkg -x` it \
+             into /opt/berth-kubectl-1.20, as .ci/run does, or set BERTH_KUBECTL_1_20)",
+            path.display()
+        );
+    }
+    path
+}
+
 /// kubectl bound to one kubeconfig and one cache dir.
 #[derive(Debug, Clone)]
 pub struct Kubectl {

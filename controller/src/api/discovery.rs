@@ -1,9 +1,10 @@
 //! Discovery and OpenAPI endpoints: `/version`, `/api`, `/apis` (aggregated v2/v2beta1 with the
-//! media type echoed, or the legacy forms), group-version resource lists, OpenAPI v3.
+//! media type echoed, or the legacy forms), group-version resource lists, OpenAPI v3 (with
+//! upstream's caching headers) and v2 in protobuf.
 
 use super::error::ApiError;
 use super::{SharedState, json_response};
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use berth_shared::discovery;
@@ -47,29 +48,89 @@ pub fn group_version(group: &str, version: &str) -> Result<Response, ApiError> {
         .ok_or(ApiError::UnknownPath)
 }
 
+/// `/openapi/v3`. The documents are built on first use, off the async workers.
 pub async fn openapi_root() -> Response {
-    json_response(StatusCode::OK, &berth_shared::openapi::openapi_v3_root())
-}
-
-pub async fn openapi_doc(Path(path): Path<String>) -> Response {
-    match berth_shared::openapi::openapi_v3_group_version(path.trim_matches('/')) {
-        Some(doc) => json_response(StatusCode::OK, &doc),
-        None => ApiError::UnknownPath.into_response(),
+    match super::blocking(|| Ok::<_, ApiError>(berth_shared::openapi::v3_root())).await {
+        Ok(root) => (
+            StatusCode::OK,
+            [
+                (header::CONTENT_TYPE, "application/json"),
+                (header::CACHE_CONTROL, "no-cache, private"),
+            ],
+            root,
+        )
+            .into_response(),
+        Err(e) => e.into_response(),
     }
 }
 
-/// An empty OpenAPI v2 document (a protobuf message with no fields is zero bytes). kubectl
-/// falls back to v2 when a kind is missing from v3; with no schema for the kind it skips
-/// client-side validation, so an unknown kind or apiVersion reaches the server-side mapping and
-/// gets upstream's `no matches for kind` message, and patches use kubectl's built-in types.
+/// `/openapi/v3/<group-version>`, cached as upstream caches it: the URL the root hands out
+/// (`?hash=` the document's) never changes, so it may be kept for a year; another hash is
+/// redirected to the current one; without a hash the ETag revalidates it.
+pub async fn openapi_doc(
+    Path(path): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let found = super::blocking(move || {
+        berth_shared::openapi::v3_document(&path)
+            .map(|doc| (path, doc))
+            .ok_or(ApiError::UnknownPath)
+    })
+    .await;
+    let (path, doc) = match found {
+        Ok(found) => found,
+        Err(e) => return e.into_response(),
+    };
+    let etag = format!("\"{}\"", doc.hash());
+    let asked = query
+        .as_deref()
+        .unwrap_or("")
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("hash="));
+    let cache = match asked {
+        Some(hash) if hash != doc.hash() => {
+            let url = format!("/openapi/v3/{}?hash={}", path.trim_matches('/'), doc.hash());
+            return (StatusCode::MOVED_PERMANENTLY, [(header::LOCATION, url)]).into_response();
+        }
+        Some(_) => "public, immutable, max-age=31536000",
+        None => "no-cache, private",
+    };
+    let matched = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag));
+    let head = [
+        (header::ETAG, etag),
+        (header::CACHE_CONTROL, cache.to_string()),
+    ];
+    if matched {
+        return (StatusCode::NOT_MODIFIED, head).into_response();
+    }
+    let mut resp = (StatusCode::OK, head, doc.json()).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// `/openapi/v2` in protobuf, the form kubectl asks for: kubectl ≤ 1.26 explains and
+/// validates with it, and kubectl 1.27/1.28 check its PATCH operations for `fieldValidation`
+/// (found, so they leave validation to the server). Its PATCH operations offer no
+/// strategic-merge patch, so kubectl's patches still come from its built-in types; those that
+/// use the schema anyway (≤ 1.26) find upstream's patch merge keys on it.
 pub async fn openapi_v2() -> Response {
-    (
-        StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
-        )],
-        Vec::<u8>::new(),
-    )
-        .into_response()
+    match super::blocking(|| Ok::<_, ApiError>(berth_shared::openapi::v2_protobuf())).await {
+        Ok(doc) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+            )],
+            doc,
+        )
+            .into_response(),
+        Err(e) => e.into_response(),
+    }
 }

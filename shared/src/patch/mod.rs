@@ -5,7 +5,7 @@ mod json;
 mod list;
 mod merge;
 mod positions;
-mod schema;
+pub(crate) mod schema;
 mod strategic;
 
 pub use json::apply_json_patch;

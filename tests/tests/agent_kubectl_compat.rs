@@ -1,6 +1,6 @@
 //! Issue 14, acceptance 1: one script of everyday kubectl commands, run with each kubectl
 //! people have — Debian 12's own `kubernetes-client` (1.20, unpacked by `.ci/run`; its path in
-//! `BERTH_KUBECTL_120`), and 1.27, 1.29, 1.31, 1.32 and 1.33 — each binary itself, never the
+//! `BERTH_KUBECTL_1_20`), and 1.27, 1.29, 1.31, 1.32 and 1.33 — each binary itself, never the
 //! version-matching dispatcher. Generators (protobuf bodies from 1.32 on), run/apply, every
 //! output format, sort-by inside and outside metadata, describe, logs, exec with exit codes
 //! (and through a terminal, 20 times), cp, port-forward, rollout, scale and delete, on a real
@@ -12,19 +12,9 @@ use std::process::Command;
 
 use berth_tests::{Cluster, Table, http_get, secs};
 
-/// Debian 12's kubectl, where `.ci/run` unpacks it.
-const DEBIAN_KUBECTL: &str = "/opt/berth-kubectl-1.20/usr/bin/kubectl";
-
 fn binary(version: &str) -> PathBuf {
     if version == "1.20" {
-        let path = std::env::var_os("BERTH_KUBECTL_120")
-            .map_or_else(|| PathBuf::from(DEBIAN_KUBECTL), PathBuf::from);
-        assert!(
-            path.is_file(),
-            "Debian's kubectl 1.20 is not at {} (.ci/run unpacks the kubernetes-client package there)",
-            path.display()
-        );
-        return path;
+        return berth_tests::kubectl::kubectl_1_20();
     }
     PathBuf::from(format!("/usr/lib/google-cloud-sdk/bin/kubectl.{version}"))
 }
@@ -229,6 +219,81 @@ fn everyday(version: &str) {
         http_get("127.0.0.1", port, "/").unwrap_or_else(|e| panic!("{e}\n{}", forward.describe()));
     assert_eq!(page.body, "page\n", "kubectl {version}");
     drop(forward);
+
+    // explain, from the OpenAPI schemas (v3 for 1.27 on, v2 for 1.20).
+    let explained = k.ok(&["explain", "deployment.spec.strategy"]);
+    assert!(
+        explained.contains("rollingUpdate"),
+        "kubectl {version}: {explained}"
+    );
+
+    // attach to a container started with stdin (stdinOnce: its input ends with ours).
+    let attachable = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: echo\n  namespace: {ns}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: echo\n    image: busybox:1.28\n    stdin: true\n    stdinOnce: true\n    command: [sh, -c, 'while read l; do echo got $l; done']\n"
+    );
+    k.ok_stdin(&["apply", "-f", "-"], &attachable);
+    kn(&["wait", "--for=condition=Ready", "pod/echo", "--timeout=90s"]);
+    let r = k.run_stdin(&[&n[..], &["attach", "-i", "echo"]].concat(), "hello\n");
+    assert!(
+        r.stdout.contains("got hello"),
+        "kubectl {version}: {}",
+        r.describe()
+    );
+
+    // run -i --rm: the answer, a clean exit, and the pod gone.
+    let r = k.run_stdin(
+        &[
+            &n[..],
+            &[
+                "run",
+                "once-off",
+                "-i",
+                "--rm",
+                "--image=busybox:1.28",
+                "--restart=Never",
+                "--",
+                "sh",
+                "-c",
+                "read l; echo got $l",
+            ],
+        ]
+        .concat(),
+        "there\n",
+    );
+    assert!(
+        r.success() && r.stdout.contains("got there"),
+        "kubectl {version}: {}",
+        r.describe()
+    );
+    c.wait_for(secs(60), "the run --rm pod to be deleted", || {
+        let r = kn_run(&["get", "pod", "once-off"]);
+        if r.success() {
+            Err(r.describe())
+        } else {
+            Ok(())
+        }
+    });
+
+    // debug: an ephemeral container in the target's process namespace sees its processes.
+    // kubectl 1.20 speaks the ephemeralcontainers API of before 1.22 (README).
+    if version != "1.20" {
+        let r = kn_run(&[
+            "debug",
+            "-i",
+            "shell",
+            "--image=busybox:1.28",
+            "--target=shell",
+            "--",
+            "sh",
+            "-c",
+            "ps",
+        ]);
+        assert!(
+            r.stdout.contains("httpd"),
+            "kubectl {version}: {}",
+            r.describe()
+        );
+    }
 
     // rollout, scale.
     kn(&["set", "image", "deployment/web", "nginx=nginx:1.16.1"]);

@@ -12,6 +12,9 @@ need=()
 for p in protobuf-compiler make gcc libc6-dev containerd runc containernetworking-plugins busybox-static iptables iproute2 curl ca-certificates; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
+# A kubectl: Debian's own (kubernetes-client, 1.20) where none is installed; any kubectl
+# from 1.20 to 1.33 works (README, kubectl compatibility).
+command -v kubectl >/dev/null || need+=(kubernetes-client)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi

@@ -1,6 +1,7 @@
 //! Issue 14, small fidelity fixes against a real controller: a freshly created object of a kind
 //! with a status stanza comes back with its zero status (`status: {}` for a Deployment), error
-//! `Status` bodies are byte for byte what kube-apiserver writes (field order, trailing newline),
+//! `Status` bodies are byte for byte what kube-apiserver writes (field order, trailing newline;
+//! success bodies end with the newline too),
 //! and a body that is not of the URL's kind is refused with upstream's decode-error wording,
 //! which kubectl's own command tests grep for. Ephemeral containers come only through
 //! `pods/{name}/ephemeralcontainers`, may not have ports, probes or resources (422 naming the
@@ -45,6 +46,10 @@ fn a_created_deployment_comes_back_with_an_empty_status_object() {
         "{}",
         created.describe()
     );
+    // Success bodies end as Go's encoder ends them: with a newline.
+    assert!(created.body.ends_with("}\n"), "{}", created.describe());
+    let read = api.send(Req::get(format!("{DEPLOYS}/fresh")));
+    assert!(read.body.ends_with("}\n"), "{}", read.describe());
     let rs = json!({
         "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "fresh-rs"},
         "spec": {"replicas": 0, "selector": {"matchLabels": {"rs": "x"}},

@@ -52,7 +52,9 @@ pub async fn get(
     Ok(raw_json(obj.data.to_vec()))
 }
 
-fn raw_json(body: Vec<u8>) -> Response {
+/// A JSON document already serialized, ended with the newline Go's encoder writes.
+fn raw_json(mut body: Vec<u8>) -> Response {
+    body.push(b'\n');
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],

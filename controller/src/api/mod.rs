@@ -131,10 +131,11 @@ async fn health() -> &'static str {
 }
 
 pub fn json_response(code: StatusCode, body: &Value) -> Response {
+    // Go's json.Encoder, which kube-apiserver writes every body with, ends it with a newline.
     (
         code,
         [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
+        format!("{body}\n"),
     )
         .into_response()
 }

@@ -258,3 +258,28 @@ fn ephemeral_containers_are_added_through_their_subresource_and_never_changed() 
         *added
     );
 }
+
+/// `kubectl get --subresource=scale` prints upstream's Scale columns, and `--subresource=status`
+/// the kind's own.
+#[test]
+fn get_subresource_prints_what_upstream_prints() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    let created = api.send(Req::post(DEPLOYS, &deployment("sub")));
+    assert_eq!(created.status, 201, "{}", created.describe());
+    let k = c
+        .kubectl()
+        .with_binary(Path::new("/usr/lib/google-cloud-sdk/bin/kubectl.1.33"));
+    let scale =
+        berth_tests::Table::parse(&k.ok(&["get", "deployment", "sub", "--subresource=scale"]))
+            .expect("a table");
+    assert_eq!(scale.headers, ["NAME", "DESIRED", "AVAILABLE", "AGE"]);
+    assert_eq!(scale.cell("sub", "DESIRED"), Some("0"));
+    let status =
+        berth_tests::Table::parse(&k.ok(&["get", "deployment", "sub", "--subresource=status"]))
+            .expect("a table");
+    assert_eq!(
+        status.headers,
+        ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]
+    );
+}

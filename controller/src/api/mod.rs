@@ -415,12 +415,13 @@ async fn serve_resource(
             let body = body::read_raw(body, &parts.headers).await?;
             write::delete_collection(&state, rt, ns, body, &query).await
         }
-        // The status and ephemeralcontainers subresources read as the whole object.
+        // The status and ephemeralcontainers subresources read as the whole object (and print
+        // as it: `kubectl get --subresource=status`).
         (&Method::GET, Some(name), Some(sub)) if written_part(rt, Some(sub)).is_some() => {
-            list::get(&state, rt, ns, name, None).await
+            list::get(&state, rt, ns, name, table).await
         }
         (&Method::GET, Some(name), Some("scale")) if rt.has_scale => {
-            subresource::get_scale(&state, rt, ns, name).await
+            subresource::get_scale(&state, rt, ns, name, table).await
         }
         (&Method::POST, Some(name), Some("binding")) if rt.kind == "Pod" => {
             let body = body::read(body, &parts.headers).await?;

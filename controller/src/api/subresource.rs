@@ -67,9 +67,25 @@ pub async fn get_scale(
     rt: &'static ResourceType,
     ns: Option<&str>,
     name: &str,
+    as_table: Option<berth_shared::table::IncludeObject>,
 ) -> Result<Response, ApiError> {
     let obj = state.registry.get(rt, ns, name)?.value()?;
-    Ok(json_response(StatusCode::OK, &scale_of(&obj)))
+    let scale = scale_of(&obj);
+    if let Some(include) = as_table {
+        // `kubectl get --subresource=scale`: upstream's Scale columns.
+        let rv = scale
+            .pointer("/metadata/resourceVersion")
+            .and_then(serde_json::Value::as_str);
+        let t = berth_shared::table::table_with(
+            "Scale",
+            std::slice::from_ref(&scale),
+            rv,
+            jiff::Timestamp::now(),
+            include,
+        );
+        return Ok(json_response(StatusCode::OK, &t));
+    }
+    Ok(json_response(StatusCode::OK, &scale))
 }
 
 fn invalid_replicas(_rt: &ResourceType, name: &str, n: i64) -> ApiError {

@@ -1,6 +1,7 @@
 //! The HorizontalPodAutoscaler printer (upstream `printHorizontalPodAutoscaler` and
 //! `formatHPAMetrics`): the scale target, each metric as `current/target` (at most two, then
-//! `+ N more...`), the replica bounds and the current replicas.
+//! `+ N more...`), the replica bounds and the current replicas; and autoscaling/v1 Scale, as
+//! `kubectl get --subresource=scale` shows it (desired and available replicas).
 
 use jiff::Timestamp;
 use serde_json::{Value, json};
@@ -37,6 +38,33 @@ pub(crate) fn hpa_columns() -> Vec<ColumnDefinition> {
             "currentReplicas is current number of replicas of pods managed by this autoscaler, as last seen by the autoscaler.",
         ),
         age_col(),
+    ]
+}
+
+pub(crate) fn scale_columns() -> Vec<ColumnDefinition> {
+    vec![
+        name_col(),
+        col(
+            "Desired",
+            "integer",
+            "replicas is the desired number of instances for the scaled object.",
+        ),
+        col(
+            "Available",
+            "integer",
+            "replicas is the actual number of observed instances of the scaled object.",
+        ),
+        age_col(),
+    ]
+}
+
+pub(crate) fn scale_cells(scale: &Value, now: Timestamp) -> Vec<Value> {
+    let count = |p: &str| json!(scale.pointer(p).and_then(Value::as_i64).unwrap_or(0));
+    vec![
+        name(scale),
+        count("/spec/replicas"),
+        count("/status/replicas"),
+        created(scale, now),
     ]
 }
 

@@ -347,34 +347,8 @@ pub(crate) async fn exec(
         exit: exit_rx,
     };
 
-    // Wait first, then Start, so the exit cannot be missed.
-    let waiter = control.clone();
-    let wait_req = waiter.req(WaitRequest {
-        container_id: id.to_string(),
-        exec_id: exec_id.clone(),
-    });
-    let cleanup_dir = dir.clone();
-    tokio::spawn(async move {
-        let result = waiter
-            .tasks()
-            .wait(wait_req)
-            .await
-            .map(|r| r.into_inner().exit_status as i32)
-            .map_err(|s| s.message().to_string());
-        let _ = exit_tx.send(Some(result));
-        for p in pumps {
-            let _ = tokio::time::timeout(Duration::from_secs(6), p).await;
-        }
-        let _ = waiter
-            .tasks()
-            .delete_process(waiter.req(DeleteProcessRequest {
-                container_id: waiter.container_id.clone(),
-                exec_id: waiter.exec_id.clone(),
-            }))
-            .await;
-        let _ = std::fs::remove_dir_all(&cleanup_dir);
-    });
-
+    // Start, then wait: containerd keeps an exited process (and its exit status) until it is
+    // deleted, so nothing is missed, and no clean-up can delete the process before it started.
     let started = conn
         .tasks()
         .start(conn.req(StartRequest {
@@ -391,8 +365,51 @@ pub(crate) async fn exec(
                 exec_id: exec_id.clone(),
             }))
             .await;
+        let _ = std::fs::remove_dir_all(&dir);
         return Err(grpc_error("start exec", &format!("exec in {id}"), s));
     }
+    let waiter = control.clone();
+    let cleanup_dir = dir.clone();
+    tokio::spawn(async move {
+        // A transient failure of the wait call is retried: the process is deleted only once
+        // its exit was seen (or containerd no longer knows it).
+        let mut attempts = 0;
+        let result = loop {
+            let wait_req = waiter.req(WaitRequest {
+                container_id: waiter.container_id.clone(),
+                exec_id: waiter.exec_id.clone(),
+            });
+            match waiter.tasks().wait(wait_req).await {
+                Ok(r) => break Ok(r.into_inner().exit_status as i32),
+                Err(s)
+                    if attempts < 50
+                        && matches!(
+                            s.code(),
+                            containerd_client::tonic::Code::Unavailable
+                                | containerd_client::tonic::Code::Unknown
+                                | containerd_client::tonic::Code::Cancelled
+                                | containerd_client::tonic::Code::DeadlineExceeded
+                        ) =>
+                {
+                    attempts += 1;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(s) => break Err(s.message().to_string()),
+            }
+        };
+        let _ = exit_tx.send(Some(result));
+        for p in pumps {
+            let _ = tokio::time::timeout(Duration::from_secs(6), p).await;
+        }
+        let _ = waiter
+            .tasks()
+            .delete_process(waiter.req(DeleteProcessRequest {
+                container_id: waiter.container_id.clone(),
+                exec_id: waiter.exec_id.clone(),
+            }))
+            .await;
+        let _ = std::fs::remove_dir_all(&cleanup_dir);
+    });
     Ok(ExecHandle {
         stdin: stdin.map(ExecStdin),
         stdout: Some(ExecStream(out_read)),

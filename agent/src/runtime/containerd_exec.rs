@@ -391,10 +391,14 @@ pub(crate) async fn exec(
                                 | containerd_client::tonic::Code::DeadlineExceeded
                         ) =>
                 {
+                    tracing::debug!(exec = %waiter.exec_id, error = %s.message(), "waiting on an exec failed; retrying");
                     attempts += 1;
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
-                Err(s) => break Err(s.message().to_string()),
+                Err(s) => {
+                    tracing::warn!(exec = %waiter.exec_id, error = %s.message(), "waiting on an exec failed");
+                    break Err(s.message().to_string());
+                }
             }
         };
         let _ = exit_tx.send(Some(result));

@@ -145,6 +145,21 @@ impl Kubectl {
         LineChild::spawn(self.command(args), self.logs.clone())
     }
 
+    /// Starts `kubectl port-forward ARGS` (a local port of `:PORT` picked by kubectl) and
+    /// returns it with the local port it printed (`Forwarding from 127.0.0.1:NNNNN -> …`).
+    pub fn port_forward(&self, args: &[&str]) -> (LineChild, u16) {
+        let mut child = self.spawn(&[&["port-forward"], args].concat());
+        const PREFIX: &str = "Forwarding from 127.0.0.1:";
+        let line = child.expect_line(Duration::from_secs(30), PREFIX, |l| l.starts_with(PREFIX));
+        let port = line
+            .trim_start_matches(PREFIX)
+            .split(' ')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        (child, port)
+    }
+
     fn require_success(&self, r: &Run) {
         if !r.success() {
             panic!(

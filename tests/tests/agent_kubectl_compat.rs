@@ -205,16 +205,7 @@ fn everyday(version: &str) {
     );
 
     // port-forward, and a request through it.
-    let mut forward = k.spawn(&[&n[..], &["port-forward", "pod/shell", ":8080"]].concat());
-    let line = forward.expect_line(secs(30), "Forwarding from", |l| {
-        l.starts_with("Forwarding from 127.0.0.1:")
-    });
-    let port: u16 = line
-        .trim_start_matches("Forwarding from 127.0.0.1:")
-        .split(' ')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    let (forward, port) = k.port_forward(&[&n[..], &["pod/shell", ":8080"]].concat());
     let page =
         http_get("127.0.0.1", port, "/").unwrap_or_else(|e| panic!("{e}\n{}", forward.describe()));
     assert_eq!(page.body, "page\n", "kubectl {version}");

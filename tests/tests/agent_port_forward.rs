@@ -28,16 +28,7 @@ fn port_forward_reaches_the_pods_loopback_with_every_kubectl() {
         let k = c
             .kubectl()
             .with_binary(Path::new(&format!("{BIN}.{version}")));
-        let mut forward = k.spawn(&["port-forward", "pod/web", ":8080"]);
-        let line = forward.expect_line(secs(30), "Forwarding from 127.0.0.1:…", |l| {
-            l.starts_with("Forwarding from 127.0.0.1:")
-        });
-        let port: u16 = line
-            .trim_start_matches("Forwarding from 127.0.0.1:")
-            .split(' ')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        let (forward, port) = k.port_forward(&["pod/web", ":8080"]);
         for i in 0..3 {
             let r = http_get("127.0.0.1", port, "/").unwrap_or_else(|e| {
                 panic!(
@@ -53,16 +44,7 @@ fn port_forward_reaches_the_pods_loopback_with_every_kubectl() {
 
     // Nothing listens on 9090 in the pod: the connection fails and kubectl says why.
     let k = c.kubectl().with_binary(Path::new(&format!("{BIN}.1.33")));
-    let mut forward = k.spawn(&["port-forward", "pod/web", ":9090"]);
-    let line = forward.expect_line(secs(30), "Forwarding from", |l| {
-        l.starts_with("Forwarding from 127.0.0.1:")
-    });
-    let port: u16 = line
-        .trim_start_matches("Forwarding from 127.0.0.1:")
-        .split(' ')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
+    let (forward, port) = k.port_forward(&["pod/web", ":9090"]);
     assert!(!matches!(http_get("127.0.0.1", port, "/"), Ok(r) if r.status == 200));
     c.wait_for(secs(20), "kubectl to report the refused connection", || {
         let d = forward.describe();

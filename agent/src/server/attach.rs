@@ -5,7 +5,7 @@
 //! the kubelet sends: attach carries no exit code, `kubectl run` reads it from the pod.
 
 use super::SharedBackend;
-use super::exec::{PROTOCOLS, session, stream_params};
+use super::exec::{PROTOCOLS, StreamParams, session, stream_params};
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
@@ -22,6 +22,26 @@ pub struct AttachRequest {
     pub stderr: bool,
 }
 
+/// The attach a query asks for, or why not (the kubelet's 400 text) for one asking
+/// for no stream (both
+/// transports).
+pub(super) fn attach_request(
+    (namespace, pod, container): (String, String, String),
+    p: &StreamParams,
+) -> Result<AttachRequest, &'static str> {
+    if !p.stdin && !p.stdout && !p.stderr {
+        return Err("you must specify at least 1 of stdin, stdout, stderr");
+    }
+    Ok(AttachRequest {
+        namespace,
+        pod,
+        container,
+        stdin: p.stdin,
+        stdout: p.stdout,
+        stderr: p.stderr,
+    })
+}
+
 pub async fn serve(
     State(backend): State<SharedBackend>,
     Path((ns, pod, container)): Path<(String, String, String)>,
@@ -29,21 +49,9 @@ pub async fn serve(
     ws: WebSocketUpgrade,
 ) -> Response {
     let p = stream_params(query.as_deref().unwrap_or_default());
-    if !p.stdin && !p.stdout && !p.stderr {
-        // The kubelet's words for the same request.
-        return (
-            StatusCode::BAD_REQUEST,
-            "you must specify at least 1 of stdin, stdout, stderr",
-        )
-            .into_response();
-    }
-    let req = AttachRequest {
-        namespace: ns,
-        pod,
-        container,
-        stdin: p.stdin,
-        stdout: p.stdout,
-        stderr: p.stderr,
+    let req = match attach_request((ns, pod, container), &p) {
+        Ok(r) => r,
+        Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
     };
     ws.protocols(PROTOCOLS)
         .on_upgrade(move |socket| async move {

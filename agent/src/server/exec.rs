@@ -116,27 +116,35 @@ pub fn exit_status(code: i32) -> serde_json::Value {
     }
 }
 
+/// The exec a query asks for in `(namespace, pod, container)`, or why not (the kubelet's 400
+/// text) for one without a command (both transports).
+pub(super) fn exec_request(
+    (namespace, pod, container): (String, String, String),
+    p: &StreamParams,
+) -> Result<ExecRequest, &'static str> {
+    if p.command.is_empty() {
+        return Err("you must specify at least one command for the container");
+    }
+    Ok(ExecRequest {
+        namespace,
+        pod,
+        container,
+        command: p.command.clone(),
+        stdin: p.stdin,
+        tty: p.tty,
+    })
+}
+
 pub async fn serve(
     State(backend): State<SharedBackend>,
     Path((ns, pod, container)): Path<(String, String, String)>,
     RawQuery(query): RawQuery,
     ws: WebSocketUpgrade,
 ) -> Response {
-    let (command, stdin, tty) = params(query.as_deref().unwrap_or_default());
-    if command.is_empty() {
-        return (
-            StatusCode::BAD_REQUEST,
-            "you must specify at least one command for the container",
-        )
-            .into_response();
-    }
-    let req = ExecRequest {
-        namespace: ns,
-        pod,
-        container,
-        command,
-        stdin,
-        tty,
+    let p = stream_params(query.as_deref().unwrap_or_default());
+    let req = match exec_request((ns, pod, container), &p) {
+        Ok(r) => r,
+        Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
     };
     ws.protocols(PROTOCOLS)
         .on_upgrade(move |socket| async move {

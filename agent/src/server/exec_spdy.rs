@@ -50,21 +50,9 @@ pub async fn route(
 ) -> Response {
     if wants_spdy(req.headers()) {
         let p = stream_params(query.as_deref().unwrap_or_default());
-        if p.command.is_empty() {
-            return (
-                StatusCode::BAD_REQUEST,
-                "you must specify at least one command for the container",
-            )
-                .into_response();
-        }
-        let (namespace, pod, container) = target;
-        let exec = ExecRequest {
-            namespace,
-            pod,
-            container,
-            command: p.command.clone(),
-            stdin: p.stdin,
-            tty: p.tty,
+        let exec = match exec::exec_request(target, &p) {
+            Ok(r) => r,
+            Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
         };
         return serve(backend, Process::Exec(exec), &p, req);
     }
@@ -83,21 +71,9 @@ pub async fn attach_route(
 ) -> Response {
     if wants_spdy(req.headers()) {
         let p = stream_params(query.as_deref().unwrap_or_default());
-        if !p.stdin && !p.stdout && !p.stderr {
-            return (
-                StatusCode::BAD_REQUEST,
-                "you must specify at least 1 of stdin, stdout, stderr",
-            )
-                .into_response();
-        }
-        let (namespace, pod, container) = target;
-        let attach = AttachRequest {
-            namespace,
-            pod,
-            container,
-            stdin: p.stdin,
-            stdout: p.stdout,
-            stderr: p.stderr,
+        let attach = match attach::attach_request(target, &p) {
+            Ok(r) => r,
+            Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
         };
         return serve(backend, Process::Attach(attach), &p, req);
     }

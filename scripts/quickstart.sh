@@ -9,7 +9,7 @@ state=${BERTH_STATE:-/var/lib/berth}
 export DEBIAN_FRONTEND=noninteractive
 
 need=()
-for p in protobuf-compiler make gcc libc6-dev containerd runc containernetworking-plugins busybox-static iptables iproute2 curl ca-certificates; do
+for p in protobuf-compiler libprotobuf-dev make gcc libc6-dev containerd runc containernetworking-plugins busybox-static iptables iproute2 curl ca-certificates; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 # A kubectl: Debian's own (kubernetes-client, 1.20) where none is installed; any kubectl

@@ -7,6 +7,7 @@ pub mod events;
 pub mod informer;
 pub mod join;
 pub mod kubernetes_service;
+pub mod leader_election;
 pub mod local_path_class;
 pub mod pki;
 pub mod priority;

@@ -115,6 +115,29 @@ struct ServeArgs {
     /// How often each HorizontalPodAutoscaler is reconciled (kube-controller-manager's flag).
     #[arg(long, default_value = "15s", value_parser = server::parse_duration)]
     horizontal_pod_autoscaler_sync_period: Duration,
+    /// Keep the cluster state in etcd instead of the embedded store: `http://` or `https://`
+    /// member URLs, comma-separated (several controllers on one etcd serve one cluster).
+    #[arg(long, value_delimiter = ',')]
+    datastore_endpoint: Vec<String>,
+    /// CA certificate (PEM) that signed etcd's serving certificates.
+    #[arg(long)]
+    datastore_cafile: Option<PathBuf>,
+    /// Client certificate (PEM) for etcd.
+    #[arg(long)]
+    datastore_certfile: Option<PathBuf>,
+    /// Client key (PEM) for etcd.
+    #[arg(long)]
+    datastore_keyfile: Option<PathBuf>,
+    /// The key prefix of the cluster's objects in etcd.
+    #[arg(long, default_value = "/berth")]
+    datastore_prefix: String,
+    /// How often etcd's history older than the previous run is compacted (the API server's
+    /// `--etcd-compaction-interval`).
+    #[arg(long, default_value = "5m", value_parser = server::parse_duration)]
+    etcd_compaction_interval: Duration,
+    /// This controller's identity for leader election (default: hostname and listen port).
+    #[arg(long)]
+    leader_election_id: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -287,7 +310,23 @@ fn main() -> anyhow::Result<()> {
                 node_monitor_grace_period,
                 metric_resolution,
                 horizontal_pod_autoscaler_sync_period,
+                datastore_endpoint,
+                datastore_cafile,
+                datastore_certfile,
+                datastore_keyfile,
+                datastore_prefix,
+                etcd_compaction_interval,
+                leader_election_id,
             } = *args;
+            let datastore = (!datastore_endpoint.is_empty()).then(|| {
+                let mut etcd = berth_controller::store::EtcdConfig::new(datastore_endpoint);
+                etcd.ca_file = datastore_cafile;
+                etcd.cert_file = datastore_certfile;
+                etcd.key_file = datastore_keyfile;
+                etcd.prefix = datastore_prefix;
+                etcd.compaction_interval = etcd_compaction_interval;
+                etcd
+            });
             let config = Config {
                 data_dir,
                 listen,
@@ -311,6 +350,8 @@ fn main() -> anyhow::Result<()> {
                 node_monitor_grace_period,
                 metric_resolution,
                 hpa_sync_period: horizontal_pod_autoscaler_sync_period,
+                datastore,
+                leader_election_id,
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
             runtime.block_on(async move {

@@ -41,6 +41,10 @@ pub struct Config {
     pub metric_resolution: std::time::Duration,
     /// How often each HorizontalPodAutoscaler is reconciled.
     pub hpa_sync_period: std::time::Duration,
+    /// etcd to keep the state in (`None`: the embedded store in the data dir).
+    pub datastore: Option<crate::store::EtcdConfig>,
+    /// This controller's leader-election identity (default: hostname and port).
+    pub leader_election_id: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -148,6 +152,13 @@ fn advertise_address(listen: std::net::IpAddr) -> std::net::IpAddr {
     }
 }
 
+/// This machine's name, for the default leader-election identity.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".to_string())
+}
+
 /// Runs the controller until `shutdown` is cancelled.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), ServerError> {
     let io = |path: &PathBuf| {
@@ -156,9 +167,19 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     };
     berth_shared::private_files::ensure_dir(&config.data_dir).map_err(io(&config.data_dir))?;
     let pki = pki::load_or_create(&config.data_dir.join("pki"), &config.tls_sans)?;
-    let backend = RedbBackend::open(&config.data_dir.join("store.redb"))?;
+    let store = match &config.datastore {
+        Some(etcd) => {
+            let (etcd, history) = (etcd.clone(), config.watch_history);
+            tokio::task::spawn_blocking(move || Store::open_etcd(etcd, history))
+                .await
+                .map_err(|e| ServerError::Bootstrap("store".into(), e.to_string()))??
+        }
+        None => {
+            let backend = RedbBackend::open(&config.data_dir.join("store.redb"))?;
+            Store::open(Box::new(backend), config.watch_history)?
+        }
+    };
     check_private_files(&config.data_dir)?;
-    let store = Store::open(Box::new(backend), config.watch_history)?;
     let service_ranges = ServiceRanges::parse(&config.service_cidr).ok_or_else(|| {
         ServerError::Config(format!(
             "invalid --service-cidr {:?} (an IPv4 CIDR of at least 4 addresses)",
@@ -248,6 +269,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         queues: QueueMetrics::default(),
     };
     let connections = Arc::new(api::listener::ConnectionStats::default());
+    let leader = Arc::new(crate::leader_election::LeaderStatus::default());
+    let store_shared = registry.store().is_shared();
     let resource_metrics = Arc::new(api::resource_metrics::ResourceMetrics::default());
     let state = Arc::new(ApiState {
         dialer,
@@ -267,6 +290,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             config.max_mutating_requests_inflight,
         )),
         connections: connections.clone(),
+        leader: leader.clone(),
         authorizer: crate::rbac::Authorizer::new(&ctx.informers),
         tokens,
     });
@@ -287,22 +311,47 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             ..Default::default()
         },
     };
-    let mut controllers = controllers::start(
-        &ctx,
-        cluster_cidr,
-        pki.ca_cert.clone(),
-        lifecycle,
-        shutdown.clone(),
-    );
-    controllers.push(tokio::spawn(controllers::podautoscaler::run(
-        ctx.clone(),
-        resource_metrics,
-        controllers::podautoscaler::Config {
-            sync_period: config.hpa_sync_period,
-        },
-        shutdown.clone(),
-    )));
-    controllers.push(crate::scheduler::start(&ctx, shutdown.clone()));
+    let hpa = controllers::podautoscaler::Config {
+        sync_period: config.hpa_sync_period,
+    };
+    let root_ca = pki.ca_cert.clone();
+    let lead = {
+        let ctx = ctx.clone();
+        move |acting: CancellationToken| {
+            let mut handles = controllers::start(
+                &ctx,
+                cluster_cidr,
+                root_ca.clone(),
+                lifecycle,
+                acting.clone(),
+            );
+            handles.push(tokio::spawn(controllers::podautoscaler::run(
+                ctx.clone(),
+                resource_metrics.clone(),
+                hpa,
+                acting.clone(),
+            )));
+            handles.push(crate::scheduler::start(&ctx, acting));
+            handles
+        }
+    };
+    let controllers = if store_shared {
+        // Several controllers share the store: only the Lease's holder acts.
+        let identity = config
+            .leader_election_id
+            .clone()
+            .unwrap_or_else(|| format!("{}_{}", hostname(), bound.port()));
+        vec![tokio::spawn(crate::leader_election::run(
+            registry.clone(),
+            identity,
+            crate::leader_election::Timings::default(),
+            leader.clone(),
+            shutdown.clone(),
+            lead,
+        ))]
+    } else {
+        lead(shutdown.clone())
+    };
     println!("listening on {url}");
     tracing::info!(%url, data_dir = %config.data_dir.display(), "serving");
     api::listener::serve(

@@ -57,6 +57,27 @@ pub fn controller_binary() -> PathBuf {
     path
 }
 
+/// Copies a directory tree (files keep their modes; directories are private).
+fn copy_tree(from: &Path, to: &Path) {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .recursive(true)
+        .create(to)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", to.display()));
+    let entries =
+        std::fs::read_dir(from).unwrap_or_else(|e| panic!("cannot read {}: {e}", from.display()));
+    for entry in entries.flatten() {
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if src.is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst)
+                .unwrap_or_else(|e| panic!("cannot copy {}: {e}", src.display()));
+        }
+    }
+}
+
 /// A running (or stopped) controller with its own temporary directory:
 /// `<tmp>/data` (the data dir), `<tmp>/controller.{stdout,stderr}.log`, `<tmp>/kubectl-cache`.
 pub struct Controller {
@@ -103,7 +124,25 @@ impl Controller {
         Controller::start_full(args, nofile, "127.0.0.1")
     }
 
+    /// Starts another controller of `peer`'s cluster: its data dir gets a copy of `peer`'s
+    /// `pki/` and `token` (the documented way to add a controller), and `args` must name the
+    /// same `--datastore-endpoint`.
+    pub fn start_joining(peer: &Controller, args: &[&str]) -> Controller {
+        let mut c = Controller::prepare(args, None, "127.0.0.1");
+        copy_tree(&peer.data_dir().join("pki"), &c.data_dir().join("pki"));
+        std::fs::copy(peer.data_dir().join("token"), c.data_dir().join("token"))
+            .unwrap_or_else(|e| panic!("cannot copy the join token: {e}"));
+        c.spawn_and_wait(0);
+        c
+    }
+
     fn start_full(args: &[&str], nofile: Option<u64>, listen_host: &'static str) -> Controller {
+        let mut c = Controller::prepare(args, nofile, listen_host);
+        c.spawn_and_wait(0);
+        c
+    }
+
+    fn prepare(args: &[&str], nofile: Option<u64>, listen_host: &'static str) -> Controller {
         let bin = controller_binary();
         let tmp = tempfile::Builder::new()
             .prefix("berth-controller-")
@@ -114,7 +153,7 @@ impl Controller {
             std::fs::create_dir_all(root.join(dir))
                 .unwrap_or_else(|e| panic!("cannot create {}: {e}", root.join(dir).display()));
         }
-        let mut c = Controller {
+        Controller {
             tmp: Some(tmp),
             root,
             bin,
@@ -125,9 +164,7 @@ impl Controller {
             url: String::new(),
             port: 0,
             starts: 0,
-        };
-        c.spawn_and_wait(0);
-        c
+        }
     }
 
     /// `https://127.0.0.1:PORT`

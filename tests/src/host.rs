@@ -40,6 +40,7 @@ pub fn require_tool(tool: &str) -> PathBuf {
         let package = match tool {
             "containerd" | "ctr" | "containerd-shim-runc-v2" => "containerd",
             "docker-registry" => "docker-registry",
+            "etcd" => "etcd-server",
             "busybox" => "busybox-static",
             "ip" => "iproute2",
             "iptables" | "iptables-save" | "iptables-restore" => "iptables",

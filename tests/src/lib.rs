@@ -9,6 +9,7 @@ pub mod client;
 pub mod cluster;
 pub mod containerd;
 pub mod controller;
+pub mod etcd;
 pub mod fixtures;
 pub mod host;
 pub mod http;

@@ -69,6 +69,9 @@ pub enum ApiError {
     },
     #[error("Internal error occurred: {0}")]
     Internal(String),
+    /// The storage cannot be reached (etcd without quorum): 503, retry later.
+    #[error("{0}")]
+    ServiceUnavailable(String),
     /// An error upstream has no `Status` for (a plain Go error): kube-apiserver answers 500 with
     /// the bare message and no reason (`ErrorToAPIStatus`).
     #[error("{0}")]
@@ -100,6 +103,7 @@ impl ApiError {
             self,
             ApiError::Conflict { .. }
                 | ApiError::Internal(_)
+                | ApiError::ServiceUnavailable(_)
                 | ApiError::TooManyRequests(_)
                 | ApiError::TooManyRequestsBecause { .. }
         )
@@ -121,6 +125,7 @@ impl ApiError {
                 StatusCode::TOO_MANY_REQUESTS
             }
             ApiError::Internal(_) | ApiError::Unknown(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -142,6 +147,7 @@ impl ApiError {
                 "TooManyRequests"
             }
             ApiError::Internal(_) => "InternalError",
+            ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
             ApiError::Unknown(_) => "",
         }
     }
@@ -319,6 +325,7 @@ impl From<RegistryError> for ApiError {
             R::UnknownPath => ApiError::UnknownPath,
             R::Gone(m) => ApiError::Gone(m),
             R::Internal(m) => ApiError::Internal(m),
+            R::Unavailable(m) => ApiError::ServiceUnavailable(m),
             e @ R::ResourceVersionOnCreate => ApiError::Unknown(e.to_string()),
         }
     }
@@ -354,6 +361,7 @@ impl From<crate::store::StoreError> for ApiError {
     fn from(e: crate::store::StoreError) -> ApiError {
         match e {
             crate::store::StoreError::Compacted { .. } => ApiError::Gone(e.to_string()),
+            crate::store::StoreError::Unavailable(m) => ApiError::ServiceUnavailable(m),
             other => ApiError::Internal(other.to_string()),
         }
     }

@@ -71,6 +71,10 @@ pub async fn list(
     as_table: Option<IncludeObject>,
 ) -> Result<Response, ApiError> {
     let selectors = Selectors::from_query(q)?;
+    if q.get("resourceVersion").is_none_or(str::is_empty) {
+        // Unset: the most recent state (a consistent read); "0": whatever the cache holds.
+        state.registry.store().sync().await?;
+    }
     let prefix = prefix(rt, ns);
     let start = q.continue_key(&prefix)?;
     let (revision, items, more) =

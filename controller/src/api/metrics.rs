@@ -139,7 +139,8 @@ pub async fn serve(State(state): State<SharedState>) -> Response {
         state.metrics.render(state.registry.store())
             + &state.queues.render()
             + &state.inflight.render()
-            + &state.connections.render(),
+            + &state.connections.render()
+            + &state.leader.render(),
     )
         .into_response()
 }

@@ -71,6 +71,8 @@ pub struct ApiState {
     pub inflight: Arc<inflight::InFlight>,
     /// The accept loop's counters.
     pub connections: Arc<listener::ConnectionStats>,
+    /// Whether this controller leads the others sharing its store (`/metrics`).
+    pub leader: Arc<crate::leader_election::LeaderStatus>,
     /// RBAC decisions.
     pub authorizer: crate::rbac::Authorizer,
     /// Signs and checks ServiceAccount tokens.
@@ -363,7 +365,12 @@ async fn serve_resource(
             let _ = name;
             watch::serve(&state, view, ns, &query, table).await
         }
-        (&Method::GET, Some(name), None) => list::get(&state, rt, ns, name, table).await,
+        (&Method::GET, Some(name), None) => {
+            if query.get("resourceVersion").is_none_or(str::is_empty) {
+                state.registry.store().sync().await?;
+            }
+            list::get(&state, rt, ns, name, table).await
+        }
         (&Method::POST, None, None) => {
             let body = body::read_as(body, &parts.headers, rt.kind).await?;
             let body = conversion::body_to_storage(view, body)?;

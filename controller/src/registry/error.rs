@@ -55,6 +55,9 @@ pub enum RegistryError {
     /// The store failed (disk, encoding).
     #[error("Internal error occurred: {0}")]
     Internal(String),
+    /// The store cannot be reached (etcd without quorum); nothing was written.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// The message of a 422 Invalid error, as kube-apiserver words it.
@@ -124,7 +127,9 @@ impl RegistryError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            RegistryError::Conflict { .. } | RegistryError::Internal(_)
+            RegistryError::Conflict { .. }
+                | RegistryError::Internal(_)
+                | RegistryError::Unavailable(_)
         )
     }
 }
@@ -133,7 +138,9 @@ impl ErrorPolicy for RegistryError {
     fn retry(&self) -> Retry {
         match self {
             RegistryError::Conflict { .. } | RegistryError::AlreadyExists { .. } => Retry::Now,
-            RegistryError::Internal(_) | RegistryError::Gone(_) => Retry::Backoff,
+            RegistryError::Internal(_) | RegistryError::Unavailable(_) | RegistryError::Gone(_) => {
+                Retry::Backoff
+            }
             // The object may appear, the namespace may be recreated, the input may be fixed:
             // only a change brings the key back.
             RegistryError::NotFound { .. }
@@ -150,6 +157,7 @@ impl From<StoreError> for RegistryError {
     fn from(e: StoreError) -> RegistryError {
         match e {
             StoreError::Compacted { .. } => RegistryError::Gone(e.to_string()),
+            StoreError::Unavailable(m) => RegistryError::Unavailable(m),
             other => RegistryError::Internal(other.to_string()),
         }
     }

@@ -6,10 +6,12 @@
 //! fsync per group, see `group_commit`), then published to memory and to watchers. Watch registration and publication happen under the
 //! same lock, so a watcher sees every event after its starting revision exactly once.
 
+mod etcd;
 mod group_commit;
 mod index;
 mod redb_file;
 
+pub use etcd::EtcdConfig;
 pub use index::ObjectIndex;
 pub use redb_file::RedbBackend;
 
@@ -42,6 +44,9 @@ pub enum StoreError {
     },
     #[error("store backend: {0}")]
     Backend(String),
+    /// The store cannot be reached (e.g. etcd has lost its quorum); nothing was written.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
     #[error("encoding object: {0}")]
     Encode(#[from] serde_json::Error),
 }
@@ -49,7 +54,7 @@ pub enum StoreError {
 impl StoreError {
     /// Whether retrying the same operation later may succeed.
     pub fn is_transient(&self) -> bool {
-        matches!(self, StoreError::Backend(_))
+        matches!(self, StoreError::Backend(_) | StoreError::Unavailable(_))
     }
 }
 
@@ -157,11 +162,23 @@ pub struct Store {
 }
 
 struct Inner {
-    backend: Box<dyn Backend>,
-    pipeline: Pipeline,
+    writer: Writer,
     state: RwLock<State>,
     events: broadcast::Sender<Arc<StoreEvent>>,
     history_limit: usize,
+    /// The revision readers see, for waiting until a write is visible.
+    visible: tokio::sync::watch::Sender<Revision>,
+}
+
+/// Who orders and persists writes.
+enum Writer {
+    /// This process: revisions are assigned here, made durable by the backend in groups.
+    Local {
+        backend: Box<dyn Backend>,
+        pipeline: Pipeline,
+    },
+    /// etcd: revisions are etcd's, writes are its transactions; memory follows its watch.
+    Etcd(Box<etcd::Etcd>),
 }
 
 /// Events kept for live watchers between their reads. Each slot keeps an object version alive
@@ -198,21 +215,52 @@ impl Store {
                 compacted = ev.revision;
             }
         }
+        let state = State {
+            revision: loaded.revision,
+            compacted,
+            objects,
+            history,
+        };
+        let writer = Writer::Local {
+            backend,
+            pipeline: Pipeline::new(loaded.revision),
+        };
+        Ok(Store::assemble(writer, state, history_limit))
+    }
+
+    /// Opens the store on etcd: loads every object under the configured prefix, then follows
+    /// etcd's watch. Blocking.
+    pub fn open_etcd(config: EtcdConfig, history_limit: usize) -> Result<Store, StoreError> {
+        etcd::open(config, history_limit)
+    }
+
+    fn assemble(writer: Writer, state: State, history_limit: usize) -> Store {
         let (events, _) = broadcast::channel(LIVE_RING);
-        Ok(Store {
+        let (visible, _) = tokio::sync::watch::channel(state.revision);
+        Store {
             inner: Arc::new(Inner {
-                backend,
-                pipeline: Pipeline::new(loaded.revision),
-                state: RwLock::new(State {
-                    revision: loaded.revision,
-                    compacted,
-                    objects,
-                    history,
-                }),
+                writer,
+                state: RwLock::new(state),
                 events,
                 history_limit: history_limit.max(1),
+                visible,
             }),
-        })
+        }
+    }
+
+    /// Whether writes go to etcd (several controllers may share it).
+    pub fn is_shared(&self) -> bool {
+        matches!(self.inner.writer, Writer::Etcd(_))
+    }
+
+    /// Waits until this store's memory holds every write acknowledged anywhere before the
+    /// call (a consistent read, as an unset `resourceVersion` asks for). Immediate for the
+    /// embedded store, whose memory is the authority.
+    pub async fn sync(&self) -> Result<(), StoreError> {
+        match &self.inner.writer {
+            Writer::Local { .. } => Ok(()),
+            Writer::Etcd(etcd) => etcd.sync(self).await,
+        }
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
@@ -238,7 +286,12 @@ impl Store {
     /// a write that is merely waiting for its fsync; its own write then queues behind that one
     /// (and fails with it). Readers use [`Store::get`].
     pub fn latest(&self, key: &str) -> Option<StoredObject> {
-        let queue = self.inner.pipeline.lock();
+        let pipeline = match &self.inner.writer {
+            Writer::Local { pipeline, .. } => pipeline,
+            // etcd's version (the cache may lag other controllers' writes).
+            Writer::Etcd(etcd) => return etcd.fetch(key).unwrap_or_else(|_| self.get(key)),
+        };
+        let queue = pipeline.lock();
         match queue.pending(key) {
             Some(queued) => queued,
             None => self.get(key),
@@ -318,6 +371,9 @@ impl Store {
         obj: Value,
         pre: Precondition,
     ) -> Result<StoredObject, StoreError> {
+        if let Writer::Etcd(etcd) = &self.inner.writer {
+            return etcd.put(self, key, obj, pre);
+        }
         self.write(key, pre, |prev, revision| {
             let mut obj = obj;
             set_resource_version(&mut obj, revision);
@@ -338,6 +394,9 @@ impl Store {
         pre: Precondition,
         last: Option<Value>,
     ) -> Result<StoredObject, StoreError> {
+        if let Writer::Etcd(etcd) = &self.inner.writer {
+            return etcd.delete(self, key, pre, last);
+        }
         self.write(key, pre, |prev, revision| {
             let Some(prev) = prev else {
                 return Err(StoreError::NotFound);
@@ -359,7 +418,10 @@ impl Store {
         pre: Precondition,
         make: impl FnOnce(Option<&StoredObject>, Revision) -> Result<(EventType, Value), StoreError>,
     ) -> Result<StoredObject, StoreError> {
-        let mut queue = self.inner.pipeline.lock();
+        let Writer::Local { pipeline, .. } = &self.inner.writer else {
+            return Err(StoreError::Backend("local write on a shared store".into()));
+        };
+        let mut queue = pipeline.lock();
         let prev = match queue.pending(key) {
             Some(queued) => queued,
             None => self.get(key),
@@ -374,8 +436,7 @@ impl Store {
             data,
         };
         let ticket = queue.push(Arc::from(key), event_type, stored.clone(), prev);
-        self.inner
-            .pipeline
+        pipeline
             .settle(queue, ticket, |batch| self.flush(batch))
             .map_err(StoreError::Backend)?;
         Ok(stored)
@@ -384,6 +445,12 @@ impl Store {
     /// Makes a batch durable, then visible to readers and watchers; on failure returns the
     /// message and the last durable revision.
     fn flush(&self, batch: &[Queued]) -> Result<(), (String, Revision)> {
+        let Writer::Local { backend, .. } = &self.inner.writer else {
+            return Err((
+                "local flush on a shared store".into(),
+                self.current_revision(),
+            ));
+        };
         let compact_to = self.compaction_point(&self.read(), batch.len());
         let commits: Vec<Commit<'_>> = batch
             .iter()
@@ -394,7 +461,7 @@ impl Store {
                 data: &w.stored.data,
             })
             .collect();
-        if let Err(e) = self.inner.backend.commit(&commits, compact_to) {
+        if let Err(e) = backend.commit(&commits, compact_to) {
             return Err((e.to_string(), self.current_revision()));
         }
         self.publish(batch, compact_to);
@@ -419,24 +486,34 @@ impl Store {
     }
 
     fn publish(&self, batch: &[Queued], compact_to: Option<Revision>) {
+        let events = batch.iter().map(|w| StoreEvent {
+            revision: w.revision,
+            event_type: w.event_type,
+            key: w.key.clone(),
+            object: w.stored.clone(),
+            prev_index: w.prev.as_ref().map(|p| p.index.clone()),
+        });
+        self.apply(events, compact_to);
+    }
+
+    /// Makes events visible: to readers (the objects), to watchers (the history and the live
+    /// channel), then to writers waiting for their revision; drops history at or below
+    /// `compact_to`.
+    fn apply(&self, events: impl IntoIterator<Item = StoreEvent>, compact_to: Option<Revision>) {
         let mut state = self.inner.state.write().unwrap_or_else(|e| e.into_inner());
-        for w in batch {
-            state.revision = w.revision;
-            match w.event_type {
+        for event in events {
+            state.revision = state.revision.max(event.revision);
+            match event.event_type {
                 EventType::Deleted => {
-                    state.objects.remove(&w.key);
+                    state.objects.remove(&event.key);
                 }
                 _ => {
-                    state.objects.insert(w.key.clone(), w.stored.clone());
+                    state
+                        .objects
+                        .insert(event.key.clone(), event.object.clone());
                 }
             }
-            let event = Arc::new(StoreEvent {
-                revision: w.revision,
-                event_type: w.event_type,
-                key: w.key.clone(),
-                object: w.stored.clone(),
-                prev_index: w.prev.as_ref().map(|p| p.index.clone()),
-            });
+            let event = Arc::new(event);
             state.history.push_back(event.clone());
             // No receivers is fine: nobody is watching.
             let _ = self.inner.events.send(event);
@@ -445,8 +522,11 @@ impl Store {
             while state.history.front().is_some_and(|e| e.revision <= to) {
                 state.history.pop_front();
             }
-            state.compacted = to;
+            state.compacted = state.compacted.max(to);
         }
+        let revision = state.revision;
+        drop(state);
+        self.inner.visible.send_replace(revision);
     }
 }
 

@@ -213,7 +213,7 @@ fn writes_queued_behind_a_slow_commit_share_the_next_one_and_all_survive_a_reope
         })
         .collect();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while store.inner.pipeline.lock().assigned < 8 {
+    while store.assigned() < 8 {
         assert!(
             std::time::Instant::now() < deadline,
             "writers did not queue"
@@ -254,7 +254,7 @@ fn a_create_is_refused_against_a_queued_create_of_the_same_key() {
         std::thread::spawn(move || store.put("/k/a", cm("a"), Precondition::Absent))
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while store.inner.pipeline.lock().assigned < 1 {
+    while store.assigned() < 1 {
         assert!(
             std::time::Instant::now() < deadline,
             "first write did not queue"
@@ -312,7 +312,7 @@ fn a_group_larger_than_the_history_compacts_inside_itself() {
         })
         .collect();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while store.inner.pipeline.lock().assigned < 300 {
+    while store.assigned() < 300 {
         assert!(
             std::time::Instant::now() < deadline,
             "writers did not queue"
@@ -347,7 +347,7 @@ fn a_read_modify_write_starts_from_a_queued_write_and_lands_behind_it() {
         std::thread::spawn(move || store.put("/k/a", cm("a"), Precondition::Revision(a.revision)))
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while store.inner.pipeline.lock().assigned < a.revision + 1 {
+    while store.assigned() < a.revision + 1 {
         assert!(
             std::time::Instant::now() < deadline,
             "first write did not queue"
@@ -373,4 +373,14 @@ fn a_read_modify_write_starts_from_a_queued_write_and_lands_behind_it() {
     assert_eq!(first.join().unwrap().unwrap().revision, a.revision + 1);
     assert_eq!(second.join().unwrap().unwrap().revision, a.revision + 2);
     assert_eq!(store.get("/k/a").unwrap().revision, a.revision + 2);
+}
+
+impl Store {
+    /// The highest revision handed out by the local pipeline (queued or durable).
+    fn assigned(&self) -> Revision {
+        match &self.inner.writer {
+            Writer::Local { pipeline, .. } => pipeline.lock().assigned,
+            Writer::Etcd(_) => self.current_revision(),
+        }
+    }
 }

@@ -1,0 +1,169 @@
+//! A real etcd cluster for the tests: members of Debian's `etcd-server` on free loopback ports,
+//! each with its own data directory under one temporary directory; members can be SIGKILLed
+//! and started again on the same ports and data; every member is killed by PID on drop.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use tempfile::TempDir;
+
+use crate::host::{free_port, require_tool, unique_suffix};
+use crate::http::http_get;
+use crate::wait::wait_for_with;
+
+/// How long a member (or the cluster's quorum) may take to become healthy.
+const START_DEADLINE: Duration = Duration::from_secs(30);
+
+struct Member {
+    name: String,
+    client_port: u16,
+    peer_port: u16,
+    child: Option<Child>,
+}
+
+/// A running etcd cluster.
+pub struct EtcdCluster {
+    tmp: TempDir,
+    token: String,
+    members: Vec<Member>,
+}
+
+impl EtcdCluster {
+    /// Starts `size` members and waits until every one reports itself healthy.
+    pub fn start(size: usize) -> EtcdCluster {
+        require_tool("etcd");
+        let tmp = tempfile::Builder::new()
+            .prefix("berth-etcd-")
+            .tempdir()
+            .unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
+        let token = format!("berth-{}", unique_suffix());
+        let members = (0..size)
+            .map(|i| Member {
+                name: format!("m{i}"),
+                client_port: free_port(),
+                peer_port: free_port(),
+                child: None,
+            })
+            .collect();
+        let mut cluster = EtcdCluster {
+            tmp,
+            token,
+            members,
+        };
+        for i in 0..size {
+            cluster.spawn(i);
+        }
+        for i in 0..size {
+            cluster.wait_healthy(i);
+        }
+        cluster
+    }
+
+    /// The client URLs, comma-separated (`--datastore-endpoint`).
+    pub fn endpoints(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| format!("http://127.0.0.1:{}", m.client_port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// One member's client URL.
+    pub fn endpoint(&self, i: usize) -> String {
+        format!("http://127.0.0.1:{}", self.members[i].client_port)
+    }
+
+    pub fn size(&self) -> usize {
+        self.members.len()
+    }
+
+    fn log(&self, i: usize) -> PathBuf {
+        self.tmp
+            .path()
+            .join(format!("{}.log", self.members[i].name))
+    }
+
+    /// The last lines of a member's log.
+    pub fn log_tail(&self, i: usize) -> String {
+        let text = std::fs::read_to_string(self.log(i)).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    fn spawn(&mut self, i: usize) {
+        let initial: Vec<String> = self
+            .members
+            .iter()
+            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
+            .collect();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log(i))
+            .unwrap_or_else(|e| panic!("cannot open the etcd log: {e}"));
+        let m = &self.members[i];
+        let client = format!("http://127.0.0.1:{}", m.client_port);
+        let peer = format!("http://127.0.0.1:{}", m.peer_port);
+        let child = Command::new("etcd")
+            .arg("--name")
+            .arg(&m.name)
+            .arg("--data-dir")
+            .arg(self.tmp.path().join(&m.name))
+            .args(["--listen-client-urls", &client])
+            .args(["--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &initial.join(",")])
+            .args(["--initial-cluster-state", "new"])
+            .args(["--initial-cluster-token", &self.token])
+            .args(["--logger", "zap", "--log-level", "warn"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start etcd: {e}"));
+        self.members[i].child = Some(child);
+    }
+
+    fn wait_healthy(&mut self, i: usize) {
+        let port = self.members[i].client_port;
+        let tail = self.log_tail(i);
+        wait_for_with(
+            START_DEADLINE,
+            &format!("etcd member {i} to be healthy"),
+            || tail.clone(),
+            || {
+                let r = http_get("127.0.0.1", port, "/health")?;
+                if r.status == 200 && r.body.contains("true") {
+                    Ok(())
+                } else {
+                    Err(format!("{} {}", r.status, r.body))
+                }
+            },
+        );
+    }
+
+    /// SIGKILLs member `i`.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.members[i].child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts member `i` again on its data and ports, and waits until it is healthy.
+    pub fn restart(&mut self, i: usize) {
+        self.kill(i);
+        self.spawn(i);
+        self.wait_healthy(i);
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            self.kill(i);
+        }
+    }
+}

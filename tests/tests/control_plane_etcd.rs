@@ -1,0 +1,352 @@
+//! Several controllers on a real three-member etcd cluster (Debian's `etcd-server`): one cluster
+//! served by every controller, compare-and-swap that holds across them, watches that resume on
+//! another controller, a leader elected through a Lease that hands over when it dies, and writes
+//! that survive losing a member (and fail cleanly without quorum).
+
+use berth_tests::etcd::EtcdCluster;
+use berth_tests::wait::wait_for;
+use berth_tests::{Controller, Next, Req};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const CM: &str = "/api/v1/namespaces/default/configmaps";
+
+/// Three controllers on one etcd (each started as the documented copy of the first one's
+/// `pki/` and `token`).
+fn three_controllers(etcd: &EtcdCluster) -> Vec<Controller> {
+    let endpoints = etcd.endpoints();
+    let args = ["--datastore-endpoint", endpoints.as_str()];
+    let first = Controller::start_with(&args);
+    let second = Controller::start_joining(&first, &args);
+    let third = Controller::start_joining(&first, &args);
+    vec![first, second, third]
+}
+
+fn cm(name: &str, data: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
+}
+
+fn rv(obj: &Value) -> u64 {
+    obj["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no resourceVersion in {obj}"))
+}
+
+/// Which controllers say (in `/metrics`) that they lead.
+fn leaders(controllers: &[Controller]) -> Vec<usize> {
+    controllers
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.pid().is_some())
+        .filter(|(_, c)| {
+            c.admin_api().try_send(Req::get("/metrics")).is_ok_and(|r| {
+                r.body
+                    .contains("leader_election_master_status{name=\"berth-controller\"} 1")
+            })
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+#[test]
+fn every_controller_serves_the_same_cluster_with_read_after_write_across_them() {
+    let etcd = EtcdCluster::start(3);
+    let cs = three_controllers(&etcd);
+    let created = cs[0]
+        .admin_api()
+        .create(CM, &cm("shared", json!({"k": "v"})));
+    // An unset resourceVersion is a consistent read: another controller sees the write at once.
+    for c in &cs[1..] {
+        let got = c.admin_api().get_ok(&format!("{CM}/shared"));
+        assert_eq!(got["metadata"]["uid"], created["metadata"]["uid"]);
+        assert_eq!(rv(&got), rv(&created));
+    }
+    // Revisions are etcd's: one sequence across controllers.
+    let second = cs[2].admin_api().create(CM, &cm("second", json!({})));
+    assert!(rv(&second) > rv(&created));
+    let list = cs[1].admin_api().get_ok(CM);
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["metadata"]["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"shared") && names.contains(&"second"),
+        "{names:?}"
+    );
+    // Exactly one leader, holding the Lease.
+    let lead = wait_for(Duration::from_secs(30), "one leader", || {
+        let l = leaders(&cs);
+        if l.len() == 1 { Ok(l[0]) } else { Err(l) }
+    });
+    let lease = cs[1]
+        .admin_api()
+        .get_ok("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/berth-controller");
+    assert_eq!(lease["spec"]["leaseDurationSeconds"], 15, "{lease}");
+    let holder = lease["spec"]["holderIdentity"].as_str().unwrap_or_default();
+    assert!(
+        holder.ends_with(&format!("_{}", cs[lead].port())),
+        "holder {holder} is not controller {lead} (port {})",
+        cs[lead].port()
+    );
+}
+
+#[test]
+fn compare_and_swap_counts_exactly_through_different_controllers() {
+    let etcd = EtcdCluster::start(3);
+    let cs = three_controllers(&etcd);
+    let start = cs[0]
+        .admin_api()
+        .create(CM, &cm("counter", json!({"n": "0"})));
+    let watcher = cs[1].admin_api();
+    let mut watch = watcher
+        .watch(&format!(
+            "{CM}?watch=true&fieldSelector=metadata.name%3Dcounter&resourceVersion={}",
+            rv(&start)
+        ))
+        .unwrap_or_else(|r| panic!("watch refused: {}", r.describe()));
+    const CLIENTS: usize = 8;
+    const INCREMENTS: usize = 12;
+    let successes = Arc::new(Mutex::new(0usize));
+    std::thread::scope(|s| {
+        for client in 0..CLIENTS {
+            let (cs, successes) = (&cs, successes.clone());
+            s.spawn(move || {
+                let mut done = 0;
+                let mut attempt = 0;
+                let deadline = Instant::now() + Duration::from_secs(120);
+                while done < INCREMENTS {
+                    assert!(Instant::now() < deadline, "client {client} is stuck");
+                    attempt += 1;
+                    // Read through one controller, write through another.
+                    let reader = cs[(client + attempt) % 3].admin_api();
+                    let writer = cs[(client + attempt + 1) % 3].admin_api();
+                    let mut obj = reader.get_ok(&format!("{CM}/counter"));
+                    let n: u64 = obj["data"]["n"].as_str().unwrap().parse().unwrap();
+                    obj["data"]["n"] = json!((n + 1).to_string());
+                    let reply = writer.send(Req::put(format!("{CM}/counter"), &obj));
+                    match reply.status {
+                        200 => {
+                            done += 1;
+                            *successes.lock().unwrap() += 1;
+                        }
+                        409 => {}
+                        _ => panic!("update: {}", reply.describe()),
+                    }
+                }
+            });
+        }
+    });
+    let successes = *successes.lock().unwrap();
+    assert_eq!(successes, CLIENTS * INCREMENTS);
+    let last = cs[2].admin_api().get_ok(&format!("{CM}/counter"));
+    assert_eq!(last["data"]["n"], json!(successes.to_string()), "{last}");
+    // The watch through another controller saw every value once, in order, with increasing
+    // revisions.
+    let mut previous = rv(&start);
+    for expected in 1..=successes {
+        let ev = watch.expect_event(Duration::from_secs(20), "the next increment");
+        assert_eq!(ev["type"], "MODIFIED", "{ev}");
+        assert_eq!(
+            ev["object"]["data"]["n"],
+            json!(expected.to_string()),
+            "{ev}"
+        );
+        let r = rv(&ev["object"]);
+        assert!(r > previous, "revision {r} after {previous}");
+        previous = r;
+    }
+}
+
+#[test]
+fn a_watch_resumes_on_another_controller_with_nothing_missed_or_repeated() {
+    let etcd = EtcdCluster::start(3);
+    let mut cs = three_controllers(&etcd);
+    let from = rv(&cs[0].admin_api().get_ok(CM));
+    let writer = std::thread::scope(|s| {
+        let writer_api = cs[0].admin_api();
+        let handle = s.spawn(move || {
+            for i in 0..60 {
+                writer_api.create(CM, &cm(&format!("w{i:03}"), json!({})));
+            }
+        });
+        // Watch through controller 1 until part of the writes arrived, then kill it.
+        let api1 = cs[1].admin_api();
+        let mut watch = api1
+            .watch(&format!("{CM}?watch=true&resourceVersion={from}"))
+            .unwrap_or_else(|r| panic!("watch refused: {}", r.describe()));
+        let mut seen: Vec<(String, u64)> = Vec::new();
+        while seen.len() < 20 {
+            let ev = watch.expect_event(Duration::from_secs(20), "a create");
+            seen.push((
+                ev["object"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+                rv(&ev["object"]),
+            ));
+        }
+        handle.join().unwrap();
+        seen
+    });
+    let mut seen = writer;
+    cs[1].kill9();
+    // Resume on controller 2 from the last revision seen.
+    let last = seen.last().unwrap().1;
+    let api2 = cs[2].admin_api();
+    let mut watch = api2
+        .watch(&format!("{CM}?watch=true&resourceVersion={last}"))
+        .unwrap_or_else(|r| panic!("resume refused: {}", r.describe()));
+    while seen.len() < 60 {
+        match watch.next(Duration::from_secs(20)) {
+            Next::Event(ev) if ev["type"] == "BOOKMARK" => {}
+            Next::Event(ev) => seen.push((
+                ev["object"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+                rv(&ev["object"]),
+            )),
+            other => panic!("resumed watch: {other:?}\n{}", watch.describe()),
+        }
+    }
+    let names: Vec<String> = seen.iter().map(|(n, _)| n.clone()).collect();
+    let expected: Vec<String> = (0..60).map(|i| format!("w{i:03}")).collect();
+    assert_eq!(names, expected, "missed, repeated or reordered");
+    assert!(seen.windows(2).all(|w| w[0].1 < w[1].1));
+    // Nothing more.
+    assert!(matches!(
+        watch.next(Duration::from_millis(500)),
+        Next::Timeout
+    ));
+}
+
+#[test]
+fn the_lease_moves_when_the_leader_dies_and_the_new_leader_acts() {
+    let etcd = EtcdCluster::start(3);
+    let mut cs = three_controllers(&etcd);
+    let lead = wait_for(Duration::from_secs(30), "one leader", || {
+        let l = leaders(&cs);
+        if l.len() == 1 { Ok(l[0]) } else { Err(l) }
+    });
+    let killed_at = Instant::now();
+    cs[lead].kill9();
+    let new = wait_for(Duration::from_secs(30), "another leader", || {
+        let l = leaders(&cs);
+        if l.len() == 1 && l[0] != lead {
+            Ok(l[0])
+        } else {
+            Err(l)
+        }
+    });
+    let took = killed_at.elapsed();
+    // The holder stopped renewing: others wait one lease duration from the last change they saw.
+    assert!(took <= Duration::from_secs(15 + 2 + 3), "took {took:?}");
+    // The new leader's controllers act: a ReplicaSet gets its pods.
+    let api = cs[new].admin_api();
+    api.create(
+        "/apis/apps/v1/namespaces/default/replicasets",
+        &json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "after"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "after"}},
+              "template": {"metadata": {"labels": {"app": "after"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}),
+    );
+    wait_for(Duration::from_secs(30), "the ReplicaSet's pods", || {
+        let pods = api.get_ok("/api/v1/namespaces/default/pods?labelSelector=app%3Dafter");
+        let n = pods["items"].as_array().map_or(0, Vec::len);
+        if n == 2 { Ok(()) } else { Err(n) }
+    });
+    // A LeaderElection event names the new holder.
+    let events = api.get_ok("/api/v1/namespaces/kube-system/events");
+    let reasons: BTreeSet<String> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["reason"] == "LeaderElection")
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        reasons.iter().any(|m| m.ends_with("became leader")) && reasons.len() >= 2,
+        "{reasons:?}"
+    );
+}
+
+#[test]
+fn acknowledged_writes_survive_a_member_kill_and_quorum_loss_fails_writes_not_cached_reads() {
+    let mut etcd = EtcdCluster::start(3);
+    let cs = three_controllers(&etcd);
+    let acked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for w in 0..8 {
+            let (cs, acked, stop) = (&cs, acked.clone(), &stop);
+            s.spawn(move || {
+                let api = cs[w % 3].admin_api();
+                let mut i = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let name = format!("w{w}-{i}");
+                    i += 1;
+                    match api.try_send(Req::post(CM, &cm(&name, json!({})))) {
+                        Ok(r) if r.status == 201 => acked.lock().unwrap().push(name),
+                        Ok(r) if r.status >= 500 => {}
+                        Ok(r) => panic!("create: {}", r.describe()),
+                        Err(_) => {}
+                    }
+                }
+            });
+        }
+        wait_for(Duration::from_secs(30), "writes before the kill", || {
+            let n = acked.lock().unwrap().len();
+            if n >= 80 { Ok(()) } else { Err(n) }
+        });
+        etcd.kill(0);
+        let at_kill = acked.lock().unwrap().len();
+        wait_for(Duration::from_secs(60), "writes after the kill", || {
+            let n = acked.lock().unwrap().len();
+            if n >= at_kill + 80 { Ok(()) } else { Err(n) }
+        });
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    // Lose quorum: writes fail with a 5xx Status, reads of the cache keep working.
+    etcd.kill(1);
+    let api = cs[2].admin_api();
+    let reply = api.send(Req::post(CM, &cm("no-quorum", json!({}))));
+    assert!(reply.status >= 500, "{}", reply.describe());
+    let status = reply.json();
+    assert_eq!(status["kind"], "Status", "{}", reply.describe());
+    let cached = api.get_ok(&format!("{CM}?resourceVersion=0"));
+    assert!(!cached["items"].as_array().unwrap().is_empty());
+    // Quorum back: everything acknowledged is there.
+    etcd.restart(0);
+    etcd.restart(1);
+    let acked = acked.lock().unwrap().clone();
+    for c in &cs {
+        let api = c.admin_api();
+        wait_for(Duration::from_secs(30), "every acknowledged write", || {
+            let reply = api.send(Req::get(CM));
+            if reply.status != 200 {
+                return Err(reply.describe());
+            }
+            let names: BTreeSet<String> = reply.json()["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_string))
+                .collect();
+            let missing: Vec<&String> = acked.iter().filter(|n| !names.contains(*n)).collect();
+            if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} missing: {:?}",
+                    missing.len(),
+                    &missing[..missing.len().min(5)]
+                ))
+            }
+        });
+    }
+}

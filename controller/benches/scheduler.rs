@@ -9,13 +9,14 @@
 //! `cargo bench -p berth-controller --bench scheduler -- [--nodes 1000,5000] [--pods 10000]
 //! [--preempt-nodes 1000] [--dir PATH]` (the store goes in a temporary directory under PATH,
 //! default the system temporary directory; every store write is fsync'd, so the disk under
-//! PATH matters).
+//! PATH matters). `--datastore-endpoint URL[,URL…]` keeps the store in etcd instead (under a
+//! key prefix of its own per run).
 
 use berth_controller::controllers::{self, runtime::Context, runtime::QueueMetrics};
 use berth_controller::informer::Informers;
 use berth_controller::registry::{Registry, WriteOptions, prefix};
 use berth_controller::scheduler;
-use berth_controller::store::{RedbBackend, Store};
+use berth_controller::store::{EtcdConfig, RedbBackend, Store};
 use berth_shared::resource::{ResourceType, by_plural};
 use serde_json::json;
 use std::collections::HashMap;
@@ -30,6 +31,7 @@ struct Args {
     preempt_nodes: usize,
     dir: PathBuf,
     binders: usize,
+    etcd: Option<String>,
 }
 
 fn args() -> Args {
@@ -39,6 +41,7 @@ fn args() -> Args {
         preempt_nodes: 1000,
         dir: std::env::temp_dir(),
         binders: scheduler::Config::default().binders,
+        etcd: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -59,6 +62,7 @@ fn args() -> Args {
                     .unwrap_or(a.preempt_nodes)
             }
             "--dir" => a.dir = it.next().map(PathBuf::from).unwrap_or(a.dir),
+            "--datastore-endpoint" => a.etcd = it.next(),
             "--binders" => a.binders = it.next().and_then(|n| n.parse().ok()).unwrap_or(a.binders),
             _ => {} // `--bench` and friends from cargo
         }
@@ -182,6 +186,14 @@ fn placement(registry: &Registry) -> (HashMap<String, usize>, usize) {
     (per_node, unbound)
 }
 
+/// Nanoseconds of the wall clock, to tell runs' etcd prefixes apart.
+fn setup_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() % 1_000_000)
+        .unwrap_or(0)
+}
+
 /// One run; returns the pods bound per second.
 async fn run(
     nodes: usize,
@@ -189,10 +201,22 @@ async fn run(
     base: &std::path::Path,
     binders: usize,
     workload: Workload,
+    etcd: Option<&str>,
 ) -> f64 {
     let dir = tempfile::tempdir_in(base).expect("temporary directory");
-    let backend = RedbBackend::open(&dir.path().join("store.redb")).expect("store");
-    let registry = Registry::new(Store::open(Box::new(backend), 100_000).expect("store"));
+    let store = match etcd {
+        Some(endpoints) => {
+            let mut config =
+                EtcdConfig::new(endpoints.split(',').map(str::to_string).collect());
+            config.prefix = format!("/bench-{}", std::process::id() as u128 * 1_000_000 + setup_nanos());
+            tokio::task::block_in_place(|| Store::open_etcd(config, 100_000)).expect("etcd store")
+        }
+        None => {
+            let backend = RedbBackend::open(&dir.path().join("store.redb")).expect("store");
+            Store::open(Box::new(backend), 100_000).expect("store")
+        }
+    };
+    let registry = Registry::new(store);
     let setup = Instant::now();
     let r = registry.clone();
     tokio::task::spawn_blocking(move || {
@@ -356,8 +380,8 @@ fn main() {
     let a = args();
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     for &n in &a.nodes {
-        let plain = runtime.block_on(run(n, a.pods, &a.dir, a.binders, Workload::Plain));
-        let prio = runtime.block_on(run(n, a.pods, &a.dir, a.binders, Workload::Prioritised));
+        let plain = runtime.block_on(run(n, a.pods, &a.dir, a.binders, Workload::Plain, a.etcd.as_deref()));
+        let prio = runtime.block_on(run(n, a.pods, &a.dir, a.binders, Workload::Prioritised, a.etcd.as_deref()));
         println!(
             "  with priorities: {prio:.0} pods/s against {plain:.0} without ({:+.1} %)",
             (prio / plain - 1.0) * 100.0
@@ -365,8 +389,8 @@ fn main() {
     }
     if a.preempt_nodes > 0 {
         let n = a.preempt_nodes;
-        let empty = runtime.block_on(run(n, 100, &a.dir, a.binders, Workload::EmptyNodes));
-        let full = runtime.block_on(run(n, 100, &a.dir, a.binders, Workload::Preempting));
+        let empty = runtime.block_on(run(n, 100, &a.dir, a.binders, Workload::EmptyNodes, a.etcd.as_deref()));
+        let full = runtime.block_on(run(n, 100, &a.dir, a.binders, Workload::Preempting, a.etcd.as_deref()));
         println!("  preemption path: {full:.0} pods/s against {empty:.0} on empty nodes");
     }
 }

@@ -2,7 +2,9 @@
 //! (sequential over one connection, and 8 concurrent clients), list latency of N pods (JSON and
 //! Table), watch delivery latency, and the controller's RSS, each next to a baseline measured in
 //! the same run. `BERTH_BENCH_PODS` sets N (default 10,000); `BERTH_CONTROLLER_BIN` picks the
-//! binary (a release build gives the meaningful figures).
+//! binary (a release build gives the meaningful figures). The whole set runs twice in one
+//! run: on the embedded store, then on a three-member etcd cluster (`--datastore-endpoint`);
+//! `BERTH_BENCH_STORES=embedded` or `=etcd` runs one of them.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -35,13 +37,29 @@ fn main() {
         "control_plane bench: {} ({build}), pods={pods}",
         bin.display()
     );
-    let c = Controller::start();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
-    rt.block_on(bench(&c, pods));
+    let stores = std::env::var("BERTH_BENCH_STORES").unwrap_or_else(|_| "embedded,etcd".into());
+    for store in stores.split(',') {
+        println!("== store: {store}");
+        match store {
+            "embedded" => {
+                let c = Controller::start();
+                rt.block_on(bench(&c, pods));
+            }
+            "etcd" => {
+                let etcd = berth_tests::etcd::EtcdCluster::start(3);
+                let c = Controller::start_with(&["--datastore-endpoint", &etcd.endpoints()]);
+                rt.block_on(bench(&c, pods));
+                drop(c);
+                drop(etcd);
+            }
+            other => panic!("BERTH_BENCH_STORES: unknown store {other:?}"),
+        }
+    }
 }
 
 fn admin(c: &Controller) -> AsyncApi {

@@ -94,6 +94,18 @@ pub struct Controller {
     url: String,
     port: u16,
     starts: u32,
+    /// The etcd it keeps its state in, when the run asks for the etcd store
+    /// ([`DATASTORE_ENV`]).
+    etcd: Option<crate::etcd::EtcdCluster>,
+}
+
+/// `BERTH_TEST_DATASTORE=etcd` runs every controller the harness starts on an etcd of its own
+/// (one member) instead of the embedded store: the etcd leg of the control-plane tests.
+pub const DATASTORE_ENV: &str = "BERTH_TEST_DATASTORE";
+
+/// Whether this run keeps controllers' state in etcd ([`DATASTORE_ENV`]).
+pub fn on_etcd() -> bool {
+    std::env::var(DATASTORE_ENV).is_ok_and(|v| v == "etcd")
 }
 
 impl Controller {
@@ -143,6 +155,17 @@ impl Controller {
     }
 
     fn prepare(args: &[&str], nofile: Option<u64>, listen_host: &'static str) -> Controller {
+        let mut c = Controller::prepare_dirs(args, nofile, listen_host);
+        if on_etcd() && !args.iter().any(|a| a.starts_with("--datastore-endpoint")) {
+            let etcd = crate::etcd::EtcdCluster::start(1);
+            c.extra_args
+                .extend(["--datastore-endpoint".to_string(), etcd.endpoints()]);
+            c.etcd = Some(etcd);
+        }
+        c
+    }
+
+    fn prepare_dirs(args: &[&str], nofile: Option<u64>, listen_host: &'static str) -> Controller {
         let bin = controller_binary();
         let tmp = tempfile::Builder::new()
             .prefix("berth-controller-")
@@ -164,6 +187,7 @@ impl Controller {
             url: String::new(),
             port: 0,
             starts: 0,
+            etcd: None,
         }
     }
 

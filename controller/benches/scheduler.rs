@@ -206,9 +206,11 @@ async fn run(
     let dir = tempfile::tempdir_in(base).expect("temporary directory");
     let store = match etcd {
         Some(endpoints) => {
-            let mut config =
-                EtcdConfig::new(endpoints.split(',').map(str::to_string).collect());
-            config.prefix = format!("/bench-{}", std::process::id() as u128 * 1_000_000 + setup_nanos());
+            let mut config = EtcdConfig::new(endpoints.split(',').map(str::to_string).collect());
+            config.prefix = format!(
+                "/bench-{}",
+                std::process::id() as u128 * 1_000_000 + setup_nanos()
+            );
             tokio::task::block_in_place(|| Store::open_etcd(config, 100_000)).expect("etcd store")
         }
         None => {
@@ -380,8 +382,22 @@ fn main() {
     let a = args();
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     for &n in &a.nodes {
-        let plain = runtime.block_on(run(n, a.pods, &a.dir, a.binders, Workload::Plain, a.etcd.as_deref()));
-        let prio = runtime.block_on(run(n, a.pods, &a.dir, a.binders, Workload::Prioritised, a.etcd.as_deref()));
+        let plain = runtime.block_on(run(
+            n,
+            a.pods,
+            &a.dir,
+            a.binders,
+            Workload::Plain,
+            a.etcd.as_deref(),
+        ));
+        let prio = runtime.block_on(run(
+            n,
+            a.pods,
+            &a.dir,
+            a.binders,
+            Workload::Prioritised,
+            a.etcd.as_deref(),
+        ));
         println!(
             "  with priorities: {prio:.0} pods/s against {plain:.0} without ({:+.1} %)",
             (prio / plain - 1.0) * 100.0
@@ -389,8 +405,22 @@ fn main() {
     }
     if a.preempt_nodes > 0 {
         let n = a.preempt_nodes;
-        let empty = runtime.block_on(run(n, 100, &a.dir, a.binders, Workload::EmptyNodes, a.etcd.as_deref()));
-        let full = runtime.block_on(run(n, 100, &a.dir, a.binders, Workload::Preempting, a.etcd.as_deref()));
+        let empty = runtime.block_on(run(
+            n,
+            100,
+            &a.dir,
+            a.binders,
+            Workload::EmptyNodes,
+            a.etcd.as_deref(),
+        ));
+        let full = runtime.block_on(run(
+            n,
+            100,
+            &a.dir,
+            a.binders,
+            Workload::Preempting,
+            a.etcd.as_deref(),
+        ));
         println!("  preemption path: {full:.0} pods/s against {empty:.0} on empty nodes");
     }
 }

@@ -16,8 +16,13 @@ const CM: &str = "/api/v1/namespaces/default/configmaps";
 /// Three controllers on one etcd (each started as the documented copy of the first one's
 /// `pki/` and `token`).
 fn three_controllers(etcd: &EtcdCluster) -> Vec<Controller> {
+    three_controllers_with(etcd, &[])
+}
+
+fn three_controllers_with(etcd: &EtcdCluster, extra: &[&str]) -> Vec<Controller> {
     let endpoints = etcd.endpoints();
-    let args = ["--datastore-endpoint", endpoints.as_str()];
+    let mut args = vec!["--datastore-endpoint", endpoints.as_str()];
+    args.extend_from_slice(extra);
     let first = Controller::start_with(&args);
     let second = Controller::start_joining(&first, &args);
     let third = Controller::start_joining(&first, &args);
@@ -349,4 +354,39 @@ fn acknowledged_writes_survive_a_member_kill_and_quorum_loss_fails_writes_not_ca
             }
         });
     }
+}
+
+#[test]
+fn services_created_through_different_controllers_at_once_get_distinct_addresses() {
+    let etcd = EtcdCluster::start(3);
+    // 61 addresses for 48 Services: unsynchronised allocations would collide.
+    let cs = three_controllers_with(&etcd, &["--service-cidr", "10.96.0.0/26"]);
+    let created = Arc::new(Mutex::new(Vec::<Value>::new()));
+    std::thread::scope(|s| {
+        for w in 0..6 {
+            let (cs, created) = (&cs, created.clone());
+            s.spawn(move || {
+                let api = cs[w % 3].admin_api();
+                for i in 0..8 {
+                    let svc = json!({"apiVersion": "v1", "kind": "Service",
+                        "metadata": {"name": format!("s{w}-{i}")},
+                        "spec": {"type": "NodePort", "selector": {"app": "x"},
+                            "ports": [{"port": 80}]}});
+                    let obj = api.create("/api/v1/namespaces/default/services", &svc);
+                    created.lock().unwrap().push(obj);
+                }
+            });
+        }
+    });
+    let created = created.lock().unwrap();
+    let ips: BTreeSet<&str> = created
+        .iter()
+        .filter_map(|s| s["spec"]["clusterIP"].as_str())
+        .collect();
+    let ports: BTreeSet<u64> = created
+        .iter()
+        .filter_map(|s| s["spec"]["ports"][0]["nodePort"].as_u64())
+        .collect();
+    assert_eq!(ips.len(), created.len(), "a cluster IP was given twice");
+    assert_eq!(ports.len(), created.len(), "a node port was given twice");
 }

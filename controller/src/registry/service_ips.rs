@@ -1,9 +1,13 @@
 //! Cluster IPs and node ports on Service writes: each allocation looks at the Services stored
 //! and holds a lock until the Service it allocated for is stored, so two writes never take the
-//! same address. Nothing is kept besides the Services themselves: deleting one frees what it
+//! same address. On a store shared by several controllers the lock is the store's
+//! ([`StoreLock`]), taken before the cache is brought up to date and scanned. Nothing is kept besides the Services themselves: deleting one frees what it
 //! held, and a restart needs no repair.
 
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::store::StoreLock;
 
 use berth_shared::admission::AdmissionError;
 use berth_shared::admission::service_allocation::{self, InUse, ServiceRanges};
@@ -20,8 +24,12 @@ pub struct ServiceIps {
     lock: Mutex<()>,
 }
 
+/// How long a controller that died holding the shared allocation lock blocks the others.
+const SHARED_LOCK_TTL: Duration = Duration::from_secs(10);
+
 /// Held while an allocated Service is written.
 pub struct Allocation<'a> {
+    _shared: Option<StoreLock>,
     _held: MutexGuard<'a, ()>,
 }
 
@@ -54,13 +62,28 @@ impl ServiceIps {
         updating: Option<&str>,
     ) -> Result<Allocation<'a>, AllocationError> {
         let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let store = registry.store();
+        let shared = if store.is_shared() {
+            let held = store
+                .lock("service-allocation", SHARED_LOCK_TTL, SHARED_LOCK_TTL * 2)
+                .map_err(|e| AllocationError::Registry(e.into()))?;
+            store
+                .sync_blocking()
+                .map_err(|e| AllocationError::Registry(e.into()))?;
+            Some(held)
+        } else {
+            None
+        };
         let services = registry
             .list_values(resource::SERVICES, None)
             .map_err(AllocationError::Registry)?;
         let in_use = InUse::of(&services, updating);
         service_allocation::allocate(svc, &self.ranges, &in_use, rand::rng().random())
             .map_err(AllocationError::Invalid)?;
-        Ok(Allocation { _held: guard })
+        Ok(Allocation {
+            _shared: shared,
+            _held: guard,
+        })
     }
 }
 

@@ -496,29 +496,41 @@ impl Etcd {
 
     /// Waits until the cache holds everything etcd acknowledged before the call.
     pub(super) async fn sync(&self, store: &Store) -> Result<(), StoreError> {
-        let mut client = self.client.clone();
-        let prefix = self.prefix.clone();
-        let progress = self.progress.clone();
-        let store = store.clone();
         let handle = self
             .runtime
             .handle()
             .ok_or_else(|| unavailable("the etcd client is shut down"))?;
         handle
-            .spawn(async move {
-                let options = GetOptions::new().with_prefix().with_count_only();
-                let resp = timed(client.get(prefix, Some(options))).await?;
-                let revision = resp.header().map(|h| h.revision()).unwrap_or(0) as Revision;
-                if store.current_revision() >= revision {
-                    return Ok(());
-                }
-                // The newest revision may belong to a key outside the prefix: a progress
-                // notification moves the cache to it.
-                let _ = progress.send(());
-                store.caught_up(revision).await
-            })
+            .spawn(self.catch_up(store))
             .await
             .map_err(unavailable)?
+    }
+
+    /// [`Etcd::sync`] for blocking callers.
+    pub(super) fn sync_blocking(&self, store: &Store) -> Result<(), StoreError> {
+        run(&self.runtime, self.catch_up(store))
+    }
+
+    fn catch_up(
+        &self,
+        store: &Store,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send + 'static {
+        let mut client = self.client.clone();
+        let prefix = self.prefix.clone();
+        let progress = self.progress.clone();
+        let store = store.clone();
+        async move {
+            let options = GetOptions::new().with_prefix().with_count_only();
+            let resp = timed(client.get(prefix, Some(options))).await?;
+            let revision = resp.header().map(|h| h.revision()).unwrap_or(0) as Revision;
+            if store.current_revision() >= revision {
+                return Ok(());
+            }
+            // The newest revision may belong to a key outside the prefix: a progress
+            // notification moves the cache to it.
+            let _ = progress.send(());
+            store.caught_up(revision).await
+        }
     }
 
     /// The key's current state in etcd (a linearizable read).

@@ -9,10 +9,12 @@
 mod etcd;
 mod group_commit;
 mod index;
+mod lock;
 mod redb_file;
 
 pub use etcd::EtcdConfig;
 pub use index::ObjectIndex;
+pub use lock::StoreLock;
 pub use redb_file::RedbBackend;
 
 use bytes::Bytes;
@@ -260,6 +262,14 @@ impl Store {
         match &self.inner.writer {
             Writer::Local { .. } => Ok(()),
             Writer::Etcd(etcd) => etcd.sync(self).await,
+        }
+    }
+
+    /// [`Store::sync`] for blocking callers.
+    pub fn sync_blocking(&self) -> Result<(), StoreError> {
+        match &self.inner.writer {
+            Writer::Local { .. } => Ok(()),
+            Writer::Etcd(etcd) => etcd.sync_blocking(self),
         }
     }
 

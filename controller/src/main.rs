@@ -52,6 +52,42 @@ enum Command {
     Serve(Box<ServeArgs>),
 }
 
+/// Where the cluster state lives when it is not the embedded store (k3s's flag names).
+#[derive(clap::Args)]
+struct DatastoreArgs {
+    /// Keep the cluster state in etcd instead of the embedded store: `http://` or `https://`
+    /// member URLs, comma-separated (several controllers on one etcd serve one cluster).
+    #[arg(long, value_delimiter = ',')]
+    datastore_endpoint: Vec<String>,
+    /// CA certificate (PEM) that signed etcd's serving certificates.
+    #[arg(long)]
+    datastore_cafile: Option<PathBuf>,
+    /// Client certificate (PEM) for etcd.
+    #[arg(long)]
+    datastore_certfile: Option<PathBuf>,
+    /// Client key (PEM) for etcd.
+    #[arg(long)]
+    datastore_keyfile: Option<PathBuf>,
+    /// The key prefix of the cluster's objects in etcd.
+    #[arg(long, default_value = "/berth")]
+    datastore_prefix: String,
+}
+
+impl DatastoreArgs {
+    /// The etcd to use, if any.
+    fn etcd(self) -> Option<berth_controller::store::EtcdConfig> {
+        if self.datastore_endpoint.is_empty() {
+            return None;
+        }
+        let mut etcd = berth_controller::store::EtcdConfig::new(self.datastore_endpoint);
+        etcd.ca_file = self.datastore_cafile;
+        etcd.cert_file = self.datastore_certfile;
+        etcd.key_file = self.datastore_keyfile;
+        etcd.prefix = self.datastore_prefix;
+        Some(etcd)
+    }
+}
+
 /// The flags of `serve` (boxed in [`Command`]: they outweigh the other subcommand's many times).
 #[derive(clap::Args)]
 struct ServeArgs {
@@ -115,22 +151,8 @@ struct ServeArgs {
     /// How often each HorizontalPodAutoscaler is reconciled (kube-controller-manager's flag).
     #[arg(long, default_value = "15s", value_parser = server::parse_duration)]
     horizontal_pod_autoscaler_sync_period: Duration,
-    /// Keep the cluster state in etcd instead of the embedded store: `http://` or `https://`
-    /// member URLs, comma-separated (several controllers on one etcd serve one cluster).
-    #[arg(long, value_delimiter = ',')]
-    datastore_endpoint: Vec<String>,
-    /// CA certificate (PEM) that signed etcd's serving certificates.
-    #[arg(long)]
-    datastore_cafile: Option<PathBuf>,
-    /// Client certificate (PEM) for etcd.
-    #[arg(long)]
-    datastore_certfile: Option<PathBuf>,
-    /// Client key (PEM) for etcd.
-    #[arg(long)]
-    datastore_keyfile: Option<PathBuf>,
-    /// The key prefix of the cluster's objects in etcd.
-    #[arg(long, default_value = "/berth")]
-    datastore_prefix: String,
+    #[command(flatten)]
+    datastore: DatastoreArgs,
     /// How often etcd's history older than the previous run is compacted (the API server's
     /// `--etcd-compaction-interval`).
     #[arg(long, default_value = "5m", value_parser = server::parse_duration)]
@@ -174,6 +196,9 @@ enum NodeCommand {
         name: String,
         #[arg(long, default_value = "/var/lib/berth/controller")]
         data_dir: PathBuf,
+        /// The records of controllers on etcd are in etcd.
+        #[command(flatten)]
+        datastore: DatastoreArgs,
     },
 }
 
@@ -277,10 +302,22 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Token { command, data_dir } => token(command, &data_dir),
         Command::Node {
-            command: NodeCommand::Forget { name, data_dir },
+            command:
+                NodeCommand::Forget {
+                    name,
+                    data_dir,
+                    datastore,
+                },
         } => {
             let name = node_name(&name)?;
-            let passwords = NodePasswords::new(&data_dir);
+            let passwords = match datastore.etcd() {
+                Some(etcd) => {
+                    let store = berth_controller::store::Store::open_etcd(etcd, 1)
+                        .context("opening the etcd store")?;
+                    NodePasswords::in_store(&data_dir, store)
+                }
+                None => NodePasswords::new(&data_dir),
+            };
             if passwords.forget(&name).context("forgetting the node")? {
                 println!(
                     "node {name} forgotten: the next agent to join as {name} registers its own secret"
@@ -310,20 +347,11 @@ fn main() -> anyhow::Result<()> {
                 node_monitor_grace_period,
                 metric_resolution,
                 horizontal_pod_autoscaler_sync_period,
-                datastore_endpoint,
-                datastore_cafile,
-                datastore_certfile,
-                datastore_keyfile,
-                datastore_prefix,
+                datastore,
                 etcd_compaction_interval,
                 leader_election_id,
             } = *args;
-            let datastore = (!datastore_endpoint.is_empty()).then(|| {
-                let mut etcd = berth_controller::store::EtcdConfig::new(datastore_endpoint);
-                etcd.ca_file = datastore_cafile;
-                etcd.cert_file = datastore_certfile;
-                etcd.key_file = datastore_keyfile;
-                etcd.prefix = datastore_prefix;
+            let datastore = datastore.etcd().map(|mut etcd| {
                 etcd.compaction_interval = etcd_compaction_interval;
                 etcd
             });

@@ -277,7 +277,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         resource_metrics: resource_metrics.clone(),
         signer,
         join_tokens,
-        node_passwords: crate::join::passwords::NodePasswords::new(&config.data_dir),
+        node_passwords: if store_shared {
+            crate::join::passwords::NodePasswords::in_store(
+                &config.data_dir,
+                registry.store().clone(),
+            )
+        } else {
+            crate::join::passwords::NodePasswords::new(&config.data_dir)
+        },
         node_addresses,
         join_failures: Default::default(),
         queues: ctx.queues.clone(),

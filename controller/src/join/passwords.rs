@@ -9,9 +9,14 @@
 //! runs takes effect at once. A record is created with a hard link from a complete temporary
 //! file: two agents racing for a new name cannot both win, and a crash never leaves half a
 //! record.
+//!
+//! Controllers sharing a store (etcd) keep the records in it instead, under keys outside the
+//! API's space (`/nodepasswords/<name>`), created by compare-and-swap: an agent that joined
+//! through one controller is known to all of them.
 
 use super::node_name::NodeName;
 use super::records::{SaltedDigest, create_whole};
+use crate::store::{Precondition, Store, StoreError};
 use std::path::{Path, PathBuf};
 
 /// The directory of the records under the data dir.
@@ -26,11 +31,13 @@ pub enum PasswordError {
     },
     #[error("{0}: not a node password record (want sha256:<salt>:<digest>)")]
     Corrupt(PathBuf),
+    #[error("node password records: {0}")]
+    Store(#[from] StoreError),
 }
 
 impl PasswordError {
     pub fn is_transient(&self) -> bool {
-        false
+        matches!(self, PasswordError::Store(e) if e.is_transient())
     }
 }
 
@@ -43,10 +50,24 @@ pub enum Check {
     Mismatch,
 }
 
-/// The records of one data dir.
-#[derive(Debug, Clone)]
+/// The records of one data dir, or of a shared store.
+#[derive(Clone)]
 pub struct NodePasswords {
     dir: PathBuf,
+    store: Option<Store>,
+}
+
+impl std::fmt::Debug for NodePasswords {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodePasswords")
+            .field("dir", &self.dir)
+            .field("in_store", &self.store.is_some())
+            .finish()
+    }
+}
+
+fn store_key(name: &NodeName) -> String {
+    format!("/nodepasswords/{}", name.as_str())
 }
 
 impl NodePasswords {
@@ -54,6 +75,15 @@ impl NodePasswords {
     pub fn new(data_dir: &Path) -> NodePasswords {
         NodePasswords {
             dir: data_dir.join(DIR),
+            store: None,
+        }
+    }
+
+    /// The records in `store`, shared by every controller on it. Blocking calls.
+    pub fn in_store(data_dir: &Path, store: Store) -> NodePasswords {
+        NodePasswords {
+            dir: data_dir.join(DIR),
+            store: Some(store),
         }
     }
 
@@ -75,6 +105,21 @@ impl NodePasswords {
     /// Compares `secret` with the record of `name`.
     pub fn check(&self, name: &NodeName, secret: &str) -> Result<Check, PasswordError> {
         let path = self.path(name);
+        if let Some(store) = &self.store {
+            let Some(held) = store.latest(&store_key(name)) else {
+                return Ok(Check::Unregistered);
+            };
+            let record = held.value()?;
+            let digest = record["digest"]
+                .as_str()
+                .and_then(SaltedDigest::parse)
+                .ok_or(PasswordError::Corrupt(path))?;
+            return Ok(if digest.matches(secret) {
+                Check::Matches
+            } else {
+                Check::Mismatch
+            });
+        }
         let record = match std::fs::read_to_string(&path) {
             Ok(r) => r,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Check::Unregistered),
@@ -91,12 +136,30 @@ impl NodePasswords {
     /// Records `secret` for `name` unless a record exists: `true` if this call registered it,
     /// `false` if another was there first.
     pub fn register(&self, name: &NodeName, secret: &str) -> Result<bool, PasswordError> {
+        if let Some(store) = &self.store {
+            let record = serde_json::json!({
+                "metadata": {"name": name.as_str()},
+                "digest": SaltedDigest::of(secret).to_string(),
+            });
+            return match store.put(&store_key(name), record, Precondition::Absent) {
+                Ok(_) => Ok(true),
+                Err(StoreError::AlreadyExists) => Ok(false),
+                Err(e) => Err(e.into()),
+            };
+        }
         let record = format!("{}\n", SaltedDigest::of(secret));
         create_whole(&self.dir, name.as_str(), &record).map_err(Self::io(&self.path(name)))
     }
 
     /// Removes the record of `name`; `false` if there was none.
     pub fn forget(&self, name: &NodeName) -> Result<bool, PasswordError> {
+        if let Some(store) = &self.store {
+            return match store.delete(&store_key(name), Precondition::Exists, None) {
+                Ok(_) => Ok(true),
+                Err(StoreError::NotFound) => Ok(false),
+                Err(e) => Err(e.into()),
+            };
+        }
         let path = self.path(name);
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(true),
@@ -129,6 +192,28 @@ mod tests {
         assert_eq!(p.check(&a, "s1").unwrap(), Check::Matches);
         assert_eq!(p.check(&a, "s2").unwrap(), Check::Mismatch);
         assert_eq!(p.check(&name("node-b"), "s1").unwrap(), Check::Unregistered);
+    }
+
+    #[test]
+    fn records_in_a_store_are_shared_through_it_and_the_first_registration_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = crate::store::RedbBackend::open(&dir.path().join("store.redb")).unwrap();
+        let store = Store::open(Box::new(backend), 100).unwrap();
+        let one = NodePasswords::in_store(dir.path(), store.clone());
+        let other = NodePasswords::in_store(dir.path(), store);
+        let a = name("node-a");
+        assert_eq!(other.check(&a, "s1").unwrap(), Check::Unregistered);
+        assert!(one.register(&a, "s1").unwrap());
+        assert!(
+            !other.register(&a, "s2").unwrap(),
+            "the second registration loses"
+        );
+        assert_eq!(other.check(&a, "s1").unwrap(), Check::Matches);
+        assert_eq!(other.check(&a, "s2").unwrap(), Check::Mismatch);
+        assert!(!dir.path().join(DIR).exists(), "no file records");
+        assert!(other.forget(&a).unwrap());
+        assert_eq!(one.check(&a, "s1").unwrap(), Check::Unregistered);
+        assert!(!one.forget(&a).unwrap());
     }
 
     #[test]

@@ -44,7 +44,14 @@ impl JoinError {
     /// Whether another server of the cluster may answer where this one failed: it could not
     /// be reached, was throttling, or is unavailable (502–504).
     pub fn another_server_may_answer(&self) -> bool {
-        self.is_transient() || matches!(self, JoinError::Refused { status: 502..=504, .. })
+        self.is_transient()
+            || matches!(
+                self,
+                JoinError::Refused {
+                    status: 502..=504,
+                    ..
+                }
+            )
     }
 }
 

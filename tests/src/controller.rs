@@ -99,11 +99,26 @@ impl Controller {
         Controller::start_full(args, None, "0.0.0.0")
     }
 
+    /// Like [`Controller::start_with`], with the data dir made and handed to `prepare` first
+    /// (to restore a snapshot into it, put a PKI there …).
+    pub fn start_prepared(args: &[&str], prepare: impl FnOnce(&Path)) -> Controller {
+        Controller::start_full_prepared(args, None, "127.0.0.1", prepare)
+    }
+
     fn start_inner(args: &[&str], nofile: Option<u64>) -> Controller {
         Controller::start_full(args, nofile, "127.0.0.1")
     }
 
     fn start_full(args: &[&str], nofile: Option<u64>, listen_host: &'static str) -> Controller {
+        Controller::start_full_prepared(args, nofile, listen_host, |_| {})
+    }
+
+    fn start_full_prepared(
+        args: &[&str],
+        nofile: Option<u64>,
+        listen_host: &'static str,
+        prepare: impl FnOnce(&Path),
+    ) -> Controller {
         let bin = controller_binary();
         let tmp = tempfile::Builder::new()
             .prefix("berth-controller-")
@@ -114,6 +129,7 @@ impl Controller {
             std::fs::create_dir_all(root.join(dir))
                 .unwrap_or_else(|e| panic!("cannot create {}: {e}", root.join(dir).display()));
         }
+        prepare(&root.join("data"));
         let mut c = Controller {
             tmp: Some(tmp),
             root,

@@ -79,7 +79,11 @@ fn an_agent_fails_over_to_the_next_server_without_restarting_its_pods() {
         let switched = log
             .lines()
             .any(|l| l.contains("switching API server") && l.contains(&real));
-        if switched { Ok(()) } else { Err(relay_url.clone()) }
+        if switched {
+            Ok(())
+        } else {
+            Err(relay_url.clone())
+        }
     });
     // Its pod watch resumed on the new server: a pod created now starts.
     c.apply(&sh_pod("newcomer", &node, SLEEP_FOREVER));

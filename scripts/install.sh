@@ -3,12 +3,14 @@
 # enables containerd and the service where systemd runs (and says how to start them where
 # it does not). Running it again converges to the same files.
 #
-#   scripts/install.sh agent --server URL --token-file FILE [--node-name NAME]
+#   scripts/install.sh agent --server URL[,URL...] --token-file FILE [--node-name NAME]
 #                            [--registries FILE] [--agent-args "ARGS"] [options]
 #   scripts/install.sh controller [--controller-args "ARGS"] [options]
 #   scripts/install.sh uninstall agent|controller|all [options]
 #
 # options:
+#   --server URL    repeatable (or a comma-separated list): several controllers of one
+#                   cluster, kept in BERTH_SERVER as one comma-separated list
 #   --bin-dir DIR   where berth-agent / berth-controller are (default: target/release of this
 #                   checkout, else the directory of this script)
 #   --root DIR      install under DIR instead of / and touch no service (a dry run whose files
@@ -34,7 +36,7 @@ die() {
 }
 
 usage() {
-  sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 }
 
@@ -53,7 +55,7 @@ server="" token_file="" node_name="" registries="" agent_args="" controller_args
 root="" bin_dir=""
 while [ $# -gt 0 ]; do
   case $1 in
-    --server) server=${2:?}; shift 2 ;;
+    --server) server=${server:+$server,}${2:?}; shift 2 ;;
     --token-file) token_file=${2:?}; shift 2 ;;
     --node-name) node_name=${2:?}; shift 2 ;;
     --registries) registries=${2:?}; shift 2 ;;

@@ -66,15 +66,15 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
     // controller signs only addresses the node demonstrably has (see README, joining agents).
     let addresses: Vec<String> = node_ip.iter().cloned().collect();
     let creds = crate::join::credentials(
-        &config.server,
+        &config.servers,
         config.token.as_deref(),
         &config.node_name,
         &addresses,
         &config.root_dir.join("pki"),
     )
     .await?;
-    let client = Client::new(
-        &config.server,
+    let client = Client::with_servers(
+        &config.servers,
         &creds.ca_pem,
         Credentials::Certificate {
             cert_pem: creds.cert_pem.clone(),
@@ -124,7 +124,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         .await
         .ok()
         .or(Some(registered));
-    tracing::info!(node = %config.node_name, server = %config.server, "registered");
+    tracing::info!(node = %config.node_name, server = %client.server(), "registered");
     let heartbeat = tokio::spawn(node::heartbeat(
         client.clone(),
         facts.clone(),

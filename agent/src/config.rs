@@ -6,8 +6,8 @@ use std::path::PathBuf;
 /// Everything `berth-agent` is told at start.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The controller, `https://host:6443`.
-    pub server: String,
+    /// The controllers, `https://host:6443` each (at least one), in the order they are tried.
+    pub servers: Vec<String>,
     /// The join token (`K10<ca-hash>::node:<secret>`); needed until the node has credentials.
     pub token: Option<String>,
     pub node_name: String,

@@ -40,6 +40,19 @@ impl JoinError {
             JoinError::Http { .. } | JoinError::Refused { status: 429, .. }
         )
     }
+
+    /// Whether another server of the cluster may answer where this one failed: it could not
+    /// be reached, was throttling, or is unavailable (502–504).
+    pub fn another_server_may_answer(&self) -> bool {
+        self.is_transient()
+            || matches!(
+                self,
+                JoinError::Refused {
+                    status: 502..=504,
+                    ..
+                }
+            )
+    }
 }
 
 /// A parsed join token.
@@ -222,9 +235,11 @@ fn identity_matches(cert_pem: &str, node: &str) -> bool {
 }
 
 /// Loads the node's credentials from `pki_dir`, joining (with `token`) when they are missing,
-/// for another node, or about to expire.
+/// for another node, or about to expire. Each of `servers` is asked in turn until one
+/// answers: a server that cannot be reached (or is throttling joins) is skipped, a refusal or
+/// a CA that does not match the token is final (every server of a cluster has the same CA).
 pub async fn credentials(
-    server: &str,
+    servers: &[String],
     token: Option<&str>,
     node: &str,
     addresses: &[String],
@@ -251,7 +266,6 @@ pub async fn credentials(
     }
     let token = Token::parse(token.ok_or(JoinError::BadToken)?)?;
     let secret = node_secret(&pki_dir.join("node-secret"))?;
-    let ca_pem = fetch_ca(server, &token).await?;
     let key = KeyPair::generate()?;
     let mut params = CertificateParams::default();
     let mut dn = DistinguishedName::new();
@@ -259,7 +273,55 @@ pub async fn credentials(
     dn.push(DnType::OrganizationName, "system:nodes");
     params.distinguished_name = dn;
     let csr = params.serialize_request(&key)?.pem()?;
+    let request = CertificateRequest {
+        token: &token,
+        node,
+        secret: &secret,
+        csr: &csr,
+        addresses,
+    };
+    let mut last = None;
+    for server in servers {
+        match request_certificate(server, &request).await {
+            Ok((ca_pem, cert_pem)) => {
+                write_private(&ca_path, &ca_pem)?;
+                write_private(&key_path, &key.serialize_pem())?;
+                write_private(&cert_path, &cert_pem)?;
+                return Ok(NodeCredentials {
+                    ca_pem,
+                    cert_pem,
+                    key_pem: key.serialize_pem(),
+                });
+            }
+            Err(e) if e.another_server_may_answer() => {
+                tracing::warn!(%server, error = %e, "joining through this server failed; trying the next");
+                last = Some(e);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| JoinError::Http {
+        url: String::new(),
+        message: "no server given".to_string(),
+    }))
+}
 
+/// What a certificate request sends.
+struct CertificateRequest<'a> {
+    token: &'a Token,
+    node: &'a str,
+    secret: &'a str,
+    csr: &'a str,
+    addresses: &'a [String],
+}
+
+/// Fetches the CA from `server` (checked against the token) and has it sign the request;
+/// returns the CA and the certificate.
+async fn request_certificate(
+    server: &str,
+    r: &CertificateRequest<'_>,
+) -> Result<(String, String), JoinError> {
+    let ca_pem = fetch_ca(server, r.token).await?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     for c in rustls_pemfile::certs(&mut ca_pem.as_bytes()).flatten() {
@@ -280,12 +342,12 @@ pub async fn credentials(
         .map_err(http_err(&url))?;
     let resp = http
         .post(&url)
-        .bearer_auth(&token.secret)
+        .bearer_auth(&r.token.secret)
         .json(&serde_json::json!({
-            "nodeName": node,
-            "nodeSecret": secret,
-            "csr": csr,
-            "addresses": addresses,
+            "nodeName": r.node,
+            "nodeSecret": r.secret,
+            "csr": r.csr,
+            "addresses": r.addresses,
         }))
         .send()
         .await
@@ -299,14 +361,7 @@ pub async fn credentials(
         });
     }
     let cert_pem = body["certificate"].as_str().unwrap_or_default().to_string();
-    write_private(&ca_path, &ca_pem)?;
-    write_private(&key_path, &key.serialize_pem())?;
-    write_private(&cert_path, &cert_pem)?;
-    Ok(NodeCredentials {
-        ca_pem,
-        cert_pem,
-        key_pem: key.serialize_pem(),
-    })
+    Ok((ca_pem, cert_pem))
 }
 
 #[cfg(test)]

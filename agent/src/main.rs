@@ -46,9 +46,11 @@ enum ImageCommand {
 
 #[derive(Args)]
 struct RunArgs {
-    /// The controller's URL.
-    #[arg(long, global = true, default_value = "")]
-    server: String,
+    /// The controller's URL; repeat the flag (or give a comma-separated list) for several
+    /// controllers of one cluster: the agent uses the first that answers and fails over to
+    /// the next when it stops answering.
+    #[arg(long, global = true, value_delimiter = ',')]
+    server: Vec<String>,
     /// The join token (see `berth-controller token`).
     #[arg(long)]
     token: Option<String>,
@@ -213,7 +215,13 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }),
         None => {
-            if a.server.is_empty() {
+            let servers: Vec<String> = a
+                .server
+                .iter()
+                .map(|s| s.trim().trim_end_matches('/').to_string())
+                .filter(|s| !s.is_empty())
+                .collect();
+            if servers.is_empty() {
                 anyhow::bail!("--server is required");
             }
             let token = match (a.token, a.token_file) {
@@ -231,7 +239,7 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(berth_agent::node::host::hostname)
                 .to_lowercase();
             let config = Config {
-                server: a.server.trim_end_matches('/').to_string(),
+                servers,
                 token,
                 node_name,
                 local_path_dir: a

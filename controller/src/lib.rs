@@ -2,6 +2,7 @@
 //! the controllers that run beside it.
 
 pub mod api;
+pub mod backup;
 pub mod controllers;
 pub mod events;
 pub mod informer;

@@ -50,6 +50,99 @@ enum Command {
     },
     /// Serve the Kubernetes API and run the controllers.
     Serve(Box<ServeArgs>),
+    /// Back up or restore the embedded store (every object with its uid and resourceVersion;
+    /// not the PKI or the join token: copy DATA_DIR/pki and DATA_DIR/token beside the file).
+    Snapshot {
+        #[command(subcommand)]
+        command: SnapshotCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SnapshotCommand {
+    /// Write every object of the store, at one revision, to FILE (mode 0600). While a
+    /// controller serves on DATA_DIR it is asked over its API (with DATA_DIR's admin
+    /// certificate); otherwise the store file is read directly.
+    Save {
+        #[arg(long, default_value = "/var/lib/berth/controller")]
+        data_dir: PathBuf,
+        file: PathBuf,
+        /// Save the etcd store instead, read straight from etcd at one revision.
+        #[command(flatten)]
+        datastore: DatastoreArgs,
+    },
+    /// Create DATA_DIR/store.redb from FILE. DATA_DIR must hold no store (it is made if
+    /// missing); start the controller on it afterwards.
+    Restore {
+        #[arg(long, default_value = "/var/lib/berth/controller")]
+        data_dir: PathBuf,
+        file: PathBuf,
+        /// Restore into etcd instead (its prefix must hold no key).
+        #[command(flatten)]
+        datastore: DatastoreArgs,
+    },
+}
+
+fn snapshot(command: SnapshotCommand) -> anyhow::Result<()> {
+    use berth_controller::backup;
+    match command {
+        SnapshotCommand::Save {
+            data_dir,
+            file,
+            datastore,
+        } => {
+            let saved = match datastore.etcd() {
+                Some(etcd) => backup::save_etcd(&etcd, &file),
+                None => {
+                    let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
+                    runtime.block_on(backup::save(&data_dir, &file))
+                }
+            }
+            .context("saving the snapshot")?;
+            let from = match saved.source {
+                backup::Source::File => "the store file (no controller running)",
+                backup::Source::Controller => "the running controller",
+                backup::Source::Etcd => "etcd",
+            };
+            println!(
+                "snapshot of revision {} ({} objects) from {from} written to {}",
+                saved.revision,
+                saved.objects,
+                file.display()
+            );
+        }
+        SnapshotCommand::Restore {
+            file, datastore, ..
+        } if !datastore.datastore_endpoint.is_empty() => {
+            let Some(etcd) = datastore.etcd() else {
+                anyhow::bail!("no etcd endpoint");
+            };
+            let (restored, revision) =
+                backup::restore_etcd(&etcd, &file).context("restoring the snapshot into etcd")?;
+            println!(
+                "restored {} objects (snapshot revision {}) into etcd under {} (now at revision {revision})",
+                restored.objects.len(),
+                restored.revision,
+                etcd.prefix
+            );
+        }
+        SnapshotCommand::Restore { data_dir, file, .. } => {
+            let restored = backup::restore(&data_dir, &file).context("restoring the snapshot")?;
+            println!(
+                "restored revision {} ({} objects) into {}",
+                restored.revision,
+                restored.objects.len(),
+                backup::store_file(&data_dir).display()
+            );
+            if !data_dir.join("pki").join("ca.crt").exists() {
+                eprintln!(
+                    "{} has no pki/: copy the backed-up pki/ and token there before starting                      the controller, or it makes a new CA (agents and kubeconfigs of the old                      cluster would not trust it)",
+                    data_dir.display()
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Where the cluster state lives when it is not the embedded store (k3s's flag names).
@@ -301,6 +394,7 @@ fn main() -> anyhow::Result<()> {
     berth_shared::logging::init(cli.v, &cli.log_format);
     match cli.command {
         Command::Token { command, data_dir } => token(command, &data_dir),
+        Command::Snapshot { command } => snapshot(command),
         Command::Node {
             command:
                 NodeCommand::Forget {

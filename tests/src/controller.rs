@@ -132,6 +132,15 @@ impl Controller {
         Controller::start_full(args, None, "0.0.0.0")
     }
 
+    /// Like [`Controller::start_with`], with the data dir made and handed to `prepare` first
+    /// (to restore a snapshot into it, put a PKI there …).
+    pub fn start_prepared(args: &[&str], prepare: impl FnOnce(&Path)) -> Controller {
+        let mut c = Controller::prepare(args, None, "127.0.0.1");
+        prepare(&c.data_dir());
+        c.spawn_and_wait(0);
+        c
+    }
+
     fn start_inner(args: &[&str], nofile: Option<u64>) -> Controller {
         Controller::start_full(args, nofile, "127.0.0.1")
     }
@@ -140,12 +149,11 @@ impl Controller {
     /// `pki/` and `token` (the documented way to add a controller), and `args` must name the
     /// same `--datastore-endpoint`.
     pub fn start_joining(peer: &Controller, args: &[&str]) -> Controller {
-        let mut c = Controller::prepare(args, None, "127.0.0.1");
-        copy_tree(&peer.data_dir().join("pki"), &c.data_dir().join("pki"));
-        std::fs::copy(peer.data_dir().join("token"), c.data_dir().join("token"))
-            .unwrap_or_else(|e| panic!("cannot copy the join token: {e}"));
-        c.spawn_and_wait(0);
-        c
+        Controller::start_prepared(args, |data| {
+            copy_tree(&peer.data_dir().join("pki"), &data.join("pki"));
+            std::fs::copy(peer.data_dir().join("token"), data.join("token"))
+                .unwrap_or_else(|e| panic!("cannot copy the join token: {e}"));
+        })
     }
 
     fn start_full(args: &[&str], nofile: Option<u64>, listen_host: &'static str) -> Controller {

@@ -23,6 +23,7 @@ pub mod pod_specs;
 pub mod process;
 pub mod raw_tls;
 pub mod registry;
+pub mod relay;
 pub mod rollout;
 pub mod seeds;
 pub mod stamped;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_shared::client::{Client, ClientError, ListParams, WatchEvent, WatchStream};
+use berth_shared::client::{Client, ClientError, ListParams, ResumingWatch, WatchEvent};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -42,7 +42,7 @@ struct Cache<T> {
     plural: &'static str,
     objects: BTreeMap<String, T>,
     resource_version: String,
-    watch: Option<WatchStream<T>>,
+    watch: Option<ResumingWatch<T>>,
 }
 
 fn key_of(meta: &ObjectMeta) -> String {
@@ -67,7 +67,11 @@ impl Meta for EndpointSlice {
     }
 }
 
-impl<T: DeserializeOwned + Send + Meta + 'static> Cache<T> {
+impl<T> Cache<T>
+where
+    T: DeserializeOwned + Send + Meta + 'static,
+    T: berth_shared::k8s_openapi::Metadata<Ty = ObjectMeta>,
+{
     fn new(group: &'static str, version: &'static str, plural: &'static str) -> Cache<T> {
         Cache {
             group,
@@ -89,33 +93,36 @@ impl<T: DeserializeOwned + Send + Meta + 'static> Cache<T> {
             .map(|o| (key_of(o.meta()), o))
             .collect();
         self.resource_version = list.resource_version;
-        self.watch = Some(
-            client
-                .watch::<T>(rt, None, &ListParams::default(), &self.resource_version)
-                .await?,
-        );
+        self.watch = Some(ResumingWatch::new(
+            client.clone(),
+            rt,
+            None,
+            ListParams::default(),
+            &self.resource_version,
+        ));
         Ok(())
     }
 
-    /// The next event applied to the cache; `false` when the watch ended or failed (relist).
+    /// The next event applied to the cache; `false` when the watch cannot resume (relist). A
+    /// watch that breaks (its server died) resumes from its last resourceVersion on its own.
     async fn next(&mut self) -> bool {
         let Some(watch) = self.watch.as_mut() else {
             return std::future::pending().await;
         };
         match watch.next().await {
-            Some(Ok(WatchEvent::Added(o) | WatchEvent::Modified(o))) => {
+            Ok(WatchEvent::Added(o) | WatchEvent::Modified(o)) => {
                 self.objects.insert(key_of(o.meta()), o);
                 true
             }
-            Some(Ok(WatchEvent::Deleted(o))) => {
+            Ok(WatchEvent::Deleted(o)) => {
                 self.objects.remove(&key_of(o.meta()));
                 true
             }
-            Some(Ok(WatchEvent::Bookmark(rv))) => {
+            Ok(WatchEvent::Bookmark(rv)) => {
                 self.resource_version = rv;
                 true
             }
-            Some(Err(_)) | None => {
+            Err(_) => {
                 self.watch = None;
                 false
             }

@@ -18,7 +18,7 @@ use crate::metrics::instrumented::{TimedNetwork, TimedRuntime};
 use crate::network::Network;
 use crate::network::dns::ClusterDns;
 use crate::runtime::{Runtime, RuntimeEvent};
-use berth_shared::client::{Client, ListParams, WatchEvent};
+use berth_shared::client::{Client, ListParams, ResumingWatch, WatchEvent};
 use berth_shared::k8s_openapi::api::core::v1::Pod;
 use berth_shared::reconcile::{self, Outcome, Queue};
 use berth_shared::resource;
@@ -161,8 +161,10 @@ impl PodManager {
                 dns: node.dns.clone(),
                 cpus: node.cpus,
                 memory_bytes: node.memory_bytes,
+                // The server the agent reached at start (the variables are fixed when a
+                // container is made).
                 api_endpoint: super::api_access::endpoint(
-                    &config.server,
+                    &client.server(),
                     &node.host_ip,
                     crate::node::host::internal_ip(None).as_deref(),
                 ),
@@ -222,7 +224,9 @@ impl PodManager {
     }
 }
 /// Lists and watches the pods bound to this node; a vanished pod's uid is queued so its
-/// worker cleans up.
+/// worker cleans up. The watch resumes from its last resourceVersion when it breaks (its
+/// server died: the client moves to another); only a `410 Gone` relists. A failed request
+/// never forgets a pod: only a list that succeeded without it, or its DELETED event, does.
 async fn watch_pods(s: Arc<Shared>, shutdown: CancellationToken) {
     let Some(pods_rt) = resource::by_plural("", "v1", "pods") else {
         return;
@@ -258,35 +262,33 @@ async fn watch_pods(s: Arc<Shared>, shutdown: CancellationToken) {
         if !s.listed.swap(true, Ordering::SeqCst) {
             enqueue_all(&s).await;
         }
-        let mut watch = match s
-            .client
-            .watch::<Pod>(pods_rt, None, &params, &list.resource_version)
-            .await
-        {
-            Ok(w) => w,
-            Err(_) => continue,
-        };
+        let mut watch = ResumingWatch::<Pod>::new(
+            s.client.clone(),
+            pods_rt,
+            None,
+            params.clone(),
+            &list.resource_version,
+        );
         loop {
             let next = tokio::select! { n = watch.next() => n, _ = shutdown.cancelled() => return };
             match next {
-                Some(Ok(WatchEvent::Added(p) | WatchEvent::Modified(p))) => {
+                Ok(WatchEvent::Added(p) | WatchEvent::Modified(p)) => {
                     if let Some(uid) = p.metadata.uid.clone() {
                         s.pods.remember(p);
                         s.queue.add(uid);
                     }
                 }
-                Some(Ok(WatchEvent::Deleted(p))) => {
+                Ok(WatchEvent::Deleted(p)) => {
                     if let Some(uid) = p.metadata.uid.clone() {
                         s.pods.forget(&uid);
                         s.queue.add(uid);
                     }
                 }
-                Some(Ok(WatchEvent::Bookmark(_))) => {}
-                Some(Err(e)) => {
-                    tracing::debug!(error = %e, "pod watch ended; relisting");
+                Ok(WatchEvent::Bookmark(_)) => {}
+                Err(e) => {
+                    tracing::info!(error = %e, "pod watch cannot resume; relisting");
                     break;
                 }
-                None => break,
             }
         }
     }

@@ -6,7 +6,7 @@
 
 pub mod cleanup;
 
-use berth_shared::client::{Client, ClientError, ListParams, WatchEvent};
+use berth_shared::client::{Client, ClientError, ListParams, ResumingWatch, WatchEvent};
 use berth_shared::k8s_openapi::api::core::v1::PersistentVolume;
 use berth_shared::reconcile::{self, Outcome, Queue};
 use berth_shared::resource::{EVENTS, PERSISTENT_VOLUMES};
@@ -283,17 +283,14 @@ async fn watch_volumes(c: &Cleaner, shutdown: &CancellationToken) {
             .unwrap_or_else(|e| e.into_inner())
             .retain(|name, _| listed.contains(name));
         list.items.into_iter().for_each(|v| c.remember(v));
-        let mut watch = match c
-            .client
-            .watch::<PersistentVolume>(PERSISTENT_VOLUMES, None, &params, &list.resource_version)
-            .await
-        {
-            Ok(w) => w,
-            Err(e) => {
-                tracing::debug!(error = %e, "watching PersistentVolumes failed; relisting");
-                continue;
-            }
-        };
+        // Resumed from its last resourceVersion when it breaks; relisted only when it cannot be.
+        let mut watch = ResumingWatch::<PersistentVolume>::new(
+            c.client.clone(),
+            PERSISTENT_VOLUMES,
+            None,
+            params.clone(),
+            &list.resource_version,
+        );
         loop {
             let next = tokio::select! {
                 n = watch.next() => n,
@@ -301,18 +298,17 @@ async fn watch_volumes(c: &Cleaner, shutdown: &CancellationToken) {
                 _ = shutdown.cancelled() => return,
             };
             match next {
-                Some(Ok(WatchEvent::Added(v) | WatchEvent::Modified(v))) => c.remember(v),
-                Some(Ok(WatchEvent::Deleted(v))) => {
+                Ok(WatchEvent::Added(v) | WatchEvent::Modified(v)) => c.remember(v),
+                Ok(WatchEvent::Deleted(v)) => {
                     if let Some(name) = v.metadata.name.as_deref() {
                         c.forget(name);
                     }
                 }
-                Some(Ok(WatchEvent::Bookmark(_))) => {}
-                Some(Err(e)) => {
-                    tracing::debug!(error = %e, "PersistentVolume watch ended; relisting");
+                Ok(WatchEvent::Bookmark(_)) => {}
+                Err(e) => {
+                    tracing::debug!(error = %e, "PersistentVolume watch cannot resume; relisting");
                     break;
                 }
-                None => break,
             }
         }
     }

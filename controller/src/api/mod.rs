@@ -23,6 +23,7 @@ pub mod proxy;
 mod query;
 pub mod resource_metrics;
 mod review;
+pub mod snapshot;
 mod status_body;
 mod subresource;
 mod table;
@@ -106,6 +107,7 @@ pub fn router(state: SharedState) -> Router {
             "/v1-berth/node-certificate",
             axum::routing::post(join::node_certificate),
         )
+        .route(snapshot::PATH, get(snapshot::save))
         .fallback(dispatch)
         .layer(axum::middleware::from_fn_with_state(
             state.inflight.clone(),

@@ -148,12 +148,11 @@ fn revision_of(kv: &KeyValue) -> Revision {
     kv.mod_revision().max(0) as Revision
 }
 
-/// Opens the store: connects, loads every object at one revision, starts the watch and the
-/// compactor.
-pub(super) fn open(config: EtcdConfig, history_limit: usize) -> Result<Store, StoreError> {
-    if config.endpoints.is_empty() {
-        return Err(StoreError::Backend("no etcd endpoint given".into()));
-    }
+/// Store keys and object JSON.
+pub type Objects = Vec<(Arc<str>, Bytes)>;
+
+/// A client on a runtime of its own, for the one-shot commands (snapshots, restores).
+fn connect(config: &EtcdConfig) -> Result<(Runtime, Client), StoreError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("etcd")
@@ -161,14 +160,93 @@ pub(super) fn open(config: EtcdConfig, history_limit: usize) -> Result<Store, St
         .build()
         .map_err(|e| StoreError::Backend(format!("etcd runtime: {e}")))?;
     let runtime = Runtime(Some(runtime));
-    let options = connect_options(&config)?;
+    let options = connect_options(config)?;
     let endpoints = config.endpoints.clone();
     let client = run(&runtime, async move {
         Client::connect(endpoints, Some(options))
             .await
             .map_err(unavailable)
     })?;
-    let prefix = format!("{}/", config.prefix.trim_end_matches('/'));
+    Ok((runtime, client))
+}
+
+fn key_prefix(config: &EtcdConfig) -> String {
+    format!("{}/", config.prefix.trim_end_matches('/'))
+}
+
+/// Every object under the configured prefix at one revision (a linearizable read), as the
+/// cache would hold them (with `resourceVersion`): what a snapshot of an etcd store holds.
+/// Blocking.
+pub fn dump(config: &EtcdConfig) -> Result<(Revision, Objects), StoreError> {
+    let (runtime, client) = connect(config)?;
+    let prefix = key_prefix(config);
+    let (revision, objects) = run(&runtime, async move { load(client, &prefix).await })?;
+    Ok((
+        revision,
+        objects.into_iter().map(|(k, o)| (k, o.data)).collect(),
+    ))
+}
+
+/// Puts `objects` (store keys and JSON) under the configured prefix, which must be empty:
+/// a restore. Objects keep their uids; etcd gives them new revisions. Blocking.
+pub fn restore<K: AsRef<str>>(
+    config: &EtcdConfig,
+    objects: &[(K, Bytes)],
+) -> Result<Revision, StoreError> {
+    /// Puts per transaction, under etcd's default `--max-txn-ops` (128).
+    const BATCH: usize = 100;
+    let (runtime, mut client) = connect(config)?;
+    let prefix = key_prefix(config);
+    let mut writes = Vec::with_capacity(objects.len());
+    for (key, data) in objects {
+        let value: Value = serde_json::from_slice(data)?;
+        let key = format!("{prefix}{}", key.as_ref().trim_start_matches('/'));
+        writes.push((key, stored_bytes(&value)?));
+    }
+    run(&runtime, async move {
+        let options = GetOptions::new().with_prefix().with_count_only();
+        let existing = timed(client.get(prefix.clone(), Some(options))).await?;
+        if existing.count() > 0 {
+            return Err(StoreError::Backend(format!(
+                "etcd already holds {} keys under {prefix}: a snapshot is restored only into an empty prefix",
+                existing.count()
+            )));
+        }
+        let mut revision = 0;
+        for chunk in writes.chunks(BATCH) {
+            // Each key must still be absent: a concurrent writer makes the restore fail.
+            let compares: Vec<Compare> = chunk
+                .iter()
+                .map(|(k, _)| Compare::create_revision(k.clone(), CompareOp::Equal, 0))
+                .collect();
+            let puts: Vec<TxnOp> = chunk
+                .iter()
+                .map(|(k, v)| TxnOp::put(k.clone(), v.clone(), None))
+                .collect();
+            let txn = etcd_client::Txn::new().when(compares).and_then(puts);
+            let resp = timed(client.txn(txn)).await?;
+            if !resp.succeeded() {
+                return Err(StoreError::Backend(
+                    "a key appeared under the prefix during the restore".into(),
+                ));
+            }
+            revision = resp
+                .header()
+                .map(|h| h.revision().max(0) as Revision)
+                .unwrap_or(0);
+        }
+        Ok(revision)
+    })
+}
+
+/// Opens the store: connects, loads every object at one revision, starts the watch and the
+/// compactor.
+pub(super) fn open(config: EtcdConfig, history_limit: usize) -> Result<Store, StoreError> {
+    if config.endpoints.is_empty() {
+        return Err(StoreError::Backend("no etcd endpoint given".into()));
+    }
+    let (runtime, client) = connect(&config)?;
+    let prefix = key_prefix(&config);
     let (revision, objects) = {
         let (client, prefix) = (client.clone(), prefix.clone());
         run(&runtime, async move { load(client, &prefix).await })?

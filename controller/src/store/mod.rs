@@ -6,16 +6,17 @@
 //! fsync per group, see `group_commit`), then published to memory and to watchers. Watch registration and publication happen under the
 //! same lock, so a watcher sees every event after its starting revision exactly once.
 
-mod etcd;
+pub mod etcd;
 mod group_commit;
 mod index;
 mod lock;
 mod redb_file;
+pub mod snapshot;
 
 pub use etcd::EtcdConfig;
 pub use index::ObjectIndex;
 pub use lock::StoreLock;
-pub use redb_file::RedbBackend;
+pub use redb_file::{FileRead, RedbBackend, create_restored, read_objects};
 
 use bytes::Bytes;
 use group_commit::{Pipeline, Queued};
@@ -342,6 +343,18 @@ impl Store {
             last_key = Some(key.clone());
         }
         (state.revision, out, more)
+    }
+
+    /// Every object (key, JSON) and the revision they are consistent at: one read of the
+    /// published state, so a write acknowledged before the call is in it.
+    pub fn snapshot(&self) -> (Revision, Vec<(Arc<str>, Bytes)>) {
+        let state = self.read();
+        let objects = state
+            .objects
+            .iter()
+            .map(|(k, o)| (k.clone(), o.data.clone()))
+            .collect();
+        (state.revision, objects)
     }
 
     /// Number of objects under each prefix in `prefixes`.

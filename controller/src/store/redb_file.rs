@@ -51,6 +51,110 @@ impl RedbBackend {
     }
 }
 
+/// What [`read_objects`] found.
+pub enum FileRead {
+    /// Every object (key, JSON) and the revision they are consistent at.
+    Objects(Revision, Vec<(String, Bytes)>),
+    /// Another process (a running controller) has the file open.
+    InUse,
+}
+
+/// Reads every object of the store file at `path` in one read transaction, unless another
+/// process holds it (redb locks the file for one process).
+pub fn read_objects(path: &Path) -> Result<FileRead, StoreError> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| StoreError::Backend(format!("{}: {e}", path.display())))?;
+    let backend = match redb::backends::FileBackend::new(file) {
+        Ok(b) => b,
+        Err(redb::DatabaseError::DatabaseAlreadyOpen) => return Ok(FileRead::InUse),
+        Err(e) => return Err(backend_err(e)),
+    };
+    // redb takes its lock either on the backend or when the database opens, by version.
+    let db = match Database::builder()
+        .set_cache_size(16 << 20)
+        .create_with_backend(backend)
+    {
+        Ok(db) => db,
+        Err(redb::DatabaseError::DatabaseAlreadyOpen) => return Ok(FileRead::InUse),
+        Err(e) => return Err(backend_err(e)),
+    };
+    let txn = db.begin_read().map_err(backend_err)?;
+    let revision = match txn.open_table(META) {
+        Ok(meta) => meta
+            .get("revision")
+            .map_err(backend_err)?
+            .map(|v| v.value())
+            .unwrap_or(0),
+        Err(redb::TableError::TableDoesNotExist(_)) => 0,
+        Err(e) => return Err(backend_err(e)),
+    };
+    let mut objects = Vec::new();
+    match txn.open_table(OBJECTS) {
+        Ok(table) => {
+            for row in table.iter().map_err(backend_err)? {
+                let (k, v) = row.map_err(backend_err)?;
+                objects.push((k.value().to_string(), Bytes::copy_from_slice(v.value())));
+            }
+        }
+        Err(redb::TableError::TableDoesNotExist(_)) => {}
+        Err(e) => return Err(backend_err(e)),
+    }
+    Ok(FileRead::Objects(revision, objects))
+}
+
+/// Creates the store file at `path` (which must not exist) holding `objects` at `revision`:
+/// the revision counter resumes there, and the event history starts empty (compacted at
+/// `revision`: a watch from before it gets 410). Built under a temporary name and renamed, so
+/// a failed restore leaves no store behind.
+pub fn create_restored(
+    path: &Path,
+    revision: Revision,
+    objects: &[(String, Bytes)],
+) -> Result<(), StoreError> {
+    if path.exists() {
+        return Err(StoreError::Backend(format!(
+            "{} exists: restore only into an empty data directory",
+            path.display()
+        )));
+    }
+    let tmp = path.with_extension("redb.restoring");
+    let _ = std::fs::remove_file(&tmp);
+    let built = (|| {
+        let backend = RedbBackend::open(&tmp)?;
+        let mut txn = backend.db.begin_write().map_err(backend_err)?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(backend_err)?;
+        {
+            let mut table = txn.open_table(OBJECTS).map_err(backend_err)?;
+            for (key, data) in objects {
+                table
+                    .insert(key.as_str(), data.as_ref())
+                    .map_err(backend_err)?;
+            }
+            let mut meta = txn.open_table(META).map_err(backend_err)?;
+            meta.insert("revision", revision).map_err(backend_err)?;
+            meta.insert("compacted", revision).map_err(backend_err)?;
+        }
+        txn.commit().map_err(backend_err)?;
+        drop(backend);
+        std::fs::rename(&tmp, path)
+            .map_err(|e| StoreError::Backend(format!("{}: {e}", path.display())))?;
+        if let Some(dir) = path.parent() {
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| StoreError::Backend(format!("{}: {e}", dir.display())))?;
+        }
+        Ok(())
+    })();
+    if built.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    built
+}
+
 fn type_byte(t: EventType) -> u8 {
     match t {
         EventType::Added => b'A',

@@ -14,6 +14,8 @@ pub enum ClientError {
     Http(reqwest::Error),
     #[error("decoding the answer: {0}")]
     Decode(serde_json::Error),
+    #[error("encoding the request: {0}")]
+    Encode(serde_json::Error),
     #[error("client configuration: {0}")]
     Config(String),
     #[error("watch stream: {0}")]

@@ -1,11 +1,15 @@
 //! The API client the agent (and tests) use: typed CRUD, status writes, merge patches and
 //! watch streams against a Berth (or Kubernetes) API server, over TLS that trusts only the
-//! cluster CA and authenticates with a client certificate or a bearer token.
+//! cluster CA and authenticates with a client certificate or a bearer token. Given several
+//! servers (one cluster's controllers), it fails over between them (see [`failover`]).
 
 mod error;
+pub mod failover;
+mod resuming;
 mod watch;
 
 pub use error::ClientError;
+pub use resuming::ResumingWatch;
 pub use watch::{WatchEvent, WatchStream};
 
 use crate::resource::ResourceType;
@@ -62,11 +66,11 @@ pub struct ObjectList<T> {
     pub resource_version: String,
 }
 
-/// The API client. Cheap to clone.
+/// The API client. Cheap to clone; clones share the choice of server.
 #[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
-    base: Arc<str>,
+    servers: Arc<failover::Servers>,
     bearer: Option<Arc<str>>,
 }
 
@@ -101,6 +105,12 @@ fn tls_config(ca_pem: &str, creds: &Credentials) -> Result<rustls::ClientConfig,
     Ok(config)
 }
 
+/// `body` (serialized once, sent to each server tried) as the request's JSON.
+fn json_body(r: reqwest::RequestBuilder, body: &bytes::Bytes) -> reqwest::RequestBuilder {
+    r.header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body.clone())
+}
+
 fn collection_path(rt: &ResourceType, ns: Option<&str>) -> String {
     let root = if rt.group.is_empty() {
         format!("/api/{}", rt.version)
@@ -116,10 +126,28 @@ fn collection_path(rt: &ResourceType, ns: Option<&str>) -> String {
 impl Client {
     /// A client for `server` (`https://host:port`) trusting only `ca_pem`.
     pub fn new(server: &str, ca_pem: &str, creds: Credentials) -> Result<Client, ClientError> {
+        Client::with_servers(&[server], ca_pem, creds)
+    }
+
+    /// A client for the servers of one cluster (`https://host:port` each), tried in order: it
+    /// sticks with one that answers and moves on to the next when it fails (see [`failover`]).
+    pub fn with_servers<S: AsRef<str>>(
+        servers: &[S],
+        ca_pem: &str,
+        creds: Credentials,
+    ) -> Result<Client, ClientError> {
+        let servers = failover::Servers::new(servers)
+            .ok_or_else(|| ClientError::Config("no API server given".to_string()))?;
         let tls = tls_config(ca_pem, &creds)?;
+        // Keep-alive pings find a server that vanished without closing its connections (a
+        // host powered off): the watches over them fail, and resume elsewhere.
         let http = reqwest::Client::builder()
             .use_preconfigured_tls(tls)
             .connect_timeout(Duration::from_secs(10))
+            .tcp_keepalive(Duration::from_secs(30))
+            .http2_keep_alive_interval(Duration::from_secs(10))
+            .http2_keep_alive_timeout(Duration::from_secs(10))
+            .http2_keep_alive_while_idle(true)
             .build()
             .map_err(|e| ClientError::Config(e.to_string()))?;
         let bearer = match creds {
@@ -128,28 +156,76 @@ impl Client {
         };
         Ok(Client {
             http,
-            base: Arc::from(server.trim_end_matches('/')),
+            servers: Arc::new(servers),
             bearer,
         })
     }
 
-    pub fn server(&self) -> &str {
-        &self.base
+    /// The server requests go to now.
+    pub fn server(&self) -> Arc<str> {
+        self.servers.current().1
     }
 
-    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        let mut r = self.http.request(method, format!("{}{}", self.base, path));
-        if let Some(t) = &self.bearer {
-            r = r.bearer_auth(t);
+    /// Every server, in the order given.
+    pub fn servers(&self) -> &[Arc<str>] {
+        self.servers.urls()
+    }
+
+    /// Sends `method path` (the request finished by `build`) to the current server, moving on
+    /// to the next server and sending it again there as [`failover::decide`] says.
+    async fn execute(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        build: impl Fn(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, ClientError> {
+        use failover::{Decision, Failure};
+        let idempotent = matches!(
+            method,
+            reqwest::Method::GET
+                | reqwest::Method::HEAD
+                | reqwest::Method::PUT
+                | reqwest::Method::DELETE
+                | reqwest::Method::OPTIONS
+        );
+        let (mut index, mut base) = self.servers.current();
+        let mut tried = 1;
+        loop {
+            let mut req = self.http.request(method.clone(), format!("{base}{path}"));
+            if let Some(t) = &self.bearer {
+                req = req.bearer_auth(t);
+            }
+            let result = build(req).send().await;
+            let (failure, why) = match &result {
+                Ok(resp) if matches!(resp.status().as_u16(), 502..=504) => (
+                    Failure::Status(resp.status().as_u16()),
+                    resp.status().to_string(),
+                ),
+                Ok(_) => return result.map_err(ClientError::Http),
+                Err(e) if e.is_connect() => (Failure::Connect, e.to_string()),
+                Err(e) => (Failure::Transport, e.to_string()),
+            };
+            match failover::decide(failure, idempotent, tried < self.servers.len()) {
+                Decision::Return => return result.map_err(ClientError::Http),
+                Decision::SwitchAndReturn => {
+                    self.servers.move_on(index, &why);
+                    return result.map_err(ClientError::Http);
+                }
+                Decision::SwitchAndRetry => {
+                    (index, base) = self.servers.move_on(index, &why);
+                    tried += 1;
+                }
+            }
         }
-        r
     }
 
     async fn send<T: DeserializeOwned>(
         &self,
-        req: reqwest::RequestBuilder,
+        method: reqwest::Method,
+        path: &str,
+        build: impl Fn(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
     ) -> Result<T, ClientError> {
-        let resp = req.send().await.map_err(ClientError::Http)?;
+        let resp = self.execute(method, path, build).await?;
         let status = resp.status();
         let bytes = resp.bytes().await.map_err(ClientError::Http)?;
         if !status.is_success() {
@@ -166,7 +242,7 @@ impl Client {
         name: &str,
     ) -> Result<Option<T>, ClientError> {
         let path = format!("{}/{name}", collection_path(rt, ns));
-        match self.send(self.request(reqwest::Method::GET, &path)).await {
+        match self.send(reqwest::Method::GET, &path, |r| r).await {
             Ok(v) => Ok(Some(v)),
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),
@@ -179,10 +255,12 @@ impl Client {
         ns: Option<&str>,
         params: &ListParams,
     ) -> Result<ObjectList<T>, ClientError> {
-        let req = self
-            .request(reqwest::Method::GET, &collection_path(rt, ns))
-            .query(&params.query());
-        let v: Value = self.send(req).await?;
+        let query = params.query();
+        let v: Value = self
+            .send(reqwest::Method::GET, &collection_path(rt, ns), |r| {
+                r.query(&query)
+            })
+            .await?;
         let resource_version = v
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
@@ -208,10 +286,11 @@ impl Client {
         ns: Option<&str>,
         obj: &T,
     ) -> Result<T, ClientError> {
-        let req = self
-            .request(reqwest::Method::POST, &collection_path(rt, ns))
-            .json(obj);
-        self.send(req).await
+        let body = bytes::Bytes::from(serde_json::to_vec(obj).map_err(ClientError::Encode)?);
+        self.send(reqwest::Method::POST, &collection_path(rt, ns), |r| {
+            json_body(r, &body)
+        })
+        .await
     }
 
     /// POST to a subresource of an object (`serviceaccounts/<name>/token`, `pods/<name>/eviction`).
@@ -224,7 +303,8 @@ impl Client {
         body: &B,
     ) -> Result<T, ClientError> {
         let path = format!("{}/{name}/{subresource}", collection_path(rt, ns));
-        self.send(self.request(reqwest::Method::POST, &path).json(body))
+        let body = bytes::Bytes::from(serde_json::to_vec(body).map_err(ClientError::Encode)?);
+        self.send(reqwest::Method::POST, &path, |r| json_body(r, &body))
             .await
     }
 
@@ -241,7 +321,8 @@ impl Client {
         if status {
             path.push_str("/status");
         }
-        self.send(self.request(reqwest::Method::PUT, &path).json(obj))
+        let body = bytes::Bytes::from(serde_json::to_vec(obj).map_err(ClientError::Encode)?);
+        self.send(reqwest::Method::PUT, &path, |r| json_body(r, &body))
             .await
     }
 
@@ -258,14 +339,15 @@ impl Client {
         if status {
             path.push_str("/status");
         }
-        let req = self
-            .request(reqwest::Method::PATCH, &path)
-            .header(
+        let body = patch.to_string();
+        self.send(reqwest::Method::PATCH, &path, |r| {
+            r.header(
                 reqwest::header::CONTENT_TYPE,
                 "application/merge-patch+json",
             )
-            .body(patch.to_string());
-        self.send(req).await
+            .body(body.clone())
+        })
+        .await
     }
 
     /// DELETE with DeleteOptions (e.g. `{"gracePeriodSeconds":0}`); a missing object is fine.
@@ -277,8 +359,11 @@ impl Client {
         options: &Value,
     ) -> Result<(), ClientError> {
         let path = format!("{}/{name}", collection_path(rt, ns));
-        let req = self.request(reqwest::Method::DELETE, &path).json(options);
-        match self.send::<Value>(req).await {
+        let body = bytes::Bytes::from(serde_json::to_vec(options).map_err(ClientError::Encode)?);
+        match self
+            .send::<Value>(reqwest::Method::DELETE, &path, |r| json_body(r, &body))
+            .await
+        {
             Ok(_) => Ok(()),
             Err(e) if e.is_not_found() => Ok(()),
             Err(e) => Err(e),
@@ -300,11 +385,10 @@ impl Client {
             query.push(("resourceVersion".to_string(), resource_version.to_string()));
         }
         let resp = self
-            .request(reqwest::Method::GET, &collection_path(rt, ns))
-            .query(&query)
-            .send()
-            .await
-            .map_err(ClientError::Http)?;
+            .execute(reqwest::Method::GET, &collection_path(rt, ns), |r| {
+                r.query(&query)
+            })
+            .await?;
         let status = resp.status();
         if !status.is_success() {
             let bytes = resp.bytes().await.map_err(ClientError::Http)?;
@@ -315,11 +399,7 @@ impl Client {
 
     /// A raw GET (for `/version`, subresources the typed calls do not cover, tests).
     pub async fn get_raw(&self, path: &str) -> Result<(u16, Vec<u8>), ClientError> {
-        let resp = self
-            .request(reqwest::Method::GET, path)
-            .send()
-            .await
-            .map_err(ClientError::Http)?;
+        let resp = self.execute(reqwest::Method::GET, path, |r| r).await?;
         let status = resp.status().as_u16();
         let bytes = resp.bytes().await.map_err(ClientError::Http)?;
         Ok((status, bytes.to_vec()))

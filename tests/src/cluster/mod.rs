@@ -66,6 +66,9 @@ pub struct AgentOptions {
     /// `--token`, when not the cluster's (a per-node token from `berth-controller token
     /// create`).
     pub token: Option<String>,
+    /// `--server`, when not the controller's URL (several servers, comma-separated, for
+    /// failover tests).
+    pub server: Option<String>,
 }
 
 impl Default for AgentOptions {
@@ -76,6 +79,7 @@ impl Default for AgentOptions {
             max_pods: 110,
             extra_args: Vec::new(),
             token: None,
+            server: None,
         }
     }
 }
@@ -337,7 +341,7 @@ impl Cluster {
             }
         };
         AgentConfig {
-            server,
+            server: opts.server.clone().unwrap_or(server),
             token: opts.token.clone().unwrap_or_else(|| self.token.clone()),
             node_name: self.node_name_of(i),
             containerd_socket: self.containerd.socket().to_path_buf(),

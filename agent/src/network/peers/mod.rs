@@ -9,7 +9,7 @@ pub mod plan;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use berth_shared::client::{Client, ListParams, WatchEvent};
+use berth_shared::client::{Client, ListParams, ResumingWatch, WatchEvent};
 use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -79,23 +79,20 @@ pub async fn run(client: Client, cfg: PeerConfig, shutdown: CancellationToken) {
     }
 }
 
-/// Returns at the first Node event after `rv` (or at once if the watch cannot be opened).
+/// Returns at the first Node event after `rv`. A watch that breaks resumes from its last
+/// resourceVersion (on another server if its own died); one that cannot resume (410) waits
+/// for the resync.
 async fn wait_for_change(client: &Client, rv: &str) {
     if rv.is_empty() {
         return;
     }
-    let Ok(mut watch) = client
-        .watch::<Node>(nodes(), None, &ListParams::default(), rv)
-        .await
-    else {
-        return std::future::pending().await;
-    };
+    let mut watch =
+        ResumingWatch::<Node>::new(client.clone(), nodes(), None, ListParams::default(), rv);
     loop {
         match watch.next().await {
-            Some(Ok(WatchEvent::Bookmark(_))) => continue,
-            Some(Ok(_)) => return,
-            // An error or the end of the stream: wait for the resync.
-            _ => return std::future::pending().await,
+            Ok(WatchEvent::Bookmark(_)) => continue,
+            Ok(_) => return,
+            Err(_) => return std::future::pending().await,
         }
     }
 }

@@ -98,9 +98,17 @@ impl<T: Tally> Watcher<T> {
     /// Lists `collection` with `selector`, then follows it from the list's resourceVersion in
     /// a thread, so no change after the list is missed. Returns after the list.
     pub fn start(c: &Cluster, collection: &str, selector: &str) -> Watcher<T> {
-        let endpoint = c
-            .controller()
-            .endpoint(Credentials::ClientCert(c.controller().admin_identity()));
+        Watcher::start_via(c, c.controller(), collection, selector)
+    }
+
+    /// [`Watcher::start`] through `controller` (one of several serving the cluster).
+    pub fn start_via(
+        c: &Cluster,
+        controller: &crate::Controller,
+        collection: &str,
+        selector: &str,
+    ) -> Watcher<T> {
+        let endpoint = controller.endpoint(Credentials::ClientCert(controller.admin_identity()));
         let api = Api::new(endpoint, c.logs());
         let query = selector.replace('=', "%3D").replace(',', "%2C");
         let list = api.get_ok(&format!("{collection}?labelSelector={query}"));

@@ -401,6 +401,13 @@ impl Cluster {
     pub fn controller_mut(&mut self) -> &mut Controller {
         &mut self.controller
     }
+    /// Makes `other` (a controller of the same cluster: same store, PKI and token) the one
+    /// this cluster's API client, kubectl and teardown use; returns the previous one, e.g. to
+    /// kill it.
+    pub fn replace_controller(&mut self, other: Controller) -> Controller {
+        self.api = other.admin_api();
+        std::mem::replace(&mut self.controller, other)
+    }
     pub fn containerd(&self) -> &Containerd {
         &self.containerd
     }

@@ -43,6 +43,7 @@ fn args() -> Args {
         binders: scheduler::Config::default().binders,
         etcd: None,
     };
+    let mut binders_given = false;
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         match flag.as_str() {
@@ -63,9 +64,16 @@ fn args() -> Args {
             }
             "--dir" => a.dir = it.next().map(PathBuf::from).unwrap_or(a.dir),
             "--datastore-endpoint" => a.etcd = it.next(),
-            "--binders" => a.binders = it.next().and_then(|n| n.parse().ok()).unwrap_or(a.binders),
+            "--binders" => {
+                a.binders = it.next().and_then(|n| n.parse().ok()).unwrap_or(a.binders);
+                binders_given = true;
+            }
             _ => {} // `--bench` and friends from cargo
         }
+    }
+    if a.etcd.is_some() && !binders_given {
+        // The controller's default on etcd (`scheduler::Config::for_store`).
+        a.binders = 16;
     }
     a
 }

@@ -67,6 +67,19 @@ impl Default for Config {
     }
 }
 
+impl Config {
+    /// The defaults for `store`: on etcd a binding is a round trip to a quorum, and throughput
+    /// grows with the bindings in flight (10,000 pods on 5,000 nodes: 535 pods/s with 4, 719
+    /// with 16), where the embedded store's group commit already shares its fsyncs.
+    pub fn for_store(store: &crate::store::Store) -> Config {
+        let mut config = Config::default();
+        if store.is_shared() {
+            config.binders = 16;
+        }
+        config
+    }
+}
+
 /// Decisions taken per trip to the blocking pool, and the time one trip may take.
 const BATCH: usize = 128;
 const BATCH_TIME: Duration = Duration::from_millis(10);
@@ -89,7 +102,7 @@ pub(super) type Unwritten = Arc<Mutex<HashMap<PodKey, (Arc<PodInfo>, String)>>>;
 
 /// Starts the scheduler with the default tuning; it stops when `shutdown` is cancelled.
 pub fn start(ctx: &Context, shutdown: CancellationToken) -> JoinHandle<()> {
-    start_with(ctx, Config::default(), shutdown)
+    start_with(ctx, Config::for_store(ctx.registry.store()), shutdown)
 }
 
 /// What the informers hand the scheduler: changes of one watched kind, or a barrier answered

@@ -390,3 +390,25 @@ fn services_created_through_different_controllers_at_once_get_distinct_addresses
     assert_eq!(ips.len(), created.len(), "a cluster IP was given twice");
     assert_eq!(ports.len(), created.len(), "a node port was given twice");
 }
+
+#[test]
+fn a_restarted_controller_resumes_watches_from_before_its_start() {
+    let etcd = EtcdCluster::start(1);
+    let endpoints = etcd.endpoints();
+    let mut c = Controller::start_with(&["--datastore-endpoint", &endpoints]);
+    let from = rv(&c.admin_api().get_ok(CM));
+    for i in 0..10 {
+        c.admin_api().create(CM, &cm(&format!("r{i}"), json!({})));
+    }
+    // A new cache: its history is read back from etcd, not started empty.
+    c.restart();
+    let api = c.admin_api();
+    let mut watch = api
+        .watch(&format!("{CM}?watch=true&resourceVersion={from}"))
+        .unwrap_or_else(|r| panic!("the resumed watch was refused: {}", r.describe()));
+    for i in 0..10 {
+        let ev = watch.expect_event(Duration::from_secs(10), "a create from before the restart");
+        assert_eq!(ev["type"], "ADDED", "{ev}");
+        assert_eq!(ev["object"]["metadata"]["name"], format!("r{i}"), "{ev}");
+    }
+}

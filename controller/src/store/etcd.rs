@@ -25,7 +25,6 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
-use tokio::sync::mpsc;
 
 /// Where and how to reach etcd (k3s's `--datastore-*` flags).
 #[derive(Debug, Clone)]
@@ -66,8 +65,6 @@ pub(super) struct Etcd {
     runtime: Runtime,
     client: Client,
     prefix: String,
-    /// Asks the watch for a progress notification (the revision it has reached).
-    progress: mpsc::UnboundedSender<()>,
 }
 
 /// A runtime dropped without blocking (the store may be dropped inside another runtime).
@@ -251,13 +248,18 @@ pub(super) fn open(config: EtcdConfig, history_limit: usize) -> Result<Store, St
         let (client, prefix) = (client.clone(), prefix.clone());
         run(&runtime, async move { load(client, &prefix).await })?
     };
+    let (compacted, history) = {
+        let (client, prefix) = (client.clone(), prefix.clone());
+        run(&runtime, async move {
+            Ok(recent_history(client, &prefix, revision, history_limit).await)
+        })?
+    };
     let state = State {
         revision,
-        compacted: revision,
+        compacted,
         objects,
-        history: VecDeque::new(),
+        history,
     };
-    let (progress, progress_rx) = mpsc::unbounded_channel();
     let handle = runtime
         .handle()
         .cloned()
@@ -267,13 +269,12 @@ pub(super) fn open(config: EtcdConfig, history_limit: usize) -> Result<Store, St
             runtime,
             client: client.clone(),
             prefix: prefix.clone(),
-            progress,
         })),
         state,
         history_limit,
     );
     let weak = Arc::downgrade(&store.inner);
-    handle.spawn(follow(weak.clone(), client.clone(), prefix, progress_rx));
+    handle.spawn(follow(weak.clone(), client.clone(), prefix));
     handle.spawn(compact(weak, client, config.compaction_interval));
     Ok(store)
 }
@@ -345,15 +346,77 @@ async fn load(
     Ok((revision.max(0) as Revision, objects))
 }
 
+/// The events of (at most) the last `limit` revisions up to `revision`, read back from etcd:
+/// the history a new cache starts with, so that watches resume across a controller's restart
+/// as far back as etcd still holds. Best effort: an empty history (compacted at `revision`)
+/// when etcd has compacted them or does not answer in time. Returns the revision the history
+/// starts after, and the events.
+async fn recent_history(
+    mut client: Client,
+    prefix: &str,
+    revision: Revision,
+    limit: usize,
+) -> (Revision, VecDeque<Arc<StoreEvent>>) {
+    let none = (revision, VecDeque::new());
+    let trimmed = prefix.trim_end_matches('/');
+    let mut from = revision.saturating_sub(limit as Revision).max(1);
+    for _ in 0..2 {
+        if from > revision {
+            return none;
+        }
+        let options = WatchOptions::new()
+            .with_prefix()
+            .with_prev_key()
+            .with_start_revision(from as i64);
+        let Ok(Ok(mut stream)) =
+            tokio::time::timeout(REQUEST_TIMEOUT, client.watch(prefix, Some(options))).await
+        else {
+            return none;
+        };
+        let mut compacted = from - 1;
+        let mut history = VecDeque::new();
+        loop {
+            // The history is complete only once an event at or after `revision` arrives (etcd
+            // sends a watcher's events in order): progress notifications cannot tell, as an
+            // unsynced watcher may get one early. A newest revision outside the prefix (a
+            // shared etcd) never arrives here: the cache then starts with no history.
+            let resp = match tokio::time::timeout(REQUEST_TIMEOUT, stream.message()).await {
+                Ok(Ok(Some(resp))) => resp,
+                _ => return none,
+            };
+            if resp.canceled() {
+                if resp.compact_revision() > 0 {
+                    from = resp.compact_revision() as Revision;
+                    break;
+                }
+                return none;
+            }
+            for ev in resp.events() {
+                let rev = ev.kv().map_or(0, revision_of);
+                if rev > revision {
+                    return (compacted, history);
+                }
+                match convert(trimmed, ev, |_| None) {
+                    Some(e) => history.push_back(Arc::new(e)),
+                    None => {
+                        // A gap: the history starts after it.
+                        history.clear();
+                        compacted = rev;
+                    }
+                }
+                if rev == revision {
+                    return (compacted, history);
+                }
+            }
+        }
+    }
+    none
+}
+
 /// Feeds the store's memory from one etcd watch of the prefix, resuming after the last
 /// revision applied whenever the watch breaks; a resume point etcd has compacted reloads
 /// everything and applies the difference.
-async fn follow(
-    store: Weak<super::Inner>,
-    mut client: Client,
-    prefix: String,
-    mut progress: mpsc::UnboundedReceiver<()>,
-) {
+async fn follow(store: Weak<super::Inner>, mut client: Client, prefix: String) {
     let trimmed = prefix.trim_end_matches('/').to_string();
     loop {
         let Some(inner) = store.upgrade() else { return };
@@ -361,7 +424,6 @@ async fn follow(
         let options = WatchOptions::new()
             .with_prefix()
             .with_prev_key()
-            .with_progress_notify()
             .with_start_revision(from as i64);
         let mut stream = match client.watch(prefix.clone(), Some(options)).await {
             Ok(s) => s,
@@ -372,56 +434,42 @@ async fn follow(
             }
         };
         loop {
-            tokio::select! {
-                message = stream.message() => {
-                    let resp = match message {
-                        Ok(Some(resp)) => resp,
-                        Ok(None) => break,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "etcd watch broke; resuming");
-                            break;
-                        }
-                    };
-                    let Some(inner) = store.upgrade() else { return };
-                    let store = Store { inner };
-                    if resp.canceled() {
-                        if resp.compact_revision() > 0 {
-                            tracing::warn!(
-                                compacted = resp.compact_revision(),
-                                "etcd compacted past the cache; reloading"
-                            );
-                            if let Err(e) = reload(&store, client.clone(), &prefix).await {
-                                tracing::warn!(error = %e, "reloading from etcd failed");
-                                tokio::time::sleep(Duration::from_millis(500)).await;
-                            }
-                        }
-                        break;
-                    }
-                    let header = resp.header().map(|h| h.revision().max(0) as Revision);
-                    if resp.events().is_empty() {
-                        // A progress notification: every event up to the header's revision
-                        // has been sent.
-                        if !resp.created() && let Some(rev) = header {
-                            store.advance(rev);
-                        }
-                        continue;
-                    }
-                    let events: Vec<StoreEvent> = resp
-                        .events()
-                        .iter()
-                        .filter_map(|ev| event(&store, &trimmed, ev))
-                        .collect();
-                    let compact_to = store.compaction_point(&store.read(), events.len());
-                    store.apply(events, compact_to);
+            let resp = match stream.message().await {
+                Ok(Some(resp)) => resp,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "etcd watch broke; resuming");
+                    break;
                 }
-                asked = progress.recv() => {
-                    if asked.is_none() { return; }
-                    while progress.try_recv().is_ok() {}
-                    if let Err(e) = stream.request_progress().await {
-                        tracing::debug!(error = %e, "etcd progress request failed");
+            };
+            let Some(inner) = store.upgrade() else { return };
+            let store = Store { inner };
+            if resp.canceled() {
+                if resp.compact_revision() > 0 {
+                    tracing::warn!(
+                        compacted = resp.compact_revision(),
+                        "etcd compacted past the cache; reloading"
+                    );
+                    if let Err(e) = reload(&store, client.clone(), &prefix).await {
+                        tracing::warn!(error = %e, "reloading from etcd failed");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
                     }
                 }
+                break;
             }
+            // Responses without events (creation, progress) move nothing: etcd 3.4 answers a
+            // progress request before the watcher has sent everything up to the revision it
+            // names (etcd-io/etcd#15220), so only events count.
+            if resp.events().is_empty() {
+                continue;
+            }
+            let events: Vec<StoreEvent> = resp
+                .events()
+                .iter()
+                .filter_map(|ev| event(&store, &trimmed, ev))
+                .collect();
+            let compact_to = store.compaction_point(&store.read(), events.len());
+            store.apply(events, compact_to);
         }
     }
 }
@@ -429,6 +477,16 @@ async fn follow(
 /// One etcd watch event as the store's event (`None` for keys outside the store's space or
 /// undecodable values, which are logged).
 fn event(store: &Store, prefix: &str, ev: &etcd_client::Event) -> Option<StoreEvent> {
+    convert(prefix, ev, |key| store.get(key).map(|o| o.data.to_vec()))
+}
+
+/// An etcd event as the store's event; `last` gives a deleted key's last state when etcd's
+/// previous value is gone.
+fn convert(
+    prefix: &str,
+    ev: &etcd_client::Event,
+    last: impl Fn(&str) -> Option<Vec<u8>>,
+) -> Option<StoreEvent> {
     let kv = ev.kv()?;
     let key = kv.key_str().ok()?.strip_prefix(prefix)?;
     let revision = revision_of(kv);
@@ -454,7 +512,7 @@ fn event(store: &Store, prefix: &str, ev: &etcd_client::Event) -> Option<StoreEv
             // The deleted object's last state, at the deletion's revision.
             let last = match ev.prev_kv() {
                 Some(p) => Some(p.value().to_vec()),
-                None => store.get(key).map(|o| o.data.to_vec()),
+                None => last(key),
             }?;
             (EventType::Deleted, decode(&last, revision).ok()?)
         }
@@ -595,7 +653,6 @@ impl Etcd {
     ) -> impl Future<Output = Result<(), StoreError>> + Send + 'static {
         let mut client = self.client.clone();
         let prefix = self.prefix.clone();
-        let progress = self.progress.clone();
         let store = store.clone();
         async move {
             let options = GetOptions::new().with_prefix().with_count_only();
@@ -604,9 +661,8 @@ impl Etcd {
             if store.current_revision() >= revision {
                 return Ok(());
             }
-            // The newest revision may belong to a key outside the prefix: a progress
-            // notification moves the cache to it.
-            let _ = progress.send(());
+            // Every revision of a dedicated etcd is an event under the prefix, which the
+            // watch brings (a newest revision outside the prefix is never reached: 503).
             store.caught_up(revision).await
         }
     }
@@ -753,7 +809,6 @@ impl Etcd {
                     let resp = timed(client.get(prefix, Some(options))).await?;
                     Ok(resp.header().map(|h| h.revision()).unwrap_or(0).max(0) as Revision)
                 })?;
-                let _ = self.progress.send(());
                 revision
             }
         };

@@ -804,12 +804,11 @@ impl Etcd {
             None => {
                 let mut client = self.client.clone();
                 let prefix = self.prefix.clone();
-                let revision = run(&self.runtime, async move {
+                run(&self.runtime, async move {
                     let options = GetOptions::new().with_prefix().with_count_only();
                     let resp = timed(client.get(prefix, Some(options))).await?;
                     Ok(resp.header().map(|h| h.revision()).unwrap_or(0).max(0) as Revision)
-                })?;
-                revision
+                })?
             }
         };
         let waiter = store.clone();

@@ -9,8 +9,6 @@ use rcgen::{
     Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 use std::collections::BTreeSet;
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -73,20 +71,8 @@ pub fn set_validity(params: &mut CertificateParams, years: i32) {
 }
 
 pub(crate) fn write_private(path: &Path, contents: &str) -> Result<(), PkiError> {
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(io(&tmp))?;
-        f.write_all(contents.as_bytes()).map_err(io(&tmp))?;
-        f.sync_all().map_err(io(&tmp))?;
-    }
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    berth_shared::private_files::write_atomic(path, contents.as_bytes())
+        .map_err(|(at, source)| PkiError::Io { path: at, source })
 }
 
 fn read(path: &Path) -> Result<Option<String>, PkiError> {
@@ -286,6 +272,7 @@ pub fn write_kubeconfig(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn first_start_creates_everything_and_later_starts_reuse_it() {

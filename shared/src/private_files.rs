@@ -11,6 +11,49 @@ pub const DIR_MODE: u32 = 0o700;
 /// Mode of private files.
 pub const FILE_MODE: u32 = 0o600;
 
+/// Writes `bytes` to `path` as a private file (0600), whole or not at all: into a temporary
+/// file beside it, fsync'd, renamed over `path`, then the directory fsync'd. A failure
+/// leaves no temporary file. Returns the path an error concerns with the error.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), (std::path::PathBuf, std::io::Error)> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let at = |p: &Path| {
+        let p = p.to_path_buf();
+        move |e| (p, e)
+    };
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(FILE_MODE)
+            .open(&tmp)
+            .map_err(at(&tmp))?;
+        // The mode of an existing temporary file is not changed by `open`.
+        f.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
+            .map_err(at(&tmp))?;
+        f.write_all(bytes).map_err(at(&tmp))?;
+        f.sync_all().map_err(at(&tmp))?;
+        std::fs::rename(&tmp, path).map_err(at(path))?;
+        std::fs::File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(at(&dir))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
 /// Creates `dir` (and missing parents) with mode 0700, or tightens an existing one (with a
 /// warning: see [`check`]).
 pub fn ensure_dir(dir: &Path) -> std::io::Result<()> {

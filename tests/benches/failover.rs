@@ -11,15 +11,8 @@ use berth_tests::bench::{build_note, env_usize};
 use berth_tests::controller::controller_binary;
 use berth_tests::etcd::EtcdCluster;
 use berth_tests::stats::Samples;
-use berth_tests::{Api, Controller, Req};
+use berth_tests::{Api, Controller};
 use serde_json::json;
-
-fn leads(c: &Controller) -> bool {
-    c.admin_api().try_send(Req::get("/metrics")).is_ok_and(|r| {
-        r.body
-            .contains("leader_election_master_status{name=\"berth-controller\"} 1")
-    })
-}
 
 fn replica_set(name: &str) -> serde_json::Value {
     json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
@@ -66,7 +59,7 @@ fn main() {
         cs.push(Controller::start_joining(&cs[0], &args));
         let deadline = Instant::now() + Duration::from_secs(30);
         let leader = loop {
-            if let Some(i) = (0..3).find(|&i| leads(&cs[i])) {
+            if let Some(i) = (0..3).find(|&i| cs[i].leads()) {
                 break i;
             }
             assert!(Instant::now() < deadline, "no leader");
@@ -86,7 +79,7 @@ fn main() {
                 (0..3).filter(|&i| i != leader).map(|i| &cs[i]).collect();
             let t = s.spawn(move || {
                 loop {
-                    if others.iter().any(|c| leads(c)) {
+                    if others.iter().any(|c| c.leads()) {
                         return killed.elapsed();
                     }
                     std::thread::sleep(Duration::from_millis(20));

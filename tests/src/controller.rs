@@ -406,6 +406,17 @@ impl Controller {
         }
     }
 
+    /// Whether this controller says in `/metrics` that it leads the controllers sharing its
+    /// store (`false` when it does not answer).
+    pub fn leads(&self) -> bool {
+        self.admin_api()
+            .try_send(Req::get("/metrics"))
+            .is_ok_and(|r| {
+                r.body
+                    .contains("leader_election_master_status{name=\"berth-controller\"} 1")
+            })
+    }
+
     /// The join token the controller made (`DATA/token`, `K10<ca-hash>::node:<secret>`).
     pub fn join_token(&self) -> String {
         let path = self.data_dir().join("token");

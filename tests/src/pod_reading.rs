@@ -40,6 +40,16 @@ pub fn container_status<'a>(pod: &'a Value, name: &str) -> Option<&'a Value> {
         .find(|c| c["name"] == name)
 }
 
+/// (containerID, restartCount) of container `name`: what changes when it restarts or is
+/// replaced. Panics when the pod has no status for it.
+pub fn container_identity(pod: &Value, name: &str) -> (String, u64) {
+    let cs = container_status(pod, name).unwrap_or_else(|| panic!("no status of {name}: {pod:#}"));
+    (
+        container_id(cs).unwrap_or_default().to_string(),
+        restart_count(cs),
+    )
+}
+
 /// `restartCount` (0 when absent).
 pub fn restart_count(cs: &Value) -> u64 {
     cs["restartCount"].as_u64().unwrap_or(0)

@@ -27,16 +27,6 @@ fn identity(pod: &Value) -> (String, u64, String) {
     )
 }
 
-/// Task PIDs by container id in agent 0's namespace.
-fn task_pids(c: &Cluster) -> BTreeMap<String, u32> {
-    c.containerd()
-        .tasks(c.agent(0).namespace())
-        .into_iter()
-        .filter(|t| t.status == "RUNNING")
-        .map(|t| (t.id, t.pid))
-        .collect()
-}
-
 #[test]
 fn a_restarted_agent_adopts_running_containers_and_catches_up() {
     let mut c = Cluster::start(1);
@@ -66,7 +56,7 @@ fn a_restarted_agent_adopts_running_containers_and_catches_up() {
         before.insert(pod, identity(&p));
     }
     assert_eq!(before["restarted-once"].1, 1, "{before:?}");
-    let pids_before = task_pids(&c);
+    let pids_before = c.running_tasks(0);
     let doomed_id = before["doomed"].0.clone();
     assert!(c.containers(0).contains(&doomed_id));
 
@@ -93,7 +83,7 @@ fn a_restarted_agent_adopts_running_containers_and_catches_up() {
     );
 
     let check_adopted = || -> Result<(), String> {
-        let pids = task_pids(&c);
+        let pids = c.running_tasks(0);
         for pod in ["keep-1", "keep-2", "restarted-once"] {
             let p = c.pod("default", pod).ok_or(format!("{pod} is gone"))?;
             let now = identity(&p);
@@ -128,7 +118,7 @@ fn a_containerd_restart_is_survived() {
     let node = c.node_name(0).to_string();
     c.apply(&sh_pod("steady", &node, SLEEP_FOREVER));
     let before = identity(&c.wait_for_pod_ready("default", "steady", START));
-    let pids_before = task_pids(&c);
+    let pids_before = c.running_tasks(0);
 
     c.restart_containerd();
     c.apply(&sh_pod("after", &node, SLEEP_FOREVER));
@@ -137,7 +127,7 @@ fn a_containerd_restart_is_survived() {
     assert_eq!(out, "still-here\n");
     let now = identity(&c.pod("default", "steady").unwrap());
     assert_eq!(now, before, "the container must not be restarted");
-    assert_eq!(task_pids(&c).get(&now.0), pids_before.get(&now.0));
+    assert_eq!(c.running_tasks(0).get(&now.0), pids_before.get(&now.0));
 
     // Exits are still noticed through the new connection.
     c.exec_ok("default", "steady", None, &["kill", "1"]);

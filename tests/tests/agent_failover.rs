@@ -7,37 +7,16 @@
 //! One controller stands for a cluster of several: the "servers" are a dead port, a TCP relay
 //! in front of the controller (cut to kill that server) and the controller itself.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use berth_tests::host::free_port;
-use berth_tests::pod_reading::{container_id, container_status, restart_count};
+use berth_tests::pod_reading::container_identity;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_pod};
 use berth_tests::relay::TcpRelay;
 use berth_tests::{AgentOptions, Cluster, ClusterConfig, secs};
-use serde_json::Value;
 
 const START: Duration = secs(90);
-
-/// (containerID, restartCount) of container `main`.
-fn identity(pod: &Value) -> (String, u64) {
-    let cs = container_status(pod, "main").unwrap_or_else(|| panic!("no status: {pod:#}"));
-    (
-        container_id(cs).unwrap_or_default().to_string(),
-        restart_count(cs),
-    )
-}
-
-/// Task PIDs by container id in agent `i`'s namespace.
-fn task_pids(c: &Cluster, i: usize) -> BTreeMap<String, u32> {
-    c.containerd()
-        .tasks(c.agent(i).namespace())
-        .into_iter()
-        .filter(|t| t.status == "RUNNING")
-        .map(|t| (t.id, t.pid))
-        .collect()
-}
 
 fn agent_log(c: &Cluster, i: usize) -> String {
     std::fs::read_to_string(c.agent(i).stderr_log()).unwrap_or_default()
@@ -66,8 +45,8 @@ fn an_agent_fails_over_to_the_next_server_without_restarting_its_pods() {
     );
 
     c.apply(&sh_pod("steady", &node, SLEEP_FOREVER));
-    let before = identity(&c.wait_for_pod_ready("default", "steady", START));
-    let pids_before = task_pids(&c, i);
+    let before = container_identity(&c.wait_for_pod_ready("default", "steady", START), "main");
+    let pids_before = c.running_tasks(i);
     assert!(pids_before.contains_key(&before.0), "{pids_before:?}");
 
     // The server the agent uses dies.
@@ -90,9 +69,9 @@ fn an_agent_fails_over_to_the_next_server_without_restarting_its_pods() {
     c.wait_for_pod_ready("default", "newcomer", START);
 
     // The first pod ran through it all: same container, same task, no restart.
-    let after = identity(&c.wait_for_pod_ready("default", "steady", START));
+    let after = container_identity(&c.wait_for_pod_ready("default", "steady", START), "main");
     assert_eq!(after, before, "the pod's container changed or restarted");
-    let pids_after = task_pids(&c, i);
+    let pids_after = c.running_tasks(i);
     assert_eq!(
         pids_after.get(&before.0),
         pids_before.get(&before.0),

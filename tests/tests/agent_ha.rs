@@ -6,49 +6,20 @@
 //! through a surviving controller), and the agents switch servers with their containers
 //! untouched (same container, same task, no restart).
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use berth_tests::etcd::EtcdCluster;
-use berth_tests::pod_reading::{container_id, container_status, restart_count};
+use berth_tests::pod_reading::container_identity;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_pod};
 use berth_tests::rollout::bounds::surge_violations;
 use berth_tests::rollout::{
     PodWatch, SizeWatch, hash, replica_sets, spec_replicas, wait_rolled_out,
 };
 use berth_tests::seeds::seed;
-use berth_tests::{AgentOptions, Cluster, ClusterConfig, Controller, Req, secs};
-use serde_json::Value;
+use berth_tests::{AgentOptions, Cluster, ClusterConfig, Controller, secs};
 
 const NS: &str = "default";
 const DEPLOY: &str = "nginx-deployment";
-
-/// Whether `c` says in `/metrics` that it leads.
-fn leads(c: &Controller) -> bool {
-    c.admin_api().try_send(Req::get("/metrics")).is_ok_and(|r| {
-        r.body
-            .contains("leader_election_master_status{name=\"berth-controller\"} 1")
-    })
-}
-
-/// (containerID, restartCount) of container `main`.
-fn identity(pod: &Value) -> (String, u64) {
-    let cs = container_status(pod, "main").unwrap_or_else(|| panic!("no status: {pod:#}"));
-    (
-        container_id(cs).unwrap_or_default().to_string(),
-        restart_count(cs),
-    )
-}
-
-/// Running task PIDs by container id in agent `i`'s containerd namespace.
-fn task_pids(c: &Cluster, i: usize) -> BTreeMap<String, u32> {
-    c.containerd()
-        .tasks(c.agent(i).namespace())
-        .into_iter()
-        .filter(|t| t.status == "RUNNING")
-        .map(|t| (t.id, t.pid))
-        .collect()
-}
 
 #[test]
 fn a_rollout_completes_across_a_leader_kill_while_agents_switch_servers_without_restarts() {
@@ -65,7 +36,7 @@ fn a_rollout_completes_across_a_leader_kill_while_agents_switch_servers_without_
     let third = Controller::start_joining(c.controller(), &args);
     // The first controller took the Lease before the others started.
     c.wait_for(secs(30), "the first controller to lead", || {
-        if leads(c.controller()) && !leads(&second) && !leads(&third) {
+        if c.controller().leads() && !second.leads() && !third.leads() {
             Ok(())
         } else {
             Err("not (yet) the only leader")
@@ -89,7 +60,7 @@ fn a_rollout_completes_across_a_leader_kill_while_agents_switch_servers_without_
         let name = format!("steady-{i}");
         c.apply(&sh_pod(&name, c.node_name(i), SLEEP_FOREVER));
         let pod = c.wait_for_pod_ready(NS, &name, secs(90));
-        steady.push((name, identity(&pod), task_pids(&c, i)));
+        steady.push((name, container_identity(&pod, "main"), c.running_tasks(i)));
     }
 
     // Watches through a controller that survives, started before the rollout.
@@ -124,8 +95,8 @@ fn a_rollout_completes_across_a_leader_kill_while_agents_switch_servers_without_
     let killed = Instant::now();
     old.kill9();
     let leader = c.wait_for(secs(30), "another controller to take the Lease", || match (
-        leads(c.controller()),
-        leads(&third),
+        c.controller().leads(),
+        third.leads(),
     ) {
         (true, false) => Ok("second"),
         (false, true) => Ok("third"),
@@ -184,9 +155,9 @@ fn a_rollout_completes_across_a_leader_kill_while_agents_switch_servers_without_
             log.contains("switching API server"),
             "agent {i} never switched servers:\n{log}"
         );
-        let after = identity(&c.wait_for_pod_ready(NS, name, secs(30)));
+        let after = container_identity(&c.wait_for_pod_ready(NS, name, secs(30)), "main");
         assert_eq!(&after, before, "{name}'s container changed or restarted");
-        let pids_after = task_pids(&c, i);
+        let pids_after = c.running_tasks(i);
         assert_eq!(
             pids_after.get(&before.0),
             pids_before.get(&before.0),

@@ -97,6 +97,18 @@ impl Writers {
         self.acks.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
+    /// Waits until `n` creates were acknowledged.
+    fn wait_for(&self, c: &Controller, n: usize) {
+        c.wait_for(
+            secs(60),
+            &format!("the writers to have written {n} configmaps"),
+            || {
+                let done = self.count();
+                if done >= n { Ok(()) } else { Err(done) }
+            },
+        );
+    }
+
     /// Stops the writers; every acknowledgement.
     fn stop(self) -> BTreeMap<String, Ack> {
         self.stop.store(true, Ordering::SeqCst);
@@ -105,6 +117,15 @@ impl Writers {
         }
         self.acks.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+}
+
+/// A snapshot holds Secrets: its file must be private.
+fn assert_private(file: &Path) {
+    let mode = std::fs::metadata(file)
+        .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "the snapshot holds Secrets");
 }
 
 /// Every configmap of `list`: name → (uid, resourceVersion).
@@ -154,14 +175,7 @@ fn a_snapshot_taken_during_writes_restores_every_acknowledged_object_with_its_ui
 
     // Concurrent writers, each creating configmaps until told to stop.
     let writers = Writers::start(&c);
-    c.wait_for(
-        secs(60),
-        "the writers to have written 300 configmaps",
-        || {
-            let n = writers.count();
-            if n >= 300 { Ok(()) } else { Err(n) }
-        },
-    );
+    writers.wait_for(&c, 300);
 
     let file = c.scratch().join("backup.snap");
     let save_started = Instant::now();
@@ -178,11 +192,7 @@ fn a_snapshot_taken_during_writes_restores_every_acknowledged_object_with_its_ui
         "the save should have gone through the running controller: {}",
         saved.stdout
     );
-    let mode = std::fs::metadata(&file)
-        .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o777, 0o600, "the snapshot holds Secrets");
+    assert_private(&file);
 
     let before: BTreeMap<&String, &Ack> =
         acks.iter().filter(|(_, a)| a.at < save_started).collect();
@@ -293,14 +303,7 @@ fn an_etcd_store_snapshot_taken_during_writes_restores_into_an_empty_etcd() {
     let mut c = Controller::start_with(&["--datastore-endpoint", &endpoints]);
     c.admin_api().create("/api/v1/namespaces", &namespace(NS));
     let writers = Writers::start(&c);
-    c.wait_for(
-        secs(60),
-        "the writers to have written 200 configmaps",
-        || {
-            let n = writers.count();
-            if n >= 200 { Ok(()) } else { Err(n) }
-        },
-    );
+    writers.wait_for(&c, 200);
     let file = c.scratch().join("etcd.snap");
     let save_started = Instant::now();
     let saved = snapshot_command(&[
@@ -316,11 +319,7 @@ fn an_etcd_store_snapshot_taken_during_writes_restores_into_an_empty_etcd() {
         saved.describe()
     );
     assert!(saved.stdout.contains("from etcd"), "{}", saved.stdout);
-    let mode = std::fs::metadata(&file)
-        .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o777, 0o600, "the snapshot holds Secrets");
+    assert_private(&file);
     let before: BTreeMap<&String, &Ack> =
         acks.iter().filter(|(_, a)| a.at < save_started).collect();
     assert!(before.len() >= 200, "{} acknowledged before", before.len());

@@ -14,7 +14,6 @@
 //!   defaults when the host's disk allows them; on a host whose disk is mostly taken they
 //!   report pressure themselves, and the harness's thresholds stand in.)
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use berth_tests::pod_reading::{container_id, container_status, is_ready, restart_count};
@@ -118,16 +117,6 @@ fn container(pod: &Value) -> String {
         .to_string()
 }
 
-/// Running task pids by container id in agent `i`'s namespace.
-fn task_pids(c: &Cluster, i: usize) -> BTreeMap<String, u32> {
-    c.containerd()
-        .tasks(c.agent(i).namespace())
-        .into_iter()
-        .filter(|t| t.status == "RUNNING")
-        .map(|t| (t.id, t.pid))
-        .collect()
-}
-
 #[test]
 fn a_lost_node_goes_unknown_its_pods_leave_as_their_tolerations_say_and_it_comes_back_untouched() {
     let mut c = Cluster::start_with(ClusterConfig {
@@ -168,7 +157,7 @@ fn a_lost_node_goes_unknown_its_pods_leave_as_their_tolerations_say_and_it_comes
             .ok_or("none yet")
     });
     let kept = [patient.clone(), daemon.clone()];
-    let pids_before = task_pids(&c, 2);
+    let pids_before = c.running_tasks(2);
 
     c.kill9_agent(2);
     let killed = Timestamp::now();
@@ -336,7 +325,7 @@ fn a_lost_node_goes_unknown_its_pods_leave_as_their_tolerations_say_and_it_comes
         assert_eq!(after, before, "{} kept its container", name(p));
         let restarts = |pod: &Value| container_status(pod, "web").map_or(0, restart_count);
         assert_eq!(restarts(&now), restarts(p), "{} not restarted", name(p));
-        let pids = task_pids(&c, 2);
+        let pids = c.running_tasks(2);
         assert_eq!(
             pids.get(&before),
             pids_before.get(&before),

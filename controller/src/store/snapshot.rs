@@ -18,8 +18,6 @@
 use super::Revision;
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"BERTHSNP";
@@ -169,34 +167,9 @@ pub fn decode(buf: &[u8]) -> Result<Snapshot, SnapshotError> {
 /// Writes snapshot bytes (checked with [`decode`] first) to `path` atomically, mode 0600.
 pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
     let snapshot = decode(bytes)?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "snapshot".to_string());
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(io(&tmp))?;
-        f.write_all(bytes).map_err(io(&tmp))?;
-        f.sync_all().map_err(io(&tmp))?;
-        std::fs::rename(&tmp, path).map_err(io(path))?;
-        std::fs::File::open(&dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io(&dir))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map(|()| snapshot)
+    berth_shared::private_files::write_atomic(path, bytes)
+        .map_err(|(at, source)| SnapshotError::Io { path: at, source })?;
+    Ok(snapshot)
 }
 
 /// Writes a snapshot of `objects` at `revision` to `path` (atomically, mode 0600).

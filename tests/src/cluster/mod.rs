@@ -543,6 +543,17 @@ impl Cluster {
     }
 
     /// Container ids in agent `i`'s containerd namespace.
+    /// Running task PIDs by container id in agent `i`'s containerd namespace: a container
+    /// restarted or replaced shows a new PID or id.
+    pub fn running_tasks(&self, i: usize) -> std::collections::BTreeMap<String, u32> {
+        self.containerd
+            .tasks(self.agents[i].namespace())
+            .into_iter()
+            .filter(|t| t.status == "RUNNING")
+            .map(|t| (t.id, t.pid))
+            .collect()
+    }
+
     pub fn containers(&self, i: usize) -> Vec<String> {
         self.containerd.containers(self.agents[i].namespace())
     }

@@ -5,7 +5,7 @@
 
 use berth_tests::etcd::EtcdCluster;
 use berth_tests::wait::wait_for;
-use berth_tests::{Controller, Next, Req};
+use berth_tests::{Controller, Kubectl, Next, Req};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -411,4 +411,70 @@ fn a_restarted_controller_resumes_watches_from_before_its_start() {
         assert_eq!(ev["type"], "ADDED", "{ev}");
         assert_eq!(ev["object"]["metadata"]["name"], format!("r{i}"), "{ev}");
     }
+}
+
+#[test]
+fn kubectl_get_watch_through_a_killed_controller_resumes_on_another_from_its_last_version() {
+    let etcd = EtcdCluster::start(3);
+    let mut cs = three_controllers(&etcd);
+    // `kubectl get --watch` through controller 1: the list, then every change, as
+    // "name resourceVersion" lines.
+    let mut first = Kubectl::new(&cs[1]).spawn(&[
+        "get",
+        "configmaps",
+        "--watch",
+        "-o",
+        "jsonpath={.metadata.name} {.metadata.resourceVersion}{\"\\n\"}",
+    ]);
+    let mut seen: Vec<(String, u64)> = Vec::new();
+    let record = |seen: &mut Vec<(String, u64)>, line: &str| {
+        if let Some((name, rv)) = line.trim().split_once(' ')
+            && name.starts_with('x')
+        {
+            seen.push((name.to_string(), rv.parse().unwrap_or(0)));
+        }
+    };
+    let writer = cs[0].admin_api();
+    for i in 0..40 {
+        writer.create(CM, &cm(&format!("x{i:03}"), json!({})));
+        if i == 19 {
+            // Half of them through kubectl, then its controller dies.
+            while seen.len() < 20 {
+                let line = first
+                    .next_line(Duration::from_secs(20))
+                    .unwrap_or_else(|| panic!("kubectl's watch stalled\n{}", first.describe()));
+                record(&mut seen, &line);
+            }
+            cs[1].kill9();
+        }
+    }
+    // Whatever kubectl printed before its server died counts too.
+    while let Some(line) = first.next_line(Duration::from_millis(500)) {
+        record(&mut seen, &line);
+    }
+    let last = seen.last().map(|(_, rv)| *rv).unwrap_or(0);
+    // Resumed through controller 2 from the last resourceVersion kubectl printed.
+    let mut resumed = Kubectl::new(&cs[2]).spawn(&[
+        "get",
+        "--raw",
+        &format!("{CM}?watch=true&resourceVersion={last}"),
+    ]);
+    while seen.len() < 40 {
+        let line = resumed
+            .next_line(Duration::from_secs(20))
+            .unwrap_or_else(|| panic!("the resumed watch stalled\n{}", resumed.describe()));
+        let ev: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("not a watch event ({e}): {line}"));
+        let name = ev["object"]["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default();
+        record(&mut seen, &format!("{name} {}", rv(&ev["object"])));
+    }
+    let names: Vec<&str> = seen.iter().map(|(n, _)| n.as_str()).collect();
+    let expected: Vec<String> = (0..40).map(|i| format!("x{i:03}")).collect();
+    assert_eq!(names, expected, "missed, repeated or reordered");
+    assert!(
+        resumed.next_line(Duration::from_millis(500)).is_none(),
+        "more than the 40 creates"
+    );
 }

@@ -338,7 +338,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
                 hpa,
                 acting.clone(),
             )));
-            handles.push(crate::scheduler::start(&ctx, acting));
+            handles.push(crate::scheduler::start_with(
+                &ctx,
+                crate::scheduler::Config::for_store(store_shared),
+                acting,
+            ));
             handles
         }
     };

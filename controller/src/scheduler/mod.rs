@@ -68,12 +68,13 @@ impl Default for Config {
 }
 
 impl Config {
-    /// The defaults for `store`: on etcd a binding is a round trip to a quorum, and throughput
-    /// grows with the bindings in flight (10,000 pods on 5,000 nodes: 535 pods/s with 4, 719
-    /// with 16), where the embedded store's group commit already shares its fsyncs.
-    pub fn for_store(store: &crate::store::Store) -> Config {
+    /// The defaults for a store shared by several controllers (etcd) or not: on etcd a
+    /// binding is a round trip to a quorum, and throughput grows with the bindings in flight
+    /// (10,000 pods on 5,000 nodes: 535 pods/s with 4, 719 with 16), where the embedded
+    /// store's group commit already shares its fsyncs.
+    pub fn for_store(shared: bool) -> Config {
         let mut config = Config::default();
-        if store.is_shared() {
+        if shared {
             config.binders = 16;
         }
         config
@@ -102,7 +103,7 @@ pub(super) type Unwritten = Arc<Mutex<HashMap<PodKey, (Arc<PodInfo>, String)>>>;
 
 /// Starts the scheduler with the default tuning; it stops when `shutdown` is cancelled.
 pub fn start(ctx: &Context, shutdown: CancellationToken) -> JoinHandle<()> {
-    start_with(ctx, Config::for_store(ctx.registry.store()), shutdown)
+    start_with(ctx, Config::default(), shutdown)
 }
 
 /// What the informers hand the scheduler: changes of one watched kind, or a barrier answered

@@ -250,8 +250,16 @@ pub(super) fn open(config: EtcdConfig, history_limit: usize) -> Result<Store, St
     };
     let (compacted, history) = {
         let (client, prefix) = (client.clone(), prefix.clone());
+        // When the newest object was written at `revision`, that event surely comes; else
+        // (a deletion, or a write outside the prefix) it may never: wait briefly for it.
+        let newest = objects.values().map(|o| o.revision).max().unwrap_or(0);
+        let wait = if newest == revision {
+            REQUEST_TIMEOUT
+        } else {
+            Duration::from_secs(1)
+        };
         run(&runtime, async move {
-            Ok(recent_history(client, &prefix, revision, history_limit).await)
+            Ok(recent_history(client, &prefix, revision, history_limit, wait).await)
         })?
     };
     let state = State {
@@ -349,19 +357,21 @@ async fn load(
 /// The events of (at most) the last `limit` revisions up to `revision`, read back from etcd:
 /// the history a new cache starts with, so that watches resume across a controller's restart
 /// as far back as etcd still holds. Best effort: an empty history (compacted at `revision`)
-/// when etcd has compacted them or does not answer in time. Returns the revision the history
+/// when etcd has compacted them or sends nothing for `wait`. Returns the revision the history
 /// starts after, and the events.
 async fn recent_history(
     mut client: Client,
     prefix: &str,
     revision: Revision,
     limit: usize,
+    wait: Duration,
 ) -> (Revision, VecDeque<Arc<StoreEvent>>) {
     let none = (revision, VecDeque::new());
     let trimmed = prefix.trim_end_matches('/');
     let mut from = revision.saturating_sub(limit as Revision).max(1);
+    // A new etcd (revision 1) has no history at all.
     for _ in 0..2 {
-        if from > revision {
+        if from > revision || revision <= 1 {
             return none;
         }
         let options = WatchOptions::new()
@@ -380,7 +390,7 @@ async fn recent_history(
             // sends a watcher's events in order): progress notifications cannot tell, as an
             // unsynced watcher may get one early. A newest revision outside the prefix (a
             // shared etcd) never arrives here: the cache then starts with no history.
-            let resp = match tokio::time::timeout(REQUEST_TIMEOUT, stream.message()).await {
+            let resp = match tokio::time::timeout(wait, stream.message()).await {
                 Ok(Ok(Some(resp))) => resp,
                 _ => return none,
             };

@@ -406,6 +406,20 @@ impl Controller {
         }
     }
 
+    /// `--datastore-endpoint URLS` when this controller keeps its state in etcd, else nothing.
+    pub fn datastore_args(&self) -> Vec<String> {
+        let mut args = self.extra_args.iter();
+        while let Some(a) = args.next() {
+            if a == "--datastore-endpoint" {
+                return args
+                    .next()
+                    .map(|v| vec![a.clone(), v.clone()])
+                    .unwrap_or_default();
+            }
+        }
+        Vec::new()
+    }
+
     /// Whether this controller says in `/metrics` that it leads the controllers sharing its
     /// store (`false` when it does not answer).
     pub fn leads(&self) -> bool {
@@ -431,6 +445,10 @@ impl Controller {
     pub fn subcommand(&self, args: &[&str]) -> crate::process::Run {
         let mut cmd = Command::new(&self.bin);
         cmd.args(args).arg("--data-dir").arg(self.data_dir());
+        // Node records are in etcd when the controller keeps its state there.
+        if args.first() == Some(&"node") {
+            cmd.args(self.datastore_args());
+        }
         crate::process::run(cmd, None, crate::host::TOOL_DEADLINE)
     }
 

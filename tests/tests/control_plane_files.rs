@@ -29,15 +29,17 @@ fn private_paths(c: &Controller) -> Vec<(PathBuf, u32)> {
     let mut out = vec![
         (data.clone(), 0o700),
         (data.join("pki"), 0o700),
-        (data.join("node-passwords"), 0o700),
         (data.join("token"), 0o600),
         (data.join("admin.kubeconfig"), 0o600),
     ];
-    // On etcd the objects are not in the data dir.
+    // On etcd the objects and the node password records are not in the data dir.
+    let mut dirs = vec!["pki"];
     if !berth_tests::controller::on_etcd() {
         out.push((data.join("store.redb"), 0o600));
+        out.push((data.join("node-passwords"), 0o700));
+        dirs.push("node-passwords");
     }
-    for dir in ["pki", "node-passwords"] {
+    for dir in dirs {
         let entries = std::fs::read_dir(data.join(dir))
             .unwrap_or_else(|e| panic!("{}: {e}", data.join(dir).display()));
         for entry in entries.flatten() {

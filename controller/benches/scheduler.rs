@@ -390,22 +390,11 @@ fn main() {
     let a = args();
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     for &n in &a.nodes {
-        let plain = runtime.block_on(run(
-            n,
-            a.pods,
-            &a.dir,
-            a.binders,
-            Workload::Plain,
-            a.etcd.as_deref(),
-        ));
-        let prio = runtime.block_on(run(
-            n,
-            a.pods,
-            &a.dir,
-            a.binders,
-            Workload::Prioritised,
-            a.etcd.as_deref(),
-        ));
+        let measure = |pods, workload| {
+            runtime.block_on(run(n, pods, &a.dir, a.binders, workload, a.etcd.as_deref()))
+        };
+        let plain = measure(a.pods, Workload::Plain);
+        let prio = measure(a.pods, Workload::Prioritised);
         println!(
             "  with priorities: {prio:.0} pods/s against {plain:.0} without ({:+.1} %)",
             (prio / plain - 1.0) * 100.0
@@ -413,22 +402,11 @@ fn main() {
     }
     if a.preempt_nodes > 0 {
         let n = a.preempt_nodes;
-        let empty = runtime.block_on(run(
-            n,
-            100,
-            &a.dir,
-            a.binders,
-            Workload::EmptyNodes,
-            a.etcd.as_deref(),
-        ));
-        let full = runtime.block_on(run(
-            n,
-            100,
-            &a.dir,
-            a.binders,
-            Workload::Preempting,
-            a.etcd.as_deref(),
-        ));
+        let measure = |workload| {
+            runtime.block_on(run(n, 100, &a.dir, a.binders, workload, a.etcd.as_deref()))
+        };
+        let empty = measure(Workload::EmptyNodes);
+        let full = measure(Workload::Preempting);
         println!("  preemption path: {full:.0} pods/s against {empty:.0} on empty nodes");
     }
 }

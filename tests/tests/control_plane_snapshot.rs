@@ -142,6 +142,18 @@ fn by_name(list: &serde_json::Value) -> BTreeMap<String, (String, u64)> {
         .collect()
 }
 
+/// Every object acknowledged before the save is in `found`, with its uid.
+fn assert_all_restored(before: &BTreeMap<&String, &Ack>, found: &BTreeMap<String, (String, u64)>) {
+    let missing = missing(before, found);
+    assert!(
+        missing.is_empty(),
+        "{} of {} objects acknowledged before the save are missing or changed:\n{}",
+        missing.len(),
+        before.len(),
+        missing.join("\n")
+    );
+}
+
 /// The acknowledged-before ones that `found` lacks or holds with another uid.
 fn missing(
     before: &BTreeMap<&String, &Ack>,
@@ -273,14 +285,7 @@ fn a_snapshot_taken_during_writes_restores_every_acknowledged_object_with_its_ui
         acks.len(),
         found.len()
     );
-    let missing = missing(&before, &found);
-    assert!(
-        missing.is_empty(),
-        "{} of {} objects acknowledged before the save are missing or changed:\n{}",
-        missing.len(),
-        before.len(),
-        missing.join("\n")
-    );
+    assert_all_restored(&before, &found);
     // Nothing is invented: every restored configmap is one a writer created.
     for (name, (u, _)) in found.iter().filter(|(n, _)| *n != "kube-root-ca.crt") {
         let ack = acks.get(name);
@@ -345,12 +350,5 @@ fn an_etcd_store_snapshot_taken_during_writes_restores_into_an_empty_etcd() {
     );
     let restored = Controller::start_joining(&c, &["--datastore-endpoint", &target]);
     let found = by_name(&restored.admin_api().get_ok(&cms()));
-    let missing = missing(&before, &found);
-    assert!(
-        missing.is_empty(),
-        "{} of {} objects acknowledged before the save are missing or changed:\n{}",
-        missing.len(),
-        before.len(),
-        missing.join("\n")
-    );
+    assert_all_restored(&before, &found);
 }

@@ -72,6 +72,10 @@ pub enum ApiError {
     /// The storage cannot be reached (etcd without quorum): 503, retry later.
     #[error("{0}")]
     ServiceUnavailable(String),
+    /// 504: the server could not learn in time whether a write was applied (upstream's
+    /// `StatusReasonTimeout`).
+    #[error("{0}")]
+    Timeout(String),
     /// An error upstream has no `Status` for (a plain Go error): kube-apiserver answers 500 with
     /// the bare message and no reason (`ErrorToAPIStatus`).
     #[error("{0}")]
@@ -104,6 +108,7 @@ impl ApiError {
             ApiError::Conflict { .. }
                 | ApiError::Internal(_)
                 | ApiError::ServiceUnavailable(_)
+                | ApiError::Timeout(_)
                 | ApiError::TooManyRequests(_)
                 | ApiError::TooManyRequestsBecause { .. }
         )
@@ -126,6 +131,7 @@ impl ApiError {
             }
             ApiError::Internal(_) | ApiError::Unknown(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
         }
     }
 
@@ -148,6 +154,7 @@ impl ApiError {
             }
             ApiError::Internal(_) => "InternalError",
             ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
+            ApiError::Timeout(_) => "Timeout",
             ApiError::Unknown(_) => "",
         }
     }
@@ -326,6 +333,7 @@ impl From<RegistryError> for ApiError {
             R::Gone(m) => ApiError::Gone(m),
             R::Internal(m) => ApiError::Internal(m),
             R::Unavailable(m) => ApiError::ServiceUnavailable(m),
+            R::Timeout(m) => ApiError::Timeout(m),
             e @ R::ResourceVersionOnCreate => ApiError::Unknown(e.to_string()),
         }
     }
@@ -362,6 +370,7 @@ impl From<crate::store::StoreError> for ApiError {
         match e {
             crate::store::StoreError::Compacted { .. } => ApiError::Gone(e.to_string()),
             crate::store::StoreError::Unavailable(m) => ApiError::ServiceUnavailable(m),
+            e @ crate::store::StoreError::OutcomeUnknown(_) => ApiError::Timeout(e.to_string()),
             other => ApiError::Internal(other.to_string()),
         }
     }

@@ -58,6 +58,10 @@ pub enum RegistryError {
     /// The store cannot be reached (etcd without quorum); nothing was written.
     #[error("{0}")]
     Unavailable(String),
+    /// A write whose outcome the store could not learn: upstream's 504 Timeout ("may still
+    /// be processing the request").
+    #[error("{0}")]
+    Timeout(String),
 }
 
 /// The message of a 422 Invalid error, as kube-apiserver words it.
@@ -130,6 +134,7 @@ impl RegistryError {
             RegistryError::Conflict { .. }
                 | RegistryError::Internal(_)
                 | RegistryError::Unavailable(_)
+                | RegistryError::Timeout(_)
         )
     }
 }
@@ -138,9 +143,10 @@ impl ErrorPolicy for RegistryError {
     fn retry(&self) -> Retry {
         match self {
             RegistryError::Conflict { .. } | RegistryError::AlreadyExists { .. } => Retry::Now,
-            RegistryError::Internal(_) | RegistryError::Unavailable(_) | RegistryError::Gone(_) => {
-                Retry::Backoff
-            }
+            RegistryError::Internal(_)
+            | RegistryError::Unavailable(_)
+            | RegistryError::Timeout(_)
+            | RegistryError::Gone(_) => Retry::Backoff,
             // The object may appear, the namespace may be recreated, the input may be fixed:
             // only a change brings the key back.
             RegistryError::NotFound { .. }
@@ -158,6 +164,7 @@ impl From<StoreError> for RegistryError {
         match e {
             StoreError::Compacted { .. } => RegistryError::Gone(e.to_string()),
             StoreError::Unavailable(m) => RegistryError::Unavailable(m),
+            e @ StoreError::OutcomeUnknown(_) => RegistryError::Timeout(e.to_string()),
             other => RegistryError::Internal(other.to_string()),
         }
     }

@@ -50,6 +50,10 @@ pub enum StoreError {
     /// The store cannot be reached (e.g. etcd has lost its quorum); nothing was written.
     #[error("storage unavailable: {0}")]
     Unavailable(String),
+    /// A write was sent and its answer lost (the member died, the request timed out): it may
+    /// or may not have been applied. Never reported as a success.
+    #[error("the write's outcome is unknown: {0}")]
+    OutcomeUnknown(String),
     #[error("encoding object: {0}")]
     Encode(#[from] serde_json::Error),
 }
@@ -57,7 +61,10 @@ pub enum StoreError {
 impl StoreError {
     /// Whether retrying the same operation later may succeed.
     pub fn is_transient(&self) -> bool {
-        matches!(self, StoreError::Backend(_) | StoreError::Unavailable(_))
+        matches!(
+            self,
+            StoreError::Backend(_) | StoreError::Unavailable(_) | StoreError::OutcomeUnknown(_)
+        )
     }
 }
 

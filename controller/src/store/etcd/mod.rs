@@ -10,20 +10,20 @@
 //! anywhere. The client runs on a runtime of its own, so blocking callers (the store's writes
 //! are called from blocking threads) never need a Tokio context.
 
+mod cache;
+mod members;
+
 use super::{
-    EventType, ObjectIndex, Precondition, Revision, State, Store, StoreError, StoreEvent,
-    StoredObject, check_precondition, set_resource_version,
+    ObjectIndex, Precondition, Revision, State, Store, StoreError, StoredObject,
+    check_precondition, set_resource_version,
 };
 use bytes::Bytes;
-use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, EventType as EtcdEventType, GetOptions, KeyValue,
-    TxnOp, TxnOpResponse, WatchOptions,
-};
+use etcd_client::{Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, TxnOp, TxnOpResponse};
+use members::{Failure, Members, REQUEST_TIMEOUT};
 use serde_json::Value;
-use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Where and how to reach etcd (k3s's `--datastore-*` flags).
@@ -55,15 +55,13 @@ impl EtcdConfig {
 
 /// Objects per range request while loading.
 const PAGE: i64 = 500;
-/// How long one etcd request may take before it counts as failed.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a write or a consistent read waits for the cache to catch up.
 const CATCH_UP: Duration = Duration::from_secs(10);
 
 /// The etcd side of a [`Store`].
 pub(super) struct Etcd {
     runtime: Runtime,
-    client: Client,
+    members: Members,
     prefix: String,
 }
 
@@ -97,16 +95,6 @@ fn run<T: Send + 'static>(
         .handle()
         .ok_or_else(|| unavailable("the etcd client is shut down"))?;
     futures::executor::block_on(handle.spawn(fut)).map_err(unavailable)?
-}
-
-async fn timed<T>(
-    fut: impl Future<Output = Result<T, etcd_client::Error>>,
-) -> Result<T, StoreError> {
-    match tokio::time::timeout(REQUEST_TIMEOUT, fut).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(unavailable(e)),
-        Err(_) => Err(unavailable("etcd request timed out")),
-    }
 }
 
 /// The first key after every key starting with `prefix`.
@@ -148,8 +136,8 @@ fn revision_of(kv: &KeyValue) -> Revision {
 /// Store keys and object JSON.
 pub type Objects = Vec<(Arc<str>, Bytes)>;
 
-/// A client on a runtime of its own, for the one-shot commands (snapshots, restores).
-fn connect(config: &EtcdConfig) -> Result<(Runtime, Client), StoreError> {
+/// A client per member on a runtime of its own.
+fn connect(config: &EtcdConfig) -> Result<(Runtime, Members), StoreError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("etcd")
@@ -159,12 +147,10 @@ fn connect(config: &EtcdConfig) -> Result<(Runtime, Client), StoreError> {
     let runtime = Runtime(Some(runtime));
     let options = connect_options(config)?;
     let endpoints = config.endpoints.clone();
-    let client = run(&runtime, async move {
-        Client::connect(endpoints, Some(options))
-            .await
-            .map_err(unavailable)
+    let members = run(&runtime, async move {
+        Members::connect(&endpoints, &options).await
     })?;
-    Ok((runtime, client))
+    Ok((runtime, members))
 }
 
 fn key_prefix(config: &EtcdConfig) -> String {
@@ -175,9 +161,12 @@ fn key_prefix(config: &EtcdConfig) -> String {
 /// cache would hold them (with `resourceVersion`): what a snapshot of an etcd store holds.
 /// Blocking.
 pub fn dump(config: &EtcdConfig) -> Result<(Revision, Objects), StoreError> {
-    let (runtime, client) = connect(config)?;
+    let (runtime, members) = connect(config)?;
     let prefix = key_prefix(config);
-    let (revision, objects) = run(&runtime, async move { load(client, &prefix).await })?;
+    let (revision, objects) = run(
+        &runtime,
+        async move { cache::load(&members, &prefix).await },
+    )?;
     Ok((
         revision,
         objects.into_iter().map(|(k, o)| (k, o.data)).collect(),
@@ -192,7 +181,7 @@ pub fn restore<K: AsRef<str>>(
 ) -> Result<Revision, StoreError> {
     /// Puts per transaction, under etcd's default `--max-txn-ops` (128).
     const BATCH: usize = 100;
-    let (runtime, mut client) = connect(config)?;
+    let (runtime, members) = connect(config)?;
     let prefix = key_prefix(config);
     let mut writes = Vec::with_capacity(objects.len());
     for (key, data) in objects {
@@ -202,7 +191,13 @@ pub fn restore<K: AsRef<str>>(
     }
     run(&runtime, async move {
         let options = GetOptions::new().with_prefix().with_count_only();
-        let existing = timed(client.get(prefix.clone(), Some(options))).await?;
+        let existing = members
+            .read(|mut c| {
+                let (prefix, options) = (prefix.clone(), options.clone());
+                async move { c.get(prefix, Some(options)).await }
+            })
+            .await
+            .map_err(Failure::into_store_error)?;
         if existing.count() > 0 {
             return Err(StoreError::Backend(format!(
                 "etcd already holds {} keys under {prefix}: a snapshot is restored only into an empty prefix",
@@ -221,7 +216,14 @@ pub fn restore<K: AsRef<str>>(
                 .map(|(k, v)| TxnOp::put(k.clone(), v.clone(), None))
                 .collect();
             let txn = etcd_client::Txn::new().when(compares).and_then(puts);
-            let resp = timed(client.txn(txn)).await?;
+            // A lost answer leaves keys behind: the retry then finds them and refuses.
+            let resp = members
+                .write(|mut c| {
+                    let txn = txn.clone();
+                    async move { c.txn(txn).await }
+                })
+                .await
+                .map_err(Failure::into_store_error)?;
             if !resp.succeeded() {
                 return Err(StoreError::Backend(
                     "a key appeared under the prefix during the restore".into(),
@@ -242,14 +244,17 @@ pub(super) fn open(config: EtcdConfig, history_limit: usize) -> Result<Store, St
     if config.endpoints.is_empty() {
         return Err(StoreError::Backend("no etcd endpoint given".into()));
     }
-    let (runtime, client) = connect(&config)?;
+    let (runtime, members) = connect(&config)?;
     let prefix = key_prefix(&config);
     let (revision, objects) = {
-        let (client, prefix) = (client.clone(), prefix.clone());
-        run(&runtime, async move { load(client, &prefix).await })?
+        let (members, prefix) = (members.clone(), prefix.clone());
+        run(
+            &runtime,
+            async move { cache::load(&members, &prefix).await },
+        )?
     };
     let (compacted, history) = {
-        let (client, prefix) = (client.clone(), prefix.clone());
+        let (members, prefix) = (members.clone(), prefix.clone());
         // When the newest object was written at `revision`, that event surely comes; else
         // (a deletion, or a write outside the prefix) it may never: wait briefly for it.
         let newest = objects.values().map(|o| o.revision).max().unwrap_or(0);
@@ -259,7 +264,7 @@ pub(super) fn open(config: EtcdConfig, history_limit: usize) -> Result<Store, St
             Duration::from_secs(1)
         };
         run(&runtime, async move {
-            Ok(recent_history(client, &prefix, revision, history_limit, wait).await)
+            Ok(cache::recent_history(&members, &prefix, revision, history_limit, wait).await)
         })?
     };
     let state = State {
@@ -275,15 +280,15 @@ pub(super) fn open(config: EtcdConfig, history_limit: usize) -> Result<Store, St
     let store = Store::assemble(
         super::Writer::Etcd(Box::new(Etcd {
             runtime,
-            client: client.clone(),
+            members: members.clone(),
             prefix: prefix.clone(),
         })),
         state,
         history_limit,
     );
     let weak = Arc::downgrade(&store.inner);
-    handle.spawn(follow(weak.clone(), client.clone(), prefix));
-    handle.spawn(compact(weak, client, config.compaction_interval));
+    handle.spawn(cache::follow(weak.clone(), members.clone(), prefix));
+    handle.spawn(cache::compact(weak, members, config.compaction_interval));
     Ok(store)
 }
 
@@ -318,283 +323,17 @@ fn connect_options(config: &EtcdConfig) -> Result<ConnectOptions, StoreError> {
     Ok(options)
 }
 
-/// Every object under `prefix` at one revision, in pages.
-async fn load(
-    mut client: Client,
-    prefix: &str,
-) -> Result<(Revision, BTreeMap<Arc<str>, StoredObject>), StoreError> {
-    let end = range_end(prefix);
-    let mut objects = BTreeMap::new();
-    let mut start = prefix.as_bytes().to_vec();
-    let mut revision = 0;
-    loop {
-        let mut options = GetOptions::new().with_range(end.clone()).with_limit(PAGE);
-        if revision > 0 {
-            options = options.with_revision(revision);
-        }
-        let resp = timed(client.get(start.clone(), Some(options))).await?;
-        if revision == 0 {
-            revision = resp.header().map(|h| h.revision()).unwrap_or(0);
-        }
-        for kv in resp.kvs() {
-            let key = kv.key_str().map_err(unavailable)?;
-            let Some(key) = key.strip_prefix(prefix.trim_end_matches('/')) else {
-                continue;
-            };
-            objects.insert(Arc::from(key), decode(kv.value(), revision_of(kv))?);
-        }
-        match (resp.more(), resp.kvs().last()) {
-            (true, Some(last)) => {
-                start = last.key().to_vec();
-                start.push(0);
-            }
-            _ => break,
-        }
-    }
-    Ok((revision.max(0) as Revision, objects))
-}
-
-/// The events of (at most) the last `limit` revisions up to `revision`, read back from etcd:
-/// the history a new cache starts with, so that watches resume across a controller's restart
-/// as far back as etcd still holds. Best effort: an empty history (compacted at `revision`)
-/// when etcd has compacted them or sends nothing for `wait`. Returns the revision the history
-/// starts after, and the events.
-async fn recent_history(
-    mut client: Client,
-    prefix: &str,
-    revision: Revision,
-    limit: usize,
-    wait: Duration,
-) -> (Revision, VecDeque<Arc<StoreEvent>>) {
-    let none = (revision, VecDeque::new());
-    let trimmed = prefix.trim_end_matches('/');
-    let mut from = revision.saturating_sub(limit as Revision).max(1);
-    // A new etcd (revision 1) has no history at all.
-    for _ in 0..2 {
-        if from > revision || revision <= 1 {
-            return none;
-        }
-        let options = WatchOptions::new()
-            .with_prefix()
-            .with_prev_key()
-            .with_start_revision(from as i64);
-        let Ok(Ok(mut stream)) =
-            tokio::time::timeout(REQUEST_TIMEOUT, client.watch(prefix, Some(options))).await
-        else {
-            return none;
-        };
-        let mut compacted = from - 1;
-        let mut history = VecDeque::new();
-        loop {
-            // The history is complete only once an event at or after `revision` arrives (etcd
-            // sends a watcher's events in order): progress notifications cannot tell, as an
-            // unsynced watcher may get one early. A newest revision outside the prefix (a
-            // shared etcd) never arrives here: the cache then starts with no history.
-            let resp = match tokio::time::timeout(wait, stream.message()).await {
-                Ok(Ok(Some(resp))) => resp,
-                _ => return none,
-            };
-            if resp.canceled() {
-                if resp.compact_revision() > 0 {
-                    from = resp.compact_revision() as Revision;
-                    break;
-                }
-                return none;
-            }
-            for ev in resp.events() {
-                let rev = ev.kv().map_or(0, revision_of);
-                if rev > revision {
-                    return (compacted, history);
-                }
-                match convert(trimmed, ev, |_| None) {
-                    Some(e) => history.push_back(Arc::new(e)),
-                    None => {
-                        // A gap: the history starts after it.
-                        history.clear();
-                        compacted = rev;
-                    }
-                }
-                if rev == revision {
-                    return (compacted, history);
-                }
-            }
-        }
-    }
-    none
-}
-
-/// Feeds the store's memory from one etcd watch of the prefix, resuming after the last
-/// revision applied whenever the watch breaks; a resume point etcd has compacted reloads
-/// everything and applies the difference.
-async fn follow(store: Weak<super::Inner>, mut client: Client, prefix: String) {
-    let trimmed = prefix.trim_end_matches('/').to_string();
-    loop {
-        let Some(inner) = store.upgrade() else { return };
-        let from = Store { inner }.current_revision() + 1;
-        let options = WatchOptions::new()
-            .with_prefix()
-            .with_prev_key()
-            .with_start_revision(from as i64);
-        let mut stream = match client.watch(prefix.clone(), Some(options)).await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "etcd watch failed; retrying");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                continue;
-            }
-        };
-        loop {
-            let resp = match stream.message().await {
-                Ok(Some(resp)) => resp,
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::warn!(error = %e, "etcd watch broke; resuming");
-                    break;
-                }
-            };
-            let Some(inner) = store.upgrade() else { return };
-            let store = Store { inner };
-            if resp.canceled() {
-                if resp.compact_revision() > 0 {
-                    tracing::warn!(
-                        compacted = resp.compact_revision(),
-                        "etcd compacted past the cache; reloading"
-                    );
-                    if let Err(e) = reload(&store, client.clone(), &prefix).await {
-                        tracing::warn!(error = %e, "reloading from etcd failed");
-                        tokio::time::sleep(Duration::from_millis(500)).await;
-                    }
-                }
-                break;
-            }
-            // Responses without events (creation, progress) move nothing: etcd 3.4 answers a
-            // progress request before the watcher has sent everything up to the revision it
-            // names (etcd-io/etcd#15220), so only events count.
-            if resp.events().is_empty() {
-                continue;
-            }
-            let events: Vec<StoreEvent> = resp
-                .events()
-                .iter()
-                .filter_map(|ev| event(&store, &trimmed, ev))
-                .collect();
-            let compact_to = store.compaction_point(&store.read(), events.len());
-            store.apply(events, compact_to);
-        }
-    }
-}
-
-/// One etcd watch event as the store's event (`None` for keys outside the store's space or
-/// undecodable values, which are logged).
-fn event(store: &Store, prefix: &str, ev: &etcd_client::Event) -> Option<StoreEvent> {
-    convert(prefix, ev, |key| store.get(key).map(|o| o.data.to_vec()))
-}
-
-/// An etcd event as the store's event; `last` gives a deleted key's last state when etcd's
-/// previous value is gone.
-fn convert(
-    prefix: &str,
-    ev: &etcd_client::Event,
-    last: impl Fn(&str) -> Option<Vec<u8>>,
-) -> Option<StoreEvent> {
-    let kv = ev.kv()?;
-    let key = kv.key_str().ok()?.strip_prefix(prefix)?;
-    let revision = revision_of(kv);
-    let prev = ev
-        .prev_kv()
-        .and_then(|p| decode(p.value(), revision_of(p)).ok());
-    let (event_type, object) = match ev.event_type() {
-        EtcdEventType::Put => {
-            let event_type = if kv.create_revision() == kv.mod_revision() {
-                EventType::Added
-            } else {
-                EventType::Modified
-            };
-            match decode(kv.value(), revision) {
-                Ok(obj) => (event_type, obj),
-                Err(e) => {
-                    tracing::warn!(key, error = %e, "undecodable object in etcd");
-                    return None;
-                }
-            }
-        }
-        EtcdEventType::Delete => {
-            // The deleted object's last state, at the deletion's revision.
-            let last = match ev.prev_kv() {
-                Some(p) => Some(p.value().to_vec()),
-                None => last(key),
-            }?;
-            (EventType::Deleted, decode(&last, revision).ok()?)
-        }
-    };
-    Some(StoreEvent {
-        revision,
-        event_type,
-        key: Arc::from(key),
-        object,
-        prev_index: prev.map(|p| p.index.clone()),
-    })
-}
-
-/// Replaces the cache with a fresh load, as events: what changed since the cache's state.
-async fn reload(store: &Store, client: Client, prefix: &str) -> Result<(), StoreError> {
-    let (revision, objects) = load(client, prefix).await?;
-    let mut events = Vec::new();
-    {
-        let state = store.read();
-        for (key, old) in &state.objects {
-            if !objects.contains_key(key) {
-                let mut gone = old.clone();
-                gone.revision = revision;
-                events.push(StoreEvent {
-                    revision,
-                    event_type: EventType::Deleted,
-                    key: key.clone(),
-                    object: gone,
-                    prev_index: Some(old.index.clone()),
-                });
-            }
-        }
-        for (key, new) in objects {
-            let prev = state.objects.get(&key);
-            if prev.is_some_and(|p| p.revision == new.revision) {
-                continue;
-            }
-            events.push(StoreEvent {
-                revision,
-                event_type: if prev.is_some() {
-                    EventType::Modified
-                } else {
-                    EventType::Added
-                },
-                key,
-                object: new,
-                prev_index: prev.map(|p| p.index.clone()),
-            });
-        }
-    }
-    store.apply(events, None);
-    store.advance(revision);
-    Ok(())
-}
-
-/// Compacts etcd's history every `interval` to the revision seen one interval earlier (the
-/// API server's compactor), so every watcher has at least one interval to resume in.
-async fn compact(store: Weak<super::Inner>, mut client: Client, interval: Duration) {
-    let mut previous: Option<Revision> = None;
-    loop {
-        tokio::time::sleep(interval).await;
-        let Some(inner) = store.upgrade() else { return };
-        let current = Store { inner }.current_revision();
-        if let Some(to) = previous.filter(|&to| to > 0) {
-            match timed(client.compact(to as i64, None)).await {
-                Ok(_) => tracing::debug!(revision = to, "compacted etcd"),
-                // Another controller compacted past it already.
-                Err(e) => tracing::debug!(revision = to, error = %e, "etcd compaction"),
-            }
-        }
-        previous = Some(current);
-    }
+/// etcd's newest revision (a linearizable read of nothing but the header).
+async fn newest_revision(members: &Members, prefix: &str) -> Result<Revision, StoreError> {
+    let options = GetOptions::new().with_prefix().with_count_only();
+    let resp = members
+        .read(|mut c| {
+            let (prefix, options) = (prefix.to_string(), options.clone());
+            async move { c.get(prefix, Some(options)).await }
+        })
+        .await
+        .map_err(Failure::into_store_error)?;
+    Ok(resp.header().map(|h| h.revision()).unwrap_or(0).max(0) as Revision)
 }
 
 /// What a transaction found when its comparison failed: the key's current state.
@@ -661,13 +400,11 @@ impl Etcd {
         &self,
         store: &Store,
     ) -> impl Future<Output = Result<(), StoreError>> + Send + 'static {
-        let mut client = self.client.clone();
+        let members = self.members.clone();
         let prefix = self.prefix.clone();
         let store = store.clone();
         async move {
-            let options = GetOptions::new().with_prefix().with_count_only();
-            let resp = timed(client.get(prefix, Some(options))).await?;
-            let revision = resp.header().map(|h| h.revision()).unwrap_or(0) as Revision;
+            let revision = newest_revision(&members, &prefix).await?;
             if store.current_revision() >= revision {
                 return Ok(());
             }
@@ -677,12 +414,18 @@ impl Etcd {
         }
     }
 
-    /// The key's current state in etcd (a linearizable read).
+    /// The key's current state in etcd (a linearizable read, from any member that answers).
     pub(super) fn fetch(&self, key: &str) -> Result<Option<StoredObject>, StoreError> {
-        let mut client = self.client.clone();
+        let members = self.members.clone();
         let key = self.key(key);
         run(&self.runtime, async move {
-            let resp = timed(client.get(key, None)).await?;
+            let resp = members
+                .read(|mut c| {
+                    let key = key.clone();
+                    async move { c.get(key, None).await }
+                })
+                .await
+                .map_err(Failure::into_store_error)?;
             match resp.kvs().first() {
                 Some(kv) => decode(kv.value(), revision_of(kv)).map(Some),
                 None => Ok(None),
@@ -731,6 +474,15 @@ impl Etcd {
     /// One compare-and-swap write (`data`: the new value; `None`: delete), checked against the
     /// cache's version first and, when etcd's differs, against etcd's. Returns the write's
     /// revision and the version it replaced, once the cache has applied it.
+    ///
+    /// The compare is always on etcd's `mod_revision` of the version checked, so a write is
+    /// applied only over exactly that version, whatever the cache says. A transaction whose
+    /// answer was lost is never taken for a success: the key is read back, and if it still
+    /// holds the version compared against the transaction is sent again (the compare lets at
+    /// most one of the two apply); if it moved on, nobody can tell whose write that was, and
+    /// the caller gets [`StoreError::OutcomeUnknown`] (504, as upstream answers a timed-out
+    /// write). (Comparing the bytes read back with ours once acknowledged a write of a
+    /// competing client that wrote the same bytes: an acknowledged update lost.)
     fn transact(
         &self,
         store: &Store,
@@ -765,32 +517,34 @@ impl Etcd {
                 .when([compare])
                 .and_then([op])
                 .or_else([TxnOp::get(etcd_key.clone(), None)]);
-            let mut client = self.client.clone();
-            let outcome = run(&self.runtime, async move { timed(client.txn(txn)).await });
+            let members = self.members.clone();
+            let outcome = run(&self.runtime, async move {
+                Ok(members
+                    .write(|mut c| {
+                        let txn = txn.clone();
+                        async move { c.txn(txn).await }
+                    })
+                    .await)
+            })?;
             let resp = match outcome {
                 Ok(resp) => resp,
-                Err(e) => {
-                    // The transaction may or may not have been applied: read the key to tell.
+                Err(Failure::Ambiguous(e)) => {
+                    // Applied or not: the key's version tells only whether it is still the one
+                    // compared against.
                     let now = self.fetch(key)?;
-                    let prev_revision = prev.as_ref().map(|p| p.revision);
-                    let ours = match (&data, &now) {
-                        (Some(d), Some(n)) => {
-                            n.revision != prev_revision.unwrap_or(0)
-                                && stored_bytes(&n.value()?)? == *d
-                        }
-                        (None, None) => prev.is_some(),
-                        _ => false,
-                    };
-                    if ours {
-                        let revision = now.as_ref().map(|n| n.revision);
-                        return self.settled(store, revision, prev);
-                    }
-                    if now.as_ref().map(|n| n.revision) == prev_revision && ambiguous_retries < 2 {
+                    let unchanged =
+                        now.as_ref().map(|n| n.revision) == prev.as_ref().map(|p| p.revision);
+                    if unchanged && ambiguous_retries < 2 {
                         ambiguous_retries += 1;
                         continue;
                     }
-                    return Err(e);
+                    return Err(if unchanged {
+                        StoreError::Unavailable(e)
+                    } else {
+                        StoreError::OutcomeUnknown(e)
+                    });
                 }
+                Err(other) => return Err(other.into_store_error()),
             };
             if resp.succeeded() {
                 let revision = resp.header().map(|h| h.revision().max(0) as Revision);
@@ -812,12 +566,10 @@ impl Etcd {
         let revision = match revision {
             Some(r) => r,
             None => {
-                let mut client = self.client.clone();
+                let members = self.members.clone();
                 let prefix = self.prefix.clone();
                 run(&self.runtime, async move {
-                    let options = GetOptions::new().with_prefix().with_count_only();
-                    let resp = timed(client.get(prefix, Some(options))).await?;
-                    Ok(resp.header().map(|h| h.revision()).unwrap_or(0).max(0) as Revision)
+                    newest_revision(&members, &prefix).await
                 })?
             }
         };

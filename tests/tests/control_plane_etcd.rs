@@ -167,6 +167,234 @@ fn compare_and_swap_counts_exactly_through_different_controllers() {
     }
 }
 
+/// What one client's update came to.
+enum Outcome {
+    /// 200: the update wrote this value.
+    Acked(u64),
+    /// No answer, or a 5xx: the update of this value may or may not have been applied.
+    Unknown(u64),
+}
+
+/// One client's read-increment-write loop over `cs` (the live controllers among them) until
+/// `stop`: the GET through one controller, the PUT (with the resourceVersion read) through the
+/// next.
+fn increment_until(
+    cs: &Mutex<Vec<Option<Controller>>>,
+    client: usize,
+    name: &str,
+    acks: &std::sync::atomic::AtomicUsize,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Vec<Outcome> {
+    let mut out = Vec::new();
+    let mut attempt = client;
+    let api = |i: usize| {
+        cs.lock().expect("controllers")[i % 3]
+            .as_ref()
+            .map(Controller::admin_api)
+    };
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        attempt += 1;
+        let (Some(reader), Some(writer)) = (api(attempt), api(attempt + 1)) else {
+            continue;
+        };
+        let Ok(read) = reader.try_send(Req::get(format!("{CM}/{name}"))) else {
+            continue;
+        };
+        if read.status != 200 {
+            continue;
+        }
+        let mut obj = read.json();
+        let n: u64 = obj["data"]["n"]
+            .as_str()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no counter in {obj}"));
+        obj["data"]["n"] = json!((n + 1).to_string());
+        match writer.try_send(Req::put(format!("{CM}/{name}"), &obj)) {
+            Ok(r) if r.status == 200 => {
+                acks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                out.push(Outcome::Acked(n + 1));
+            }
+            Ok(r) if r.status == 409 => {}
+            Ok(r) if r.status >= 500 => out.push(Outcome::Unknown(n + 1)),
+            Ok(r) => panic!("update: {}", r.describe()),
+            Err(_) => out.push(Outcome::Unknown(n + 1)),
+        }
+    }
+    out
+}
+
+/// Issue 27, acceptance 1: 20 rounds of 6 clients incrementing one counter through 3
+/// controllers (read through one, compare-and-swap write through another), while an etcd
+/// member and then a controller are SIGKILLed and restarted between and during the rounds.
+/// Every acknowledged update is in the counter: the acknowledged values are distinct (two
+/// acknowledgements of one value mean one of them was lost), and every value the counter went
+/// through was written by an acknowledged update or by one whose answer was lost (a 5xx or a
+/// broken connection: applied or not, never acknowledged). With no such update in a round the
+/// counter equals the acknowledged updates exactly.
+#[test]
+fn every_acknowledged_update_is_in_the_counter_across_member_and_controller_kills() {
+    const ROUNDS: usize = 20;
+    const CLIENTS: usize = 6;
+    let mut etcd = EtcdCluster::start(3);
+    let cs = Mutex::new(
+        three_controllers(&etcd)
+            .into_iter()
+            .map(Some)
+            .collect::<Vec<_>>(),
+    );
+    let mut exact_rounds = 0;
+    let mut unknown_total = 0;
+    let mut acked_total = 0;
+    for round in 0..ROUNDS {
+        let name = format!("counter-{round}");
+        let creator = cs.lock().unwrap()[0]
+            .as_ref()
+            .map(Controller::admin_api)
+            .unwrap();
+        creator.create(CM, &cm(&name, json!({"n": "0"})));
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let acks = std::sync::atomic::AtomicUsize::new(0);
+        // Each phase of a round lasts until the clients have had 20 more updates acknowledged.
+        let progress = |what: &str| {
+            let from = acks.load(std::sync::atomic::Ordering::Relaxed);
+            wait_for(Duration::from_secs(60), what, || {
+                let n = acks.load(std::sync::atomic::Ordering::Relaxed);
+                if n >= from + 20 { Ok(()) } else { Err(n) }
+            });
+        };
+        let outcomes: Vec<Outcome> = std::thread::scope(|s| {
+            let clients: Vec<_> = (0..CLIENTS)
+                .map(|client| {
+                    let (cs, name, acks, stop) = (&cs, &name, &acks, &stop);
+                    s.spawn(move || increment_until(cs, client, name, acks, stop))
+                })
+                .collect();
+            progress("updates before the failure");
+            // The failures, each in the middle of a round.
+            match round {
+                4 => etcd.kill(0),
+                7 => etcd.restart(0),
+                10 => etcd.kill(2),
+                12 => etcd.restart(2),
+                14 | 17 => {
+                    // A controller (the leader first, then another) SIGKILLed mid-round.
+                    let victim = if round == 14 { 0 } else { 1 };
+                    let taken = cs.lock().unwrap()[victim].take();
+                    if let Some(mut c) = taken {
+                        c.kill9();
+                        c.restart();
+                        cs.lock().unwrap()[victim] = Some(c);
+                    }
+                }
+                _ => {}
+            }
+            progress("updates after the failure");
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            clients
+                .into_iter()
+                .flat_map(|c| c.join().unwrap())
+                .collect()
+        });
+        let final_value = wait_for(Duration::from_secs(30), "the counter", || {
+            let api = cs.lock().unwrap()[2]
+                .as_ref()
+                .map(Controller::admin_api)
+                .unwrap();
+            match api.try_send(Req::get(format!("{CM}/{name}"))) {
+                Ok(r) if r.status == 200 => Ok(r.json()["data"]["n"]
+                    .as_str()
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap()),
+                Ok(r) => Err(r.describe()),
+                Err(e) => Err(e),
+            }
+        });
+        let mut acked = BTreeSet::new();
+        let mut unknown = BTreeSet::new();
+        for o in &outcomes {
+            match o {
+                Outcome::Acked(v) => assert!(
+                    acked.insert(*v),
+                    "round {round}: value {v} acknowledged twice: one of the two updates was lost"
+                ),
+                Outcome::Unknown(v) => {
+                    unknown.insert(*v);
+                }
+            }
+        }
+        let unexplained: Vec<u64> = (1..=final_value)
+            .filter(|v| !acked.contains(v) && !unknown.contains(v))
+            .collect();
+        assert!(
+            unexplained.is_empty(),
+            "round {round}: the counter passed through {unexplained:?}, which no update wrote"
+        );
+        let lost: Vec<&u64> = acked.iter().filter(|v| **v > final_value).collect();
+        assert!(
+            lost.is_empty(),
+            "round {round}: acknowledged values {lost:?} are past the counter's {final_value}"
+        );
+        let unknown_n = outcomes
+            .iter()
+            .filter(|o| matches!(o, Outcome::Unknown(_)))
+            .count();
+        if unknown_n == 0 {
+            assert_eq!(final_value as usize, acked.len(), "round {round}");
+            exact_rounds += 1;
+        }
+        assert!(
+            !acked.is_empty(),
+            "round {round}: no update was acknowledged"
+        );
+        unknown_total += unknown_n;
+        acked_total += acked.len();
+        eprintln!(
+            "round {round}: counter {final_value}, {} acknowledged, {unknown_n} unanswered",
+            acked.len()
+        );
+    }
+    eprintln!(
+        "{acked_total} acknowledged updates, {unknown_total} unanswered, {exact_rounds} of {ROUNDS} rounds exact"
+    );
+}
+
+/// Issue 27, acceptance 3: with one of three etcd members down, every controller answers
+/// reads and writes, each after at most one retry by the client (no 503 twice in a row).
+#[test]
+fn with_one_member_down_every_controller_answers_after_at_most_one_retry() {
+    let mut etcd = EtcdCluster::start(3);
+    let cs = three_controllers(&etcd);
+    for c in &cs {
+        c.admin_api().get_ok(CM);
+    }
+    for down in [0, 1] {
+        etcd.kill(down);
+        for (i, c) in cs.iter().enumerate() {
+            let api = c.admin_api();
+            for k in 0..15 {
+                let name = format!("m{down}-c{i}-{k}");
+                let mut failures = Vec::new();
+                let created = loop {
+                    let r = api.send(Req::post(CM, &cm(&name, json!({}))));
+                    if r.status == 201 {
+                        break r;
+                    }
+                    failures.push(r.describe());
+                    assert!(
+                        failures.len() <= 1,
+                        "controller {i}, member {down} down: {failures:?}"
+                    );
+                };
+                let got = api.send(Req::get(format!("{CM}/{name}")));
+                assert_eq!(got.status, 200, "controller {i}: {}", got.describe());
+                assert_eq!(rv(&got.json()), rv(&created.json()));
+            }
+        }
+        etcd.restart(down);
+    }
+}
+
 #[test]
 fn a_watch_resumes_on_another_controller_with_nothing_missed_or_repeated() {
     let etcd = EtcdCluster::start(3);

@@ -31,6 +31,26 @@ pub struct Timings {
     pub retry_period: Duration,
 }
 
+impl Timings {
+    /// client-go's rules: the lease outlasts the renew deadline, which outlasts the retry
+    /// period (with its jitter), so a leader stops acting before anyone may take over.
+    pub fn check(&self) -> Result<(), String> {
+        if self.lease_duration <= self.renew_deadline {
+            return Err(
+                "--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline"
+                    .into(),
+            );
+        }
+        if self.renew_deadline <= self.retry_period.mul_f64(1.2) {
+            return Err("--leader-elect-renew-deadline must be greater than 1.2 × --leader-elect-retry-period".into());
+        }
+        if self.retry_period.is_zero() {
+            return Err("--leader-elect-retry-period must be greater than zero".into());
+        }
+        Ok(())
+    }
+}
+
 impl Default for Timings {
     fn default() -> Timings {
         Timings {
@@ -299,14 +319,21 @@ fn record_event(registry: &Registry, identity: &str, message: String) {
 
 /// Competes for the Lease until `shutdown`; while this process leads, `lead` runs the
 /// controllers under a token that is cancelled the moment the lease is lost.
-pub async fn run(
+///
+/// Before `lead` is called, the store's cache is brought up to every write acknowledged
+/// anywhere (a consistent read of etcd): the old leader's last writes (a pod it created, a
+/// ReplicaSet it resized) are in what the new leader's controllers first see, so they never
+/// act on sizes from before them (which once let a rollout pass replicas + maxSurge).
+pub async fn run<F>(
     registry: Registry,
     identity: String,
     timings: Timings,
     status: Arc<LeaderStatus>,
     shutdown: CancellationToken,
-    lead: impl Fn(CancellationToken) -> Vec<JoinHandle<()>>,
-) {
+    lead: impl Fn(CancellationToken) -> F,
+) where
+    F: std::future::Future<Output = Vec<JoinHandle<()>>>,
+{
     status.elected.store(true, Ordering::Relaxed);
     let fresh = || Elector {
         registry: registry.clone(),
@@ -329,6 +356,16 @@ pub async fn run(
                 _ = tokio::time::sleep(jittered(timings.retry_period)) => {}
             }
         }
+        if let Err(e) = registry.store().sync().await {
+            // Leading on a cache that may miss the old leader's writes is what must not
+            // happen: give the Lease back to the candidates' rules and try again.
+            tracing::warn!(error = %e, "became leader but cannot read the store's newest state");
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(jittered(timings.retry_period)) => {}
+            }
+            continue;
+        }
         tracing::info!(%identity, "became leader");
         {
             let (r, id) = (registry.clone(), identity.clone());
@@ -339,7 +376,7 @@ pub async fn run(
         }
         status.set(true);
         let acting = shutdown.child_token();
-        let handles = lead(acting.clone());
+        let handles = lead(acting.clone()).await;
         // Leader: renew every retry period; stop at once when the renew deadline passes.
         let mut renewed = Instant::now();
         let stopping = loop {

@@ -253,6 +253,16 @@ struct ServeArgs {
     /// This controller's identity for leader election (default: hostname and listen port).
     #[arg(long)]
     leader_election_id: Option<String>,
+    /// How long a candidate waits after the last change of the leader's Lease it saw before
+    /// taking it (kube-controller-manager's flag).
+    #[arg(long, default_value = "15s", value_parser = server::parse_duration)]
+    leader_elect_lease_duration: Duration,
+    /// How long a leader keeps acting without renewing its Lease.
+    #[arg(long, default_value = "10s", value_parser = server::parse_duration)]
+    leader_elect_renew_deadline: Duration,
+    /// How often the Lease is renewed, or tried by a candidate.
+    #[arg(long, default_value = "2s", value_parser = server::parse_duration)]
+    leader_elect_retry_period: Duration,
 }
 
 #[derive(Subcommand)]
@@ -444,7 +454,16 @@ fn main() -> anyhow::Result<()> {
                 datastore,
                 etcd_compaction_interval,
                 leader_election_id,
+                leader_elect_lease_duration,
+                leader_elect_renew_deadline,
+                leader_elect_retry_period,
             } = *args;
+            let leader_election = berth_controller::leader_election::Timings {
+                lease_duration: leader_elect_lease_duration,
+                renew_deadline: leader_elect_renew_deadline,
+                retry_period: leader_elect_retry_period,
+            };
+            leader_election.check().map_err(anyhow::Error::msg)?;
             let datastore = datastore.etcd().map(|mut etcd| {
                 etcd.compaction_interval = etcd_compaction_interval;
                 etcd
@@ -474,6 +493,7 @@ fn main() -> anyhow::Result<()> {
                 hpa_sync_period: horizontal_pod_autoscaler_sync_period,
                 datastore,
                 leader_election_id,
+                leader_election,
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
             runtime.block_on(async move {

@@ -45,6 +45,8 @@ pub struct Config {
     pub datastore: Option<crate::store::EtcdConfig>,
     /// This controller's leader-election identity (default: hostname and port).
     pub leader_election_id: Option<String>,
+    /// The leader election's durations.
+    pub leader_election: crate::leader_election::Timings,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -325,25 +327,35 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let lead = {
         let ctx = ctx.clone();
         move |acting: CancellationToken| {
-            let mut handles = controllers::start(
-                &ctx,
-                cluster_cidr,
-                root_ca.clone(),
-                lifecycle,
-                acting.clone(),
-            );
-            handles.push(tokio::spawn(controllers::podautoscaler::run(
-                ctx.clone(),
-                resource_metrics.clone(),
-                hpa,
-                acting.clone(),
-            )));
-            handles.push(crate::scheduler::start_with(
-                &ctx,
-                crate::scheduler::Config::for_store(store_shared),
-                acting,
-            ));
-            handles
+            let ctx = ctx.clone();
+            let resource_metrics = resource_metrics.clone();
+            let root_ca = root_ca.clone();
+            async move {
+                // Informers already running (for the API's own use) first reflect everything the
+                // store holds now, which after a leader change includes the old leader's writes.
+                ctx.informers
+                    .catch_up(&ctx.informers.started(), std::time::Duration::from_secs(10))
+                    .await;
+                let mut handles = controllers::start(
+                    &ctx,
+                    cluster_cidr,
+                    root_ca.clone(),
+                    lifecycle,
+                    acting.clone(),
+                );
+                handles.push(tokio::spawn(controllers::podautoscaler::run(
+                    ctx.clone(),
+                    resource_metrics.clone(),
+                    hpa,
+                    acting.clone(),
+                )));
+                handles.push(crate::scheduler::start_with(
+                    &ctx,
+                    crate::scheduler::Config::for_store(store_shared),
+                    acting,
+                ));
+                handles
+            }
         }
     };
     let controllers = if store_shared {
@@ -355,13 +367,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         vec![tokio::spawn(crate::leader_election::run(
             registry.clone(),
             identity,
-            crate::leader_election::Timings::default(),
+            config.leader_election,
             leader.clone(),
             shutdown.clone(),
             lead,
         ))]
     } else {
-        lead(shutdown.clone())
+        lead(shutdown.clone()).await
     };
     println!("listening on {url}");
     tracing::info!(%url, data_dir = %config.data_dir.display(), "serving");

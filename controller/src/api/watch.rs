@@ -165,9 +165,15 @@ pub async fn serve(
                 _ = tx.closed() => return,
                 _ = async { match deadline { Some(d) => tokio::time::sleep_until(d).await, None => std::future::pending().await } } => return,
                 _ = bookmark.tick(), if bookmarks => {
+                    // A bookmark promises that every event up to its version was sent: the
+                    // store's revision only once this watcher has taken every event published
+                    // up to it (publication and the revision move under one lock), else the
+                    // last one it took. A client resuming from it then misses nothing.
+                    let current = store.current_revision();
+                    let rev = if live.is_empty() { last_rev.max(current) } else { last_rev };
                     let line = format!(
                         "{{\"type\":\"BOOKMARK\",\"object\":{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"}}}}}}\n",
-                        rt.kind, rt.api_version(), last_rev.max(store.current_revision())
+                        rt.kind, rt.api_version(), rev
                     );
                     if tx.send(Ok(Bytes::from(line))).await.is_err() { return; }
                     continue;

@@ -11,6 +11,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use std::time::Duration;
 
+/// How long a stream may deliver nothing — no event and no bookmark — before it is taken for
+/// stalled and reopened: servers send a bookmark every minute to watchers that allow them (as
+/// upstream's watch cache does), so two missed bookmarks mean the stream is dead even when
+/// its connection looks open (a half-open TCP connection to a host that vanished).
+pub const IDLE_LIMIT: Duration = Duration::from_secs(135);
+
 /// The first wait after a failed reopen (every server was tried); doubled to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -28,6 +34,7 @@ pub struct ResumingWatch<T> {
     /// reopen (backs off), so a server that ends every watch at once is not hammered.
     delivered: usize,
     backoff: Duration,
+    idle_limit: Duration,
 }
 
 impl<T> ResumingWatch<T>
@@ -51,7 +58,14 @@ where
             stream: None,
             delivered: 0,
             backoff: FIRST_BACKOFF,
+            idle_limit: IDLE_LIMIT,
         }
+    }
+
+    /// Sets how long a stream may stay silent before it is reopened (default [`IDLE_LIMIT`]).
+    pub fn with_idle_limit(mut self, limit: Duration) -> ResumingWatch<T> {
+        self.idle_limit = limit;
+        self
     }
 
     /// The resourceVersion of the last event (or bookmark) delivered.
@@ -91,7 +105,17 @@ where
                 }
                 continue;
             };
-            match stream.next().await {
+            let Ok(next) = tokio::time::timeout(self.idle_limit, stream.next()).await else {
+                tracing::warn!(
+                    resource = self.rt.plural,
+                    resource_version = %self.resource_version,
+                    silent = ?self.idle_limit,
+                    "watch delivered nothing, not even a bookmark; reopening it"
+                );
+                self.stream = None;
+                continue;
+            };
+            match next {
                 Some(Ok(event)) => {
                     if let Some(rv) = resource_version_of(&event) {
                         self.resource_version = rv;

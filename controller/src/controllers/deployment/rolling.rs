@@ -13,11 +13,26 @@
 use super::history;
 use super::plan::{Halt, Pass, by_creation};
 use super::progress;
-use super::status::{available, spec_replicas};
+use super::status::{available, spec_replicas, status_replicas};
 use super::surge;
 use super::sync;
+use berth_shared::k8s_openapi::api::apps::v1::ReplicaSet;
+
+/// What a ReplicaSet may have in pods: its size, or more while its controller has not yet
+/// removed the pods of a scale-down (its `status.replicas` still counts them).
+fn committed_replicas(rs: &ReplicaSet) -> i32 {
+    spec_replicas(rs).max(status_replicas(rs))
+}
 
 /// Upstream `NewRSNewReplicas`: the new ReplicaSet's next size (Recreate: all at once).
+///
+/// Unlike upstream, which sums the ReplicaSets' sizes only, an old ReplicaSet counts with the
+/// pods it still has (`status.replicas`) until its controller has removed the ones a
+/// scale-down asked for. Otherwise the new ReplicaSet's controller may create its pod before
+/// the old one's has deleted one, and replicas + maxSurge + 1 pods exist for a moment; more
+/// so across a leader change, when the old leader's last scale-down is acted on by the new
+/// one. Worked example (6 replicas, surge 2, unavailable 1): old 6→5 (still 6 pods), new stays
+/// at 2 until the old ReplicaSet reports 5, then 2→3: never 9 pods.
 pub(super) fn new_rs_new_replicas(pass: &Pass<'_>, new: usize) -> i32 {
     let desired = pass.desired();
     let current_new = pass.replicas(new);
@@ -25,7 +40,7 @@ pub(super) fn new_rs_new_replicas(pass: &Pass<'_>, new: usize) -> i32 {
         return desired;
     }
     let max_total = desired + surge::max_surge(&pass.d);
-    let current = pass.sum(&pass.all(), spec_replicas);
+    let current = pass.sum(&pass.all(), committed_replicas);
     if current >= max_total {
         return current_new;
     }

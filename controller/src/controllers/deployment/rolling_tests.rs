@@ -60,6 +60,17 @@ fn each_rolling_state_leads_to_the_upstream_next_step() {
             want: vec!["web-new -> 2"],
         },
         Case {
+            name: "an old replica set still holding the pod its scale-down removes keeps the new one from growing",
+            d: d3.clone(),
+            rss: vec![
+                rs("web-old", 1, 2).with_status(3, 3, 3).sized_for(3, 4),
+                new_rs_of(&d3, "web-new", 2, 1)
+                    .with_status(1, 1, 1)
+                    .sized_for(3, 4),
+            ],
+            want: vec![],
+        },
+        Case {
             name: "the last old pod goes when the new replica set is complete",
             d: d3.clone(),
             rss: vec![

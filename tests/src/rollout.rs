@@ -108,6 +108,29 @@ impl<T: Tally> Watcher<T> {
         collection: &str,
         selector: &str,
     ) -> Watcher<T> {
+        Watcher::start_with(c, controller, collection, selector, false)
+    }
+
+    /// [`Watcher::start_via`] through a controller the test kills and restarts: when it cannot
+    /// resume the watch (`410 Expired`: its history starts after the last version delivered),
+    /// the watch relists as a reflector does (a `RELIST` sample), instead of failing. Changes
+    /// in between are then seen only as their sum.
+    pub fn start_relisting(
+        c: &Cluster,
+        controller: &crate::Controller,
+        collection: &str,
+        selector: &str,
+    ) -> Watcher<T> {
+        Watcher::start_with(c, controller, collection, selector, true)
+    }
+
+    fn start_with(
+        c: &Cluster,
+        controller: &crate::Controller,
+        collection: &str,
+        selector: &str,
+        relist: bool,
+    ) -> Watcher<T> {
         let endpoint = controller.endpoint(Credentials::ClientCert(controller.admin_identity()));
         let api = Api::new(endpoint, c.logs());
         let query = selector.replace('=', "%3D").replace(',', "%2C");
@@ -136,7 +159,10 @@ impl<T: Tally> Watcher<T> {
             format!("{collection}?watch=true&labelSelector={query}&allowWatchBookmarks=true");
         let (s, f) = (Arc::clone(&shared), Arc::clone(&stop));
         let started = Instant::now();
-        let handle = std::thread::spawn(move || follow(&api, &path, rv, started, &s, &f));
+        let list_path = relist.then(|| format!("{collection}?labelSelector={query}"));
+        let handle = std::thread::spawn(move || {
+            follow(&api, &path, list_path.as_deref(), rv, started, &s, &f)
+        });
         Watcher {
             shared,
             stop,
@@ -207,6 +233,7 @@ impl<T: Tally> Drop for Watcher<T> {
 fn follow<T: Tally>(
     api: &Api,
     path: &str,
+    list_path: Option<&str>,
     mut rv: String,
     started: Instant,
     shared: &Mutex<Shared<T>>,
@@ -217,6 +244,15 @@ fn follow<T: Tally>(
         s.failure = Some(why);
     };
     while !stop.load(Ordering::SeqCst) {
+        // A controller that is restarting (killed on purpose) is waited for, up to a minute:
+        // the watch then resumes from the last resourceVersion it delivered.
+        let back = Instant::now() + Duration::from_secs(60);
+        while api.try_send(crate::Req::get("/readyz")).is_err() && Instant::now() < back {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let mut watch = match api.watch(&format!("{path}&resourceVersion={rv}")) {
             Ok(w) => w,
             Err(reply) => return fail(format!("watch refused: {}", reply.describe())),
@@ -235,6 +271,25 @@ fn follow<T: Tally>(
             }
             match event["type"].as_str() {
                 Some("BOOKMARK") => {}
+                Some("ERROR") if event["object"]["code"] == 410 && list_path.is_some() => {
+                    let list = api.get_ok(list_path.unwrap_or_default());
+                    let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
+                    s.tally = T::default();
+                    for obj in list["items"].as_array().into_iter().flatten() {
+                        s.tally.insert(obj);
+                    }
+                    rv = list["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap_or("0")
+                        .to_string();
+                    let sample = s.tally.sample(Stamp {
+                        at: started.elapsed(),
+                        rv: rv.parse().unwrap_or(0),
+                        event: "RELIST".into(),
+                    });
+                    s.timeline.samples.push(sample);
+                    break;
+                }
                 Some("ERROR") => return fail(format!("watch error event: {event}")),
                 _ => {
                     let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());

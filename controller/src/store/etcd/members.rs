@@ -59,7 +59,9 @@ fn not_sent(e: &etcd_client::Error) -> bool {
             // tonic's answer for a member whose port refuses connections, and etcd's for a
             // member cut off from the quorum (`require_leader`): neither proposed anything.
             (s.code() == tonic::Code::Unavailable
-                && (m.contains("connect") || m.contains("Connection refused")))
+                && (m.contains("tcp connect error")
+                    || m.contains("error trying to connect")
+                    || m.contains("Connection refused")))
                 || m.contains("no leader")
         }
         _ => false,

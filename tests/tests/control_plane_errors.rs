@@ -481,3 +481,139 @@ fn a_watch_from_a_compacted_revision_is_410_gone_expired() {
         watch.describe()
     );
 }
+
+/// Every body made from `sample` by putting a hostile value (a string, a number, null, an
+/// array, an object) in place of one node of it — each field's value and each array element,
+/// at every level — with the object's name kept, so every body is a create of `name`.
+fn hostile_variants(sample: &Value) -> Vec<(String, Value)> {
+    fn paths(v: &Value, at: &str, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, child) in m {
+                    let p = format!("{at}/{k}");
+                    out.push(p.clone());
+                    paths(child, &p, out);
+                }
+            }
+            Value::Array(items) => {
+                for (i, child) in items.iter().enumerate() {
+                    let p = format!("{at}/{i}");
+                    out.push(p.clone());
+                    paths(child, &p, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    paths(sample, "", &mut all);
+    let hostile = [
+        json!("x"),
+        json!(5),
+        json!(-1.5),
+        Value::Null,
+        json!(["x"]),
+        json!([1]),
+        json!({"x": 1}),
+        json!(true),
+    ];
+    let keep = ["/apiVersion", "/kind", "/metadata", "/metadata/name"];
+    let mut out = Vec::new();
+    for p in all.iter().filter(|p| !keep.contains(&p.as_str())) {
+        for h in &hostile {
+            let mut body = sample.clone();
+            if let Some(node) = body.pointer_mut(p) {
+                *node = h.clone();
+                out.push((format!("{p} = {h}"), body));
+            }
+        }
+    }
+    out
+}
+
+/// Issue 28, acceptance 3: the hostile-input corpus — strings, numbers, nulls, booleans,
+/// arrays and objects in place of every node of a valid object of each kind most written
+/// (including `containers: ["x"]`, `containers: [1]` and `spec: 5`) — is answered 4xx with a
+/// `Status`, never a 5xx; the server keeps serving.
+#[test]
+fn hostile_values_at_every_level_of_every_kind_are_4xx_never_5xx() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    let container = json!({"name": "c", "image": "busybox:1.28", "command": ["sh", "-c", "true"],
+        "ports": [{"containerPort": 80}], "env": [{"name": "A", "value": "b"}],
+        "volumeMounts": [{"name": "v", "mountPath": "/v"}],
+        "resources": {"limits": {"cpu": "1"}},
+        "readinessProbe": {"httpGet": {"path": "/", "port": 80}}});
+    let pod_spec = json!({"containers": [container], "volumes": [{"name": "v", "emptyDir": {}}],
+        "nodeSelector": {"a": "b"}, "tolerations": [{"key": "k", "operator": "Exists"}]});
+    let labels = json!({"app": "h"});
+    let template = json!({"metadata": {"labels": labels}, "spec": pod_spec});
+    let samples = [
+        (
+            "/api/v1/namespaces/default/pods",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "h", "labels": labels}, "spec": pod_spec}),
+        ),
+        (
+            "/apis/apps/v1/namespaces/default/deployments",
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "h"},
+                "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": template}}),
+        ),
+        (
+            "/apis/apps/v1/namespaces/default/statefulsets",
+            json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "h"},
+                "spec": {"serviceName": "h", "selector": {"matchLabels": labels}, "template": template}}),
+        ),
+        (
+            "/apis/batch/v1/namespaces/default/cronjobs",
+            json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "h"},
+                "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": template}}}}),
+        ),
+        (
+            "/api/v1/namespaces/default/services",
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "h"},
+                "spec": {"selector": labels, "ports": [{"port": 80, "targetPort": 8080}]}}),
+        ),
+        (
+            "/api/v1/namespaces/default/persistentvolumeclaims",
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "h"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}),
+        ),
+        (
+            CMS,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "h"}, "data": {"a": "b"}}),
+        ),
+    ];
+    let mut sent = 0;
+    let mut server_errors = Vec::new();
+    for (collection, sample) in &samples {
+        for (what, body) in hostile_variants(sample) {
+            let reply = api.send(Req::post(*collection, &body));
+            sent += 1;
+            if reply.status >= 500 {
+                server_errors.push(format!("{collection} {what}: {}", reply.describe()));
+            } else if reply.status < 300 {
+                // Accepted (a value that is valid there, e.g. a label value): remove it so the
+                // next variant is a create again.
+                let deleted = api.send(Req::delete(format!("{collection}/h")));
+                assert!(deleted.status < 300, "{}", deleted.describe());
+            } else {
+                let status = reply.json_or_null();
+                assert!(
+                    status["kind"] == "Status" && status["code"] == reply.status,
+                    "{collection} {what}: not a Status: {}",
+                    reply.describe()
+                );
+            }
+        }
+    }
+    assert!(
+        server_errors.is_empty(),
+        "{} of {sent} hostile creates answered 5xx:\n{}\n{}",
+        server_errors.len(),
+        server_errors.join("\n"),
+        c.log_tail()
+    );
+    assert!(sent > 500, "only {sent} variants");
+    eprintln!("{sent} hostile creates, none answered 5xx");
+    api.get_ok(CMS);
+}

@@ -340,6 +340,7 @@ impl Registry {
         }
         meta::prepare_for_create(rt, &mut obj, has_generation(rt));
         restrict_node(rt, opts, &name, &obj, None)?;
+        admission::check_decodes(rt.kind, &obj).map_err(|e| admission_error(rt, &name, e))?;
         if rt.group.is_empty()
             && rt.plural == "pods"
             && let Some(ns) = ns

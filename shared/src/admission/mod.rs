@@ -410,6 +410,18 @@ fn round_trip_unknown<T: DeserializeOwned + Serialize>(raw: &Value) -> Vec<Strin
     }
 }
 
+/// Whether `obj` decodes as `kind`'s type: the check upstream's decoder makes before any
+/// admission plugin sees an object, so the plugins the registry runs ahead of [`admit`]
+/// (ServiceAccount, priority, default storage class) only ever see well-typed objects.
+pub fn check_decodes(kind: &str, obj: &Value) -> Result<(), AdmissionError> {
+    use k8s_openapi::api::core::v1 as core_v1;
+    match kind {
+        "Pod" => decode_kind::<core_v1::Pod>(obj).map(drop),
+        "PersistentVolumeClaim" => decode_kind::<core_v1::PersistentVolumeClaim>(obj).map(drop),
+        _ => Ok(()),
+    }
+}
+
 fn decode_kind<T: DeserializeOwned + Resource>(raw: &Value) -> Result<T, AdmissionError> {
     codec::decode::<T>(raw).map_err(|e| {
         AdmissionError::Decode(format!(

@@ -73,6 +73,9 @@ pub struct AgentConfig {
     /// the agent keeps the machine's mount namespace: containerd must see the pod netns it
     /// mounts under `/var/run/netns`. `None`: the machine's own netns.
     pub netns: Option<String>,
+    /// Capabilities (`sys_resource`, …) dropped from the agent's bounding set with `setpriv`
+    /// (which execs the agent: its PID stays the child's), as on a host that lacks them.
+    pub bounding_drop: Vec<String>,
 }
 
 /// `--listen` of an agent on the machine's own network.
@@ -206,15 +209,29 @@ impl Agent {
     fn binary_in_netns(&self) -> Command {
         // nsenter execs the agent once it has entered the netns: the child's PID is the
         // agent's (see `spawn`).
-        match &self.config.netns {
+        let mut cmd = match &self.config.netns {
             Some(ns) => {
                 let mut cmd = Command::new(require_tool("nsenter"));
-                cmd.arg(format!("--net={}", Path::new(NETNS_DIR).join(ns).display()))
-                    .arg(&self.bin);
+                cmd.arg(format!("--net={}", Path::new(NETNS_DIR).join(ns).display()));
                 cmd
             }
-            None => Command::new(&self.bin),
+            None if self.config.bounding_drop.is_empty() => return Command::new(&self.bin),
+            None => Command::new(require_tool("setpriv")),
+        };
+        if !self.config.bounding_drop.is_empty() {
+            if self.config.netns.is_some() {
+                cmd.arg(require_tool("setpriv"));
+            }
+            let drops: Vec<String> = self
+                .config
+                .bounding_drop
+                .iter()
+                .map(|c| format!("-{c}"))
+                .collect();
+            cmd.arg(format!("--bounding-set={}", drops.join(",")));
         }
+        cmd.arg(&self.bin);
+        cmd
     }
 
     /// `berth-agent uninstall` with this agent's flags, in its netns (stop the agent first).

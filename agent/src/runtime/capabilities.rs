@@ -1,6 +1,7 @@
 //! The capability set of a container process (pure): Docker's default set, or every
-//! capability when privileged, then the securityContext's add/drop lists in containerd's
-//! order (add ALL, drop ALL, individual adds, individual drops).
+//! capability the agent holds (its bounding set, as containerd's CRI grants) when privileged,
+//! then the securityContext's add/drop lists in containerd's order (add ALL, drop ALL,
+//! individual adds, individual drops).
 //!
 //! Planner: pure, no I/O.
 
@@ -78,18 +79,33 @@ fn parse_capability(name: &str) -> Result<Capability, RuntimeError> {
         .map_err(|_| RuntimeError::InvalidConfig(format!("unknown capability {name:?}")))
 }
 
-/// The capability set: defaults (or all when privileged), then add ALL, drop ALL, individual
-/// adds, individual drops, in containerd's order.
-pub fn capabilities(config: &ContainerConfig) -> Result<Capabilities, RuntimeError> {
+/// Every capability the kernel knows.
+pub fn all() -> HashSet<Capability> {
+    ALL_CAPABILITIES.into_iter().collect()
+}
+
+/// The capability set: defaults (or, when privileged, every capability in `held`: the agent's
+/// bounding set), then add ALL (likewise `held`), drop ALL, individual adds, individual drops,
+/// in containerd's order.
+pub fn capabilities(
+    config: &ContainerConfig,
+    held: &HashSet<Capability>,
+) -> Result<Capabilities, RuntimeError> {
     let sec = &config.security;
     let is_all = |s: &String| s.eq_ignore_ascii_case("ALL");
+    let everything = || -> HashSet<Capability> {
+        ALL_CAPABILITIES
+            .into_iter()
+            .filter(|c| held.contains(c))
+            .collect()
+    };
     let mut caps: HashSet<Capability> = if sec.privileged {
-        ALL_CAPABILITIES.into_iter().collect()
+        everything()
     } else {
         DEFAULT_CAPABILITIES.into_iter().collect()
     };
     if sec.add_capabilities.iter().any(is_all) {
-        caps = ALL_CAPABILITIES.into_iter().collect();
+        caps = everything();
     }
     if sec.drop_capabilities.iter().any(is_all) {
         caps.clear();

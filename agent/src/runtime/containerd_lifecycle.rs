@@ -44,7 +44,8 @@ impl Connection {
         } else {
             Vec::new()
         };
-        let oci = spec::build(config, &cgroups, &host_devices)?;
+        let held = super::host_capabilities::bounding_set();
+        let oci = spec::build(config, &cgroups, &host_devices, &held)?;
         let spec_json = serde_json::to_vec(&oci)
             .map_err(|e| RuntimeError::InvalidConfig(format!("serialising the spec: {e}")))?;
         let mut container_labels: HashMap<String, String> = config

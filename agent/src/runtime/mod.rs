@@ -24,6 +24,7 @@ mod containerd_state;
 mod devices;
 pub mod expand;
 mod fifo;
+mod host_capabilities;
 mod logs;
 pub mod spec;
 

@@ -305,11 +305,13 @@ fn host_devices(devices: &[HostDevice]) -> Result<Vec<LinuxDevice>, RuntimeError
         .collect()
 }
 
-/// The full spec. `devices` are the host's device nodes, used only when privileged.
+/// The full spec. `devices` are the host's device nodes, used only when privileged; `held` the
+/// capabilities the agent holds, all a privileged container gets.
 pub fn build(
     config: &ContainerConfig,
     cgroups_path: &str,
     devices: &[HostDevice],
+    held: &std::collections::HashSet<oci_spec::runtime::Capability>,
 ) -> Result<Spec, RuntimeError> {
     let sec = &config.security;
     let (uid, gid) = user_ids(config)?;
@@ -317,7 +319,7 @@ pub fn build(
     if !sec.supplemental_groups.is_empty() {
         user = user.additional_gids(sec.supplemental_groups.clone());
     }
-    let caps = capabilities(config)?;
+    let caps = capabilities(config, held)?;
     let cwd = config
         .working_dir
         .clone()
@@ -469,6 +471,11 @@ mod tests {
     use super::*;
     use crate::runtime::{ContainerId, ContainerImage, ImageConfig, Mount, Resources, Security};
 
+    /// An agent holding every capability.
+    fn all_caps() -> std::collections::HashSet<oci_spec::runtime::Capability> {
+        super::super::capabilities::all()
+    }
+
     fn config() -> ContainerConfig {
         ContainerConfig {
             id: ContainerId::new("c1").unwrap(),
@@ -617,7 +624,7 @@ mod tests {
 
     #[test]
     fn default_spec_has_docker_caps_masks_and_pod_namespaces() {
-        let spec = json(&build(&config(), "/ns/c1", &[]).unwrap());
+        let spec = json(&build(&config(), "/ns/c1", &[], &all_caps()).unwrap());
         let caps = spec["process"]["capabilities"]["bounding"]
             .as_array()
             .unwrap();
@@ -679,7 +686,7 @@ mod tests {
     fn host_network_binds_sys_and_shares_uts() {
         let mut c = config();
         c.network_namespace = None;
-        let spec = json(&build(&c, "/ns/c1", &[]).unwrap());
+        let spec = json(&build(&c, "/ns/c1", &[], &all_caps()).unwrap());
         let types: Vec<&str> = spec["linux"]["namespaces"]
             .as_array()
             .unwrap()
@@ -704,7 +711,7 @@ mod tests {
             let mut c = config();
             c.pid_namespace = pid;
             c.ipc_namespace = ipc;
-            let spec = json(&build(&c, "/ns/c1", &[]).unwrap());
+            let spec = json(&build(&c, "/ns/c1", &[], &all_caps()).unwrap());
             spec["linux"]["namespaces"]
                 .as_array()
                 .unwrap()
@@ -746,6 +753,28 @@ mod tests {
     }
 
     #[test]
+    fn privileged_gets_exactly_the_capabilities_the_agent_holds() {
+        let mut c = config();
+        c.security.privileged = true;
+        let mut held = all_caps();
+        held.remove(&oci_spec::runtime::Capability::SysResource);
+        let spec = json(&build(&c, "/ns/c1", &[], &held).unwrap());
+        for set in ["bounding", "effective", "permitted"] {
+            let caps = spec["process"]["capabilities"][set].as_array().unwrap();
+            assert_eq!(caps.len(), 40, "{set}");
+            assert!(!caps.contains(&"CAP_SYS_RESOURCE".into()), "{set}");
+        }
+        // Adding ALL is the same grant.
+        let mut c = config();
+        c.security.add_capabilities = vec!["ALL".into()];
+        let spec = json(&build(&c, "/ns/c1", &[], &held).unwrap());
+        let caps = spec["process"]["capabilities"]["bounding"]
+            .as_array()
+            .unwrap();
+        assert!(!caps.contains(&"CAP_SYS_RESOURCE".into()));
+    }
+
+    #[test]
     fn privileged_gets_all_caps_devices_and_no_masks() {
         let mut c = config();
         c.security.privileged = true;
@@ -758,7 +787,7 @@ mod tests {
             uid: 0,
             gid: 6,
         };
-        let spec = json(&build(&c, "/ns/c1", &[dev]).unwrap());
+        let spec = json(&build(&c, "/ns/c1", &[dev], &all_caps()).unwrap());
         assert_eq!(
             spec["process"]["capabilities"]["bounding"]
                 .as_array()
@@ -799,7 +828,7 @@ mod tests {
             let mut c = config();
             c.security.add_capabilities = add.iter().map(|s| s.to_string()).collect();
             c.security.drop_capabilities = drop.iter().map(|s| s.to_string()).collect();
-            let spec = json(&build(&c, "/ns/c1", &[]).unwrap());
+            let spec = json(&build(&c, "/ns/c1", &[], &all_caps()).unwrap());
             let caps = spec["process"]["capabilities"]["effective"]
                 .as_array()
                 .unwrap();
@@ -824,7 +853,7 @@ mod tests {
         let mut c = config();
         c.security.add_capabilities = vec!["FLY".into()];
         assert!(matches!(
-            build(&c, "/x", &[]),
+            build(&c, "/x", &[], &all_caps()),
             Err(RuntimeError::InvalidConfig(_))
         ));
     }
@@ -845,7 +874,7 @@ mod tests {
             c.image.config.user = image_user.into();
             c.security.run_as_user = uid;
             c.security.run_as_group = gid;
-            let spec = json(&build(&c, "/x", &[]).unwrap());
+            let spec = json(&build(&c, "/x", &[], &all_caps()).unwrap());
             assert_eq!(
                 (
                     spec["process"]["user"]["uid"].as_u64().unwrap() as u32,
@@ -857,7 +886,7 @@ mod tests {
         }
         let mut c = config();
         c.image.config.user = "nginx".into();
-        assert!(build(&c, "/x", &[]).is_err());
+        assert!(build(&c, "/x", &[], &all_caps()).is_err());
     }
 
     #[test]
@@ -872,7 +901,7 @@ mod tests {
         };
         c.security.read_only_root_fs = true;
         c.security.allow_privilege_escalation = Some(false);
-        let spec = json(&build(&c, "/x", &[]).unwrap());
+        let spec = json(&build(&c, "/x", &[], &all_caps()).unwrap());
         let r = &spec["linux"]["resources"];
         assert_eq!(r["memory"]["limit"], 16 << 20);
         assert_eq!(r["memory"]["swap"], 16 << 20);
@@ -910,7 +939,7 @@ mod tests {
                 options: vec!["size=1m".into()],
             },
         ];
-        let spec = json(&build(&c, "/x", &[]).unwrap());
+        let spec = json(&build(&c, "/x", &[], &all_caps()).unwrap());
         let mounts = spec["mounts"].as_array().unwrap();
         let dests: Vec<&str> = mounts
             .iter()
@@ -950,8 +979,9 @@ mod tests {
     #[test]
     fn working_dir_prefers_the_container_then_the_image() {
         let mut c = config();
-        let cwd =
-            |c: &ContainerConfig| json(&build(c, "/x", &[]).unwrap())["process"]["cwd"].clone();
+        let cwd = |c: &ContainerConfig| {
+            json(&build(c, "/x", &[], &all_caps()).unwrap())["process"]["cwd"].clone()
+        };
         assert_eq!(cwd(&c), "/");
         c.image.config.working_dir = "/app".into();
         assert_eq!(cwd(&c), "/app");

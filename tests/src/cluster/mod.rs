@@ -69,6 +69,8 @@ pub struct AgentOptions {
     /// `--server`, when not the controller's URL (several servers, comma-separated, for
     /// failover tests).
     pub server: Option<String>,
+    /// Capabilities dropped from the agent's bounding set (see `AgentConfig::bounding_drop`).
+    pub bounding_drop: Vec<String>,
 }
 
 impl Default for AgentOptions {
@@ -80,6 +82,7 @@ impl Default for AgentOptions {
             extra_args: Vec::new(),
             token: None,
             server: None,
+            bounding_drop: Vec::new(),
         }
     }
 }
@@ -357,6 +360,7 @@ impl Cluster {
             listen,
             node_ip,
             netns,
+            bounding_drop: opts.bounding_drop.clone(),
         }
     }
 

@@ -505,6 +505,12 @@ fn reads_413(c: &Controller, conn: &mut RawTls, what: &str) {
         .read_answer(secs(20))
         .unwrap_or_else(|e| panic!("{what}: no answer: {e}\n{}", c.log_tail()));
     assert_eq!(status, 413, "{what}: {head}\n{text}");
+    // The rest of an over-limit body is never read as a request: the connection closes, and
+    // the client says so (as upstream's HTTP/1 server answers it).
+    assert!(
+        head.to_ascii_lowercase().contains("connection: close"),
+        "{what}: a 413 without Connection: close: {head}"
+    );
     let body: Value =
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {text}"));
     let message = failure_status(&body, 413, "RequestEntityTooLarge")

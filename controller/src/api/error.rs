@@ -271,6 +271,15 @@ impl IntoResponse for ApiError {
             body,
         )
             .into_response();
+        if let ApiError::TooLarge(_) = &self {
+            // The unread rest of the body must not be parsed as the next request: HTTP/1
+            // closes the connection after this answer (HTTP/2 drops the header: its streams
+            // end on their own).
+            resp.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+        }
         if let ApiError::TooManyRequestsBecause { retry_after, .. } = &self
             && *retry_after > 0
             && let Ok(v) = axum::http::HeaderValue::from_str(&retry_after.to_string())

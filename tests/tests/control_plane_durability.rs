@@ -268,3 +268,79 @@ fn a_watcher_far_behind_the_live_events_still_gets_every_one_in_order() {
     }
     assert_eq!(seen, revisions, "every write once, in revision order");
 }
+
+/// Unmounts a test filesystem (lazily: the controller may still hold files on it).
+struct Unmount(std::path::PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// Issue 28, acceptance 2: the data dir on a 64 MiB filesystem, filled by writes. Writes are
+/// then refused with a `Status` that says the disk is full, `/readyz` fails and says why,
+/// deletions still go through; once space is freed (a file beside the store removed) writes
+/// succeed again without a restart, and every acknowledged write is there.
+#[test]
+fn a_full_disk_refuses_writes_keeps_deletes_and_recovers_when_space_is_freed() {
+    if berth_tests::controller::on_etcd() {
+        return; // the embedded store's file system; etcd answers NOSPACE itself
+    }
+    let c = Controller::start_prepared(&[], |dir| {
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=64m", "tmpfs"])
+            .arg(dir)
+            .status()
+            .expect("mount");
+        assert!(mounted.success(), "cannot mount a tmpfs on {}", dir.display());
+        // Room that the test gives back later, as an operator would.
+        std::fs::write(dir.join("filler"), vec![0u8; 16 << 20]).expect("the filler file");
+    });
+    let _unmount = Unmount(c.data_dir());
+    let api = c.admin_api();
+    let blob = "x".repeat(400_000);
+    let mut acked = Vec::new();
+    let refusal = loop {
+        let name = format!("fill-{}", acked.len());
+        let reply = api.send(Req::post(cms("default"), &configmap(&name, &[("b", &blob)])));
+        match reply.status {
+            201 => acked.push(name),
+            _ => break reply,
+        }
+        assert!(acked.len() < 200, "64 MiB never filled up");
+    };
+    assert_eq!(refusal.status, 500, "{}", refusal.describe());
+    let message = refusal.json()["message"].as_str().unwrap_or_default().to_string();
+    assert!(
+        message.contains("disk is full") || message.contains("No space left"),
+        "{message}"
+    );
+    let ready = api.send(Req::get("/readyz"));
+    assert_eq!(ready.status, 500, "{}", ready.describe());
+    assert!(ready.body.contains("store failed"), "{}", ready.describe());
+    let metrics = api.get("/metrics");
+    assert!(metrics.body.contains("berth_store_commits_failing 1"), "{}", metrics.body);
+
+    // Deletions are accepted while the disk is full.
+    for name in acked.drain(..3) {
+        let reply = api.send(Req::delete(format!("{}/{name}", cms("default"))));
+        assert_eq!(reply.status, 200, "delete while full: {}", reply.describe());
+    }
+    // Space freed beside the store: writes work again, no restart.
+    std::fs::remove_file(c.data_dir().join("filler")).expect("removing the filler");
+    let reply = api.send(Req::post(cms("default"), &configmap("after", &[("a", "b")])));
+    assert_eq!(reply.status, 201, "{}", reply.describe());
+    assert_eq!(api.get("/readyz").status, 200);
+    let listed = api.get_ok(&cms("default"));
+    let names: std::collections::BTreeSet<String> = items(&listed)
+        .iter()
+        .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    for name in acked.iter().chain(std::iter::once(&"after".to_string())) {
+        assert!(names.contains(name), "acknowledged {name} is missing");
+    }
+}

@@ -140,9 +140,25 @@ pub async fn serve(State(state): State<SharedState>) -> Response {
             + &state.queues.render()
             + &state.inflight.render()
             + &state.connections.render()
-            + &state.leader.render(),
+            + &state.leader.render()
+            + &store_health(state.registry.store()),
     )
         .into_response()
+}
+
+/// The store's commit failures (a full disk) and whether commits fail now.
+fn store_health(store: &crate::store::Store) -> String {
+    let health = store.write_health();
+    format!(
+        "# HELP berth_store_commit_failures_total Store commits that failed (their writes were refused).\n\
+         # TYPE berth_store_commit_failures_total counter\n\
+         berth_store_commit_failures_total {}\n\
+         # HELP berth_store_commits_failing Whether the last store commit failed (1) or not (0).\n\
+         # TYPE berth_store_commits_failing gauge\n\
+         berth_store_commits_failing {}\n",
+        health.failures,
+        u8::from(health.failing.is_some())
+    )
 }
 
 /// Kubernetes' verb for a request.

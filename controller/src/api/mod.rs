@@ -90,9 +90,9 @@ pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 /// authorization of non-resource paths, metrics (which see the 429s), the in-flight caps.
 pub fn router(state: SharedState) -> Router {
     Router::new()
-        .route("/healthz", get(health))
+        .route("/healthz", get(store_health))
         .route("/livez", get(health))
-        .route("/readyz", get(health))
+        .route("/readyz", get(store_health))
         .route("/version", get(discovery::version))
         // The Python client's `VersionApi().get_code()` asks with the trailing slash.
         .route("/version/", get(discovery::version))
@@ -132,6 +132,20 @@ pub fn router(state: SharedState) -> Router {
 
 async fn health() -> &'static str {
     "ok"
+}
+
+/// `/readyz` and `/healthz`: failed (500, upstream's check list) while the store's commits
+/// fail — a full disk — and saying why; `/livez` stays ok, as a restart would not help.
+async fn store_health(State(state): State<SharedState>) -> Response {
+    match state.registry.store().write_health().failing {
+        None => "ok".into_response(),
+        Some(why) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("[+]ping ok\n[-]store failed: writes fail: {why}\nreadyz check failed\n"),
+        )
+            .into_response(),
+    }
 }
 
 pub fn json_response(code: StatusCode, body: &Value) -> Response {

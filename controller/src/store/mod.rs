@@ -54,6 +54,9 @@ pub enum StoreError {
     /// or may not have been applied. Never reported as a success.
     #[error("the write's outcome is unknown: {0}")]
     OutcomeUnknown(String),
+    /// The store's disk is (nearly) full: only deletions are accepted until space is freed.
+    #[error("{0}")]
+    NoSpace(String),
     #[error("encoding object: {0}")]
     Encode(#[from] serde_json::Error),
 }
@@ -63,7 +66,10 @@ impl StoreError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            StoreError::Backend(_) | StoreError::Unavailable(_) | StoreError::OutcomeUnknown(_)
+            StoreError::Backend(_)
+                | StoreError::Unavailable(_)
+                | StoreError::OutcomeUnknown(_)
+                | StoreError::NoSpace(_)
         )
     }
 }
@@ -139,7 +145,16 @@ pub trait Backend: Send + Sync + 'static {
     /// Commits a group of writes (in revision order) atomically, then drops retained events at
     /// or below `compact_to`; returns only once all of it is durable.
     fn commit(&self, batch: &[Commit<'_>], compact_to: Option<Revision>) -> Result<(), StoreError>;
+    /// Bytes still free where the backend writes (`None`: not known or not bounded).
+    fn available_bytes(&self) -> Option<u64> {
+        None
+    }
 }
+
+/// Free space kept for deletions: with less than this free on the store's filesystem, creates
+/// and updates are refused and deletions still go through (etcd's `NOSPACE` alarm, which
+/// leaves deletes and compaction working), so a full disk can be cleaned up through the API.
+pub const DELETE_RESERVE: u64 = 8 << 20;
 
 /// Preconditions of a write (compare-and-swap).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,6 +193,17 @@ struct Inner {
     history_limit: usize,
     /// The revision readers see, for waiting until a write is visible.
     visible: tokio::sync::watch::Sender<Revision>,
+    /// Whether the last durable write failed (a full disk), and how often writes failed.
+    health: std::sync::Mutex<WriteHealth>,
+}
+
+/// The state of the store's durable writes, for `/readyz` and `/metrics`.
+#[derive(Debug, Default, Clone)]
+pub struct WriteHealth {
+    /// Why the last commit failed; `None` once a commit succeeds again.
+    pub failing: Option<String>,
+    /// Commits that failed since the start.
+    pub failures: u64,
 }
 
 /// Who orders and persists writes.
@@ -254,6 +280,7 @@ impl Store {
                 events,
                 history_limit: history_limit.max(1),
                 visible,
+                health: std::sync::Mutex::new(WriteHealth::default()),
             }),
         }
     }
@@ -404,6 +431,9 @@ impl Store {
         if let Writer::Etcd(etcd) = &self.inner.writer {
             return etcd.put(self, key, obj, pre);
         }
+        if let Some(why) = self.low_on_space() {
+            return Err(StoreError::NoSpace(why));
+        }
         self.write(key, pre, |prev, revision| {
             let mut obj = obj;
             set_resource_version(&mut obj, revision);
@@ -492,10 +522,53 @@ impl Store {
             })
             .collect();
         if let Err(e) = backend.commit(&commits, compact_to) {
-            return Err((e.to_string(), self.current_revision()));
+            let why = match e {
+                StoreError::Backend(m) => m,
+                other => other.to_string(),
+            };
+            tracing::error!(error = %why, writes = batch.len(), "store: a commit failed; its writes are refused");
+            let mut health = self.inner.health.lock().unwrap_or_else(|e| e.into_inner());
+            health.failing = Some(why.clone());
+            health.failures += 1;
+            return Err((why, self.current_revision()));
+        }
+        {
+            let mut health = self.inner.health.lock().unwrap_or_else(|e| e.into_inner());
+            if health.failing.take().is_some() {
+                tracing::info!("store: commits succeed again");
+            }
         }
         self.publish(batch, compact_to);
         Ok(())
+    }
+
+    /// Whether durable writes fail now (and why), and how many failed so far.
+    pub fn write_health(&self) -> WriteHealth {
+        let mut health = self
+            .inner
+            .health
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if health.failing.is_none() {
+            health.failing = self.low_on_space();
+        }
+        health
+    }
+
+    /// Why creates and updates are refused now: less than [`DELETE_RESERVE`] free.
+    fn low_on_space(&self) -> Option<String> {
+        let Writer::Local { backend, .. } = &self.inner.writer else {
+            return None;
+        };
+        let free = backend.available_bytes()?;
+        (free < DELETE_RESERVE).then(|| {
+            format!(
+                "the store's disk is full ({} KiB free, {} MiB kept for deletions): only deletions are accepted until space is freed",
+                free >> 10,
+                DELETE_RESERVE >> 20
+            )
+        })
     }
 
     /// Where to compact once `adding` more events are retained: in batches, so the event log

@@ -2,12 +2,18 @@
 //! group of writes.
 //! Tables: `objects` (key → JSON), `events` (revision → type, key, JSON) for watch replay across
 //! restarts, and `meta` (current and compacted revision).
+//!
+//! After a failed commit (a full disk) redb refuses every later transaction ("Previous I/O
+//! error occurred. Please close and re-open the database"); the backend then closes and
+//! reopens the file, so the store recovers by itself once space is freed. The failed
+//! transaction was never committed: the file holds the last committed state.
 
 use super::{Backend, Commit, EventType, Loaded, Revision, StoreError};
 use bytes::Bytes;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 
 const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
 const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
@@ -15,40 +21,81 @@ const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 /// redb-backed durable storage.
 pub struct RedbBackend {
-    db: Database,
+    path: PathBuf,
+    /// `None` after a failed reopen: the next commit tries again.
+    db: Mutex<Option<Database>>,
 }
 
 fn backend_err(e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
+/// Bytes an unprivileged writer may still use on the filesystem holding `path`.
+fn available_on(path: &Path) -> Option<u64> {
+    let dir = path.parent().unwrap_or(path);
+    let s = nix::sys::statvfs::statvfs(dir).ok()?;
+    Some(s.blocks_available().saturating_mul(s.fragment_size()))
+}
+
 impl RedbBackend {
     /// Opens (or creates) the store file at `path`.
     pub fn open(path: &Path) -> Result<RedbBackend, StoreError> {
-        // Every object is held in memory above this backend, so redb needs little cache of its
-        // own (its default would grow to gigabytes of RSS under a large store).
-        // Created private: the store holds every Secret's value.
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(path)
-            .map_err(|e| StoreError::Backend(format!("{}: {e}", path.display())))?;
-        let db = Database::builder()
-            .set_cache_size(16 << 20)
-            .create_with_backend(redb::backends::FileBackend::new(file).map_err(backend_err)?)
-            .map_err(backend_err)?;
-        let txn = db.begin_write().map_err(backend_err)?;
-        {
-            txn.open_table(OBJECTS).map_err(backend_err)?;
-            txn.open_table(EVENTS).map_err(backend_err)?;
-            txn.open_table(META).map_err(backend_err)?;
-        }
-        txn.commit().map_err(backend_err)?;
-        Ok(RedbBackend { db })
+        Ok(RedbBackend {
+            path: path.to_path_buf(),
+            db: Mutex::new(Some(open_database(path)?)),
+        })
     }
+
+    fn db(&self) -> MutexGuard<'_, Option<Database>> {
+        self.db.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Closes the database and opens the file again (redb's remedy after an I/O error).
+    fn reopen(&self, db: &mut Option<Database>) {
+        // Closed first: redb lets one handle hold the file.
+        drop(db.take());
+        match open_file(&self.path) {
+            Ok(fresh) => {
+                tracing::info!(path = %self.path.display(), "store file reopened after a failed commit");
+                *db = Some(fresh);
+            }
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "store file cannot be reopened yet")
+            }
+        }
+    }
+}
+
+/// Opens (or creates) the redb file at `path` with the store's tables.
+fn open_database(path: &Path) -> Result<Database, StoreError> {
+    let db = open_file(path)?;
+    let txn = db.begin_write().map_err(backend_err)?;
+    {
+        txn.open_table(OBJECTS).map_err(backend_err)?;
+        txn.open_table(EVENTS).map_err(backend_err)?;
+        txn.open_table(META).map_err(backend_err)?;
+    }
+    txn.commit().map_err(backend_err)?;
+    Ok(db)
+}
+
+/// Opens the redb file at `path` as it is (no transaction: a reopen on a full disk).
+fn open_file(path: &Path) -> Result<Database, StoreError> {
+    // Every object is held in memory above this backend, so redb needs little cache of its
+    // own (its default would grow to gigabytes of RSS under a large store).
+    // Created private: the store holds every Secret's value.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| StoreError::Backend(format!("{}: {e}", path.display())))?;
+    Database::builder()
+        .set_cache_size(16 << 20)
+        .create_with_backend(redb::backends::FileBackend::new(file).map_err(backend_err)?)
+        .map_err(backend_err)
 }
 
 /// What [`read_objects`] found.
@@ -123,8 +170,8 @@ pub fn create_restored(
     let tmp = path.with_extension("redb.restoring");
     let _ = std::fs::remove_file(&tmp);
     let built = (|| {
-        let backend = RedbBackend::open(&tmp)?;
-        let mut txn = backend.db.begin_write().map_err(backend_err)?;
+        let db = open_database(&tmp)?;
+        let mut txn = db.begin_write().map_err(backend_err)?;
         txn.set_durability(Durability::Immediate)
             .map_err(backend_err)?;
         {
@@ -139,7 +186,7 @@ pub fn create_restored(
             meta.insert("compacted", revision).map_err(backend_err)?;
         }
         txn.commit().map_err(backend_err)?;
-        drop(backend);
+        drop(db);
         std::fs::rename(&tmp, path)
             .map_err(|e| StoreError::Backend(format!("{}: {e}", path.display())))?;
         if let Some(dir) = path.parent() {
@@ -191,7 +238,11 @@ fn decode_event(raw: &[u8]) -> Option<(EventType, String, Bytes)> {
 
 impl Backend for RedbBackend {
     fn load(&self) -> Result<Loaded, StoreError> {
-        let txn = self.db.begin_read().map_err(backend_err)?;
+        let guard = self.db();
+        let db = guard
+            .as_ref()
+            .ok_or_else(|| StoreError::Backend("the store file is not open".into()))?;
+        let txn = db.begin_read().map_err(backend_err)?;
         let meta = txn.open_table(META).map_err(backend_err)?;
         let revision = meta
             .get("revision")
@@ -227,39 +278,66 @@ impl Backend for RedbBackend {
     }
 
     fn commit(&self, batch: &[Commit<'_>], compact_to: Option<Revision>) -> Result<(), StoreError> {
-        let mut txn = self.db.begin_write().map_err(backend_err)?;
-        txn.set_durability(Durability::Immediate)
-            .map_err(backend_err)?;
-        {
-            let mut objects = txn.open_table(OBJECTS).map_err(backend_err)?;
-            let mut events = txn.open_table(EVENTS).map_err(backend_err)?;
-            let mut meta = txn.open_table(META).map_err(backend_err)?;
-            for c in batch {
-                match c.event_type {
-                    EventType::Deleted => {
-                        objects.remove(c.key).map_err(backend_err)?;
-                    }
-                    _ => {
-                        objects.insert(c.key, c.data).map_err(backend_err)?;
-                    }
-                }
-                events
-                    .insert(
-                        c.revision,
-                        encode_event(c.event_type, c.key, c.data).as_slice(),
-                    )
-                    .map_err(backend_err)?;
-            }
-            if let Some(last) = batch.last() {
-                meta.insert("revision", last.revision)
-                    .map_err(backend_err)?;
-            }
-            if let Some(to) = compact_to {
-                events.retain_in(..=to, |_, _| false).map_err(backend_err)?;
-                meta.insert("compacted", to).map_err(backend_err)?;
-            }
+        let mut guard = self.db();
+        if guard.is_none() {
+            self.reopen(&mut guard);
         }
-        txn.commit().map_err(backend_err)?;
-        Ok(())
+        let Some(db) = guard.as_ref() else {
+            return Err(StoreError::Backend(format!(
+                "{}: the store file cannot be opened",
+                self.path.display()
+            )));
+        };
+        let result = commit_to(db, batch, compact_to);
+        if result.is_err() {
+            self.reopen(&mut guard);
+        }
+        result
     }
+
+    fn available_bytes(&self) -> Option<u64> {
+        available_on(&self.path)
+    }
+}
+
+/// One durable transaction of `batch` (and the compaction of the event log to `compact_to`).
+fn commit_to(
+    db: &Database,
+    batch: &[Commit<'_>],
+    compact_to: Option<Revision>,
+) -> Result<(), StoreError> {
+    let mut txn = db.begin_write().map_err(backend_err)?;
+    txn.set_durability(Durability::Immediate)
+        .map_err(backend_err)?;
+    {
+        let mut objects = txn.open_table(OBJECTS).map_err(backend_err)?;
+        let mut events = txn.open_table(EVENTS).map_err(backend_err)?;
+        let mut meta = txn.open_table(META).map_err(backend_err)?;
+        for c in batch {
+            match c.event_type {
+                EventType::Deleted => {
+                    objects.remove(c.key).map_err(backend_err)?;
+                }
+                _ => {
+                    objects.insert(c.key, c.data).map_err(backend_err)?;
+                }
+            }
+            events
+                .insert(
+                    c.revision,
+                    encode_event(c.event_type, c.key, c.data).as_slice(),
+                )
+                .map_err(backend_err)?;
+        }
+        if let Some(last) = batch.last() {
+            meta.insert("revision", last.revision)
+                .map_err(backend_err)?;
+        }
+        if let Some(to) = compact_to {
+            events.retain_in(..=to, |_, _| false).map_err(backend_err)?;
+            meta.insert("compacted", to).map_err(backend_err)?;
+        }
+    }
+    txn.commit().map_err(backend_err)?;
+    Ok(())
 }

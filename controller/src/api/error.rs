@@ -72,6 +72,9 @@ pub enum ApiError {
     /// The storage cannot be reached (etcd without quorum): 503, retry later.
     #[error("{0}")]
     ServiceUnavailable(String),
+    /// 408: the client did not send its request in time (the connection is then closed).
+    #[error("{0}")]
+    RequestTimeout(String),
     /// 504: the server could not learn in time whether a write was applied (upstream's
     /// `StatusReasonTimeout`).
     #[error("{0}")]
@@ -132,6 +135,7 @@ impl ApiError {
             ApiError::Internal(_) | ApiError::Unknown(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
         }
     }
 
@@ -154,7 +158,7 @@ impl ApiError {
             }
             ApiError::Internal(_) => "InternalError",
             ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
-            ApiError::Timeout(_) => "Timeout",
+            ApiError::Timeout(_) | ApiError::RequestTimeout(_) => "Timeout",
             ApiError::Unknown(_) => "",
         }
     }
@@ -271,7 +275,7 @@ impl IntoResponse for ApiError {
             body,
         )
             .into_response();
-        if let ApiError::TooLarge(_) = &self {
+        if let ApiError::TooLarge(_) | ApiError::RequestTimeout(_) = &self {
             // The unread rest of the body must not be parsed as the next request: HTTP/1
             // closes the connection after this answer (HTTP/2 drops the header: its streams
             // end on their own).

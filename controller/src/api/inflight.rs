@@ -1,12 +1,15 @@
-//! Upstream's max-in-flight filter: at most `--max-requests-inflight` read-only and
-//! `--max-mutating-requests-inflight` mutating requests are served at once; over the cap a
-//! request gets 429 TooManyRequests with `Retry-After: 1`. Long-running requests (watch, exec,
-//! attach, log, port-forward, proxy) are not counted, and `system:masters` is never refused, as
-//! upstream (a super-admin or a loopback client must always get an answer); neither are health
-//! probes, which upstream's priority-and-fairness default (the `probes` flow schema) exempts.
+//! Upstream's limits on requests in flight, split as API Priority and Fairness splits them:
+//! each priority level (see [`super::flow_control`]: nodes, kube-system ServiceAccounts, other
+//! ServiceAccounts, users, joining agents, the unauthenticated rest) gets its share of
+//! `--max-requests-inflight` read-only and `--max-mutating-requests-inflight` mutating
+//! requests; over its share a request gets 429 TooManyRequests with `Retry-After: 1`, and only
+//! requests of that level do. Long-running requests (watch, exec, attach, log, port-forward,
+//! proxy) are not counted, and `system:masters` and health probes are exempt, as upstream's
+//! `exempt` and `probes` flow schemas are.
 
 use super::authn::Identity;
 use super::error::ApiError;
+use super::flow_control::{LEVELS, Level, classify, share_of};
 use super::guarded::Guarded;
 use super::query::Query;
 use axum::extract::{Request, State};
@@ -19,71 +22,151 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::Semaphore;
 
-/// The group upstream exempts from the limit.
-const PRIVILEGED_GROUP: &str = "system:masters";
-
 /// Subresources upstream serves as long-running requests.
 const LONG_RUNNING_SUBRESOURCES: &[&str] = &["attach", "exec", "log", "portforward", "proxy"];
 
-/// One cap: its permits, and the requests it refused.
+/// One cap: its permits, and the requests it let through and refused.
 #[derive(Debug)]
 struct Cap {
     permits: Arc<Semaphore>,
     max: usize,
+    dispatched: AtomicU64,
     dropped: AtomicU64,
 }
 
-/// The two caps; `None` means unlimited (a flag value of 0, as upstream).
+impl Cap {
+    fn new(max: usize) -> Cap {
+        Cap {
+            permits: Arc::new(Semaphore::new(max)),
+            max,
+            dispatched: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.max - self.permits.available_permits()
+    }
+}
+
+/// A level's two caps; `None` means unlimited (a flag value of 0, as upstream).
 #[derive(Debug)]
-pub struct InFlight {
+struct Caps {
+    level: Level,
     read_only: Option<Cap>,
     mutating: Option<Cap>,
 }
 
+/// Every limited level's caps.
+#[derive(Debug)]
+pub struct InFlight {
+    levels: Vec<Caps>,
+}
+
 impl InFlight {
     pub fn new(max_requests: usize, max_mutating: usize) -> InFlight {
-        let cap = |max: usize| {
-            (max > 0).then(|| Cap {
-                permits: Arc::new(Semaphore::new(max)),
-                max,
-                dropped: AtomicU64::new(0),
-            })
-        };
+        let cap = |total: usize, share: u32| (total > 0).then(|| Cap::new(share_of(total, share)));
         InFlight {
-            read_only: cap(max_requests),
-            mutating: cap(max_mutating),
+            levels: LEVELS
+                .iter()
+                .map(|(level, _, _, share)| Caps {
+                    level: *level,
+                    read_only: cap(max_requests, *share),
+                    mutating: cap(max_mutating, *share),
+                })
+                .collect(),
         }
     }
 
-    /// Upstream's gauges of counted requests in flight and counters of refused ones, in the
-    /// Prometheus text format.
+    fn caps(&self, level: Level) -> Option<&Caps> {
+        self.levels.iter().find(|c| c.level == level)
+    }
+
+    /// Upstream's gauges and counters, in the Prometheus text format: requests in flight by
+    /// kind (summed over the levels) and refused ones, and per priority level (upstream's
+    /// `apiserver_flowcontrol_*` names) the limit, the requests executing, dispatched and
+    /// rejected.
     pub fn render(&self) -> String {
+        let sum = |kind: fn(&Caps) -> &Option<Cap>, f: fn(&Cap) -> u64| -> u64 {
+            self.levels
+                .iter()
+                .filter_map(|c| kind(c).as_ref())
+                .map(f)
+                .sum()
+        };
+        let read_only: fn(&Caps) -> &Option<Cap> = |c| &c.read_only;
+        let mutating: fn(&Caps) -> &Option<Cap> = |c| &c.mutating;
+        let kinds = [("readOnly", read_only), ("mutating", mutating)];
         let mut out = String::from(
             "# HELP apiserver_current_inflight_requests Requests in flight, by kind (long-running ones are not counted).\n\
              # TYPE apiserver_current_inflight_requests gauge\n",
         );
-        let kinds = [("readOnly", &self.read_only), ("mutating", &self.mutating)];
-        for (kind, cap) in kinds {
-            let n = cap
-                .as_ref()
-                .map_or(0, |c| c.max - c.permits.available_permits());
+        for (name, kind) in kinds {
+            let n = sum(kind, |c| c.in_flight() as u64);
             let _ = writeln!(
                 out,
-                "apiserver_current_inflight_requests{{request_kind=\"{kind}\"}} {n}"
+                "apiserver_current_inflight_requests{{request_kind=\"{name}\"}} {n}"
             );
         }
         out.push_str(
-            "# HELP apiserver_dropped_requests_total Requests refused with 429 by the in-flight caps.\n\
+            "# HELP apiserver_dropped_requests_total Requests refused with 429 by the in-flight limits.\n\
              # TYPE apiserver_dropped_requests_total counter\n",
         );
-        for (kind, cap) in kinds {
-            let n = cap
-                .as_ref()
-                .map_or(0, |c| c.dropped.load(Ordering::Relaxed));
+        for (name, kind) in kinds {
+            let n = sum(kind, |c| c.dropped.load(Ordering::Relaxed));
             let _ = writeln!(
                 out,
-                "apiserver_dropped_requests_total{{request_kind=\"{kind}\"}} {n}"
+                "apiserver_dropped_requests_total{{request_kind=\"{name}\"}} {n}"
             );
+        }
+        let families = [
+            (
+                "apiserver_flowcontrol_nominal_limit_seats",
+                "gauge",
+                "Requests a priority level may have in flight.",
+            ),
+            (
+                "apiserver_flowcontrol_current_executing_requests",
+                "gauge",
+                "Requests of a priority level in flight.",
+            ),
+            (
+                "apiserver_flowcontrol_dispatched_requests_total",
+                "counter",
+                "Requests a priority level let through.",
+            ),
+            (
+                "apiserver_flowcontrol_rejected_requests_total",
+                "counter",
+                "Requests a priority level refused with 429.",
+            ),
+        ];
+        for (i, (family, kind, help)) in families.iter().enumerate() {
+            let _ = writeln!(out, "# HELP {family} {help}\n# TYPE {family} {kind}");
+            for (caps, (_, level, schema, _)) in self.levels.iter().zip(LEVELS.iter()) {
+                let caps: Vec<&Cap> = [&caps.read_only, &caps.mutating]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                let n: u64 = caps
+                    .iter()
+                    .map(|c| match i {
+                        0 => c.max as u64,
+                        1 => c.in_flight() as u64,
+                        2 => c.dispatched.load(Ordering::Relaxed),
+                        _ => c.dropped.load(Ordering::Relaxed),
+                    })
+                    .sum();
+                let reason = if i == 3 {
+                    ",reason=\"concurrency-limit\""
+                } else {
+                    ""
+                };
+                let _ = writeln!(
+                    out,
+                    "{family}{{priority_level=\"{level}\",flow_schema=\"{schema}\"{reason}}} {n}"
+                );
+            }
         }
         out
     }
@@ -125,12 +208,6 @@ fn is_exempt(req: &Request) -> bool {
     LONG_RUNNING_SUBRESOURCES.contains(&sub)
 }
 
-fn is_privileged(req: &Request) -> bool {
-    req.extensions()
-        .get::<Identity>()
-        .is_some_and(|id| id.groups.iter().any(|g| g == PRIVILEGED_GROUP))
-}
-
 /// The 429 answer: upstream's message, a `Status` body and `Retry-After: 1`.
 fn too_many_requests() -> Response {
     let err = ApiError::TooManyRequests("Too many requests, please try again later.".into());
@@ -144,25 +221,31 @@ fn too_many_requests() -> Response {
 
 /// The middleware. Must run after authentication (it reads the request's [`Identity`]).
 pub async fn limit(State(limits): State<Arc<InFlight>>, req: Request, next: Next) -> Response {
+    if is_exempt(&req) {
+        return next.run(req).await;
+    }
+    let level = classify(req.extensions().get::<Identity>(), req.uri().path());
+    let Some(caps) = limits.caps(level) else {
+        return next.run(req).await;
+    };
     let cap = if is_mutating(req.method()) {
-        &limits.mutating
+        &caps.mutating
     } else {
-        &limits.read_only
+        &caps.read_only
     };
     let Some(cap) = cap else {
         return next.run(req).await;
     };
-    if is_exempt(&req) {
-        return next.run(req).await;
-    }
     match cap.permits.clone().try_acquire_owned() {
         // The permit is held until the response body is sent, as upstream holds it until the
         // handler has written its answer.
-        Ok(permit) => next.run(req).await.map(|body| Guarded::wrap(body, permit)),
-        Err(_) if is_privileged(&req) => next.run(req).await,
+        Ok(permit) => {
+            cap.dispatched.fetch_add(1, Ordering::Relaxed);
+            next.run(req).await.map(|body| Guarded::wrap(body, permit))
+        }
         Err(_) => {
             cap.dropped.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(method = %req.method(), path = %req.uri().path(), "too many requests in flight");
+            tracing::debug!(method = %req.method(), path = %req.uri().path(), ?level, "too many requests in flight at this priority level");
             too_many_requests()
         }
     }

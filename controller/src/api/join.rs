@@ -62,6 +62,9 @@ fn limiter(state: &SharedState) -> std::sync::MutexGuard<'_, FailureLimiter> {
         .unwrap_or_else(PoisonError::into_inner)
 }
 
+/// How long a join request's body may take to arrive.
+const BODY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub async fn node_certificate(State(state): State<SharedState>, req: Request) -> Response {
     let source = req
         .extensions()
@@ -70,7 +73,26 @@ pub async fn node_certificate(State(state): State<SharedState>, req: Request) ->
             p.0.ip().to_canonical()
         });
     let (parts, body) = req.into_parts();
-    let body = axum::body::to_bytes(body, MAX_REQUEST_BYTES).await;
+    // A client that never finishes its body would hold one of the join level's few slots for
+    // as long as it likes: the body has a deadline.
+    let body =
+        match tokio::time::timeout(BODY_DEADLINE, axum::body::to_bytes(body, MAX_REQUEST_BYTES))
+            .await
+        {
+            Ok(read) => read,
+            Err(_) => {
+                tracing::warn!(
+                    target: "berth::audit::join",
+                    %source, outcome = "body-timeout", code = 408,
+                    "join: the request body did not arrive in time"
+                );
+                return ApiError::RequestTimeout(format!(
+                    "the request body did not arrive within {}s",
+                    BODY_DEADLINE.as_secs()
+                ))
+                .into_response();
+            }
+        };
     // The name as sent, for the log, before anything is validated.
     let claimed = body
         .as_ref()

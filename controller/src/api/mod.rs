@@ -10,6 +10,7 @@ mod conn_table;
 mod conversion;
 pub mod discovery;
 pub mod error;
+pub mod flow_control;
 mod guarded;
 mod impersonate;
 pub mod inflight;

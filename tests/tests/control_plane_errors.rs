@@ -4,6 +4,7 @@
 
 use berth_tests::client::Method;
 use berth_tests::objects::{configmap, failure_status, rv};
+use berth_tests::wait::wait_for;
 use berth_tests::{Api, Controller, Next, Reply, Req, secs};
 use serde_json::{Value, json};
 
@@ -594,8 +595,23 @@ fn hostile_values_at_every_level_of_every_kind_are_4xx_never_5xx() {
             } else if reply.status < 300 {
                 // Accepted (a value that is valid there, e.g. a label value): remove it so the
                 // next variant is a create again.
-                let deleted = api.send(Req::delete(format!("{collection}/h")));
+                // (A controller may be writing it too: a conflict is retried.)
+                let path = format!("{collection}/h?gracePeriodSeconds=0");
+                let deleted = wait_for(secs(10), "the accepted object deleted", || {
+                    let r = api.send(Req::delete(path.clone()));
+                    if r.status < 300 {
+                        Ok(r)
+                    } else {
+                        Err(r.describe())
+                    }
+                });
                 assert!(deleted.status < 300, "{}", deleted.describe());
+                wait_for(secs(10), "the accepted object gone", || {
+                    match api.get(&format!("{collection}/h")).status {
+                        404 => Ok(()),
+                        s => Err(s),
+                    }
+                });
             } else {
                 let status = reply.json_or_null();
                 assert!(

@@ -69,7 +69,30 @@ fn finalizers(obj: &Value) -> Vec<String> {
 }
 
 impl Registry {
+    /// Deletes (or starts the graceful deletion of) `name`. A write of the object by someone
+    /// else between the read and the delete is retried from the new version, as upstream's
+    /// `GuaranteedUpdate` does: a client's DELETE is 409 only when its own preconditions fail.
     pub fn delete(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<DeleteOutcome, RegistryError> {
+        let mut attempts = 0;
+        loop {
+            match self.delete_once(rt, ns, name, opts) {
+                Err(RegistryError::Conflict { detail, .. })
+                    if detail == super::error::CONFLICT_DETAIL && attempts < 8 =>
+                {
+                    attempts += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn delete_once(
         &self,
         rt: &ResourceType,
         ns: Option<&str>,

@@ -79,7 +79,7 @@ pub(crate) fn invalid_message(
     admission::invalid_message(&qualified, name, causes)
 }
 
-const CONFLICT_DETAIL: &str =
+pub(crate) const CONFLICT_DETAIL: &str =
     "the object has been modified; please apply your changes to the latest version and try again";
 
 impl RegistryError {

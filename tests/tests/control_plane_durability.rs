@@ -296,7 +296,11 @@ fn a_full_disk_refuses_writes_keeps_deletes_and_recovers_when_space_is_freed() {
             .arg(dir)
             .status()
             .expect("mount");
-        assert!(mounted.success(), "cannot mount a tmpfs on {}", dir.display());
+        assert!(
+            mounted.success(),
+            "cannot mount a tmpfs on {}",
+            dir.display()
+        );
         // Room that the test gives back later, as an operator would.
         std::fs::write(dir.join("filler"), vec![0u8; 16 << 20]).expect("the filler file");
     });
@@ -306,7 +310,10 @@ fn a_full_disk_refuses_writes_keeps_deletes_and_recovers_when_space_is_freed() {
     let mut acked = Vec::new();
     let refusal = loop {
         let name = format!("fill-{}", acked.len());
-        let reply = api.send(Req::post(cms("default"), &configmap(&name, &[("b", &blob)])));
+        let reply = api.send(Req::post(
+            cms("default"),
+            &configmap(&name, &[("b", &blob)]),
+        ));
         match reply.status {
             201 => acked.push(name),
             _ => break reply,
@@ -314,7 +321,10 @@ fn a_full_disk_refuses_writes_keeps_deletes_and_recovers_when_space_is_freed() {
         assert!(acked.len() < 200, "64 MiB never filled up");
     };
     assert_eq!(refusal.status, 500, "{}", refusal.describe());
-    let message = refusal.json()["message"].as_str().unwrap_or_default().to_string();
+    let message = refusal.json()["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert!(
         message.contains("disk is full") || message.contains("No space left"),
         "{message}"
@@ -323,7 +333,11 @@ fn a_full_disk_refuses_writes_keeps_deletes_and_recovers_when_space_is_freed() {
     assert_eq!(ready.status, 500, "{}", ready.describe());
     assert!(ready.body.contains("store failed"), "{}", ready.describe());
     let metrics = api.get("/metrics");
-    assert!(metrics.body.contains("berth_store_commits_failing 1"), "{}", metrics.body);
+    assert!(
+        metrics.body.contains("berth_store_commits_failing 1"),
+        "{}",
+        metrics.body
+    );
 
     // Deletions are accepted while the disk is full.
     for name in acked.drain(..3) {
@@ -332,7 +346,10 @@ fn a_full_disk_refuses_writes_keeps_deletes_and_recovers_when_space_is_freed() {
     }
     // Space freed beside the store: writes work again, no restart.
     std::fs::remove_file(c.data_dir().join("filler")).expect("removing the filler");
-    let reply = api.send(Req::post(cms("default"), &configmap("after", &[("a", "b")])));
+    let reply = api.send(Req::post(
+        cms("default"),
+        &configmap("after", &[("a", "b")]),
+    ));
     assert_eq!(reply.status, 201, "{}", reply.describe());
     assert_eq!(api.get("/readyz").status, 200);
     let listed = api.get_ok(&cms("default"));

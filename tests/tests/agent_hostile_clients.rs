@@ -5,8 +5,8 @@
 //! keeps being renewed, a Service keeps answering through its cluster IP, and a user with
 //! `edit` keeps creating objects.
 //!
-//! The attack lasts three node-monitor grace periods (20 s each here: 60 s) rather than the
-//! issue's 120 s against the default 40 s grace: the same margin, half the CI time.
+//! The attack lasts 120 s, three times the default `--node-monitor-grace-period` (40 s) after
+//! which a node whose heartbeats were refused would go Unknown.
 
 use std::time::{Duration, Instant};
 
@@ -15,8 +15,7 @@ use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container, sh_pod};
 use berth_tests::{Cluster, ClusterConfig, Credentials, RawTls, Req, secs};
 use serde_json::json;
 
-const GRACE: &str = "20s";
-const ATTACK: Duration = Duration::from_secs(60);
+const ATTACK: Duration = Duration::from_secs(120);
 const SLOW_CLIENTS: usize = 200;
 
 /// A join request whose body stops after its first bytes.
@@ -35,8 +34,6 @@ fn two_hundred_unfinished_joins_leave_nodes_services_and_users_working() {
     std::fs::write(&token_file, "bob-token,bob,1001\n").expect("token file");
     let c = Cluster::start_with(ClusterConfig {
         controller_args: vec![
-            "--node-monitor-grace-period".into(),
-            GRACE.into(),
             "--token-auth-file".into(),
             token_file.to_string_lossy().into_owned(),
         ],
@@ -140,8 +137,8 @@ fn two_hundred_unfinished_joins_leave_nodes_services_and_users_working() {
         );
         std::thread::sleep(Duration::from_secs(2)); // not ordering: the attack's duration
     }
-    // The Lease was renewed throughout (every 10 s: at least 5 times in 60 s).
-    assert!(renewals.len() >= 5, "Lease renewals seen: {renewals:?}");
+    // The Lease was renewed throughout (every 10 s: at least 10 times in 120 s).
+    assert!(renewals.len() >= 10, "Lease renewals seen: {renewals:?}");
     // Every slow join was answered (429 at once over the join level's share, 408 at its body
     // deadline) or closed.
     let mut answers = std::collections::BTreeMap::new();

@@ -11,6 +11,7 @@ pub mod containerd;
 pub mod controller;
 pub mod etcd;
 pub mod fixtures;
+pub mod ha;
 pub mod host;
 pub mod http;
 pub mod join;

@@ -15,8 +15,8 @@ use berth_tests::rollout::bounds::surge_violations;
 use berth_tests::rollout::{
     PodWatch, SizeWatch, hash, replica_sets, spec_replicas, wait_rolled_out,
 };
+use berth_tests::secs;
 use berth_tests::seeds::seed;
-use berth_tests::{AgentOptions, Cluster, ClusterConfig, Controller, secs};
 
 const NS: &str = "default";
 const DEPLOY: &str = "nginx-deployment";
@@ -25,30 +25,7 @@ const DEPLOY: &str = "nginx-deployment";
 fn a_rollout_completes_across_a_leader_kill_while_agents_switch_servers_without_restarts() {
     // Declared first: dropped last, after the cluster's teardown no longer needs the store.
     let etcd = EtcdCluster::start(3);
-    let endpoints = etcd.endpoints();
-    let mut c = Cluster::start_with(ClusterConfig {
-        controller_args: vec!["--datastore-endpoint".into(), endpoints.clone()],
-        ..ClusterConfig::agents(0)
-    });
-    let cidr = c.cluster_cidr().to_string();
-    let args = ["--datastore-endpoint", &endpoints, "--cluster-cidr", &cidr];
-    let second = Controller::start_joining(c.controller(), &args);
-    let third = Controller::start_joining(c.controller(), &args);
-    // The first controller took the Lease before the others started.
-    c.wait_for(secs(30), "the first controller to lead", || {
-        if c.controller().leads() && !second.leads() && !third.leads() {
-            Ok(())
-        } else {
-            Err("not (yet) the only leader")
-        }
-    });
-    let servers = [c.controller().url(), second.url(), third.url()].join(",");
-    for _ in 0..2 {
-        c.add_agent(&AgentOptions {
-            server: Some(servers.clone()),
-            ..AgentOptions::default()
-        });
-    }
+    let (mut c, second, third) = berth_tests::ha::three_controllers(&etcd, &[], 2);
 
     let path = seed("nginx-deployment.deployment").path;
     c.kubectl().ok(&["apply", "-f", &path.to_string_lossy()]);

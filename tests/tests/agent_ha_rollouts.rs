@@ -16,7 +16,7 @@ use berth_tests::api::Next;
 use berth_tests::etcd::EtcdCluster;
 use berth_tests::pod_specs::SLEEP_FOREVER;
 use berth_tests::rollout::{PodWatch, rolled_out};
-use berth_tests::{AgentOptions, Cluster, ClusterConfig, Controller, Req, secs};
+use berth_tests::{Cluster, Controller, Req, secs};
 use serde_json::{Value, json};
 
 const NS: &str = "default";
@@ -177,30 +177,8 @@ fn follow_starts(
 #[test]
 fn a_rollout_completes_across_a_leader_kill_and_a_member_kill_with_no_pod_left_pending() {
     let mut etcd = EtcdCluster::start(3);
-    let endpoints = etcd.endpoints();
-    let mut c = Cluster::start_with(ClusterConfig {
-        controller_args: vec!["--datastore-endpoint".into(), endpoints.clone()],
-        ..ClusterConfig::agents(0)
-    });
-    let cidr = c.cluster_cidr().to_string();
-    let args = ["--datastore-endpoint", &endpoints, "--cluster-cidr", &cidr];
-    let second = Controller::start_joining(c.controller(), &args);
-    let third = Controller::start_joining(c.controller(), &args);
-    c.wait_for(secs(30), "the first controller to lead", || {
-        if c.controller().leads() && !second.leads() && !third.leads() {
-            Ok(())
-        } else {
-            Err("not (yet) the only leader")
-        }
-    });
     // The leader is every agent's first server.
-    let servers = [c.controller().url(), second.url(), third.url()].join(",");
-    for _ in 0..2 {
-        c.add_agent(&AgentOptions {
-            server: Some(servers.clone()),
-            ..AgentOptions::default()
-        });
-    }
+    let (mut c, second, third) = berth_tests::ha::three_controllers(&etcd, &[], 2);
     let survivor = second.admin_api();
     c.apply(&deployment());
     wait_done(&c, &survivor, secs(120));
@@ -271,30 +249,9 @@ fn a_rollout_completes_across_a_leader_kill_and_a_member_kill_with_no_pod_left_p
 #[test]
 fn ten_rollouts_with_the_leader_killed_midway_never_pass_replicas_plus_max_surge() {
     let etcd = EtcdCluster::start(3);
-    let endpoints = etcd.endpoints();
-    let mut controller_args = vec!["--datastore-endpoint".to_string(), endpoints.clone()];
-    controller_args.extend(FAST_ELECTION.iter().map(|s| s.to_string()));
-    let mut c = Cluster::start_with(ClusterConfig {
-        controller_args,
-        ..ClusterConfig::agents(0)
-    });
-    let cidr = c.cluster_cidr().to_string();
-    let mut args = vec!["--datastore-endpoint", &endpoints, "--cluster-cidr", &cidr];
-    args.extend(FAST_ELECTION);
-    let mut others = vec![
-        Controller::start_joining(c.controller(), &args),
-        Controller::start_joining(c.controller(), &args),
-    ];
-    let servers = std::iter::once(c.controller().url())
-        .chain(others.iter().map(Controller::url))
-        .collect::<Vec<_>>()
-        .join(",");
-    c.add_agent(&AgentOptions {
-        server: Some(servers),
-        ..AgentOptions::default()
-    });
+    let (mut c, watcher, other) = berth_tests::ha::three_controllers(&etcd, &FAST_ELECTION, 1);
+    let mut others = vec![other];
     c.apply(&deployment());
-    let watcher = others.remove(0);
     let api = watcher.admin_api();
     wait_done(&c, &api, secs(120));
     // The watch goes through a controller that is killed when it leads: it relists then.

@@ -119,52 +119,48 @@ impl InFlight {
                 "apiserver_dropped_requests_total{{request_kind=\"{name}\"}} {n}"
             );
         }
-        let families = [
+        type Read = fn(&Cap) -> u64;
+        let families: [(&str, &str, &str, &str, Read); 4] = [
             (
                 "apiserver_flowcontrol_nominal_limit_seats",
                 "gauge",
                 "Requests a priority level may have in flight.",
+                "",
+                |c| c.max as u64,
             ),
             (
                 "apiserver_flowcontrol_current_executing_requests",
                 "gauge",
                 "Requests of a priority level in flight.",
+                "",
+                |c| c.in_flight() as u64,
             ),
             (
                 "apiserver_flowcontrol_dispatched_requests_total",
                 "counter",
                 "Requests a priority level let through.",
+                "",
+                |c| c.dispatched.load(Ordering::Relaxed),
             ),
             (
                 "apiserver_flowcontrol_rejected_requests_total",
                 "counter",
                 "Requests a priority level refused with 429.",
+                ",reason=\"concurrency-limit\"",
+                |c| c.dropped.load(Ordering::Relaxed),
             ),
         ];
-        for (i, (family, kind, help)) in families.iter().enumerate() {
+        for (family, kind, help, extra, read) in families {
             let _ = writeln!(out, "# HELP {family} {help}\n# TYPE {family} {kind}");
             for (caps, (_, level, schema, _)) in self.levels.iter().zip(LEVELS.iter()) {
-                let caps: Vec<&Cap> = [&caps.read_only, &caps.mutating]
+                let n: u64 = [&caps.read_only, &caps.mutating]
                     .into_iter()
                     .flatten()
-                    .collect();
-                let n: u64 = caps
-                    .iter()
-                    .map(|c| match i {
-                        0 => c.max as u64,
-                        1 => c.in_flight() as u64,
-                        2 => c.dispatched.load(Ordering::Relaxed),
-                        _ => c.dropped.load(Ordering::Relaxed),
-                    })
+                    .map(read)
                     .sum();
-                let reason = if i == 3 {
-                    ",reason=\"concurrency-limit\""
-                } else {
-                    ""
-                };
                 let _ = writeln!(
                     out,
-                    "{family}{{priority_level=\"{level}\",flow_schema=\"{schema}\"{reason}}} {n}"
+                    "{family}{{priority_level=\"{level}\",flow_schema=\"{schema}\"{extra}}} {n}"
                 );
             }
         }
@@ -353,6 +349,19 @@ mod tests {
         );
         assert!(
             text.contains("apiserver_dropped_requests_total{request_kind=\"mutating\"} 1\n"),
+            "{text}"
+        );
+        // Anonymous requests are the catch-all level's: its counters, no other level's.
+        assert!(
+            text.contains("apiserver_flowcontrol_rejected_requests_total{priority_level=\"catch-all\",flow_schema=\"catch-all\",reason=\"concurrency-limit\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("apiserver_flowcontrol_rejected_requests_total{priority_level=\"node-high\",flow_schema=\"system-nodes\",reason=\"concurrency-limit\"} 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("apiserver_flowcontrol_current_executing_requests{priority_level=\"catch-all\",flow_schema=\"catch-all\"} 1\n"),
             "{text}"
         );
     }

@@ -25,14 +25,7 @@ pub(super) async fn load(
         if revision > 0 {
             options = options.with_revision(revision);
         }
-        let key = start.clone();
-        let resp = members
-            .read(|mut c| {
-                let (key, options) = (key.clone(), options.clone());
-                async move { c.get(key, Some(options)).await }
-            })
-            .await
-            .map_err(|f| f.into_store_error())?;
+        let resp = members.get(start.clone(), Some(options)).await?;
         if revision == 0 {
             revision = resp.header().map(|h| h.revision()).unwrap_or(0);
         }

@@ -10,7 +10,7 @@
 //! timeout) may have been applied: its caller has to find out (see [`Failure::Ambiguous`]).
 
 use super::super::StoreError;
-use etcd_client::{Client, ConnectOptions};
+use etcd_client::{Client, ConnectOptions, GetOptions, GetResponse};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -138,6 +138,21 @@ impl Members {
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
         self.call(op, true).await
+    }
+
+    /// A range read of `key` (with `options`) from any member that answers.
+    pub(super) async fn get(
+        &self,
+        key: impl Into<Vec<u8>>,
+        options: Option<GetOptions>,
+    ) -> Result<GetResponse, StoreError> {
+        let key = key.into();
+        self.read(|mut c| {
+            let (key, options) = (key.clone(), options.clone());
+            async move { c.get(key, options).await }
+        })
+        .await
+        .map_err(Failure::into_store_error)
     }
 
     /// A write: moves on only while no member took it.

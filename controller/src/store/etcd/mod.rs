@@ -191,13 +191,7 @@ pub fn restore<K: AsRef<str>>(
     }
     run(&runtime, async move {
         let options = GetOptions::new().with_prefix().with_count_only();
-        let existing = members
-            .read(|mut c| {
-                let (prefix, options) = (prefix.clone(), options.clone());
-                async move { c.get(prefix, Some(options)).await }
-            })
-            .await
-            .map_err(Failure::into_store_error)?;
+        let existing = members.get(prefix.clone(), Some(options)).await?;
         if existing.count() > 0 {
             return Err(StoreError::Backend(format!(
                 "etcd already holds {} keys under {prefix}: a snapshot is restored only into an empty prefix",
@@ -326,13 +320,7 @@ fn connect_options(config: &EtcdConfig) -> Result<ConnectOptions, StoreError> {
 /// etcd's newest revision (a linearizable read of nothing but the header).
 async fn newest_revision(members: &Members, prefix: &str) -> Result<Revision, StoreError> {
     let options = GetOptions::new().with_prefix().with_count_only();
-    let resp = members
-        .read(|mut c| {
-            let (prefix, options) = (prefix.to_string(), options.clone());
-            async move { c.get(prefix, Some(options)).await }
-        })
-        .await
-        .map_err(Failure::into_store_error)?;
+    let resp = members.get(prefix, Some(options)).await?;
     Ok(resp.header().map(|h| h.revision()).unwrap_or(0).max(0) as Revision)
 }
 
@@ -419,13 +407,7 @@ impl Etcd {
         let members = self.members.clone();
         let key = self.key(key);
         run(&self.runtime, async move {
-            let resp = members
-                .read(|mut c| {
-                    let key = key.clone();
-                    async move { c.get(key, None).await }
-                })
-                .await
-                .map_err(Failure::into_store_error)?;
+            let resp = members.get(key, None).await?;
             match resp.kvs().first() {
                 Some(kv) => decode(kv.value(), revision_of(kv)).map(Some),
                 None => Ok(None),

@@ -3,6 +3,7 @@
 
 use super::error::ApiError;
 use super::query::Query;
+use super::watch_start::{self, Freshness, ListStart};
 use super::{SharedState, json_response, table};
 use crate::registry::prefix;
 use crate::store::{ObjectIndex, StoredObject};
@@ -71,9 +72,31 @@ pub async fn list(
     as_table: Option<IncludeObject>,
 ) -> Result<Response, ApiError> {
     let selectors = Selectors::from_query(q)?;
-    if q.get("resourceVersion").is_none_or(str::is_empty) {
-        // Unset: the most recent state (a consistent read); "0": whatever the cache holds.
-        state.registry.store().sync().await?;
+    // Unset: the most recent state (a consistent read); "0": whatever the cache holds; N: a
+    // state at least as new as N (or exactly N, which only the current state can be here).
+    let store = state.registry.store();
+    let wanted = match watch_start::list_start(q)? {
+        ListStart::Fresh(Freshness::Any) => None,
+        ListStart::Fresh(Freshness::Newest) => {
+            store.sync().await?;
+            None
+        }
+        ListStart::Fresh(Freshness::NotOlderThan(n)) => Some((n, false)),
+        ListStart::Exact(n) => Some((n, true)),
+    };
+    if let Some((n, exact)) = wanted {
+        store.sync().await?;
+        let current = store.current_revision();
+        if current < n {
+            return Err(ApiError::Timeout(format!(
+                "Too large resource version: {n}, current: {current}"
+            )));
+        }
+        if exact && current > n {
+            return Err(ApiError::Gone(format!(
+                "too old resource version: {n} ({current})"
+            )));
+        }
     }
     let prefix = prefix(rt, ns);
     let start = q.continue_key(&prefix)?;

@@ -30,6 +30,7 @@ mod subresource;
 mod table;
 pub mod tls;
 mod watch;
+mod watch_start;
 mod write;
 
 use crate::registry::Registry;

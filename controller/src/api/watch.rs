@@ -6,6 +6,7 @@
 use super::error::ApiError;
 use super::list::Selectors;
 use super::query::Query;
+use super::watch_start::{self, Freshness, WatchStart};
 use super::{SharedState, table};
 use crate::registry::prefix;
 use crate::store::{EventType, StoreEvent, StoredObject};
@@ -107,14 +108,47 @@ pub async fn serve(
     };
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(256);
 
-    let from = q.resource_version()?;
+    let start = watch_start::watch_start(q)?;
     let mut initial = Vec::new();
-    let (start_rev, watch) = match from {
-        Some(rv) => (rv, store.watch(rv)),
-        None => {
+    let current_state = async |fresh: Freshness| -> Result<(), ApiError> {
+        match fresh {
+            Freshness::Any => Ok(()),
+            Freshness::Newest => Ok(store.sync().await?),
+            Freshness::NotOlderThan(n) => {
+                store.sync().await?;
+                let current = store.current_revision();
+                if current < n {
+                    return Err(ApiError::Timeout(format!(
+                        "Too large resource version: {n}, current: {current}"
+                    )));
+                }
+                Ok(())
+            }
+        }
+    };
+    let (start_rev, watch) = match start {
+        WatchStart::ChangesAfter(rv) | WatchStart::ChangesOnly(Freshness::NotOlderThan(rv)) => {
+            (rv, store.watch(rv))
+        }
+        WatchStart::ChangesOnly(fresh) => {
+            current_state(fresh).await?;
+            let rev = store.current_revision();
+            (rev, store.watch(rev))
+        }
+        WatchStart::StateThenChanges | WatchStart::StreamedList(_) => {
+            if let WatchStart::StreamedList(fresh) = start {
+                current_state(fresh).await?;
+            }
             let (rev, items, _) = store.list(&prefix, None, None, |o| selectors.matches(&o.index));
             for item in items {
                 initial.push(enc.line("ADDED", &item));
+            }
+            if let WatchStart::StreamedList(_) = start {
+                initial.push(Bytes::from(watch_start::initial_events_end(
+                    rt.kind,
+                    &rt.api_version(),
+                    rev,
+                )));
             }
             (rev, store.watch(rev))
         }

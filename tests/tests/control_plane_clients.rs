@@ -1,0 +1,149 @@
+//! Issue 29, the clients people have today, against a real controller over HTTPS: streamed lists
+//! (`sendInitialEvents`, the WatchList of client-go 1.36+) deliver every object once, then the
+//! bookmark annotated `k8s.io/initial-events-end`, then later changes, through selectors; the
+//! option combinations upstream refuses are 422s with its words.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use berth_tests::api::Next;
+use berth_tests::objects::{configmap, failure_status, rv};
+use berth_tests::{Controller, Req};
+use serde_json::{Value, json};
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+const STREAMED: &str =
+    "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true";
+
+fn labelled(name: &str, tier: &str) -> Value {
+    let mut cm = configmap(name, &[("k", "v")]);
+    cm["metadata"]["labels"] = json!({ "tier": tier });
+    cm
+}
+
+#[test]
+fn a_streamed_list_sends_every_object_once_then_the_closing_bookmark_then_changes() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    let mut want = BTreeSet::new();
+    for i in 0..25 {
+        let tier = if i % 5 == 0 { "back" } else { "front" };
+        api.create(CMS, &labelled(&format!("wl-{i}"), tier));
+        if tier == "front" {
+            want.insert(format!("wl-{i}"));
+        }
+    }
+    let newest = rv(&api.create(CMS, &labelled("wl-last", "front")));
+    want.insert("wl-last".to_string());
+
+    let mut watch = api
+        .watch(&format!("{CMS}?{STREAMED}&labelSelector=tier%3Dfront"))
+        .unwrap_or_else(|r| panic!("streamed list refused: {}", r.describe()));
+    let mut got = Vec::new();
+    let bookmark = loop {
+        match watch.next(Duration::from_secs(10)) {
+            Next::Event(e) if e["type"] == "ADDED" => got.push(
+                e["object"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            ),
+            Next::Event(e) if e["type"] == "BOOKMARK" => break e,
+            other => panic!("before the closing bookmark: {other:?} after {got:?}"),
+        }
+    };
+    let unique: BTreeSet<String> = got.iter().cloned().collect();
+    assert_eq!(got.len(), unique.len(), "an object sent twice: {got:?}");
+    assert_eq!(unique, want, "the initial events are the selected objects");
+    let meta = &bookmark["object"]["metadata"];
+    assert_eq!(
+        meta["annotations"]["k8s.io/initial-events-end"], "true",
+        "{bookmark:#}"
+    );
+    assert_eq!(bookmark["object"]["kind"], "ConfigMap");
+    let list_rv: u64 = meta["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bookmark without a resourceVersion: {bookmark:#}"));
+    assert!(
+        list_rv >= newest,
+        "the list is at least as new as the last write"
+    );
+
+    // Later changes follow, through the selector.
+    api.create(CMS, &labelled("wl-after", "front"));
+    api.create(CMS, &labelled("wl-hidden", "back"));
+    let ev = watch.expect_event(Duration::from_secs(10), "the create after the list");
+    assert_eq!(ev["type"], "ADDED");
+    assert_eq!(ev["object"]["metadata"]["name"], "wl-after");
+    assert!(rv(&ev["object"]) > list_rv);
+
+    // Resumed at least as new as a version: the same shape, on the field selector too.
+    let mut one = api
+        .watch(&format!(
+            "{CMS}?{STREAMED}&resourceVersion={newest}&fieldSelector=metadata.name%3Dwl-3"
+        ))
+        .unwrap_or_else(|r| panic!("streamed list refused: {}", r.describe()));
+    let first = one.expect_event(Duration::from_secs(10), "the one object");
+    assert_eq!(first["object"]["metadata"]["name"], "wl-3");
+    match one.next(Duration::from_secs(10)) {
+        Next::Event(e) => {
+            assert_eq!(e["type"], "BOOKMARK", "{e:#}");
+            assert_eq!(
+                e["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+                "true"
+            );
+        }
+        other => panic!("no closing bookmark: {other:?}"),
+    }
+
+    // An empty collection still ends its (empty) initial events.
+    let mut none = api
+        .watch(&format!(
+            "/api/v1/namespaces/default/secrets?{STREAMED}&labelSelector=nothing%3Dhere"
+        ))
+        .unwrap_or_else(|r| panic!("streamed list refused: {}", r.describe()));
+    match none.next(Duration::from_secs(10)) {
+        Next::Event(e) => assert_eq!(e["type"], "BOOKMARK", "{e:#}"),
+        other => panic!("no closing bookmark on an empty list: {other:?}"),
+    }
+}
+
+#[test]
+fn streamed_list_options_upstream_refuses_are_422s_and_too_new_versions_504s() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    for (query, message) in [
+        (
+            "watch=1&sendInitialEvents=true&allowWatchBookmarks=true",
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: \
+             sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ),
+        (
+            "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+            "ListOptions.meta.k8s.io \"\" is invalid: allowWatchBookmarks: Forbidden: \
+             allowWatchBookmarks must be set to true when resourceVersionMatch is provided",
+        ),
+        (
+            "sendInitialEvents=true",
+            "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: \
+             sendInitialEvents is forbidden for list",
+        ),
+    ] {
+        let reply = api.send(Req::get(format!("{CMS}?{query}")));
+        assert_eq!(reply.status, 422, "{}", reply.describe());
+        let got = failure_status(&reply.json(), 422, "Invalid")
+            .unwrap_or_else(|e| panic!("{e}: {}", reply.describe()));
+        assert_eq!(got, message);
+    }
+    let reply = api.send(Req::get(format!(
+        "{CMS}?{STREAMED}&resourceVersion=99999999"
+    )));
+    assert_eq!(reply.status, 504, "{}", reply.describe());
+    let got = failure_status(&reply.json(), 504, "Timeout")
+        .unwrap_or_else(|e| panic!("{e}: {}", reply.describe()));
+    assert!(
+        got.starts_with("Too large resource version: 99999999"),
+        "{got}"
+    );
+}

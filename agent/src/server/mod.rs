@@ -1,6 +1,7 @@
 //! The agent's HTTPS server (port 10250 by default): container logs and exec for the
 //! controller, which proxies `kubectl logs` and `kubectl exec` here, and the agent's metrics
-//! (`/metrics`, `/metrics/resource`), which the controller proxies as `nodes/proxy`. Only clients with a
+//! (`/metrics`, `/metrics/resource`), which the controller proxies as `nodes/proxy`, and TCP
+//! tunnels to pods for `services/proxy` and `pods/proxy`. Only clients with a
 //! certificate from the cluster CA in group `system:masters` (the controller) are served.
 //! The pod worker supplies where logs are and how to exec, through [`Backend`].
 
@@ -11,7 +12,9 @@ mod exec_spdy;
 mod log_follow;
 mod logs;
 mod metrics;
+mod pod_tunnel;
 mod port_forward;
+mod port_forward_ws;
 mod spdy;
 
 pub use attach::AttachRequest;
@@ -168,6 +171,7 @@ pub fn router(backend: SharedBackend) -> Router {
             "/portForward/{ns}/{pod}",
             get(port_forward::serve).post(port_forward::serve),
         )
+        .route("/tunnel/{ns}/{pod}", get(pod_tunnel::serve))
         .route("/metrics", get(metrics::own))
         .route("/metrics/resource", get(metrics::resource))
         .with_state(backend)

@@ -3,18 +3,21 @@
 //! stream per local connection, paired by their `requestID` header, and each pair is joined
 //! to a TCP connection to `localhost:<port>` inside the pod's network namespace (so a server
 //! listening on the pod's loopback is reachable, as upstream). A port nothing listens on is
-//! reported on the error stream in the kubelet's words.
+//! reported on the error stream in the kubelet's words. A WebSocket upgrade is served by
+//! `port_forward_ws.rs` (SPDY tunnelled in it, or the channel protocol).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Path, Request, State};
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{FromRequest, Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::port_forward_ws;
 use super::spdy::{Session, Stream, header as spdy_header};
 use super::{PodNetwork, SharedBackend};
 
@@ -53,18 +56,54 @@ pub fn switching(protocol: &str) -> Response {
     r
 }
 
+/// `/portForward/{ns}/{pod}`: SPDY/3.1 for a client that asks to upgrade to it; else a
+/// WebSocket carrying SPDY (`SPDY/3.1+portforward.k8s.io`, kubectl 1.31+) or the channel
+/// protocol (`v4.channel.k8s.io`, the Python client).
 pub async fn serve(
     State(backend): State<SharedBackend>,
     Path((ns, pod)): Path<(String, String)>,
-    mut req: Request,
+    RawQuery(query): RawQuery,
+    req: Request,
 ) -> Response {
-    if !wants_spdy(req.headers()) {
-        return (
-            StatusCode::BAD_REQUEST,
-            "port-forward needs an upgrade to SPDY/3.1",
-        )
-            .into_response();
+    if wants_spdy(req.headers()) {
+        return serve_spdy(backend, ns, pod, req).await;
     }
+    let tunnel = port_forward_ws::offers_tunnel(req.headers());
+    let ws = match WebSocketUpgrade::from_request(req, &backend).await {
+        Ok(ws) => ws,
+        Err(_) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                "port-forward needs an upgrade to SPDY/3.1 or WebSocket",
+            )
+                .into_response();
+        }
+    };
+    let ports = if tunnel {
+        Vec::new()
+    } else {
+        match port_forward_ws::ports(query.as_deref().unwrap_or_default()) {
+            Ok(p) => p,
+            Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
+        }
+    };
+    let target = match backend.pod_netns(&ns, &pod).await {
+        Ok(t) => t,
+        Err(e) => return (StatusCode::NOT_FOUND, e).into_response(),
+    };
+    if tunnel {
+        return ws
+            .protocols([port_forward_ws::TUNNEL_PROTOCOL])
+            .on_upgrade(move |socket| port_forward_ws::tunnel(socket, target, pod));
+    }
+    let ws = ws.protocols(port_forward_ws::CHANNEL_PROTOCOLS);
+    let base64 = ws
+        .selected_protocol()
+        .is_some_and(|p| p.as_bytes() == port_forward_ws::BASE64_PROTOCOL.as_bytes());
+    ws.on_upgrade(move |socket| port_forward_ws::channels(socket, base64, ports, target, pod))
+}
+
+async fn serve_spdy(backend: SharedBackend, ns: String, pod: String, mut req: Request) -> Response {
     if !offered_protocols(req.headers())
         .iter()
         .any(|p| p == PROTOCOL)
@@ -91,7 +130,7 @@ pub async fn serve(
 }
 
 /// Pairs the streams kubectl opens and forwards each pair.
-async fn forward(mut session: Session, target: PodNetwork, pod: String) {
+pub(super) async fn forward(mut session: Session, target: PodNetwork, pod: String) {
     let mut pending: HashMap<String, (Option<Stream>, Option<Stream>)> = HashMap::new();
     while let Some(stream) = session.streams.recv().await {
         let request = spdy_header(&stream.headers, "requestID")
@@ -167,10 +206,20 @@ async fn pair(error: Stream, data: Stream, target: PodNetwork, pod: String) {
     upstream.abort();
 }
 
-/// A TCP connection to `localhost:port` in the network namespace at `netns`, made on a
-/// thread of its own that enters the namespace and ends (a socket keeps the namespace it was
-/// made in).
-async fn dial(netns: &std::path::Path, port: u16) -> Result<tokio::net::TcpStream, String> {
+/// A TCP connection to `localhost:port` in the network namespace at `netns`.
+pub(super) async fn dial(
+    netns: &std::path::Path,
+    port: u16,
+) -> Result<tokio::net::TcpStream, String> {
+    dial_addr(netns, std::net::SocketAddr::from(([127, 0, 0, 1], port))).await
+}
+
+/// A TCP connection to `addr` from the network namespace at `netns`, made on a thread of its
+/// own that enters the namespace and ends (a socket keeps the namespace it was made in).
+pub(super) async fn dial_addr(
+    netns: &std::path::Path,
+    addr: std::net::SocketAddr,
+) -> Result<tokio::net::TcpStream, String> {
     let netns = netns.to_path_buf();
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || {
@@ -179,7 +228,6 @@ async fn dial(netns: &std::path::Path, port: u16) -> Result<tokio::net::TcpStrea
                 .map_err(|e| format!("opening {}: {e}", netns.display()))?;
             nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET)
                 .map_err(|e| format!("entering the pod's network namespace: {e}"))?;
-            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
             let s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(10))
                 .map_err(|e| format!("dial tcp {addr}: connect: {}", go_errno_text(&e)))?;
             s.set_nonblocking(true).map_err(|e| e.to_string())?;

@@ -21,6 +21,10 @@ pub mod metrics;
 mod patch;
 pub mod path;
 pub mod proxy;
+mod proxy_html;
+mod proxy_http;
+mod proxy_rewrite;
+mod proxy_target;
 mod query;
 pub mod resource_metrics;
 mod review;
@@ -180,6 +184,10 @@ async fn dispatch(State(state): State<SharedState>, req: Request) -> Response {
 }
 
 async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
+    // services/proxy and pods/proxy go to a pod's address.
+    if let Some(target) = proxy_target::parse_path(req.uri().path()) {
+        return proxy_http::serve(&state, target, req).await;
+    }
     // A node's agent answers GETs under nodes/proxy (its metrics).
     if let Some((node, agent_path)) = proxy::node_proxy_path(req.uri().path()) {
         let query = Query::parse(req.uri().query());

@@ -43,7 +43,7 @@ impl AgentDialer {
         })
     }
 
-    async fn connect(
+    pub(super) async fn connect(
         &self,
         addr: &str,
         port: u16,
@@ -111,12 +111,23 @@ fn locate(
             }
         }
     };
+    let (addr, port) = agent_of(state, &p, pod)?;
+    Ok((addr, port, container))
+}
+
+/// The agent of a pod's node.
+pub fn pod_agent(state: &SharedState, ns: &str, pod: &str) -> Result<(String, u16), ApiError> {
+    let p = state.registry.get(PODS, Some(ns), pod)?.value()?;
+    agent_of(state, &p, pod)
+}
+
+/// The agent of the node the pod `p` (named `pod`) is bound to.
+pub fn agent_of(state: &SharedState, p: &Value, pod: &str) -> Result<(String, u16), ApiError> {
     let node_name = p
         .pointer("/spec/nodeName")
         .and_then(Value::as_str)
         .ok_or_else(|| ApiError::BadRequest(format!("pod {pod} does not have a host assigned")))?;
-    let (addr, port) = agent_endpoint(state, node_name)?;
-    Ok((addr, port, container))
+    agent_endpoint(state, node_name)
 }
 
 /// A node's agent: its InternalIP and the port it posted as its kubelet endpoint.
@@ -269,12 +280,14 @@ pub async fn upgrade(
             "{sub} needs an upgrade to WebSocket (v5.channel.k8s.io) or SPDY/3.1"
         )));
     }
-    let (addr, port, container) =
-        locate(state, ns, pod, query_param(&query, "container").as_deref())?;
-    let path = if sub == "portforward" {
-        format!("/portForward/{ns}/{pod}?{query}")
+    // Port-forward is per pod (its network namespace): upstream never asks for a container.
+    let (addr, port, path) = if sub == "portforward" {
+        let (addr, port) = pod_agent(state, ns, pod)?;
+        (addr, port, format!("/portForward/{ns}/{pod}?{query}"))
     } else {
-        format!("/{sub}/{ns}/{pod}/{container}?{query}")
+        let (addr, port, container) =
+            locate(state, ns, pod, query_param(&query, "container").as_deref())?;
+        (addr, port, format!("/{sub}/{ns}/{pod}/{container}?{query}"))
     };
     let mut sender = state.dialer.connect(&addr, port).await?;
     let mut forward = hyper::Request::builder()

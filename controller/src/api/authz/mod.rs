@@ -297,7 +297,12 @@ pub async fn non_resource(
         // Public paths (health, version, joining) carry no identity and need none.
         return next.run(req).await;
     };
-    if matches!(super::path::parse(req.uri().path()), ApiPath::Resource(_)) {
+    // Proxy paths (`…/pods/NAME/proxy/any/path`) are resource requests too.
+    let path = req.uri().path();
+    if matches!(super::path::parse(path), ApiPath::Resource(_))
+        || super::proxy_target::parse_path(path).is_some()
+        || super::proxy::node_proxy_path(path).is_some()
+    {
         return next.run(req).await;
     }
     let attrs = Attributes::NonResource {

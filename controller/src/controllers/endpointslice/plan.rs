@@ -117,9 +117,11 @@ fn identity(e: &Endpoint) -> (Vec<String>, Option<String>) {
     (e.addresses.clone(), uid)
 }
 
+/// A slice's port as upstream's controller writes it: an unnamed Service port is `name: ""`
+/// (kubectl 1.36+ `describe svc` dereferences it).
 fn to_port(p: &ResolvedPort) -> EndpointPort {
     EndpointPort {
-        name: p.name.clone(),
+        name: Some(p.name.clone().unwrap_or_default()),
         port: Some(p.port),
         protocol: Some(p.protocol.clone()),
         app_protocol: p.app_protocol.clone(),

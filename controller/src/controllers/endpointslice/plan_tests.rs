@@ -322,3 +322,23 @@ fn a_change_of_the_services_labels_rewrites_its_slices() {
         "back"
     );
 }
+
+#[test]
+fn an_unnamed_port_is_written_with_an_empty_name_and_its_app_protocol() {
+    let service = svc(json!({"ports": [{"port": 80, "targetPort": 8080, "appProtocol": "http"}]}));
+    let p = plan(&service, &pods(1), &[]);
+    let [s] = p.create.as_slice() else {
+        panic!("one slice: {p:#?}")
+    };
+    assert_eq!(
+        s.ports,
+        Some(vec![EndpointPort {
+            name: Some(String::new()),
+            port: Some(8080),
+            protocol: Some("TCP".into()),
+            app_protocol: Some("http".into()),
+        }])
+    );
+    let json = serde_json::to_value(s).unwrap();
+    assert_eq!(json["ports"][0]["name"], "", "serialized, not left out");
+}

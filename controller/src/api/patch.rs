@@ -61,7 +61,7 @@ pub async fn patch(
     let registry = state.registry.clone();
     let ns = ns.map(String::from);
     let name = name.to_string();
-    let (code, obj) = blocking(move || {
+    let (code, obj, unknown) = blocking(move || {
         let exists = registry.get(rt, ns.as_deref(), &name).is_ok();
         if pt == PatchType::Apply && !exists && part == Part::Main {
             // The applied configuration is the whole object: it names itself, as the URL does.
@@ -78,10 +78,12 @@ pub async fn patch(
             let mut obj = super::conversion::body_to_storage(view, obj)?;
             crate::registry::meta::set_namespace(rt, ns.as_deref(), &mut obj)?;
             crate::registry::meta::check_name(&obj, &name)?;
+            let unknown = super::unknown_field_warnings(rt, &obj, &opts);
             let created = registry.create(rt, ns.as_deref(), obj, &opts)?;
-            return Ok::<_, ApiError>((StatusCode::CREATED, created));
+            return Ok::<_, ApiError>((StatusCode::CREATED, created, unknown));
         }
         let strict = opts.field_validation == crate::registry::FieldValidation::Strict;
+        let mut unknown = Vec::new();
         let updated = registry.update_with(rt, ns.as_deref(), &name, part, &opts, |current| {
             let current = super::conversion::object_in_version(view, current);
             let patched =
@@ -95,12 +97,13 @@ pub async fn patch(
                     )));
                 }
             }
+            unknown = super::unknown_field_warnings(rt, &patched, &opts);
             Ok(patched)
         })?;
-        Ok((StatusCode::OK, updated))
+        Ok((StatusCode::OK, updated, unknown))
     })
     .await?;
-    let resp = json_response(code, &obj);
+    let resp = super::add_warnings(json_response(code, &obj), unknown);
     Ok(match part {
         Part::Main => super::with_warnings(resp, rt.kind, &obj),
         Part::Status | Part::EphemeralContainers => resp,

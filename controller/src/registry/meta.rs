@@ -343,13 +343,7 @@ pub fn fresh_status(kind: &str) -> Option<Value> {
 /// Merges an update into the stored object: server-managed metadata is kept, the part not
 /// being updated (status for the main resource, everything else for `/status`) comes from the
 /// stored object, and generation moves when the spec changed.
-pub fn prepare_for_update(
-    rt: &ResourceType,
-    old: &Value,
-    new: Value,
-    part: super::Part,
-    generation: bool,
-) -> Value {
+pub fn prepare_for_update(rt: &ResourceType, old: &Value, new: Value, part: super::Part) -> Value {
     let mut obj = match part {
         super::Part::Status => {
             let mut o = old.clone();
@@ -422,14 +416,20 @@ pub fn prepare_for_update(
     }
     meta.remove("resourceVersion");
     meta.remove("selfLink");
-    if generation && spec_changed(old, &obj) {
-        let g = old_meta
-            .get("generation")
+    obj
+}
+
+/// Moves `metadata.generation` on when the spec of `obj` (admitted: defaulted as it will be
+/// stored) differs from the stored one's. Run after admission, so a body that differs only in
+/// what defaulting fills in (a re-applied manifest) leaves it, as upstream's strategies do.
+pub fn advance_generation(old: &Value, obj: &mut Value) {
+    if spec_changed(old, obj) {
+        let g = old
+            .pointer("/metadata/generation")
             .and_then(Value::as_i64)
             .unwrap_or(0);
-        metadata(&mut obj).insert("generation".into(), json!(g + 1));
+        metadata(obj).insert("generation".into(), json!(g + 1));
     }
-    obj
 }
 
 fn spec_changed(old: &Value, new: &Value) -> bool {
@@ -494,7 +494,8 @@ mod tests {
         let old = json!({"metadata": {"name": "d", "generation": 1, "uid": "u"}, "spec": {"replicas": 1}, "status": {"replicas": 1}});
         let labels =
             json!({"metadata": {"name": "d", "labels": {"a": "b"}}, "spec": {"replicas": 1}});
-        let out = prepare_for_update(rt, &old, labels, crate::registry::Part::Main, true);
+        let mut out = prepare_for_update(rt, &old, labels, crate::registry::Part::Main);
+        advance_generation(&old, &mut out);
         assert_eq!(out["metadata"]["generation"], json!(1));
         assert_eq!(
             out["status"],
@@ -502,7 +503,8 @@ mod tests {
             "status is kept from the stored object"
         );
         let scaled = json!({"metadata": {"name": "d"}, "spec": {"replicas": 3}});
-        let out = prepare_for_update(rt, &old, scaled, crate::registry::Part::Main, true);
+        let mut out = prepare_for_update(rt, &old, scaled, crate::registry::Part::Main);
+        advance_generation(&old, &mut out);
         assert_eq!(out["metadata"]["generation"], json!(2));
         assert_eq!(out["metadata"]["uid"], json!("u"));
     }
@@ -585,7 +587,7 @@ mod tests {
         let old = json!({"metadata": {"name": "d", "generation": 1}, "spec": {"replicas": 1}});
         let new =
             json!({"metadata": {"name": "d"}, "spec": {"replicas": 5}, "status": {"replicas": 1}});
-        let out = prepare_for_update(rt, &old, new, crate::registry::Part::Status, true);
+        let out = prepare_for_update(rt, &old, new, crate::registry::Part::Status);
         assert_eq!(out["spec"]["replicas"], json!(1));
         assert_eq!(out["status"]["replicas"], json!(1));
         assert_eq!(out["metadata"]["generation"], json!(1));

@@ -130,7 +130,7 @@ fn restrict_node_early(
     if opts.node.is_none() {
         return Ok(());
     }
-    let prepared = meta::prepare_for_update(rt, old, new.clone(), part, has_generation(rt));
+    let prepared = meta::prepare_for_update(rt, old, new.clone(), part);
     restrict_node(rt, opts, name, &prepared, Some(old))
 }
 
@@ -475,10 +475,13 @@ impl Registry {
         opts: &WriteOptions,
     ) -> Result<Value, RegistryError> {
         meta::check_uid_unchanged(rt, name, &old, &new)?;
-        let mut obj = meta::prepare_for_update(rt, &old, new, part, has_generation(rt));
+        let mut obj = meta::prepare_for_update(rt, &old, new, part);
         restrict_node(rt, opts, name, &obj, Some(&old))?;
         admission::admit(rt.kind, Operation::Update, &mut obj, Some(&old))
             .map_err(|e| admission_error(rt, name, e))?;
+        if has_generation(rt) {
+            meta::advance_generation(&old, &mut obj);
+        }
         if rt == resource::PERSISTENT_VOLUME_CLAIMS && part == Part::Main {
             storage_classes::admit_claim_update(self, &obj, &old)?;
         }

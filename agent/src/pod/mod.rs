@@ -13,6 +13,7 @@ pub mod events;
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod hooks;
+pub mod host_path;
 pub mod labels;
 pub mod manager;
 pub mod model;

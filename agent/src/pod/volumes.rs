@@ -1,5 +1,6 @@
 //! Pod volumes on the host: `emptyDir` (a directory, or a tmpfs for `medium: Memory`, shared by
-//! the pod's containers), `hostPath` (created for the *OrCreate types), `persistentVolumeClaim`
+//! the pod's containers), `hostPath` (checked and made as [`super::host_path`] plans: at set-up
+//! before the sandbox, and as a bind source when each container is made), `persistentVolumeClaim`
 //! (the bound volume's `hostPath` or `local` path, bind-mounted like a hostPath), and
 //! `configMap`, `secret`, `downwardAPI` and `projected` volumes written as files (refreshed
 //! every pass). Everything but host paths and claims lives under `<root>/pods/<uid>/volumes/`
@@ -7,9 +8,11 @@
 
 use super::claims::HostKind;
 use super::container_config::ResolvedSources;
+use super::host_path::{self, Found, PathType, Step};
 use berth_shared::k8s_openapi::api::core::v1::{Container, KeyToPath, Pod, Volume};
 use std::collections::BTreeMap;
 use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -160,33 +163,92 @@ fn is_mountpoint(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Checks (or, for the *OrCreate types, makes) a host path of the given hostPath `type`; a
-/// directory made here gets `dir_mode`.
+/// What is at `path` now, following symlinks.
+fn observe_path(path: &Path) -> Found {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Found::Missing;
+    };
+    let t = meta.file_type();
+    if t.is_dir() {
+        Found::Directory
+    } else if t.is_file() {
+        Found::File
+    } else if t.is_socket() {
+        Found::Socket
+    } else if t.is_char_device() {
+        Found::CharDevice
+    } else if t.is_block_device() {
+        Found::BlockDevice
+    } else {
+        Found::Other
+    }
+}
+
+/// Carries out `step` at `path`; a directory made here gets `dir_mode` (its missing parents
+/// 0755). Something that appeared at the path meanwhile is left as it is, as upstream's
+/// `MkdirAll`/`open(O_CREAT)` leave it.
+fn apply_step(path: &Path, step: Step, dir_mode: u32) -> Result<(), VolumeError> {
+    match step {
+        Step::Use => Ok(()),
+        Step::MakeDirectory => {
+            match std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(path)
+            {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+                Err(e) => return Err(io(path)(e)),
+            }
+            // The mode is the one asked for whatever the agent's umask.
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(dir_mode))
+                .map_err(io(path))
+        }
+        Step::MakeFile => std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o644)
+            .open(path)
+            .map(drop)
+            .map_err(io(path)),
+    }
+}
+
+/// The kubelet's set-up of one hostPath of type `type_` (a directory made here gets
+/// `dir_mode`); `Err` is the check's message or the I/O error.
+fn set_up_host_path(path: &Path, type_: &str, dir_mode: u32) -> Result<(), String> {
+    let t = PathType::parse(type_)?;
+    let step = host_path::plan_set_up(&path.display().to_string(), t, observe_path(path))?;
+    apply_step(path, step, dir_mode).map_err(|e| e.to_string())
+}
+
+/// Sets up the pod's typed `hostPath` volumes as the kubelet's volume manager does before the
+/// sandbox is made (checking each one's type, making the *OrCreate ones); `Err` is the
+/// `FailedMount` message of the first that fails.
+pub fn set_up_host_paths(pod: &Pod) -> Result<(), String> {
+    for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+        let Some(h) = &v.host_path else { continue };
+        set_up_host_path(Path::new(&h.path), h.type_.as_deref().unwrap_or(""), 0o755)
+            .map_err(|e| host_path::failed_mount_message(&v.name, &e))?;
+    }
+    Ok(())
+}
+
+/// A host path as a container's bind mount source: set up as its type says (again: it may have
+/// changed since the pod's set-up), then made a directory if still missing, as containerd's CRI
+/// does for every bind mount. A directory made here gets `dir_mode`.
 fn prepare_host_path(
     name: &str,
     path: &Path,
     type_: &str,
     dir_mode: u32,
 ) -> Result<(), VolumeError> {
-    let invalid = |what: &str| VolumeError::Invalid {
+    set_up_host_path(path, type_, dir_mode).map_err(|message| VolumeError::Invalid {
         name: name.to_string(),
-        message: format!(
-            "hostPath type check failed: {} is not a {what}",
-            path.display()
-        ),
-    };
-    match type_ {
-        "DirectoryOrCreate" if !path.exists() => {
-            std::fs::create_dir_all(path).map_err(io(path))?;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(dir_mode))
-                .map_err(io(path))?;
-        }
-        "FileOrCreate" if !path.exists() => write_file(path, b"", 0o644)?,
-        "Directory" | "DirectoryOrCreate" if !path.is_dir() => return Err(invalid("directory")),
-        "File" | "FileOrCreate" if !path.is_file() => return Err(invalid("file")),
-        _ => {}
-    }
-    Ok(())
+        message,
+    })?;
+    apply_step(path, host_path::plan_bind_source(observe_path(path)), 0o755)
 }
 
 /// Makes the `subPath` directories the container's mounts name inside their volumes (with the
@@ -526,6 +588,111 @@ mod tests {
             "volumes": [{"name": "cfg", "configMap": {"name": "nope"}}]}}))
             .unwrap();
         assert!(prepare(dir.path(), &pod, &ResolvedSources::default()).is_err());
+    }
+}
+
+#[cfg(test)]
+mod host_path_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod_with(volumes: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({"metadata": {"uid": "u4"},
+            "spec": {"containers": [], "volumes": volumes}}))
+        .unwrap()
+    }
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn an_untyped_missing_host_path_becomes_a_directory_when_the_container_is_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("var/lib/docker/containers");
+        let pod = pod_with(json!([{"name": "d", "hostPath": {"path": path}}]));
+        set_up_host_paths(&pod).unwrap();
+        assert!(!path.exists(), "an untyped path is not touched at set-up");
+        let vols = prepare(dir.path(), &pod, &ResolvedSources::default()).unwrap();
+        assert_eq!(vols["d"], Some(path.clone()));
+        assert!(path.is_dir());
+        assert_eq!(mode(&path), 0o755);
+        assert_eq!(mode(path.parent().unwrap()), 0o755);
+    }
+
+    #[test]
+    fn or_create_types_make_a_directory_or_an_empty_file_at_set_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("a/b");
+        let f = dir.path().join("log.txt");
+        let pod = pod_with(json!([
+            {"name": "d", "hostPath": {"path": d, "type": "DirectoryOrCreate"}},
+            {"name": "f", "hostPath": {"path": f, "type": "FileOrCreate"}}]));
+        set_up_host_paths(&pod).unwrap();
+        assert!(d.is_dir());
+        assert_eq!(mode(&d), 0o755);
+        assert_eq!(std::fs::read(&f).unwrap(), b"");
+        assert_eq!(mode(&f), 0o644);
+        // Again: what is there is kept.
+        std::fs::write(&f, b"kept").unwrap();
+        set_up_host_paths(&pod).unwrap();
+        assert_eq!(std::fs::read(&f).unwrap(), b"kept");
+    }
+
+    #[test]
+    fn file_or_create_needs_its_parent_as_upstreams_open_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("no-such-dir/file");
+        let pod = pod_with(json!([{"name": "f", "hostPath": {"path": f, "type": "FileOrCreate"}}]));
+        let err = set_up_host_paths(&pod).unwrap_err();
+        assert!(
+            err.starts_with("MountVolume.SetUp failed for volume \"f\" : "),
+            "{err}"
+        );
+        assert!(err.contains("No such file or directory"), "{err}");
+        assert!(!f.parent().unwrap().exists());
+    }
+
+    #[test]
+    fn typed_checks_fail_with_upstreams_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"").unwrap();
+        let sock = dir.path().join("sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let cases = [
+            (&file, "Directory", "is not a directory"),
+            (&file, "Socket", "is not a socket file"),
+            (&file, "CharDevice", "is not a character device"),
+            (&file, "BlockDevice", "is not a block device"),
+            (&sock, "Directory", "is not a directory"),
+        ];
+        for (path, t, tail) in cases {
+            let pod = pod_with(json!([{"name": "v", "hostPath": {"path": path, "type": t}}]));
+            let err = set_up_host_paths(&pod).unwrap_err();
+            let want = format!(
+                "MountVolume.SetUp failed for volume \"v\" : hostPath type check failed: {} {tail}",
+                path.display()
+            );
+            assert_eq!(err, want, "{t}");
+        }
+        for (path, t) in [
+            (&sock, "Socket"),
+            (&sock, "File"),
+            (&file, "File"),
+            (&PathBuf::from("/dev/null"), "CharDevice"),
+        ] {
+            let pod = pod_with(json!([{"name": "v", "hostPath": {"path": path, "type": t}}]));
+            set_up_host_paths(&pod).unwrap_or_else(|e| panic!("{t}: {e}"));
+        }
+        let missing = dir.path().join("missing");
+        let pod = pod_with(json!([{"name": "v", "hostPath": {"path": missing, "type": "File"}}]));
+        assert!(
+            set_up_host_paths(&pod)
+                .unwrap_err()
+                .ends_with("is not a file")
+        );
+        assert!(!missing.exists());
     }
 }
 

@@ -175,7 +175,8 @@ impl PodWorker {
         let (observed, infos) = (seen.observed, seen.infos);
         self.sync_probers(&pod, &observed, &infos);
         let mut plan = plan_pod(&pod, &observed, now);
-        // As the kubelet waits for attach and mount: nothing starts before the claims are ready.
+        // As the kubelet waits for attach and mount: nothing starts before the volumes are set
+        // up (typed host paths checked or made, claims bound).
         let starts = |a: &Action| {
             matches!(
                 a,
@@ -183,11 +184,8 @@ impl PodWorker {
             )
         };
         let mut waiting_for_volumes = false;
-        if pod.metadata.deletion_timestamp.is_none()
-            && plan.actions.iter().any(starts)
-            && !super::claims::claims_of(&pod).is_empty()
-        {
-            match self.observe_claims(&pod).await {
+        if pod.metadata.deletion_timestamp.is_none() && plan.actions.iter().any(starts) {
+            match self.set_up_volumes(&pod).await {
                 Ok(_) => self.local_mut(|l| l.failed_mount = None),
                 Err(message) => {
                     self.failed_mount(&pod, &message).await;

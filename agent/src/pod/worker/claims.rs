@@ -1,6 +1,8 @@
-//! Observing a pod's claims: each `persistentVolumeClaim` volume's claim and bound volume read
-//! from the API and resolved ([`crate::pod::claims`]) to where its data is on this host; the
-//! first that is not ready yields the kubelet's `FailedMount` message.
+//! Setting up a pod's volumes before anything of it starts: its typed `hostPath` volumes
+//! checked or made ([`crate::pod::volumes::set_up_host_paths`]), then each
+//! `persistentVolumeClaim` volume's claim and bound volume read from the API and resolved
+//! ([`crate::pod::claims`]) to where its data is on this host; the first that is not ready
+//! yields the kubelet's `FailedMount` message.
 
 use super::{PodWorker, ns_of};
 use crate::pod::claims::{self, ClaimError, HostVolume};
@@ -13,6 +15,16 @@ pub(super) const CLAIM_RETRY: std::time::Duration = std::time::Duration::from_se
 pub(super) const FAILED_MOUNT_EVERY: jiff::SignedDuration = jiff::SignedDuration::from_secs(30);
 
 impl PodWorker {
+    /// Sets up the pod's host paths and resolves its claims; `Err` is the `FailedMount`
+    /// message of the first volume that is not ready.
+    pub(super) async fn set_up_volumes(&self, pod: &Pod) -> Result<(), String> {
+        crate::pod::volumes::set_up_host_paths(pod)?;
+        if claims::claims_of(pod).is_empty() {
+            return Ok(());
+        }
+        self.observe_claims(pod).await.map(drop)
+    }
+
     /// The pod's claim volumes by volume name, or the `FailedMount` message.
     pub(super) async fn observe_claims(
         &self,

@@ -528,6 +528,63 @@ async fn a_pod_waits_for_its_claim_to_be_bound_then_starts_on_the_volume() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_host_path_of_the_wrong_type_holds_the_pod_back_with_failed_mount_until_fixed() {
+    let h = harness();
+    let dir = h.fakes.root.path().join("srv-data");
+    std::fs::write(&dir, b"a file, not a directory").unwrap();
+    let made = h.fakes.root.path().join("made/here");
+    let mut pod = app_pod("Always");
+    let spec = pod.spec.as_mut().unwrap();
+    spec.volumes = Some(vec![
+        serde_json::from_value(serde_json::json!(
+            {"name": "made", "hostPath": {"path": made, "type": "DirectoryOrCreate"}}))
+        .unwrap(),
+        serde_json::from_value(serde_json::json!(
+            {"name": "data", "hostPath": {"path": dir, "type": "Directory"}}))
+        .unwrap(),
+    ]);
+    spec.containers[0].volume_mounts = Some(vec![
+        serde_json::from_value(serde_json::json!({"name": "data", "mountPath": "/data"})).unwrap(),
+    ]);
+
+    // No sandbox, a FailedMount with the kubelet's message, a quick retry; the
+    // DirectoryOrCreate volume before it was made (0755).
+    for _ in 0..2 {
+        assert_eq!(
+            h.pass(&pod).await,
+            Pass::RequeueAfter(Duration::from_secs(1))
+        );
+    }
+    assert!(
+        !h.fakes
+            .take_calls()
+            .iter()
+            .any(|c| matches!(c, Call::SetupNetwork(_))),
+        "nothing starts before the volumes are set up"
+    );
+    let message = format!(
+        "MountVolume.SetUp failed for volume \"data\" : hostPath type check failed: {} is not a directory",
+        dir.display()
+    );
+    assert_eq!(
+        h.fakes.events(),
+        vec![("FailedMount".to_string(), message)],
+        "one event for a repeated message"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&made).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o755);
+
+    // The path becomes a directory: the pod starts.
+    std::fs::remove_file(&dir).unwrap();
+    std::fs::create_dir(&dir).unwrap();
+    for _ in 0..3 {
+        assert_eq!(h.pass(&pod).await, STEPPED);
+    }
+    assert!(h.fakes.runtime.is_running(APP_R0));
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_ephemeral_container_starts_once_in_its_targets_pid_namespace() {
     use crate::runtime::NamespaceMode;
     use berth_shared::k8s_openapi::api::core::v1::EphemeralContainer;

@@ -1,0 +1,291 @@
+//! hostPath volumes on real agents, as the kubelet and containerd's CRI treat them: the
+//! Kubernetes website's DaemonSet example (`controllers/daemonset.yaml` as it was through
+//! Kubernetes 1.26, fluentd mounting `/var/log` and, untyped, `/var/lib/docker/containers`)
+//! runs on every node of a host without Docker, its missing directory made as containerd
+//! makes it; typed volumes are made (`DirectoryOrCreate` 0755, `FileOrCreate` 0644) or
+//! checked, and a failed check holds the pod in `ContainerCreating` with the kubelet's
+//! `FailedMount` event. Every directory the tests cause on the host is removed afterwards
+//! (and only those: what existed before stays).
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use berth_tests::Cluster;
+use berth_tests::fixtures::NGINX_1_14_2;
+use berth_tests::pod_reading::is_ready;
+use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_container};
+use serde_json::{Value, json};
+
+const START: Duration = Duration::from_secs(90);
+const REACT: Duration = Duration::from_secs(60);
+
+/// The website's `controllers/daemonset.yaml` (kubernetes/website, Kubernetes 1.24–1.26
+/// releases), verbatim.
+const WEBSITE_DAEMON_SET: &str = r#"apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: fluentd-elasticsearch
+  namespace: kube-system
+  labels:
+    k8s-app: fluentd-logging
+spec:
+  selector:
+    matchLabels:
+      name: fluentd-elasticsearch
+  template:
+    metadata:
+      labels:
+        name: fluentd-elasticsearch
+    spec:
+      tolerations:
+      # these tolerations are to have the daemonset runnable on control plane nodes
+      # remove them if your control plane nodes should not run pods
+      - key: node-role.kubernetes.io/control-plane
+        operator: Exists
+        effect: NoSchedule
+      - key: node-role.kubernetes.io/master
+        operator: Exists
+        effect: NoSchedule
+      containers:
+      - name: fluentd-elasticsearch
+        image: quay.io/fluentd_elasticsearch/fluentd:v2.5.2
+        resources:
+          limits:
+            memory: 200Mi
+          requests:
+            cpu: 100m
+            memory: 200Mi
+        volumeMounts:
+        - name: varlog
+          mountPath: /var/log
+        - name: varlibdockercontainers
+          mountPath: /var/lib/docker/containers
+          readOnly: true
+      terminationGracePeriodSeconds: 30
+      volumes:
+      - name: varlog
+        hostPath:
+          path: /var/log
+      - name: varlibdockercontainers
+        hostPath:
+          path: /var/lib/docker/containers
+"#;
+
+/// Directories on the host that did not exist when recorded, removed on drop if empty
+/// (deepest first): a test declares it before its cluster, so the cluster's containers are gone
+/// by then.
+struct CreatedDirs(Vec<PathBuf>);
+
+impl CreatedDirs {
+    /// Records which of `path` and its ancestors are missing now.
+    fn record(path: &Path) -> CreatedDirs {
+        CreatedDirs(
+            path.ancestors()
+                .filter(|p| std::fs::symlink_metadata(p).is_err())
+                .map(Path::to_path_buf)
+                .collect(),
+        )
+    }
+}
+
+impl Drop for CreatedDirs {
+    fn drop(&mut self) {
+        for dir in &self.0 {
+            match std::fs::remove_dir(dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => eprintln!("berth-tests: cannot remove {}: {e}", dir.display()),
+            }
+        }
+    }
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+#[test]
+fn the_websites_daemon_set_runs_on_every_node_of_a_host_without_docker() {
+    let docker = Path::new("/var/lib/docker/containers");
+    assert!(
+        std::fs::symlink_metadata(docker).is_err(),
+        "{} exists on this host: this test proves that a missing hostPath directory is made, \
+         so it needs a host without it",
+        docker.display()
+    );
+    let _made = CreatedDirs::record(docker);
+    let c = Cluster::start(2);
+    c.push_fixture(&NGINX_1_14_2, "fluentd_elasticsearch/fluentd", "v2.5.2");
+    let file = tempfile::NamedTempFile::new().expect("a manifest file");
+    std::fs::write(file.path(), WEBSITE_DAEMON_SET).expect("the manifest written");
+    let out = c
+        .kubectl()
+        .ok(&["apply", "-f", &file.path().to_string_lossy()]);
+    assert_eq!(out.trim(), "daemonset.apps/fluentd-elasticsearch created");
+
+    let nodes = [c.node_name(0).to_string(), c.node_name(1).to_string()];
+    c.wait_for(START, "a Ready fluentd pod on every node", || {
+        let pods = c
+            .get("/api/v1/namespaces/kube-system/pods?labelSelector=name%3Dfluentd-elasticsearch")
+            .and_then(|l| l["items"].as_array().cloned())
+            .unwrap_or_default();
+        let mut ready: Vec<String> = pods
+            .iter()
+            .filter(|p| is_ready(p))
+            .filter_map(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
+            .collect();
+        ready.sort();
+        if ready == nodes {
+            Ok(())
+        } else {
+            let status: Vec<&Value> = pods.iter().map(|p| &p["status"]).collect();
+            Err(json!({"ready on": ready, "status": status}))
+        }
+    });
+    assert!(
+        docker.is_dir(),
+        "containerd's rule: a missing source is made"
+    );
+    assert_eq!(mode(docker), 0o755);
+    assert_eq!(std::fs::metadata(docker).map(|m| m.uid()).ok(), Some(0));
+}
+
+/// A pod bound to `node` whose busybox container mounts each of `volumes` at `/v/<name>` and
+/// runs `script`.
+fn host_path_pod(name: &str, node: &str, volumes: &[(&str, Value)], script: &str) -> Value {
+    let mut c = sh_container("main", script);
+    c["volumeMounts"] = volumes
+        .iter()
+        .map(|(n, _)| json!({"name": n, "mountPath": format!("/v/{n}")}))
+        .collect();
+    bound_pod(
+        name,
+        node,
+        json!({
+            "terminationGracePeriodSeconds": 1,
+            "containers": [c],
+            "volumes": volumes.iter()
+                .map(|(n, h)| json!({"name": n, "hostPath": h}))
+                .collect::<Vec<_>>(),
+        }),
+    )
+}
+
+/// The `FailedMount` event messages of pod `name`.
+fn failed_mounts(c: &Cluster, name: &str) -> Vec<String> {
+    c.get(&format!(
+        "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D{name}"
+    ))
+    .and_then(|l| l["items"].as_array().cloned())
+    .unwrap_or_default()
+    .iter()
+    .filter(|e| e["reason"] == "FailedMount" && e["type"] == "Warning")
+    .filter_map(|e| e["message"].as_str().map(str::to_string))
+    .collect()
+}
+
+#[test]
+fn typed_host_paths_are_made_or_checked_and_a_failed_check_is_a_failed_mount() {
+    // A unique directory of this test's own, removed with everything in it at the end.
+    let base = tempfile::Builder::new()
+        .prefix("berth-host-path-")
+        .tempdir()
+        .expect("a temp dir");
+    let c = Cluster::start(1);
+    let node = c.node_name(0).to_string();
+    let b = base.path();
+    let made_dir = b.join("made/by/kubelet");
+    let made_file = b.join("app.log");
+    let untyped = b.join("untyped/missing");
+
+    // Made: the *OrCreate types at set-up, the untyped one as containerd makes a bind source.
+    c.apply(&host_path_pod(
+        "maker",
+        &node,
+        &[
+            ("d", json!({"path": made_dir, "type": "DirectoryOrCreate"})),
+            ("f", json!({"path": made_file, "type": "FileOrCreate"})),
+            ("u", json!({"path": untyped})),
+        ],
+        &format!("echo in > /v/d/x && echo log > /v/f && echo u > /v/u/x && {SLEEP_FOREVER}"),
+    ));
+    c.wait_for_pod_ready("default", "maker", START);
+    assert!(made_dir.is_dir());
+    assert_eq!(mode(&made_dir), 0o755);
+    assert_eq!(mode(&b.join("made")), 0o755, "parents are made 0755 too");
+    assert_eq!(mode(&made_file), 0o644);
+    assert_eq!(mode(&untyped), 0o755);
+    c.wait_for(REACT, "the pod's writes on the host", || {
+        let read = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+        match (
+            read(made_dir.join("x")),
+            read(made_file.clone()),
+            read(untyped.join("x")),
+        ) {
+            (d, f, u) if d == "in\n" && f == "log\n" && u == "u\n" => Ok(()),
+            other => Err(other),
+        }
+    });
+
+    // Checked: a file where a Directory is asked for holds the pod back with the kubelet's
+    // FailedMount event; no container is made.
+    c.apply(&host_path_pod(
+        "checked",
+        &node,
+        &[("data", json!({"path": made_file, "type": "Directory"}))],
+        SLEEP_FOREVER,
+    ));
+    let want = format!(
+        "MountVolume.SetUp failed for volume \"data\" : hostPath type check failed: {} is not a directory",
+        made_file.display()
+    );
+    c.wait_for(REACT, "the FailedMount event", || {
+        let seen = failed_mounts(&c, "checked");
+        if seen.contains(&want) {
+            Ok(())
+        } else {
+            Err(seen)
+        }
+    });
+    let pod = c
+        .get("/api/v1/namespaces/default/pods/checked")
+        .unwrap_or_default();
+    assert_eq!(pod["status"]["phase"], "Pending", "{:#}", pod["status"]);
+    assert_eq!(
+        pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"], "ContainerCreating",
+        "{:#}",
+        pod["status"]
+    );
+    let out = c.kubectl().ok(&["describe", "pod", "checked"]);
+    assert!(
+        out.lines()
+            .any(|l| l.trim_start().starts_with("Warning  FailedMount") && l.contains(&want)),
+        "{out}"
+    );
+
+    // A Socket check on a directory, with its own words.
+    c.apply(&host_path_pod(
+        "socket",
+        &node,
+        &[("s", json!({"path": made_dir, "type": "Socket"}))],
+        SLEEP_FOREVER,
+    ));
+    let want = format!(
+        "MountVolume.SetUp failed for volume \"s\" : hostPath type check failed: {} is not a socket file",
+        made_dir.display()
+    );
+    c.wait_for(REACT, "the socket check's FailedMount", || {
+        let seen = failed_mounts(&c, "socket");
+        if seen.contains(&want) {
+            Ok(())
+        } else {
+            Err(seen)
+        }
+    });
+    drop(c);
+}

@@ -88,6 +88,16 @@ pub async fn patch(
             let current = super::conversion::object_in_version(view, current);
             let patched =
                 super::conversion::body_to_storage(view, apply(rt.kind, pt, current, &doc)?)?;
+            if pt == PatchType::Strategic
+                && let Some(e) = berth_shared::admission::decode_error(rt.kind, &patched)
+            {
+                return Err(ApiError::Invalid {
+                    kind: String::new(),
+                    group: String::new(),
+                    name: String::new(),
+                    causes: vec![patch::restore::type_error_cause(&doc, &e)],
+                });
+            }
             if strict {
                 let unknown = berth_shared::admission::unknown_fields(rt.kind, &patched);
                 if !unknown.is_empty() {

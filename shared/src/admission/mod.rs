@@ -354,8 +354,25 @@ pub fn warnings(kind: &str, obj: &Value) -> Vec<String> {
 /// words them (`unknown field "spec.template.spec.containers[0].imagePullPolicyy"`). Empty when
 /// all are known, and also when the body does not decode (admission reports that).
 pub fn unknown_fields(kind: &str, raw: &Value) -> Vec<String> {
+    decode_as(kind, raw)
+        .and_then(Result::ok)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| format!("unknown field {}", field::quote(&p)))
+        .collect()
+}
+
+/// Why `raw` does not decode as `kind`'s type (`metadata.labels: invalid type: string
+/// "x", expected a map`); `None` when it does, or for a kind without a typed schema here.
+pub fn decode_error(kind: &str, raw: &Value) -> Option<String> {
+    decode_as(kind, raw).and_then(Result::err)
+}
+
+/// Decodes `raw` as `kind`'s type: the paths of the fields it does not have, or the decoder's
+/// error; `None` for a kind without a typed schema here.
+fn decode_as(kind: &str, raw: &Value) -> Option<Result<Vec<String>, String>> {
     use k8s_openapi::api::{apps::v1 as apps_v1, batch::v1 as batch_v1, core::v1 as core_v1};
-    let paths = match kind {
+    Some(match kind {
         "Namespace" => round_trip_unknown::<core_v1::Namespace>(raw),
         "Node" => round_trip_unknown::<core_v1::Node>(raw),
         "Pod" => round_trip_unknown::<core_v1::Pod>(raw),
@@ -395,19 +412,12 @@ pub fn unknown_fields(kind: &str, raw: &Value) -> Vec<String> {
         "ClusterRoleBinding" => {
             round_trip_unknown::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>(raw)
         }
-        _ => Vec::new(),
-    };
-    paths
-        .into_iter()
-        .map(|p| format!("unknown field {}", field::quote(&p)))
-        .collect()
+        _ => return None,
+    })
 }
 
-fn round_trip_unknown<T: DeserializeOwned + Serialize>(raw: &Value) -> Vec<String> {
-    match codec::decode::<T>(raw) {
-        Ok(typed) => codec::unknown_paths(raw, &codec::encode(&typed)),
-        Err(_) => Vec::new(),
-    }
+fn round_trip_unknown<T: DeserializeOwned + Serialize>(raw: &Value) -> Result<Vec<String>, String> {
+    codec::decode::<T>(raw).map(|typed| codec::unknown_paths(raw, &codec::encode(&typed)))
 }
 
 /// Whether `obj` decodes as `kind`'s type: the check upstream's decoder makes before any

@@ -5,6 +5,7 @@ mod json;
 mod list;
 mod merge;
 mod positions;
+pub mod restore;
 pub(crate) mod schema;
 mod strategic;
 

@@ -189,20 +189,37 @@ pub fn api_versions() -> Value {
     })
 }
 
+/// One group as `/apis` lists it: its versions, the preferred one first.
+fn group_entry(group: &str, versions: &[&str]) -> Value {
+    let gvs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": group_version(group, v), "version": v}))
+        .collect();
+    let preferred = gvs.first().cloned().unwrap_or(Value::Null);
+    json!({"name": group, "versions": gvs, "preferredVersion": preferred})
+}
+
 /// Legacy `/apis`: every non-core group with its versions, the preferred one first.
 pub fn api_group_list() -> Value {
     let groups: Vec<Value> = resource::groups()
         .into_iter()
         .filter(|(g, _)| !g.is_empty())
-        .map(|(g, versions)| {
-            let gvs: Vec<Value> = versions
-                .iter()
-                .map(|v| json!({"groupVersion": group_version(g, v), "version": v}))
-                .collect();
-            json!({"name": g, "versions": gvs.clone(), "preferredVersion": gvs[0]})
-        })
+        .map(|(g, versions)| group_entry(g, &versions))
         .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+/// `/apis/<group>`: the group's `APIGroup` document. `None` for a group not served.
+pub fn api_group(group: &str) -> Option<Value> {
+    let (g, versions) = resource::groups()
+        .into_iter()
+        .find(|(g, _)| !g.is_empty() && *g == group)?;
+    let mut doc = group_entry(g, &versions);
+    if let Some(map) = doc.as_object_mut() {
+        map.insert("kind".into(), json!("APIGroup"));
+        map.insert("apiVersion".into(), json!("v1"));
+    }
+    Some(doc)
 }
 
 /// Legacy `/api/v1` or `/apis/<group>/<version>`: an APIResourceList with each resource and,

@@ -48,6 +48,13 @@ pub fn group_version(group: &str, version: &str) -> Result<Response, ApiError> {
         .ok_or(ApiError::UnknownPath)
 }
 
+/// `/apis/<group>`: the group's `APIGroup`.
+pub fn group(group: &str) -> Result<Response, ApiError> {
+    discovery::api_group(group)
+        .map(|v| json_response(StatusCode::OK, &v))
+        .ok_or(ApiError::UnknownPath)
+}
+
 /// `/openapi/v3`. The documents are built on first use, off the async workers.
 pub async fn openapi_root() -> Response {
     match super::blocking(|| Ok::<_, ApiError>(berth_shared::openapi::v3_root())).await {

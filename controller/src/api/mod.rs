@@ -269,6 +269,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
         ApiPath::GroupVersion { group, version } => {
             return discovery::group_version(&group, &version);
         }
+        ApiPath::Group(group) => return discovery::group(&group),
         ApiPath::Unknown => return Err(ApiError::UnknownPath),
     };
     let identity = parts.extensions.get::<authn::Identity>().cloned();

@@ -16,13 +16,19 @@ pub struct ResourcePath {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiPath {
     Resource(ResourcePath),
-    GroupVersion { group: String, version: String },
+    GroupVersion {
+        group: String,
+        version: String,
+    },
+    /// `/apis/<group>`: the group's discovery document.
+    Group(String),
     Unknown,
 }
 
 pub fn parse(path: &str) -> ApiPath {
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, version, rest) = match segs.as_slice() {
+        ["apis", g] => return ApiPath::Group(g.to_string()),
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return ApiPath::Unknown,
@@ -106,6 +112,7 @@ mod tests {
     #[test]
     fn unknown_resources_and_group_versions_are_told_apart() {
         assert_eq!(parse("/apis/apps/v1/widgets"), ApiPath::Unknown);
+        assert_eq!(parse("/apis/apps"), ApiPath::Group("apps".into()));
         assert_eq!(
             parse("/apis/apps/v1"),
             ApiPath::GroupVersion {

@@ -293,3 +293,72 @@ fn reapplying_an_unchanged_statefulset_writes_nothing() {
         other => panic!("a watch event for a write that changed nothing: {other:?}"),
     }
 }
+
+/// The API differences Kubernetes' own kubectl tests and the Python client's e2e tests trip on.
+#[test]
+fn api_answers_that_clients_rely_on_match_upstream() {
+    let c = Controller::start();
+    let api = c.admin_api();
+
+    // PUT with resourceVersion "0" is unconditional.
+    let cm = api.create(CMS, &configmap("rv-zero", &[("a", "1")]));
+    let mut put = cm.clone();
+    put["metadata"]["resourceVersion"] = json!("0");
+    put["data"]["a"] = json!("2");
+    let reply = api.send(Req::put(format!("{CMS}/rv-zero"), &put));
+    assert_eq!(reply.status, 200, "{}", reply.describe());
+    assert_eq!(reply.json()["data"]["a"], "2");
+    assert!(rv(&reply.json()) > rv(&cm));
+
+    // A strategic-merge patch of the wrong type is 422 Invalid, as upstream words it.
+    let reply = api.send(Req::patch(
+        format!("{CMS}/rv-zero"),
+        "application/strategic-merge-patch+json",
+        &json!({"metadata": {"labels": "invalid"}}),
+    ));
+    assert_eq!(reply.status, 422, "{}", reply.describe());
+    let got = failure_status(&reply.json(), 422, "Invalid")
+        .unwrap_or_else(|e| panic!("{e}: {}", reply.describe()));
+    assert!(got.contains("cannot restore map from string"), "{got}");
+
+    // A Service starts with status.loadBalancer {}; deleting it, or a ServiceAccount, answers
+    // the object; a ConfigMap's delete answers a Status.
+    let svc = api.create(
+        "/api/v1/namespaces/default/services",
+        &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "plain"},
+                "spec": {"ports": [{"port": 80}]}}),
+    );
+    assert_eq!(svc["status"], json!({"loadBalancer": {}}), "{svc:#}");
+    let sa = api.create(
+        "/api/v1/namespaces/default/serviceaccounts",
+        &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}}),
+    );
+    for (path, kind, uid) in [
+        (
+            "/api/v1/namespaces/default/services/plain",
+            "Service",
+            &svc["metadata"]["uid"],
+        ),
+        (
+            "/api/v1/namespaces/default/serviceaccounts/robot",
+            "ServiceAccount",
+            &sa["metadata"]["uid"],
+        ),
+    ] {
+        let reply = api.send(Req::delete(path));
+        assert_eq!(reply.status, 200, "{}", reply.describe());
+        let body = reply.json();
+        assert_eq!(body["kind"], kind, "{body:#}");
+        assert_eq!(&body["metadata"]["uid"], uid, "{body:#}");
+    }
+    let reply = api.send(Req::delete(format!("{CMS}/rv-zero")));
+    assert_eq!(reply.json()["kind"], "Status", "{}", reply.describe());
+
+    // /apis/<group>: the group's discovery document.
+    let group = api.get_ok("/apis/apps");
+    assert_eq!(group["kind"], "APIGroup", "{group:#}");
+    assert_eq!(group["name"], "apps");
+    assert_eq!(group["preferredVersion"]["groupVersion"], "apps/v1");
+    let reply = api.get("/apis/no.such.group");
+    assert_eq!(reply.status, 404, "{}", reply.describe());
+}

@@ -66,9 +66,18 @@ fn delete_options(raw: &Bytes, q: &Query) -> Result<DeleteOptions, ApiError> {
     Ok(opts)
 }
 
+/// The kinds whose DELETE answers the deleted object rather than a `Status` (upstream's
+/// `ReturnDeletedObject: true` in their storage).
+fn returns_deleted_object(rt: &ResourceType) -> bool {
+    matches!(
+        (rt.group, rt.plural),
+        ("", "pods" | "services" | "serviceaccounts") | ("storage.k8s.io", "storageclasses")
+    )
+}
+
 fn outcome_response(rt: &ResourceType, outcome: DeleteOutcome) -> Response {
     match outcome {
-        DeleteOutcome::Deleted(obj) if rt.kind != "Pod" => {
+        DeleteOutcome::Deleted(obj) if !returns_deleted_object(rt) => {
             json_response(StatusCode::OK, &Registry::deleted_status(rt, &obj))
         }
         DeleteOutcome::Deleted(obj) => json_response(StatusCode::OK, &obj),

@@ -335,6 +335,8 @@ pub fn fresh_status(kind: &str) -> Option<Value> {
         | "Namespace"
         | "PersistentVolume"
         | "PersistentVolumeClaim" => Ok(json!({})),
+        // `loadBalancer` has no `omitempty` in Go: a new Service reads `status.loadBalancer: {}`.
+        "Service" => Ok(json!({"loadBalancer": {}})),
         _ => return None,
     };
     Some(zero.unwrap_or_else(|_| json!({})))
@@ -529,6 +531,7 @@ mod tests {
                 json!({"currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0,
                        "expectedPods": 0}),
             ),
+            ("", "services", json!({"loadBalancer": {}})),
         ];
         for (group, plural, want) in table {
             let rt = by_plural(group, "v1", plural).unwrap();

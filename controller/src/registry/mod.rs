@@ -408,7 +408,8 @@ impl Registry {
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
         {
-            Some(rv) if !rv.is_empty() => {
+            // "0" is no precondition, as upstream's versioner reads it.
+            Some(rv) if !rv.is_empty() && rv != "0" => {
                 let rv: u64 = rv.parse().map_err(|_| {
                     RegistryError::BadRequest(format!("invalid resourceVersion {rv:?}"))
                 })?;
@@ -450,7 +451,7 @@ impl Registry {
                 .pointer("/metadata/resourceVersion")
                 .and_then(Value::as_str)
             {
-                Some(rv) if rv != current.revision.to_string() => {
+                Some(rv) if !rv.is_empty() && rv != "0" && rv != current.revision.to_string() => {
                     return Err(RegistryError::conflict(rt, name).into());
                 }
                 _ => current.revision,

@@ -182,6 +182,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
                     network: format!("berth-{}", config.node_name),
                     node: config.node_name.clone(),
                     cluster_cidr,
+                    localhost_node_ports: config.iptables_localhost_nodeports,
+                    state_dir: config.root_dir.join("network"),
                 },
                 shutdown.clone(),
             ));

@@ -42,4 +42,7 @@ pub struct Config {
     /// The cluster DNS address pods are given (`--cluster-dns`); `None`: this node's pod
     /// gateway. The agent serves cluster DNS on it when the node holds it.
     pub cluster_dns: Option<Ipv4Addr>,
+    /// NodePorts answer on 127.0.0.0/8 (`--iptables-localhost-nodeports`, kube-proxy's flag);
+    /// sets `net.ipv4.conf.all.route_localnet=1`.
+    pub iptables_localhost_nodeports: bool,
 }

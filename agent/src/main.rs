@@ -123,6 +123,12 @@ struct RunArgs {
     /// handed to pods (a DNS server elsewhere answers on it).
     #[arg(long)]
     cluster_dns: Option<std::net::Ipv4Addr>,
+    /// NodePorts answer on 127.0.0.0/8 as on the node's addresses (kube-proxy's flag; sets
+    /// `net.ipv4.conf.all.route_localnet=1`). `--iptables-localhost-nodeports=false` turns it
+    /// off and writes back the value the agent changed.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
+          action = clap::ArgAction::Set)]
+    iptables_localhost_nodeports: bool,
 }
 
 /// A DNS domain such as `cluster.local` (lower-cased, without the final dot).
@@ -264,6 +270,7 @@ fn main() -> anyhow::Result<()> {
                 vxlan_device: a.vxlan_device,
                 cluster_domain: a.cluster_domain,
                 cluster_dns: a.cluster_dns,
+                iptables_localhost_nodeports: a.iptables_localhost_nodeports,
             };
             runtime.block_on(async move {
                 let shutdown = CancellationToken::new();

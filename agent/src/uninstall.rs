@@ -1,6 +1,7 @@
 //! `berth-agent uninstall`: removes from the host everything a (stopped) agent made — its pod
 //! containers, pod network namespaces and addresses, bridge, iptables chains and rules (host,
-//! masquerade and service proxy), routes to other nodes and the VXLAN device. The root and log
+//! masquerade and service proxy), routes to other nodes and the VXLAN device, and writes back
+//! the `route_localnet` sysctl localhost NodePorts changed. The root and log
 //! directories stay (they hold the node's credentials; remove them by hand when the node is
 //! gone for good).
 
@@ -86,6 +87,9 @@ pub async fn run(u: &Uninstall) -> Result<Vec<String>, UninstallError> {
     }
     crate::network::proxy::remove(&network_name).await?;
     done.push("service proxy rules removed".into());
+    if crate::network::proxy::localnet::restore_sysctl(&u.root_dir.join("network")).await? {
+        done.push("net.ipv4.conf.all.route_localnet written back".into());
+    }
     let handle = crate::network::peers::netlink::connect()?;
     let routes = crate::network::peers::netlink::remove_all(
         &handle,

@@ -141,8 +141,30 @@ pub fn restore_ip_forward(value: &str) {
     }
 }
 
+const ROUTE_LOCALNET: &str = "/proc/sys/net/ipv4/conf/all/route_localnet";
+
+/// `net.ipv4.conf.all.route_localnet` of this machine's netns (agents with localhost NodePorts,
+/// the default, set it to 1).
+pub fn route_localnet() -> Option<String> {
+    std::fs::read_to_string(ROUTE_LOCALNET)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// Writes `net.ipv4.conf.all.route_localnet` back if it changed. Errors are reported, not
+/// raised (used in cleanup).
+pub fn restore_route_localnet(value: &str) {
+    if route_localnet().as_deref() == Some(value) {
+        return;
+    }
+    if let Err(e) = std::fs::write(ROUTE_LOCALNET, value) {
+        eprintln!("berth-tests: cannot restore {ROUTE_LOCALNET} to {value}: {e}");
+    }
+}
+
 /// Holds the host-wide lock for the agent tests while alive. Clusters name everything
-/// uniquely, but the host state they save and restore is shared: `net.ipv4.ip_forward`, and
+/// uniquely, but the host state they save and restore is shared: `net.ipv4.ip_forward` and
+/// `route_localnet`, and
 /// the iptables chains that existed before (portmap's shared `CNI-HOSTPORT-*` chains are removed
 /// only if they appeared during the run). nextest's `agent` test group runs one at a time
 /// already; this also covers `cargo test` (threads) and runs from several worktrees.

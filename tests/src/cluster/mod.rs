@@ -33,7 +33,7 @@ use crate::controller::{Controller, controller_binary};
 use crate::fixtures::{Fixture, SEEDED};
 use crate::host::{
     HostLock, TOOL_DEADLINE, ip_forward, pick_cluster_cidr, require_root, require_tool,
-    unique_suffix,
+    route_localnet, unique_suffix,
 };
 use crate::kubectl::Kubectl;
 use crate::pki::{client_cert_user, write_kubeconfig};
@@ -139,6 +139,7 @@ pub fn with_test_eviction_hard(args: &[String]) -> Vec<String> {
 /// What the host looked like before the cluster started.
 struct HostBefore {
     ip_forward: Option<String>,
+    route_localnet: Option<String>,
     iptables: BTreeMap<String, Table>,
 }
 
@@ -189,6 +190,7 @@ impl Cluster {
         record::recover_abandoned();
         let before = HostBefore {
             ip_forward: ip_forward(),
+            route_localnet: route_localnet(),
             iptables: snapshot_all(),
         };
         let suffix = unique_suffix();

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::Cluster;
 use crate::agent::Agent;
 use crate::containerd::shim_socket;
-use crate::host::restore_ip_forward;
+use crate::host::{restore_ip_forward, restore_route_localnet};
 use crate::sweep::{self, iptables};
 use crate::testbed::{Leftovers, TestBed};
 
@@ -35,6 +35,9 @@ pub struct Record {
     /// Chains per iptables table before the cluster started.
     pub iptables_before: BTreeMap<String, BTreeSet<String>>,
     pub ip_forward: Option<String>,
+    /// `net.ipv4.conf.all.route_localnet` before the cluster started.
+    #[serde(default)]
+    pub route_localnet: Option<String>,
     /// The test bed the agents ran in, if any (removed after the agents' pods).
     #[serde(default)]
     pub testbed: Option<Leftovers>,
@@ -126,6 +129,9 @@ impl Record {
         if let Some(value) = &self.ip_forward {
             restore_ip_forward(value);
         }
+        if let Some(value) = &self.route_localnet {
+            restore_route_localnet(value);
+        }
         removed
     }
 }
@@ -170,6 +176,7 @@ impl Cluster {
                 .map(|(t, table)| (t.clone(), table.chains.clone()))
                 .collect(),
             ip_forward: self.before.ip_forward.clone(),
+            route_localnet: self.before.route_localnet.clone(),
             testbed: self.bed.as_ref().map(TestBed::leftovers),
         }
     }
@@ -241,6 +248,7 @@ mod tests {
                 BTreeSet::from(["POSTROUTING".to_string()]),
             )]),
             ip_forward: Some("0".into()),
+            route_localnet: Some("0".into()),
             testbed: Some(Leftovers {
                 routes: vec![vec![
                     "172.31.8.0/24".into(),

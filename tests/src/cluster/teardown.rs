@@ -1,13 +1,13 @@
 //! Tearing a cluster down so the host is left as it was found, whether the test passed or not:
 //! agents and the controller are killed by PID first (so nothing recreates what is removed),
 //! then the agents' containers go (through `ctr`), then their netns, bridges and tagged
-//! iptables rules, then the test bed the agents ran in (if any), and `net.ipv4.ip_forward` is
-//! restored. The fields' own Drops then unmount
+//! iptables rules, then the test bed the agents ran in (if any), and `net.ipv4.ip_forward` and
+//! `route_localnet` (localhost NodePorts) are restored. The fields' own Drops then unmount
 //! and remove the agents' directories, stop the registry and containerd (which sweeps shims,
 //! runc state and cgroups). Nothing here panics.
 
 use super::Cluster;
-use crate::host::restore_ip_forward;
+use crate::host::{restore_ip_forward, restore_route_localnet};
 use crate::sweep;
 
 impl Cluster {
@@ -48,6 +48,9 @@ impl Cluster {
         }
         if let Some(value) = &self.before.ip_forward {
             restore_ip_forward(value);
+        }
+        if let Some(value) = &self.before.route_localnet {
+            restore_route_localnet(value);
         }
         removed
     }

@@ -2,8 +2,10 @@
 //! (as [`ServiceState`] publishes them), rewriting its chains whole in one
 //! `iptables-restore --noflush` whenever the computed ruleset changes (see [`plan`] for the
 //! chains). Only the chains that changed are written; every [`RESYNC`] the top chain is checked
-//! and, if someone flushed or changed it, everything is written again.
+//! and, if someone flushed or changed it, everything is written again. Each full write also
+//! sets up (or takes down) the host side of localhost NodePorts ([`localnet`]).
 
+pub mod localnet;
 pub mod plan;
 
 use std::sync::Arc;
@@ -46,6 +48,23 @@ pub struct ProxyConfig {
     pub network: String,
     pub node: String,
     pub cluster_cidr: Ipv4Cidr,
+    /// NodePorts answer on 127.0.0.0/8 (`--iptables-localhost-nodeports`).
+    pub localhost_node_ports: bool,
+    /// The agent's network state directory (`<root>/network`): where the `route_localnet`
+    /// value from before the agent set it is kept.
+    pub state_dir: std::path::PathBuf,
+}
+
+/// Sets up or takes down what localhost NodePorts need on the host, as configured.
+async fn apply_localnet(cfg: &ProxyConfig) -> Result<(), NetworkError> {
+    if cfg.localhost_node_ports {
+        localnet::enable(&cfg.state_dir, &cfg.network).await
+    } else {
+        if localnet::disable(&cfg.state_dir, &cfg.network).await? {
+            tracing::info!("route_localnet written back: localhost node ports are off");
+        }
+        Ok(())
+    }
 }
 
 /// The jumps from the built-in chains into the proxy's chains.
@@ -92,11 +111,13 @@ async fn apply(
     Ok(())
 }
 
-/// Removes the jumps and every proxy chain of `network` (uninstall, tests).
+/// Removes the jumps and every proxy chain of `network`, the localnet firewall included
+/// (uninstall, tests).
 pub async fn remove(network: &str) -> Result<(), NetworkError> {
     for jump in jumps(network) {
         iptables::remove(&jump).await?;
     }
+    localnet::remove_firewall(network).await?;
     let existing = nat_chains().await?;
     if existing.iter().any(|c| plan::is_proxy_chain(network, c)) {
         iptables::restore(&plan::Ruleset::default().restore_input(&existing, network)).await?;
@@ -119,6 +140,7 @@ pub async fn run(
                 network: &cfg.network,
                 node: &cfg.node,
                 cluster_cidr: cfg.cluster_cidr,
+                localhost_node_ports: cfg.localhost_node_ports,
             };
             let svcs: Vec<Service> = current.services.values().cloned().collect();
             let eps: Vec<EndpointSlice> = current.slices.values().cloned().collect();
@@ -131,7 +153,14 @@ pub async fn run(
             if applied.as_ref() != Some(&ruleset) || resync {
                 let started = Instant::now();
                 let base = if resync { None } else { applied.as_ref() };
-                match apply(&cfg.network, &ruleset, base).await {
+                let written = match base {
+                    Some(_) => apply(&cfg.network, &ruleset, base).await,
+                    None => match apply_localnet(&cfg).await {
+                        Ok(()) => apply(&cfg.network, &ruleset, base).await,
+                        Err(e) => Err(e),
+                    },
+                };
+                match written {
                     Ok(()) => {
                         tracing::debug!(
                             rules = ruleset.rule_count(),

@@ -4,13 +4,17 @@
 //!
 //! * `BERTH-SERVICES-<h>` (from PREROUTING and OUTPUT): one rule per ClusterIP port, jumping
 //!   to the port's service chain; a last rule sends traffic to a local address on to
-//!   `BERTH-NODEPORTS-<h>`.
+//!   `BERTH-NODEPORTS-<h>` (`127.0.0.0/8` included only with localhost NodePorts, kube-proxy's
+//!   `--iptables-localhost-nodeports`; see [`localnet_firewall`] for the filter rule they
+//!   need).
 //! * `BERTH-SVC-…`: `ClientIP` affinity checks (`-m recent`), then one endpoint chosen at
 //!   random (`-m statistic --probability 1/n, 1/(n-1) … 1`); traffic from outside the cluster
 //!   CIDR is marked for masquerade. `BERTH-SVL-…` is the same over this node's endpoints only
 //!   (`internalTrafficPolicy`/`externalTrafficPolicy: Local`).
 //! * `BERTH-EXT-…` (NodePorts): mark for masquerade and go to the service chain, or, with
-//!   `externalTrafficPolicy: Local`, straight to the local-endpoint chain, unmasqueraded.
+//!   `externalTrafficPolicy: Local`, to the local-endpoint chain unmasqueraded — except traffic
+//!   from this node's pods (to the service chain) and from the node itself (masqueraded, to the
+//!   service chain: its source, maybe 127.0.0.1, is no address a pod can answer).
 //! * `BERTH-SEP-…`: one endpoint: mark hairpin traffic (a pod reaching itself), DNAT.
 //! * `BERTH-SVCPOST-<h>` (from POSTROUTING): masquerade what was marked.
 //!
@@ -39,6 +43,8 @@ pub struct ProxyScope<'a> {
     pub network: &'a str,
     pub node: &'a str,
     pub cluster_cidr: Ipv4Cidr,
+    /// Whether NodePorts answer on `127.0.0.0/8` (kube-proxy's `--iptables-localhost-nodeports`).
+    pub localhost_node_ports: bool,
 }
 
 /// The agent's top-level chains, which built-in chains jump to.
@@ -93,6 +99,27 @@ pub fn is_proxy_chain(network: &str, chain: &str) -> bool {
             .iter()
             .any(|p| chain.starts_with(p))
             && chain.ends_with(tag))
+}
+
+/// The filter chain localhost NodePorts need (upstream's `KUBE-FIREWALL` rule, from INPUT and
+/// OUTPUT): with `route_localnet` on, the host would otherwise accept packets for 127.0.0.0/8
+/// from its neighbours (CVE-2020-8558); only connections DNATed there (a NodePort's replies)
+/// or already established may have a loopback destination and another source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalnetFirewall {
+    pub chain: String,
+    /// The `iptables-restore --noflush` input writing the chain whole.
+    pub restore: String,
+}
+
+/// The localnet firewall chain of `network`.
+pub fn localnet_firewall(network: &str) -> LocalnetFirewall {
+    let chain = format!("BERTH-FIREWALL-{}", hash(&[network], 8));
+    let restore = format!(
+        "*filter\n:{chain} - [0:0]\n-A {chain} {} -d 127.0.0.0/8 ! -s 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP\nCOMMIT\n",
+        tagged_comment(network, "block incoming localnet connections")
+    );
+    LocalnetFirewall { chain, restore }
 }
 
 /// One endpoint address:port of a service port.
@@ -386,6 +413,24 @@ pub fn ruleset(scope: &ProxyScope<'_>, services: &[Service], slices: &[EndpointS
             if let Some(node_port) = port.node_port.filter(|p| *p > 0) {
                 let mut ext = Vec::new();
                 if external_local {
+                    ext.push(format!(
+                        "-A {ext_chain} {} -s {} -j {svc_chain}",
+                        comment(&format!("pod traffic for {what} external destinations")),
+                        scope.cluster_cidr
+                    ));
+                    ext.push(format!(
+                        "-A {ext_chain} {} -m addrtype --src-type LOCAL -j {}",
+                        comment(&format!(
+                            "masquerade LOCAL traffic for {what} external destinations"
+                        )),
+                        top.mark_masq
+                    ));
+                    ext.push(format!(
+                        "-A {ext_chain} {} -m addrtype --src-type LOCAL -j {svc_chain}",
+                        comment(&format!(
+                            "route LOCAL traffic for {what} external destinations"
+                        ))
+                    ));
                     ext.push(format!("-A {ext_chain} {} -j {svl_chain}", comment(&what)));
                 } else {
                     ext.push(format!(
@@ -406,8 +451,15 @@ pub fn ruleset(scope: &ProxyScope<'_>, services: &[Service], slices: &[EndpointS
             }
         }
     }
+    // Without localhost NodePorts, 127.0.0.0/8 is left alone: with `route_localnet` off a
+    // DNATed packet from there could not leave the host anyway.
+    let loopback = if scope.localhost_node_ports {
+        ""
+    } else {
+        " ! -d 127.0.0.0/8"
+    };
     services_rules.push(format!(
-        "-A {} {} -m addrtype --dst-type LOCAL -j {}",
+        "-A {} {} -m addrtype --dst-type LOCAL{loopback} -j {}",
         top.services,
         comment("service nodeports; NOTE: this must be the last rule in this chain"),
         top.nodeports
@@ -457,6 +509,7 @@ mod tests {
             network: NET,
             node: "n1",
             cluster_cidr: "10.42.0.0/16".parse().unwrap(),
+            localhost_node_ports: true,
         }
     }
 
@@ -651,11 +704,56 @@ mod tests {
         );
         let rs = ruleset(&scope(), &[local], &[slice("a", ports, eps)]);
         let ext = rules_of(&rs, "BERTH-EXT-");
-        assert_eq!(ext.len(), 1);
-        assert!(jumps(&ext)[0].starts_with("BERTH-SVL-"));
+        // Pods and the node itself go to every endpoint (the node masqueraded: its source may
+        // be 127.0.0.1); the rest stays on this node's endpoints, its source kept.
+        let to = jumps(&ext);
+        assert_eq!(to.len(), 4, "{ext:#?}");
+        assert!(ext[0].contains("-s 10.42.0.0/16") && to[0].starts_with("BERTH-SVC-"));
+        assert!(ext[1].contains("--src-type LOCAL") && to[1].starts_with("BERTH-MARK-MASQ-"));
+        assert!(ext[2].contains("--src-type LOCAL") && to[2].starts_with("BERTH-SVC-"));
+        assert!(to[3].starts_with("BERTH-SVL-"));
         let svl = rules_of(&rs, "BERTH-SVL-");
         assert_eq!(svl.len(), 1, "only n1's endpoint: {svl:#?}");
         assert!(!svl[0].contains("statistic"));
+    }
+
+    #[test]
+    fn node_ports_take_loopback_destinations_only_with_localhost_node_ports() {
+        let top = TopChains::of(NET);
+        let last = |localhost: bool| {
+            let scope = ProxyScope {
+                localhost_node_ports: localhost,
+                ..scope()
+            };
+            let rs = ruleset(&scope, &[], &[]);
+            rs.chains[&top.services].last().cloned().unwrap_or_default()
+        };
+        let on = last(true);
+        assert!(on.contains("-m addrtype --dst-type LOCAL -j"), "{on}");
+        assert!(!on.contains("127.0.0.0/8"), "{on}");
+        let off = last(false);
+        assert!(
+            off.contains(&format!(
+                "-m addrtype --dst-type LOCAL ! -d 127.0.0.0/8 -j {}",
+                top.nodeports
+            )),
+            "{off}"
+        );
+    }
+
+    #[test]
+    fn the_localnet_firewall_drops_foreign_sources_to_loopback_unless_dnated() {
+        let fw = localnet_firewall(NET);
+        assert!(fw.chain.starts_with("BERTH-FIREWALL-") && fw.chain.len() <= 28);
+        assert_ne!(fw.chain, localnet_firewall("berth-n2").chain);
+        let lines: Vec<&str> = fw.restore.lines().collect();
+        assert_eq!(lines[0], "*filter");
+        assert_eq!(lines[1], format!(":{} - [0:0]", fw.chain));
+        assert!(lines[2].contains("berth:berth-n1 block incoming localnet connections"));
+        assert!(lines[2].ends_with(
+            "-d 127.0.0.0/8 ! -s 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP"
+        ));
+        assert_eq!(lines[3], "COMMIT");
     }
 
     #[test]

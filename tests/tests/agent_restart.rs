@@ -259,8 +259,13 @@ fn a_container_whose_command_does_not_exist_backs_off_10s_20s_then_40s() {
     let cs = container_status(&pod, "main").unwrap();
     let last = last_terminated(cs).unwrap();
     assert_eq!(
-        (&last["reason"], &last["exitCode"]),
-        (&json!("StartError"), &json!(128))
+        (&last["reason"], &last["exitCode"], &last["startedAt"]),
+        (
+            &json!("StartError"),
+            &json!(128),
+            // As the kubelet writes CRI's 0 (kubectl describe: `Started: Thu, 01 Jan 1970`).
+            &json!("1970-01-01T00:00:00Z")
+        )
     );
     let events = c.pod_events("default", "nocommand");
     let has = |reason: &str, kind: &str, prefix: &str| {

@@ -115,7 +115,7 @@ impl PodWorker {
 /// A worker creates and starts a container within one pass and observes only between passes,
 /// so a container that exists without a started task is a failed start (or one an agent crash
 /// cut short): it is reported as containerd's CRI reports it, terminated with exit code 128 and
-/// reason `StartError` at its creation time, so it counts as a run and the next start waits out
+/// reason `StartError` at its creation time (started at the epoch), so it counts as a run and the next start waits out
 /// the crash-loop back-off like any exit.
 fn attempt_of(
     info: &ContainerInfo,
@@ -129,7 +129,9 @@ fn attempt_of(
             exit_code: START_ERROR_EXIT_CODE,
             reason: START_ERROR_REASON.into(),
             signal: None,
-            started_at: None,
+            // containerd's CRI reports a start time of 0 for a task that never started, which
+            // the kubelet writes as the Unix epoch (kubectl: `Started: Thu, 01 Jan 1970`).
+            started_at: Some(Timestamp::UNIX_EPOCH),
             finished_at: info.created_at,
             message: failed
                 .filter(|e| !e.is_config_error())
@@ -243,7 +245,7 @@ mod tests {
                     exit_code: 128,
                     reason: "StartError".into(),
                     signal: None,
-                    started_at: None,
+                    started_at: Some(Timestamp::UNIX_EPOCH),
                     finished_at: at,
                     message: message.into(),
                 }),

@@ -257,7 +257,7 @@ fn reapplying_an_unchanged_statefulset_writes_nothing() {
         let settled =
             sts["status"]["observedGeneration"] == sts["metadata"]["generation"] && now == last;
         last = now;
-        std::thread::sleep(Duration::from_millis(700));
+        std::thread::sleep(Duration::from_millis(700)); // not ordering: sampling for a settled state
         if settled {
             Ok(())
         } else {

@@ -2,8 +2,8 @@
 //! is provisioned on the node the scheduler picks for its first pod, the pod writes into it, a
 //! second pod on the same claim reads what the first wrote, the data sits under the agent's
 //! local-path dir, and deleting the claim removes the volume and its directory. A static
-//! hostPath volume binds a claim a pod was already waiting on (`FailedMount`), with `subPath`
-//! and `readOnly` mounts, and keeps its data when released (Retain).
+//! hostPath volume binds a claim a pod was already waiting on (no `FailedMount` meanwhile),
+//! with `subPath` and `readOnly` mounts, and keeps its data when released (Retain).
 
 use berth_tests::Cluster;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container};
@@ -107,7 +107,7 @@ fn a_local_path_claim_keeps_its_data_across_pods_and_goes_with_the_claim() {
 }
 
 /// A static hostPath PersistentVolume (no StorageClass): a pod bound straight to the node with
-/// a claim that is not bound yet waits with `FailedMount`; once the volume exists the claim
+/// a claim that is not bound yet waits, without a spurious `FailedMount`; once the volume exists the claim
 /// binds to it and the pod starts; `subPath` mounts a directory made inside the volume, a
 /// `readOnly` mount refuses writes; the volume is Retain, so deleting the claim leaves it
 /// Released with its data.
@@ -135,17 +135,22 @@ fn a_static_host_path_volume_binds_a_waiting_claim_with_sub_path_and_read_only_m
         "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
                  "containers": [writer, reader],
                  "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "static"}}]}}));
-    c.wait_for(REACT, "FailedMount while the claim is unbound", || {
+    // A claim not bound yet is no failure: the pod waits, Pending, without `FailedMount` (the
+    // kubelet reports one only after its 2m3s wait for attach and mount; the pod worker's
+    // table tests cover that).
+    let quiet_until = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < quiet_until {
         let events = c
             .get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Duser")
             .and_then(|l| l["items"].as_array().cloned())
             .unwrap_or_default();
-        let failed = events.iter().find(|e| e["reason"] == "FailedMount");
-        match failed {
-            Some(e) if e["message"].as_str().unwrap_or_default().contains("static") => Ok(()),
-            _ => Err(format!("{} events", events.len())),
-        }
-    });
+        let failed: Vec<_> = events
+            .iter()
+            .filter(|e| e["reason"] == "FailedMount")
+            .collect();
+        assert!(failed.is_empty(), "a spurious FailedMount: {failed:?}");
+        std::thread::sleep(Duration::from_millis(500)); // not ordering: sampling for an absence
+    }
     let phase = c
         .get("/api/v1/namespaces/default/pods/user")
         .map(|p| p["status"]["phase"].clone())

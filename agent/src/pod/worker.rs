@@ -73,6 +73,8 @@ pub struct Local {
     pub start_recorded: bool,
     /// The last `FailedMount` message recorded while waiting for claims, and when.
     pub failed_mount: Option<(String, Timestamp)>,
+    /// Since when the pod has been waiting for its volumes (none once they are set up).
+    pub volumes_waiting_since: Option<Timestamp>,
 }
 
 /// The node as its pods see it, and where the agent keeps their files.
@@ -186,9 +188,12 @@ impl PodWorker {
         let mut waiting_for_volumes = false;
         if pod.metadata.deletion_timestamp.is_none() && plan.actions.iter().any(starts) {
             match self.set_up_volumes(&pod).await {
-                Ok(_) => self.local_mut(|l| l.failed_mount = None),
-                Err(message) => {
-                    self.failed_mount(&pod, &message).await;
+                Ok(_) => self.local_mut(|l| {
+                    l.failed_mount = None;
+                    l.volumes_waiting_since = None;
+                }),
+                Err(why) => {
+                    self.failed_mount(&pod, &why).await;
                     plan.actions.retain(|a| !starts(a));
                     waiting_for_volumes = true;
                 }

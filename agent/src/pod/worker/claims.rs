@@ -13,16 +13,33 @@ use std::collections::BTreeMap;
 pub(super) const CLAIM_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 /// A `FailedMount` event with an unchanged message is repeated at most this often.
 pub(super) const FAILED_MOUNT_EVERY: jiff::SignedDuration = jiff::SignedDuration::from_secs(30);
+/// How long a pod waits for its claims before `FailedMount` says so: the kubelet's
+/// `WaitForAttachAndMount` times out after 2m3s (a claim being provisioned is no failure).
+pub(super) const CLAIM_WAIT: jiff::SignedDuration = jiff::SignedDuration::from_secs(123);
+
+/// Why a pod's volumes are not set up yet, with the kubelet's `FailedMount` message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum VolumesNotReady {
+    /// A volume failed to set up (a host path of the wrong type): reported at once, as the
+    /// kubelet's `MountVolume.SetUp failed` is.
+    SetUpFailed(String),
+    /// A claim is not found, not bound, or its volume not ready: reported once the pod has
+    /// waited [`CLAIM_WAIT`] for it.
+    WaitingForClaims(String),
+}
 
 impl PodWorker {
-    /// Sets up the pod's host paths and resolves its claims; `Err` is the `FailedMount`
-    /// message of the first volume that is not ready.
-    pub(super) async fn set_up_volumes(&self, pod: &Pod) -> Result<(), String> {
-        crate::pod::volumes::set_up_host_paths(pod)?;
+    /// Sets up the pod's host paths and resolves its claims; `Err` says which volume is not
+    /// ready, and why.
+    pub(super) async fn set_up_volumes(&self, pod: &Pod) -> Result<(), VolumesNotReady> {
+        crate::pod::volumes::set_up_host_paths(pod).map_err(VolumesNotReady::SetUpFailed)?;
         if claims::claims_of(pod).is_empty() {
             return Ok(());
         }
-        self.observe_claims(pod).await.map(drop)
+        self.observe_claims(pod)
+            .await
+            .map(drop)
+            .map_err(VolumesNotReady::WaitingForClaims)
     }
 
     /// The pod's claim volumes by volume name, or the `FailedMount` message.
@@ -80,10 +97,28 @@ impl PodWorker {
         }
     }
 
-    /// Records `FailedMount` for `message`, unless the same message was recorded less than
-    /// [`FAILED_MOUNT_EVERY`] ago (the pod retries every [`CLAIM_RETRY`]).
-    pub(super) async fn failed_mount(&self, pod: &Pod, message: &str) {
+    /// Records `FailedMount` for why the volumes are not ready, unless the same message was
+    /// recorded less than [`FAILED_MOUNT_EVERY`] ago, or the pod has waited for its claims
+    /// less than [`CLAIM_WAIT`] (the pod retries every [`CLAIM_RETRY`]).
+    pub(super) async fn failed_mount(&self, pod: &Pod, why: &VolumesNotReady) {
         let now = self.now();
+        let since = match self.local().volumes_waiting_since {
+            Some(t) => t,
+            None => {
+                self.local_mut(|l| l.volumes_waiting_since = Some(now));
+                now
+            }
+        };
+        let message = match why {
+            VolumesNotReady::SetUpFailed(m) => m.as_str(),
+            VolumesNotReady::WaitingForClaims(m) => {
+                if now.duration_since(since) < CLAIM_WAIT {
+                    tracing::debug!(pod = %super::name_of(pod), message = %m, "waiting for claims");
+                    return;
+                }
+                m.as_str()
+            }
+        };
         let due =
             self.local().failed_mount.as_ref().is_none_or(|(m, at)| {
                 m != message || now.duration_since(*at) >= FAILED_MOUNT_EVERY

@@ -495,6 +495,25 @@ async fn a_pod_waits_for_its_claim_to_be_bound_then_starts_on_the_volume() {
             .any(|c| matches!(c, Call::SetupNetwork(_))),
         "nothing starts before the claim is bound"
     );
+    assert!(
+        h.fakes.events().is_empty(),
+        "a claim being provisioned is no failure: {:?}",
+        h.fakes.events()
+    );
+    // Past the kubelet's 2m3s wait for attach and mount, FailedMount says why.
+    tokio::time::advance(Duration::from_secs(124)).await;
+    claims().remove("default/www-web-0");
+    assert_eq!(
+        h.pass(&pod).await,
+        Pass::RequeueAfter(Duration::from_secs(1))
+    );
+    claims().insert("default/www-web-0".into(), claim("Pending"));
+    for _ in 0..2 {
+        assert_eq!(
+            h.pass(&pod).await,
+            Pass::RequeueAfter(Duration::from_secs(1))
+        );
+    }
     let events = h.fakes.events();
     assert_eq!(events[0].0, "FailedMount");
     assert!(

@@ -35,13 +35,11 @@ impl ResourceMetrics {
         self.nodes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Takes a fresh scrape of `node`.
-    fn record(&self, node: &str, cur: Scrape) {
+    /// Takes a fresh scrape of `node`, which is scraped every `resolution`.
+    fn record(&self, node: &str, cur: Scrape, resolution: Duration) {
         let mut map = self.lock();
-        let usage = match map.get(node) {
-            Some((prev, _)) => usage::usage(prev, &cur),
-            None => NodeUsage::default(),
-        };
+        let resolution_ms = i64::try_from(resolution.as_millis()).unwrap_or(i64::MAX);
+        let usage = usage::usage(map.get(node).map(|(prev, _)| prev), &cur, resolution_ms);
         map.insert(node.to_string(), (cur, usage));
     }
 
@@ -100,7 +98,11 @@ pub async fn run(state: SharedState, resolution: Duration, shutdown: Cancellatio
             async move {
                 let text = super::proxy::node_text(&state, name, "/metrics/resource");
                 match tokio::time::timeout(resolution, text).await {
-                    Ok(Ok(text)) => state.resource_metrics.record(name, scrape::parse(&text)),
+                    Ok(Ok(text)) => {
+                        state
+                            .resource_metrics
+                            .record(name, scrape::parse(&text), resolution)
+                    }
                     Ok(Err(e)) => {
                         tracing::debug!(node = %name, error = %e, "metrics: scrape failed")
                     }

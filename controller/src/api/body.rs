@@ -96,11 +96,23 @@ pub fn decode_as(content_type: &str, raw: &[u8], kind: &str) -> Result<Value, Ap
     }
 }
 
-/// Reads and decodes a write body that must be a `kind` (see [`decode_as`]).
-pub async fn read_as(body: Body, headers: &HeaderMap, kind: &str) -> Result<Value, ApiError> {
+/// Reads and decodes a write body that must be a `kind` (see [`decode_as`]), also naming the
+/// fields a JSON body repeats in one object (the decoded value keeps the last of each):
+/// `fieldValidation` decides whether that is a warning or an error.
+pub async fn read_as(
+    body: Body,
+    headers: &HeaderMap,
+    kind: &str,
+) -> Result<(Value, Vec<String>), ApiError> {
     let ct = content_type(headers);
     let raw = read_raw(body, headers).await?;
-    decode_as(&ct, &raw, kind)
+    let value = decode_as(&ct, &raw, kind)?;
+    let duplicates = if ct == "application/json" {
+        shared_body::duplicates::duplicate_fields(&raw)
+    } else {
+        Vec::new()
+    };
+    Ok((value, duplicates))
 }
 
 #[cfg(test)]

@@ -195,6 +195,27 @@ pub fn unknown_field_warnings(
     }
 }
 
+/// The fields a body repeats (`duplicate field "spec.replicas"`): warnings under
+/// `fieldValidation=Warn`, a 400 `strict decoding error` under `Strict`, nothing under `Ignore`.
+fn duplicate_field_warnings(
+    paths: Vec<String>,
+    opts: &crate::registry::WriteOptions,
+) -> Result<Vec<String>, ApiError> {
+    use crate::registry::FieldValidation;
+    let texts = paths
+        .iter()
+        .map(|p| format!("duplicate field {}", serde_json::Value::from(p.as_str())));
+    match opts.field_validation {
+        FieldValidation::Ignore => Ok(Vec::new()),
+        FieldValidation::Warn => Ok(texts.collect()),
+        FieldValidation::Strict if paths.is_empty() => Ok(Vec::new()),
+        FieldValidation::Strict => Err(ApiError::BadRequest(format!(
+            "strict decoding error: {}",
+            texts.collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
 async fn dispatch(State(state): State<SharedState>, req: Request) -> Response {
     match route(state, req).await {
         Ok(r) => r,
@@ -418,10 +439,12 @@ async fn serve_resource(
             list::get(&state, rt, ns, name, table).await
         }
         (&Method::POST, None, None) => {
-            let body = body::read_as(body, &parts.headers, rt.kind).await?;
+            let (body, duplicates) = body::read_as(body, &parts.headers, rt.kind).await?;
             let body = conversion::body_to_storage(view, body)?;
             authz::authorize_create(parts.extensions.get::<authn::Identity>(), target, &body)?;
-            write::create(&state, rt, ns, body, write_options()?).await
+            let opts = write_options()?;
+            let duplicates = duplicate_field_warnings(duplicates, &opts)?;
+            write::create(&state, rt, ns, body, opts, duplicates).await
         }
         (&Method::PUT, Some(name), sub) => {
             let kind = if sub == Some("scale") {
@@ -429,7 +452,7 @@ async fn serve_resource(
             } else {
                 rt.kind
             };
-            let body = body::read_as(body, &parts.headers, kind).await?;
+            let (body, duplicates) = body::read_as(body, &parts.headers, kind).await?;
             let body = match sub {
                 None | Some("status") => conversion::body_to_storage(view, body)?,
                 _ => body,
@@ -439,7 +462,9 @@ async fn serve_resource(
                     subresource::put_scale(&state, rt, ns, name, body, &query).await
                 }
                 (_, Some(part)) => {
-                    write::update(&state, rt, ns, name, body, write_options()?, part).await
+                    let opts = write_options()?;
+                    let duplicates = duplicate_field_warnings(duplicates, &opts)?;
+                    write::update(&state, rt, ns, name, body, opts, part, duplicates).await
                 }
                 _ => Err(ApiError::UnknownPath),
             }

@@ -17,8 +17,10 @@ pub async fn create(
     ns: Option<&str>,
     obj: Value,
     opts: WriteOptions,
+    duplicates: Vec<String>,
 ) -> Result<Response, ApiError> {
-    let unknown = super::unknown_field_warnings(rt, &obj, &opts);
+    let mut unknown = super::unknown_field_warnings(rt, &obj, &opts);
+    unknown.extend(duplicates);
     let registry = state.registry.clone();
     let ns = ns.map(String::from);
     let created = blocking(move || registry.create(rt, ns.as_deref(), obj, &opts)).await?;
@@ -30,6 +32,7 @@ pub async fn create(
     ))
 }
 
+#[allow(clippy::too_many_arguments)]
 pub async fn update(
     state: &SharedState,
     rt: &'static ResourceType,
@@ -38,8 +41,10 @@ pub async fn update(
     obj: Value,
     opts: WriteOptions,
     part: Part,
+    duplicates: Vec<String>,
 ) -> Result<Response, ApiError> {
-    let unknown = super::unknown_field_warnings(rt, &obj, &opts);
+    let mut unknown = super::unknown_field_warnings(rt, &obj, &opts);
+    unknown.extend(duplicates);
     let registry = state.registry.clone();
     let ns = ns.map(String::from);
     let name = name.to_string();

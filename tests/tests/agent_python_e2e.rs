@@ -1,0 +1,222 @@
+//! Issue 29, acceptance 9: the official Python client's own end-to-end suite
+//! (`kubernetes/e2e_test` of kubernetes-client/python, not shipped on PyPI) against a real
+//! cluster: controller, agent, containerd and the fixture registry. The suite is a measurement
+//! of upstream's tests, not ours, so it is not in this tree: the test is ignored unless asked
+//! for, and then needs `$BERTH_PYTHON_E2E`, a Python whose `kubernetes` package has the
+//! `e2e_test` module and which has `pytest`, and `$BERTH_PYTHON_E2E_DIR`, the client's checkout
+//! (the suite reads `kubernetes/e2e_test/test_yaml/` relative to it). The suite's images are
+//! plain Docker Hub names, pushed here: `busybox` (the fixture), `nginx` (an httpd serving
+//! nginx's own welcome heading, which the port-forward test looks for) and `python` (the
+//! host's Debian python3.11 and its pure-Python standard library, for `port_server.py`).
+//!
+//! By default the whole suite runs less two tests: `test_create_apiservice_from_yaml_with_conflict`
+//! (APIService, `apiregistration.k8s.io`, is not served) and `test_metrics_utilities_integration`
+//! (it reads PodMetrics 10 s after its pod runs: that needs a scrape between the container's
+//! 10th second and the read, on metrics-server at a 15 s resolution as here, so it passes about
+//! one run in four on either). `BERTH_PYTHON_E2E_ARGS` replaces the pytest arguments;
+//! `BERTH_PYTHON_E2E_HOLD=FILE` writes the kubeconfig's path to FILE and keeps the cluster up
+//! while FILE exists, for running the suite by hand.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use berth_tests::Cluster;
+use berth_tests::fixtures::{BUSYBOX, Entry, PATH_ENV, RunConfig, busybox_layer, write_layout};
+use berth_tests::process::run;
+
+/// How long the whole suite may take.
+const SUITE_DEADLINE: Duration = Duration::from_secs(1500);
+
+/// The client's checkout: the directory holding `kubernetes/e2e_test/test_yaml`.
+fn suite_dir() -> PathBuf {
+    let dir = std::env::var_os("BERTH_PYTHON_E2E_DIR").map(PathBuf::from);
+    match dir {
+        Some(d) if d.join("kubernetes/e2e_test/test_yaml").is_dir() => d,
+        _ => panic!(
+            "set BERTH_PYTHON_E2E_DIR to a checkout of kubernetes-client/python \
+             (a directory with kubernetes/e2e_test/test_yaml)"
+        ),
+    }
+}
+
+fn suite_python() -> PathBuf {
+    let py = std::env::var_os("BERTH_PYTHON_E2E").map(PathBuf::from);
+    match py {
+        Some(p) if p.is_file() => p,
+        _ => panic!(
+            "set BERTH_PYTHON_E2E to a Python that imports `kubernetes.e2e_test` and `pytest` \
+             (copy kubernetes-client/python's kubernetes/e2e_test into its kubernetes package)"
+        ),
+    }
+}
+
+#[test]
+#[ignore = "measures upstream's Python e2e suite, which is not in this tree: needs BERTH_PYTHON_E2E"]
+fn the_python_clients_own_e2e_suite() {
+    let py = suite_python();
+    let dir = suite_dir();
+    let c = Cluster::start(1);
+    c.push_fixture(&BUSYBOX, "library/busybox", "latest");
+    let images = tempfile::Builder::new()
+        .prefix("berth-python-e2e-")
+        .tempdir()
+        .unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
+    let nginx = images.path().join("nginx");
+    layout(&nginx, nginx_layers(), nginx_run(), "nginx");
+    c.registry()
+        .push(&nginx, "nginx", "library/nginx", "latest");
+    let python = images.path().join("python");
+    layout(&python, python_layers(), python_run(), "python");
+    c.registry()
+        .push(&python, "python", "library/python", "latest");
+    let kubeconfig = c.controller().kubeconfig();
+
+    if let Some(hold) = std::env::var_os("BERTH_PYTHON_E2E_HOLD").map(PathBuf::from) {
+        std::fs::write(&hold, kubeconfig.display().to_string())
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", hold.display()));
+        while hold.exists() {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        return;
+    }
+
+    let mut cmd = Command::new(&py);
+    cmd.args(["-m", "pytest"]);
+    match std::env::var("BERTH_PYTHON_E2E_ARGS") {
+        Ok(args) => cmd.args(args.split_whitespace()),
+        Err(_) => cmd.args([
+            "-v",
+            "-rA",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "not test_create_apiservice_from_yaml_with_conflict \
+             and not test_metrics_utilities_integration",
+            "--pyargs",
+            "kubernetes.e2e_test",
+        ]),
+    };
+    cmd.current_dir(&dir).env("KUBECONFIG", &kubeconfig);
+    let r = run(cmd, None, SUITE_DEADLINE);
+    println!("{}", r.stdout);
+    assert!(r.success(), "{}\n{}", r.describe(), c.logs().render());
+}
+
+fn layout(dir: &Path, layers: Vec<Vec<Entry>>, run: RunConfig, name: &str) {
+    write_layout(
+        dir,
+        &layers,
+        &run,
+        &format!("docker.io/library/{name}:latest"),
+        name,
+    )
+    .unwrap_or_else(|e| panic!("cannot write the {name} layout: {e}"));
+}
+
+/// `nginx:latest` as the suite reads it: an httpd on port 80 whose page has nginx's own
+/// `<h1>Welcome to nginx!</h1>` (the suite's port-forward test looks for exactly that).
+fn nginx_layers() -> Vec<Vec<Entry>> {
+    let page = "<!DOCTYPE html>\n<html><head><title>Welcome to nginx!</title></head>\n\
+                <body><h1>Welcome to nginx!</h1></body></html>\n";
+    vec![
+        busybox_layer(),
+        vec![
+            Entry::dir("www"),
+            Entry::file("www/index.html", page, 0o644),
+        ],
+    ]
+}
+
+fn nginx_run() -> RunConfig {
+    RunConfig {
+        env: vec![PATH_ENV.into()],
+        cmd: [
+            "sh",
+            "-c",
+            "trap 'exit 0' TERM; httpd -f -p 80 -h /www & wait",
+        ]
+        .map(String::from)
+        .to_vec(),
+        exposed_ports: vec!["80/tcp".into()],
+        ..RunConfig::default()
+    }
+}
+
+/// The host's Debian `python3.11`, the libraries `ldd` lists and the pure-Python part of its
+/// standard library: enough for the suite's `port_server.py` (`python:latest`).
+fn python_layers() -> Vec<Vec<Entry>> {
+    let bin = Path::new("/usr/bin/python3.11");
+    let read = |p: &Path| {
+        std::fs::read(p)
+            .unwrap_or_else(|e| panic!("{}: {e} (apt-get install python3)", p.display()))
+    };
+    let mut entries = vec![
+        Entry::dir("usr/bin"),
+        Entry::dir("usr/lib"),
+        Entry::dir("lib"),
+        Entry::dir("lib/x86_64-linux-gnu"),
+        Entry::dir("lib64"),
+        Entry::file("usr/bin/python3.11", read(bin), 0o755),
+        Entry::symlink("usr/bin/python3", "python3.11"),
+        Entry::symlink("usr/bin/python", "python3.11"),
+    ];
+    let ldd = Command::new("ldd")
+        .arg(bin)
+        .output()
+        .unwrap_or_else(|e| panic!("ldd: {e}"));
+    for line in String::from_utf8_lossy(&ldd.stdout).lines() {
+        let path = line
+            .split_whitespace()
+            .find(|w| w.starts_with('/'))
+            .map(PathBuf::from);
+        if let Some(lib) = path {
+            let real = std::fs::canonicalize(&lib).unwrap_or_else(|e| panic!("{lib:?}: {e}"));
+            let inside = lib.to_string_lossy().trim_start_matches('/').to_string();
+            entries.push(Entry::file(&inside, read(&real), 0o755));
+        }
+    }
+    let stdlib = Path::new("/usr/lib/python3.11");
+    add_python_files(stdlib, "usr/lib/python3.11", 0, &mut entries);
+    vec![busybox_layer(), entries]
+}
+
+/// `.py` files of `dir` (and of its packages `encodings`, `collections`, `importlib`, `re`,
+/// below the top level), as entries under `inside`.
+fn add_python_files(dir: &Path, inside: &str, depth: usize, out: &mut Vec<Entry>) {
+    out.push(Entry::dir(inside));
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(Result::ok)
+        .collect();
+    names.sort_by_key(|e| e.file_name());
+    for e in names {
+        let name = e.file_name().to_string_lossy().to_string();
+        let path = e.path();
+        let packages = [
+            "encodings",
+            "collections",
+            "importlib",
+            "re",
+            "metadata",
+            "resources",
+        ];
+        if path.is_dir() && (depth > 0 || packages.contains(&name.as_str())) {
+            if name != "__pycache__" {
+                add_python_files(&path, &format!("{inside}/{name}"), depth + 1, out);
+            }
+        } else if name.ends_with(".py")
+            && let Ok(data) = std::fs::read(&path)
+        {
+            out.push(Entry::file(&format!("{inside}/{name}"), data, 0o644));
+        }
+    }
+}
+
+fn python_run() -> RunConfig {
+    RunConfig {
+        env: vec![PATH_ENV.into()],
+        cmd: vec!["python3".into()],
+        ..RunConfig::default()
+    }
+}

@@ -1,7 +1,8 @@
 //! The harness's promise: a cluster leaves the host as it found it, even when its test fails.
 //! A two-agent cluster with running pods is dropped while a panic unwinds; afterwards no agent,
 //! shim or container process of it is alive, and its netns, bridges, tagged iptables rules,
-//! cgroups, mounts and temporary directories are gone, and `net.ipv4.ip_forward` is back. And
+//! cgroups, mounts and temporary directories are gone, and `net.ipv4.ip_forward` and
+//! `route_localnet` (set by the agents for localhost NodePorts) are back. And
 //! when a test process is killed outright (no Drop runs), the next cluster to start removes
 //! what it left, from its record.
 
@@ -10,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use berth_tests::cluster::record::{RECORD_DIR, Record};
-use berth_tests::host::{HostLock, ip_forward, tool_ok};
+use berth_tests::host::{HostLock, ip_forward, route_localnet, tool_ok};
 use berth_tests::pod_specs::{SLEEP_FOREVER, nginx_pod, sh_pod};
 use berth_tests::sweep::{link_exists, mounts_under, netns_with_prefix};
 use berth_tests::{Cluster, ClusterConfig, secs, wait_for};
@@ -35,10 +36,10 @@ fn alive(pid: u32) -> bool {
 
 #[test]
 fn a_failing_test_still_leaves_the_host_as_it_found_it() {
-    let forward_before = {
-        // Read under the lock, so no other cluster is changing it meanwhile.
+    let (forward_before, localnet_before) = {
+        // Read under the lock, so no other cluster is changing them meanwhile.
         let _lock = HostLock::acquire();
-        ip_forward()
+        (ip_forward(), route_localnet())
     };
     let mut footprint = Footprint::default();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -101,6 +102,7 @@ fn a_failing_test_still_leaves_the_host_as_it_found_it() {
         assert!(!dir.exists(), "{} is still there", dir.display());
     }
     assert_eq!(ip_forward(), forward_before);
+    assert_eq!(route_localnet(), localnet_before);
 }
 
 /// Set for the child process of the killed-test scenario: the file to write once its cluster

@@ -30,10 +30,11 @@ pub fn node_of(id: &Identity) -> Option<&str> {
 }
 
 pub fn verb(method: &Method, path: &ResourcePath, q: &Query) -> Verb {
+    // HEAD is a GET, as upstream's RequestInfo reads it.
     match (method, path.name.is_some()) {
-        (&Method::GET, _) if q.flag("watch") => Verb::Watch,
-        (&Method::GET, true) => Verb::Get,
-        (&Method::GET, false) => Verb::List,
+        (&Method::GET | &Method::HEAD, _) if q.flag("watch") => Verb::Watch,
+        (&Method::GET | &Method::HEAD, true) => Verb::Get,
+        (&Method::GET | &Method::HEAD, false) => Verb::List,
         (&Method::POST, _) => Verb::Create,
         (&Method::PUT, _) => Verb::Update,
         (&Method::PATCH, _) => Verb::Patch,
@@ -358,5 +359,27 @@ mod tests {
         }
         assert!(!references(&pod, false, "sec1"));
         assert!(!references(&pod, true, "other"));
+    }
+
+    #[test]
+    fn methods_map_to_verbs_as_upstreams_request_info_maps_them() {
+        let rt = berth_shared::resource::by_plural("", "v1", "pods").unwrap();
+        let at = |name: Option<&str>| ResourcePath {
+            rt,
+            namespace: Some("default".into()),
+            name: name.map(String::from),
+            subresource: None,
+        };
+        let none = Query::parse(None);
+        let watch = Query::parse(Some("watch=1"));
+        for (method, name, q, want) in [
+            (Method::HEAD, Some("p"), &none, Verb::Get),
+            (Method::HEAD, None, &none, Verb::List),
+            (Method::GET, None, &watch, Verb::Watch),
+            (Method::DELETE, Some("p"), &none, Verb::Delete),
+            (Method::DELETE, None, &none, Verb::DeleteCollection),
+        ] {
+            assert_eq!(verb(&method, &at(name), q), want, "{method} {name:?}");
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! Issue 14, streaming over SPDY/3.1: `kubectl port-forward` (SPDY with every kubectl; 1.31
-//! and later first try SPDY tunnelled in a WebSocket and fall back) reaches a server that
+//! and later first try SPDY tunnelled in a WebSocket, which the agent serves too:
+//! `agent_port_forward_ws`) reaches a server that
 //! listens only on the pod's loopback, for several connections through one forward, and a
 //! port nothing listens on is reported in the kubelet's words. kubectl 1.29 and 1.27 speak
 //! SPDY for `exec` (and `cp`, which is `exec tar`): exit codes, stdin and stderr pass through.

@@ -39,7 +39,7 @@ fn two_container_pod(node: &str) -> Value {
 fn kubectl(version: &str) -> PathBuf {
     let path = match version {
         "1.20" => return berth_tests::kubectl::kubectl_1_20(),
-        "1.36" | "1.37" => PathBuf::from(format!("/opt/berth-kubectl-{version}/bin/kubectl")),
+        "1.36" | "1.37" => return berth_tests::kubectl::kubectl_from_pypi(version),
         _ => PathBuf::from(format!("/usr/lib/google-cloud-sdk/bin/kubectl.{version}")),
     };
     assert!(

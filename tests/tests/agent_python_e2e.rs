@@ -76,7 +76,7 @@ fn the_python_clients_own_e2e_suite() {
         std::fs::write(&hold, kubeconfig.display().to_string())
             .unwrap_or_else(|e| panic!("cannot write {}: {e}", hold.display()));
         while hold.exists() {
-            std::thread::sleep(Duration::from_secs(1));
+            std::thread::sleep(Duration::from_secs(1)); // not ordering: holding the cluster for a person
         }
         return;
     }

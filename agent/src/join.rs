@@ -7,6 +7,7 @@
 //! name to this agent: the controller registers it at the first join under the name and signs
 //! later certificates for the name only for its holder.
 
+use berth_shared::client::any_certificate::AnyServerCertificate;
 use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair};
 use sha2::Digest;
 use std::io::Write;
@@ -128,52 +129,6 @@ pub fn node_secret(path: &Path) -> Result<String, JoinError> {
     Ok(secret)
 }
 
-/// Accepts any server certificate: used only to fetch the CA, whose hash is then checked.
-#[derive(Debug)]
-struct AcceptAny(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for AcceptAny {
-    fn verify_server_cert(
-        &self,
-        _: &rustls::pki_types::CertificateDer<'_>,
-        _: &[rustls::pki_types::CertificateDer<'_>],
-        _: &rustls::pki_types::ServerName<'_>,
-        _: &[u8],
-        _: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
 fn http_err(url: &str) -> impl Fn(reqwest::Error) -> JoinError + '_ {
     move |e| JoinError::Http {
         url: url.to_string(),
@@ -190,7 +145,7 @@ async fn fetch_ca(server: &str, token: &Token) -> Result<String, JoinError> {
             message: e.to_string(),
         })?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
+        .with_custom_certificate_verifier(AnyServerCertificate::new(provider))
         .with_no_client_auth();
     let url = format!("{server}/cacerts");
     let http = reqwest::Client::builder()

@@ -3,6 +3,7 @@
 //! cluster CA and authenticates with a client certificate or a bearer token. Given several
 //! servers (one cluster's controllers), it fails over between them (see [`failover`]).
 
+pub mod any_certificate;
 mod error;
 pub mod failover;
 mod resuming;

@@ -6,7 +6,7 @@ use super::query::Query;
 use super::watch_start::{self, Freshness, ListStart};
 use super::{SharedState, json_response, table};
 use crate::registry::prefix;
-use crate::store::{ObjectIndex, StoredObject};
+use crate::store::{ObjectIndex, Revision, Store, StoredObject};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use berth_shared::resource::ResourceType;
@@ -64,6 +64,22 @@ fn raw_json(mut body: Vec<u8>) -> Response {
         .into_response()
 }
 
+/// Brings the store to the state a read asks for and returns its revision: unset, the most
+/// recent state (a consistent read); "0", whatever the cache holds; N, a state at least as new
+/// as N, else upstream's 504 `Too large resource version`.
+pub async fn reach(store: &Store, fresh: Freshness) -> Result<Revision, ApiError> {
+    if fresh != Freshness::Any {
+        store.sync().await?;
+    }
+    let current = store.current_revision();
+    match fresh {
+        Freshness::NotOlderThan(n) if current < n => Err(ApiError::Timeout(format!(
+            "Too large resource version: {n}, current: {current}"
+        ))),
+        _ => Ok(current),
+    }
+}
+
 pub async fn list(
     state: &SharedState,
     rt: &'static ResourceType,
@@ -72,30 +88,19 @@ pub async fn list(
     as_table: Option<IncludeObject>,
 ) -> Result<Response, ApiError> {
     let selectors = Selectors::from_query(q)?;
-    // Unset: the most recent state (a consistent read); "0": whatever the cache holds; N: a
-    // state at least as new as N (or exactly N, which only the current state can be here).
+    // Exactly N is only served when N is the current state (older states are not kept).
     let store = state.registry.store();
-    let wanted = match watch_start::list_start(q)? {
-        ListStart::Fresh(Freshness::Any) => None,
-        ListStart::Fresh(Freshness::Newest) => {
-            store.sync().await?;
-            None
+    match watch_start::list_start(q)? {
+        ListStart::Fresh(fresh) => {
+            reach(store, fresh).await?;
         }
-        ListStart::Fresh(Freshness::NotOlderThan(n)) => Some((n, false)),
-        ListStart::Exact(n) => Some((n, true)),
-    };
-    if let Some((n, exact)) = wanted {
-        store.sync().await?;
-        let current = store.current_revision();
-        if current < n {
-            return Err(ApiError::Timeout(format!(
-                "Too large resource version: {n}, current: {current}"
-            )));
-        }
-        if exact && current > n {
-            return Err(ApiError::Gone(format!(
-                "too old resource version: {n} ({current})"
-            )));
+        ListStart::Exact(n) => {
+            let current = reach(store, Freshness::NotOlderThan(n)).await?;
+            if current > n {
+                return Err(ApiError::Gone(format!(
+                    "too old resource version: {n} ({current})"
+                )));
+            }
         }
     }
     let prefix = prefix(rt, ns);

@@ -110,34 +110,17 @@ pub async fn serve(
 
     let start = watch_start::watch_start(q)?;
     let mut initial = Vec::new();
-    let current_state = async |fresh: Freshness| -> Result<(), ApiError> {
-        match fresh {
-            Freshness::Any => Ok(()),
-            Freshness::Newest => Ok(store.sync().await?),
-            Freshness::NotOlderThan(n) => {
-                store.sync().await?;
-                let current = store.current_revision();
-                if current < n {
-                    return Err(ApiError::Timeout(format!(
-                        "Too large resource version: {n}, current: {current}"
-                    )));
-                }
-                Ok(())
-            }
-        }
-    };
     let (start_rev, watch) = match start {
         WatchStart::ChangesAfter(rv) | WatchStart::ChangesOnly(Freshness::NotOlderThan(rv)) => {
             (rv, store.watch(rv))
         }
         WatchStart::ChangesOnly(fresh) => {
-            current_state(fresh).await?;
-            let rev = store.current_revision();
+            let rev = super::list::reach(&store, fresh).await?;
             (rev, store.watch(rev))
         }
         WatchStart::StateThenChanges | WatchStart::StreamedList(_) => {
             if let WatchStart::StreamedList(fresh) = start {
-                current_state(fresh).await?;
+                super::list::reach(&store, fresh).await?;
             }
             let (rev, items, _) = store.list(&prefix, None, None, |o| selectors.matches(&o.index));
             for item in items {

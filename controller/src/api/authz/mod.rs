@@ -132,22 +132,34 @@ fn facts(registry: &Registry, node: &str, path: &ResourcePath) -> Facts {
                 .and_then(|p| p.index.field("spec.nodeName"));
         }
         ("", kind @ ("configmaps" | "secrets")) => {
-            let Some(pods) = resource::by_plural("", "v1", "pods") else {
-                return facts;
-            };
-            let (_, items, _) = registry
-                .store()
-                .list(&prefix(pods, Some(ns)), None, None, |o| {
-                    o.index.field("spec.nodeName").as_deref() == Some(node)
-                });
-            facts.referenced_by_node_pod = items
-                .iter()
-                .filter_map(|p| p.value().ok())
-                .any(|p| references(&p, kind == "secrets", name));
+            facts.referenced_by_node_pod =
+                referenced_by_node_pod(registry, node, ns, kind == "secrets", name);
         }
         _ => {}
     }
     facts
+}
+
+/// Whether a pod bound to `node` references the ConfigMap (or Secret) `ns/name`.
+fn referenced_by_node_pod(
+    registry: &Registry,
+    node: &str,
+    ns: &str,
+    secret: bool,
+    name: &str,
+) -> bool {
+    let Some(pods) = resource::by_plural("", "v1", "pods") else {
+        return false;
+    };
+    let (_, items, _) = registry
+        .store()
+        .list(&prefix(pods, Some(ns)), None, None, |o| {
+            o.index.field("spec.nodeName").as_deref() == Some(node)
+        });
+    items
+        .iter()
+        .filter_map(|p| p.value().ok())
+        .any(|p| references(&p, secret, name))
 }
 
 /// The node authorizer's answer for a node's request (`Err`: its refusal message).
@@ -173,6 +185,17 @@ fn node_decision(
         name_selector: fields.single_value("metadata.name"),
     };
     let mut facts = facts(registry, node, path);
+    // A list or watch of one referenced ConfigMap or Secret, named by a `metadata.name` field
+    // selector: the kubelet's watch-based manager keeps its pods' objects current this way.
+    if let (("", kind @ ("configmaps" | "secrets")), None, Some(ns), Some(name)) = (
+        (path.rt.group, path.rt.plural),
+        path.name.as_deref(),
+        path.namespace.as_deref(),
+        request.name_selector,
+    ) {
+        facts.referenced_by_node_pod =
+            referenced_by_node_pod(registry, node, ns, kind == "secrets", name);
+    }
     if let (Some(pod), Some(ns)) = (token_request_pod, path.namespace.as_deref()) {
         // A node may ask for a token of an account only for a pod bound to it that runs as it.
         facts.token_for_own_pod = registry

@@ -101,7 +101,13 @@ pub fn decide(node: &str, r: &Request<'_>, facts: &Facts) -> Result<(), String> 
             r.verb,
             Verb::Create | Verb::Update | Verb::Patch | Verb::Get
         ),
-        ("", "configmaps") | ("", "secrets") => r.verb == Verb::Get && facts.referenced_by_node_pod,
+        // As upstream's node authorizer: a referenced object may be read, listed and watched,
+        // a list or watch only of the one object its `metadata.name` field selector names.
+        ("", "configmaps") | ("", "secrets") => match r.verb {
+            Verb::Get => facts.referenced_by_node_pod,
+            Verb::List | Verb::Watch => r.name_selector.is_some() && facts.referenced_by_node_pod,
+            _ => false,
+        },
         // As upstream's node authorizer: the service variables of every pod (and, later, the
         // service proxy) need every Service.
         ("", "services") => r.verb.reads(),
@@ -312,6 +318,23 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn a_referenced_secret_may_be_watched_only_by_its_name() {
+        let referenced = Facts {
+            referenced_by_node_pod: true,
+            ..Facts::default()
+        };
+        let mut r = req(Verb::Watch, "", "secrets", Some("default"), None);
+        assert!(decide("a", &r, &referenced).is_err(), "every secret");
+        r.name_selector = Some("s");
+        assert!(decide("a", &r, &referenced).is_ok());
+        assert!(decide("a", &r, &Facts::default()).is_err());
+        r.verb = Verb::List;
+        assert!(decide("a", &r, &referenced).is_ok());
+        r.verb = Verb::Update;
+        assert!(decide("a", &r, &referenced).is_err());
     }
 
     #[test]

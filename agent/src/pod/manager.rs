@@ -7,6 +7,7 @@
 
 use super::backend::ManagerBackend;
 use super::cache::PodCache;
+use super::config_objects::{OnChange, Watched};
 use super::events::Recorder;
 use super::labels;
 use super::ports::ApiClient;
@@ -136,6 +137,7 @@ impl PodManager {
     ) -> PodManager {
         let events = Arc::new(Recorder::new(client.clone(), config.node_name.clone()));
         let pods = Arc::new(PodCache::default());
+        let queue = Queue::new();
         let network = Arc::new(network);
         let metrics = Arc::new(AgentMetrics::default());
         let cx = Arc::new(Context {
@@ -152,6 +154,16 @@ impl PodManager {
             api: Arc::new(ApiClient {
                 client: client.clone(),
                 pods: pods.clone(),
+                config_maps: Watched::new(
+                    client.clone(),
+                    resource::CONFIG_MAPS,
+                    wake_referrers(&pods, &queue, false),
+                ),
+                secrets: Watched::new(
+                    client.clone(),
+                    resource::SECRETS,
+                    wake_referrers(&pods, &queue, true),
+                ),
             }),
             events,
             node: NodeSide {
@@ -168,6 +180,11 @@ impl PodManager {
                     &node.host_ip,
                     crate::node::host::internal_ip(None).as_deref(),
                 ),
+                security: super::host_security::observe(
+                    &config.root_dir,
+                    config.seccomp_default,
+                    &config.allowed_unsafe_sysctls,
+                ),
             },
             clock: Arc::new(jiff::Timestamp::now),
         });
@@ -177,7 +194,7 @@ impl PodManager {
                 client,
                 runtime,
                 network,
-                queue: Queue::new(),
+                queue,
                 pods,
                 cx,
                 workers: Mutex::new(HashMap::new()),
@@ -223,6 +240,24 @@ impl PodManager {
         let _ = workers.await;
     }
 }
+/// Wakes the pods that refer to a ConfigMap (or Secret) that changed, so their volumes are
+/// rewritten now.
+fn wake_referrers(pods: &Arc<PodCache>, queue: &Queue<String>, secret: bool) -> OnChange {
+    let (pods, queue) = (pods.clone(), queue.clone());
+    Arc::new(move |ns: &str, name: &str| {
+        for uid in pods.uids() {
+            let Some(pod) = pods.get(&uid) else { continue };
+            if pod.metadata.namespace.as_deref() != Some(ns) {
+                continue;
+            }
+            let (cms, secrets) = super::config_objects::referenced(&pod);
+            if (if secret { secrets } else { cms }).contains(name) {
+                queue.add(uid);
+            }
+        }
+    })
+}
+
 /// Lists and watches the pods bound to this node; a vanished pod's uid is queued so its
 /// worker cleans up. The watch resumes from its last resourceVersion when it breaks (its
 /// server died: the client moves to another); only a `410 Gone` relists. A failed request

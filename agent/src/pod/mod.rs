@@ -8,6 +8,7 @@ pub mod api_access;
 pub mod backend;
 pub mod cache;
 pub mod claims;
+pub mod config_objects;
 pub mod container_config;
 pub mod events;
 #[cfg(test)]

@@ -19,8 +19,7 @@ use berth_shared::k8s_openapi::api::core::v1::{
     ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service,
 };
 use berth_shared::resource::{
-    CONFIG_MAPS, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS, SECRETS, SERVICE_ACCOUNTS,
-    SERVICES,
+    PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS, SERVICE_ACCOUNTS, SERVICES,
 };
 use futures::future::BoxFuture;
 use std::sync::Arc;
@@ -267,6 +266,9 @@ async fn request_token(
 pub struct ApiClient {
     pub client: Client,
     pub pods: Arc<PodCache>,
+    /// The ConfigMaps and Secrets of this node's pods, watched.
+    pub config_maps: super::config_objects::Watched<ConfigMap>,
+    pub secrets: super::config_objects::Watched<Secret>,
 }
 
 impl PodApi for ApiClient {
@@ -297,7 +299,7 @@ impl PodApi for ApiClient {
         namespace: &'a str,
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<ConfigMap>, ClientError>> {
-        Box::pin(self.client.get(CONFIG_MAPS, Some(namespace), name))
+        Box::pin(self.config_maps.get(namespace, name))
     }
 
     fn secret<'a>(
@@ -305,7 +307,7 @@ impl PodApi for ApiClient {
         namespace: &'a str,
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<Secret>, ClientError>> {
-        Box::pin(self.client.get(SECRETS, Some(namespace), name))
+        Box::pin(self.secrets.get(namespace, name))
     }
 
     fn services<'a>(

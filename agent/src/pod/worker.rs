@@ -8,6 +8,7 @@
 //! against recording fakes in the unit tests (`worker/tests.rs`).
 
 mod claims;
+mod config_volumes;
 mod observe;
 mod probers;
 mod pull;
@@ -310,7 +311,7 @@ impl PodWorker {
         if waiting_for_volumes {
             next = next.min(claims::CLAIM_RETRY);
         }
-        self.renew_tokens(&pod).await;
+        self.refresh_config_volumes(&pod).await;
         Ok(Pass::RequeueAfter(next))
     }
 

@@ -1,15 +1,22 @@
 //! Pod volumes on the host: `emptyDir` (a directory, or a tmpfs for `medium: Memory`, shared by
 //! the pod's containers), `hostPath` (checked and made as [`super::host_path`] plans: at set-up
 //! before the sandbox, and as a bind source when each container is made), `persistentVolumeClaim`
-//! (the bound volume's `hostPath` or `local` path, bind-mounted like a hostPath), and
-//! `configMap`, `secret`, `downwardAPI` and `projected` volumes written as files (refreshed
-//! every pass). Everything but host paths and claims lives under `<root>/pods/<uid>/volumes/`
-//! and goes with the pod.
+//! (the bound volume's `hostPath` or `local` path, bind-mounted like a hostPath), and the config
+//! volumes — `configMap`, `secret`, `downwardAPI`, `projected` — whose files ([`payload`]) the
+//! [`atomic_writer`] keeps current (secret, projected and downwardAPI ones on a tmpfs, so their
+//! values never reach the node's disk). The pod's `fsGroup` is applied as [`ownership`] says.
+//! Everything but host paths and claims lives under `<root>/pods/<uid>/volumes/` and goes
+//! with the pod, its tmpfs mounts unmounted first.
+
+pub mod atomic_writer;
+pub mod ownership;
+pub mod payload;
 
 use super::claims::HostKind;
 use super::container_config::ResolvedSources;
 use super::host_path::{self, Found, PathType, Step};
-use berth_shared::k8s_openapi::api::core::v1::{Container, KeyToPath, Pod, Volume};
+use berth_shared::k8s_openapi::api::core::v1::{Container, Pod, Volume};
+use payload::ConfigKind;
 use std::collections::BTreeMap;
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::fs::OpenOptionsExt;
@@ -29,18 +36,23 @@ pub enum VolumeError {
     Mount { path: PathBuf, source: nix::Error },
     #[error("volume {name:?}: persistentvolumeclaim \"{claim}\" is not bound")]
     ClaimNotReady { name: String, claim: String },
+    #[error("unmounting {path}: {source}")]
+    Unmount { path: PathBuf, source: nix::Error },
 }
 
 impl VolumeError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            VolumeError::Io { .. } | VolumeError::Mount { .. } | VolumeError::ClaimNotReady { .. }
+            VolumeError::Io { .. }
+                | VolumeError::Mount { .. }
+                | VolumeError::Unmount { .. }
+                | VolumeError::ClaimNotReady { .. }
         )
     }
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> VolumeError + '_ {
+pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> VolumeError + '_ {
     move |source| VolumeError::Io {
         path: path.to_path_buf(),
         source,
@@ -50,17 +62,6 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> VolumeError + '_ {
 /// The pod's directory under the agent's root.
 pub fn pod_dir(root: &Path, uid: &str) -> PathBuf {
     root.join("pods").join(uid)
-}
-
-fn write_file(path: &Path, data: &[u8], mode: u32) -> Result<(), VolumeError> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(io(parent))?;
-    }
-    // Write beside and rename, so a reader never sees half a file.
-    let tmp = path.with_extension("berth-tmp");
-    std::fs::write(&tmp, data).map_err(io(&tmp))?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
 }
 
 fn relative(name: &str, p: &str) -> Result<(), VolumeError> {
@@ -73,94 +74,69 @@ fn relative(name: &str, p: &str) -> Result<(), VolumeError> {
     Ok(())
 }
 
-/// Writes `data` as files: all keys, or the listed items (key → path, mode).
-fn write_keys(
-    volume: &str,
-    dir: &Path,
-    data: &BTreeMap<String, Vec<u8>>,
-    items: Option<&Vec<KeyToPath>>,
-    default_mode: u32,
-) -> Result<(), VolumeError> {
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
-    match items {
-        Some(items) if !items.is_empty() => {
-            for item in items {
-                relative(volume, &item.path)?;
-                let Some(value) = data.get(&item.key) else {
-                    continue;
-                };
-                let mode = item.mode.map_or(default_mode, |m| m as u32);
-                write_file(&dir.join(&item.path), value, mode)?;
+/// Decodes the octal escapes of `/proc/self/mountinfo` (`\040` is a space).
+fn unescape(field: &str) -> String {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push(d.iter().fold(0u8, |n, c| n.wrapping_mul(8) + (c - b'0')));
+                i += 4;
             }
-        }
-        _ => {
-            for (k, v) in data {
-                write_file(&dir.join(k), v, default_mode)?;
+            (c, _) => {
+                out.push(c);
+                i += 1;
             }
         }
     }
-    Ok(())
+    String::from_utf8_lossy(&out).into_owned()
 }
 
-fn downward_value(pod: &Pod, field_path: &str) -> String {
-    let m = &pod.metadata;
-    let render = |map: Option<&BTreeMap<String, String>>| {
-        map.map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}=\"{v}\"\n"))
-                .collect::<String>()
-        })
-        .unwrap_or_default()
-    };
-    match field_path {
-        "metadata.name" => m.name.clone().unwrap_or_default(),
-        "metadata.namespace" => m.namespace.clone().unwrap_or_default(),
-        "metadata.uid" => m.uid.clone().unwrap_or_default(),
-        "metadata.labels" => render(m.labels.as_ref()),
-        "metadata.annotations" => render(m.annotations.as_ref()),
-        other => {
-            let key = |prefix: &str| {
-                other
-                    .strip_prefix(prefix)?
-                    .strip_prefix("['")?
-                    .strip_suffix("']")
-                    .map(String::from)
-            };
-            if let Some(k) = key("metadata.labels") {
-                m.labels
-                    .as_ref()
-                    .and_then(|l| l.get(&k))
-                    .cloned()
-                    .unwrap_or_default()
-            } else if let Some(k) = key("metadata.annotations") {
-                m.annotations
-                    .as_ref()
-                    .and_then(|l| l.get(&k))
-                    .cloned()
-                    .unwrap_or_default()
-            } else {
-                String::new()
-            }
-        }
-    }
+/// Mount points at or under `dir` in `mountinfo` text, deepest first.
+fn mounts_under(mountinfo: &str, dir: &Path) -> Vec<PathBuf> {
+    let mut points: Vec<PathBuf> = mountinfo
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|p| PathBuf::from(unescape(p)))
+        .filter(|p| p.starts_with(dir))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    points.dedup();
+    points
 }
 
-fn bytes(map: Option<&BTreeMap<String, String>>) -> BTreeMap<String, Vec<u8>> {
-    map.map(|m| {
-        m.iter()
-            .map(|(k, v)| (k.clone(), v.as_bytes().to_vec()))
-            .collect()
-    })
-    .unwrap_or_default()
+fn mountinfo() -> String {
+    std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default()
 }
 
 fn is_mountpoint(path: &Path) -> bool {
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .map(|m| {
-            let p = path.display().to_string();
-            m.lines().any(|l| l.split(' ').nth(4) == Some(p.as_str()))
-        })
-        .unwrap_or(false)
+    mounts_under(&mountinfo(), path).iter().any(|p| p == path)
+}
+
+/// Makes `dir` a tmpfs (of at most `size` bytes) unless it is one already: set up once per
+/// pod, and kept across agent restarts (the mount outlives the agent, as the pod does).
+fn mount_tmpfs(dir: &Path, size: Option<u64>) -> Result<(), VolumeError> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    if is_mountpoint(dir) {
+        return Ok(());
+    }
+    let opts = size.map(|s| format!("size={s}"));
+    nix::mount::mount(
+        Some("tmpfs"),
+        dir,
+        Some("tmpfs"),
+        nix::mount::MsFlags::empty(),
+        opts.as_deref(),
+    )
+    .map_err(|source| VolumeError::Mount {
+        path: dir.to_path_buf(),
+        source,
+    })
 }
 
 /// What is at `path` now, following symlinks.
@@ -327,27 +303,21 @@ fn prepare_one(
     };
     if let Some(e) = &v.empty_dir {
         let dir = base.join("empty-dir").join(&v.name);
-        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-        if e.medium.as_deref() == Some("Memory") && !is_mountpoint(&dir) {
+        if e.medium.as_deref() == Some("Memory") {
             let size = e
                 .size_limit
                 .as_ref()
                 .and_then(|q| berth_shared::quantity::Quantity::parse(&q.0).ok())
-                .map(|q| q.value());
-            let opts = size.map(|s| format!("size={s}"));
-            nix::mount::mount(
-                Some("tmpfs"),
-                &dir,
-                Some("tmpfs"),
-                nix::mount::MsFlags::empty(),
-                opts.as_deref(),
-            )
-            .map_err(|source| VolumeError::Mount {
-                path: dir.clone(),
-                source,
-            })?;
+                .and_then(|q| u64::try_from(q.value()).ok());
+            mount_tmpfs(&dir, size)?;
+        } else {
+            std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         }
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).map_err(io(&dir))?;
+        if !fs_group_applied(base, &v.name) {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))
+                .map_err(io(&dir))?;
+        }
+        apply_fs_group_once(base, pod, &v.name, &dir)?;
         return Ok(dir);
     }
     if let Some(h) = &v.host_path {
@@ -374,162 +344,169 @@ fn prepare_one(
             }
             HostKind::Local => {}
         }
+        // Upstream applies fsGroup to local volumes (and local-path's hostPath ones), never
+        // to a pod's own hostPath volumes.
+        if host.path.is_dir() && !c.read_only.unwrap_or(false) {
+            apply_fs_group_once(base, pod, &v.name, &host.path)?;
+        }
         return Ok(host.path.clone());
     }
-    if let Some(cm) = &v.config_map {
-        let dir = base.join("configmap").join(&v.name);
-        let mode = cm.default_mode.map_or(0o644, |m| m as u32);
-        match sources.configmaps.get(&cm.name) {
-            Some(data) => {
-                let mut all = bytes(Some(data));
-                if let Some(b) = sources.configmaps.get(&format!("{}\0binary", cm.name)) {
-                    all.extend(bytes(Some(b)));
-                }
-                write_keys(&v.name, &dir, &all, cm.items.as_ref(), mode)?;
-            }
-            None if cm.optional.unwrap_or(false) => {
-                std::fs::create_dir_all(&dir).map_err(io(&dir))?
-            }
-            None => return Err(invalid(format!("configmap \"{}\" not found", cm.name))),
-        }
-        return Ok(dir);
-    }
-    if let Some(s) = &v.secret {
-        let dir = base.join("secret").join(&v.name);
-        let name = s.secret_name.clone().unwrap_or_default();
-        let mode = s.default_mode.map_or(0o644, |m| m as u32);
-        match sources.secrets.get(&name) {
-            Some(data) => write_keys(&v.name, &dir, &bytes(Some(data)), s.items.as_ref(), mode)?,
-            None if s.optional.unwrap_or(false) => {
-                std::fs::create_dir_all(&dir).map_err(io(&dir))?
-            }
-            None => return Err(invalid(format!("secret \"{name}\" not found"))),
-        }
-        return Ok(dir);
-    }
-    if let Some(d) = &v.downward_api {
-        let dir = base.join("downward-api").join(&v.name);
-        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-        let mode = d.default_mode.map_or(0o644, |m| m as u32);
-        for item in d.items.iter().flatten() {
-            relative(&v.name, &item.path)?;
-            let value = item
-                .field_ref
-                .as_ref()
-                .map(|f| downward_value(pod, &f.field_path))
-                .unwrap_or_default();
-            write_file(
-                &dir.join(&item.path),
-                value.as_bytes(),
-                item.mode.map_or(mode, |m| m as u32),
-            )?;
-        }
-        return Ok(dir);
-    }
-    if let Some(p) = &v.projected {
-        let dir = base.join("projected").join(&v.name);
-        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-        let mode = p.default_mode.map_or(0o644, |m| m as u32);
-        for src in p.sources.iter().flatten() {
-            if let Some(cm) = &src.config_map {
-                if let Some(data) = sources.configmaps.get(&cm.name) {
-                    write_keys(&v.name, &dir, &bytes(Some(data)), cm.items.as_ref(), mode)?;
-                } else if !cm.optional.unwrap_or(false) {
-                    return Err(invalid(format!("configmap \"{}\" not found", cm.name)));
-                }
-            }
-            if let Some(s) = &src.secret {
-                if let Some(data) = sources.secrets.get(&s.name) {
-                    write_keys(&v.name, &dir, &bytes(Some(data)), s.items.as_ref(), mode)?;
-                } else if !s.optional.unwrap_or(false) {
-                    return Err(invalid(format!("secret \"{}\" not found", s.name)));
-                }
-            }
-            if let Some(t) = &src.service_account_token {
-                relative(&v.name, &t.path)?;
-                let need = super::api_access::TokenNeed {
-                    audience: t.audience.clone().filter(|a| !a.is_empty()),
-                    expiration_seconds: t
-                        .expiration_seconds
-                        .unwrap_or(super::api_access::DEFAULT_TOKEN_SECONDS),
-                };
-                let token = sources.tokens.get(&need.key()).ok_or_else(|| {
-                    invalid(
-                        "failed to fetch token: the service account token is not available yet"
-                            .to_string(),
-                    )
-                })?;
-                write_file(&dir.join(&t.path), token.as_bytes(), mode)?;
-            }
-            if let Some(d) = &src.downward_api {
-                for item in d.items.iter().flatten() {
-                    relative(&v.name, &item.path)?;
-                    let value = item
-                        .field_ref
-                        .as_ref()
-                        .map(|f| downward_value(pod, &f.field_path))
-                        .unwrap_or_default();
-                    write_file(
-                        &dir.join(&item.path),
-                        value.as_bytes(),
-                        item.mode.map_or(mode, |m| m as u32),
-                    )?;
-                }
-            }
-        }
+    if let Some(kind) = ConfigKind::of(v) {
+        let fs = ownership::fs_group(pod).map(|(g, _)| g);
+        let files = payload::plan_payload(pod, v, sources, fs)
+            .map_err(invalid)?
+            .unwrap_or_default();
+        let dir = config_dir(base, kind, &v.name);
+        write_config(&dir, kind, &files, fs)?;
         return Ok(dir);
     }
     Err(invalid("unsupported volume type (Berth supports emptyDir, hostPath, persistentVolumeClaim, configMap, secret, downwardAPI, projected)".to_string()))
 }
 
-/// Rewrites a renewed token in every projected volume of `pod` that carries it (the directory
-/// is bind-mounted, so the containers see the new file at once).
-pub fn renew_token(
+fn config_dir(base: &Path, kind: ConfigKind, name: &str) -> PathBuf {
+    base.join(kind.dir_name()).join(name)
+}
+
+/// Sets up a config volume's directory (a tmpfs for the in-memory kinds; 0777 as the
+/// kubelet's wrapped emptyDir) and writes `files` into it atomically.
+fn write_config(
+    dir: &Path,
+    kind: ConfigKind,
+    files: &payload::Payload,
+    fs_group: Option<u32>,
+) -> Result<bool, VolumeError> {
+    let fresh = !dir.join(atomic_writer::DATA_DIR).exists();
+    if kind.in_memory() {
+        mount_tmpfs(dir, None)?;
+    } else {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+    }
+    if fresh {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).map_err(io(dir))?;
+    }
+    let written = atomic_writer::write(dir, files, fs_group)?;
+    if let Some(g) = fs_group.filter(|_| written || fresh) {
+        ownership::apply(dir, g, ownership::ChangePolicy::Always, true)?;
+    }
+    Ok(written)
+}
+
+/// The marker that the pod's `fsGroup` was applied to volume `name` (once per pod, as the
+/// kubelet applies it when it mounts the volume, not at every container start).
+fn fs_group_marker(base: &Path, name: &str) -> PathBuf {
+    base.join(".fs-group").join(name)
+}
+
+fn fs_group_applied(base: &Path, name: &str) -> bool {
+    fs_group_marker(base, name).exists()
+}
+
+fn apply_fs_group_once(base: &Path, pod: &Pod, name: &str, dir: &Path) -> Result<(), VolumeError> {
+    let Some((gid, policy)) = ownership::fs_group(pod) else {
+        return Ok(());
+    };
+    if fs_group_applied(base, name) {
+        return Ok(());
+    }
+    ownership::apply(dir, gid, policy, false)?;
+    let marker = fs_group_marker(base, name);
+    if let Some(parent) = marker.parent() {
+        std::fs::create_dir_all(parent).map_err(io(parent))?;
+    }
+    std::fs::write(&marker, b"").map_err(io(&marker))
+}
+
+/// Sets up the pod's config volumes before anything of it starts, as the kubelet's volume
+/// manager mounts them; `Err` is the `FailedMount` message of the first that fails (a missing
+/// ConfigMap or Secret that is not optional: the pod waits for it).
+pub fn set_up_config_volumes(
     root: &Path,
     pod: &Pod,
-    need: &super::api_access::TokenNeed,
-    token: &str,
-) -> Result<(), VolumeError> {
+    sources: &ResolvedSources,
+) -> Result<(), String> {
     let uid = pod.metadata.uid.clone().unwrap_or_default();
-    let base = pod_dir(root, &uid).join("volumes").join("projected");
+    let base = pod_dir(root, &uid).join("volumes");
     for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-        let Some(p) = &v.projected else { continue };
-        let mode = p.default_mode.map_or(0o644, |m| m as u32);
-        for t in p
-            .sources
-            .iter()
-            .flatten()
-            .filter_map(|s| s.service_account_token.as_ref())
-        {
-            let same = t.audience.clone().filter(|a| !a.is_empty()) == need.audience
-                && t.expiration_seconds
-                    .unwrap_or(super::api_access::DEFAULT_TOKEN_SECONDS)
-                    == need.expiration_seconds;
-            let dir = base.join(&v.name);
-            if same && dir.is_dir() {
-                relative(&v.name, &t.path)?;
-                write_file(&dir.join(&t.path), token.as_bytes(), mode)?;
-            }
+        if ConfigKind::of(v).is_some() {
+            prepare_one(&base, pod, v, sources)
+                .map_err(|e| host_path::failed_mount_message(&v.name, &config_message(e)))?;
         }
     }
     Ok(())
 }
 
-/// Removes the pod's directory, unmounting memory-backed emptyDirs first.
+fn config_message(e: VolumeError) -> String {
+    match e {
+        VolumeError::Invalid { message, .. } => message,
+        other => other.to_string(),
+    }
+}
+
+/// Rewrites the pod's config volumes that are set up, from the latest objects (a changed
+/// ConfigMap or Secret, a renewed token, new labels); returns the names of the volumes that
+/// changed. A volume whose payload cannot be made now (its object is gone and not optional)
+/// keeps its files, as upstream's remount does; the error is returned beside the others.
+pub fn refresh_config_volumes(
+    root: &Path,
+    pod: &Pod,
+    sources: &ResolvedSources,
+) -> (Vec<String>, Vec<(String, String)>) {
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let base = pod_dir(root, &uid).join("volumes");
+    let fs = ownership::fs_group(pod).map(|(g, _)| g);
+    let (mut changed, mut failed) = (Vec::new(), Vec::new());
+    for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+        let Some(kind) = ConfigKind::of(v) else {
+            continue;
+        };
+        let dir = config_dir(&base, kind, &v.name);
+        if !dir.join(atomic_writer::DATA_DIR).exists() {
+            continue;
+        }
+        let result = payload::plan_payload(pod, v, sources, fs)
+            .map(Option::unwrap_or_default)
+            .and_then(|files| write_config(&dir, kind, &files, fs).map_err(|e| e.to_string()));
+        match result {
+            Ok(true) => changed.push(v.name.clone()),
+            Ok(false) => {}
+            Err(e) => failed.push((v.name.clone(), e)),
+        }
+    }
+    (changed, failed)
+}
+
+/// The names of the pod's config volumes (mounted read-only, as upstream mounts them).
+pub fn config_volume_names(pod: &Pod) -> Vec<String> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter(|v| ConfigKind::of(v).is_some())
+        .map(|v| v.name.clone())
+        .collect()
+}
+
+/// Whether any of the pod's config volumes has been written.
+pub fn config_volumes_set_up(root: &Path, pod: &Pod) -> bool {
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let base = pod_dir(root, &uid).join("volumes");
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(|v| Some(config_dir(&base, ConfigKind::of(v)?, &v.name)))
+        .any(|d| d.join(atomic_writer::DATA_DIR).exists())
+}
+
+/// Removes the pod's directory, unmounting its tmpfs volumes first (memory-backed emptyDirs
+/// and the secret, projected and downwardAPI volumes).
 pub fn remove(root: &Path, uid: &str) -> Result<(), VolumeError> {
     let dir = pod_dir(root, uid);
-    let empty = dir.join("volumes").join("empty-dir");
-    if let Ok(entries) = std::fs::read_dir(&empty) {
-        for e in entries.flatten() {
-            if is_mountpoint(&e.path()) {
-                nix::mount::umount2(&e.path(), nix::mount::MntFlags::MNT_DETACH).map_err(
-                    |source| VolumeError::Mount {
-                        path: e.path(),
-                        source,
-                    },
-                )?;
+    for point in mounts_under(&mountinfo(), &dir) {
+        nix::mount::umount2(&point, nix::mount::MntFlags::MNT_DETACH).map_err(|source| {
+            VolumeError::Unmount {
+                path: point.clone(),
+                source,
             }
-        }
+        })?;
     }
     match std::fs::remove_dir_all(&dir) {
         Ok(()) => Ok(()),
@@ -573,11 +550,44 @@ mod tests {
         );
         assert_eq!(
             std::fs::read_to_string(path("info").join("labels")).unwrap(),
-            "a=\"b\"\n"
+            "a=\"b\""
         );
         assert!(path("scratch").is_dir());
+        // Written by the atomic writer: the names are links through `..data`.
+        assert!(path("cfg").join(atomic_writer::DATA_DIR).is_dir());
+        assert!(std::fs::read_link(path("cfg").join("sub")).is_ok());
         remove(dir.path(), "u1").unwrap();
         assert!(!pod_dir(dir.path(), "u1").exists());
+    }
+
+    #[test]
+    fn mount_points_under_a_pod_are_found_deepest_first_with_escapes_decoded() {
+        let info = "36 35 0:31 / /r/pods/u rw - tmpfs tmpfs rw
+38 36 0:33 / /r/pods/u/volumes/secret/s rw - tmpfs tmpfs rw
+39 35 0:34 / /r/pods/uu rw - tmpfs tmpfs rw
+40 35 0:35 / /r/pods/u/with\\040space rw - tmpfs tmpfs rw
+";
+        assert_eq!(
+            mounts_under(info, Path::new("/r/pods/u")),
+            [
+                PathBuf::from("/r/pods/u/volumes/secret/s"),
+                PathBuf::from("/r/pods/u/with space"),
+                PathBuf::from("/r/pods/u"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_missing_config_map_makes_the_pod_wait_with_upstreams_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let pod: Pod =
+            serde_json::from_value(json!({"metadata": {"uid": "u5"}, "spec": {"containers": [],
+            "volumes": [{"name": "cfg", "configMap": {"name": "nope"}}]}}))
+            .unwrap();
+        assert_eq!(
+            set_up_config_volumes(dir.path(), &pod, &ResolvedSources::default()).unwrap_err(),
+            "MountVolume.SetUp failed for volume \"cfg\" : configmap \"nope\" not found"
+        );
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Setting up a pod's volumes before anything of it starts: its typed `hostPath` volumes
 //! checked or made ([`crate::pod::volumes::set_up_host_paths`]), then each
 //! `persistentVolumeClaim` volume's claim and bound volume read from the API and resolved
-//! ([`crate::pod::claims`]) to where its data is on this host; the first that is not ready
-//! yields the kubelet's `FailedMount` message.
+//! ([`crate::pod::claims`]) to where its data is on this host, then its config volumes written
+//! (`worker/config_volumes.rs`); the first that is not ready yields the kubelet's `FailedMount`
+//! message.
 
 use super::{PodWorker, ns_of};
 use crate::pod::claims::{self, ClaimError, HostVolume};
@@ -33,13 +34,14 @@ impl PodWorker {
     /// ready, and why.
     pub(super) async fn set_up_volumes(&self, pod: &Pod) -> Result<(), VolumesNotReady> {
         crate::pod::volumes::set_up_host_paths(pod).map_err(VolumesNotReady::SetUpFailed)?;
-        if claims::claims_of(pod).is_empty() {
-            return Ok(());
+        if !claims::claims_of(pod).is_empty() {
+            self.observe_claims(pod)
+                .await
+                .map_err(VolumesNotReady::WaitingForClaims)?;
         }
-        self.observe_claims(pod)
+        self.set_up_config_volumes(pod)
             .await
-            .map(drop)
-            .map_err(VolumesNotReady::WaitingForClaims)
+            .map_err(VolumesNotReady::SetUpFailed)
     }
 
     /// The pod's claim volumes by volume name, or the `FailedMount` message.

@@ -210,6 +210,7 @@ impl PodWorker {
                 .into_iter()
                 .filter(|r| r.read_only)
                 .map(|r| r.volume)
+                .chain(volumes::config_volume_names(pod))
                 .collect(),
             hosts_file: Some(etc.join("hosts")),
             resolv_conf: Some(etc.join("resolv.conf")),

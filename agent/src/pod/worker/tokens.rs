@@ -1,11 +1,11 @@
 //! The pod's ServiceAccount tokens: asked for (bound to the pod) when a container starts, kept,
-//! and renewed in the projected volumes once most of their lifetime has passed, as the kubelet
-//! does, so a long-running pod never holds an expired token.
+//! and renewed once most of their lifetime has passed, as the kubelet does (each pass's refresh
+//! of the config volumes writes a renewed one), so a long-running pod never holds an expired
+//! token.
 
 use super::PodWorker;
 use crate::pod::api_access::{self, TokenNeed};
 use crate::pod::ports::IssuedToken;
-use crate::pod::volumes;
 use berth_shared::k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -57,21 +57,5 @@ impl PodWorker {
             }
         }
         out
-    }
-
-    /// Renews the tokens that are due and rewrites them where the pod's volumes hold them.
-    pub(super) async fn renew_tokens(&self, pod: &Pod) {
-        let held = self.tokens.get();
-        for (need, t) in held {
-            if !api_access::needs_renewal(t.issued_at, t.expires_at, self.now().as_second()) {
-                continue;
-            }
-            if let Some(renewed) = self.token(pod, &need).await
-                && let Err(e) =
-                    volumes::renew_token(&self.cx.node.root_dir, pod, &need, &renewed.token)
-            {
-                tracing::warn!(pod = ?pod.metadata.name, error = %e, "cannot write a renewed token");
-            }
-        }
     }
 }

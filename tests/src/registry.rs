@@ -2,6 +2,13 @@
 //! agents in the bed's hosts reach it), storing under a temporary directory: the registry the
 //! agents' `docker.io` and `quay.io` mirrors point at. Images go in with `skopeo
 //! copy` from OCI layouts; a plain HTTP client checks what it serves.
+//!
+//! [`Registry::start_with_login`] starts one that requires a login (htpasswd) over TLS, for
+//! pull secret tests; its CA is under its directory for the agents' registries file.
+
+mod auth;
+
+pub use auth::RegistryLogin;
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -13,6 +20,7 @@ use tempfile::TempDir;
 use crate::host::{TOOL_DEADLINE, free_port_on, require_tool};
 use crate::http::{HttpResponse, http_request};
 use crate::process::{LogTail, run};
+use crate::raw_tls::RawTls;
 
 /// How long the registry may take to answer `/v2/`.
 const START_DEADLINE: Duration = Duration::from_secs(20);
@@ -23,6 +31,7 @@ pub struct Registry {
     dir: PathBuf,
     addr: String,
     child: Option<Child>,
+    login: Option<RegistryLogin>,
 }
 
 impl Registry {
@@ -34,6 +43,17 @@ impl Registry {
     /// Starts a registry on `<ip>:<free port>` (an address of this machine's root netns) and
     /// waits until `/v2/` answers 200.
     pub fn start_on(ip: Ipv4Addr) -> Registry {
+        Registry::launch(ip, None)
+    }
+
+    /// Starts a registry on `127.0.0.1:<free port>` that serves HTTPS only (a certificate for
+    /// 127.0.0.1 from a CA of its own) and answers 401 to any request without the login
+    /// `username`/`password`; waits until `/v2/` answers 401.
+    pub fn start_with_login(username: &str, password: &str) -> Registry {
+        Registry::launch(Ipv4Addr::LOCALHOST, Some((username, password)))
+    }
+
+    fn launch(ip: Ipv4Addr, login: Option<(&str, &str)>) -> Registry {
         let bin = require_tool("docker-registry");
         let tmp = tempfile::Builder::new()
             .prefix("berth-registry-")
@@ -41,11 +61,19 @@ impl Registry {
             .unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
         let dir = tmp.path().to_path_buf();
         let addr = format!("{ip}:{}", free_port_on(ip));
+        let (login, auth, tls) = match login {
+            Some((u, p)) => {
+                let (login, auth, tls) = auth::prepare(&dir, ip, u, p);
+                (Some(login), auth, tls)
+            }
+            None => (None, String::new(), String::new()),
+        };
         let config = format!(
             "version: 0.1\n\
              log:\n  level: warn\n\
              storage:\n  filesystem:\n    rootdirectory: {data}\n  delete:\n    enabled: true\n\
-             http:\n  addr: {addr}\n",
+             {auth}\
+             http:\n  addr: {addr}\n{tls}",
             data = dir.join("data").display(),
         );
         std::fs::write(dir.join("config.yml"), config)
@@ -65,6 +93,7 @@ impl Registry {
             dir,
             addr,
             child: Some(child),
+            login,
         };
         reg.wait_ready();
         reg
@@ -82,13 +111,17 @@ impl Registry {
                     self.logs().render()
                 );
             }
-            match self.get("/v2/") {
-                Ok(r) if r.status == 200 => return,
-                Ok(r) => {
+            let probe = match &self.login {
+                Some(_) => self.tls_status("/v2/"),
+                None => self.get("/v2/").map(|r| r.status),
+            };
+            let ready = if self.login.is_some() { 401 } else { 200 };
+            match probe {
+                Ok(status) if status == ready => return,
+                Ok(status) => {
                     if start.elapsed() > START_DEADLINE {
                         panic!(
-                            "the registry answers /v2/ with {}\n{}",
-                            r.status,
+                            "the registry answers /v2/ with {status}\n{}",
                             self.logs().render()
                         );
                     }
@@ -129,6 +162,35 @@ impl Registry {
         }
     }
 
+    /// The login a [`Registry::start_with_login`] registry requires.
+    pub fn login(&self) -> Option<&RegistryLogin> {
+        self.login.as_ref()
+    }
+
+    /// The status of an unauthenticated GET over TLS (a login registry).
+    fn tls_status(&self, path: &str) -> Result<u16, String> {
+        let ca = self
+            .login
+            .as_ref()
+            .map(|l| l.ca_pem.clone())
+            .unwrap_or_default();
+        let port = self
+            .addr
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse().ok())
+            .ok_or_else(|| format!("no port in {}", self.addr))?;
+        let mut conn = RawTls::connect(port, &ca, Duration::from_secs(5))?;
+        conn.send(
+            format!(
+                "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+                self.addr
+            )
+            .as_bytes(),
+        )?;
+        conn.read_answer(Duration::from_secs(5))
+            .map(|(status, _, _)| status)
+    }
+
     /// A GET against the registry's API.
     pub fn get(&self, path: &str) -> Result<HttpResponse, String> {
         http_request(&self.addr, "GET", path, &[], Duration::from_secs(10))
@@ -138,8 +200,12 @@ impl Registry {
     /// (plain HTTP: `--dest-tls-verify=false`). Panics with skopeo's output on failure.
     pub fn push(&self, layout: &Path, reference: &str, repository: &str, tag: &str) {
         let mut cmd = Command::new(require_tool("skopeo"));
-        cmd.args(["--insecure-policy", "copy", "--dest-tls-verify=false", "-q"])
-            .arg(format!("oci:{}:{reference}", layout.display()))
+        cmd.args(["--insecure-policy", "copy", "--dest-tls-verify=false", "-q"]);
+        if let Some(login) = &self.login {
+            cmd.arg("--dest-creds")
+                .arg(format!("{}:{}", login.username, login.password));
+        }
+        cmd.arg(format!("oci:{}:{reference}", layout.display()))
             .arg(format!("docker://{}/{repository}:{tag}", self.addr));
         let r = run(cmd, None, TOOL_DEADLINE);
         if !r.success() {

@@ -259,7 +259,12 @@ async fn import_dir(rt: &Runtime, dir: &Path, shown: &Path) -> Result<Vec<Pulled
             ..top
         };
         let lease = rt.lease_create(LEASE_EXPIRY).await?;
-        let stored = store::store_image(rt, &lease, &source, &name, &top, top_bytes).await;
+        // An imported image is the node's: everyone may use it (no pull credentials).
+        let labels = std::collections::BTreeMap::from([(
+            super::PULL_CREDENTIALS_LABEL.to_string(),
+            String::new(),
+        )]);
+        let stored = store::store_image(rt, &lease, &source, &name, &top, top_bytes, &labels).await;
         if let Err(e) = rt.lease_delete(&lease, false).await {
             tracing::debug!(error = %e, "deleting the import lease failed; it expires by itself");
         }

@@ -6,8 +6,16 @@
 //! containerd's content store with GC labels, unpacks the layers into snapshots named by chain
 //! id and creates the image record — all under a lease removed at the end. Imports of OCI
 //! layouts and `docker save` tarballs go through the same `store`.
+//!
+//! Pull secrets: a pod's credentials ([`Keyring`]) are tried in order before the endpoint's own
+//! (anonymous, or the registries file's). An image pulled with a pod's credentials carries
+//! their fingerprints in the [`PULL_CREDENTIALS_LABEL`] of its containerd record, so the cache
+//! is not handed to a pod that cannot show the same credentials or pass a manifest check at
+//! the registry with its own (upstream's `KubeletEnsureSecretPulledImages`); images pulled
+//! anonymously or imported are everyone's.
 
 mod import;
+pub mod keyring;
 pub mod manifest;
 mod pull;
 pub mod reference;
@@ -19,10 +27,17 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub use keyring::{Credential, Keyring, KeyringError};
 pub use reference::{ImageReference, PullPolicy, ReferenceError, default_pull_policy};
 pub use registries::{RegistriesConfig, RegistriesError};
 
 use crate::runtime::{ContainerImage, ImageConfig, Runtime, RuntimeError};
+
+/// Label on an image record: comma-separated fingerprints of the pod credentials it was pulled
+/// or verified with; empty or absent when no credentials were needed.
+pub const PULL_CREDENTIALS_LABEL: &str = "io.berth.image.pull-credentials";
+/// How many fingerprints the label keeps (the oldest go first); containerd caps a label at 4 KiB.
+const MAX_FINGERPRINTS: usize = 32;
 
 /// An image present in containerd.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,8 +86,11 @@ pub enum PullError {
         "rpc error: code = NotFound desc = failed to pull and unpack image \"{reference}\": failed to resolve reference \"{reference}\": {reference}: not found"
     )]
     NotFound { reference: String },
+    /// The registry refused the credentials offered (or their absence); `message` says which
+    /// (e.g. `pull access denied, …: unexpected status from GET request to URL: 401
+    /// Unauthorized`).
     #[error(
-        "rpc error: code = Unknown desc = failed to pull and unpack image \"{reference}\": failed to resolve reference \"{reference}\": pull access denied, repository does not exist or may require authorization: {message}"
+        "rpc error: code = Unknown desc = failed to pull and unpack image \"{reference}\": failed to resolve reference \"{reference}\": {message}"
     )]
     Unauthorized { reference: String, message: String },
     #[error(
@@ -81,6 +99,13 @@ pub enum PullError {
     Network { reference: String, message: String },
     #[error("Container image \"{reference}\" is not present with pull policy of Never")]
     NeverPull { reference: String },
+    /// Upstream's wording when a cached image needs credentials the pod does not have.
+    #[error(
+        "Container image \"{reference}\" is present with pull policy of Never but does not have the proper auth credentials to access the image"
+    )]
+    NeverPullUnverified { reference: String },
+    #[error(transparent)]
+    PullSecret(#[from] KeyringError),
     #[error(
         "rpc error: code = Unknown desc = failed to pull and unpack image \"{reference}\": {message}"
     )]
@@ -102,6 +127,8 @@ impl PullError {
             | PullError::NotFound { .. }
             | PullError::Unauthorized { .. }
             | PullError::NeverPull { .. }
+            | PullError::NeverPullUnverified { .. }
+            | PullError::PullSecret(_)
             | PullError::Invalid { .. }
             | PullError::Import { .. } => false,
         }
@@ -114,6 +141,19 @@ struct Inner {
     clients: Mutex<HashMap<String, oci_client::Client>>,
     /// One pull per image name at a time; the second finds the first one's work done.
     pulls: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// The fingerprints recorded on an image record.
+fn fingerprints(labels: &std::collections::BTreeMap<String, String>) -> Vec<String> {
+    labels
+        .get(PULL_CREDENTIALS_LABEL)
+        .map(|v| {
+            v.split(',')
+                .filter(|f| !f.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Pulls, finds, lists and imports images. Cheap to clone.
@@ -149,18 +189,33 @@ impl ImageService {
         &self.inner.runtime
     }
 
-    /// Makes `reference` present according to `policy` and returns it.
+    /// Makes `reference` present according to `policy` and returns it (no pod credentials).
     pub async fn pull(
         &self,
         reference: &str,
         policy: PullPolicy,
     ) -> Result<PulledImage, PullError> {
+        self.pull_with(reference, policy, &Keyring::default()).await
+    }
+
+    /// Makes `reference` present according to `policy` for a pod whose pull secrets are
+    /// `keyring`: a present image pulled with credentials is only returned once the pod's
+    /// credentials are verified (see the module doc).
+    pub async fn pull_with(
+        &self,
+        reference: &str,
+        policy: PullPolicy,
+        keyring: &Keyring,
+    ) -> Result<PulledImage, PullError> {
         let parsed = ImageReference::parse(reference)?;
         let name = parsed.to_string();
+        let creds = keyring.lookup(&format!("{}/{}", parsed.registry, parsed.repository));
         if policy != PullPolicy::Always
             && let Some(mut image) = self.get_by_name(&name).await?
         {
             image.already_present = true;
+            self.verify_present(&parsed, reference, policy, &creds)
+                .await?;
             return Ok(image);
         }
         if policy == PullPolicy::Never {
@@ -168,16 +223,10 @@ impl ImageService {
                 reference: reference.to_string(),
             });
         }
-        let lock = {
-            let mut pulls = self.inner.pulls.lock().map_err(|_| PullError::Invalid {
-                reference: name.clone(),
-                message: "pull lock poisoned".to_string(),
-            })?;
-            pulls.entry(name.clone()).or_default().clone()
-        };
+        let lock = self.pull_lock(&name)?;
         let _guard = lock.lock().await;
         let started = std::time::Instant::now();
-        let stored = pull::pull(self, &parsed).await?;
+        let stored = pull::pull(self, &parsed, &creds).await?;
         Ok(PulledImage {
             name,
             digest: stored.digest,
@@ -187,6 +236,59 @@ impl ImageService {
             duration: started.elapsed(),
             already_present: false,
         })
+    }
+
+    fn pull_lock(&self, name: &str) -> Result<Arc<tokio::sync::Mutex<()>>, PullError> {
+        let mut pulls = self.inner.pulls.lock().map_err(|_| PullError::Invalid {
+            reference: name.to_string(),
+            message: "pull lock poisoned".to_string(),
+        })?;
+        Ok(pulls.entry(name.to_string()).or_default().clone())
+    }
+
+    /// Whether a pod offering `creds` may use the present image `image`: yes when it was
+    /// pulled without credentials or with one of these; else (unless `Never`) when the
+    /// registry accepts the pod's credentials (or none) for its manifest now, which is then
+    /// recorded.
+    async fn verify_present(
+        &self,
+        image: &ImageReference,
+        reference: &str,
+        policy: PullPolicy,
+        creds: &[Credential],
+    ) -> Result<(), PullError> {
+        let name = image.to_string();
+        let Some(record) = self.inner.runtime.image_get(&name).await? else {
+            return Ok(());
+        };
+        let recorded = fingerprints(&record.labels);
+        if recorded.is_empty() || creds.iter().any(|c| recorded.contains(&c.fingerprint())) {
+            return Ok(());
+        }
+        if policy == PullPolicy::Never {
+            return Err(PullError::NeverPullUnverified {
+                reference: reference.to_string(),
+            });
+        }
+        let lock = self.pull_lock(&name)?;
+        let _guard = lock.lock().await;
+        let used = pull::verify(self, image, creds).await?;
+        if let Some(cred) = used {
+            let mut list = recorded;
+            list.push(cred.fingerprint());
+            let skip = list.len().saturating_sub(MAX_FINGERPRINTS);
+            let value = list[skip..].join(",");
+            let rt = &self.inner.runtime;
+            let lease = rt.lease_create(Duration::from_secs(60)).await?;
+            let labels =
+                std::collections::BTreeMap::from([(PULL_CREDENTIALS_LABEL.to_string(), value)]);
+            let put = rt.image_put(&lease, &name, &record.target, &labels).await;
+            if let Err(e) = rt.lease_delete(&lease, false).await {
+                tracing::debug!(error = %e, "deleting the lease failed; it expires by itself");
+            }
+            put?;
+        }
+        Ok(())
     }
 
     /// The image if it is present (record, content and snapshots).

@@ -1,5 +1,11 @@
 //! Pulls from registries with oci-client: endpoints (mirrors, then the registry) are tried in
-//! order; the first that resolves the reference provides every blob.
+//! order; the first that resolves the reference provides every blob. At an endpoint that is the
+//! image's own registry the pod's credentials are tried first, in keyring order, then the
+//! endpoint's own (anonymous or the registries file's); a mirror only gets its own, so a pod's
+//! secret never goes to a host it was not written for.
+//!
+//! oci-client keeps one login per registry in a client, so each (endpoint, credentials) pair
+//! has a client of its own: a token one pod's credentials earned never serves another pod.
 
 use std::io;
 use std::time::Duration;
@@ -12,11 +18,15 @@ use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
+use super::keyring::Credential;
 use super::manifest::{self, Descriptor};
 use super::reference::ImageReference;
 use super::registries::{Credentials, Endpoint};
 use super::store::{self, BlobSource, StoredImage};
-use super::{ImageService, PullError};
+use super::{ImageService, PULL_CREDENTIALS_LABEL, PullError};
+
+/// Clients kept before the cache starts over (each pod credential makes one per endpoint).
+const MAX_CLIENTS: usize = 64;
 
 /// How long a pull may leave its lease behind if the agent dies mid-way.
 const LEASE_EXPIRY: Duration = Duration::from_secs(3600);
@@ -31,14 +41,22 @@ enum Failure {
     Fatal(PullError),
 }
 
-/// Maps oci-client's errors to ours.
-fn classify(reference: &str, err: OciDistributionError) -> Failure {
+/// Maps oci-client's errors to ours; `with_credentials` tells how a refusal reads (containerd:
+/// "pull access denied …" for an anonymous request, the bare status for refused credentials).
+fn classify(reference: &str, err: OciDistributionError, with_credentials: bool) -> Failure {
     let not_found = || {
         Failure::Definitive(PullError::NotFound {
             reference: reference.to_string(),
         })
     };
     let denied = |message: String| {
+        let message = if with_credentials {
+            message
+        } else {
+            format!(
+                "pull access denied, repository does not exist or may require authorization: {message}"
+            )
+        };
         Failure::Definitive(PullError::Unauthorized {
             reference: reference.to_string(),
             message,
@@ -74,14 +92,26 @@ fn classify(reference: &str, err: OciDistributionError) -> Failure {
             }
         }
         OciDistributionError::ImageManifestNotFoundError(_) => not_found(),
-        OciDistributionError::UnauthorizedError { url } => denied(format!("{url}: unauthorized")),
+        OciDistributionError::UnauthorizedError { url } => denied(format!(
+            "unexpected status from GET request to {url}: 401 Unauthorized"
+        )),
         OciDistributionError::AuthenticationFailure(m) => denied(m),
         OciDistributionError::ServerError { code: 404, .. } => not_found(),
         OciDistributionError::ServerError {
-            code: 401 | 403,
+            code: code @ (401 | 403),
             url,
             message,
-        } => denied(format!("{url}: {message}")),
+        } => {
+            let status = if code == 401 {
+                "401 Unauthorized"
+            } else {
+                "403 Forbidden"
+            };
+            denied(format!(
+                "unexpected status from GET request to {url}: {status}: {}",
+                message.trim()
+            ))
+        }
         e @ (OciDistributionError::ServerError { .. }
         | OciDistributionError::RequestError(_)
         | OciDistributionError::IoError(_)) => network(e.to_string()),
@@ -126,6 +156,47 @@ fn auth(ep: &Endpoint) -> RegistryAuth {
     }
 }
 
+fn pod_auth(cred: &Credential) -> RegistryAuth {
+    match cred {
+        Credential::Basic { username, password } => {
+            RegistryAuth::Basic(username.clone(), password.clone())
+        }
+        Credential::Token(t) => RegistryAuth::Bearer(t.clone()),
+    }
+}
+
+/// One way to authenticate at an endpoint: a pod's credential, or the endpoint's own.
+struct Attempt<'a> {
+    pod: Option<&'a Credential>,
+}
+
+impl Attempt<'_> {
+    fn auth(&self, ep: &Endpoint) -> RegistryAuth {
+        self.pod.map_or_else(|| auth(ep), pod_auth)
+    }
+    fn with_credentials(&self, ep: &Endpoint) -> bool {
+        self.pod.is_some() || ep.credentials != Credentials::Anonymous
+    }
+    /// Part of the client cache key.
+    fn key(&self) -> String {
+        self.pod
+            .map_or_else(|| "endpoint".to_string(), Credential::fingerprint)
+    }
+}
+
+/// The attempts at `ep` for an image of `registry`: the pod's credentials first where the
+/// endpoint is that registry, then the endpoint's own.
+fn attempts<'a>(registry: &str, ep: &Endpoint, creds: &'a [Credential]) -> Vec<Attempt<'a>> {
+    let own = ep.host == registry || (registry == "docker.io" && ep.host == "registry-1.docker.io");
+    let mut out: Vec<Attempt<'a>> = if own {
+        creds.iter().map(|c| Attempt { pod: Some(c) }).collect()
+    } else {
+        Vec::new()
+    };
+    out.push(Attempt { pod: None });
+    out
+}
+
 /// Blobs of one image at one endpoint.
 struct RegistrySource {
     client: Client,
@@ -137,7 +208,7 @@ struct RegistrySource {
 
 impl RegistrySource {
     fn error(&self, err: OciDistributionError) -> PullError {
-        match classify(&self.name, err) {
+        match classify(&self.name, err, true) {
             Failure::Definitive(e) | Failure::Transient(e) | Failure::Fatal(e) => e,
         }
     }
@@ -181,10 +252,14 @@ impl BlobSource for RegistrySource {
 }
 
 impl ImageService {
-    fn client_for(&self, ep: &Endpoint) -> Result<Client, String> {
+    fn client_for(&self, ep: &Endpoint, attempt: &Attempt<'_>) -> Result<Client, String> {
         let key = format!(
-            "{}|{}|{}|{:?}",
-            ep.host, ep.plain_http, ep.insecure_skip_verify, ep.ca_file
+            "{}|{}|{}|{:?}|{}",
+            ep.host,
+            ep.plain_http,
+            ep.insecure_skip_verify,
+            ep.ca_file,
+            attempt.key()
         );
         let mut clients = self
             .inner
@@ -194,20 +269,23 @@ impl ImageService {
         if let Some(c) = clients.get(&key) {
             return Ok(c.clone());
         }
+        if clients.len() >= MAX_CLIENTS {
+            clients.clear();
+        }
         let client = Client::try_from(client_config(ep)?).map_err(|e| e.to_string())?;
         clients.insert(key, client.clone());
         Ok(client)
     }
 
-    async fn pull_from(
+    fn connect(
         &self,
         image: &ImageReference,
         ep: &Endpoint,
-    ) -> Result<StoredImage, Failure> {
-        let name = image.to_string();
-        let client = self.client_for(ep).map_err(|message| {
+        attempt: &Attempt<'_>,
+    ) -> Result<(Client, Reference), Failure> {
+        let client = self.client_for(ep, attempt).map_err(|message| {
             Failure::Transient(PullError::Network {
-                reference: name.clone(),
+                reference: image.to_string(),
                 message,
             })
         })?;
@@ -224,11 +302,37 @@ impl ImageService {
                 super::reference::DEFAULT_TAG.to_string(),
             ),
         };
-        let auth = auth(ep);
+        Ok((client, reference))
+    }
+
+    /// Whether the registry lets `attempt` read the image's manifest now (a HEAD request).
+    async fn check_at(
+        &self,
+        image: &ImageReference,
+        ep: &Endpoint,
+        attempt: &Attempt<'_>,
+    ) -> Result<(), Failure> {
+        let (client, reference) = self.connect(image, ep, attempt)?;
+        client
+            .fetch_manifest_digest(&reference, &attempt.auth(ep))
+            .await
+            .map(drop)
+            .map_err(|e| classify(&image.to_string(), e, attempt.with_credentials(ep)))
+    }
+
+    async fn pull_from(
+        &self,
+        image: &ImageReference,
+        ep: &Endpoint,
+        attempt: &Attempt<'_>,
+    ) -> Result<StoredImage, Failure> {
+        let name = image.to_string();
+        let (client, reference) = self.connect(image, ep, attempt)?;
+        let auth = attempt.auth(ep);
         let (bytes, digest) = client
             .pull_manifest_raw(&reference, &auth, &manifest::ACCEPTED)
             .await
-            .map_err(|e| classify(&name, e))?;
+            .map_err(|e| classify(&name, e, attempt.with_credentials(ep)))?;
         let doc = manifest::parse_document(&bytes, "").map_err(|e| {
             Failure::Fatal(PullError::Invalid {
                 reference: name.clone(),
@@ -253,7 +357,13 @@ impl ImageService {
             .lease_create(LEASE_EXPIRY)
             .await
             .map_err(|e| Failure::Fatal(e.into()))?;
-        let stored = store::store_image(rt, &lease, &source, &name, &top, bytes.to_vec()).await;
+        // The pod credential that worked is recorded; the endpoint's own access is everyone's.
+        let labels = std::collections::BTreeMap::from([(
+            PULL_CREDENTIALS_LABEL.to_string(),
+            attempt.pod.map(Credential::fingerprint).unwrap_or_default(),
+        )]);
+        let stored =
+            store::store_image(rt, &lease, &source, &name, &top, bytes.to_vec(), &labels).await;
         if let Err(e) = rt.lease_delete(&lease, false).await {
             tracing::debug!(error = %e, "deleting the pull lease failed; it expires by itself");
         }
@@ -264,26 +374,58 @@ impl ImageService {
     }
 }
 
-/// Tries each endpoint in turn. The error reported is the first definitive answer (not
-/// found, access denied) if any endpoint gave one, else the first failure (on an air-gapped
-/// host the upstream registry always fails; the mirror's error is the useful one).
+/// Tries each endpoint in turn, and at each the attempts of [`attempts`]. The error reported is
+/// the first definitive answer (not found, access denied) if any attempt gave one, else the
+/// first failure (on an air-gapped host the upstream registry always fails; the mirror's error
+/// is the useful one).
 pub(super) async fn pull(
     service: &ImageService,
     image: &ImageReference,
+    creds: &[Credential],
 ) -> Result<StoredImage, PullError> {
     let mut definitive = None;
     let mut first = None;
     for ep in service.inner.registries.endpoints(&image.registry) {
-        match service.pull_from(image, &ep).await {
-            Ok(stored) => return Ok(stored),
-            Err(Failure::Fatal(e)) => return Err(e),
-            Err(Failure::Definitive(e)) => {
-                tracing::debug!(endpoint = %ep.host, error = %e, "endpoint does not have the image");
-                definitive.get_or_insert(e);
+        for attempt in attempts(&image.registry, &ep, creds) {
+            match service.pull_from(image, &ep, &attempt).await {
+                Ok(stored) => return Ok(stored),
+                Err(Failure::Fatal(e)) => return Err(e),
+                Err(Failure::Definitive(e)) => {
+                    tracing::debug!(endpoint = %ep.host, error = %e, "endpoint does not give the image");
+                    definitive.get_or_insert(e);
+                }
+                Err(Failure::Transient(e)) => {
+                    tracing::debug!(endpoint = %ep.host, error = %e, "endpoint failed");
+                    first.get_or_insert(e);
+                }
             }
-            Err(Failure::Transient(e)) => {
-                tracing::debug!(endpoint = %ep.host, error = %e, "endpoint failed");
-                first.get_or_insert(e);
+        }
+    }
+    Err(definitive.or(first).unwrap_or_else(|| PullError::NotFound {
+        reference: image.to_string(),
+    }))
+}
+
+/// Checks that `creds` (or the endpoints' own access) may read the image at its registry now,
+/// in the order of [`pull`]; returns the pod credential that worked, `None` when no pod
+/// credential was needed.
+pub(super) async fn verify<'a>(
+    service: &ImageService,
+    image: &ImageReference,
+    creds: &'a [Credential],
+) -> Result<Option<&'a Credential>, PullError> {
+    let mut definitive = None;
+    let mut first = None;
+    for ep in service.inner.registries.endpoints(&image.registry) {
+        for attempt in attempts(&image.registry, &ep, creds) {
+            match service.check_at(image, &ep, &attempt).await {
+                Ok(()) => return Ok(attempt.pod),
+                Err(Failure::Definitive(e)) => {
+                    definitive.get_or_insert(e);
+                }
+                Err(Failure::Transient(e) | Failure::Fatal(e)) => {
+                    first.get_or_insert(e);
+                }
             }
         }
     }

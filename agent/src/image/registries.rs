@@ -14,7 +14,8 @@
 //! A registry's mirror endpoints are tried in order, then the registry itself (`docker.io`
 //! means `registry-1.docker.io`). A registry without its own mirror entry uses the `*`
 //! entry. `configs` are looked up by the endpoint's host (then `*`). An endpoint without a
-//! scheme is HTTPS; a registry on a loopback host is reached over plain HTTP.
+//! scheme is HTTPS; a registry on a loopback host is reached over plain HTTP unless its own
+//! `configs` entry has a `tls` section.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -191,7 +192,8 @@ impl RegistriesConfig {
             registry.to_string()
         };
         if !out.iter().any(|e| e.host == upstream) {
-            let plain = is_loopback(&upstream);
+            let tls = self.configs.get(&upstream).is_some_and(|c| c.tls.is_some());
+            let plain = is_loopback(&upstream) && !tls;
             out.push(self.endpoint(upstream, plain, registry, false));
         }
         out
@@ -284,6 +286,21 @@ configs:
         assert_eq!(
             hosts(&cfg.endpoints("localhost:5000")),
             vec![("localhost:5000", true, false)]
+        );
+    }
+
+    #[test]
+    fn a_loopback_registry_with_tls_settings_is_reached_over_https() {
+        let cfg = RegistriesConfig::parse(
+            "configs:\n  \"127.0.0.1:5443\":\n    tls:\n      ca_file: /tmp/ca.pem\n",
+        )
+        .unwrap();
+        let eps = cfg.endpoints("127.0.0.1:5443");
+        assert_eq!(hosts(&eps), vec![("127.0.0.1:5443", false, false)]);
+        assert_eq!(eps[0].ca_file, Some(PathBuf::from("/tmp/ca.pem")));
+        assert_eq!(
+            hosts(&cfg.endpoints("127.0.0.1:5000")),
+            vec![("127.0.0.1:5000", true, false)]
         );
     }
 

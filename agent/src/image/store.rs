@@ -124,7 +124,8 @@ async fn ensure_blob(
     Ok(true)
 }
 
-/// Stores the image `name` whose top document (`top`, `top_bytes`) was resolved already.
+/// Stores the image `name` whose top document (`top`, `top_bytes`) was resolved already; the
+/// record gets (or has replaced) `labels`.
 pub(crate) async fn store_image<S: BlobSource>(
     rt: &Runtime,
     lease: &Lease,
@@ -132,6 +133,7 @@ pub(crate) async fn store_image<S: BlobSource>(
     name: &str,
     top: &Descriptor,
     top_bytes: Vec<u8>,
+    labels: &std::collections::BTreeMap<String, String>,
 ) -> Result<StoredImage, PullError> {
     let Resolved {
         index,
@@ -204,8 +206,7 @@ pub(crate) async fn store_image<S: BlobSource>(
     }
 
     unpack(rt, lease, &manifest, &diff_ids, &chains).await?;
-    rt.image_put(lease, name, &top.blob(), &Default::default())
-        .await?;
+    rt.image_put(lease, name, &top.blob(), labels).await?;
     Ok(StoredImage {
         digest: top.digest.clone(),
         size_bytes: image_size(top, index.as_ref().map(|(_, d)| d), &manifest),

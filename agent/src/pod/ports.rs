@@ -9,7 +9,7 @@ use super::api_access::TokenNeed;
 use super::cache::PodCache;
 use super::events::Recorder;
 use super::labels;
-use crate::image::{ImageService, PullError, PullPolicy, PulledImage};
+use crate::image::{ImageService, Keyring, PullError, PullPolicy, PulledImage};
 use crate::network::{Network, NetworkError, NetworkFacts, PodNetwork, PodRef, ProcessNetwork};
 use crate::runtime::{
     ContainerConfig, ContainerId, ContainerInfo, ExitInfo, Runtime, RuntimeError,
@@ -146,6 +146,28 @@ pub trait ImagePuller: Send + Sync {
         reference: &'a str,
         policy: PullPolicy,
     ) -> BoxFuture<'a, Result<PulledImage, PullError>>;
+    /// [`pull`](Self::pull) for a pod whose pull secrets are `keyring` (a fake that ignores
+    /// credentials keeps this default).
+    fn pull_with<'a>(
+        &'a self,
+        reference: &'a str,
+        policy: PullPolicy,
+        keyring: &'a Keyring,
+    ) -> BoxFuture<'a, Result<PulledImage, PullError>> {
+        let _ = keyring;
+        self.pull(reference, policy)
+    }
+    /// Whether a pod whose pull secrets are `keyring` may use the present image: an image
+    /// pulled with credentials needs the same ones, or the registry's consent to this pod's.
+    fn check_present<'a>(
+        &'a self,
+        reference: &'a str,
+        policy: PullPolicy,
+        keyring: &'a Keyring,
+    ) -> BoxFuture<'a, Result<(), PullError>> {
+        let _ = (reference, policy, keyring);
+        Box::pin(async { Ok(()) })
+    }
 }
 
 impl ImagePuller for ImageService {
@@ -161,6 +183,26 @@ impl ImagePuller for ImageService {
         policy: PullPolicy,
     ) -> BoxFuture<'a, Result<PulledImage, PullError>> {
         Box::pin(ImageService::pull(self, reference, policy))
+    }
+    fn pull_with<'a>(
+        &'a self,
+        reference: &'a str,
+        policy: PullPolicy,
+        keyring: &'a Keyring,
+    ) -> BoxFuture<'a, Result<PulledImage, PullError>> {
+        Box::pin(ImageService::pull_with(self, reference, policy, keyring))
+    }
+    fn check_present<'a>(
+        &'a self,
+        reference: &'a str,
+        policy: PullPolicy,
+        keyring: &'a Keyring,
+    ) -> BoxFuture<'a, Result<(), PullError>> {
+        Box::pin(async move {
+            ImageService::pull_with(self, reference, policy, keyring)
+                .await
+                .map(drop)
+        })
     }
 }
 

@@ -3,7 +3,8 @@
 //! the controller has not made it yet); unless `automountServiceAccountToken` is false on the
 //! pod (or else the account), the pod gets a projected `kube-api-access-<suffix>` volume (a
 //! bound token, the cluster CA from `kube-root-ca.crt`, the namespace) mounted read-only at
-//! `/var/run/secrets/kubernetes.io/serviceaccount` in every container.
+//! `/var/run/secrets/kubernetes.io/serviceaccount` in every container. A pod that names no
+//! `imagePullSecrets` gets the account's (the kubelet reads only the pod's).
 
 use crate::registry::{Registry, RegistryError, WriteOptions};
 use berth_shared::resource::SERVICE_ACCOUNTS;
@@ -77,6 +78,24 @@ pub fn add_api_access(pod: &mut Value, account_automount: Option<bool>, volume_n
     }
 }
 
+/// Planner part: copies the account's `imagePullSecrets` into a pod that has none.
+pub fn add_pull_secrets(pod: &mut Value, account: &Value) {
+    let has_own = pod["spec"]["imagePullSecrets"]
+        .as_array()
+        .is_some_and(|s| !s.is_empty());
+    let Some(theirs) = account["imagePullSecrets"].as_array() else {
+        return;
+    };
+    if has_own || theirs.is_empty() {
+        return;
+    }
+    let refs: Vec<Value> = theirs
+        .iter()
+        .map(|s| json!({"name": s["name"].as_str().unwrap_or_default()}))
+        .collect();
+    pod["spec"]["imagePullSecrets"] = Value::Array(refs);
+}
+
 /// Admits a pod being created in `ns`.
 pub fn admit_pod(
     registry: &Registry,
@@ -128,6 +147,7 @@ pub fn admit_pod(
         }
         Err(e) => return Err(e),
     };
+    add_pull_secrets(pod, &sa);
     let automount = sa["automountServiceAccountToken"].as_bool();
     add_api_access(pod, automount, &format!("kube-api-access-{}", suffix()));
     Ok(())
@@ -191,6 +211,29 @@ mod tests {
         let before = p.clone();
         add_api_access(&mut p, None, "v");
         assert_eq!(p, before);
+    }
+
+    #[test]
+    fn a_pod_without_pull_secrets_gets_the_accounts() {
+        let account = json!({"imagePullSecrets": [{"name": "regcred"}, {"name": "other"}]});
+        for (pod_says, want) in [
+            (None, json!([{"name": "regcred"}, {"name": "other"}])),
+            (
+                Some(json!([])),
+                json!([{"name": "regcred"}, {"name": "other"}]),
+            ),
+            (Some(json!([{"name": "mine"}])), json!([{"name": "mine"}])),
+        ] {
+            let mut p = match &pod_says {
+                Some(s) => pod(json!({"imagePullSecrets": s})),
+                None => pod(json!({})),
+            };
+            add_pull_secrets(&mut p, &account);
+            assert_eq!(p["spec"]["imagePullSecrets"], want, "pod had {pod_says:?}");
+        }
+        let mut p = pod(json!({}));
+        add_pull_secrets(&mut p, &json!({}));
+        assert!(p["spec"]["imagePullSecrets"].is_null());
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! Pulling a container's image per its `imagePullPolicy`, with the kubelet's events and the
-//! image-pull back-off kept in the worker's local state.
+//! image-pull back-off kept in the worker's local state. The pod's `imagePullSecrets` are read
+//! from the API for each pull (a ServiceAccount's were copied into the pod at admission), and a
+//! present image is checked against them before it is used.
 
-use super::{PodWorker, all_containers};
-use crate::image::{PullPolicy, default_pull_policy};
+use super::{PodWorker, all_containers, ns_of};
+use crate::image::keyring::{self, Keyring};
+use crate::image::{PullError, PullPolicy, default_pull_policy};
 use crate::pod::model::{ImagePull, PullFailure};
 use crate::pod::restart::image_pull_failed;
 use berth_shared::k8s_openapi::api::core::v1::Pod;
@@ -32,7 +35,18 @@ impl PodWorker {
             self.note_pull_failed(name, PullFailure::ErrImageNeverPull, message, now);
             return;
         }
+        let keyring = match self.pull_keyring(pod).await {
+            Ok(k) => k,
+            Err(e) => {
+                self.pull_failed(pod, name, &image, &e.into(), now).await;
+                return;
+            }
+        };
         if present && policy != PullPolicy::Always {
+            if let Err(e) = self.cx.images.check_present(&image, policy, &keyring).await {
+                self.pull_failed(pod, name, &image, &e, now).await;
+                return;
+            }
             self.cx
                 .events
                 .record(
@@ -59,7 +73,7 @@ impl PodWorker {
             )
             .await;
         let started = std::time::Instant::now();
-        let pulled = self.cx.images.pull(&image, policy).await;
+        let pulled = self.cx.images.pull_with(&image, policy, &keyring).await;
         let took = started.elapsed();
         let m = &self.cx.metrics;
         m.image_pull.observe(&[], took.as_secs_f64());
@@ -82,22 +96,92 @@ impl PodWorker {
                     l.pulls.insert(name.to_string(), ImagePull::Pulled);
                 });
             }
-            Err(e) => {
-                let message = format!("Failed to pull image \"{image}\": {e}");
-                self.cx
-                    .events
-                    .record(pod, true, "Failed", &message, Some(&field))
-                    .await;
-                self.cx
-                    .events
-                    .record(pod, true, "Failed", "Error: ErrImagePull", Some(&field))
-                    .await;
-                self.note_pull_failed(name, PullFailure::ErrImagePull, message, now);
-                self.local_mut(|l| {
-                    l.fresh_pull_failures.insert(name.to_string());
-                });
-            }
+            Err(e) => self.pull_failed(pod, name, &image, &e, now).await,
         }
+    }
+
+    /// The kubelet's events and state for a failed pull of container `name`'s image.
+    async fn pull_failed(&self, pod: &Pod, name: &str, image: &str, e: &PullError, now: Timestamp) {
+        let field = super::field_path(pod, name);
+        if let PullError::NeverPullUnverified { .. } = e {
+            let message = e.to_string();
+            self.cx
+                .events
+                .record(pod, true, "ErrImageNeverPull", &message, Some(&field))
+                .await;
+            self.note_pull_failed(name, PullFailure::ErrImageNeverPull, message, now);
+            return;
+        }
+        let message = format!("Failed to pull image \"{image}\": {e}");
+        self.cx
+            .events
+            .record(pod, true, "Failed", &message, Some(&field))
+            .await;
+        self.cx
+            .events
+            .record(pod, true, "Failed", "Error: ErrImagePull", Some(&field))
+            .await;
+        self.note_pull_failed(name, PullFailure::ErrImagePull, message, now);
+        self.local_mut(|l| {
+            l.fresh_pull_failures.insert(name.to_string());
+        });
+    }
+
+    /// The credentials of the pod's `imagePullSecrets`, in their order. A secret that cannot be
+    /// read is left out with the kubelet's warning event; a malformed one fails the pull.
+    async fn pull_keyring(&self, pod: &Pod) -> Result<Keyring, keyring::KeyringError> {
+        let names: Vec<String> = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.image_pull_secrets.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|r| r.name.clone())
+            .filter(|n| !n.is_empty())
+            .collect();
+        if names.is_empty() {
+            return Ok(Keyring::default());
+        }
+        let ns = ns_of(pod);
+        let mut pairs = Vec::new();
+        let mut missing = Vec::new();
+        for name in names {
+            let secret = match self.cx.api.secret(&ns, &name).await {
+                Ok(Some(s)) => s,
+                Ok(None) => {
+                    missing.push(format!("{ns}/{name}"));
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(namespace = %ns, secret = %name, error = %e,
+                        "reading an image pull secret failed");
+                    missing.push(format!("{ns}/{name}"));
+                    continue;
+                }
+            };
+            let mut data: std::collections::BTreeMap<String, Vec<u8>> = secret
+                .data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.0))
+                .collect();
+            for (k, v) in secret.string_data.unwrap_or_default() {
+                data.insert(k, v.into_bytes());
+            }
+            let kind = secret.type_.unwrap_or_default();
+            pairs.extend(keyring::parse_secret(&name, &kind, &data)?);
+        }
+        if !missing.is_empty() {
+            let message = format!(
+                "Unable to retrieve some image pull secrets ({}); attempting to pull the image may not succeed.",
+                missing.join(", ")
+            );
+            self.cx
+                .events
+                .record(pod, true, "FailedToRetrieveImagePullSecret", &message, None)
+                .await;
+        }
+        Ok(Keyring::new(pairs))
     }
 
     /// Records a failed pull of container `name`'s image, starting or advancing its back-off.

@@ -22,7 +22,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use berth_tests::Cluster;
-use berth_tests::fixtures::{BUSYBOX, Entry, PATH_ENV, RunConfig, busybox_layer, write_layout};
+use berth_tests::fixtures::{
+    BUSYBOX, Entry, PATH_ENV, RunConfig, binary_with_libraries, busybox_layer, write_layout,
+};
 use berth_tests::process::run;
 
 /// How long the whole suite may take.
@@ -146,36 +148,13 @@ fn nginx_run() -> RunConfig {
 /// The host's Debian `python3.11`, the libraries `ldd` lists and the pure-Python part of its
 /// standard library: enough for the suite's `port_server.py` (`python:latest`).
 fn python_layers() -> Vec<Vec<Entry>> {
-    let bin = Path::new("/usr/bin/python3.11");
-    let read = |p: &Path| {
-        std::fs::read(p)
-            .unwrap_or_else(|e| panic!("{}: {e} (apt-get install python3)", p.display()))
-    };
-    let mut entries = vec![
-        Entry::dir("usr/bin"),
-        Entry::dir("usr/lib"),
-        Entry::dir("lib"),
-        Entry::dir("lib/x86_64-linux-gnu"),
-        Entry::dir("lib64"),
-        Entry::file("usr/bin/python3.11", read(bin), 0o755),
-        Entry::symlink("usr/bin/python3", "python3.11"),
-        Entry::symlink("usr/bin/python", "python3.11"),
-    ];
-    let ldd = Command::new("ldd")
-        .arg(bin)
-        .output()
-        .unwrap_or_else(|e| panic!("ldd: {e}"));
-    for line in String::from_utf8_lossy(&ldd.stdout).lines() {
-        let path = line
-            .split_whitespace()
-            .find(|w| w.starts_with('/'))
-            .map(PathBuf::from);
-        if let Some(lib) = path {
-            let real = std::fs::canonicalize(&lib).unwrap_or_else(|e| panic!("{lib:?}: {e}"));
-            let inside = lib.to_string_lossy().trim_start_matches('/').to_string();
-            entries.push(Entry::file(&inside, read(&real), 0o755));
-        }
-    }
+    let mut entries = binary_with_libraries(
+        Path::new("/usr/bin/python3.11"),
+        "usr/bin/python3.11",
+        "python3",
+    );
+    entries.push(Entry::symlink("usr/bin/python3", "python3.11"));
+    entries.push(Entry::symlink("usr/bin/python", "python3.11"));
     let stdlib = Path::new("/usr/lib/python3.11");
     add_python_files(stdlib, "usr/lib/python3.11", 0, &mut entries);
     vec![busybox_layer(), entries]

@@ -25,6 +25,7 @@ use prost_types::{Any, FieldMask};
 use super::attach::AttachPoint;
 use super::containerd::{Connection, grpc_error, label_bool};
 use super::fifo::{self, FifoSource};
+use super::identity::UserDb;
 use super::logs::{self, LogFile};
 use super::{ContainerConfig, ContainerId, RuntimeError, devices, labels, spec};
 
@@ -45,9 +46,6 @@ impl Connection {
             Vec::new()
         };
         let held = super::host_capabilities::bounding_set();
-        let oci = spec::build(config, &cgroups, &host_devices, &held)?;
-        let spec_json = serde_json::to_vec(&oci)
-            .map_err(|e| RuntimeError::InvalidConfig(format!("serialising the spec: {e}")))?;
         let mut container_labels: HashMap<String, String> = config
             .labels
             .iter()
@@ -63,11 +61,26 @@ impl Connection {
             labels::STDIN_ONCE.to_string(),
             config.stdin_once.to_string(),
         );
-        container_labels.insert(labels::CGROUP.to_string(), cgroups);
+        container_labels.insert(labels::CGROUP.to_string(), cgroups.clone());
 
         let lease = self.lease_create(Duration::from_secs(3600)).await?;
         let result = async {
             self.prepare_rootfs(config, &lease).await?;
+            // The spec needs the image's own user files, read from the prepared root.
+            let built = async {
+                let users = self.image_users(id).await?;
+                let oci = spec::build_with_users(config, &users, &cgroups, &host_devices, &held)?;
+                serde_json::to_vec(&oci)
+                    .map_err(|e| RuntimeError::InvalidConfig(format!("serialising the spec: {e}")))
+            }
+            .await;
+            let spec_json = match built {
+                Ok(json) => json,
+                Err(e) => {
+                    self.remove_snapshot(id).await;
+                    return Err(e);
+                }
+            };
             let container = Container {
                 id: id.to_string(),
                 labels: container_labels,
@@ -109,6 +122,29 @@ impl Connection {
             tracing::debug!(error = %e, "deleting the create lease failed; it expires by itself");
         }
         result.map(|()| config.id.clone())
+    }
+
+    /// The user database of the prepared snapshot `key` (see [`super::rootfs_users`]).
+    async fn image_users(&self, key: &str) -> Result<UserDb, RuntimeError> {
+        let mounts = self
+            .snapshots()
+            .mounts(self.req(MountsRequest {
+                snapshotter: self.opts.snapshotter.clone(),
+                key: key.to_string(),
+            }))
+            .await
+            .map_err(|s| grpc_error("snapshot mounts", &format!("snapshot {key}"), s))?
+            .into_inner()
+            .mounts;
+        let dir = self.opts.state_dir.join("rootfs-users").join(key);
+        tokio::task::spawn_blocking(move || super::rootfs_users::read_user_db(&mounts, dir))
+            .await
+            .map_err(|e| {
+                RuntimeError::io(
+                    "reading the image's users".to_string(),
+                    std::io::Error::other(e),
+                )
+            })?
     }
 
     /// Snapshots.Prepare of the container's rw layer on the image's chain id. A leftover

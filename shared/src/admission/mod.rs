@@ -33,6 +33,7 @@ mod names;
 mod pod;
 mod pod_spec;
 mod policy;
+pub mod pod_security;
 pub mod priority_class;
 mod probe;
 mod rbac;

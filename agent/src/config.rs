@@ -45,4 +45,10 @@ pub struct Config {
     /// NodePorts answer on 127.0.0.0/8 (`--iptables-localhost-nodeports`, kube-proxy's flag);
     /// sets `net.ipv4.conf.all.route_localnet=1`.
     pub iptables_localhost_nodeports: bool,
+    /// `RuntimeDefault` seccomp for containers that ask for no profile (`--seccomp-default`,
+    /// the kubelet's flag; on in Berth).
+    pub seccomp_default: bool,
+    /// Sysctls pods may set beyond the safe set (`--allowed-unsafe-sysctls`: names, or
+    /// prefixes ending in `*`).
+    pub allowed_unsafe_sysctls: Vec<String>,
 }

@@ -129,6 +129,15 @@ struct RunArgs {
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
           action = clap::ArgAction::Set)]
     iptables_localhost_nodeports: bool,
+    /// Containers that set no `seccompProfile` run under `RuntimeDefault` (the kubelet's flag;
+    /// on by default in Berth). `--seccomp-default=false` leaves them unconfined.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
+          action = clap::ArgAction::Set)]
+    seccomp_default: bool,
+    /// Sysctls pods may set besides the safe set, comma-separated: names, or prefixes ending in
+    /// `*` (`kernel.msg*,net.core.somaxconn`); each must be namespaced (the kubelet's flag).
+    #[arg(long, value_delimiter = ',')]
+    allowed_unsafe_sysctls: Vec<String>,
 }
 
 /// A DNS domain such as `cluster.local` (lower-cased, without the final dot).
@@ -244,6 +253,8 @@ fn main() -> anyhow::Result<()> {
                 .node_name
                 .unwrap_or_else(berth_agent::node::host::hostname)
                 .to_lowercase();
+            berth_agent::pod::host_security::check_sysctl_patterns(&a.allowed_unsafe_sysctls)
+                .map_err(|e| anyhow::anyhow!("--allowed-unsafe-sysctls: {e}"))?;
             let config = Config {
                 servers,
                 token,
@@ -271,6 +282,8 @@ fn main() -> anyhow::Result<()> {
                 cluster_domain: a.cluster_domain,
                 cluster_dns: a.cluster_dns,
                 iptables_localhost_nodeports: a.iptables_localhost_nodeports,
+                seccomp_default: a.seccomp_default,
+                allowed_unsafe_sysctls: a.allowed_unsafe_sysctls,
             };
             runtime.block_on(async move {
                 let shutdown = CancellationToken::new();

@@ -51,6 +51,8 @@ pub struct HostSide {
     pub node_memory_bytes: i64,
     /// Where pods reach the API: the kubelet's `KUBERNETES_SERVICE_*` variables name it.
     pub api_endpoint: Option<(String, u16)>,
+    /// seccomp default and profile root, AppArmor, allowed sysctls.
+    pub security: super::security_profiles::NodeSecurity,
 }
 
 /// `CreateContainerConfigError`'s message.
@@ -366,6 +368,8 @@ fn security(pod: &Pod, c: &Container) -> Security {
             .and_then(|c| c.drop.clone())
             .unwrap_or_default(),
         allow_privilege_escalation: sc.and_then(|s| s.allow_privilege_escalation),
+        // seccomp, AppArmor and sysctls: `super::security_profiles`.
+        ..Security::default()
     }
 }
 
@@ -490,7 +494,12 @@ pub fn container_config(
         },
         hostname,
         resources,
-        security: security(pod, c),
+        security: super::security_profiles::plan_security(
+            pod,
+            c,
+            &host.security,
+            security(pod, c),
+        )?,
         stdin: c.stdin.unwrap_or(false),
         stdin_once: c.stdin_once.unwrap_or(false),
         tty: c.tty.unwrap_or(false),

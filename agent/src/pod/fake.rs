@@ -569,6 +569,7 @@ impl Fakes {
                 cpus: 2,
                 memory_bytes: 4 << 30,
                 api_endpoint: None,
+                security: Default::default(),
             },
             clock: self.clock.clone(),
         })

@@ -15,6 +15,7 @@ pub mod events;
 pub(crate) mod fake;
 pub mod hooks;
 pub mod host_path;
+pub mod host_security;
 pub mod labels;
 pub mod manager;
 pub mod model;
@@ -23,8 +24,10 @@ pub mod ports;
 pub mod prober;
 pub mod restart;
 pub mod sandbox;
+pub mod security_profiles;
 pub mod service_links;
 pub mod status;
+pub mod sysctls;
 pub mod volumes;
 pub mod worker;
 

@@ -7,6 +7,7 @@
 //! The worker reaches the world only through the ports of [`Context`], so its passes run
 //! against recording fakes in the unit tests (`worker/tests.rs`).
 
+mod admit;
 mod claims;
 mod config_volumes;
 mod observe;
@@ -76,6 +77,8 @@ pub struct Local {
     pub failed_mount: Option<(String, Timestamp)>,
     /// Since when the pod has been waiting for its volumes (none once they are set up).
     pub volumes_waiting_since: Option<Timestamp>,
+    /// The pod was refused by this node's admission (sysctls, AppArmor) and its event recorded.
+    pub rejected: bool,
 }
 
 /// The node as its pods see it, and where the agent keeps their files.
@@ -91,6 +94,8 @@ pub struct NodeSide {
     pub memory_bytes: i64,
     /// Where pods reach the API (`KUBERNETES_SERVICE_HOST`/`PORT`).
     pub api_endpoint: Option<(String, u16)>,
+    /// seccomp default and profile root, AppArmor, allowed sysctls.
+    pub security: super::security_profiles::NodeSecurity,
 }
 
 /// Wall-clock time, the planner's `now`. The agent uses [`Timestamp::now`]; unit tests tie it
@@ -176,6 +181,9 @@ impl PodWorker {
         let now = self.now();
         let seen = self.observe(&pod, now).await?;
         let (observed, infos) = (seen.observed, seen.infos);
+        if !self.admit(&pod, &observed).await? {
+            return Ok(Pass::RequeueAfter(Duration::from_secs(1)));
+        }
         self.sync_probers(&pod, &observed, &infos);
         let mut plan = plan_pod(&pod, &observed, now);
         // As the kubelet waits for attach and mount: nothing starts before the volumes are set

@@ -26,6 +26,7 @@ pub mod expand;
 mod fifo;
 mod host_capabilities;
 mod logs;
+pub mod seccomp;
 pub mod spec;
 
 use std::collections::BTreeMap;
@@ -163,6 +164,12 @@ pub struct Security {
     pub drop_capabilities: Vec<String>,
     /// `Some(false)` sets no_new_privileges.
     pub allow_privilege_escalation: Option<bool>,
+    /// The seccomp filter (`seccompProfile`, the agent's `--seccomp-default`).
+    pub seccomp: seccomp::Seccomp,
+    /// The AppArmor profile to run under (`None`: none).
+    pub apparmor_profile: Option<String>,
+    /// Namespaced sysctls set in the container's namespaces (the pod's `sysctls`).
+    pub sysctls: BTreeMap<String, String>,
 }
 
 /// Everything needed to create one container (plain data; the spec is built from it purely).

@@ -320,6 +320,7 @@ pub fn build(
         user = user.additional_gids(sec.supplemental_groups.clone());
     }
     let caps = capabilities(config, held)?;
+    let seccomp = super::seccomp::linux_seccomp(&sec.seccomp, &caps)?;
     let cwd = config
         .working_dir
         .clone()
@@ -349,6 +350,9 @@ pub fn build(
         .no_new_privileges(sec.allow_privilege_escalation == Some(false));
     if let Some(adj) = config.resources.oom_score_adj {
         process = process.oom_score_adj(adj);
+    }
+    if let Some(profile) = &sec.apparmor_profile {
+        process = process.apparmor_profile(profile.clone());
     }
 
     let mut namespaces = Vec::new();
@@ -438,6 +442,18 @@ pub fn build(
                     .map(|s| s.to_string())
                     .collect::<Vec<_>>(),
             );
+    }
+
+    if let Some(seccomp) = seccomp {
+        linux = linux.seccomp(seccomp);
+    }
+    if !sec.sysctls.is_empty() {
+        linux = linux.sysctl(
+            sec.sysctls
+                .clone()
+                .into_iter()
+                .collect::<std::collections::HashMap<_, _>>(),
+        );
     }
 
     // The builder starts from `Spec::default()`, whose hostname is "youki": set it explicitly.

@@ -233,6 +233,7 @@ impl PodWorker {
             node_cpu_millis: i64::from(node.cpus) * 1000,
             node_memory_bytes: node.memory_bytes,
             api_endpoint: node.api_endpoint.clone(),
+            security: node.security.clone(),
         };
         let (pod_name, pod_namespace) = (name_of(pod), ns_of(pod));
         let labels = AttemptLabels {
@@ -249,7 +250,7 @@ impl PodWorker {
         }
         .to_labels();
         let oom = container_config::oom_score_adj(pod, &c, node.memory_bytes);
-        let config = container_config::container_config(
+        let mut config = container_config::container_config(
             pod,
             &c,
             id.clone(),
@@ -260,6 +261,9 @@ impl PodWorker {
             Some(oom),
         )
         .map_err(|e| ("CreateContainerConfigError", e.0))?;
+        crate::pod::host_security::load_profiles(&mut config.security, &node.security)
+            .await
+            .map_err(|e| ("CreateContainerConfigError", e.0))?;
         // A leftover of a failed earlier start with the same id is replaced.
         let _ = runtime.remove(&id).await;
         runtime

@@ -289,3 +289,112 @@ fn typed_host_paths_are_made_or_checked_and_a_failed_check_is_a_failed_mount() {
     });
     drop(c);
 }
+
+/// A tmpfs the test mounts on the host (`shared` or private), unmounted with whatever was
+/// mounted below it when the test ends, passing or not.
+struct HostMount(PathBuf);
+
+impl HostMount {
+    fn tmpfs(at: &Path, shared: bool) -> HostMount {
+        std::fs::create_dir_all(at).expect("mount point");
+        run_ok("mount", &["-t", "tmpfs", "tmpfs", &at.to_string_lossy()]);
+        let propagation = if shared {
+            "--make-shared"
+        } else {
+            "--make-private"
+        };
+        run_ok("mount", &[propagation, &at.to_string_lossy()]);
+        HostMount(at.to_path_buf())
+    }
+}
+
+impl Drop for HostMount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .args(["-R", "-l"])
+            .arg(&self.0)
+            .status();
+    }
+}
+
+fn run_ok(cmd: &str, args: &[&str]) {
+    let status = std::process::Command::new(cmd)
+        .args(args)
+        .status()
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    assert!(status.success(), "{cmd} {args:?}: {status}");
+}
+
+/// `mountPropagation` as the kubelet and containerd's CRI honour it: a `HostToContainer`
+/// mount sees what the host mounts below it after the container started (a private one
+/// does not), and a source on a private host mount is refused with containerd's words
+/// rather than silently not propagating.
+#[test]
+fn host_to_container_mounts_see_later_host_mounts_and_need_a_propagating_source() {
+    let c = Cluster::start(1);
+    let node = c.node_name(0).to_string();
+    let shared_dir = c.scratch().join("propagating");
+    let _shared = HostMount::tmpfs(&shared_dir, true);
+    let private_dir = c.scratch().join("private");
+    let _private = HostMount::tmpfs(&private_dir, false);
+    let volume = |dir: &Path| json!({"path": dir.to_string_lossy(), "type": "Directory"});
+    let with_propagation = |name: &str, dir: &Path, mode: Option<&str>| {
+        let mut pod = host_path_pod(name, &node, &[("data", volume(dir))], SLEEP_FOREVER);
+        if let Some(mode) = mode {
+            pod["spec"]["containers"][0]["volumeMounts"][0]["mountPropagation"] = json!(mode);
+        }
+        pod
+    };
+    c.apply(&with_propagation(
+        "slave",
+        &shared_dir,
+        Some("HostToContainer"),
+    ));
+    c.apply(&with_propagation("private", &shared_dir, None));
+    c.apply(&with_propagation(
+        "refused",
+        &private_dir,
+        Some("HostToContainer"),
+    ));
+    c.wait_for_pod_ready("default", "slave", START);
+    c.wait_for_pod_ready("default", "private", START);
+
+    let later = shared_dir.join("later");
+    let _later = HostMount::tmpfs(&later, false);
+    std::fs::write(later.join("hello"), "from the host").expect("write");
+    let read = |pod: &str| {
+        c.exec("default", pod, None, &["cat", "/v/data/later/hello"])
+            .stdout
+    };
+    c.wait_for(
+        REACT,
+        "the host's later mount inside the HostToContainer pod",
+        || {
+            let got = read("slave");
+            if got == "from the host" {
+                Ok(())
+            } else {
+                Err(got)
+            }
+        },
+    );
+    assert_eq!(
+        read("private"),
+        "",
+        "a private mount must not see the host's later mount"
+    );
+
+    let message = c.wait_pod("default", "refused", START, "CreateContainerError", |p| {
+        let cs = &p["status"]["containerStatuses"][0]["state"]["waiting"];
+        match cs["reason"].as_str() {
+            Some("CreateContainerError") => {
+                Ok(cs["message"].as_str().unwrap_or_default().to_string())
+            }
+            other => Err(format!("waiting reason {other:?}")),
+        }
+    });
+    assert!(
+        message.contains("but it is not a shared or slave mount"),
+        "{message}"
+    );
+}

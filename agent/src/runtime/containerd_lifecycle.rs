@@ -46,6 +46,7 @@ impl Connection {
             Vec::new()
         };
         let held = super::host_capabilities::bounding_set();
+        super::host_mounts::verify_propagation(config)?;
         let mut container_labels: HashMap<String, String> = config
             .labels
             .iter()

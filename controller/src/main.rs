@@ -7,6 +7,7 @@ use berth_controller::join::node_name::NodeName;
 use berth_controller::join::passwords::NodePasswords;
 use berth_controller::join::tokens::{JoinTokens, TokenId};
 use berth_controller::server::{self, Config};
+use berth_shared::admission::pod_security::{self, Level, Version};
 use clap::{Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -263,6 +264,58 @@ struct ServeArgs {
     /// How often the Lease is renewed, or tried by a candidate.
     #[arg(long, default_value = "2s", value_parser = server::parse_duration)]
     leader_elect_retry_period: Duration,
+    #[command(flatten)]
+    pod_security: PodSecurityArgs,
+}
+
+/// Pod Security admission's defaults and exemptions (upstream's `PodSecurity`
+/// AdmissionConfiguration). Namespace labels `pod-security.kubernetes.io/*` win over the
+/// defaults.
+#[derive(clap::Args)]
+struct PodSecurityArgs {
+    /// The enforce level of namespaces without an enforce label: privileged, baseline or
+    /// restricted (`baseline` refuses privileged pods everywhere).
+    #[arg(long, default_value = "privileged")]
+    pod_security_default: Level,
+    /// The warn level of namespaces without a warn label (default: --pod-security-default).
+    #[arg(long)]
+    pod_security_default_warn: Option<Level>,
+    /// The audit level of namespaces without an audit label (default: --pod-security-default);
+    /// Berth has no audit log: violations are logged (target `pod_security_audit`).
+    #[arg(long)]
+    pod_security_default_audit: Option<Level>,
+    /// The version of the default levels: `latest` or `v1.N`.
+    #[arg(long, default_value = "latest")]
+    pod_security_default_version: Version,
+    /// Users whose writes are never checked (comma-separated or repeated).
+    #[arg(long, value_delimiter = ',')]
+    pod_security_exempt_usernames: Vec<String>,
+    /// Namespaces whose pods and workloads are never checked.
+    #[arg(long, value_delimiter = ',')]
+    pod_security_exempt_namespaces: Vec<String>,
+    /// Runtime classes whose pods are never checked.
+    #[arg(long, value_delimiter = ',')]
+    pod_security_exempt_runtime_classes: Vec<String>,
+}
+
+impl PodSecurityArgs {
+    fn config(self) -> pod_security::Config {
+        let version = self.pod_security_default_version;
+        let at = |level: Level| pod_security::LevelVersion::new(level, version);
+        let enforce = self.pod_security_default;
+        pod_security::Config {
+            defaults: pod_security::Policy {
+                enforce: at(enforce),
+                warn: at(self.pod_security_default_warn.unwrap_or(enforce)),
+                audit: at(self.pod_security_default_audit.unwrap_or(enforce)),
+            },
+            exemptions: pod_security::Exemptions {
+                usernames: self.pod_security_exempt_usernames,
+                namespaces: self.pod_security_exempt_namespaces,
+                runtime_classes: self.pod_security_exempt_runtime_classes,
+            },
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -457,6 +510,7 @@ fn main() -> anyhow::Result<()> {
                 leader_elect_lease_duration,
                 leader_elect_renew_deadline,
                 leader_elect_retry_period,
+                pod_security,
             } = *args;
             let leader_election = berth_controller::leader_election::Timings {
                 lease_duration: leader_elect_lease_duration,
@@ -494,6 +548,7 @@ fn main() -> anyhow::Result<()> {
                 datastore,
                 leader_election_id,
                 leader_election,
+                pod_security: pod_security.config(),
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
             runtime.block_on(async move {

@@ -47,6 +47,8 @@ pub struct Config {
     pub leader_election_id: Option<String>,
     /// The leader election's durations.
     pub leader_election: crate::leader_election::Timings,
+    /// Pod Security admission's defaults and exemptions.
+    pub pod_security: berth_shared::admission::pod_security::Config,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -188,7 +190,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             config.service_cidr
         ))
     })?;
-    let registry = Registry::new(store.clone()).with_service_ranges(service_ranges);
+    let registry = Registry::new(store.clone())
+        .with_service_ranges(service_ranges)
+        .with_pod_security(config.pod_security.clone());
     {
         let r = registry.clone();
         tokio::task::spawn_blocking(move || {

@@ -364,6 +364,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
                 .get::<authn::Identity>()
                 .and_then(authz::node_of)
                 .map(String::from);
+            o.user = identity.as_ref().map(|id| id.user.clone());
             if authz::escalation::applies(target.rt)
                 && let Some(id) = &identity
             {

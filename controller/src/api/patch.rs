@@ -61,7 +61,8 @@ pub async fn patch(
     let registry = state.registry.clone();
     let ns = ns.map(String::from);
     let name = name.to_string();
-    let (code, obj, unknown) = blocking(move || {
+    let admitted = opts.warnings.clone();
+    let (code, obj, mut unknown) = blocking(move || {
         let exists = registry.get(rt, ns.as_deref(), &name).is_ok();
         if pt == PatchType::Apply && !exists && part == Part::Main {
             // The applied configuration is the whole object: it names itself, as the URL does.
@@ -113,6 +114,7 @@ pub async fn patch(
         Ok((StatusCode::OK, updated, unknown))
     })
     .await?;
+    unknown.extend(admitted.take());
     let resp = super::add_warnings(json_response(code, &obj), unknown);
     Ok(match part {
         Part::Main => super::with_warnings(resp, rt.kind, &obj),

@@ -24,6 +24,7 @@ pub fn write_options(q: &Query) -> Result<WriteOptions, ApiError> {
             .filter(|m| !m.is_empty())
             .map(String::from),
         apply: false,
+        ..WriteOptions::default()
     })
 }
 

@@ -23,7 +23,9 @@ pub async fn create(
     unknown.extend(duplicates);
     let registry = state.registry.clone();
     let ns = ns.map(String::from);
+    let admitted = opts.warnings.clone();
     let created = blocking(move || registry.create(rt, ns.as_deref(), obj, &opts)).await?;
+    unknown.extend(admitted.take());
     let resp = json_response(StatusCode::CREATED, &created);
     Ok(super::with_warnings(
         super::add_warnings(resp, unknown),
@@ -48,8 +50,10 @@ pub async fn update(
     let registry = state.registry.clone();
     let ns = ns.map(String::from);
     let name = name.to_string();
+    let admitted = opts.warnings.clone();
     let updated =
         blocking(move || registry.update(rt, ns.as_deref(), &name, obj, part, &opts)).await?;
+    unknown.extend(admitted.take());
     let resp = super::add_warnings(json_response(StatusCode::OK, &updated), unknown);
     Ok(match part {
         Part::Main => super::with_warnings(resp, rt.kind, &updated),

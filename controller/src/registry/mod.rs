@@ -10,6 +10,7 @@ pub mod eviction;
 mod keys;
 pub mod meta;
 pub mod node_restriction;
+mod pod_security;
 pub mod service_ips;
 pub mod storage_classes;
 #[cfg(test)]
@@ -17,6 +18,7 @@ mod tests;
 
 pub use delete::{DeleteOptions, DeleteOutcome, DeletePreconditions, Propagation};
 pub use keys::{key_of_value, object_key, parse_key, prefix};
+pub use pod_security::Warnings;
 
 pub(crate) mod error;
 use crate::store::{Precondition, Store, StoreError, StoredObject};
@@ -45,6 +47,10 @@ pub struct WriteOptions {
     pub manager: Option<String>,
     /// A server-side apply (operation `Apply`) rather than an update.
     pub apply: bool,
+    /// The requesting user's name, for Pod Security's exempt usernames.
+    pub user: Option<String>,
+    /// Where admission leaves warnings for the answer's `Warning` headers.
+    pub warnings: Warnings,
 }
 
 /// The manager of writes made inside the controller process.
@@ -150,6 +156,7 @@ pub enum Part {
 pub struct Registry {
     store: Store,
     service_ips: std::sync::Arc<service_ips::ServiceIps>,
+    pod_security: std::sync::Arc<admission::pod_security::Config>,
 }
 
 fn store_error(rt: &ResourceType, name: &str, e: StoreError) -> RegistryError {
@@ -190,6 +197,15 @@ impl Registry {
         Registry {
             store,
             service_ips: Default::default(),
+            pod_security: Default::default(),
+        }
+    }
+
+    /// Pod Security admission's defaults and exemptions (`--pod-security-*`).
+    pub fn with_pod_security(self, config: admission::pod_security::Config) -> Registry {
+        Registry {
+            pod_security: std::sync::Arc::new(config),
+            ..self
         }
     }
 
@@ -353,6 +369,16 @@ impl Registry {
         }
         admission::admit(rt.kind, Operation::Create, &mut obj, None)
             .map_err(|e| admission_error(rt, &name, e))?;
+        let write = pod_security::Write {
+            rt,
+            ns,
+            name: &name,
+            op: Operation::Create,
+            part: Part::Main,
+            obj: &obj,
+            old: None,
+        };
+        self.admit_pod_security(&write, opts)?;
         if rt == resource::PRIORITY_CLASSES {
             crate::priority::admit_class(self, &obj)?;
         }
@@ -480,6 +506,16 @@ impl Registry {
         restrict_node(rt, opts, name, &obj, Some(&old))?;
         admission::admit(rt.kind, Operation::Update, &mut obj, Some(&old))
             .map_err(|e| admission_error(rt, name, e))?;
+        let write = pod_security::Write {
+            rt,
+            ns,
+            name,
+            op: Operation::Update,
+            part,
+            obj: &obj,
+            old: Some(&old),
+        };
+        self.admit_pod_security(&write, opts)?;
         if has_generation(rt) {
             meta::advance_generation(&old, &mut obj);
         }

@@ -355,6 +355,8 @@ fn security(pod: &Pod, c: &Container) -> Security {
                 .or(psc.and_then(|p| p.run_as_group)),
         ),
         supplemental_groups: groups,
+        strict_supplemental_groups: psc.and_then(|p| p.supplemental_groups_policy.as_deref())
+            == Some("Strict"),
         privileged: sc.and_then(|s| s.privileged).unwrap_or(false),
         read_only_root_fs: sc
             .and_then(|s| s.read_only_root_filesystem)
@@ -440,11 +442,72 @@ fn mounts(pod: &Pod, c: &Container, host: &HostSide) -> Result<Vec<Mount>, Confi
                     }
                     src = src.join(sub);
                 }
-                out.push(bind(&m.mount_path, &src, read_only));
+                let mut mount = bind(&m.mount_path, &src, read_only);
+                mount
+                    .options
+                    .extend(propagation(m.mount_propagation.as_deref())?);
+                out.push(mount);
             }
         }
     }
     Ok(out)
+}
+
+/// A volume mount's `mountPropagation` as the kubelet hands it to the runtime: `None` (the
+/// default) private, `HostToContainer` a slave of the host's mount, `Bidirectional` shared
+/// both ways (the API admits it for privileged containers only).
+fn propagation(mode: Option<&str>) -> Result<Option<String>, ConfigError> {
+    match mode {
+        None | Some("None") => Ok(None),
+        Some("HostToContainer") => Ok(Some("rslave".to_string())),
+        Some("Bidirectional") => Ok(Some("rshared".to_string())),
+        Some(other) => Err(ConfigError(format!(
+            "invalid mount propagation mode {other:?}"
+        ))),
+    }
+}
+
+/// The kubelet's `verifyRunAsNonRoot`: with `runAsNonRoot: true`, a container must not run as
+/// uid 0 by its security context or its image's `USER`, and an image user that is a name
+/// cannot be verified (only the image's metadata is consulted, never its files).
+fn verify_run_as_non_root(pod: &Pod, c: &Container, image_user: &str) -> Result<(), ConfigError> {
+    let psc = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
+    let sc = c.security_context.as_ref();
+    let non_root = sc
+        .and_then(|s| s.run_as_non_root)
+        .or(psc.and_then(|p| p.run_as_non_root));
+    if non_root != Some(true) {
+        return Ok(());
+    }
+    let meta = &pod.metadata;
+    let who = format!(
+        "pod: \"{}_{}({})\", container: {}",
+        meta.name.as_deref().unwrap_or(""),
+        meta.namespace.as_deref().unwrap_or(""),
+        meta.uid.as_deref().unwrap_or(""),
+        c.name
+    );
+    let run_as_user = sc
+        .and_then(|s| s.run_as_user)
+        .or(psc.and_then(|p| p.run_as_user));
+    if let Some(uid) = run_as_user {
+        return if uid == 0 {
+            Err(ConfigError(format!(
+                "container's runAsUser breaks non-root policy ({who})"
+            )))
+        } else {
+            Ok(())
+        };
+    }
+    match crate::runtime::identity::effective_user(None, image_user) {
+        crate::runtime::identity::EffectiveUser::Uid(0) => Err(ConfigError(format!(
+            "container has runAsNonRoot and image will run as root ({who})"
+        ))),
+        crate::runtime::identity::EffectiveUser::Name(name) => Err(ConfigError(format!(
+            "container has runAsNonRoot and image has non-numeric user ({name}), cannot verify user is non-root ({who})"
+        ))),
+        crate::runtime::identity::EffectiveUser::Uid(_) => Ok(()),
+    }
 }
 
 /// Builds the container's configuration.
@@ -459,6 +522,7 @@ pub fn container_config(
     host: &HostSide,
     oom_score_adj: Option<i32>,
 ) -> Result<ContainerConfig, ConfigError> {
+    verify_run_as_non_root(pod, c, &image.config.user)?;
     let env = environment(pod, c, sources, host)?;
     let spec = pod.spec.as_ref();
     let host_network = spec.and_then(|s| s.host_network).unwrap_or(false);
@@ -617,6 +681,90 @@ mod tests {
         let c = &p.spec.as_ref().unwrap().containers[0];
         let err = environment(&p, c, &ResolvedSources::default(), &host()).unwrap_err();
         assert_eq!(err.0, "configmap \"nope\" not found");
+    }
+
+    #[test]
+    fn run_as_non_root_is_verified_as_the_kubelet_does() {
+        let who = "(pod: \"p_ns(u1)\", container: c)";
+        let cases: &[(
+            serde_json::Value,
+            serde_json::Value,
+            &str,
+            Result<(), String>,
+        )] = &[
+            (json!({}), json!({}), "", Ok(())),
+            (json!({"runAsNonRoot": false}), json!({}), "", Ok(())),
+            (
+                json!({"runAsNonRoot": true}),
+                json!({}),
+                "",
+                Err(format!(
+                    "container has runAsNonRoot and image will run as root {who}"
+                )),
+            ),
+            (
+                json!({"runAsNonRoot": true}),
+                json!({}),
+                "0:0",
+                Err(format!(
+                    "container has runAsNonRoot and image will run as root {who}"
+                )),
+            ),
+            (
+                json!({"runAsNonRoot": true}),
+                json!({}),
+                "appuser",
+                Err(format!(
+                    "container has runAsNonRoot and image has non-numeric user (appuser), cannot verify user is non-root {who}"
+                )),
+            ),
+            (
+                json!({"runAsNonRoot": true}),
+                json!({}),
+                "1234:2345",
+                Ok(()),
+            ),
+            (
+                json!({"runAsNonRoot": true, "runAsUser": 1000}),
+                json!({}),
+                "appuser",
+                Ok(()),
+            ),
+            // The container's fields win over the pod's.
+            (
+                json!({"runAsNonRoot": true}),
+                json!({"runAsUser": 1000}),
+                "root",
+                Ok(()),
+            ),
+            (
+                json!({"runAsNonRoot": true}),
+                json!({"runAsNonRoot": false}),
+                "",
+                Ok(()),
+            ),
+            (
+                json!({}),
+                json!({"runAsNonRoot": true, "runAsUser": 0}),
+                "appuser",
+                Err(format!(
+                    "container's runAsUser breaks non-root policy {who}"
+                )),
+            ),
+        ];
+        for (pod_sc, container_sc, image_user, want) in cases {
+            let p = pod(
+                json!({"metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+                "spec": {"securityContext": pod_sc,
+                         "containers": [{"name": "c", "image": "i", "securityContext": container_sc}]}}),
+            );
+            let c = &p.spec.as_ref().unwrap().containers[0];
+            let got = verify_run_as_non_root(&p, c, image_user).map_err(|e| e.0);
+            assert_eq!(
+                &got, want,
+                "pod {pod_sc} container {container_sc} USER {image_user:?}"
+            );
+        }
     }
 
     #[test]

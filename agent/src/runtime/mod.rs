@@ -25,7 +25,10 @@ mod devices;
 pub mod expand;
 mod fifo;
 mod host_capabilities;
+mod host_mounts;
+pub mod identity;
 mod logs;
+mod rootfs_users;
 pub mod seccomp;
 pub mod spec;
 
@@ -156,7 +159,10 @@ pub struct Resources {
 pub struct Security {
     pub run_as_user: Option<u32>,
     pub run_as_group: Option<u32>,
+    /// The pod's `supplementalGroups`, then its `fsGroup`.
     pub supplemental_groups: Vec<u32>,
+    /// `supplementalGroupsPolicy: Strict`: no groups from the image's `/etc/group`.
+    pub strict_supplemental_groups: bool,
     pub privileged: bool,
     pub read_only_root_fs: bool,
     /// Capability names with or without `CAP_`, or `ALL`.
@@ -321,6 +327,11 @@ pub enum RuntimeError {
     AlreadyExists { what: String },
     #[error("invalid container configuration: {0}")]
     InvalidConfig(String),
+    /// The pod's settings cannot be honoured for this container and image (an image user
+    /// missing from the image, a seccomp profile that is not there …): the kubelet's
+    /// `CreateContainerConfigError`, its message as is.
+    #[error("{0}")]
+    ContainerConfig(String),
     #[error("image {image} is not unpacked (no snapshot {chain_id})")]
     ImageNotUnpacked { image: String, chain_id: String },
     #[error("containerd {op}: {message}")]
@@ -350,6 +361,7 @@ impl RuntimeError {
             | RuntimeError::NotFound { .. }
             | RuntimeError::AlreadyExists { .. }
             | RuntimeError::InvalidConfig(_)
+            | RuntimeError::ContainerConfig(_)
             | RuntimeError::ImageNotUnpacked { .. } => false,
         }
     }

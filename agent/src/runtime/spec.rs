@@ -22,6 +22,7 @@ use oci_spec::runtime::{
 
 use super::capabilities::capabilities;
 use super::expand::expand_from;
+use super::identity::{self, UserDb, UserRequest};
 use super::{ContainerConfig, MountKind, NamespaceMode, RuntimeError};
 
 /// PATH when neither the image nor the container sets one (containerd's default).
@@ -130,34 +131,15 @@ pub fn environment(config: &ContainerConfig) -> Vec<String> {
     env.into_iter().map(|(k, v)| format!("{k}={v}")).collect()
 }
 
-/// uid, gid from the security context, falling back to the image's numeric `USER`.
-fn user_ids(config: &ContainerConfig) -> Result<(u32, u32), RuntimeError> {
-    let image_user = config.image.config.user.trim();
-    let (image_uid, image_gid) = if image_user.is_empty() {
-        (Some(0), None)
-    } else {
-        let (u, g) = match image_user.split_once(':') {
-            Some((u, g)) => (u, Some(g)),
-            None => (image_user, None),
-        };
-        let uid = if u == "root" { Some(0) } else { u.parse().ok() };
-        let gid = match g {
-            Some("root") => Some(0),
-            Some(g) => g.parse().ok(),
-            None => None,
-        };
-        (uid, gid)
-    };
-    let uid = match (config.security.run_as_user, image_uid) {
-        (Some(uid), _) | (None, Some(uid)) => uid,
-        (None, None) => {
-            return Err(RuntimeError::InvalidConfig(format!(
-                "image user {image_user:?} is not numeric; set securityContext.runAsUser"
-            )));
-        }
-    };
-    let gid = config.security.run_as_group.or(image_gid).unwrap_or(0);
-    Ok((uid, gid))
+/// What [`identity::resolve`] needs from the container's configuration.
+pub fn user_request(config: &ContainerConfig) -> UserRequest {
+    UserRequest {
+        image_user: config.image.config.user.clone(),
+        run_as_user: config.security.run_as_user,
+        run_as_group: config.security.run_as_group,
+        supplemental_groups: config.security.supplemental_groups.clone(),
+        strict_groups: config.security.strict_supplemental_groups,
+    }
 }
 
 fn mount(dest: &str, typ: &str, source: &str, options: &[&str]) -> Result<OciMount, RuntimeError> {
@@ -254,6 +236,10 @@ fn mounts(config: &ContainerConfig) -> Result<Vec<OciMount>, RuntimeError> {
             )));
         }
         let (typ, source, mut options) = match m.kind {
+            // `mountPropagation` arrives as `rslave`/`rshared` in the options; else private.
+            MountKind::Bind if m.options.iter().any(|o| PROPAGATIONS.contains(&o.as_str())) => {
+                ("bind", m.source.as_str(), vec!["rbind".to_string()])
+            }
             MountKind::Bind => (
                 "bind",
                 m.source.as_str(),
@@ -283,6 +269,28 @@ fn mounts(config: &ContainerConfig) -> Result<Vec<OciMount>, RuntimeError> {
     Ok(defaults)
 }
 
+/// The recursive propagation options a bind mount may carry.
+const PROPAGATIONS: [&str; 3] = ["rprivate", "rslave", "rshared"];
+
+/// The root's propagation as containerd's CRI sets it: `rshared` when a mount propagates both
+/// ways (`Bidirectional`), `rslave` when one receives the host's mounts (`HostToContainer`),
+/// else runc's default (none written).
+pub fn rootfs_propagation(config: &ContainerConfig) -> Option<&'static str> {
+    let has = |p: &str| {
+        config
+            .mounts
+            .iter()
+            .any(|m| m.kind == MountKind::Bind && m.options.iter().any(|o| o == p))
+    };
+    if has("rshared") {
+        Some("rshared")
+    } else if has("rslave") {
+        Some("rslave")
+    } else {
+        None
+    }
+}
+
 fn host_devices(devices: &[HostDevice]) -> Result<Vec<LinuxDevice>, RuntimeError> {
     devices
         .iter()
@@ -305,20 +313,34 @@ fn host_devices(devices: &[HostDevice]) -> Result<Vec<LinuxDevice>, RuntimeError
         .collect()
 }
 
-/// The full spec. `devices` are the host's device nodes, used only when privileged; `held` the
-/// capabilities the agent holds, all a privileged container gets.
+/// The full spec of a container whose image has no user files (numeric users only); see
+/// [`build_with_users`].
 pub fn build(
     config: &ContainerConfig,
     cgroups_path: &str,
     devices: &[HostDevice],
     held: &std::collections::HashSet<oci_spec::runtime::Capability>,
 ) -> Result<Spec, RuntimeError> {
+    build_with_users(config, &UserDb::default(), cgroups_path, devices, held)
+}
+
+/// The full spec, the process's user resolved against `users`, the image's own user files.
+/// `devices` are the host's device nodes, used only when privileged; `held` the capabilities
+/// the agent holds, all a privileged container gets.
+pub fn build_with_users(
+    config: &ContainerConfig,
+    users: &UserDb,
+    cgroups_path: &str,
+    devices: &[HostDevice],
+    held: &std::collections::HashSet<oci_spec::runtime::Capability>,
+) -> Result<Spec, RuntimeError> {
     let sec = &config.security;
-    let (uid, gid) = user_ids(config)?;
-    let mut user = UserBuilder::default().uid(uid).gid(gid);
-    if !sec.supplemental_groups.is_empty() {
-        user = user.additional_gids(sec.supplemental_groups.clone());
-    }
+    let who = identity::resolve(&user_request(config), users)
+        .map_err(|e| RuntimeError::ContainerConfig(e.to_string()))?;
+    let user = UserBuilder::default()
+        .uid(who.uid)
+        .gid(who.gid)
+        .additional_gids(who.additional_gids);
     let caps = capabilities(config, held)?;
     let seccomp = super::seccomp::linux_seccomp(&sec.seccomp, &caps)?;
     let cwd = config
@@ -446,6 +468,9 @@ pub fn build(
 
     if let Some(seccomp) = seccomp {
         linux = linux.seccomp(seccomp);
+    }
+    if let Some(propagation) = rootfs_propagation(config) {
+        linux = linux.rootfs_propagation(propagation);
     }
     if !sec.sysctls.is_empty() {
         linux = linux.sysctl(
@@ -880,10 +905,11 @@ mod tests {
         let cases: [Case; 6] = [
             ("", None, None, (0, 0)),
             ("1000", None, None, (1000, 0)),
-            ("1000:50", None, None, (1000, 50)),
-            ("1000:50", Some(7), None, (7, 50)),
+            // The kubelet drops an image's group: passwd (none here) gives gid 0.
+            ("1000:50", None, None, (1000, 0)),
+            ("1000:50", Some(7), None, (7, 0)),
             ("nobody", Some(65534), Some(65534), (65534, 65534)),
-            ("root", None, Some(3), (0, 3)),
+            ("0", None, Some(3), (0, 3)),
         ];
         for (image_user, uid, gid, want) in cases {
             let mut c = config();
@@ -927,6 +953,39 @@ mod tests {
         assert_eq!(spec["process"]["oomScoreAdj"], 999);
         assert_eq!(spec["root"]["readonly"], true);
         assert_eq!(spec["process"]["noNewPrivileges"], true);
+    }
+
+    #[test]
+    fn propagating_mounts_set_their_mode_and_the_roots() {
+        let bind = |dest: &str, options: &[&str]| Mount {
+            destination: dest.into(),
+            source: format!("/host{dest}"),
+            kind: MountKind::Bind,
+            read_only: false,
+            options: options.iter().map(|o| o.to_string()).collect(),
+        };
+        let cases: [(&[&str], &[&str], Option<&str>); 3] = [
+            (&[], &["rbind", "rprivate", "rw"], None),
+            (&["rslave"], &["rbind", "rw", "rslave"], Some("rslave")),
+            (&["rshared"], &["rbind", "rw", "rshared"], Some("rshared")),
+        ];
+        for (given, options, root) in cases {
+            let mut c = config();
+            c.mounts = vec![bind("/a", given), bind("/b", &[])];
+            let spec = json(&build(&c, "/x", &[], &all_caps()).unwrap());
+            let a = spec["mounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["destination"] == "/a")
+                .unwrap();
+            assert_eq!(a["options"], serde_json::json!(options), "{given:?}");
+            assert_eq!(
+                spec["linux"]["rootfsPropagation"].as_str(),
+                root,
+                "{given:?}"
+            );
+        }
     }
 
     #[test]

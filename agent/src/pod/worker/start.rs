@@ -9,7 +9,7 @@ use crate::pod::labels::{self, AttemptLabels};
 use crate::pod::model::StartError;
 use crate::pod::restart::Backoff;
 use crate::pod::{hooks, volumes};
-use crate::runtime::{ContainerId, TaskState};
+use crate::runtime::{ContainerId, RuntimeError, TaskState};
 use berth_shared::k8s_openapi::api::core::v1::Pod;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -266,10 +266,10 @@ impl PodWorker {
             .map_err(|e| ("CreateContainerConfigError", e.0))?;
         // A leftover of a failed earlier start with the same id is replaced.
         let _ = runtime.remove(&id).await;
-        runtime
-            .create(&config)
-            .await
-            .map_err(|e| ("CreateContainerError", e.to_string()))?;
+        runtime.create(&config).await.map_err(|e| match e {
+            RuntimeError::ContainerConfig(m) => ("CreateContainerConfigError", m),
+            e => ("CreateContainerError", e.to_string()),
+        })?;
         let field = field_path(pod, name);
         let events = self.cx.events.as_ref();
         let created = format!("Created container {name}");

@@ -41,9 +41,22 @@ enum Failure {
     Fatal(PullError),
 }
 
-/// Maps oci-client's errors to ours; `with_credentials` tells how a refusal reads (containerd:
-/// "pull access denied …" for an anonymous request, the bare status for refused credentials).
-fn classify(reference: &str, err: OciDistributionError, with_credentials: bool) -> Failure {
+/// How a request was made, for the wording of a refusal.
+#[derive(Clone, Copy)]
+struct Asked {
+    /// `GET` or `HEAD`.
+    method: &'static str,
+    /// Credentials were sent: containerd reports the bare status; without, "pull access
+    /// denied …".
+    with_credentials: bool,
+}
+
+/// Maps oci-client's errors to ours.
+fn classify(reference: &str, err: OciDistributionError, asked: Asked) -> Failure {
+    let Asked {
+        method,
+        with_credentials,
+    } = asked;
     let not_found = || {
         Failure::Definitive(PullError::NotFound {
             reference: reference.to_string(),
@@ -93,7 +106,7 @@ fn classify(reference: &str, err: OciDistributionError, with_credentials: bool) 
         }
         OciDistributionError::ImageManifestNotFoundError(_) => not_found(),
         OciDistributionError::UnauthorizedError { url } => denied(format!(
-            "unexpected status from GET request to {url}: 401 Unauthorized"
+            "unexpected status from {method} request to {url}: 401 Unauthorized"
         )),
         OciDistributionError::AuthenticationFailure(m) => denied(m),
         OciDistributionError::ServerError { code: 404, .. } => not_found(),
@@ -108,7 +121,7 @@ fn classify(reference: &str, err: OciDistributionError, with_credentials: bool) 
                 "403 Forbidden"
             };
             denied(format!(
-                "unexpected status from GET request to {url}: {status}: {}",
+                "unexpected status from {method} request to {url}: {status}: {}",
                 message.trim()
             ))
         }
@@ -174,8 +187,11 @@ impl Attempt<'_> {
     fn auth(&self, ep: &Endpoint) -> RegistryAuth {
         self.pod.map_or_else(|| auth(ep), pod_auth)
     }
-    fn with_credentials(&self, ep: &Endpoint) -> bool {
-        self.pod.is_some() || ep.credentials != Credentials::Anonymous
+    fn asked(&self, method: &'static str, ep: &Endpoint) -> Asked {
+        Asked {
+            method,
+            with_credentials: self.pod.is_some() || ep.credentials != Credentials::Anonymous,
+        }
     }
     /// Part of the client cache key.
     fn key(&self) -> String {
@@ -208,7 +224,11 @@ struct RegistrySource {
 
 impl RegistrySource {
     fn error(&self, err: OciDistributionError) -> PullError {
-        match classify(&self.name, err, true) {
+        let asked = Asked {
+            method: "GET",
+            with_credentials: true,
+        };
+        match classify(&self.name, err, asked) {
             Failure::Definitive(e) | Failure::Transient(e) | Failure::Fatal(e) => e,
         }
     }
@@ -317,7 +337,7 @@ impl ImageService {
             .fetch_manifest_digest(&reference, &attempt.auth(ep))
             .await
             .map(drop)
-            .map_err(|e| classify(&image.to_string(), e, attempt.with_credentials(ep)))
+            .map_err(|e| classify(&image.to_string(), e, attempt.asked("HEAD", ep)))
     }
 
     async fn pull_from(
@@ -332,7 +352,7 @@ impl ImageService {
         let (bytes, digest) = client
             .pull_manifest_raw(&reference, &auth, &manifest::ACCEPTED)
             .await
-            .map_err(|e| classify(&name, e, attempt.with_credentials(ep)))?;
+            .map_err(|e| classify(&name, e, attempt.asked("GET", ep)))?;
         let doc = manifest::parse_document(&bytes, "").map_err(|e| {
             Failure::Fatal(PullError::Invalid {
                 reference: name.clone(),

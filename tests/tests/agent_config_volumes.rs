@@ -260,13 +260,18 @@ fn fs_group_owns_an_empty_dir_and_a_local_path_claim() {
         format!("touch /scratch/f /data/f && mkdir -p /scratch/d /data/d && {SLEEP_FOREVER}");
     let mut main = sh_container("main", &script);
     main["volumeMounts"] = json!([{"name": "scratch", "mountPath": "/scratch"},
-        {"name": "data", "mountPath": "/data"}]);
+        {"name": "data", "mountPath": "/data"}, {"name": "key", "mountPath": "/key"}]);
+    c.apply(
+        &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "key"},
+        "stringData": {"k": "only-the-group"}}),
+    );
     c.apply(
         &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "grouped"},
         "spec": {"containers": [main], "terminationGracePeriodSeconds": 1,
             "securityContext": {"runAsUser": 1000, "fsGroup": 2000},
             "volumes": [{"name": "scratch", "emptyDir": {}},
-                {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}}),
+                {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+                {"name": "key", "secret": {"secretName": "key", "defaultMode": 0o400}}]}}),
     );
     c.wait_for_pod_ready("default", "grouped", START);
     let ls = c.wait_for(Duration::from_secs(10), "the container's files", || {
@@ -319,4 +324,12 @@ fn fs_group_owns_an_empty_dir_and_a_local_path_claim() {
     }
     let id = c.exec_ok("default", "grouped", None, &["id"]);
     assert!(id.contains("2000"), "the container is in the fsGroup: {id}");
+    // A 0400 secret gets group read under the fsGroup: user 1000 reads it through the group.
+    let key = c.exec_ok("default", "grouped", None, &["ls", "-lnL", "/key/k"]);
+    let f: Vec<&str> = key.split_whitespace().collect();
+    assert_eq!((f[0], f[2], f[3]), ("-r--r-----", "0", "2000"), "{key}");
+    assert_eq!(
+        c.exec_ok("default", "grouped", None, &["cat", "/key/k"]),
+        "only-the-group"
+    );
 }

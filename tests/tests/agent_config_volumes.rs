@@ -172,7 +172,7 @@ fn on_disk_holding(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
 
 #[test]
 fn a_secret_volume_lives_in_memory_and_a_missing_secret_holds_the_pod() {
-    let c = Cluster::start(1);
+    let mut c = Cluster::start(1);
     let node = c.node_name(0).to_string();
     let value = format!("s3cr3t-{}", c.suffix());
     let mut main = sh_container("main", SLEEP_FOREVER);
@@ -231,6 +231,51 @@ fn a_secret_volume_lives_in_memory_and_a_missing_secret_holds_the_pod() {
         "the secret's value is on disk under {}: {on_disk:?}",
         root.display()
     );
+
+    // The ServiceAccount token's projected volume is in memory too.
+    let token_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
+    assert!(
+        mounts
+            .lines()
+            .any(|l| l.split(' ').nth(1) == Some(token_dir) && l.split(' ').nth(2) == Some("tmpfs")),
+        "{token_dir} is not a tmpfs:\n{mounts}"
+    );
+    let token = c.exec_ok(
+        "default",
+        "holder",
+        None,
+        &["cat", &format!("{token_dir}/token")],
+    );
+    assert!(token.len() > 20, "a token: {token}");
+    let on_disk = on_disk_holding(&root, token.as_bytes());
+    assert!(on_disk.is_empty(), "the token is on disk: {on_disk:?}");
+
+    // A restarted agent adopts the pod with its tmpfs (not mounted twice) and keeps the volume
+    // current.
+    c.restart_agent(0);
+    let renewed = format!("{value}-2");
+    let start = Instant::now();
+    let reply = c.api().send(Req::patch(
+        "/api/v1/namespaces/default/secrets/creds",
+        "application/merge-patch+json",
+        &json!({"stringData": {"password": renewed}}),
+    ));
+    assert_eq!(reply.status, 200, "{}", reply.describe());
+    c.wait_for(START, "the new value in the pod", || {
+        let seen = c.exec_ok("default", "holder", None, &["cat", "/etc/sec/password"]);
+        if seen == renewed { Ok(()) } else { Err(seen) }
+    });
+    println!(
+        "secret update after an agent restart visible in {:?}",
+        start.elapsed()
+    );
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let at_dir = mountinfo
+        .lines()
+        .filter(|l| l.split(' ').nth(4) == Some(&*dir.to_string_lossy()))
+        .count();
+    assert_eq!(at_dir, 1, "one tmpfs at {}:\n{mountinfo}", dir.display());
+    assert!(on_disk_holding(&root, renewed.as_bytes()).is_empty());
 
     // Teardown unmounts the tmpfs with the pod.
     c.delete_pod("default", "holder");

@@ -13,15 +13,18 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 /// Warnings a write collects for its answer (the `Warning` headers), shared with the caller
-/// through [`WriteOptions`]. Identical texts are kept once, as upstream's recorder does.
+/// through [`WriteOptions`]. Identical texts are kept once, as upstream's recorder does, and
+/// at most [`Warnings::MAX`]: options a controller keeps and reuses never grow without bound.
 #[derive(Debug, Clone, Default)]
 pub struct Warnings(Arc<Mutex<Vec<String>>>);
 
 impl Warnings {
+    pub const MAX: usize = 64;
+
     pub fn extend(&self, texts: impl IntoIterator<Item = String>) {
         let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
         for t in texts {
-            if !all.contains(&t) {
+            if all.len() < Self::MAX && !all.contains(&t) {
                 all.push(t);
             }
         }
@@ -134,5 +137,20 @@ impl Registry {
             }
         }
         Ok(warnings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Warnings;
+
+    #[test]
+    fn warnings_are_kept_once_and_capped() {
+        let w = Warnings::default();
+        w.extend(["a".to_string(), "a".to_string(), "b".to_string()]);
+        assert_eq!(w.take(), ["a", "b"]);
+        w.extend((0..100).map(|i| i.to_string()));
+        assert_eq!(w.take().len(), Warnings::MAX);
+        assert!(w.take().is_empty());
     }
 }

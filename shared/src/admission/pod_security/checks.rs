@@ -3,7 +3,7 @@
 //! replace a baseline one), and the helpers the checks share. Planner: pure, no I/O.
 
 use super::level::{Level, LevelVersion};
-use super::{baseline, restricted};
+use super::{baseline, profiles, restricted};
 use k8s_openapi::api::core::v1::{ContainerPort, PodSpec, SecurityContext};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -42,16 +42,16 @@ pub(super) struct Check {
 /// Every check, baseline first, each level's sorted by id as Go sorts strings (bytewise).
 fn all() -> [&'static Check; 17] {
     [
-        &baseline::APP_ARMOR,
+        &profiles::APP_ARMOR,
         &baseline::CAPABILITIES,
         &baseline::HOST_NAMESPACES,
         &baseline::HOST_PATH_VOLUMES,
         &baseline::HOST_PORTS,
         &baseline::PRIVILEGED,
         &baseline::PROC_MOUNT,
-        &baseline::SE_LINUX,
-        &baseline::SECCOMP,
-        &baseline::SYSCTLS,
+        &profiles::SE_LINUX,
+        &profiles::SECCOMP,
+        &profiles::SYSCTLS,
         &baseline::WINDOWS_HOST_PROCESS,
         &restricted::ALLOW_PRIVILEGE_ESCALATION,
         &restricted::CAPABILITIES,
@@ -138,6 +138,30 @@ pub(super) fn containers_phrase(names: &[&str]) -> String {
         pluralize("container", "containers", names.len()),
         join_quote(names)
     )
+}
+
+/// Names of the containers for which `bad` holds.
+pub(super) fn bad_containers<'a>(
+    spec: &'a PodSpec,
+    mut bad: impl FnMut(&ContainerView<'a>) -> bool,
+) -> Vec<&'a str> {
+    containers(spec)
+        .iter()
+        .filter(|c| bad(c))
+        .map(|c| c.name)
+        .collect()
+}
+
+/// `pod and containers "a", "b"` from who set a forbidden value.
+pub(super) fn setters(pod: bool, names: &[&str]) -> String {
+    let mut parts = Vec::new();
+    if pod {
+        parts.push("pod".to_string());
+    }
+    if !names.is_empty() {
+        parts.push(containers_phrase(names));
+    }
+    parts.join(" and ")
 }
 
 /// What the checks read of a container, ephemeral ones included.

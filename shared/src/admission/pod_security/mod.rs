@@ -8,6 +8,7 @@
 mod baseline;
 mod checks;
 pub mod level;
+mod profiles;
 mod restricted;
 #[cfg(test)]
 mod tests;

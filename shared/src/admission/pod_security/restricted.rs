@@ -1,11 +1,12 @@
 //! The restricted level's checks of the Pod Security Standards (on top of baseline's), with
 //! upstream's reasons and details. Planner: pure, no I/O.
 
-use super::baseline::{bad_seccomp, seccomp_type_violation};
 use super::checks::{
     Check, Since, Violation, containers, containers_phrase, is_windows, join_quote, pluralize,
+    setters,
 };
 use super::level::Level;
+use super::profiles::{bad_seccomp, seccomp_type_violation};
 use k8s_openapi::api::core::v1::{PodSpec, Volume};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeSet;
@@ -85,18 +86,6 @@ pub(super) const SECCOMP: Check = Check {
         },
     ],
 };
-
-/// `pod and containers "a"`, or just one of them.
-fn setters(pod: bool, names: &[&str]) -> String {
-    let mut parts = Vec::new();
-    if pod {
-        parts.push("pod".to_string());
-    }
-    if !names.is_empty() {
-        parts.push(containers_phrase(names));
-    }
-    parts.join(" and ")
-}
 
 fn allow_privilege_escalation(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
     let names: Vec<&str> = containers(spec)

@@ -1,6 +1,7 @@
 //! The registry of Pod Security checks: which check applies at which level and version, in
 //! upstream's order (baseline checks by id, then restricted ones; a restricted check may
-//! replace a baseline one), and the helpers the checks share. Planner: pure, no I/O.
+//! replace a baseline one), and the helpers the checks share.
+//! Planner: pure, no I/O.
 
 use super::level::{Level, LevelVersion};
 use super::{baseline, profiles, restricted};

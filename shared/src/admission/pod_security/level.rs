@@ -1,5 +1,6 @@
 //! Pod Security Standards levels and versions, and the namespace labels that choose them
-//! (upstream's `k8s.io/pod-security-admission/api`). Planner: pure, no I/O.
+//! (upstream's `k8s.io/pod-security-admission/api`).
+//! Planner: pure, no I/O.
 
 use super::super::field::{FieldError, Path};
 use std::collections::BTreeMap;

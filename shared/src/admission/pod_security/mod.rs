@@ -3,7 +3,8 @@
 //! level per mode; `enforce` refuses pods, `warn` answers warnings and `audit` records what it
 //! would refuse, for pods and for the pod templates of workloads; namespace writes check their
 //! labels and warn about existing pods a stricter `enforce` would refuse. The caller looks the
-//! namespace up; everything here decides. Planner: pure, no I/O.
+//! namespace up; everything here decides.
+//! Planner: pure, no I/O.
 
 mod baseline;
 mod checks;

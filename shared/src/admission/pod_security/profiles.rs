@@ -1,5 +1,6 @@
 //! The baseline level's checks of the Pod Security Standards on security profiles (AppArmor,
-//! SELinux, seccomp, sysctls), with upstream's reasons and details. Planner: pure, no I/O.
+//! SELinux, seccomp, sysctls), with upstream's reasons and details.
+//! Planner: pure, no I/O.
 
 use super::checks::{
     Check, Since, Violation, bad_containers, containers, join_quote, pluralize, quote, setters,

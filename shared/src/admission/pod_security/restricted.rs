@@ -1,5 +1,6 @@
 //! The restricted level's checks of the Pod Security Standards (on top of baseline's), with
-//! upstream's reasons and details. Planner: pure, no I/O.
+//! upstream's reasons and details.
+//! Planner: pure, no I/O.
 
 use super::checks::{
     Check, Since, Violation, containers, containers_phrase, is_windows, join_quote, pluralize,

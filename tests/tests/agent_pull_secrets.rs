@@ -4,9 +4,9 @@
 //! `ErrImagePull` naming the registry's 401; with a `kubernetes.io/dockerconfigjson` secret on
 //! the pod it runs; with the secret only on its ServiceAccount it runs too (admission copies
 //! it into the pod); a pod of another namespace without credentials cannot start the same
-//! image from the node's cache (`IfNotPresent`), one with a wrong password gets the 401, and
-//! one with the right credentials of its own (a legacy `kubernetes.io/dockercfg` secret) runs
-//! from the cache.
+//! image from the node's cache (`IfNotPresent`), not even after the agent restarted, one with
+//! a wrong password gets the 401, and one with the right credentials of its own (a legacy
+//! `kubernetes.io/dockercfg` secret) runs from the cache.
 
 use std::time::Duration;
 
@@ -182,6 +182,13 @@ fn private_images_need_the_pods_own_credentials_even_from_the_cache() {
         json!({"imagePullSecrets": [{"name": "wrong"}]}),
     ));
     let message = wait_pull_error(&c, other, "wrong-password");
+    assert_unauthorized(&message, &image);
+
+    // A restarted agent still knows (the record's label in containerd, nothing else).
+    c.restart_agent(0);
+    c.wait_node_ready(0);
+    c.apply(&pod(other, "after-restart", &node, &image, json!({})));
+    let message = wait_pull_error(&c, other, "after-restart");
     assert_unauthorized(&message, &image);
 
     // The right credentials of its own (legacy .dockercfg): it runs from the cache.

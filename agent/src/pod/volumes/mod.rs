@@ -9,8 +9,14 @@
 //! with the pod, its tmpfs mounts unmounted first.
 
 pub mod atomic_writer;
+mod config;
 pub mod ownership;
 pub mod payload;
+mod tmpfs;
+
+pub use config::{
+    config_volume_names, config_volumes_set_up, refresh_config_volumes, set_up_config_volumes,
+};
 
 use super::claims::HostKind;
 use super::container_config::ResolvedSources;
@@ -72,71 +78,6 @@ fn relative(name: &str, p: &str) -> Result<(), VolumeError> {
         });
     }
     Ok(())
-}
-
-/// Decodes the octal escapes of `/proc/self/mountinfo` (`\040` is a space).
-fn unescape(field: &str) -> String {
-    let b = field.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let octal = b
-            .get(i + 1..i + 4)
-            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match (b[i], octal) {
-            (b'\\', Some(d)) => {
-                out.push(d.iter().fold(0u8, |n, c| n.wrapping_mul(8) + (c - b'0')));
-                i += 4;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Mount points at or under `dir` in `mountinfo` text, deepest first.
-fn mounts_under(mountinfo: &str, dir: &Path) -> Vec<PathBuf> {
-    let mut points: Vec<PathBuf> = mountinfo
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(|p| PathBuf::from(unescape(p)))
-        .filter(|p| p.starts_with(dir))
-        .collect();
-    points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-    points.dedup();
-    points
-}
-
-fn mountinfo() -> String {
-    std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default()
-}
-
-fn is_mountpoint(path: &Path) -> bool {
-    mounts_under(&mountinfo(), path).iter().any(|p| p == path)
-}
-
-/// Makes `dir` a tmpfs (of at most `size` bytes) unless it is one already: set up once per
-/// pod, and kept across agent restarts (the mount outlives the agent, as the pod does).
-fn mount_tmpfs(dir: &Path, size: Option<u64>) -> Result<(), VolumeError> {
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
-    if is_mountpoint(dir) {
-        return Ok(());
-    }
-    let opts = size.map(|s| format!("size={s}"));
-    nix::mount::mount(
-        Some("tmpfs"),
-        dir,
-        Some("tmpfs"),
-        nix::mount::MsFlags::empty(),
-        opts.as_deref(),
-    )
-    .map_err(|source| VolumeError::Mount {
-        path: dir.to_path_buf(),
-        source,
-    })
 }
 
 /// What is at `path` now, following symlinks.
@@ -309,7 +250,7 @@ fn prepare_one(
                 .as_ref()
                 .and_then(|q| berth_shared::quantity::Quantity::parse(&q.0).ok())
                 .and_then(|q| u64::try_from(q.value()).ok());
-            mount_tmpfs(&dir, size)?;
+            tmpfs::mount(&dir, size)?;
         } else {
             std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         }
@@ -356,39 +297,11 @@ fn prepare_one(
         let files = payload::plan_payload(pod, v, sources, fs)
             .map_err(invalid)?
             .unwrap_or_default();
-        let dir = config_dir(base, kind, &v.name);
-        write_config(&dir, kind, &files, fs)?;
+        let dir = config::config_dir(base, kind, &v.name);
+        config::write(&dir, kind, &files, fs)?;
         return Ok(dir);
     }
     Err(invalid("unsupported volume type (Berth supports emptyDir, hostPath, persistentVolumeClaim, configMap, secret, downwardAPI, projected)".to_string()))
-}
-
-fn config_dir(base: &Path, kind: ConfigKind, name: &str) -> PathBuf {
-    base.join(kind.dir_name()).join(name)
-}
-
-/// Sets up a config volume's directory (a tmpfs for the in-memory kinds; 0777 as the
-/// kubelet's wrapped emptyDir) and writes `files` into it atomically.
-fn write_config(
-    dir: &Path,
-    kind: ConfigKind,
-    files: &payload::Payload,
-    fs_group: Option<u32>,
-) -> Result<bool, VolumeError> {
-    let fresh = !dir.join(atomic_writer::DATA_DIR).exists();
-    if kind.in_memory() {
-        mount_tmpfs(dir, None)?;
-    } else {
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
-    }
-    if fresh {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).map_err(io(dir))?;
-    }
-    let written = atomic_writer::write(dir, files, fs_group)?;
-    if let Some(g) = fs_group.filter(|_| written || fresh) {
-        ownership::apply(dir, g, ownership::ChangePolicy::Always, true)?;
-    }
-    Ok(written)
 }
 
 /// The marker that the pod's `fsGroup` was applied to volume `name` (once per pod, as the
@@ -416,98 +329,11 @@ fn apply_fs_group_once(base: &Path, pod: &Pod, name: &str, dir: &Path) -> Result
     std::fs::write(&marker, b"").map_err(io(&marker))
 }
 
-/// Sets up the pod's config volumes before anything of it starts, as the kubelet's volume
-/// manager mounts them; `Err` is the `FailedMount` message of the first that fails (a missing
-/// ConfigMap or Secret that is not optional: the pod waits for it).
-pub fn set_up_config_volumes(
-    root: &Path,
-    pod: &Pod,
-    sources: &ResolvedSources,
-) -> Result<(), String> {
-    let uid = pod.metadata.uid.clone().unwrap_or_default();
-    let base = pod_dir(root, &uid).join("volumes");
-    for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-        if ConfigKind::of(v).is_some() {
-            prepare_one(&base, pod, v, sources)
-                .map_err(|e| host_path::failed_mount_message(&v.name, &config_message(e)))?;
-        }
-    }
-    Ok(())
-}
-
-fn config_message(e: VolumeError) -> String {
-    match e {
-        VolumeError::Invalid { message, .. } => message,
-        other => other.to_string(),
-    }
-}
-
-/// Rewrites the pod's config volumes that are set up, from the latest objects (a changed
-/// ConfigMap or Secret, a renewed token, new labels); returns the names of the volumes that
-/// changed. A volume whose payload cannot be made now (its object is gone and not optional)
-/// keeps its files, as upstream's remount does; the error is returned beside the others.
-pub fn refresh_config_volumes(
-    root: &Path,
-    pod: &Pod,
-    sources: &ResolvedSources,
-) -> (Vec<String>, Vec<(String, String)>) {
-    let uid = pod.metadata.uid.clone().unwrap_or_default();
-    let base = pod_dir(root, &uid).join("volumes");
-    let fs = ownership::fs_group(pod).map(|(g, _)| g);
-    let (mut changed, mut failed) = (Vec::new(), Vec::new());
-    for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-        let Some(kind) = ConfigKind::of(v) else {
-            continue;
-        };
-        let dir = config_dir(&base, kind, &v.name);
-        if !dir.join(atomic_writer::DATA_DIR).exists() {
-            continue;
-        }
-        let result = payload::plan_payload(pod, v, sources, fs)
-            .map(Option::unwrap_or_default)
-            .and_then(|files| write_config(&dir, kind, &files, fs).map_err(|e| e.to_string()));
-        match result {
-            Ok(true) => changed.push(v.name.clone()),
-            Ok(false) => {}
-            Err(e) => failed.push((v.name.clone(), e)),
-        }
-    }
-    (changed, failed)
-}
-
-/// The names of the pod's config volumes (mounted read-only, as upstream mounts them).
-pub fn config_volume_names(pod: &Pod) -> Vec<String> {
-    pod.spec
-        .iter()
-        .flat_map(|s| s.volumes.iter().flatten())
-        .filter(|v| ConfigKind::of(v).is_some())
-        .map(|v| v.name.clone())
-        .collect()
-}
-
-/// Whether any of the pod's config volumes has been written.
-pub fn config_volumes_set_up(root: &Path, pod: &Pod) -> bool {
-    let uid = pod.metadata.uid.clone().unwrap_or_default();
-    let base = pod_dir(root, &uid).join("volumes");
-    pod.spec
-        .iter()
-        .flat_map(|s| s.volumes.iter().flatten())
-        .filter_map(|v| Some(config_dir(&base, ConfigKind::of(v)?, &v.name)))
-        .any(|d| d.join(atomic_writer::DATA_DIR).exists())
-}
-
 /// Removes the pod's directory, unmounting its tmpfs volumes first (memory-backed emptyDirs
 /// and the secret, projected and downwardAPI volumes).
 pub fn remove(root: &Path, uid: &str) -> Result<(), VolumeError> {
     let dir = pod_dir(root, uid);
-    for point in mounts_under(&mountinfo(), &dir) {
-        nix::mount::umount2(&point, nix::mount::MntFlags::MNT_DETACH).map_err(|source| {
-            VolumeError::Unmount {
-                path: point.clone(),
-                source,
-            }
-        })?;
-    }
+    tmpfs::unmount_all_under(&dir)?;
     match std::fs::remove_dir_all(&dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -558,23 +384,6 @@ mod tests {
         assert!(std::fs::read_link(path("cfg").join("sub")).is_ok());
         remove(dir.path(), "u1").unwrap();
         assert!(!pod_dir(dir.path(), "u1").exists());
-    }
-
-    #[test]
-    fn mount_points_under_a_pod_are_found_deepest_first_with_escapes_decoded() {
-        let info = "36 35 0:31 / /r/pods/u rw - tmpfs tmpfs rw
-38 36 0:33 / /r/pods/u/volumes/secret/s rw - tmpfs tmpfs rw
-39 35 0:34 / /r/pods/uu rw - tmpfs tmpfs rw
-40 35 0:35 / /r/pods/u/with\\040space rw - tmpfs tmpfs rw
-";
-        assert_eq!(
-            mounts_under(info, Path::new("/r/pods/u")),
-            [
-                PathBuf::from("/r/pods/u/volumes/secret/s"),
-                PathBuf::from("/r/pods/u/with space"),
-                PathBuf::from("/r/pods/u"),
-            ]
-        );
     }
 
     #[test]

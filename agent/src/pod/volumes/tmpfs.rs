@@ -1,0 +1,106 @@
+//! The pod's tmpfs mounts (memory-backed emptyDirs; secret, projected and downwardAPI volumes):
+//! made once at set-up, found again after an agent restart through `/proc/self/mountinfo`, and
+//! unmounted, deepest first, before the pod's directory is removed.
+
+use super::{VolumeError, io};
+use std::path::{Path, PathBuf};
+
+/// Decodes the octal escapes of `/proc/self/mountinfo` (`\040` is a space).
+fn unescape(field: &str) -> String {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push(d.iter().fold(0u8, |n, c| n.wrapping_mul(8) + (c - b'0')));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Mount points at or under `dir` in `mountinfo` text, deepest first.
+fn mounts_under(mountinfo: &str, dir: &Path) -> Vec<PathBuf> {
+    let mut points: Vec<PathBuf> = mountinfo
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|p| PathBuf::from(unescape(p)))
+        .filter(|p| p.starts_with(dir))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    points.dedup();
+    points
+}
+
+fn mountinfo() -> String {
+    std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default()
+}
+
+pub(super) fn is_mountpoint(path: &Path) -> bool {
+    mounts_under(&mountinfo(), path).iter().any(|p| p == path)
+}
+
+/// Makes `dir` a tmpfs (of at most `size` bytes) unless it is one already: set up once per
+/// pod, and kept across agent restarts (the mount outlives the agent, as the pod does).
+pub(super) fn mount(dir: &Path, size: Option<u64>) -> Result<(), VolumeError> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    if is_mountpoint(dir) {
+        return Ok(());
+    }
+    let opts = size.map(|s| format!("size={s}"));
+    nix::mount::mount(
+        Some("tmpfs"),
+        dir,
+        Some("tmpfs"),
+        nix::mount::MsFlags::empty(),
+        opts.as_deref(),
+    )
+    .map_err(|source| VolumeError::Mount {
+        path: dir.to_path_buf(),
+        source,
+    })
+}
+
+/// Unmounts every mount at or under `dir` (lazily: a process still holding a file lets go later).
+pub(super) fn unmount_all_under(dir: &Path) -> Result<(), VolumeError> {
+    for point in mounts_under(&mountinfo(), dir) {
+        nix::mount::umount2(&point, nix::mount::MntFlags::MNT_DETACH).map_err(|source| {
+            VolumeError::Unmount {
+                path: point.clone(),
+                source,
+            }
+        })?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_points_under_a_pod_are_found_deepest_first_with_escapes_decoded() {
+        let info = "36 35 0:31 / /r/pods/u rw - tmpfs tmpfs rw
+38 36 0:33 / /r/pods/u/volumes/secret/s rw - tmpfs tmpfs rw
+39 35 0:34 / /r/pods/uu rw - tmpfs tmpfs rw
+40 35 0:35 / /r/pods/u/with\\040space rw - tmpfs tmpfs rw
+";
+        assert_eq!(
+            mounts_under(info, Path::new("/r/pods/u")),
+            [
+                PathBuf::from("/r/pods/u/volumes/secret/s"),
+                PathBuf::from("/r/pods/u/with space"),
+                PathBuf::from("/r/pods/u"),
+            ]
+        );
+    }
+}

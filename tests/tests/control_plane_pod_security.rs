@@ -1,11 +1,12 @@
 //! Issue 30, acceptance 8: Pod Security admission. A namespace labelled
 //! `pod-security.kubernetes.io/enforce=restricted` refuses a privileged pod with upstream's
 //! message (kubectl 1.33 and Debian's 1.20) and admits a restricted-compliant one;
-//! `warn=baseline` lets the privileged pod in with kubectl printing the warning; a Deployment
-//! in a restricted namespace is created with a warning and its ReplicaSet reports
-//! `FailedCreate` for each refused pod; `--pod-security-default baseline` refuses privileged
-//! pods in unlabelled namespaces, except in an exempt one; raising `enforce` warns about the
-//! pods already there, and a label that is no level is refused.
+//! `warn=baseline` lets the privileged pod in with kubectl printing the warning, and `audit`
+//! logs it (Berth has no audit log); a Deployment in a restricted namespace is created with a
+//! warning and its ReplicaSet reports `FailedCreate` for each refused pod;
+//! `--pod-security-default baseline` refuses privileged pods in unlabelled namespaces, except
+//! in an exempt one; raising `enforce` warns about the pods already there, and a label that is
+//! no level is refused.
 
 use berth_tests::Controller;
 use berth_tests::kubectl::{Kubectl, kubectl_1_20};
@@ -85,6 +86,28 @@ fn enforce_and_warn(bin: PathBuf, tag: &str) {
         r.describe()
     );
     k.ok(&["get", "pod", "priv", "-n", &warned]);
+
+    // Berth has no audit log: audit violations are logged by the controller.
+    let audited = format!("psa-audit-{tag}");
+    labelled_namespace(&k, &audited, "pod-security.kubernetes.io/audit=baseline");
+    let r = k.run_stdin(&["apply", "-f", "-"], &privileged_pod("priv", &audited));
+    assert!(
+        r.success() && !r.stderr.contains("Warning:"),
+        "{}",
+        r.describe()
+    );
+    c.wait_for(WAIT, "the audit line in the controller's log", || {
+        let log = [c.stderr_log(), c.stdout_log()]
+            .iter()
+            .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+            .collect::<String>();
+        let found = log.lines().any(|l| {
+            l.contains("pod_security_audit")
+                && l.contains(&audited)
+                && l.contains(PRIVILEGED_VS_BASELINE)
+        });
+        if found { Ok(()) } else { Err(c.log_tail()) }
+    });
 }
 
 #[test]

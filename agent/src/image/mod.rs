@@ -14,6 +14,7 @@
 //! the registry with its own (upstream's `KubeletEnsureSecretPulledImages`); images pulled
 //! anonymously or imported are everyone's.
 
+mod attempt;
 mod import;
 pub mod keyring;
 pub mod manifest;

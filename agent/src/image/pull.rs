@@ -18,6 +18,7 @@ use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
+use super::attempt::{Asked, Attempt, attempts};
 use super::keyring::Credential;
 use super::manifest::{self, Descriptor};
 use super::reference::ImageReference;
@@ -39,16 +40,6 @@ enum Failure {
     Transient(PullError),
     /// Not the registry's fault (containerd, bad image): stop trying endpoints.
     Fatal(PullError),
-}
-
-/// How a request was made, for the wording of a refusal.
-#[derive(Clone, Copy)]
-struct Asked {
-    /// `GET` or `HEAD`.
-    method: &'static str,
-    /// Credentials were sent: containerd reports the bare status; without, "pull access
-    /// denied …".
-    with_credentials: bool,
 }
 
 /// Maps oci-client's errors to ours.
@@ -178,39 +169,9 @@ fn pod_auth(cred: &Credential) -> RegistryAuth {
     }
 }
 
-/// One way to authenticate at an endpoint: a pod's credential, or the endpoint's own.
-struct Attempt<'a> {
-    pod: Option<&'a Credential>,
-}
-
-impl Attempt<'_> {
-    fn auth(&self, ep: &Endpoint) -> RegistryAuth {
-        self.pod.map_or_else(|| auth(ep), pod_auth)
-    }
-    fn asked(&self, method: &'static str, ep: &Endpoint) -> Asked {
-        Asked {
-            method,
-            with_credentials: self.pod.is_some() || ep.credentials != Credentials::Anonymous,
-        }
-    }
-    /// Part of the client cache key.
-    fn key(&self) -> String {
-        self.pod
-            .map_or_else(|| "endpoint".to_string(), Credential::fingerprint)
-    }
-}
-
-/// The attempts at `ep` for an image of `registry`: the pod's credentials first where the
-/// endpoint is that registry, then the endpoint's own.
-fn attempts<'a>(registry: &str, ep: &Endpoint, creds: &'a [Credential]) -> Vec<Attempt<'a>> {
-    let own = ep.host == registry || (registry == "docker.io" && ep.host == "registry-1.docker.io");
-    let mut out: Vec<Attempt<'a>> = if own {
-        creds.iter().map(|c| Attempt { pod: Some(c) }).collect()
-    } else {
-        Vec::new()
-    };
-    out.push(Attempt { pod: None });
-    out
+/// The oci-client login of `attempt` at `ep`.
+fn attempt_auth(attempt: &Attempt<'_>, ep: &Endpoint) -> RegistryAuth {
+    attempt.pod.map_or_else(|| auth(ep), pod_auth)
 }
 
 /// Blobs of one image at one endpoint.
@@ -334,7 +295,7 @@ impl ImageService {
     ) -> Result<(), Failure> {
         let (client, reference) = self.connect(image, ep, attempt)?;
         client
-            .fetch_manifest_digest(&reference, &attempt.auth(ep))
+            .fetch_manifest_digest(&reference, &attempt_auth(attempt, ep))
             .await
             .map(drop)
             .map_err(|e| classify(&image.to_string(), e, attempt.asked("HEAD", ep)))
@@ -348,7 +309,7 @@ impl ImageService {
     ) -> Result<StoredImage, Failure> {
         let name = image.to_string();
         let (client, reference) = self.connect(image, ep, attempt)?;
-        let auth = attempt.auth(ep);
+        let auth = attempt_auth(attempt, ep);
         let (bytes, digest) = client
             .pull_manifest_raw(&reference, &auth, &manifest::ACCEPTED)
             .await

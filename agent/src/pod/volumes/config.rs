@@ -23,7 +23,9 @@ pub(super) fn write(
     fs_group: Option<u32>,
 ) -> Result<bool, VolumeError> {
     let fresh = !dir.join(atomic_writer::DATA_DIR).exists();
-    if kind.in_memory() {
+    // Unit tests (root, on shared machines) keep them on disk: a tmpfs under a temporary
+    // directory would outlive it. The integration tests check the mount.
+    if kind.in_memory() && !cfg!(test) {
         super::tmpfs::mount(dir, None)?;
     } else {
         std::fs::create_dir_all(dir).map_err(io(dir))?;

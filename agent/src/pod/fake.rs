@@ -369,13 +369,15 @@ impl ImagePuller for FakeImages {
     }
 }
 
-/// An API that accepts every write and has no ConfigMaps or Secrets.
+/// An API that accepts every write, with the ConfigMaps a test gives it and no Secrets.
 pub struct FakeApi {
     log: Log,
     clock: Clock,
     /// Claims by `namespace/name`.
     pub claims: Mutex<BTreeMap<String, PersistentVolumeClaim>>,
     pub volumes: Mutex<BTreeMap<String, PersistentVolume>>,
+    /// ConfigMaps by `namespace/name`.
+    pub config_maps: Mutex<BTreeMap<String, ConfigMap>>,
     /// ServiceAccount tokens issued so far (each token names its number).
     tokens_issued: std::sync::atomic::AtomicUsize,
 }
@@ -398,10 +400,16 @@ impl PodApi for FakeApi {
 
     fn config_map<'a>(
         &'a self,
-        _namespace: &'a str,
-        _name: &'a str,
+        namespace: &'a str,
+        name: &'a str,
     ) -> BoxFuture<'a, Result<Option<ConfigMap>, ClientError>> {
-        Box::pin(async { Ok(None) })
+        let cm = self
+            .config_maps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&format!("{namespace}/{name}"))
+            .cloned();
+        Box::pin(async move { Ok(cm) })
     }
 
     fn secret<'a>(
@@ -540,6 +548,7 @@ impl Fakes {
                 clock: clock.clone(),
                 claims: Mutex::default(),
                 volumes: Mutex::default(),
+                config_maps: Mutex::default(),
                 tokens_issued: Default::default(),
             }),
             events: Arc::new(FakeEvents::default()),

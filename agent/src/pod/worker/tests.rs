@@ -666,3 +666,55 @@ async fn an_ephemeral_container_starts_once_in_its_targets_pid_namespace() {
     assert_eq!(exit, Some(1), "{ephemeral:?}");
     assert_eq!(status.phase.as_deref(), Some("Running"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_missing_config_map_holds_the_pod_and_a_changed_one_is_rewritten_without_a_restart() {
+    let h = harness();
+    let mut pod = app_pod("Always");
+    let spec = pod.spec.as_mut().unwrap();
+    spec.volumes = Some(vec![
+        serde_json::from_value(serde_json::json!({"name": "cfg", "configMap": {"name": "cm"}}))
+            .unwrap(),
+    ]);
+    assert_eq!(
+        h.pass(&pod).await,
+        Pass::RequeueAfter(Duration::from_secs(1))
+    );
+    assert!(
+        !h.fakes
+            .take_calls()
+            .iter()
+            .any(|c| matches!(c, Call::SetupNetwork(_))),
+        "nothing starts before the volumes are set up"
+    );
+    assert_eq!(
+        h.fakes.events(),
+        vec![(
+            "FailedMount".to_string(),
+            "MountVolume.SetUp failed for volume \"cfg\" : configmap \"cm\" not found".to_string()
+        )]
+    );
+    let put = |v: &str| {
+        let cm: berth_shared::k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "cm"}, "data": {"k": v}}),
+        )
+        .unwrap();
+        let key = format!("{}/cm", super::ns_of(&pod));
+        h.fakes.api.config_maps.lock().unwrap().insert(key, cm);
+    };
+    put("1");
+    h.running(&pod).await;
+    let file = h
+        .fakes
+        .root
+        .path()
+        .join("agent/pods/u1/volumes/configmap/cfg/k");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "1");
+    put("2");
+    h.pass(&pod).await;
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "2");
+    assert!(
+        h.fakes.runtime.is_running(APP_R0),
+        "no restart for an update"
+    );
+}

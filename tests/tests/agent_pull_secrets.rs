@@ -4,9 +4,9 @@
 //! `ErrImagePull` naming the registry's 401; with a `kubernetes.io/dockerconfigjson` secret on
 //! the pod it runs; with the secret only on its ServiceAccount it runs too (admission copies
 //! it into the pod); a pod of another namespace without credentials cannot start the same
-//! image from the node's cache (`IfNotPresent`), not even after the agent restarted, one with
-//! a wrong password gets the 401, and one with the right credentials of its own (a legacy
-//! `kubernetes.io/dockercfg` secret) runs from the cache.
+//! image from the node's cache (`IfNotPresent`; `Never` gives `ErrImageNeverPull`), not even
+//! after the agent restarted; one with a wrong password gets the 401, and one with the right
+//! credentials of its own (a legacy `kubernetes.io/dockercfg` secret) runs from the cache.
 
 use std::time::Duration;
 
@@ -183,6 +183,25 @@ fn private_images_need_the_pods_own_credentials_even_from_the_cache() {
     ));
     let message = wait_pull_error(&c, other, "wrong-password");
     assert_unauthorized(&message, &image);
+
+    // `Never` cannot ask the registry: without the credentials it pulled with, the pod waits.
+    let mut never = pod(other, "never", &node, &image, json!({}));
+    never["spec"]["containers"][0]["imagePullPolicy"] = json!("Never");
+    c.apply(&never);
+    let message = c.watch_pod(other, "never", START, "ErrImageNeverPull", |p| {
+        let cs = container_status(p, "main").ok_or("no container status")?;
+        match waiting_reason(cs) {
+            Some("ErrImageNeverPull") => Ok(cs["state"]["waiting"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()),
+            other => Err(format!("waiting reason {other:?}")),
+        }
+    });
+    assert!(
+        message.contains("does not have the proper auth credentials"),
+        "{message}"
+    );
 
     // A restarted agent still knows (the record's label in containerd, nothing else).
     c.restart_agent(0);

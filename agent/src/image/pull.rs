@@ -414,3 +414,61 @@ pub(super) async fn verify<'a>(
         reference: image.to_string(),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(err: OciDistributionError, method: &'static str, with_credentials: bool) -> String {
+        let asked = Asked {
+            method,
+            with_credentials,
+        };
+        match classify("r.example/app:1", err, asked) {
+            Failure::Definitive(e) | Failure::Transient(e) | Failure::Fatal(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_refusal_reads_as_containerds_with_the_registrys_status() {
+        let url = "https://r.example/v2/app/manifests/1".to_string();
+        let unauthorized = || OciDistributionError::UnauthorizedError { url: url.clone() };
+        let anonymous = message(unauthorized(), "GET", false);
+        assert!(
+            anonymous.ends_with(
+                "failed to resolve reference \"r.example/app:1\": pull access denied, repository does not exist or may require authorization: unexpected status from GET request to https://r.example/v2/app/manifests/1: 401 Unauthorized"
+            ),
+            "{anonymous}"
+        );
+        let refused = message(unauthorized(), "HEAD", true);
+        assert!(
+            refused.ends_with(
+                "failed to resolve reference \"r.example/app:1\": unexpected status from HEAD request to https://r.example/v2/app/manifests/1: 401 Unauthorized"
+            ),
+            "{refused}"
+        );
+        let forbidden = message(
+            OciDistributionError::ServerError {
+                code: 403,
+                url: url.clone(),
+                message: "denied\n".into(),
+            },
+            "GET",
+            true,
+        );
+        assert!(forbidden.ends_with("403 Forbidden: denied"), "{forbidden}");
+    }
+
+    #[test]
+    fn a_refusal_is_definitive_so_the_next_login_is_tried() {
+        let asked = Asked {
+            method: "GET",
+            with_credentials: true,
+        };
+        let err = OciDistributionError::UnauthorizedError { url: "u".into() };
+        assert!(matches!(
+            classify("r/app:1", err, asked),
+            Failure::Definitive(PullError::Unauthorized { .. })
+        ));
+    }
+}

@@ -64,7 +64,9 @@ fn a_config_map_volume_switches_atomically_and_quickly() {
         "data": {"a": "0", "b": "0"}}),
     );
     let mut reader = sh_container("main", READER);
-    reader["volumeMounts"] = json!([{"name": "cfg", "mountPath": "/cfg"}]);
+    // A subPath mount binds the file at container start and is not updated, as upstream.
+    reader["volumeMounts"] = json!([{"name": "cfg", "mountPath": "/cfg"},
+        {"name": "cfg", "mountPath": "/pinned", "subPath": "a"}]);
     c.apply(&bound_pod(
         "reader",
         &node,
@@ -97,6 +99,10 @@ fn a_config_map_volume_switches_atomically_and_quickly() {
     }
     let seen = c.exec_ok("default", "reader", None, &["cat", "/cfg/a", "/cfg/b"]);
     assert_eq!(seen, format!("{UPDATES}{UPDATES}"));
+    assert_eq!(
+        c.exec_ok("default", "reader", None, &["cat", "/pinned"]),
+        "0"
+    );
     let pairs: usize = c
         .exec_ok("default", "reader", None, &["cat", "/tmp/pairs"])
         .trim()

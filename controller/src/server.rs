@@ -101,7 +101,7 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 
 /// The version this server reports; the API level decides which kubectl the dispatcher runs.
 pub fn git_version() -> String {
-    format!("v1.31.4+berth.{}", env!("CARGO_PKG_VERSION"))
+    format!("v1.34.0+berth.{}", env!("CARGO_PKG_VERSION"))
 }
 
 pub const SYSTEM_NAMESPACES: &[&str] =

@@ -1,4 +1,4 @@
-//! Runs the stock kubectl (`/usr/bin/kubectl`, or `$KUBECTL`) against a test's controller, with
+//! Runs the stock kubectl (1.31, or `$KUBECTL`) against a test's controller, with
 //! the admin kubeconfig and a per-test discovery cache, under a deadline. Failures print the
 //! command, its stdout and stderr, and the controller's log tail.
 
@@ -12,10 +12,15 @@ use crate::process::{LineChild, LogTail, Run, run};
 /// How long one kubectl command may run before the harness kills it.
 pub const KUBECTL_DEADLINE: Duration = Duration::from_secs(60);
 
-/// `$KUBECTL`, else `/usr/bin/kubectl` (a dispatcher that runs kubectl 1.NN for a 1.NN server).
+/// The kubectl the tests use by default: the test machine's preinstalled 1.31, the release the
+/// suite's expected outputs were written against. (Its `/usr/bin/kubectl` is a dispatcher no
+/// user has, which picks a client by the server's minor version and has none for 1.34.)
+pub const KUBECTL_DEFAULT: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.31";
+
+/// `$KUBECTL`, else [`KUBECTL_DEFAULT`].
 pub fn kubectl_binary() -> PathBuf {
-    let path = std::env::var_os("KUBECTL")
-        .map_or_else(|| PathBuf::from("/usr/bin/kubectl"), PathBuf::from);
+    let path =
+        std::env::var_os("KUBECTL").map_or_else(|| PathBuf::from(KUBECTL_DEFAULT), PathBuf::from);
     if !path.is_file() {
         panic!(
             "kubectl not found at {} (set KUBECTL to override)",

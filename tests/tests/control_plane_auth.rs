@@ -108,11 +108,11 @@ fn health_and_version_answer_without_credentials() {
     let version = api.get_ok("/version");
     let git = version["gitVersion"].as_str().unwrap_or_default();
     assert!(
-        git.starts_with("v1.31.") && git.contains("+berth"),
+        git.starts_with("v1.34.") && git.contains("+berth"),
         "{version:#}"
     );
     assert_eq!(version["major"], "1");
-    assert_eq!(version["minor"], "31");
+    assert_eq!(version["minor"], "34");
     // The dispatcher's own probe.
     assert_eq!(api.get("/version?timeout=5s").status, 200);
     // The Python client's `VersionApi().get_code()` adds a slash; upstream answers the same.

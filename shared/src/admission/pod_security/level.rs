@@ -13,10 +13,10 @@ pub const AUDIT_VERSION_LABEL: &str = "pod-security.kubernetes.io/audit-version"
 pub const WARN_LEVEL_LABEL: &str = "pod-security.kubernetes.io/warn";
 pub const WARN_VERSION_LABEL: &str = "pod-security.kubernetes.io/warn-version";
 
-/// The newest version whose checks Berth knows: its API level (`/version` says 1.31). A
+/// The newest version whose checks Berth knows: its API level (`/version` says 1.34). A
 /// newer `v1.N` label, and `latest`, are evaluated with these checks, as upstream caps them at
 /// its own (emulated) version.
-pub const LATEST_MINOR: u32 = 31;
+pub const LATEST_MINOR: u32 = 34;
 
 /// A Pod Security Standards level, ordered from the least to the most strict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

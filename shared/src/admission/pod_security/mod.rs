@@ -9,6 +9,7 @@
 mod baseline;
 mod checks;
 pub mod level;
+mod probes;
 mod profiles;
 mod restricted;
 #[cfg(test)]

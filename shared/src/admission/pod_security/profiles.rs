@@ -70,6 +70,11 @@ pub(super) const SYSCTLS: Check = Check {
             check: sysctls_1_29,
             overrides: &[],
         },
+        Since {
+            since: 32,
+            check: sysctls_1_32,
+            overrides: &[],
+        },
     ],
 };
 const APP_ARMOR_ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
@@ -325,6 +330,21 @@ fn sysctls_1_29(meta: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
         meta,
         spec,
         &[SAFE_SYSCTLS_1_0, SAFE_SYSCTLS_1_27, SAFE_SYSCTLS_1_29],
+    )
+}
+
+const SAFE_SYSCTLS_1_32: &[&str] = &["net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"];
+
+fn sysctls_1_32(meta: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
+    sysctls(
+        meta,
+        spec,
+        &[
+            SAFE_SYSCTLS_1_0,
+            SAFE_SYSCTLS_1_27,
+            SAFE_SYSCTLS_1_29,
+            SAFE_SYSCTLS_1_32,
+        ],
     )
 }
 

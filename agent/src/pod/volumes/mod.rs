@@ -294,10 +294,17 @@ fn prepare_one(
     }
     if let Some(kind) = ConfigKind::of(v) {
         let fs = ownership::fs_group(pod).map(|(g, _)| g);
-        let files = payload::plan_payload(pod, v, sources, fs)
-            .map_err(invalid)?
-            .unwrap_or_default();
         let dir = config::config_dir(base, kind, &v.name);
+        let files = match payload::plan_payload(pod, v, sources, fs) {
+            Ok(files) => files.unwrap_or_default(),
+            // Set up once, a volume keeps its files when its object goes (upstream's remount
+            // fails, the mount stays): a container restart is not held back for it.
+            Err(e) if dir.join(atomic_writer::DATA_DIR).exists() => {
+                tracing::warn!(volume = %v.name, error = %e, "config volume keeps its files");
+                return Ok(dir);
+            }
+            Err(e) => return Err(invalid(e)),
+        };
         config::write(&dir, kind, &files, fs)?;
         return Ok(dir);
     }
@@ -397,6 +404,23 @@ mod tests {
             set_up_config_volumes(dir.path(), &pod, &ResolvedSources::default()).unwrap_err(),
             "MountVolume.SetUp failed for volume \"cfg\" : configmap \"nope\" not found"
         );
+    }
+
+    #[test]
+    fn a_config_map_gone_after_set_up_leaves_the_volume_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let pod: Pod =
+            serde_json::from_value(json!({"metadata": {"uid": "u6"}, "spec": {"containers": [],
+            "volumes": [{"name": "cfg", "configMap": {"name": "cm"}}]}}))
+            .unwrap();
+        let mut sources = ResolvedSources::default();
+        sources
+            .configmaps
+            .insert("cm".into(), [("k".to_string(), "v".to_string())].into());
+        set_up_config_volumes(dir.path(), &pod, &sources).unwrap();
+        let vols = prepare(dir.path(), &pod, &ResolvedSources::default()).unwrap();
+        let file = vols["cfg"].clone().unwrap().join("k");
+        assert_eq!(std::fs::read_to_string(file).unwrap(), "v");
     }
 
     #[test]

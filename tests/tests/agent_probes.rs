@@ -48,10 +48,13 @@ fn restarted_with_events(c: &Cluster, pod: &str) {
 fn a_failing_liveness_probe_restarts_the_container() {
     let c = Cluster::start(1);
     let node = c.node_name(0).to_string();
+    // The first probe waits a second, so it never races the shell making its file or httpd
+    // binding its port (a failure threshold of one would restart the container).
     let fast = |p: Value| {
         let mut p = p;
         p["periodSeconds"] = json!(1);
         p["failureThreshold"] = json!(1);
+        p["initialDelaySeconds"] = json!(1);
         p
     };
     let exec = with_probe(

@@ -94,7 +94,7 @@ fn a_config_map_volume_switches_atomically_and_quickly() {
                 "update {n} not visible after {VISIBLE:?}\n{}",
                 c.logs().render()
             );
-            std::thread::sleep(Duration::from_millis(2));
+            std::thread::sleep(Duration::from_millis(2)); // not ordering: timing the update, bounded by VISIBLE
         }
     }
     let seen = c.exec_ok("default", "reader", None, &["cat", "/cfg/a", "/cfg/b"]);

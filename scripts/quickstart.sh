@@ -13,7 +13,7 @@ for p in protobuf-compiler libprotobuf-dev make gcc libc6-dev containerd runc co
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 # A kubectl: Debian's own (kubernetes-client, 1.20) where none is installed; any kubectl
-# from 1.20 to 1.33 works (README, kubectl compatibility).
+# from 1.20 to 1.33, 1.36 and 1.37 works (README, kubectl compatibility).
 command -v kubectl >/dev/null || need+=(kubernetes-client)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

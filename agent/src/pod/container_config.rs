@@ -26,6 +26,16 @@ pub struct ResolvedSources {
     pub services: Vec<berth_shared::k8s_openapi::api::core::v1::Service>,
     /// Where the data of the pod's bound claims is, by the pod's volume name.
     pub claims: BTreeMap<String, super::claims::HostVolume>,
+    /// The node's allocatable CPU and memory: what a `resourceFieldRef` to an unset limit
+    /// reads in a downwardAPI volume, as the kubelet reads it.
+    pub allocatable: Allocatable,
+}
+
+/// A node's allocatable CPU (millicores) and memory (bytes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Allocatable {
+    pub cpu_millis: i64,
+    pub memory_bytes: i64,
 }
 
 /// Where things are on the host for this container.
@@ -153,6 +163,22 @@ fn resource_ref(
     divisor: Option<&berth_shared::k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
     host: &HostSide,
 ) -> Result<String, ConfigError> {
+    let node = Allocatable {
+        cpu_millis: host.node_cpu_millis,
+        memory_bytes: host.node_memory_bytes,
+    };
+    resource_value(c, resource, divisor, node)
+}
+
+/// A `resourceFieldRef`'s value for container `c` (env and downwardAPI volumes alike): the
+/// request or limit in whole `divisor` units, rounded up as upstream rounds; an unset limit
+/// reads the node's allocatable.
+pub fn resource_value(
+    c: &Container,
+    resource: &str,
+    divisor: Option<&berth_shared::k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    node: Allocatable,
+) -> Result<String, ConfigError> {
     let res = c.resources.as_ref();
     let (kind, name) = resource.split_once('.').unwrap_or(("limits", resource));
     let map = if kind == "requests" {
@@ -164,14 +190,9 @@ fn resource_ref(
     let divisor = quantity(divisor).unwrap_or_else(|| Quantity::parse("1").unwrap_or_default());
     match name {
         "cpu" => {
-            let millis = q.map_or(
-                if kind == "limits" {
-                    host.node_cpu_millis
-                } else {
-                    0
-                },
-                |q| q.millis(),
-            );
+            let millis = q.map_or(if kind == "limits" { node.cpu_millis } else { 0 }, |q| {
+                q.millis()
+            });
             let d = divisor.millis().max(1);
             // Upstream rounds up to whole divisor units.
             Ok(((millis + d - 1) / d).to_string())
@@ -179,7 +200,7 @@ fn resource_ref(
         "memory" | "ephemeral-storage" => {
             let bytes = q.map_or(
                 if kind == "limits" {
-                    host.node_memory_bytes
+                    node.memory_bytes
                 } else {
                     0
                 },

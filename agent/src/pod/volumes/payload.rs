@@ -6,7 +6,7 @@
 //! Planner: pure, no I/O.
 
 use crate::pod::api_access::{DEFAULT_TOKEN_SECONDS, TokenNeed};
-use crate::pod::container_config::ResolvedSources;
+use crate::pod::container_config::{Allocatable, ResolvedSources, resource_value};
 use berth_shared::k8s_openapi::api::core::v1::{
     DownwardAPIVolumeFile, KeyToPath, Pod, ServiceAccountTokenProjection, Volume,
 };
@@ -176,7 +176,13 @@ pub fn plan_payload(
     }
     if let Some(d) = &v.downward_api {
         let mode = mode_of(d.default_mode, DEFAULT_MODE);
-        project_downward(&mut out, pod, d.items.iter().flatten(), mode)?;
+        project_downward(
+            &mut out,
+            pod,
+            d.items.iter().flatten(),
+            mode,
+            sources.allocatable,
+        )?;
         return Ok(Some(out));
     }
     let Some(p) = &v.projected else {
@@ -209,7 +215,13 @@ pub fn plan_payload(
             }
         }
         if let Some(d) = &src.downward_api {
-            project_downward(&mut out, pod, d.items.iter().flatten(), mode)?;
+            project_downward(
+                &mut out,
+                pod,
+                d.items.iter().flatten(),
+                mode,
+                sources.allocatable,
+            )?;
         }
         if let Some(t) = &src.service_account_token {
             project_token(&mut out, t, sources, mode, fs_group)?;
@@ -223,14 +235,25 @@ fn project_downward<'a>(
     pod: &Pod,
     items: impl Iterator<Item = &'a DownwardAPIVolumeFile>,
     default_mode: u32,
+    allocatable: Allocatable,
 ) -> Result<(), String> {
     for item in items {
         validate_path(&item.path)?;
-        let value = item
-            .field_ref
-            .as_ref()
-            .map(|f| downward_value(pod, &f.field_path))
-            .unwrap_or_default();
+        let value = match (&item.field_ref, &item.resource_field_ref) {
+            (Some(f), _) => downward_value(pod, &f.field_path),
+            (None, Some(r)) => {
+                let name = r.container_name.as_deref().unwrap_or_default();
+                let spec = pod.spec.as_ref();
+                let container = spec
+                    .into_iter()
+                    .flat_map(|s| s.init_containers.iter().flatten().chain(&s.containers))
+                    .find(|c| c.name == name)
+                    .ok_or_else(|| format!("container {name:?} not found in the pod"))?;
+                resource_value(container, &r.resource, r.divisor.as_ref(), allocatable)
+                    .map_err(|e| e.0)?
+            }
+            (None, None) => String::new(),
+        };
         out.insert(
             item.path.clone(),
             file(value.as_bytes(), mode_of(item.mode, default_mode)),
@@ -452,6 +475,41 @@ mod tests {
                 ("one".into(), "1".into(), 0o644)
             ]
         );
+    }
+
+    #[test]
+    fn resource_fields_read_a_containers_requests_and_limits_else_the_nodes() {
+        let p: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "resources": {
+                "requests": {"cpu": "250m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}}}],
+            "volumes": [{"name": "v", "downwardAPI": {"items": [
+                {"path": "cpu-request", "resourceFieldRef": {"containerName": "c", "resource": "requests.cpu", "divisor": "1m"}},
+                {"path": "cpu-limit", "resourceFieldRef": {"containerName": "c", "resource": "limits.cpu"}},
+                {"path": "mem-limit", "resourceFieldRef": {"containerName": "c", "resource": "limits.memory", "divisor": "1Mi"}}]}}]}}))
+        .unwrap();
+        let vol = &p.spec.as_ref().unwrap().volumes.as_ref().unwrap()[0];
+        let mut src = sources();
+        src.allocatable = Allocatable {
+            cpu_millis: 2000,
+            memory_bytes: 1 << 30,
+        };
+        let files = plan_payload(&p, vol, &src, None).unwrap().unwrap();
+        assert_eq!(
+            listing(&files),
+            [
+                ("cpu-limit".into(), "2".into(), 0o644),
+                ("cpu-request".into(), "250".into(), 0o644),
+                ("mem-limit".into(), "128".into(), 0o644)
+            ]
+        );
+        let mut unknown = p.clone();
+        if let Some(v) = unknown.spec.as_mut().and_then(|s| s.volumes.as_mut()) {
+            v[0] = serde_json::from_value(json!({"name": "v", "downwardAPI": {"items": [
+                {"path": "x", "resourceFieldRef": {"containerName": "ghost", "resource": "limits.cpu"}}]}}))
+            .unwrap();
+        }
+        let vol = &unknown.spec.as_ref().unwrap().volumes.as_ref().unwrap()[0];
+        assert!(plan_payload(&unknown, vol, &src, None).is_err());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! out; the container config reports what it lacks.
 
 use super::{PodWorker, ns_of};
-use crate::pod::container_config::ResolvedSources;
+use crate::pod::container_config::{Allocatable, ResolvedSources};
 use berth_shared::k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 
@@ -14,7 +14,14 @@ impl PodWorker {
     /// whether all could be read (an error is not an absence: a refresh then waits).
     pub(super) async fn config_sources(&self, pod: &Pod) -> (ResolvedSources, bool) {
         let ns = ns_of(pod);
-        let mut out = ResolvedSources::default();
+        let node = &self.cx.node;
+        let mut out = ResolvedSources {
+            allocatable: Allocatable {
+                cpu_millis: i64::from(node.cpus) * 1000,
+                memory_bytes: node.memory_bytes,
+            },
+            ..ResolvedSources::default()
+        };
         let (cms, secrets) = crate::pod::config_objects::referenced(pod);
         let mut complete = true;
         for name in cms {

@@ -89,27 +89,6 @@ fn config_error(c: &Cluster, name: &str) -> String {
     })
 }
 
-/// The pod's containers in containerd (by the pod's uid in the container ids' labels).
-fn containers_of(c: &Cluster, name: &str) -> usize {
-    let uid = c.pod("default", name).expect("the pod")["metadata"]["uid"]
-        .as_str()
-        .expect("a uid")
-        .to_string();
-    let listed = c.containerd().ctr_ok(
-        c.agent(0).namespace(),
-        &[
-            "containers",
-            "ls",
-            &format!("labels.\"io.berth.pod.uid\"=={uid}"),
-        ],
-    );
-    listed
-        .lines()
-        .skip(1)
-        .filter(|l| !l.trim().is_empty())
-        .count()
-}
-
 #[test]
 fn image_users_resolve_from_the_images_own_files_and_run_as_non_root_holds() {
     let c = Cluster::start(1);
@@ -174,7 +153,11 @@ fn image_users_resolve_from_the_images_own_files_and_run_as_non_root_holds() {
 
     let ghost = config_error(&c, "ghost");
     assert!(ghost.contains("unable to find user ghost"), "{ghost}");
-    assert_eq!(containers_of(&c, "ghost"), 0, "no container for ghost");
+    assert_eq!(
+        c.pod_containers(0, "default", "ghost"),
+        0,
+        "no container for ghost"
+    );
 
     let root = config_error(&c, "nonroot-root");
     assert!(
@@ -191,7 +174,11 @@ fn image_users_resolve_from_the_images_own_files_and_run_as_non_root_holds() {
         "{named}"
     );
     for name in ["nonroot-root", "nonroot-named"] {
-        assert_eq!(containers_of(&c, name), 0, "{name} has a container");
+        assert_eq!(
+            c.pod_containers(0, "default", name),
+            0,
+            "{name} has a container"
+        );
         let events = c.pod_events("default", name);
         assert!(
             events.iter().any(|e| e["reason"] == "Failed"

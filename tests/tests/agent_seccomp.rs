@@ -64,27 +64,6 @@ fn allowed(c: &Cluster, name: &str, script: &str) {
     }
 }
 
-/// The containers of pod `name` in agent `i`'s containerd namespace (by the pod uid label).
-fn containers_of(c: &Cluster, i: usize, name: &str) -> usize {
-    let uid = c.pod("default", name).expect("the pod")["metadata"]["uid"]
-        .as_str()
-        .expect("a uid")
-        .to_string();
-    let listed = c.ctr(
-        i,
-        &[
-            "containers",
-            "ls",
-            &format!("labels.\"io.berth.pod.uid\"=={uid}"),
-        ],
-    );
-    listed
-        .lines()
-        .skip(1)
-        .filter(|l| !l.trim().is_empty())
-        .count()
-}
-
 const UNSHARE: &str = "unshare --user true";
 const MOUNT: &str = "mkdir -p /mnt/t && mount -t tmpfs tmpfs /mnt/t";
 
@@ -181,7 +160,7 @@ fn seccomp_profiles_confine_containers_as_asked() {
         )
     );
     assert_eq!(
-        containers_of(&c, 0, "missing"),
+        c.pod_containers(0, "default", "missing"),
         0,
         "a container was made for the pod with a missing profile"
     );
@@ -252,7 +231,7 @@ fn sysctls_are_admitted_as_the_kubelet_admits_them_and_set_in_the_pod() {
         c.event_lines("default", "unsafe")
     );
     assert_eq!(
-        containers_of(&c, 0, "unsafe"),
+        c.pod_containers(0, "default", "unsafe"),
         0,
         "the rejected pod has containers"
     );

@@ -12,7 +12,7 @@ use oci_spec::runtime::{Capabilities, Capability};
 use super::{ContainerConfig, RuntimeError};
 
 /// Docker's default capability set, which containerd's CRI plugin also uses.
-const DEFAULT_CAPABILITIES: [Capability; 14] = [
+pub(super) const DEFAULT_CAPABILITIES: [Capability; 14] = [
     Capability::Chown,
     Capability::DacOverride,
     Capability::Fsetid,

@@ -53,7 +53,8 @@ impl UserDb {
     }
 }
 
-fn passwd_line(line: &str) -> Option<PasswdEntry> {
+/// The fields of a non-comment line after its name and password: `(name, rest)`.
+fn entry(line: &str) -> Option<(String, std::str::Split<'_, char>)> {
     let line = line.trim_end();
     if line.is_empty() || line.starts_with('#') {
         return None;
@@ -61,19 +62,18 @@ fn passwd_line(line: &str) -> Option<PasswdEntry> {
     let mut parts = line.split(':');
     let name = parts.next()?.to_string();
     let _password = parts.next()?;
+    Some((name, parts))
+}
+
+fn passwd_line(line: &str) -> Option<PasswdEntry> {
+    let (name, mut parts) = entry(line)?;
     let uid = parts.next()?.parse().ok()?;
     let gid = parts.next()?.parse().ok()?;
     Some(PasswdEntry { name, uid, gid })
 }
 
 fn group_line(line: &str) -> Option<GroupEntry> {
-    let line = line.trim_end();
-    if line.is_empty() || line.starts_with('#') {
-        return None;
-    }
-    let mut parts = line.split(':');
-    let name = parts.next()?.to_string();
-    let _password = parts.next()?;
+    let (name, mut parts) = entry(line)?;
     let gid = parts.next()?.parse().ok()?;
     let members = parts
         .next()

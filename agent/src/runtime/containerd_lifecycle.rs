@@ -137,7 +137,8 @@ impl Connection {
             .map_err(|s| grpc_error("snapshot mounts", &format!("snapshot {key}"), s))?
             .into_inner()
             .mounts;
-        let dir = self.opts.state_dir.join("rootfs-users").join(key);
+        // Beside the stdio directories, and gone again once read.
+        let dir = self.opts.state_dir.join(format!("{key}.users"));
         tokio::task::spawn_blocking(move || super::rootfs_users::read_user_db(&mounts, dir))
             .await
             .map_err(|e| {

@@ -308,10 +308,20 @@ pub struct Listeners {
 impl Listeners {
     /// Binds UDP and TCP on `addr` (port 0: one free port for both).
     pub async fn bind(addr: SocketAddr) -> std::io::Result<Listeners> {
-        let udp = UdpSocket::bind(addr).await?;
-        let port = udp.local_addr()?.port();
-        let tcp = TcpListener::bind(SocketAddr::new(addr.ip(), port)).await?;
-        Ok(Listeners { udp, tcp })
+        // With port 0 the kernel picks a free UDP port, which some TCP socket may hold: then
+        // another pick, a few times over.
+        let attempts = if addr.port() == 0 { 16 } else { 1 };
+        let mut last = None;
+        for _ in 0..attempts {
+            let udp = UdpSocket::bind(addr).await?;
+            let port = udp.local_addr()?.port();
+            match TcpListener::bind(SocketAddr::new(addr.ip(), port)).await {
+                Ok(tcp) => return Ok(Listeners { udp, tcp }),
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrInUse)))
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {

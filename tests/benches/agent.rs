@@ -106,16 +106,7 @@ fn start_background(c: &Cluster, node: &str, n: usize) {
 /// just before its POST to the watch event that shows it Running.
 fn measure_pods(c: &Cluster, node: &str, n: usize) -> Samples {
     let api = c.api();
-    let list = api.get_ok("/api/v1/namespaces/default/pods");
-    let rv = list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap_or("0")
-        .to_string();
-    let mut watch = api
-        .watch(&format!(
-            "/api/v1/namespaces/default/pods?watch=true&resourceVersion={rv}"
-        ))
-        .unwrap_or_else(|r| panic!("cannot watch pods: {}", r.describe()));
+    let mut watch = api.watch_from_now("/api/v1/namespaces/default/pods");
     let mut samples = Samples::new();
     let mut running: HashSet<String> = HashSet::new();
     for i in 0..n {

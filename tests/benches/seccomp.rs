@@ -44,16 +44,7 @@ fn main() {
     c.wait_for_pod_ready("default", "warm-up", secs(120));
 
     let api = c.api();
-    let list = api.get_ok("/api/v1/namespaces/default/pods");
-    let rv = list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap_or("0")
-        .to_string();
-    let mut watch = api
-        .watch(&format!(
-            "/api/v1/namespaces/default/pods?watch=true&resourceVersion={rv}"
-        ))
-        .unwrap_or_else(|r| panic!("cannot watch pods: {}", r.describe()));
+    let mut watch = api.watch_from_now("/api/v1/namespaces/default/pods");
     let mut running = HashSet::new();
     let (mut confined, mut unconfined) = (Samples::new(), Samples::new());
     for i in 0..pods {

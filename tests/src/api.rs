@@ -68,6 +68,15 @@ impl Api {
 
     /// Opens a watch (`path` must carry `watch=true`). A non-200 answer is returned as
     /// `Err(reply)` so tests can check 410s answered up front.
+    /// Watches the collection at `path` (a list path, no query) from its current version, so
+    /// every change after this call arrives and nothing from before. Panics if it cannot.
+    pub fn watch_from_now(&self, path: &str) -> Watch<'_> {
+        let list = self.get_ok(path);
+        let rv = list["metadata"]["resourceVersion"].as_str().unwrap_or("0");
+        self.watch(&format!("{path}?watch=true&resourceVersion={rv}"))
+            .unwrap_or_else(|r| panic!("cannot watch {path}: {}", r.describe()))
+    }
+
     pub fn watch(&self, path: &str) -> Result<Watch<'_>, Reply> {
         let req = Req::get(path);
         let line = req.line();

@@ -133,6 +133,43 @@ fn project_keys(
     Ok(())
 }
 
+/// A ConfigMap or Secret a volume (or a projected source) takes its keys from, by name.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    ConfigMap(&'a str),
+    Secret(&'a str),
+}
+
+/// The keys of `source` as files; a missing object fails unless `optional`, with the
+/// kubelet's words for a missing object and a missing key.
+fn project_object(
+    out: &mut Payload,
+    sources: &ResolvedSources,
+    source: Source<'_>,
+    items: Option<&Vec<KeyToPath>>,
+    mode: u32,
+    optional: Option<bool>,
+) -> Result<(), String> {
+    let optional = optional.unwrap_or(false);
+    let (data, missing_object, missing_key): (_, _, fn(&str) -> String) = match source {
+        Source::ConfigMap(name) => (
+            sources.configmaps.get(name),
+            format!("configmap \"{name}\" not found"),
+            |k| format!("configmap references non-existent config key: {k}"),
+        ),
+        Source::Secret(name) => (
+            sources.secrets.get(name),
+            format!("secret \"{name}\" not found"),
+            |k| format!("references non-existent secret key: {k}"),
+        ),
+    };
+    match data {
+        Some(data) => project_keys(out, data, items, mode, optional, missing_key),
+        None if optional => Ok(()),
+        None => Err(missing_object),
+    }
+}
+
 fn file(data: &[u8], mode: u32) -> FileProjection {
     FileProjection {
         data: data.to_vec(),
@@ -151,27 +188,28 @@ pub fn plan_payload(
     let mut out = Payload::new();
     if let Some(cm) = &v.config_map {
         let mode = mode_of(cm.default_mode, DEFAULT_MODE);
-        let optional = cm.optional.unwrap_or(false);
-        match sources.configmaps.get(&cm.name) {
-            Some(data) => project_keys(&mut out, data, cm.items.as_ref(), mode, optional, |k| {
-                format!("configmap references non-existent config key: {k}")
-            })?,
-            None if optional => {}
-            None => return Err(format!("configmap \"{}\" not found", cm.name)),
-        }
+        let source = Source::ConfigMap(&cm.name);
+        project_object(
+            &mut out,
+            sources,
+            source,
+            cm.items.as_ref(),
+            mode,
+            cm.optional,
+        )?;
         return Ok(Some(out));
     }
     if let Some(s) = &v.secret {
-        let name = s.secret_name.clone().unwrap_or_default();
         let mode = mode_of(s.default_mode, DEFAULT_MODE);
-        let optional = s.optional.unwrap_or(false);
-        match sources.secrets.get(&name) {
-            Some(data) => project_keys(&mut out, data, s.items.as_ref(), mode, optional, |k| {
-                format!("references non-existent secret key: {k}")
-            })?,
-            None if optional => {}
-            None => return Err(format!("secret \"{name}\" not found")),
-        }
+        let source = Source::Secret(s.secret_name.as_deref().unwrap_or_default());
+        project_object(
+            &mut out,
+            sources,
+            source,
+            s.items.as_ref(),
+            mode,
+            s.optional,
+        )?;
         return Ok(Some(out));
     }
     if let Some(d) = &v.downward_api {
@@ -191,28 +229,26 @@ pub fn plan_payload(
     let mode = mode_of(p.default_mode, DEFAULT_MODE);
     for src in p.sources.iter().flatten() {
         if let Some(cm) = &src.config_map {
-            let optional = cm.optional.unwrap_or(false);
-            match sources.configmaps.get(&cm.name) {
-                Some(data) => {
-                    project_keys(&mut out, data, cm.items.as_ref(), mode, optional, |k| {
-                        format!("configmap references non-existent config key: {k}")
-                    })?
-                }
-                None if optional => {}
-                None => return Err(format!("configmap \"{}\" not found", cm.name)),
-            }
+            let source = Source::ConfigMap(&cm.name);
+            project_object(
+                &mut out,
+                sources,
+                source,
+                cm.items.as_ref(),
+                mode,
+                cm.optional,
+            )?;
         }
         if let Some(s) = &src.secret {
-            let optional = s.optional.unwrap_or(false);
-            match sources.secrets.get(&s.name) {
-                Some(data) => {
-                    project_keys(&mut out, data, s.items.as_ref(), mode, optional, |k| {
-                        format!("references non-existent secret key: {k}")
-                    })?
-                }
-                None if optional => {}
-                None => return Err(format!("secret \"{}\" not found", s.name)),
-            }
+            let source = Source::Secret(&s.name);
+            project_object(
+                &mut out,
+                sources,
+                source,
+                s.items.as_ref(),
+                mode,
+                s.optional,
+            )?;
         }
         if let Some(d) = &src.downward_api {
             project_downward(

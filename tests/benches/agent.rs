@@ -12,10 +12,8 @@ use std::time::{Duration, Instant};
 
 use berth_tests::agent::agent_binary;
 use berth_tests::api::Next;
-use berth_tests::bench::{build_note, env_usize};
+use berth_tests::bench::{build_note, env_usize, warm_raw_namespace};
 use berth_tests::client::Req;
-use berth_tests::fixtures::BUSYBOX;
-use berth_tests::host::unique_suffix;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_pod};
 use berth_tests::stats::{Samples, megabytes};
 use berth_tests::{Cluster, secs};
@@ -142,16 +140,8 @@ fn measure_pods(c: &Cluster, node: &str, n: usize) -> Samples {
 /// `ctr run -d` of the same image in a namespace of its own (pulled there first, so warm), `n`
 /// times; each sample is the wall time of one `ctr run -d`.
 fn measure_raw(c: &Cluster, n: usize) -> Samples {
-    let ns = format!("berth-bench-raw-{}", unique_suffix());
     let ctd = c.containerd();
-    let image = format!(
-        "{}/{}:{}",
-        c.registry().addr(),
-        BUSYBOX.repository,
-        BUSYBOX.tag
-    );
-    ctd.ctr_ok(&ns, &["images", "pull", "--plain-http", &image]);
-    ctd.ctr_ok(&ns, &["run", "-d", "--null-io", &image, "raw-warm", "true"]);
+    let (ns, image) = warm_raw_namespace(c, "berth-bench-raw");
     let mut samples = Samples::new();
     for i in 0..n {
         let id = format!("raw-{i:03}");

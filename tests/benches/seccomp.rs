@@ -12,10 +12,8 @@ use std::time::{Duration, Instant};
 
 use berth_tests::agent::agent_binary;
 use berth_tests::api::{Next, Watch};
-use berth_tests::bench::{build_note, env_usize};
+use berth_tests::bench::{build_note, env_usize, warm_raw_namespace};
 use berth_tests::client::Req;
-use berth_tests::fixtures::BUSYBOX;
-use berth_tests::host::unique_suffix;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_pod};
 use berth_tests::stats::Samples;
 use berth_tests::{Cluster, secs};
@@ -96,16 +94,8 @@ fn p50_delta(a: &mut Samples, b: &mut Samples) -> String {
 /// `ctr run -d` of the pods' image in a namespace of its own, alternately with and without
 /// `--seccomp`, `n` times each; each sample is the wall time of one `ctr run -d`.
 fn measure_raw(c: &Cluster, n: usize) -> (Samples, Samples) {
-    let ns = format!("berth-bench-seccomp-{}", unique_suffix());
     let ctd = c.containerd();
-    let image = format!(
-        "{}/{}:{}",
-        c.registry().addr(),
-        BUSYBOX.repository,
-        BUSYBOX.tag
-    );
-    ctd.ctr_ok(&ns, &["images", "pull", "--plain-http", &image]);
-    ctd.ctr_ok(&ns, &["run", "-d", "--null-io", &image, "raw-warm", "true"]);
+    let (ns, image) = warm_raw_namespace(c, "berth-bench-seccomp");
     let (mut with, mut without) = (Samples::new(), Samples::new());
     for i in 0..n {
         let mut kinds = [(true, &mut with), (false, &mut without)];

@@ -126,3 +126,16 @@ impl Drop for HollowNodes {
         let _ = self.0.wait();
     }
 }
+
+/// For a raw-containerd baseline: a containerd namespace of its own (`<prefix>-<unique>`) with
+/// the busybox fixture pulled and one container already run, so later `ctr run`s are warm.
+/// Returns the namespace and the image reference.
+pub fn warm_raw_namespace(c: &crate::Cluster, prefix: &str) -> (String, String) {
+    let ns = format!("{prefix}-{}", crate::host::unique_suffix());
+    let ctd = c.containerd();
+    let f = &crate::fixtures::BUSYBOX;
+    let image = format!("{}/{}:{}", c.registry().addr(), f.repository, f.tag);
+    ctd.ctr_ok(&ns, &["images", "pull", "--plain-http", &image]);
+    ctd.ctr_ok(&ns, &["run", "-d", "--null-io", &image, "raw-warm", "true"]);
+    (ns, image)
+}

@@ -11,7 +11,6 @@ use std::time::Duration;
 use berth_tests::fixtures::{
     Entry, PATH_ENV, RunConfig, binary_with_libraries, busybox_layer, write_layout,
 };
-use berth_tests::pod_reading::{container_status, waiting_reason};
 use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod};
 use berth_tests::{Cluster, secs};
 use serde_json::{Value, json};
@@ -77,16 +76,7 @@ fn ids(c: &Cluster, name: &str) -> String {
 
 /// Waits for `CreateContainerConfigError` and returns its message.
 fn config_error(c: &Cluster, name: &str) -> String {
-    c.wait_pod("default", name, START, "CreateContainerConfigError", |p| {
-        let cs = container_status(p, "main").ok_or("no container status")?;
-        match waiting_reason(cs) {
-            Some("CreateContainerConfigError") => Ok(cs["state"]["waiting"]["message"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string()),
-            other => Err(format!("waiting reason {other:?}")),
-        }
-    })
+    c.wait_waiting("default", name, "main", "CreateContainerConfigError", START)
 }
 
 #[test]

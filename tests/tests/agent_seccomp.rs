@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use berth_tests::pod_reading::{container_status, phase, waiting_reason};
+use berth_tests::pod_reading::phase;
 use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_container};
 use berth_tests::{AgentOptions, Cluster, ClusterConfig, secs};
 use serde_json::{Value, json};
@@ -135,21 +135,12 @@ fn seccomp_profiles_confine_containers_as_asked() {
     allowed(&c, "localhost", UNSHARE);
 
     // A profile file that is not there: CreateContainerConfigError, no container.
-    let message = c.wait_pod(
+    let message = c.wait_waiting(
         "default",
         "missing",
-        START,
+        "main",
         "CreateContainerConfigError",
-        |p| {
-            let cs = container_status(p, "main").ok_or("no container status")?;
-            match waiting_reason(cs) {
-                Some("CreateContainerConfigError") => Ok(cs["state"]["waiting"]["message"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string()),
-                other => Err(format!("waiting reason {other:?}")),
-            }
-        },
+        START,
     );
     let path = seccomp_dir.join("nope.json");
     assert_eq!(

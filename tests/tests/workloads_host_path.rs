@@ -384,15 +384,7 @@ fn host_to_container_mounts_see_later_host_mounts_and_need_a_propagating_source(
         "a private mount must not see the host's later mount"
     );
 
-    let message = c.wait_pod("default", "refused", START, "CreateContainerError", |p| {
-        let cs = &p["status"]["containerStatuses"][0]["state"]["waiting"];
-        match cs["reason"].as_str() {
-            Some("CreateContainerError") => {
-                Ok(cs["message"].as_str().unwrap_or_default().to_string())
-            }
-            other => Err(format!("waiting reason {other:?}")),
-        }
-    });
+    let message = c.wait_waiting("default", "refused", "main", "CreateContainerError", START);
     assert!(
         message.contains("but it is not a shared or slave mount"),
         "{message}"

@@ -133,6 +133,29 @@ impl Cluster {
         })
     }
 
+    /// Waits until container `container` of the pod waits with `reason`
+    /// (`CreateContainerConfigError` …); returns the waiting message.
+    pub fn wait_waiting(
+        &self,
+        ns: &str,
+        name: &str,
+        container: &str,
+        reason: &str,
+        timeout: Duration,
+    ) -> String {
+        self.wait_pod(ns, name, timeout, reason, |p| {
+            let cs =
+                crate::pod_reading::container_status(p, container).ok_or("no container status")?;
+            match crate::pod_reading::waiting_reason(cs) {
+                Some(r) if r == reason => Ok(cs["state"]["waiting"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()),
+                other => Err(format!("waiting reason {other:?}")),
+            }
+        })
+    }
+
     /// Waits until the pod is Running and Ready; returns the pod.
     pub fn wait_for_pod_ready(&self, ns: &str, name: &str, timeout: Duration) -> Value {
         self.wait_pod(ns, name, timeout, "Running and Ready", |pod| {

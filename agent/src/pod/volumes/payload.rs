@@ -228,27 +228,12 @@ pub fn plan_payload(
     };
     let mode = mode_of(p.default_mode, DEFAULT_MODE);
     for src in p.sources.iter().flatten() {
-        if let Some(cm) = &src.config_map {
-            let source = Source::ConfigMap(&cm.name);
-            project_object(
-                &mut out,
-                sources,
-                source,
-                cm.items.as_ref(),
-                mode,
-                cm.optional,
-            )?;
-        }
-        if let Some(s) = &src.secret {
-            let source = Source::Secret(&s.name);
-            project_object(
-                &mut out,
-                sources,
-                source,
-                s.items.as_ref(),
-                mode,
-                s.optional,
-            )?;
+        let objects = [
+            (src.config_map.as_ref()).map(|c| (Source::ConfigMap(&c.name), &c.items, c.optional)),
+            (src.secret.as_ref()).map(|s| (Source::Secret(&s.name), &s.items, s.optional)),
+        ];
+        for (source, items, optional) in objects.into_iter().flatten() {
+            project_object(&mut out, sources, source, items.as_ref(), mode, optional)?;
         }
         if let Some(d) = &src.downward_api {
             project_downward(

@@ -28,11 +28,7 @@ impl PodWorker {
         if policy == PullPolicy::Never && !present {
             let message =
                 format!("Container image \"{image}\" is not present with pull policy of Never");
-            self.cx
-                .events
-                .record(pod, true, "ErrImageNeverPull", &message, Some(&field))
-                .await;
-            self.note_pull_failed(name, PullFailure::ErrImageNeverPull, message, now);
+            self.never_pull(pod, name, message, now).await;
             return;
         }
         let keyring = match self.pull_keyring(pod).await {
@@ -100,16 +96,21 @@ impl PodWorker {
         }
     }
 
+    /// `ErrImageNeverPull` for container `name`: its warning event and waiting state.
+    async fn never_pull(&self, pod: &Pod, name: &str, message: String, now: Timestamp) {
+        let field = super::field_path(pod, name);
+        self.cx
+            .events
+            .record(pod, true, "ErrImageNeverPull", &message, Some(&field))
+            .await;
+        self.note_pull_failed(name, PullFailure::ErrImageNeverPull, message, now);
+    }
+
     /// The kubelet's events and state for a failed pull of container `name`'s image.
     async fn pull_failed(&self, pod: &Pod, name: &str, image: &str, e: &PullError, now: Timestamp) {
         let field = super::field_path(pod, name);
         if let PullError::NeverPullUnverified { .. } = e {
-            let message = e.to_string();
-            self.cx
-                .events
-                .record(pod, true, "ErrImageNeverPull", &message, Some(&field))
-                .await;
-            self.note_pull_failed(name, PullFailure::ErrImageNeverPull, message, now);
+            self.never_pull(pod, name, e.to_string(), now).await;
             return;
         }
         let message = format!("Failed to pull image \"{image}\": {e}");

@@ -47,25 +47,35 @@ fn pod_spec_path(kind: &str) -> Option<&'static [&'static str]> {
 
 const CONTAINER_LISTS: [&str; 3] = ["initContainers", "containers", "ephemeralContainers"];
 
-/// Visits every gated field present in `spec` (at `prefix`), with its path; `remove` drops it.
-fn visit(spec: &mut Value, prefix: &str, remove: bool, found: &mut Vec<String>) {
-    let mut take = |parent: &mut Value, key: &str, path: String| {
-        if let Some(map) = parent.as_object_mut()
-            && map.contains_key(key)
-        {
-            found.push(path);
-            if remove {
-                map.remove(key);
-            }
+/// A gated field found: its path as warnings spell it, and where it sits (the JSON pointer of
+/// the object holding it, and its key there).
+struct Found {
+    path: String,
+    parent: String,
+    key: &'static str,
+}
+
+/// Every gated field present in the pod spec at `spec`, which sits at `dotted` (warnings'
+/// spelling) and `pointer` (JSON pointer) in the object. Read-only: nothing is copied.
+fn find(spec: &Value, dotted: &str, pointer: &str) -> Vec<Found> {
+    let mut found = Vec::new();
+    let mut take = |parent: &Value, key: &'static str, path: String, at: String| {
+        if parent.get(key).is_some() {
+            found.push(Found {
+                path,
+                parent: at,
+                key,
+            });
         }
     };
     for gated in &GATED {
-        match gated {
-            Gated::Spec(key) => take(spec, key, format!("{prefix}.{key}")),
+        match *gated {
+            Gated::Spec(key) => take(spec, key, format!("{dotted}.{key}"), pointer.to_string()),
             Gated::Container(key) => {
                 for list in CONTAINER_LISTS {
                     for (i, c) in items(spec, list) {
-                        take(c, key, format!("{prefix}.{list}[{i}].{key}"));
+                        let path = format!("{dotted}.{list}[{i}].{key}");
+                        take(c, key, path, format!("{pointer}/{list}/{i}"));
                     }
                 }
             }
@@ -73,9 +83,10 @@ fn visit(spec: &mut Value, prefix: &str, remove: bool, found: &mut Vec<String>) 
                 for list in CONTAINER_LISTS {
                     for (i, c) in items(spec, list) {
                         for (j, env) in items(c, "env") {
-                            if let Some(source) = env.get_mut("valueFrom") {
-                                let path = format!("{prefix}.{list}[{i}].env[{j}].valueFrom.{key}");
-                                take(source, key, path);
+                            if let Some(source) = env.get("valueFrom") {
+                                let path = format!("{dotted}.{list}[{i}].env[{j}].valueFrom.{key}");
+                                let at = format!("{pointer}/{list}/{i}/env/{j}/valueFrom");
+                                take(source, key, path, at);
                             }
                         }
                     }
@@ -83,51 +94,53 @@ fn visit(spec: &mut Value, prefix: &str, remove: bool, found: &mut Vec<String>) 
             }
             Gated::Projection(key) => {
                 for (i, v) in items(spec, "volumes") {
-                    if let Some(projected) = v.get_mut("projected") {
-                        for (j, s) in items(projected, "sources") {
+                    if let Some(projected) = v.get("projected") {
+                        for (j, src) in items(projected, "sources") {
                             let path =
-                                format!("{prefix}.volumes[{i}].projected.sources[{j}].{key}");
-                            take(s, key, path);
+                                format!("{dotted}.volumes[{i}].projected.sources[{j}].{key}");
+                            let at = format!("{pointer}/volumes/{i}/projected/sources/{j}");
+                            take(src, key, path, at);
                         }
                     }
                 }
             }
         }
     }
+    found
 }
 
 /// The elements of the array `value[key]`, with their indexes.
-fn items<'a>(value: &'a mut Value, key: &str) -> impl Iterator<Item = (usize, &'a mut Value)> {
+fn items<'a>(value: &'a Value, key: &str) -> impl Iterator<Item = (usize, &'a Value)> {
     value
-        .get_mut(key)
-        .and_then(Value::as_array_mut)
+        .get(key)
+        .and_then(Value::as_array)
         .into_iter()
-        .flat_map(|a| a.iter_mut().enumerate())
+        .flat_map(|a| a.iter().enumerate())
 }
 
-fn pod_spec<'a>(kind: &str, obj: &'a mut Value) -> Option<(&'a mut Value, String)> {
-    let path = pod_spec_path(kind)?;
-    let mut at = obj;
-    for key in path {
-        at = at.get_mut(*key)?;
+/// The gated fields of `kind`'s object `obj`, if the kind carries a pod spec.
+fn find_in(kind: &str, obj: &Value) -> Vec<Found> {
+    let Some(path) = pod_spec_path(kind) else {
+        return Vec::new();
+    };
+    let spec = path.iter().try_fold(obj, |at, key| at.get(*key));
+    match spec {
+        Some(spec) => find(spec, &path.join("."), &format!("/{}", path.join("/"))),
+        None => Vec::new(),
     }
-    Some((at, path.join(".")))
 }
 
 /// The paths of the gated fields `obj` carries (`spec.hostnameOverride`, …).
 pub fn paths(kind: &str, obj: &Value) -> Vec<String> {
-    let mut copy = obj.clone();
-    let mut found = Vec::new();
-    if let Some((spec, prefix)) = pod_spec(kind, &mut copy) {
-        visit(spec, &prefix, false, &mut found);
-    }
-    found
+    find_in(kind, obj).into_iter().map(|f| f.path).collect()
 }
 
 /// Drops the gated fields from `obj`, as upstream drops them with the gates off.
 pub fn drop(kind: &str, obj: &mut Value) {
-    if let Some((spec, prefix)) = pod_spec(kind, obj) {
-        visit(spec, &prefix, true, &mut Vec::new());
+    for f in find_in(kind, obj) {
+        if let Some(parent) = obj.pointer_mut(&f.parent).and_then(Value::as_object_mut) {
+            parent.remove(f.key);
+        }
     }
 }
 

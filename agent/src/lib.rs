@@ -6,6 +6,7 @@ pub mod config;
 pub mod image;
 pub mod join;
 pub mod metrics;
+pub mod mountinfo;
 pub mod network;
 pub mod node;
 pub mod pod;

@@ -5,35 +5,11 @@
 use super::{VolumeError, io};
 use std::path::{Path, PathBuf};
 
-/// Decodes the octal escapes of `/proc/self/mountinfo` (`\040` is a space).
-fn unescape(field: &str) -> String {
-    let b = field.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let octal = b
-            .get(i + 1..i + 4)
-            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match (b[i], octal) {
-            (b'\\', Some(d)) => {
-                out.push(d.iter().fold(0u8, |n, c| n.wrapping_mul(8) + (c - b'0')));
-                i += 4;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// Mount points at or under `dir` in `mountinfo` text, deepest first.
 fn mounts_under(mountinfo: &str, dir: &Path) -> Vec<PathBuf> {
-    let mut points: Vec<PathBuf> = mountinfo
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(|p| PathBuf::from(unescape(p)))
+    let mut points: Vec<PathBuf> = crate::mountinfo::parse(mountinfo)
+        .into_iter()
+        .map(|m| m.point)
         .filter(|p| p.starts_with(dir))
         .collect();
     points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
@@ -42,7 +18,7 @@ fn mounts_under(mountinfo: &str, dir: &Path) -> Vec<PathBuf> {
 }
 
 fn mountinfo() -> String {
-    std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default()
+    crate::mountinfo::read()
 }
 
 pub(super) fn is_mountpoint(path: &Path) -> bool {

@@ -6,6 +6,7 @@ use berth_tests::objects::{configmap, failure_status};
 use berth_tests::pki::{client_cert_user, foreign_client_identity, write_kubeconfig};
 use berth_tests::{Api, Controller, Credentials, Req};
 use serde_json::json;
+use std::time::Duration;
 
 fn unauthorized(c: &Controller, api: &Api, req: Req) {
     let line = req.line();
@@ -125,26 +126,32 @@ fn the_admin_credentials_work_and_kubectl_without_them_is_refused() {
     let admin = c.admin_api();
     let pods = admin.get_ok("/api/v1/pods");
     assert_eq!(pods["kind"], "PodList", "{pods:#}");
-    let metrics = admin.get("/metrics");
-    assert_eq!(metrics.status, 200, "{}", metrics.describe());
-    assert!(
-        metrics.body.contains("# TYPE "),
-        "Prometheus text format expected: {}",
-        metrics.describe()
-    );
-    // Each controller's work queue, under upstream's metric names.
-    for series in [
+    // Each controller's work queue, under upstream's metric names. The controllers start after
+    // the store is ready (and, on etcd, after winning the leader Lease), so their queues are
+    // registered shortly after the API answers.
+    let series = [
         "workqueue_depth{name=\"replicaset\"}",
         "workqueue_adds_total{name=\"node-ipam\"}",
         "workqueue_retries_total{name=\"deployment\"}",
         "workqueue_work_duration_seconds_count{name=\"garbage-collector\"}",
-    ] {
-        assert!(
-            metrics.body.contains(series),
-            "{series} missing: {}",
-            metrics.describe()
-        );
-    }
+    ];
+    c.wait_for(
+        Duration::from_secs(20),
+        "every work queue in /metrics",
+        || {
+            let metrics = admin.get("/metrics");
+            assert_eq!(metrics.status, 200, "{}", metrics.describe());
+            assert!(
+                metrics.body.contains("# TYPE "),
+                "Prometheus text format expected: {}",
+                metrics.describe()
+            );
+            match series.iter().find(|s| !metrics.body.contains(*s)) {
+                None => Ok(()),
+                Some(missing) => Err(format!("{missing} missing: {}", metrics.describe())),
+            }
+        },
+    );
     admin.create(
         "/api/v1/namespaces/default/configmaps",
         &configmap("admin-made", &[]),

@@ -245,6 +245,10 @@ struct ServeArgs {
     /// How often each HorizontalPodAutoscaler is reconciled (kube-controller-manager's flag).
     #[arg(long, default_value = "15s", value_parser = server::parse_duration)]
     horizontal_pod_autoscaler_sync_period: Duration,
+    /// Finished (Succeeded or Failed) pods kept at most: beyond it the oldest are deleted,
+    /// evicted ones first (kube-controller-manager's flag; 0: no limit).
+    #[arg(long, default_value_t = berth_controller::controllers::podgc::terminated::DEFAULT_THRESHOLD)]
+    terminated_pod_gc_threshold: usize,
     #[command(flatten)]
     datastore: DatastoreArgs,
     /// How often etcd's history older than the previous run is compacted (the API server's
@@ -504,6 +508,7 @@ fn main() -> anyhow::Result<()> {
                 node_monitor_grace_period,
                 metric_resolution,
                 horizontal_pod_autoscaler_sync_period,
+                terminated_pod_gc_threshold,
                 datastore,
                 etcd_compaction_interval,
                 leader_election_id,
@@ -545,6 +550,7 @@ fn main() -> anyhow::Result<()> {
                 node_monitor_grace_period,
                 metric_resolution,
                 hpa_sync_period: horizontal_pod_autoscaler_sync_period,
+                terminated_pod_gc_threshold,
                 datastore,
                 leader_election_id,
                 leader_election,

@@ -41,6 +41,8 @@ pub struct Config {
     pub metric_resolution: std::time::Duration,
     /// How often each HorizontalPodAutoscaler is reconciled.
     pub hpa_sync_period: std::time::Duration,
+    /// Finished pods kept at most before the oldest are deleted (0: no limit).
+    pub terminated_pod_gc_threshold: usize,
     /// etcd to keep the state in (`None`: the embedded store in the data dir).
     pub datastore: Option<crate::store::EtcdConfig>,
     /// This controller's leader-election identity (default: hostname and port).
@@ -328,6 +330,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         sync_period: config.hpa_sync_period,
     };
     let root_ca = pki.ca_cert.clone();
+    let terminated_threshold = config.terminated_pod_gc_threshold;
     let lead = {
         let ctx = ctx.clone();
         move |acting: CancellationToken| {
@@ -345,6 +348,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
                     cluster_cidr,
                     root_ca.clone(),
                     lifecycle,
+                    controllers::podgc::Config {
+                        terminated_threshold,
+                        ..Default::default()
+                    },
                     acting.clone(),
                 );
                 handles.push(tokio::spawn(controllers::podautoscaler::run(

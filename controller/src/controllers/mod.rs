@@ -36,6 +36,7 @@ pub fn start(
     cluster_cidr: nodeipam::plan::Cidr,
     root_ca: String,
     lifecycle: nodelifecycle::Config,
+    pod_gc: podgc::Config,
     shutdown: CancellationToken,
 ) -> Vec<JoinHandle<()>> {
     vec![
@@ -54,7 +55,7 @@ pub fn start(
         tokio::spawn(nodeipam::run(ctx.clone(), cluster_cidr, shutdown.clone())),
         tokio::spawn(nodelifecycle::run(ctx.clone(), lifecycle, shutdown.clone())),
         tokio::spawn(persistentvolume::run(ctx.clone(), shutdown.clone())),
-        tokio::spawn(podgc::run(ctx.clone(), shutdown.clone())),
+        tokio::spawn(podgc::run(ctx.clone(), pod_gc, shutdown.clone())),
         tokio::spawn(tainteviction::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(ttlafterfinished::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(replicaset::run(ctx.clone(), shutdown)),

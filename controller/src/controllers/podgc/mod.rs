@@ -3,8 +3,13 @@
 //! terminating without ever being bound, and those terminating on an unready node declared out
 //! of service. Keyed by pod; a node's deletion concerns its pods. The time a node was first
 //! found missing is soft state (a restarted controller starts the quarantine again).
+//!
+//! A second loop, keyed by one sweep, deletes the finished pods beyond
+//! `--terminated-pod-gc-threshold` ([`terminated`]) whenever a pod finishes and every 20 s (as
+//! upstream's `gcCheckPeriod`).
 
 pub mod plan;
+pub mod terminated;
 
 #[cfg(test)]
 mod tests;
@@ -28,19 +33,21 @@ const WORKERS: usize = 2;
 
 impl View for PodFacts {
     fn derive(obj: &Object) -> Self {
-        let phase = obj
-            .value()
-            .ok()
-            .and_then(|v| {
-                v.pointer("/status/phase")
-                    .and_then(Value::as_str)
-                    .map(String::from)
-            })
-            .unwrap_or_default();
+        let value = obj.value().unwrap_or(Value::Null);
+        let text = |pointer: &str| {
+            value
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let phase = text("/status/phase");
         PodFacts {
             node: obj.field("spec.nodeName").unwrap_or_default(),
             terminating: obj.is_deleting(),
             terminal: phase == "Succeeded" || phase == "Failed",
+            evicted: phase == "Failed" && text("/status/reason") == "Evicted",
+            created: text("/metadata/creationTimestamp"),
         }
     }
 }
@@ -170,21 +177,23 @@ impl Controller {
     }
 
     fn apply_force_delete(&self, key: &ObjectKey, uid: &str) -> Result<Outcome, RegistryError> {
-        let opts = DeleteOptions {
-            grace_period_seconds: Some(0),
-            preconditions: Some(DeletePreconditions {
-                uid: Some(uid.to_string()),
-                resource_version: None,
-            }),
-            ..DeleteOptions::default()
-        };
-        match self
-            .registry
-            .delete(PODS, key.namespace(), key.name(), &opts)
-        {
-            Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(Outcome::Done),
-            Err(e) => Err(e),
-        }
+        force_delete(&self.registry, key, uid).map(|()| Outcome::Done)
+    }
+}
+
+/// Deletes the pod `key` with grace 0, if it is still the one with `uid`.
+fn force_delete(registry: &Registry, key: &ObjectKey, uid: &str) -> Result<(), RegistryError> {
+    let opts = DeleteOptions {
+        grace_period_seconds: Some(0),
+        preconditions: Some(DeletePreconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        }),
+        ..DeleteOptions::default()
+    };
+    match registry.delete(PODS, key.namespace(), key.name(), &opts) {
+        Ok(_) | Err(RegistryError::NotFound { .. } | RegistryError::Conflict { .. }) => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
@@ -194,6 +203,67 @@ impl Reconciler for Controller {
 
     fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, RegistryError> {
         self.sync(key)
+    }
+}
+
+/// The one key of the finished-pod sweep.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Sweep;
+
+impl std::fmt::Display for Sweep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("finished-pods")
+    }
+}
+
+/// Deletes the finished pods beyond the threshold.
+struct FinishedSweep {
+    registry: Registry,
+    pods: Arc<Informer>,
+    threshold: usize,
+}
+
+impl Reconciler for FinishedSweep {
+    type Key = Sweep;
+    type Error = RegistryError;
+
+    fn reconcile(&self, _: &Sweep) -> Result<Outcome, RegistryError> {
+        let pods = self.pods.list();
+        let finished = pods
+            .iter()
+            .filter_map(|obj| {
+                let pod = obj.view::<PodFacts>();
+                pod.terminal.then(|| terminated::Finished {
+                    key: obj.key().clone(),
+                    evicted: pod.evicted,
+                    created: pod.created.clone(),
+                })
+            })
+            .collect();
+        let surplus = terminated::surplus(finished, self.threshold);
+        if !surplus.is_empty() {
+            tracing::info!(pods = surplus.len(), "garbage collecting finished pods");
+        }
+        for key in surplus {
+            if let Some(obj) = self.pods.get_key(&key) {
+                force_delete(&self.registry, &key, obj.uid())?;
+            }
+        }
+        Ok(Outcome::Done)
+    }
+}
+
+/// A pod change: the sweep, when the pod has just finished.
+fn finished_change(d: &Delta) -> Vec<Sweep> {
+    let now = d.kind != DeltaType::Deleted && d.object.view::<PodFacts>().terminal;
+    let before = d
+        .old
+        .as_ref()
+        .is_some_and(|o| o.view::<PodFacts>().terminal);
+    if now && !before {
+        vec![Sweep]
+    } else {
+        Vec::new()
     }
 }
 
@@ -240,25 +310,59 @@ fn node_change(pods: &Informer, d: &Delta) -> Vec<ObjectKey> {
         .collect()
 }
 
-/// Runs the pod garbage collector until `shutdown`.
-pub async fn run(ctx: Context, shutdown: CancellationToken) {
-    run_with(ctx, plan::QUARANTINE, shutdown).await;
+/// The collector's settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// How long a node must be missing before its pods are collected.
+    pub quarantine: std::time::Duration,
+    /// Finished pods kept at most (`--terminated-pod-gc-threshold`; 0: no limit).
+    pub terminated_threshold: usize,
 }
 
-/// [`run`] with another node quarantine.
-pub async fn run_with(ctx: Context, quarantine: std::time::Duration, shutdown: CancellationToken) {
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            quarantine: plan::QUARANTINE,
+            terminated_threshold: terminated::DEFAULT_THRESHOLD,
+        }
+    }
+}
+
+/// How often the finished-pod sweep runs besides when a pod finishes (upstream's
+/// `gcCheckPeriod`).
+const SWEEP_PERIOD: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Runs the pod garbage collector until `shutdown`.
+pub async fn run(ctx: Context, config: Config, shutdown: CancellationToken) {
     let (pods, nodes) = (ctx.informer(PODS), ctx.informer(NODES));
     let controller = Arc::new(Controller {
         registry: ctx.registry.clone(),
         pods: pods.clone(),
         nodes: nodes.clone(),
         missing: Mutex::new(HashMap::new()),
-        quarantine,
+        quarantine: config.quarantine,
     });
-    Wiring::keyed("pod-garbage-collector", &ctx)
-        .watches(PODS, move |d| pod_change(&nodes, d))
-        .watches(NODES, move |d| node_change(&pods, d))
-        .workers(WORKERS)
-        .run(controller, shutdown)
-        .await;
+    let orphans = {
+        let pods = pods.clone();
+        Wiring::keyed("pod-garbage-collector", &ctx)
+            .watches(PODS, move |d| pod_change(&nodes, d))
+            .watches(NODES, move |d| node_change(&pods, d))
+            .workers(WORKERS)
+            .run(controller, shutdown.clone())
+    };
+    if config.terminated_threshold == 0 {
+        orphans.await;
+        return;
+    }
+    let sweep = Arc::new(FinishedSweep {
+        registry: ctx.registry.clone(),
+        pods,
+        threshold: config.terminated_threshold,
+    });
+    let finished = Wiring::keyed("pod-garbage-collector-finished", &ctx)
+        .watches(PODS, finished_change)
+        .resync_with(SWEEP_PERIOD, || vec![Sweep])
+        .paced(4)
+        .run(sweep, shutdown);
+    tokio::join!(orphans, finished);
 }

@@ -6,8 +6,7 @@
 //! gone only after it has been missing for the quarantine (40 s, as upstream), so a node whose
 //! creation the cache has not seen yet does not cost its pods.
 //!
-//! Upstream also deletes terminated pods beyond `--terminated-pod-gc-threshold` (12,500); Berth
-//! does not yet.
+//! Finished pods beyond `--terminated-pod-gc-threshold` are chosen in [`super::terminated`].
 //!
 //! Planner: pure, no I/O.
 
@@ -27,6 +26,10 @@ pub struct PodFacts {
     pub terminating: bool,
     /// Succeeded or Failed.
     pub terminal: bool,
+    /// Failed with reason `Evicted`.
+    pub evicted: bool,
+    /// `metadata.creationTimestamp`.
+    pub created: String,
 }
 
 /// What it knows about the pod's node.
@@ -109,6 +112,8 @@ mod tests {
             node: node.into(),
             terminating,
             terminal: false,
+            evicted: false,
+            created: String::new(),
         }
     }
 

@@ -37,11 +37,11 @@ async fn pods_nothing_else_can_finish_are_collected() {
     create_pod(&cp, "orphan", Some("gone"));
     create_pod(&cp, "kept", Some("here"));
     create_pod(&cp, "pending", None);
-    let handle = tokio::spawn(run_with(
-        cp.ctx.clone(),
-        Duration::from_millis(300),
-        cp.stop.clone(),
-    ));
+    let config = Config {
+        quarantine: Duration::from_millis(300),
+        ..Config::default()
+    };
+    let handle = tokio::spawn(run(cp.ctx.clone(), config, cp.stop.clone()));
     cp.registry()
         .delete(NODES, None, "gone", &DeleteOptions::default())
         .unwrap();
@@ -58,6 +58,54 @@ async fn pods_nothing_else_can_finish_are_collected() {
         events.is_empty(),
         "the collector records no event: {events:#?}"
     );
+    cp.stop.cancel();
+    let _ = handle.await;
+}
+
+fn finish_pod(cp: &ControlPlane, name: &str, phase: &str) {
+    cp.registry()
+        .update_with(
+            PODS,
+            Some("default"),
+            name,
+            Part::Status,
+            &WriteOptions::default(),
+            |mut p| {
+                p["status"]["phase"] = json!(phase);
+                Ok::<_, RegistryError>(p)
+            },
+        )
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_pods_beyond_the_threshold_are_collected_oldest_first() {
+    let cp = ControlPlane::start();
+    create_node(&cp, "here");
+    create_pod(&cp, "running", Some("here"));
+    for i in 0..5 {
+        let name = format!("done-{i}");
+        create_pod(&cp, &name, Some("here"));
+        // Creation timestamps have second precision: the oldest must be older.
+        if i == 0 {
+            tokio::time::sleep(Duration::from_millis(1100)).await; // not ordering: a new creation second
+        }
+        finish_pod(&cp, &name, if i % 2 == 0 { "Succeeded" } else { "Failed" });
+    }
+    let config = Config {
+        terminated_threshold: 3,
+        ..Config::default()
+    };
+    let handle = tokio::spawn(run(cp.ctx.clone(), config, cp.stop.clone()));
+    let left = || (0..5).filter(|i| exists(&cp, &format!("done-{i}"))).count();
+    cp.wait_until(
+        "two finished pods collected",
+        || left() == 3,
+        || format!("{} left", left()),
+    )
+    .await;
+    assert!(!exists(&cp, "done-0"), "the oldest finished pod goes first");
+    assert!(exists(&cp, "running"), "a running pod is never collected");
     cp.stop.cancel();
     let _ = handle.await;
 }

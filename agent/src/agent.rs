@@ -223,6 +223,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
     let registries = ImageService::load_registries(&config.registries_config)
         .map_err(|e| AgentError::Registries(e.to_string()))?;
     let images = ImageService::new(runtime.clone(), registries);
+    let (gc_runtime, gc_images, gc_client) = (runtime.clone(), images.clone(), client.clone());
     let manager = Arc::new(PodManager::new(
         config.clone(),
         client,
@@ -240,6 +241,28 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         },
     ));
     backend.attach(manager.clone());
+    let gc = crate::gc::GarbageCollector::new(
+        gc_runtime.clone(),
+        gc_images,
+        crate::gc::GcConfig {
+            images: config.image_gc,
+            log_dir: config.log_dir.clone(),
+            container_log_max_files: config.container_log_max_files,
+            image_fs: match gc_runtime.snapshotter_root().await {
+                Ok(dir) => dir.map(std::path::PathBuf::from),
+                Err(_) => None,
+            },
+        },
+        manager.clone(),
+        Some(crate::gc::NodeEvents::new(
+            gc_client.clone(),
+            config.node_name.clone(),
+        )),
+    );
+    tokio::spawn({
+        let (gc, shutdown) = (gc.clone(), shutdown.clone());
+        async move { gc.run(shutdown).await }
+    });
     manager.run(shutdown.clone()).await;
     let _ = heartbeat.await;
     if let Some(task) = peer_routing {

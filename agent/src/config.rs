@@ -29,6 +29,12 @@ pub struct Config {
     pub log_dir: PathBuf,
     /// A container's log file is rotated when it grows past this many bytes.
     pub container_log_max_bytes: u64,
+    /// At most this many files per container log, the live one included
+    /// (`--container-log-max-files`, at least 2).
+    pub container_log_max_files: usize,
+    /// Image garbage collection (`--image-gc-high-threshold`, `--image-gc-low-threshold`,
+    /// `--image-minimum-gc-age`, `--image-maximum-gc-age`).
+    pub image_gc: crate::gc::ImageGcPolicy,
     /// The address reported as the node's InternalIP (default: the default-route interface's).
     pub node_ip: Option<String>,
     /// Hard eviction thresholds (`--eviction-hard`), which raise the pressure conditions.

@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod config;
+pub mod gc;
 pub mod image;
 pub mod join;
 pub mod metrics;

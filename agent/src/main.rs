@@ -96,6 +96,23 @@ struct RunArgs {
     /// `containerLogMaxSize`).
     #[arg(long, default_value = "10Mi", value_parser = parse_size)]
     container_log_max_size: u64,
+    /// At most this many log files per container, the live one included (the kubelet's
+    /// `containerLogMaxFiles`; at least 2): older rotated files are gzipped, the oldest deleted.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(2..))]
+    container_log_max_files: u64,
+    /// Image GC starts when the image filesystem's usage reaches this percentage (100: never).
+    #[arg(long, default_value_t = 85, value_parser = clap::value_parser!(u8).range(0..=100))]
+    image_gc_high_threshold: u8,
+    /// Image GC frees space down to this percentage of the image filesystem.
+    #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(u8).range(0..=100))]
+    image_gc_low_threshold: u8,
+    /// An unused image younger than this is not garbage-collected (a Go duration).
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    image_minimum_gc_age: std::time::Duration,
+    /// Unused images not used for this long are garbage-collected whatever the disk usage
+    /// (a Go duration; 0: never).
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    image_maximum_gc_age: std::time::Duration,
     /// The node's InternalIP (default: the address of the interface holding the default
     /// route, as the kubelet picks it).
     #[arg(long)]
@@ -155,6 +172,11 @@ fn parse_domain(s: &str) -> Result<String, String> {
     } else {
         Err(format!("{s}: not a DNS domain"))
     }
+}
+
+/// A Go duration such as `2m`, `1h30m` or `0`, not negative.
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    berth_agent::gc::parse_go_duration(s).ok_or_else(|| format!("{s}: not a duration"))
 }
 
 /// A positive byte size such as `10Mi` or `4096`.
@@ -275,6 +297,18 @@ fn main() -> anyhow::Result<()> {
                 max_pods: a.max_pods,
                 log_dir: a.log_dir,
                 container_log_max_bytes: a.container_log_max_size,
+                container_log_max_files: usize::try_from(a.container_log_max_files)
+                    .unwrap_or(usize::MAX),
+                image_gc: {
+                    let policy = berth_agent::gc::ImageGcPolicy {
+                        high_threshold_percent: a.image_gc_high_threshold,
+                        low_threshold_percent: a.image_gc_low_threshold,
+                        minimum_age: a.image_minimum_gc_age,
+                        maximum_age: Some(a.image_maximum_gc_age).filter(|d| !d.is_zero()),
+                    };
+                    policy.validate().map_err(|e| anyhow::anyhow!("image GC: {e}"))?;
+                    policy
+                },
                 node_ip: a.node_ip,
                 eviction_hard: a.eviction_hard,
                 pod_network: a.pod_network,

@@ -220,6 +220,15 @@ impl PodManager {
         &self.shared.config.log_dir
     }
 
+    /// The uids of the pods bound here, once they have been listed (for the garbage
+    /// collector: before that, a pod not known yet would look gone).
+    pub fn listed_pods(&self) -> Option<std::collections::BTreeSet<String>> {
+        self.shared
+            .listed
+            .load(Ordering::SeqCst)
+            .then(|| self.shared.pods.uids().into_iter().collect())
+    }
+
     /// Runs until `shutdown`. Containers keep running when the agent stops.
     pub async fn run(&self, shutdown: CancellationToken) {
         let shared = self.shared.clone();

@@ -1,0 +1,6 @@
+//! The collector's pure decisions: which images, containers, log directories and rotated log
+//! files go.
+
+pub mod containers;
+pub mod images;
+pub mod logs;

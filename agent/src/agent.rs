@@ -112,11 +112,22 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
             None
         }
     };
-    let mut monitor = node::PressureMonitor::new(
-        config.eviction_hard.clone(),
-        config.root_dir.clone(),
-        image_dir,
+    // The eviction manager judges the node's pressure from the start; it evicts once the pod
+    // manager is attached to `evictable`.
+    let evictable: crate::eviction::manager::PodsSlot = Default::default();
+    let (mut eviction, pressure_rx) = crate::eviction::Manager::new(
+        config.eviction.clone(),
+        Arc::new(crate::eviction::observe::HostObserver {
+            root_dir: config.root_dir.clone(),
+            image_dir,
+            log_dir: config.log_dir.clone(),
+            runtime: runtime.clone(),
+        }),
+        crate::eviction::pods::node_reclaim(&runtime),
+        evictable.clone(),
     );
+    eviction.observe_pressures().await;
+    let mut monitor = node::PressureMonitor::new(pressure_rx);
     let pressures = monitor.sample().await;
     let annotations = node::status::annotations(&storage_dir);
     let registered = node::register(&client, &facts, &labels, &annotations, &taints).await?;
@@ -133,6 +144,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         runtime.clone(),
         shutdown.clone(),
     ));
+
+    tokio::spawn(eviction.run(shutdown.clone()));
 
     tokio::spawn(crate::storage::run(
         client.clone(),
@@ -241,6 +254,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         },
     ));
     backend.attach(manager.clone());
+    let _ = evictable.set(manager.clone());
     let gc = crate::gc::GarbageCollector::new(
         gc_runtime.clone(),
         gc_images,

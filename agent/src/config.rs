@@ -39,6 +39,9 @@ pub struct Config {
     pub node_ip: Option<String>,
     /// Hard eviction thresholds (`--eviction-hard`), which raise the pressure conditions.
     pub eviction_hard: crate::node::pressure::Thresholds,
+    /// The eviction manager's thresholds (hard and soft), grace periods, transition period and
+    /// housekeeping interval.
+    pub eviction: crate::eviction::Settings,
     /// How pods reach other nodes' pods (`--pod-network`).
     pub pod_network: crate::network::peers::plan::PodNetworkMode,
     /// The VXLAN device's name (`--vxlan-device`).

@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod config;
 pub mod gc;
+pub mod eviction;
 pub mod image;
 pub mod join;
 pub mod metrics;

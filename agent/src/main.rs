@@ -122,6 +122,28 @@ struct RunArgs {
     #[arg(long, default_value = berth_agent::node::pressure::DEFAULT_EVICTION_HARD,
           value_parser = berth_agent::node::pressure::Thresholds::parse)]
     eviction_hard: berth_agent::node::pressure::Thresholds,
+    /// Soft eviction thresholds, the kubelet's syntax; each needs a grace period in
+    /// `--eviction-soft-grace-period`.
+    #[arg(long, default_value = "", value_parser = berth_agent::node::pressure::Thresholds::parse)]
+    eviction_soft: berth_agent::node::pressure::Thresholds,
+    /// How long a soft threshold must be crossed before pods are evicted for it
+    /// (`memory.available=1m30s,…`).
+    #[arg(long, default_value = "")]
+    eviction_soft_grace_period: String,
+    /// What an eviction must free beyond its threshold (`memory.available=0Mi,nodefs.available=500Mi,…`).
+    #[arg(long, default_value = "")]
+    eviction_minimum_reclaim: String,
+    /// The longest grace period, in seconds, a pod evicted for a soft threshold gets.
+    #[arg(long, default_value_t = 0)]
+    eviction_max_pod_grace_period: i64,
+    /// How long a pressure condition stays after its thresholds stop being met.
+    #[arg(long, default_value = berth_agent::eviction::config::DEFAULT_TRANSITION_PERIOD,
+          value_parser = berth_agent::eviction::config::parse_duration)]
+    eviction_pressure_transition_period: jiff::SignedDuration,
+    /// How often the eviction manager observes the node (its monitoring interval).
+    #[arg(long, default_value = berth_agent::eviction::config::DEFAULT_HOUSEKEEPING_INTERVAL,
+          value_parser = berth_agent::eviction::config::parse_duration)]
+    housekeeping_interval: jiff::SignedDuration,
     /// How pods reach pods on other nodes: `host-gw` (a route via the peer's address; peers
     /// must share a segment), `vxlan` (a VXLAN tunnel to every peer), or `auto` (host-gw to
     /// peers on a shared segment, VXLAN to the others).
@@ -277,6 +299,23 @@ fn main() -> anyhow::Result<()> {
                 .to_lowercase();
             berth_agent::pod::host_security::check_sysctl_patterns(&a.allowed_unsafe_sysctls)
                 .map_err(|e| anyhow::anyhow!("--allowed-unsafe-sysctls: {e}"))?;
+            let eviction = {
+                use berth_agent::eviction::config as ev;
+                let grace = ev::parse_grace_periods(&a.eviction_soft_grace_period)
+                    .map_err(|e| anyhow::anyhow!("--eviction-soft-grace-period: {e}"))?;
+                let reclaim = ev::parse_minimum_reclaims(&a.eviction_minimum_reclaim)
+                    .map_err(|e| anyhow::anyhow!("--eviction-minimum-reclaim: {e}"))?;
+                if !a.housekeeping_interval.is_positive() {
+                    anyhow::bail!("--housekeeping-interval must be positive");
+                }
+                berth_agent::eviction::Settings {
+                    thresholds: ev::join(&a.eviction_hard, &a.eviction_soft, &grace, &reclaim)
+                        .map_err(|e| anyhow::anyhow!("--eviction-soft: {e}"))?,
+                    max_pod_grace_seconds: a.eviction_max_pod_grace_period,
+                    transition_period: a.eviction_pressure_transition_period,
+                    interval: a.housekeeping_interval.unsigned_abs(),
+                }
+            };
             let config = Config {
                 servers,
                 token,
@@ -311,6 +350,7 @@ fn main() -> anyhow::Result<()> {
                 },
                 node_ip: a.node_ip,
                 eviction_hard: a.eviction_hard,
+                eviction,
                 pod_network: a.pod_network,
                 vxlan_device: a.vxlan_device,
                 cluster_domain: a.cluster_domain,

@@ -1,7 +1,7 @@
 //! The node's presence in the cluster: registers the Node (labels, taints, capacity, addresses,
 //! nodeInfo, conditions), renews its Lease in `kube-node-lease` every 10 s, and every 10 s
-//! checks that containerd answers (Ready, else `KubeletNotReady`), observes the host's eviction
-//! signals ([`pressure`]) and compares the status it would post
+//! checks that containerd answers (Ready, else `KubeletNotReady`), takes the pressure
+//! conditions the eviction manager judged ([`pressure`]) and compares the status it would post
 //! with the one the API holds: it posts at once when they differ (a pressure came or went, the
 //! node lifecycle controller marked the node Unknown while the agent was away or cut off) and
 //! at least every minute otherwise, as the kubelet does.
@@ -16,11 +16,10 @@ use berth_shared::k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use berth_shared::k8s_openapi::api::core::v1::{Node, Taint};
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use berth_shared::resource::{self, ResourceType};
-use pressure::{Pressures, Reported, Thresholds};
+use pressure::Pressures;
 use serde_json::json;
 use status::HostFacts;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -31,46 +30,27 @@ pub const STATUS_EVERY: Duration = Duration::from_secs(60);
 /// `nodeStatusUpdateFrequency`, and its eviction manager's monitoring interval).
 pub const STATUS_CHECK: Duration = Duration::from_secs(10);
 
-/// The host's pressure conditions: thresholds, the filesystems they watch, and what was
-/// reported (for the transition period).
+/// The host's pressure conditions, as the eviction manager ([`crate::eviction`]) judges them
+/// every housekeeping interval.
 pub struct PressureMonitor {
-    thresholds: Thresholds,
-    root_dir: PathBuf,
-    image_dir: Option<PathBuf>,
-    reported: Reported,
-    last: Pressures,
+    rx: tokio::sync::watch::Receiver<Pressures>,
 }
 
 impl PressureMonitor {
-    pub fn new(thresholds: Thresholds, root_dir: PathBuf, image_dir: Option<PathBuf>) -> Self {
-        PressureMonitor {
-            thresholds,
-            root_dir,
-            image_dir,
-            reported: Reported::default(),
-            last: Pressures::default(),
-        }
+    pub fn new(rx: tokio::sync::watch::Receiver<Pressures>) -> Self {
+        PressureMonitor { rx }
     }
 
-    /// Observes the signals now and returns the pressures to report.
+    /// The pressures to report now.
     pub async fn sample(&mut self) -> Pressures {
-        let (root, image) = (self.root_dir.clone(), self.image_dir.clone());
-        let observed = tokio::task::spawn_blocking(move || host::signals(&root, image.as_deref()))
-            .await
-            .unwrap_or_default();
-        let met = pressure::met(&self.thresholds, &observed);
-        let now = self.reported.observe(&met, jiff::Timestamp::now());
-        if now != self.last {
-            tracing::info!(
-                memory = now.memory,
-                disk = now.disk,
-                pid = now.pid,
-                ?observed,
-                "node pressure changed"
-            );
-            self.last = now;
+        *self.rx.borrow_and_update()
+    }
+
+    /// Resolves when the pressures change (never, once the manager is gone).
+    async fn changed(&mut self) {
+        if self.rx.changed().await.is_err() {
+            std::future::pending::<()>().await;
         }
-        now
     }
 }
 
@@ -205,6 +185,8 @@ pub async fn heartbeat(
                     tracing::warn!(error = %e, "renewing the node lease failed");
                 }
             }
+            // A pressure came or went: post now, not at the next tick.
+            _ = monitor.changed() => status_tick.reset_immediately(),
             _ = status_tick.tick() => {
                 let pressures = monitor.sample().await;
                 let ready = runtime_ready(&runtime).await;

@@ -4,7 +4,8 @@
 //! MemoryPressure from `memory.available`, DiskPressure from the `nodefs`/`imagefs` signals,
 //! PIDPressure from `pid.available`. A condition stays True for the pressure transition period
 //! after its thresholds stop being met (the kubelet's `--eviction-pressure-transition-period`,
-//! 5 minutes), so a node hovering at a threshold does not flap.
+//! 5 minutes by default), so a node hovering at a threshold does not flap. The eviction manager
+//! ([`crate::eviction`]) adds soft thresholds and acts on what is met.
 //!
 //! As the kubelet's flag, a given `--eviction-hard` replaces the defaults entirely (signals it
 //! leaves out have no threshold); `0%` and `100%` mean no threshold.
@@ -45,6 +46,28 @@ impl Signal {
         })
     }
 
+    /// The flag's spelling of the signal.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Signal::MemoryAvailable => "memory.available",
+            Signal::NodeFsAvailable => "nodefs.available",
+            Signal::NodeFsInodesFree => "nodefs.inodesFree",
+            Signal::ImageFsAvailable => "imagefs.available",
+            Signal::ImageFsInodesFree => "imagefs.inodesFree",
+            Signal::PidAvailable => "pid.available",
+        }
+    }
+
+    /// The resource reclaimed for the signal, as upstream names it in eviction messages.
+    pub fn resource(self) -> &'static str {
+        match self {
+            Signal::MemoryAvailable => "memory",
+            Signal::NodeFsAvailable | Signal::ImageFsAvailable => "ephemeral-storage",
+            Signal::NodeFsInodesFree | Signal::ImageFsInodesFree => "inodes",
+            Signal::PidAvailable => "pids",
+        }
+    }
+
     /// The condition the signal's threshold raises.
     pub fn condition(self) -> Pressure {
         match self {
@@ -70,6 +93,17 @@ pub enum Limit {
     Quantity(i64),
     /// A fraction of the signal's capacity (0 < f < 1).
     Fraction(f64),
+}
+
+impl Limit {
+    /// The threshold's quantity for a signal of `capacity` (a fraction rounds down, as
+    /// upstream's `GetThresholdQuantity`).
+    pub fn quantity(self, capacity: i64) -> i64 {
+        match self {
+            Limit::Quantity(q) => q,
+            Limit::Fraction(f) => (f * capacity as f64) as i64,
+        }
+    }
 }
 
 /// Hard eviction thresholds by signal.
@@ -149,12 +183,28 @@ pub fn met(thresholds: &Thresholds, observed: &BTreeMap<Signal, Observed>) -> Ve
 
 /// The pressures reported, with the transition period: a pressure met now, or met within the
 /// period before `now`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reported {
     last_met: BTreeMap<Pressure, Timestamp>,
+    period: SignedDuration,
+}
+
+impl Default for Reported {
+    fn default() -> Self {
+        Reported::with_period(TRANSITION_PERIOD)
+    }
 }
 
 impl Reported {
+    /// Pressures reported for `period` after they were last met
+    /// (`--eviction-pressure-transition-period`).
+    pub fn with_period(period: SignedDuration) -> Self {
+        Reported {
+            last_met: BTreeMap::new(),
+            period,
+        }
+    }
+
     /// Records what is met at `now`; returns whether each pressure is reported.
     pub fn observe(&mut self, met: &[Pressure], now: Timestamp) -> Pressures {
         for p in met {
@@ -163,7 +213,7 @@ impl Reported {
         let on = |p: Pressure| {
             self.last_met
                 .get(&p)
-                .is_some_and(|at| now.duration_since(*at) < TRANSITION_PERIOD)
+                .is_some_and(|at| now.duration_since(*at) < self.period)
         };
         Pressures {
             memory: on(Pressure::Memory),

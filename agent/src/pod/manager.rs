@@ -229,6 +229,54 @@ impl PodManager {
             .then(|| self.shared.pods.uids().into_iter().collect())
     }
 
+    /// The pods bound here that still run or will: not finished, not being deleted, not
+    /// already evicted (the eviction manager's active pods).
+    pub fn active_pods(&self) -> Vec<Pod> {
+        let evicting: Vec<String> = {
+            let workers = self
+                .shared
+                .workers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            workers
+                .iter()
+                .filter(|(_, w)| w.is_evicted())
+                .map(|(uid, _)| uid.clone())
+                .collect()
+        };
+        self.shared
+            .pods
+            .uids()
+            .into_iter()
+            .filter(|uid| !evicting.contains(uid))
+            .filter_map(|uid| self.shared.pods.get(&uid))
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| {
+                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+                !super::status::is_terminal(phase.unwrap_or_default())
+            })
+            .collect()
+    }
+
+    /// Evicts the pod with uid `uid` through its worker (see [`PodWorker::evict`]).
+    pub async fn evict(&self, uid: &str, eviction: super::model::Eviction) {
+        let Some(pod) = self.shared.pods.get(uid) else {
+            return;
+        };
+        self.shared.worker(uid).evict(&pod, eviction).await;
+    }
+
+    /// Whether none of the pod's containers runs any more (an evicted pod is cleaned up).
+    pub async fn stopped(&self, uid: &str) -> bool {
+        match self.shared.runtime.list().await {
+            Ok(list) => !list.iter().any(|c| {
+                labels::pod_uid(&c.labels) == Some(uid)
+                    && matches!(c.state, crate::runtime::TaskState::Running { .. })
+            }),
+            Err(_) => false,
+        }
+    }
+
     /// Runs until `shutdown`. Containers keep running when the agent stops.
     pub async fn run(&self, shutdown: CancellationToken) {
         let shared = self.shared.clone();

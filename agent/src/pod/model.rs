@@ -312,6 +312,18 @@ pub struct Observed {
     pub containers: BTreeMap<String, ObservedContainer>,
     /// The node's addresses, for `hostIP`/`hostIPs`.
     pub host_ips: Vec<String>,
+    /// The node's eviction manager ordered the pod evicted.
+    pub eviction: Option<Eviction>,
+}
+
+/// An eviction the node ordered (the kubelet's `TerminatePodAbnormally` with `Evict`): the
+/// pod is killed with `grace`, its phase becomes `Failed` with reason `Evicted` and
+/// `message`, with a `DisruptionTarget` condition when `disruption_condition`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Eviction {
+    pub message: String,
+    pub grace: Duration,
+    pub disruption_condition: bool,
 }
 
 impl Observed {

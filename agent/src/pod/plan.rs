@@ -125,6 +125,8 @@ pub enum PodKillReason {
     /// The phase is terminal (an init container failed under `Never`, the active deadline
     /// passed, …): stop whatever still runs.
     Terminal,
+    /// The node's eviction manager evicted the pod (the phase is `Failed`, reason `Evicted`).
+    Evicted,
     /// The sandbox broke: stop everything before making a new one. The worker records the
     /// `SandboxChanged` event for it (even when nothing was left running to stop).
     SandboxChanged,
@@ -147,6 +149,10 @@ pub fn plan_pod(pod: &Pod, observed: &Observed, now: Timestamp) -> PodPlan {
     let status = pod_status(pod, observed, now);
     if let Some(deleting) = deletion(pod) {
         p.terminate(PodKillReason::Deleted, deleting.grace);
+    } else if let Some(e) = &observed.eviction {
+        // Evicted: killed with the eviction's grace (the kubelet's override), never less
+        // than the minimum.
+        p.terminate(PodKillReason::Evicted, e.grace.max(MIN_GRACE));
     } else if is_terminal(status.phase.as_deref().unwrap_or_default()) {
         p.terminate(PodKillReason::Terminal, p.grace());
     } else {
@@ -670,7 +676,13 @@ mod tests {
         );
         assert_eq!(
             plan(&pod, &o),
-            vec![Action::WaitUntil(t(NOW + 7)), Action::ReportStatus]
+            vec![
+                Action::RemoveContainer {
+                    id: ContainerId::new("i1-0")
+                },
+                Action::WaitUntil(t(NOW + 7)),
+                Action::ReportStatus
+            ]
         );
     }
 
@@ -925,9 +937,16 @@ mod tests {
             observed(vec![exited("app", 0, 1, NOW - 9), crashed.clone()]),
             &["app"],
         );
+        // The older dead attempt goes (one dead attempt per container is kept).
         assert_eq!(
             plan(&pod, &o),
-            vec![Action::WaitUntil(t(NOW + 5)), Action::ReportStatus]
+            vec![
+                Action::RemoveContainer {
+                    id: ContainerId::new("app-0")
+                },
+                Action::WaitUntil(t(NOW + 5)),
+                Action::ReportStatus
+            ]
         );
         let later = plan_pod(&pod, &o, t(NOW + 5)).actions;
         assert_eq!(
@@ -1053,7 +1072,12 @@ mod tests {
         for (what, attempts, error, want) in table {
             let mut o = pulled(observed(attempts), &["app"]);
             o.containers.entry("app".into()).or_default().start_error = error;
-            assert_eq!(plan(&pod, &o), want, "{what}");
+            // Older dead attempts are garbage-collected on the way; this is about back-off.
+            let got: Vec<Action> = plan(&pod, &o)
+                .into_iter()
+                .filter(|a| !matches!(a, Action::RemoveContainer { .. }))
+                .collect();
+            assert_eq!(got, want, "{what}");
         }
     }
 
@@ -1439,6 +1463,31 @@ mod tests {
     }
 
     #[test]
+    fn an_evicted_pod_is_killed_with_the_evictions_grace_and_not_restarted() {
+        let pod = pod("Always", vec![], vec![container("app")]);
+        let mut o = observed(vec![running("app", 0, 1)]);
+        o.eviction = Some(crate::pod::model::Eviction {
+            message: "The node was low on resource: memory. ".into(),
+            grace: Duration::from_secs(1),
+            disruption_condition: true,
+        });
+        match &plan(&pod, &o)[0] {
+            Action::KillPod { reason, grace, .. } => {
+                assert_eq!(*reason, PodKillReason::Evicted);
+                assert_eq!(*grace, MIN_GRACE, "1 s raised to the 2 s minimum");
+            }
+            other => panic!("{other:?}"),
+        }
+        let stopped = observed(vec![exited("app", 0, 137, 2)]);
+        let mut stopped = stopped;
+        stopped.eviction = o.eviction.clone();
+        assert!(
+            started(&plan(&pod, &stopped)).is_empty(),
+            "no restart under restartPolicy Always"
+        );
+    }
+
+    #[test]
     fn readiness_gates_do_not_hold_containers_back() {
         let mut pod = pod("Always", vec![], vec![container("app")]);
         if let Some(spec) = pod.spec.as_mut() {
@@ -1460,6 +1509,27 @@ mod tests {
             exited("app", 1, 1, 2),
             exited("app", 2, 1, 3),
             running("app", 3, 4),
+        ]);
+        let removed: Vec<_> = plan(&pod, &o)
+            .into_iter()
+            .filter_map(|a| match a {
+                Action::RemoveContainer { id } => Some(id),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            removed,
+            vec![ContainerId::new("app-1"), ContainerId::new("app-0")]
+        );
+    }
+
+    #[test]
+    fn a_container_in_back_off_keeps_only_its_newest_dead_attempt() {
+        let pod = pod("Always", vec![], vec![container("app")]);
+        let o = observed(vec![
+            exited("app", 0, 1, 1),
+            exited("app", 1, 1, 2),
+            exited("app", 2, 1, 3),
         ]);
         let removed: Vec<_> = plan(&pod, &o)
             .into_iter()

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use berth_shared::k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
-    ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodIP, PodSpec, PodStatus,
+    ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodSpec, PodStatus,
 };
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use jiff::Timestamp;
@@ -38,6 +38,8 @@ pub const PENDING: &str = "Pending";
 pub const RUNNING: &str = "Running";
 pub const SUCCEEDED: &str = "Succeeded";
 pub const FAILED: &str = "Failed";
+/// The reason of a pod the node evicted.
+pub const EVICTED: &str = "Evicted";
 
 pub fn is_terminal(phase: &str) -> bool {
     phase == SUCCEEDED || phase == FAILED
@@ -100,6 +102,16 @@ pub fn pod_status(pod: &Pod, observed: &Observed, now: Timestamp) -> PodStatus {
         reason = Some("DeadlineExceeded".into());
         message = Some("Pod was active on the node longer than the specified deadline".into());
     }
+    // The kubelet's eviction: Failed with reason Evicted, unless the pod had already finished.
+    let evicted = observed
+        .eviction
+        .as_ref()
+        .filter(|_| !is_terminal(&old_phase));
+    if let Some(e) = evicted {
+        phase = FAILED.into();
+        reason = Some(EVICTED.into());
+        message = Some(e.message.clone());
+    }
     if terminated_by_deletion {
         if !is_terminal(&phase) {
             phase = FAILED.into();
@@ -110,12 +122,24 @@ pub fn pod_status(pod: &Pod, observed: &Observed, now: Timestamp) -> PodStatus {
     }
 
     let all: Vec<&ContainerStatus> = init.iter().chain(&app).collect();
-    let conditions = conditions(
+    let mut conditions = conditions(
         &ctx,
         old.conditions.as_deref().unwrap_or_default(),
         &all,
         &phase,
     );
+    if let Some(e) = evicted.filter(|e| e.disruption_condition)
+        && !conditions.iter().any(|c| c.type_ == "DisruptionTarget")
+    {
+        conditions.push(PodCondition {
+            type_: "DisruptionTarget".into(),
+            status: "True".into(),
+            reason: Some("TerminationByKubelet".into()),
+            message: Some(e.message.clone()),
+            last_transition_time: Some(Time(whole_seconds(now))),
+            ..PodCondition::default()
+        });
+    }
     let pod_ips = pod_ips(&ctx).or(old.pod_ips.clone());
     let host_ips = (!observed.host_ips.is_empty()).then(|| {
         observed
@@ -572,6 +596,51 @@ mod tests {
         pod.status.get_or_insert_default().phase = Some(FAILED.into());
         let s = status(&pod, &observed(vec![running("app", 0, 1)]));
         assert_eq!(s.phase.as_deref(), Some(FAILED));
+    }
+
+    #[test]
+    fn an_evicted_pod_fails_with_the_evictions_reason_message_and_condition() {
+        let pod = pod("Always", vec![], vec![container("app")]);
+        let eviction = |condition| crate::pod::model::Eviction {
+            message: "The node was low on resource: memory. ".into(),
+            grace: std::time::Duration::from_secs(1),
+            disruption_condition: condition,
+        };
+        let mut o = observed(vec![running("app", 0, 1)]);
+        o.eviction = Some(eviction(true));
+        let s = status(&pod, &o);
+        assert_eq!(s.phase.as_deref(), Some(FAILED));
+        assert_eq!(s.reason.as_deref(), Some(EVICTED));
+        assert_eq!(
+            s.message.as_deref(),
+            Some("The node was low on resource: memory. ")
+        );
+        let c = s
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "DisruptionTarget");
+        let c = c.expect("a DisruptionTarget condition");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_deref()),
+            ("True", Some("TerminationByKubelet"))
+        );
+        o.eviction = Some(eviction(false));
+        let s = status(&pod, &o);
+        assert!(
+            !s.conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "DisruptionTarget")
+        );
+        let mut done = pod.clone();
+        done.status.get_or_insert_default().phase = Some(SUCCEEDED.into());
+        let s = status(&done, &o);
+        assert_eq!(
+            (s.phase.as_deref(), s.reason.as_deref()),
+            (Some(SUCCEEDED), None),
+            "a pod that had finished stays so"
+        );
     }
 
     #[test]

@@ -79,6 +79,8 @@ pub struct Local {
     pub volumes_waiting_since: Option<Timestamp>,
     /// The pod was refused by this node's admission (sysctls, AppArmor) and its event recorded.
     pub rejected: bool,
+    /// The node's eviction manager ordered the pod evicted.
+    pub eviction: Option<super::model::Eviction>,
 }
 
 /// The node as its pods see it, and where the agent keeps their files.
@@ -379,6 +381,26 @@ impl PodWorker {
         }
         let seen = now.duration_since(self.first_seen).as_secs_f64().max(0.0);
         m.pod_start.observe(&[], seen);
+    }
+
+    /// Whether the pod was ordered evicted.
+    pub fn is_evicted(&self) -> bool {
+        self.local().eviction.is_some()
+    }
+
+    /// Evicts the pod (the eviction manager's order): records the `Evicted` event once and
+    /// wakes the worker, whose passes then kill the pod with the eviction's grace and report
+    /// it `Failed`/`Evicted`.
+    pub async fn evict(&self, pod: &Pod, eviction: super::model::Eviction) {
+        if self.local().eviction.is_some() {
+            return;
+        }
+        self.cx
+            .events
+            .record(pod, true, "Evicted", &eviction.message, None)
+            .await;
+        self.local_mut(|l| l.eviction = Some(eviction));
+        (self.wake)();
     }
 
     /// The pod is gone: remove what is left of it on the host and forget it.

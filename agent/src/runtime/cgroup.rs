@@ -98,6 +98,20 @@ pub(crate) fn node_usage() -> Usage {
     }
 }
 
+/// How many tasks (processes and threads) the cgroup at `cgroups_path` holds, from the pids
+/// controller's `pids.current` (what the kubelet's eviction manager ranks pods by under PID
+/// pressure); `None` without the controller or the cgroup.
+pub(crate) fn pids(cgroups_path: &str) -> Option<u64> {
+    let rel = cgroups_path.trim_start_matches('/');
+    let root = Path::new(CGROUP_ROOT);
+    let dir = if unified(root) {
+        root.join(rel)
+    } else {
+        root.join("pids").join(rel)
+    };
+    read(dir.join("pids.current")).and_then(|t| number(&t))
+}
+
 /// `usage` less the inactive file pages named `inactive_key` in `stat`, as cAdvisor computes
 /// the working set; `None` without a usage.
 fn working_set(usage: Option<&str>, stat: Option<&str>, inactive_key: &str) -> Option<u64> {

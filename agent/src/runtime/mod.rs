@@ -21,6 +21,7 @@ mod containerd_exec;
 mod containerd_images;
 mod containerd_lifecycle;
 mod containerd_state;
+mod containerd_usage;
 mod devices;
 pub mod expand;
 mod fifo;

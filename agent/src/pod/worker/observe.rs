@@ -101,6 +101,7 @@ impl PodWorker {
                 sandbox,
                 containers,
                 host_ips: vec![host_ip],
+                eviction: local.eviction.clone(),
             },
             infos,
             netns,

@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod backup;
+pub mod certificates;
 pub mod controllers;
 pub mod events;
 pub mod informer;

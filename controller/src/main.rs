@@ -51,12 +51,65 @@ enum Command {
     },
     /// Serve the Kubernetes API and run the controllers.
     Serve(Box<ServeArgs>),
+    /// Manage the controller's own certificates.
+    Certificate {
+        #[command(subcommand)]
+        command: CertificateCommand,
+    },
     /// Back up or restore the embedded store (every object with its uid and resourceVersion;
     /// not the PKI or the join token: copy DATA_DIR/pki and DATA_DIR/token beside the file).
     Snapshot {
         #[command(subcommand)]
         command: SnapshotCommand,
     },
+}
+
+#[derive(Subcommand)]
+enum CertificateCommand {
+    /// Issue new admin credentials (DATA_DIR/pki/admin.{crt,key} and the admin kubeconfig)
+    /// and a new serving certificate (DATA_DIR/pki/server.{crt,key}). A running controller
+    /// serves the new certificate to new connections within 5 s (it watches the files).
+    Renew {
+        #[arg(long, default_value = "/var/lib/berth/controller")]
+        data_dir: PathBuf,
+        /// The kubeconfig to rewrite (default: DATA_DIR/admin.kubeconfig).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// How long the new certificates are valid.
+        #[arg(long, default_value = "8760h", value_parser = server::parse_duration)]
+        certificate_validity: Duration,
+    },
+}
+
+/// `certificate renew`: the admin credentials and the serving certificate, issued again.
+fn renew_certificates(
+    data_dir: &Path,
+    kubeconfig: Option<PathBuf>,
+    validity: Duration,
+) -> anyhow::Result<()> {
+    use berth_controller::certificates::{serving, signer};
+    let kubeconfig = kubeconfig.unwrap_or_else(|| data_dir.join("admin.kubeconfig"));
+    let server = std::fs::read_to_string(data_dir.join("listen-address"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "https://127.0.0.1:6443".to_string());
+    let admin = serving::renew_admin(data_dir, &kubeconfig, &server, validity)
+        .context("issuing the admin certificate")?;
+    let (cert, _) = serving::renew_serving_files(&data_dir.join("pki"), validity)
+        .context("issuing the serving certificate")?;
+    let until = |pem: &str| signer::not_after(pem).map_or_else(String::new, |t| t.to_string());
+    println!(
+        "admin certificate {} (until {}) written to {}",
+        signer::serial(&admin).unwrap_or_default(),
+        until(&admin),
+        kubeconfig.display()
+    );
+    println!(
+        "serving certificate {} (until {}) written to {}",
+        signer::serial(&cert).unwrap_or_default(),
+        until(&cert),
+        data_dir.join("pki").join("server.crt").display()
+    );
+    Ok(())
 }
 
 #[derive(Subcommand)]
@@ -249,6 +302,11 @@ struct ServeArgs {
     /// evicted ones first (kube-controller-manager's flag; 0: no limit).
     #[arg(long, default_value_t = berth_controller::controllers::podgc::terminated::DEFAULT_THRESHOLD)]
     terminated_pod_gc_threshold: usize,
+    /// How long the certificates this controller issues are valid (`8760h`, `2m`): its
+    /// serving and admin certificates, nodes' certificates at join, and at most those its
+    /// CSR signers issue. The serving certificate renews itself at 70–90% of it.
+    #[arg(long, default_value = "8760h", value_parser = server::parse_duration)]
+    certificate_validity: Duration,
     #[command(flatten)]
     datastore: DatastoreArgs,
     /// How often etcd's history older than the previous run is compacted (the API server's
@@ -462,6 +520,14 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Token { command, data_dir } => token(command, &data_dir),
         Command::Snapshot { command } => snapshot(command),
+        Command::Certificate {
+            command:
+                CertificateCommand::Renew {
+                    data_dir,
+                    kubeconfig,
+                    certificate_validity,
+                },
+        } => renew_certificates(&data_dir, kubeconfig, certificate_validity),
         Command::Node {
             command:
                 NodeCommand::Forget {
@@ -509,6 +575,7 @@ fn main() -> anyhow::Result<()> {
                 metric_resolution,
                 horizontal_pod_autoscaler_sync_period,
                 terminated_pod_gc_threshold,
+                certificate_validity,
                 datastore,
                 etcd_compaction_interval,
                 leader_election_id,
@@ -551,6 +618,7 @@ fn main() -> anyhow::Result<()> {
                 metric_resolution,
                 hpa_sync_period: horizontal_pod_autoscaler_sync_period,
                 terminated_pod_gc_threshold,
+                certificate_validity,
                 datastore,
                 leader_election_id,
                 leader_election,

@@ -22,6 +22,8 @@ pub enum PkiError {
     Cert(#[from] rcgen::Error),
     #[error("invalid TLS SAN {0:?}")]
     San(String),
+    #[error(transparent)]
+    Sign(#[from] crate::certificates::signer::SignError),
 }
 
 impl PkiError {
@@ -114,8 +116,35 @@ pub fn host_addresses() -> Vec<String> {
     out.into_iter().collect()
 }
 
-/// Loads the PKI under `dir`, creating what is missing.
+/// Loads the PKI under `dir`, creating what is missing, certificates valid for the default
+/// `--certificate-validity`.
 pub fn load_or_create(dir: &Path, extra_sans: &[String]) -> Result<Pki, PkiError> {
+    load_or_create_valid(
+        dir,
+        extra_sans,
+        crate::certificates::serving::DEFAULT_VALIDITY,
+    )
+}
+
+/// Whether a certificate (PEM) is past 70% of its life, expired or unreadable: it is issued
+/// again at start.
+fn stale(cert_pem: &str) -> bool {
+    match crate::certificates::signer::validity(cert_pem) {
+        Some((from, to)) => {
+            crate::certificates::rotation::past(from, to, jiff::Timestamp::now(), 0.7)
+        }
+        None => true,
+    }
+}
+
+/// Loads the PKI under `dir`, creating what is missing; new leaf certificates (serving,
+/// admin, the controller's client certificate towards agents) are valid for `validity`, and
+/// the client certificates are issued again when past 70% of their life.
+pub fn load_or_create_valid(
+    dir: &Path,
+    extra_sans: &[String],
+    validity: std::time::Duration,
+) -> Result<Pki, PkiError> {
     berth_shared::private_files::ensure_dir(dir).map_err(io(dir))?;
     let ca_cert_path = dir.join("ca.crt");
     let ca_key_path = dir.join("ca.key");
@@ -166,32 +195,20 @@ pub fn load_or_create(dir: &Path, extra_sans: &[String]) -> Result<Pki, PkiError
     ) {
         (Some(c), Some(k), Some(s)) if s == wanted => (c, k),
         _ => {
-            let key = KeyPair::generate()?;
-            let mut params = CertificateParams::default();
-            let mut dn = DistinguishedName::new();
-            dn.push(DnType::CommonName, "berth-controller");
-            params.distinguished_name = dn;
-            params.subject_alt_names = sans.iter().map(|s| san(s)).collect::<Result<_, _>>()?;
-            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-            params.key_usages = vec![
-                KeyUsagePurpose::DigitalSignature,
-                KeyUsagePurpose::KeyEncipherment,
-            ];
-            set_validity(&mut params, 1);
-            let cert = params.signed_by(&key, &issuer)?;
-            write_private(&server_key_path, &key.serialize_pem())?;
-            write_private(&server_cert_path, &cert.pem())?;
+            let (cert, key) = issue_serving_cert(&issuer, &sans, validity)?;
+            write_private(&server_key_path, &key)?;
+            write_private(&server_cert_path, &cert)?;
             write_private(&sans_path, &wanted)?;
-            (cert.pem(), key.serialize_pem())
+            (cert, key)
         }
     };
 
     let admin_cert_path = dir.join("admin.crt");
     let admin_key_path = dir.join("admin.key");
     let (admin_cert, admin_key) = match (read(&admin_cert_path)?, read(&admin_key_path)?) {
-        (Some(c), Some(k)) => (c, k),
+        (Some(c), Some(k)) if !stale(&c) => (c, k),
         _ => {
-            let (c, k) = issue_client_cert(&issuer, "admin", &["system:masters"], 1)?;
+            let (c, k) = issue_client_cert(&issuer, "admin", &["system:masters"], validity)?;
             write_private(&admin_key_path, &k)?;
             write_private(&admin_cert_path, &c)?;
             (c, k)
@@ -201,10 +218,10 @@ pub fn load_or_create(dir: &Path, extra_sans: &[String]) -> Result<Pki, PkiError
     let agent_key_path = dir.join("agent-client.key");
     let (agent_client_cert, agent_client_key) =
         match (read(&agent_cert_path)?, read(&agent_key_path)?) {
-            (Some(c), Some(k)) => (c, k),
+            (Some(c), Some(k)) if !stale(&c) => (c, k),
             _ => {
                 let (c, k) =
-                    issue_client_cert(&issuer, "berth-controller", &["system:masters"], 1)?;
+                    issue_client_cert(&issuer, "berth-controller", &["system:masters"], validity)?;
                 write_private(&agent_key_path, &k)?;
                 write_private(&agent_cert_path, &c)?;
                 (c, k)
@@ -222,12 +239,45 @@ pub fn load_or_create(dir: &Path, extra_sans: &[String]) -> Result<Pki, PkiError
     })
 }
 
+/// Issues the serving certificate (CN berth-controller, the SANs given) signed by the CA;
+/// returns (cert, key) PEM.
+pub fn issue_serving_cert(
+    issuer: &Issuer<'_, KeyPair>,
+    sans: &BTreeSet<String>,
+    validity: std::time::Duration,
+) -> Result<(String, String), PkiError> {
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, "berth-controller");
+    params.distinguished_name = dn;
+    params.subject_alt_names = sans.iter().map(|s| san(s)).collect::<Result<_, _>>()?;
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    set_lifetime(&mut params, validity)?;
+    let cert = params.signed_by(&key, issuer)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// A leaf certificate's validity: from now (slightly backdated) for `validity`, a random
+/// serial.
+fn set_lifetime(
+    params: &mut CertificateParams,
+    validity: std::time::Duration,
+) -> Result<(), PkiError> {
+    crate::certificates::signer::set_lifetime(params, jiff::Timestamp::now(), validity, None)?;
+    Ok(())
+}
+
 /// Issues a client certificate (CN = user, O = groups) signed by the CA; returns (cert, key) PEM.
 pub fn issue_client_cert(
     issuer: &Issuer<'_, KeyPair>,
     user: &str,
     groups: &[&str],
-    years: i32,
+    validity: std::time::Duration,
 ) -> Result<(String, String), PkiError> {
     let key = KeyPair::generate()?;
     let mut params = CertificateParams::default();
@@ -242,7 +292,7 @@ pub fn issue_client_cert(
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
     ];
-    set_validity(&mut params, years);
+    set_lifetime(&mut params, validity)?;
     let cert = params.signed_by(&key, issuer)?;
     Ok((cert.pem(), key.serialize_pem()))
 }

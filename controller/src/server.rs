@@ -43,6 +43,9 @@ pub struct Config {
     pub hpa_sync_period: std::time::Duration,
     /// Finished pods kept at most before the oldest are deleted (0: no limit).
     pub terminated_pod_gc_threshold: usize,
+    /// How long the certificates this controller issues are valid: its serving and admin
+    /// certificates, nodes' at join, and at most those its signers issue (`--certificate-validity`).
+    pub certificate_validity: std::time::Duration,
     /// etcd to keep the state in (`None`: the embedded store in the data dir).
     pub datastore: Option<crate::store::EtcdConfig>,
     /// This controller's leader-election identity (default: hostname and port).
@@ -66,6 +69,10 @@ pub enum ServerError {
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]
     Tls(#[from] api::tls::TlsError),
+    #[error(transparent)]
+    Serving(#[from] crate::certificates::serving::ServingError),
+    #[error(transparent)]
+    Sign(#[from] crate::certificates::signer::SignError),
     #[error("{0}")]
     Config(String),
     #[error(transparent)]
@@ -172,7 +179,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         move |source| ServerError::Io { path, source }
     };
     berth_shared::private_files::ensure_dir(&config.data_dir).map_err(io(&config.data_dir))?;
-    let pki = pki::load_or_create(&config.data_dir.join("pki"), &config.tls_sans)?;
+    let pki = pki::load_or_create_valid(
+        &config.data_dir.join("pki"),
+        &config.tls_sans,
+        config.certificate_validity,
+    )?;
     let store = match &config.datastore {
         Some(etcd) => {
             let (etcd, history) = (etcd.clone(), config.watch_history);
@@ -262,7 +273,20 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     join_tokens
         .load_or_create_cluster(&pki.ca_cert)
         .map_err(crate::join::JoinError::from)?;
-    let signer = crate::join::NodeSigner::new(&pki)?;
+    let mut signer = crate::join::NodeSigner::new(&pki)?;
+    signer.validity = config.certificate_validity;
+    let serving = crate::certificates::serving::ServingCertificate::new(
+        &pki.server_cert,
+        &pki.server_key,
+    )?;
+    let csr_signing = crate::certificates::controller::Config {
+        signer: Arc::new(crate::certificates::signer::CaSigner::new(
+            &pki.ca_cert,
+            &std::fs::read_to_string(pki.dir.join("ca.key"))
+                .map_err(io(&pki.dir.join("ca.key")))?,
+        )?),
+        max_validity: config.certificate_validity,
+    };
     let node_addresses = crate::join::addresses::AddressRule {
         host_addresses: pki::host_addresses()
             .iter()
@@ -308,8 +332,20 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         leader: leader.clone(),
         authorizer: crate::rbac::Authorizer::new(&ctx.informers),
         tokens,
+        serving: serving.clone(),
     });
-    let tls = api::tls::server_config(&pki)?;
+    let tls = api::tls::server_config(&pki, serving.clone())?;
+    let serving_renewal = tokio::spawn(crate::certificates::serving::run(
+        pki.dir.clone(),
+        serving,
+        config.certificate_validity,
+        shutdown.clone(),
+    ));
+    let ca_expiry = tokio::spawn(crate::certificates::expiry::run(
+        registry.clone(),
+        pki.ca_cert.clone(),
+        shutdown.clone(),
+    ));
     let scraper = tokio::spawn(api::resource_metrics::run(
         state.clone(),
         config.metric_resolution,
@@ -337,6 +373,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             let ctx = ctx.clone();
             let resource_metrics = resource_metrics.clone();
             let root_ca = root_ca.clone();
+            let csr_signing = csr_signing.clone();
             async move {
                 // Informers already running (for the API's own use) first reflect everything the
                 // store holds now, which after a leader change includes the old leader's writes.
@@ -358,6 +395,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
                     ctx.clone(),
                     resource_metrics.clone(),
                     hpa,
+                    acting.clone(),
+                )));
+                handles.push(tokio::spawn(crate::certificates::controller::run(
+                    ctx.clone(),
+                    crate::rbac::Authorizer::new(&ctx.informers),
+                    csr_signing,
                     acting.clone(),
                 )));
                 handles.push(crate::scheduler::start_with(
@@ -402,6 +445,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         let _ = c.await;
     }
     let _ = scraper.await;
+    let _ = serving_renewal.await;
+    let _ = ca_expiry.await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -105,6 +105,15 @@ pub(crate) fn subresources(r: &ResourceType) -> Vec<Subresource> {
             verbs: SUBRESOURCE_RW,
         });
     }
+    // `kubectl certificate approve|deny` writes the Approved/Denied conditions through it.
+    if r.group == "certificates.k8s.io" && r.plural == "certificatesigningrequests" {
+        out.push(Subresource {
+            name: "approval",
+            group_version: None,
+            kind: None,
+            verbs: SUBRESOURCE_RW,
+        });
+    }
     if r.has_status {
         out.push(Subresource {
             name: "status",
@@ -490,6 +499,7 @@ mod tests {
                 "authorization.k8s.io",
                 "autoscaling",
                 "batch",
+                "certificates.k8s.io",
                 "policy",
                 "rbac.authorization.k8s.io",
                 "storage.k8s.io",

@@ -531,6 +531,18 @@ pub static RESOURCES: &[ResourceType] = &[
         status = false,
         scale = false
     ),
+    rt!(
+        "certificates.k8s.io",
+        "v1",
+        "CertificateSigningRequest",
+        "certificatesigningrequests",
+        "certificatesigningrequest",
+        false,
+        &["csr"],
+        &[],
+        status = true,
+        scale = false
+    ),
 ];
 
 // Each resource type by name, so code names the type it means instead of looking it up by a
@@ -573,6 +585,7 @@ pub static ENDPOINT_SLICES: &ResourceType = &RESOURCES[34];
 pub static PERSISTENT_VOLUMES: &ResourceType = &RESOURCES[35];
 pub static PERSISTENT_VOLUME_CLAIMS: &ResourceType = &RESOURCES[36];
 pub static STORAGE_CLASSES: &ResourceType = &RESOURCES[37];
+pub static CERTIFICATE_SIGNING_REQUESTS: &ResourceType = &RESOURCES[38];
 
 /// The resource types whose objects are stored (all but the create-only reviews, the
 /// read-only metrics and the versions converted to another one's storage), each once.
@@ -693,6 +706,7 @@ mod tests {
             (PERSISTENT_VOLUMES, "PERSISTENT_VOLUMES"),
             (PERSISTENT_VOLUME_CLAIMS, "PERSISTENT_VOLUME_CLAIMS"),
             (STORAGE_CLASSES, "STORAGE_CLASSES"),
+            (CERTIFICATE_SIGNING_REQUESTS, "CERTIFICATE_SIGNING_REQUESTS"),
         ];
         assert_eq!(named.len(), RESOURCES.len());
         for (rt, name) in named {

@@ -141,6 +141,7 @@ pub async fn serve(State(state): State<SharedState>) -> Response {
             + &state.inflight.render()
             + &state.connections.render()
             + &state.leader.render()
+            + &state.serving.render()
             + &store_health(state.registry.store()),
     )
         .into_response()

@@ -84,6 +84,8 @@ pub struct ApiState {
     pub authorizer: crate::rbac::Authorizer,
     /// Signs and checks ServiceAccount tokens.
     pub tokens: Arc<crate::serviceaccount::token::TokenSigner>,
+    /// The serving certificate, renewed in place (its expiry is in `/metrics`).
+    pub serving: Arc<crate::certificates::serving::ServingCertificate>,
 }
 
 pub type SharedState = Arc<ApiState>;
@@ -365,6 +367,17 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
                 .and_then(authz::node_of)
                 .map(String::from);
             o.user = identity.as_ref().map(|id| id.user.clone());
+            o.requestor = identity
+                .as_ref()
+                .map(crate::certificates::admission::requestor_of);
+            if subresource_is_approval(&target)
+                && let Some(id) = &identity
+            {
+                o.guard = Some(crate::certificates::admission::approval_guard(
+                    &state.authorizer,
+                    id,
+                ));
+            }
             if authz::escalation::applies(target.rt)
                 && let Some(id) = &identity
             {
@@ -515,6 +528,11 @@ async fn serve_resource(
     }
 }
 
+/// A write to a CertificateSigningRequest's `approval` subresource.
+fn subresource_is_approval(target: &ResourcePath) -> bool {
+    target.rt.kind == "CertificateSigningRequest" && target.subresource.as_deref() == Some("approval")
+}
+
 /// The part of an object a write to the subresource `sub` (`None`: the object itself)
 /// changes; `None` for subresources with their own handlers (scale) or none at all.
 fn written_part(
@@ -526,6 +544,7 @@ fn written_part(
         None => Some(Part::Main),
         Some("status") if rt.has_status => Some(Part::Status),
         Some("ephemeralcontainers") if rt.kind == "Pod" => Some(Part::EphemeralContainers),
+        Some("approval") if rt.kind == "CertificateSigningRequest" => Some(Part::Approval),
         _ => None,
     }
 }

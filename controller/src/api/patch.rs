@@ -118,6 +118,6 @@ pub async fn patch(
     let resp = super::add_warnings(json_response(code, &obj), unknown);
     Ok(match part {
         Part::Main => super::with_warnings(resp, rt.kind, &obj),
-        Part::Status | Part::EphemeralContainers => resp,
+        Part::Status | Part::EphemeralContainers | Part::Approval => resp,
     })
 }

@@ -4,7 +4,7 @@
 
 use crate::pki::Pki;
 use rustls::client::danger::HandshakeSignatureValid;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use std::sync::Arc;
@@ -23,12 +23,6 @@ fn certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     rustls_pemfile::certs(&mut pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| TlsError::Pem(e.to_string()))
-}
-
-fn key(pem: &str) -> Result<PrivateKeyDer<'static>, TlsError> {
-    rustls_pemfile::private_key(&mut pem.as_bytes())
-        .map_err(|e| TlsError::Pem(e.to_string()))?
-        .ok_or_else(|| TlsError::Pem("no private key".to_string()))
 }
 
 /// Accepts any client certificate during the handshake (proving possession of its key), so a
@@ -79,8 +73,10 @@ impl ClientCertVerifier for DeferredClientVerifier {
 }
 
 /// The server's TLS configuration, and the verifier that checks client chains against the CA.
+/// Each handshake gets the certificate `serving` holds then (it is renewed in place).
 pub fn server_config(
     pki: &Pki,
+    serving: Arc<crate::certificates::serving::ServingCertificate>,
 ) -> Result<(Arc<rustls::ServerConfig>, Arc<dyn ClientCertVerifier>), TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
@@ -97,7 +93,7 @@ pub fn server_config(
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_client_cert_verifier(deferred)
-        .with_single_cert(certs(&pki.server_cert)?, key(&pki.server_key)?)?;
+        .with_cert_resolver(serving);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok((Arc::new(config), verifier))
 }

@@ -57,7 +57,7 @@ pub async fn update(
     let resp = super::add_warnings(json_response(StatusCode::OK, &updated), unknown);
     Ok(match part {
         Part::Main => super::with_warnings(resp, rt.kind, &updated),
-        Part::Status | Part::EphemeralContainers => resp,
+        Part::Status | Part::EphemeralContainers | Part::Approval => resp,
     })
 }
 

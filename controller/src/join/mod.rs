@@ -41,6 +41,8 @@ pub enum JoinError {
     },
     #[error("invalid certificate request: {0}")]
     BadRequest(String),
+    #[error(transparent)]
+    Sign(#[from] crate::certificates::signer::SignError),
 }
 
 impl JoinError {
@@ -61,6 +63,8 @@ pub fn ca_hash(ca_pem: &str) -> String {
 pub struct NodeSigner {
     issuer: Issuer<'static, KeyPair>,
     pub ca_pem: String,
+    /// How long a node certificate is valid (`--certificate-validity`).
+    pub validity: std::time::Duration,
 }
 
 impl NodeSigner {
@@ -74,6 +78,7 @@ impl NodeSigner {
         Ok(NodeSigner {
             issuer,
             ca_pem: pki.ca_cert.clone(),
+            validity: crate::certificates::serving::DEFAULT_VALIDITY,
         })
     }
 
@@ -110,7 +115,12 @@ impl NodeSigner {
         )];
         sans.extend(addresses.iter().map(|ip| rcgen::SanType::IpAddress(*ip)));
         params.subject_alt_names = sans;
-        crate::pki::set_validity(&mut params, 1);
+        crate::certificates::signer::set_lifetime(
+            &mut params,
+            jiff::Timestamp::now(),
+            self.validity,
+            crate::certificates::signer::not_after(&self.ca_pem),
+        )?;
         let cert = params.signed_by(&csr.public_key, &self.issuer)?;
         Ok(cert.pem())
     }

@@ -25,7 +25,7 @@ const RW_RO: &[&str] = &[
     "watch",
 ];
 
-fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Value {
+pub(crate) fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Value {
     json!({"verbs": verbs, "apiGroups": groups, "resources": resources})
 }
 
@@ -33,7 +33,7 @@ fn url_rule(verbs: &[&str], urls: &[&str]) -> Value {
     json!({"verbs": verbs, "nonResourceURLs": urls})
 }
 
-fn cluster_role(
+pub(crate) fn cluster_role(
     name: &str,
     labels: Value,
     rules: Vec<Value>,
@@ -53,7 +53,7 @@ fn cluster_role(
     role
 }
 
-fn binding(name: &str, role: &str, groups: &[&str]) -> Value {
+pub(crate) fn binding(name: &str, role: &str, groups: &[&str]) -> Value {
     let subjects: Vec<Value> = groups
         .iter()
         .map(|g| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g}))
@@ -122,6 +122,12 @@ pub fn cluster_roles() -> Vec<Value> {
 }
 
 fn default_cluster_roles() -> Vec<Value> {
+    let mut roles = base_cluster_roles();
+    roles.extend(crate::certificates::rbac::cluster_roles());
+    roles
+}
+
+fn base_cluster_roles() -> Vec<Value> {
     let label = |to: &str| json!({format!("{AGGREGATE_TO}{to}"): "true"});
     vec![
         cluster_role(
@@ -383,6 +389,12 @@ fn default_cluster_roles() -> Vec<Value> {
 
 /// The default cluster role bindings.
 pub fn cluster_role_bindings() -> Vec<Value> {
+    let mut bindings = base_cluster_role_bindings();
+    bindings.extend(crate::certificates::rbac::cluster_role_bindings());
+    bindings
+}
+
+fn base_cluster_role_bindings() -> Vec<Value> {
     vec![
         binding("cluster-admin", "cluster-admin", &["system:masters"]),
         binding(

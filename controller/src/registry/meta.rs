@@ -334,7 +334,8 @@ pub fn fresh_status(kind: &str) -> Option<Value> {
         | "Pod"
         | "Namespace"
         | "PersistentVolume"
-        | "PersistentVolumeClaim" => Ok(json!({})),
+        | "PersistentVolumeClaim"
+        | "CertificateSigningRequest" => Ok(json!({})),
         // `loadBalancer` has no `omitempty` in Go: a new Service reads `status.loadBalancer: {}`.
         "Service" => Ok(json!({"loadBalancer": {}})),
         _ => return None,
@@ -347,6 +348,11 @@ pub fn fresh_status(kind: &str) -> Option<Value> {
 /// stored object, and generation moves when the spec changed.
 pub fn prepare_for_update(rt: &ResourceType, old: &Value, new: Value, part: super::Part) -> Value {
     let mut obj = match part {
+        _ if rt.kind == "CertificateSigningRequest" => {
+            crate::certificates::strategy::merge(old, new, part, &now_rfc3339())
+        }
+        // Only CertificateSigningRequests have it.
+        super::Part::Approval => old.clone(),
         super::Part::Status => {
             let mut o = old.clone();
             match new.get("status") {

@@ -51,6 +51,9 @@ pub struct WriteOptions {
     pub user: Option<String>,
     /// Where admission leaves warnings for the answer's `Warning` headers.
     pub warnings: Warnings,
+    /// Who makes the write, for what records its requestor (a CertificateSigningRequest's
+    /// `spec.username`, `uid`, `groups` and `extra`).
+    pub requestor: Option<crate::certificates::Requestor>,
 }
 
 /// The manager of writes made inside the controller process.
@@ -77,6 +80,7 @@ fn record_managers(
             Part::Main => None,
             Part::Status => Some("status"),
             Part::EphemeralContainers => Some("ephemeralcontainers"),
+            Part::Approval => Some("approval"),
         },
         api_version: &api_version,
         time: &time,
@@ -149,6 +153,9 @@ pub enum Part {
     Status,
     /// A pod's `ephemeralcontainers` subresource: only `spec.ephemeralContainers`.
     EphemeralContainers,
+    /// A CertificateSigningRequest's `approval` subresource: only its Approved/Denied
+    /// conditions ([`crate::certificates::strategy`]).
+    Approval,
 }
 
 /// The object service. Cheap to clone.
@@ -382,6 +389,9 @@ impl Registry {
         if rt == resource::PRIORITY_CLASSES {
             crate::priority::admit_class(self, &obj)?;
         }
+        if rt == resource::CERTIFICATE_SIGNING_REQUESTS {
+            crate::certificates::admission::admit_create(&name, &mut obj, opts.requestor.as_ref())?;
+        }
         guard(rt, opts, &obj)?;
         let _allocation = self.allocate(rt, &name, &mut obj, None)?;
         record_managers(rt, None, &mut obj, Part::Main, opts);
@@ -524,6 +534,9 @@ impl Registry {
         }
         if rt == resource::PRIORITY_CLASSES {
             crate::priority::admit_class(self, &obj)?;
+        }
+        if rt == resource::CERTIFICATE_SIGNING_REQUESTS {
+            crate::certificates::admission::admit_update(name, &obj, &old)?;
         }
         guard(rt, opts, &obj)?;
         let uid = old.pointer("/metadata/uid").and_then(Value::as_str);

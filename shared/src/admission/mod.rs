@@ -19,6 +19,7 @@ mod affinity;
 mod apps;
 pub mod autoscaling;
 mod batch;
+pub mod certificates;
 mod cluster;
 mod codec;
 mod config;
@@ -335,6 +336,15 @@ pub fn admit(
             |sc, _, _| storage::default_storage_class(sc),
             |sc, o, _| storage::validate_storage_class(sc, o),
         ),
+        "CertificateSigningRequest" => {
+            run::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>(
+                obj,
+                op,
+                old,
+                |_, _, _| {},
+                |c, o, _| certificates::validate_csr(c, o),
+            )
+        }
         other => Err(AdmissionError::Decode(format!(
             "no kind {} is registered",
             field::quote(other)
@@ -410,6 +420,9 @@ fn decode_as(kind: &str, raw: &Value) -> Option<Result<Vec<String>, String>> {
         "PersistentVolume" => round_trip_unknown::<core_v1::PersistentVolume>(raw),
         "PersistentVolumeClaim" => round_trip_unknown::<core_v1::PersistentVolumeClaim>(raw),
         "StorageClass" => round_trip_unknown::<k8s_openapi::api::storage::v1::StorageClass>(raw),
+        "CertificateSigningRequest" => round_trip_unknown::<
+            k8s_openapi::api::certificates::v1::CertificateSigningRequest,
+        >(raw),
         "Role" => round_trip_unknown::<k8s_openapi::api::rbac::v1::Role>(raw),
         "ClusterRole" => round_trip_unknown::<k8s_openapi::api::rbac::v1::ClusterRole>(raw),
         "RoleBinding" => round_trip_unknown::<k8s_openapi::api::rbac::v1::RoleBinding>(raw),

@@ -244,6 +244,8 @@ pub(crate) fn name_rule(kind: &str) -> NameRule {
         "Namespace" | "StatefulSet" => NameRule::Label,
         "Service" => NameRule::Dns1035Label,
         "Role" | "RoleBinding" | "ClusterRole" | "ClusterRoleBinding" => NameRule::PathSegment,
+        // Upstream `ValidateCertificateRequestName`: "we don't care what you call" them.
+        "CertificateSigningRequest" => NameRule::PathSegment,
         _ => NameRule::Subdomain,
     }
 }

@@ -15,8 +15,8 @@
 
 use k8s_openapi::Resource;
 use k8s_openapi::api::{
-    apps, authentication, authorization, autoscaling, batch, coordination, core, discovery, policy,
-    rbac, scheduling, storage,
+    apps, authentication, authorization, autoscaling, batch, certificates, coordination, core,
+    discovery, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::schemars::JsonSchema;
@@ -98,6 +98,7 @@ fn kinds(generator: &mut SchemaGenerator) -> Vec<Tagged> {
         kind::<autoscaling::v1::Scale>(generator),
         kind::<discovery::v1::EndpointSlice>(generator),
         kind::<storage::v1::StorageClass>(generator),
+        kind::<certificates::v1::CertificateSigningRequest>(generator),
         kind::<meta::Status>(generator),
     ]
 }

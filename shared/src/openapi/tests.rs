@@ -249,6 +249,7 @@ fn the_root_points_at_every_group_version_by_its_documents_hash() {
             "apis/autoscaling/v2",
             "apis/autoscaling/v1",
             "apis/batch/v1",
+            "apis/certificates.k8s.io/v1",
             "apis/policy/v1",
             "apis/rbac.authorization.k8s.io/v1",
             "apis/storage.k8s.io/v1",

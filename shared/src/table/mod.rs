@@ -7,6 +7,7 @@
 mod apps;
 mod autoscaling;
 mod batch;
+mod certificates;
 mod cluster;
 mod core;
 mod duration;
@@ -124,6 +125,7 @@ pub fn columns(kind: &str) -> Vec<ColumnDefinition> {
         "PersistentVolume" => storage::persistent_volume_columns(),
         "PersistentVolumeClaim" => storage::persistent_volume_claim_columns(),
         "StorageClass" => storage::storage_class_columns(),
+        "CertificateSigningRequest" => certificates::csr_columns(),
         _ => default_columns(),
     }
 }
@@ -159,6 +161,7 @@ pub fn cells(kind: &str, obj: &Value, now: Timestamp) -> Vec<Value> {
         "PersistentVolume" => storage::persistent_volume_cells(obj, now),
         "PersistentVolumeClaim" => storage::persistent_volume_claim_cells(obj, now),
         "StorageClass" => storage::storage_class_cells(obj, now),
+        "CertificateSigningRequest" => certificates::csr_cells(obj, now),
         _ => default_cells(obj),
     }
 }

@@ -124,6 +124,12 @@ pub fn decide(node: &str, r: &Request<'_>, facts: &Facts) -> Result<(), String> 
         ("", "serviceaccounts") => {
             r.verb == Verb::Create && r.subresource == Some("token") && facts.token_for_own_pod
         }
+        // As upstream's node rules: a node requests its certificates and waits for them
+        // (admission refuses a request for another node's identity).
+        ("certificates.k8s.io", "certificatesigningrequests") => {
+            r.subresource.is_none()
+                && matches!(r.verb, Verb::Create | Verb::Get | Verb::List | Verb::Watch)
+        }
         _ => false,
     };
     if ok {

@@ -115,6 +115,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
     // The eviction manager judges the node's pressure from the start; it evicts once the pod
     // manager is attached to `evictable`.
     let evictable: crate::eviction::manager::PodsSlot = Default::default();
+    let reclaimer = Arc::new(crate::eviction::pods::Reclaimer::default());
     let (mut eviction, pressure_rx) = crate::eviction::Manager::new(
         config.eviction.clone(),
         Arc::new(crate::eviction::observe::HostObserver {
@@ -123,7 +124,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
             log_dir: config.log_dir.clone(),
             runtime: runtime.clone(),
         }),
-        crate::eviction::pods::node_reclaim(&runtime),
+        reclaimer.clone(),
         evictable.clone(),
     );
     eviction.observe_pressures().await;
@@ -273,6 +274,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
             config.node_name.clone(),
         )),
     );
+    reclaimer.attach(gc.clone());
     tokio::spawn({
         let (gc, shutdown) = (gc.clone(), shutdown.clone());
         async move { gc.run(shutdown).await }

@@ -1,6 +1,6 @@
 //! The pod manager as the eviction manager's [`NodePods`] port.
 
-use super::NodePods;
+use super::{NodePods, NodeReclaim, ReclaimError};
 use crate::pod::manager::PodManager;
 use crate::pod::model::Eviction;
 use berth_shared::k8s_openapi::api::core::v1::Pod;
@@ -20,8 +20,43 @@ impl NodePods for PodManager {
     }
 }
 
-/// The node-level reclaim the eviction manager calls: the agent's garbage collector, once it
-/// has one; until then every step is unavailable and pods are evicted instead.
-pub fn node_reclaim(_runtime: &crate::runtime::Runtime) -> std::sync::Arc<dyn super::NodeReclaim> {
-    std::sync::Arc::new(super::reclaim::Unavailable)
+/// The node-level reclaim the eviction manager calls: the agent's garbage collector, attached
+/// once it is made (after the pod manager); until then every step is unavailable.
+#[derive(Default)]
+pub struct Reclaimer {
+    gc: std::sync::OnceLock<crate::gc::GarbageCollector>,
+}
+
+impl Reclaimer {
+    pub fn attach(&self, gc: crate::gc::GarbageCollector) {
+        let _ = self.gc.set(gc);
+    }
+}
+
+fn failed(e: crate::gc::GcError) -> ReclaimError {
+    ReclaimError::Failed(e.to_string())
+}
+
+impl NodeReclaim for Reclaimer {
+    fn delete_dead_containers(&self) -> BoxFuture<'_, Result<u64, ReclaimError>> {
+        Box::pin(async move {
+            match self.gc.get() {
+                Some(gc) => gc
+                    .delete_dead_containers()
+                    .await
+                    .map(|f| f.bytes)
+                    .map_err(failed),
+                None => super::reclaim::Unavailable.delete_dead_containers().await,
+            }
+        })
+    }
+
+    fn free_image_space(&self, bytes: u64) -> BoxFuture<'_, Result<u64, ReclaimError>> {
+        Box::pin(async move {
+            match self.gc.get() {
+                Some(gc) => gc.free_image_space(bytes).await.map_err(failed),
+                None => super::reclaim::Unavailable.free_image_space(bytes).await,
+            }
+        })
+    }
 }

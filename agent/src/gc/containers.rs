@@ -93,7 +93,10 @@ pub(super) async fn sweep_log_dirs(
     };
     // Containers first: a pod created after this list has its pod in `live` by then.
     let list = runtime.list().await?;
-    let live = live.union(&pods.live_pods().unwrap_or_default()).cloned().collect();
+    let live = live
+        .union(&pods.live_pods().unwrap_or_default())
+        .cloned()
+        .collect();
     let entries = match std::fs::read_dir(log_dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -112,7 +115,9 @@ pub(super) async fn sweep_log_dirs(
     for dir in plan_log_dirs(names.iter().map(String::as_str), &live, &observed(&list)) {
         let path = log_dir.join(&dir);
         match std::fs::remove_dir_all(&path) {
-            Ok(()) => tracing::info!(dir = %path.display(), "removed the log directory of a pod that is gone"),
+            Ok(()) => {
+                tracing::info!(dir = %path.display(), "removed the log directory of a pod that is gone")
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(source) => return Err(GcError::Io { path, source }),
         }

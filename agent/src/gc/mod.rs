@@ -226,11 +226,7 @@ mod tests {
             ("soon", None),
         ];
         for (s, want) in cases {
-            assert_eq!(
-                parse_go_duration(s),
-                want.map(Duration::from_secs),
-                "{s}"
-            );
+            assert_eq!(parse_go_duration(s), want.map(Duration::from_secs), "{s}");
         }
         assert_eq!(parse_go_duration("300ms"), Some(Duration::from_millis(300)));
     }

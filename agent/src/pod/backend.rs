@@ -27,6 +27,37 @@ impl ManagerBackend {
     }
 }
 
+/// The attempt `kubectl logs --previous` reads (the container status's `lastState`, as the
+/// kubelet's `validateContainerLogStatus` picks it): in back-off after an exit, the attempt
+/// that exited (the restart count's); otherwise the newest attempt before the current one.
+/// Without a status, the second newest log. `restarts` is sorted.
+fn previous_attempt(
+    pod: &berth_shared::k8s_openapi::api::core::v1::Pod,
+    container: &str,
+    restarts: &[u32],
+) -> Option<u32> {
+    let status = pod.status.as_ref().and_then(|s| {
+        s.container_statuses
+            .iter()
+            .flatten()
+            .chain(s.init_container_statuses.iter().flatten())
+            .find(|c| c.name == container)
+    });
+    let Some(status) = status.filter(|s| {
+        s.last_state
+            .as_ref()
+            .is_some_and(|l| l.terminated.is_some())
+    }) else {
+        return restarts.len().checked_sub(2).map(|i| restarts[i]);
+    };
+    let current = u32::try_from(status.restart_count).unwrap_or(0);
+    let waiting = status.state.as_ref().is_some_and(|s| s.waiting.is_some());
+    if waiting && restarts.contains(&current) {
+        return Some(current);
+    }
+    restarts.iter().copied().filter(|r| *r < current).max()
+}
+
 impl Backend for ManagerBackend {
     fn metrics(&self) -> BoxFuture<'static, Result<String, String>> {
         let m = self.manager.get().cloned();
@@ -115,15 +146,9 @@ impl Backend for ManagerBackend {
             .collect();
         restarts.sort_unstable();
         let pick = if previous {
-            restarts
-                .len()
-                .checked_sub(2)
-                .map(|i| restarts[i])
-                .ok_or_else(|| {
-                    format!(
-                        "previous terminated container \"{container}\" in pod \"{pod}\" not found"
-                    )
-                })?
+            previous_attempt(&p, container, &restarts).ok_or_else(|| {
+                format!("previous terminated container \"{container}\" in pod \"{pod}\" not found")
+            })?
         } else {
             *restarts.last().ok_or_else(|| {
                 format!("container \"{container}\" in pod \"{pod}\" is waiting to start")

@@ -950,7 +950,7 @@ mod tests {
         );
         let later = plan_pod(&pod, &o, t(NOW + 5)).actions;
         assert_eq!(
-            later[0],
+            later[1],
             Action::StartContainer {
                 name: "app".into(),
                 kind: ContainerKind::App,

@@ -432,9 +432,12 @@ impl Connection {
                 Err(s) => return Err(grpc_error("delete task", &format!("task {id}"), s)),
             }
         }
-        let snapshot_key = match self.get_container(name).await {
-            Ok(c) => Some(c.snapshot_key),
-            Err(e) if e.is_not_found() => None,
+        let (snapshot_key, log_path) = match self.get_container(name).await {
+            Ok(c) => (
+                Some(c.snapshot_key),
+                c.labels.get(labels::LOG_PATH).map(PathBuf::from),
+            ),
+            Err(e) if e.is_not_found() => (None, None),
             Err(e) => return Err(e),
         };
         if snapshot_key.is_some() {
@@ -478,6 +481,12 @@ impl Connection {
             && e.kind() != std::io::ErrorKind::NotFound
         {
             return Err(RuntimeError::io(format!("removing {}", dir.display()), e));
+        }
+        // The container's logs go with it, rotated files included (the kubelet's log
+        // manager `Clean`): `kubectl logs` reads only containers that exist.
+        if let Some(log) = log_path {
+            logs::remove_log_files(&log)
+                .map_err(|e| RuntimeError::io(format!("removing {}", log.display()), e))?;
         }
         Ok(())
     }

@@ -3,8 +3,10 @@
 //! Each line becomes `<RFC 3339 UTC time, 9 fraction digits> <stdout|stderr> <F|P> <text>`:
 //! `F` ends a line, `P` is a piece of a line longer than [`MAX_LINE`]. Output that ends
 //! without a newline is written as a full line when the stream ends (as containerd's CRI
-//! logger does). The file is rotated by size: `<log>` is renamed to `<log>.1` (replacing an
-//! older one) and a fresh `<log>` started.
+//! logger does). The file is rotated by size as the kubelet's log manager does it: `<log>` is
+//! renamed to `<log>.<YYYYMMDD-hhmmss>` and a fresh `<log>` started, at the write that would
+//! take it past the limit (at most once a second: the stamp has seconds); the garbage
+//! collector (`gc::log_rotation`) compresses older rotated files and keeps their number.
 //!
 //! One copier task runs per started container. It stops after the container exited and the
 //! FIFOs are drained, and reports that through a watch channel so `wait_exit` can return only
@@ -166,11 +168,15 @@ impl LogFile {
             .ok_or_else(|| std::io::Error::other("log file not open"))
     }
 
+    /// Renames the file to its rotated name; a rotated file of this second already there
+    /// leaves the file growing until the next second.
     fn rotate(&mut self) -> std::io::Result<()> {
+        let rotated = crate::gc::plan::logs::rotated_path(&self.path, Timestamp::now());
+        if rotated.exists() {
+            return Ok(());
+        }
         self.file = None;
-        let mut old = self.path.clone().into_os_string();
-        old.push(".1");
-        std::fs::rename(&self.path, PathBuf::from(old))?;
+        std::fs::rename(&self.path, rotated)?;
         self.size = 0;
         Ok(())
     }
@@ -203,6 +209,30 @@ impl LogFile {
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// Removes a live log and its rotated files (`<log>.*`); missing files are fine.
+pub(crate) fn remove_log_files(log: &Path) -> std::io::Result<()> {
+    let (Some(dir), Some(name)) = (log.parent(), log.file_name().and_then(|n| n.to_str())) else {
+        return Ok(());
+    };
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let prefix = format!("{name}.");
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(file) = file.to_str() else { continue };
+        if file == name || file.starts_with(&prefix) {
+            match std::fs::remove_file(entry.path()) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A running copier: `done` turns true once it finished.
@@ -360,6 +390,27 @@ mod tests {
     }
 
     #[test]
+    fn removing_a_log_takes_its_rotated_files_but_not_other_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in [
+            "0.log",
+            "0.log.20260101-000001.gz",
+            "0.log.20260101-000002",
+            "1.log",
+            "10.log",
+        ] {
+            std::fs::write(dir.path().join(f), "x").unwrap();
+        }
+        remove_log_files(&dir.path().join("0.log")).unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, vec!["1.log", "10.log"]);
+    }
+
+    #[test]
     fn creating_a_log_leaves_an_empty_file_before_any_output() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c").join("0.log");
@@ -368,7 +419,7 @@ mod tests {
     }
 
     #[test]
-    fn log_file_rotates_by_size_keeping_one_old_file() {
+    fn log_file_rotates_by_size_to_a_stamped_name_at_most_once_a_second() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c").join("0.log");
         let mut log = LogFile::new(path.clone(), 10);
@@ -376,9 +427,26 @@ mod tests {
         log.write(b"abc\n");
         log.write(b"def\n");
         log.write(b"0123456789xyz\n");
-        let old = std::fs::read_to_string(dir.path().join("c").join("0.log.1")).unwrap();
+        let mut names: Vec<String> = std::fs::read_dir(dir.path().join("c"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
         let cur = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(old, "abc\ndef\n");
-        assert_eq!(cur, "0123456789xyz\n");
+        // Either both rotations fell in one second (the second one waits) or in two.
+        match names.len() {
+            2 => {
+                assert!(names[1].starts_with("0.log.2"), "{names:?}");
+                let old = std::fs::read_to_string(dir.path().join("c").join(&names[1])).unwrap();
+                assert_eq!(old, "12345678\n");
+                assert_eq!(cur, "abc\ndef\n0123456789xyz\n");
+            }
+            3 => {
+                let old = std::fs::read_to_string(dir.path().join("c").join(&names[2])).unwrap();
+                assert_eq!(old, "abc\ndef\n");
+                assert_eq!(cur, "0123456789xyz\n");
+            }
+            n => panic!("{n} files: {names:?}"),
+        }
     }
 }

@@ -28,6 +28,11 @@ impl LogFollower {
         }
     }
 
+    /// The inode of the file being read (`None` before it was opened).
+    pub fn inode(&self) -> Option<u64> {
+        self.inode
+    }
+
     /// Everything written since the last call (the whole file on the first). Lossy UTF-8;
     /// a line may be split between calls.
     pub async fn read_new(&mut self) -> String {

@@ -2,7 +2,7 @@
 //! `sinceTime`, `timestamps`, `previous`, `limitBytes`, as the kubelet serves them.
 
 use super::log_follow::LogFollower;
-use super::{SharedBackend, cri_log};
+use super::{SharedBackend, cri_log, log_history};
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
@@ -45,7 +45,17 @@ pub async fn serve(
     };
     let timestamps = flag(&q.timestamps);
     let mut follower = LogFollower::new(target.path.clone());
-    let content = follower.read_new().await;
+    let live = follower.read_new().await;
+    // The rotated files first (the live file's inode: a rotation since it was opened must
+    // not show its text twice).
+    let (path, inode, tail) = (target.path.clone(), follower.inode(), q.tail_lines);
+    let live_lines = live.lines().count();
+    let history = tokio::task::spawn_blocking(move || {
+        log_history::read_history(&path, inode, tail, since, live_lines)
+    })
+    .await
+    .unwrap_or_default();
+    let content = history + &live;
     let mut first = cri_log::select(&content, since, q.tail_lines, timestamps);
     if let Some(limit) = q.limit_bytes
         && first.len() > limit

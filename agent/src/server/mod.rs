@@ -10,6 +10,7 @@ mod cri_log;
 mod exec;
 mod exec_spdy;
 mod log_follow;
+mod log_history;
 mod logs;
 mod metrics;
 mod pod_tunnel;

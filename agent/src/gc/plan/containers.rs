@@ -33,7 +33,9 @@ pub fn plan_reclaim(containers: &[ObservedContainer], live_pods: &BTreeSet<Strin
     let mut latest: BTreeMap<(&str, &str), u32> = BTreeMap::new();
     for c in containers {
         if let Some(uid) = c.pod_uid.as_deref() {
-            let e = latest.entry((uid, c.name.as_str())).or_insert(c.restart_index);
+            let e = latest
+                .entry((uid, c.name.as_str()))
+                .or_insert(c.restart_index);
             *e = (*e).max(c.restart_index);
         }
     }

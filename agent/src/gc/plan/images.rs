@@ -87,7 +87,11 @@ impl ImageGcPolicy {
             return None;
         }
         let goal = u128::from(disk.capacity) * u128::from(100 - self.low_threshold_percent) / 100;
-        Some(u64::try_from(goal).unwrap_or(u64::MAX).saturating_sub(disk.available))
+        Some(
+            u64::try_from(goal)
+                .unwrap_or(u64::MAX)
+                .saturating_sub(disk.available),
+        )
     }
 }
 
@@ -176,7 +180,9 @@ pub fn plan_old_images(
 }
 
 fn age(now: Timestamp, since: Timestamp) -> Duration {
-    now.duration_since(since).try_into().unwrap_or(Duration::ZERO)
+    now.duration_since(since)
+        .try_into()
+        .unwrap_or(Duration::ZERO)
 }
 
 /// An image record as containerd lists it, with what the collector saw of it.
@@ -393,11 +399,18 @@ mod tests {
         };
         let mut r = ImageRecords::default();
         let used = BTreeSet::from(["a:1".to_string()]);
-        let images = vec![obs("a:1", "A", Some(5)), obs("a:latest", "A", None), obs("b:1", "B", None)];
+        let images = vec![
+            obs("a:1", "A", Some(5)),
+            obs("a:latest", "A", None),
+            obs("b:1", "B", None),
+        ];
         let s = r.observe(&images, &used, t(100));
         assert_eq!(s.len(), 2, "two names of one image are one image");
         assert_eq!(s[0].names, vec!["a:1", "a:latest"]);
-        assert_eq!((s[0].first_detected, s[0].last_used, s[0].in_use), (t(5), Some(t(100)), true));
+        assert_eq!(
+            (s[0].first_detected, s[0].last_used, s[0].in_use),
+            (t(5), Some(t(100)), true)
+        );
         assert_eq!((s[1].first_detected, s[1].last_used), (t(100), None));
         // Later: A is no longer used (its last use stays), B went away.
         let s = r.observe(&images[..2], &BTreeSet::new(), t(200));

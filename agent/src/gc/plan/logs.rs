@@ -97,8 +97,12 @@ pub fn live_logs<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LogAction {
     /// gzip `file_name` into `<file_name>.gz` (via `.gz.tmp`), then remove it.
-    Compress { file_name: String },
-    Delete { file_name: String },
+    Compress {
+        file_name: String,
+    },
+    Delete {
+        file_name: String,
+    },
 }
 
 /// The actions that leave at most `max_files` files for the live log whose rotated files are
@@ -196,7 +200,10 @@ mod tests {
                 "0.log.20260101-000003.gz.tmp"
             ]
         );
-        assert_eq!(live_logs(["0.log", "12.log", "x.log", ".log", "0.log.1"]), vec!["0.log", "12.log"]);
+        assert_eq!(
+            live_logs(["0.log", "12.log", "x.log", ".log", "0.log.1"]),
+            vec!["0.log", "12.log"]
+        );
     }
 
     #[test]
@@ -238,7 +245,11 @@ mod tests {
             ),
         ];
         for (names, max, want) in cases {
-            assert_eq!(plan_log_files(&files(names), max), want, "{names:?} max {max}");
+            assert_eq!(
+                plan_log_files(&files(names), max),
+                want,
+                "{names:?} max {max}"
+            );
         }
     }
 

@@ -10,7 +10,7 @@ use berth_shared::k8s_openapi::api::core::v1::Container;
 
 use super::{Action, KillReason, KillTarget, Planner, PodKillReason};
 use crate::pod::model::{
-    Attempt, MIN_GRACE, RestartPolicy, Sandbox, is_sidecar, seconds, termination_grace,
+    Attempt, MIN_GRACE, RestartPolicy, Sandbox, State, is_sidecar, seconds, termination_grace,
 };
 
 impl Planner<'_> {
@@ -36,6 +36,12 @@ impl Planner<'_> {
             self.collect_garbage();
             if sandbox_left {
                 self.actions.push(Action::TeardownSandbox);
+            }
+            let evicted = self.pod.status.as_ref().is_some_and(|s| {
+                s.phase.as_deref() == Some("Failed") && s.reason.as_deref() == Some("Evicted")
+            });
+            if reason == PodKillReason::Evicted || evicted {
+                self.actions.push(Action::RemoveEmptyDirs);
             }
         }
     }
@@ -101,13 +107,18 @@ impl Planner<'_> {
         }
     }
 
-    /// Keep the latest two attempts of each container (state and `lastState`); remove older
-    /// stopped ones.
+    /// Keep one dead attempt of each container name besides a running one (the kubelet's
+    /// `maxPerPodContainer` = 1: the newest dead attempt is `lastState`, what `kubectl logs
+    /// --previous` reads, or the state of a container in back-off); remove older dead ones.
     pub(super) fn collect_garbage(&mut self) {
         for c in self.observed.containers.values() {
-            let mut attempts: Vec<&Attempt> = c.attempts.iter().collect();
-            attempts.sort_by_key(|a| std::cmp::Reverse(a.restart_index));
-            for a in attempts.into_iter().skip(2).filter(|a| !a.is_running()) {
+            let mut dead: Vec<&Attempt> = c
+                .attempts
+                .iter()
+                .filter(|a| matches!(a.state, State::Terminated(_)))
+                .collect();
+            dead.sort_by_key(|a| std::cmp::Reverse(a.restart_index));
+            for a in dead.into_iter().skip(1) {
                 self.actions
                     .push(Action::RemoveContainer { id: a.id.clone() });
             }

@@ -124,6 +124,11 @@ async fn an_exited_container_restarts_at_once_then_only_after_its_back_off() {
         h.pass(&pod).await,
         Pass::RequeueAfter(Duration::from_secs(10))
     );
+    assert_eq!(
+        h.fakes.take_calls(),
+        vec![Call::Remove(APP_R0.into())],
+        "one dead attempt is kept: the older one goes"
+    );
     tokio::time::advance(Duration::from_secs(9)).await;
     assert_eq!(
         h.pass(&pod).await,

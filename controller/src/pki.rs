@@ -220,8 +220,14 @@ pub fn load_or_create_valid(
         match (read(&agent_cert_path)?, read(&agent_key_path)?) {
             (Some(c), Some(k)) if !stale(&c) => (c, k),
             _ => {
-                let (c, k) =
-                    issue_client_cert(&issuer, "berth-controller", &["system:masters"], validity)?;
+                // Not `validity`: agents' connections take this certificate once, at start
+                // (renewed at a start past 70% of its year).
+                let (c, k) = issue_client_cert(
+                    &issuer,
+                    "berth-controller",
+                    &["system:masters"],
+                    crate::certificates::serving::DEFAULT_VALIDITY,
+                )?;
                 write_private(&agent_key_path, &k)?;
                 write_private(&agent_cert_path, &c)?;
                 (c, k)

@@ -275,10 +275,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         .map_err(crate::join::JoinError::from)?;
     let mut signer = crate::join::NodeSigner::new(&pki)?;
     signer.validity = config.certificate_validity;
-    let serving = crate::certificates::serving::ServingCertificate::new(
-        &pki.server_cert,
-        &pki.server_key,
-    )?;
+    let serving =
+        crate::certificates::serving::ServingCertificate::new(&pki.server_cert, &pki.server_key)?;
     let csr_signing = crate::certificates::controller::Config {
         signer: Arc::new(crate::certificates::signer::CaSigner::new(
             &pki.ca_cert,
@@ -339,6 +337,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         pki.dir.clone(),
         serving,
         config.certificate_validity,
+        crate::certificates::serving::AdminKubeconfig {
+            data_dir: config.data_dir.clone(),
+            path: kubeconfig.clone(),
+            server: url.clone(),
+        },
         shutdown.clone(),
     ));
     let ca_expiry = tokio::spawn(crate::certificates::expiry::run(

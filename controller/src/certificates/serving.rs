@@ -4,7 +4,9 @@
 //! (watches) keep theirs. [`run`] renews it at a jittered 70–90% of its life
 //! ([`super::rotation`]), writing `server.key` then `server.crt` atomically (fsync'd), and
 //! every 5 s picks up files that changed under it (`berth-controller certificate renew`).
-//! Also the admin credentials' re-issue ([`renew_admin`]) and the metrics of both.
+//! Also the admin credentials' re-issue ([`renew_admin`]: by `certificate renew`, and by
+//! [`run`] when past 70% of their life, rewriting the kubeconfig written at start) and the
+//! serving certificate's metrics.
 
 use super::rotation;
 use super::signer;
@@ -208,11 +210,39 @@ fn pick_up(dir: &Path, serving: &ServingCertificate) -> bool {
     serving.swap(&cert, &key).is_ok()
 }
 
-/// Renews the serving certificate in `dir` (the PKI directory) until `shutdown`.
+/// The admin kubeconfig this controller wrote at start, kept valid while it runs.
+#[derive(Debug, Clone)]
+pub struct AdminKubeconfig {
+    pub data_dir: PathBuf,
+    pub path: PathBuf,
+    pub server: String,
+}
+
+/// Issues the admin credentials again when past 70% of their life (or unreadable).
+fn refresh_admin(admin: &AdminKubeconfig, validity: Duration) {
+    let cert = read(&admin.data_dir.join("pki").join("admin.crt")).unwrap_or_default();
+    let due = signer::validity(&cert)
+        .is_none_or(|(from, to)| rotation::past(from, to, jiff::Timestamp::now(), 0.7));
+    if !due {
+        return;
+    }
+    match renew_admin(&admin.data_dir, &admin.path, &admin.server, validity) {
+        Ok(cert) => tracing::info!(
+            serial = signer::serial(&cert).unwrap_or_default(),
+            kubeconfig = %admin.path.display(),
+            "admin certificate renewed"
+        ),
+        Err(e) => tracing::warn!(error = %e, "renewing the admin certificate failed"),
+    }
+}
+
+/// Renews the serving certificate in `dir` (the PKI directory) until `shutdown`, and keeps
+/// the admin kubeconfig's certificate from passing 70% of its life.
 pub async fn run(
     dir: PathBuf,
     serving: Arc<ServingCertificate>,
     validity: Duration,
+    admin: AdminKubeconfig,
     shutdown: CancellationToken,
 ) {
     let mut planned: Option<(String, jiff::Timestamp)> = None;
@@ -237,10 +267,13 @@ pub async fn run(
             _ = tokio::time::sleep(wait) => {}
             _ = shutdown.cancelled() => return,
         }
-        let (d, s) = (dir.clone(), serving.clone());
-        if tokio::task::spawn_blocking(move || pick_up(&d, &s))
-            .await
-            .unwrap_or(false)
+        let (d, s, a) = (dir.clone(), serving.clone(), admin.clone());
+        if tokio::task::spawn_blocking(move || {
+            refresh_admin(&a, validity);
+            pick_up(&d, &s)
+        })
+        .await
+        .unwrap_or(false)
         {
             tracing::info!(
                 serial = signer::serial(&serving.pem()).unwrap_or_default(),

@@ -530,7 +530,8 @@ async fn serve_resource(
 
 /// A write to a CertificateSigningRequest's `approval` subresource.
 fn subresource_is_approval(target: &ResourcePath) -> bool {
-    target.rt.kind == "CertificateSigningRequest" && target.subresource.as_deref() == Some("approval")
+    target.rt.kind == "CertificateSigningRequest"
+        && target.subresource.as_deref() == Some("approval")
 }
 
 /// The part of an object a write to the subresource `sub` (`None`: the object itself)

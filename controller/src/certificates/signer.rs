@@ -291,7 +291,14 @@ mod tests {
     #[test]
     fn the_kubelet_client_signer_takes_node_identities_without_names() {
         let ok = ["digital signature", "client auth"];
-        let cases: &[(&str, &[&str], &[&str], &[&str], Verdict)] = &[
+        type Case<'a> = (
+            &'a str,
+            &'a [&'a str],
+            &'a [&'a str],
+            &'a [&'a str],
+            Verdict,
+        );
+        let cases: &[Case] = &[
             ("system:node:a", &["system:nodes"], &[], &ok, Verdict::Sign),
             (
                 "system:node:a",

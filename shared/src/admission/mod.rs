@@ -420,9 +420,9 @@ fn decode_as(kind: &str, raw: &Value) -> Option<Result<Vec<String>, String>> {
         "PersistentVolume" => round_trip_unknown::<core_v1::PersistentVolume>(raw),
         "PersistentVolumeClaim" => round_trip_unknown::<core_v1::PersistentVolumeClaim>(raw),
         "StorageClass" => round_trip_unknown::<k8s_openapi::api::storage::v1::StorageClass>(raw),
-        "CertificateSigningRequest" => round_trip_unknown::<
-            k8s_openapi::api::certificates::v1::CertificateSigningRequest,
-        >(raw),
+        "CertificateSigningRequest" => {
+            round_trip_unknown::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>(raw)
+        }
         "Role" => round_trip_unknown::<k8s_openapi::api::rbac::v1::Role>(raw),
         "ClusterRole" => round_trip_unknown::<k8s_openapi::api::rbac::v1::ClusterRole>(raw),
         "RoleBinding" => round_trip_unknown::<k8s_openapi::api::rbac::v1::RoleBinding>(raw),

@@ -87,13 +87,24 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
     let runtime = Runtime::connect_with(runtime_options).await?;
     let version = runtime.version().await?;
 
+    let joined = crate::certificates::identity::Identity::parse(&creds.cert_pem, &creds.key_pem)
+        .map_err(|e| AgentError::Config(format!("the node certificate: {e}")))?;
+    let ips: Vec<std::net::IpAddr> = addresses.iter().filter_map(|a| a.parse().ok()).collect();
+    let mut certificates = crate::certificates::Certificates::load(
+        &config.node_name,
+        &ips,
+        config.root_dir.join("pki"),
+        joined,
+    );
     let backend = PodManager::new_backend();
     let bound = crate::server::serve(
         config.listen,
         &creds.ca_pem,
-        &creds.cert_pem,
-        &creds.key_pem,
-        backend.clone(),
+        certificates.serving.clone(),
+        Arc::new(crate::certificates::WithCertificateMetrics {
+            inner: backend.clone(),
+            metrics: certificates.metrics.clone(),
+        }),
         shutdown.clone(),
     )
     .await?;
@@ -137,6 +148,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         .ok()
         .or(Some(registered));
     tracing::info!(node = %config.node_name, server = %client.server(), "registered");
+    // After registering: the serving signer's approver checks the names asked for against
+    // the Node's addresses.
+    certificates.spawn(&client, &shutdown);
     let heartbeat = tokio::spawn(node::heartbeat(
         client.clone(),
         facts.clone(),

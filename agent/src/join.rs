@@ -170,7 +170,12 @@ async fn fetch_ca(server: &str, token: &Token) -> Result<String, JoinError> {
     Ok(pem)
 }
 
-fn identity_matches(cert_pem: &str, node: &str) -> bool {
+/// Whether a kept certificate may be used rather than joining again: it names this node and
+/// has not expired; with a token at hand it must also have some life left — more than 7
+/// days or a tenth of its life, whichever is less (a 2-minute certificate: 12 s) — else
+/// joining is the surer way. A certificate within that margin is still used without a
+/// token: the certificate manager renews it at once through a CertificateSigningRequest.
+fn identity_matches(cert_pem: &str, node: &str, have_token: bool) -> bool {
     let Some(Ok(der)) = rustls_pemfile::certs(&mut cert_pem.as_bytes()).next() else {
         return false;
     };
@@ -182,11 +187,25 @@ fn identity_matches(cert_pem: &str, node: &str) -> bool {
         .iter_common_name()
         .next()
         .and_then(|c| c.as_str().ok().map(String::from));
-    let fresh = cert
-        .validity()
-        .time_to_expiration()
-        .is_some_and(|d| d.whole_days() > 7);
-    cn.as_deref() == Some(&format!("system:node:{node}")) && fresh
+    let validity = cert.validity();
+    let life = validity.not_after.timestamp() - validity.not_before.timestamp();
+    let margin = (life / 10).min(7 * 86_400);
+    let usable = match validity.time_to_expiration() {
+        Some(left) => !have_token || left.whole_seconds() > margin,
+        None => false,
+    };
+    cn.as_deref() == Some(&format!("system:node:{node}")) && usable
+}
+
+/// The client pair the agent renewed last (`kubelet-client-current.pem`), else the one the
+/// join wrote (`node.crt`, `node.key`).
+fn kept_pair(pki_dir: &Path) -> Option<(String, String)> {
+    if let Some(id) = crate::certificates::files::load(pki_dir, crate::certificates::Kind::Client) {
+        return Some((id.cert_pem, id.key_pem));
+    }
+    let cert = std::fs::read_to_string(pki_dir.join("node.crt")).ok()?;
+    let key = std::fs::read_to_string(pki_dir.join("node.key")).ok()?;
+    Some((cert, key))
 }
 
 /// Loads the node's credentials from `pki_dir`, joining (with `token`) when they are missing,
@@ -205,11 +224,8 @@ pub async fn credentials(
         pki_dir.join("node.crt"),
         pki_dir.join("node.key"),
     );
-    if let (Ok(ca), Ok(cert), Ok(key)) = (
-        std::fs::read_to_string(&ca_path),
-        std::fs::read_to_string(&cert_path),
-        std::fs::read_to_string(&key_path),
-    ) && identity_matches(&cert, node)
+    if let (Ok(ca), Some((cert, key))) = (std::fs::read_to_string(&ca_path), kept_pair(pki_dir))
+        && identity_matches(&cert, node, token.is_some())
         && token
             .is_none_or(|t| Token::parse(t).is_ok_and(|t| sha256_hex(ca.as_bytes()) == t.ca_hash))
     {
@@ -242,6 +258,14 @@ pub async fn credentials(
                 write_private(&ca_path, &ca_pem)?;
                 write_private(&key_path, &key.serialize_pem())?;
                 write_private(&cert_path, &cert_pem)?;
+                // The renewed pair is read first at the next start: this one replaces it.
+                let current = crate::certificates::files::current_path(
+                    pki_dir,
+                    crate::certificates::Kind::Client,
+                );
+                let combined = format!("{}\n{cert_pem}", key.serialize_pem().trim_end());
+                berth_shared::private_files::write_atomic(&current, combined.as_bytes())
+                    .map_err(|(path, source)| JoinError::Io { path, source })?;
                 return Ok(NodeCredentials {
                     ca_pem,
                     cert_pem,

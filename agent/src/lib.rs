@@ -2,6 +2,7 @@
 //! containers through containerd, with CNI networking, probes and restart policy.
 
 pub mod agent;
+pub mod certificates;
 pub mod config;
 pub mod gc;
 pub mod eviction;

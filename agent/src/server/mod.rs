@@ -25,7 +25,6 @@ use axum::Router;
 use axum::routing::get;
 use futures::future::BoxFuture;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -111,10 +110,12 @@ pub trait Backend: Send + Sync + 'static {
 
 pub type SharedBackend = Arc<dyn Backend>;
 
+/// Clients must present a certificate from the cluster CA; the server's own certificate is
+/// whatever `certificate` resolves at each handshake (renewed in place, see
+/// [`crate::certificates::serving`]).
 fn tls_config(
     ca_pem: &str,
-    cert_pem: &str,
-    key_pem: &str,
+    certificate: Arc<dyn rustls::server::ResolvesServerCert>,
 ) -> Result<Arc<rustls::ServerConfig>, ServerError> {
     let err = |e: String| ServerError::Tls(e);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -130,18 +131,11 @@ fn tls_config(
     )
     .build()
     .map_err(|e| err(e.to_string()))?;
-    let certs: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut cert_pem.as_bytes())
-        .collect::<Result<_, _>>()
-        .map_err(|e| err(e.to_string()))?;
-    let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut key_pem.as_bytes())
-        .map_err(|e| err(e.to_string()))?
-        .ok_or_else(|| err("no key".to_string()))?;
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| err(e.to_string()))?
         .with_client_cert_verifier(verifier)
-        .with_single_cert(certs, key)
-        .map_err(|e| err(e.to_string()))?;
+        .with_cert_resolver(certificate);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
@@ -182,12 +176,11 @@ pub fn router(backend: SharedBackend) -> Router {
 pub async fn serve(
     listen: std::net::SocketAddr,
     ca_pem: &str,
-    cert_pem: &str,
-    key_pem: &str,
+    certificate: Arc<dyn rustls::server::ResolvesServerCert>,
     backend: SharedBackend,
     shutdown: CancellationToken,
 ) -> Result<std::net::SocketAddr, ServerError> {
-    let config = tls_config(ca_pem, cert_pem, key_pem)?;
+    let config = tls_config(ca_pem, certificate)?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|source| ServerError::Listen {

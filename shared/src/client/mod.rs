@@ -67,10 +67,12 @@ pub struct ObjectList<T> {
     pub resource_version: String,
 }
 
-/// The API client. Cheap to clone; clones share the choice of server.
+/// The API client. Cheap to clone; clones share the choice of server and the connections
+/// (swapped together by [`Client::set_client_certificate`]).
 #[derive(Clone)]
 pub struct Client {
-    http: reqwest::Client,
+    http: Arc<std::sync::RwLock<reqwest::Client>>,
+    ca_pem: Arc<str>,
     servers: Arc<failover::Servers>,
     bearer: Option<Arc<str>>,
 }
@@ -106,6 +108,22 @@ fn tls_config(ca_pem: &str, creds: &Credentials) -> Result<rustls::ClientConfig,
     Ok(config)
 }
 
+/// An HTTP client trusting `ca_pem` and presenting `creds`' certificate, if any. Keep-alive
+/// pings find a server that vanished without closing its connections (a host powered off):
+/// the watches over them fail, and resume elsewhere.
+fn http_client(ca_pem: &str, creds: &Credentials) -> Result<reqwest::Client, ClientError> {
+    let tls = tls_config(ca_pem, creds)?;
+    reqwest::Client::builder()
+        .use_preconfigured_tls(tls)
+        .connect_timeout(Duration::from_secs(10))
+        .tcp_keepalive(Duration::from_secs(30))
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .http2_keep_alive_timeout(Duration::from_secs(10))
+        .http2_keep_alive_while_idle(true)
+        .build()
+        .map_err(|e| ClientError::Config(e.to_string()))
+}
+
 /// `body` (serialized once, sent to each server tried) as the request's JSON.
 fn json_body(r: reqwest::RequestBuilder, body: &bytes::Bytes) -> reqwest::RequestBuilder {
     r.header(reqwest::header::CONTENT_TYPE, "application/json")
@@ -139,27 +157,38 @@ impl Client {
     ) -> Result<Client, ClientError> {
         let servers = failover::Servers::new(servers)
             .ok_or_else(|| ClientError::Config("no API server given".to_string()))?;
-        let tls = tls_config(ca_pem, &creds)?;
-        // Keep-alive pings find a server that vanished without closing its connections (a
-        // host powered off): the watches over them fail, and resume elsewhere.
-        let http = reqwest::Client::builder()
-            .use_preconfigured_tls(tls)
-            .connect_timeout(Duration::from_secs(10))
-            .tcp_keepalive(Duration::from_secs(30))
-            .http2_keep_alive_interval(Duration::from_secs(10))
-            .http2_keep_alive_timeout(Duration::from_secs(10))
-            .http2_keep_alive_while_idle(true)
-            .build()
-            .map_err(|e| ClientError::Config(e.to_string()))?;
+        let http = http_client(ca_pem, &creds)?;
         let bearer = match creds {
             Credentials::Bearer(t) => Some(Arc::from(t.as_str())),
             _ => None,
         };
         Ok(Client {
-            http,
+            http: Arc::new(std::sync::RwLock::new(http)),
+            ca_pem: Arc::from(ca_pem),
             servers: Arc::new(servers),
             bearer,
         })
+    }
+
+    /// Authenticates from now on with a new client certificate (a renewed one), for this
+    /// client and all its clones: later requests go over new connections that present it,
+    /// while requests under way (open watches) keep the connections they have until they end.
+    pub fn set_client_certificate(&self, cert_pem: &str, key_pem: &str) -> Result<(), ClientError> {
+        let http = http_client(
+            &self.ca_pem,
+            &Credentials::Certificate {
+                cert_pem: cert_pem.to_string(),
+                key_pem: key_pem.to_string(),
+            },
+        )?;
+        // A poisoned lock only means a writer panicked between two whole values.
+        *self.http.write().unwrap_or_else(|p| p.into_inner()) = http;
+        Ok(())
+    }
+
+    /// The connections requests go over now.
+    fn http(&self) -> reqwest::Client {
+        self.http.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The server requests go to now.
@@ -192,7 +221,7 @@ impl Client {
         let (mut index, mut base) = self.servers.current();
         let mut tried = 1;
         loop {
-            let mut req = self.http.request(method.clone(), format!("{base}{path}"));
+            let mut req = self.http().request(method.clone(), format!("{base}{path}"));
             if let Some(t) = &self.bearer {
                 req = req.bearer_auth(t);
             }

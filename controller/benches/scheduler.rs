@@ -269,7 +269,14 @@ async fn run(
             startup: Duration::from_secs(3600),
         },
     };
-    let mut tasks = controllers::start(&ctx, cidr, String::new(), lifecycle, stop.clone());
+    let mut tasks = controllers::start(
+        &ctx,
+        cidr,
+        String::new(),
+        lifecycle,
+        controllers::podgc::Config::default(),
+        stop.clone(),
+    );
     let config = scheduler::Config {
         binders,
         ..scheduler::Config::default()

@@ -35,6 +35,7 @@ pub const VALID_USAGES: &[&str] = &[
     "netscape sgc",
     "ocsp signing",
     "s/mime",
+    "server auth",
     "signing",
     "timestamping",
 ];

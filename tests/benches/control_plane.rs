@@ -6,16 +6,14 @@
 //! run: on the embedded store, then on a three-member etcd cluster (`--datastore-endpoint`);
 //! `BERTH_BENCH_STORES=embedded` or `=etcd` runs one of them.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use berth_tests::Controller;
 use berth_tests::bench::{build_note, env_usize};
 use berth_tests::client::{AsyncApi, Credentials, Req};
 use berth_tests::controller::controller_binary;
-use berth_tests::objects::{configmap, namespace, pod};
+use berth_tests::objects::{namespace, pod};
 use berth_tests::stats::{Samples, megabytes};
-use futures::StreamExt;
 use serde_json::Value;
 
 /// The goals the README sets for these figures.
@@ -215,80 +213,10 @@ async fn list_latency(api: &AsyncApi, pods: usize, accept: &str, figure: &str, f
 /// latency of each is the time from the write's response to its event's arrival (0 when the
 /// event came first).
 async fn watch_latency(api: &AsyncApi, writes: usize) {
-    let list = must(
-        api,
-        Req::get("/api/v1/namespaces/bench-watch/configmaps"),
-        200,
-    )
-    .await;
-    let from = list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap_or("0")
-        .to_string();
-    let path =
-        format!("/api/v1/namespaces/bench-watch/configmaps?watch=true&resourceVersion={from}");
-    let resp = api
-        .open(&Req::get(&path))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    if resp.status() != 200 {
-        panic!("watch answered {}", resp.status());
-    }
-    let reader = tokio::spawn(async move {
-        let mut arrivals: HashMap<String, Instant> = HashMap::new();
-        let mut stream = resp.bytes_stream();
-        let mut buf: Vec<u8> = Vec::new();
-        while arrivals.len() < writes {
-            let chunk = match tokio::time::timeout(Duration::from_secs(60), stream.next()).await {
-                Ok(Some(Ok(chunk))) => chunk,
-                _ => break,
-            };
-            let now = Instant::now();
-            buf.extend_from_slice(&chunk);
-            while let Some(pos) = buf.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = buf.drain(..=pos).collect();
-                if let Ok(event) = serde_json::from_slice::<Value>(&line)
-                    && event["type"] == "ADDED"
-                    && let Some(name) = event["object"]["metadata"]["name"].as_str()
-                {
-                    arrivals.insert(name.to_string(), now);
-                }
-            }
-        }
-        arrivals
-    });
-
-    let mut responses: Vec<(String, Instant)> = Vec::with_capacity(writes);
-    for i in 0..writes {
-        let name = format!("w-{i:05}");
-        must(
-            api,
-            Req::post(
-                "/api/v1/namespaces/bench-watch/configmaps",
-                &configmap(&name, &[]),
-            ),
-            201,
-        )
-        .await;
-        responses.push((name, Instant::now()));
-    }
-    let arrivals = reader.await.unwrap_or_else(|e| panic!("watch reader: {e}"));
-    let mut samples = Samples::new();
-    let mut early = 0;
-    let mut lost = 0;
-    for (name, answered) in &responses {
-        match arrivals.get(name) {
-            Some(arrived) if arrived < answered => {
-                early += 1;
-                samples.push(Duration::ZERO);
-            }
-            Some(arrived) => samples.push(arrived.duration_since(*answered)),
-            None => lost += 1,
-        }
-    }
+    let mut delivery =
+        berth_tests::watch_delivery::measure(api, "bench-watch", "w", writes, Duration::ZERO).await;
     println!(
-        "watch_delivery_latency_ms {} (n={writes} writes, {early} events arrived before the write's response, \
-         {lost} never arrived; {GOAL_WATCH})",
-        samples.p50_p99_ms()
+        "watch_delivery_latency_ms {} ({GOAL_WATCH})",
+        delivery.describe()
     );
 }

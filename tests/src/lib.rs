@@ -33,6 +33,7 @@ pub mod sweep;
 pub mod table;
 pub mod testbed;
 pub mod wait;
+pub mod watch_delivery;
 
 pub use api::{Api, Next, Watch};
 pub use client::{Credentials, Reply, Req};

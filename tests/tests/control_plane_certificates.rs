@@ -11,15 +11,13 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use berth_tests::host::unique_suffix;
 use berth_tests::join::{request, token_secret};
-use berth_tests::pki::{client_cert_user, current_context, parse_kubeconfig, write_kubeconfig};
+use berth_tests::pki::{
+    client_cert_user, current_context, parse_kubeconfig, presented_serial, write_kubeconfig,
+};
 use berth_tests::{Controller, Kubectl};
 use rcgen::{CertificateParams, DnType, KeyPair};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// A certificate request (PEM) for CN `cn`, O `orgs`, with a new key; and the key (PEM).
@@ -371,39 +369,6 @@ fn a_node_renews_its_own_client_certificate_but_may_not_ask_for_another_nodes() 
     );
     let run = as_node.fails(&["certificate", "approve", &pending]);
     assert!(run.stderr.contains("forbidden"), "{}", run.describe());
-}
-
-/// The serial of the certificate a new TLS connection to `127.0.0.1:port` is given, verified
-/// against `ca_pem`.
-fn presented_serial(port: u16, ca_pem: &[u8]) -> Result<String, String> {
-    berth_tests::client::install_crypto_provider();
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(ca_pem) {
-        roots
-            .add(c.map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
-    }
-    let config = rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let name = ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
-    let mut conn =
-        rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| e.to_string())?;
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut tcp = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
-        .map_err(|e| format!("connect {addr}: {e}"))?;
-    tcp.set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
-    while conn.is_handshaking() {
-        conn.complete_io(&mut tcp)
-            .map_err(|e| format!("handshake: {e}"))?;
-    }
-    let leaf = conn
-        .peer_certificates()
-        .and_then(|c| c.first())
-        .ok_or("no certificate presented")?;
-    let (_, cert) = x509_parser::parse_x509_certificate(leaf).map_err(|e| e.to_string())?;
-    Ok(cert.raw_serial_as_string())
 }
 
 fn admin_serial(c: &Controller) -> String {

@@ -364,6 +364,72 @@ mod tests {
         assert_eq!(t.secret, "abc123.0123456789abcdef");
     }
 
+    /// A certificate for `cn` valid from `from` to `to` seconds from now, and its key.
+    fn cert(cn: &str, from: i64, to: i64) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::default();
+        p.distinguished_name.push(DnType::CommonName, cn);
+        let now = time::OffsetDateTime::now_utc();
+        p.not_before = now + time::Duration::seconds(from);
+        p.not_after = now + time::Duration::seconds(to);
+        (p.self_signed(&key).unwrap().pem(), key.serialize_pem())
+    }
+
+    #[test]
+    fn a_kept_certificate_is_used_while_it_has_life_left_else_the_token_rejoins() {
+        let me = "system:node:n1";
+        let cases = [
+            // (what, cn, from, to, token at hand, used)
+            ("fresh, 2-minute", me, -10, 110, true, true),
+            (
+                "past its last tenth, with a token",
+                me,
+                -110,
+                10,
+                true,
+                false,
+            ),
+            ("past its last tenth, no token", me, -110, 10, false, true),
+            ("expired, no token", me, -130, -10, false, false),
+            (
+                "a year, 8 days left",
+                me,
+                -357 * 86_400,
+                8 * 86_400,
+                true,
+                true,
+            ),
+            (
+                "a year, 6 days left",
+                me,
+                -359 * 86_400,
+                6 * 86_400,
+                true,
+                false,
+            ),
+            ("another node's", "system:node:n2", -10, 110, true, false),
+        ];
+        for (what, cn, from, to, token, used) in cases {
+            let (pem, _) = cert(cn, from, to);
+            assert_eq!(identity_matches(&pem, "n1", token), used, "{what}");
+        }
+    }
+
+    #[test]
+    fn the_renewed_pair_is_preferred_to_the_joined_one() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(kept_pair(dir.path()).is_none());
+        let (joined, joined_key) = cert("system:node:n1", -10, 110);
+        std::fs::write(dir.path().join("node.crt"), &joined).unwrap();
+        std::fs::write(dir.path().join("node.key"), &joined_key).unwrap();
+        assert_eq!(kept_pair(dir.path()).unwrap().0, joined);
+        let (renewed, renewed_key) = cert("system:node:n1", -1, 119);
+        let id = crate::certificates::identity::Identity::parse(&renewed, &renewed_key).unwrap();
+        crate::certificates::files::store(dir.path(), crate::certificates::Kind::Client, &id)
+            .unwrap();
+        assert_eq!(kept_pair(dir.path()).unwrap(), (renewed, renewed_key));
+    }
+
     #[test]
     fn the_node_secret_is_made_once_kept_private_and_reused() {
         use std::os::unix::fs::PermissionsExt;

@@ -35,7 +35,12 @@ pub fn load(pki_dir: &Path, kind: Kind) -> Option<Identity> {
             return None;
         }
     };
-    match Identity::parse(&text, &text) {
+    // Written key first, then the certificate (and any chain).
+    let at = text
+        .find("-----BEGIN CERTIFICATE-----")
+        .unwrap_or(text.len());
+    let (key, cert) = text.split_at(at);
+    match Identity::parse(cert, key) {
         Ok(id) => Some(id),
         Err(e) => {
             tracing::warn!(path = %path.display(), error = %e, "ignoring an unusable certificate file");
@@ -80,6 +85,7 @@ mod tests {
         store(&pki, Kind::Client, &id).unwrap();
         let back = load(&pki, Kind::Client).unwrap();
         assert_eq!(back.serial, id.serial);
+        assert_eq!((back.cert_pem, back.key_pem), (cert.clone(), key.clone()));
         assert!(load(&pki, Kind::Serving).is_none());
         for name in ["kubelet-client-current.pem", "node.crt", "node.key"] {
             let mode = std::fs::metadata(pki.join(name))

@@ -4,8 +4,8 @@
 pub mod agent;
 pub mod certificates;
 pub mod config;
-pub mod gc;
 pub mod eviction;
+pub mod gc;
 pub mod image;
 pub mod join;
 pub mod metrics;

@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How long the certificates live.
 const VALIDITY: &str = "2m";
@@ -146,10 +146,10 @@ fn metric(text: &str, sample: &str) -> Option<f64> {
         })
 }
 
-#[test]
-fn node_certificates_renew_in_place_without_breaking_watches_pods_or_exec() {
-    // kubectl authenticates with a token here: the admin certificate lives 2 minutes too, and
-    // its renewal is the controller's business (`certificate renew`), not this test's.
+/// A cluster whose certificates live [`VALIDITY`], and kubectl for it. kubectl authenticates
+/// with a token: the admin certificate lives 2 minutes too, and its renewal is the
+/// controller's business (`certificate renew`), not these tests'.
+fn short_lived_cluster() -> (Cluster, Kubectl, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("temp dir");
     let tokens = dir.path().join("tokens.csv");
     std::fs::write(&tokens, "ops-token,ops,1000,\"system:masters\"\n").expect("tokens file");
@@ -161,7 +161,6 @@ fn node_certificates_renew_in_place_without_breaking_watches_pods_or_exec() {
         tokens.display().to_string(),
     ];
     let c = Cluster::start_with(config);
-    let node = c.node_name(0).to_string();
     let kubeconfig = dir.path().join("ops.kubeconfig");
     write_kubeconfig(
         &kubeconfig,
@@ -172,6 +171,13 @@ fn node_certificates_renew_in_place_without_breaking_watches_pods_or_exec() {
     let k = Kubectl::new(c.controller())
         .with_kubeconfig(&kubeconfig)
         .with_logs(c.logs());
+    (c, k, dir)
+}
+
+#[test]
+fn node_certificates_renew_in_place_without_breaking_watches_pods_or_exec() {
+    let (c, k, _dir) = short_lived_cluster();
+    let node = c.node_name(0).to_string();
     let ca = c.controller().ca_pem();
 
     let mut watch = k.spawn(&["get", "pods", "-w", "-o", "name"]);
@@ -339,5 +345,110 @@ fn node_certificates_renew_in_place_without_breaking_watches_pods_or_exec() {
             "kubelet_certificate_manager_client_expiration_renew_errors"
         )
         .is_some()
+    );
+}
+
+/// The agent's client certificate now: its serial as the agent logs it (hex, no colons) and
+/// when it expires.
+fn client_certificate(c: &Cluster) -> (String, SystemTime) {
+    let pem = std::fs::read(c.agent(0).pki("node.crt")).expect("node.crt");
+    let der = CertificateDer::pem_slice_iter(&pem)
+        .next()
+        .expect("a certificate")
+        .expect("PEM");
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).expect("X.509");
+    let expires = UNIX_EPOCH + Duration::from_secs(cert.validity().not_after.timestamp() as u64);
+    (cert.raw_serial_as_string().replace(':', ""), expires)
+}
+
+/// The serial the agent's latest start took its client certificate with (its log's
+/// "certificate in use" line).
+fn serial_in_use(c: &Cluster, starts_before: usize) -> Result<String, String> {
+    let log = std::fs::read_to_string(c.agent(0).stderr_log()).unwrap_or_default()
+        + &std::fs::read_to_string(c.agent(0).stdout_log()).unwrap_or_default();
+    log.lines()
+        .filter(|l| l.contains("certificate in use") && l.contains("kind=\"client\""))
+        .nth(starts_before)
+        .and_then(|l| l.split("serial=").nth(1))
+        .and_then(|s| s.split_whitespace().next())
+        .map(str::to_string)
+        .ok_or_else(|| "no \"certificate in use\" line for this start yet".to_string())
+}
+
+#[test]
+fn a_restarted_agent_reuses_its_renewed_certificate_and_rejoins_once_it_expired() {
+    let (mut c, k, _dir) = short_lived_cluster();
+    let node = c.node_name(0).to_string();
+    k.apply_stdin(
+        &bound_pod(
+            "steady",
+            &node,
+            json!({"containers": [sh_container("c", "sleep 3600")], "terminationGracePeriodSeconds": 0}),
+        )
+        .to_string(),
+    );
+    wait_running(&k, "steady", Duration::from_secs(90));
+    let before = containers(&k, "steady");
+
+    // The first renewal through a CSR (the joined certificate's serial changes).
+    let (joined, _) = client_certificate(&c);
+    let renewed = c.wait_for(Duration::from_secs(150), "the first client renewal", || {
+        let (now, _) = client_certificate(&c);
+        if now != joined { Ok(now) } else { Err(now) }
+    });
+
+    // Restarted while it is valid: the renewed certificate is taken up again, no join.
+    c.restart_agent(0);
+    let used = c.wait_for(
+        Duration::from_secs(30),
+        "the restarted agent's certificate",
+        || serial_in_use(&c, 1),
+    );
+    assert_eq!(
+        used, renewed,
+        "a valid renewed certificate is reused at restart"
+    );
+
+    // Down past its expiry: the agent joins again with its token at start.
+    c.kill9_agent(0);
+    let (last, expires) = client_certificate(&c);
+    c.wait_for(
+        Duration::from_secs(150),
+        "the client certificate to expire",
+        || {
+            if SystemTime::now() > expires + Duration::from_secs(1) {
+                Ok(())
+            } else {
+                Err(format!("{last} expires at {expires:?}"))
+            }
+        },
+    );
+    c.restart_agent(0);
+    let rejoined = c.wait_for(
+        Duration::from_secs(60),
+        "the rejoined agent's certificate",
+        || serial_in_use(&c, 2),
+    );
+    assert_ne!(
+        rejoined, last,
+        "an expired certificate is replaced at start"
+    );
+    // It works: the node reports, exec reaches its server, the pod was adopted untouched.
+    c.wait_for(
+        Duration::from_secs(60),
+        "kubectl exec through the rejoined agent",
+        || {
+            let run = k.run(&["exec", "steady", "--", "echo", "back"]);
+            if run.success() && run.stdout.trim() == "back" {
+                Ok(())
+            } else {
+                Err(run.describe())
+            }
+        },
+    );
+    assert_eq!(
+        containers(&k, "steady"),
+        before,
+        "the pod's containers changed"
     );
 }

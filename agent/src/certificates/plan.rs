@@ -1,7 +1,9 @@
+//! Planner: pure, no I/O.
+//!
 //! When to renew a certificate, as client-go's certificate manager decides: at a jittered
 //! 70–90 % of its life, at once when there is none, it expired or it no longer says what is
 //! wanted (a serving certificate's addresses changed), and after failures only once a capped
-//! exponential back-off has passed. Planner: pure, no I/O.
+//! exponential back-off has passed.
 
 use jiff::{SignedDuration, Timestamp};
 

@@ -8,7 +8,13 @@ use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
-#[command(name = "berth-agent", version, about = "Berth's node agent")]
+// As the kubelet's flags: a flag given twice takes its last value (a wrapper may append).
+#[command(
+    name = "berth-agent",
+    version,
+    about = "Berth's node agent",
+    args_override_self = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,

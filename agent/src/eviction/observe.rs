@@ -132,7 +132,15 @@ fn pod_usage(
 ) -> PodUsage {
     let pod_uid = uid(pod);
     let parent = format!("pod{pod_uid}");
-    let pod_cgroup = spec::cgroups_path(namespace, None, &parent);
+    // Each container records its cgroup at creation (the QoS layout, or the older
+    // `/<ns>/pod<uid>/<id>`); the pod's is its parent.
+    let cgroup_of = |info: &ContainerInfo| {
+        info.labels
+            .get(crate::runtime::labels::CGROUP)
+            .cloned()
+            .unwrap_or_else(|| spec::cgroups_path(namespace, Some(&parent), info.id.as_str()))
+    };
+    let mut pod_cgroup = spec::cgroups_path(namespace, None, &parent);
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
     let name = pod.metadata.name.as_deref().unwrap_or_default();
     let pod_logs = log_dir.join(format!("{ns}_{name}_{pod_uid}"));
@@ -144,15 +152,12 @@ fn pod_usage(
         let Some(cname) = labels::container_name(&info.labels) else {
             continue;
         };
+        let path = cgroup_of(info);
+        if let Some((parent_path, _)) = path.rsplit_once('/') {
+            pod_cgroup = parent_path.to_string();
+        }
         let memory = matches!(info.state, TaskState::Running { .. })
-            .then(|| {
-                cgroup::usage(&spec::cgroups_path(
-                    namespace,
-                    Some(&parent),
-                    info.id.as_str(),
-                ))
-                .working_set
-            })
+            .then(|| cgroup::usage(&path).working_set)
             .flatten()
             .and_then(|b| i64::try_from(b).ok());
         containers.insert(

@@ -89,6 +89,8 @@ pub enum Action {
     },
     /// Remove the sandbox: network namespace, veth, IP allocation, files.
     TeardownSandbox,
+    /// Free the pod's emptyDirs: it was evicted and nothing of it runs any more.
+    RemoveEmptyDirs,
     /// Delete the pod object from the API with grace period 0 (and the pod's UID as
     /// precondition).
     DeletePod,
@@ -1481,10 +1483,12 @@ mod tests {
         let stopped = observed(vec![exited("app", 0, 137, 2)]);
         let mut stopped = stopped;
         stopped.eviction = o.eviction.clone();
+        let after = plan(&pod, &stopped);
         assert!(
-            started(&plan(&pod, &stopped)).is_empty(),
+            started(&after).is_empty(),
             "no restart under restartPolicy Always"
         );
+        assert!(after.contains(&Action::RemoveEmptyDirs), "{after:?}");
     }
 
     #[test]

@@ -278,6 +278,9 @@ impl PodWorker {
                     }
                     self.kill_pod(&pod, grace, &apps, &sidecars).await
                 }
+                Action::RemoveEmptyDirs => {
+                    volumes::remove_empty_dirs(&self.cx.node.root_dir, uid)?;
+                }
                 Action::TeardownSandbox => {
                     if !host_network(&pod) {
                         self.cx.network.teardown(uid).await?;

@@ -348,6 +348,18 @@ pub fn remove(root: &Path, uid: &str) -> Result<(), VolumeError> {
     }
 }
 
+/// Frees the pod's emptyDirs (unmounting memory-backed ones), as the kubelet frees the volumes
+/// of an evicted pod before the pod object goes; the rest of the pod's directory stays.
+pub fn remove_empty_dirs(root: &Path, uid: &str) -> Result<(), VolumeError> {
+    let dir = pod_dir(root, uid).join("volumes").join("empty-dir");
+    tmpfs::unmount_all_under(&dir)?;
+    match std::fs::remove_dir_all(&dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(&dir)(e)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

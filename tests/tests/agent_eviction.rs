@@ -1,0 +1,363 @@
+//! Issue 31, acceptance 4: node-pressure eviction. Memory: with `--eviction-hard
+//! memory.available<X` leaving the node ~400Mi, a BestEffort pod filling a memory-backed
+//! emptyDir is evicted (Failed/Evicted, upstream's message naming memory, DisruptionTarget,
+//! an Evicted event) while a Guaranteed pod keeps running; the Node shows MemoryPressure and
+//! its taint while the threshold is crossed, and both clear afterwards. Disk: the agent's root
+//! on a small tmpfs, a pod filling an emptyDir past `nodefs.available` is evicted and its
+//! emptyDir freed. Local storage: pods over an emptyDir `sizeLimit`, their `ephemeral-storage`
+//! limits, or a container's own limit are evicted while the node has plenty of disk.
+
+use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_container};
+use berth_tests::{AgentOptions, Cluster, ClusterConfig, ensure_for, secs, wait_for};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+const MI: u64 = 1 << 20;
+
+fn node(c: &Cluster) -> Value {
+    let name = c.node_name(0).to_string();
+    serde_json::from_str(&c.kubectl().ok(&["get", "node", &name, "-o", "json"])).unwrap()
+}
+
+fn condition(node: &Value, t: &str) -> String {
+    node["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == t)
+        .and_then(|c| c["status"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn has_taint(node: &Value, key: &str) -> bool {
+    node["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|t| t["key"] == key && t["effect"] == "NoSchedule")
+}
+
+/// memory.available as the agent computes it: MemFree + Inactive(file).
+fn memory_available() -> u64 {
+    let info = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let kib = |key: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("{key} in /proc/meminfo"))
+    };
+    (kib("MemFree:") + kib("Inactive(file):")) * 1024
+}
+
+/// The pod is Failed/Evicted with a message starting with `prefix`; returns the message.
+fn wait_evicted(c: &Cluster, name: &str, prefix: &str, disruption: bool) -> String {
+    let pod = c.wait_for_pod_phase("default", name, "Failed", secs(120));
+    let status = &pod["status"];
+    assert_eq!(status["reason"], "Evicted", "{status:#}");
+    let message = status["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.starts_with(prefix), "{message:?}");
+    let target = status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "DisruptionTarget");
+    if disruption {
+        let t = target.unwrap_or_else(|| panic!("no DisruptionTarget: {status:#}"));
+        assert_eq!(t["reason"], "TerminationByKubelet", "{t:#}");
+        assert_eq!(t["status"], "True", "{t:#}");
+    } else {
+        assert!(target.is_none(), "{status:#}");
+    }
+    wait_for(secs(30), "an Evicted event", || {
+        let reasons = c.pod_event_reasons("default", name);
+        if reasons.iter().any(|r| r == "Evicted") {
+            Ok(())
+        } else {
+            Err(reasons)
+        }
+    });
+    message
+}
+
+fn guaranteed(name: &str, node: &str) -> Value {
+    let mut main = sh_container("main", SLEEP_FOREVER);
+    main["resources"] = json!({
+        "requests": {"cpu": "100m", "memory": "64Mi"},
+        "limits": {"cpu": "100m", "memory": "64Mi"}
+    });
+    bound_pod(name, node, json!({"containers": [main]}))
+}
+
+#[test]
+fn a_besteffort_pod_eating_memory_is_evicted_and_a_guaranteed_one_stays() {
+    let mut c = Cluster::start(1);
+    let n = c.node_name(0).to_string();
+    c.apply(&guaranteed("steady", &n));
+    c.wait_for_pod_ready("default", "steady", secs(90));
+
+    // The threshold leaves the node ~400Mi, measured now that everything else runs.
+    let threshold = memory_available().saturating_sub(400 * MI) / MI;
+    let hard = format!(
+        "memory.available<{threshold}Mi,nodefs.available<100Mi,imagefs.available<100Mi"
+    );
+    c.restart_agent_with(
+        0,
+        &[
+            "--eviction-hard",
+            &hard,
+            "--housekeeping-interval",
+            "2s",
+            "--eviction-pressure-transition-period",
+            "20s",
+        ],
+    );
+    assert_eq!(condition(&node(&c), "MemoryPressure"), "False");
+    // 32Mi a second into a memory-backed emptyDir (charged to the pod's memory), 3Gi at most.
+    let hog = sh_container(
+        "hog",
+        "i=0; while [ $i -lt 96 ]; do dd if=/dev/zero of=/mem/f$i bs=1M count=32 2>/dev/null; \
+         i=$((i+1)); sleep 1; done; sleep 3600",
+    );
+    let mut hog = hog;
+    hog["volumeMounts"] = json!([{"name": "mem", "mountPath": "/mem"}]);
+    c.apply(&bound_pod(
+        "hog",
+        &n,
+        json!({"containers": [hog], "volumes": [{"name": "mem", "emptyDir": {"medium": "Memory"}}]}),
+    ));
+
+    // The node reports the pressure and the controller taints it while it lasts.
+    wait_for(secs(120), "MemoryPressure=True and its taint", || {
+        let nd = node(&c);
+        let seen = (
+            condition(&nd, "MemoryPressure"),
+            has_taint(&nd, "node.kubernetes.io/memory-pressure"),
+        );
+        if seen == ("True".to_string(), true) {
+            Ok(())
+        } else {
+            Err(seen)
+        }
+    });
+    let message = wait_evicted(
+        &c,
+        "hog",
+        &format!("The node was low on resource: memory. Threshold quantity: {threshold}Mi, available: "),
+        true,
+    );
+    assert!(
+        message.contains("Container hog was using ") && message.ends_with("request is 0, has larger consumption of memory. "),
+        "{message:?}"
+    );
+    // Its memory-backed emptyDir was freed with it, so the pressure goes.
+    wait_for(secs(90), "MemoryPressure=False and no taint", || {
+        let nd = node(&c);
+        let seen = (
+            condition(&nd, "MemoryPressure"),
+            has_taint(&nd, "node.kubernetes.io/memory-pressure"),
+        );
+        if seen == ("False".to_string(), false) {
+            Ok(())
+        } else {
+            Err(seen)
+        }
+    });
+    let steady = c.pod("default", "steady").unwrap();
+    assert_eq!(steady["status"]["phase"], "Running", "{:#}", steady["status"]);
+    assert_eq!(
+        steady["status"]["containerStatuses"][0]["restartCount"], 0,
+        "{:#}",
+        steady["status"]
+    );
+}
+
+/// A size-limited tmpfs mounted for the test, unmounted when dropped.
+struct SmallFs {
+    dir: tempfile::TempDir,
+}
+
+impl SmallFs {
+    fn mount(size: &str) -> SmallFs {
+        let dir = tempfile::Builder::new()
+            .prefix("berth-eviction-fs-")
+            .tempdir()
+            .unwrap();
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "mounting a tmpfs on {}", dir.path().display());
+        SmallFs { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn available(&self) -> u64 {
+        let s = nix::sys::statvfs::statvfs(self.path()).unwrap();
+        s.blocks_available() * s.fragment_size()
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[test]
+fn a_pod_filling_the_node_filesystem_is_evicted_and_its_empty_dir_freed() {
+    // Declared first, dropped last: the cluster (and the agent's files) goes before the mount.
+    let fs = SmallFs::mount("300m");
+    let root: PathBuf = fs.path().join("root");
+    let logs: PathBuf = fs.path().join("logs");
+    let c = Cluster::start_with(ClusterConfig {
+        agents: vec![AgentOptions {
+            extra_args: [
+                "--root-dir",
+                &root.display().to_string(),
+                "--log-dir",
+                &logs.display().to_string(),
+                "--eviction-hard",
+                "nodefs.available<150Mi,imagefs.available<100Mi,memory.available<100Mi",
+                "--housekeeping-interval",
+                "2s",
+                "--eviction-pressure-transition-period",
+                "10s",
+            ]
+            .map(String::from)
+            .to_vec(),
+            ..AgentOptions::default()
+        }],
+        ..ClusterConfig::default()
+    });
+    let n = c.node_name(0).to_string();
+    c.apply(&guaranteed("steady", &n));
+    c.wait_for_pod_ready("default", "steady", secs(90));
+    let before = fs.available();
+    assert!(before > 250 * MI, "{before}");
+
+    let mut filler = sh_container(
+        "filler",
+        "i=0; while [ $i -lt 40 ]; do dd if=/dev/zero of=/scratch/f$i bs=1M count=8 2>/dev/null; \
+         i=$((i+1)); sleep 1; done; sleep 3600",
+    );
+    filler["volumeMounts"] = json!([{"name": "scratch", "mountPath": "/scratch"}]);
+    c.apply(&bound_pod(
+        "filler",
+        &n,
+        json!({"containers": [filler], "volumes": [{"name": "scratch", "emptyDir": {}}]}),
+    ));
+    let message = wait_evicted(
+        &c,
+        "filler",
+        "The node was low on resource: ephemeral-storage. Threshold quantity: 150Mi, available: ",
+        true,
+    );
+    assert!(
+        message.contains("Container filler was using "),
+        "{message:?}"
+    );
+    // The evicted pod's emptyDir is freed (the pod object stays, Failed).
+    let uid = c.pod("default", "filler").unwrap()["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let empty_dir = root.join("pods").join(&uid).join("volumes/empty-dir");
+    wait_for(secs(30), "the emptyDir freed", || {
+        let free = fs.available();
+        if !empty_dir.exists() && free > 200 * MI {
+            Ok(())
+        } else {
+            Err((empty_dir.exists(), free / MI))
+        }
+    });
+    wait_for(secs(60), "DiskPressure=False", || {
+        let s = condition(&node(&c), "DiskPressure");
+        if s == "False" { Ok(()) } else { Err(s) }
+    });
+    let steady = c.pod("default", "steady").unwrap();
+    assert_eq!(steady["status"]["phase"], "Running", "{:#}", steady["status"]);
+    drop(c);
+}
+
+#[test]
+fn pods_over_their_local_storage_limits_are_evicted_while_the_disk_has_room() {
+    let c = Cluster::start_with(ClusterConfig {
+        agents: vec![AgentOptions {
+            extra_args: ["--housekeeping-interval", "2s"].map(String::from).to_vec(),
+            ..AgentOptions::default()
+        }],
+        ..ClusterConfig::default()
+    });
+    let n = c.node_name(0).to_string();
+    let write = |mb: u32, to: &str| {
+        format!("dd if=/dev/zero of={to} bs=1M count={mb} 2>/dev/null; {SLEEP_FOREVER}")
+    };
+    // An emptyDir over its sizeLimit.
+    let mut a = sh_container("main", &write(3, "/scratch/f"));
+    a["volumeMounts"] = json!([{"name": "scratch", "mountPath": "/scratch"}]);
+    c.apply(&bound_pod(
+        "over-size-limit",
+        &n,
+        json!({"containers": [a],
+               "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "1Mi"}}]}),
+    ));
+    // The pod over its containers' summed limits (2Mi + 2Mi).
+    let limited = |name: &str, script: &str, limit: &str| {
+        let mut c = sh_container(name, script);
+        c["resources"] = json!({"limits": {"ephemeral-storage": limit}});
+        c["volumeMounts"] = json!([{"name": "scratch", "mountPath": "/scratch"}]);
+        c
+    };
+    c.apply(&bound_pod(
+        "over-pod-limit",
+        &n,
+        json!({"containers": [limited("a", &write(6, "/scratch/f"), "2Mi"),
+                              limited("b", SLEEP_FOREVER, "2Mi")],
+               "volumes": [{"name": "scratch", "emptyDir": {}}]}),
+    ));
+    // One container over its own limit in its writable layer.
+    c.apply(&bound_pod(
+        "over-container-limit",
+        &n,
+        json!({"containers": [limited("x", &write(4, "/f"), "2Mi"),
+                              limited("y", SLEEP_FOREVER, "20Mi")],
+               "volumes": [{"name": "scratch", "emptyDir": {}}]}),
+    ));
+    // Within every limit.
+    c.apply(&bound_pod(
+        "within",
+        &n,
+        json!({"containers": [limited("main", &write(1, "/scratch/f"), "8Mi")],
+               "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "4Mi"}}]}),
+    ));
+
+    assert_eq!(
+        wait_evicted(&c, "over-size-limit", "", false),
+        "Usage of EmptyDir volume \"scratch\" exceeds the limit \"1Mi\". "
+    );
+    assert_eq!(
+        wait_evicted(&c, "over-pod-limit", "", false),
+        "Pod ephemeral local storage usage exceeds the total limit of containers 4Mi. "
+    );
+    assert_eq!(
+        wait_evicted(&c, "over-container-limit", "", false),
+        "Container x exceeded its local ephemeral storage limit \"2Mi\". "
+    );
+    assert_eq!(condition(&node(&c), "DiskPressure"), "False");
+    ensure_for(secs(6), "the pod within its limits keeps running", || {
+        let p = c.pod("default", "within").unwrap();
+        if p["status"]["phase"] == "Running" {
+            Ok(())
+        } else {
+            Err(p["status"].clone())
+        }
+    });
+}

@@ -4,19 +4,18 @@
 //! while a pod keeps running untouched, a `kubectl get pods -w` opened at the start and the
 //! agent's own watches stay open, and `kubectl exec` and `kubectl logs` (controller → agent,
 //! verifying the agent's serving certificate) keep working; `kubectl get csr` lists the
-//! node's approved requests of both signers. The controller-only checks (approval rules,
+//! node's approved requests of both signers. Then, on the same cluster, a restarted agent
+//! takes up its renewed certificate again and one kept down past its expiry joins again with
+//! its token, its pod adopted untouched. The controller-only checks (approval rules,
 //! another node's identity refused, `certificate renew`) are in `control_plane_certificates`.
 
-use berth_tests::pki::write_kubeconfig;
+use berth_tests::pki::{presented_serial, write_kubeconfig};
 use berth_tests::pod_specs::{bound_pod, sh_container};
 use berth_tests::{Cluster, ClusterConfig, Kubectl};
+use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::io::Write as _;
-use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How long the certificates live.
@@ -37,41 +36,6 @@ fn serial_of_pem(pem: &[u8]) -> Result<String, String> {
 fn serial_of_der(der: &[u8]) -> Result<String, String> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| e.to_string())?;
     Ok(cert.raw_serial_as_string())
-}
-
-/// The serial of the certificate the TLS server on `127.0.0.1:port` presents to a new
-/// connection, verified against `ca_pem` for the name `127.0.0.1`. No client certificate is
-/// sent: with TLS 1.3 the client has the server's certificate before the server judges the
-/// client's, which is all this needs.
-fn presented_serial(port: u16, ca_pem: &[u8]) -> Result<String, String> {
-    berth_tests::client::install_crypto_provider();
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(ca_pem) {
-        roots
-            .add(c.map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
-    }
-    let config = rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let name = ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
-    let mut conn =
-        rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| e.to_string())?;
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut tcp = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
-        .map_err(|e| format!("connect {addr}: {e}"))?;
-    tcp.set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
-    while conn.is_handshaking() {
-        conn.complete_io(&mut tcp)
-            .map_err(|e| format!("handshake with {addr}: {e}"))?;
-    }
-    let _ = tcp.flush();
-    let leaf = conn
-        .peer_certificates()
-        .and_then(|c| c.first())
-        .ok_or("no certificate presented")?;
-    serial_of_der(leaf)
 }
 
 /// The serials seen of one certificate, in the order first seen.
@@ -176,7 +140,7 @@ fn short_lived_cluster() -> (Cluster, Kubectl, tempfile::TempDir) {
 
 #[test]
 fn node_certificates_renew_in_place_without_breaking_watches_pods_or_exec() {
-    let (c, k, _dir) = short_lived_cluster();
+    let (mut c, k, _dir) = short_lived_cluster();
     let node = c.node_name(0).to_string();
     let ca = c.controller().ca_pem();
 
@@ -346,6 +310,9 @@ fn node_certificates_renew_in_place_without_breaking_watches_pods_or_exec() {
         )
         .is_some()
     );
+
+    // On the same cluster (a second one would wait for renewals again): restarts.
+    restarts_reuse_a_valid_certificate_and_rejoin_after_expiry(&mut c, &k, &before);
 }
 
 /// The agent's client certificate now: its serial as the agent logs it (hex, no colons) and
@@ -375,34 +342,22 @@ fn serial_in_use(c: &Cluster, starts_before: usize) -> Result<String, String> {
         .ok_or_else(|| "no \"certificate in use\" line for this start yet".to_string())
 }
 
-#[test]
-fn a_restarted_agent_reuses_its_renewed_certificate_and_rejoins_once_it_expired() {
-    let (mut c, k, _dir) = short_lived_cluster();
-    let node = c.node_name(0).to_string();
-    k.apply_stdin(
-        &bound_pod(
-            "steady",
-            &node,
-            json!({"containers": [sh_container("c", "sleep 3600")], "terminationGracePeriodSeconds": 0}),
-        )
-        .to_string(),
-    );
-    wait_running(&k, "steady", Duration::from_secs(90));
-    let before = containers(&k, "steady");
-
-    // The first renewal through a CSR (the joined certificate's serial changes).
-    let (joined, _) = client_certificate(&c);
-    let renewed = c.wait_for(Duration::from_secs(150), "the first client renewal", || {
-        let (now, _) = client_certificate(&c);
-        if now != joined { Ok(now) } else { Err(now) }
-    });
-
+/// Restarts of the agent of `c` (whose client certificate has been renewed and whose pod
+/// `steady` has the containers `before`): restarted while the certificate is valid it takes it
+/// up again, no join; down past its expiry it joins again with its token at start, and the
+/// pod is adopted untouched.
+fn restarts_reuse_a_valid_certificate_and_rejoin_after_expiry(
+    c: &mut Cluster,
+    k: &Kubectl,
+    before: &[(String, String, i64)],
+) {
+    let (renewed, _) = client_certificate(c);
     // Restarted while it is valid: the renewed certificate is taken up again, no join.
     c.restart_agent(0);
     let used = c.wait_for(
         Duration::from_secs(30),
         "the restarted agent's certificate",
-        || serial_in_use(&c, 1),
+        || serial_in_use(c, 1),
     );
     assert_eq!(
         used, renewed,
@@ -411,7 +366,7 @@ fn a_restarted_agent_reuses_its_renewed_certificate_and_rejoins_once_it_expired(
 
     // Down past its expiry: the agent joins again with its token at start.
     c.kill9_agent(0);
-    let (last, expires) = client_certificate(&c);
+    let (last, expires) = client_certificate(c);
     c.wait_for(
         Duration::from_secs(150),
         "the client certificate to expire",
@@ -427,7 +382,7 @@ fn a_restarted_agent_reuses_its_renewed_certificate_and_rejoins_once_it_expired(
     let rejoined = c.wait_for(
         Duration::from_secs(60),
         "the rejoined agent's certificate",
-        || serial_in_use(&c, 2),
+        || serial_in_use(c, 2),
     );
     assert_ne!(
         rejoined, last,
@@ -447,7 +402,7 @@ fn a_restarted_agent_reuses_its_renewed_certificate_and_rejoins_once_it_expired(
         },
     );
     assert_eq!(
-        containers(&k, "steady"),
+        containers(k, "steady"),
         before,
         "the pod's containers changed"
     );

@@ -266,8 +266,15 @@ impl PodManager {
         self.shared.worker(uid).evict(&pod, eviction).await;
     }
 
-    /// Whether none of the pod's containers runs any more (an evicted pod is cleaned up).
+    /// Whether the pod is cleaned up: none of its containers runs any more and its emptyDirs
+    /// are freed (what the kubelet's eviction manager waits for before the next eviction).
     pub async fn stopped(&self, uid: &str) -> bool {
+        let empty_dirs = super::volumes::pod_dir(&self.shared.config.root_dir, uid)
+            .join("volumes")
+            .join("empty-dir");
+        if empty_dirs.exists() {
+            return false;
+        }
         match self.shared.runtime.list().await {
             Ok(list) => !list.iter().any(|c| {
                 labels::pod_uid(&c.labels) == Some(uid)

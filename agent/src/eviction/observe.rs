@@ -34,7 +34,7 @@ pub fn disk_usage(dir: &Path) -> Disk {
     let mut total = Disk::default();
     let mut stack = vec![(dir.to_path_buf(), top)];
     while let Some((path, meta)) = stack.pop() {
-        total = total.add(Disk {
+        total = total.plus(Disk {
             bytes: i64::try_from(meta.blocks().saturating_mul(512)).unwrap_or(i64::MAX),
             inodes: 1,
         });

@@ -15,7 +15,7 @@ pub struct Disk {
 }
 
 impl Disk {
-    pub fn add(self, other: Disk) -> Disk {
+    pub fn plus(self, other: Disk) -> Disk {
         Disk {
             bytes: self.bytes.saturating_add(other.bytes),
             inodes: self.inodes.saturating_add(other.inodes),
@@ -64,15 +64,15 @@ impl PodUsage {
         let mut total = Disk::default();
         for c in self.containers.values() {
             if measure.rootfs {
-                total = total.add(c.rootfs.unwrap_or_default());
+                total = total.plus(c.rootfs.unwrap_or_default());
             }
             if measure.logs {
-                total = total.add(c.logs.unwrap_or_default());
+                total = total.plus(c.logs.unwrap_or_default());
             }
         }
         if measure.volumes {
             for v in self.volumes.values() {
-                total = total.add(*v);
+                total = total.plus(*v);
             }
         }
         total

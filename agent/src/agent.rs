@@ -29,6 +29,8 @@ pub enum AgentError {
     Network(#[from] crate::network::NetworkError),
     #[error(transparent)]
     Storage(#[from] crate::storage::StorageError),
+    #[error("pod cgroups: {0}")]
+    Cgroup(#[from] crate::node::cgroups::CgroupError),
     #[error("registries file: {0}")]
     Registries(String),
     #[error("configuration: {0}")]
@@ -116,6 +118,24 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         i32::from(bound.port()),
     );
     facts.internal_ip = node_ip;
+    facts.reservation = node::allocatable::Reservation::new(
+        config.system_reserved,
+        config.kube_reserved,
+        &config.eviction_hard,
+        facts.memory_bytes,
+        facts.ephemeral_storage_bytes,
+    );
+    let cgroups = Arc::new(node::qos_cgroups::QosCgroups::new(
+        node::cgroups::CgroupFs::host(),
+        &config.containerd_namespace,
+        config.pod_max_pids,
+    ));
+    let (pods_share, pods_pids) = node::allocatable::pods_cgroup_share(
+        node::status::capacity(&facts),
+        node::cgroups::pid_capacity(),
+        &facts.reservation,
+    );
+    cgroups.start(&node::cgroup_layout::kubepods_limits(pods_share, pods_pids))?;
     let image_dir = match runtime.snapshotter_root().await {
         Ok(dir) => dir.map(std::path::PathBuf::from),
         Err(e) => {
@@ -266,6 +286,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
             },
             cpus: facts.cpus,
             memory_bytes: facts.memory_bytes as i64,
+            cgroups,
         },
     ));
     backend.attach(manager.clone());

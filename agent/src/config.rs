@@ -61,3 +61,10 @@ pub struct Config {
     /// prefixes ending in `*`).
     pub allowed_unsafe_sysctls: Vec<String>,
 }
+    /// Resources held back for the OS (`--system-reserved`).
+    pub system_reserved: crate::node::allocatable::Reserved,
+    /// Resources held back for the agent and containerd (`--kube-reserved`).
+    pub kube_reserved: crate::node::allocatable::Reserved,
+    /// `pids.max` of each pod's cgroup (`--pod-max-pids`, the kubelet's `podPidsLimit`; -1:
+    /// unlimited).
+    pub pod_max_pids: i64,

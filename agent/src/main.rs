@@ -191,6 +191,18 @@ fn parse_domain(s: &str) -> Result<String, String> {
     let label_ok = |l: &str| {
         !l.is_empty()
             && l.len() <= 63
+    /// Resources reserved for the OS's daemons, the kubelet's flag and syntax
+    /// (`cpu=500m,memory=1Gi,ephemeral-storage=1Gi,pid=1000`): left out of the Node's
+    /// allocatable and of the `kubepods` cgroup.
+    #[arg(long, default_value = "", value_parser = berth_agent::node::allocatable::Reserved::parse)]
+    system_reserved: berth_agent::node::allocatable::Reserved,
+    /// Resources reserved for the agent and containerd, as `--system-reserved`.
+    #[arg(long, default_value = "", value_parser = berth_agent::node::allocatable::Reserved::parse)]
+    kube_reserved: berth_agent::node::allocatable::Reserved,
+    /// The most processes one pod may run (`pids.max` of its cgroup; the kubelet's
+    /// `podPidsLimit`); -1: unlimited.
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    pod_max_pids: i64,
             && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
             && !l.starts_with('-')
             && !l.ends_with('-')
@@ -385,6 +397,9 @@ fn main() -> anyhow::Result<()> {
                 berth_agent::agent::run(config, shutdown)
                     .await
                     .context("agent failed")
+                system_reserved: a.system_reserved,
+                kube_reserved: a.kube_reserved,
+                pod_max_pids: a.pod_max_pids,
             })
         }
     }

@@ -1,5 +1,6 @@
 //! `berth-agent uninstall`: removes from the host everything a (stopped) agent made — its pod
-//! containers, pod network namespaces and addresses, bridge, iptables chains and rules (host,
+//! containers, their cgroups (`/<containerd namespace>`: `kubepods` and its tiers), pod network
+//! namespaces and addresses, bridge, iptables chains and rules (host,
 //! masquerade and service proxy), routes to other nodes and the VXLAN device, and writes back
 //! the `route_localnet` sysctl localhost NodePorts changed. The root and log
 //! directories stay (they hold the node's credentials; remove them by hand when the node is
@@ -55,6 +56,15 @@ pub async fn run(u: &Uninstall) -> Result<Vec<String>, UninstallError> {
             Err(e) => done.push(format!("containers not listed: {e}")),
         },
         Err(e) => done.push(format!("containerd not reachable, containers left: {e}")),
+    }
+
+    let cgroups = crate::node::cgroups::CgroupFs::host();
+    match crate::node::qos_cgroups::QosCgroups::remove_all(&cgroups, &u.containerd_namespace) {
+        Ok(()) => done.push(format!(
+            "cgroups under /{} removed (kubepods and its QoS tiers)",
+            u.containerd_namespace
+        )),
+        Err(e) => done.push(format!("cgroups not removed: {e}")),
     }
 
     let network_name = format!("berth-{}", u.node_name);

@@ -57,23 +57,30 @@ pub fn read(namespace: &str, infos: &[ContainerInfo], at: Timestamp) -> Scrape {
             label(labels::LABEL_POD_NAMESPACE),
             label(labels::LABEL_POD_NAME),
         );
-        let parent = format!("pod{uid}");
+        // The cgroup recorded at creation (the QoS layout, or the older `/<ns>/pod<uid>`);
+        // the pod's is its parent.
+        let path = info
+            .labels
+            .get(crate::runtime::labels::CGROUP)
+            .cloned()
+            .unwrap_or_else(|| {
+                spec::cgroups_path(namespace, Some(&format!("pod{uid}")), info.id.as_str())
+            });
+        let pod_path = path
+            .rsplit_once('/')
+            .map_or_else(|| format!("/{namespace}/pod{uid}"), |(p, _)| p.to_string());
         containers.push(ContainerSample {
             namespace: pod_ns.clone(),
             pod: pod.clone(),
             container: name.to_string(),
             started_at,
-            usage: cgroup::usage(&spec::cgroups_path(
-                namespace,
-                Some(&parent),
-                info.id.as_str(),
-            )),
+            usage: cgroup::usage(&path),
         });
         if !pods.iter().any(|p| p.namespace == pod_ns && p.pod == pod) {
             pods.push(PodSample {
                 namespace: pod_ns,
                 pod,
-                usage: cgroup::usage(&format!("/{namespace}/{parent}")),
+                usage: cgroup::usage(&pod_path),
             });
         }
     }

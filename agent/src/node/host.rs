@@ -112,6 +112,7 @@ pub fn facts(
         container_runtime_version: format!("containerd://{runtime_version}"),
         agent_version: format!("v1.34.0-berth.{}", env!("CARGO_PKG_VERSION")),
         listen_port,
+        reservation: Default::default(),
     }
 }
 

@@ -7,8 +7,12 @@
 //! at least every minute otherwise, as the kubelet does.
 
 pub mod address;
+pub mod allocatable;
+pub mod cgroup_layout;
+pub mod cgroups;
 pub mod host;
 pub mod pressure;
+pub mod qos_cgroups;
 pub mod status;
 
 use berth_shared::client::{Client, ClientError};

@@ -30,6 +30,19 @@ pub struct HostFacts {
     pub container_runtime_version: String,
     pub agent_version: String,
     pub listen_port: i32,
+    /// What `allocatable` holds back from capacity (reservations, hard eviction thresholds).
+    pub reservation: super::allocatable::Reservation,
+}
+
+/// The capacity the status reports, in the units allocatable is computed in (memory and disk
+/// in whole KiB, as reported).
+pub fn capacity(facts: &HostFacts) -> super::allocatable::Amounts {
+    super::allocatable::Amounts {
+        milli_cpu: i64::from(facts.cpus) * 1000,
+        memory: (facts.memory_bytes / 1024 * 1024) as i64,
+        ephemeral_storage: (facts.ephemeral_storage_bytes / 1024 * 1024) as i64,
+        pods: i64::from(facts.max_pods),
+    }
 }
 
 /// Labels every node carries, plus the operator's.
@@ -144,8 +157,10 @@ pub fn node_status(
         )
     };
     NodeStatus {
-        capacity: Some(capacity.clone()),
-        allocatable: Some(capacity),
+        capacity: Some(capacity),
+        allocatable: Some(super::allocatable::resource_list(
+            super::allocatable::allocatable(self::capacity(facts), &facts.reservation),
+        )),
         addresses: Some(addresses),
         conditions: Some(vec![
             pressure(
@@ -374,12 +389,40 @@ mod tests {
         let cap = s.capacity.unwrap();
         assert_eq!(cap["memory"].0, "2097152Ki");
         assert_eq!(cap["pods"].0, "110");
+        assert_eq!(s.allocatable.unwrap()["memory"].0, "2097152Ki", "nothing reserved");
         let conds = s.conditions.unwrap();
         let ready = conds.iter().find(|c| c.type_ == "Ready").unwrap();
         assert_eq!(
             (ready.status.as_str(), ready.reason.as_deref()),
             ("True", Some("KubeletReady"))
         );
+    }
+
+    #[test]
+    fn allocatable_is_capacity_less_what_is_reserved() {
+        let mut f = facts();
+        f.ephemeral_storage_bytes = 10 << 30;
+        f.reservation = crate::node::allocatable::Reservation::new(
+            crate::node::allocatable::Reserved::parse("cpu=500m,memory=1Gi").unwrap(),
+            crate::node::allocatable::Reserved::default(),
+            &crate::node::pressure::Thresholds::parse("memory.available<100Mi,nodefs.available<10%")
+                .unwrap(),
+            f.memory_bytes,
+            f.ephemeral_storage_bytes,
+        );
+        let s = node_status(&f, true, Pressures::default(), jiff::Timestamp::UNIX_EPOCH, None);
+        let a = s.allocatable.unwrap();
+        let got: Vec<(&str, &str)> = a.iter().map(|(k, v)| (k.as_str(), v.0.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                ("cpu", "1500m"),
+                ("ephemeral-storage", "9437184Ki"),
+                ("memory", "946176Ki"),
+                ("pods", "110")
+            ]
+        );
+        assert_eq!(s.capacity.unwrap()["cpu"].0, "2");
     }
 
     #[test]

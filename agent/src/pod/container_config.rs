@@ -600,31 +600,18 @@ pub fn container_config(
         },
         labels,
         log_path: host.log_path.clone(),
-        cgroup_parent: pod.metadata.uid.as_ref().map(|u| format!("pod{u}")),
+        cgroup_parent: pod
+            .metadata
+            .uid
+            .as_ref()
+            .map(|u| crate::node::cgroup_layout::pod_parent(super::qos::class(pod), u)),
     })
 }
 
-/// The kubelet's OOM score adjustment for a container by the pod's QoS class.
+/// The kubelet's OOM score adjustment for a container by the pod's QoS class (see
+/// [`super::qos::oom_score_adj`]).
 pub fn oom_score_adj(pod: &Pod, c: &Container, node_memory_bytes: i64) -> i32 {
-    match pod.status.as_ref().and_then(|s| s.qos_class.as_deref()) {
-        Some("Guaranteed") => -997,
-        Some("BestEffort") => 1000,
-        _ => {
-            let request = quantity(
-                c.resources
-                    .as_ref()
-                    .and_then(|r| r.requests.as_ref())
-                    .and_then(|m| m.get("memory")),
-            )
-            .map_or(0, |q| q.value());
-            if node_memory_bytes <= 0 {
-                return 999;
-            }
-            // Upstream: 1000 - (1000 * request) / capacity, kept within [2, 999].
-            let adj = 1000 - (1000 * request) / node_memory_bytes;
-            adj.clamp(2, 999) as i32
-        }
-    }
+    super::qos::oom_score_adj(pod, c, node_memory_bytes)
 }
 
 #[cfg(test)]

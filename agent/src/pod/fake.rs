@@ -582,6 +582,7 @@ impl Fakes {
             },
             clock: self.clock.clone(),
         })
+            cgroups: Arc::new(crate::node::qos_cgroups::NoCgroups),
     }
 
     /// The calls since the last `take_calls`, in order.

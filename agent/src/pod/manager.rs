@@ -39,6 +39,8 @@ pub struct NodeResources {
     pub dns: ClusterDns,
     pub cpus: u32,
     pub memory_bytes: i64,
+    /// The pods' cgroups (`kubepods` and its QoS tiers).
+    pub cgroups: Arc<dyn crate::node::qos_cgroups::PodCgroups>,
 }
 
 /// Everything the manager's tasks share.
@@ -188,6 +190,7 @@ impl PodManager {
             },
             clock: Arc::new(jiff::Timestamp::now),
         });
+            cgroups: node.cgroups.clone(),
         PodManager {
             shared: Arc::new(Shared {
                 config,

@@ -22,6 +22,7 @@ pub mod model;
 pub mod plan;
 pub mod ports;
 pub mod prober;
+pub mod qos;
 pub mod restart;
 pub mod sandbox;
 pub mod security_profiles;

@@ -43,6 +43,8 @@ pub enum WorkerError {
     Client(#[from] berth_shared::client::ClientError),
     #[error(transparent)]
     Volume(#[from] volumes::VolumeError),
+    #[error(transparent)]
+    Cgroup(#[from] crate::node::cgroups::CgroupError),
 }
 
 impl WorkerError {
@@ -53,6 +55,8 @@ impl WorkerError {
             WorkerError::Network(e) => e.is_transient(),
             WorkerError::Client(e) => e.is_transient(),
             WorkerError::Volume(e) => e.is_transient(),
+            // A cgroup that cannot be made now (a full or read-only cgroupfs) may be later.
+            WorkerError::Cgroup(_) => true,
         }
     }
 }
@@ -116,6 +120,8 @@ pub struct Context {
     pub metrics: Arc<crate::metrics::AgentMetrics>,
 }
 
+    /// The pods' cgroups under `kubepods`.
+    pub cgroups: Arc<dyn crate::node::qos_cgroups::PodCgroups>,
 /// How a pass ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pass {
@@ -212,6 +218,15 @@ impl PodWorker {
         }
         tracing::debug!(pod = %name_of(&pod), actions = ?plan.actions, "plan");
         let mut next = Duration::from_secs(10);
+        // As the kubelet's pod container manager: the pod's cgroup (its QoS tier, limits and
+        // pid limit) exists before its sandbox and containers. Every pass of a live pod, so a
+        // restarted agent counts the running pods into the Burstable shares again (a no-op
+        // once known).
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        let terminal = matches!(phase, Some("Succeeded" | "Failed"));
+        if pod.metadata.deletion_timestamp.is_none() && !terminal {
+            self.cx.cgroups.ensure(&pod)?;
+        }
         // Each pass takes one safe step; after a step, the next pass comes right away.
         let progressed = plan
             .actions
@@ -420,6 +435,10 @@ impl PodWorker {
         volumes::remove(&self.cx.node.root_dir, uid)?;
         self.stop_probers();
         self.local_mut(|l| *l = Local::default());
+        if let Err(e) = self.cx.cgroups.release(uid) {
+            // Left for `berth-agent uninstall`; the pod itself is gone.
+            tracing::warn!(pod = %uid, error = %e, "removing the pod's cgroup failed");
+        }
         self.cx.events.forget(uid);
         Ok(())
     }

@@ -46,6 +46,25 @@ impl Connection {
             Vec::new()
         };
         let held = super::host_capabilities::bounding_set();
+        let floor = super::host_capabilities::oom_score_adj_floor(&held);
+        let restricted;
+        let config = match super::host_capabilities::restrict_oom_score_adj(
+            config.resources.oom_score_adj,
+            floor,
+        ) {
+            adj if adj != config.resources.oom_score_adj => {
+                tracing::debug!(
+                    container = id,
+                    ?adj,
+                    "OOM score adjustment restricted: no CAP_SYS_RESOURCE"
+                );
+                let mut c = config.clone();
+                c.resources.oom_score_adj = adj;
+                restricted = c;
+                &restricted
+            }
+            _ => config,
+        };
         super::host_mounts::verify_propagation(config)?;
         let mut container_labels: HashMap<String, String> = config
             .labels

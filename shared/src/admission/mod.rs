@@ -57,6 +57,7 @@ use serde_json::Value;
 
 pub use field::{FieldError, FieldErrorType};
 pub use names::validate_name;
+pub use pod::qos_class;
 pub use sets::TEMPLATE_GENERATION;
 
 /// The write being admitted.

@@ -130,7 +130,7 @@ fn admit_new_pod_spec(spec: &mut PodSpec) {
 
 /// Upstream `ComputePodQOS`: Guaranteed when every container limits cpu and memory and the
 /// summed requests equal the summed limits; BestEffort when nothing is requested or limited.
-pub(crate) fn qos_class(spec: &PodSpec) -> &'static str {
+pub fn qos_class(spec: &PodSpec) -> &'static str {
     let mut requests: BTreeMap<&str, Quantity> = BTreeMap::new();
     let mut limits: BTreeMap<&str, Quantity> = BTreeMap::new();
     let mut guaranteed = true;

@@ -60,7 +60,6 @@ pub struct Config {
     /// Sysctls pods may set beyond the safe set (`--allowed-unsafe-sysctls`: names, or
     /// prefixes ending in `*`).
     pub allowed_unsafe_sysctls: Vec<String>,
-}
     /// Resources held back for the OS (`--system-reserved`).
     pub system_reserved: crate::node::allocatable::Reserved,
     /// Resources held back for the agent and containerd (`--kube-reserved`).
@@ -68,3 +67,4 @@ pub struct Config {
     /// `pids.max` of each pod's cgroup (`--pod-max-pids`, the kubelet's `podPidsLimit`; -1:
     /// unlimited).
     pub pod_max_pids: i64,
+}

@@ -183,14 +183,6 @@ struct RunArgs {
     /// `*` (`kernel.msg*,net.core.somaxconn`); each must be namespaced (the kubelet's flag).
     #[arg(long, value_delimiter = ',')]
     allowed_unsafe_sysctls: Vec<String>,
-}
-
-/// A DNS domain such as `cluster.local` (lower-cased, without the final dot).
-fn parse_domain(s: &str) -> Result<String, String> {
-    let d = berth_agent::network::cluster_dns::normalize_domain(s);
-    let label_ok = |l: &str| {
-        !l.is_empty()
-            && l.len() <= 63
     /// Resources reserved for the OS's daemons, the kubelet's flag and syntax
     /// (`cpu=500m,memory=1Gi,ephemeral-storage=1Gi,pid=1000`): left out of the Node's
     /// allocatable and of the `kubepods` cgroup.
@@ -203,6 +195,14 @@ fn parse_domain(s: &str) -> Result<String, String> {
     /// `podPidsLimit`); -1: unlimited.
     #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
     pod_max_pids: i64,
+}
+
+/// A DNS domain such as `cluster.local` (lower-cased, without the final dot).
+fn parse_domain(s: &str) -> Result<String, String> {
+    let d = berth_agent::network::cluster_dns::normalize_domain(s);
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
             && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
             && !l.starts_with('-')
             && !l.ends_with('-')
@@ -376,6 +376,9 @@ fn main() -> anyhow::Result<()> {
                 iptables_localhost_nodeports: a.iptables_localhost_nodeports,
                 seccomp_default: a.seccomp_default,
                 allowed_unsafe_sysctls: a.allowed_unsafe_sysctls,
+                system_reserved: a.system_reserved,
+                kube_reserved: a.kube_reserved,
+                pod_max_pids: a.pod_max_pids,
             };
             runtime.block_on(async move {
                 let shutdown = CancellationToken::new();
@@ -397,9 +400,6 @@ fn main() -> anyhow::Result<()> {
                 berth_agent::agent::run(config, shutdown)
                     .await
                     .context("agent failed")
-                system_reserved: a.system_reserved,
-                kube_reserved: a.kube_reserved,
-                pod_max_pids: a.pod_max_pids,
             })
         }
     }

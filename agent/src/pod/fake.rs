@@ -581,8 +581,8 @@ impl Fakes {
                 security: Default::default(),
             },
             clock: self.clock.clone(),
-        })
             cgroups: Arc::new(crate::node::qos_cgroups::NoCgroups),
+        })
     }
 
     /// The calls since the last `take_calls`, in order.

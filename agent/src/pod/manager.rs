@@ -189,8 +189,8 @@ impl PodManager {
                 ),
             },
             clock: Arc::new(jiff::Timestamp::now),
-        });
             cgroups: node.cgroups.clone(),
+        });
         PodManager {
             shared: Arc::new(Shared {
                 config,

@@ -118,10 +118,10 @@ pub struct Context {
     pub node: NodeSide,
     pub clock: Clock,
     pub metrics: Arc<crate::metrics::AgentMetrics>,
-}
-
     /// The pods' cgroups under `kubepods`.
     pub cgroups: Arc<dyn crate::node::qos_cgroups::PodCgroups>,
+}
+
 /// How a pass ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pass {
@@ -216,8 +216,6 @@ impl PodWorker {
                 }
             }
         }
-        tracing::debug!(pod = %name_of(&pod), actions = ?plan.actions, "plan");
-        let mut next = Duration::from_secs(10);
         // As the kubelet's pod container manager: the pod's cgroup (its QoS tier, limits and
         // pid limit) exists before its sandbox and containers. Every pass of a live pod, so a
         // restarted agent counts the running pods into the Burstable shares again (a no-op
@@ -227,6 +225,8 @@ impl PodWorker {
         if pod.metadata.deletion_timestamp.is_none() && !terminal {
             self.cx.cgroups.ensure(&pod)?;
         }
+        tracing::debug!(pod = %name_of(&pod), actions = ?plan.actions, "plan");
+        let mut next = Duration::from_secs(10);
         // Each pass takes one safe step; after a step, the next pass comes right away.
         let progressed = plan
             .actions
@@ -433,12 +433,12 @@ impl PodWorker {
         }
         self.cx.network.teardown(uid).await?;
         volumes::remove(&self.cx.node.root_dir, uid)?;
-        self.stop_probers();
-        self.local_mut(|l| *l = Local::default());
         if let Err(e) = self.cx.cgroups.release(uid) {
             // Left for `berth-agent uninstall`; the pod itself is gone.
             tracing::warn!(pod = %uid, error = %e, "removing the pod's cgroup failed");
         }
+        self.stop_probers();
+        self.local_mut(|l| *l = Local::default());
         self.cx.events.forget(uid);
         Ok(())
     }

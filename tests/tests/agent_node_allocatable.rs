@@ -42,29 +42,37 @@ fn read(path: &Path) -> String {
         .to_string()
 }
 
+/// An integer, or a panic naming `what`.
+fn int(s: &str, what: &str) -> i64 {
+    s.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{what}: {s:?} is not an integer"))
+}
+
 /// Bytes of a memory quantity as the Node prints it (`…Ki` or plain bytes).
 fn bytes(q: &Value) -> i64 {
     let s = q.as_str().unwrap_or_else(|| panic!("not a quantity: {q}"));
     match s.strip_suffix("Ki") {
-        Some(ki) => ki.parse::<i64>().unwrap() * 1024,
-        None => s
-            .parse()
-            .unwrap_or_else(|_| panic!("unexpected quantity {s}")),
+        Some(ki) => int(ki, "KiB") * 1024,
+        None => int(s, "bytes"),
     }
 }
 
 fn millicores(q: &Value) -> i64 {
     let s = q.as_str().unwrap_or_else(|| panic!("not a quantity: {q}"));
     match s.strip_suffix('m') {
-        Some(m) => m.parse().unwrap(),
-        None => s.parse::<i64>().unwrap() * 1000,
+        Some(m) => int(m, "millicores"),
+        None => int(s, "cores") * 1000,
     }
 }
 
 fn uid(c: &Cluster, name: &str) -> String {
-    c.pod("default", name).unwrap()["metadata"]["uid"]
+    let pod = c
+        .pod("default", name)
+        .unwrap_or_else(|| panic!("no pod {name}"));
+    pod["metadata"]["uid"]
         .as_str()
-        .unwrap()
+        .unwrap_or_else(|| panic!("pod {name} has no uid"))
         .to_string()
 }
 
@@ -101,9 +109,10 @@ fn memory_cgroup_of(pid: u32) -> String {
 }
 
 fn oom_score_adj(pid: u32) -> i64 {
-    read(Path::new(&format!("/proc/{pid}/oom_score_adj")))
-        .parse()
-        .unwrap()
+    int(
+        &read(Path::new(&format!("/proc/{pid}/oom_score_adj"))),
+        "oom_score_adj",
+    )
 }
 
 /// The OOM score adjustment a container gets for `wanted` on this host: without
@@ -136,7 +145,9 @@ fn reserved_resources_shape_allocatable_and_the_qos_cgroups() {
     let ns = c.agent(0).namespace().to_string();
 
     // Allocatable = capacity − system-reserved − the hard memory threshold.
-    let n = c.get(&format!("/api/v1/nodes/{node}")).unwrap();
+    let n = c
+        .get(&format!("/api/v1/nodes/{node}"))
+        .unwrap_or_else(|| panic!("no node {node}"));
     let (cap, alloc) = (&n["status"]["capacity"], &n["status"]["allocatable"]);
     let capacity_memory = bytes(&cap["memory"]);
     assert_eq!(
@@ -155,9 +166,10 @@ fn reserved_resources_shape_allocatable_and_the_qos_cgroups() {
     // kubepods: capacity − reserved (no eviction threshold), as the kubelet's
     // enforce-node-allocatable=pods; the kernel keeps whole pages of the limit.
     let kubepods = format!("{ns}/kubepods");
-    let limit: i64 = read(&cgroup("memory", &kubepods).join("memory.limit_in_bytes"))
-        .parse()
-        .unwrap();
+    let limit = int(
+        &read(&cgroup("memory", &kubepods).join("memory.limit_in_bytes")),
+        "kubepods memory.limit_in_bytes",
+    );
     assert_eq!(limit, (capacity_memory - GI) / 4096 * 4096);
     let allocatable_cpu = millicores(&alloc["cpu"]);
     assert_eq!(
@@ -271,7 +283,7 @@ fn a_fork_bomb_stops_at_the_pod_pid_limit_and_the_node_keeps_serving() {
         &format!("{ns}/kubepods/besteffort/pod{}", uid(&c, "forker")),
     );
     assert_eq!(read(&pod_cgroup.join("pids.max")), "100");
-    let current = |p: &Path| -> i64 { read(&p.join("pids.current")).parse().unwrap() };
+    let current = |p: &Path| -> i64 { int(&read(&p.join("pids.current")), "pids.current") };
     // pids.current is hierarchical: the pod's containers' tasks. (Where a refused fork is
     // counted in pids.events differs between kernels, so it is not read.)
     c.wait_for(secs(60), "the fork bomb to reach its limit", || {

@@ -389,7 +389,11 @@ mod tests {
         let cap = s.capacity.unwrap();
         assert_eq!(cap["memory"].0, "2097152Ki");
         assert_eq!(cap["pods"].0, "110");
-        assert_eq!(s.allocatable.unwrap()["memory"].0, "2097152Ki", "nothing reserved");
+        assert_eq!(
+            s.allocatable.unwrap()["memory"].0,
+            "2097152Ki",
+            "nothing reserved"
+        );
         let conds = s.conditions.unwrap();
         let ready = conds.iter().find(|c| c.type_ == "Ready").unwrap();
         assert_eq!(
@@ -405,12 +409,20 @@ mod tests {
         f.reservation = crate::node::allocatable::Reservation::new(
             crate::node::allocatable::Reserved::parse("cpu=500m,memory=1Gi").unwrap(),
             crate::node::allocatable::Reserved::default(),
-            &crate::node::pressure::Thresholds::parse("memory.available<100Mi,nodefs.available<10%")
-                .unwrap(),
+            &crate::node::pressure::Thresholds::parse(
+                "memory.available<100Mi,nodefs.available<10%",
+            )
+            .unwrap(),
             f.memory_bytes,
             f.ephemeral_storage_bytes,
         );
-        let s = node_status(&f, true, Pressures::default(), jiff::Timestamp::UNIX_EPOCH, None);
+        let s = node_status(
+            &f,
+            true,
+            Pressures::default(),
+            jiff::Timestamp::UNIX_EPOCH,
+            None,
+        );
         let a = s.allocatable.unwrap();
         let got: Vec<(&str, &str)> = a.iter().map(|(k, v)| (k.as_str(), v.0.as_str())).collect();
         assert_eq!(

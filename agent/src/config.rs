@@ -27,6 +27,9 @@ pub struct Config {
     pub max_pods: u32,
     /// Container logs: `<log_dir>/<ns>_<pod>_<uid>/<container>/<restart>.log`.
     pub log_dir: PathBuf,
+    /// The crash-loop back-off's cap (`--max-container-restart-period`, the kubelet's
+    /// `crashLoopBackOff.maxContainerRestartPeriod`) and first delay.
+    pub crash_loop_backoff: crate::pod::CrashLoopBackOff,
     /// A container's log file is rotated when it grows past this many bytes.
     pub container_log_max_bytes: u64,
     /// At most this many files per container log, the live one included

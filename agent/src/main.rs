@@ -98,6 +98,11 @@ struct RunArgs {
     max_pods: u32,
     #[arg(long, default_value = "/var/log/pods")]
     log_dir: PathBuf,
+    /// The cap of the crash-loop back-off between restarts of a failing container (a Go
+    /// duration, 1s–300s; the kubelet's `crashLoopBackOff.maxContainerRestartPeriod`): delays
+    /// start at 10s (or at the cap, when it is lower) and double up to it.
+    #[arg(long, default_value = "300s", value_parser = parse_max_restart_period)]
+    max_container_restart_period: berth_agent::pod::CrashLoopBackOff,
     /// A container's log file is rotated past this size (a quantity, as the kubelet's
     /// `containerLogMaxSize`).
     #[arg(long, default_value = "10Mi", value_parser = parse_size)]
@@ -217,6 +222,11 @@ fn parse_domain(s: &str) -> Result<String, String> {
 /// A Go duration such as `2m`, `1h30m` or `0`, not negative.
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     berth_agent::gc::parse_go_duration(s).ok_or_else(|| format!("{s}: not a duration"))
+}
+
+/// `--max-container-restart-period`: a Go duration within 1s and 300s.
+fn parse_max_restart_period(s: &str) -> Result<berth_agent::pod::CrashLoopBackOff, String> {
+    berth_agent::pod::CrashLoopBackOff::with_max_restart_period(parse_duration(s)?)
 }
 
 /// A positive byte size such as `10Mi` or `4096`.
@@ -353,6 +363,7 @@ fn main() -> anyhow::Result<()> {
                 registries_config: a.registries_config,
                 max_pods: a.max_pods,
                 log_dir: a.log_dir,
+                crash_loop_backoff: a.max_container_restart_period,
                 container_log_max_bytes: a.container_log_max_size,
                 container_log_max_files: usize::try_from(a.container_log_max_files)
                     .unwrap_or(usize::MAX),
@@ -363,7 +374,9 @@ fn main() -> anyhow::Result<()> {
                         minimum_age: a.image_minimum_gc_age,
                         maximum_age: Some(a.image_maximum_gc_age).filter(|d| !d.is_zero()),
                     };
-                    policy.validate().map_err(|e| anyhow::anyhow!("image GC: {e}"))?;
+                    policy
+                        .validate()
+                        .map_err(|e| anyhow::anyhow!("image GC: {e}"))?;
                     policy
                 },
                 node_ip: a.node_ip,

@@ -579,6 +579,7 @@ impl Fakes {
                 memory_bytes: 4 << 30,
                 api_endpoint: None,
                 security: Default::default(),
+                crash_loop: Default::default(),
             },
             clock: self.clock.clone(),
             cgroups: Arc::new(crate::node::qos_cgroups::NoCgroups),

@@ -187,6 +187,7 @@ impl PodManager {
                     config.seccomp_default,
                     &config.allowed_unsafe_sysctls,
                 ),
+                crash_loop: config.crash_loop_backoff,
             },
             clock: Arc::new(jiff::Timestamp::now),
             cgroups: node.cgroups.clone(),

@@ -38,5 +38,7 @@ pub use model::{
     Termination,
 };
 pub use plan::{Action, KillReason, KillTarget, PodKillReason, PodPlan, plan_pod};
-pub use restart::{Backoff, CrashLoop, crash_loop, image_pull_failed, next_start};
+pub use restart::{
+    Backoff, CrashLoop, CrashLoopBackOff, crash_loop, image_pull_failed, next_start,
+};
 pub use status::{pod_phase, pod_status};

@@ -314,6 +314,8 @@ pub struct Observed {
     pub host_ips: Vec<String>,
     /// The node's eviction manager ordered the pod evicted.
     pub eviction: Option<Eviction>,
+    /// The node's crash-loop curve (`--max-container-restart-period`).
+    pub crash_loop: super::restart::CrashLoopBackOff,
 }
 
 /// An eviction the node ordered (the kubelet's `TerminatePodAbnormally` with `Evict`): the

@@ -314,13 +314,15 @@ impl<'a> Planner<'a> {
         let observed = self.observed.container(&c.name).unwrap_or(&none);
         let entry = observed.latest().and_then(|a| a.backoff);
         let backoff = match last_failure(observed) {
-            Some(Failure::Crash { entry, at }) => match crash_loop(entry, at, self.now) {
-                CrashLoop::BackOff { until, .. } => {
-                    self.wake_at(until);
-                    return;
+            Some(Failure::Crash { entry, at }) => {
+                match crash_loop(entry, at, self.now, self.observed.crash_loop) {
+                    CrashLoop::BackOff { until, .. } => {
+                        self.wake_at(until);
+                        return;
+                    }
+                    CrashLoop::StartNow { backoff } => Some(backoff),
                 }
-                CrashLoop::StartNow { backoff } => Some(backoff),
-            },
+            }
             Some(Failure::Config { at }) => {
                 let due = after(at, INITIAL_BACKOFF);
                 if self.now < due {
@@ -965,6 +967,32 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_node_with_a_one_second_restart_cap_restarts_a_crash_looping_container_a_second_later() {
+        let pod = pod("Always", vec![], vec![container("app")]);
+        let crashed = with_backoff(exited("app", 1, 1, NOW - 1), 10, NOW - 2);
+        let mut o = pulled(observed(vec![crashed]), &["app"]);
+        o.crash_loop = super::super::restart::CrashLoopBackOff::with_max_restart_period(
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        // Exited a second ago under a 10 s entry: the 1 s cap is all it waits.
+        assert_eq!(
+            plan(&pod, &o),
+            vec![
+                Action::StartContainer {
+                    name: "app".into(),
+                    kind: ContainerKind::App,
+                    restart_index: 2,
+                    backoff: Some(Backoff {
+                        delay: Duration::from_secs(1),
+                        since: t(NOW)
+                    }),
+                },
+                Action::ReportStatus
+            ]
+        );
+    }
     fn start_error(reason: &str, at: i64, backoff: Option<Backoff>) -> StartError {
         StartError {
             reason: reason.into(),

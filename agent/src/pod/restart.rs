@@ -21,6 +21,12 @@
 //! the first restart is immediate, exactly as upstream (`doBackOff` finds no entry yet). If a
 //! run lasts longer than 10 minutes (twice the cap) after the entry was last advanced, the entry
 //! is stale and the next exit starts the curve again: restart at once, then 10 s.
+//!
+//! The cap is the node's `--max-container-restart-period` (the kubelet's
+//! `crashLoopBackOff.maxContainerRestartPeriod`, feature `KubeletCrashLoopBackOffMax`, 1–300 s);
+//! a cap below 10 s is also the first delay, as upstream's `newCrashLoopBackOff` does. With
+//! `1s` the waits are 0, 1, 1, 1 … s. The stale window stays 10 minutes whatever the cap
+//! (upstream fixes it at 600 s). The image-pull back-off keeps the 10 s → 5 min curve.
 
 use std::time::Duration;
 
@@ -34,6 +40,54 @@ pub const INITIAL_BACKOFF: Duration = Duration::from_secs(10);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// A run this long after the entry was advanced resets it ("10 minutes without any problems").
 pub const RESET_AFTER: Duration = Duration::from_secs(600);
+
+/// The crash-loop curve of this node: the first delay and the cap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CrashLoopBackOff {
+    pub initial: Duration,
+    pub max: Duration,
+}
+
+impl Default for CrashLoopBackOff {
+    /// Upstream's fixed curve: 10 s doubling to 5 minutes.
+    fn default() -> Self {
+        Self {
+            initial: INITIAL_BACKOFF,
+            max: MAX_BACKOFF,
+        }
+    }
+}
+
+impl CrashLoopBackOff {
+    /// The curve capped at `max` (`--max-container-restart-period`), which must lie within
+    /// 1 s and 300 s as the kubelet validates it; a cap below 10 s is also the first delay.
+    pub fn with_max_restart_period(max: Duration) -> Result<Self, String> {
+        if max < Duration::from_secs(1) || max > MAX_BACKOFF {
+            return Err(format!(
+                "max container restart period (got: {} seconds) must be set between 1s and 300s",
+                max.as_secs_f64()
+            ));
+        }
+        Ok(Self {
+            initial: INITIAL_BACKOFF.min(max),
+            max,
+        })
+    }
+
+    /// A fresh entry at the start of this curve.
+    pub fn initial(&self, now: Timestamp) -> Backoff {
+        Backoff {
+            delay: self.initial,
+            since: now,
+        }
+    }
+
+    /// The delay an entry gives on this curve: its own, capped (an entry written under a
+    /// longer cap, before the agent restarted with a shorter one, waits no longer than it).
+    fn delay_of(&self, entry: &Backoff) -> Duration {
+        entry.delay.min(self.max)
+    }
+}
 
 /// One back-off entry: the current delay and when it was last advanced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,27 +135,31 @@ pub enum CrashLoop {
     BackOff { until: Timestamp, delay: Duration },
 }
 
-/// The kubelet's `doBackOff`: `current` is the entry the exited attempt was started under and
-/// `finished_at` its exit time. In back-off while `now < finished_at + delay`.
-pub fn crash_loop(current: Option<Backoff>, finished_at: Timestamp, now: Timestamp) -> CrashLoop {
+/// The kubelet's `doBackOff` on the node's `curve`: `current` is the entry the exited attempt
+/// was started under and `finished_at` its exit time. In back-off while
+/// `now < finished_at + delay`.
+pub fn crash_loop(
+    current: Option<Backoff>,
+    finished_at: Timestamp,
+    now: Timestamp,
+    curve: CrashLoopBackOff,
+) -> CrashLoop {
     if let Some(b) = current
         && !b.is_stale_at(finished_at)
     {
-        let until = after(finished_at, b.delay);
+        let delay = curve.delay_of(&b);
+        let until = after(finished_at, delay);
         if now < until {
-            return CrashLoop::BackOff {
-                until,
-                delay: b.delay,
-            };
+            return CrashLoop::BackOff { until, delay };
         }
     }
     // Staleness is judged at the exit, as upstream's `Next(key, finishedAt)` does.
     let backoff = match current {
         Some(b) if !b.is_stale_at(finished_at) => Backoff {
-            delay: (b.delay * 2).min(MAX_BACKOFF),
+            delay: (curve.delay_of(&b) * 2).min(curve.max),
             since: now,
         },
-        _ => Backoff::initial(now),
+        _ => curve.initial(now),
     };
     CrashLoop::StartNow { backoff }
 }
@@ -155,8 +213,9 @@ pub fn next_start(
     current: Option<Backoff>,
     finished_at: Timestamp,
     now: Timestamp,
+    curve: CrashLoopBackOff,
 ) -> Option<Timestamp> {
-    match crash_loop(current, finished_at, now) {
+    match crash_loop(current, finished_at, now, curve) {
         CrashLoop::StartNow { .. } => None,
         CrashLoop::BackOff { until, .. } => Some(until),
     }
@@ -233,7 +292,7 @@ mod tests {
     #[test]
     fn first_exit_restarts_at_once_and_opens_a_ten_second_window() {
         assert_eq!(
-            crash_loop(None, t(0), t(0)),
+            crash_loop(None, t(0), t(0), CrashLoopBackOff::default()),
             CrashLoop::StartNow {
                 backoff: Backoff {
                     delay: secs(10),
@@ -243,22 +302,23 @@ mod tests {
         );
     }
 
-    #[test]
-    fn delays_follow_the_doubling_curve_capped_at_five_minutes() {
-        // Exit one second after every start; record the wait each time.
+    /// The waits between exit and next start of a container that exits one second after
+    /// every start, on `curve`.
+    fn waits(curve: CrashLoopBackOff, exits: usize) -> Vec<u64> {
         let mut entry = None;
         let mut now = t(0);
         let mut waits = Vec::new();
-        for _ in 0..9 {
+        for _ in 0..exits {
             let exited = now;
-            match crash_loop(entry, exited, exited) {
+            match crash_loop(entry, exited, exited, curve) {
                 CrashLoop::StartNow { backoff } => {
                     waits.push(0);
                     entry = Some(backoff);
                 }
                 CrashLoop::BackOff { until, delay } => {
                     waits.push(delay.as_secs());
-                    let CrashLoop::StartNow { backoff } = crash_loop(entry, exited, until) else {
+                    let CrashLoop::StartNow { backoff } = crash_loop(entry, exited, until, curve)
+                    else {
                         panic!("still in back-off at its end");
                     };
                     entry = Some(backoff);
@@ -267,7 +327,85 @@ mod tests {
             }
             now = after(now, secs(1));
         }
-        assert_eq!(waits, vec![0, 10, 20, 40, 80, 160, 300, 300, 300]);
+        waits
+    }
+
+    #[test]
+    fn delays_follow_the_doubling_curve_capped_at_five_minutes() {
+        assert_eq!(
+            waits(CrashLoopBackOff::default(), 9),
+            vec![0, 10, 20, 40, 80, 160, 300, 300, 300]
+        );
+    }
+
+    #[test]
+    fn a_lower_maximum_restart_period_caps_the_curve() {
+        let curve = |s| CrashLoopBackOff::with_max_restart_period(secs(s)).unwrap();
+        assert_eq!(waits(curve(60), 7), vec![0, 10, 20, 40, 60, 60, 60]);
+        assert_eq!(waits(curve(10), 4), vec![0, 10, 10, 10]);
+        // Below the 10 s initial delay the cap is the first delay too (upstream's rule).
+        assert_eq!(waits(curve(1), 6), vec![0, 1, 1, 1, 1, 1]);
+        assert_eq!(waits(curve(4), 5), vec![0, 4, 4, 4, 4]);
+        assert_eq!(curve(300), CrashLoopBackOff::default());
+    }
+
+    #[test]
+    fn the_maximum_restart_period_must_lie_between_one_second_and_five_minutes() {
+        let check = CrashLoopBackOff::with_max_restart_period;
+        assert!(check(Duration::from_millis(999)).is_err());
+        assert!(check(Duration::ZERO).is_err());
+        assert!(check(secs(301)).is_err());
+        assert!(check(secs(1)).is_ok());
+        assert_eq!(
+            check(secs(301)).unwrap_err(),
+            "max container restart period (got: 301 seconds) must be set between 1s and 300s"
+        );
+    }
+
+    #[test]
+    fn an_entry_from_a_longer_cap_waits_no_longer_than_the_current_one() {
+        // Written while the cap was 5 minutes; the agent now runs with 1 s.
+        let entry = Some(Backoff {
+            delay: secs(160),
+            since: t(0),
+        });
+        let curve = CrashLoopBackOff::with_max_restart_period(secs(1)).unwrap();
+        assert_eq!(
+            crash_loop(entry, t(5), t(5), curve),
+            CrashLoop::BackOff {
+                until: t(6),
+                delay: secs(1)
+            }
+        );
+        assert_eq!(
+            crash_loop(entry, t(5), t(6), curve),
+            CrashLoop::StartNow {
+                backoff: Backoff {
+                    delay: secs(1),
+                    since: t(6)
+                }
+            }
+        );
+    }
+
+    #[test]
+    fn the_stale_window_stays_ten_minutes_under_a_short_cap() {
+        let curve = CrashLoopBackOff::with_max_restart_period(secs(1)).unwrap();
+        let entry = Some(Backoff {
+            delay: secs(1),
+            since: t(0),
+        });
+        // A run of a minute is not "10 minutes without any problems": still backing off.
+        assert!(matches!(
+            crash_loop(entry, t(60), t(60), curve),
+            CrashLoop::BackOff { .. }
+        ));
+        assert_eq!(
+            crash_loop(entry, t(601), t(601), curve),
+            CrashLoop::StartNow {
+                backoff: curve.initial(t(601))
+            }
+        );
     }
 
     #[test]
@@ -276,8 +414,14 @@ mod tests {
             delay: secs(20),
             since: t(0),
         });
-        assert_eq!(next_start(entry, t(5), t(24)), Some(t(25)));
-        assert_eq!(next_start(entry, t(5), t(25)), None);
+        assert_eq!(
+            next_start(entry, t(5), t(24), CrashLoopBackOff::default()),
+            Some(t(25))
+        );
+        assert_eq!(
+            next_start(entry, t(5), t(25), CrashLoopBackOff::default()),
+            None
+        );
     }
 
     #[test]
@@ -288,14 +432,14 @@ mod tests {
         });
         // Exited 601 s after the entry was advanced: restart at once, curve starts over.
         assert_eq!(
-            crash_loop(entry, t(601), t(601)),
+            crash_loop(entry, t(601), t(601), CrashLoopBackOff::default()),
             CrashLoop::StartNow {
                 backoff: Backoff::initial(t(601))
             }
         );
         // Exactly ten minutes is not more than ten minutes: still capped.
         assert_eq!(
-            crash_loop(entry, t(600), t(601)),
+            crash_loop(entry, t(600), t(601), CrashLoopBackOff::default()),
             CrashLoop::BackOff {
                 until: t(900),
                 delay: secs(300)

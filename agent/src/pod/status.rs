@@ -294,8 +294,12 @@ impl Ctx<'_> {
         };
         let observed = observed.filter(|_| due)?;
         if let Some((attempt, exit)) = observed.latest_terminated()
-            && let CrashLoop::BackOff { delay, .. } =
-                crash_loop(attempt.backoff, exit.finished_at, self.now)
+            && let CrashLoop::BackOff { delay, .. } = crash_loop(
+                attempt.backoff,
+                exit.finished_at,
+                self.now,
+                self.observed.crash_loop,
+            )
         {
             let meta = &self.pod.metadata;
             let message = format!(

@@ -102,6 +102,8 @@ pub struct NodeSide {
     pub api_endpoint: Option<(String, u16)>,
     /// seccomp default and profile root, AppArmor, allowed sysctls.
     pub security: super::security_profiles::NodeSecurity,
+    /// The crash-loop back-off curve (`--max-container-restart-period`).
+    pub crash_loop: super::restart::CrashLoopBackOff,
 }
 
 /// Wall-clock time, the planner's `now`. The agent uses [`Timestamp::now`]; unit tests tie it

@@ -102,6 +102,7 @@ impl PodWorker {
                 containers,
                 host_ips: vec![host_ip],
                 eviction: local.eviction.clone(),
+                crash_loop: self.cx.node.crash_loop,
             },
             infos,
             netns,

@@ -124,3 +124,54 @@ pub(super) async fn sweep_log_dirs(
     }
     Ok(())
 }
+
+/// Removes the log directory of pod `uid` (`<log_dir>/<ns>_<pod>_<uid>`), when the pod worker
+/// has removed the last of its containers: the deleted pod's logs go at once, not at the next
+/// minute's sweep. A missing directory is fine.
+pub fn remove_pod_log_dir(log_dir: &Path, uid: &str) -> Result<(), GcError> {
+    let entries = match std::fs::read_dir(log_dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(GcError::Io {
+                path: log_dir.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let suffix = format!("_{uid}");
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_str().is_some_and(|n| n.ends_with(&suffix)) {
+            continue;
+        }
+        let path = entry.path();
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(GcError::Io { path, source }),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pods_log_directory_goes_and_other_pods_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let mine = dir.path().join("default_web_u-1/main");
+        let other = dir.path().join("default_web_u-11/main");
+        std::fs::create_dir_all(&mine).unwrap();
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(mine.join("0.log"), "x").unwrap();
+        remove_pod_log_dir(dir.path(), "u-1").unwrap();
+        assert!(!dir.path().join("default_web_u-1").exists());
+        assert!(other.exists());
+        // Nothing left, or no log directory at all: not an error.
+        remove_pod_log_dir(dir.path(), "u-1").unwrap();
+        remove_pod_log_dir(&dir.path().join("missing"), "u-1").unwrap();
+    }
+}

@@ -32,6 +32,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::runtime::{Runtime, RuntimeError};
+pub use containers::remove_pod_log_dir;
 pub use events::NodeEvents;
 pub use plan::images::ImageGcPolicy;
 

@@ -435,6 +435,11 @@ impl PodWorker {
         }
         self.cx.network.teardown(uid).await?;
         volumes::remove(&self.cx.node.root_dir, uid)?;
+        // Its containers are gone, and their logs with them: so goes the pod's log directory
+        // (the collector's minute sweep is the safety net for what an agent crash leaves).
+        if let Err(e) = crate::gc::remove_pod_log_dir(&self.cx.node.log_dir, uid) {
+            tracing::warn!(pod = %uid, error = %e, "removing the pod's log directory failed");
+        }
         if let Err(e) = self.cx.cgroups.release(uid) {
             // Left for `berth-agent uninstall`; the pod itself is gone.
             tracing::warn!(pod = %uid, error = %e, "removing the pod's cgroup failed");

@@ -46,6 +46,9 @@ enum Command {
 enum ImageCommand {
     /// Import an OCI layout (directory or tar) or a `docker save` tarball.
     Import { file: PathBuf },
+    /// Pull an image through the registries file (mirrors, credentials), as a pod's
+    /// `imagePullPolicy: Always` would: `crictl pull` for the agent's namespace.
+    Pull { reference: String },
     /// List the images containerd holds for the agent.
     Ls,
 }
@@ -260,6 +263,13 @@ fn main() -> anyhow::Result<()> {
                     for img in images.import(&file).await.context("importing")? {
                         println!("imported {} ({})", img.name, img.digest);
                     }
+                }
+                ImageCommand::Pull { reference } => {
+                    let img = images
+                        .pull(&reference, berth_agent::image::PullPolicy::Always)
+                        .await
+                        .with_context(|| format!("pulling {reference}"))?;
+                    println!("pulled {} ({})", img.name, img.digest);
                 }
                 ImageCommand::Ls => {
                     println!("{:<60} {:<20} {:>12}", "IMAGE", "DIGEST", "SIZE");

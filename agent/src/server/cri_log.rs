@@ -29,9 +29,9 @@ pub fn parse(line: &str) -> Option<LogLine<'_>> {
     })
 }
 
-/// Formats one entry for a `kubectl logs` reader: a partial entry is emitted without its newline.
-pub fn render(line: &LogLine<'_>, timestamps: bool) -> String {
-    let mut out = String::new();
+/// Formats one entry for a `kubectl logs` reader into `out` (no allocation per line): a
+/// partial entry is emitted without its newline.
+pub fn render_into(line: &LogLine<'_>, timestamps: bool, out: &mut String) {
     if timestamps {
         out.push_str(line.timestamp);
         out.push(' ');
@@ -40,7 +40,6 @@ pub fn render(line: &LogLine<'_>, timestamps: bool) -> String {
     if line.full {
         out.push('\n');
     }
-    out
 }
 
 /// Whether the entry is at or after `since` (RFC3339 timestamps compare by value).
@@ -67,10 +66,11 @@ pub fn select(
         .filter(|l| at_or_after(l, since))
         .collect();
     let start = tail.map_or(0, |t| lines.len().saturating_sub(t));
-    lines[start..]
-        .iter()
-        .map(|l| render(l, timestamps))
-        .collect()
+    let mut out = String::with_capacity(if start == 0 { content.len() } else { 0 });
+    for l in &lines[start..] {
+        render_into(l, timestamps, &mut out);
+    }
+    out
 }
 
 /// Formats a line for writing into the log file.

@@ -1,11 +1,18 @@
 //! Reading a container's log file as it grows, across size rotation: the runtime renames
 //! `<log>` to `<log>.1` and starts a new `<log>`, so a follower holds the file it opened, drains
 //! it when the path names a new file, and carries on from the start of the new one.
+//!
+//! Reads come in chunks of at most [`CHUNK`] bytes, so a follower that fell behind a fast
+//! writer catches up in bounded steps (not one allocation the size of the file), and a chunk
+//! that filled up says more is waiting.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use tokio::fs::File;
 use tokio::io::AsyncReadExt;
+
+/// The most one read returns.
+pub const CHUNK: usize = 1 << 20;
 
 /// A log file being followed.
 pub struct LogFollower {
@@ -37,21 +44,38 @@ impl LogFollower {
     /// a line may be split between calls.
     pub async fn read_new(&mut self) -> String {
         let mut out = Vec::new();
-        if let Some(f) = self.file.as_mut() {
-            let _ = f.read_to_end(&mut out).await;
+        loop {
+            let chunk = self.read_chunk().await;
+            if chunk.is_empty() {
+                break;
+            }
+            out.extend_from_slice(&chunk);
         }
-        // Rotated (or first call): after draining the old file, switch to the one at the path.
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// Up to [`CHUNK`] bytes written since the last call; empty when nothing new. Bytes, not
+    /// text: a chunk may end inside a line (or a character).
+    pub async fn read_chunk(&mut self) -> Vec<u8> {
+        let mut out = Vec::new();
+        if let Some(f) = self.file.as_mut() {
+            let _ = f.take(CHUNK as u64).read_to_end(&mut out).await;
+            if !out.is_empty() {
+                return out;
+            }
+        }
+        // Drained. Rotated (or first call): switch to the file at the path.
         let current = inode_at(&self.path).await;
         if current.is_some()
             && current != self.inode
             && let Ok(mut f) = File::open(&self.path).await
         {
             let inode = f.metadata().await.ok().map(|m| m.ino());
-            let _ = f.read_to_end(&mut out).await;
+            let _ = (&mut f).take(CHUNK as u64).read_to_end(&mut out).await;
             self.file = Some(f);
             self.inode = inode;
         }
-        String::from_utf8_lossy(&out).into_owned()
+        out
     }
 }
 
@@ -87,5 +111,23 @@ mod tests {
         append(&log, "five\n");
         assert_eq!(f.read_new().await, "five\n");
         assert_eq!(f.read_new().await, "");
+    }
+
+    #[tokio::test]
+    async fn a_large_backlog_comes_in_bounded_chunks_and_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("0.log");
+        let line = format!("{}\n", "x".repeat(1023));
+        append(&log, &line.repeat(3 * 1024 + 1));
+        let mut f = LogFollower::new(log.clone());
+        let mut sizes = Vec::new();
+        loop {
+            let chunk = f.read_chunk().await;
+            if chunk.is_empty() {
+                break;
+            }
+            sizes.push(chunk.len());
+        }
+        assert_eq!(sizes, vec![CHUNK, CHUNK, CHUNK, 1024]);
     }
 }

@@ -70,27 +70,32 @@ pub async fn serve(
         return ([(header::CONTENT_TYPE, "text/plain")], first).into_response();
     }
     // Follow: what was there, then what is appended (across rotations), until the container
-    // stops.
+    // stops. Chunk by chunk: a full chunk is read on at once, only an idle file is polled.
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(64);
     let running = target.running.clone();
     tokio::spawn(async move {
         if tx.send(Ok(Bytes::from(first))).await.is_err() {
             return;
         }
-        let mut pending = String::new();
+        let mut pending: Vec<u8> = Vec::new();
         loop {
             let alive = running();
-            let appended = follower.read_new().await;
-            pending.push_str(&appended);
+            let appended = follower.read_chunk().await;
+            pending.extend_from_slice(&appended);
             // Only whole lines are rendered; a line still being written waits for its end.
-            if let Some(end) = pending.rfind('\n') {
-                let complete: String = pending.drain(..=end).collect();
-                let out = cri_log::select(&complete, None, None, timestamps);
+            if let Some(end) = pending.iter().rposition(|b| *b == b'\n') {
+                let rest = pending.split_off(end + 1);
+                let complete = std::mem::replace(&mut pending, rest);
+                let out =
+                    cri_log::select(&String::from_utf8_lossy(&complete), None, None, timestamps);
                 if !out.is_empty() && tx.send(Ok(Bytes::from(out))).await.is_err() {
                     return;
                 }
             }
-            if !alive && appended.is_empty() {
+            if !appended.is_empty() {
+                continue;
+            }
+            if !alive {
                 return;
             }
             tokio::select! {

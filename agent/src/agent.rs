@@ -154,6 +154,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
             image_dir,
             log_dir: config.log_dir.clone(),
             runtime: runtime.clone(),
+            pods_cgroup: Some(crate::eviction::observe::PodsCgroup {
+                path: format!(
+                    "/{}/{}",
+                    config.containerd_namespace.trim_matches('/'),
+                    node::cgroup_layout::KUBEPODS
+                ),
+                memory: pods_share.memory,
+            }),
         }),
         reclaimer.clone(),
         evictable.clone(),

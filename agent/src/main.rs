@@ -347,8 +347,12 @@ fn main() -> anyhow::Result<()> {
                     anyhow::bail!("--housekeeping-interval must be positive");
                 }
                 berth_agent::eviction::Settings {
-                    thresholds: ev::join(&a.eviction_hard, &a.eviction_soft, &grace, &reclaim)
-                        .map_err(|e| anyhow::anyhow!("--eviction-soft: {e}"))?,
+                    // Pods are always held to allocatable by the kubepods cgroup (the
+                    // kubelet's default --enforce-node-allocatable=pods).
+                    thresholds: ev::add_allocatable_thresholds(
+                        ev::join(&a.eviction_hard, &a.eviction_soft, &grace, &reclaim)
+                            .map_err(|e| anyhow::anyhow!("--eviction-soft: {e}"))?,
+                    ),
                     max_pod_grace_seconds: a.eviction_max_pod_grace_period,
                     transition_period: a.eviction_pressure_transition_period,
                     interval: a.housekeeping_interval.unsigned_abs(),

@@ -4,7 +4,10 @@
 //! `--eviction-pressure-transition-period` and `--housekeeping-interval`, joined into one list
 //! of [`Threshold`]s as upstream's `ParseThresholdConfig` does: a soft threshold without a
 //! grace period is refused, a minimum reclaim applies to the hard and the soft threshold of
-//! its signal.
+//! its signal. Pods' memory is enforced through the `kubepods` cgroup (upstream's
+//! `--enforce-node-allocatable=pods`, the default and Berth's only mode), so each hard
+//! `memory.available` threshold gets an `allocatableMemory.available` twin
+//! ([`add_allocatable_thresholds`]).
 //!
 //! Planner: pure, no I/O.
 
@@ -53,13 +56,15 @@ impl Default for Settings {
         let hard =
             Thresholds::parse(crate::node::pressure::DEFAULT_EVICTION_HARD).unwrap_or_default();
         Settings {
-            thresholds: join(
-                &hard,
-                &Thresholds::default(),
-                &BTreeMap::new(),
-                &BTreeMap::new(),
-            )
-            .unwrap_or_default(),
+            thresholds: add_allocatable_thresholds(
+                join(
+                    &hard,
+                    &Thresholds::default(),
+                    &BTreeMap::new(),
+                    &BTreeMap::new(),
+                )
+                .unwrap_or_default(),
+            ),
             max_pod_grace_seconds: 0,
             transition_period: SignedDuration::from_mins(5),
             interval: Duration::from_secs(10),
@@ -99,6 +104,27 @@ pub fn join(
         });
     }
     Ok(out)
+}
+
+/// Adds, for each hard `memory.available` threshold, the same threshold (value and minimum
+/// reclaim) on `allocatableMemory.available`, as upstream's `addAllocatableThresholds` does
+/// when `--enforce-node-allocatable` includes `pods`: pods are then judged against their own
+/// share of memory (`kubepods`), whatever the node's other processes use.
+pub fn add_allocatable_thresholds(mut thresholds: Vec<Threshold>) -> Vec<Threshold> {
+    let twins: Vec<Threshold> = thresholds
+        .iter()
+        .filter(|t| t.signal == Signal::MemoryAvailable && t.is_hard())
+        .map(|t| Threshold {
+            signal: Signal::AllocatableMemoryAvailable,
+            ..*t
+        })
+        .collect();
+    for t in twins {
+        if !thresholds.contains(&t) {
+            thresholds.push(t);
+        }
+    }
+    thresholds
 }
 
 /// Splits `signal=value,signal=value` (the kubelet's map flags).
@@ -217,6 +243,40 @@ mod tests {
     }
 
     #[test]
+    fn each_hard_memory_threshold_gets_an_allocatable_twin_with_its_minimum_reclaim() {
+        let hard = Thresholds::parse("memory.available<500Mi,nodefs.available<10%").unwrap();
+        let soft = Thresholds::parse("memory.available<1Gi").unwrap();
+        let grace = parse_grace_periods("memory.available=1m").unwrap();
+        let reclaim = parse_minimum_reclaims("memory.available=100Mi").unwrap();
+        let all = add_allocatable_thresholds(join(&hard, &soft, &grace, &reclaim).unwrap());
+        let twins: Vec<&Threshold> = all
+            .iter()
+            .filter(|t| t.signal == Signal::AllocatableMemoryAvailable)
+            .collect();
+        // The soft memory threshold gets none, as upstream's.
+        assert_eq!(
+            twins,
+            [&Threshold {
+                signal: Signal::AllocatableMemoryAvailable,
+                limit: Limit::Quantity(500 << 20),
+                grace: SignedDuration::ZERO,
+                min_reclaim: Some(Limit::Quantity(100 << 20)),
+            }]
+        );
+        assert_eq!(all.len(), 4);
+        // Without a memory threshold there is nothing to copy, and adding twice adds once.
+        let disk = join(
+            &Thresholds::parse("nodefs.available<10%").unwrap(),
+            &Thresholds::default(),
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        )
+        .unwrap();
+        assert_eq!(add_allocatable_thresholds(disk.clone()), disk);
+        assert_eq!(add_allocatable_thresholds(all.clone()), all);
+    }
+
+    #[test]
     fn malformed_map_flags_are_refused() {
         assert!(parse_grace_periods("memory.available").is_err());
         assert!(parse_grace_periods("cpu=1m").is_err());
@@ -227,7 +287,16 @@ mod tests {
     #[test]
     fn the_defaults_are_the_kubelets() {
         let s = Settings::default();
-        assert_eq!(s.thresholds.len(), 4);
+        assert_eq!(s.thresholds.len(), 5);
+        assert_eq!(
+            s.thresholds[4],
+            Threshold {
+                signal: Signal::AllocatableMemoryAvailable,
+                limit: Limit::Quantity(100 << 20),
+                grace: SignedDuration::ZERO,
+                min_reclaim: None,
+            }
+        );
         assert!(s.thresholds.iter().all(Threshold::is_hard));
         assert_eq!(s.interval, Duration::from_secs(10));
     }

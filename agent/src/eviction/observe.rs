@@ -3,10 +3,13 @@
 //! snapshotter's), and each pod's usage — its cgroup's working set and task count, each
 //! container's working set, writable layer (the snapshotter's usage of its rootfs snapshot)
 //! and log directory, and its emptyDirs on disk (walked as `du` walks them: allocated blocks,
-//! one inode per entry).
+//! one inode per entry). `allocatableMemory.available` is the pods' share of memory (the
+//! `kubepods` cgroup's limit, capacity less the reservations) less that cgroup's working set,
+//! as upstream observes its `pods` system container.
 
 use super::usage::{ContainerUsage, Disk, PodUsage, Usages, local_volumes, uid};
 use super::{Observer, Signals};
+use crate::node::pressure::{Observed, Signal};
 use crate::pod::labels;
 use crate::runtime::{ContainerInfo, Runtime, TaskState, cgroup, spec};
 use berth_shared::k8s_openapi::api::core::v1::Pod;
@@ -22,6 +25,26 @@ pub struct HostObserver {
     pub image_dir: Option<PathBuf>,
     pub log_dir: PathBuf,
     pub runtime: Runtime,
+    /// The cgroup all pods run under, and the memory it may use (`None`: no such signal).
+    pub pods_cgroup: Option<PodsCgroup>,
+}
+
+/// The `kubepods` cgroup and its memory limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodsCgroup {
+    /// As a container's `linux.cgroupsPath` names it: `/<namespace>/kubepods`.
+    pub path: String,
+    /// Bytes: the node's memory capacity less `--system-reserved` and `--kube-reserved`.
+    pub memory: i64,
+}
+
+/// `allocatableMemory.available` from the pods' share of memory and their working set.
+pub fn allocatable_memory(share: i64, working_set: u64) -> Observed {
+    let used = i64::try_from(working_set).unwrap_or(i64::MAX);
+    Observed {
+        available: share.saturating_sub(used),
+        capacity: share,
+    }
 }
 
 /// `du`: allocated bytes and entries under `dir` (nothing for a missing one). Does not follow
@@ -63,10 +86,22 @@ fn same_filesystem(a: &Path, b: &Path) -> bool {
 impl Observer for HostObserver {
     fn signals(&self) -> BoxFuture<'_, Signals> {
         let (root, image) = (self.root_dir.clone(), self.image_dir.clone());
+        let pods = self.pods_cgroup.clone();
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || Signals {
-                observed: crate::node::host::signals(&root, image.as_deref()),
-                dedicated_imagefs: image.as_deref().is_some_and(|i| !same_filesystem(&root, i)),
+            tokio::task::spawn_blocking(move || {
+                let mut observed = crate::node::host::signals(&root, image.as_deref());
+                if let Some(pods) = pods
+                    && let Some(ws) = cgroup::usage(&pods.path).working_set
+                {
+                    observed.insert(
+                        Signal::AllocatableMemoryAvailable,
+                        allocatable_memory(pods.memory, ws),
+                    );
+                }
+                Signals {
+                    observed,
+                    dedicated_imagefs: image.as_deref().is_some_and(|i| !same_filesystem(&root, i)),
+                }
             })
             .await
             .unwrap_or_default()
@@ -191,6 +226,20 @@ fn pod_usage(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn allocatable_memory_is_the_pods_share_less_their_working_set() {
+        const MI: i64 = 1 << 20;
+        assert_eq!(
+            allocatable_memory(1536 * MI, 1024 << 20),
+            Observed {
+                available: 512 * MI,
+                capacity: 1536 * MI,
+            }
+        );
+        // Over the share (the cgroup charges page cache first): negative, as upstream's.
+        assert_eq!(allocatable_memory(MI, 2 << 20).available, -MI);
+    }
 
     #[test]
     fn disk_usage_counts_allocated_blocks_and_entries() {

@@ -40,7 +40,9 @@ fn requests(pod: &Pod) -> (i64, i64) {
 fn use_and_request(signal: Signal, measure: Measure, pod: &Pod, u: &PodUsage) -> (i64, i64) {
     let (memory, storage) = requests(pod);
     match signal {
-        Signal::MemoryAvailable => (u.memory.unwrap_or(0), memory),
+        Signal::MemoryAvailable | Signal::AllocatableMemoryAvailable => {
+            (u.memory.unwrap_or(0), memory)
+        }
         Signal::NodeFsInodesFree | Signal::ImageFsInodesFree => (u.disk(measure).inodes, 0),
         Signal::PidAvailable => (u.processes.unwrap_or(0), 0),
         Signal::NodeFsAvailable | Signal::ImageFsAvailable => (u.disk(measure).bytes, storage),

@@ -22,7 +22,7 @@ pub enum Step {
 pub fn steps(signal: Signal, dedicated_imagefs: bool) -> &'static [Step] {
     const BOTH: &[Step] = &[Step::DeadContainers, Step::UnusedImages];
     match signal {
-        Signal::MemoryAvailable | Signal::PidAvailable => &[],
+        Signal::MemoryAvailable | Signal::AllocatableMemoryAvailable | Signal::PidAvailable => &[],
         Signal::NodeFsAvailable | Signal::NodeFsInodesFree if dedicated_imagefs => &[],
         _ => BOTH,
     }

@@ -112,7 +112,7 @@ impl State {
             .collect();
         self.met = due.clone();
         // Memory first; the rest keep their order (a stable sort).
-        due.sort_by_key(|t| t.signal != Signal::MemoryAvailable);
+        due.sort_by_key(|t| t.signal.condition() != Pressure::Memory);
         Verdict {
             pressures,
             to_reclaim: due,

@@ -26,6 +26,10 @@ pub const TRANSITION_PERIOD: SignedDuration = SignedDuration::from_secs(300);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Signal {
     MemoryAvailable,
+    /// The pods' share of memory (the `kubepods` cgroup's limit) less what they use: added
+    /// beside each hard `memory.available` threshold (see
+    /// [`crate::eviction::config::add_allocatable_thresholds`]).
+    AllocatableMemoryAvailable,
     NodeFsAvailable,
     NodeFsInodesFree,
     ImageFsAvailable,
@@ -37,6 +41,7 @@ impl Signal {
     pub fn parse(s: &str) -> Option<Signal> {
         Some(match s {
             "memory.available" => Signal::MemoryAvailable,
+            "allocatableMemory.available" => Signal::AllocatableMemoryAvailable,
             "nodefs.available" => Signal::NodeFsAvailable,
             "nodefs.inodesFree" => Signal::NodeFsInodesFree,
             "imagefs.available" => Signal::ImageFsAvailable,
@@ -50,6 +55,7 @@ impl Signal {
     pub fn as_str(self) -> &'static str {
         match self {
             Signal::MemoryAvailable => "memory.available",
+            Signal::AllocatableMemoryAvailable => "allocatableMemory.available",
             Signal::NodeFsAvailable => "nodefs.available",
             Signal::NodeFsInodesFree => "nodefs.inodesFree",
             Signal::ImageFsAvailable => "imagefs.available",
@@ -61,7 +67,7 @@ impl Signal {
     /// The resource reclaimed for the signal, as upstream names it in eviction messages.
     pub fn resource(self) -> &'static str {
         match self {
-            Signal::MemoryAvailable => "memory",
+            Signal::MemoryAvailable | Signal::AllocatableMemoryAvailable => "memory",
             Signal::NodeFsAvailable | Signal::ImageFsAvailable => "ephemeral-storage",
             Signal::NodeFsInodesFree | Signal::ImageFsInodesFree => "inodes",
             Signal::PidAvailable => "pids",
@@ -71,7 +77,7 @@ impl Signal {
     /// The condition the signal's threshold raises.
     pub fn condition(self) -> Pressure {
         match self {
-            Signal::MemoryAvailable => Pressure::Memory,
+            Signal::MemoryAvailable | Signal::AllocatableMemoryAvailable => Pressure::Memory,
             Signal::PidAvailable => Pressure::Pid,
             _ => Pressure::Disk,
         }

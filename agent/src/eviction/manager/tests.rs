@@ -151,13 +151,15 @@ fn rig(hard: &str, soft: &str, grace: &str, pods: Vec<Pod>, gc_frees: (i64, i64)
         steps: Mutex::new(Vec::new()),
     });
     let settings = Settings {
-        thresholds: join(
-            &Thresholds::parse(hard).unwrap(),
-            &Thresholds::parse(soft).unwrap(),
-            &crate::eviction::config::parse_grace_periods(grace).unwrap(),
-            &BTreeMap::new(),
-        )
-        .unwrap(),
+        thresholds: crate::eviction::config::add_allocatable_thresholds(
+            join(
+                &Thresholds::parse(hard).unwrap(),
+                &Thresholds::parse(soft).unwrap(),
+                &crate::eviction::config::parse_grace_periods(grace).unwrap(),
+                &BTreeMap::new(),
+            )
+            .unwrap(),
+        ),
         max_pod_grace_seconds: 20,
         transition_period: SignedDuration::from_secs(30),
         interval: Duration::from_secs(10),
@@ -225,6 +227,42 @@ async fn memory_pressure_evicts_the_pod_over_its_request_and_raises_the_conditio
         r.gc.steps.lock().unwrap().is_empty(),
         "memory is never reclaimed at node level"
     );
+}
+
+#[tokio::test]
+async fn pods_over_their_allocatable_memory_are_evicted_while_the_node_has_plenty() {
+    let mut r = rig(
+        "memory.available<100Mi",
+        "",
+        "",
+        vec![
+            pod("guaranteed", 0, Some("200Mi"), 30),
+            pod("hog", 0, None, 30),
+        ],
+        (0, 0),
+    );
+    r.host.set(Signal::MemoryAvailable, 4000 * MI);
+    r.host.set(Signal::AllocatableMemoryAvailable, 300 * MI);
+    *r.host.usages.lock().unwrap() = Usages::from([
+        ("guaranteed".into(), memory(150 * MI)),
+        ("hog".into(), memory(600 * MI)),
+    ]);
+    assert_eq!(r.manager.synchronize().await, None);
+    assert!(!r.pressures.borrow().memory);
+
+    // Other processes on the host do not matter; the pods' own share does.
+    r.host.set(Signal::AllocatableMemoryAvailable, 60 * MI);
+    assert_eq!(r.manager.synchronize().await.as_deref(), Some("hog"));
+    assert!(r.pressures.borrow().memory, "MemoryPressure, as upstream");
+    let evicted = r.pods.evicted.lock().unwrap().clone();
+    assert!(
+        evicted[0].1.message.starts_with(
+            "The node was low on resource: memory. Threshold quantity: 100Mi, available: 60Mi. "
+        ),
+        "{}",
+        evicted[0].1.message
+    );
+    assert!(r.gc.steps.lock().unwrap().is_empty());
 }
 
 #[tokio::test]

@@ -4,6 +4,11 @@
 //! removes every task and container it holds, kills leftover shims and their processes, stops
 //! the daemon and cleans what containerd 1.6 keeps outside its root (runc state, shim sockets,
 //! cgroups under `/<namespace>`).
+//!
+//! [`Containerd::start_on_small_fs`] puts its root (content store, snapshots, metadata) on a
+//! size-limited tmpfs of its own, so a test can fill the image filesystem the agent's image GC
+//! watches without touching the host's disk; Drop (and a later cluster's sweep of an abandoned
+//! record, which lists this directory) unmounts it.
 
 use std::fs::OpenOptions;
 use std::io::Write as _;
@@ -60,6 +65,16 @@ pub struct Containerd {
 impl Containerd {
     /// Starts containerd on a fresh temporary directory and waits until it answers.
     pub fn start() -> Containerd {
+        Containerd::start_with_root_size(None)
+    }
+
+    /// Starts containerd with its root on a tmpfs of `size` bytes (a small image filesystem).
+    pub fn start_on_small_fs(size: u64) -> Containerd {
+        Containerd::start_with_root_size(Some(size))
+    }
+
+    /// [`Containerd::start`], with the root on a tmpfs of that many bytes when given.
+    pub fn start_with_root_size(root_size: Option<u64>) -> Containerd {
         require_root();
         for t in ["containerd", "containerd-shim-runc-v2", "runc", "ctr"] {
             require_tool(t);
@@ -99,8 +114,34 @@ impl Containerd {
             starts: 0,
             new_run_dirs,
         };
+        // Mounted once `c` exists: a panic from here on drops it, which unmounts.
+        if let Some(size) = root_size {
+            c.mount_small_root(size);
+        }
         c.spawn_and_wait();
         c
+    }
+
+    /// Mounts a tmpfs of `size` bytes on the root directory.
+    fn mount_small_root(&self, size: u64) {
+        use nix::mount::{MsFlags, mount};
+        let root = self.root();
+        std::fs::create_dir_all(&root)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", root.display()));
+        let options = format!("size={size},mode=0711");
+        mount(
+            Some("tmpfs"),
+            &root,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some(options.as_str()),
+        )
+        .unwrap_or_else(|e| panic!("cannot mount a tmpfs on {}: {e}", root.display()));
+    }
+
+    /// containerd's root: content store, snapshots and metadata.
+    pub fn root(&self) -> PathBuf {
+        self.dir.join("root")
     }
 
     /// The gRPC socket (`--containerd-socket` for agents, `ctr -a`).

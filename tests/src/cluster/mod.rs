@@ -101,6 +101,8 @@ pub struct ClusterConfig {
     /// Run the agents on a test bed of this layout (agent `i` on host `i`; at least as many
     /// hosts as agents) instead of in this machine's netns.
     pub hosts: Option<TestBedLayout>,
+    /// Put containerd's root (the agents' image filesystem) on a tmpfs of this many bytes.
+    pub containerd_root_size: Option<u64>,
 }
 
 impl ClusterConfig {
@@ -112,6 +114,7 @@ impl ClusterConfig {
             controller_on_all_addresses: false,
             controller_args: Vec::new(),
             hosts: None,
+            containerd_root_size: None,
         }
     }
 
@@ -207,7 +210,7 @@ impl Cluster {
             .save(&record_name);
             bed
         });
-        let containerd = Containerd::start();
+        let containerd = Containerd::start_with_root_size(config.containerd_root_size);
         let registry = match &bed {
             Some(bed) => Registry::start_on(bed.gateway()),
             None => Registry::start(),

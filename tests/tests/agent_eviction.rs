@@ -1,6 +1,7 @@
-//! Issue 31, acceptance 4: node-pressure eviction. Memory: with `--eviction-hard
-//! memory.available<X` leaving the node ~400Mi, a BestEffort pod filling a memory-backed
-//! emptyDir is evicted (Failed/Evicted, upstream's message naming memory, DisruptionTarget,
+//! Issue 31, acceptance 4: node-pressure eviction. Memory: pods given 1.5Gi by
+//! `--system-reserved` and `--eviction-hard memory.available<500Mi` (so
+//! `allocatableMemory.available<500Mi` on the kubepods cgroup), a BestEffort pod filling a
+//! memory-backed emptyDir is evicted (Failed/Evicted, upstream's message naming memory, DisruptionTarget,
 //! an Evicted event) while a Guaranteed pod keeps running; the Node shows MemoryPressure and
 //! its taint while the threshold is crossed, and both clear afterwards. Disk: the agent's root
 //! on a small tmpfs, a pod filling an emptyDir past `nodefs.available` is evicted and its
@@ -38,16 +39,16 @@ fn has_taint(node: &Value, key: &str) -> bool {
         .any(|t| t["key"] == key && t["effect"] == "NoSchedule")
 }
 
-/// memory.available as the agent computes it: MemFree + Inactive(file).
-fn memory_available() -> u64 {
-    let info = std::fs::read_to_string("/proc/meminfo").unwrap();
-    let kib = |key: &str| -> u64 {
-        info.lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or_else(|| panic!("{key} in /proc/meminfo"))
-    };
-    (kib("MemFree:") + kib("Inactive(file):")) * 1024
+/// The Node's memory capacity in bytes (`status.capacity.memory`, in `Ki` as the agent writes it).
+fn memory_capacity(node: &Value) -> u64 {
+    let q = node["status"]["capacity"]["memory"]
+        .as_str()
+        .unwrap_or_default();
+    q.strip_suffix("Ki")
+        .and_then(|k| k.parse::<u64>().ok())
+        .map(|k| k * 1024)
+        .or_else(|| q.parse().ok())
+        .unwrap_or_else(|| panic!("memory capacity {q:?}"))
 }
 
 /// The pod is Failed/Evicted with a message starting with `prefix`; returns the message.
@@ -96,30 +97,34 @@ fn a_besteffort_pod_eating_memory_is_evicted_and_a_guaranteed_one_stays() {
     c.apply(&guaranteed("steady", &n));
     c.wait_for_pod_ready("default", "steady", secs(90));
 
-    // The threshold leaves the node ~400Mi, measured now that everything else runs.
-    let threshold = memory_available().saturating_sub(400 * MI) / MI;
-    let hard = format!(
-        "memory.available<{threshold}Mi,nodefs.available<100Mi,imagefs.available<100Mi"
-    );
+    // Pods get 1.5Gi of the node (the kubepods cgroup's limit) whatever the host has, and
+    // are evicted past 1.5Gi − 500Mi = 1Gi through allocatableMemory.available, which
+    // --eviction-hard memory.available adds (upstream's --enforce-node-allocatable=pods).
+    // What other processes on the host use does not enter: memory.available stays far above
+    // 500Mi on any CI machine with a few GiB.
+    let reserved = memory_capacity(&node(&c)) - 1536 * MI;
     c.restart_agent_with(
         0,
         &[
+            "--system-reserved",
+            &format!("memory={}Mi", reserved / MI),
             "--eviction-hard",
-            &hard,
+            "memory.available<500Mi,nodefs.available<100Mi,imagefs.available<100Mi",
             "--housekeeping-interval",
-            "2s",
+            "1s",
             "--eviction-pressure-transition-period",
-            "20s",
+            "10s",
         ],
     );
     assert_eq!(condition(&node(&c), "MemoryPressure"), "False");
-    // 32Mi a second into a memory-backed emptyDir (charged to the pod's memory), 3Gi at most.
-    let hog = sh_container(
+    // 32Mi a second into a memory-backed emptyDir (charged to the pod's cgroup), 1280Mi at
+    // most: past the 1Gi threshold after ~32 s, never up to the kubepods limit (1.5Gi), so
+    // only an eviction can stop it (without one it would sit there and the test fail).
+    let mut hog = sh_container(
         "hog",
-        "i=0; while [ $i -lt 96 ]; do dd if=/dev/zero of=/mem/f$i bs=1M count=32 2>/dev/null; \
+        "i=0; while [ $i -lt 40 ]; do dd if=/dev/zero of=/mem/f$i bs=1M count=32 2>/dev/null; \
          i=$((i+1)); sleep 1; done; sleep 3600",
     );
-    let mut hog = hog;
     hog["volumeMounts"] = json!([{"name": "mem", "mountPath": "/mem"}]);
     c.apply(&bound_pod(
         "hog",
@@ -143,11 +148,12 @@ fn a_besteffort_pod_eating_memory_is_evicted_and_a_guaranteed_one_stays() {
     let message = wait_evicted(
         &c,
         "hog",
-        &format!("The node was low on resource: memory. Threshold quantity: {threshold}Mi, available: "),
+        "The node was low on resource: memory. Threshold quantity: 500Mi, available: ",
         true,
     );
     assert!(
-        message.contains("Container hog was using ") && message.ends_with("request is 0, has larger consumption of memory. "),
+        message.contains("Container hog was using ")
+            && message.ends_with("request is 0, has larger consumption of memory. "),
         "{message:?}"
     );
     // Its memory-backed emptyDir was freed with it, so the pressure goes.
@@ -164,7 +170,11 @@ fn a_besteffort_pod_eating_memory_is_evicted_and_a_guaranteed_one_stays() {
         }
     });
     let steady = c.pod("default", "steady").unwrap();
-    assert_eq!(steady["status"]["phase"], "Running", "{:#}", steady["status"]);
+    assert_eq!(
+        steady["status"]["phase"], "Running",
+        "{:#}",
+        steady["status"]
+    );
     assert_eq!(
         steady["status"]["containerStatuses"][0]["restartCount"], 0,
         "{:#}",
@@ -188,7 +198,11 @@ impl SmallFs {
             .arg(dir.path())
             .status()
             .unwrap();
-        assert!(status.success(), "mounting a tmpfs on {}", dir.path().display());
+        assert!(
+            status.success(),
+            "mounting a tmpfs on {}",
+            dir.path().display()
+        );
         SmallFs { dir }
     }
 
@@ -283,7 +297,11 @@ fn a_pod_filling_the_node_filesystem_is_evicted_and_its_empty_dir_freed() {
         if s == "False" { Ok(()) } else { Err(s) }
     });
     let steady = c.pod("default", "steady").unwrap();
-    assert_eq!(steady["status"]["phase"], "Running", "{:#}", steady["status"]);
+    assert_eq!(
+        steady["status"]["phase"], "Running",
+        "{:#}",
+        steady["status"]
+    );
     drop(c);
 }
 

@@ -1,0 +1,122 @@
+//! Eviction housekeeping benchmark (issue 31; prints figures, never fails on them): one real
+//! agent runs `BERTH_BENCH_PODS` pods (default 100); the figure is the agent's CPU spent by the
+//! eviction manager's housekeeping at the kubelet's default `--housekeeping-interval 10s`
+//! (each pass: the signals from `/proc` and `statfs`, the `kubepods` cgroup, then every pod's
+//! usage — cgroups, the snapshotter's usage of each writable layer, logs and emptyDirs walked —
+//! to judge local storage limits), as a share of one core.
+//!
+//! Baseline, in the same run and on the same pods: the agent restarted with
+//! `--housekeeping-interval 1h` (no pass in the window). The garbage collector's own loops
+//! (image checks and log rotation every 10 s, log-dir sweeps every minute) have fixed periods
+//! and run in both. Each phase restarts the agent, waits for the Node to be Ready and lets
+//! start-up settle (`BERTH_BENCH_SETTLE` seconds, default 20) before measuring its CPU and
+//! containerd's (which computes the snapshot usages) over `BERTH_BENCH_WINDOW` seconds
+//! (default 60), from `/proc/PID/stat`.
+//!
+//! `BERTH_AGENT_BIN` / `BERTH_CONTROLLER_BIN` pick the binaries (release builds give the
+//! meaningful figures).
+
+use std::time::{Duration, Instant};
+
+use berth_tests::agent::agent_binary;
+use berth_tests::bench::{build_note, env_usize};
+use berth_tests::controller::controller_binary;
+use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container};
+use berth_tests::{Cluster, ClusterConfig, secs};
+use serde_json::{Value, json};
+
+const GOAL: &str = "aim < 0.5 % of a core";
+
+/// The process's CPU time (user + system) from `/proc/PID/stat`.
+fn cpu(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("a process's stat");
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime are fields 14 and 15 of stat: 12 and 13 after the state field.
+    let clock = 100; // USER_HZ on Linux
+    Duration::from_millis((ticks(11) + ticks(12)) * 1000 / clock)
+}
+
+fn deployment(replicas: usize) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "idle", "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "idle"}},
+            "template": {
+                "metadata": {"labels": {"app": "idle"}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [sh_container("main", SLEEP_FOREVER)],
+                    "volumes": [{"name": "scratch", "emptyDir": {}}],
+                },
+            },
+        },
+    })
+}
+
+/// CPU of the agent and of containerd over `window`, as % of a core, with the agent restarted
+/// with `--housekeeping-interval interval` and settled for `settle`.
+fn phase(c: &mut Cluster, interval: &str, settle: Duration, window: Duration) -> (f64, f64) {
+    c.restart_agent_with(0, &["--housekeeping-interval", interval]);
+    c.wait_node_ready(0);
+    std::thread::sleep(settle); // not ordering: start-up's CPU is left out of the window
+    let agent = c.agent(0).pid().expect("the agent runs");
+    let containerd = c.containerd().pid().expect("containerd runs");
+    let (a0, d0, t0) = (cpu(agent), cpu(containerd), Instant::now());
+    std::thread::sleep(window); // not ordering: a stretch of wall time
+    let wall = t0.elapsed().as_secs_f64();
+    let share = |d: Duration| 100.0 * d.as_secs_f64() / wall;
+    (share(cpu(agent) - a0), share(cpu(containerd) - d0))
+}
+
+fn main() {
+    let pods = env_usize("BERTH_BENCH_PODS", 100).clamp(1, 110);
+    let window = Duration::from_secs(env_usize("BERTH_BENCH_WINDOW", 60).max(10) as u64);
+    let settle = Duration::from_secs(env_usize("BERTH_BENCH_SETTLE", 20) as u64);
+    let (agent, controller) = (agent_binary(), controller_binary());
+    println!(
+        "eviction_housekeeping bench: agent {} ({}), controller {} ({}), pods={pods}",
+        agent.display(),
+        build_note(&agent),
+        controller.display(),
+        build_note(&controller)
+    );
+    let mut c = Cluster::start_with(ClusterConfig::agents(1));
+    c.apply(&deployment(pods));
+    c.wait_for(secs(600), "every pod running", || {
+        let ready = c
+            .get("/apis/apps/v1/namespaces/default/deployments/idle")
+            .and_then(|d| d.pointer("/status/readyReplicas").and_then(Value::as_u64))
+            .unwrap_or(0);
+        if ready as usize == pods {
+            Ok(())
+        } else {
+            Err(ready)
+        }
+    });
+    let (base_agent, base_containerd) = phase(&mut c, "1h", settle, window);
+    let (agent_cpu, containerd_cpu) = phase(&mut c, "10s", settle, window);
+    let secs = window.as_secs();
+
+    println!("| figure | result | baseline (same run) | goal |");
+    println!("|---|---|---|---|");
+    println!(
+        "| agent CPU, {pods} pods, `--housekeeping-interval 10s` (default) | {agent_cpu:.2} % of a core over {secs} s | `--housekeeping-interval 1h`: {base_agent:.2} % | |"
+    );
+    println!(
+        "| eviction housekeeping's share (difference) | {:.2} % of a core | | {GOAL} |",
+        agent_cpu - base_agent
+    );
+    println!(
+        "| containerd CPU (snapshot usage per writable layer) | {containerd_cpu:.2} % of a core | {base_containerd:.2} % | |"
+    );
+}

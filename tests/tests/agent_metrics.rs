@@ -9,7 +9,7 @@ use berth_tests::pod_specs::{bound_pod, sh_container};
 use berth_tests::{Cluster, ClusterConfig, Table, secs};
 use prometheus_parse::{Sample, Scrape, Value};
 use serde_json::json;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -35,28 +35,31 @@ fn number(v: &Value) -> f64 {
     }
 }
 
+/// The pod's cgroup below the agent's root (`/<containerd namespace>`): `pod<uid>` in
+/// `kubepods` (Guaranteed) or in its QoS tier, whichever exists in `hierarchy`.
+fn pod_cgroup(hierarchy: &str, containerd_namespace: &str, uid: &str) -> Option<PathBuf> {
+    ["kubepods", "kubepods/burstable", "kubepods/besteffort"]
+        .iter()
+        .map(|parent| {
+            Path::new(hierarchy)
+                .join(containerd_namespace)
+                .join(parent)
+                .join(format!("pod{uid}"))
+        })
+        .find(|p| p.is_dir())
+}
+
 /// The pod's CPU time as its cgroup counts it now (cgroup v1 `cpuacct.usage` or v2 `cpu.stat`),
 /// in seconds.
 fn cgroup_cpu_seconds(containerd_namespace: &str, uid: &str) -> f64 {
-    let v1: PathBuf = [
-        "/sys/fs/cgroup/cpuacct",
-        containerd_namespace,
-        &format!("pod{uid}"),
-        "cpuacct.usage",
-    ]
-    .iter()
-    .collect();
-    if let Ok(t) = std::fs::read_to_string(&v1) {
+    if let Some(dir) = pod_cgroup("/sys/fs/cgroup/cpuacct", containerd_namespace, uid)
+        && let Ok(t) = std::fs::read_to_string(dir.join("cpuacct.usage"))
+    {
         return t.trim().parse::<f64>().expect("cpuacct.usage is a number") / 1e9;
     }
-    let v2: PathBuf = [
-        "/sys/fs/cgroup",
-        containerd_namespace,
-        &format!("pod{uid}"),
-        "cpu.stat",
-    ]
-    .iter()
-    .collect();
+    let v2 = pod_cgroup("/sys/fs/cgroup", containerd_namespace, uid)
+        .unwrap_or_else(|| panic!("no cgroup for pod {uid} under /{containerd_namespace}"))
+        .join("cpu.stat");
     let stat = std::fs::read_to_string(&v2).unwrap_or_else(|e| panic!("{}: {e}", v2.display()));
     stat.lines()
         .find_map(|l| l.strip_prefix("usage_usec "))

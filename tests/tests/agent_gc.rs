@@ -146,6 +146,10 @@ fn a_crash_looping_pod_keeps_one_dead_container_and_its_previous_logs() {
 /// keep the per-line costs (the test reading each line, the log pipeline's per-line work) out
 /// of the way of what is tested: bytes through rotation.
 const LINES: usize = 13_000;
+/// The output comes in four bursts a second apart: the log is rotated at most once a second
+/// (its stamp has seconds), and a writer this fast would otherwise finish before a second
+/// rotation, leaving no older rotated file to compress.
+const BURST: usize = LINES / 4;
 /// Zeros padding each line to 4096 bytes with its `line N ` prefix (at most 12 bytes) and
 /// newline.
 const PAD: usize = 4080;
@@ -169,7 +173,7 @@ fn fifty_mebibytes_of_logs_leave_three_files_and_every_line_is_followed() {
     let node = c.node_name(0).to_string();
     let script = format!(
         "echo ready; until [ -e /tmp/go ]; do sleep 0.1; done; \
-         awk 'BEGIN {{ s = sprintf(\"%0{PAD}d\", 0); for (i = 1; i <= {LINES}; i++) print \"line \" i \" \" s }}'; \
+         awk 'BEGIN {{ s = sprintf(\"%0{PAD}d\", 0); for (i = 1; i <= {LINES}; i++) {{ print \"line \" i \" \" s; if (i % {BURST} == 0) system(\"sleep 1\") }} }}'; \
          echo done; {SLEEP_FOREVER}"
     );
     c.apply(&sh_pod("chatty", &node, &script));

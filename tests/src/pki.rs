@@ -143,6 +143,39 @@ pub fn client_cert_user(identity_pem: &[u8]) -> Value {
     })
 }
 
+/// The serial of the certificate a new TLS connection to `127.0.0.1:port` is given, verified
+/// against `ca_pem`.
+pub fn presented_serial(port: u16, ca_pem: &[u8]) -> Result<String, String> {
+    crate::client::install_crypto_provider();
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem) {
+        roots
+            .add(c.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
+    let mut conn =
+        rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| e.to_string())?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut tcp = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        .map_err(|e| format!("connect {addr}: {e}"))?;
+    tcp.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    while conn.is_handshaking() {
+        conn.complete_io(&mut tcp)
+            .map_err(|e| format!("handshake: {e}"))?;
+    }
+    let leaf = conn
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .ok_or("no certificate presented")?;
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf).map_err(|e| e.to_string())?;
+    Ok(cert.raw_serial_as_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,37 +220,4 @@ mod tests {
             "no client-certificate-data"
         );
     }
-}
-
-/// The serial of the certificate a new TLS connection to `127.0.0.1:port` is given, verified
-/// against `ca_pem`.
-pub fn presented_serial(port: u16, ca_pem: &[u8]) -> Result<String, String> {
-    crate::client::install_crypto_provider();
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(ca_pem) {
-        roots
-            .add(c.map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
-    }
-    let config = rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let name = ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
-    let mut conn =
-        rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| e.to_string())?;
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut tcp = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
-        .map_err(|e| format!("connect {addr}: {e}"))?;
-    tcp.set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
-    while conn.is_handshaking() {
-        conn.complete_io(&mut tcp)
-            .map_err(|e| format!("handshake: {e}"))?;
-    }
-    let leaf = conn
-        .peer_certificates()
-        .and_then(|c| c.first())
-        .ok_or("no certificate presented")?;
-    let (_, cert) = x509_parser::parse_x509_certificate(leaf).map_err(|e| e.to_string())?;
-    Ok(cert.raw_serial_as_string())
 }

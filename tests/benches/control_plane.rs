@@ -14,7 +14,7 @@ use berth_tests::client::{AsyncApi, Credentials, Req};
 use berth_tests::controller::controller_binary;
 use berth_tests::objects::{namespace, pod};
 use berth_tests::stats::{Samples, megabytes};
-use serde_json::Value;
+use berth_tests::watch_delivery::must;
 
 /// The goals the README sets for these figures.
 const GOAL_CREATE: &str = "goal: p99 < 10 ms";
@@ -62,18 +62,6 @@ fn main() {
 
 fn admin(c: &Controller) -> AsyncApi {
     AsyncApi::new(c.endpoint(Credentials::ClientCert(c.admin_identity())))
-}
-
-async fn must(api: &AsyncApi, req: Req, status: u16) -> Value {
-    let line = req.line();
-    let reply = api
-        .send(&req)
-        .await
-        .unwrap_or_else(|e| panic!("{line}: {e}"));
-    if reply.status != status {
-        panic!("{line}: want {status}: {}", reply.describe());
-    }
-    reply.json_or_null()
 }
 
 async fn bench(c: &Controller, pods: usize) {

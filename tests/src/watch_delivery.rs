@@ -37,7 +37,8 @@ impl Delivery {
     }
 }
 
-async fn must(api: &AsyncApi, req: Req, status: u16) -> Value {
+/// Sends `req` and panics unless the answer is `status`; the answer's body.
+pub async fn must(api: &AsyncApi, req: Req, status: u16) -> Value {
     let line = req.line();
     let reply = api
         .send(&req)

@@ -89,7 +89,8 @@ fn has_condition(csr: &Value, types: &[&str]) -> bool {
         })
 }
 
-fn strings(csr: &Value, pointer: &str) -> Vec<String> {
+/// The strings of the array at `pointer` in `csr` (none when absent).
+pub(super) fn strings(csr: &Value, pointer: &str) -> Vec<String> {
     csr.pointer(pointer)
         .and_then(Value::as_array)
         .map(|a| {

@@ -5,7 +5,7 @@
 //! `approval` and `status` subresources, so the registry's CSR strategy and validation apply.
 
 use super::admission::{bytes_at, request_of};
-use super::approver::{self, Approval, NodeNames};
+use super::approver::{self, Approval, NodeNames, strings};
 use super::signer::{self, CaSigner, Verdict};
 use crate::controllers::runtime::{Context, Controller, Reconciler};
 use crate::informer::{Informer, ObjectKey};
@@ -56,18 +56,6 @@ fn has(csr: &Value, t: &str) -> bool {
     csr.pointer("/status/conditions")
         .and_then(Value::as_array)
         .is_some_and(|cs| cs.iter().any(|c| c["type"] == t && c["status"] == "True"))
-}
-
-fn strings(v: &Value, pointer: &str) -> Vec<String> {
-    v.pointer(pointer)
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 impl Csrs {

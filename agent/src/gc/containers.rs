@@ -97,21 +97,7 @@ pub(super) async fn sweep_log_dirs(
         .union(&pods.live_pods().unwrap_or_default())
         .cloned()
         .collect();
-    let entries = match std::fs::read_dir(log_dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(source) => {
-            return Err(GcError::Io {
-                path: log_dir.to_path_buf(),
-                source,
-            });
-        }
-    };
-    let names: Vec<String> = entries
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter_map(|e| e.file_name().to_str().map(str::to_string))
-        .collect();
+    let names = pod_log_dirs(log_dir)?;
     for dir in plan_log_dirs(names.iter().map(String::as_str), &live, &observed(&list)) {
         let path = log_dir.join(&dir);
         match std::fs::remove_dir_all(&path) {
@@ -125,13 +111,11 @@ pub(super) async fn sweep_log_dirs(
     Ok(())
 }
 
-/// Removes the log directory of pod `uid` (`<log_dir>/<ns>_<pod>_<uid>`), when the pod worker
-/// has removed the last of its containers: the deleted pod's logs go at once, not at the next
-/// minute's sweep. A missing directory is fine.
-pub fn remove_pod_log_dir(log_dir: &Path, uid: &str) -> Result<(), GcError> {
+/// The names of the pods' log directories under `log_dir` (none when it is missing).
+fn pod_log_dirs(log_dir: &Path) -> Result<Vec<String>, GcError> {
     let entries = match std::fs::read_dir(log_dir) {
         Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(source) => {
             return Err(GcError::Io {
                 path: log_dir.to_path_buf(),
@@ -139,13 +123,23 @@ pub fn remove_pod_log_dir(log_dir: &Path, uid: &str) -> Result<(), GcError> {
             });
         }
     };
+    Ok(entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .collect())
+}
+
+/// Removes the log directory of pod `uid` (`<log_dir>/<ns>_<pod>_<uid>`), when the pod worker
+/// has removed the last of its containers: the deleted pod's logs go at once, not at the next
+/// minute's sweep. A missing directory is fine.
+pub fn remove_pod_log_dir(log_dir: &Path, uid: &str) -> Result<(), GcError> {
     let suffix = format!("_{uid}");
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        if !name.to_str().is_some_and(|n| n.ends_with(&suffix)) {
+    for name in pod_log_dirs(log_dir)? {
+        if !name.ends_with(&suffix) {
             continue;
         }
-        let path = entry.path();
+        let path = log_dir.join(name);
         match std::fs::remove_dir_all(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

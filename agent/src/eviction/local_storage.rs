@@ -42,6 +42,24 @@ fn pod_limit(pod: &Pod) -> Option<i64> {
     Some(apps.iter().sum::<i64>().max(init.unwrap_or(0)))
 }
 
+/// Whether the pod sets any local storage limit (an emptyDir `sizeLimit`, a container's
+/// `ephemeral-storage` limit): only such a pod can breach one, so only its usage is read when
+/// the node is under no pressure.
+pub fn is_limited(pod: &Pod) -> bool {
+    let Some(spec) = pod.spec.as_ref() else {
+        return false;
+    };
+    spec.volumes
+        .iter()
+        .flatten()
+        .any(|v| v.empty_dir.as_ref().is_some_and(|e| e.size_limit.is_some()))
+        || spec
+            .containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+            .any(|c| limit_of(c).is_some())
+}
+
 /// Why the pod must be evicted for its local storage, if it must.
 pub fn breach(pod: &Pod, usage: &PodUsage, dedicated_imagefs: bool) -> Option<String> {
     let spec = pod.spec.as_ref()?;
@@ -114,6 +132,32 @@ mod tests {
                 },
             )]),
             ..PodUsage::default()
+        }
+    }
+
+    #[test]
+    fn a_pod_is_limited_by_a_size_limit_or_any_containers_storage_limit() {
+        let bare = |containers: serde_json::Value| -> Pod {
+            serde_json::from_value(json!({"spec": {"containers": containers,
+                "volumes": [{"name": "free", "emptyDir": {}}]}}))
+            .unwrap()
+        };
+        let limit = json!({"limits": {"ephemeral-storage": "1Mi"}});
+        for (name, p, want) in [
+            ("an emptyDir sizeLimit", pod(json!([{"name": "x"}])), true),
+            ("nothing", bare(json!([{"name": "x"}])), false),
+            (
+                "a container limit",
+                bare(json!([{"name": "x"}, {"name": "y", "resources": limit}])),
+                true,
+            ),
+            (
+                "a memory limit only",
+                bare(json!([{"name": "x", "resources": {"limits": {"memory": "1Mi"}}}])),
+                false,
+            ),
+        ] {
+            assert_eq!(is_limited(&p), want, "{name}");
         }
     }
 

@@ -130,8 +130,15 @@ impl Manager {
         let verdict = self.judge(&signals);
         let pods_port = self.pods.get()?.clone();
         let pods = pods_port.active_pods();
-        let usages = self.observer.usage(&pods).await;
-        for pod in &pods {
+        // Reading a pod's usage costs a snapshot usage call per container and a walk of its
+        // logs and emptyDirs: only pods with local storage limits need it on a quiet node.
+        let limited: Vec<Pod> = pods
+            .iter()
+            .filter(|p| local_storage::is_limited(p))
+            .cloned()
+            .collect();
+        let usages = self.observer.usage(&limited).await;
+        for pod in &limited {
             let Some(u) = usages.get(uid(pod)) else {
                 continue;
             };
@@ -147,6 +154,8 @@ impl Manager {
             }
         }
         let t = *verdict.to_reclaim.first()?;
+        // Ranking needs every pod's usage.
+        let usages = self.observer.usage(&pods).await;
         tracing::info!(
             resource = t.signal.resource(),
             "eviction manager: attempting to reclaim"

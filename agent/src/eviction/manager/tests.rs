@@ -19,6 +19,8 @@ const MI: i64 = 1 << 20;
 struct Host {
     signals: Mutex<Signals>,
     usages: Mutex<Usages>,
+    /// The pods whose usage each `usage` call asked for.
+    asked: Mutex<Vec<Vec<String>>>,
 }
 
 impl Host {
@@ -45,8 +47,17 @@ impl Observer for Host {
         Box::pin(async move { s })
     }
 
-    fn usage<'a>(&'a self, _pods: &'a [Pod]) -> BoxFuture<'a, Usages> {
-        let u = self.usages.lock().unwrap().clone();
+    fn usage<'a>(&'a self, pods: &'a [Pod]) -> BoxFuture<'a, Usages> {
+        let uids: Vec<String> = pods.iter().map(|p| uid(p).to_string()).collect();
+        let u: Usages = self
+            .usages
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| uids.contains(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        self.asked.lock().unwrap().push(uids);
         Box::pin(async move { u })
     }
 }
@@ -263,6 +274,40 @@ async fn pods_over_their_allocatable_memory_are_evicted_while_the_node_has_plent
         evicted[0].1.message
     );
     assert!(r.gc.steps.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_quiet_node_reads_the_usage_of_limited_pods_only() {
+    let mut plain = pod("plain", 0, None, 30);
+    if let Some(s) = plain.spec.as_mut() {
+        s.volumes = None;
+    }
+    let mut r = rig(
+        "memory.available<100Mi",
+        "",
+        "",
+        vec![plain, pod("limited", 0, None, 30)],
+        (0, 0),
+    );
+    r.host.set(Signal::MemoryAvailable, 500 * MI);
+    *r.host.usages.lock().unwrap() = Usages::from([
+        ("plain".into(), memory(600 * MI)),
+        ("limited".into(), memory(100 * MI)),
+    ]);
+    assert_eq!(r.manager.synchronize().await, None);
+    assert_eq!(
+        *r.host.asked.lock().unwrap(),
+        [vec!["limited".to_string()]],
+        "only the pod with a local storage limit"
+    );
+
+    // Under pressure every pod is ranked, so every pod's usage is read.
+    r.host.set(Signal::MemoryAvailable, 50 * MI);
+    assert_eq!(r.manager.synchronize().await.as_deref(), Some("plain"));
+    assert_eq!(
+        r.host.asked.lock().unwrap().last().cloned(),
+        Some(vec!["plain".to_string(), "limited".to_string()])
+    );
 }
 
 #[tokio::test]

@@ -3,14 +3,17 @@
 //! `allocatableMemory.available<500Mi` on the kubepods cgroup), a BestEffort pod filling a
 //! memory-backed emptyDir is evicted (Failed/Evicted, upstream's message naming memory, DisruptionTarget,
 //! an Evicted event) while a Guaranteed pod keeps running; the Node shows MemoryPressure and
-//! its taint while the threshold is crossed, and both clear afterwards. Disk: the agent's root
-//! on a small tmpfs, a pod filling an emptyDir past `nodefs.available` is evicted and its
+//! its taint while the threshold is crossed, and both clear afterwards. Disk: containerd's and
+//! the agent's roots on one small tmpfs, a pod filling an emptyDir past `nodefs.available` is
+//! evicted once node-level reclaim (an unused image deleted) did not free enough, and its
 //! emptyDir freed. Local storage: pods over an emptyDir `sizeLimit`, their `ephemeral-storage`
 //! limits, or a container's own limit are evicted while the node has plenty of disk.
 
+use berth_tests::fixtures::{Entry, RunConfig, write_layout};
 use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_container};
 use berth_tests::{AgentOptions, Cluster, ClusterConfig, ensure_for, secs, wait_for};
 use serde_json::{Value, json};
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 const MI: u64 = 1 << 20;
@@ -182,84 +185,109 @@ fn a_besteffort_pod_eating_memory_is_evicted_and_a_guaranteed_one_stays() {
     );
 }
 
-/// A size-limited tmpfs mounted for the test, unmounted when dropped.
-struct SmallFs {
-    dir: tempfile::TempDir,
+/// Bytes available on the filesystem holding `dir` (what the agent's statfs sees).
+fn available(dir: &Path) -> u64 {
+    let s = nix::sys::statvfs::statvfs(dir).unwrap();
+    s.blocks_available() * s.fragment_size()
 }
 
-impl SmallFs {
-    fn mount(size: &str) -> SmallFs {
-        let dir = tempfile::Builder::new()
-            .prefix("berth-eviction-fs-")
-            .tempdir()
-            .unwrap();
-        let status = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .unwrap();
-        assert!(
-            status.success(),
-            "mounting a tmpfs on {}",
-            dir.path().display()
-        );
-        SmallFs { dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn available(&self) -> u64 {
-        let s = nix::sys::statvfs::statvfs(self.path()).unwrap();
-        s.blocks_available() * s.fragment_size()
-    }
+/// `n` random bytes (incompressible).
+fn random_bytes(n: u64) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    std::fs::File::open("/dev/urandom")
+        .and_then(|f| f.take(n).read_to_end(&mut bytes))
+        .unwrap();
+    bytes
 }
 
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(self.dir.path())
-            .status();
-    }
+/// The messages of `FreedDiskSpace` events on node `node`.
+fn freed_events(c: &Cluster, node: &str) -> Vec<String> {
+    let list = c
+        .get("/api/v1/namespaces/default/events")
+        .unwrap_or(Value::Null);
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["reason"] == "FreedDiskSpace" && e["involvedObject"]["name"] == node)
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect()
 }
 
 #[test]
-fn a_pod_filling_the_node_filesystem_is_evicted_and_its_empty_dir_freed() {
-    // Declared first, dropped last: the cluster (and the agent's files) goes before the mount.
-    let fs = SmallFs::mount("300m");
-    let root: PathBuf = fs.path().join("root");
-    let logs: PathBuf = fs.path().join("logs");
-    let c = Cluster::start_with(ClusterConfig {
-        agents: vec![AgentOptions {
-            extra_args: [
-                "--root-dir",
-                &root.display().to_string(),
-                "--log-dir",
-                &logs.display().to_string(),
-                "--eviction-hard",
-                "nodefs.available<150Mi,imagefs.available<100Mi,memory.available<100Mi",
-                "--housekeeping-interval",
-                "2s",
-                "--eviction-pressure-transition-period",
-                "10s",
-            ]
-            .map(String::from)
-            .to_vec(),
-            ..AgentOptions::default()
-        }],
-        ..ClusterConfig::default()
+fn a_pod_filling_the_node_filesystem_is_evicted_after_node_reclaim_and_its_empty_dir_freed() {
+    // One small filesystem for everything, as on a single-disk host: containerd's root
+    // (images, writable layers) on a 320 MiB tmpfs, and the agent's root and logs moved onto
+    // it. nodefs and imagefs are then one, so the eviction manager reclaims dead containers
+    // and unused images before it evicts for nodefs.available.
+    let mut c = Cluster::start_with(ClusterConfig {
+        containerd_root_size: Some(320 * MI),
+        ..ClusterConfig::agents(1)
     });
     let n = c.node_name(0).to_string();
+    let fs: PathBuf = c.containerd().root();
+    let (root, logs) = (fs.join("agent-root"), fs.join("agent-logs"));
+
+    // An image no pod uses: one 8 MiB random layer.
+    let unused = "docker.io/library/evict-unused:1";
+    let dir = c.scratch().join("evict-unused");
+    let layer = vec![Entry::file("payload", random_bytes(8 * MI), 0o644)];
+    write_layout(
+        &dir,
+        &[layer],
+        &RunConfig::default(),
+        unused,
+        "evict-unused",
+    )
+    .unwrap();
+    c.registry()
+        .push(&dir, "evict-unused", "library/evict-unused", "1");
+
+    // The node's identity (certificates, its join secret) moves with the root dir.
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(c.agent(0).root_dir())
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(copied.success(), "copying the agent's root dir");
+    c.restart_agent_with(
+        0,
+        &[
+            "--root-dir",
+            &root.display().to_string(),
+            "--log-dir",
+            &logs.display().to_string(),
+            "--eviction-hard",
+            "nodefs.available<150Mi,imagefs.available<100Mi,memory.available<100Mi",
+            "--housekeeping-interval",
+            "1s",
+            "--eviction-pressure-transition-period",
+            "5s",
+            // The periodic image GC off (100 %) and no minimum age: only the eviction
+            // manager's reclaim can delete the unused image.
+            "--image-gc-high-threshold",
+            "100",
+            "--image-gc-low-threshold",
+            "100",
+            "--image-minimum-gc-age",
+            "1s",
+        ],
+    );
+    c.wait_node_ready(0);
     c.apply(&guaranteed("steady", &n));
     c.wait_for_pod_ready("default", "steady", secs(90));
-    let before = fs.available();
-    assert!(before > 250 * MI, "{before}");
+    let r = c.agent(0).subcommand(&["image", "pull", unused]);
+    assert!(r.success(), "pulling {unused}: {}", r.describe());
+    let images = |c: &Cluster| c.containerd().images(c.agent(0).namespace());
+    assert!(images(&c).iter().any(|i| i == unused), "{:?}", images(&c));
+    let before = available(&fs);
+    assert!(before > 250 * MI, "{}", before / MI);
 
+    // 16 MiB a second into an emptyDir: under the threshold after ~8 s.
     let mut filler = sh_container(
         "filler",
-        "i=0; while [ $i -lt 40 ]; do dd if=/dev/zero of=/scratch/f$i bs=1M count=8 2>/dev/null; \
+        "i=0; while [ $i -lt 20 ]; do dd if=/dev/zero of=/scratch/f$i bs=1M count=16 2>/dev/null; \
          i=$((i+1)); sleep 1; done; sleep 3600",
     );
     filler["volumeMounts"] = json!([{"name": "scratch", "mountPath": "/scratch"}]);
@@ -274,10 +302,19 @@ fn a_pod_filling_the_node_filesystem_is_evicted_and_its_empty_dir_freed() {
         "The node was low on resource: ephemeral-storage. Threshold quantity: 150Mi, available: ",
         true,
     );
+    // (No "Container filler was using" part: upstream counts a container's writable layer
+    // and logs there, and the filler writes to its emptyDir only.)
+    eprintln!("{message}");
+    // Node-level reclaim came first: the unused image went (and said so on the Node), the
+    // image of the running pod stayed.
+    let now = images(&c);
+    assert!(!now.iter().any(|i| i == unused), "{now:?}");
     assert!(
-        message.contains("Container filler was using "),
-        "{message:?}"
+        now.iter().any(|i| i == "docker.io/library/busybox:1.28"),
+        "{now:?}"
     );
+    let events = freed_events(&c, &n);
+    assert!(events.iter().any(|m| m.contains(unused)), "{events:?}");
     // The evicted pod's emptyDir is freed (the pod object stays, Failed).
     let uid = c.pod("default", "filler").unwrap()["metadata"]["uid"]
         .as_str()
@@ -285,7 +322,7 @@ fn a_pod_filling_the_node_filesystem_is_evicted_and_its_empty_dir_freed() {
         .to_string();
     let empty_dir = root.join("pods").join(&uid).join("volumes/empty-dir");
     wait_for(secs(30), "the emptyDir freed", || {
-        let free = fs.available();
+        let free = available(&fs);
         if !empty_dir.exists() && free > 200 * MI {
             Ok(())
         } else {
@@ -302,7 +339,6 @@ fn a_pod_filling_the_node_filesystem_is_evicted_and_its_empty_dir_freed() {
         "{:#}",
         steady["status"]
     );
-    drop(c);
 }
 
 #[test]

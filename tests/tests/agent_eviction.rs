@@ -20,7 +20,7 @@ const MI: u64 = 1 << 20;
 
 fn node(c: &Cluster) -> Value {
     let name = c.node_name(0).to_string();
-    serde_json::from_str(&c.kubectl().ok(&["get", "node", &name, "-o", "json"])).unwrap()
+    serde_json::from_str(&c.kubectl().ok(&["get", "node", &name, "-o", "json"])).expect("a Node")
 }
 
 fn condition(node: &Value, t: &str) -> String {
@@ -187,7 +187,7 @@ fn a_besteffort_pod_eating_memory_is_evicted_and_a_guaranteed_one_stays() {
 
 /// Bytes available on the filesystem holding `dir` (what the agent's statfs sees).
 fn available(dir: &Path) -> u64 {
-    let s = nix::sys::statvfs::statvfs(dir).unwrap();
+    let s = nix::sys::statvfs::statvfs(dir).expect("statvfs");
     s.blocks_available() * s.fragment_size()
 }
 
@@ -196,7 +196,7 @@ fn random_bytes(n: u64) -> Vec<u8> {
     let mut bytes = Vec::new();
     std::fs::File::open("/dev/urandom")
         .and_then(|f| f.take(n).read_to_end(&mut bytes))
-        .unwrap();
+        .expect("reading /dev/urandom");
     bytes
 }
 

@@ -30,12 +30,13 @@ async fn ls_www(
     rt.start(&cfg.id).await.expect("start");
     let exit = rt.wait_exit(&cfg.id).await.expect("wait");
     assert_eq!(exit.code, 0);
+    // Read before the container goes: removing it removes its log, as CRI's RemoveContainer.
+    let text = std::fs::read_to_string(&log).expect("log");
     rt.remove(&cfg.id).await.expect("remove");
     assert_eq!(
         rt.status(&cfg.id).await.expect("status"),
         TaskState::NotFound
     );
-    let text = std::fs::read_to_string(&log).expect("log");
     cri_lines(&text).into_iter().map(|(_, _, t)| t).collect()
 }
 

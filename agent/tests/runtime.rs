@@ -536,8 +536,10 @@ async fn a_fresh_runtime_adopts_a_running_container_and_its_log() {
         .await
         .expect("exec after adoption");
     assert_eq!(code, 0);
+    // Read before the container goes: removing it removes its log, as CRI's RemoveContainer.
+    let text = std::fs::read_to_string(&log).expect("log");
     fresh.remove(&cfg.id).await.expect("remove");
-    let ticks: Vec<u32> = cri_lines(&std::fs::read_to_string(&log).expect("log"))
+    let ticks: Vec<u32> = cri_lines(&text)
         .iter()
         .filter_map(|(_, _, text)| text.strip_prefix("tick ")?.parse().ok())
         .collect();

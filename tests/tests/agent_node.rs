@@ -262,6 +262,12 @@ fn a_restarted_agent_rejoins_with_its_own_secret_and_its_files_stay_private() {
     let old_cert = std::fs::read_to_string(c.agent(0).pki("node.crt")).unwrap_or_default();
     std::fs::remove_file(c.agent(0).pki("node.crt"))
         .unwrap_or_else(|e| panic!("removing node.crt: {e}"));
+    // The client pair the certificate manager keeps (key and certificate in one file).
+    match std::fs::remove_file(c.agent(0).pki("kubelet-client-current.pem")) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => panic!("removing kubelet-client-current.pem: {e}"),
+    }
     for (path, want) in &paths {
         let loose = if *want == 0o700 { 0o755 } else { 0o644 };
         if path.exists() {

@@ -307,19 +307,18 @@ fn routes_come_back_and_an_agent_restart_keeps_traffic_flowing() {
         rules
     };
     let rules_before = nat_rules(&c);
-    let target = pods[2].1.clone();
-    let pinger = pods[1].0.clone();
-    let kubectl = c.kubectl();
-    let ping = std::thread::spawn(move || {
-        kubectl.run(&[
-            "exec", "-n", "default", &pinger, "--", "ping", "-c", "40", "-i", "0.2", &target,
-        ])
+    // Host 0's pod pings host 1's through the restart (the exec goes through host 0's agent,
+    // which stays up), started and answering before the agent goes.
+    let mut ping = c.kubectl().spawn(&[
+        "exec", "-n", "default", &pods[0].0, "--", "ping", "-c", "40", "-i", "0.2", &pods[1].1,
+    ]);
+    ping.expect_line(secs(20), "the first echo reply", |l| {
+        l.contains("bytes from")
     });
     c.agent_mut(1).restart();
     c.wait_node_ready(1);
-    let out = ping.join().expect("network_pods");
-    assert!(out.success(), "{}", out.describe());
-    assert!(out.stdout.contains(" 0% packet loss"), "{}", out.stdout);
+    let summary = ping.expect_line(secs(30), "ping's summary", |l| l.contains("packet loss"));
+    assert!(summary.contains(" 0% packet loss"), "{}", ping.describe());
     reach(&c, 1, BEHIND_ROUTER);
     assert_eq!(agent_routes(&c, 1), before);
     let rules_after = nat_rules(&c);

@@ -12,6 +12,7 @@
 //! `BERTH_AGENT_BIN` / `BERTH_CONTROLLER_BIN` pick the binaries (release builds give the
 //! meaningful figures).
 
+use berth_tests::stats::process_cpu;
 use std::time::{Duration, Instant};
 
 use berth_tests::agent::agent_binary;
@@ -23,23 +24,6 @@ use serde_json::{Value, json};
 
 const GOAL: &str = "aim < 1 % of a core and < 2 MB at one scrape per 15 s";
 const PERIOD: f64 = 15.0;
-
-/// The process's CPU time (user + system) from `/proc/PID/stat`.
-fn cpu(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the agent's stat");
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // utime and stime are fields 14 and 15 of stat: 12 and 13 after the state field.
-    let clock = 100; // USER_HZ on Linux
-    Duration::from_millis((ticks(11) + ticks(12)) * 1000 / clock)
-}
 
 /// A `/proc/PID/status` size in kB (`VmRSS`, `VmHWM`).
 fn kb(pid: u32, field: &str) -> u64 {
@@ -104,9 +88,9 @@ fn main() {
     let path = format!("/api/v1/nodes/{node}/proxy/metrics/resource");
 
     // Baseline: the agent with its pods and nobody scraping.
-    let (cpu0, t0) = (cpu(pid), Instant::now());
+    let (cpu0, t0) = (process_cpu(pid), Instant::now());
     std::thread::sleep(Duration::from_secs(window)); // not ordering: a stretch of wall time
-    let idle_cpu = cpu(pid) - cpu0;
+    let idle_cpu = process_cpu(pid) - cpu0;
     let idle_wall = t0.elapsed();
     let idle_percent = 100.0 * idle_cpu.as_secs_f64() / idle_wall.as_secs_f64();
     let rss_before = kb(pid, "VmRSS");
@@ -114,12 +98,12 @@ fn main() {
     // The scrapes, back to back, as the controller's scraper asks for them.
     let kubectl = c.kubectl();
     let mut series = 0;
-    let cpu1 = cpu(pid);
+    let cpu1 = process_cpu(pid);
     for _ in 0..scrapes {
         let text = kubectl.ok(&["get", "--raw", &path]);
         series = text.lines().filter(|l| !l.starts_with('#')).count();
     }
-    let scrape_cpu = (cpu(pid) - cpu1).as_secs_f64() / scrapes as f64;
+    let scrape_cpu = (process_cpu(pid) - cpu1).as_secs_f64() / scrapes as f64;
     let rss_after = kb(pid, "VmRSS");
     let hwm = kb(pid, "VmHWM");
     let per_period = 100.0 * scrape_cpu / PERIOD;

@@ -20,6 +20,7 @@
 //! `BERTH_AGENT_BIN` / `BERTH_CONTROLLER_BIN` pick the binaries (release builds give the
 //! meaningful figures).
 
+use berth_tests::stats::process_cpu;
 use std::time::{Duration, Instant};
 
 use berth_tests::agent::agent_binary;
@@ -30,23 +31,6 @@ use berth_tests::{Cluster, ClusterConfig, secs};
 use serde_json::{Value, json};
 
 const GOAL: &str = "aim < 0.5 % of a core";
-
-/// The process's CPU time (user + system) from `/proc/PID/stat`.
-fn cpu(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("a process's stat");
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // utime and stime are fields 14 and 15 of stat: 12 and 13 after the state field.
-    let clock = 100; // USER_HZ on Linux
-    Duration::from_millis((ticks(11) + ticks(12)) * 1000 / clock)
-}
 
 /// Thresholds no shared test host reaches (the kubelet's defaults may: a host with its disk
 /// 85 % full would evict the pods): every signal is still observed each pass.
@@ -94,11 +78,14 @@ fn phase(c: &mut Cluster, interval: &str, settle: Duration, window: Duration) ->
     std::thread::sleep(settle); // not ordering: start-up's CPU is left out of the window
     let agent = c.agent(0).pid().expect("the agent runs");
     let containerd = c.containerd().pid().expect("containerd runs");
-    let (a0, d0, t0) = (cpu(agent), cpu(containerd), Instant::now());
+    let (a0, d0, t0) = (process_cpu(agent), process_cpu(containerd), Instant::now());
     std::thread::sleep(window); // not ordering: a stretch of wall time
     let wall = t0.elapsed().as_secs_f64();
     let share = |d: Duration| 100.0 * d.as_secs_f64() / wall;
-    (share(cpu(agent) - a0), share(cpu(containerd) - d0))
+    (
+        share(process_cpu(agent) - a0),
+        share(process_cpu(containerd) - d0),
+    )
 }
 
 /// The eviction messages of the pods evicted so far.

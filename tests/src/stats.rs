@@ -90,6 +90,14 @@ pub fn cpu_time(stat: &str) -> Option<Duration> {
     Some(Duration::from_secs_f64((utime + stime) as f64 / hz as f64))
 }
 
+/// The CPU time (user + system) process `pid` has used so far; zero when it cannot be read.
+pub fn process_cpu(pid: u32) -> Duration {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| cpu_time(&stat))
+        .unwrap_or_default()
+}
+
 /// KiB as megabytes with one decimal, `n/a` when unknown (benchmark output).
 pub fn megabytes(kib: Option<u64>) -> String {
     kib.map_or("n/a".into(), |k| format!("{:.1}", k as f64 * 1024.0 / 1e6))

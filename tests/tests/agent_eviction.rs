@@ -200,20 +200,6 @@ fn random_bytes(n: u64) -> Vec<u8> {
     bytes
 }
 
-/// The messages of `FreedDiskSpace` events on node `node`.
-fn freed_events(c: &Cluster, node: &str) -> Vec<String> {
-    let list = c
-        .get("/api/v1/namespaces/default/events")
-        .unwrap_or(Value::Null);
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|e| e["reason"] == "FreedDiskSpace" && e["involvedObject"]["name"] == node)
-        .filter_map(|e| e["message"].as_str().map(str::to_string))
-        .collect()
-}
-
 #[test]
 fn a_pod_filling_the_node_filesystem_is_evicted_after_node_reclaim_and_its_empty_dir_freed() {
     // One small filesystem for everything, as on a single-disk host: containerd's root
@@ -313,7 +299,7 @@ fn a_pod_filling_the_node_filesystem_is_evicted_after_node_reclaim_and_its_empty
         now.iter().any(|i| i == "docker.io/library/busybox:1.28"),
         "{now:?}"
     );
-    let events = freed_events(&c, &n);
+    let events = c.node_event_messages(&n, "FreedDiskSpace");
     assert!(events.iter().any(|m| m.contains(unused)), "{events:?}");
     // The evicted pod's emptyDir is freed (the pod object stays, Failed).
     let uid = c.pod("default", "filler").unwrap()["metadata"]["uid"]

@@ -21,7 +21,6 @@ use berth_tests::cluster::{AgentOptions, ClusterConfig};
 use berth_tests::fixtures::{Entry, RunConfig, write_layout};
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_pod};
 use berth_tests::{Cluster, secs};
-use serde_json::Value;
 
 const MIB: u64 = 1 << 20;
 /// The image filesystem (containerd's root).
@@ -54,20 +53,6 @@ fn random_bytes(n: u64) -> Vec<u8> {
 /// Names of images in agent 0's containerd namespace.
 fn images(c: &Cluster) -> Vec<String> {
     c.containerd().images(c.agent(0).namespace())
-}
-
-/// The `FreedDiskSpace` events on node `node`.
-fn freed_events(c: &Cluster, node: &str) -> Vec<String> {
-    let list = c
-        .get("/api/v1/namespaces/default/events")
-        .unwrap_or(Value::Null);
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|e| e["reason"] == "FreedDiskSpace" && e["involvedObject"]["name"] == node)
-        .filter_map(|e| e["message"].as_str().map(str::to_string))
-        .collect()
 }
 
 #[test]
@@ -163,7 +148,7 @@ fn the_least_recently_used_unused_image_is_deleted_when_the_image_fs_passes_the_
         );
     }
     let events = c.wait_for(secs(10), "a FreedDiskSpace event on the Node", || {
-        let events = freed_events(&c, &node);
+        let events = c.node_event_messages(&node, "FreedDiskSpace");
         if events.is_empty() {
             Err(())
         } else {
@@ -191,5 +176,9 @@ fn the_least_recently_used_unused_image_is_deleted_when_the_image_fs_passes_the_
     });
     let keeper = c.pod("default", "keeper").expect("the keeper pod");
     assert_eq!(keeper["status"]["phase"], "Running");
-    assert_eq!(freed_events(&c, &node).len(), events.len(), "{events:?}");
+    assert_eq!(
+        c.node_event_messages(&node, "FreedDiskSpace").len(),
+        events.len(),
+        "{events:?}"
+    );
 }

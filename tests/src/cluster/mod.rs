@@ -637,6 +637,21 @@ impl Cluster {
             _ => panic!("GET {path}\n{}\n{}", reply.describe(), self.logs().render()),
         }
     }
+
+    /// The messages of the events with `reason` about node `node` (in `default`, where node
+    /// events go).
+    pub fn node_event_messages(&self, node: &str, reason: &str) -> Vec<String> {
+        let list = self
+            .get("/api/v1/namespaces/default/events")
+            .unwrap_or(Value::Null);
+        list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["reason"] == reason && e["involvedObject"]["name"] == node)
+            .filter_map(|e| e["message"].as_str().map(str::to_string))
+            .collect()
+    }
 }
 
 /// `berth-controller token --data-dir D`; checks it matches `D/token`.

@@ -1,8 +1,8 @@
 //! Tearing a cluster down so the host is left as it was found, whether the test passed or not:
 //! agents and the controller are killed by PID first (so nothing recreates what is removed),
-//! then the agents' containers go (through `ctr`), then their netns, bridges and tagged
-//! iptables rules, then the test bed the agents ran in (if any), and `net.ipv4.ip_forward` and
-//! `route_localnet` (localhost NodePorts) are restored. The fields' own Drops then unmount
+//! then the agents' containers go (through `ctr`), then their cgroup roots, their netns,
+//! bridges and tagged iptables rules, then the test bed the agents ran in (if any), and
+//! `net.ipv4.ip_forward` and `route_localnet` (localhost NodePorts) are restored. The fields' own Drops then unmount
 //! and remove the agents' directories, stop the registry and containerd (which sweeps shims,
 //! runc state and cgroups). Nothing here panics.
 
@@ -24,6 +24,15 @@ impl Cluster {
                 for id in self.containerd.clean_namespace(a.namespace()) {
                     removed.push(format!("container {}/{id}", a.namespace()));
                 }
+            }
+        }
+        // The agents' cgroup roots (`/<namespace>` with `kubepods` in the cpu, memory and pids
+        // hierarchies) exist even when containerd holds nothing of the namespace any more, so
+        // containerd's own sweep, which goes by its namespaces, can miss them.
+        for a in &self.agents {
+            let n = sweep::kill_and_remove_cgroups(a.namespace());
+            if n > 0 {
+                removed.push(format!("container processes {n} in {}", a.namespace()));
             }
         }
         let networks: Vec<String> = self.agents.iter().map(|a| a.network_name()).collect();

@@ -252,15 +252,19 @@ fn typed_host_paths_are_made_or_checked_and_a_failed_check_is_a_failed_mount() {
             Err(seen)
         }
     });
-    let pod = c
-        .get("/api/v1/namespaces/default/pods/checked")
-        .unwrap_or_default();
-    assert_eq!(pod["status"]["phase"], "Pending", "{:#}", pod["status"]);
-    assert_eq!(
-        pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"], "ContainerCreating",
-        "{:#}",
-        pod["status"]
-    );
+    // The event and the status are two writes: wait for the status to catch up.
+    c.wait_for(REACT, "the checked pod's ContainerCreating status", || {
+        let pod = c
+            .get("/api/v1/namespaces/default/pods/checked")
+            .unwrap_or_default();
+        let status = &pod["status"];
+        let waiting = &status["containerStatuses"][0]["state"]["waiting"]["reason"];
+        if status["phase"] == "Pending" && waiting == "ContainerCreating" {
+            Ok(())
+        } else {
+            Err(status.clone())
+        }
+    });
     let out = c.kubectl().ok(&["describe", "pod", "checked"]);
     assert!(
         out.lines()

@@ -19,8 +19,9 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-echo "== building release binaries (the first build takes several minutes)"
-cargo build --release --bins --quiet
+echo "== building the controller and the agent (release; the first build takes several minutes)"
+# Only the two binaries a cluster runs: not the fuzz targets, the hollow-node tool or the tests.
+cargo build --release -p berth-controller -p berth-agent --bin berth-controller --bin berth-agent --quiet
 
 stop() { [ -f "$1" ] && kill "$(cat "$1")" 2>/dev/null && while kill -0 "$(cat "$1")" 2>/dev/null; do sleep 0.2; done; rm -f "$1"; true; }
 mkdir -p "$state/controller" "$state/agent" "$state/containerd"

@@ -25,6 +25,7 @@ pub mod serviceaccount;
 pub mod statefulset;
 pub mod tainteviction;
 pub mod ttlafterfinished;
+pub mod views;
 
 use runtime::Context;
 use tokio::task::JoinHandle;

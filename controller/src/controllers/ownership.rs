@@ -5,7 +5,7 @@
 //! deleted; what another controller owns is left alone. Used by the DaemonSet and StatefulSet
 //! controllers for their pods, revisions and claims.
 
-use crate::controllers::replicaset::view::{ControllerRef, string_map};
+use crate::controllers::views::{ControllerRef, string_map};
 use crate::registry::{Part, Registry, RegistryError, WriteOptions};
 use berth_shared::resource::ResourceType;
 use berth_shared::selector::LabelSelector;

@@ -13,7 +13,7 @@ use super::eligibility::fit;
 use super::rolling::allows_surge;
 use super::view::{DaemonPod, DaemonSet, Node};
 use crate::controllers::replicaset::status::is_available;
-use crate::controllers::replicaset::view::Pod;
+use crate::controllers::views::Pod;
 use jiff::Timestamp;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};

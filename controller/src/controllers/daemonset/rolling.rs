@@ -22,7 +22,7 @@ use super::plan::{Changes, Deletion, Why};
 use super::view::{DaemonSet, Node, Strategy};
 use crate::controllers::deployment::surge::scaled_value;
 use crate::controllers::replicaset::status::is_available;
-use crate::controllers::replicaset::view::Pod;
+use crate::controllers::views::Pod;
 use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use jiff::Timestamp;
 use std::collections::BTreeMap;

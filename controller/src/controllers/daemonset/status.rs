@@ -9,7 +9,7 @@
 use super::eligibility::fit;
 use super::view::{DaemonSet, Node, Status};
 use crate::controllers::replicaset::status::is_available;
-use crate::controllers::replicaset::view::Pod;
+use crate::controllers::views::Pod;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

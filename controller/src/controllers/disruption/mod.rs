@@ -11,7 +11,7 @@
 pub mod plan;
 
 use super::runtime::{Context, Controller as Wiring, Reconciler};
-use crate::controllers::replicaset::view::{ControllerRef, Pod};
+use crate::controllers::views::{ControllerRef, Pod};
 use crate::events::{EventType, Recorder};
 use crate::informer::{Delta, DeltaType, Informer, Object, ObjectKey, View};
 use crate::registry::{Part, Registry, RegistryError, WriteOptions};
@@ -65,7 +65,7 @@ impl View for Replicas {
                 .and_then(Value::as_i64)
                 .and_then(|n| i32::try_from(n).ok())
                 .unwrap_or(1),
-            controller: crate::controllers::replicaset::view::controller_of(&v),
+            controller: crate::controllers::views::controller_of(&v),
         }
     }
 }

@@ -23,7 +23,7 @@
 //! Planner: pure, no I/O.
 
 use crate::controllers::deployment::surge::scaled_value;
-use crate::controllers::replicaset::view::{ControllerRef, Pod};
+use crate::controllers::views::{ControllerRef, Pod};
 use berth_shared::k8s_openapi::api::policy::v1 as policy;
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

@@ -13,7 +13,7 @@ pub mod data;
 pub mod write;
 
 use crate::controllers::deployment::template::compute_hash;
-use crate::controllers::replicaset::view::{ControllerRef, controller_of, string_map};
+use crate::controllers::views::{ControllerRef, controller_of, string_map};
 use crate::informer::{Object, View};
 use berth_shared::k8s_openapi::api::core::v1 as core;
 use berth_shared::resource::ResourceType;

@@ -83,7 +83,7 @@ impl Controller {
             Part::Main,
             &WriteOptions::default(),
             |mut obj| {
-                let labels = crate::controllers::replicaset::view::string_map(
+                let labels = crate::controllers::views::string_map(
                     obj.pointer("/metadata/labels"),
                 );
                 // Re-checked on the fresh object: it may have been adopted, relabelled, deleted.

@@ -474,7 +474,7 @@ fn pods_are_removed_in_upstreams_active_pods_order() {
 
 #[test]
 fn pods_are_claimed_by_controller_reference_and_selector() {
-    use crate::controllers::replicaset::view::ControllerRef;
+    use crate::controllers::views::ControllerRef;
     let owner = |uid: &str| {
         Some(ControllerRef {
             api_version: "batch/v1".into(),

@@ -5,7 +5,7 @@
 //!
 //! Planner: pure, no I/O.
 
-use crate::controllers::replicaset::view::{ControllerRef, controller_of, string_map};
+use crate::controllers::views::{ControllerRef, controller_of, string_map};
 use berth_shared::k8s_openapi::api::batch::v1 as batch;
 use berth_shared::selector::{LabelSelector, SelectorError};
 use jiff::Timestamp;

@@ -331,7 +331,7 @@ impl Controller {
     /// the Ready condition changes; its transition time moves), with a `NodeNotReady` event.
     fn apply_pods_not_ready(&self, node: &str) -> Result<(), RegistryError> {
         for pod in self.pods.by_index(BY_NODE, node) {
-            let view = pod.view::<crate::controllers::replicaset::view::Pod>();
+            let view = pod.view::<crate::controllers::views::Pod>();
             if !view.ready {
                 continue;
             }
@@ -442,7 +442,7 @@ fn pod_change(nodes: &Informer, d: &Delta) -> Vec<ObjectKey> {
     if d.kind == DeltaType::Deleted {
         return Vec::new();
     }
-    let pod = d.object.view::<crate::controllers::replicaset::view::Pod>();
+    let pod = d.object.view::<crate::controllers::views::Pod>();
     if !pod.ready || pod.node_name.is_empty() {
         return Vec::new();
     }

@@ -3,6 +3,7 @@
 
 use super::view::{self, Pod, Set};
 use super::{Controller, SyncError, plan, set_type, status};
+use crate::controllers::views;
 use crate::events::EventType;
 use crate::registry::RegistryError;
 use crate::registry::{DeleteOptions, DeletePreconditions, Part, WriteOptions};
@@ -54,7 +55,7 @@ impl Controller {
             },
         );
         match r {
-            Ok(obj) => Ok(view::controller_of(&obj).is_some_and(|c| c.uid == set.uid)),
+            Ok(obj) => Ok(views::controller_of(&obj).is_some_and(|c| c.uid == set.uid)),
             Err(RegistryError::NotFound { .. }) => Ok(false),
             Err(e) => Err(e.into()),
         }

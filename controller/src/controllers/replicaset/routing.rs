@@ -3,7 +3,7 @@
 //! re-owned pod concerns both) or, for a live orphan, every set in its namespace whose selector
 //! matches it (upstream's `addPod`/`updatePod`/`deletePod`). Reads the informers' caches only.
 
-use super::view::{self, Kind, Set};
+use super::view::{Kind, Set};
 use crate::informer::{Delta, DeltaType, Informer, Object, View};
 use std::fmt;
 use std::sync::Arc;
@@ -43,15 +43,6 @@ impl View for ParsedSet {
             Set::from_value(kind, &v).ok()
         });
         ParsedSet(parsed)
-    }
-}
-
-/// A pod parsed once per version, shared by every pass that reads it.
-impl View for view::Pod {
-    fn derive(obj: &Object) -> Self {
-        obj.value()
-            .map(|v| view::Pod::from_value(&v))
-            .unwrap_or_default()
     }
 }
 

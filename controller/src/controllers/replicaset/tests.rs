@@ -41,7 +41,7 @@ impl Cluster {
     fn pods_of(&self, uid: &str) -> Vec<Value> {
         self.pods()
             .into_iter()
-            .filter(|p| view::controller_of(p).is_some_and(|c| c.uid == uid))
+            .filter(|p| crate::controllers::views::controller_of(p).is_some_and(|c| c.uid == uid))
             .collect()
     }
 
@@ -264,10 +264,10 @@ async fn the_pod_deletion_cost_picks_the_pod_removed_on_scale_down() {
     let cheap = name(&pods[0]);
     let costly = name(&pods[1]);
     c.edit("pods", &cheap, |o| {
-        o["metadata"]["annotations"] = json!({view::DELETION_COST: "-100"});
+        o["metadata"]["annotations"] = json!({crate::controllers::views::DELETION_COST: "-100"});
     });
     c.edit("pods", &costly, |o| {
-        o["metadata"]["annotations"] = json!({view::DELETION_COST: "100"});
+        o["metadata"]["annotations"] = json!({crate::controllers::views::DELETION_COST: "100"});
     });
     c.edit("replicasets", "frontend", |o| {
         o["spec"]["replicas"] = json!(1)

@@ -169,7 +169,7 @@ pub fn revision_template(data: &Value) -> Option<core::PodTemplateSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::replicaset::view::Pod;
+    use crate::controllers::views::Pod;
     use crate::controllers::statefulset::view::PodVolumes;
     use std::sync::Arc;
 

@@ -24,7 +24,7 @@ mod tests;
 
 use super::history::{self, Owner, write::HistoryError};
 use super::ownership::{self, Claim as Ownership};
-use super::replicaset::view::ControllerRef;
+use super::views::ControllerRef;
 use super::runtime::{Context, Controller as Wiring, Reconciler};
 use crate::events::{EventType, Recorder};
 use crate::informer::{Informer, ORPHANS_BY_NAMESPACE, Object, ObjectKey};

@@ -2,7 +2,7 @@
 //! maxUnavailable, and the retention policy's owner changes.
 
 use super::*;
-use crate::controllers::replicaset::view::Pod;
+use crate::controllers::views::Pod;
 use crate::controllers::statefulset::view::{PodVolumes, StatefulSet};
 use serde_json::json;
 

@@ -4,8 +4,8 @@
 //! Planner: pure, no I/O.
 
 pub use crate::controllers::history::Revision;
-pub use crate::controllers::replicaset::view::Pod;
-use crate::controllers::replicaset::view::string_map;
+pub use crate::controllers::views::Pod;
+use crate::controllers::views::string_map;
 use berth_shared::k8s_openapi::api::apps::v1 as apps;
 use berth_shared::k8s_openapi::api::core::v1 as core;
 use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

@@ -107,7 +107,7 @@ impl Registry {
             }
         };
         let labels =
-            crate::controllers::replicaset::view::string_map(pod.pointer("/metadata/labels"));
+            crate::controllers::views::string_map(pod.pointer("/metadata/labels"));
         let budgets: Vec<policy::PodDisruptionBudget> = self
             .list_values(POD_DISRUPTION_BUDGETS, Some(ns))?
             .into_iter()

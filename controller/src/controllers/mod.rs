@@ -26,6 +26,7 @@ pub mod statefulset;
 pub mod tainteviction;
 pub mod ttlafterfinished;
 pub mod views;
+pub mod workload;
 
 use runtime::Context;
 use tokio::task::JoinHandle;

@@ -90,22 +90,21 @@ impl Controller<ObjectKey> {
         let Some(owner) = self.primary else {
             return self;
         };
-        let api_version = owner.api_version();
-        self.watches(child, move |d: &Delta| {
-            let mut keys = Vec::new();
-            for obj in std::iter::once(&d.object).chain(d.old.iter()) {
-                if let Some(c) = obj.controller()
-                    && c.kind == owner.kind
-                    && c.api_version == api_version
-                {
-                    let key = ObjectKey::new(obj.namespace(), &c.name);
-                    if !keys.contains(&key) {
-                        keys.push(key);
-                    }
-                }
-            }
-            keys
-        })
+        self.owns_as(child, owner, ObjectKey::new)
+    }
+
+    /// Orphan routing (upstream's `addPod`/`updatePod` for a pod without a controller): a live
+    /// `child` without a controller enqueues every primary object of its namespace whose
+    /// selector matches its labels, as `selector` reads it from the primary's view `V`.
+    pub fn adopts<V: View>(
+        self,
+        child: &'static ResourceType,
+        selector: impl Fn(&V) -> Option<&LabelSelector> + Send + Sync + 'static,
+    ) -> Self {
+        let Some(owner) = self.primary else {
+            return self;
+        };
+        self.adopts_as(child, owner, selector, |o: &Object| o.key().clone())
     }
 }
 
@@ -143,6 +142,59 @@ impl<K: Clone + Eq + Hash + Send + Sync + Display + 'static> Controller<K> {
         }));
         self.add_read(informer);
         self
+    }
+
+    /// Maps changes of `child` objects to `key(namespace, name)` of their controller of type
+    /// `owner`, before and after the change (a released child concerns its old owner).
+    pub fn owns_as(
+        self,
+        child: &'static ResourceType,
+        owner: &'static ResourceType,
+        key: impl Fn(Option<&str>, &str) -> K + Send + Sync + 'static,
+    ) -> Self {
+        let api_version = owner.api_version();
+        self.watches(child, move |d: &Delta| {
+            let mut keys = Vec::new();
+            for obj in std::iter::once(&d.object).chain(d.old.iter()) {
+                if let Some(c) = obj.controller()
+                    && c.kind == owner.kind
+                    && c.api_version == api_version
+                {
+                    let k = key(obj.namespace(), &c.name);
+                    if !keys.contains(&k) {
+                        keys.push(k);
+                    }
+                }
+            }
+            keys
+        })
+    }
+
+    /// [`Controller::adopts`] for an `owner` kind keyed by `key`: a live orphan `child`
+    /// enqueues the `owner` objects of its namespace whose selector (read from their view `V`;
+    /// `None` or empty: they adopt nothing) matches it.
+    pub fn adopts_as<V: View>(
+        self,
+        child: &'static ResourceType,
+        owner: &'static ResourceType,
+        selector: impl Fn(&V) -> Option<&LabelSelector> + Send + Sync + 'static,
+        key: impl Fn(&Object) -> K + Send + Sync + 'static,
+    ) -> Self {
+        let owners = self.ctx.informer(owner);
+        self.watches(child, move |d: &Delta| {
+            let o = &d.object;
+            if d.kind == DeltaType::Deleted || o.controller().is_some() || o.is_deleting() {
+                return Vec::new();
+            }
+            owners
+                .in_namespace(o.namespace().unwrap_or_default())
+                .iter()
+                .filter(|p| {
+                    selector(&p.view::<V>()).is_some_and(|s| !s.is_empty() && s.matches(o.labels()))
+                })
+                .map(|p| key(p))
+                .collect()
+        })
     }
 
     /// Names an informer the passes read without reacting to its changes (so that passes

@@ -180,3 +180,62 @@ async fn a_conflict_is_retried_at_once_and_a_transient_error_after_backoff() {
     cp.stop.cancel();
     run.await.unwrap();
 }
+
+/// A DaemonSet's selector, as `.adopts` reads it.
+struct Selects(Option<LabelSelector>);
+
+impl View for Selects {
+    fn derive(obj: &Object) -> Self {
+        Selects(
+            obj.value()
+                .ok()
+                .and_then(|v| serde_json::from_value(v["spec"]["selector"].clone()).ok())
+                .and_then(|s| LabelSelector::from_k8s(&s).ok()),
+        )
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_orphan_enqueues_the_owners_whose_selector_matches_it_and_an_owned_child_none() {
+    use berth_shared::resource::{DAEMON_SETS, PODS};
+    let cp = ControlPlane::start();
+    let create = |rt, v| {
+        cp.registry()
+            .create(rt, Some("default"), v, &WriteOptions::default())
+            .unwrap()
+    };
+    for app in ["web", "db"] {
+        create(DAEMON_SETS, json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": app},
+            "spec": {"selector": {"matchLabels": {"app": app}},
+                "template": {"metadata": {"labels": {"app": app}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}));
+    }
+    let r = Recording::new(|_, _: &ObjectKey| Ok(Outcome::Done));
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(
+        Controller::new("adopts", &cp.ctx, DAEMON_SETS)
+            .adopts::<Selects>(PODS, |s| s.0.as_ref())
+            .run(r.clone(), stop.clone()),
+    );
+    let count = |name: &str| r.passes().iter().filter(|(n, _)| n == name).count();
+    until("the first passes", || count("web") == 1 && count("db") == 1).await;
+    let pod = |name: &str, owner: Option<serde_json::Value>| {
+        let mut p = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+        if let Some(o) = owner {
+            p["metadata"]["ownerReferences"] = json!([o]);
+        }
+        p
+    };
+    // Owned by something else: not an orphan, nobody is woken.
+    create(PODS, pod("owned", Some(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "name": "x", "uid": "x-uid", "controller": true}))));
+    create(PODS, pod("orphan", None));
+    until("the orphan's owner", || count("web") == 2).await;
+    cp.caught_up().await;
+    assert_eq!((count("web"), count("db")), (2, 1), "{:?}", r.passes());
+    stop.cancel();
+    run.await.unwrap();
+}

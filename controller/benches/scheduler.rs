@@ -12,7 +12,9 @@
 //! PATH matters). `--datastore-endpoint URL[,URL…]` keeps the store in etcd instead (under a
 //! key prefix of its own per run).
 
-use berth_controller::controllers::{self, runtime::Context, runtime::QueueMetrics};
+use berth_controller::controllers::{
+    self, runtime::Clock, runtime::Context, runtime::QueueMetrics,
+};
 use berth_controller::informer::Informers;
 use berth_controller::registry::{Registry, WriteOptions, prefix};
 use berth_controller::scheduler;
@@ -261,6 +263,7 @@ async fn run(
         registry: registry.clone(),
         informers: Informers::new(Arc::new(registry.store().clone()), stop.clone()),
         queues: QueueMetrics::default(),
+        clock: Clock::system(),
     };
     // The bench's nodes post no heartbeats: they must not go Unknown while it runs.
     let lifecycle = controllers::nodelifecycle::Config {

@@ -2,7 +2,7 @@
 //! namespaces, the HTTPS listener and the controllers; graceful shutdown on cancellation.
 
 use crate::api::{self, ApiState, authn::Tokens, metrics::Metrics};
-use crate::controllers::{self, runtime::Context, runtime::QueueMetrics};
+use crate::controllers::{self, runtime::Clock, runtime::Context, runtime::QueueMetrics};
 use crate::informer::Informers;
 use crate::pki;
 use crate::registry::{Registry, WriteOptions};
@@ -297,6 +297,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         registry: registry.clone(),
         informers: Informers::new(Arc::new(store), shutdown.clone()),
         queues: QueueMetrics::default(),
+        clock: Clock::system(),
     };
     let connections = Arc::new(api::listener::ConnectionStats::default());
     let leader = Arc::new(crate::leader_election::LeaderStatus::default());

@@ -2,7 +2,7 @@
 //! store in a temporary directory (registry, informers, queue metrics), and waits that wake on
 //! store changes instead of sleeping.
 
-use crate::controllers::runtime::{Context, QueueMetrics};
+use crate::controllers::runtime::{Clock, Context, QueueMetrics};
 use crate::informer::Informers;
 use crate::registry::{Registry, WriteOptions};
 use crate::store::{RedbBackend, Store};
@@ -51,6 +51,7 @@ impl ControlPlane {
                 registry,
                 informers,
                 queues: QueueMetrics::default(),
+                clock: Clock::system(),
             },
             stop,
             store,

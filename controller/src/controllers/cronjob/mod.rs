@@ -17,7 +17,7 @@ mod plan_tests;
 #[cfg(test)]
 mod tests;
 
-use super::runtime::{Context, Controller as Wiring, Reconciler};
+use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
 use crate::events::Recorder;
 use crate::informer::{Informer, ObjectKey};
 use crate::registry::{Registry, RegistryError};
@@ -62,6 +62,8 @@ impl ErrorPolicy for CronJobError {
 }
 
 pub struct Controller {
+    /// Where `now` comes from.
+    clock: Clock,
     registry: Registry,
     cron_jobs: Arc<Informer>,
     jobs: Arc<Informer>,
@@ -75,6 +77,7 @@ impl Controller {
     pub fn new(ctx: &Context) -> Controller {
         Controller {
             registry: ctx.registry.clone(),
+            clock: ctx.clock.clone(),
             cron_jobs: ctx.informer(CRON_JOBS),
             jobs: ctx.informer(JOBS),
             recorder: ctx.recorder(COMPONENT),
@@ -173,7 +176,7 @@ impl Reconciler for Controller {
 
     fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, CronJobError> {
         let ns = key.namespace().unwrap_or("default");
-        self.reconcile_at(ns, key.name(), Timestamp::now())
+        self.reconcile_at(ns, key.name(), self.clock.now())
     }
 }
 

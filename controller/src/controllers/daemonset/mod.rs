@@ -29,7 +29,7 @@ mod tests;
 
 use super::history;
 use super::ownership::Claim;
-use super::runtime::{Context, Controller as Wiring, Reconciler};
+use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
 use crate::events::{EventType, Recorder};
 use crate::informer::{Informer, ORPHANS_BY_NAMESPACE, Object, ObjectKey};
 use crate::registry::{Registry, RegistryError};
@@ -81,6 +81,8 @@ impl ErrorPolicy for DaemonSetError {
 }
 
 struct Controller {
+    /// Where `now` comes from.
+    clock: Clock,
     registry: Registry,
     sets: Arc<Informer>,
     pods: Arc<Informer>,
@@ -194,7 +196,7 @@ impl Controller {
             self.record(&raw, EventType::Warning, "SelectingAll", msg);
             return Ok(Outcome::Done);
         }
-        let now = jiff::Timestamp::now();
+        let now = self.clock.now();
         let nodes = self.observe_nodes();
         let revisions = self.observe_revisions(ds)?;
         let history = history::plan(&template::history_owner(ds), &revisions);
@@ -251,6 +253,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
     let sets = ctx.informer(DAEMON_SETS);
     let controller = Arc::new(Controller {
         registry: ctx.registry.clone(),
+        clock: ctx.clock.clone(),
         sets: sets.clone(),
         pods,
         nodes: ctx.informer(NODES),

@@ -23,11 +23,12 @@ mod fixtures;
 #[cfg(test)]
 mod tests;
 
-use super::runtime::{Context, Controller as Wiring, Reconciler};
+use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
 use crate::events::Recorder;
 use crate::informer::{Informer, Object, ObjectKey, View};
 use crate::registry::{Registry, RegistryError};
-use apply::{Applied, version_of};
+use apply::Applied;
+use super::workload::version_of;
 use berth_shared::k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use berth_shared::reconcile::{ErrorPolicy, Outcome, Retry};
 use berth_shared::resource::{DEPLOYMENTS, PODS, REPLICA_SETS};
@@ -58,6 +59,10 @@ pub enum DeploymentError {
     },
     #[error(transparent)]
     Plan(#[from] plan::PlanError),
+    /// The Deployment read from the cache is gone, replaced or being deleted: it adopts
+    /// nothing (upstream's `RecheckDeletionTimestamp` error).
+    #[error("{0} is gone or being deleted: not adopting")]
+    OwnerGone(String),
 }
 
 impl ErrorPolicy for DeploymentError {
@@ -66,20 +71,9 @@ impl ErrorPolicy for DeploymentError {
             DeploymentError::Api(e) => e.retry(),
             // The stored Deployment cannot be read or planned: only a change of it can help.
             DeploymentError::Decode { .. } | DeploymentError::Plan(_) => Retry::Never,
-            DeploymentError::Encode { .. } => Retry::Backoff,
+            DeploymentError::Encode { .. } | DeploymentError::OwnerGone(_) => Retry::Backoff,
         }
     }
-}
-
-/// The controller reference (kind, name, uid) in an object's JSON.
-fn controller_ref(obj: &Value) -> Option<(&str, &str, &str)> {
-    let r = obj
-        .pointer("/metadata/ownerReferences")?
-        .as_array()?
-        .iter()
-        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))?;
-    let s = |k: &str| r.get(k).and_then(Value::as_str);
-    Some((s("kind")?, s("name")?, s("uid")?))
 }
 
 /// A ReplicaSet decoded once per version, shared by every pass that reads it.
@@ -95,12 +89,15 @@ impl View for DecodedReplicaSet {
 struct Observed {
     raw: Value,
     deployment: Deployment,
+    selector: LabelSelector,
     replica_sets: Vec<ReplicaSet>,
     pods: Vec<PodInfo>,
 }
 
 /// The controller: the registry it writes through, the caches it reads and its recorder.
 pub struct Controller {
+    /// Where `now` comes from.
+    clock: Clock,
     registry: Registry,
     recorder: Recorder,
     deployments: Arc<Informer>,
@@ -112,6 +109,7 @@ impl Controller {
     pub fn new(ctx: &Context) -> Controller {
         Controller {
             registry: ctx.registry.clone(),
+            clock: ctx.clock.clone(),
             recorder: ctx.recorder(COMPONENT),
             deployments: ctx.informer(DEPLOYMENTS),
             replica_sets: ctx.informer(REPLICA_SETS),
@@ -173,6 +171,7 @@ impl Controller {
         Ok(Some(Observed {
             raw,
             deployment,
+            selector,
             replica_sets: rss,
             pods,
         }))
@@ -217,7 +216,7 @@ impl Reconciler for Controller {
 
     fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, DeploymentError> {
         let ns = key.namespace().unwrap_or("default");
-        self.reconcile_at(ns, key.name(), jiff::Timestamp::now())
+        self.reconcile_at(ns, key.name(), self.clock.now())
     }
 }
 

@@ -10,7 +10,7 @@
 
 pub mod plan;
 
-use super::runtime::{Context, Controller as Wiring, Reconciler};
+use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
 use crate::controllers::views::{ControllerRef, Pod};
 use crate::events::{EventType, Recorder};
 use crate::informer::{Delta, DeltaType, Informer, Object, ObjectKey, View};
@@ -71,6 +71,8 @@ impl View for Replicas {
 }
 
 struct Controller {
+    /// Where `now` comes from.
+    clock: Clock,
     registry: Registry,
     budgets: Arc<Informer>,
     pods: Arc<Informer>,
@@ -165,7 +167,7 @@ impl Controller {
                 scales.insert(c.uid.clone(), self.observe_scale(c, ns));
             }
         }
-        let plan = plan::budget(&pdb, &pods, &scales, jiff::Timestamp::now());
+        let plan = plan::budget(&pdb, &pods, &scales, self.clock.now());
         let mut raw = obj.value().map_err(RegistryError::from)?;
         for e in &plan.events {
             match &e.pod {
@@ -247,6 +249,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
     let budgets = ctx.informer(POD_DISRUPTION_BUDGETS);
     let controller = Arc::new(Controller {
         registry: ctx.registry.clone(),
+        clock: ctx.clock.clone(),
         budgets: budgets.clone(),
         pods: ctx.informer(PODS),
         deployments: ctx.informer(DEPLOYMENTS),

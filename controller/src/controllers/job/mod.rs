@@ -34,7 +34,7 @@ pub mod view;
 #[cfg(test)]
 mod tests;
 
-use super::runtime::{Context, Controller as Wiring, Reconciler};
+use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
 use crate::events::Recorder;
 use crate::informer::{Informer, ORPHANS_BY_NAMESPACE, Object, ObjectKey};
 use crate::registry::{Registry, RegistryError};
@@ -78,6 +78,8 @@ impl ErrorPolicy for JobError {
 }
 
 struct Controller {
+    /// Where `now` comes from.
+    clock: Clock,
     registry: Registry,
     jobs: Arc<Informer>,
     pods: Arc<Informer>,
@@ -128,7 +130,7 @@ impl Controller {
         }
         let raw = obj.value().map_err(RegistryError::from)?;
         let pods = self.observe_pods(job)?;
-        let now = jiff::Timestamp::now();
+        let now = self.clock.now();
         let m = plan::manage(job, &pods, now);
         let (applied, failure) = self.apply_change(job, &raw, &m.change);
         let settled = tracking::settle(job, &m, applied, now);
@@ -171,6 +173,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
     let jobs = ctx.informer(JOBS);
     let controller = Arc::new(Controller {
         registry: ctx.registry.clone(),
+        clock: ctx.clock.clone(),
         jobs: jobs.clone(),
         pods,
         recorder: ctx.recorder(COMPONENT),

@@ -17,7 +17,7 @@ pub mod zones;
 #[cfg(test)]
 mod tests;
 
-use super::runtime::{Context, Controller as Wiring, Reconciler};
+use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
 use crate::events::{EventType, Recorder};
 use crate::informer::{BY_NODE, Delta, DeltaType, Informer, Object, ObjectKey, View};
 use crate::registry::{Part, Registry, RegistryError, WriteOptions};
@@ -151,11 +151,14 @@ impl HealthMap {
 /// The last zone census and whether every zone was fully disrupted then.
 #[derive(Default)]
 struct ZoneMemo {
-    last: Option<(std::time::Instant, Arc<Zones>)>,
+    /// When the census was taken, by the controller's clock.
+    last: Option<(Timestamp, Arc<Zones>)>,
     all_down: bool,
 }
 
 struct Controller {
+    /// Where `now` comes from.
+    clock: Clock,
     registry: Registry,
     nodes: Arc<Informer>,
     leases: Arc<Informer>,
@@ -181,7 +184,7 @@ impl Controller {
         let mut memo = self.zones.lock().unwrap_or_else(|e| e.into_inner());
         if !fresh
             && let Some((at, z)) = &memo.last
-            && at.elapsed() < ZONES_MAX_AGE
+            && now.duration_since(*at).unsigned_abs() < ZONES_MAX_AGE
         {
             return z.clone();
         }
@@ -212,7 +215,7 @@ impl Controller {
             }
             memo.all_down = all_down;
         }
-        memo.last = Some((std::time::Instant::now(), z.clone()));
+        memo.last = Some((now, z.clone()));
         z
     }
 
@@ -242,7 +245,7 @@ impl Controller {
                 return Ok(Outcome::Done);
             }
         };
-        let now = Timestamp::now();
+        let now = self.clock.now();
         let health = self.observe_health(key.name(), &obj, now);
         let zone = zones::zone_key(obj.labels());
         let signals = obj.view::<Signals>();
@@ -395,7 +398,7 @@ impl Reconciler for Controller {
 
 /// A node change: record its status heartbeat; a pass when anything else changed, or on a
 /// heartbeat of a node that is not Ready.
-fn node_change(health: &HealthMap, d: &Delta) -> Vec<ObjectKey> {
+fn node_change(health: &HealthMap, d: &Delta, now: Timestamp) -> Vec<ObjectKey> {
     let key = d.object.key().clone();
     if d.kind == DeltaType::Deleted {
         return vec![key];
@@ -407,7 +410,7 @@ fn node_change(health: &HealthMap, d: &Delta) -> Vec<ObjectKey> {
         ready: Some(new.ready() == Some("True")),
     };
     let before = health.lock().get(key.name()).map(|h| h.probe);
-    let after = health.observe(key.name(), &seen, Timestamp::now()).probe;
+    let after = health.observe(key.name(), &seen, now).probe;
     let Some(old) = d.old.as_ref().map(|o| o.view::<Signals>()) else {
         return vec![key];
     };
@@ -421,7 +424,7 @@ fn node_change(health: &HealthMap, d: &Delta) -> Vec<ObjectKey> {
 
 /// A Lease change in `kube-node-lease`: record the heartbeat; a pass only for a node that is
 /// not Ready.
-fn lease_change(health: &HealthMap, nodes: &Informer, d: &Delta) -> Vec<ObjectKey> {
+fn lease_change(health: &HealthMap, nodes: &Informer, d: &Delta, now: Timestamp) -> Vec<ObjectKey> {
     if d.object.namespace() != Some(LEASE_NAMESPACE) || d.kind == DeltaType::Deleted {
         return Vec::new();
     }
@@ -430,7 +433,7 @@ fn lease_change(health: &HealthMap, nodes: &Informer, d: &Delta) -> Vec<ObjectKe
         lease_renewed: Some(d.object.view::<Renewed>().0.clone()),
         ..Heartbeats::default()
     };
-    health.observe(name, &seen, Timestamp::now());
+    health.observe(name, &seen, now);
     match nodes.get(None, name) {
         Some(n) if n.view::<Signals>().ready() != Some("True") => vec![n.key().clone()],
         _ => Vec::new(),
@@ -460,14 +463,18 @@ pub async fn run(ctx: Context, config: Config, shutdown: CancellationToken) {
     let health = Arc::new(HealthMap::default());
     let (for_nodes, for_leases) = (health.clone(), health.clone());
     let (nodes_for_leases, nodes_for_pods) = (nodes.clone(), nodes.clone());
+    let (clock_for_nodes, clock_for_leases) = (ctx.clock.clone(), ctx.clock.clone());
     let wiring = Wiring::keyed("node-lifecycle", &ctx)
-        .watches(NODES, move |d| node_change(&for_nodes, d))
+        .watches(NODES, move |d| {
+            node_change(&for_nodes, d, clock_for_nodes.now())
+        })
         .watches(LEASES, move |d| {
-            lease_change(&for_leases, &nodes_for_leases, d)
+            lease_change(&for_leases, &nodes_for_leases, d, clock_for_leases.now())
         })
         .watches(PODS, move |d| pod_change(&nodes_for_pods, d));
     let controller = Arc::new(Controller {
         registry: ctx.registry.clone(),
+        clock: ctx.clock.clone(),
         nodes: nodes.clone(),
         leases: ctx.informer(LEASES),
         pods: ctx.informer(PODS),

@@ -13,7 +13,7 @@ pub mod behavior;
 pub mod plan;
 pub mod replicas;
 
-use super::runtime::{Context, Controller as Wiring, Reconciler};
+use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
 use crate::events::{EventType, Recorder};
 use crate::informer::{Informer, Object, ObjectKey};
 use crate::registry::{Part, Registry, RegistryError, WriteOptions};
@@ -51,6 +51,8 @@ pub struct Config {
 }
 
 struct Controller {
+    /// Where `now` comes from.
+    clock: Clock,
     registry: Registry,
     hpas: Arc<Informer>,
     pods: Arc<Informer>,
@@ -222,7 +224,7 @@ impl Controller {
         };
         let ns = key.namespace().unwrap_or_default();
         let mut raw = obj.value()?;
-        let now = jiff::Timestamp::now();
+        let now = self.clock.now();
         let now_text = now.to_string();
         let (rt, target) = match self.target(&hpa, ns) {
             Ok(t) => t,
@@ -430,6 +432,7 @@ pub async fn run(
     .collect();
     let controller = Arc::new(Controller {
         registry: ctx.registry.clone(),
+        clock: ctx.clock.clone(),
         hpas: ctx.informer(HORIZONTAL_POD_AUTOSCALERS),
         pods: ctx.informer(PODS),
         targets,

@@ -14,7 +14,7 @@ pub mod terminated;
 #[cfg(test)]
 mod tests;
 
-use super::runtime::{Context, Controller as Wiring, Reconciler};
+use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
 use crate::informer::{BY_NODE, Delta, DeltaType, Informer, Object, ObjectKey, View};
 use crate::registry::conditions::{DISRUPTION_TARGET, set_pod_condition};
 use crate::registry::{
@@ -84,6 +84,8 @@ impl View for NodeState {
 }
 
 struct Controller {
+    /// Where `now` comes from.
+    clock: Clock,
     registry: Registry,
     pods: Arc<Informer>,
     nodes: Arc<Informer>,
@@ -121,7 +123,7 @@ impl Controller {
             return Ok(Outcome::Done);
         };
         let pod = obj.view::<PodFacts>();
-        let now = Timestamp::now();
+        let now = self.clock.now();
         let node = self.observe_node(&pod.node, now);
         match plan::verdict(&pod, node, self.quarantine, now) {
             Verdict::Keep => Ok(Outcome::Done),
@@ -337,6 +339,7 @@ pub async fn run(ctx: Context, config: Config, shutdown: CancellationToken) {
     let (pods, nodes) = (ctx.informer(PODS), ctx.informer(NODES));
     let controller = Arc::new(Controller {
         registry: ctx.registry.clone(),
+        clock: ctx.clock.clone(),
         pods: pods.clone(),
         nodes: nodes.clone(),
         missing: Mutex::new(HashMap::new()),

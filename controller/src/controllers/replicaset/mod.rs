@@ -20,7 +20,7 @@ pub mod view;
 #[cfg(test)]
 mod tests;
 
-use super::runtime::{Context, Controller as Wiring, Reconciler};
+use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
 use crate::events::{EventType, Recorder};
 use crate::informer::{Informer, ORPHANS_BY_NAMESPACE};
 use crate::registry::{Registry, RegistryError};
@@ -77,6 +77,8 @@ fn set_type(kind: Kind) -> &'static ResourceType {
 }
 
 struct Controller {
+    /// Where `now` comes from.
+    clock: Clock,
     registry: Registry,
     sets: Sets,
     pods: Arc<Informer>,
@@ -113,7 +115,7 @@ impl Controller {
                 return Ok(Outcome::Done);
             }
         };
-        let now = jiff::Timestamp::now();
+        let now = self.clock.now();
         let pods = self.observe_pods(&set);
         let claim = plan::claim(&set, &pods);
         for pod in &claim.release {
@@ -209,6 +211,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
         rs_events: ctx.recorder(Kind::ReplicaSet.component()),
         rc_events: ctx.recorder(Kind::ReplicationController.component()),
         registry: ctx.registry.clone(),
+        clock: ctx.clock.clone(),
         sets: sets(),
         pods,
     });

@@ -8,17 +8,20 @@
 //! error asks ([`ErrorPolicy`]): a conflict at once, a transient error with backoff, a
 //! permanent one not until the key is added again.
 
+mod clock;
 mod metrics;
 #[cfg(test)]
 mod tests;
 
+pub use clock::{Clock, SetClock};
 pub use metrics::QueueMetrics;
 
 use crate::events::Recorder;
-use crate::informer::{Delta, Informer, Informers, ObjectKey};
+use crate::informer::{Delta, DeltaType, Informer, Informers, Object, ObjectKey, View};
 use crate::registry::Registry;
 use berth_shared::reconcile::{self, ErrorPolicy, Failure, Outcome, Queue};
 use berth_shared::resource::ResourceType;
+use berth_shared::selector::LabelSelector;
 use std::fmt::Display;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -35,6 +38,8 @@ pub struct Context {
     pub registry: Registry,
     pub informers: Informers,
     pub queues: QueueMetrics,
+    /// The wall clock reconcilers read `now` from (never `Timestamp::now()` themselves).
+    pub clock: Clock,
 }
 
 impl Context {

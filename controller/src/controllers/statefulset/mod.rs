@@ -24,8 +24,8 @@ mod tests;
 
 use super::history::{self, Owner, write::HistoryError};
 use super::ownership::{self, Claim as Ownership};
+use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
 use super::views::ControllerRef;
-use super::runtime::{Context, Controller as Wiring, Reconciler};
 use crate::events::{EventType, Recorder};
 use crate::informer::{Informer, ORPHANS_BY_NAMESPACE, Object, ObjectKey};
 use crate::registry::{Registry, RegistryError};
@@ -71,6 +71,8 @@ impl ErrorPolicy for StatefulSetError {
 }
 
 struct Controller {
+    /// Where `now` comes from.
+    clock: Clock,
     registry: Registry,
     sets: Arc<Informer>,
     pods: Arc<Informer>,
@@ -210,7 +212,7 @@ impl Controller {
             return Ok(Outcome::Done);
         }
         let raw = obj.value().map_err(RegistryError::from)?;
-        let now = jiff::Timestamp::now();
+        let now = self.clock.now();
         let owner = history_owner(set);
         let revisions = if set.deleting {
             Vec::new()
@@ -294,6 +296,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
     let sets = ctx.informer(STATEFUL_SETS);
     let controller = Arc::new(Controller {
         registry: ctx.registry.clone(),
+        clock: ctx.clock.clone(),
         sets: sets.clone(),
         pods: ctx.informer(PODS),
         revisions: ctx.informer(CONTROLLER_REVISIONS),

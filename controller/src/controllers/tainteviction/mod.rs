@@ -14,7 +14,7 @@ pub mod plan;
 #[cfg(test)]
 mod tests;
 
-use super::runtime::{Context, Controller as Wiring, Reconciler};
+use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
 use crate::events::{EventType, Recorder};
 use crate::informer::{BY_NODE, Delta, DeltaType, Informer, Object, ObjectKey, View};
 use crate::registry::eviction::Disruption;
@@ -105,6 +105,8 @@ impl View for PodFacts {
 }
 
 struct Controller {
+    /// Where `now` comes from.
+    clock: Clock,
     registry: Registry,
     pods: Arc<Informer>,
     nodes: Arc<Informer>,
@@ -176,7 +178,7 @@ impl Controller {
             self.scheduled().remove(key);
             return Ok(Outcome::Done);
         };
-        let now = Timestamp::now();
+        let now = self.clock.now();
         let taints = self.observe_taints(&pod.node, &node.view::<NodeTaints>(), now);
         let verdict = plan::verdict(&taints, &pod.tolerations, pod.bound, now);
         let name = format!("{}/{}", key.namespace().unwrap_or_default(), key.name());
@@ -297,6 +299,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
     let (pods, nodes) = (ctx.informer(PODS), ctx.informer(NODES));
     let controller = Arc::new(Controller {
         registry: ctx.registry.clone(),
+        clock: ctx.clock.clone(),
         pods: pods.clone(),
         nodes: nodes.clone(),
         recorder: ctx.recorder(COMPONENT),

@@ -8,7 +8,7 @@
 
 pub mod plan;
 
-use super::runtime::{Context, Controller, Reconciler};
+use super::runtime::{Clock, Context, Controller, Reconciler};
 use crate::informer::{Informer, ObjectKey};
 use crate::registry::{DeleteOptions, DeletePreconditions, Propagation, Registry, RegistryError};
 use berth_shared::reconcile::{ErrorPolicy, Outcome, Retry};
@@ -38,6 +38,8 @@ impl ErrorPolicy for CleanupError {
 }
 
 struct Cleanup {
+    /// Where `now` comes from.
+    clock: Clock,
     registry: Registry,
     jobs: Arc<Informer>,
 }
@@ -68,7 +70,7 @@ impl Reconciler for Cleanup {
             return Ok(Outcome::Done);
         };
         let cached = obj.value().map_err(RegistryError::from)?;
-        match self.decide(&cached, jiff::Timestamp::now())? {
+        match self.decide(&cached, self.clock.now())? {
             Decision::Keep => return Ok(Outcome::Done),
             Decision::Wait(d) => return Ok(Outcome::RequeueAfter(d)),
             Decision::Delete => {}
@@ -79,7 +81,7 @@ impl Reconciler for Cleanup {
             Err(RegistryError::NotFound { .. }) => return Ok(Outcome::Done),
             Err(e) => return Err(e.into()),
         };
-        match self.decide(&fresh, jiff::Timestamp::now())? {
+        match self.decide(&fresh, self.clock.now())? {
             Decision::Keep => return Ok(Outcome::Done),
             Decision::Wait(d) => return Ok(Outcome::RequeueAfter(d)),
             Decision::Delete => {}
@@ -112,6 +114,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
     let jobs = ctx.informer(JOBS);
     let cleanup = Arc::new(Cleanup {
         registry: ctx.registry.clone(),
+        clock: ctx.clock.clone(),
         jobs,
     });
     Controller::new("ttl-after-finished", &ctx, JOBS)

@@ -1,6 +1,12 @@
 //! Pod networking against the real CNI plugins (`/usr/lib/cni`), `ip` and `iptables`.
-//! Needs root; fails loudly without it. Every test uses its own bridge, CIDR (10.244.x.0/24)
-//! and network name, and a guard tears everything down even when the test fails.
+//! Needs root; fails loudly without it. Every test uses its own bridge, CIDR and network name,
+//! and a guard tears everything down even when the test fails.
+//!
+//! The fixtures are tenants of the host as the harness's clusters are
+//! (`berth_tests::host::tenancy`): they hold the host lock (shared), their pod ranges are
+//! `/24`s of a `/16` leased to this process (`10.<200+lane>.<octet>.0/24`), never one a
+//! cluster running beside them routes, and `net.ipv4.ip_forward` (which the bridge plugin
+//! turns on) is put back by whichever tenant of the host leaves last.
 
 // Test helpers outside #[test] functions unwrap too: a failure there is a test failure.
 #![allow(clippy::unwrap_used)]
@@ -12,12 +18,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use berth_tests::host::{HostLock, Tenancy, tenancy};
+
 use berth_agent::network::{
     HostPort, Ipv4Cidr, NetnsId, NetnsPresence, Network, NetworkConfig, NetworkFacts, PodNetwork,
     PodRef, PortProtocol, ProcessNetwork, Record, observe_process,
 };
-
-const CLUSTER_CIDR: &str = "10.244.0.0/16";
 
 fn require_host() {
     assert!(
@@ -47,32 +53,41 @@ fn require_host() {
     }
 }
 
-/// `net.ipv4.ip_forward` as it was before the first test of this process turned it on;
-/// restored when the last fixture goes away.
-static FORWARD: Mutex<(usize, Option<String>)> = Mutex::new((0, None));
-const IP_FORWARD: &str = "/proc/sys/net/ipv4/ip_forward";
+/// This process's tenancy of the host, shared by the fixtures alive in it (so that two
+/// fixtures of one test share a cluster range), left when the last of them goes.
+static TENANCY: Mutex<(usize, Option<Tenancy>)> = Mutex::new((0, None));
 
-struct ForwardHold;
+/// A fixture's hold on the host: the host lock and this process's lane.
+struct HostHold {
+    lane: u8,
+    _lock: HostLock,
+}
 
-impl ForwardHold {
-    fn take() -> ForwardHold {
-        let mut f = FORWARD.lock().unwrap_or_else(|e| e.into_inner());
-        if f.0 == 0 {
-            f.1 = std::fs::read_to_string(IP_FORWARD).ok();
+impl HostHold {
+    fn take() -> HostHold {
+        let lock = HostLock::acquire();
+        let mut t = TENANCY.lock().unwrap_or_else(|e| e.into_inner());
+        if t.0 == 0 {
+            t.1 = Some(Tenancy::arrive());
         }
-        f.0 += 1;
-        ForwardHold
+        t.0 += 1;
+        let lane = t.1.as_ref().map(Tenancy::lane).unwrap();
+        HostHold { lane, _lock: lock }
+    }
+
+    /// The second octet of this process's range (`10.<second>.0.0/16`).
+    fn second_octet(&self) -> u8 {
+        200 + self.lane
     }
 }
 
-impl Drop for ForwardHold {
+impl Drop for HostHold {
     fn drop(&mut self) {
-        let mut f = FORWARD.lock().unwrap_or_else(|e| e.into_inner());
-        f.0 -= 1;
-        if f.0 == 0
-            && let Some(old) = f.1.take()
-        {
-            let _ = std::fs::write(IP_FORWARD, old.trim());
+        let mut t = TENANCY.lock().unwrap_or_else(|e| e.into_inner());
+        t.0 -= 1;
+        if t.0 == 0 {
+            // Leaves (the last tenant out restores ip_forward) before the lock goes.
+            drop(t.1.take());
         }
     }
 }
@@ -91,21 +106,23 @@ struct Fixture {
     cfg: NetworkConfig,
     cidr: Ipv4Cidr,
     _dir: tempfile::TempDir,
-    _forward: ForwardHold,
+    /// Last: released after Drop removed everything.
+    host: HostHold,
 }
 
 impl Fixture {
-    /// `octet` picks the pod CIDR 10.244.<octet>.0/24; each test uses its own.
+    /// `octet` picks the pod CIDR `10.<lane's>.<octet>.0/24`; each test uses its own.
     fn new(tag: &str, octet: u8) -> Fixture {
         require_host();
-        let forward = ForwardHold::take();
+        let host = HostHold::take();
+        let second = host.second_octet();
         let dir = tempfile::tempdir().unwrap();
         let pid = std::process::id() % 100_000;
         let cfg = NetworkConfig {
             cni_bin_dir: "/usr/lib/cni".into(),
             bridge: format!("bt{pid}{tag}"),
-            pod_cidr: format!("10.244.{octet}.0/24"),
-            cluster_cidr: CLUSTER_CIDR.into(),
+            pod_cidr: format!("10.{second}.{octet}.0/24"),
+            cluster_cidr: tenancy::cluster_cidr(host.lane),
             state_dir: dir.path().join("network"),
             network_name: format!("berth-t{pid}-{tag}"),
             instance: format!("i{pid}{tag}"),
@@ -117,7 +134,7 @@ impl Fixture {
             cidr: cfg.pod_cidr.parse().unwrap(),
             cfg,
             _dir: dir,
-            _forward: forward,
+            host,
         }
     }
 
@@ -264,7 +281,10 @@ async fn setup_gives_an_ip_in_the_pod_cidr_and_a_working_eth0() {
         pod.ip,
         fx.cfg.pod_cidr
     );
-    assert_eq!(pod.gateway, Ipv4Addr::new(10, 244, 101, 1));
+    assert_eq!(
+        pod.gateway,
+        Ipv4Addr::new(10, fx.host.second_octet(), 101, 1)
+    );
     assert_eq!(
         pod.netns_path,
         PathBuf::from("/var/run/netns").join(fx.netns_name(&uid))
@@ -943,7 +963,7 @@ async fn an_agent_never_touches_the_netns_of_another_agent_with_the_same_network
     let pid = std::process::id() % 100_000;
     let b = Network::new(NetworkConfig {
         bridge: format!("bt{pid}q"),
-        pod_cidr: "10.244.123.0/24".into(),
+        pod_cidr: format!("10.{}.123.0/24", a.host.second_octet()),
         state_dir: dir_b.path().join("network"),
         instance: format!("i{pid}q"),
         mtu: None,

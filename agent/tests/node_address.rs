@@ -11,13 +11,15 @@
 use std::os::fd::AsFd;
 use std::process::Command;
 
-/// A network namespace under /run/netns, deleted on drop.
-struct Netns(String);
+/// A network namespace under /run/netns, deleted on drop; made under the harness's host lock
+/// (shared), as everything that touches the host's networking.
+struct Netns(String, #[allow(dead_code)] berth_tests::host::HostLock);
 
 impl Netns {
     fn create(name: &str) -> Netns {
+        let host = berth_tests::host::HostLock::acquire();
         ip(&["netns", "add", name]);
-        Netns(name.to_string())
+        Netns(name.to_string(), host)
     }
 
     fn ip(&self, args: &[&str]) {

@@ -20,7 +20,15 @@ pub fn three_controllers(
         ..ClusterConfig::agents(0)
     });
     let cidr = c.cluster_cidr().to_string();
-    let mut args = vec!["--datastore-endpoint", &endpoints, "--cluster-cidr", &cidr];
+    let services = c.service_cidr().to_string();
+    let mut args = vec![
+        "--datastore-endpoint",
+        &endpoints,
+        "--cluster-cidr",
+        &cidr,
+        "--service-cidr",
+        &services,
+    ];
     args.extend_from_slice(extra);
     let second = Controller::start_joining(c.controller(), &args);
     let third = Controller::start_joining(c.controller(), &args);

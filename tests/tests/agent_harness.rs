@@ -10,10 +10,10 @@ use std::process::Command;
 
 use berth_tests::cluster::NODE_READY_DEADLINE;
 use berth_tests::fixtures::{BUSYBOX, NGINX_1_14_2, SEEDED, nginx_marker, tar_layout};
-use berth_tests::host::{HostLock, TOOL_DEADLINE, pick_cluster_cidr, tool, tool_ok, unique_suffix};
+use berth_tests::host::{HostLock, TOOL_DEADLINE, Tenancy, tool, tool_ok, unique_suffix};
 use berth_tests::pod_reading::ipv4_in_cidr;
 use berth_tests::process::run;
-use berth_tests::sweep::iptables::{TABLES, snapshot, snapshot_all, sweep};
+use berth_tests::sweep::iptables::{TABLES, snapshot, snapshot_all, sweep_networks};
 use berth_tests::sweep::{delete_link, delete_netns_with_prefix, link_exists, netns_with_prefix};
 use berth_tests::{Cluster, ClusterConfig, Containerd, Controller, Registry, secs, wait_for};
 use serde_json::json;
@@ -199,7 +199,9 @@ impl Drop for NetnsGuard {
 
 #[test]
 fn the_controller_issues_a_join_token_and_allocates_pod_cidrs() {
-    let cidr = pick_cluster_cidr();
+    let _host = HostLock::acquire();
+    let lease = Tenancy::arrive();
+    let cidr = lease.cluster_cidr();
     let c = Controller::start_with(&["--cluster-cidr", &cidr]);
     let mut cmd = Command::new(berth_tests::controller::controller_binary());
     cmd.arg("token").arg("--data-dir").arg(c.data_dir());
@@ -337,7 +339,7 @@ fn the_host_sweep_removes_tagged_netns_bridges_and_rules_only() {
         "ACCEPT",
     ]);
 
-    let removed = sweep(&before, std::slice::from_ref(&net));
+    let removed = sweep_networks(std::slice::from_ref(&net));
     assert!(!removed.is_empty());
     delete_netns_with_prefix(&format!("{net}-"));
     delete_link(&bridge);
@@ -353,7 +355,7 @@ fn the_host_sweep_removes_tagged_netns_bridges_and_rules_only() {
     assert_eq!(netns_with_prefix(&format!("{other}-")).len(), 1);
 
     // Now the other network too: the host is back to what it was.
-    sweep(&before, std::slice::from_ref(&other));
+    sweep_networks(std::slice::from_ref(&other));
     for table in TABLES {
         let now = tool_ok("iptables-save", &["-t", table]);
         assert!(

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use berth_tests::agent::{Agent, AgentConfig};
-use berth_tests::host::{pick_cluster_cidr, tool_ok, unique_suffix};
+use berth_tests::host::{Tenancy, tool_ok, unique_suffix};
 use berth_tests::pod_reading::{container_id, container_status, is_ready, phase, restart_count};
 use berth_tests::pod_specs::sh_pod;
 use berth_tests::sweep::delete_link;
@@ -270,12 +270,9 @@ fn an_agent_with_the_same_node_name_leaves_the_other_agents_netns_alone() {
 
     // Agent B: another cluster's node of the same name on this host (its own controller,
     // root dir, containerd namespace and bridge), sharing containerd.
-    let cidr_b = loop {
-        let cidr = pick_cluster_cidr();
-        if cidr != c.cluster_cidr() {
-            break cidr;
-        }
-    };
+    // A lane of its own: its pod range is no other cluster's (this one's included).
+    let lease_b = Tenancy::arrive();
+    let cidr_b = lease_b.cluster_cidr();
     let controller_b = Controller::start_with(&["--cluster-cidr", &cidr_b]);
     let bridge_b = format!("btw{}", unique_suffix());
     let _bridge_guard = BridgeGuard(bridge_b.clone());

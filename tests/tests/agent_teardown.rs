@@ -36,11 +36,10 @@ fn alive(pid: u32) -> bool {
 
 #[test]
 fn a_failing_test_still_leaves_the_host_as_it_found_it() {
-    let (forward_before, localnet_before) = {
-        // Read under the lock, so no other cluster is changing them meanwhile.
-        let _lock = HostLock::acquire();
-        (ip_forward(), route_localnet())
-    };
+    // Alone on the host for the whole test (`host::sharing` classifies it exclusive): another
+    // cluster running would keep ip_forward and route_localnet from being put back.
+    let _host = HostLock::acquire();
+    let (forward_before, localnet_before) = (ip_forward(), route_localnet());
     let mut footprint = Footprint::default();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let c = Cluster::start(2);

@@ -1,6 +1,9 @@
 //! Test support for the runtime and image tests: a private containerd, a local registry and
 //! busybox-based OCI image layouts built from the host's busybox-static.
 //!
+//! Each containerd holds the harness's host lock (shared: everything here is named per test
+//! process; `berth_tests::host::sharing`), so no test that needs the host alone runs beside it.
+//!
 //! Everything is started per test and torn down by Drop guards that stop processes by PID,
 //! kill leftover container processes and shims of the test's namespace, unmount leftovers and
 //! remove the namespace's cgroups and runc state. A missing capability (not root, a binary not
@@ -64,6 +67,8 @@ pub struct Containerd {
     pub socket: PathBuf,
     pub namespace: String,
     child: Child,
+    /// Released last, after Drop removed everything.
+    _host: berth_tests::host::HostLock,
 }
 
 fn spawn_containerd(dir: &Path) -> Child {
@@ -87,6 +92,7 @@ impl Containerd {
         require("containerd");
         require("runc");
         require("containerd-shim-runc-v2");
+        let host = berth_tests::host::HostLock::acquire();
         let dir = tempfile::Builder::new()
             .prefix("berth-ctd-")
             .tempdir()
@@ -116,6 +122,7 @@ impl Containerd {
             socket,
             namespace,
             child,
+            _host: host,
         };
         ctd.wait_for_socket();
         ctd

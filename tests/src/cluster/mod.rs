@@ -17,7 +17,6 @@ mod pods;
 pub mod record;
 mod teardown;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -32,14 +31,12 @@ use crate::containerd::Containerd;
 use crate::controller::{Controller, controller_binary};
 use crate::fixtures::{Fixture, SEEDED};
 use crate::host::{
-    HostLock, TOOL_DEADLINE, ip_forward, pick_cluster_cidr, require_root, require_tool,
-    route_localnet, unique_suffix,
+    HostLock, TOOL_DEADLINE, Tenancy, require_root, require_tool, tenancy, unique_suffix,
 };
 use crate::kubectl::Kubectl;
 use crate::pki::{client_cert_user, write_kubeconfig};
 use crate::process::{LogTail, run};
 use crate::registry::Registry;
-use crate::sweep::iptables::{Table, snapshot_all};
 use crate::testbed::{TestBed, TestBedLayout};
 use crate::wait::wait_for_with;
 
@@ -139,13 +136,6 @@ pub fn with_test_eviction_hard(args: &[String]) -> Vec<String> {
     out
 }
 
-/// What the host looked like before the cluster started.
-struct HostBefore {
-    ip_forward: Option<String>,
-    route_localnet: Option<String>,
-    iptables: BTreeMap<String, Table>,
-}
-
 /// A running cluster. Fields drop in order after `Drop::drop` (see `teardown`).
 pub struct Cluster {
     agents: Vec<Agent>,
@@ -155,9 +145,11 @@ pub struct Cluster {
     api: Api,
     tmp: Option<TempDir>,
     cluster_cidr: String,
+    service_cidr: String,
     token: String,
     suffix: String,
-    before: HostBefore,
+    /// This cluster's share of the host state (its lane; sysctls restored by the last out).
+    tenancy: Tenancy,
     /// The hosts the agents run on, if on a test bed (removed after the agents' pods).
     bed: Option<TestBed>,
     /// The name of this cluster's [`record::Record`] file.
@@ -189,17 +181,17 @@ impl Cluster {
                 layout.len()
             );
         }
+        // Shared or exclusive as the running test is classified (`host::sharing`).
         let lock = HostLock::acquire();
-        record::recover_abandoned();
-        let before = HostBefore {
-            ip_forward: ip_forward(),
-            route_localnet: route_localnet(),
-            iptables: snapshot_all(),
-        };
+        tenancy::critical(record::recover_abandoned);
+        tenancy::release_dead();
+        let tenancy = Tenancy::arrive();
         let suffix = unique_suffix();
         let record_name = format!("{}-{suffix}", std::process::id());
         let bed = config.hosts.as_ref().map(|layout| {
-            let bed = TestBed::build(&suffix, layout);
+            // Built while no other cluster arrives or leaves: the segments it picks as free
+            // are routed before another bed looks.
+            let bed = tenancy::critical(|| TestBed::build(&suffix, layout));
             // Recorded at once: a test killed before the cluster records itself still has its
             // bed removed by the next cluster. (A panic drops `bed`, which removes it.)
             record::Record {
@@ -220,8 +212,14 @@ impl Cluster {
                 registry.push(&f.layout(), &f.reference(), f.repository, f.tag);
             }
         }
-        let cluster_cidr = pick_cluster_cidr();
-        let mut controller_args = vec!["--cluster-cidr".to_string(), cluster_cidr.clone()];
+        let cluster_cidr = tenancy.cluster_cidr();
+        let service_cidr = tenancy.service_cidr();
+        let mut controller_args = vec![
+            "--cluster-cidr".to_string(),
+            cluster_cidr.clone(),
+            "--service-cidr".to_string(),
+            service_cidr.clone(),
+        ];
         if let Some(bed) = &bed {
             // Agents in the bed's hosts dial A.1; the serving certificate must name it.
             controller_args.extend(["--tls-san".to_string(), bed.gateway().to_string()]);
@@ -249,10 +247,11 @@ impl Cluster {
             api,
             tmp: Some(tmp),
             cluster_cidr,
+            service_cidr,
             token,
             record_name,
             suffix,
-            before,
+            tenancy,
             bed,
             _lock: lock,
         };
@@ -455,6 +454,11 @@ impl Cluster {
     }
     pub fn cluster_cidr(&self) -> &str {
         &self.cluster_cidr
+    }
+    /// The cluster's `--service-cidr` (a `/22` of 10.43.0.0/16 leased per cluster, so two
+    /// clusters on the host never DNAT the same cluster IP).
+    pub fn service_cidr(&self) -> &str {
+        &self.service_cidr
     }
     pub fn token(&self) -> &str {
         &self.token

@@ -4,7 +4,6 @@
 //! finds the record of a dead owner and removes exactly what it lists (processes only if their
 //! executable is still the recorded one, so a reused PID is never hit).
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -12,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::Cluster;
 use crate::agent::Agent;
 use crate::containerd::shim_socket;
-use crate::host::{restore_ip_forward, restore_route_localnet};
+use crate::host::tenancy::alive;
 use crate::sweep::{self, iptables};
 use crate::testbed::{Leftovers, TestBed};
 
@@ -32,12 +31,6 @@ pub struct Record {
     pub bridges: Vec<String>,
     /// Temporary directories (unmounted below, then removed).
     pub dirs: Vec<PathBuf>,
-    /// Chains per iptables table before the cluster started.
-    pub iptables_before: BTreeMap<String, BTreeSet<String>>,
-    pub ip_forward: Option<String>,
-    /// `net.ipv4.conf.all.route_localnet` before the cluster started.
-    #[serde(default)]
-    pub route_localnet: Option<String>,
     /// The test bed the agents ran in, if any (removed after the agents' pods).
     #[serde(default)]
     pub testbed: Option<Leftovers>,
@@ -110,12 +103,7 @@ impl Record {
             }
         }
         if !self.networks.is_empty() {
-            let before: BTreeMap<String, iptables::Table> = self
-                .iptables_before
-                .iter()
-                .map(|(t, chains)| (t.clone(), iptables::Table::with_chains(chains.clone())))
-                .collect();
-            removed.extend(iptables::sweep(&before, &self.networks));
+            removed.extend(iptables::sweep_networks(&self.networks));
         }
         if let Some(bed) = &self.testbed {
             removed.extend(bed.remove());
@@ -126,12 +114,8 @@ impl Record {
                 removed.push(format!("dir {}", dir.display()));
             }
         }
-        if let Some(value) = &self.ip_forward {
-            restore_ip_forward(value);
-        }
-        if let Some(value) = &self.route_localnet {
-            restore_route_localnet(value);
-        }
+        // The host's shared state (sysctls, portmap's chains) is the tenants' business: the
+        // dead owner's tenancy is dropped by `host::tenancy::release_dead`.
         removed
     }
 }
@@ -169,14 +153,6 @@ impl Cluster {
             networks: self.agents.iter().map(Agent::network_name).collect(),
             bridges: self.agents.iter().map(|a| a.bridge().to_string()).collect(),
             dirs,
-            iptables_before: self
-                .before
-                .iptables
-                .iter()
-                .map(|(t, table)| (t.clone(), table.chains.clone()))
-                .collect(),
-            ip_forward: self.before.ip_forward.clone(),
-            route_localnet: self.before.route_localnet.clone(),
             testbed: self.bed.as_ref().map(TestBed::leftovers),
         }
     }
@@ -186,16 +162,8 @@ impl Cluster {
     }
 }
 
-/// Whether process `pid` exists (a zombie counts as gone).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        !s.rsplit(')')
-            .next()
-            .is_some_and(|r| r.trim_start().starts_with('Z'))
-    })
-}
-
-/// Sweeps the records of clusters whose test process is gone (call with the host lock held).
+/// Sweeps the records of clusters whose test process is gone (call inside
+/// `host::tenancy::critical`, so that two clusters starting at once do not both sweep one).
 pub fn recover_abandoned() {
     let Ok(entries) = std::fs::read_dir(RECORD_DIR) else {
         return;
@@ -243,12 +211,6 @@ mod tests {
             networks: vec!["berth-node-a-abc".into()],
             bridges: vec!["btabca".into()],
             dirs: vec![PathBuf::from("/tmp/berth-agent-x")],
-            iptables_before: BTreeMap::from([(
-                "nat".to_string(),
-                BTreeSet::from(["POSTROUTING".to_string()]),
-            )]),
-            ip_forward: Some("0".into()),
-            route_localnet: Some("0".into()),
             testbed: Some(Leftovers {
                 routes: vec![vec![
                     "172.31.8.0/24".into(),
@@ -273,6 +235,18 @@ mod tests {
         let mut json = serde_json::to_value(&r).unwrap();
         json.as_object_mut().unwrap().remove("testbed");
         assert_eq!(serde_json::from_value::<Record>(json).unwrap(), r);
+    }
+
+    #[test]
+    fn a_record_of_a_cluster_that_restored_sysctls_itself_still_reads() {
+        let json = serde_json::json!({
+            "owner": 42, "processes": [], "containerd_socket": "/x.sock", "namespaces": [],
+            "networks": [], "bridges": [], "dirs": [],
+            "iptables_before": {"nat": ["POSTROUTING"]}, "ip_forward": "0",
+            "route_localnet": "0"
+        });
+        let r = serde_json::from_value::<Record>(json).unwrap();
+        assert_eq!(r.owner, 42);
     }
 
     #[test]

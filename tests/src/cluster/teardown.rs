@@ -1,13 +1,15 @@
 //! Tearing a cluster down so the host is left as it was found, whether the test passed or not:
 //! agents and the controller are killed by PID first (so nothing recreates what is removed),
 //! then the agents' containers go (through `ctr`), then their cgroup roots, their netns,
-//! bridges and tagged iptables rules, then the test bed the agents ran in (if any), and
-//! `net.ipv4.ip_forward` and `route_localnet` (localhost NodePorts) are restored. The fields' own Drops then unmount
+//! bridges and tagged iptables rules (never a chain other clusters share), then the test bed
+//! the agents ran in (if any); then the cluster leaves the host's tenants, and if it was the
+//! last one `net.ipv4.ip_forward`, `route_localnet` (localhost NodePorts) and portmap's shared
+//! chains are put back as the first one found them (`host::tenancy`). Only what this cluster
+//! made is removed. The fields' own Drops then unmount
 //! and remove the agents' directories, stop the registry and containerd (which sweeps shims,
 //! runc state and cgroups). Nothing here panics.
 
 use super::Cluster;
-use crate::host::{restore_ip_forward, restore_route_localnet};
 use crate::sweep;
 
 impl Cluster {
@@ -47,7 +49,7 @@ impl Cluster {
             }
         }
         if !networks.is_empty() {
-            for cmd in sweep::iptables::sweep(&self.before.iptables, &networks) {
+            for cmd in sweep::iptables::sweep_networks(&networks) {
                 removed.push(cmd);
             }
         }
@@ -55,12 +57,7 @@ impl Cluster {
         if let Some(mut bed) = self.bed.take() {
             removed.extend(bed.tear_down());
         }
-        if let Some(value) = &self.before.ip_forward {
-            restore_ip_forward(value);
-        }
-        if let Some(value) = &self.before.route_localnet {
-            restore_route_localnet(value);
-        }
+        self.tenancy.leave();
         removed
     }
 }

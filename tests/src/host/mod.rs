@@ -1,10 +1,18 @@
 //! The test host: what the agent tests require of it (root, installed tools), small facts they
-//! read from it (free ports, routes, `net.ipv4.ip_forward`), unique names, and the host-wide
-//! lock that keeps two clusters from sweeping each other's netns, bridges and iptables rules.
+//! read from it (free ports, routes, `net.ipv4.ip_forward`), unique names; the host lock
+//! (`lock`, shared or exclusive as `sharing` classifies each test) and the state clusters
+//! running at once hold in common (`tenancy`: sysctls, portmap's chains, pod and service
+//! ranges).
 
-use std::fs::File;
+pub mod lock;
+pub mod sharing;
+pub mod tenancy;
+
+pub use lock::{HostLock, HostUse};
+pub use tenancy::Tenancy;
+
 use std::net::{Ipv4Addr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -13,9 +21,6 @@ use crate::process::{Run, run};
 
 /// How long a host tool (`ip`, `iptables`, `ctr`, `skopeo` …) may run.
 pub const TOOL_DEADLINE: Duration = Duration::from_secs(60);
-
-/// Where the host lock lives; every agent-test process on the machine takes it.
-const LOCK_FILE: &str = "/run/lock/berth-agent-tests.lock";
 
 /// Panics unless the tests run as root (containerd, runc, netns, iptables need it).
 pub fn require_root() {
@@ -97,19 +102,6 @@ pub fn unique_suffix() -> String {
     format!("{:06x}", mixed & 0x00ff_ffff)
 }
 
-/// The `/16` cluster CIDRs `10.200.0.0/16` … `10.249.0.0/16`, minus those overlapping a route
-/// the host already has (a real install, a VPN), starting at a per-run offset.
-pub fn pick_cluster_cidr() -> String {
-    let routes = tool_ok("ip", &["-4", "route", "show", "table", "all"]);
-    let taken = |second: u32| routes.contains(&format!("10.{second}."));
-    let start = u32::from_str_radix(&unique_suffix()[..2], 16).unwrap_or(0) % 50;
-    (0..50)
-        .map(|i| 200 + (start + i) % 50)
-        .find(|second| !taken(*second))
-        .map(|second| format!("10.{second}.0.0/16"))
-        .unwrap_or_else(|| panic!("every 10.200-249.0.0/16 range is routed on this host"))
-}
-
 const IP_FORWARD: &str = "/proc/sys/net/ipv4/ip_forward";
 
 /// `net.ipv4.ip_forward` (the CNI bridge plugin sets it to 1 for the whole host).
@@ -119,7 +111,8 @@ pub fn ip_forward() -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-/// Writes `net.ipv4.ip_forward` back, unless something else on the host still routes pod
+/// Writes `net.ipv4.ip_forward` back (the last tenant out of the host does, see `tenancy`),
+/// unless something else on the host still routes pod
 /// traffic (CNI or berth rules left in iptables after the sweep: another agent, a real install)
 /// and would break if forwarding went off. Errors are reported, not raised (used in cleanup).
 pub fn restore_ip_forward(value: &str) {
@@ -159,35 +152,6 @@ pub fn restore_route_localnet(value: &str) {
     }
     if let Err(e) = std::fs::write(ROUTE_LOCALNET, value) {
         eprintln!("berth-tests: cannot restore {ROUTE_LOCALNET} to {value}: {e}");
-    }
-}
-
-/// Holds the host-wide lock for the agent tests while alive. Clusters name everything
-/// uniquely, but the host state they save and restore is shared: `net.ipv4.ip_forward` and
-/// `route_localnet`, and
-/// the iptables chains that existed before (portmap's shared `CNI-HOSTPORT-*` chains are removed
-/// only if they appeared during the run). nextest's `agent` test group runs one at a time
-/// already; this also covers `cargo test` (threads) and runs from several worktrees.
-pub struct HostLock {
-    _file: File,
-}
-
-impl HostLock {
-    /// Blocks until the lock is ours.
-    pub fn acquire() -> HostLock {
-        let path = Path::new(LOCK_FILE);
-        if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .unwrap_or_else(|e| panic!("cannot open the host lock {LOCK_FILE}: {e}"));
-        file.lock()
-            .unwrap_or_else(|e| panic!("cannot take the host lock {LOCK_FILE}: {e}"));
-        HostLock { _file: file }
     }
 }
 

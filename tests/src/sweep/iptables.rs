@@ -1,8 +1,10 @@
 //! Removes the iptables rules and chains a cluster's agents left behind: rules tagged with one of
 //! their CNI network names (the bridge plugin's `name: "<net>" id: "<pod>"` comments and the
-//! agent's own `berth:<net> …` comments), the per-pod `CNI-…` chains those rules jump to, and
-//! portmap's shared `CNI-HOSTPORT-…` chains when they appeared during the run and are idle now.
-//! Rules of other networks (another agent test running beside this one) are never touched.
+//! agent's own `berth:<net> …` comments) and the per-pod `CNI-…` chains those rules jump to
+//! ([`sweep_networks`]); and portmap's shared `CNI-HOSTPORT-…` chains, when they appeared since
+//! the first cluster came and are idle now, only by the last cluster out ([`sweep_shared`],
+//! see `host::tenancy`). Rules of other networks (another cluster running beside this one) are
+//! never touched.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -233,14 +235,37 @@ pub fn snapshot_all() -> BTreeMap<String, Table> {
         .collect()
 }
 
-/// Removes what [`plan`] finds in every table; returns what it removed, for messages. Errors
-/// are printed, not raised (this runs during cleanup, possibly while a test is failing).
-pub fn sweep(before: &BTreeMap<String, Table>, networks: &[String]) -> Vec<String> {
+/// What a cluster removes of its own from `now`: its networks' rules and chains, never a
+/// shared one (every chain there now counts as existing before, so none is new).
+pub fn plan_own(now: &Table, networks: &[String]) -> Plan {
+    plan(now, &Table::with_chains(now.chains.clone()), networks)
+}
+
+/// What the last cluster out removes from `now`: portmap's shared chains not in `before`
+/// (what the first cluster in found) and idle.
+pub fn plan_shared(now: &Table, before: &BTreeSet<String>) -> Plan {
+    plan(now, &Table::with_chains(before.clone()), &[])
+}
+
+/// Removes [`plan_own`] of `networks` from every table; returns what it removed, for messages.
+pub fn sweep_networks(networks: &[String]) -> Vec<String> {
+    sweep_with(|_, now| plan_own(now, networks))
+}
+
+/// Removes [`plan_shared`] from every table, `before` holding chain names per table.
+pub fn sweep_shared(before: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let none = BTreeSet::new();
+    sweep_with(|table, now| plan_shared(now, before.get(table).unwrap_or(&none)))
+}
+
+/// Removes what `plan_of` (given a table's name and its state now) plans in every table;
+/// returns what it removed, for messages. Errors are printed, not raised (this runs during
+/// cleanup, possibly while a test is failing).
+fn sweep_with(plan_of: impl Fn(&str, &Table) -> Plan) -> Vec<String> {
     let mut done = Vec::new();
     for table in TABLES {
         let now = snapshot(table);
-        let empty = Table::default();
-        let plan = plan(&now, before.get(table).unwrap_or(&empty), networks);
+        let plan = plan_of(table, &now);
         for d in &plan.rules {
             let mut args = vec!["-w", "5", "-t", table, "-D", d.chain.as_str()];
             args.extend(d.spec.iter().map(String::as_str));
@@ -410,6 +435,30 @@ COMMIT
         );
         let plan = plan(&parse(&now), &parse(BEFORE), &nets(&["berth-node-a"]));
         assert_eq!(plan.chains, ["CNI-1111"]);
+    }
+
+    #[test]
+    fn a_clusters_own_sweep_leaves_the_shared_hostport_chains_to_the_last_one_out() {
+        let now = parse(NOW);
+        let own = plan_own(&now, &nets(&["berth-node-a"]));
+        assert_eq!(own.chains, ["CNI-1111"]);
+        assert_eq!(
+            positions(&own),
+            [
+                ("POSTROUTING".to_string(), 2),
+                ("POSTROUTING".to_string(), 1)
+            ],
+            "the jump to CNI-HOSTPORT-DNAT stays"
+        );
+        // The last one out, once the pods are gone: the chain is new since the first came.
+        let after = "*nat\n:PREROUTING ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n\
+                     :CNI-HOSTPORT-DNAT - [0:0]\n\
+                     -A PREROUTING -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT\nCOMMIT\n";
+        let last = plan_shared(&parse(after), &parse(BEFORE).chains);
+        assert_eq!(last.chains, ["CNI-HOSTPORT-DNAT"]);
+        assert_eq!(positions(&last), [("PREROUTING".to_string(), 1)]);
+        // It existed before the first cluster: it stays.
+        assert!(plan_shared(&parse(after), &parse(after).chains).is_empty());
     }
 
     #[test]

@@ -13,8 +13,8 @@
 //!
 //! Host `i` has address `.10+i` on its segment. Hosts on A route B through the router; hosts on
 //! B and the router route everything else to A.1. Every name carries the run's suffix. Build
-//! and tear down with the host lock held ([`crate::host::HostLock`]; a cluster does): that is
-//! what keeps two runs from picking the same free segments.
+//! inside [`crate::host::tenancy::critical`] (a cluster does): that is what keeps two clusters
+//! starting at once from picking the same free segments.
 
 mod build;
 mod leftovers;

@@ -1,0 +1,187 @@
+//! The host-wide lock of the tests that run real containers, in two modes: shared by tests whose
+//! clusters are isolated by unique names and leased address ranges (see [`super::tenancy`]), so
+//! two of them run at once; exclusive for tests that read or change host-wide state another
+//! cluster would disturb or be disturbed by (see [`super::sharing`] for which is which).
+//!
+//! One `flock(2)` on `/run/lock/berth-agent-tests.lock`: `LOCK_SH` or `LOCK_EX` on a file
+//! description of its own per acquisition, so the kernel arbitrates between processes (nextest
+//! runs each test in one) and between test threads of one process (`cargo test`) alike. A
+//! thread that already holds the lock and asks again (a test holding it around a cluster of its
+//! own) gets a guard that holds nothing: the outer guard covers it. Asking for the exclusive
+//! lock while holding the shared one would wait for itself, so it panics instead.
+
+use std::cell::RefCell;
+use std::fs::File;
+use std::path::Path;
+
+/// Where the host lock lives; every real-container test process on the machine takes it.
+pub const LOCK_FILE: &str = "/run/lock/berth-agent-tests.lock";
+
+/// How a test uses the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostUse {
+    /// Its clusters are isolated by unique names and leased ranges: others may run beside it.
+    Shared,
+    /// It measures or changes host-wide state: it runs alone.
+    Exclusive,
+}
+
+thread_local! {
+    /// The mode this thread holds the lock in, and how many guards it has out.
+    static HELD: RefCell<Option<(HostUse, usize)>> = const { RefCell::new(None) };
+}
+
+/// Holds the host lock while alive.
+pub struct HostLock {
+    /// `None` for a nested guard (the thread's outer guard holds the lock).
+    _file: Option<File>,
+    mode: HostUse,
+}
+
+impl HostLock {
+    /// Blocks until the lock is ours in the mode the running test is classified for
+    /// ([`super::sharing::current_host_use`]).
+    pub fn acquire() -> HostLock {
+        HostLock::acquire_as(super::sharing::current_host_use())
+    }
+
+    /// Blocks until the lock is ours in the shared mode.
+    pub fn shared() -> HostLock {
+        HostLock::acquire_as(HostUse::Shared)
+    }
+
+    /// Blocks until the lock is ours alone.
+    pub fn exclusive() -> HostLock {
+        HostLock::acquire_as(HostUse::Exclusive)
+    }
+
+    /// Blocks until the lock is ours in `mode`.
+    pub fn acquire_as(mode: HostUse) -> HostLock {
+        HostLock::acquire_at(Path::new(LOCK_FILE), mode)
+    }
+
+    /// Blocks until the lock at `path` is ours in `mode` (tests of the lock use a file of
+    /// their own).
+    fn acquire_at(path: &Path, mode: HostUse) -> HostLock {
+        let nested = HELD.with(|h| {
+            let mut h = h.borrow_mut();
+            match h.as_mut() {
+                Some((held, n)) if *held == HostUse::Exclusive || mode == HostUse::Shared => {
+                    *n += 1;
+                    Some(*held)
+                }
+                Some(_) => panic!(
+                    "this thread holds the host lock shared and asks for it exclusive: it would \
+                     wait for itself (take the exclusive lock first)"
+                ),
+                None => None,
+            }
+        });
+        if let Some(held) = nested {
+            return HostLock {
+                _file: None,
+                mode: held,
+            };
+        }
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .unwrap_or_else(|e| panic!("cannot open the host lock {}: {e}", path.display()));
+        let locked = match mode {
+            HostUse::Shared => file.lock_shared(),
+            HostUse::Exclusive => file.lock(),
+        };
+        locked.unwrap_or_else(|e| panic!("cannot take the host lock {}: {e}", path.display()));
+        HELD.with(|h| *h.borrow_mut() = Some((mode, 1)));
+        HostLock {
+            _file: Some(file),
+            mode,
+        }
+    }
+
+    /// The mode the lock is held in (a nested guard's is its outer guard's).
+    pub fn mode(&self) -> HostUse {
+        self.mode
+    }
+}
+
+impl Drop for HostLock {
+    fn drop(&mut self) {
+        // The file (if this guard has it) closes after this, which releases the flock.
+        HELD.with(|h| {
+            let mut h = h.borrow_mut();
+            if let Some((_, n)) = h.as_mut() {
+                *n -= 1;
+                if *n == 0 {
+                    *h = None;
+                }
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    fn lock(dir: &tempfile::TempDir, mode: HostUse) -> HostLock {
+        HostLock::acquire_at(&dir.path().join("lock"), mode)
+    }
+
+    #[test]
+    fn two_shared_holders_do_not_wait_for_each_other_and_an_exclusive_one_waits_for_both() {
+        let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
+        let first = lock(&dir, HostUse::Shared);
+        let (d2, d3) = (dir.clone(), dir.clone());
+        let (tx, rx) = mpsc::channel();
+        let tx2 = tx.clone();
+        let second = std::thread::spawn(move || {
+            let lock = lock(&d2, HostUse::Shared);
+            tx2.send("shared").unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            drop(lock);
+        });
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(10)),
+            Ok("shared"),
+            "a second shared holder got in beside the first"
+        );
+        let exclusive = std::thread::spawn(move || {
+            let _lock = lock(&d3, HostUse::Exclusive);
+            tx.send("exclusive").unwrap();
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_millis(500)).is_err(),
+            "the exclusive holder must wait while a shared one holds the lock"
+        );
+        drop(first);
+        second.join().unwrap();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok("exclusive"));
+        exclusive.join().unwrap();
+    }
+
+    #[test]
+    fn a_thread_holding_the_lock_nests_and_an_upgrade_panics() {
+        let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
+        let outer = lock(&dir, HostUse::Exclusive);
+        let inner = lock(&dir, HostUse::Shared);
+        assert_eq!(inner.mode(), HostUse::Exclusive);
+        drop(inner);
+        drop(outer);
+        let shared = lock(&dir, HostUse::Shared);
+        let upgrade = std::panic::catch_unwind(|| lock(&dir, HostUse::Exclusive));
+        assert!(upgrade.is_err(), "upgrading must panic, not deadlock");
+        drop(shared);
+        // Released: another thread gets it exclusively at once.
+        let d = dir.clone();
+        let t = std::thread::spawn(move || drop(lock(&d, HostUse::Exclusive)));
+        t.join().unwrap();
+    }
+}

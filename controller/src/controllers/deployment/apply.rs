@@ -3,7 +3,9 @@
 //! so a concurrent change turns into a conflict and a fresh pass.
 
 use super::plan::{Action, EventKind};
-use super::{Controller, DeploymentError, Observed, claim, controller_ref, progress, revision};
+use super::{Controller, DeploymentError, Observed, claim, progress, revision};
+use crate::controllers::workload::status::{self, Target};
+use crate::controllers::workload::version_of;
 use crate::events::EventType;
 use crate::registry::RegistryError;
 use crate::registry::{DeleteOptions, DeletePreconditions, Part, WriteOptions};
@@ -15,13 +17,6 @@ use std::collections::HashMap;
 pub(super) struct Applied {
     pub deployment_version: String,
     pub replica_set_versions: HashMap<String, String>,
-}
-
-pub(super) fn version_of(v: &Value) -> String {
-    v.pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
 }
 
 fn ignore_not_found<T>(r: Result<T, RegistryError>) -> Result<Option<T>, RegistryError> {
@@ -44,62 +39,26 @@ impl Controller {
     ) -> Result<(), DeploymentError> {
         let opts = WriteOptions::default();
         let rs_rt = REPLICA_SETS;
-        let d_uid = seen.deployment.metadata.uid.clone().unwrap_or_default();
         match action {
             Action::AdoptReplicaSet { name: rs, uid } => {
-                let owner = serde_json::to_value(claim::controller_ref(&seen.deployment)).map_err(
-                    |source| DeploymentError::Encode {
-                        kind: "OwnerReference",
-                        source,
-                    },
-                )?;
-                let r = self.registry.update_with(
-                    rs_rt,
-                    Some(ns),
-                    &rs,
-                    Part::Main,
-                    &opts,
-                    |mut obj| {
-                        if obj.pointer("/metadata/uid").and_then(Value::as_str) != Some(&uid)
-                            || controller_ref(&obj).is_some()
-                        {
-                            return Err(RegistryError::conflict(rs_rt, &rs));
-                        }
-                        let refs = &mut obj["metadata"]["ownerReferences"];
-                        if !refs.is_array() {
-                            *refs = json!([]);
-                        }
-                        if let Some(a) = refs.as_array_mut() {
-                            a.push(owner.clone());
-                        }
-                        Ok(obj)
-                    },
-                );
-                if let Some(v) = ignore_not_found(r)? {
-                    applied.replica_set_versions.insert(rs, version_of(&v));
+                // The Deployment is read again live first: one deleted or replaced since the
+                // informer's copy must not adopt (the plan's later writes assume the adoption).
+                let owner = claim::owner(&seen.deployment, &seen.selector);
+                if !owner.can_adopt(&self.registry)? {
+                    return Err(DeploymentError::OwnerGone(format!(
+                        "deployment {ns}/{name}"
+                    )));
+                }
+                match owner.adopt(&self.registry, rs_rt, &rs, &uid)? {
+                    Some(v) => {
+                        applied.replica_set_versions.insert(rs, version_of(&v));
+                    }
+                    None => return Err(RegistryError::conflict(rs_rt, &rs).into()),
                 }
             }
             Action::ReleaseReplicaSet { name: rs, uid } => {
-                let r = self.registry.update_with(
-                    rs_rt,
-                    Some(ns),
-                    &rs,
-                    Part::Main,
-                    &opts,
-                    |mut obj| {
-                        if obj.pointer("/metadata/uid").and_then(Value::as_str) != Some(&uid) {
-                            return Err(RegistryError::conflict(rs_rt, &rs));
-                        }
-                        if let Some(a) = obj
-                            .pointer_mut("/metadata/ownerReferences")
-                            .and_then(Value::as_array_mut)
-                        {
-                            a.retain(|r| r.get("uid").and_then(Value::as_str) != Some(&d_uid));
-                        }
-                        Ok(obj)
-                    },
-                );
-                if let Some(v) = ignore_not_found(r)? {
+                let owner = claim::owner(&seen.deployment, &seen.selector);
+                if let Some(v) = owner.release(&self.registry, rs_rt, &rs, &uid)? {
                     applied.replica_set_versions.insert(rs, version_of(&v));
                 }
             }
@@ -119,7 +78,7 @@ impl Controller {
                             e,
                             RegistryError::AlreadyExists { .. } | RegistryError::Forbidden(_)
                         ) {
-                            self.report_failed_create(ns, name, seen, applied, &rs_name, &e, now);
+                            self.report_failed_create(seen, applied, &rs_name, &e, now);
                         }
                         return Err(e.into());
                     }
@@ -176,8 +135,9 @@ impl Controller {
                         kind: "DeploymentStatus",
                         source,
                     })?;
-                let v = self.write_status(ns, name, &applied.deployment_version, body)?;
-                applied.deployment_version = version_of(&v);
+                if let Some(v) = self.write_status(seen, &applied.deployment_version, body)? {
+                    applied.deployment_version = version_of(&v);
+                }
             }
             Action::Event {
                 kind,
@@ -198,32 +158,27 @@ impl Controller {
 
     fn write_status(
         &self,
-        ns: &str,
-        name: &str,
+        seen: &Observed,
         expected: &str,
         status: Value,
-    ) -> Result<Value, RegistryError> {
-        self.registry.update_with(
-            DEPLOYMENTS,
-            Some(ns),
-            name,
-            Part::Status,
-            &WriteOptions::default(),
-            |mut obj| {
-                obj["metadata"]["resourceVersion"] = json!(expected);
-                obj["status"] = status.clone();
-                Ok(obj)
-            },
-        )
+    ) -> Result<Option<Value>, RegistryError> {
+        let m = &seen.deployment.metadata;
+        let target = Target {
+            resource: DEPLOYMENTS,
+            namespace: m.namespace.as_deref().unwrap_or_default(),
+            name: m.name.as_deref().unwrap_or_default(),
+            uid: m.uid.as_deref().unwrap_or_default(),
+            expected_version: Some(expected),
+        };
+        status::write(&self.registry, &target, |obj| {
+            obj["status"] = status.clone()
+        })
     }
 
     /// Upstream's answer to a failed ReplicaSet creation: `ReplicaSetCreateError` in the
     /// Progressing condition and a warning event. Best effort: the pass fails anyway.
-    #[allow(clippy::too_many_arguments)]
     fn report_failed_create(
         &self,
-        ns: &str,
-        name: &str,
         seen: &Observed,
         applied: &Applied,
         rs_name: &str,
@@ -235,7 +190,7 @@ impl Controller {
             progress::failed_create(&seen.deployment, rs_name, &error.to_string(), now)
             && let Ok(body) = serde_json::to_value(&status)
         {
-            let _ = self.write_status(ns, name, &applied.deployment_version, body);
+            let _ = self.write_status(seen, &applied.deployment_version, body);
         }
         let _ = self.recorder.record(
             &seen.raw,

@@ -5,23 +5,14 @@
 //!
 //! Planner: pure, no I/O.
 
+use crate::controllers::workload::claim::{Candidate, Owner, Rules};
 use berth_shared::k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use berth_shared::resource::DEPLOYMENTS;
 use berth_shared::selector::LabelSelector;
 use std::collections::BTreeMap;
 
-/// What to do with one ReplicaSet of the namespace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Claim {
-    /// Already ours and matching.
-    Owned,
-    /// An orphan that matches: take it.
-    Adopt,
-    /// Ours but no longer matching: let it go.
-    Release,
-    /// Someone else's, or not for us.
-    Ignore,
-}
+pub use crate::controllers::workload::Claim;
 
 /// The controller reference of an object, if any.
 pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
@@ -33,31 +24,37 @@ pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
 
 /// The owner reference a Deployment puts on its ReplicaSets.
 pub fn controller_ref(d: &Deployment) -> OwnerReference {
-    OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "Deployment".into(),
-        name: d.metadata.name.clone().unwrap_or_default(),
-        uid: d.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
+    owner(d, &LabelSelector::nothing())
+        .controller_ref()
+        .to_owner_reference()
+}
+
+/// The Deployment as the claim engine's owner of ReplicaSets (upstream's rules, none of its
+/// own).
+pub fn owner<'a>(d: &'a Deployment, selector: &'a LabelSelector) -> Owner<'a> {
+    Owner {
+        resource: DEPLOYMENTS,
+        namespace: d.metadata.namespace.as_deref().unwrap_or_default(),
+        name: d.metadata.name.as_deref().unwrap_or_default(),
+        uid: d.metadata.uid.as_deref().unwrap_or_default(),
+        selector,
+        deleting: d.metadata.deletion_timestamp.is_some(),
+        rules: Rules::default(),
     }
 }
 
 /// Decides the claim on `rs` by `d` with the parsed `selector`.
 pub fn claim(d: &Deployment, selector: &LabelSelector, rs: &ReplicaSet) -> Claim {
-    let empty = BTreeMap::new();
-    let matches = selector.matches(rs.metadata.labels.as_ref().unwrap_or(&empty));
-    let deleting = d.metadata.deletion_timestamp.is_some();
-    match controller_of(&rs.metadata) {
-        Some(r) if Some(&r.uid) != d.metadata.uid.as_ref() => Claim::Ignore,
-        Some(_) if matches => Claim::Owned,
-        Some(_) if deleting => Claim::Ignore,
-        Some(_) => Claim::Release,
-        None if deleting || !matches => Claim::Ignore,
-        None if rs.metadata.deletion_timestamp.is_some() => Claim::Ignore,
-        None if rs.metadata.namespace != d.metadata.namespace => Claim::Ignore,
-        None => Claim::Adopt,
+    if rs.metadata.namespace != d.metadata.namespace {
+        return Claim::Ignore;
     }
+    let empty = BTreeMap::new();
+    owner(d, selector).decide(&Candidate {
+        labels: rs.metadata.labels.as_ref().unwrap_or(&empty),
+        controller_uid: controller_of(&rs.metadata).map(|r| r.uid.as_str()),
+        deleting: rs.metadata.deletion_timestamp.is_some(),
+        finished: false,
+    })
 }
 
 #[cfg(test)]

@@ -24,11 +24,11 @@ mod fixtures;
 mod tests;
 
 use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
+use super::workload::version_of;
 use crate::events::Recorder;
 use crate::informer::{Informer, Object, ObjectKey, View};
 use crate::registry::{Registry, RegistryError};
 use apply::Applied;
-use super::workload::version_of;
 use berth_shared::k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use berth_shared::reconcile::{ErrorPolicy, Outcome, Retry};
 use berth_shared::resource::{DEPLOYMENTS, PODS, REPLICA_SETS};
@@ -223,13 +223,10 @@ impl Reconciler for Controller {
 /// Runs the Deployment controller until `shutdown`.
 pub async fn run(ctx: Context, shutdown: CancellationToken) {
     let controller = Arc::new(Controller::new(&ctx));
-    let deployments = ctx.informer(DEPLOYMENTS);
     let replica_sets = ctx.informer(REPLICA_SETS);
     Wiring::new("deployment", &ctx, DEPLOYMENTS)
         .owns(REPLICA_SETS)
-        .watches(REPLICA_SETS, move |d| {
-            routing::orphan_replica_set(&deployments, d)
-        })
+        .adopts::<routing::Selector>(REPLICA_SETS, |s| s.0.as_ref())
         .watches(PODS, move |d| routing::deleted_pod(&replica_sets, d))
         .workers(4)
         .run(controller, shutdown)

@@ -1,7 +1,7 @@
 //! Which Deployments a change concerns beyond the runtime's own mapping (a Deployment's own
-//! changes and its ReplicaSets' controller references): an orphan ReplicaSet concerns the
-//! Deployments whose selector matches it (they may adopt it), and a deleted pod concerns the
-//! Deployment owning its ReplicaSet (Recreate waits for old pods to be gone).
+//! changes, its ReplicaSets' controller references, and orphans through `.adopts` with the
+//! [`Selector`] view): a deleted pod concerns the Deployment owning its ReplicaSet (Recreate
+//! waits for old pods to be gone).
 
 use crate::informer::{Delta, DeltaType, Informer, Object, ObjectKey, View};
 use berth_shared::k8s_openapi::api::apps::v1::Deployment;
@@ -9,7 +9,7 @@ use berth_shared::selector::LabelSelector;
 use std::sync::Arc;
 
 /// A Deployment's selector, parsed once per version.
-struct Selector(Option<LabelSelector>);
+pub(super) struct Selector(pub(super) Option<LabelSelector>);
 
 impl View for Selector {
     fn derive(obj: &Object) -> Self {
@@ -20,27 +20,6 @@ impl View for Selector {
             .and_then(|s| LabelSelector::from_k8s(&s.selector).ok());
         Selector(selector)
     }
-}
-
-/// For a ReplicaSet without a controller: the Deployments of its namespace that may adopt it.
-pub(super) fn orphan_replica_set(deployments: &Informer, d: &Delta) -> Vec<ObjectKey> {
-    if d.kind == DeltaType::Deleted || d.object.controller().is_some() {
-        return Vec::new();
-    }
-    let Some(ns) = d.object.namespace() else {
-        return Vec::new();
-    };
-    deployments
-        .in_namespace(ns)
-        .iter()
-        .filter(|dep| {
-            dep.view::<Selector>()
-                .0
-                .as_ref()
-                .is_some_and(|s| !s.is_empty() && s.matches(d.object.labels()))
-        })
-        .map(|dep| dep.key().clone())
-        .collect()
 }
 
 /// For a deleted pod controlled by a ReplicaSet: the Deployment controlling that ReplicaSet.

@@ -253,3 +253,59 @@ async fn the_running_controller_follows_watch_events() {
     cp.stop.cancel();
     task.await.unwrap();
 }
+
+/// A ReplicaSet without a controller that the Deployment's selector matches.
+fn orphan_replica_set() -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "stray", "namespace": "default", "labels": {"app": "nginx"}},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "nginx"}},
+            "template": {
+                "metadata": {"labels": {"app": "nginx"}},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx:1.14.2"}]}
+            }
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_deployment_deleted_or_replaced_since_the_informer_read_adopts_nothing() {
+    for replaced in [false, true] {
+        let cp = ControlPlane::start();
+        let c = Controller::new(&cp.ctx);
+        let opts = WriteOptions::default();
+        let reg = cp.registry();
+        reg.create(DEPLOYMENTS, Some("default"), nginx("nginx:1.14.2"), &opts)
+            .unwrap();
+        reg.create(REPLICA_SETS, Some("default"), orphan_replica_set(), &opts)
+            .unwrap();
+        cp.caught_up().await;
+        // Between the informers' read and the adoption (no await: they still hold the old
+        // Deployment), it goes, or another of the same name takes its place.
+        reg.delete(
+            DEPLOYMENTS,
+            Some("default"),
+            "nginx-deployment",
+            &Default::default(),
+        )
+        .unwrap();
+        if replaced {
+            reg.create(DEPLOYMENTS, Some("default"), nginx("nginx:1.16.1"), &opts)
+                .unwrap();
+        }
+        let r = c.reconcile_at("default", "nginx-deployment", jiff::Timestamp::now());
+        assert!(
+            matches!(r, Err(DeploymentError::OwnerGone(_))),
+            "replaced: {replaced}: {r:?}"
+        );
+        let rs = reg.get(REPLICA_SETS, Some("default"), "stray").unwrap();
+        let rs = rs.value().unwrap();
+        assert!(
+            rs.pointer("/metadata/ownerReferences").is_none(),
+            "replaced: {replaced}: adopted by a Deployment that is not there: {rs:#}"
+        );
+    }
+}

@@ -5,6 +5,7 @@
 
 pub use crate::controllers::views::{ControllerRef, controller_of};
 use crate::informer::OwnerRef;
+use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use berth_shared::resource::ResourceType;
 use serde_json::{Value, json};
 
@@ -26,6 +27,18 @@ impl ControllerRef {
             kind: r.kind.clone(),
             name: r.name.clone(),
             uid: r.uid.clone(),
+        }
+    }
+
+    /// As the typed API's owner reference (controlling, blocking its owner's deletion).
+    pub fn to_owner_reference(&self) -> OwnerReference {
+        OwnerReference {
+            api_version: self.api_version.clone(),
+            kind: self.kind.clone(),
+            name: self.name.clone(),
+            uid: self.uid.clone(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
         }
     }
 

@@ -26,6 +26,17 @@ fn rules_of(rt: &ResourceType) -> Rules {
     }
 }
 
+/// (owner kind, owner deleting, labels, controller uid, object deleting, finished, claim).
+type Row<'a> = (
+    &'static ResourceType,
+    bool,
+    &'a BTreeMap<String, String>,
+    Option<&'static str>,
+    bool,
+    bool,
+    Claim,
+);
+
 #[test]
 fn each_controller_claims_by_its_rules() {
     use Claim::*;
@@ -33,15 +44,7 @@ fn each_controller_claims_by_its_rules() {
     let db = BTreeMap::from([("app".to_string(), "db".to_string())]);
     let sel = selector();
     // (owner kind, owner deleting, labels, controller, object deleting, finished, want)
-    let rows: [(
-        &ResourceType,
-        bool,
-        &BTreeMap<String, String>,
-        Option<&str>,
-        bool,
-        bool,
-        Claim,
-    ); 22] = [
+    let rows: [Row<'_>; 22] = [
         // Upstream's rules, the same for every controller.
         (DAEMON_SETS, false, &web, Some("me"), false, false, Owned),
         (DAEMON_SETS, false, &web, Some("me"), true, false, Owned),

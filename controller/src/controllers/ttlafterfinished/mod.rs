@@ -7,6 +7,8 @@
 //! (its TTL may have just been extended).
 
 pub mod plan;
+#[cfg(test)]
+mod tests;
 
 use super::runtime::{Clock, Context, Controller, Reconciler};
 use crate::informer::{Informer, ObjectKey};
@@ -45,6 +47,14 @@ struct Cleanup {
 }
 
 impl Cleanup {
+    fn new(ctx: &Context) -> Cleanup {
+        Cleanup {
+            clock: ctx.clock.clone(),
+            registry: ctx.registry.clone(),
+            jobs: ctx.informer(JOBS),
+        }
+    }
+
     fn decide(&self, job: &Value, now: jiff::Timestamp) -> Result<Decision, CleanupError> {
         let d = plan::decide(job, now)?;
         let future = crate::controllers::job::conditions::finished_value(job)
@@ -111,12 +121,7 @@ impl Reconciler for Cleanup {
 
 /// Runs the TTL-after-finished controller until `shutdown`.
 pub async fn run(ctx: Context, shutdown: CancellationToken) {
-    let jobs = ctx.informer(JOBS);
-    let cleanup = Arc::new(Cleanup {
-        registry: ctx.registry.clone(),
-        clock: ctx.clock.clone(),
-        jobs,
-    });
+    let cleanup = Arc::new(Cleanup::new(&ctx));
     Controller::new("ttl-after-finished", &ctx, JOBS)
         .workers(2)
         .run(cleanup, shutdown)

@@ -106,8 +106,7 @@ impl Registry {
                 other => return other.map_err(EvictionError::from),
             }
         };
-        let labels =
-            crate::controllers::views::string_map(pod.pointer("/metadata/labels"));
+        let labels = crate::controllers::views::string_map(pod.pointer("/metadata/labels"));
         let budgets: Vec<policy::PodDisruptionBudget> = self
             .list_values(POD_DISRUPTION_BUDGETS, Some(ns))?
             .into_iter()

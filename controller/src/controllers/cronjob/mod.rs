@@ -17,7 +17,7 @@ mod plan_tests;
 #[cfg(test)]
 mod tests;
 
-use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
+use super::runtime::{self, Clock, Context, Reconciler};
 use crate::events::Recorder;
 use crate::informer::{Informer, ObjectKey};
 use crate::registry::{Registry, RegistryError};
@@ -183,7 +183,7 @@ impl Reconciler for Controller {
 /// Runs the CronJob controller until `shutdown`.
 pub async fn run(ctx: Context, shutdown: CancellationToken) {
     let controller = Arc::new(Controller::new(&ctx));
-    Wiring::new("cronjob", &ctx, CRON_JOBS)
+    runtime::Controller::new("cronjob", &ctx, CRON_JOBS)
         .owns(JOBS)
         .resync(RESYNC)
         .workers(WORKERS)

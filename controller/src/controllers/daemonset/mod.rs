@@ -29,7 +29,7 @@ mod tests;
 
 use super::history;
 use super::ownership::Claim;
-use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
+use super::runtime::{self, Clock, Context, Reconciler};
 use crate::events::{EventType, Recorder};
 use crate::informer::{Informer, ORPHANS_BY_NAMESPACE, Object, ObjectKey};
 use crate::registry::{Registry, RegistryError};
@@ -262,7 +262,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
         failed: Mutex::new(FailedBackoff::default()),
     });
     let (for_pods, for_revisions, for_nodes) = (sets.clone(), sets.clone(), sets);
-    Wiring::new("daemonset", &ctx, DAEMON_SETS)
+    runtime::Controller::new("daemonset", &ctx, DAEMON_SETS)
         .owns(PODS)
         .owns(CONTROLLER_REVISIONS)
         .watches(PODS, move |d| routing::orphan(&for_pods, d))

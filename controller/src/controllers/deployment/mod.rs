@@ -23,7 +23,7 @@ mod fixtures;
 #[cfg(test)]
 mod tests;
 
-use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
+use super::runtime::{self, Clock, Context, Reconciler};
 use super::workload::version_of;
 use crate::events::Recorder;
 use crate::informer::{Informer, Object, ObjectKey, View};
@@ -224,7 +224,7 @@ impl Reconciler for Controller {
 pub async fn run(ctx: Context, shutdown: CancellationToken) {
     let controller = Arc::new(Controller::new(&ctx));
     let replica_sets = ctx.informer(REPLICA_SETS);
-    Wiring::new("deployment", &ctx, DEPLOYMENTS)
+    runtime::Controller::new("deployment", &ctx, DEPLOYMENTS)
         .owns(REPLICA_SETS)
         .adopts::<routing::Selector>(REPLICA_SETS, |s| s.0.as_ref())
         .watches(PODS, move |d| routing::deleted_pod(&replica_sets, d))

@@ -10,7 +10,7 @@
 
 pub mod plan;
 
-use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
+use super::runtime::{self, Clock, Context, Reconciler};
 use crate::controllers::views::{ControllerRef, Pod};
 use crate::events::{EventType, Recorder};
 use crate::informer::{Delta, DeltaType, Informer, Object, ObjectKey, View};
@@ -258,7 +258,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
         stateful_sets: ctx.informer(STATEFUL_SETS),
         recorder: ctx.recorder(COMPONENT),
     });
-    let mut wiring = Wiring::new("disruption", &ctx, POD_DISRUPTION_BUDGETS);
+    let mut wiring = runtime::Controller::new("disruption", &ctx, POD_DISRUPTION_BUDGETS);
     let for_pods = budgets.clone();
     wiring = wiring.watches(PODS, move |d| pod_change(&for_pods, d));
     for rt in [

@@ -7,7 +7,7 @@
 pub mod plan;
 
 use super::endpointslice::routing;
-use super::runtime::{Context, Controller as Wiring, Reconciler};
+use super::runtime::{self, Context, Reconciler};
 use crate::informer::{DeltaType, Informer, ObjectKey};
 use crate::registry::{
     DeleteOptions, DeletePreconditions, Part, Registry, RegistryError, WriteOptions,
@@ -124,7 +124,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
         endpoints: ctx.informer(ENDPOINTS),
     });
     let for_pods = services.clone();
-    Wiring::new("endpoints", &ctx, SERVICES)
+    runtime::Controller::new("endpoints", &ctx, SERVICES)
         .watches(PODS, move |d| routing::pod_change(&for_pods, d))
         .watches(ENDPOINTS, |d| match d.kind {
             DeltaType::Deleted => vec![d.object.key().clone()],

@@ -10,7 +10,7 @@ pub mod routing;
 #[cfg(test)]
 mod tests;
 
-use super::runtime::{Context, Controller as Wiring, Reconciler};
+use super::runtime::{self, Context, Reconciler};
 use crate::informer::{BY_LABEL, Informer, ObjectKey};
 use crate::registry::{
     DeleteOptions, DeletePreconditions, Part, Registry, RegistryError, WriteOptions,
@@ -144,7 +144,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
         nodes: ctx.informer(NODES),
     });
     let for_pods = services.clone();
-    Wiring::new("endpointslice", &ctx, SERVICES)
+    runtime::Controller::new("endpointslice", &ctx, SERVICES)
         .watches(PODS, move |d| routing::pod_change(&for_pods, d))
         .watches(ENDPOINT_SLICES, routing::slice_change)
         .reads(NODES)

@@ -34,7 +34,7 @@ pub mod view;
 #[cfg(test)]
 mod tests;
 
-use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
+use super::runtime::{self, Clock, Context, Reconciler};
 use crate::events::Recorder;
 use crate::informer::{Informer, ORPHANS_BY_NAMESPACE, Object, ObjectKey};
 use crate::registry::{Registry, RegistryError};
@@ -180,7 +180,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
     });
     let cleaner = tokio::spawn(untrack::run(ctx.clone(), shutdown.clone()));
     let for_orphans = jobs.clone();
-    Wiring::new("job", &ctx, JOBS)
+    runtime::Controller::new("job", &ctx, JOBS)
         .owns(PODS)
         .watches(PODS, move |d| routing::orphan(&for_orphans, d))
         .resync(RESYNC)

@@ -5,7 +5,7 @@
 
 use super::routing::{self, tracked, untrackable};
 use super::view::TRACKING_FINALIZER;
-use crate::controllers::runtime::{Context, Controller as Wiring, Reconciler};
+use crate::controllers::runtime::{self, Context, Reconciler};
 use crate::informer::{Informer, Object, ObjectKey};
 use crate::registry::{Part, Registry, RegistryError, WriteOptions};
 use berth_shared::reconcile::Outcome;
@@ -91,7 +91,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
     });
     let (for_pods, for_jobs) = (jobs.clone(), pods.clone());
     let (resync_jobs, resync_pods) = (jobs, pods);
-    Wiring::keyed("job-finalizers", &ctx)
+    runtime::Controller::keyed("job-finalizers", &ctx)
         .watches(PODS, move |d| routing::pod_to_untrack(&for_pods, d))
         .watches(JOBS, move |d| routing::job_gone_or_finished(&for_jobs, d))
         .resync_with(RESYNC, move || {

@@ -17,7 +17,7 @@ pub mod zones;
 #[cfg(test)]
 mod tests;
 
-use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
+use super::runtime::{self, Clock, Context, Reconciler};
 use crate::events::{EventType, Recorder};
 use crate::informer::{BY_NODE, Delta, DeltaType, Informer, Object, ObjectKey, View};
 use crate::registry::{Part, Registry, RegistryError, WriteOptions};
@@ -464,7 +464,7 @@ pub async fn run(ctx: Context, config: Config, shutdown: CancellationToken) {
     let (for_nodes, for_leases) = (health.clone(), health.clone());
     let (nodes_for_leases, nodes_for_pods) = (nodes.clone(), nodes.clone());
     let (clock_for_nodes, clock_for_leases) = (ctx.clock.clone(), ctx.clock.clone());
-    let wiring = Wiring::keyed("node-lifecycle", &ctx)
+    let wiring = runtime::Controller::keyed("node-lifecycle", &ctx)
         .watches(NODES, move |d| {
             node_change(&for_nodes, d, clock_for_nodes.now())
         })

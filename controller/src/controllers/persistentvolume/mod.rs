@@ -12,7 +12,7 @@ pub mod routing;
 #[cfg(test)]
 mod tests;
 
-use super::runtime::{Context, Controller as Wiring, Reconciler};
+use super::runtime::{self, Context, Reconciler};
 use crate::events::Recorder;
 use crate::informer::{Informer, ObjectKey};
 use crate::registry::{Registry, RegistryError};
@@ -175,7 +175,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
         pods: ctx.informer(PODS),
     });
     let (for_classes, for_resync) = (claims.clone(), (claims.clone(), volumes.clone()));
-    Wiring::keyed("persistentvolume", &ctx)
+    runtime::Controller::keyed("persistentvolume", &ctx)
         .watches(PERSISTENT_VOLUME_CLAIMS, routing::claim_change)
         .watches(PERSISTENT_VOLUMES, routing::volume_change)
         .watches(PODS, routing::pod_change)

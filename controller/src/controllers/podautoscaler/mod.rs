@@ -13,7 +13,7 @@ pub mod behavior;
 pub mod plan;
 pub mod replicas;
 
-use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
+use super::runtime::{self, Clock, Context, Reconciler};
 use crate::events::{EventType, Recorder};
 use crate::informer::{Informer, Object, ObjectKey};
 use crate::registry::{Part, Registry, RegistryError, WriteOptions};
@@ -441,7 +441,7 @@ pub async fn run(
         recorder: ctx.recorder(COMPONENT),
         config,
     });
-    Wiring::new(
+    runtime::Controller::new(
         "horizontal-pod-autoscaler",
         &ctx,
         HORIZONTAL_POD_AUTOSCALERS,

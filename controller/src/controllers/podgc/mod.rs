@@ -14,7 +14,7 @@ pub mod terminated;
 #[cfg(test)]
 mod tests;
 
-use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
+use super::runtime::{self, Clock, Context, Reconciler};
 use crate::informer::{BY_NODE, Delta, DeltaType, Informer, Object, ObjectKey, View};
 use crate::registry::conditions::{DISRUPTION_TARGET, set_pod_condition};
 use crate::registry::{
@@ -347,7 +347,7 @@ pub async fn run(ctx: Context, config: Config, shutdown: CancellationToken) {
     });
     let orphans = {
         let pods = pods.clone();
-        Wiring::keyed("pod-garbage-collector", &ctx)
+        runtime::Controller::keyed("pod-garbage-collector", &ctx)
             .watches(PODS, move |d| pod_change(&nodes, d))
             .watches(NODES, move |d| node_change(&pods, d))
             .workers(WORKERS)
@@ -362,7 +362,7 @@ pub async fn run(ctx: Context, config: Config, shutdown: CancellationToken) {
         pods,
         threshold: config.terminated_threshold,
     });
-    let finished = Wiring::keyed("pod-garbage-collector-finished", &ctx)
+    let finished = runtime::Controller::keyed("pod-garbage-collector-finished", &ctx)
         .watches(PODS, finished_change)
         .resync_with(SWEEP_PERIOD, || vec![Sweep])
         .paced(4)

@@ -20,7 +20,7 @@ pub mod view;
 #[cfg(test)]
 mod tests;
 
-use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
+use super::runtime::{self, Clock, Context, Reconciler};
 use crate::events::{EventType, Recorder};
 use crate::informer::{Informer, ORPHANS_BY_NAMESPACE};
 use crate::registry::{Registry, RegistryError};
@@ -216,7 +216,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
         pods,
     });
     let (routes, all) = (sets(), sets());
-    Wiring::keyed("replicaset", &ctx)
+    runtime::Controller::keyed("replicaset", &ctx)
         .watches(REPLICA_SETS, |d| {
             vec![SetKey::of(Kind::ReplicaSet, &d.object)]
         })

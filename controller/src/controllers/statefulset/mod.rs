@@ -24,7 +24,7 @@ mod tests;
 
 use super::history::{self, Owner, write::HistoryError};
 use super::ownership::{self, Claim as Ownership};
-use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
+use super::runtime::{self, Clock, Context, Reconciler};
 use super::views::ControllerRef;
 use crate::events::{EventType, Recorder};
 use crate::informer::{Informer, ORPHANS_BY_NAMESPACE, Object, ObjectKey};
@@ -304,7 +304,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
         recorder: ctx.recorder(COMPONENT),
     });
     let (for_pods, for_revisions, for_claims) = (sets.clone(), sets.clone(), sets);
-    Wiring::new("statefulset", &ctx, STATEFUL_SETS)
+    runtime::Controller::new("statefulset", &ctx, STATEFUL_SETS)
         .owns(PODS)
         .owns(CONTROLLER_REVISIONS)
         .watches(PODS, move |d| routing::orphan(&for_pods, d))

@@ -14,7 +14,7 @@ pub mod plan;
 #[cfg(test)]
 mod tests;
 
-use super::runtime::{Clock, Context, Controller as Wiring, Reconciler};
+use super::runtime::{self, Clock, Context, Reconciler};
 use crate::events::{EventType, Recorder};
 use crate::informer::{BY_NODE, Delta, DeltaType, Informer, Object, ObjectKey, View};
 use crate::registry::eviction::Disruption;
@@ -306,7 +306,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
         first_seen: Mutex::new(HashMap::new()),
         scheduled: Mutex::new(HashSet::new()),
     });
-    Wiring::keyed("taint-eviction", &ctx)
+    runtime::Controller::keyed("taint-eviction", &ctx)
         .watches(PODS, move |d| pod_change(&nodes, d))
         .watches(NODES, move |d| node_change(&pods, d))
         .workers(WORKERS)

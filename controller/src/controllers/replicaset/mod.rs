@@ -21,13 +21,12 @@ pub mod view;
 mod tests;
 
 use super::runtime::{self, Clock, Context, Reconciler};
-use crate::events::{EventType, Recorder};
-use crate::informer::{Informer, ORPHANS_BY_NAMESPACE};
+use super::workload::PodControl;
+use crate::informer::Informer;
 use crate::registry::{Registry, RegistryError};
 use berth_shared::reconcile::{ErrorPolicy, Outcome, Retry};
-use berth_shared::resource::{PODS, REPLICA_SETS, REPLICATION_CONTROLLERS, ResourceType};
+use berth_shared::resource::{PODS, REPLICA_SETS, REPLICATION_CONTROLLERS};
 use routing::{ParsedSet, SetKey, Sets};
-use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,31 +68,22 @@ impl ErrorPolicy for SyncError {
     }
 }
 
-fn set_type(kind: Kind) -> &'static ResourceType {
-    match kind {
-        Kind::ReplicaSet => REPLICA_SETS,
-        Kind::ReplicationController => REPLICATION_CONTROLLERS,
-    }
-}
-
 struct Controller {
     /// Where `now` comes from.
     clock: Clock,
     registry: Registry,
     sets: Sets,
     pods: Arc<Informer>,
-    rs_events: Recorder,
-    rc_events: Recorder,
+    rs_pods: PodControl,
+    rc_pods: PodControl,
 }
 
 impl Controller {
-    fn record(&self, set: &Set, obj: &Value, t: EventType, reason: &str, message: &str) {
-        let recorder = match set.kind {
-            Kind::ReplicaSet => &self.rs_events,
-            Kind::ReplicationController => &self.rc_events,
-        };
-        if let Err(e) = recorder.record(obj, t, reason, message) {
-            tracing::debug!(error = %e, reason, "recording event");
+    /// Pod control with the events of the set's kind.
+    fn pod_control(&self, set: &Set) -> &PodControl {
+        match set.kind {
+            Kind::ReplicaSet => &self.rs_pods,
+            Kind::ReplicationController => &self.rc_pods,
         }
     }
 
@@ -116,17 +106,13 @@ impl Controller {
             }
         };
         let now = self.clock.now();
-        let pods = self.observe_pods(&set);
-        let claim = plan::claim(&set, &pods);
-        for pod in &claim.release {
-            self.apply_release(&set, pod)?;
-        }
-        let mut claimed = claim.owned.clone();
-        for pod in claim.adopt {
-            if self.apply_adopt(&set, pod)? {
-                claimed.push(pod);
-            }
-        }
+        // Claimed through the kit: released, adopted (the set re-read live first).
+        let pods: Vec<Arc<Pod>> = plan::owner(&set)
+            .claim(&self.registry, &self.pods)?
+            .iter()
+            .map(|p| p.view::<Pod>())
+            .collect();
+        let claimed: Vec<&Pod> = pods.iter().map(|p| &**p).collect();
         let per_node = if claimed.len() > usize::try_from(set.replicas).unwrap_or(0) {
             self.observe_pods_per_node(&set, &claimed)
         } else {
@@ -147,23 +133,6 @@ impl Controller {
         }
         Ok(status::next_availability_check(&set, &claimed, now)
             .map_or(Outcome::Done, Outcome::RequeueAfter))
-    }
-
-    /// The pods the set controls and the unowned pods of its namespace its selector matches
-    /// (what claiming needs: pods of other controllers are never touched), from the pod
-    /// informer's indexes rather than a scan of every pod in the namespace.
-    fn observe_pods(&self, set: &Set) -> Vec<Arc<Pod>> {
-        let owned = self.pods.controlled_by(&set.uid);
-        let orphans = self.pods.by_index(ORPHANS_BY_NAMESPACE, &set.namespace);
-        // The parsed views are shared with the cache, not copied.
-        let mut pods: Vec<Arc<Pod>> = owned
-            .iter()
-            .chain(orphans.iter().filter(|p| set.selector.matches(p.labels())))
-            .map(|p| p.view::<Pod>())
-            .collect();
-        // In name order, as a list would give them: plans must not depend on hash order.
-        pods.sort_by(|a, b| a.name.cmp(&b.name));
-        pods
     }
 
     /// Active pods per node among the pods of the sets sharing this set's controller
@@ -208,22 +177,29 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
         controllers: ctx.informer(REPLICATION_CONTROLLERS),
     };
     let controller = Arc::new(Controller {
-        rs_events: ctx.recorder(Kind::ReplicaSet.component()),
-        rc_events: ctx.recorder(Kind::ReplicationController.component()),
+        rs_pods: PodControl::new(
+            ctx.registry.clone(),
+            ctx.recorder(Kind::ReplicaSet.component()),
+        ),
+        rc_pods: PodControl::new(
+            ctx.registry.clone(),
+            ctx.recorder(Kind::ReplicationController.component()),
+        ),
         registry: ctx.registry.clone(),
         clock: ctx.clock.clone(),
         sets: sets(),
         pods,
     });
-    let (routes, all) = (sets(), sets());
-    runtime::Controller::keyed("replicaset", &ctx)
-        .watches(REPLICA_SETS, |d| {
-            vec![SetKey::of(Kind::ReplicaSet, &d.object)]
-        })
-        .watches(REPLICATION_CONTROLLERS, |d| {
-            vec![SetKey::of(Kind::ReplicationController, &d.object)]
-        })
-        .watches(PODS, move |d| routing::pod_change(&routes, d))
+    let all = sets();
+    let mut wiring = runtime::Controller::keyed("replicaset", &ctx);
+    for kind in [Kind::ReplicaSet, Kind::ReplicationController] {
+        let rt = kind.resource();
+        wiring = wiring
+            .watches(rt, move |d| vec![SetKey::of(kind, &d.object)])
+            .owns_as(PODS, rt, move |ns, name| SetKey::new(kind, ns, name))
+            .adopts_as(PODS, rt, routing::selector, move |o| SetKey::of(kind, o));
+    }
+    wiring
         .resync_with(RESYNC, move || all.all())
         .paced(PACE)
         .workers(WORKERS)

@@ -7,6 +7,8 @@
 
 use super::rank;
 use super::view::{Pod, Set};
+use crate::controllers::workload::claim::{Candidate, Owner, Rules, Sorted};
+pub use crate::controllers::workload::pod_control::{SLOW_START_INITIAL_BATCH, slow_start_batches};
 use jiff::Timestamp;
 use serde_json::{Map, Value, json};
 use std::borrow::Borrow;
@@ -14,19 +16,26 @@ use std::collections::HashMap;
 
 /// At most this many creations or deletions per pass (upstream's `BurstReplicas`).
 pub const BURST_REPLICAS: usize = 500;
-/// The first slow-start batch (upstream's `SlowStartInitialBatchSize`).
-pub const SLOW_START_INITIAL_BATCH: usize = 1;
 
 /// How the set relates to the active pods of its namespace (upstream's
-/// `ControllerRefManager.ClaimPods`).
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Claim<'a> {
-    /// Controlled by the set and matching its selector.
-    pub owned: Vec<&'a Pod>,
-    /// Orphans matching the selector: add the set as controller.
-    pub adopt: Vec<&'a Pod>,
-    /// Controlled by the set but no longer matching: drop the set's ownerReference.
-    pub release: Vec<&'a Pod>,
+/// `ControllerRefManager.ClaimPods`): owned, to adopt, to release.
+pub type Claim<'a> = Sorted<&'a Pod>;
+
+/// The set as the claim engine's owner of pods: it claims active pods only (upstream's
+/// `FilterActivePods`).
+pub fn owner(set: &Set) -> Owner<'_> {
+    Owner {
+        resource: set.kind.resource(),
+        namespace: &set.namespace,
+        name: &set.name,
+        uid: &set.uid,
+        selector: &set.selector,
+        deleting: set.deleting,
+        rules: Rules {
+            active_only: true,
+            finalizer: None,
+        },
+    }
 }
 
 /// Sorts `pods` (active or not) by their relation to `set`. Inactive pods (finished or
@@ -34,26 +43,12 @@ pub struct Claim<'a> {
 /// are left alone (RS-04, RS-07, RS-14). A set being deleted adopts and releases nothing, so
 /// an orphaning deletion can strip its references undisturbed.
 pub fn claim<'a, P: Borrow<Pod>>(set: &Set, pods: &'a [P]) -> Claim<'a> {
-    let mut claim = Claim::default();
-    for pod in pods.iter().map(Borrow::borrow).filter(|p| p.is_active()) {
-        let matches = set.selector.matches(&pod.labels);
-        match &pod.controller {
-            Some(c) if c.uid == set.uid => {
-                if matches {
-                    claim.owned.push(pod);
-                } else if !set.deleting {
-                    claim.release.push(pod);
-                }
-            }
-            Some(_) => {}
-            None => {
-                if matches && !set.deleting {
-                    claim.adopt.push(pod);
-                }
-            }
-        }
-    }
-    claim
+    owner(set).sort(pods.iter().map(Borrow::borrow), |p: &&Pod| Candidate {
+        labels: &p.labels,
+        controller_uid: p.controller.as_ref().map(|c| c.uid.as_str()),
+        deleting: p.deleting,
+        finished: p.phase == "Succeeded" || p.phase == "Failed",
+    })
 }
 
 /// What to do about the number of pods.
@@ -90,33 +85,9 @@ pub fn scale<'a>(
     }
 }
 
-/// Upstream's `slowStartBatch` sizes: 1, 2, 4, 8 … until `count` is reached; the caller
-/// stops after the first batch with a failure, so a systematic error (quota, admission)
-/// costs one request instead of `count`.
-///
-/// Worked example: 10 → [1, 2, 4, 3]; 7 → [1, 2, 4].
-pub fn slow_start_batches(count: usize) -> Vec<usize> {
-    let mut batches = Vec::new();
-    let mut remaining = count;
-    let mut size = remaining.min(SLOW_START_INITIAL_BATCH);
-    while size > 0 {
-        batches.push(size);
-        remaining -= size;
-        size = (2 * size).min(remaining);
-    }
-    batches
-}
-
 /// The ownerReference a set's pods carry (RS-21).
 pub fn controller_ref(set: &Set) -> Value {
-    json!({
-        "apiVersion": set.kind.api_version(),
-        "kind": set.kind.kind(),
-        "name": set.name,
-        "uid": set.uid,
-        "controller": true,
-        "blockOwnerDeletion": true,
-    })
+    owner(set).controller_ref().to_value()
 }
 
 /// A new pod from the set's template (upstream's `GetPodFromTemplate`): the template's labels,

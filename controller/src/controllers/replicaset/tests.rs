@@ -6,7 +6,7 @@ use super::*;
 use crate::registry::{DeleteOptions, Part, Propagation, WriteOptions};
 use crate::testing::ControlPlane;
 use berth_shared::resource::{self, EVENTS};
-use serde_json::json;
+use serde_json::{Value, json};
 
 struct Cluster {
     cp: ControlPlane,
@@ -55,7 +55,7 @@ impl Cluster {
 
     fn get(&self, kind: Kind, name: &str) -> Option<Value> {
         self.registry()
-            .get(set_type(kind), Some("default"), name)
+            .get(kind.resource(), Some("default"), name)
             .ok()
             .map(|o| o.value().unwrap())
     }

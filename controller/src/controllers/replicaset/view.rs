@@ -51,6 +51,14 @@ impl Kind {
     }
 
     /// The event source, as upstream names the two controllers.
+    /// The API resource of sets of this kind.
+    pub fn resource(self) -> &'static berth_shared::resource::ResourceType {
+        match self {
+            Kind::ReplicaSet => berth_shared::resource::REPLICA_SETS,
+            Kind::ReplicationController => berth_shared::resource::REPLICATION_CONTROLLERS,
+        }
+    }
+
     pub fn component(self) -> &'static str {
         match self {
             Kind::ReplicaSet => "replicaset-controller",

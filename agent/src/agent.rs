@@ -11,7 +11,7 @@ use crate::network::{Ipv4Cidr, Network, NetworkConfig};
 use crate::node;
 use crate::pod::manager::PodManager;
 use crate::runtime::{Runtime, RuntimeOptions};
-use berth_shared::client::{Client, Credentials};
+use berth_api::client::{Client, Credentials};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -20,7 +20,7 @@ pub enum AgentError {
     #[error(transparent)]
     Join(#[from] crate::join::JoinError),
     #[error(transparent)]
-    Client(#[from] berth_shared::client::ClientError),
+    Client(#[from] berth_api::client::ClientError),
     #[error(transparent)]
     Runtime(#[from] crate::runtime::RuntimeError),
     #[error(transparent)]
@@ -49,9 +49,9 @@ fn secure_root_dir(root: &std::path::Path) -> Result<(), AgentError> {
         let path = path.to_path_buf();
         move |source| AgentError::Io { path, source }
     };
-    berth_shared::private_files::ensure_dir(root).map_err(err(root))?;
+    berth_api::private_files::ensure_dir(root).map_err(err(root))?;
     let pki = root.join("pki");
-    berth_shared::private_files::check_tree(&pki).map_err(err(&pki))
+    berth_api::private_files::check_tree(&pki).map_err(err(&pki))
 }
 
 /// Runs until `shutdown`. Stopping the agent never stops the pods: containers keep running and

@@ -7,7 +7,7 @@
 //! name to this agent: the controller registers it at the first join under the name and signs
 //! later certificates for the name only for its holder.
 
-use berth_shared::client::any_certificate::AnyServerCertificate;
+use berth_api::client::any_certificate::AnyServerCertificate;
 use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair};
 use sha2::Digest;
 use std::io::Write;
@@ -101,7 +101,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> JoinError + '_ {
 
 fn write_private(path: &Path, contents: &str) -> Result<(), JoinError> {
     if let Some(dir) = path.parent() {
-        berth_shared::private_files::ensure_dir(dir).map_err(io(dir))?;
+        berth_api::private_files::ensure_dir(dir).map_err(io(dir))?;
     }
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -264,7 +264,7 @@ pub async fn credentials(
                     crate::certificates::Kind::Client,
                 );
                 let combined = format!("{}\n{cert_pem}", key.serialize_pem().trim_end());
-                berth_shared::private_files::write_atomic(&current, combined.as_bytes())
+                berth_api::private_files::write_atomic(&current, combined.as_bytes())
                     .map_err(|(path, source)| JoinError::Io { path, source })?;
                 return Ok(NodeCredentials {
                     ca_pem,

@@ -25,7 +25,7 @@ struct Cli {
     #[arg(long = "v", global = true, default_value_t = 0)]
     v: u8,
     /// Log lines as text, or as one JSON object each.
-    #[arg(long, global = true, default_value = "text", value_parser = berth_shared::logging::FORMATS)]
+    #[arg(long, global = true, default_value = "text", value_parser = berth_api::logging::FORMATS)]
     log_format: String,
 }
 
@@ -234,7 +234,7 @@ fn parse_max_restart_period(s: &str) -> Result<berth_agent::pod::CrashLoopBackOf
 
 /// A positive byte size such as `10Mi` or `4096`.
 fn parse_size(s: &str) -> Result<u64, String> {
-    let q = berth_shared::quantity::Quantity::parse(s)?;
+    let q = berth_api::quantity::Quantity::parse(s)?;
     u64::try_from(q.value())
         .ok()
         .filter(|v| *v > 0)
@@ -243,7 +243,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    berth_shared::logging::init(cli.v, &cli.log_format);
+    berth_api::logging::init(cli.v, &cli.log_format);
     let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
     let a = cli.run;
     match cli.command {

@@ -1,26 +1,25 @@
-//! Berth's shared API layer: the Kubernetes wire types (re-exported from `k8s-openapi`) and
-//! everything both the controller and the agent need to reason about them without I/O.
+//! Berth's server-side API layer: admission (defaults, validation, Pod Security), request
+//! bodies and query options, protobuf, patches and managed fields, version conversion,
+//! discovery, OpenAPI documents, Table printers and cron schedules. What the agent needs as
+//! well (API types, selectors, quantities, the client, the reconcile runtime) is `berth-api`,
+//! re-exported here at the paths it had when it lived in this crate.
 
 pub use k8s_openapi;
 
+#[cfg(feature = "client")]
+pub use berth_api::client;
+#[cfg(feature = "logging")]
+pub use berth_api::logging;
+pub use berth_api::{private_files, quantity, reconcile, resource, scheduling, selector};
+
 pub mod admission;
 pub mod body;
-#[cfg(feature = "client")]
-pub mod client;
 pub mod conversion;
 pub mod cron;
 pub mod discovery;
-#[cfg(feature = "logging")]
-pub mod logging;
 pub mod managed_fields;
 pub mod openapi;
 pub mod patch;
-pub mod private_files;
 pub mod protobuf;
-pub mod quantity;
 pub mod query;
-pub mod reconcile;
-pub mod resource;
-pub mod scheduling;
-pub mod selector;
 pub mod table;

@@ -51,12 +51,12 @@ pub fn load(pki_dir: &Path, kind: Kind) -> Option<Identity> {
 
 /// Keeps `id` as the current pair of `kind` (and, for the client, in `node.key`/`node.crt`).
 pub fn store(pki_dir: &Path, kind: Kind, id: &Identity) -> Result<(), FileError> {
-    berth_shared::private_files::ensure_dir(pki_dir).map_err(|source| FileError {
+    berth_api::private_files::ensure_dir(pki_dir).map_err(|source| FileError {
         path: pki_dir.to_path_buf(),
         source,
     })?;
     let write = |path: PathBuf, text: &str| {
-        berth_shared::private_files::write_atomic(&path, text.as_bytes())
+        berth_api::private_files::write_atomic(&path, text.as_bytes())
             .map_err(|(path, source)| FileError { path, source })
     };
     let key = id.key_pem.trim_end();

@@ -8,7 +8,7 @@ use super::metrics::CertificateMetrics;
 use super::plan::{self, Current, Observed, Plan};
 use super::request::Template;
 use super::{files, signing};
-use berth_shared::client::Client;
+use berth_api::client::Client;
 use jiff::Timestamp;
 use std::path::PathBuf;
 use std::sync::Arc;

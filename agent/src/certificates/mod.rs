@@ -22,7 +22,7 @@ pub mod serving;
 pub mod signing;
 
 use crate::server::{AttachRequest, Backend, ExecRequest, ExecStreams, LogTarget, PodNetwork};
-use berth_shared::client::Client;
+use berth_api::client::Client;
 use futures::future::BoxFuture;
 use identity::Identity;
 use metrics::CertificateMetrics;

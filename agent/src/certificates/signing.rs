@@ -4,8 +4,8 @@
 
 use super::identity::{Identity, IdentityError};
 use super::request::{Outcome, Template, outcome};
-use berth_shared::client::{Client, ClientError, ListParams, WatchEvent};
-use berth_shared::resource::CERTIFICATE_SIGNING_REQUESTS;
+use berth_api::client::{Client, ClientError, ListParams, WatchEvent};
+use berth_api::resource::CERTIFICATE_SIGNING_REQUESTS;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use std::time::Duration;
 

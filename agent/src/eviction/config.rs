@@ -12,7 +12,7 @@
 //! Planner: pure, no I/O.
 
 use crate::node::pressure::{Limit, Signal, Thresholds};
-use berth_shared::quantity::Quantity;
+use berth_api::quantity::Quantity;
 use jiff::SignedDuration;
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -9,8 +9,8 @@
 
 use super::message;
 use super::usage::{Measure, PodUsage};
-use berth_shared::k8s_openapi::api::core::v1::{Container, Pod};
-use berth_shared::scheduling::resources::value;
+use berth_api::k8s_openapi::api::core::v1::{Container, Pod};
+use berth_api::scheduling::resources::value;
 
 fn limit_of(c: &Container) -> Option<&str> {
     c.resources

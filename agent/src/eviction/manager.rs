@@ -8,7 +8,7 @@ use super::usage::{Measure, uid};
 use super::{NodePods, Observer, Signals, local_storage, message, rank};
 use crate::node::pressure::{Pressures, Signal};
 use crate::pod::model::Eviction;
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 use jiff::Timestamp;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

@@ -9,7 +9,7 @@ use super::config::Threshold;
 use super::thresholds::Observations;
 use super::usage::PodUsage;
 use crate::node::pressure::Signal;
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 
 /// The status reason and event reason of an eviction.
 pub const REASON: &str = "Evicted";
@@ -51,7 +51,7 @@ fn request(pod: &Pod, container: &str, resource: &str) -> (String, i64) {
     match q {
         Some(q) => (
             q.0.clone(),
-            berth_shared::scheduling::resources::value(&q.0).unwrap_or(0),
+            berth_api::scheduling::resources::value(&q.0).unwrap_or(0),
         ),
         None => ("0".to_string(), 0),
     }

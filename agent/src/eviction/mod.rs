@@ -26,7 +26,7 @@ pub use manager::Manager;
 pub use reclaim::{NodeReclaim, ReclaimError};
 
 use crate::pod::model::Eviction;
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 use futures::future::BoxFuture;
 use thresholds::Observations;
 use usage::Usages;

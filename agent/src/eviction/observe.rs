@@ -12,7 +12,7 @@ use super::{Observer, Signals};
 use crate::node::pressure::{Observed, Signal};
 use crate::pod::labels;
 use crate::runtime::{ContainerInfo, Runtime, TaskState, cgroup, spec};
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 use futures::future::BoxFuture;
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;

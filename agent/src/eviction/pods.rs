@@ -3,7 +3,7 @@
 use super::{NodePods, NodeReclaim, ReclaimError};
 use crate::pod::manager::PodManager;
 use crate::pod::model::Eviction;
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 use futures::future::BoxFuture;
 
 impl NodePods for PodManager {

@@ -8,8 +8,8 @@
 
 use super::usage::{Measure, PodUsage, Usages, uid};
 use crate::node::pressure::Signal;
-use berth_shared::k8s_openapi::api::core::v1::Pod;
-use berth_shared::scheduling::resources::pod_requests;
+use berth_api::k8s_openapi::api::core::v1::Pod;
+use berth_api::scheduling::resources::pod_requests;
 
 /// Upstream's `SystemCriticalPriority`.
 pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;

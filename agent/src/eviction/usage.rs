@@ -4,7 +4,7 @@
 //!
 //! Planner: pure, no I/O.
 
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 
 /// Bytes and inodes a piece of storage holds.

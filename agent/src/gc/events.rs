@@ -1,8 +1,8 @@
 //! Kubernetes Events about this Node (as the kubelet records them: namespace `default`,
 //! involvedObject the Node with its name as uid, component `kubelet`).
 
-use berth_shared::client::Client;
-use berth_shared::resource;
+use berth_api::client::Client;
+use berth_api::resource;
 use serde_json::{Value, json};
 
 /// Records events on one Node.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_shared::client::{Client, ClientError, ListParams, ResumingWatch, WatchEvent};
+use berth_api::client::{Client, ClientError, ListParams, ResumingWatch, WatchEvent};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -70,7 +70,7 @@ impl Meta for EndpointSlice {
 impl<T> Cache<T>
 where
     T: DeserializeOwned + Send + Meta + 'static,
-    T: berth_shared::k8s_openapi::Metadata<Ty = ObjectMeta>,
+    T: berth_api::k8s_openapi::Metadata<Ty = ObjectMeta>,
 {
     fn new(group: &'static str, version: &'static str, plural: &'static str) -> Cache<T> {
         Cache {

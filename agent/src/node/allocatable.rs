@@ -13,8 +13,8 @@
 //! Planner: pure, no I/O.
 
 use super::pressure::{Limit, Signal, Thresholds};
-use berth_shared::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use berth_shared::scheduling::resources::{milli_value, value};
+use berth_api::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use berth_api::scheduling::resources::{milli_value, value};
 use std::collections::BTreeMap;
 
 /// Amounts held back from pods, as `--system-reserved` / `--kube-reserved` give them.

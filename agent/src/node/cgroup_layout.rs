@@ -24,8 +24,8 @@
 
 use super::allocatable::Amounts;
 use crate::pod::qos::QosClass;
-use berth_shared::k8s_openapi::api::core::v1::{Container, Pod};
-use berth_shared::scheduling::resources::{milli_value, pod_requests, value};
+use berth_api::k8s_openapi::api::core::v1::{Container, Pod};
+use berth_api::scheduling::resources::{milli_value, pod_requests, value};
 
 /// The cgroup all pods live under.
 pub const KUBEPODS: &str = "kubepods";

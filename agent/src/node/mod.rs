@@ -15,11 +15,11 @@ pub mod pressure;
 pub mod qos_cgroups;
 pub mod status;
 
-use berth_shared::client::{Client, ClientError};
-use berth_shared::k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use berth_shared::k8s_openapi::api::core::v1::{Node, Taint};
-use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use berth_shared::resource::{self, ResourceType};
+use berth_api::client::{Client, ClientError};
+use berth_api::k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use berth_api::k8s_openapi::api::core::v1::{Node, Taint};
+use berth_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use berth_api::resource::{self, ResourceType};
 use pressure::Pressures;
 use serde_json::json;
 use status::HostFacts;

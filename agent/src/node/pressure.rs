@@ -12,7 +12,7 @@
 //!
 //! Planner: pure, no I/O.
 
-use berth_shared::quantity::Quantity;
+use berth_api::quantity::Quantity;
 use jiff::{SignedDuration, Timestamp};
 use std::collections::BTreeMap;
 

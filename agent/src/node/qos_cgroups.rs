@@ -12,7 +12,7 @@
 use super::cgroup_layout::{self, CgroupLimits, KUBEPODS};
 use super::cgroups::{CgroupError, CgroupFs};
 use crate::pod::qos::{self, QosClass};
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 

@@ -4,12 +4,12 @@
 //! Planner: pure, no I/O.
 
 use super::pressure::Pressures;
-use berth_shared::k8s_openapi::api::core::v1::{
+use berth_api::k8s_openapi::api::core::v1::{
     DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus,
     NodeSystemInfo, Taint,
 };
-use berth_shared::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use berth_api::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use berth_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use std::collections::BTreeMap;
 
 /// What the agent knows about its host.
@@ -258,7 +258,7 @@ pub fn differs(api: Option<&NodeStatus>, wanted: &NodeStatus) -> bool {
 /// this node's volumes.
 pub fn annotations(local_path_dir: &std::path::Path) -> BTreeMap<String, String> {
     BTreeMap::from([(
-        berth_shared::admission::storage::LOCAL_PATH_DIR_ANNOTATION.to_string(),
+        berth_api::local_path::LOCAL_PATH_DIR_ANNOTATION.to_string(),
         local_path_dir.display().to_string(),
     )])
 }

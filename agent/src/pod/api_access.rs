@@ -6,7 +6,7 @@
 //! talks to the controller over loopback), and the bound ServiceAccount tokens of projected
 //! volumes (which token each volume needs, and when a token is due for renewal).
 
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 
 /// Where pods reach the API, from the agent's server URL and the node's address; when both
 /// are loopback (a single-host setup), `host_ip`, an address of this host that pods reach.

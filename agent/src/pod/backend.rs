@@ -32,7 +32,7 @@ impl ManagerBackend {
 /// that exited (the restart count's); otherwise the newest attempt before the current one.
 /// Without a status, the second newest log. `restarts` is sorted.
 fn previous_attempt(
-    pod: &berth_shared::k8s_openapi::api::core::v1::Pod,
+    pod: &berth_api::k8s_openapi::api::core::v1::Pod,
     container: &str,
     restarts: &[u32],
 ) -> Option<u32> {
@@ -310,7 +310,7 @@ type Writer = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
 /// Whether the pod's container (init, app or ephemeral) was created with `stdin: true`. The
 /// kubelet and containerd's CRI silently drop input for one without; refusing it says why
 /// nothing reaches the process.
-fn has_stdin(pod: Option<berth_shared::k8s_openapi::api::core::v1::Pod>, container: &str) -> bool {
+fn has_stdin(pod: Option<berth_api::k8s_openapi::api::core::v1::Pod>, container: &str) -> bool {
     let Some(spec) = pod.and_then(|p| p.spec) else {
         return false;
     };

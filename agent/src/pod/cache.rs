@@ -2,7 +2,7 @@
 //! and by the answers to the workers' status writes, read by each worker pass and the log/exec
 //! backend.
 
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
@@ -65,7 +65,7 @@ impl PodCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use berth_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn pod(rv: &str, phase: &str) -> Pod {
         Pod {
@@ -76,7 +76,7 @@ mod tests {
                 resource_version: Some(rv.into()),
                 ..ObjectMeta::default()
             },
-            status: Some(berth_shared::k8s_openapi::api::core::v1::PodStatus {
+            status: Some(berth_api::k8s_openapi::api::core::v1::PodStatus {
                 phase: Some(phase.into()),
                 ..Default::default()
             }),

@@ -6,7 +6,7 @@
 //! `DirectoryOrCreate` made on demand) or `local` (which must exist). Until then the pod does
 //! not start, with upstream's `FailedMount` message.
 
-use berth_shared::k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use berth_api::k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use std::path::PathBuf;
 
 /// A `persistentVolumeClaim` volume of a pod.

@@ -5,11 +5,11 @@
 //! minute). An object no pod has asked for in [`UNUSED_FOR`] loses its watch. A controller that
 //! refuses the watch is polled every [`POLL_EVERY`] instead.
 
-use berth_shared::client::{Client, ClientError, ListParams, ResumingWatch, WatchEvent};
-use berth_shared::k8s_openapi::Metadata;
-use berth_shared::k8s_openapi::api::core::v1::Pod;
-use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use berth_shared::resource::ResourceType;
+use berth_api::client::{Client, ClientError, ListParams, ResumingWatch, WatchEvent};
+use berth_api::k8s_openapi::Metadata;
+use berth_api::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use berth_api::resource::ResourceType;
 use serde::de::DeserializeOwned;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -10,8 +10,8 @@ use crate::runtime::{
     ContainerConfig, ContainerId, ContainerImage, Mount, MountKind, NamespaceMode, Resources,
     Security,
 };
-use berth_shared::k8s_openapi::api::core::v1::{Container, Pod};
-use berth_shared::quantity::Quantity;
+use berth_api::k8s_openapi::api::core::v1::{Container, Pod};
+use berth_api::quantity::Quantity;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -23,7 +23,7 @@ pub struct ResolvedSources {
     /// ServiceAccount tokens for projected volumes, by [`super::api_access::TokenNeed::key`].
     pub tokens: BTreeMap<String, String>,
     /// The Services of the pod's namespace, when `enableServiceLinks` asks for their variables.
-    pub services: Vec<berth_shared::k8s_openapi::api::core::v1::Service>,
+    pub services: Vec<berth_api::k8s_openapi::api::core::v1::Service>,
     /// Where the data of the pod's bound claims is, by the pod's volume name.
     pub claims: BTreeMap<String, super::claims::HostVolume>,
     /// The node's allocatable CPU and memory: what a `resourceFieldRef` to an unset limit
@@ -71,7 +71,7 @@ pub struct HostSide {
 pub struct ConfigError(pub String);
 
 fn quantity(
-    v: Option<&berth_shared::k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    v: Option<&berth_api::k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
 ) -> Option<Quantity> {
     v.and_then(|q| Quantity::parse(&q.0).ok())
 }
@@ -160,7 +160,7 @@ fn render_map(m: Option<&BTreeMap<String, String>>) -> String {
 fn resource_ref(
     c: &Container,
     resource: &str,
-    divisor: Option<&berth_shared::k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    divisor: Option<&berth_api::k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
     host: &HostSide,
 ) -> Result<String, ConfigError> {
     let node = Allocatable {
@@ -176,7 +176,7 @@ fn resource_ref(
 pub fn resource_value(
     c: &Container,
     resource: &str,
-    divisor: Option<&berth_shared::k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    divisor: Option<&berth_api::k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
     node: Allocatable,
 ) -> Result<String, ConfigError> {
     let res = c.resources.as_ref();

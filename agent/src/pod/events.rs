@@ -1,9 +1,9 @@
 //! Kubernetes Events about pods, from component `kubelet` (as `kubectl describe` expects):
 //! repeats of the same reason and message on the same pod fold into one Event with a count.
 
-use berth_shared::client::Client;
-use berth_shared::k8s_openapi::api::core::v1::Pod;
-use berth_shared::resource;
+use berth_api::client::Client;
+use berth_api::k8s_openapi::api::core::v1::Pod;
+use berth_api::resource;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Mutex;

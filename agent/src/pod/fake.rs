@@ -16,8 +16,8 @@ use crate::network::{
 use crate::runtime::{
     ContainerConfig, ContainerId, ContainerInfo, ExitInfo, RuntimeError, TaskState,
 };
-use berth_shared::client::ClientError;
-use berth_shared::k8s_openapi::api::core::v1::{
+use berth_api::client::ClientError;
+use berth_api::k8s_openapi::api::core::v1::{
     ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service,
 };
 use futures::future::BoxFuture;

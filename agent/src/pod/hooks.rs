@@ -2,8 +2,8 @@
 
 use super::ports::ContainerRuntime;
 use crate::runtime::ContainerId;
-use berth_shared::k8s_openapi::api::core::v1::LifecycleHandler;
-use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use berth_api::k8s_openapi::api::core::v1::LifecycleHandler;
+use berth_api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use berth_shared::k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod, PodSpec};
+use berth_api::k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod, PodSpec};
 use jiff::Timestamp;
 
 use super::restart::Backoff;
@@ -466,8 +466,8 @@ pub(crate) fn whole_seconds(t: Timestamp) -> Timestamp {
 /// Builders for the planner's and the status generator's table tests.
 #[cfg(test)]
 pub(crate) mod fixtures {
-    use berth_shared::k8s_openapi::api::core::v1::{PodStatus, Probe};
-    use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+    use berth_api::k8s_openapi::api::core::v1::{PodStatus, Probe};
+    use berth_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
     use super::*;
 
@@ -637,7 +637,7 @@ pub(crate) mod fixtures {
 
 #[cfg(test)]
 mod tests {
-    use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use berth_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     use super::fixtures::*;
     use super::*;

@@ -27,7 +27,7 @@
 
 use std::time::Duration;
 
-use berth_shared::k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodSpec};
+use berth_api::k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodSpec};
 use jiff::Timestamp;
 
 use super::model::{
@@ -386,7 +386,7 @@ impl<'a> Planner<'a> {
 
 #[cfg(test)]
 mod tests {
-    use berth_shared::k8s_openapi::api::core::v1::{
+    use berth_api::k8s_openapi::api::core::v1::{
         Lifecycle, LifecycleHandler, PodReadinessGate, Probe, SleepAction,
     };
 
@@ -1177,7 +1177,7 @@ mod tests {
         status.container_statuses = Some(vec![ContainerStatus {
             name: "app".into(),
             restart_count: 4,
-            state: Some(berth_shared::k8s_openapi::api::core::v1::ContainerState {
+            state: Some(berth_api::k8s_openapi::api::core::v1::ContainerState {
                 running: Some(Default::default()),
                 ..Default::default()
             }),

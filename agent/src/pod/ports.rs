@@ -14,11 +14,11 @@ use crate::network::{Network, NetworkError, NetworkFacts, PodNetwork, PodRef, Pr
 use crate::runtime::{
     ContainerConfig, ContainerId, ContainerInfo, ExitInfo, Runtime, RuntimeError,
 };
-use berth_shared::client::{Client, ClientError};
-use berth_shared::k8s_openapi::api::core::v1::{
+use berth_api::client::{Client, ClientError};
+use berth_api::k8s_openapi::api::core::v1::{
     ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service,
 };
-use berth_shared::resource::{
+use berth_api::resource::{
     PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS, SERVICE_ACCOUNTS, SERVICES,
 };
 use futures::future::BoxFuture;

@@ -6,7 +6,7 @@ use super::ports::ContainerRuntime;
 use crate::probe::policy::{Due, ProbeGate, ProbeKind, ProbeResult, ProbeState, ProbeTiming};
 use crate::probe::{ExecProber, Target};
 use crate::runtime::ContainerId;
-use berth_shared::k8s_openapi::api::core::v1::Container;
+use berth_api::k8s_openapi::api::core::v1::Container;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -84,7 +84,7 @@ pub async fn run(
     on_result: impl Fn(ProbeKind, ProbeResult) + Send + Sync + 'static,
 ) {
     let id = p.id.to_string();
-    let mut states: Vec<(ProbeState, berth_shared::k8s_openapi::api::core::v1::Probe)> = [
+    let mut states: Vec<(ProbeState, berth_api::k8s_openapi::api::core::v1::Probe)> = [
         (ProbeKind::Startup, p.container.startup_probe.clone()),
         (ProbeKind::Liveness, p.container.liveness_probe.clone()),
         (ProbeKind::Readiness, p.container.readiness_probe.clone()),

@@ -12,8 +12,8 @@
 //!
 //! Planner: pure, no I/O.
 
-use berth_shared::k8s_openapi::api::core::v1::{Container, Pod};
-use berth_shared::scheduling::resources::value;
+use berth_api::k8s_openapi::api::core::v1::{Container, Pod};
+use berth_api::scheduling::resources::value;
 
 /// Upstream's `guaranteedOOMScoreAdj`.
 pub const GUARANTEED_OOM_SCORE_ADJ: i32 = -997;
@@ -53,7 +53,7 @@ pub fn class(pod: &Pod) -> QosClass {
         .or_else(|| {
             pod.spec
                 .as_ref()
-                .and_then(|s| QosClass::parse(berth_shared::admission::qos_class(s)))
+                .and_then(|s| QosClass::parse(berth_api::qos::qos_class(s)))
         })
         .unwrap_or(QosClass::BestEffort)
 }

@@ -15,7 +15,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use berth_shared::k8s_openapi::api::core::v1::{AppArmorProfile, Container, Pod, SeccompProfile};
+use berth_api::k8s_openapi::api::core::v1::{AppArmorProfile, Container, Pod, SeccompProfile};
 
 use super::container_config::ConfigError;
 use super::sysctls::{self, Allowlist};

@@ -6,7 +6,7 @@
 //! the Docker link variables (`<NAME>_PORT`, `<NAME>_PORT_<port>_<PROTO>[_PROTO|_PORT|_ADDR]`).
 //! The `kubernetes` Service's variables are [`super::api_access::service_env`]'s.
 
-use berth_shared::k8s_openapi::api::core::v1::Service;
+use berth_api::k8s_openapi::api::core::v1::Service;
 
 /// A Service name as a variable name: upper case, `-` → `_`.
 fn var_name(name: &str) -> String {

@@ -12,11 +12,11 @@
 
 use std::collections::BTreeMap;
 
-use berth_shared::k8s_openapi::api::core::v1::{
+use berth_api::k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
     ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodSpec, PodStatus,
 };
-use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use berth_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use jiff::Timestamp;
 
 use super::model::{
@@ -455,7 +455,7 @@ fn pod_ips(ctx: &Ctx<'_>) -> Option<Vec<PodIP>> {
 
 #[cfg(test)]
 mod tests {
-    use berth_shared::k8s_openapi::api::core::v1::{PodCondition, PodReadinessGate, PodSpec};
+    use berth_api::k8s_openapi::api::core::v1::{PodCondition, PodReadinessGate, PodSpec};
 
     use super::super::model::fixtures::*;
     use super::super::model::{ProbeResults, PullFailure, StartError};

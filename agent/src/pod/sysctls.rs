@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 
 /// The reason of a pod rejected for its sysctls (upstream's `ForbiddenReason`).
 pub const FORBIDDEN_REASON: &str = "SysctlForbidden";

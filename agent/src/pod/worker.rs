@@ -25,7 +25,7 @@ use super::plan::{Action, PodKillReason, plan_pod};
 use super::ports::{ContainerRuntime, EventSink, ImagePuller, PodApi, SandboxNetwork};
 use super::{prober, volumes};
 use crate::network::dns::ClusterDns;
-use berth_shared::k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
+use berth_api::k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
 use jiff::Timestamp;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -40,7 +40,7 @@ pub enum WorkerError {
     #[error(transparent)]
     Network(#[from] crate::network::NetworkError),
     #[error(transparent)]
-    Client(#[from] berth_shared::client::ClientError),
+    Client(#[from] berth_api::client::ClientError),
     #[error(transparent)]
     Volume(#[from] volumes::VolumeError),
     #[error(transparent)]

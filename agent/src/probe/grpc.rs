@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use berth_shared::k8s_openapi::api::core::v1::GRPCAction;
+use berth_api::k8s_openapi::api::core::v1::GRPCAction;
 use bytes::{BufMut, Bytes, BytesMut};
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
@@ -261,7 +261,7 @@ fn decode_status(message: &[u8]) -> Result<u64, String> {
 mod tests {
     use std::convert::Infallible;
 
-    use berth_shared::k8s_openapi::api::core::v1::Container;
+    use berth_api::k8s_openapi::api::core::v1::Container;
     use http_body_util::StreamBody;
     use http_body_util::combinators::BoxBody;
     use hyper::body::{Frame, Incoming};

@@ -2,11 +2,11 @@
 //! verification); status 200–399 is success. Redirects to the same host are followed (up to
 //! 10); a redirect elsewhere ends the probe as a success, as upstream does.
 
-use berth_shared::client::any_certificate::AnyServerCertificate;
+use berth_api::client::any_certificate::AnyServerCertificate;
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_shared::k8s_openapi::api::core::v1::{HTTPGetAction, HTTPHeader};
+use berth_api::k8s_openapi::api::core::v1::{HTTPGetAction, HTTPHeader};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper::header::{ACCEPT, CONNECTION, HOST, HeaderName, HeaderValue, LOCATION, USER_AGENT};
@@ -245,8 +245,8 @@ mod tests {
     use std::convert::Infallible;
     use std::sync::Mutex;
 
-    use berth_shared::k8s_openapi::api::core::v1::Container;
-    use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    use berth_api::k8s_openapi::api::core::v1::Container;
+    use berth_api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     use http_body_util::Full;
     use hyper::body::Incoming;
     use hyper::service::service_fn;

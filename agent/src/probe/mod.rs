@@ -15,8 +15,8 @@ use std::error::Error as StdError;
 use std::future::Future;
 use std::time::Duration;
 
-use berth_shared::k8s_openapi::api::core::v1::{Container, Probe};
-use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use berth_api::k8s_openapi::api::core::v1::{Container, Probe};
+use berth_api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 pub use policy::{Due, ProbeGate, ProbeKind, ProbeResult, ProbeState, ProbeTiming};
 
@@ -197,7 +197,7 @@ fn join_host_port(host: &str, port: u16) -> String {
 mod tests {
     use std::io;
 
-    use berth_shared::k8s_openapi::api::core::v1::{ContainerPort, ExecAction};
+    use berth_api::k8s_openapi::api::core::v1::{ContainerPort, ExecAction};
 
     use super::*;
 

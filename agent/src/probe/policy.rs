@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use berth_shared::k8s_openapi::api::core::v1::Probe;
+use berth_api::k8s_openapi::api::core::v1::Probe;
 use jiff::Timestamp;
 
 use crate::pod::model::{after, elapsed, seconds};

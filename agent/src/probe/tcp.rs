@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use berth_shared::k8s_openapi::api::core::v1::TCPSocketAction;
+use berth_api::k8s_openapi::api::core::v1::TCPSocketAction;
 use tokio::net::TcpStream;
 
 use super::{Outcome, ProbeError, Target, host, join_host_port, resolve_port};
@@ -26,8 +26,8 @@ pub(super) async fn probe(
 
 #[cfg(test)]
 mod tests {
-    use berth_shared::k8s_openapi::api::core::v1::Container;
-    use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    use berth_api::k8s_openapi::api::core::v1::Container;
+    use berth_api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     use tokio::net::TcpListener;
 
     use super::*;

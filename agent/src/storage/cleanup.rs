@@ -6,8 +6,8 @@
 //! that directory removed and then the finalizer lifted. A volume that would be ours but whose
 //! path is anywhere else is refused, never touched: the finalizer stays for an operator.
 
-use berth_shared::admission::storage::LOCAL_PATH_CLEANUP;
-use berth_shared::k8s_openapi::api::core::v1::PersistentVolume;
+use berth_api::k8s_openapi::api::core::v1::PersistentVolume;
+use berth_api::local_path::LOCAL_PATH_CLEANUP;
 use std::path::{Component, Path, PathBuf};
 
 /// The label nodes carry with their name, which local-path volumes are pinned with.

@@ -6,10 +6,10 @@
 
 pub mod cleanup;
 
-use berth_shared::client::{Client, ClientError, ListParams, ResumingWatch, WatchEvent};
-use berth_shared::k8s_openapi::api::core::v1::PersistentVolume;
-use berth_shared::reconcile::{self, Outcome, Queue};
-use berth_shared::resource::{EVENTS, PERSISTENT_VOLUMES};
+use berth_api::client::{Client, ClientError, ListParams, ResumingWatch, WatchEvent};
+use berth_api::k8s_openapi::api::core::v1::PersistentVolume;
+use berth_api::reconcile::{self, Outcome, Queue};
+use berth_api::resource::{EVENTS, PERSISTENT_VOLUMES};
 use cleanup::Cleanup;
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};

@@ -55,9 +55,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub use berth_api::qos::qos_class;
 pub use field::{FieldError, FieldErrorType};
 pub use names::validate_name;
-pub use pod::qos_class;
 pub use sets::TEMPLATE_GENERATION;
 
 /// The write being admitted.

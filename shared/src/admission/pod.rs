@@ -13,7 +13,7 @@ use super::field::{FieldError, Path};
 use super::meta::{validate_object_meta, validate_object_meta_update};
 use super::pod_spec::{SpecOwner, validate_pod_spec};
 use super::scheduling::validate_tolerations;
-use crate::quantity::Quantity;
+use berth_api::qos::qos_class;
 
 /// Seconds pods tolerate a not-ready or unreachable node before eviction (upstream admission).
 const DEFAULT_TOLERATION_SECONDS: i64 = 300;
@@ -125,63 +125,6 @@ fn admit_new_pod_spec(spec: &mut PodSpec) {
                 ..Default::default()
             });
         }
-    }
-}
-
-/// Upstream `ComputePodQOS`: Guaranteed when every container limits cpu and memory and the
-/// summed requests equal the summed limits; BestEffort when nothing is requested or limited.
-pub fn qos_class(spec: &PodSpec) -> &'static str {
-    let mut requests: BTreeMap<&str, Quantity> = BTreeMap::new();
-    let mut limits: BTreeMap<&str, Quantity> = BTreeMap::new();
-    let mut guaranteed = true;
-    for c in spec
-        .containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten())
-    {
-        let res = c.resources.as_ref();
-        for (name, q) in res.and_then(|r| r.requests.as_ref()).into_iter().flatten() {
-            let Some(name) = qos_resource(name) else {
-                continue;
-            };
-            if let Some(v) = Quantity::parse(&q.0).ok().filter(Quantity::is_positive) {
-                let sum = requests.entry(name).or_default();
-                *sum = sum.saturating_add(v);
-            }
-        }
-        let mut found = 0;
-        for (name, q) in res.and_then(|r| r.limits.as_ref()).into_iter().flatten() {
-            let Some(name) = qos_resource(name) else {
-                continue;
-            };
-            if let Some(v) = Quantity::parse(&q.0).ok().filter(Quantity::is_positive) {
-                found += 1;
-                let sum = limits.entry(name).or_default();
-                *sum = sum.saturating_add(v);
-            }
-        }
-        if found < 2 {
-            guaranteed = false;
-        }
-    }
-    if requests.is_empty() && limits.is_empty() {
-        return "BestEffort";
-    }
-    let equal = requests
-        .iter()
-        .all(|(k, r)| limits.get(k).is_some_and(|l| l.cmp_to(r).is_eq()));
-    if guaranteed && equal && requests.len() == limits.len() {
-        "Guaranteed"
-    } else {
-        "Burstable"
-    }
-}
-
-fn qos_resource(name: &str) -> Option<&'static str> {
-    match name {
-        "cpu" => Some("cpu"),
-        "memory" => Some("memory"),
-        _ => None,
     }
 }
 

@@ -3,7 +3,8 @@
 //! `ValidatePersistentVolume(Update)`, `ValidatePersistentVolumeClaim(Update)` and
 //! `ValidateStorageClass(Update)` with upstream's paths and messages. The default
 //! StorageClass and the resize check need the stored classes: the server does those
-//! (the constants they share with the controller and the agent are here).
+//! (the constants they share with the controller are here; the local-path names, which the
+//! agent needs too, live in `berth_api::local_path` and are re-exported here).
 
 use std::collections::BTreeMap;
 
@@ -33,15 +34,11 @@ const BETA_DEFAULT_CLASS_ANNOTATION: &str = "storageclass.beta.kubernetes.io/is-
 /// The claim annotation the scheduler sets when it places a pod using a
 /// WaitForFirstConsumer claim.
 pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
-/// The built-in local-path provisioner and its StorageClass.
-pub const LOCAL_PATH_PROVISIONER: &str = "berth.io/local-path";
-pub const LOCAL_PATH_CLASS: &str = "local-path";
-/// The node annotation where an agent publishes its local-path directory.
-pub const LOCAL_PATH_DIR_ANNOTATION: &str = "storage.berth.io/local-path-dir";
-/// The finalizer a local-path volume keeps until its node's agent removed the directory.
-pub const LOCAL_PATH_CLEANUP: &str = "storage.berth.io/local-path-cleanup";
-/// The local-path directory when neither the node nor the class names one.
-pub const DEFAULT_LOCAL_PATH_DIR: &str = "/var/lib/berth-agent/storage";
+/// The built-in local-path provisioner's names (in `berth-api`, which the agent shares).
+pub use berth_api::local_path::{
+    DEFAULT_LOCAL_PATH_DIR, LOCAL_PATH_CLASS, LOCAL_PATH_CLEANUP, LOCAL_PATH_DIR_ANNOTATION,
+    LOCAL_PATH_PROVISIONER,
+};
 
 pub const READ_WRITE_ONCE: &str = "ReadWriteOnce";
 pub const READ_ONLY_MANY: &str = "ReadOnlyMany";

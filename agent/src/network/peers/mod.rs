@@ -9,7 +9,7 @@ pub mod plan;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use berth_shared::client::{Client, ListParams, ResumingWatch, WatchEvent};
+use berth_api::client::{Client, ListParams, ResumingWatch, WatchEvent};
 use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -40,10 +40,10 @@ pub enum PeerError {
     #[error(transparent)]
     Netlink(#[from] netlink::NetlinkError),
     #[error(transparent)]
-    Client(#[from] berth_shared::client::ClientError),
+    Client(#[from] berth_api::client::ClientError),
 }
 
-fn nodes() -> &'static berth_shared::resource::ResourceType {
+fn nodes() -> &'static berth_api::resource::ResourceType {
     crate::node::rt("nodes", "", "v1")
 }
 

@@ -7,7 +7,7 @@
 //!
 //! Planner: pure, no I/O.
 
-use berth_shared::k8s_openapi::api::core::v1::{Container, PodSpec};
+use berth_api::k8s_openapi::api::core::v1::{Container, PodSpec};
 
 use super::Planner;
 use crate::pod::model::{State, ephemeral_containers};
@@ -43,7 +43,7 @@ impl Planner<'_> {
 
 #[cfg(test)]
 mod tests {
-    use berth_shared::k8s_openapi::api::core::v1::{EphemeralContainer, Pod};
+    use berth_api::k8s_openapi::api::core::v1::{EphemeralContainer, Pod};
 
     use super::super::{Action, PodKillReason, plan_pod};
     use crate::pod::model::fixtures::*;

@@ -3,7 +3,7 @@
 //!
 //! Planner: pure, no I/O.
 
-use berth_shared::k8s_openapi::api::core::v1::{Container, PodSpec};
+use berth_api::k8s_openapi::api::core::v1::{Container, PodSpec};
 
 use super::{Action, KillReason, Planner};
 use crate::pod::model::{RestartPolicy, State, is_sidecar};

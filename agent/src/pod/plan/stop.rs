@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use berth_shared::k8s_openapi::api::core::v1::Container;
+use berth_api::k8s_openapi::api::core::v1::Container;
 
 use super::{Action, KillReason, KillTarget, Planner, PodKillReason};
 use crate::pod::model::{

@@ -6,7 +6,7 @@
 //!
 //! Planner: pure, no I/O.
 
-use berth_shared::k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodStatus};
+use berth_api::k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodStatus};
 
 /// One `BackOff` event to record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,10 +72,10 @@ pub fn backoff_events(pod: &Pod, old: Option<&PodStatus>, new: &PodStatus) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use berth_shared::k8s_openapi::api::core::v1::{
+    use berth_api::k8s_openapi::api::core::v1::{
         ContainerState, ContainerStateRunning, ContainerStateWaiting,
     };
-    use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use berth_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn pod() -> Pod {
         Pod {

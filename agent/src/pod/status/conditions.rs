@@ -4,8 +4,8 @@
 //!
 //! Planner: pure, no I/O.
 
-use berth_shared::k8s_openapi::api::core::v1::{ContainerStatus, PodCondition, PodSpec};
-use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use berth_api::k8s_openapi::api::core::v1::{ContainerStatus, PodCondition, PodSpec};
+use berth_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::phase::any_regular_started;
 use super::{Ctx, FAILED, SUCCEEDED};

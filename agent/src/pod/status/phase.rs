@@ -3,7 +3,7 @@
 //!
 //! Planner: pure, no I/O.
 
-use berth_shared::k8s_openapi::api::core::v1::{
+use berth_api::k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateTerminated, ContainerStatus, PodSpec,
 };
 

@@ -6,7 +6,7 @@
 use super::payload::{self, ConfigKind};
 use super::{VolumeError, atomic_writer, host_path, io, ownership, pod_dir, prepare_one};
 use crate::pod::container_config::ResolvedSources;
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 

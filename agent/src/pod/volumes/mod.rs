@@ -21,7 +21,7 @@ pub use config::{
 use super::claims::HostKind;
 use super::container_config::ResolvedSources;
 use super::host_path::{self, Found, PathType, Step};
-use berth_shared::k8s_openapi::api::core::v1::{Container, Pod, Volume};
+use berth_api::k8s_openapi::api::core::v1::{Container, Pod, Volume};
 use payload::ConfigKind;
 use std::collections::BTreeMap;
 use std::os::unix::fs::DirBuilderExt;
@@ -248,7 +248,7 @@ fn prepare_one(
             let size = e
                 .size_limit
                 .as_ref()
-                .and_then(|q| berth_shared::quantity::Quantity::parse(&q.0).ok())
+                .and_then(|q| berth_api::quantity::Quantity::parse(&q.0).ok())
                 .and_then(|q| u64::try_from(q.value()).ok());
             tmpfs::mount(&dir, size)?;
         } else {

@@ -5,7 +5,7 @@
 //! root already has the group and the bits. Symlinks get the group but keep their mode.
 
 use super::{VolumeError, io};
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 

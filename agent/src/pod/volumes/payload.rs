@@ -7,7 +7,7 @@
 
 use crate::pod::api_access::{DEFAULT_TOKEN_SECONDS, TokenNeed};
 use crate::pod::container_config::{Allocatable, ResolvedSources, resource_value};
-use berth_shared::k8s_openapi::api::core::v1::{
+use berth_api::k8s_openapi::api::core::v1::{
     DownwardAPIVolumeFile, KeyToPath, Pod, ServiceAccountTokenProjection, Volume,
 };
 use std::collections::BTreeMap;

@@ -6,7 +6,7 @@ use super::{PodWorker, WorkerError};
 use crate::pod::model::Observed;
 use crate::pod::security_profiles::plan_admission;
 use crate::pod::status::{FAILED, is_terminal, pod_status};
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 
 impl PodWorker {
     /// Whether the pass may go on with `pod`; `false` when it was just rejected.

@@ -7,7 +7,7 @@
 
 use super::{PodWorker, ns_of};
 use crate::pod::claims::{self, ClaimError, HostVolume};
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 
 /// How often a pod waiting for its claims looks again.
@@ -73,7 +73,7 @@ impl PodWorker {
 
     async fn observe_claim(&self, ns: &str, name: &str) -> Result<HostVolume, ClaimError> {
         let lookup = |what: String| {
-            move |e: berth_shared::client::ClientError| ClaimError::Lookup {
+            move |e: berth_api::client::ClientError| ClaimError::Lookup {
                 what,
                 message: e.to_string(),
             }

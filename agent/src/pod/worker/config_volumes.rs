@@ -6,7 +6,7 @@
 
 use super::PodWorker;
 use crate::pod::volumes;
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 
 impl PodWorker {
     /// Writes the pod's config volumes; `Err` is the `FailedMount` message.

@@ -11,7 +11,7 @@ use crate::pod::model::{
 use crate::pod::prober;
 use crate::pod::sandbox::{SandboxFacts, judge_sandbox};
 use crate::runtime::{ContainerInfo, TaskState};
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 use jiff::Timestamp;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -7,7 +7,7 @@ use crate::pod::model::{Observed, Sandbox};
 use crate::pod::prober;
 use crate::probe::policy::{ProbeKind, ProbeResult};
 use crate::runtime::{ContainerId, ContainerInfo, TaskState};
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 use jiff::Timestamp;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

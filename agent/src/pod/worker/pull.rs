@@ -8,7 +8,7 @@ use crate::image::keyring::{self, Keyring};
 use crate::image::{PullError, PullPolicy, default_pull_policy};
 use crate::pod::model::{ImagePull, PullFailure};
 use crate::pod::restart::image_pull_failed;
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 use jiff::Timestamp;
 
 impl PodWorker {

@@ -6,7 +6,7 @@
 
 use super::{PodWorker, ns_of};
 use crate::pod::container_config::{Allocatable, ResolvedSources};
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 
 impl PodWorker {

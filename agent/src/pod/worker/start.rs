@@ -10,7 +10,7 @@ use crate::pod::model::StartError;
 use crate::pod::restart::Backoff;
 use crate::pod::{hooks, volumes};
 use crate::runtime::{ContainerId, RuntimeError, TaskState};
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -5,7 +5,7 @@ use super::{PodWorker, all_containers};
 use crate::pod::hooks;
 use crate::pod::plan::KillTarget;
 use crate::runtime::ContainerId;
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 use std::time::Duration;
 
 impl PodWorker {

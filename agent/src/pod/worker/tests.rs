@@ -8,7 +8,7 @@ use crate::pod::labels;
 use crate::pod::model::ProbeResults;
 use crate::pod::model::fixtures::{container, deleted, pod};
 use crate::probe::policy::ProbeResult;
-use berth_shared::k8s_openapi::api::core::v1::{ExecAction, Probe};
+use berth_api::k8s_openapi::api::core::v1::{ExecAction, Probe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The first attempt of container `app` of pod `u1` in sandbox 0.
@@ -432,7 +432,7 @@ async fn a_pods_start_is_recorded_once_in_the_start_latency_metrics() {
     let mut pod = app_pod("Always");
     pod.metadata.resource_version = Some("1".into());
     pod.metadata.creation_timestamp =
-        Some(berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(h.worker.now()));
+        Some(berth_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(h.worker.now()));
     h.running(&pod).await;
     for _ in 0..3 {
         h.pass(&pod).await;
@@ -611,7 +611,7 @@ async fn a_host_path_of_the_wrong_type_holds_the_pod_back_with_failed_mount_unti
 #[tokio::test(start_paused = true)]
 async fn an_ephemeral_container_starts_once_in_its_targets_pid_namespace() {
     use crate::runtime::NamespaceMode;
-    use berth_shared::k8s_openapi::api::core::v1::EphemeralContainer;
+    use berth_api::k8s_openapi::api::core::v1::EphemeralContainer;
 
     let h = harness();
     let mut pod = app_pod("Always");
@@ -700,7 +700,7 @@ async fn a_missing_config_map_holds_the_pod_and_a_changed_one_is_rewritten_witho
         )]
     );
     let put = |v: &str| {
-        let cm: berth_shared::k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(
+        let cm: berth_api::k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(
             serde_json::json!({"metadata": {"name": "cm"}, "data": {"k": v}}),
         )
         .unwrap();

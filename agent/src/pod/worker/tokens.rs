@@ -6,7 +6,7 @@
 use super::PodWorker;
 use crate::pod::api_access::{self, TokenNeed};
 use crate::pod::ports::IssuedToken;
-use berth_shared::k8s_openapi::api::core::v1::Pod;
+use berth_api::k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 

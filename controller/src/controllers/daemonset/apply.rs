@@ -5,12 +5,10 @@
 use super::plan::{Changes, Deletion, Why};
 use super::template::new_pod;
 use super::view::DaemonSet;
-use super::{Controller, DaemonSetError, status};
-use crate::controllers::ownership::uid_of;
-use crate::controllers::replicaset::plan::slow_start_batches;
+use super::{Controller, DaemonSetError};
+use crate::controllers::workload::status::{self, Target};
 use crate::events::EventType;
-use crate::registry::{DeleteOptions, DeletePreconditions, Part, RegistryError, WriteOptions};
-use berth_shared::resource::{DAEMON_SETS, PODS};
+use berth_shared::resource::DAEMON_SETS;
 use jiff::Timestamp;
 use serde_json::Value;
 
@@ -24,41 +22,12 @@ impl Controller {
         hash: &str,
         now: Timestamp,
     ) -> Result<Option<DaemonSetError>, DaemonSetError> {
-        let mut failure = None;
-        let mut nodes = changes.create.iter();
-        for batch in slow_start_batches(changes.create.len()) {
-            let mut failed = false;
-            for node in nodes.by_ref().take(batch) {
-                match self.registry.create(
-                    PODS,
-                    Some(&ds.namespace),
-                    new_pod(ds, node, hash),
-                    &WriteOptions::default(),
-                ) {
-                    Ok(pod) => {
-                        let name = pod
-                            .pointer("/metadata/name")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default();
-                        tracing::debug!(daemonset = %ds.name, pod = name, node, "created pod");
-                        let msg = format!("Created pod: {name}");
-                        self.record(raw, EventType::Normal, "SuccessfulCreate", &msg);
-                    }
-                    // Nothing can be created in a terminating namespace; not a failure.
-                    Err(e) if e.is_namespace_terminating() => {}
-                    Err(e) => {
-                        let msg = format!("Error creating: {e}");
-                        self.record(raw, EventType::Warning, "FailedCreate", &msg);
-                        failure.get_or_insert(DaemonSetError::Create(e));
-                        failed = true;
-                    }
-                }
-            }
-            // Slow start: a systematic error costs one batch, not every node.
-            if failed {
-                break;
-            }
-        }
+        let pods = changes.create.iter().map(|node| new_pod(ds, node, hash));
+        let mut failure = self
+            .pods_control
+            .create(raw, &ds.namespace, pods)
+            .failure
+            .map(DaemonSetError::Create);
         for d in &changes.delete {
             if let Some(e) = self.apply_delete_pod(ds, raw, d, now) {
                 failure.get_or_insert(e);
@@ -95,30 +64,10 @@ impl Controller {
             }
             _ => {}
         }
-        let opts = DeleteOptions {
-            preconditions: Some(DeletePreconditions {
-                uid: Some(pod.uid.clone()),
-                resource_version: None,
-            }),
-            ..DeleteOptions::default()
-        };
-        match self
-            .registry
-            .delete(PODS, Some(&ds.namespace), &pod.name, &opts)
-        {
-            Ok(_) => {
-                let msg = format!("Deleted pod: {}", pod.name);
-                self.record(raw, EventType::Normal, "SuccessfulDelete", &msg);
-                None
-            }
-            // Gone already, or replaced by another pod of the same name.
-            Err(RegistryError::NotFound { .. } | RegistryError::Conflict { .. }) => None,
-            Err(e) => {
-                let msg = format!("Error deleting: {e}");
-                self.record(raw, EventType::Warning, "FailedDelete", &msg);
-                Some(DaemonSetError::Delete(e))
-            }
-        }
+        self.pods_control
+            .delete(raw, &ds.namespace, &pod.name, &pod.uid)
+            .err()
+            .map(DaemonSetError::Delete)
     }
 
     pub(super) fn apply_status(
@@ -126,23 +75,16 @@ impl Controller {
         ds: &DaemonSet,
         new: &super::view::Status,
     ) -> Result<(), DaemonSetError> {
-        let r = self.registry.update_with(
-            DAEMON_SETS,
-            Some(&ds.namespace),
-            &ds.name,
-            Part::Status,
-            &WriteOptions::default(),
-            |mut obj| {
-                if uid_of(&obj) != Some(ds.uid.as_str()) {
-                    return Err(RegistryError::not_found(DAEMON_SETS, &ds.name));
-                }
-                status::apply(&mut obj, new);
-                Ok(obj)
-            },
-        );
-        match r {
-            Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        let target = Target {
+            resource: DAEMON_SETS,
+            namespace: &ds.namespace,
+            name: &ds.name,
+            uid: &ds.uid,
+            expected_version: None,
+        };
+        status::write(&self.registry, &target, |obj| {
+            super::status::apply(obj, new)
+        })?;
+        Ok(())
     }
 }

@@ -28,10 +28,10 @@ mod fixtures;
 mod tests;
 
 use super::history;
-use super::ownership::Claim;
 use super::runtime::{self, Clock, Context, Reconciler};
-use crate::events::{EventType, Recorder};
-use crate::informer::{Informer, ORPHANS_BY_NAMESPACE, Object, ObjectKey};
+use super::workload::PodControl;
+use crate::events::EventType;
+use crate::informer::{Informer, ObjectKey};
 use crate::registry::{Registry, RegistryError};
 use backoff::FailedBackoff;
 use berth_shared::reconcile::{ErrorPolicy, Outcome, Retry};
@@ -88,15 +88,13 @@ struct Controller {
     pods: Arc<Informer>,
     nodes: Arc<Informer>,
     revisions: Arc<Informer>,
-    recorder: Recorder,
+    pods_control: PodControl,
     failed: Mutex<FailedBackoff>,
 }
 
 impl Controller {
     fn record(&self, raw: &Value, t: EventType, reason: &str, message: &str) {
-        if let Err(e) = self.recorder.record(raw, t, reason, message) {
-            tracing::debug!(error = %e, reason, "recording event");
-        }
+        self.pods_control.record(raw, t, reason, message);
     }
 
     fn backoff(&self) -> std::sync::MutexGuard<'_, FailedBackoff> {
@@ -110,67 +108,24 @@ impl Controller {
         nodes
     }
 
-    /// The DaemonSet's revisions and the orphans it may adopt, claimed (adoptions and releases
-    /// applied).
+    /// The DaemonSet's revisions, claimed through the kit (adoptions and releases applied).
     fn observe_revisions(&self, ds: &DaemonSet) -> Result<Vec<Arc<Revision>>, DaemonSetError> {
-        let mut candidates: Vec<Arc<Object>> = self.revisions.controlled_by(&ds.uid);
-        candidates.extend(
-            self.revisions
-                .in_namespace(&ds.namespace)
-                .into_iter()
-                .filter(|r| r.controller().is_none()),
-        );
-        candidates.sort_by(|a, b| a.name().cmp(b.name()));
-        let mut out = Vec::new();
         let owner = template::ownership(ds);
-        let registry = &self.registry;
-        for obj in candidates {
-            let r: Arc<Revision> = obj.view();
-            match owner.claim(&r.labels, r.controller.as_ref(), r.deleting) {
-                Claim::Owned => out.push(r),
-                Claim::Adopt => {
-                    if owner.adopt(registry, CONTROLLER_REVISIONS, &r.name, &r.uid)? {
-                        out.push(r);
-                    }
-                }
-                Claim::Release => owner.release(registry, CONTROLLER_REVISIONS, &r.name, &r.uid)?,
-                Claim::Ignore => {}
-            }
-        }
-        Ok(out)
+        let claimed = owner.claim(&self.registry, &self.revisions)?;
+        Ok(claimed.iter().map(|o| o.view()).collect())
     }
 
-    /// The DaemonSet's pods and the orphans it may adopt, claimed.
+    /// The DaemonSet's pods, claimed.
     fn observe_pods(&self, ds: &DaemonSet) -> Result<Vec<DaemonPod>, DaemonSetError> {
-        let mut candidates = self.pods.controlled_by(&ds.uid);
-        candidates.extend(
-            self.pods
-                .by_index(ORPHANS_BY_NAMESPACE, &ds.namespace)
-                .into_iter()
-                .filter(|p| ds.selector.matches(p.labels())),
-        );
-        candidates.sort_by(|a, b| a.name().cmp(b.name()));
-        let mut out = Vec::new();
         let owner = template::ownership(ds);
-        let registry = &self.registry;
-        for obj in candidates {
-            let pod: Arc<view::Pod> = obj.view();
-            let daemon = DaemonPod {
-                node: obj.view::<TargetNode>().0.clone(),
-                pod: pod.clone(),
-            };
-            match owner.claim(&pod.labels, pod.controller.as_ref(), pod.deleting) {
-                Claim::Owned => out.push(daemon),
-                Claim::Adopt => {
-                    if owner.adopt(registry, PODS, &pod.name, &pod.uid)? {
-                        out.push(daemon);
-                    }
-                }
-                Claim::Release => owner.release(registry, PODS, &pod.name, &pod.uid)?,
-                Claim::Ignore => {}
-            }
-        }
-        Ok(out)
+        let claimed = owner.claim(&self.registry, &self.pods)?;
+        Ok(claimed
+            .iter()
+            .map(|o| DaemonPod {
+                node: o.view::<TargetNode>().0.clone(),
+                pod: o.view(),
+            })
+            .collect())
     }
 
     /// One pass over one DaemonSet.
@@ -258,17 +213,15 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
         pods,
         nodes: ctx.informer(NODES),
         revisions: ctx.informer(CONTROLLER_REVISIONS),
-        recorder: ctx.recorder(COMPONENT),
+        pods_control: PodControl::new(ctx.registry.clone(), ctx.recorder(COMPONENT)),
         failed: Mutex::new(FailedBackoff::default()),
     });
-    let (for_pods, for_revisions, for_nodes) = (sets.clone(), sets.clone(), sets);
+    let for_nodes = sets;
     runtime::Controller::new("daemonset", &ctx, DAEMON_SETS)
         .owns(PODS)
         .owns(CONTROLLER_REVISIONS)
-        .watches(PODS, move |d| routing::orphan(&for_pods, d))
-        .watches(CONTROLLER_REVISIONS, move |d| {
-            routing::orphan(&for_revisions, d)
-        })
+        .adopts(PODS, routing::selector)
+        .adopts(CONTROLLER_REVISIONS, routing::selector)
         .watches(NODES, move |d| routing::node_change(&for_nodes, d))
         .resync(RESYNC)
         .paced(PACE)

@@ -1,13 +1,14 @@
 //! Which DaemonSets a change concerns, and the views they are judged by (each derived once per
 //! object version and shared). A DaemonSet's own change, and its pods' and revisions' through
-//! their controller reference, are wired by the runtime (`Controller::new`, `.owns`); here: a
-//! live orphan pod or revision concerns every DaemonSet of its namespace whose selector matches
-//! it (upstream `addPod`/`updatePod`, `addHistory`), and a node concerns the DaemonSets whose
+//! their controller reference, are wired by the runtime (`Controller::new`, `.owns`), and so
+//! are live orphans (`.adopts` with [`selector`]: upstream `addPod`/`updatePod`,
+//! `addHistory`); here: a node concerns the DaemonSets whose
 //! verdict on it changes (upstream `addNode`/`updateNode`: a heartbeat or a cordon concerns
 //! none), or, when it goes, every DaemonSet (their pods there must go too).
 
 use super::view::{DaemonSet, Node, ViewError, pinned_node};
 use crate::informer::{Delta, DeltaType, Informer, Object, ObjectKey, View};
+use berth_shared::selector::LabelSelector;
 
 /// A DaemonSet parsed once per version.
 pub struct ParsedDaemonSet(pub Result<DaemonSet, ViewError>);
@@ -42,26 +43,13 @@ impl View for TargetNode {
     }
 }
 
-/// The DaemonSets of `namespace` whose selector matches an orphan's labels.
-fn matching(sets: &Informer, obj: &Object) -> Vec<ObjectKey> {
-    sets.in_namespace(obj.namespace().unwrap_or_default())
-        .into_iter()
-        .filter(|s| {
-            s.view::<ParsedDaemonSet>().0.as_ref().is_ok_and(|ds| {
-                !ds.deleting && !ds.selector.is_empty() && ds.selector.matches(obj.labels())
-            })
-        })
-        .map(|s| s.key().clone())
-        .collect()
-}
-
-/// A change of a pod or a ControllerRevision without a controller: the DaemonSets that may
-/// adopt it.
-pub fn orphan(sets: &Informer, d: &Delta) -> Vec<ObjectKey> {
-    if d.kind == DeltaType::Deleted || d.object.controller().is_some() || d.object.is_deleting() {
-        return Vec::new();
-    }
-    matching(sets, &d.object)
+/// The selector by which a DaemonSet adopts orphan pods and revisions (`.adopts`); none
+/// while it is unreadable or being deleted.
+pub fn selector(ds: &ParsedDaemonSet) -> Option<&LabelSelector> {
+    ds.0.as_ref()
+        .ok()
+        .filter(|d| !d.deleting)
+        .map(|d| &d.selector)
 }
 
 /// A node change: the DaemonSets it concerns.

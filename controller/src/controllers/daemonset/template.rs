@@ -7,7 +7,7 @@
 use super::eligibility::add_daemon_tolerations;
 use super::view::{DaemonSet, GENERATION_LABEL, HASH_LABEL};
 use crate::controllers::history::Owner;
-use crate::controllers::ownership;
+use crate::controllers::workload::{self, Rules};
 use berth_shared::k8s_openapi::api::core::v1 as core;
 use berth_shared::scheduling::node_affinity::NODE_NAME_FIELD;
 use serde_json::{Map, Value, json};
@@ -18,14 +18,7 @@ pub const API_VERSION: &str = "apps/v1";
 
 /// The controller reference a DaemonSet's pods and revisions carry.
 pub fn controller_ref(ds: &DaemonSet) -> Value {
-    json!({
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "name": ds.name,
-        "uid": ds.uid,
-        "controller": true,
-        "blockOwnerDeletion": true,
-    })
+    ownership(ds).controller_ref().to_value()
 }
 
 /// The node affinity a daemon pod for `node` carries: the user's required terms are replaced by
@@ -83,14 +76,15 @@ pub fn new_pod(ds: &DaemonSet, node: &str, hash: &str) -> Value {
 }
 
 /// The DaemonSet as the owner of its pods and revisions.
-pub fn ownership(ds: &DaemonSet) -> ownership::Owner<'_> {
-    ownership::Owner {
+pub fn ownership(ds: &DaemonSet) -> workload::Owner<'_> {
+    workload::Owner {
         resource: berth_shared::resource::DAEMON_SETS,
         namespace: &ds.namespace,
         name: &ds.name,
         uid: &ds.uid,
         selector: &ds.selector,
-        controller_ref: controller_ref(ds),
+        deleting: ds.deleting,
+        rules: Rules::default(),
     }
 }
 

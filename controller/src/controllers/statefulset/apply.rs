@@ -4,8 +4,9 @@
 
 use super::plan::Action;
 use super::view::{OwnerRef, POD_INDEX_LABEL, POD_NAME_LABEL, StatefulSet, Status};
-use super::{Controller, StatefulSetError, status};
-use crate::controllers::ownership::uid_of;
+use super::{Controller, StatefulSetError};
+use crate::controllers::workload::controller_ref::uid_of;
+use crate::controllers::workload::status::{self, Target};
 use crate::events::EventType;
 use crate::registry::{DeleteOptions, DeletePreconditions, Part, RegistryError, WriteOptions};
 use berth_shared::resource::{PERSISTENT_VOLUME_CLAIMS, PODS, STATEFUL_SETS};
@@ -155,24 +156,17 @@ impl Controller {
         set: &StatefulSet,
         new: &Status,
     ) -> Result<(), StatefulSetError> {
-        let r = self.registry.update_with(
-            STATEFUL_SETS,
-            Some(&set.namespace),
-            &set.name,
-            Part::Status,
-            &WriteOptions::default(),
-            |mut obj| {
-                if uid_of(&obj) != Some(set.uid.as_str()) {
-                    return Err(RegistryError::not_found(STATEFUL_SETS, &set.name));
-                }
-                status::apply(&mut obj, new);
-                Ok(obj)
-            },
-        );
-        match r {
-            Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        let target = Target {
+            resource: STATEFUL_SETS,
+            namespace: &set.namespace,
+            name: &set.name,
+            uid: &set.uid,
+            expected_version: None,
+        };
+        status::write(&self.registry, &target, |obj| {
+            super::status::apply(obj, new)
+        })?;
+        Ok(())
     }
 }
 

@@ -23,11 +23,10 @@ pub mod view;
 mod tests;
 
 use super::history::{self, Owner, write::HistoryError};
-use super::ownership::{self, Claim as Ownership};
 use super::runtime::{self, Clock, Context, Reconciler};
-use super::views::ControllerRef;
+use super::workload;
 use crate::events::{EventType, Recorder};
-use crate::informer::{Informer, ORPHANS_BY_NAMESPACE, Object, ObjectKey};
+use crate::informer::{Informer, Object, ObjectKey};
 use crate::registry::{Registry, RegistryError};
 use berth_shared::reconcile::{ErrorPolicy, Outcome, Retry};
 use berth_shared::resource::{CONTROLLER_REVISIONS, PERSISTENT_VOLUME_CLAIMS, PODS, STATEFUL_SETS};
@@ -82,14 +81,23 @@ struct Controller {
 }
 
 /// The StatefulSet as the owner of its pods and revisions.
-fn ownership(set: &StatefulSet) -> ownership::Owner<'_> {
-    ownership::Owner {
+fn ownership(set: &StatefulSet) -> workload::Owner<'_> {
+    workload::Owner {
         resource: STATEFUL_SETS,
         namespace: &set.namespace,
         name: &set.name,
         uid: &set.uid,
         selector: &set.selector,
-        controller_ref: identity::controller_ref(set),
+        deleting: set.deleting,
+        rules: workload::Rules::default(),
+    }
+}
+
+/// A claimed pod with its volumes' view.
+fn set_pod(o: &Object) -> SetPod {
+    SetPod {
+        pod: o.view(),
+        volumes: o.view::<PodVolumes>(),
     }
 }
 
@@ -117,71 +125,14 @@ impl Controller {
         }
     }
 
-    /// Claims (adopts, releases) the candidates: those the set controls and the matching
-    /// orphans of its namespace.
-    fn claim_objects(
-        &self,
-        set: &StatefulSet,
-        informer: &Informer,
-        orphans: Vec<Arc<Object>>,
-    ) -> Result<Vec<Arc<Object>>, StatefulSetError> {
-        let mut candidates = informer.controlled_by(&set.uid);
-        candidates.extend(orphans);
-        candidates.sort_by(|a, b| a.name().cmp(b.name()));
-        candidates.dedup_by(|a, b| a.uid() == b.uid());
-        let owner = ownership(set);
-        let rt = informer.resource();
-        let mut out = Vec::new();
-        for obj in candidates {
-            let controller = obj.controller().map(|c| ControllerRef {
-                api_version: c.api_version.clone(),
-                kind: c.kind.clone(),
-                name: c.name.clone(),
-                uid: c.uid.clone(),
-            });
-            match owner.claim(obj.labels(), controller.as_ref(), obj.is_deleting()) {
-                Ownership::Owned => out.push(obj),
-                Ownership::Adopt => {
-                    if owner.adopt(&self.registry, rt, obj.name(), obj.uid())? {
-                        out.push(obj);
-                    }
-                }
-                Ownership::Release => owner.release(&self.registry, rt, obj.name(), obj.uid())?,
-                Ownership::Ignore => {}
-            }
-        }
-        Ok(out)
-    }
-
     fn observe_revisions(&self, set: &StatefulSet) -> Result<Vec<Arc<Revision>>, StatefulSetError> {
-        let orphans = self
-            .revisions
-            .in_namespace(&set.namespace)
-            .into_iter()
-            .filter(|r| r.controller().is_none())
-            .collect();
-        Ok(self
-            .claim_objects(set, &self.revisions, orphans)?
-            .iter()
-            .map(|o| o.view::<Revision>())
-            .collect())
+        let claimed = ownership(set).claim(&self.registry, &self.revisions)?;
+        Ok(claimed.iter().map(|o| o.view::<Revision>()).collect())
     }
 
     fn observe_pods(&self, set: &StatefulSet) -> Result<Vec<SetPod>, StatefulSetError> {
-        let orphans = self
-            .pods
-            .by_index(ORPHANS_BY_NAMESPACE, &set.namespace)
-            .into_iter()
-            .filter(|p| set.selector.matches(p.labels()))
-            .collect();
-        Ok(self
-            .claim_objects(set, &self.pods, orphans)?
-            .iter()
-            .map(|o| SetPod {
-                pod: o.view(),
-                volumes: o.view::<PodVolumes>(),
-            })
-            .collect())
+        let claimed = ownership(set).claim(&self.registry, &self.pods)?;
+        Ok(claimed.iter().map(|o| set_pod(o)).collect())
     }
 
     /// The claims the set's pods would mount, by name.
@@ -238,10 +189,7 @@ impl Controller {
             self.pods
                 .controlled_by(&set.uid)
                 .iter()
-                .map(|o| SetPod {
-                    pod: o.view(),
-                    volumes: o.view::<PodVolumes>(),
-                })
+                .map(|o| set_pod(o))
                 .collect()
         } else {
             self.observe_pods(set)?
@@ -303,14 +251,12 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
         claims: ctx.informer(PERSISTENT_VOLUME_CLAIMS),
         recorder: ctx.recorder(COMPONENT),
     });
-    let (for_pods, for_revisions, for_claims) = (sets.clone(), sets.clone(), sets);
+    let for_claims = sets;
     runtime::Controller::new("statefulset", &ctx, STATEFUL_SETS)
         .owns(PODS)
         .owns(CONTROLLER_REVISIONS)
-        .watches(PODS, move |d| routing::orphan(&for_pods, d))
-        .watches(CONTROLLER_REVISIONS, move |d| {
-            routing::orphan(&for_revisions, d)
-        })
+        .adopts(PODS, routing::selector)
+        .adopts(CONTROLLER_REVISIONS, routing::selector)
         .watches(PERSISTENT_VOLUME_CLAIMS, move |d| {
             routing::claim_change(&for_claims, d)
         })

@@ -1,12 +1,13 @@
 //! Which StatefulSets a change concerns, and the views they are judged by (each derived once
 //! per object version and shared). A StatefulSet's own change, and its pods' and revisions'
-//! through their controller reference, are wired by the runtime; here: a live orphan pod or
-//! revision concerns every StatefulSet of its namespace whose selector matches it (upstream
-//! `addPod`/`updatePod`), and so does a claim (claims carry the selector's labels, and their
-//! owner references are not controller references).
+//! through their controller reference, are wired by the runtime, and so are live orphans
+//! (`.adopts` with [`selector`]: upstream `addPod`/`updatePod`); here: a claim concerns every
+//! StatefulSet of its namespace whose selector matches it (claims carry the selector's labels,
+//! and their owner references are not controller references).
 
 use super::view::{Claim, PodVolumes, StatefulSet, ViewError};
-use crate::informer::{Delta, DeltaType, Informer, Object, ObjectKey, View};
+use crate::informer::{Delta, Informer, Object, ObjectKey, View};
+use berth_shared::selector::LabelSelector;
 
 /// A StatefulSet parsed once per version.
 pub struct ParsedSet(pub Result<StatefulSet, ViewError>);
@@ -50,12 +51,14 @@ fn matching(sets: &Informer, obj: &Object) -> Vec<ObjectKey> {
         .collect()
 }
 
-/// A change of a pod or a ControllerRevision without a controller: the sets that may adopt it.
-pub fn orphan(sets: &Informer, d: &Delta) -> Vec<ObjectKey> {
-    if d.kind == DeltaType::Deleted || d.object.controller().is_some() || d.object.is_deleting() {
-        return Vec::new();
-    }
-    matching(sets, &d.object)
+/// The selector by which a StatefulSet adopts orphan pods and revisions (`.adopts`); none
+/// while it is unreadable or being deleted.
+pub fn selector(set: &ParsedSet) -> Option<&LabelSelector> {
+    set.0
+        .as_ref()
+        .ok()
+        .filter(|s| !s.deleting)
+        .map(|s| &s.selector)
 }
 
 /// A claim change (one created, re-owned or gone): the sets whose pods may mount it.

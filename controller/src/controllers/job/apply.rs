@@ -1,39 +1,24 @@
-//! The writes of a pass: adopting and releasing pods, creating pods in slow-start batches,
-//! deleting them (keeping the tracking finalizer when they are to be counted, removing it first
+//! The writes of a pass (adoption and release are the kit's claim engine's): creating pods in
+//! slow-start batches, deleting them (keeping the tracking finalizer when they are to be counted, removing it first
 //! when not), removing the finalizer of counted pods, the status (conditional on the
 //! `resourceVersion` it was computed from) and the events.
 
 use super::plan::{Change, NewPod};
-use super::template::{controller_ref, new_pod};
+use super::template::new_pod;
 use super::tracking::{Applied, Event};
 use super::view::{Job, JobPod, TRACKING_FINALIZER};
 use super::{Controller, JobError};
-use crate::controllers::ownership::{controller_uid, uid_of};
-use crate::controllers::replicaset::plan::slow_start_batches;
+use crate::controllers::workload::claim::drop_finalizer;
+use crate::controllers::workload::controller_ref::uid_of;
+use crate::controllers::workload::status::{self, Target};
+use crate::controllers::workload::version_of;
 use crate::events::EventType;
-use crate::registry::{DeleteOptions, DeletePreconditions, Part, RegistryError, WriteOptions};
+use crate::registry::{Part, RegistryError, WriteOptions};
 use berth_shared::k8s_openapi::api::batch::v1 as batch;
 use berth_shared::resource::{JOBS, PODS};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::Arc;
-
-/// `obj`'s finalizers without the tracking finalizer (the list removed when it empties).
-fn drop_tracking(obj: &mut Value) {
-    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return;
-    };
-    let empty = match meta.get_mut("finalizers").and_then(Value::as_array_mut) {
-        Some(list) => {
-            list.retain(|f| f.as_str() != Some(TRACKING_FINALIZER));
-            list.is_empty()
-        }
-        None => false,
-    };
-    if empty {
-        meta.remove("finalizers");
-    }
-}
 
 impl Controller {
     pub(super) fn record(&self, raw: &Value, e: &Event) {
@@ -42,105 +27,7 @@ impl Controller {
         } else {
             EventType::Normal
         };
-        if let Err(err) = self.recorder.record(raw, t, &e.reason, &e.message) {
-            tracing::debug!(error = %err, reason = %e.reason, "recording event");
-        }
-    }
-
-    fn note(&self, raw: &Value, warning: bool, reason: &str, message: String) {
-        self.record(
-            raw,
-            &Event {
-                warning,
-                reason: reason.into(),
-                message,
-            },
-        );
-    }
-
-    /// Whether the Job is still the one planned for and not being deleted (upstream's
-    /// `RecheckDeletionTimestamp` before adopting).
-    fn can_adopt(&self, job: &Job) -> Result<bool, JobError> {
-        Ok(self
-            .registry
-            .is_live_owner(JOBS, &job.namespace, &job.name, &job.uid)?)
-    }
-
-    /// Makes the Job the controller of the orphan `pod`, adding the tracking finalizer; the
-    /// pod as it is now, when it is ours.
-    pub(super) fn apply_adopt(
-        &self,
-        job: &Job,
-        pod: &JobPod,
-    ) -> Result<Option<Arc<JobPod>>, JobError> {
-        if !self.can_adopt(job)? {
-            return Ok(None);
-        }
-        let r = self.registry.update_with(
-            PODS,
-            Some(&job.namespace),
-            &pod.name,
-            Part::Main,
-            &WriteOptions::default(),
-            |mut obj| {
-                let labels = crate::controllers::views::string_map(
-                    obj.pointer("/metadata/labels"),
-                );
-                // Re-checked on the fresh object: it may have been adopted, relabelled, deleted.
-                if uid_of(&obj) != Some(pod.uid.as_str())
-                    || obj.pointer("/metadata/deletionTimestamp").is_some()
-                    || controller_uid(&obj).is_some()
-                    || !job.selector.matches(&labels)
-                {
-                    return Ok::<_, RegistryError>(obj);
-                }
-                let refs = &mut obj["metadata"]["ownerReferences"];
-                match refs.as_array_mut() {
-                    Some(list) => list.push(controller_ref(job)),
-                    None => *refs = json!([controller_ref(job)]),
-                }
-                let fins = &mut obj["metadata"]["finalizers"];
-                match fins.as_array_mut() {
-                    Some(list) if !list.iter().any(|f| f == TRACKING_FINALIZER) => {
-                        list.push(json!(TRACKING_FINALIZER));
-                    }
-                    Some(_) => {}
-                    None => *fins = json!([TRACKING_FINALIZER]),
-                }
-                Ok(obj)
-            },
-        );
-        match r {
-            Ok(obj) if controller_uid(&obj) == Some(job.uid.as_str()) => {
-                Ok(Some(Arc::new(JobPod::from_value(&obj))))
-            }
-            Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Drops the Job's reference (and the tracking finalizer) from a pod that stopped matching
-    /// its selector.
-    pub(super) fn apply_release(&self, job: &Job, pod: &JobPod) -> Result<(), JobError> {
-        let r = self.registry.update_with(
-            PODS,
-            Some(&job.namespace),
-            &pod.name,
-            Part::Main,
-            &WriteOptions::default(),
-            |mut obj| {
-                if uid_of(&obj) != Some(pod.uid.as_str()) {
-                    return Ok::<_, RegistryError>(obj);
-                }
-                drop_tracking(&mut obj);
-                crate::registry::meta::release_owner(&mut obj, &job.uid);
-                Ok(obj)
-            },
-        );
-        match r {
-            Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        self.pods_control.record(raw, t, &e.reason, &e.message);
     }
 
     /// Applies the pass's pod changes; returns what they achieved and the first failure (the
@@ -181,48 +68,10 @@ impl Controller {
     }
 
     fn apply_create(&self, job: &Job, raw: &Value, new: &[NewPod]) -> (i32, Option<JobError>) {
-        let mut created = 0;
-        let mut failure = None;
-        let mut todo = new.iter();
-        for batch in slow_start_batches(new.len()) {
-            let mut failed = false;
-            for n in todo.by_ref().take(batch) {
-                let r = self.registry.create(
-                    PODS,
-                    Some(&job.namespace),
-                    new_pod(job, n),
-                    &WriteOptions::default(),
-                );
-                match r {
-                    Ok(pod) => {
-                        created += 1;
-                        let name = pod
-                            .pointer("/metadata/name")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default();
-                        tracing::debug!(job = %job.name, pod = name, "created pod");
-                        self.note(
-                            raw,
-                            false,
-                            "SuccessfulCreate",
-                            format!("Created pod: {name}"),
-                        );
-                    }
-                    // Nothing can be created in a terminating namespace; not a failure.
-                    Err(e) if e.is_namespace_terminating() => {}
-                    Err(e) => {
-                        self.note(raw, true, "FailedCreate", format!("Error creating: {e}"));
-                        failure.get_or_insert(JobError::Create(e));
-                        failed = true;
-                    }
-                }
-            }
-            // Slow start: a systematic error costs one batch, not every pod.
-            if failed {
-                break;
-            }
-        }
-        (created, failure)
+        let pods = new.iter().map(|n| new_pod(job, n));
+        let created = self.pods_control.create(raw, &job.namespace, pods);
+        let count = i32::try_from(created.pods.len()).unwrap_or(i32::MAX);
+        (count, created.failure.map(JobError::Create))
     }
 
     /// Deletes a pod; with `untrack_first` its tracking finalizer goes before (a pod removed,
@@ -237,33 +86,10 @@ impl Controller {
         if untrack_first && pod.finalizer && !self.apply_untrack(&job.namespace, pod)? {
             return Ok(());
         }
-        let opts = DeleteOptions {
-            preconditions: Some(DeletePreconditions {
-                uid: Some(pod.uid.clone()),
-                resource_version: None,
-            }),
-            ..DeleteOptions::default()
-        };
-        match self
-            .registry
-            .delete(PODS, Some(&job.namespace), &pod.name, &opts)
-        {
-            Ok(_) => {
-                self.note(
-                    raw,
-                    false,
-                    "SuccessfulDelete",
-                    format!("Deleted pod: {}", pod.name),
-                );
-                Ok(())
-            }
-            // Gone already, or replaced by another pod of the same name.
-            Err(RegistryError::NotFound { .. } | RegistryError::Conflict { .. }) => Ok(()),
-            Err(e) => {
-                self.note(raw, true, "FailedDelete", format!("Error deleting: {e}"));
-                Err(JobError::Delete(e))
-            }
-        }
+        self.pods_control
+            .delete(raw, &job.namespace, &pod.name, &pod.uid)
+            .map(|_| ())
+            .map_err(JobError::Delete)
     }
 
     /// Removes the tracking finalizer from `pod`; true when it is off (or the pod gone).
@@ -276,7 +102,7 @@ impl Controller {
             &WriteOptions::default(),
             |mut obj| {
                 if uid_of(&obj) == Some(pod.uid.as_str()) {
-                    drop_tracking(&mut obj);
+                    drop_finalizer(&mut obj, TRACKING_FINALIZER);
                 }
                 Ok::<_, RegistryError>(obj)
             },
@@ -318,25 +144,16 @@ impl Controller {
         status: &batch::JobStatus,
     ) -> Result<u64, JobError> {
         let value = serde_json::to_value(status).map_err(RegistryError::from)?;
-        let obj = self.registry.update_with(
-            JOBS,
-            Some(&job.namespace),
-            &job.name,
-            Part::Status,
-            &WriteOptions::default(),
-            |mut obj| {
-                if uid_of(&obj) != Some(job.uid.as_str()) {
-                    return Err(RegistryError::not_found(JOBS, &job.name));
-                }
-                obj["metadata"]["resourceVersion"] = json!(revision.to_string());
-                obj["status"] = value.clone();
-                Ok(obj)
-            },
-        )?;
-        Ok(obj
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(revision))
+        let expected = revision.to_string();
+        let target = Target {
+            resource: JOBS,
+            namespace: &job.namespace,
+            name: &job.name,
+            uid: &job.uid,
+            expected_version: Some(&expected),
+        };
+        let written = status::write(&self.registry, &target, |obj| obj["status"] = value.clone())?
+            .ok_or_else(|| RegistryError::not_found(JOBS, &job.name))?;
+        Ok(version_of(&written).parse().unwrap_or(revision))
     }
 }

@@ -35,8 +35,8 @@ pub mod view;
 mod tests;
 
 use super::runtime::{self, Clock, Context, Reconciler};
-use crate::events::Recorder;
-use crate::informer::{Informer, ORPHANS_BY_NAMESPACE, Object, ObjectKey};
+use super::workload::PodControl;
+use crate::informer::{Informer, ObjectKey};
 use crate::registry::{Registry, RegistryError};
 use berth_shared::reconcile::{ErrorPolicy, Outcome, Retry};
 use berth_shared::resource::{JOBS, PODS};
@@ -83,33 +83,14 @@ struct Controller {
     registry: Registry,
     jobs: Arc<Informer>,
     pods: Arc<Informer>,
-    recorder: Recorder,
+    pods_control: PodControl,
 }
 
 impl Controller {
-    /// The Job's pods and the orphans it adopts, claimed (adoptions and releases applied).
+    /// The Job's pods, claimed through the kit (an adopted pod as written, with its finalizer).
     fn observe_pods(&self, job: &Job) -> Result<Vec<Arc<JobPod>>, JobError> {
-        let mut candidates: Vec<Arc<Object>> = self.pods.controlled_by(&job.uid);
-        if !job.selector.is_empty() {
-            candidates.extend(
-                self.pods
-                    .by_index(ORPHANS_BY_NAMESPACE, &job.namespace)
-                    .into_iter()
-                    .filter(|p| job.selector.matches(p.labels())),
-            );
-        }
-        candidates.sort_by(|a, b| a.name().cmp(b.name()));
-        let mut out = Vec::new();
-        for obj in candidates {
-            let pod: Arc<JobPod> = obj.view();
-            match plan::claim(job, &pod) {
-                plan::Claim::Owned => out.push(pod),
-                plan::Claim::Adopt => out.extend(self.apply_adopt(job, &pod)?),
-                plan::Claim::Release => self.apply_release(job, &pod)?,
-                plan::Claim::Ignore => {}
-            }
-        }
-        Ok(out)
+        let claimed = plan::owner(job).claim(&self.registry, &self.pods)?;
+        Ok(claimed.iter().map(|o| o.view()).collect())
     }
 
     /// One pass over one Job.
@@ -176,13 +157,12 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
         clock: ctx.clock.clone(),
         jobs: jobs.clone(),
         pods,
-        recorder: ctx.recorder(COMPONENT),
+        pods_control: PodControl::new(ctx.registry.clone(), ctx.recorder(COMPONENT)),
     });
     let cleaner = tokio::spawn(untrack::run(ctx.clone(), shutdown.clone()));
-    let for_orphans = jobs.clone();
     runtime::Controller::new("job", &ctx, JOBS)
         .owns(PODS)
-        .watches(PODS, move |d| routing::orphan(&for_orphans, d))
+        .adopts(PODS, routing::selector)
         .resync(RESYNC)
         .workers(WORKERS)
         .run(controller, shutdown)

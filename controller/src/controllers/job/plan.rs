@@ -18,6 +18,8 @@ use super::intervals::Intervals;
 use super::success_policy;
 use super::view::{Job, JobPod, is_failed};
 use super::{indexes, removal};
+pub use crate::controllers::workload::Claim;
+use crate::controllers::workload::claim::{Candidate, Owner, Rules};
 use berth_shared::k8s_openapi::api::batch::v1 as batch;
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use jiff::{SignedDuration, Timestamp};
@@ -131,32 +133,31 @@ pub(super) fn tracked<'a>(
     })
 }
 
-/// What to do about one pod a Job might claim (upstream `ClaimObject`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Claim {
-    /// Ours, and matching.
-    Owned,
-    /// A matching orphan: made ours, with the tracking finalizer.
-    Adopt,
-    /// Ours but no longer matching: our reference (and finalizer) go.
-    Release,
-    /// Someone else's, an orphan we do not want, or ours while the Job is being deleted.
-    Ignore,
+/// The Job as the claim engine's owner of pods: what it adopts carries the tracking finalizer,
+/// what it releases loses it.
+pub fn owner(job: &Job) -> Owner<'_> {
+    Owner {
+        resource: berth_shared::resource::JOBS,
+        namespace: &job.namespace,
+        name: &job.name,
+        uid: &job.uid,
+        selector: &job.selector,
+        deleting: job.deleting,
+        rules: Rules {
+            active_only: false,
+            finalizer: Some(super::view::TRACKING_FINALIZER),
+        },
+    }
 }
 
-/// The claim of `job` on `pod`.
+/// The claim of `job` on `pod` (upstream `ClaimObject`).
 pub fn claim(job: &Job, pod: &JobPod) -> Claim {
-    let matches = job.selector.matches(&pod.labels);
-    match &pod.controller {
-        Some(c) if c.uid == job.uid => match (matches, job.deleting) {
-            (true, _) => Claim::Owned,
-            (false, false) => Claim::Release,
-            (false, true) => Claim::Ignore,
-        },
-        Some(_) => Claim::Ignore,
-        None if matches && !job.deleting && !pod.deleting => Claim::Adopt,
-        None => Claim::Ignore,
-    }
+    owner(job).decide(&Candidate {
+        labels: &pod.labels,
+        controller_uid: pod.controller.as_ref().map(|c| c.uid.as_str()),
+        deleting: pod.deleting,
+        finished: false,
+    })
 }
 
 /// The pass's decisions for `job` and its claimed pods at `now`.

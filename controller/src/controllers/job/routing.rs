@@ -1,7 +1,7 @@
 //! Which Jobs and pods a change concerns, and the views they are judged by (each derived once
 //! per object version and shared). A Job's own change and its pods' (through their controller
-//! reference) are wired by the runtime; here: a live orphan pod concerns every Job of its
-//! namespace whose selector matches it (upstream `addPod`/`updatePod`), and a pod that still
+//! reference) are wired by the runtime, and so are live orphans (`.adopts` with [`selector`]:
+//! upstream `addPod`/`updatePod`); here: a pod that still
 //! carries the tracking finalizer while no unfinished Job controls it (an orphan, a pod of a
 //! deleted or finished Job) concerns the finalizer cleaner (upstream's orphan queue).
 
@@ -9,6 +9,7 @@ use super::conditions;
 use super::template;
 use super::view::{Job, JobPod, TRACKING_FINALIZER, ViewError};
 use crate::informer::{Delta, DeltaType, Informer, Object, ObjectKey, View};
+use berth_shared::selector::LabelSelector;
 
 /// A Job parsed once per version.
 pub struct ParsedJob(pub Result<Job, ViewError>);
@@ -40,20 +41,14 @@ pub fn tracked(pod: &Object) -> bool {
     pod.finalizers().iter().any(|f| f == TRACKING_FINALIZER)
 }
 
-/// A change of a pod without a controller: the Jobs that may adopt it.
-pub fn orphan(jobs: &Informer, d: &Delta) -> Vec<ObjectKey> {
-    if d.kind == DeltaType::Deleted || d.object.controller().is_some() || d.object.is_deleting() {
-        return Vec::new();
-    }
-    jobs.in_namespace(d.object.namespace().unwrap_or_default())
-        .into_iter()
-        .filter(|j| {
-            j.view::<ParsedJob>().0.as_ref().is_ok_and(|job| {
-                !job.deleting && !job.selector.is_empty() && job.selector.matches(d.object.labels())
-            })
-        })
-        .map(|j| j.key().clone())
-        .collect()
+/// The selector by which a Job adopts orphan pods (`.adopts`); none while it is unreadable
+/// or being deleted.
+pub fn selector(job: &ParsedJob) -> Option<&LabelSelector> {
+    job.0
+        .as_ref()
+        .ok()
+        .filter(|j| !j.deleting)
+        .map(|j| &j.selector)
 }
 
 /// Whether a Job has finished (a `Complete` or `Failed` condition).

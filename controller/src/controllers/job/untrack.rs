@@ -6,6 +6,7 @@
 use super::routing::{self, tracked, untrackable};
 use super::view::TRACKING_FINALIZER;
 use crate::controllers::runtime::{self, Context, Reconciler};
+use crate::controllers::workload::claim::drop_finalizer;
 use crate::informer::{Informer, Object, ObjectKey};
 use crate::registry::{Part, Registry, RegistryError, WriteOptions};
 use berth_shared::reconcile::Outcome;
@@ -48,18 +49,7 @@ impl Reconciler for Cleaner {
                 if obj.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str()) {
                     return Ok::<_, RegistryError>(obj);
                 }
-                if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-                    let empty = match meta.get_mut("finalizers").and_then(Value::as_array_mut) {
-                        Some(list) => {
-                            list.retain(|f| f.as_str() != Some(TRACKING_FINALIZER));
-                            list.is_empty()
-                        }
-                        None => false,
-                    };
-                    if empty {
-                        meta.remove("finalizers");
-                    }
-                }
+                drop_finalizer(&mut obj, TRACKING_FINALIZER);
                 Ok(obj)
             },
         );

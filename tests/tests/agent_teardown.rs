@@ -4,7 +4,8 @@
 //! cgroups, mounts and temporary directories are gone, and `net.ipv4.ip_forward` and
 //! `route_localnet` (set by the agents for localhost NodePorts) are back. And
 //! when a test process is killed outright (no Drop runs), the next cluster to start removes
-//! what it left, from its record.
+//! what it left, from its record. Clusters running at once leave `ip_forward` to the last of
+//! them. These tests run alone on the host (`host::sharing`).
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -102,6 +103,45 @@ fn a_failing_test_still_leaves_the_host_as_it_found_it() {
     }
     assert_eq!(ip_forward(), forward_before);
     assert_eq!(route_localnet(), localnet_before);
+}
+
+/// Writes `net.ipv4.ip_forward` back to what it was when dropped.
+struct ForwardGuard(Option<String>);
+
+impl Drop for ForwardGuard {
+    fn drop(&mut self) {
+        if let Some(v) = &self.0 {
+            let _ = std::fs::write("/proc/sys/net/ipv4/ip_forward", v);
+        }
+    }
+}
+
+/// Clusters running at once hold `ip_forward` in common: the first in records it, and only
+/// the last one out puts it back, so a cluster finishing first does not switch forwarding off
+/// under one still running (each used to restore what it alone had found).
+#[test]
+fn only_the_last_cluster_out_puts_ip_forward_back() {
+    let _host = HostLock::acquire();
+    let _restore = ForwardGuard(ip_forward());
+    std::fs::write("/proc/sys/net/ipv4/ip_forward", "0").unwrap();
+    let first = Cluster::start_with(ClusterConfig::agents(0));
+    // What a pod on the first cluster's bridge does (the CNI bridge plugin turns it on).
+    std::fs::write("/proc/sys/net/ipv4/ip_forward", "1").unwrap();
+    let second = Cluster::start_with(ClusterConfig::agents(0));
+    assert_ne!(first.cluster_cidr(), second.cluster_cidr());
+    assert_ne!(first.service_cidr(), second.service_cidr());
+    drop(first);
+    assert_eq!(
+        ip_forward().as_deref(),
+        Some("1"),
+        "the second cluster still runs: forwarding stays on"
+    );
+    drop(second);
+    assert_eq!(
+        ip_forward().as_deref(),
+        Some("0"),
+        "the last one out puts back what the first one found"
+    );
 }
 
 /// Set for the child process of the killed-test scenario: the file to write once its cluster

@@ -178,6 +178,16 @@ impl TestBed {
         let addr = format!("{}/24", h.address);
         ip(&["netns", "add", ns]);
         ip(&["-n", ns, "link", "set", "lo", "up"]);
+        // A new netns copies the root netns's `conf/all` values (devconf_inherit_init_net 0),
+        // and a cluster running beside this one in the root netns holds route_localnet at 1
+        // for its localhost NodePorts: a host of the bed starts as a fresh machine does.
+        let fresh = self.exec_in(
+            &h.netns_path(),
+            &["sysctl", "-w", "net.ipv4.conf.all.route_localnet=0"],
+        );
+        if !fresh.success() {
+            panic!("cannot reset route_localnet in {ns}\n{}", fresh.describe());
+        }
         let veth = [
             "link", "add", &h.port, "type", "veth", "peer", "name", "eth0", "netns", ns,
         ];

@@ -15,7 +15,6 @@ pub mod job;
 pub mod namespace;
 pub mod nodeipam;
 pub mod nodelifecycle;
-pub mod ownership;
 pub mod persistentvolume;
 pub mod podautoscaler;
 pub mod podgc;

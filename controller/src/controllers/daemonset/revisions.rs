@@ -5,7 +5,7 @@ use super::template::history_owner;
 use super::view::{DaemonPod, DaemonSet, HASH_LABEL};
 use super::{Controller, DaemonSetError};
 use crate::controllers::history::{History, Revision, write};
-use crate::controllers::ownership::uid_of;
+use crate::controllers::workload::controller_ref::uid_of;
 use crate::registry::{Part, RegistryError, WriteOptions};
 use berth_shared::resource::PODS;
 use serde_json::json;

@@ -20,9 +20,9 @@
 use super::eligibility::fit;
 use super::plan::{Changes, Deletion, Why};
 use super::view::{DaemonSet, Node, Strategy};
-use crate::controllers::deployment::surge::scaled_value;
-use crate::controllers::replicaset::status::is_available;
 use crate::controllers::views::Pod;
+use crate::controllers::workload::availability::is_available;
+use crate::controllers::workload::scaled::scaled_value;
 use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use jiff::Timestamp;
 use std::collections::BTreeMap;

@@ -8,8 +8,8 @@
 
 use super::eligibility::fit;
 use super::view::{DaemonSet, Node, Status};
-use crate::controllers::replicaset::status::is_available;
 use crate::controllers::views::Pod;
+use crate::controllers::workload::availability::is_available;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

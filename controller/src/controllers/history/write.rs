@@ -3,7 +3,7 @@
 //! upstream `snapshot`/`createControllerRevision`), and deleting old ones.
 
 use super::{Current, History, Owner, Revision};
-use crate::controllers::ownership::uid_of;
+use crate::controllers::workload::controller_ref::uid_of;
 use crate::registry::{
     DeleteOptions, DeletePreconditions, Part, Registry, RegistryError, WriteOptions,
 };

@@ -14,18 +14,7 @@ pub const REPLICA_FAILURE: &str = "ReplicaFailure";
 pub const FAILED_CREATE: &str = "FailedCreate";
 pub const FAILED_DELETE: &str = "FailedDelete";
 
-/// Upstream's `IsPodAvailable`: ready, and either minReadySeconds is 0 or the Ready condition
-/// turned True strictly more than minReadySeconds ago.
-pub fn is_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
-    if !pod.ready {
-        return false;
-    }
-    if min_ready_seconds <= 0 {
-        return true;
-    }
-    pod.ready_since
-        .is_some_and(|t| t + SignedDuration::from_secs(i64::from(min_ready_seconds)) < now)
-}
+pub use crate::controllers::workload::availability::is_available;
 
 fn count(n: usize) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)

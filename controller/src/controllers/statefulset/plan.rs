@@ -13,7 +13,7 @@
 use super::identity::{claim_names, identity_matches, new_claim, new_pod, pod_name};
 use super::retention::{is_stale, wanted_owners};
 use super::view::{Claim, OwnerRef, REVISION_LABEL, SetPod, StatefulSet, Status, Strategy};
-use crate::controllers::deployment::surge::scaled_value;
+use crate::controllers::workload::scaled::scaled_value;
 use berth_shared::k8s_openapi::api::core::v1 as core;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;

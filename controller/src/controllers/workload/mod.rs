@@ -5,9 +5,11 @@
 //! deletion with their events ([`pod_control`]) and the owner's status write ([`status`]).
 //! Orphan routing is the runtime builder's `.adopts(kind, selector)`.
 
+pub mod availability;
 pub mod claim;
 pub mod controller_ref;
 pub mod pod_control;
+pub mod scaled;
 pub mod status;
 
 pub use claim::{Claim, Owner, Rules};

@@ -5,8 +5,9 @@ use super::plan::{Action, Kind, Plan};
 use super::template;
 use super::view::{ActiveRef, CronJob, Status};
 use super::{Controller, CronJobError};
+use crate::controllers::workload::{self, status::Target};
 use crate::events::EventType;
-use crate::registry::{DeleteOptions, Part, Propagation, RegistryError, WriteOptions};
+use crate::registry::{DeleteOptions, Propagation, RegistryError, WriteOptions};
 use berth_shared::cron::load_zone;
 use berth_shared::resource::{CRON_JOBS, JOBS};
 use jiff::Timestamp;
@@ -19,9 +20,7 @@ impl Controller {
             Kind::Normal => EventType::Normal,
             Kind::Warning => EventType::Warning,
         };
-        if let Err(e) = self.recorder.record(raw, t, reason, message) {
-            tracing::debug!(error = %e, reason, "recording event");
-        }
+        workload::record(&self.recorder, raw, t, reason, message);
     }
 
     pub(super) fn apply(&self, cj: &CronJob, raw: &Value, plan: Plan) -> Result<(), CronJobError> {
@@ -147,35 +146,28 @@ impl Controller {
     fn apply_status(&self, cj: &CronJob, status: &Status) -> Result<(), CronJobError> {
         let time = |t: Option<Timestamp>| t.map_or(Value::Null, |t| json!(t.to_string()));
         let active: Vec<Value> = status.active.iter().map(|r| r.raw.clone()).collect();
-        let r = self.registry.update_with(
-            CRON_JOBS,
-            Some(&cj.namespace),
-            &cj.name,
-            Part::Status,
-            &WriteOptions::default(),
-            |mut obj| {
-                if obj.pointer("/metadata/uid").and_then(Value::as_str) != Some(cj.uid.as_str()) {
-                    return Err(RegistryError::not_found(CRON_JOBS, &cj.name));
+        let target = Target {
+            resource: CRON_JOBS,
+            namespace: &cj.namespace,
+            name: &cj.name,
+            uid: &cj.uid,
+            expected_version: None,
+        };
+        workload::status::write(&self.registry, &target, |obj| {
+            let mut s = json!({});
+            if !active.is_empty() {
+                s["active"] = json!(active);
+            }
+            for (k, v) in [
+                ("lastScheduleTime", time(status.last_schedule_time)),
+                ("lastSuccessfulTime", time(status.last_successful_time)),
+            ] {
+                if !v.is_null() {
+                    s[k] = v;
                 }
-                let mut s = json!({});
-                if !active.is_empty() {
-                    s["active"] = json!(active);
-                }
-                for (k, v) in [
-                    ("lastScheduleTime", time(status.last_schedule_time)),
-                    ("lastSuccessfulTime", time(status.last_successful_time)),
-                ] {
-                    if !v.is_null() {
-                        s[k] = v;
-                    }
-                }
-                obj["status"] = s;
-                Ok(obj)
-            },
-        );
-        match r {
-            Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+            }
+            obj["status"] = s;
+        })?;
+        Ok(())
     }
 }

@@ -146,13 +146,7 @@ impl Controller {
     fn apply_status(&self, cj: &CronJob, status: &Status) -> Result<(), CronJobError> {
         let time = |t: Option<Timestamp>| t.map_or(Value::Null, |t| json!(t.to_string()));
         let active: Vec<Value> = status.active.iter().map(|r| r.raw.clone()).collect();
-        let target = Target {
-            resource: CRON_JOBS,
-            namespace: &cj.namespace,
-            name: &cj.name,
-            uid: &cj.uid,
-            expected_version: None,
-        };
+        let target = Target::of(CRON_JOBS, &cj.namespace, &cj.name, &cj.uid);
         workload::status::write(&self.registry, &target, |obj| {
             let mut s = json!({});
             if !active.is_empty() {

@@ -75,13 +75,7 @@ impl Controller {
         ds: &DaemonSet,
         new: &super::view::Status,
     ) -> Result<(), DaemonSetError> {
-        let target = Target {
-            resource: DAEMON_SETS,
-            namespace: &ds.namespace,
-            name: &ds.name,
-            uid: &ds.uid,
-            expected_version: None,
-        };
+        let target = Target::of(DAEMON_SETS, &ds.namespace, &ds.name, &ds.uid);
         status::write(&self.registry, &target, |obj| {
             super::status::apply(obj, new)
         })?;

@@ -41,13 +41,7 @@ impl Controller {
     }
 
     pub(super) fn apply_status(&self, set: &Set, new: &view::Status) -> Result<(), SyncError> {
-        let target = Target {
-            resource: set.kind.resource(),
-            namespace: &set.namespace,
-            name: &set.name,
-            uid: &set.uid,
-            expected_version: None,
-        };
+        let target = Target::of(set.kind.resource(), &set.namespace, &set.name, &set.uid);
         status::write(&self.registry, &target, |obj| {
             super::status::apply(obj, new, set.generation)
         })?;

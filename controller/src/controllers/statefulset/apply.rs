@@ -156,13 +156,7 @@ impl Controller {
         set: &StatefulSet,
         new: &Status,
     ) -> Result<(), StatefulSetError> {
-        let target = Target {
-            resource: STATEFUL_SETS,
-            namespace: &set.namespace,
-            name: &set.name,
-            uid: &set.uid,
-            expected_version: None,
-        };
+        let target = Target::of(STATEFUL_SETS, &set.namespace, &set.name, &set.uid);
         status::write(&self.registry, &target, |obj| {
             super::status::apply(obj, new)
         })?;

@@ -17,6 +17,24 @@ pub struct Target<'a> {
     pub expected_version: Option<&'a str>,
 }
 
+impl<'a> Target<'a> {
+    /// The object `name` of uid `uid`, whatever its `resourceVersion`.
+    pub fn of(
+        resource: &'static ResourceType,
+        namespace: &'a str,
+        name: &'a str,
+        uid: &'a str,
+    ) -> Target<'a> {
+        Target {
+            resource,
+            namespace,
+            name,
+            uid,
+            expected_version: None,
+        }
+    }
+}
+
 /// Writes the status `edit` makes; the object as written, or `None` when it is gone.
 pub fn write(
     registry: &Registry,

@@ -169,8 +169,8 @@ pub fn revision_template(data: &Value) -> Option<core::PodTemplateSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::views::Pod;
     use crate::controllers::statefulset::view::PodVolumes;
+    use crate::controllers::views::Pod;
     use std::sync::Arc;
 
     fn web() -> StatefulSet {

@@ -2,8 +2,8 @@
 //! maxUnavailable, and the retention policy's owner changes.
 
 use super::*;
-use crate::controllers::views::Pod;
 use crate::controllers::statefulset::view::{PodVolumes, StatefulSet};
+use crate::controllers::views::Pod;
 use serde_json::json;
 
 const NOW: &str = "2026-11-25T10:00:00Z";

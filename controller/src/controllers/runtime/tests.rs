@@ -205,11 +205,14 @@ async fn an_orphan_enqueues_the_owners_whose_selector_matches_it_and_an_owned_ch
             .unwrap()
     };
     for app in ["web", "db"] {
-        create(DAEMON_SETS, json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+        create(
+            DAEMON_SETS,
+            json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
             "metadata": {"name": app},
             "spec": {"selector": {"matchLabels": {"app": app}},
                 "template": {"metadata": {"labels": {"app": app}},
-                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}));
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}),
+        );
     }
     let r = Recording::new(|_, _: &ObjectKey| Ok(Outcome::Done));
     let stop = CancellationToken::new();
@@ -230,8 +233,14 @@ async fn an_orphan_enqueues_the_owners_whose_selector_matches_it_and_an_owned_ch
         p
     };
     // Owned by something else: not an orphan, nobody is woken.
-    create(PODS, pod("owned", Some(json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "name": "x", "uid": "x-uid", "controller": true}))));
+    create(
+        PODS,
+        pod(
+            "owned",
+            Some(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "name": "x", "uid": "x-uid", "controller": true})),
+        ),
+    );
     create(PODS, pod("orphan", None));
     until("the orphan's owner", || count("web") == 2).await;
     cp.caught_up().await;

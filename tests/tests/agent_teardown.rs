@@ -122,6 +122,9 @@ impl Drop for ForwardGuard {
 #[test]
 fn only_the_last_cluster_out_puts_ip_forward_back() {
     let _host = HostLock::acquire();
+    // A session whose last cluster was killed is closed first (its originals put back), so
+    // that the value written below is what the first cluster finds.
+    berth_tests::host::tenancy::release_dead();
     let _restore = ForwardGuard(ip_forward());
     std::fs::write("/proc/sys/net/ipv4/ip_forward", "0").unwrap();
     let first = Cluster::start_with(ClusterConfig::agents(0));

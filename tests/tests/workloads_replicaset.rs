@@ -130,10 +130,16 @@ fn a_replicaset_adopts_releases_replaces_and_orphans_its_pods() {
         .map(|e| e["count"].as_u64().unwrap_or(1))
         .sum::<u64>();
     assert_eq!(creates, 2, "SuccessfulCreate events: {rs_events}");
-    let table = kubectl.ok(&["get", "rs", "frontend"]);
-    let t = berth_tests::Table::parse(&table).unwrap();
-    assert_eq!(t.cell("frontend", "DESIRED"), Some("3"), "{table}");
-    assert_eq!(t.cell("frontend", "CURRENT"), Some("3"), "{table}");
+    // The status counts the pods a pass observed (as upstream's): the pass after the creates
+    // reports all three.
+    c.wait_for(REACT, "DESIRED and CURRENT 3 in `get rs`", || {
+        let table = kubectl.ok(&["get", "rs", "frontend"]);
+        let t = berth_tests::Table::parse(&table).unwrap();
+        match (t.cell("frontend", "DESIRED"), t.cell("frontend", "CURRENT")) {
+            (Some("3"), Some("3")) => Ok(()),
+            _ => Err(table),
+        }
+    });
 
     // A pod whose labels stop matching is released (no owner) and replaced.
     let released = created[0].clone();

@@ -196,49 +196,38 @@ impl Owner<'_> {
             return Ok(None);
         }
         let ours = self.controller_ref().to_value();
-        let r = registry.update_with(
-            rt,
-            Some(self.namespace),
-            name,
-            Part::Main,
-            &WriteOptions::default(),
-            |mut obj| {
-                let fresh = Candidate {
-                    labels: &string_map(obj.pointer("/metadata/labels")),
-                    controller_uid: controller_uid(&obj),
-                    deleting: obj.pointer("/metadata/deletionTimestamp").is_some(),
-                    finished: matches!(
-                        obj.pointer("/status/phase").and_then(Value::as_str),
-                        Some("Succeeded" | "Failed")
-                    ),
-                };
-                if uid_of(&obj) != Some(uid) || self.decide(&fresh) != Claim::Adopt {
-                    return Ok::<_, RegistryError>(obj);
+        let r = self.write(registry, rt, name, |mut obj| {
+            let fresh = Candidate {
+                labels: &string_map(obj.pointer("/metadata/labels")),
+                controller_uid: controller_uid(&obj),
+                deleting: obj.pointer("/metadata/deletionTimestamp").is_some(),
+                finished: matches!(
+                    obj.pointer("/status/phase").and_then(Value::as_str),
+                    Some("Succeeded" | "Failed")
+                ),
+            };
+            if uid_of(&obj) != Some(uid) || self.decide(&fresh) != Claim::Adopt {
+                return Ok(obj);
+            }
+            let refs = &mut obj["metadata"]["ownerReferences"];
+            match refs.as_array_mut() {
+                Some(list) => {
+                    list.retain(|r| r.get("uid").and_then(Value::as_str) != Some(self.uid));
+                    list.push(ours.clone());
                 }
-                let refs = &mut obj["metadata"]["ownerReferences"];
-                match refs.as_array_mut() {
-                    Some(list) => {
-                        list.retain(|r| r.get("uid").and_then(Value::as_str) != Some(self.uid));
-                        list.push(ours.clone());
-                    }
-                    None => *refs = json!([ours]),
+                None => *refs = json!([ours]),
+            }
+            if let Some(f) = self.rules.finalizer {
+                let fins = &mut obj["metadata"]["finalizers"];
+                match fins.as_array_mut() {
+                    Some(list) if !list.iter().any(|x| x == f) => list.push(json!(f)),
+                    Some(_) => {}
+                    None => *fins = json!([f]),
                 }
-                if let Some(f) = self.rules.finalizer {
-                    let fins = &mut obj["metadata"]["finalizers"];
-                    match fins.as_array_mut() {
-                        Some(list) if !list.iter().any(|x| x == f) => list.push(json!(f)),
-                        Some(_) => {}
-                        None => *fins = json!([f]),
-                    }
-                }
-                Ok(obj)
-            },
-        );
-        match r {
-            Ok(obj) if controller_uid(&obj) == Some(self.uid) => Ok(Some(obj)),
-            Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
+            }
+            Ok(obj)
+        })?;
+        Ok(r.filter(|obj| controller_uid(obj) == Some(self.uid)))
     }
 
     /// Drops the owner's reference (and its finalizer rule's finalizer) from `name`, which
@@ -250,22 +239,34 @@ impl Owner<'_> {
         name: &str,
         uid: &str,
     ) -> Result<Option<Value>, RegistryError> {
+        self.write(registry, rt, name, |mut obj| {
+            if uid_of(&obj) != Some(uid) {
+                return Ok(obj);
+            }
+            if let Some(f) = self.rules.finalizer {
+                drop_finalizer(&mut obj, f);
+            }
+            crate::registry::meta::release_owner(&mut obj, self.uid);
+            Ok(obj)
+        })
+    }
+
+    /// Rewrites `name` in the owner's namespace with `change`; the object as written, `None`
+    /// when it is gone.
+    fn write(
+        &self,
+        registry: &Registry,
+        rt: &ResourceType,
+        name: &str,
+        change: impl FnMut(Value) -> Result<Value, RegistryError>,
+    ) -> Result<Option<Value>, RegistryError> {
         let r = registry.update_with(
             rt,
             Some(self.namespace),
             name,
             Part::Main,
             &WriteOptions::default(),
-            |mut obj| {
-                if uid_of(&obj) != Some(uid) {
-                    return Ok::<_, RegistryError>(obj);
-                }
-                if let Some(f) = self.rules.finalizer {
-                    drop_finalizer(&mut obj, f);
-                }
-                crate::registry::meta::release_owner(&mut obj, self.uid);
-                Ok(obj)
-            },
+            change,
         );
         match r {
             Ok(obj) => Ok(Some(obj)),

@@ -12,14 +12,13 @@
 //! PATH matters). `--datastore-endpoint URL[,URL…]` keeps the store in etcd instead (under a
 //! key prefix of its own per run).
 
-use berth_controller::controllers::{
-    self, runtime::Clock, runtime::Context, runtime::QueueMetrics,
-};
-use berth_controller::informer::Informers;
-use berth_controller::registry::{Registry, WriteOptions, prefix};
-use berth_controller::scheduler;
-use berth_controller::store::{EtcdConfig, RedbBackend, Store};
+use berth_controllers as controllers;
+use berth_registry::{Registry, WriteOptions, prefix};
+use berth_runtime::informer::Informers;
+use berth_runtime::{Clock, Context, QueueMetrics};
+use berth_scheduler as scheduler;
 use berth_shared::resource::{ResourceType, by_plural};
+use berth_store::{EtcdConfig, RedbBackend, Store};
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -17,9 +17,9 @@
 //! revisions etcd's). The file format is the same, so a snapshot of one store restores into the
 //! other: the way from a single embedded controller to several on etcd.
 
-use crate::store::snapshot::{self, Snapshot, SnapshotError};
-use crate::store::{EtcdConfig, FileRead, Revision, StoreError};
 use berth_shared::client::{Client, ClientError, Credentials};
+use berth_store::snapshot::{self, Snapshot, SnapshotError};
+use berth_store::{EtcdConfig, FileRead, Revision, StoreError};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +90,7 @@ pub async fn save(data_dir: &Path, file: &Path) -> Result<Saved, BackupError> {
     }
     let read = {
         let store = store.clone();
-        tokio::task::spawn_blocking(move || crate::store::read_objects(&store))
+        tokio::task::spawn_blocking(move || berth_store::read_objects(&store))
             .await
             .map_err(|e| StoreError::Backend(e.to_string()))??
     };
@@ -127,7 +127,7 @@ async fn from_controller(data_dir: &Path) -> Result<Vec<u8>, BackupError> {
     };
     let client = Client::new(&url, &read("pki/ca.crt")?, creds).map_err(failed)?;
     let (status, bytes) = client
-        .get_raw(crate::api::snapshot::PATH)
+        .get_raw(berth_apiserver::api::snapshot::PATH)
         .await
         .map_err(failed)?;
     if status != 200 {
@@ -141,7 +141,7 @@ async fn from_controller(data_dir: &Path) -> Result<Vec<u8>, BackupError> {
 
 /// Writes a snapshot of the etcd store `etcd` to `file`.
 pub fn save_etcd(etcd: &EtcdConfig, file: &Path) -> Result<Saved, BackupError> {
-    let (revision, objects) = crate::store::etcd::dump(etcd)?;
+    let (revision, objects) = berth_store::etcd::dump(etcd)?;
     let snapshot = snapshot::write(file, revision, objects)?;
     Ok(Saved {
         revision: snapshot.revision,
@@ -154,7 +154,7 @@ pub fn save_etcd(etcd: &EtcdConfig, file: &Path) -> Result<Saved, BackupError> {
 /// empty); returns the snapshot and etcd's revision after it.
 pub fn restore_etcd(etcd: &EtcdConfig, file: &Path) -> Result<(Snapshot, Revision), BackupError> {
     let snapshot = snapshot::read(file)?;
-    let revision = crate::store::etcd::restore(etcd, &snapshot.objects)?;
+    let revision = berth_store::etcd::restore(etcd, &snapshot.objects)?;
     Ok((snapshot, revision))
 }
 
@@ -166,14 +166,14 @@ pub fn restore(data_dir: &Path, file: &Path) -> Result<Snapshot, BackupError> {
     }
     let snapshot = snapshot::read(file)?;
     berth_shared::private_files::ensure_dir(data_dir).map_err(io(data_dir))?;
-    crate::store::create_restored(&store, snapshot.revision, &snapshot.objects)?;
+    berth_store::create_restored(&store, snapshot.revision, &snapshot.objects)?;
     Ok(snapshot)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Precondition, RedbBackend, Store};
+    use berth_store::{Precondition, RedbBackend, Store};
     use serde_json::json;
 
     fn store_with(dir: &Path, names: &[&str]) -> Store {

@@ -1,23 +1,7 @@
-//! Berth's control plane: the Kubernetes-compatible API server over the revisioned store, and
-//! the controllers that run beside it.
+//! Berth's control plane, wired: the API server over the registry and store, and the
+//! controllers and scheduler beside it ([`server`]), plus snapshots of the store ([`backup`]).
+//! The parts live in their own crates (berth-store, berth-registry, berth-runtime,
+//! berth-scheduler, berth-controllers, berth-apiserver), along the architecture's seams.
 
-pub mod api;
 pub mod backup;
-pub mod certificates;
-pub mod controllers;
-pub mod events;
-pub mod informer;
-pub mod join;
-pub mod kubernetes_service;
-pub mod leader_election;
-pub mod local_path_class;
-pub mod pki;
-pub mod priority;
-pub mod rbac;
-pub mod registry;
-pub mod scheduler;
 pub mod server;
-pub mod serviceaccount;
-pub mod store;
-#[cfg(test)]
-pub mod testing;

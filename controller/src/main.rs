@@ -1,11 +1,11 @@
 //! `berth-controller`: parses flags and runs the control plane.
 
 use anyhow::Context;
-use berth_controller::api::listener::{ConnectionLimits, Timeouts};
-use berth_controller::join::addresses::IpRange;
-use berth_controller::join::node_name::NodeName;
-use berth_controller::join::passwords::NodePasswords;
-use berth_controller::join::tokens::{JoinTokens, TokenId};
+use berth_apiserver::api::listener::{ConnectionLimits, Timeouts};
+use berth_apiserver::join::addresses::IpRange;
+use berth_apiserver::join::node_name::NodeName;
+use berth_apiserver::join::passwords::NodePasswords;
+use berth_apiserver::join::tokens::{JoinTokens, TokenId};
 use berth_controller::server::{self, Config};
 use berth_shared::admission::pod_security::{self, Level, Version};
 use clap::{Parser, Subcommand};
@@ -87,7 +87,7 @@ fn renew_certificates(
     kubeconfig: Option<PathBuf>,
     validity: Duration,
 ) -> anyhow::Result<()> {
-    use berth_controller::certificates::{serving, signer};
+    use berth_apiserver::certificates::{serving, signer};
     let kubeconfig = kubeconfig.unwrap_or_else(|| data_dir.join("admin.kubeconfig"));
     let server = std::fs::read_to_string(data_dir.join("listen-address"))
         .map(|s| s.trim().to_string())
@@ -222,11 +222,11 @@ struct DatastoreArgs {
 
 impl DatastoreArgs {
     /// The etcd to use, if any.
-    fn etcd(self) -> Option<berth_controller::store::EtcdConfig> {
+    fn etcd(self) -> Option<berth_store::EtcdConfig> {
         if self.datastore_endpoint.is_empty() {
             return None;
         }
-        let mut etcd = berth_controller::store::EtcdConfig::new(self.datastore_endpoint);
+        let mut etcd = berth_store::EtcdConfig::new(self.datastore_endpoint);
         etcd.ca_file = self.datastore_cafile;
         etcd.cert_file = self.datastore_certfile;
         etcd.key_file = self.datastore_keyfile;
@@ -300,7 +300,7 @@ struct ServeArgs {
     horizontal_pod_autoscaler_sync_period: Duration,
     /// Finished (Succeeded or Failed) pods kept at most: beyond it the oldest are deleted,
     /// evicted ones first (kube-controller-manager's flag; 0: no limit).
-    #[arg(long, default_value_t = berth_controller::controllers::podgc::terminated::DEFAULT_THRESHOLD)]
+    #[arg(long, default_value_t = berth_controllers::podgc::terminated::DEFAULT_THRESHOLD)]
     terminated_pod_gc_threshold: usize,
     /// How long the certificates this controller issues are valid (`8760h`, `2m`): its
     /// serving and admin certificates, nodes' certificates at join, and at most those its
@@ -426,7 +426,7 @@ fn ca_pem(data_dir: &Path) -> anyhow::Result<String> {
     match std::fs::read_to_string(data_dir.join("pki").join("ca.crt")) {
         Ok(ca) => Ok(ca),
         Err(_) => Ok(
-            berth_controller::pki::load_or_create(&data_dir.join("pki"), &[])
+            berth_apiserver::pki::load_or_create(&data_dir.join("pki"), &[])
                 .context("creating the PKI")?
                 .ca_cert,
         ),
@@ -539,8 +539,8 @@ fn main() -> anyhow::Result<()> {
             let name = node_name(&name)?;
             let passwords = match datastore.etcd() {
                 Some(etcd) => {
-                    let store = berth_controller::store::Store::open_etcd(etcd, 1)
-                        .context("opening the etcd store")?;
+                    let store =
+                        berth_store::Store::open_etcd(etcd, 1).context("opening the etcd store")?;
                     NodePasswords::in_store(&data_dir, store)
                 }
                 None => NodePasswords::new(&data_dir),
@@ -584,7 +584,7 @@ fn main() -> anyhow::Result<()> {
                 leader_elect_retry_period,
                 pod_security,
             } = *args;
-            let leader_election = berth_controller::leader_election::Timings {
+            let leader_election = berth_runtime::leader_election::Timings {
                 lease_duration: leader_elect_lease_duration,
                 renew_deadline: leader_elect_renew_deadline,
                 retry_period: leader_elect_retry_period,

@@ -1,13 +1,14 @@
 //! Starting and stopping the control plane: PKI and kubeconfig, the store, the built-in
 //! namespaces, the HTTPS listener and the controllers; graceful shutdown on cancellation.
 
-use crate::api::{self, ApiState, authn::Tokens, metrics::Metrics};
-use crate::controllers::{self, runtime::Clock, runtime::Context, runtime::QueueMetrics};
-use crate::informer::Informers;
-use crate::pki;
-use crate::registry::{Registry, WriteOptions};
-use crate::store::{RedbBackend, Store};
+use berth_apiserver::api::{self, ApiState, authn::Tokens, metrics::Metrics};
+use berth_apiserver::pki;
+use berth_controllers as controllers;
+use berth_registry::{Registry, WriteOptions};
+use berth_runtime::informer::Informers;
+use berth_runtime::{Clock, Context, QueueMetrics};
 use berth_shared::admission::service_allocation::ServiceRanges;
+use berth_store::{RedbBackend, Store};
 use serde_json::json;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -28,7 +29,7 @@ pub struct Config {
     /// Service cluster IPs.
     pub service_cidr: String,
     /// Addresses any node may have in its certificate besides the one it joins from.
-    pub node_address_ranges: Vec<crate::join::addresses::IpRange>,
+    pub node_address_ranges: Vec<berth_apiserver::join::addresses::IpRange>,
     /// The connection cap and timeouts.
     pub connections: api::listener::ConnectionLimits,
     /// Read-only requests in flight at most (0: no limit); long-running ones are not counted.
@@ -47,11 +48,11 @@ pub struct Config {
     /// certificates, nodes' at join, and at most those its signers issue (`--certificate-validity`).
     pub certificate_validity: std::time::Duration,
     /// etcd to keep the state in (`None`: the embedded store in the data dir).
-    pub datastore: Option<crate::store::EtcdConfig>,
+    pub datastore: Option<berth_store::EtcdConfig>,
     /// This controller's leader-election identity (default: hostname and port).
     pub leader_election_id: Option<String>,
     /// The leader election's durations.
-    pub leader_election: crate::leader_election::Timings,
+    pub leader_election: berth_runtime::leader_election::Timings,
     /// Pod Security admission's defaults and exemptions.
     pub pod_security: berth_shared::admission::pod_security::Config,
 }
@@ -66,19 +67,19 @@ pub enum ServerError {
     #[error(transparent)]
     Pki(#[from] pki::PkiError),
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] berth_store::StoreError),
     #[error(transparent)]
     Tls(#[from] api::tls::TlsError),
     #[error(transparent)]
-    Serving(#[from] crate::certificates::serving::ServingError),
+    Serving(#[from] berth_apiserver::certificates::serving::ServingError),
     #[error(transparent)]
-    Sign(#[from] crate::certificates::signer::SignError),
+    Sign(#[from] berth_apiserver::certificates::signer::SignError),
     #[error("{0}")]
     Config(String),
     #[error(transparent)]
-    Join(#[from] crate::join::JoinError),
+    Join(#[from] berth_apiserver::join::JoinError),
     #[error(transparent)]
-    Token(#[from] crate::serviceaccount::token::TokenError),
+    Token(#[from] berth_apiserver::serviceaccount::token::TokenError),
     #[error("bootstrapping namespace {0}: {1}")]
     Bootstrap(String, String),
     #[error("listening on {addr}: {source}")]
@@ -138,7 +139,11 @@ fn bootstrap(registry: &Registry) -> Result<(), ServerError> {
 fn check_private_files(data_dir: &std::path::Path) -> Result<(), ServerError> {
     use berth_shared::private_files::{FILE_MODE, check, check_tree};
     let err = |path: PathBuf| move |source| ServerError::Io { path, source };
-    for dir in ["pki", crate::join::passwords::DIR, crate::join::tokens::DIR] {
+    for dir in [
+        "pki",
+        berth_apiserver::join::passwords::DIR,
+        berth_apiserver::join::tokens::DIR,
+    ] {
         let dir = data_dir.join(dir);
         check_tree(&dir).map_err(err(dir))?;
     }
@@ -210,20 +215,22 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         let r = registry.clone();
         tokio::task::spawn_blocking(move || {
             bootstrap(&r)?;
-            crate::priority::ensure_system_classes(&r)
+            berth_registry::priority::ensure_system_classes(&r)
                 .map_err(|e| ServerError::Bootstrap("priorityclasses".into(), e.to_string()))?;
-            crate::local_path_class::ensure(&r)
+            berth_registry::local_path_class::ensure(&r)
                 .map_err(|e| ServerError::Bootstrap("storageclasses".into(), e.to_string()))?;
-            crate::rbac::bootstrap::ensure(&r)
+            berth_apiserver::rbac::bootstrap::ensure(&r)
                 .map_err(|e| ServerError::Bootstrap("rbac".into(), e.to_string()))
         })
         .await
         .map_err(|e| ServerError::Bootstrap("*".into(), e.to_string()))??;
     }
-    let tokens = Arc::new(crate::serviceaccount::token::TokenSigner::load_or_create(
-        &config.data_dir.join("pki"),
-        crate::serviceaccount::token::DEFAULT_ISSUER,
-    )?);
+    let tokens = Arc::new(
+        berth_apiserver::serviceaccount::token::TokenSigner::load_or_create(
+            &config.data_dir.join("pki"),
+            berth_apiserver::serviceaccount::token::DEFAULT_ISSUER,
+        )?,
+    );
     let static_tokens = match &config.token_auth_file {
         Some(p) => Tokens::parse(&std::fs::read_to_string(p).map_err(io(p))?),
         None => Tokens::default(),
@@ -261,31 +268,35 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     {
         let (r, port) = (registry.clone(), bound.port());
         let address = advertise_address(bound.ip());
-        tokio::task::spawn_blocking(move || crate::kubernetes_service::ensure(&r, address, port))
-            .await
-            .map_err(|e| ServerError::Bootstrap("*".into(), e.to_string()))?
-            .map_err(|e| ServerError::Bootstrap("kubernetes service".into(), e.to_string()))?;
+        tokio::task::spawn_blocking(move || {
+            berth_apiserver::kubernetes_service::ensure(&r, address, port)
+        })
+        .await
+        .map_err(|e| ServerError::Bootstrap("*".into(), e.to_string()))?
+        .map_err(|e| ServerError::Bootstrap("kubernetes service".into(), e.to_string()))?;
     }
     let addr_file = config.data_dir.join("listen-address");
     std::fs::write(&addr_file, &url).map_err(io(&addr_file))?;
 
-    let join_tokens = crate::join::tokens::JoinTokens::new(&config.data_dir);
+    let join_tokens = berth_apiserver::join::tokens::JoinTokens::new(&config.data_dir);
     join_tokens
         .load_or_create_cluster(&pki.ca_cert)
-        .map_err(crate::join::JoinError::from)?;
-    let mut signer = crate::join::NodeSigner::new(&pki)?;
+        .map_err(berth_apiserver::join::JoinError::from)?;
+    let mut signer = berth_apiserver::join::NodeSigner::new(&pki)?;
     signer.validity = config.certificate_validity;
-    let serving =
-        crate::certificates::serving::ServingCertificate::new(&pki.server_cert, &pki.server_key)?;
-    let csr_signing = crate::certificates::controller::Config {
-        signer: Arc::new(crate::certificates::signer::CaSigner::new(
+    let serving = berth_apiserver::certificates::serving::ServingCertificate::new(
+        &pki.server_cert,
+        &pki.server_key,
+    )?;
+    let csr_signing = berth_apiserver::certificates::controller::Config {
+        signer: Arc::new(berth_apiserver::certificates::signer::CaSigner::new(
             &pki.ca_cert,
             &std::fs::read_to_string(pki.dir.join("ca.key"))
                 .map_err(io(&pki.dir.join("ca.key")))?,
         )?),
         max_validity: config.certificate_validity,
     };
-    let node_addresses = crate::join::addresses::AddressRule {
+    let node_addresses = berth_apiserver::join::addresses::AddressRule {
         host_addresses: pki::host_addresses()
             .iter()
             .filter_map(|a| a.parse().ok())
@@ -300,7 +311,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         clock: Clock::system(),
     };
     let connections = Arc::new(api::listener::ConnectionStats::default());
-    let leader = Arc::new(crate::leader_election::LeaderStatus::default());
+    let leader = Arc::new(berth_runtime::leader_election::LeaderStatus::default());
     let store_shared = registry.store().is_shared();
     let resource_metrics = Arc::new(api::resource_metrics::ResourceMetrics::default());
     let state = Arc::new(ApiState {
@@ -309,12 +320,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         signer,
         join_tokens,
         node_passwords: if store_shared {
-            crate::join::passwords::NodePasswords::in_store(
+            berth_apiserver::join::passwords::NodePasswords::in_store(
                 &config.data_dir,
                 registry.store().clone(),
             )
         } else {
-            crate::join::passwords::NodePasswords::new(&config.data_dir)
+            berth_apiserver::join::passwords::NodePasswords::new(&config.data_dir)
         },
         node_addresses,
         join_failures: Default::default(),
@@ -329,23 +340,23 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         )),
         connections: connections.clone(),
         leader: leader.clone(),
-        authorizer: crate::rbac::Authorizer::new(&ctx.informers),
+        authorizer: berth_apiserver::rbac::Authorizer::new(&ctx.informers),
         tokens,
         serving: serving.clone(),
     });
     let tls = api::tls::server_config(&pki, serving.clone())?;
-    let serving_renewal = tokio::spawn(crate::certificates::serving::run(
+    let serving_renewal = tokio::spawn(berth_apiserver::certificates::serving::run(
         pki.dir.clone(),
         serving,
         config.certificate_validity,
-        crate::certificates::serving::AdminKubeconfig {
+        berth_apiserver::certificates::serving::AdminKubeconfig {
             data_dir: config.data_dir.clone(),
             path: kubeconfig.clone(),
             server: url.clone(),
         },
         shutdown.clone(),
     ));
-    let ca_expiry = tokio::spawn(crate::certificates::expiry::run(
+    let ca_expiry = tokio::spawn(berth_apiserver::certificates::expiry::run(
         registry.clone(),
         pki.ca_cert.clone(),
         shutdown.clone(),
@@ -401,15 +412,22 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
                     hpa,
                     acting.clone(),
                 )));
-                handles.push(tokio::spawn(crate::certificates::controller::run(
+                // RBAC's own controller (beside the authorizer, which shares its aggregation).
+                handles.push(tokio::spawn(berth_apiserver::rbac::aggregation::run(
                     ctx.clone(),
-                    crate::rbac::Authorizer::new(&ctx.informers),
-                    csr_signing,
                     acting.clone(),
                 )));
-                handles.push(crate::scheduler::start_with(
+                handles.push(tokio::spawn(
+                    berth_apiserver::certificates::controller::run(
+                        ctx.clone(),
+                        berth_apiserver::rbac::Authorizer::new(&ctx.informers),
+                        csr_signing,
+                        acting.clone(),
+                    ),
+                ));
+                handles.push(berth_scheduler::start_with(
                     &ctx,
-                    crate::scheduler::Config::for_store(store_shared),
+                    berth_scheduler::Config::for_store(store_shared),
                     acting,
                 ));
                 handles
@@ -422,7 +440,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             .leader_election_id
             .clone()
             .unwrap_or_else(|| format!("{}_{}", hostname(), bound.port()));
-        vec![tokio::spawn(crate::leader_election::run(
+        vec![tokio::spawn(berth_runtime::leader_election::run(
             registry.clone(),
             identity,
             config.leader_election,

@@ -1,0 +1,143 @@
+//! GET of one object and of collections (label and field selectors, `limit`/`continue`), as
+//! JSON or as a `meta.k8s.io` Table.
+
+use super::error::ApiError;
+use super::query::Query;
+use super::watch_start::{self, Freshness, ListStart};
+use super::{SharedState, json_response, table};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use berth_registry::prefix;
+use berth_shared::resource::ResourceType;
+use berth_shared::selector::{FieldSelector, LabelSelector};
+use berth_shared::table::IncludeObject;
+use berth_store::{ObjectIndex, Revision, Store, StoredObject};
+
+/// Label and field selectors of a list or watch.
+pub struct Selectors {
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+}
+
+impl Selectors {
+    pub fn from_query(q: &Query) -> Result<Selectors, ApiError> {
+        let fields = q.field_selector()?;
+        let known: Vec<&str> = ObjectIndex::known_fields().collect();
+        fields
+            .validate_fields(&known)
+            .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        Ok(Selectors {
+            labels: q.label_selector()?,
+            fields,
+        })
+    }
+
+    pub fn matches(&self, index: &ObjectIndex) -> bool {
+        self.labels.matches(&index.labels) && self.fields.matches(|f| index.field(f))
+    }
+}
+
+pub async fn get(
+    state: &SharedState,
+    rt: &'static ResourceType,
+    ns: Option<&str>,
+    name: &str,
+    as_table: Option<IncludeObject>,
+) -> Result<Response, ApiError> {
+    let obj = state.registry.get(rt, ns, name)?;
+    if let Some(include) = as_table {
+        let rv = obj.revision.to_string();
+        let t = table::render(rt, std::slice::from_ref(&obj), &rv, None, include)?;
+        return Ok(json_response(StatusCode::OK, &t));
+    }
+    Ok(raw_json(obj.data.to_vec()))
+}
+
+/// A JSON document already serialized, ended with the newline Go's encoder writes.
+fn raw_json(mut body: Vec<u8>) -> Response {
+    body.push(b'\n');
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
+/// Brings the store to the state a read asks for and returns its revision: unset, the most
+/// recent state (a consistent read); "0", whatever the cache holds; N, a state at least as new
+/// as N, else upstream's 504 `Too large resource version`.
+pub async fn reach(store: &Store, fresh: Freshness) -> Result<Revision, ApiError> {
+    if fresh != Freshness::Any {
+        store.sync().await?;
+    }
+    let current = store.current_revision();
+    match fresh {
+        Freshness::NotOlderThan(n) if current < n => Err(ApiError::Timeout(format!(
+            "Too large resource version: {n}, current: {current}"
+        ))),
+        _ => Ok(current),
+    }
+}
+
+pub async fn list(
+    state: &SharedState,
+    rt: &'static ResourceType,
+    ns: Option<&str>,
+    q: &Query,
+    as_table: Option<IncludeObject>,
+) -> Result<Response, ApiError> {
+    let selectors = Selectors::from_query(q)?;
+    // Exactly N is only served when N is the current state (older states are not kept).
+    let store = state.registry.store();
+    match watch_start::list_start(q)? {
+        ListStart::Fresh(fresh) => {
+            reach(store, fresh).await?;
+        }
+        ListStart::Exact(n) => {
+            let current = reach(store, Freshness::NotOlderThan(n)).await?;
+            if current > n {
+                return Err(ApiError::Gone(format!(
+                    "too old resource version: {n} ({current})"
+                )));
+            }
+        }
+    }
+    let prefix = prefix(rt, ns);
+    let start = q.continue_key(&prefix)?;
+    let (revision, items, more) =
+        state
+            .registry
+            .store()
+            .list(&prefix, start.as_deref(), q.limit(), |o: &StoredObject| {
+                selectors.matches(&o.index)
+            });
+    let rv = revision.to_string();
+    let cont = more.map(|k| berth_shared::query::encode_continue(&k));
+    if let Some(include) = as_table {
+        let t = table::render(rt, &items, &rv, cont.as_deref(), include)?;
+        return Ok(json_response(StatusCode::OK, &t));
+    }
+    // Items are stored as JSON already: splice them into the list without re-encoding.
+    let mut meta = serde_json::json!({"resourceVersion": rv});
+    if let Some(c) = &cont {
+        meta["continue"] = serde_json::json!(c);
+    }
+    let head = format!(
+        "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
+        rt.list_kind(),
+        rt.api_version(),
+        meta
+    );
+    let mut body =
+        Vec::with_capacity(head.len() + items.iter().map(|i| i.data.len() + 1).sum::<usize>() + 2);
+    body.extend_from_slice(head.as_bytes());
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(&item.data);
+    }
+    body.extend_from_slice(b"]}");
+    Ok(raw_json(body))
+}

@@ -1,0 +1,123 @@
+//! PATCH: JSON patch, JSON merge patch, strategic merge patch and server-side apply (simplified:
+//! create-or-merge of the applied configuration; `force` accepted, no field-ownership conflicts).
+
+use super::error::ApiError;
+use super::{SharedState, blocking, json_response};
+use axum::http::StatusCode;
+use axum::response::Response;
+use berth_registry::{Part, WriteOptions};
+use berth_shared::patch::{self, PatchType};
+use berth_shared::resource::ResourceType;
+use bytes::Bytes;
+use serde_json::Value;
+
+/// Applies a patch document to an object.
+pub fn apply(kind: &str, pt: PatchType, current: Value, doc: &Value) -> Result<Value, ApiError> {
+    let name = current
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    patch::apply_patch(kind, pt, current, doc).map_err(|e| match e {
+        patch::PatchError::NotAnObject(_) => ApiError::BadRequest(e.to_string()),
+        e => ApiError::Invalid {
+            kind: kind.to_string(),
+            group: String::new(),
+            name,
+            causes: vec![berth_shared::admission::FieldError {
+                error_type: berth_shared::admission::FieldErrorType::Invalid,
+                field: "patch".to_string(),
+                bad_value: None,
+                detail: e.to_string(),
+            }],
+        },
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub async fn patch(
+    state: &SharedState,
+    rt: &'static ResourceType,
+    ns: Option<&str>,
+    name: &str,
+    content_type: &str,
+    raw: Bytes,
+    mut opts: WriteOptions,
+    part: Part,
+) -> Result<Response, ApiError> {
+    let pt = PatchType::from_content_type(content_type).ok_or(ApiError::UnsupportedMediaType)?;
+    opts.apply = pt == PatchType::Apply;
+    let doc = super::body::decode(
+        if pt == PatchType::Apply {
+            "application/apply-patch+yaml"
+        } else {
+            "application/json"
+        },
+        &raw,
+    )?;
+    // A patch to a converted version applies to the object in that version.
+    let view = rt;
+    let rt = berth_shared::resource::storage_of(view);
+    let registry = state.registry.clone();
+    let ns = ns.map(String::from);
+    let name = name.to_string();
+    let admitted = opts.warnings.clone();
+    let (code, obj, mut unknown) = blocking(move || {
+        let exists = registry.get(rt, ns.as_deref(), &name).is_ok();
+        if pt == PatchType::Apply && !exists && part == Part::Main {
+            // The applied configuration is the whole object: it names itself, as the URL does.
+            // (A configuration or metadata that is not an object is refused before the checks
+            // below index into it.)
+            if !doc.is_object() || doc.get("metadata").is_some_and(|m| !m.is_object()) {
+                return Err(ApiError::BadRequest(
+                    "a server-side apply configuration and its metadata must be JSON objects"
+                        .to_string(),
+                ));
+            }
+            let mut obj = doc.clone();
+            berth_registry::meta::check_type(view, &mut obj)?;
+            let mut obj = super::conversion::body_to_storage(view, obj)?;
+            berth_registry::meta::set_namespace(rt, ns.as_deref(), &mut obj)?;
+            berth_registry::meta::check_name(&obj, &name)?;
+            let unknown = super::unknown_field_warnings(rt, &obj, &opts);
+            let created = registry.create(rt, ns.as_deref(), obj, &opts)?;
+            return Ok::<_, ApiError>((StatusCode::CREATED, created, unknown));
+        }
+        let strict = opts.field_validation == berth_registry::FieldValidation::Strict;
+        let mut unknown = Vec::new();
+        let updated = registry.update_with(rt, ns.as_deref(), &name, part, &opts, |current| {
+            let current = super::conversion::object_in_version(view, current);
+            let patched =
+                super::conversion::body_to_storage(view, apply(rt.kind, pt, current, &doc)?)?;
+            if pt == PatchType::Strategic
+                && let Some(e) = berth_shared::admission::decode_error(rt.kind, &patched)
+            {
+                return Err(ApiError::Invalid {
+                    kind: String::new(),
+                    group: String::new(),
+                    name: String::new(),
+                    causes: vec![patch::restore::type_error_cause(&doc, &e)],
+                });
+            }
+            if strict {
+                let unknown = berth_shared::admission::unknown_fields(rt.kind, &patched);
+                if !unknown.is_empty() {
+                    return Err(ApiError::BadRequest(format!(
+                        "strict decoding error: {}",
+                        unknown.join(", ")
+                    )));
+                }
+            }
+            unknown = super::unknown_field_warnings(rt, &patched, &opts);
+            Ok(patched)
+        })?;
+        Ok((StatusCode::OK, updated, unknown))
+    })
+    .await?;
+    unknown.extend(admitted.take());
+    let resp = super::add_warnings(json_response(code, &obj), unknown);
+    Ok(match part {
+        Part::Main => super::with_warnings(resp, rt.kind, &obj),
+        Part::Status | Part::EphemeralContainers | Part::Approval => resp,
+    })
+}

@@ -1,0 +1,67 @@
+//! `meta.k8s.io/v1` Table responses for lists, gets and watch events, built with the shared
+//! printers (rows carry PartialObjectMetadata so `-A` and `--show-labels` work, or the whole
+//! object or nothing, as `includeObject` asks).
+
+use super::error::ApiError;
+use berth_shared::resource::ResourceType;
+use berth_shared::table::{self, IncludeObject};
+use berth_store::StoredObject;
+use serde_json::{Value, json};
+
+/// A Table of `items`, with the list's `continue` token when paginated.
+pub fn render(
+    rt: &ResourceType,
+    items: &[StoredObject],
+    resource_version: &str,
+    cont: Option<&str>,
+    include: IncludeObject,
+) -> Result<Value, ApiError> {
+    let objects = items
+        .iter()
+        .map(StoredObject::value)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut t = table::table_with(
+        rt.kind,
+        &objects,
+        Some(resource_version),
+        jiff::Timestamp::now(),
+        include,
+    );
+    if let Some(c) = cont {
+        t["metadata"]["continue"] = json!(c);
+    }
+    Ok(t)
+}
+
+/// A one-row Table for a watch event.
+pub fn render_one(rt: &ResourceType, obj: &Value, include: IncludeObject) -> Value {
+    let rv = obj
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str);
+    table::table_with(
+        rt.kind,
+        std::slice::from_ref(obj),
+        rv,
+        jiff::Timestamp::now(),
+        include,
+    )
+}
+
+/// What a GET asks for: a Table (with rows carrying what `includeObject` says) when the first
+/// media type of `Accept` is `as=Table`, else `None` (plain JSON).
+pub fn requested(
+    accept: Option<&str>,
+    q: &berth_shared::query::Query,
+) -> Result<Option<IncludeObject>, ApiError> {
+    let wants = accept.is_some_and(|a| {
+        a.split(',')
+            .next()
+            .is_some_and(|first| first.contains("as=Table"))
+    });
+    if !wants {
+        return Ok(None);
+    }
+    IncludeObject::parse(q.get("includeObject"))
+        .map(Some)
+        .map_err(ApiError::BadRequest)
+}

@@ -1,0 +1,13 @@
+//! Berth's API server: the Kubernetes REST API over the registry ([`api`]: authentication,
+//! authorization, discovery, OpenAPI, CRUD, watch, tables, subresources, proxying), and what only
+//! it needs: RBAC ([`rbac`]), node joining ([`join`]), the cluster CA and its certificates
+//! ([`pki`], [`certificates`]), ServiceAccount tokens ([`serviceaccount`]) and the `kubernetes`
+//! Service ([`kubernetes_service`]). It depends on the runtime, never on the controllers.
+
+pub mod api;
+pub mod certificates;
+pub mod join;
+pub mod kubernetes_service;
+pub mod pki;
+pub mod rbac;
+pub mod serviceaccount;

@@ -1,0 +1,192 @@
+//! The CronJob controller: creates a CronJob's Jobs on its schedule. A pass (upstream
+//! `ControllerV2.sync`) reads the CronJob and the Jobs it controls from the informers, parses
+//! the schedule in its zone ([`berth_shared::cron`]: `spec.timeZone`, a `TZ=` prefix, or the
+//! controller's local zone), plans ([`plan::plan`]: history limits, active list, the due
+//! scheduled time and the concurrency policy), applies the Job deletions and creation, writes
+//! the status, and asks the runtime to wake it just after the next scheduled time, so a Job is
+//! created within milliseconds of its time instead of on a 10-second poll.
+
+mod apply;
+pub mod missed;
+pub mod plan;
+pub mod template;
+pub mod view;
+
+#[cfg(test)]
+mod plan_tests;
+#[cfg(test)]
+mod tests;
+
+use berth_registry::events::Recorder;
+use berth_registry::{Registry, RegistryError};
+use berth_runtime::informer::{Informer, ObjectKey};
+use berth_runtime::{self as runtime, Clock, Context, Reconciler};
+use berth_shared::cron::{Schedule, load_zone};
+use berth_shared::reconcile::{ErrorPolicy, Outcome, Retry};
+use berth_shared::resource::{CRON_JOBS, JOBS};
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use plan::{Input, ScheduleProblem};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use view::{CronJob, Job};
+
+/// The events' `source.component`, as upstream.
+pub const COMPONENT: &str = "cronjob-controller";
+/// Every CronJob gets a pass this often, whatever the events (its own wake-ups come from the
+/// schedule).
+const RESYNC: Duration = Duration::from_secs(300);
+/// Passes of different CronJobs that may run at once (upstream runs 5 workers).
+const WORKERS: usize = 4;
+
+/// Why a pass failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CronJobError {
+    #[error(transparent)]
+    Api(#[from] RegistryError),
+    #[error("Error creating job: {0}")]
+    Create(RegistryError),
+    #[error("could not delete job: {0}")]
+    Delete(RegistryError),
+}
+
+impl ErrorPolicy for CronJobError {
+    fn retry(&self) -> Retry {
+        match self {
+            CronJobError::Api(e) => e.retry(),
+            CronJobError::Create(_) | CronJobError::Delete(_) => Retry::Backoff,
+        }
+    }
+}
+
+pub struct Controller {
+    /// Where `now` comes from.
+    clock: Clock,
+    registry: Registry,
+    cron_jobs: Arc<Informer>,
+    jobs: Arc<Informer>,
+    recorder: Recorder,
+    /// The zone of schedules without `timeZone` or a `TZ=` prefix (upstream: the
+    /// kube-controller-manager's local zone).
+    local_zone: TimeZone,
+}
+
+impl Controller {
+    pub fn new(ctx: &Context) -> Controller {
+        Controller {
+            registry: ctx.registry.clone(),
+            clock: ctx.clock.clone(),
+            cron_jobs: ctx.informer(CRON_JOBS),
+            jobs: ctx.informer(JOBS),
+            recorder: ctx.recorder(COMPONENT),
+            local_zone: TimeZone::system(),
+        }
+    }
+
+    /// The schedule in its zone, or why it cannot be used.
+    fn observe_schedule(&self, cj: &CronJob) -> Result<Schedule, ScheduleProblem> {
+        let zone = match (&cj.time_zone, Schedule::has_zone_prefix(&cj.schedule)) {
+            (Some(tz), false) => {
+                load_zone(tz).map_err(|e| ScheduleProblem::UnknownTimeZone(e.to_string()))?
+            }
+            _ => self.local_zone.clone(),
+        };
+        Schedule::parse(&cj.schedule)
+            .map(|s| s.with_default_zone(zone))
+            .map_err(|e| ScheduleProblem::Unparseable(e.to_string()))
+    }
+
+    /// The Jobs `cj` controls, and the uids of its active Jobs that the API no longer has
+    /// (asked of the registry, not the cache, as upstream does before dropping them).
+    fn observe_jobs(&self, cj: &CronJob) -> Result<(Vec<Job>, BTreeSet<String>), CronJobError> {
+        let mut jobs = Vec::new();
+        for obj in self.jobs.controlled_by(&cj.uid) {
+            match obj
+                .value()
+                .map_err(RegistryError::from)
+                .map(|v| Job::from_value(&v))
+            {
+                Ok(Ok(j)) => jobs.push(j),
+                Ok(Err(e)) => tracing::warn!(job = obj.name(), error = %e, "ignoring Job"),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        jobs.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut gone = BTreeSet::new();
+        for r in &cj.status.active {
+            if jobs.iter().any(|j| j.uid == r.uid) {
+                continue;
+            }
+            match self.registry.get(JOBS, Some(&cj.namespace), &r.name) {
+                Ok(o) => {
+                    let v = o.value().map_err(RegistryError::from)?;
+                    if v.pointer("/metadata/uid").and_then(|u| u.as_str()) != Some(&r.uid) {
+                        gone.insert(r.uid.clone());
+                    }
+                }
+                Err(RegistryError::NotFound { .. }) => {
+                    gone.insert(r.uid.clone());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok((jobs, gone))
+    }
+
+    /// One pass over the CronJob `ns/name` at `now`. Blocking.
+    pub fn reconcile_at(
+        &self,
+        ns: &str,
+        name: &str,
+        now: Timestamp,
+    ) -> Result<Outcome, CronJobError> {
+        let Some(obj) = self.cron_jobs.get(Some(ns), name) else {
+            return Ok(Outcome::Done);
+        };
+        let raw = obj.value().map_err(RegistryError::from)?;
+        let cj = match CronJob::from_value(&raw) {
+            Ok(cj) => cj,
+            Err(e) => {
+                tracing::warn!(cronjob = %format!("{ns}/{name}"), error = %e, "ignoring CronJob");
+                return Ok(Outcome::Done);
+            }
+        };
+        let (jobs, gone) = self.observe_jobs(&cj)?;
+        let schedule = self.observe_schedule(&cj);
+        let plan = plan::plan(
+            Input {
+                cron_job: &cj,
+                jobs: &jobs,
+                gone: &gone,
+                schedule: schedule.as_ref().map_err(Clone::clone),
+            },
+            now,
+        );
+        let requeue = plan.requeue_after;
+        self.apply(&cj, &raw, plan)?;
+        Ok(requeue.map_or(Outcome::Done, Outcome::RequeueAfter))
+    }
+}
+
+impl Reconciler for Controller {
+    type Key = ObjectKey;
+    type Error = CronJobError;
+
+    fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, CronJobError> {
+        let ns = key.namespace().unwrap_or("default");
+        self.reconcile_at(ns, key.name(), self.clock.now())
+    }
+}
+
+/// Runs the CronJob controller until `shutdown`.
+pub async fn run(ctx: Context, shutdown: CancellationToken) {
+    let controller = Arc::new(Controller::new(&ctx));
+    runtime::Controller::new("cronjob", &ctx, CRON_JOBS)
+        .owns(JOBS)
+        .resync(RESYNC)
+        .workers(WORKERS)
+        .run(controller, shutdown)
+        .await;
+}

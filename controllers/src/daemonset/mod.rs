@@ -1,0 +1,231 @@
+//! The DaemonSet controller: one pod of the template on every eligible node
+//! ([`eligibility`]), each pinned to its node by a `matchFields` node affinity and bound by the
+//! scheduler; pods follow nodes as they come, go, and change labels or taints; failed pods are
+//! replaced with back-off; matching orphans are adopted; the template's versions are kept as
+//! ControllerRevisions ([`crate::history`]) and rolled out by `RollingUpdate` ([`rolling`]) or
+//! `OnDelete`; the status counts nodes ([`status`]).
+//!
+//! A pass (upstream `syncDaemonSet`): claim revisions and settle the current one, claim pods,
+//! plan the per-node changes ([`plan::manage`]) and, only when there are none, the rolling
+//! update's; apply them; trim the history; write the status. The runtime releases a key only
+//! once the informers reflect the pass's writes, so the next pass sees the pods this one made
+//! (what upstream's expectations guard against).
+
+mod apply;
+pub mod backoff;
+pub mod eligibility;
+pub mod plan;
+mod revisions;
+pub mod rolling;
+pub mod routing;
+pub mod status;
+pub mod template;
+pub mod view;
+
+#[cfg(test)]
+mod fixtures;
+#[cfg(test)]
+mod tests;
+
+use super::history;
+use super::workload::PodControl;
+use backoff::FailedBackoff;
+use berth_registry::events::EventType;
+use berth_registry::{Registry, RegistryError};
+use berth_runtime::informer::{Informer, ObjectKey};
+use berth_runtime::{self as runtime, Clock, Context, Reconciler};
+use berth_shared::reconcile::{ErrorPolicy, Outcome, Retry};
+use berth_shared::resource::{CONTROLLER_REVISIONS, DAEMON_SETS, NODES, PODS};
+use routing::{ParsedDaemonSet, TargetNode};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use view::{DaemonPod, DaemonSet, HASH_LABEL, Node, Revision, Strategy};
+
+/// The events' `source.component`, as upstream.
+pub const COMPONENT: &str = "daemonset-controller";
+/// Every DaemonSet gets a pass this often, whatever the events.
+pub const RESYNC: Duration = Duration::from_secs(300);
+/// Passes of different DaemonSets that may run at once.
+const WORKERS: usize = 4;
+/// A DaemonSet runs again no sooner than this many times its last pass's duration (a pass
+/// reads every node and every daemon pod; see `Queue::set_pace`).
+const PACE: u32 = 8;
+
+/// Why a pass failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonSetError {
+    #[error(transparent)]
+    Api(#[from] RegistryError),
+    /// A pod creation failed; the message is the API's.
+    #[error("{0}")]
+    Create(RegistryError),
+    #[error("unable to delete pods: {0}")]
+    Delete(RegistryError),
+    #[error(transparent)]
+    History(#[from] history::write::HistoryError),
+}
+
+impl ErrorPolicy for DaemonSetError {
+    fn retry(&self) -> Retry {
+        match self {
+            DaemonSetError::Api(e) => e.retry(),
+            // As upstream: a failed create or delete is retried with backoff whatever the
+            // cause (a quota or a webhook may clear).
+            DaemonSetError::Create(_) | DaemonSetError::Delete(_) => Retry::Backoff,
+            DaemonSetError::History(e) => e.retry(),
+        }
+    }
+}
+
+struct Controller {
+    /// Where `now` comes from.
+    clock: Clock,
+    registry: Registry,
+    sets: Arc<Informer>,
+    pods: Arc<Informer>,
+    nodes: Arc<Informer>,
+    revisions: Arc<Informer>,
+    pods_control: PodControl,
+    failed: Mutex<FailedBackoff>,
+}
+
+impl Controller {
+    fn record(&self, raw: &Value, t: EventType, reason: &str, message: &str) {
+        self.pods_control.record(raw, t, reason, message);
+    }
+
+    fn backoff(&self) -> std::sync::MutexGuard<'_, FailedBackoff> {
+        self.failed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every node, in name order.
+    fn observe_nodes(&self) -> Vec<Arc<Node>> {
+        let mut nodes: Vec<Arc<Node>> = self.nodes.list().iter().map(|n| n.view()).collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        nodes
+    }
+
+    /// The DaemonSet's revisions, claimed through the kit (adoptions and releases applied).
+    fn observe_revisions(&self, ds: &DaemonSet) -> Result<Vec<Arc<Revision>>, DaemonSetError> {
+        let owner = template::ownership(ds);
+        let claimed = owner.claim(&self.registry, &self.revisions)?;
+        Ok(claimed.iter().map(|o| o.view()).collect())
+    }
+
+    /// The DaemonSet's pods, claimed.
+    fn observe_pods(&self, ds: &DaemonSet) -> Result<Vec<DaemonPod>, DaemonSetError> {
+        let owner = template::ownership(ds);
+        let claimed = owner.claim(&self.registry, &self.pods)?;
+        Ok(claimed
+            .iter()
+            .map(|o| DaemonPod {
+                node: o.view::<TargetNode>().0.clone(),
+                pod: o.view(),
+            })
+            .collect())
+    }
+
+    /// One pass over one DaemonSet.
+    fn sync(&self, key: &ObjectKey) -> Result<Outcome, DaemonSetError> {
+        let Some(obj) = self.sets.get_key(key) else {
+            return Ok(Outcome::Done);
+        };
+        let parsed = obj.view::<ParsedDaemonSet>();
+        let ds = match &parsed.0 {
+            Ok(ds) => ds,
+            Err(e) => {
+                tracing::warn!(%key, error = %e, "ignoring DaemonSet");
+                return Ok(Outcome::Done);
+            }
+        };
+        // Its revisions may be going already (orphaned or deleted): nothing is reliable.
+        if ds.deleting {
+            return Ok(Outcome::Done);
+        }
+        let raw = obj.value().map_err(RegistryError::from)?;
+        if ds.selector.is_empty() {
+            let msg = "This daemon set is selecting all pods. A non-empty selector is required.";
+            self.record(&raw, EventType::Warning, "SelectingAll", msg);
+            return Ok(Outcome::Done);
+        }
+        let now = self.clock.now();
+        let nodes = self.observe_nodes();
+        let revisions = self.observe_revisions(ds)?;
+        let history = history::plan(&template::history_owner(ds), &revisions);
+        let hash = self.apply_history(ds, &history)?;
+        let pods = self.observe_pods(ds)?;
+        if !history.duplicates.is_empty() {
+            self.apply_dedup(ds, &history.duplicates, &pods, &hash)?;
+        }
+        let by_node = plan::by_node(&pods);
+        let mut changes = {
+            let failed = self.backoff();
+            plan::manage(ds, &nodes, &by_node, &hash, &failed, now)
+        };
+        let mut requeue = changes.requeue_after;
+        // As upstream: the rolling update moves only once the core loop has nothing to do.
+        if changes.is_empty() && matches!(ds.strategy, Strategy::RollingUpdate { .. }) {
+            changes = rolling::rolling_update(ds, &nodes, &by_node, &hash, now);
+        }
+        let failure = self.apply_changes(ds, &raw, changes.capped(), &hash, now)?;
+        let live: BTreeSet<String> = pods
+            .iter()
+            .filter_map(|p| p.pod.labels.get(HASH_LABEL).cloned())
+            .collect();
+        let owner = template::history_owner(ds);
+        for r in history::cleanup(&owner, &history.old, history::by_hash(HASH_LABEL, &live)) {
+            self.apply_delete_revision(ds, &r)?;
+        }
+        let new = status::compute(ds, &nodes, &by_node, &hash, now);
+        if status::needs_write(ds, &new) {
+            self.apply_status(ds, &new)?;
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if let Some(d) = status::next_availability_check(ds, &by_node, now) {
+            requeue = Some(requeue.map_or(d, |r| r.min(d)));
+        }
+        Ok(requeue.map_or(Outcome::Done, Outcome::RequeueAfter))
+    }
+}
+
+impl Reconciler for Controller {
+    type Key = ObjectKey;
+    type Error = DaemonSetError;
+
+    fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, DaemonSetError> {
+        self.sync(key)
+    }
+}
+
+/// Runs the DaemonSet controller until `shutdown`.
+pub async fn run(ctx: Context, shutdown: CancellationToken) {
+    let pods = ctx.informer(PODS);
+    let sets = ctx.informer(DAEMON_SETS);
+    let controller = Arc::new(Controller {
+        registry: ctx.registry.clone(),
+        clock: ctx.clock.clone(),
+        sets: sets.clone(),
+        pods,
+        nodes: ctx.informer(NODES),
+        revisions: ctx.informer(CONTROLLER_REVISIONS),
+        pods_control: PodControl::new(ctx.registry.clone(), ctx.recorder(COMPONENT)),
+        failed: Mutex::new(FailedBackoff::default()),
+    });
+    let for_nodes = sets;
+    runtime::Controller::new("daemonset", &ctx, DAEMON_SETS)
+        .owns(PODS)
+        .owns(CONTROLLER_REVISIONS)
+        .adopts(PODS, routing::selector)
+        .adopts(CONTROLLER_REVISIONS, routing::selector)
+        .watches(NODES, move |d| routing::node_change(&for_nodes, d))
+        .resync(RESYNC)
+        .paced(PACE)
+        .workers(WORKERS)
+        .run(controller, shutdown)
+        .await;
+}

@@ -1,0 +1,82 @@
+//! Which DaemonSets a change concerns, and the views they are judged by (each derived once per
+//! object version and shared). A DaemonSet's own change, and its pods' and revisions' through
+//! their controller reference, are wired by the runtime (`Controller::new`, `.owns`), and so
+//! are live orphans (`.adopts` with [`selector`]: upstream `addPod`/`updatePod`,
+//! `addHistory`); here: a node concerns the DaemonSets whose
+//! verdict on it changes (upstream `addNode`/`updateNode`: a heartbeat or a cordon concerns
+//! none), or, when it goes, every DaemonSet (their pods there must go too).
+
+use super::view::{DaemonSet, Node, ViewError, pinned_node};
+use berth_runtime::informer::{Delta, DeltaType, Informer, Object, ObjectKey, View};
+use berth_shared::selector::LabelSelector;
+
+/// A DaemonSet parsed once per version.
+pub struct ParsedDaemonSet(pub Result<DaemonSet, ViewError>);
+
+impl View for ParsedDaemonSet {
+    fn derive(obj: &Object) -> Self {
+        ParsedDaemonSet(
+            obj.value()
+                .map_err(ViewError::from)
+                .and_then(|v| DaemonSet::from_value(&v)),
+        )
+    }
+}
+
+impl View for Node {
+    fn derive(obj: &Object) -> Self {
+        obj.value()
+            .map(|v| Node::from_value(&v))
+            .unwrap_or_default()
+    }
+}
+
+/// The node a daemon pod is meant for (see [`super::view::DaemonPod::node`]).
+pub struct TargetNode(pub Option<String>);
+
+impl View for TargetNode {
+    fn derive(obj: &Object) -> Self {
+        if let Some(n) = obj.field("spec.nodeName").filter(|n| !n.is_empty()) {
+            return TargetNode(Some(n));
+        }
+        TargetNode(obj.value().ok().and_then(|v| pinned_node(v.get("spec"))))
+    }
+}
+
+/// The selector by which a DaemonSet adopts orphan pods and revisions (`.adopts`); none
+/// while it is unreadable or being deleted.
+pub fn selector(ds: &ParsedDaemonSet) -> Option<&LabelSelector> {
+    ds.0.as_ref()
+        .ok()
+        .filter(|d| !d.deleting)
+        .map(|d| &d.selector)
+}
+
+/// A node change: the DaemonSets it concerns.
+pub fn node_change(sets: &Informer, d: &Delta) -> Vec<ObjectKey> {
+    // Heartbeats of every node pass here: with no DaemonSet, nothing is parsed.
+    if sets.is_empty() {
+        return Vec::new();
+    }
+    if d.kind == DeltaType::Deleted {
+        return sets.keys();
+    }
+    let new = d.object.view::<Node>();
+    let old = d.old.as_ref().map(|o| o.view::<Node>());
+    if old.as_deref() == Some(&*new) {
+        return Vec::new();
+    }
+    sets.list()
+        .into_iter()
+        .filter(|s| {
+            let parsed = s.view::<ParsedDaemonSet>();
+            let Ok(ds) = &parsed.0 else { return false };
+            let now = super::eligibility::fit(&ds.placement, &new);
+            match &old {
+                Some(old) => super::eligibility::fit(&ds.placement, old) != now,
+                None => now.should_run,
+            }
+        })
+        .map(|s| s.key().clone())
+        .collect()
+}

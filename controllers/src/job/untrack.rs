@@ -1,0 +1,97 @@
+//! The tracking-finalizer cleaner (upstream's orphan-pod queue, `syncOrphanPod`): a pod that
+//! carries `batch.kubernetes.io/job-tracking` while no unfinished Job controls it (it was
+//! orphaned, released, or its Job was deleted or finished) loses the finalizer, so no pod is
+//! ever kept by it for good. Keyed by pod; woken by pod changes and by Jobs that go or finish.
+
+use super::routing::{self, tracked, untrackable};
+use super::view::TRACKING_FINALIZER;
+use crate::workload::claim::drop_finalizer;
+use berth_registry::{Part, Registry, RegistryError, WriteOptions};
+use berth_runtime::informer::{Informer, Object, ObjectKey};
+use berth_runtime::{self as runtime, Context, Reconciler};
+use berth_shared::reconcile::Outcome;
+use berth_shared::resource::{JOBS, PODS};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The pods' index of pods carrying the tracking finalizer.
+const TRACKED: &str = "job-tracked";
+/// How often every tracked pod is looked at again.
+const RESYNC: Duration = Duration::from_secs(300);
+
+struct Cleaner {
+    registry: Registry,
+    jobs: Arc<Informer>,
+    pods: Arc<Informer>,
+}
+
+impl Reconciler for Cleaner {
+    type Key = ObjectKey;
+    type Error = RegistryError;
+
+    fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, RegistryError> {
+        let Some(pod) = self.pods.get_key(key) else {
+            return Ok(Outcome::Done);
+        };
+        if !untrackable(&self.jobs, &pod) {
+            return Ok(Outcome::Done);
+        }
+        let uid = pod.uid().to_string();
+        let r = self.registry.update_with(
+            PODS,
+            key.namespace(),
+            key.name(),
+            Part::Main,
+            &WriteOptions::default(),
+            |mut obj| {
+                if obj.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str()) {
+                    return Ok::<_, RegistryError>(obj);
+                }
+                drop_finalizer(&mut obj, TRACKING_FINALIZER);
+                Ok(obj)
+            },
+        );
+        match r {
+            Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(Outcome::Done),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Runs the cleaner until `shutdown`.
+pub async fn run(ctx: Context, shutdown: CancellationToken) {
+    let pods = ctx.informer(PODS);
+    pods.add_index(
+        TRACKED,
+        Arc::new(|o: &Object| {
+            if tracked(o) {
+                vec![String::new()]
+            } else {
+                Vec::new()
+            }
+        }),
+    );
+    let jobs = ctx.informer(JOBS);
+    let cleaner = Arc::new(Cleaner {
+        registry: ctx.registry.clone(),
+        jobs: jobs.clone(),
+        pods: pods.clone(),
+    });
+    let (for_pods, for_jobs) = (jobs.clone(), pods.clone());
+    let (resync_jobs, resync_pods) = (jobs, pods);
+    runtime::Controller::keyed("job-finalizers", &ctx)
+        .watches(PODS, move |d| routing::pod_to_untrack(&for_pods, d))
+        .watches(JOBS, move |d| routing::job_gone_or_finished(&for_jobs, d))
+        .resync_with(RESYNC, move || {
+            resync_pods
+                .by_index(TRACKED, "")
+                .into_iter()
+                .filter(|p| untrackable(&resync_jobs, p))
+                .map(|p| p.key().clone())
+                .collect()
+        })
+        .run(cleaner, shutdown)
+        .await;
+}

@@ -1,0 +1,35 @@
+//! The workload kit: what every workload controller (ReplicaSet/ReplicationController,
+//! Deployment, DaemonSet, StatefulSet, Job, CronJob) does the same way, written once (upstream's
+//! `controller_utils.go` and `controller_ref_manager.go`): the controller reference
+//! ([`controller_ref`]), claiming with adoption and release ([`claim`]), pod creation and
+//! deletion with their events ([`pod_control`]) and the owner's status write ([`status`]).
+//! Orphan routing is the runtime builder's `.adopts(kind, selector)`.
+
+pub mod availability;
+pub mod claim;
+pub mod controller_ref;
+pub mod pod_control;
+pub mod scaled;
+pub mod status;
+
+pub use claim::{Claim, Owner, Rules};
+pub use controller_ref::ControllerRef;
+pub use pod_control::{Created, PodControl};
+
+use berth_registry::events::{EventType, Recorder};
+use serde_json::Value;
+
+/// Records an event about `obj`; a failure to record is logged, never a pass's failure.
+pub fn record(recorder: &Recorder, obj: &Value, t: EventType, reason: &str, message: &str) {
+    if let Err(e) = recorder.record(obj, t, reason, message) {
+        tracing::debug!(error = %e, reason, "recording event");
+    }
+}
+
+/// The `resourceVersion` of a written object (empty when absent).
+pub fn version_of(v: &Value) -> String {
+    v.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}

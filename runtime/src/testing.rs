@@ -1,0 +1,95 @@
+//! Test support for controllers and the scheduler: a control plane in process over a real
+//! store in a temporary directory (registry, informers, queue metrics), and waits that wake on
+//! store changes instead of sleeping.
+
+use crate::informer::Informers;
+use crate::{Clock, Context, QueueMetrics};
+use berth_registry::Registry;
+use berth_shared::resource::ResourceType;
+use berth_store::Store;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How long a wait may take before the test fails.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+pub use berth_registry::testing::registry;
+
+/// A control plane without HTTP: what controllers are started with.
+pub struct ControlPlane {
+    pub ctx: Context,
+    pub stop: CancellationToken,
+    store: Store,
+    _dir: tempfile::TempDir,
+}
+
+impl ControlPlane {
+    /// Starts it (informers start as controllers ask for them). Call within a tokio runtime.
+    pub fn start() -> ControlPlane {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let registry = registry(dir.path());
+        let store = registry.store().clone();
+        let stop = CancellationToken::new();
+        let informers = Informers::new(Arc::new(store.clone()), stop.clone());
+        ControlPlane {
+            ctx: Context {
+                registry,
+                informers,
+                queues: QueueMetrics::default(),
+                clock: Clock::system(),
+            },
+            stop,
+            store,
+            _dir: dir,
+        }
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.ctx.registry
+    }
+
+    /// Every object of `rt` in `default`, as JSON, read from the store.
+    pub fn list(&self, rt: &ResourceType) -> Vec<Value> {
+        self.ctx
+            .registry
+            .list_values(rt, Some("default"))
+            .expect("list")
+    }
+
+    /// Waits until every started informer reflects every write made so far.
+    pub async fn caught_up(&self) {
+        let informers = self.ctx.informers.started();
+        self.ctx.informers.catch_up(&informers, DEADLINE).await;
+    }
+
+    /// Waits until `check` holds, evaluating it again after every change in the store; panics
+    /// with `what` and `dump()` after [`DEADLINE`].
+    pub async fn wait_until(
+        &self,
+        what: &str,
+        check: impl Fn() -> bool,
+        dump: impl Fn() -> String,
+    ) {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        loop {
+            let from = self.store.current_revision();
+            if check() {
+                return;
+            }
+            let Ok(mut watch) = self.store.watch(from) else {
+                continue;
+            };
+            if !watch.backlog.is_empty() {
+                continue;
+            }
+            if tokio::time::timeout_at(deadline, watch.live.recv())
+                .await
+                .is_err()
+            {
+                panic!("timed out waiting for {what}: {}", dump());
+            }
+        }
+    }
+}

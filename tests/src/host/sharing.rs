@@ -51,6 +51,8 @@ pub const SHARED_BINARIES: &[&str] = &[
     "agent_proxy_subresources",
     "agent_pull_secrets",
     "agent_python_e2e",
+    // Restart policies' outcomes; its two back-off tests, timed, run alone.
+    "agent_restart",
     "agent_run",
     "agent_sandbox",
     "agent_seccomp",
@@ -100,7 +102,12 @@ pub const EXCLUSIVE_TESTS: &[(&str, &str, &str)] = &[
     ),
     (
         "agent_restart",
-        "*",
+        "a_crashing_container_backs_off_10s_then_20s",
+        "back-offs of 10 s, then 20 s measured to the second",
+    ),
+    (
+        "agent_restart",
+        "a_container_whose_command_does_not_exist_backs_off_10s_20s_then_40s",
         "back-offs of 10 s, 20 s, 40 s measured to the second",
     ),
     (

@@ -27,6 +27,9 @@ pub const SHARED_BINARIES: &[&str] = &[
     "agent_config_volumes",
     "agent_crash",
     "agent_deletion",
+    // Pods over their own local-storage limits, on a disk with room; its memory and
+    // node-filesystem tests cross host-wide thresholds and run alone.
+    "agent_eviction",
     "agent_failover",
     "agent_ha",
     "agent_ha_rollouts",
@@ -86,9 +89,13 @@ pub const SHARED_BINARIES: &[&str] = &[
 pub const EXCLUSIVE_TESTS: &[(&str, &str, &str)] = &[
     (
         "agent_eviction",
-        "*",
-        "memory.available and nodefs.available are the host's: another cluster's pods move \
-         them across the thresholds",
+        "a_besteffort_pod_eating_memory_is_evicted_and_a_guaranteed_one_stays",
+        "memory.available is the host's: another cluster's pods move it across the threshold",
+    ),
+    (
+        "agent_eviction",
+        "a_pod_filling_the_node_filesystem_is_evicted_after_node_reclaim_and_its_empty_dir_freed",
+        "nodefs.available crossed on purpose, with node-level reclaim timed against it",
     ),
     (
         "agent_node_allocatable",
@@ -212,7 +219,17 @@ mod tests {
         let cases = [
             ("agent_run", Some("a_pod_runs"), HostUse::Shared),
             ("agent_run", None, HostUse::Exclusive),
-            ("agent_eviction", Some("memory"), HostUse::Exclusive),
+            ("agent_gc", Some("anything"), HostUse::Exclusive),
+            (
+                "agent_eviction",
+                Some("a_besteffort_pod_eating_memory_is_evicted_and_a_guaranteed_one_stays"),
+                HostUse::Exclusive,
+            ),
+            (
+                "agent_eviction",
+                Some("pods_over_their_local_storage_limits_are_evicted_while_the_disk_has_room"),
+                HostUse::Shared,
+            ),
             ("a_new_suite", Some("anything"), HostUse::Exclusive),
             ("service_proxy", Some("bench"), HostUse::Exclusive),
             (

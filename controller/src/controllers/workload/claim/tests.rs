@@ -2,6 +2,8 @@
 //! over a real registry: adoption re-checks the owner live, release drops the reference.
 
 use super::*;
+use crate::controllers::workload::controller_ref::uid_of;
+use crate::registry::{Part, WriteOptions};
 use crate::testing::ControlPlane;
 use berth_shared::resource::{DAEMON_SETS, DEPLOYMENTS, JOBS, PODS, REPLICA_SETS, STATEFUL_SETS};
 

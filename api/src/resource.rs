@@ -80,469 +80,94 @@ macro_rules! rt {
     };
 }
 
+/// A kind whose answers are computed and never stored: `$computed` is `create_only` or
+/// `read_only`.
+macro_rules! computed {
+    ($group:expr, $version:expr, $kind:expr, $plural:expr, $singular:expr, $ns:expr,
+     $computed:ident) => {
+        ResourceType {
+            $computed: true,
+            ..rt!(
+                $group,
+                $version,
+                $kind,
+                $plural,
+                $singular,
+                $ns,
+                &[],
+                &[],
+                status = false,
+                scale = false
+            )
+        }
+    };
+}
+
 /// A create-only review kind: cluster-scoped unless `namespaced`.
 macro_rules! review {
     ($group:expr, $kind:expr, $plural:expr, $singular:expr, $ns:expr) => {
-        ResourceType {
-            group: $group,
-            version: "v1",
-            kind: $kind,
-            plural: $plural,
-            singular: $singular,
-            namespaced: $ns,
-            short_names: &[],
-            categories: &[],
-            has_status: false,
-            has_scale: false,
-            create_only: true,
-            read_only: false,
-            stored_as: None,
-        }
+        computed!($group, "v1", $kind, $plural, $singular, $ns, create_only)
     };
 }
 
 /// A read-only kind of the resource metrics API (`metrics.k8s.io/v1beta1`).
 macro_rules! resource_metrics {
     ($kind:expr, $plural:expr, $singular:expr, $ns:expr) => {
-        ResourceType {
-            group: "metrics.k8s.io",
-            version: "v1beta1",
-            kind: $kind,
-            plural: $plural,
-            singular: $singular,
-            namespaced: $ns,
-            short_names: &[],
-            categories: &[],
-            has_status: false,
-            has_scale: false,
-            create_only: false,
-            read_only: true,
-            stored_as: None,
-        }
+        computed!(
+            "metrics.k8s.io",
+            "v1beta1",
+            $kind,
+            $plural,
+            $singular,
+            $ns,
+            read_only
+        )
     };
 }
 
-/// Every resource type Berth serves, in discovery order.
+/// Every resource type Berth serves, in discovery order: one row a type.
+#[rustfmt::skip]
 pub static RESOURCES: &[ResourceType] = &[
-    rt!(
-        "",
-        "v1",
-        "Namespace",
-        "namespaces",
-        "namespace",
-        false,
-        &["ns"],
-        &[],
-        status = true,
-        scale = false
-    ),
-    rt!(
-        "",
-        "v1",
-        "Node",
-        "nodes",
-        "node",
-        false,
-        &["no"],
-        &[],
-        status = true,
-        scale = false
-    ),
-    rt!(
-        "",
-        "v1",
-        "Pod",
-        "pods",
-        "pod",
-        true,
-        &["po"],
-        ALL,
-        status = true,
-        scale = false
-    ),
-    rt!(
-        "",
-        "v1",
-        "Event",
-        "events",
-        "event",
-        true,
-        &["ev"],
-        &[],
-        status = false,
-        scale = false
-    ),
-    rt!(
-        "",
-        "v1",
-        "ConfigMap",
-        "configmaps",
-        "configmap",
-        true,
-        &["cm"],
-        &[],
-        status = false,
-        scale = false
-    ),
-    rt!(
-        "",
-        "v1",
-        "Secret",
-        "secrets",
-        "secret",
-        true,
-        &[],
-        &[],
-        status = false,
-        scale = false
-    ),
-    rt!(
-        "",
-        "v1",
-        "ReplicationController",
-        "replicationcontrollers",
-        "replicationcontroller",
-        true,
-        &["rc"],
-        ALL,
-        status = true,
-        scale = true
-    ),
-    rt!(
-        "apps",
-        "v1",
-        "Deployment",
-        "deployments",
-        "deployment",
-        true,
-        &["deploy"],
-        ALL,
-        status = true,
-        scale = true
-    ),
-    rt!(
-        "apps",
-        "v1",
-        "ReplicaSet",
-        "replicasets",
-        "replicaset",
-        true,
-        &["rs"],
-        ALL,
-        status = true,
-        scale = true
-    ),
-    rt!(
-        "apps",
-        "v1",
-        "StatefulSet",
-        "statefulsets",
-        "statefulset",
-        true,
-        &["sts"],
-        ALL,
-        status = true,
-        scale = true
-    ),
-    rt!(
-        "apps",
-        "v1",
-        "DaemonSet",
-        "daemonsets",
-        "daemonset",
-        true,
-        &["ds"],
-        ALL,
-        status = true,
-        scale = false
-    ),
-    rt!(
-        "apps",
-        "v1",
-        "ControllerRevision",
-        "controllerrevisions",
-        "controllerrevision",
-        true,
-        &[],
-        &[],
-        status = false,
-        scale = false
-    ),
-    rt!(
-        "batch",
-        "v1",
-        "Job",
-        "jobs",
-        "job",
-        true,
-        &[],
-        ALL,
-        status = true,
-        scale = false
-    ),
-    rt!(
-        "batch",
-        "v1",
-        "CronJob",
-        "cronjobs",
-        "cronjob",
-        true,
-        &["cj"],
-        ALL,
-        status = true,
-        scale = false
-    ),
-    rt!(
-        "policy",
-        "v1",
-        "PodDisruptionBudget",
-        "poddisruptionbudgets",
-        "poddisruptionbudget",
-        true,
-        &["pdb"],
-        &[],
-        status = true,
-        scale = false
-    ),
-    rt!(
-        "coordination.k8s.io",
-        "v1",
-        "Lease",
-        "leases",
-        "lease",
-        true,
-        &[],
-        &[],
-        status = false,
-        scale = false
-    ),
-    rt!(
-        "",
-        "v1",
-        "ServiceAccount",
-        "serviceaccounts",
-        "serviceaccount",
-        true,
-        &["sa"],
-        &[],
-        status = false,
-        scale = false
-    ),
-    rt!(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "Role",
-        "roles",
-        "role",
-        true,
-        &[],
-        &[],
-        status = false,
-        scale = false
-    ),
-    rt!(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "RoleBinding",
-        "rolebindings",
-        "rolebinding",
-        true,
-        &[],
-        &[],
-        status = false,
-        scale = false
-    ),
-    rt!(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "ClusterRole",
-        "clusterroles",
-        "clusterrole",
-        false,
-        &[],
-        &[],
-        status = false,
-        scale = false
-    ),
-    rt!(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "ClusterRoleBinding",
-        "clusterrolebindings",
-        "clusterrolebinding",
-        false,
-        &[],
-        &[],
-        status = false,
-        scale = false
-    ),
-    rt!(
-        "scheduling.k8s.io",
-        "v1",
-        "PriorityClass",
-        "priorityclasses",
-        "priorityclass",
-        false,
-        &["pc"],
-        &[],
-        status = false,
-        scale = false
-    ),
-    review!(
-        "authentication.k8s.io",
-        "SelfSubjectReview",
-        "selfsubjectreviews",
-        "selfsubjectreview",
-        false
-    ),
-    review!(
-        "authentication.k8s.io",
-        "TokenReview",
-        "tokenreviews",
-        "tokenreview",
-        false
-    ),
-    review!(
-        "authorization.k8s.io",
-        "LocalSubjectAccessReview",
-        "localsubjectaccessreviews",
-        "localsubjectaccessreview",
-        true
-    ),
-    review!(
-        "authorization.k8s.io",
-        "SelfSubjectAccessReview",
-        "selfsubjectaccessreviews",
-        "selfsubjectaccessreview",
-        false
-    ),
-    review!(
-        "authorization.k8s.io",
-        "SelfSubjectRulesReview",
-        "selfsubjectrulesreviews",
-        "selfsubjectrulesreview",
-        false
-    ),
-    review!(
-        "authorization.k8s.io",
-        "SubjectAccessReview",
-        "subjectaccessreviews",
-        "subjectaccessreview",
-        false
-    ),
+    rt!("", "v1", "Namespace", "namespaces", "namespace", false, &["ns"], &[], status = true, scale = false),
+    rt!("", "v1", "Node", "nodes", "node", false, &["no"], &[], status = true, scale = false),
+    rt!("", "v1", "Pod", "pods", "pod", true, &["po"], ALL, status = true, scale = false),
+    rt!("", "v1", "Event", "events", "event", true, &["ev"], &[], status = false, scale = false),
+    rt!("", "v1", "ConfigMap", "configmaps", "configmap", true, &["cm"], &[], status = false, scale = false),
+    rt!("", "v1", "Secret", "secrets", "secret", true, &[], &[], status = false, scale = false),
+    rt!("", "v1", "ReplicationController", "replicationcontrollers", "replicationcontroller", true, &["rc"], ALL, status = true, scale = true),
+    rt!("apps", "v1", "Deployment", "deployments", "deployment", true, &["deploy"], ALL, status = true, scale = true),
+    rt!("apps", "v1", "ReplicaSet", "replicasets", "replicaset", true, &["rs"], ALL, status = true, scale = true),
+    rt!("apps", "v1", "StatefulSet", "statefulsets", "statefulset", true, &["sts"], ALL, status = true, scale = true),
+    rt!("apps", "v1", "DaemonSet", "daemonsets", "daemonset", true, &["ds"], ALL, status = true, scale = false),
+    rt!("apps", "v1", "ControllerRevision", "controllerrevisions", "controllerrevision", true, &[], &[], status = false, scale = false),
+    rt!("batch", "v1", "Job", "jobs", "job", true, &[], ALL, status = true, scale = false),
+    rt!("batch", "v1", "CronJob", "cronjobs", "cronjob", true, &["cj"], ALL, status = true, scale = false),
+    rt!("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", "poddisruptionbudget", true, &["pdb"], &[], status = true, scale = false),
+    rt!("coordination.k8s.io", "v1", "Lease", "leases", "lease", true, &[], &[], status = false, scale = false),
+    rt!("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", true, &["sa"], &[], status = false, scale = false),
+    rt!("rbac.authorization.k8s.io", "v1", "Role", "roles", "role", true, &[], &[], status = false, scale = false),
+    rt!("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", "rolebinding", true, &[], &[], status = false, scale = false),
+    rt!("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", "clusterrole", false, &[], &[], status = false, scale = false),
+    rt!("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", "clusterrolebinding", false, &[], &[], status = false, scale = false),
+    rt!("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", "priorityclass", false, &["pc"], &[], status = false, scale = false),
+    review!("authentication.k8s.io", "SelfSubjectReview", "selfsubjectreviews", "selfsubjectreview", false),
+    review!("authentication.k8s.io", "TokenReview", "tokenreviews", "tokenreview", false),
+    review!("authorization.k8s.io", "LocalSubjectAccessReview", "localsubjectaccessreviews", "localsubjectaccessreview", true),
+    review!("authorization.k8s.io", "SelfSubjectAccessReview", "selfsubjectaccessreviews", "selfsubjectaccessreview", false),
+    review!("authorization.k8s.io", "SelfSubjectRulesReview", "selfsubjectrulesreviews", "selfsubjectrulesreview", false),
+    review!("authorization.k8s.io", "SubjectAccessReview", "subjectaccessreviews", "subjectaccessreview", false),
     resource_metrics!("NodeMetrics", "nodes", "", false),
     resource_metrics!("PodMetrics", "pods", "", true),
-    rt!(
-        "autoscaling",
-        "v2",
-        "HorizontalPodAutoscaler",
-        "horizontalpodautoscalers",
-        "horizontalpodautoscaler",
-        true,
-        &["hpa"],
-        ALL,
-        status = true,
-        scale = false
-    ),
-    ResourceType {
-        group: "autoscaling",
-        version: "v1",
-        kind: "HorizontalPodAutoscaler",
-        plural: "horizontalpodautoscalers",
-        singular: "horizontalpodautoscaler",
-        namespaced: true,
-        short_names: &["hpa"],
-        categories: ALL,
-        has_status: true,
-        has_scale: false,
-        create_only: false,
-        read_only: false,
-        stored_as: Some("v2"),
-    },
-    rt!(
-        "",
-        "v1",
-        "Service",
-        "services",
-        "service",
-        true,
-        &["svc"],
-        ALL,
-        status = true,
-        scale = false
-    ),
-    rt!(
-        "",
-        "v1",
-        "Endpoints",
-        "endpoints",
-        "endpoints",
-        true,
-        &["ep"],
-        &[],
-        status = false,
-        scale = false
-    ),
-    rt!(
-        "discovery.k8s.io",
-        "v1",
-        "EndpointSlice",
-        "endpointslices",
-        "endpointslice",
-        true,
-        &[],
-        &[],
-        status = false,
-        scale = false
-    ),
-    rt!(
-        "",
-        "v1",
-        "PersistentVolume",
-        "persistentvolumes",
-        "persistentvolume",
-        false,
-        &["pv"],
-        &[],
-        status = true,
-        scale = false
-    ),
-    rt!(
-        "",
-        "v1",
-        "PersistentVolumeClaim",
-        "persistentvolumeclaims",
-        "persistentvolumeclaim",
-        true,
-        &["pvc"],
-        &[],
-        status = true,
-        scale = false
-    ),
-    rt!(
-        "storage.k8s.io",
-        "v1",
-        "StorageClass",
-        "storageclasses",
-        "storageclass",
-        false,
-        &["sc"],
-        &[],
-        status = false,
-        scale = false
-    ),
-    rt!(
-        "certificates.k8s.io",
-        "v1",
-        "CertificateSigningRequest",
-        "certificatesigningrequests",
-        "certificatesigningrequest",
-        false,
-        &["csr"],
-        &[],
-        status = true,
-        scale = false
-    ),
+    rt!("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", "horizontalpodautoscaler", true, &["hpa"], ALL, status = true, scale = false),
+    // autoscaling/v1 is served by converting to and from the stored autoscaling/v2.
+    ResourceType { stored_as: Some("v2"), ..rt!("autoscaling", "v1", "HorizontalPodAutoscaler", "horizontalpodautoscalers", "horizontalpodautoscaler", true, &["hpa"], ALL, status = true, scale = false) },
+    rt!("", "v1", "Service", "services", "service", true, &["svc"], ALL, status = true, scale = false),
+    rt!("", "v1", "Endpoints", "endpoints", "endpoints", true, &["ep"], &[], status = false, scale = false),
+    rt!("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", "endpointslice", true, &[], &[], status = false, scale = false),
+    rt!("", "v1", "PersistentVolume", "persistentvolumes", "persistentvolume", false, &["pv"], &[], status = true, scale = false),
+    rt!("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", "persistentvolumeclaim", true, &["pvc"], &[], status = true, scale = false),
+    rt!("storage.k8s.io", "v1", "StorageClass", "storageclasses", "storageclass", false, &["sc"], &[], status = false, scale = false),
+    rt!("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", "certificatesigningrequest", false, &["csr"], &[], status = true, scale = false),
 ];
 
 // Each resource type by name, so code names the type it means instead of looking it up by a

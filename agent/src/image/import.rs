@@ -269,15 +269,7 @@ async fn import_dir(rt: &Runtime, dir: &Path, shown: &Path) -> Result<Vec<Pulled
             tracing::debug!(error = %e, "deleting the import lease failed; it expires by itself");
         }
         let stored = stored?;
-        out.push(PulledImage {
-            name,
-            digest: stored.digest,
-            size_bytes: stored.size_bytes,
-            config: stored.config,
-            chain_id: stored.chain_id,
-            duration: started.elapsed(),
-            already_present: false,
-        });
+        out.push(PulledImage::stored(name, stored, started.elapsed(), false));
     }
     Ok(out)
 }

@@ -59,6 +59,25 @@ pub struct PulledImage {
 }
 
 impl PulledImage {
+    /// `name` as the content store holds it, after `duration` of pulling (zero when it was
+    /// already there).
+    pub(crate) fn stored(
+        name: String,
+        stored: store::StoredImage,
+        duration: Duration,
+        already_present: bool,
+    ) -> PulledImage {
+        PulledImage {
+            name,
+            digest: stored.digest,
+            size_bytes: stored.size_bytes,
+            config: stored.config,
+            chain_id: stored.chain_id,
+            duration,
+            already_present,
+        }
+    }
+
     /// What the runtime needs to create a container from this image.
     pub fn container_image(&self) -> ContainerImage {
         ContainerImage {
@@ -228,15 +247,7 @@ impl ImageService {
         let _guard = lock.lock().await;
         let started = std::time::Instant::now();
         let stored = pull::pull(self, &parsed, &creds).await?;
-        Ok(PulledImage {
-            name,
-            digest: stored.digest,
-            size_bytes: stored.size_bytes,
-            config: stored.config,
-            chain_id: stored.chain_id,
-            duration: started.elapsed(),
-            already_present: false,
-        })
+        Ok(PulledImage::stored(name, stored, started.elapsed(), false))
     }
 
     fn pull_lock(&self, name: &str) -> Result<Arc<tokio::sync::Mutex<()>>, PullError> {
@@ -300,15 +311,7 @@ impl ImageService {
 
     async fn get_by_name(&self, name: &str) -> Result<Option<PulledImage>, PullError> {
         let stored = store::load_image(&self.inner.runtime, name).await?;
-        Ok(stored.map(|s| PulledImage {
-            name: name.to_string(),
-            digest: s.digest,
-            size_bytes: s.size_bytes,
-            config: s.config,
-            chain_id: s.chain_id,
-            duration: Duration::ZERO,
-            already_present: true,
-        }))
+        Ok(stored.map(|s| PulledImage::stored(name.to_string(), s, Duration::ZERO, true)))
     }
 
     /// Every complete image in the namespace, by name.

@@ -240,22 +240,24 @@ fn is_uuid(s: &str) -> bool {
         })
 }
 
+/// A node's network configuration for tests.
+#[cfg(test)]
+pub(crate) fn example() -> NetworkConfig {
+    NetworkConfig {
+        cni_bin_dir: "/usr/lib/cni".into(),
+        bridge: "berth0".into(),
+        pod_cidr: "10.42.1.0/24".into(),
+        cluster_cidr: "10.42.0.0/16".into(),
+        state_dir: "/var/lib/berth/agent/network".into(),
+        network_name: "berth-node1".into(),
+        instance: "k3x9q2m7ab".into(),
+        mtu: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cfg() -> NetworkConfig {
-        NetworkConfig {
-            cni_bin_dir: "/usr/lib/cni".into(),
-            bridge: "berth0".into(),
-            pod_cidr: "10.42.1.0/24".into(),
-            cluster_cidr: "10.42.0.0/16".into(),
-            state_dir: "/var/lib/berth/agent/network".into(),
-            network_name: "berth-node1".into(),
-            instance: "k3x9q2m7ab".into(),
-            mtu: None,
-        }
-    }
 
     #[test]
     fn cidrs_parse_and_reject_host_bits_and_bad_prefixes() {
@@ -286,7 +288,7 @@ mod tests {
 
     #[test]
     fn a_default_style_config_is_valid() {
-        let v = validate(&cfg()).unwrap();
+        let v = validate(&example()).unwrap();
         assert_eq!(v.pod_cidr.to_string(), "10.42.1.0/24");
         assert_eq!(v.cluster_cidr.to_string(), "10.42.0.0/16");
     }
@@ -310,7 +312,7 @@ mod tests {
             ("cluster_cidr", Box::new(|c| c.cluster_cidr = "x".into())),
         ];
         for (field, mutate) in cases {
-            let mut c = cfg();
+            let mut c = example();
             mutate(&mut c);
             match validate(&c) {
                 Err(NetworkError::InvalidConfig { field: f, .. }) => assert_eq!(f, field),

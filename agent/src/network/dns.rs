@@ -262,6 +262,11 @@ mod tests {
         }
     }
 
+    /// The resolv.conf of a pod with `policy` and its own `dnsConfig`, and the warnings.
+    fn with_dns_config(policy: &str, extra: PodDNSConfig) -> (ResolvConf, Vec<DnsWarning>) {
+        pod_resolv_conf(&pod(Some(policy), false, Some(extra)), &host(), &cluster())
+    }
+
     #[test]
     fn parsing_accumulates_nameservers_and_keeps_the_last_search_and_options() {
         let c = parse_resolv_conf(
@@ -332,11 +337,7 @@ mod tests {
                 },
             ]),
         };
-        let (got, _) = pod_resolv_conf(
-            &pod(Some("Default"), false, Some(extra)),
-            &host(),
-            &cluster(),
-        );
+        let (got, _) = with_dns_config("Default", extra);
         assert_eq!(
             got.servers,
             vec!["10.255.255.53", "10.255.255.54", "192.0.2.1"]
@@ -358,7 +359,7 @@ mod tests {
                 value: Some("2".into()),
             }]),
         };
-        let (got, _) = pod_resolv_conf(&pod(Some("None"), false, Some(extra)), &host(), &cluster());
+        let (got, _) = with_dns_config("None", extra);
         assert_eq!(
             got.render(),
             "search ns1.svc.cluster-domain.example\nnameserver 192.0.2.1\noptions ndots:2\n"
@@ -377,11 +378,7 @@ mod tests {
             ),
             options: None,
         };
-        let (got, warnings) = pod_resolv_conf(
-            &pod(Some("Default"), false, Some(extra)),
-            &host(),
-            &cluster(),
-        );
+        let (got, warnings) = with_dns_config("Default", extra);
         assert_eq!(
             got.servers,
             vec!["10.255.255.53", "10.255.255.54", "192.0.2.1"]
@@ -401,8 +398,7 @@ mod tests {
             searches: Some(long),
             ..Default::default()
         };
-        let (got, warnings) =
-            pod_resolv_conf(&pod(Some("None"), false, Some(extra)), &host(), &cluster());
+        let (got, warnings) = with_dns_config("None", extra);
         assert!(got.searches.join(" ").len() <= 2048);
         assert_eq!(got.searches.len(), 16, "16 × 123 chars + 15 spaces = 1983");
         assert!(got.searches[15].starts_with("15"));

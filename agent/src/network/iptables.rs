@@ -220,20 +220,21 @@ pub(crate) async fn remove_host(rules: &HostRules) -> Result<(), NetworkError> {
         ("nat", &rules.masquerade_chain),
     ] {
         for op in ["-F", "-X"] {
-            let _ = command::run(
-                std::path::Path::new(IPTABLES),
-                &["-w", "5", "-t", table, op, chain],
-                &[],
-                None,
-                command::TOOL_DEADLINE,
-            )
-            .await?;
+            let _ = iptables(&["-w", "5", "-t", table, op, chain]).await?;
         }
     }
     Ok(())
 }
 
 const IPTABLES: &str = "iptables";
+
+/// Runs `iptables` with `args`; whether it succeeded (a missing rule or chain is an answer, not
+/// an error).
+async fn iptables(args: &[&str]) -> Result<bool, NetworkError> {
+    let path = std::path::Path::new(IPTABLES);
+    let out = command::run(path, args, &[], None, command::TOOL_DEADLINE).await?;
+    Ok(out.success)
+}
 
 fn args<'a>(table: &'a str, op: &'a str, chain: &'a str, spec: &'a [String]) -> Vec<&'a str> {
     let mut v = vec!["-w", "5", "-t", table, op, chain];
@@ -244,15 +245,7 @@ fn args<'a>(table: &'a str, op: &'a str, chain: &'a str, spec: &'a [String]) -> 
 /// Inserts the rule at the top of its chain unless it is already there.
 pub(crate) async fn ensure(rule: &Rule) -> Result<(), NetworkError> {
     let check = args(rule.table, "-C", rule.chain, &rule.spec);
-    let present = command::run(
-        std::path::Path::new(IPTABLES),
-        &check,
-        &[],
-        None,
-        command::TOOL_DEADLINE,
-    )
-    .await?
-    .success;
+    let present = iptables(&check).await?;
     if !present {
         let mut insert = args(rule.table, "-I", rule.chain, &[]);
         insert.push("1");
@@ -267,15 +260,7 @@ pub(crate) async fn remove(rule: &Rule) -> Result<(), NetworkError> {
     let del = args(rule.table, "-D", rule.chain, &rule.spec);
     // Bounded: each pass deletes one copy; a rule inserted twice (two racing ensures) goes too.
     for _ in 0..16 {
-        let out = command::run(
-            std::path::Path::new(IPTABLES),
-            &del,
-            &[],
-            None,
-            command::TOOL_DEADLINE,
-        )
-        .await?;
-        if !out.success {
+        if !iptables(&del).await? {
             break;
         }
     }
@@ -448,26 +433,12 @@ async fn apply(plan: &Sweep) -> Result<usize, NetworkError> {
     for (chain, spec) in &plan.rules {
         let del = args("nat", "-D", chain, spec);
         // Another DEL may have won the race; a missing rule is fine.
-        let _ = command::run(
-            std::path::Path::new(IPTABLES),
-            &del,
-            &[],
-            None,
-            command::TOOL_DEADLINE,
-        )
-        .await?;
+        let _ = iptables(&del).await?;
     }
     // Flush every chain before deleting any: one per-pod chain may jump to another.
     for op in ["-F", "-X"] {
         for chain in &plan.chains {
-            let _ = command::run(
-                std::path::Path::new(IPTABLES),
-                &["-w", "5", "-t", "nat", op, chain],
-                &[],
-                None,
-                command::TOOL_DEADLINE,
-            )
-            .await?;
+            let _ = iptables(&["-w", "5", "-t", "nat", op, chain]).await?;
         }
     }
     Ok(count)

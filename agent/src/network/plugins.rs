@@ -176,24 +176,12 @@ pub fn host_ports(pod: &Pod) -> Vec<HostPort> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::network::config::example;
     use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec};
-
-    fn cfg() -> NetworkConfig {
-        NetworkConfig {
-            cni_bin_dir: "/usr/lib/cni".into(),
-            bridge: "berth0".into(),
-            pod_cidr: "10.42.1.0/24".into(),
-            cluster_cidr: "10.42.0.0/16".into(),
-            state_dir: "/var/lib/berth/agent/network".into(),
-            network_name: "berth-n1".into(),
-            instance: "k3x9q2m7ab".into(),
-            mtu: None,
-        }
-    }
 
     #[test]
     fn a_pod_without_host_ports_gets_loopback_then_bridge_with_host_local() {
-        let att = attachments(&cfg(), &[]);
+        let att = attachments(&example(), &[]);
         assert_eq!(att.len(), 2);
         assert_eq!(att[0].if_name, "lo");
         assert_eq!(plugin_type(&att[0].plugins[0]), "loopback");
@@ -201,7 +189,7 @@ mod tests {
         assert_eq!(att[1].plugins.len(), 1);
         let bridge = &att[1].plugins[0];
         assert_eq!(bridge["cniVersion"], "1.0.0");
-        assert_eq!(bridge["name"], "berth-n1");
+        assert_eq!(bridge["name"], "berth-node1");
         assert_eq!(bridge["bridge"], "berth0");
         assert_eq!(bridge["isGateway"], true);
         assert!(
@@ -230,7 +218,7 @@ mod tests {
             protocol: PortProtocol::Tcp,
             host_ip: Some(Ipv4Addr::new(192, 0, 2, 1)),
         }];
-        let att = attachments(&cfg(), &ports);
+        let att = attachments(&example(), &ports);
         let portmap = &att[1].plugins[1];
         assert_eq!(plugin_type(portmap), "portmap");
         assert_eq!(portmap["capabilities"]["portMappings"], true);

@@ -2,18 +2,15 @@
 //! container's [`AttachPoint`] (the log copier's tee), input into its stdin FIFO, terminal
 //! resizes (`ResizePty` on the task) and, for `stdinOnce`, closing stdin (`CloseIO`).
 
-use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use containerd_client::services::v1::{CloseIoRequest, ResizePtyRequest};
-use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::sync::{broadcast, watch};
 
 use super::attach::{self, AttachPoint};
 use super::containerd::{Connection, grpc_error, label_bool};
-use super::containerd_exec::ExecStream;
+use super::containerd_exec::{ExecStream, Stdin};
 use super::logs::StreamKind;
 use super::{ContainerId, RuntimeError, TaskState, labels};
 
@@ -26,26 +23,7 @@ pub struct AttachIo {
 }
 
 /// A client's input to an attached container; shutting it down ends this client's stdin.
-#[derive(Debug)]
-pub struct AttachStdin(DuplexStream);
-
-impl AsyncWrite for AttachStdin {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_shutdown(cx)
-    }
-}
+pub type AttachStdin = Stdin<DuplexStream>;
 
 /// Resize the container's terminal and learn when the attachment ended; cheap to clone.
 #[derive(Clone)]
@@ -154,7 +132,7 @@ pub(crate) async fn attach(
             stdin_once,
             container_side,
         ));
-        AttachStdin(client)
+        Stdin(client)
     });
     Ok(AttachHandle {
         stdout: Some(ExecStream::from_duplex(out_read)),

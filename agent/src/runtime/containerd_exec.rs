@@ -56,11 +56,16 @@ impl AsyncRead for ExecStream {
     }
 }
 
-/// An exec's stdin; dropping it (or [`ExecControl::close_stdin`]) closes the process's stdin.
+/// A process's stdin, writing to `W`: an exec's pipe ([`ExecStdin`]) or an attached client's
+/// side of the container's stdin ([`AttachStdin`](super::AttachStdin)). Shutting it down ends
+/// the input.
 #[derive(Debug)]
-pub struct ExecStdin(pipe::Sender);
+pub struct Stdin<W>(pub(super) W);
 
-impl AsyncWrite for ExecStdin {
+/// An exec's stdin; dropping it (or [`ExecControl::close_stdin`]) closes the process's stdin.
+pub type ExecStdin = Stdin<pipe::Sender>;
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for Stdin<W> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -415,7 +420,7 @@ pub(crate) async fn exec(
         let _ = std::fs::remove_dir_all(&cleanup_dir);
     });
     Ok(ExecHandle {
-        stdin: stdin.map(ExecStdin),
+        stdin: stdin.map(Stdin),
         stdout: Some(ExecStream(out_read)),
         stderr,
         control,

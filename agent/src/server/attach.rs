@@ -4,12 +4,7 @@
 //! The session ends when the container's output ends (it exited), with a `Success` status as
 //! the kubelet sends: attach carries no exit code, `kubectl run` reads it from the pod.
 
-use super::SharedBackend;
-use super::exec::{PROTOCOLS, StreamParams, session, stream_params};
-use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use super::exec::{Process, ProcessRequest, StreamParams, Target};
 
 /// An attach request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,9 +17,8 @@ pub struct AttachRequest {
     pub stderr: bool,
 }
 
-/// The attach a query asks for, or why not (the kubelet's 400 text) for one asking
-/// for no stream (both
-/// transports).
+/// The attach a query asks for, or why not (the kubelet's 400 text) for one asking for no
+/// stream (both transports).
 pub(super) fn attach_request(
     (namespace, pod, container): (String, String, String),
     p: &StreamParams,
@@ -42,20 +36,8 @@ pub(super) fn attach_request(
     })
 }
 
-pub async fn serve(
-    State(backend): State<SharedBackend>,
-    Path((ns, pod, container)): Path<(String, String, String)>,
-    RawQuery(query): RawQuery,
-    ws: WebSocketUpgrade,
-) -> Response {
-    let p = stream_params(query.as_deref().unwrap_or_default());
-    let req = match attach_request((ns, pod, container), &p) {
-        Ok(r) => r,
-        Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
-    };
-    ws.protocols(PROTOCOLS)
-        .on_upgrade(move |socket| async move {
-            let streams = backend.attach(req).await;
-            session(socket, streams).await;
-        })
+impl ProcessRequest for AttachRequest {
+    fn process(target: Target, p: &StreamParams) -> Result<Process, &'static str> {
+        attach_request(target, p).map(Process::Attach)
+    }
 }

@@ -3,11 +3,10 @@
 //! 1 stdout, 2 stderr, 3 status (a `Status` JSON at exit, `NonZeroExitCode` carrying the exit
 //! code), 4 resize (`{"Width","Height"}`), and in v5 255 = close a channel (stdin EOF).
 
+use super::attach::AttachRequest;
 use super::{ExecRequest, ExecStreams, SharedBackend};
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, RawQuery, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use futures::{SinkExt, StreamExt};
 use serde_json::json;
 use std::time::Duration;
@@ -135,22 +134,71 @@ pub(super) fn exec_request(
     })
 }
 
-pub async fn serve(
-    State(backend): State<SharedBackend>,
-    Path((ns, pod, container)): Path<(String, String, String)>,
-    RawQuery(query): RawQuery,
-    ws: WebSocketUpgrade,
-) -> Response {
-    let p = stream_params(query.as_deref().unwrap_or_default());
-    let req = match exec_request((ns, pod, container), &p) {
-        Ok(r) => r,
-        Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
-    };
+/// What an exec or attach session runs.
+pub(super) enum Process {
+    Exec(ExecRequest),
+    Attach(AttachRequest),
+}
+
+impl Process {
+    /// Starts the process (or attaches to the container) on the backend.
+    pub(super) async fn start(self, backend: &SharedBackend) -> Result<ExecStreams, String> {
+        match self {
+            Process::Exec(req) => backend.exec(req).await,
+            Process::Attach(req) => backend.attach(req).await,
+        }
+    }
+}
+
+/// The `(namespace, pod, container)` of an exec or attach path.
+pub(super) type Target = (String, String, String);
+
+/// A request read from a query and the pod's `(namespace, pod, container)`: exec or attach.
+pub(super) trait ProcessRequest {
+    /// What the query asks to run, or why not (the kubelet's 400 text).
+    fn process(target: Target, p: &StreamParams) -> Result<Process, &'static str>;
+}
+
+impl ProcessRequest for ExecRequest {
+    fn process(target: Target, p: &StreamParams) -> Result<Process, &'static str> {
+        exec_request(target, p).map(Process::Exec)
+    }
+}
+
+/// Runs `process` over the WebSocket protocol once the client's upgrade completes.
+pub(super) fn serve(backend: SharedBackend, process: Process, ws: WebSocketUpgrade) -> Response {
     ws.protocols(PROTOCOLS)
         .on_upgrade(move |socket| async move {
-            let streams = backend.exec(req).await;
+            let streams = process.start(&backend).await;
             session(socket, streams).await;
         })
+}
+
+/// A process's output.
+pub(super) type Output = std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>;
+
+/// Reads `from` until it ends, handing each chunk (after `prefix`) to `send` until `send`
+/// answers false: the other side went away.
+pub(super) async fn copy_chunks<F, Fut>(mut from: Output, prefix: impl AsRef<[u8]>, mut send: F)
+where
+    F: FnMut(Vec<u8>) -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let prefix = prefix.as_ref();
+    let mut buf = vec![0u8; 32 * 1024];
+    loop {
+        match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                let mut chunk = Vec::with_capacity(prefix.len() + n);
+                chunk.extend_from_slice(prefix);
+                chunk.extend_from_slice(&buf[..n]);
+                if !send(chunk).await {
+                    return;
+                }
+            }
+        }
+    }
 }
 
 /// Sends a `Status` on channel 3.
@@ -181,25 +229,11 @@ pub(super) async fn session(socket: WebSocket, streams: Result<ExecStreams, Stri
         }
     };
     let (out_tx, mut out_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
-    let pump = |mut reader: std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>,
-                channel: u8,
-                tx: tokio::sync::mpsc::Sender<Vec<u8>>| {
-        tokio::spawn(async move {
-            let mut buf = vec![0u8; 32 * 1024];
-            loop {
-                match reader.read(&mut buf).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => {
-                        let mut msg = Vec::with_capacity(n + 1);
-                        msg.push(channel);
-                        msg.extend_from_slice(&buf[..n]);
-                        if tx.send(msg).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-        })
+    let pump = |reader, channel: u8, tx: tokio::sync::mpsc::Sender<Vec<u8>>| {
+        tokio::spawn(copy_chunks(reader, [channel], move |msg| {
+            let tx = tx.clone();
+            async move { tx.send(msg).await.is_ok() }
+        }))
     };
     let out_task = pump(streams.stdout, STDOUT, out_tx.clone());
     let err_task = streams.stderr.map(|e| pump(e, STDERR, out_tx.clone()));

@@ -13,13 +13,14 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use hyper_util::rt::TokioIo;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
-use super::attach::{self, AttachRequest};
-use super::exec::{self, StreamParams, exit_status, stream_params};
+use super::SharedBackend;
+use super::exec::{
+    self, Output, Process, ProcessRequest, StreamParams, copy_chunks, exit_status, stream_params,
+};
 use super::port_forward::{offered_protocols, switching, wants_spdy};
 use super::spdy::{Session, Stream, StreamWriter, header};
-use super::{ExecRequest, SharedBackend};
 
 /// The versions served, best first.
 const VERSIONS: [&str; 4] = [
@@ -41,52 +42,39 @@ struct Expect {
     resize: bool,
 }
 
-/// `/exec/...`: SPDY for a client that asks to upgrade to it, else the WebSocket protocol.
-pub async fn route(
+/// The transport a client upgrades to.
+enum Transport {
+    Spdy(Request),
+    WebSocket(WebSocketUpgrade),
+}
+
+/// `/exec/...` and `/attach/...` (`R` says which) over the transport the client asks for: SPDY
+/// for a client that asks to upgrade to it, else the WebSocket protocol. A WebSocket upgrade
+/// that cannot be made is refused first, then a query that asks for nothing to run or attach
+/// gets a 400 with the kubelet's text.
+pub(super) async fn route<R: ProcessRequest>(
     State(backend): State<SharedBackend>,
     Path(target): Path<(String, String, String)>,
     RawQuery(query): RawQuery,
     req: Request,
 ) -> Response {
-    if wants_spdy(req.headers()) {
-        let p = stream_params(query.as_deref().unwrap_or_default());
-        let exec = match exec::exec_request(target, &p) {
-            Ok(r) => r,
-            Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
-        };
-        return serve(backend, Process::Exec(exec), &p, req);
+    let transport = if wants_spdy(req.headers()) {
+        Transport::Spdy(req)
+    } else {
+        match WebSocketUpgrade::from_request(req, &backend).await {
+            Ok(ws) => Transport::WebSocket(ws),
+            Err(rejection) => return rejection.into_response(),
+        }
+    };
+    let p = stream_params(query.as_deref().unwrap_or_default());
+    let process = match R::process(target, &p) {
+        Ok(process) => process,
+        Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
+    };
+    match transport {
+        Transport::Spdy(req) => serve(backend, process, &p, req),
+        Transport::WebSocket(ws) => exec::serve(backend, process, ws),
     }
-    match WebSocketUpgrade::from_request(req, &backend).await {
-        Ok(ws) => exec::serve(State(backend), Path(target), RawQuery(query), ws).await,
-        Err(rejection) => rejection.into_response(),
-    }
-}
-
-/// `/attach/...`: SPDY for a client that asks to upgrade to it, else the WebSocket protocol.
-pub async fn attach_route(
-    State(backend): State<SharedBackend>,
-    Path(target): Path<(String, String, String)>,
-    RawQuery(query): RawQuery,
-    req: Request,
-) -> Response {
-    if wants_spdy(req.headers()) {
-        let p = stream_params(query.as_deref().unwrap_or_default());
-        let attach = match attach::attach_request(target, &p) {
-            Ok(r) => r,
-            Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
-        };
-        return serve(backend, Process::Attach(attach), &p, req);
-    }
-    match WebSocketUpgrade::from_request(req, &backend).await {
-        Ok(ws) => attach::serve(State(backend), Path(target), RawQuery(query), ws).await,
-        Err(rejection) => rejection.into_response(),
-    }
-}
-
-/// What the session runs.
-enum Process {
-    Exec(ExecRequest),
-    Attach(AttachRequest),
 }
 
 fn serve(backend: SharedBackend, process: Process, p: &StreamParams, mut req: Request) -> Response {
@@ -164,24 +152,18 @@ async fn collect(session: &mut Session, expect: Expect) -> Option<Streams> {
 }
 
 /// Copies a process output into a stream, then ends the stream.
-fn pump(
-    mut from: std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>,
-    to: Option<StreamWriter>,
-) -> tokio::task::JoinHandle<()> {
+fn pump(from: Output, to: Option<StreamWriter>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut buf = vec![0u8; 32 * 1024];
-        loop {
-            match from.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if let Some(w) = &to
-                        && !w.write(&buf[..n]).await
-                    {
-                        break;
-                    }
+        copy_chunks(from, [], |chunk| {
+            let to = to.clone();
+            async move {
+                match &to {
+                    Some(w) => w.write(&chunk).await,
+                    None => true,
                 }
             }
-        }
+        })
+        .await;
         if let Some(w) = &to {
             w.finish().await;
         }
@@ -203,10 +185,7 @@ async fn run(
         session.close();
         return;
     };
-    let started = match process {
-        Process::Exec(req) => backend.exec(req).await,
-        Process::Attach(req) => backend.attach(req).await,
-    };
+    let started = process.start(&backend).await;
     let process = match started {
         Ok(p) => p,
         Err(e) => {

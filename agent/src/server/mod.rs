@@ -156,11 +156,11 @@ pub fn router(backend: SharedBackend) -> Router {
         .route("/containerLogs/{ns}/{pod}/{container}", get(logs::serve))
         .route(
             "/exec/{ns}/{pod}/{container}",
-            get(exec_spdy::route).post(exec_spdy::route),
+            get(exec_spdy::route::<ExecRequest>).post(exec_spdy::route::<ExecRequest>),
         )
         .route(
             "/attach/{ns}/{pod}/{container}",
-            get(exec_spdy::attach_route).post(exec_spdy::attach_route),
+            get(exec_spdy::route::<AttachRequest>).post(exec_spdy::route::<AttachRequest>),
         )
         .route(
             "/portForward/{ns}/{pod}",

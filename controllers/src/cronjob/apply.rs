@@ -1,9 +1,9 @@
 //! The writes of a pass: Job deletions and the Job creation with their events, and the status
 //! (`active`, `lastScheduleTime`, `lastSuccessfulTime`), written only when it changed.
 
-use super::plan::{Action, Kind, Plan};
+use super::plan::{Action, Plan};
 use super::template;
-use super::view::{ActiveRef, CronJob, Status};
+use super::view::{ActiveRef, CronJob};
 use super::{Controller, CronJobError};
 use crate::workload::{self, status::Target};
 use berth_registry::events::EventType;
@@ -12,14 +12,10 @@ use berth_shared::cron::load_zone;
 use berth_shared::resource::{CRON_JOBS, JOBS};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 impl Controller {
-    fn record(&self, raw: &Value, kind: Kind, reason: &str, message: &str) {
-        let t = match kind {
-            Kind::Normal => EventType::Normal,
-            Kind::Warning => EventType::Warning,
-        };
+    fn record(&self, raw: &Value, t: EventType, reason: &str, message: &str) {
         workload::record(&self.recorder, raw, t, reason, message);
     }
 
@@ -45,7 +41,9 @@ impl Controller {
             }
         }
         if status != cj.status {
-            self.apply_status(cj, &status)?;
+            let target = Target::of(CRON_JOBS, &cj.namespace, &cj.name, &cj.uid);
+            let body = status.to_value();
+            workload::status::write(&self.registry, &target, |obj| obj["status"] = body.clone())?;
         }
         Ok(())
     }
@@ -57,21 +55,13 @@ impl Controller {
         };
         match self.registry.delete(JOBS, Some(&cj.namespace), name, &opts) {
             Ok(_) | Err(RegistryError::NotFound { .. }) => {
-                self.record(
-                    raw,
-                    Kind::Normal,
-                    "SuccessfulDelete",
-                    &format!("Deleted job {name}"),
-                );
+                let msg = format!("Deleted job {name}");
+                self.record(raw, EventType::Normal, "SuccessfulDelete", &msg);
                 Ok(())
             }
             Err(source) => {
-                self.record(
-                    raw,
-                    Kind::Warning,
-                    "FailedDelete",
-                    &format!("Deleted job: {source}"),
-                );
+                let msg = format!("Deleted job: {source}");
+                self.record(raw, EventType::Warning, "FailedDelete", &msg);
                 Err(CronJobError::Delete(source))
             }
         }
@@ -92,76 +82,31 @@ impl Controller {
             .unwrap_or(TimeZone::UTC);
         let job = template::job(cj, raw, scheduled, &zone);
         let name = template::job_name(&cj.name, scheduled);
-        let created =
-            match self
-                .registry
-                .create(JOBS, Some(&cj.namespace), job, &WriteOptions::default())
-            {
-                Ok(created) => {
-                    self.record(
-                        raw,
-                        Kind::Normal,
-                        "SuccessfulCreate",
-                        &format!("Created job {name}"),
-                    );
-                    created
-                }
-                // A Job of this time was made already (the status write after it failed): adopt
-                // it into the active list if it is ours.
-                Err(RegistryError::AlreadyExists { .. }) => {
-                    let existing = self.registry.get(JOBS, Some(&cj.namespace), &name)?;
-                    let v = existing.value().map_err(RegistryError::from)?;
-                    let ours = v
-                        .pointer("/metadata/ownerReferences")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                        .any(|r| r["controller"] == json!(true) && r["uid"] == json!(cj.uid));
-                    let uid = v.pointer("/metadata/uid").and_then(Value::as_str);
-                    if !ours || cj.status.active.iter().any(|r| Some(r.uid.as_str()) == uid) {
-                        return Ok(None);
-                    }
-                    tracing::info!(cronjob = %cj.name, job = %name, "Job already exists");
-                    v
-                }
-                Err(e) if e.is_namespace_terminating() => return Err(e.into()),
-                Err(e) => {
-                    self.record(
-                        raw,
-                        Kind::Warning,
-                        "FailedCreate",
-                        &format!("Error creating job: {e}"),
-                    );
-                    return Err(CronJobError::Create(e));
-                }
-            };
-        let r = template::active_ref(&created);
-        Ok(Some(ActiveRef {
-            name: name.clone(),
-            uid: r["uid"].as_str().unwrap_or_default().to_string(),
-            raw: r,
-        }))
-    }
-
-    fn apply_status(&self, cj: &CronJob, status: &Status) -> Result<(), CronJobError> {
-        let time = |t: Option<Timestamp>| t.map_or(Value::Null, |t| json!(t.to_string()));
-        let active: Vec<Value> = status.active.iter().map(|r| r.raw.clone()).collect();
-        let target = Target::of(CRON_JOBS, &cj.namespace, &cj.name, &cj.uid);
-        workload::status::write(&self.registry, &target, |obj| {
-            let mut s = json!({});
-            if !active.is_empty() {
-                s["active"] = json!(active);
+        let opts = WriteOptions::default();
+        let created = match self.registry.create(JOBS, Some(&cj.namespace), job, &opts) {
+            Ok(created) => {
+                let msg = format!("Created job {name}");
+                self.record(raw, EventType::Normal, "SuccessfulCreate", &msg);
+                created
             }
-            for (k, v) in [
-                ("lastScheduleTime", time(status.last_schedule_time)),
-                ("lastSuccessfulTime", time(status.last_successful_time)),
-            ] {
-                if !v.is_null() {
-                    s[k] = v;
+            // A Job of this time was made already (the status write after it failed): adopt it
+            // into the active list if it is ours.
+            Err(RegistryError::AlreadyExists { .. }) => {
+                let existing = self.registry.get(JOBS, Some(&cj.namespace), &name)?;
+                let v = existing.value().map_err(RegistryError::from)?;
+                if !template::to_list(cj, &v) {
+                    return Ok(None);
                 }
+                tracing::info!(cronjob = %cj.name, job = %name, "Job already exists");
+                v
             }
-            obj["status"] = s;
-        })?;
-        Ok(())
+            Err(e) if e.is_namespace_terminating() => return Err(e.into()),
+            Err(e) => {
+                let msg = format!("Error creating job: {e}");
+                self.record(raw, EventType::Warning, "FailedCreate", &msg);
+                return Err(CronJobError::Create(e));
+            }
+        };
+        Ok(Some(template::active_ref(&created)))
     }
 }

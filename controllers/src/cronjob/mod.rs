@@ -17,6 +17,7 @@ mod plan_tests;
 #[cfg(test)]
 mod tests;
 
+use super::workload::{self, Parsed};
 use berth_registry::events::Recorder;
 use berth_registry::{Registry, RegistryError};
 use berth_runtime::informer::{Informer, ObjectKey};
@@ -103,14 +104,9 @@ impl Controller {
     fn observe_jobs(&self, cj: &CronJob) -> Result<(Vec<Job>, BTreeSet<String>), CronJobError> {
         let mut jobs = Vec::new();
         for obj in self.jobs.controlled_by(&cj.uid) {
-            match obj
-                .value()
-                .map_err(RegistryError::from)
-                .map(|v| Job::from_value(&v))
-            {
-                Ok(Ok(j)) => jobs.push(j),
-                Ok(Err(e)) => tracing::warn!(job = obj.name(), error = %e, "ignoring Job"),
-                Err(e) => return Err(e.into()),
+            match &obj.view::<Parsed<Job>>().0 {
+                Ok(j) => jobs.push(Job::clone(j)),
+                Err(e) => tracing::warn!(job = obj.name(), error = %e, "ignoring Job"),
             }
         }
         jobs.sort_by(|a, b| a.name.cmp(&b.name));
@@ -142,17 +138,11 @@ impl Controller {
         name: &str,
         now: Timestamp,
     ) -> Result<Outcome, CronJobError> {
-        let Some(obj) = self.cron_jobs.get(Some(ns), name) else {
+        let key = ObjectKey::new(Some(ns), name);
+        let Some((obj, cj)) = workload::parsed::observe::<CronJob>(&self.cron_jobs, &key) else {
             return Ok(Outcome::Done);
         };
         let raw = obj.value().map_err(RegistryError::from)?;
-        let cj = match CronJob::from_value(&raw) {
-            Ok(cj) => cj,
-            Err(e) => {
-                tracing::warn!(cronjob = %format!("{ns}/{name}"), error = %e, "ignoring CronJob");
-                return Ok(Outcome::Done);
-            }
-        };
         let (jobs, gone) = self.observe_jobs(&cj)?;
         let schedule = self.observe_schedule(&cj);
         let plan = plan::plan(

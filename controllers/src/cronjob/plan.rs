@@ -12,17 +12,11 @@
 use super::missed::{self, Due};
 use super::template::job_name;
 use super::view::{Concurrency, CronJob, Finished, Job, Status};
+use berth_registry::events::EventType;
 use berth_shared::cron::Schedule;
 use jiff::Timestamp;
 use std::collections::BTreeSet;
 use std::time::Duration;
-
-/// Normal or Warning, as the event recorder takes them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Normal,
-    Warning,
-}
 
 /// Why a Job is deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +31,7 @@ pub enum Deletion {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     Event {
-        kind: Kind,
+        kind: EventType,
         reason: &'static str,
         message: String,
     },
@@ -80,7 +74,7 @@ pub struct Input<'a> {
     pub schedule: Result<&'a Schedule, ScheduleProblem>,
 }
 
-fn event(kind: Kind, reason: &'static str, message: String) -> Action {
+fn event(kind: EventType, reason: &'static str, message: String) -> Action {
     Action::Event {
         kind,
         reason,
@@ -112,12 +106,12 @@ pub fn plan(input: Input<'_>, now: Timestamp) -> Plan {
         Err(ScheduleProblem::UnknownTimeZone(e)) => {
             let tz = cj.time_zone.clone().unwrap_or_default();
             let msg = format!("invalid timeZone: {tz:?}: {e}");
-            actions.push(event(Kind::Warning, "UnknownTimeZone", msg));
+            actions.push(event(EventType::Warning, "UnknownTimeZone", msg));
             return done(actions, status);
         }
         Err(ScheduleProblem::Unparseable(e)) => {
             let msg = format!("unparseable schedule: {:?} : {e}", cj.schedule);
-            actions.push(event(Kind::Warning, "UnparseableSchedule", msg));
+            actions.push(event(EventType::Warning, "UnparseableSchedule", msg));
             return done(actions, status);
         }
     };
@@ -126,7 +120,7 @@ pub fn plan(input: Input<'_>, now: Timestamp) -> Plan {
             "CRON_TZ or TZ used in schedule {:?} is not officially supported, see https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/ for more details",
             cj.schedule
         );
-        actions.push(event(Kind::Warning, "UnsupportedSchedule", msg));
+        actions.push(event(EventType::Warning, "UnsupportedSchedule", msg));
     }
     let wake = missed::wake_after(schedule, now);
     let earliest = cj.status.last_schedule_time.unwrap_or(cj.created);
@@ -144,12 +138,12 @@ pub fn plan(input: Input<'_>, now: Timestamp) -> Plan {
                 "invalid schedule: {} : time difference between two schedules is less than 1 second",
                 cj.schedule
             );
-            actions.push(event(Kind::Warning, "InvalidSchedule", msg));
+            actions.push(event(EventType::Warning, "InvalidSchedule", msg));
             return done(actions, status);
         }
         Due::TooLate(t) => {
             let msg = format!("Missed scheduled time to start a job: {}", rfc1123z(t));
-            actions.push(event(Kind::Warning, "MissSchedule", msg));
+            actions.push(event(EventType::Warning, "MissSchedule", msg));
             return Plan {
                 actions,
                 status,
@@ -158,7 +152,11 @@ pub fn plan(input: Input<'_>, now: Timestamp) -> Plan {
         }
         Due::TooMany => {
             let msg = "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew";
-            actions.push(event(Kind::Warning, "TooManyMissedTimes", msg.to_string()));
+            actions.push(event(
+                EventType::Warning,
+                "TooManyMissedTimes",
+                msg.to_string(),
+            ));
             return Plan {
                 actions,
                 status,
@@ -173,7 +171,11 @@ pub fn plan(input: Input<'_>, now: Timestamp) -> Plan {
         match cj.concurrency {
             Concurrency::Forbid if !status.active.is_empty() => {
                 let msg = "Not starting job because prior execution is running and concurrency policy is Forbid";
-                actions.push(event(Kind::Normal, "JobAlreadyActive", msg.to_string()));
+                actions.push(event(
+                    EventType::Normal,
+                    "JobAlreadyActive",
+                    msg.to_string(),
+                ));
             }
             policy => {
                 if policy == Concurrency::Replace {
@@ -244,7 +246,7 @@ fn fold_finished(
         let found = status.active.iter().any(|r| r.uid == j.uid);
         match j.finished {
             None if !found && !j.deleting => actions.push(event(
-                Kind::Warning,
+                EventType::Warning,
                 "UnexpectedJob",
                 format!(
                     "Saw a job that the controller did not create or forgot: {}",
@@ -256,7 +258,7 @@ fn fold_finished(
                 if found {
                     status.active.retain(|r| r.uid != j.uid);
                     actions.push(event(
-                        Kind::Normal,
+                        EventType::Normal,
                         "SawCompletedJob",
                         format!("Saw completed job: {}, condition: {}", j.name, how.as_str()),
                     ));
@@ -275,7 +277,7 @@ fn fold_finished(
     for r in std::mem::take(&mut status.active) {
         if !known.contains(r.uid.as_str()) && gone.contains(&r.uid) {
             actions.push(event(
-                Kind::Normal,
+                EventType::Normal,
                 "MissingJob",
                 format!("Active job went missing: {}", r.name),
             ));

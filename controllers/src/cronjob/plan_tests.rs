@@ -1,8 +1,9 @@
 //! Table tests of the CronJob planner: concurrency decisions, history limits, the active list,
 //! missed runs, suspension and unusable schedules.
 
-use super::plan::{Action, Deletion, Input, Kind, Plan, ScheduleProblem, plan};
+use super::plan::{Action, Deletion, Input, Plan, ScheduleProblem, plan};
 use super::view::{ActiveRef, Concurrency, CronJob, Finished, Job, Status};
+use berth_registry::events::EventType;
 use berth_shared::cron::Schedule;
 use jiff::Timestamp;
 use serde_json::json;
@@ -297,7 +298,7 @@ fn missed_runs_after_an_outage_depend_on_the_starting_deadline() {
     let Some(Action::Event { kind, message, .. }) = p.actions.first() else {
         panic!("{:?}", p.actions);
     };
-    assert_eq!(*kind, Kind::Warning);
+    assert_eq!(*kind, EventType::Warning);
     assert_eq!(
         message,
         "Missed scheduled time to start a job: Wed, 01 May 2024 08:04:00 +0000"
@@ -313,7 +314,7 @@ fn more_than_a_hundred_missed_times_warn_and_start_nothing() {
     assert_eq!(
         p.actions,
         vec![Action::Event {
-            kind: Kind::Warning,
+            kind: EventType::Warning,
             reason: "TooManyMissedTimes",
             message: "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew".into(),
         }]
@@ -332,7 +333,7 @@ fn unusable_schedules_warn_and_stop_waking() {
     assert_eq!(
         p.actions,
         vec![Action::Event {
-            kind: Kind::Warning,
+            kind: EventType::Warning,
             reason: "InvalidSchedule",
             message: "invalid schedule: 59 23 31 2 * : time difference between two schedules is less than 1 second".into(),
         }]

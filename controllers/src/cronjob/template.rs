@@ -6,7 +6,7 @@
 //! `batch.kubernetes.io/cronjob-scheduled-timestamp` (RFC 3339 in the CronJob's `timeZone`,
 //! UTC without one), controlled by the CronJob, with the template's spec.
 
-use super::view::CronJob;
+use super::view::{ActiveRef, CronJob};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use serde_json::{Map, Value, json};
@@ -72,17 +72,36 @@ pub fn job(cj: &CronJob, raw: &Value, scheduled: Timestamp, zone: &TimeZone) -> 
     })
 }
 
+/// Whether a Job found under the scheduled Job's name (the status write after its creation
+/// failed) is this CronJob's and missing from its active list: then it is listed, not made.
+pub fn to_list(cj: &CronJob, existing: &Value) -> bool {
+    let ours = existing
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|r| r["controller"] == json!(true) && r["uid"] == json!(cj.uid));
+    let uid = existing.pointer("/metadata/uid").and_then(Value::as_str);
+    ours && !cj.status.active.iter().any(|r| Some(r.uid.as_str()) == uid)
+}
+
 /// The `status.active` entry for a created Job (upstream `ref.GetReference`).
-pub fn active_ref(job: &Value) -> Value {
+pub fn active_ref(job: &Value) -> ActiveRef {
     let s = |p: &str| job.pointer(p).cloned().unwrap_or(Value::Null);
-    json!({
+    let raw = json!({
         "apiVersion": "batch/v1",
         "kind": "Job",
         "name": s("/metadata/name"),
         "namespace": s("/metadata/namespace"),
         "uid": s("/metadata/uid"),
         "resourceVersion": s("/metadata/resourceVersion"),
-    })
+    });
+    let text = |k: &str| raw[k].as_str().unwrap_or_default().to_string();
+    ActiveRef {
+        name: text("name"),
+        uid: text("uid"),
+        raw,
+    }
 }
 
 #[cfg(test)]
@@ -139,5 +158,32 @@ mod tests {
                 "controller": true, "blockOwnerDeletion": true}])
         );
         assert_eq!(job["spec"], raw["spec"]["jobTemplate"]["spec"]);
+    }
+
+    #[test]
+    fn an_existing_job_is_listed_only_when_it_is_ours_and_not_listed_yet() {
+        let (mut cj, _) = cron_job();
+        let job = |owner: &str, controller: bool, uid: &str| {
+            json!({"metadata": {"name": "hello-1", "uid": uid, "ownerReferences": [
+                {"kind": "CronJob", "name": "hello", "uid": owner, "controller": controller}]}})
+        };
+        cj.status.active.push(ActiveRef {
+            name: "hello-0".into(),
+            uid: "listed".into(),
+            raw: json!({}),
+        });
+        let cases = [
+            (job("u-1", true, "new"), true),
+            (job("u-1", true, "listed"), false),
+            (job("u-1", false, "new"), false),
+            (job("other", true, "new"), false),
+            (
+                json!({"metadata": {"name": "hello-1", "uid": "new"}}),
+                false,
+            ),
+        ];
+        for (existing, want) in cases {
+            assert_eq!(to_list(&cj, &existing), want, "{existing}");
+        }
     }
 }

@@ -1,9 +1,12 @@
 //! What the CronJob controller reads of a CronJob and of its Jobs, decoded once per pass from
-//! the informers' objects.
+//! the informers' objects, and the status it writes back.
+//!
+//! Planner: pure, no I/O.
 
+use crate::workload::Stored;
 use berth_shared::k8s_openapi::api::batch::v1 as batch;
 use jiff::Timestamp;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// `spec.concurrencyPolicy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +86,22 @@ pub struct DecodeError {
     source: serde_json::Error,
 }
 
+impl From<serde_json::Error> for DecodeError {
+    fn from(source: serde_json::Error) -> DecodeError {
+        DecodeError {
+            kind: "object",
+            source,
+        }
+    }
+}
+
+impl Stored for CronJob {
+    type Error = DecodeError;
+    fn from_value(v: &Value) -> Result<CronJob, DecodeError> {
+        CronJob::from_value(v)
+    }
+}
+
 impl CronJob {
     pub fn from_value(v: &Value) -> Result<CronJob, DecodeError> {
         let cj: batch::CronJob =
@@ -133,6 +152,34 @@ impl CronJob {
     }
 }
 
+impl Status {
+    /// The status as written: `active`, `lastScheduleTime` and `lastSuccessfulTime`, each
+    /// left out when empty.
+    pub fn to_value(&self) -> Value {
+        let mut s = json!({});
+        if !self.active.is_empty() {
+            let active: Vec<Value> = self.active.iter().map(|r| r.raw.clone()).collect();
+            s["active"] = json!(active);
+        }
+        for (k, t) in [
+            ("lastScheduleTime", self.last_schedule_time),
+            ("lastSuccessfulTime", self.last_successful_time),
+        ] {
+            if let Some(t) = t {
+                s[k] = json!(t.to_string());
+            }
+        }
+        s
+    }
+}
+
+impl Stored for Job {
+    type Error = DecodeError;
+    fn from_value(v: &Value) -> Result<Job, DecodeError> {
+        Job::from_value(v)
+    }
+}
+
 impl Job {
     pub fn from_value(v: &Value) -> Result<Job, DecodeError> {
         let job: batch::Job = serde_json::from_value(v.clone()).map_err(|source| DecodeError {
@@ -164,4 +211,41 @@ fn str_at(v: &Value, p: &str) -> String {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_is_written_with_only_the_fields_it_has() {
+        let t: Timestamp = "2026-11-25T10:00:00Z".parse().expect("time");
+        let job = ActiveRef {
+            name: "j".into(),
+            uid: "u".into(),
+            raw: json!({"kind": "Job", "name": "j", "uid": "u"}),
+        };
+        let cases = [
+            (Status::default(), json!({})),
+            (
+                Status {
+                    last_schedule_time: Some(t),
+                    ..Status::default()
+                },
+                json!({"lastScheduleTime": "2026-11-25T10:00:00Z"}),
+            ),
+            (
+                Status {
+                    active: vec![job.clone()],
+                    last_schedule_time: Some(t),
+                    last_successful_time: Some(t),
+                },
+                json!({"active": [job.raw], "lastScheduleTime": "2026-11-25T10:00:00Z",
+                    "lastSuccessfulTime": "2026-11-25T10:00:00Z"}),
+            ),
+        ];
+        for (status, want) in cases {
+            assert_eq!(status.to_value(), want, "{status:?}");
+        }
+    }
 }

@@ -1,16 +1,16 @@
-//! The writes of a pass: creating daemon pods in
-//! slow-start batches and deleting pods with their events, and the status (the revisions'
-//! own writes are in [`super::revisions`]).
+//! The writes of a pass: creating daemon pods in slow-start batches and deleting pods with
+//! their events, and folding duplicate revisions into the current one.
 
-use super::plan::{Changes, Deletion, Why};
+use super::plan::{Changes, Why, made_from};
 use super::template::new_pod;
-use super::view::DaemonSet;
-use super::{Controller, DaemonSetError};
-use crate::workload::status::{self, Target};
-use berth_registry::events::EventType;
-use berth_shared::resource::DAEMON_SETS;
+use super::view::{DaemonPod, DaemonSet, HASH_LABEL, Revision};
+use super::{Controller, SyncError};
+use crate::history::write::delete_revision;
+use crate::workload::write;
+use berth_shared::resource::PODS;
 use jiff::Timestamp;
-use serde_json::Value;
+use serde_json::{Value, json};
+use std::sync::Arc;
 
 impl Controller {
     /// Creates and deletes pods; returns the first failure (the pass goes on to the status).
@@ -21,64 +21,53 @@ impl Controller {
         changes: Changes,
         hash: &str,
         now: Timestamp,
-    ) -> Result<Option<DaemonSetError>, DaemonSetError> {
+    ) -> Option<SyncError> {
         let pods = changes.create.iter().map(|node| new_pod(ds, node, hash));
-        let mut failure = self
-            .pods_control
-            .create(raw, &ds.namespace, pods)
-            .failure
-            .map(DaemonSetError::Create);
+        let created = self.pods_control.create(raw, &ds.namespace, pods);
+        let mut failure = created.failure.map(SyncError::Create);
         for d in &changes.delete {
-            if let Some(e) = self.apply_delete_pod(ds, raw, d, now) {
-                failure.get_or_insert(e);
+            if let Some((t, reason, msg)) = d.event(&ds.namespace) {
+                self.pods_control.record(raw, t, reason, &msg);
             }
-        }
-        Ok(failure)
-    }
-
-    fn apply_delete_pod(
-        &self,
-        ds: &DaemonSet,
-        raw: &Value,
-        d: &Deletion,
-        now: Timestamp,
-    ) -> Option<DaemonSetError> {
-        let pod = &d.pod;
-        match &d.why {
-            Why::Failed { node, key } => {
-                let msg = format!(
-                    "Found failed daemon pod {}/{} on node {node}, will try to kill it",
-                    ds.namespace, pod.name
-                );
-                self.record(raw, EventType::Warning, "FailedDaemonPod", &msg);
+            if let Why::Failed { key, .. } = &d.why {
                 let mut backoff = self.backoff();
                 backoff.forget_expired(now);
                 backoff.step(key, now);
             }
-            Why::Succeeded { node } => {
-                let msg = format!(
-                    "Found succeeded daemon pod {}/{} on node {node}, will try to delete it",
-                    ds.namespace, pod.name
-                );
-                self.record(raw, EventType::Normal, "SucceededDaemonPod", &msg);
+            if let Err(e) = self
+                .pods_control
+                .delete(raw, &ds.namespace, &d.pod.name, &d.pod.uid)
+            {
+                failure.get_or_insert(SyncError::Delete(e));
             }
-            _ => {}
         }
-        self.pods_control
-            .delete(raw, &ds.namespace, &pod.name, &pod.uid)
-            .err()
-            .map(DaemonSetError::Delete)
+        failure
     }
 
-    pub(super) fn apply_status(
+    /// Folds duplicates of the current revision into it: their pods get the current hash,
+    /// then the duplicates go.
+    pub(super) fn apply_dedup(
         &self,
         ds: &DaemonSet,
-        new: &super::view::Status,
-    ) -> Result<(), DaemonSetError> {
-        let target = Target::of(DAEMON_SETS, &ds.namespace, &ds.name, &ds.uid);
-        status::write(&self.registry, &target, |obj| {
-            super::status::apply(obj, new)
-        })?;
+        duplicates: &[Arc<Revision>],
+        pods: &[DaemonPod],
+        hash: &str,
+    ) -> Result<(), SyncError> {
+        for dup in duplicates {
+            for p in made_from(dup, pods) {
+                write::edit(
+                    &self.registry,
+                    PODS,
+                    &ds.namespace,
+                    &p.name,
+                    &p.uid,
+                    |obj| {
+                        obj["metadata"]["labels"][HASH_LABEL] = json!(hash);
+                    },
+                )?;
+            }
+            delete_revision(&self.registry, &ds.namespace, dup)?;
+        }
         Ok(())
     }
 }

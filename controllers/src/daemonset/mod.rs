@@ -15,7 +15,6 @@ mod apply;
 pub mod backoff;
 pub mod eligibility;
 pub mod plan;
-mod revisions;
 pub mod rolling;
 pub mod routing;
 pub mod status;
@@ -28,17 +27,16 @@ mod fixtures;
 mod tests;
 
 use super::history;
-use super::workload::PodControl;
+use super::workload::status::Target;
+use super::workload::{self, Parsed, PodControl, SyncError};
 use backoff::FailedBackoff;
 use berth_registry::events::EventType;
 use berth_registry::{Registry, RegistryError};
 use berth_runtime::informer::{Informer, ObjectKey};
 use berth_runtime::{self as runtime, Clock, Context, Reconciler};
-use berth_shared::reconcile::{ErrorPolicy, Outcome, Retry};
+use berth_shared::reconcile::Outcome;
 use berth_shared::resource::{CONTROLLER_REVISIONS, DAEMON_SETS, NODES, PODS};
-use routing::{ParsedDaemonSet, TargetNode};
-use serde_json::Value;
-use std::collections::BTreeSet;
+use routing::TargetNode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -54,32 +52,6 @@ const WORKERS: usize = 4;
 /// reads every node and every daemon pod; see `Queue::set_pace`).
 const PACE: u32 = 8;
 
-/// Why a pass failed.
-#[derive(Debug, thiserror::Error)]
-pub enum DaemonSetError {
-    #[error(transparent)]
-    Api(#[from] RegistryError),
-    /// A pod creation failed; the message is the API's.
-    #[error("{0}")]
-    Create(RegistryError),
-    #[error("unable to delete pods: {0}")]
-    Delete(RegistryError),
-    #[error(transparent)]
-    History(#[from] history::write::HistoryError),
-}
-
-impl ErrorPolicy for DaemonSetError {
-    fn retry(&self) -> Retry {
-        match self {
-            DaemonSetError::Api(e) => e.retry(),
-            // As upstream: a failed create or delete is retried with backoff whatever the
-            // cause (a quota or a webhook may clear).
-            DaemonSetError::Create(_) | DaemonSetError::Delete(_) => Retry::Backoff,
-            DaemonSetError::History(e) => e.retry(),
-        }
-    }
-}
-
 struct Controller {
     /// Where `now` comes from.
     clock: Clock,
@@ -93,10 +65,6 @@ struct Controller {
 }
 
 impl Controller {
-    fn record(&self, raw: &Value, t: EventType, reason: &str, message: &str) {
-        self.pods_control.record(raw, t, reason, message);
-    }
-
     fn backoff(&self) -> std::sync::MutexGuard<'_, FailedBackoff> {
         self.failed.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -109,14 +77,14 @@ impl Controller {
     }
 
     /// The DaemonSet's revisions, claimed through the kit (adoptions and releases applied).
-    fn observe_revisions(&self, ds: &DaemonSet) -> Result<Vec<Arc<Revision>>, DaemonSetError> {
+    fn observe_revisions(&self, ds: &DaemonSet) -> Result<Vec<Arc<Revision>>, SyncError> {
         let owner = template::ownership(ds);
         let claimed = owner.claim(&self.registry, &self.revisions)?;
         Ok(claimed.iter().map(|o| o.view()).collect())
     }
 
     /// The DaemonSet's pods, claimed.
-    fn observe_pods(&self, ds: &DaemonSet) -> Result<Vec<DaemonPod>, DaemonSetError> {
+    fn observe_pods(&self, ds: &DaemonSet) -> Result<Vec<DaemonPod>, SyncError> {
         let owner = template::ownership(ds);
         let claimed = owner.claim(&self.registry, &self.pods)?;
         Ok(claimed
@@ -127,19 +95,16 @@ impl Controller {
             })
             .collect())
     }
+}
+
+impl Reconciler for Controller {
+    type Key = ObjectKey;
+    type Error = SyncError;
 
     /// One pass over one DaemonSet.
-    fn sync(&self, key: &ObjectKey) -> Result<Outcome, DaemonSetError> {
-        let Some(obj) = self.sets.get_key(key) else {
+    fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
+        let Some((obj, ds)) = workload::parsed::observe::<DaemonSet>(&self.sets, key) else {
             return Ok(Outcome::Done);
-        };
-        let parsed = obj.view::<ParsedDaemonSet>();
-        let ds = match &parsed.0 {
-            Ok(ds) => ds,
-            Err(e) => {
-                tracing::warn!(%key, error = %e, "ignoring DaemonSet");
-                return Ok(Outcome::Done);
-            }
         };
         // Its revisions may be going already (orphaned or deleted): nothing is reliable.
         if ds.deleting {
@@ -148,57 +113,46 @@ impl Controller {
         let raw = obj.value().map_err(RegistryError::from)?;
         if ds.selector.is_empty() {
             let msg = "This daemon set is selecting all pods. A non-empty selector is required.";
-            self.record(&raw, EventType::Warning, "SelectingAll", msg);
+            self.pods_control
+                .record(&raw, EventType::Warning, "SelectingAll", msg);
             return Ok(Outcome::Done);
         }
         let now = self.clock.now();
         let nodes = self.observe_nodes();
-        let revisions = self.observe_revisions(ds)?;
-        let history = history::plan(&template::history_owner(ds), &revisions);
-        let hash = self.apply_history(ds, &history)?;
-        let pods = self.observe_pods(ds)?;
-        if !history.duplicates.is_empty() {
-            self.apply_dedup(ds, &history.duplicates, &pods, &hash)?;
-        }
+        let revisions = self.observe_revisions(&ds)?;
+        let owner = template::history_owner(&ds);
+        let history = history::plan(&owner, &revisions);
+        history::write::settle(&self.registry, &owner, &history)?;
+        let hash = history.current.hash(HASH_LABEL);
+        let pods = self.observe_pods(&ds)?;
+        self.apply_dedup(&ds, &history.duplicates, &pods, &hash)?;
         let by_node = plan::by_node(&pods);
         let mut changes = {
             let failed = self.backoff();
-            plan::manage(ds, &nodes, &by_node, &hash, &failed, now)
+            plan::manage(&ds, &nodes, &by_node, &hash, &failed, now)
         };
         let mut requeue = changes.requeue_after;
         // As upstream: the rolling update moves only once the core loop has nothing to do.
         if changes.is_empty() && matches!(ds.strategy, Strategy::RollingUpdate { .. }) {
-            changes = rolling::rolling_update(ds, &nodes, &by_node, &hash, now);
+            changes = rolling::rolling_update(&ds, &nodes, &by_node, &hash, now);
         }
-        let failure = self.apply_changes(ds, &raw, changes.capped(), &hash, now)?;
-        let live: BTreeSet<String> = pods
-            .iter()
-            .filter_map(|p| p.pod.labels.get(HASH_LABEL).cloned())
-            .collect();
-        let owner = template::history_owner(ds);
+        let failure = self.apply_changes(&ds, &raw, changes.capped(), &hash, now);
+        let live = plan::live_hashes(&pods);
         for r in history::cleanup(&owner, &history.old, history::by_hash(HASH_LABEL, &live)) {
-            self.apply_delete_revision(ds, &r)?;
+            history::write::delete_revision(&self.registry, &ds.namespace, &r)?;
         }
-        let new = status::compute(ds, &nodes, &by_node, &hash, now);
-        if status::needs_write(ds, &new) {
-            self.apply_status(ds, &new)?;
+        let new = status::compute(&ds, &nodes, &by_node, &hash, now);
+        if status::needs_write(&ds, &new) {
+            let target = Target::of(DAEMON_SETS, &ds.namespace, &ds.name, &ds.uid);
+            workload::status::write(&self.registry, &target, |obj| status::apply(obj, &new))?;
         }
         if let Some(e) = failure {
             return Err(e);
         }
-        if let Some(d) = status::next_availability_check(ds, &by_node, now) {
+        if let Some(d) = status::next_availability_check(&ds, &by_node, now) {
             requeue = Some(requeue.map_or(d, |r| r.min(d)));
         }
         Ok(requeue.map_or(Outcome::Done, Outcome::RequeueAfter))
-    }
-}
-
-impl Reconciler for Controller {
-    type Key = ObjectKey;
-    type Error = DaemonSetError;
-
-    fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, DaemonSetError> {
-        self.sync(key)
     }
 }
 
@@ -220,8 +174,8 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
     runtime::Controller::new("daemonset", &ctx, DAEMON_SETS)
         .owns(PODS)
         .owns(CONTROLLER_REVISIONS)
-        .adopts(PODS, routing::selector)
-        .adopts(CONTROLLER_REVISIONS, routing::selector)
+        .adopts(PODS, Parsed::<DaemonSet>::selector)
+        .adopts(CONTROLLER_REVISIONS, Parsed::<DaemonSet>::selector)
         .watches(NODES, move |d| routing::node_change(&for_nodes, d))
         .resync(RESYNC)
         .paced(PACE)

@@ -11,9 +11,10 @@
 use super::backoff::{self, FailedBackoff};
 use super::eligibility::fit;
 use super::rolling::allows_surge;
-use super::view::{DaemonPod, DaemonSet, Node};
+use super::view::{DaemonPod, DaemonSet, HASH_LABEL, Node, Revision};
 use crate::views::Pod;
 use crate::workload::availability::is_available;
+use berth_registry::events::EventType;
 use jiff::Timestamp;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
@@ -77,6 +78,43 @@ pub fn oldest_first(a: &Pod, b: &Pod) -> Ordering {
         .cmp(&b.node_name.is_empty())
         .then_with(|| a.created.cmp(&b.created))
         .then_with(|| a.name.cmp(&b.name))
+}
+
+impl Deletion {
+    /// The event announcing the deletion (upstream's `FailedDaemonPod` and
+    /// `SucceededDaemonPod`), if any.
+    pub fn event(&self, namespace: &str) -> Option<(EventType, &'static str, String)> {
+        let (t, reason, what, node) = match &self.why {
+            Why::Failed { node, .. } => (EventType::Warning, "FailedDaemonPod", "failed", node),
+            Why::Succeeded { node } => (EventType::Normal, "SucceededDaemonPod", "succeeded", node),
+            _ => return None,
+        };
+        let verb = if t == EventType::Warning {
+            "kill"
+        } else {
+            "delete"
+        };
+        let pod = &self.pod.name;
+        let msg = format!(
+            "Found {what} daemon pod {namespace}/{pod} on node {node}, will try to {verb} it"
+        );
+        Some((t, reason, msg))
+    }
+}
+
+/// The revision hashes the pods carry: their revisions outlive the history limit.
+pub fn live_hashes(pods: &[DaemonPod]) -> BTreeSet<String> {
+    pods.iter()
+        .filter_map(|p| p.pod.labels.get(HASH_LABEL).cloned())
+        .collect()
+}
+
+/// The pods made from a duplicate of the current revision, to be relabelled with its hash
+/// (upstream relabels every pod of another hash; only the duplicates' pods are meant).
+pub fn made_from<'a>(dup: &'a Revision, pods: &'a [DaemonPod]) -> impl Iterator<Item = &'a Pod> {
+    pods.iter()
+        .map(|p| &*p.pod)
+        .filter(|p| p.labels.get(HASH_LABEL).map(String::as_str) == Some(dup.hash(HASH_LABEL)))
 }
 
 /// The claimed pods by the node they are meant for (upstream `getNodesToDaemonPods`), without

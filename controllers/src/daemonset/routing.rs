@@ -1,27 +1,14 @@
 //! Which DaemonSets a change concerns, and the views they are judged by (each derived once per
 //! object version and shared). A DaemonSet's own change, and its pods' and revisions' through
 //! their controller reference, are wired by the runtime (`Controller::new`, `.owns`), and so
-//! are live orphans (`.adopts` with [`selector`]: upstream `addPod`/`updatePod`,
+//! are live orphans (`.adopts` with the kit's `Parsed::selector`: upstream `addPod`/`updatePod`,
 //! `addHistory`); here: a node concerns the DaemonSets whose
 //! verdict on it changes (upstream `addNode`/`updateNode`: a heartbeat or a cordon concerns
 //! none), or, when it goes, every DaemonSet (their pods there must go too).
 
-use super::view::{DaemonSet, Node, ViewError, pinned_node};
+use super::view::{DaemonSet, Node, pinned_node};
+use crate::workload::Parsed;
 use berth_runtime::informer::{Delta, DeltaType, Informer, Object, ObjectKey, View};
-use berth_shared::selector::LabelSelector;
-
-/// A DaemonSet parsed once per version.
-pub struct ParsedDaemonSet(pub Result<DaemonSet, ViewError>);
-
-impl View for ParsedDaemonSet {
-    fn derive(obj: &Object) -> Self {
-        ParsedDaemonSet(
-            obj.value()
-                .map_err(ViewError::from)
-                .and_then(|v| DaemonSet::from_value(&v)),
-        )
-    }
-}
 
 impl View for Node {
     fn derive(obj: &Object) -> Self {
@@ -43,15 +30,6 @@ impl View for TargetNode {
     }
 }
 
-/// The selector by which a DaemonSet adopts orphan pods and revisions (`.adopts`); none
-/// while it is unreadable or being deleted.
-pub fn selector(ds: &ParsedDaemonSet) -> Option<&LabelSelector> {
-    ds.0.as_ref()
-        .ok()
-        .filter(|d| !d.deleting)
-        .map(|d| &d.selector)
-}
-
 /// A node change: the DaemonSets it concerns.
 pub fn node_change(sets: &Informer, d: &Delta) -> Vec<ObjectKey> {
     // Heartbeats of every node pass here: with no DaemonSet, nothing is parsed.
@@ -69,7 +47,7 @@ pub fn node_change(sets: &Informer, d: &Delta) -> Vec<ObjectKey> {
     sets.list()
         .into_iter()
         .filter(|s| {
-            let parsed = s.view::<ParsedDaemonSet>();
+            let parsed = s.view::<Parsed<DaemonSet>>();
             let Ok(ds) = &parsed.0 else { return false };
             let now = super::eligibility::fit(&ds.placement, &new);
             match &old {

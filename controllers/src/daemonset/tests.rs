@@ -7,7 +7,7 @@ use super::*;
 use berth_registry::{DeleteOptions, Part, Propagation, WriteOptions};
 use berth_runtime::testing::ControlPlane;
 use berth_shared::resource::EVENTS;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// How long a negative property is watched for.
 const QUIET: Duration = Duration::from_millis(400);

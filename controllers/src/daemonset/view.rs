@@ -9,6 +9,7 @@ use super::eligibility::Placement;
 pub use crate::history::Revision;
 pub use crate::views::Pod;
 use crate::views::string_map;
+use crate::workload::{Stored, Workload};
 use berth_shared::k8s_openapi::api::apps::v1 as apps;
 use berth_shared::k8s_openapi::api::core::v1 as core;
 use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -165,6 +166,22 @@ impl DaemonSet {
             pod.labels.get(GENERATION_LABEL).map(String::as_str) == Some(g.to_string().as_str())
         });
         by_hash || by_generation
+    }
+}
+
+impl Stored for DaemonSet {
+    type Error = ViewError;
+    fn from_value(v: &Value) -> Result<DaemonSet, ViewError> {
+        DaemonSet::from_value(v)
+    }
+}
+
+impl Workload for DaemonSet {
+    fn selector(&self) -> &LabelSelector {
+        &self.selector
+    }
+    fn deleting(&self) -> bool {
+        self.deleting
     }
 }
 

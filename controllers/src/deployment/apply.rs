@@ -2,14 +2,14 @@
 //! conditional on the `resourceVersion` read (or produced by this pass's own earlier write),
 //! so a concurrent change turns into a conflict and a fresh pass.
 
-use super::plan::{Action, EventKind};
+use super::plan::{self, Action};
 use super::{Controller, DeploymentError, Observed, claim, progress, revision};
 use crate::workload::status::{self, Target};
-use crate::workload::version_of;
-use berth_registry::RegistryError;
+use crate::workload::{record, version_of, write};
 use berth_registry::events::EventType;
-use berth_registry::{DeleteOptions, DeletePreconditions, Part, WriteOptions};
+use berth_registry::{Part, RegistryError, WriteOptions};
 use berth_shared::resource::{DEPLOYMENTS, REPLICA_SETS};
+use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
@@ -19,12 +19,9 @@ pub(super) struct Applied {
     pub replica_set_versions: HashMap<String, String>,
 }
 
-fn ignore_not_found<T>(r: Result<T, RegistryError>) -> Result<Option<T>, RegistryError> {
-    match r {
-        Ok(v) => Ok(Some(v)),
-        Err(RegistryError::NotFound { .. }) => Ok(None),
-        Err(e) => Err(e),
-    }
+/// `value` as JSON, or the encoding error about a `kind`.
+fn encode(kind: &'static str, value: &impl Serialize) -> Result<Value, DeploymentError> {
+    serde_json::to_value(value).map_err(|source| DeploymentError::Encode { kind, source })
 }
 
 impl Controller {
@@ -38,7 +35,7 @@ impl Controller {
         now: jiff::Timestamp,
     ) -> Result<(), DeploymentError> {
         let opts = WriteOptions::default();
-        let rs_rt = REPLICA_SETS;
+        let versions = &mut applied.replica_set_versions;
         match action {
             Action::AdoptReplicaSet { name: rs, uid } => {
                 // The Deployment is read again live first: one deleted or replaced since the
@@ -49,29 +46,22 @@ impl Controller {
                         "deployment {ns}/{name}"
                     )));
                 }
-                match owner.adopt(&self.registry, rs_rt, &rs, &uid)? {
-                    Some(v) => {
-                        applied.replica_set_versions.insert(rs, version_of(&v));
-                    }
-                    None => return Err(RegistryError::conflict(rs_rt, &rs).into()),
-                }
+                let v = owner.adopt(&self.registry, REPLICA_SETS, &rs, &uid)?;
+                let v = v.ok_or_else(|| RegistryError::conflict(REPLICA_SETS, &rs))?;
+                versions.insert(rs, version_of(&v));
             }
             Action::ReleaseReplicaSet { name: rs, uid } => {
                 let owner = claim::owner(&seen.deployment, &seen.selector);
-                if let Some(v) = owner.release(&self.registry, rs_rt, &rs, &uid)? {
-                    applied.replica_set_versions.insert(rs, version_of(&v));
+                if let Some(v) = owner.release(&self.registry, REPLICA_SETS, &rs, &uid)? {
+                    versions.insert(rs, version_of(&v));
                 }
             }
             Action::CreateReplicaSet(rs) => {
-                let rs_name = rs.metadata.name.clone().unwrap_or_default();
-                let body =
-                    serde_json::to_value(&*rs).map_err(|source| DeploymentError::Encode {
-                        kind: "ReplicaSet",
-                        source,
-                    })?;
-                match self.registry.create(rs_rt, Some(ns), body, &opts) {
+                let rs_name = plan::name(&rs).to_string();
+                let body = encode("ReplicaSet", &rs)?;
+                match self.registry.create(REPLICA_SETS, Some(ns), body, &opts) {
                     Ok(v) => {
-                        applied.replica_set_versions.insert(rs_name, version_of(&v));
+                        versions.insert(rs_name, version_of(&v));
                     }
                     Err(e) => {
                         if !matches!(
@@ -85,32 +75,29 @@ impl Controller {
                 }
             }
             Action::UpdateReplicaSet(rs) => {
-                let rs_name = rs.metadata.name.clone().unwrap_or_default();
-                let mut body =
-                    serde_json::to_value(&*rs).map_err(|source| DeploymentError::Encode {
-                        kind: "ReplicaSet",
-                        source,
-                    })?;
-                if let Some(v) = applied.replica_set_versions.get(&rs_name) {
+                let rs_name = plan::name(&rs).to_string();
+                let mut body = encode("ReplicaSet", &rs)?;
+                if let Some(v) = versions.get(&rs_name) {
                     body["metadata"]["resourceVersion"] = json!(v);
                 }
-                let v = self
-                    .registry
-                    .update(rs_rt, Some(ns), &rs_name, body, Part::Main, &opts)?;
-                applied.replica_set_versions.insert(rs_name, version_of(&v));
+                let v = self.registry.update(
+                    REPLICA_SETS,
+                    Some(ns),
+                    &rs_name,
+                    body,
+                    Part::Main,
+                    &opts,
+                )?;
+                versions.insert(rs_name, version_of(&v));
             }
             Action::DeleteReplicaSet { name: rs, uid } => {
-                let opts = DeleteOptions {
-                    preconditions: Some(DeletePreconditions {
-                        uid: Some(uid),
-                        resource_version: None,
-                    }),
-                    ..DeleteOptions::default()
-                };
-                ignore_not_found(self.registry.delete(rs_rt, Some(ns), &rs, &opts))?;
+                match write::delete(&self.registry, REPLICA_SETS, ns, &rs, &uid) {
+                    Ok(_) | Err(RegistryError::NotFound { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
             }
             Action::SetRevision(rev) => {
-                let expected = applied.deployment_version.clone();
+                let expected = json!(applied.deployment_version);
                 let v = self.registry.update_with(
                     DEPLOYMENTS,
                     Some(ns),
@@ -118,23 +105,15 @@ impl Controller {
                     Part::Main,
                     &opts,
                     |mut obj| {
-                        obj["metadata"]["resourceVersion"] = json!(expected);
-                        let a = &mut obj["metadata"]["annotations"];
-                        if !a.is_object() {
-                            *a = json!({});
-                        }
-                        a[revision::REVISION] = json!(rev);
+                        obj["metadata"]["resourceVersion"] = expected.clone();
+                        revision::annotate(&mut obj, &rev);
                         Ok::<_, RegistryError>(obj)
                     },
                 )?;
                 applied.deployment_version = version_of(&v);
             }
             Action::UpdateStatus(status) => {
-                let body =
-                    serde_json::to_value(&*status).map_err(|source| DeploymentError::Encode {
-                        kind: "DeploymentStatus",
-                        source,
-                    })?;
+                let body = encode("DeploymentStatus", &status)?;
                 if let Some(v) = self.write_status(seen, &applied.deployment_version, body)? {
                     applied.deployment_version = version_of(&v);
                 }
@@ -143,15 +122,7 @@ impl Controller {
                 kind,
                 reason,
                 message,
-            } => {
-                let t = match kind {
-                    EventKind::Normal => EventType::Normal,
-                    EventKind::Warning => EventType::Warning,
-                };
-                if let Err(e) = self.recorder.record(&seen.raw, t, reason, &message) {
-                    tracing::warn!(error = %e, reason, "recording a deployment event");
-                }
-            }
+            } => record(&self.recorder, &seen.raw, kind, reason, &message),
         }
         Ok(())
     }
@@ -163,12 +134,12 @@ impl Controller {
         status: Value,
     ) -> Result<Option<Value>, RegistryError> {
         let m = &seen.deployment.metadata;
+        fn text(f: &Option<String>) -> &str {
+            f.as_deref().unwrap_or_default()
+        }
         let target = Target {
-            resource: DEPLOYMENTS,
-            namespace: m.namespace.as_deref().unwrap_or_default(),
-            name: m.name.as_deref().unwrap_or_default(),
-            uid: m.uid.as_deref().unwrap_or_default(),
             expected_version: Some(expected),
+            ..Target::of(DEPLOYMENTS, text(&m.namespace), text(&m.name), text(&m.uid))
         };
         status::write(&self.registry, &target, |obj| {
             obj["status"] = status.clone()
@@ -192,11 +163,7 @@ impl Controller {
         {
             let _ = self.write_status(seen, &applied.deployment_version, body);
         }
-        let _ = self.recorder.record(
-            &seen.raw,
-            EventType::Warning,
-            progress::FAILED_RS_CREATE,
-            &msg,
-        );
+        let (t, reason) = (EventType::Warning, progress::FAILED_RS_CREATE);
+        record(&self.recorder, &seen.raw, t, reason, &msg);
     }
 }

@@ -134,40 +134,18 @@ impl Controller {
                 None => tracing::warn!(rs = item.name(), "skipping an undecodable ReplicaSet"),
             }
         }
-        let selector = deployment
-            .spec
-            .as_ref()
-            .map(|s| LabelSelector::from_k8s(&s.selector))
-            .transpose()
-            .map_err(plan::PlanError::from)?
-            .unwrap_or_else(LabelSelector::nothing);
-        // Pods matter only to Recreate (old pods must be gone) and to the history clean-up (a
-        // scaled-down ReplicaSet goes only once no pod refers to it); reading every pod of a
-        // large Deployment on each pass is skipped otherwise.
-        let recreate = deployment
-            .spec
-            .as_ref()
-            .and_then(|s| s.strategy.as_ref())
-            .and_then(|s| s.type_.as_deref())
-            == Some("Recreate");
-        let drained_set = rss.iter().any(|rs| {
-            rs.spec.as_ref().and_then(|s| s.replicas) == Some(0)
-                && rs.status.as_ref().is_none_or(|s| s.replicas == 0)
-        });
-        let pods = if recreate || drained_set {
-            let mut pods = self.pods.in_namespace(ns);
-            pods.retain(|p| selector.matches(p.labels()));
-            pods.sort_by(|a, b| a.name().cmp(b.name()));
+        let selector = plan::selector(&deployment)?;
+        let mut pods = Vec::new();
+        if plan::needs_pods(&deployment, &rss) {
+            let mut matching = self.pods.in_namespace(ns);
+            matching.retain(|p| selector.matches(p.labels()));
+            matching.sort_by(|a, b| a.name().cmp(b.name()));
             // Only the owner and the phase are needed, both decoded already.
-            pods.iter()
-                .map(|p| PodInfo {
-                    controller_uid: p.controller().map(|c| c.uid.clone()),
-                    phase: p.field("status.phase").filter(|s| !s.is_empty()),
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
+            pods.extend(matching.iter().map(|p| PodInfo {
+                controller_uid: p.controller().map(|c| c.uid.clone()),
+                phase: p.field("status.phase").filter(|s| !s.is_empty()),
+            }));
+        }
         Ok(Some(Observed {
             raw,
             deployment,

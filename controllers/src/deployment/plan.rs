@@ -14,6 +14,7 @@ use super::claim::{self, Claim};
 use super::progress;
 use super::status::{self, spec_replicas};
 use super::{proportional, recreate, rolling, surge, sync};
+use berth_registry::events::EventType;
 use berth_shared::k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus, ReplicaSet};
 use berth_shared::selector::{LabelSelector, SelectorError};
 use jiff::Timestamp;
@@ -36,12 +37,6 @@ pub struct Input<'a> {
     pub replica_sets: &'a [ReplicaSet],
     /// The pods of the namespace that match the Deployment's selector.
     pub pods: &'a [PodInfo],
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventKind {
-    Normal,
-    Warning,
 }
 
 /// One write, in the order the loop must apply them.
@@ -71,7 +66,7 @@ pub enum Action {
     UpdateStatus(Box<DeploymentStatus>),
     /// Record an event on the Deployment (component `deployment-controller`).
     Event {
-        kind: EventKind,
+        kind: EventType,
         reason: &'static str,
         message: String,
     },
@@ -106,6 +101,28 @@ pub(super) fn name(rs: &ReplicaSet) -> &str {
 
 pub(super) fn uid(rs: &ReplicaSet) -> &str {
     rs.metadata.uid.as_deref().unwrap_or_default()
+}
+
+/// The Deployment's selector (one without a spec selects nothing).
+pub fn selector(d: &Deployment) -> Result<LabelSelector, PlanError> {
+    let spec = d.spec.as_ref();
+    let parsed = spec
+        .map(|s| LabelSelector::from_k8s(&s.selector))
+        .transpose()?;
+    Ok(parsed.unwrap_or_else(LabelSelector::nothing))
+}
+
+/// Whether a pass needs the Deployment's pods: only Recreate (old pods must be gone) and the
+/// history clean-up (a scaled-down ReplicaSet goes only once no pod refers to it) read them;
+/// reading every pod of a large Deployment on each pass is skipped otherwise.
+pub fn needs_pods(d: &Deployment, replica_sets: &[ReplicaSet]) -> bool {
+    let strategy = d.spec.as_ref().and_then(|s| s.strategy.as_ref());
+    let recreate = strategy.and_then(|s| s.type_.as_deref()) == Some("Recreate");
+    recreate
+        || replica_sets.iter().any(|rs| {
+            rs.spec.as_ref().and_then(|s| s.replicas) == Some(0)
+                && rs.status.as_ref().is_none_or(|s| s.replicas == 0)
+        })
 }
 
 /// Upstream `ReplicaSetsByCreationTimestamp`: older first, then by name.
@@ -171,7 +188,7 @@ impl Pass<'_> {
         idx.sort_by(|a, b| cmp(&self.rss[*a], &self.rss[*b]));
     }
 
-    pub fn event(&mut self, kind: EventKind, reason: &'static str, message: String) {
+    pub fn event(&mut self, kind: EventType, reason: &'static str, message: String) {
         self.actions.push(Action::Event {
             kind,
             reason,
@@ -195,7 +212,7 @@ impl Pass<'_> {
         self.actions.push(Action::UpdateReplicaSet(update));
         if resize {
             self.event(
-                EventKind::Normal,
+                EventType::Normal,
                 "ScalingReplicaSet",
                 format!("Scaled {operation} replica set {rs_name} to {to} from {from}"),
             );
@@ -286,7 +303,7 @@ pub fn plan(input: Input<'_>, now: Timestamp) -> Result<Plan, PlanError> {
 /// Upstream's answer to an empty selector: a warning, and the generation observed.
 fn selecting_all(d: &Deployment) -> Plan {
     let mut actions = vec![Action::Event {
-        kind: EventKind::Warning,
+        kind: EventType::Warning,
         reason: "SelectingAll",
         message: "This deployment is selecting all pods. A non-empty selector is required.".into(),
     }];

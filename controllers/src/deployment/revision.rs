@@ -12,6 +12,7 @@
 //! Planner: pure, no I/O.
 
 use berth_shared::k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 pub const REVISION: &str = "deployment.kubernetes.io/revision";
@@ -179,6 +180,15 @@ pub fn set_deployment_revision(d: &mut Deployment, revision: &str) -> bool {
     true
 }
 
+/// The revision annotation set on a stored Deployment (the write of `Action::SetRevision`).
+pub fn annotate(obj: &mut Value, revision: &str) {
+    let a = &mut obj["metadata"]["annotations"];
+    if !a.is_object() {
+        *a = json!({});
+    }
+    a[REVISION] = json!(revision);
+}
+
 /// The revision annotation of a ReplicaSet, as written on it.
 pub fn revision_text(rs: &ReplicaSet) -> &str {
     annotation(rs, REVISION).unwrap_or_default()
@@ -322,5 +332,24 @@ mod tests {
         let mut d = deployment(&[]);
         assert!(set_deployment_revision(&mut d, "4"));
         assert!(!set_deployment_revision(&mut d, "4"));
+    }
+
+    #[test]
+    fn the_revision_annotation_is_set_on_a_stored_deployment() {
+        let cases = [
+            (json!({"metadata": {"name": "web"}}), json!({REVISION: "3"})),
+            (
+                json!({"metadata": {"annotations": null}}),
+                json!({REVISION: "3"}),
+            ),
+            (
+                json!({"metadata": {"annotations": {"a": "b", REVISION: "2"}}}),
+                json!({"a": "b", REVISION: "3"}),
+            ),
+        ];
+        for (mut obj, want) in cases {
+            annotate(&mut obj, "3");
+            assert_eq!(obj["metadata"]["annotations"], want);
+        }
     }
 }

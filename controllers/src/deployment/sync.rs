@@ -11,11 +11,12 @@
 //! Planner: pure, no I/O.
 
 use super::claim::{controller_of, controller_ref};
-use super::plan::{Action, EventKind, Halt, Pass, by_creation, name};
+use super::plan::{Action, Halt, Pass, by_creation, name};
 use super::progress::{self, FOUND_NEW_RS, NEW_RS_CREATED, PROGRESSING};
 use super::revision::{self, desired_replicas};
 use super::rolling;
 use super::template::{HASH_LABEL, compute_hash, equal_ignore_hash};
+use berth_registry::events::EventType;
 use berth_shared::k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeMap;
@@ -152,7 +153,7 @@ pub(super) fn ensure_new_replica_set(pass: &mut Pass<'_>) -> Result<usize, Halt>
         .push(Action::CreateReplicaSet(Box::new(rs.clone())));
     if count > 0 {
         pass.event(
-            EventKind::Normal,
+            EventType::Normal,
             "ScalingReplicaSet",
             format!("Scaled up replica set {rs_name} to {count} from 0"),
         );

@@ -7,13 +7,11 @@ use super::plan::{Change, NewPod};
 use super::template::new_pod;
 use super::tracking::{Applied, Event};
 use super::view::{Job, JobPod, TRACKING_FINALIZER};
-use super::{Controller, JobError};
+use super::{Controller, SyncError};
 use crate::workload::claim::drop_finalizer;
-use crate::workload::controller_ref::uid_of;
 use crate::workload::status::{self, Target};
-use crate::workload::version_of;
-use berth_registry::events::EventType;
-use berth_registry::{Part, RegistryError, WriteOptions};
+use crate::workload::{version_of, write};
+use berth_registry::RegistryError;
 use berth_shared::k8s_openapi::api::batch::v1 as batch;
 use berth_shared::resource::{JOBS, PODS};
 use serde_json::Value;
@@ -22,11 +20,7 @@ use std::sync::Arc;
 
 impl Controller {
     pub(super) fn record(&self, raw: &Value, e: &Event) {
-        let t = if e.warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        };
+        let t = e.event_type();
         self.pods_control.record(raw, t, &e.reason, &e.message);
     }
 
@@ -37,7 +31,7 @@ impl Controller {
         job: &Job,
         raw: &Value,
         change: &Change,
-    ) -> (Applied, Option<JobError>) {
+    ) -> (Applied, Option<SyncError>) {
         let mut applied = Applied::default();
         let mut failure = None;
         match change {
@@ -67,11 +61,11 @@ impl Controller {
         (applied, failure)
     }
 
-    fn apply_create(&self, job: &Job, raw: &Value, new: &[NewPod]) -> (i32, Option<JobError>) {
+    fn apply_create(&self, job: &Job, raw: &Value, new: &[NewPod]) -> (i32, Option<SyncError>) {
         let pods = new.iter().map(|n| new_pod(job, n));
         let created = self.pods_control.create(raw, &job.namespace, pods);
         let count = i32::try_from(created.pods.len()).unwrap_or(i32::MAX);
-        (count, created.failure.map(JobError::Create))
+        (count, created.failure.map(SyncError::Create))
     }
 
     /// Deletes a pod; with `untrack_first` its tracking finalizer goes before (a pod removed,
@@ -82,35 +76,28 @@ impl Controller {
         raw: &Value,
         pod: &JobPod,
         untrack_first: bool,
-    ) -> Result<(), JobError> {
+    ) -> Result<(), SyncError> {
         if untrack_first && pod.finalizer && !self.apply_untrack(&job.namespace, pod)? {
             return Ok(());
         }
         self.pods_control
             .delete(raw, &job.namespace, &pod.name, &pod.uid)
             .map(|_| ())
-            .map_err(JobError::Delete)
+            .map_err(SyncError::Delete)
     }
 
     /// Removes the tracking finalizer from `pod`; true when it is off (or the pod gone).
-    pub(super) fn apply_untrack(&self, namespace: &str, pod: &JobPod) -> Result<bool, JobError> {
-        let r = self.registry.update_with(
+    pub(super) fn apply_untrack(&self, namespace: &str, pod: &JobPod) -> Result<bool, SyncError> {
+        write::edit(
+            &self.registry,
             PODS,
-            Some(namespace),
+            namespace,
             &pod.name,
-            Part::Main,
-            &WriteOptions::default(),
-            |mut obj| {
-                if uid_of(&obj) == Some(pod.uid.as_str()) {
-                    drop_finalizer(&mut obj, TRACKING_FINALIZER);
-                }
-                Ok::<_, RegistryError>(obj)
-            },
-        );
-        match r {
-            Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(true),
-            Err(e) => Err(JobError::Untrack(e)),
-        }
+            &pod.uid,
+            |obj| drop_finalizer(obj, TRACKING_FINALIZER),
+        )
+        .map(|_| true)
+        .map_err(SyncError::Untrack)
     }
 
     /// Removes the tracking finalizer from each pod; the UIDs it is off for, and the first
@@ -119,7 +106,7 @@ impl Controller {
         &self,
         job: &Job,
         pods: &[Arc<JobPod>],
-    ) -> (BTreeSet<String>, Option<JobError>) {
+    ) -> (BTreeSet<String>, Option<SyncError>) {
         let mut done = BTreeSet::new();
         let mut failure = None;
         for pod in pods {
@@ -142,7 +129,7 @@ impl Controller {
         job: &Job,
         revision: u64,
         status: &batch::JobStatus,
-    ) -> Result<u64, JobError> {
+    ) -> Result<u64, SyncError> {
         let value = serde_json::to_value(status).map_err(RegistryError::from)?;
         let expected = revision.to_string();
         let target = Target {

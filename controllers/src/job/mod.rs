@@ -34,13 +34,12 @@ pub mod view;
 #[cfg(test)]
 mod tests;
 
-use super::workload::PodControl;
+use super::workload::{self, Parsed, PodControl, SyncError};
 use berth_registry::{Registry, RegistryError};
 use berth_runtime::informer::{Informer, ObjectKey};
 use berth_runtime::{self as runtime, Clock, Context, Reconciler};
-use berth_shared::reconcile::{ErrorPolicy, Outcome, Retry};
+use berth_shared::reconcile::Outcome;
 use berth_shared::resource::{JOBS, PODS};
-use routing::ParsedJob;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -53,30 +52,6 @@ pub const RESYNC: Duration = Duration::from_secs(300);
 /// Passes of different Jobs that may run at once.
 const WORKERS: usize = 4;
 
-/// Why a pass failed.
-#[derive(Debug, thiserror::Error)]
-pub enum JobError {
-    #[error(transparent)]
-    Api(#[from] RegistryError),
-    /// A pod creation failed; the message is the API's.
-    #[error("{0}")]
-    Create(RegistryError),
-    #[error("unable to delete pods: {0}")]
-    Delete(RegistryError),
-    #[error("removing the tracking finalizer: {0}")]
-    Untrack(RegistryError),
-}
-
-impl ErrorPolicy for JobError {
-    fn retry(&self) -> Retry {
-        match self {
-            JobError::Api(e) => e.retry(),
-            // As upstream: failed pod writes are retried with backoff whatever the cause.
-            JobError::Create(_) | JobError::Delete(_) | JobError::Untrack(_) => Retry::Backoff,
-        }
-    }
-}
-
 struct Controller {
     /// Where `now` comes from.
     clock: Clock,
@@ -88,46 +63,43 @@ struct Controller {
 
 impl Controller {
     /// The Job's pods, claimed through the kit (an adopted pod as written, with its finalizer).
-    fn observe_pods(&self, job: &Job) -> Result<Vec<Arc<JobPod>>, JobError> {
+    fn observe_pods(&self, job: &Job) -> Result<Vec<Arc<JobPod>>, SyncError> {
         let claimed = plan::owner(job).claim(&self.registry, &self.pods)?;
         Ok(claimed.iter().map(|o| o.view()).collect())
     }
+}
+
+impl Reconciler for Controller {
+    type Key = ObjectKey;
+    type Error = SyncError;
 
     /// One pass over one Job.
-    fn sync(&self, key: &ObjectKey) -> Result<Outcome, JobError> {
-        let Some(obj) = self.jobs.get_key(key) else {
+    fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
+        let Some((obj, job)) = workload::parsed::observe::<Job>(&self.jobs, key) else {
             return Ok(Outcome::Done);
-        };
-        let parsed = obj.view::<ParsedJob>();
-        let job = match &parsed.0 {
-            Ok(j) => j,
-            Err(e) => {
-                tracing::warn!(%key, error = %e, "ignoring Job");
-                return Ok(Outcome::Done);
-            }
         };
         if conditions::finished(job.conditions()).is_some() || job.managed_elsewhere() {
             return Ok(Outcome::Done);
         }
         let raw = obj.value().map_err(RegistryError::from)?;
-        let pods = self.observe_pods(job)?;
+        let pods = self.observe_pods(&job)?;
         let now = self.clock.now();
-        let m = plan::manage(job, &pods, now);
-        let (applied, failure) = self.apply_change(job, &raw, &m.change);
-        let settled = tracking::settle(job, &m, applied, now);
+        let m = plan::manage(&job, &pods, now);
+        let (applied, failure) = self.apply_change(&job, &raw, &m.change);
+        let settled = tracking::settle(&job, &m, applied, now);
         for e in &settled.events {
             self.record(&raw, e);
         }
-        let t = tracking::track(job, &pods, &m, settled);
+        let t = tracking::track(&job, &pods, &m, settled);
         // Finished pods are listed as uncounted before any of their finalizers goes.
         let mut revision = obj.revision();
         if t.status != job.status {
-            revision = self.apply_status(job, revision, &t.status)?;
+            revision = self.apply_status(&job, revision, &t.status)?;
         }
-        let (removed, untrack_failure) = self.apply_untrack_all(job, &t.remove);
-        let (status, events) = tracking::finish(job, &t, &removed, now);
+        let (removed, untrack_failure) = self.apply_untrack_all(&job, &t.remove);
+        let (status, events) = tracking::finish(&job, &t, &removed, now);
         if status != t.status {
-            self.apply_status(job, revision, &status)?;
+            self.apply_status(&job, revision, &status)?;
         }
         for e in &events {
             self.record(&raw, e);
@@ -136,15 +108,6 @@ impl Controller {
             return Err(e);
         }
         Ok(m.requeue_after.map_or(Outcome::Done, Outcome::RequeueAfter))
-    }
-}
-
-impl Reconciler for Controller {
-    type Key = ObjectKey;
-    type Error = JobError;
-
-    fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, JobError> {
-        self.sync(key)
     }
 }
 
@@ -162,7 +125,7 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
     let cleaner = tokio::spawn(untrack::run(ctx.clone(), shutdown.clone()));
     runtime::Controller::new("job", &ctx, JOBS)
         .owns(PODS)
-        .adopts(PODS, routing::selector)
+        .adopts(PODS, Parsed::<Job>::selector)
         .resync(RESYNC)
         .workers(WORKERS)
         .run(controller, shutdown)

@@ -1,28 +1,15 @@
 //! Which Jobs and pods a change concerns, and the views they are judged by (each derived once
 //! per object version and shared). A Job's own change and its pods' (through their controller
-//! reference) are wired by the runtime, and so are live orphans (`.adopts` with [`selector`]:
-//! upstream `addPod`/`updatePod`); here: a pod that still
+//! reference) are wired by the runtime, and so are live orphans (`.adopts` with the kit's
+//! `Parsed::selector`: upstream `addPod`/`updatePod`); here: a pod that still
 //! carries the tracking finalizer while no unfinished Job controls it (an orphan, a pod of a
 //! deleted or finished Job) concerns the finalizer cleaner (upstream's orphan queue).
 
 use super::conditions;
 use super::template;
-use super::view::{Job, JobPod, TRACKING_FINALIZER, ViewError};
+use super::view::{Job, JobPod, TRACKING_FINALIZER};
+use crate::workload::Parsed;
 use berth_runtime::informer::{Delta, DeltaType, Informer, Object, ObjectKey, View};
-use berth_shared::selector::LabelSelector;
-
-/// A Job parsed once per version.
-pub struct ParsedJob(pub Result<Job, ViewError>);
-
-impl View for ParsedJob {
-    fn derive(obj: &Object) -> Self {
-        ParsedJob(
-            obj.value()
-                .map_err(ViewError::from)
-                .and_then(|v| Job::from_value(&v)),
-        )
-    }
-}
 
 impl View for JobPod {
     fn derive(obj: &Object) -> Self {
@@ -41,19 +28,9 @@ pub fn tracked(pod: &Object) -> bool {
     pod.finalizers().iter().any(|f| f == TRACKING_FINALIZER)
 }
 
-/// The selector by which a Job adopts orphan pods (`.adopts`); none while it is unreadable
-/// or being deleted.
-pub fn selector(job: &ParsedJob) -> Option<&LabelSelector> {
-    job.0
-        .as_ref()
-        .ok()
-        .filter(|j| !j.deleting)
-        .map(|j| &j.selector)
-}
-
 /// Whether a Job has finished (a `Complete` or `Failed` condition).
 pub fn finished(job: &Object) -> bool {
-    job.view::<ParsedJob>()
+    job.view::<Parsed<Job>>()
         .0
         .as_ref()
         .is_ok_and(|j| conditions::finished(j.conditions()).is_some())

@@ -6,12 +6,12 @@
 use super::routing::{self, tracked, untrackable};
 use super::view::TRACKING_FINALIZER;
 use crate::workload::claim::drop_finalizer;
-use berth_registry::{Part, Registry, RegistryError, WriteOptions};
+use crate::workload::write;
+use berth_registry::{Registry, RegistryError};
 use berth_runtime::informer::{Informer, Object, ObjectKey};
 use berth_runtime::{self as runtime, Context, Reconciler};
 use berth_shared::reconcile::Outcome;
 use berth_shared::resource::{JOBS, PODS};
-use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -38,25 +38,11 @@ impl Reconciler for Cleaner {
         if !untrackable(&self.jobs, &pod) {
             return Ok(Outcome::Done);
         }
-        let uid = pod.uid().to_string();
-        let r = self.registry.update_with(
-            PODS,
-            key.namespace(),
-            key.name(),
-            Part::Main,
-            &WriteOptions::default(),
-            |mut obj| {
-                if obj.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str()) {
-                    return Ok::<_, RegistryError>(obj);
-                }
-                drop_finalizer(&mut obj, TRACKING_FINALIZER);
-                Ok(obj)
-            },
-        );
-        match r {
-            Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(Outcome::Done),
-            Err(e) => Err(e),
-        }
+        let ns = key.namespace().unwrap_or_default();
+        write::edit(&self.registry, PODS, ns, key.name(), pod.uid(), |obj| {
+            drop_finalizer(obj, TRACKING_FINALIZER)
+        })?;
+        Ok(Outcome::Done)
     }
 }
 

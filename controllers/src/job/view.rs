@@ -6,6 +6,7 @@
 //! Planner: pure, no I/O.
 
 use crate::views::{ControllerRef, controller_of, string_map};
+use crate::workload::{Stored, Workload};
 use berth_shared::k8s_openapi::api::batch::v1 as batch;
 use berth_shared::selector::{LabelSelector, SelectorError};
 use jiff::Timestamp;
@@ -44,6 +45,22 @@ pub struct Job {
     pub selector: LabelSelector,
     pub spec: batch::JobSpec,
     pub status: batch::JobStatus,
+}
+
+impl Stored for Job {
+    type Error = ViewError;
+    fn from_value(v: &Value) -> Result<Job, ViewError> {
+        Job::from_value(v)
+    }
+}
+
+impl Workload for Job {
+    fn selector(&self) -> &LabelSelector {
+        &self.selector
+    }
+    fn deleting(&self) -> bool {
+        self.deleting
+    }
 }
 
 impl Job {

@@ -1,26 +1,20 @@
-//! The writes of a pass through the workload kit: creating pods in slow-start batches,
-//! deleting the chosen ones, with their events, and writing the status.
+//! The writes of a pass through the workload kit: creating pods in slow-start batches and
+//! deleting the chosen ones, with their events.
 
-use super::view::{self, Pod, Set};
+use super::view::{Pod, Set};
 use super::{Controller, SyncError, plan};
-use crate::workload::status::{self, Target};
 use serde_json::Value;
 
 impl Controller {
     /// Creates `count` pods in slow-start batches, stopping after the first batch with a
     /// failure; returns that failure.
-    pub(super) fn apply_create(
-        &self,
-        set: &Set,
-        raw: &Value,
-        count: usize,
-    ) -> Result<Option<SyncError>, SyncError> {
+    pub(super) fn apply_create(&self, set: &Set, raw: &Value, count: usize) -> Option<SyncError> {
         if let Some(why) = plan::template_error(set) {
-            return Ok(Some(SyncError::Template(why)));
+            return Some(SyncError::Template(why));
         }
         let pods = std::iter::repeat_n(plan::new_pod(set), count);
         let created = self.pod_control(set).create(raw, &set.namespace, pods);
-        Ok(created.failure.map(SyncError::Create))
+        created.failure.map(SyncError::Create)
     }
 
     /// Deletes the chosen pods; returns the first failure.
@@ -29,7 +23,7 @@ impl Controller {
         set: &Set,
         raw: &Value,
         victims: &[&Pod],
-    ) -> Result<Option<SyncError>, SyncError> {
+    ) -> Option<SyncError> {
         let control = self.pod_control(set);
         let mut failure = None;
         for p in victims {
@@ -37,14 +31,6 @@ impl Controller {
                 failure.get_or_insert(SyncError::Delete(e));
             }
         }
-        Ok(failure)
-    }
-
-    pub(super) fn apply_status(&self, set: &Set, new: &view::Status) -> Result<(), SyncError> {
-        let target = Target::of(set.kind.resource(), &set.namespace, &set.name, &set.uid);
-        status::write(&self.registry, &target, |obj| {
-            super::status::apply(obj, new, set.generation)
-        })?;
-        Ok(())
+        failure
     }
 }

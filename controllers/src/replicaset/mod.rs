@@ -20,11 +20,12 @@ pub mod view;
 #[cfg(test)]
 mod tests;
 
-use super::workload::PodControl;
+use super::workload::status::Target;
+use super::workload::{self, PodControl, SyncError};
 use berth_registry::{Registry, RegistryError};
 use berth_runtime::informer::Informer;
 use berth_runtime::{self as runtime, Clock, Context, Reconciler};
-use berth_shared::reconcile::{ErrorPolicy, Outcome, Retry};
+use berth_shared::reconcile::Outcome;
 use berth_shared::resource::{PODS, REPLICA_SETS, REPLICATION_CONTROLLERS};
 use routing::{ParsedSet, SetKey, Sets};
 use std::collections::HashMap;
@@ -41,32 +42,6 @@ pub const RESYNC: Duration = Duration::from_secs(300);
 const PACE: u32 = 8;
 /// Passes of different sets that may run at once.
 const WORKERS: usize = 4;
-
-/// Why a pass failed.
-#[derive(Debug, thiserror::Error)]
-pub enum SyncError {
-    #[error(transparent)]
-    Api(#[from] RegistryError),
-    #[error("{0}")]
-    Template(&'static str),
-    /// A pod creation failed; the message is the API error, as upstream reports it.
-    #[error("{0}")]
-    Create(RegistryError),
-    #[error("unable to delete pods: {0}")]
-    Delete(RegistryError),
-}
-
-impl ErrorPolicy for SyncError {
-    fn retry(&self) -> Retry {
-        match self {
-            SyncError::Api(e) => e.retry(),
-            // A failed create or delete is retried with backoff whatever the cause, as
-            // upstream's ReplicaSet controller does (a quota or a webhook may clear).
-            SyncError::Create(_) | SyncError::Delete(_) => Retry::Backoff,
-            SyncError::Template(_) => Retry::Never,
-        }
-    }
-}
 
 struct Controller {
     /// Where `now` comes from.
@@ -85,54 +60,6 @@ impl Controller {
             Kind::ReplicaSet => &self.rs_pods,
             Kind::ReplicationController => &self.rc_pods,
         }
-    }
-
-    /// One pass over one set.
-    fn sync(&self, key: &SetKey) -> Result<Outcome, SyncError> {
-        let _span = tracing::debug_span!("reconcile", controller = "replicaset", %key).entered();
-        let Some(obj) = self
-            .sets
-            .informer(key.kind)
-            .get(Some(&key.namespace), &key.name)
-        else {
-            return Ok(Outcome::Done);
-        };
-        let raw = obj.value().map_err(RegistryError::from)?;
-        let set = match Set::from_value(key.kind, &raw) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(%key, error = %e, "ignoring set");
-                return Ok(Outcome::Done);
-            }
-        };
-        let now = self.clock.now();
-        // Claimed through the kit: released, adopted (the set re-read live first).
-        let pods: Vec<Arc<Pod>> = plan::owner(&set)
-            .claim(&self.registry, &self.pods)?
-            .iter()
-            .map(|p| p.view::<Pod>())
-            .collect();
-        let claimed: Vec<&Pod> = pods.iter().map(|p| &**p).collect();
-        let per_node = if claimed.len() > usize::try_from(set.replicas).unwrap_or(0) {
-            self.observe_pods_per_node(&set, &claimed)
-        } else {
-            HashMap::new()
-        };
-        let failure = match plan::scale(&set, &claimed, &per_node, now) {
-            plan::Scale::Steady => None,
-            plan::Scale::Create(n) => self.apply_create(&set, &raw, n)?,
-            plan::Scale::Delete(victims) => self.apply_delete(&set, &raw, &victims)?,
-        };
-        let message = failure.as_ref().map(ToString::to_string);
-        let new = status::compute(&set, &claimed, message.as_deref(), now);
-        if status::needs_write(&set, &new) {
-            self.apply_status(&set, &new)?;
-        }
-        if let Some(e) = failure {
-            return Err(e);
-        }
-        Ok(status::next_availability_check(&set, &claimed, now)
-            .map_or(Outcome::Done, Outcome::RequeueAfter))
     }
 
     /// Active pods per node among the pods of the sets sharing this set's controller
@@ -164,8 +91,55 @@ impl Reconciler for Controller {
     type Key = SetKey;
     type Error = SyncError;
 
+    /// One pass over one set.
     fn reconcile(&self, key: &SetKey) -> Result<Outcome, SyncError> {
-        self.sync(key)
+        let _span = tracing::debug_span!("reconcile", controller = "replicaset", %key).entered();
+        let Some(obj) = self
+            .sets
+            .informer(key.kind)
+            .get(Some(&key.namespace), &key.name)
+        else {
+            return Ok(Outcome::Done);
+        };
+        let raw = obj.value().map_err(RegistryError::from)?;
+        let set = match Set::from_value(key.kind, &raw) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(%key, error = %e, "ignoring set");
+                return Ok(Outcome::Done);
+            }
+        };
+        let now = self.clock.now();
+        // Claimed through the kit: released, adopted (the set re-read live first).
+        let pods: Vec<Arc<Pod>> = plan::owner(&set)
+            .claim(&self.registry, &self.pods)?
+            .iter()
+            .map(|p| p.view::<Pod>())
+            .collect();
+        let claimed: Vec<&Pod> = pods.iter().map(|p| &**p).collect();
+        let per_node = if claimed.len() > usize::try_from(set.replicas).unwrap_or(0) {
+            self.observe_pods_per_node(&set, &claimed)
+        } else {
+            HashMap::new()
+        };
+        let failure = match plan::scale(&set, &claimed, &per_node, now) {
+            plan::Scale::Steady => None,
+            plan::Scale::Create(n) => self.apply_create(&set, &raw, n),
+            plan::Scale::Delete(victims) => self.apply_delete(&set, &raw, &victims),
+        };
+        let message = failure.as_ref().map(ToString::to_string);
+        let new = status::compute(&set, &claimed, message.as_deref(), now);
+        if status::needs_write(&set, &new) {
+            let target = Target::of(set.kind.resource(), &set.namespace, &set.name, &set.uid);
+            workload::status::write(&self.registry, &target, |obj| {
+                status::apply(obj, &new, set.generation)
+            })?;
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        Ok(status::next_availability_check(&set, &claimed, now)
+            .map_or(Outcome::Done, Outcome::RequeueAfter))
     }
 }
 

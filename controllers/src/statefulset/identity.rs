@@ -6,8 +6,12 @@
 //!
 //! Planner: pure, no I/O.
 
-use super::view::{POD_INDEX_LABEL, POD_NAME_LABEL, REVISION_LABEL, SetPod, StatefulSet};
+use super::view::{
+    HASH_LABEL, POD_INDEX_LABEL, POD_NAME_LABEL, REVISION_LABEL, SetPod, StatefulSet,
+};
+use crate::{history, workload};
 use berth_shared::k8s_openapi::api::core::v1 as core;
+use berth_shared::resource::STATEFUL_SETS;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
@@ -164,6 +168,36 @@ pub fn revision_template(data: &Value) -> Option<core::PodTemplateSpec> {
         m.remove("$patch");
     }
     serde_json::from_value(t).ok()
+}
+
+/// The StatefulSet as the owner of its pods and revisions.
+pub fn ownership(set: &StatefulSet) -> workload::Owner<'_> {
+    workload::Owner {
+        resource: STATEFUL_SETS,
+        namespace: &set.namespace,
+        name: &set.name,
+        uid: &set.uid,
+        selector: &set.selector,
+        deleting: set.deleting,
+        rules: workload::Rules::default(),
+    }
+}
+
+/// The StatefulSet as its revision history sees it.
+pub fn history_owner(set: &StatefulSet) -> history::Owner<'_> {
+    history::Owner {
+        resource: STATEFUL_SETS,
+        namespace: &set.namespace,
+        name: &set.name,
+        uid: &set.uid,
+        controller_ref: controller_ref(set),
+        template: &set.template,
+        pod_template: &set.pod_template,
+        collision_count: set.collision_count,
+        history_limit: set.revision_history_limit,
+        annotations: &set.annotations,
+        hash_label: HASH_LABEL,
+    }
 }
 
 #[cfg(test)]

@@ -10,14 +10,18 @@
 //!
 //! Planner: pure, no I/O.
 
-use super::identity::{claim_names, identity_matches, new_claim, new_pod, pod_name};
+use super::identity::{
+    claim_names, identity_matches, new_claim, new_pod, pod_name, revision_template,
+};
 use super::retention::{is_stale, wanted_owners};
-use super::view::{Claim, OwnerRef, REVISION_LABEL, SetPod, StatefulSet, Status, Strategy};
+use super::view::{
+    Claim, OwnerRef, REVISION_LABEL, Revision, SetPod, StatefulSet, Status, Strategy,
+};
 use crate::workload::scaled::scaled_value;
 use berth_shared::k8s_openapi::api::core::v1 as core;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -136,6 +140,40 @@ enum Slot {
 
 fn revision_of(p: &SetPod) -> &str {
     p.pod.labels.get(REVISION_LABEL).map_or("", String::as_str)
+}
+
+/// The current revision (upstream `getStatefulSetRevisions`): the one `status.currentRevision`
+/// names while it exists and is not the update revision, with its template; else the update
+/// revision with the set's own template.
+pub fn current_revision(
+    set: &StatefulSet,
+    revisions: &[Arc<Revision>],
+    update: &str,
+) -> (String, core::PodTemplateSpec) {
+    let named = &set.status.current_revision;
+    match revisions
+        .iter()
+        .find(|r| !named.is_empty() && &r.name == named)
+    {
+        Some(r) if r.name != update => (
+            r.name.clone(),
+            revision_template(&r.data).unwrap_or_else(|| set.pod_template.clone()),
+        ),
+        _ => (update.to_string(), set.pod_template.clone()),
+    }
+}
+
+/// The revisions a pod or the status still names: the history clean-up keeps them whatever
+/// its limit (upstream `truncateHistory`).
+pub fn live_revisions<'a>(
+    pods: &'a [SetPod],
+    current: &'a str,
+    update: &'a str,
+) -> BTreeSet<&'a str> {
+    pods.iter()
+        .filter_map(|p| p.pod.labels.get(REVISION_LABEL).map(String::as_str))
+        .chain([current, update])
+        .collect()
 }
 
 /// Plans one pass.

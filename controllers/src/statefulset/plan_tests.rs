@@ -583,3 +583,43 @@ fn a_set_being_deleted_only_counts() {
     assert!(pass.actions.is_empty());
     assert_eq!(pass.status.replicas, 1);
 }
+
+fn revision(name: &str) -> Arc<Revision> {
+    Arc::new(Revision::from_value(&json!({
+        "metadata": {"name": name, "uid": format!("{name}-uid")},
+        "data": {"spec": {"template": {"metadata": {"labels": {"rev": name}}}}}, "revision": 1})))
+}
+
+#[test]
+fn the_current_revision_is_the_named_one_while_it_exists_else_the_update_revision() {
+    let named = |n: &str| web(json!({"status": {"currentRevision": n}}));
+    let revisions = [revision("web-a"), revision("web-b")];
+    let cases = [
+        // (status.currentRevision, the update revision, the current name, its template's label)
+        ("web-a", "web-b", "web-a", Some("web-a")),
+        ("web-b", "web-b", "web-b", None),
+        ("web-gone", "web-b", "web-b", None),
+        ("", "web-b", "web-b", None),
+    ];
+    for (status, update, want, label) in cases {
+        let set = named(status);
+        let (name, template) = current_revision(&set, &revisions, update);
+        assert_eq!(name, want, "{status} / {update}");
+        let rev = template
+            .metadata
+            .and_then(|m| m.labels)
+            .and_then(|l| l.get("rev").cloned());
+        assert_eq!(rev.as_deref(), label, "{status} / {update}");
+    }
+}
+
+#[test]
+fn revisions_named_by_a_pod_or_the_status_are_live() {
+    let set = web(json!({}));
+    let pods = [ready(&set, 0, "web-old"), ready(&set, 1, "web-new")];
+    let live = live_revisions(&pods, "web-current", "web-new");
+    assert_eq!(
+        live.into_iter().collect::<Vec<_>>(),
+        ["web-current", "web-new", "web-old"]
+    );
+}

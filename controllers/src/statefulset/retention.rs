@@ -9,6 +9,7 @@
 
 use super::identity::{API_VERSION, KIND};
 use super::view::{Claim, OwnerRef, StatefulSet};
+use serde_json::Value;
 
 /// The owner references a claim of pod `pod_name` (uid `pod_uid`) should carry; `None` when
 /// it carries them already. References to anything else are kept.
@@ -66,6 +67,21 @@ pub fn is_stale(claim: &Claim, pod_name: &str, pod_uid: &str) -> bool {
         .owners
         .iter()
         .any(|o| o.kind == "Pod" && o.name == pod_name && o.uid != pod_uid)
+}
+
+/// Replaces the object's owner references with `owners` (none: the field goes).
+pub fn set_owners(obj: &mut Value, owners: &[OwnerRef]) {
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if owners.is_empty() {
+        meta.remove("ownerReferences");
+    } else {
+        meta.insert(
+            "ownerReferences".into(),
+            Value::Array(owners.iter().map(OwnerRef::to_value).collect()),
+        );
+    }
 }
 
 #[cfg(test)]

@@ -1,26 +1,13 @@
 //! Which StatefulSets a change concerns, and the views they are judged by (each derived once
 //! per object version and shared). A StatefulSet's own change, and its pods' and revisions'
 //! through their controller reference, are wired by the runtime, and so are live orphans
-//! (`.adopts` with [`selector`]: upstream `addPod`/`updatePod`); here: a claim concerns every
-//! StatefulSet of its namespace whose selector matches it (claims carry the selector's labels,
-//! and their owner references are not controller references).
+//! (`.adopts` with the kit's `Parsed::selector`: upstream `addPod`/`updatePod`); here: a claim
+//! concerns every StatefulSet of its namespace whose selector matches it (claims carry the
+//! selector's labels, and their owner references are not controller references).
 
-use super::view::{Claim, PodVolumes, StatefulSet, ViewError};
+use super::view::{Claim, PodVolumes, StatefulSet};
+use crate::workload::Parsed;
 use berth_runtime::informer::{Delta, Informer, Object, ObjectKey, View};
-use berth_shared::selector::LabelSelector;
-
-/// A StatefulSet parsed once per version.
-pub struct ParsedSet(pub Result<StatefulSet, ViewError>);
-
-impl View for ParsedSet {
-    fn derive(obj: &Object) -> Self {
-        ParsedSet(
-            obj.value()
-                .map_err(ViewError::from)
-                .and_then(|v| StatefulSet::from_value(&v)),
-        )
-    }
-}
 
 impl View for PodVolumes {
     fn derive(obj: &Object) -> Self {
@@ -43,22 +30,12 @@ fn matching(sets: &Informer, obj: &Object) -> Vec<ObjectKey> {
     sets.in_namespace(obj.namespace().unwrap_or_default())
         .into_iter()
         .filter(|s| {
-            s.view::<ParsedSet>().0.as_ref().is_ok_and(|set| {
+            s.view::<Parsed<StatefulSet>>().0.as_ref().is_ok_and(|set| {
                 !set.deleting && !set.selector.is_empty() && set.selector.matches(obj.labels())
             })
         })
         .map(|s| s.key().clone())
         .collect()
-}
-
-/// The selector by which a StatefulSet adopts orphan pods and revisions (`.adopts`); none
-/// while it is unreadable or being deleted.
-pub fn selector(set: &ParsedSet) -> Option<&LabelSelector> {
-    set.0
-        .as_ref()
-        .ok()
-        .filter(|s| !s.deleting)
-        .map(|s| &s.selector)
 }
 
 /// A claim change (one created, re-owned or gone): the sets whose pods may mount it.

@@ -6,6 +6,7 @@
 pub use crate::history::Revision;
 pub use crate::views::Pod;
 use crate::views::string_map;
+use crate::workload::{Stored, Workload};
 use berth_shared::k8s_openapi::api::apps::v1 as apps;
 use berth_shared::k8s_openapi::api::core::v1 as core;
 use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -98,6 +99,22 @@ pub struct StatefulSet {
     pub deleting: bool,
     pub status: Status,
     pub collision_count: Option<i32>,
+}
+
+impl Stored for StatefulSet {
+    type Error = ViewError;
+    fn from_value(v: &Value) -> Result<StatefulSet, ViewError> {
+        StatefulSet::from_value(v)
+    }
+}
+
+impl Workload for StatefulSet {
+    fn selector(&self) -> &LabelSelector {
+        &self.selector
+    }
+    fn deleting(&self) -> bool {
+        self.deleting
+    }
 }
 
 impl StatefulSet {

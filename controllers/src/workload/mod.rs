@@ -2,18 +2,25 @@
 //! Deployment, DaemonSet, StatefulSet, Job, CronJob) does the same way, written once (upstream's
 //! `controller_utils.go` and `controller_ref_manager.go`): the controller reference
 //! ([`controller_ref`]), claiming with adoption and release ([`claim`]), pod creation and
-//! deletion with their events ([`pod_control`]) and the owner's status write ([`status`]).
-//! Orphan routing is the runtime builder's `.adopts(kind, selector)`.
+//! deletion with their events ([`pod_control`]), the owner's status write ([`status`]), the
+//! uid-guarded edit and deletion of owned objects ([`write`]), the owner parsed once per
+//! version ([`parsed`]) and the error of a pass ([`error`]). Orphan routing is the runtime
+//! builder's `.adopts(kind, selector)`.
 
 pub mod availability;
 pub mod claim;
 pub mod controller_ref;
+pub mod error;
+pub mod parsed;
 pub mod pod_control;
 pub mod scaled;
 pub mod status;
+pub mod write;
 
 pub use claim::{Claim, Owner, Rules};
 pub use controller_ref::ControllerRef;
+pub use error::SyncError;
+pub use parsed::{Parsed, Stored, Workload};
 pub use pod_control::{Created, PodControl};
 
 use berth_registry::events::{EventType, Recorder};

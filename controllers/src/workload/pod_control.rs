@@ -7,9 +7,7 @@
 
 use super::record;
 use berth_registry::events::{EventType, Recorder};
-use berth_registry::{
-    DeleteOptions, DeleteOutcome, DeletePreconditions, Registry, RegistryError, WriteOptions,
-};
+use berth_registry::{DeleteOutcome, Registry, RegistryError, WriteOptions};
 use berth_shared::resource::PODS;
 use serde_json::Value;
 
@@ -110,14 +108,7 @@ impl PodControl {
         name: &str,
         uid: &str,
     ) -> Result<Option<Value>, RegistryError> {
-        let opts = DeleteOptions {
-            preconditions: Some(DeletePreconditions {
-                uid: Some(uid.to_string()),
-                resource_version: None,
-            }),
-            ..DeleteOptions::default()
-        };
-        match self.registry.delete(PODS, Some(namespace), name, &opts) {
+        match super::write::delete(&self.registry, PODS, namespace, name, uid) {
             Ok(DeleteOutcome::Deleted(v) | DeleteOutcome::Terminating(v)) => {
                 let msg = format!("Deleted pod: {name}");
                 self.record(owner, EventType::Normal, "SuccessfulDelete", &msg);

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::defaults::default_pod_spec;
 use super::field::{FieldError, Path};
-use super::meta::{validate_object_meta, validate_object_meta_update};
+use super::meta::validate_meta;
 use super::selector;
 use super::workload::{
     IMMUTABLE, at_most_100_percent, int_or_percent, int_or_percent_number, int_or_string_value,
@@ -55,16 +55,10 @@ pub(crate) fn validate_deployment(
     old: Option<&Deployment>,
     raw: &Value,
 ) -> Vec<FieldError> {
-    let mut errs = match old {
-        None => validate_object_meta(&d.metadata, "Deployment", true),
-        Some(o) => validate_object_meta_update(&d.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(d, old);
     let sp = Path::new("spec");
     let spec = d.spec.clone().unwrap_or_default();
-    errs.extend(nonnegative(
-        spec.replicas.map(i64::from),
-        &sp.child("replicas"),
-    ));
+    errs.extend(nonnegative(spec.replicas, &sp.child("replicas")));
     let has_selector = present(raw, "/spec/selector");
     errs.extend(validate_required_selector(
         &spec.selector,
@@ -83,17 +77,14 @@ pub(crate) fn validate_deployment(
         errs.extend(validate_strategy(s, &sp.child("strategy")));
     }
     let min_ready = spec.min_ready_seconds.unwrap_or(0);
+    errs.extend(nonnegative(Some(min_ready), &sp.child("minReadySeconds")));
     errs.extend(nonnegative(
-        Some(min_ready.into()),
-        &sp.child("minReadySeconds"),
-    ));
-    errs.extend(nonnegative(
-        spec.revision_history_limit.map(i64::from),
+        spec.revision_history_limit,
         &sp.child("revisionHistoryLimit"),
     ));
     if let Some(pds) = spec.progress_deadline_seconds {
         let p = sp.child("progressDeadlineSeconds");
-        errs.extend(nonnegative(Some(pds.into()), &p));
+        errs.extend(nonnegative(Some(pds), &p));
         if pds <= min_ready {
             errs.push(FieldError::invalid(
                 &p,
@@ -163,18 +154,12 @@ pub(crate) fn validate_replica_set(
     old: Option<&ReplicaSet>,
     raw: &Value,
 ) -> Vec<FieldError> {
-    let mut errs = match old {
-        None => validate_object_meta(&rs.metadata, "ReplicaSet", true),
-        Some(o) => validate_object_meta_update(&rs.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(rs, old);
     let sp = Path::new("spec");
     let spec = rs.spec.clone().unwrap_or_default();
+    errs.extend(nonnegative(spec.replicas, &sp.child("replicas")));
     errs.extend(nonnegative(
-        spec.replicas.map(i64::from),
-        &sp.child("replicas"),
-    ));
-    errs.extend(nonnegative(
-        spec.min_ready_seconds.map(i64::from),
+        spec.min_ready_seconds,
         &sp.child("minReadySeconds"),
     ));
     let has_selector = present(raw, "/spec/selector");

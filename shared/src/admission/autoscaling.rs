@@ -9,7 +9,7 @@ use k8s_openapi::api::autoscaling::v2::{
 };
 
 use super::field::{FieldError, Path};
-use super::meta::{validate_object_meta, validate_object_meta_update};
+use super::meta::validate_meta;
 use crate::quantity::Quantity;
 
 /// Upstream `DefaultCPUUtilization`.
@@ -293,10 +293,7 @@ pub(crate) fn validate_hpa(
     hpa: &HorizontalPodAutoscaler,
     old: Option<&HorizontalPodAutoscaler>,
 ) -> Vec<FieldError> {
-    let mut errs = match old {
-        None => validate_object_meta(&hpa.metadata, "HorizontalPodAutoscaler", true),
-        Some(o) => validate_object_meta_update(&hpa.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(hpa, old);
     let sp = Path::new("spec");
     let spec = hpa.spec.clone().unwrap_or_default();
     let min = spec.min_replicas.unwrap_or(1);

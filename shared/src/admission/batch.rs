@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::Operation;
 use super::apps::default_template;
 use super::field::{FieldError, Path};
-use super::meta::{validate_object_meta, validate_object_meta_update};
+use super::meta::validate_meta;
 use super::names::dns1123_label;
 use super::pod_spec::validate_pod_template;
 use super::selector::{self, is_convertible, labels_value, matches, validate_label_selector};
@@ -105,10 +105,7 @@ fn generate_selector(spec: &mut JobSpec, meta: &ObjectMeta) {
 
 /// Upstream `ValidateJob` (+ `ValidateJobUpdate` when `old` is given).
 pub(crate) fn validate_job(job: &Job, old: Option<&Job>) -> Vec<FieldError> {
-    let mut errs = match old {
-        None => validate_object_meta(&job.metadata, "Job", true),
-        Some(o) => validate_object_meta_update(&job.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(job, old);
     let spec = job.spec.clone().unwrap_or_default();
     let sp = Path::new("spec");
     if spec.manual_selector != Some(true) {
@@ -385,7 +382,7 @@ fn validate_success_policy(spec: &JobSpec, path: &Path) -> Vec<FieldError> {
         }
         if let Some(count) = rule.succeeded_count {
             let cp = path.child("succeededCount");
-            errs.extend(nonnegative(Some(i64::from(count)), &cp));
+            errs.extend(nonnegative(Some(count), &cp));
             if count > completions {
                 errs.push(FieldError::invalid(&cp, count, format!(
                     "must be less than or equal to {completions} (the number of specified completions)"

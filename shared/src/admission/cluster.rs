@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::Operation;
 use super::field::{FieldError, Path};
-use super::meta::{validate_object_meta, validate_object_meta_update};
+use super::meta::{validate_meta, validate_object_meta_update};
 use super::names::{dns1123_subdomain, each_invalid, label_value, qualified_name};
 use super::scheduling::validate_taint_effect;
 
@@ -40,10 +40,7 @@ pub(crate) fn default_namespace(ns: &mut Namespace, op: Operation) {
 }
 
 pub(crate) fn validate_namespace(ns: &Namespace, old: Option<&Namespace>) -> Vec<FieldError> {
-    let mut errs = match old {
-        None => validate_object_meta(&ns.metadata, "Namespace", false),
-        Some(o) => validate_object_meta_update(&ns.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(ns, old);
     let fp = Path::new("spec").child("finalizers");
     for f in ns.spec.iter().flat_map(|s| s.finalizers.iter().flatten()) {
         errs.extend(each_invalid(&fp, f, qualified_name(f)));
@@ -85,10 +82,7 @@ fn is_cidr(s: &str) -> Option<bool> {
 }
 
 pub(crate) fn validate_node(node: &Node, old: Option<&Node>) -> Vec<FieldError> {
-    let mut errs = match old {
-        None => validate_object_meta(&node.metadata, "Node", false),
-        Some(o) => validate_object_meta_update(&node.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(node, old);
     let sp = Path::new("spec");
     let spec = node.spec.clone().unwrap_or_default();
     let tp = sp.child("taints");

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use serde_json::Value;
 
 use super::field::{FieldError, Path};
-use super::meta::{validate_object_meta, validate_object_meta_update};
+use super::meta::validate_meta;
 use super::names::{config_map_key, each_invalid};
 
 /// Upstream `MaxSecretSize`, also the ConfigMap limit.
@@ -16,10 +16,7 @@ pub(crate) const MAX_SIZE: usize = 1024 * 1024;
 const IMMUTABLE_SET: &str = "field is immutable when `immutable` is set";
 
 pub(crate) fn validate_config_map(cm: &ConfigMap, old: Option<&ConfigMap>) -> Vec<FieldError> {
-    let mut errs = match old {
-        None => validate_object_meta(&cm.metadata, "ConfigMap", true),
-        Some(o) => validate_object_meta_update(&cm.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(cm, old);
     let mut total = 0;
     let binary = cm.binary_data.clone().unwrap_or_default();
     for (k, v) in cm.data.iter().flatten() {
@@ -88,10 +85,7 @@ fn require_key(data: &BTreeMap<String, ByteString>, key: &str, errs: &mut Vec<Fi
 }
 
 pub(crate) fn validate_secret(s: &Secret, old: Option<&Secret>) -> Vec<FieldError> {
-    let mut errs = match old {
-        None => validate_object_meta(&s.metadata, "Secret", true),
-        Some(o) => validate_object_meta_update(&s.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(s, old);
     let data = s.data.clone().unwrap_or_default();
     let mut total = 0;
     for (k, v) in &data {

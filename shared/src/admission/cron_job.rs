@@ -7,9 +7,7 @@ use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobTemplateSpec};
 use super::apps::default_template;
 use super::batch::validate_job_spec;
 use super::field::{FieldError, Path};
-use super::meta::{
-    validate_annotations, validate_labels, validate_object_meta, validate_object_meta_update,
-};
+use super::meta::{validate_annotations, validate_labels, validate_meta};
 use super::selector;
 use super::workload::nonnegative;
 use crate::cron::{Schedule, load_zone};
@@ -28,10 +26,7 @@ pub(crate) fn default_cron_job(cj: &mut CronJob) {
 
 /// Upstream `ValidateCronJobCreate` / `ValidateCronJobUpdate`.
 pub(crate) fn validate_cron_job(cj: &CronJob, old: Option<&CronJob>) -> Vec<FieldError> {
-    let mut errs = match old {
-        None => validate_object_meta(&cj.metadata, "CronJob", true),
-        Some(o) => validate_object_meta_update(&cj.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(cj, old);
     let spec = cj.spec.clone().unwrap_or_default();
     let old_spec = old.and_then(|o| o.spec.as_ref());
     errs.extend(validate_cron_job_spec(&spec, old_spec, &Path::new("spec")));
@@ -98,11 +93,11 @@ fn validate_cron_job_spec(
         &sp.child("jobTemplate"),
     ));
     errs.extend(nonnegative(
-        spec.successful_jobs_history_limit.map(i64::from),
+        spec.successful_jobs_history_limit,
         &sp.child("successfulJobsHistoryLimit"),
     ));
     errs.extend(nonnegative(
-        spec.failed_jobs_history_limit.map(i64::from),
+        spec.failed_jobs_history_limit,
         &sp.child("failedJobsHistoryLimit"),
     ));
     errs

@@ -1,9 +1,11 @@
 //! `metadata` admission shared by every kind: name and namespace syntax, labels, annotations,
 //! owner references, finalizers, and which metadata fields an update may not change.
 
+use std::any::TypeId;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::{Metadata, NamespaceResourceScope, Resource};
 
 use super::field::{FieldError, Path};
 use super::names::{
@@ -60,6 +62,23 @@ fn validate_meta_contents(meta: &ObjectMeta, path: &Path) -> Vec<FieldError> {
         ));
     }
     errs
+}
+
+/// Upstream's first step of every `Validate<Kind>`: the metadata of a new object
+/// ([`validate_object_meta`], namespaced as the kind is), or on an update what may not change
+/// of it ([`validate_object_meta_update`]).
+pub(crate) fn validate_meta<K>(obj: &K, old: Option<&K>) -> Vec<FieldError>
+where
+    K: Resource + Metadata<Ty = ObjectMeta>,
+    K::Scope: 'static,
+{
+    match old {
+        None => {
+            let namespaced = TypeId::of::<K::Scope>() == TypeId::of::<NamespaceResourceScope>();
+            validate_object_meta(obj.metadata(), K::KIND, namespaced)
+        }
+        Some(o) => validate_object_meta_update(obj.metadata(), o.metadata()),
+    }
 }
 
 /// Upstream `ValidateObjectMeta` for a create: name (or generateName) syntax for the kind, the

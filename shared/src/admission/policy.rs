@@ -6,7 +6,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::apps::default_template;
 use super::field::{FieldError, Path};
-use super::meta::{validate_labels, validate_object_meta, validate_object_meta_update};
+use super::meta::{validate_labels, validate_meta};
 use super::selector::validate_label_selector;
 use super::workload::{
     at_most_100_percent, int_or_percent, mismatch, nonnegative, template_labels,
@@ -35,14 +35,11 @@ pub(crate) fn validate_replication_controller(
     rc: &ReplicationController,
     old: Option<&ReplicationController>,
 ) -> Vec<FieldError> {
-    let mut errs = match old {
-        None => validate_object_meta(&rc.metadata, "ReplicationController", true),
-        Some(o) => validate_object_meta_update(&rc.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(rc, old);
     let sp = Path::new("spec");
     let spec = rc.spec.clone().unwrap_or_default();
     errs.extend(nonnegative(
-        spec.min_ready_seconds.map(i64::from),
+        spec.min_ready_seconds,
         &sp.child("minReadySeconds"),
     ));
     let selector = spec.selector.clone().unwrap_or_default();
@@ -51,10 +48,7 @@ pub(crate) fn validate_replication_controller(
     } else {
         errs.extend(validate_labels(&selector, &sp.child("selector")));
     }
-    errs.extend(nonnegative(
-        spec.replicas.map(i64::from),
-        &sp.child("replicas"),
-    ));
+    errs.extend(nonnegative(spec.replicas, &sp.child("replicas")));
     if let Some(t) = &spec.template {
         let labels = template_labels(Some(t));
         let empty = Default::default();
@@ -76,10 +70,7 @@ pub(crate) fn validate_pdb(
     pdb: &PodDisruptionBudget,
     old: Option<&PodDisruptionBudget>,
 ) -> Vec<FieldError> {
-    let mut errs = match old {
-        None => validate_object_meta(&pdb.metadata, "PodDisruptionBudget", true),
-        Some(o) => validate_object_meta_update(&pdb.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(pdb, old);
     let sp = Path::new("spec");
     let spec = pdb.spec.clone().unwrap_or_default();
     if spec.min_available.is_some() && spec.max_unavailable.is_some() {
@@ -116,10 +107,7 @@ pub(crate) fn validate_pdb(
 
 /// Upstream `ValidateLease`.
 pub(crate) fn validate_lease(lease: &Lease, old: Option<&Lease>) -> Vec<FieldError> {
-    let mut errs = match old {
-        None => validate_object_meta(&lease.metadata, "Lease", true),
-        Some(o) => validate_object_meta_update(&lease.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(lease, old);
     let sp = Path::new("spec");
     if let Some(spec) = &lease.spec {
         if let Some(d) = spec.lease_duration_seconds.filter(|d| *d <= 0) {
@@ -130,7 +118,7 @@ pub(crate) fn validate_lease(lease: &Lease, old: Option<&Lease>) -> Vec<FieldErr
             ));
         }
         errs.extend(nonnegative(
-            spec.lease_transitions.map(i64::from),
+            spec.lease_transitions,
             &sp.child("leaseTransitions"),
         ));
     }

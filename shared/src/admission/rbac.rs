@@ -8,24 +8,11 @@ use k8s_openapi::api::rbac::v1::{
 };
 
 use super::field::{FieldError, Path};
-use super::meta::{validate_object_meta, validate_object_meta_update};
+use super::meta::validate_meta;
 use super::names::{NameRule, name_messages};
 use super::selector::validate_label_selector;
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
-
-fn meta_errors<M>(
-    new: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    old: Option<&M>,
-    old_meta: impl Fn(&M) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    kind: &str,
-    namespaced: bool,
-) -> Vec<FieldError> {
-    match old {
-        None => validate_object_meta(new, kind, namespaced),
-        Some(o) => validate_object_meta_update(new, old_meta(o)),
-    }
-}
 
 /// One policy rule: verbs are required; a namespaced role has no non-resource URLs; a rule names
 /// resources (with API groups) or non-resource URLs, not both.
@@ -83,7 +70,7 @@ fn validate_rules(rules: Option<&Vec<PolicyRule>>, namespaced: bool) -> Vec<Fiel
 }
 
 pub(crate) fn validate_role(role: &Role, old: Option<&Role>) -> Vec<FieldError> {
-    let mut errs = meta_errors(&role.metadata, old, |o| &o.metadata, "Role", true);
+    let mut errs = validate_meta(role, old);
     errs.extend(validate_rules(role.rules.as_ref(), true));
     errs
 }
@@ -92,7 +79,7 @@ pub(crate) fn validate_cluster_role(
     role: &ClusterRole,
     old: Option<&ClusterRole>,
 ) -> Vec<FieldError> {
-    let mut errs = meta_errors(&role.metadata, old, |o| &o.metadata, "ClusterRole", false);
+    let mut errs = validate_meta(role, old);
     errs.extend(validate_rules(role.rules.as_ref(), false));
     if let Some(agg) = &role.aggregation_rule {
         let p = Path::new("aggregationRule").child("clusterRoleSelectors");
@@ -218,7 +205,7 @@ pub(crate) fn default_subjects(subjects: Option<&mut Vec<Subject>>) {
 }
 
 pub(crate) fn validate_role_binding(b: &RoleBinding, old: Option<&RoleBinding>) -> Vec<FieldError> {
-    let mut errs = meta_errors(&b.metadata, old, |o| &o.metadata, "RoleBinding", true);
+    let mut errs = validate_meta(b, old);
     errs.extend(validate_role_ref(&b.role_ref, true));
     errs.extend(role_ref_unchanged(&b.role_ref, old.map(|o| &o.role_ref)));
     errs.extend(validate_subjects(b.subjects.as_ref()));
@@ -229,13 +216,7 @@ pub(crate) fn validate_cluster_role_binding(
     b: &ClusterRoleBinding,
     old: Option<&ClusterRoleBinding>,
 ) -> Vec<FieldError> {
-    let mut errs = meta_errors(
-        &b.metadata,
-        old,
-        |o| &o.metadata,
-        "ClusterRoleBinding",
-        false,
-    );
+    let mut errs = validate_meta(b, old);
     errs.extend(validate_role_ref(&b.role_ref, false));
     errs.extend(role_ref_unchanged(&b.role_ref, old.map(|o| &o.role_ref)));
     errs.extend(validate_subjects(b.subjects.as_ref()));
@@ -246,7 +227,7 @@ pub(crate) fn validate_service_account(
     sa: &ServiceAccount,
     old: Option<&ServiceAccount>,
 ) -> Vec<FieldError> {
-    meta_errors(&sa.metadata, old, |o| &o.metadata, "ServiceAccount", true)
+    validate_meta(sa, old)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::field::{FieldError, Path};
-use super::meta::{validate_labels, validate_object_meta, validate_object_meta_update};
+use super::meta::{validate_labels, validate_meta};
 use super::names::{dns1123_label, dns1123_subdomain, each_invalid, port_name, port_num};
 
 pub const CLUSTER_IP: &str = "ClusterIP";
@@ -144,10 +144,7 @@ impl Protocol for ServicePort {
 
 /// Upstream `ValidateService` (and `ValidateServiceUpdate` with `old`).
 pub(crate) fn validate_service(svc: &Service, old: Option<&Service>) -> Vec<FieldError> {
-    let mut errs = match old {
-        None => validate_object_meta(&svc.metadata, "Service", true),
-        Some(o) => validate_object_meta_update(&svc.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(svc, old);
     let sp = Path::new("spec");
     let empty = ServiceSpec::default();
     let spec = svc.spec.as_ref().unwrap_or(&empty);
@@ -366,10 +363,7 @@ fn validate_ports(ports: &[ServicePort], kind: &str, path: &Path) -> Vec<FieldEr
 /// Upstream `ValidateEndpoints`: each subset's addresses are IPs, its ports valid and named
 /// when there are several.
 pub(crate) fn validate_endpoints(ep: &Endpoints, old: Option<&Endpoints>) -> Vec<FieldError> {
-    let mut errs = match old {
-        None => validate_object_meta(&ep.metadata, "Endpoints", true),
-        Some(o) => validate_object_meta_update(&ep.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(ep, old);
     for (i, s) in ep.subsets.iter().flatten().enumerate() {
         let sp = Path::new("subsets").index(i);
         let addrs = |list: &Option<Vec<EndpointAddress>>, field: &str, errs: &mut Vec<_>| {
@@ -415,10 +409,7 @@ pub(crate) fn validate_endpoint_slice(
     slice: &EndpointSlice,
     old: Option<&EndpointSlice>,
 ) -> Vec<FieldError> {
-    let mut errs = match old {
-        None => validate_object_meta(&slice.metadata, "EndpointSlice", true),
-        Some(o) => validate_object_meta_update(&slice.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(slice, old);
     const TYPES: &[&str] = &["FQDN", "IPv4", "IPv6"];
     let kind = slice.address_type.as_str();
     if !TYPES.contains(&kind) {

@@ -10,9 +10,7 @@ use serde_json::Value;
 use super::apps::default_template;
 use super::defaults::default_claim_template;
 use super::field::{FieldError, Path};
-use super::meta::{
-    validate_annotations, validate_labels, validate_object_meta, validate_object_meta_update,
-};
+use super::meta::{validate_annotations, validate_labels, validate_meta};
 use super::selector;
 use super::workload::{
     IMMUTABLE, at_most_100_percent, int_or_percent, int_or_percent_number, int_or_string_value,
@@ -138,10 +136,7 @@ fn validate_stateful_set_spec(spec: &StatefulSetSpec, raw: &Value, sp: &Path) ->
         "RollingUpdate" => {
             if let Some(ru) = &us.rolling_update {
                 let rp = usp.child("rollingUpdate");
-                errs.extend(nonnegative(
-                    ru.partition.map(i64::from),
-                    &rp.child("partition"),
-                ));
+                errs.extend(nonnegative(ru.partition, &rp.child("partition")));
                 if let Some(mu) = &ru.max_unavailable {
                     let mp = rp.child("maxUnavailable");
                     errs.extend(int_or_percent(mu, &mp));
@@ -178,19 +173,13 @@ fn validate_stateful_set_spec(spec: &StatefulSetSpec, raw: &Value, sp: &Path) ->
             }
         }
     }
+    errs.extend(nonnegative(spec.replicas, &sp.child("replicas")));
     errs.extend(nonnegative(
-        spec.replicas.map(i64::from),
-        &sp.child("replicas"),
-    ));
-    errs.extend(nonnegative(
-        spec.min_ready_seconds.map(i64::from),
+        spec.min_ready_seconds,
         &sp.child("minReadySeconds"),
     ));
     if let Some(o) = &spec.ordinals {
-        errs.extend(nonnegative(
-            o.start.map(i64::from),
-            &sp.child("ordinals.start"),
-        ));
+        errs.extend(nonnegative(o.start, &sp.child("ordinals.start")));
     }
     let has_selector = present(raw, "/spec/selector");
     errs.extend(validate_required_selector(
@@ -226,10 +215,7 @@ pub(crate) fn validate_stateful_set(
 ) -> Vec<FieldError> {
     let sp = Path::new("spec");
     let spec = s.spec.clone().unwrap_or_default();
-    let mut errs = match old {
-        None => validate_object_meta(&s.metadata, "StatefulSet", true),
-        Some(o) => validate_object_meta_update(&s.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(s, old);
     errs.extend(validate_stateful_set_spec(&spec, raw, &sp));
     if let Some(o) = old {
         let old_spec = o.spec.clone().unwrap_or_default();
@@ -256,10 +242,7 @@ pub(crate) fn validate_daemon_set(
 ) -> Vec<FieldError> {
     let sp = Path::new("spec");
     let spec = d.spec.clone().unwrap_or_default();
-    let mut errs = match old {
-        None => validate_object_meta(&d.metadata, "DaemonSet", true),
-        Some(o) => validate_object_meta_update(&d.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(d, old);
     let has_selector = present(raw, "/spec/selector");
     errs.extend(validate_required_selector(
         &spec.selector,
@@ -275,14 +258,14 @@ pub(crate) fn validate_daemon_set(
         &sp.child("template"),
     ));
     errs.extend(nonnegative(
-        spec.min_ready_seconds.map(i64::from),
+        spec.min_ready_seconds,
         &sp.child("minReadySeconds"),
     ));
     if let Some(us) = &spec.update_strategy {
         errs.extend(validate_daemon_strategy(us, &sp.child("updateStrategy")));
     }
     errs.extend(nonnegative(
-        spec.revision_history_limit.map(i64::from),
+        spec.revision_history_limit,
         &sp.child("revisionHistoryLimit"),
     ));
     if let Some(o) = old
@@ -343,10 +326,7 @@ pub(crate) fn validate_controller_revision(
     r: &ControllerRevision,
     old: Option<&ControllerRevision>,
 ) -> Vec<FieldError> {
-    let mut errs = match old {
-        None => validate_object_meta(&r.metadata, "ControllerRevision", true),
-        Some(o) => validate_object_meta_update(&r.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(r, old);
     if r.data.is_none() {
         errs.push(FieldError::required(
             &Path::new("data"),

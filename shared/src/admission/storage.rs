@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::Operation;
 use super::affinity::validate_node_selector;
 use super::field::{FieldError, Path};
-use super::meta::{validate_object_meta, validate_object_meta_update};
+use super::meta::validate_meta;
 use super::names::{dns1123_subdomain, each_invalid, qualified_name};
 use super::selector::validate_label_selector;
 use super::volume::{HOST_PATH_TYPES, no_backsteps};
@@ -200,10 +200,7 @@ pub(crate) fn validate_persistent_volume(
     pv: &PersistentVolume,
     old: Option<&PersistentVolume>,
 ) -> Vec<FieldError> {
-    let mut errs = match old {
-        None => validate_object_meta(&pv.metadata, "PersistentVolume", false),
-        Some(o) => validate_object_meta_update(&pv.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(pv, old);
     let sp = Path::new("spec");
     let empty = PersistentVolumeSpec::default();
     let spec = pv.spec.as_ref().unwrap_or(&empty);
@@ -406,10 +403,7 @@ pub(crate) fn validate_persistent_volume_claim(
     pvc: &PersistentVolumeClaim,
     old: Option<&PersistentVolumeClaim>,
 ) -> Vec<FieldError> {
-    let mut errs = match old {
-        None => validate_object_meta(&pvc.metadata, "PersistentVolumeClaim", true),
-        Some(o) => validate_object_meta_update(&pvc.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(pvc, old);
     let sp = Path::new("spec");
     let empty = PersistentVolumeClaimSpec::default();
     let spec = pvc.spec.as_ref().unwrap_or(&empty);
@@ -481,10 +475,7 @@ pub(crate) fn validate_storage_class(
     sc: &StorageClass,
     old: Option<&StorageClass>,
 ) -> Vec<FieldError> {
-    let mut errs = match old {
-        None => validate_object_meta(&sc.metadata, "StorageClass", false),
-        Some(o) => validate_object_meta_update(&sc.metadata, &o.metadata),
-    };
+    let mut errs = validate_meta(sc, old);
     let pp = Path::new("provisioner");
     if sc.provisioner.is_empty() {
         errs.push(FieldError::required(&pp, ""));

@@ -17,8 +17,9 @@ pub(crate) const NEGATIVE: &str = "must be greater than or equal to 0";
 pub(crate) const IMMUTABLE: &str = "field is immutable";
 
 /// `Invalid value: -1: must be greater than or equal to 0` when negative.
-pub(crate) fn nonnegative(value: Option<i64>, path: &Path) -> Option<FieldError> {
+pub(crate) fn nonnegative(value: Option<impl Into<i64>>, path: &Path) -> Option<FieldError> {
     value
+        .map(Into::into)
         .filter(|v| *v < 0)
         .map(|v| FieldError::invalid(path, v, NEGATIVE))
 }
@@ -38,7 +39,7 @@ pub(crate) fn int_or_percent(v: &IntOrString, path: &Path) -> Vec<FieldError> {
             .into_iter()
             .map(|m| FieldError::invalid(path, s.as_str(), m))
             .collect(),
-        IntOrString::Int(i) => nonnegative(Some((*i).into()), path).into_iter().collect(),
+        IntOrString::Int(i) => nonnegative(Some(*i), path).into_iter().collect(),
     }
 }
 

@@ -67,6 +67,27 @@ fn decode_annotation(
     }
 }
 
+/// Sets `key` of `target` to what the round-trip `annotation` held, if it held anything.
+fn restore(
+    annotations: &Map<String, Value>,
+    annotation: &str,
+    target: &mut Value,
+    key: &str,
+) -> Result<(), ConversionError> {
+    let value = decode_annotation(annotations, annotation)?;
+    if !value.is_null() {
+        target[key] = value;
+    }
+    Ok(())
+}
+
+/// Sets `key` of `target` to `list` unless it is empty.
+fn put_list(target: &mut Value, key: &str, list: Vec<Value>) {
+    if !list.is_empty() {
+        target[key] = Value::Array(list);
+    }
+}
+
 fn set_annotation(obj: &mut Value, key: &str, value: &Value) {
     if !obj["metadata"].is_object() {
         obj["metadata"] = json!({});
@@ -77,286 +98,194 @@ fn set_annotation(obj: &mut Value, key: &str, value: &Value) {
     obj["metadata"]["annotations"][key] = Value::String(value.to_string());
 }
 
-/// A v1 (v2beta1-shaped) MetricSpec as v2 writes it.
-fn metric_spec_v1_to_v2(m: &Value) -> Value {
-    let kind = m["type"].as_str().unwrap_or_default();
-    let mut out = Map::new();
-    out.insert("type".into(), json!(kind));
-    let target = |value: Option<&Value>, average: Option<&Value>, utilization: Option<&Value>| {
-        let mut t = Map::new();
-        if let Some(u) = utilization.filter(|v| !v.is_null()) {
-            t.insert("type".into(), json!("Utilization"));
-            t.insert("averageUtilization".into(), u.clone());
-        } else if let Some(a) = average.filter(|v| !v.is_null()) {
-            t.insert("type".into(), json!("AverageValue"));
-            t.insert("averageValue".into(), a.clone());
-        } else if let Some(v) = value.filter(|v| !v.is_null()) {
-            t.insert("type".into(), json!("Value"));
-            t.insert("value".into(), v.clone());
+/// Which half of a metric converts: the spec's targets or the status's current values. v1
+/// names the values `target…`/`current…`; v2 keeps them under `target`/`current`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Block {
+    Spec,
+    Status,
+}
+
+impl Block {
+    fn name(self) -> &'static str {
+        match self {
+            Block::Spec => "target",
+            Block::Status => "current",
         }
-        Value::Object(t)
-    };
-    let metric = |name: &Value, selector: Option<&Value>| {
-        let mut id = Map::new();
-        id.insert("name".into(), name.clone());
-        put(&mut id, "selector", selector.cloned());
-        Value::Object(id)
-    };
+    }
+}
+
+/// How one field of a v1 (v2beta1-shaped) metric source maps to v2.
+#[derive(Debug, Clone, Copy)]
+enum Field {
+    /// Identifies the metric: copied to the v2 path as it is, null included.
+    Id(&'static str, &'static str),
+    /// Copied to the v2 path unless null.
+    Optional(&'static str, &'static str),
+    /// A target or current value: v1's `target<Suffix>`/`current<Suffix>` ↔ v2's
+    /// `target.<field>`/`current.<field>`.
+    Value(&'static str, &'static str),
+    /// A target or current value that v1 names without the prefix (Object's `averageValue`).
+    Unprefixed(&'static str),
+}
+
+impl Field {
+    /// The v1 field name and the v2 JSON pointer of this field in `block`.
+    fn names(self, block: Block) -> (String, String) {
+        match self {
+            Field::Id(v1, v2) | Field::Optional(v1, v2) => (v1.to_string(), v2.to_string()),
+            Field::Value(suffix, field) => (
+                format!("{}{suffix}", block.name()),
+                format!("/{}/{field}", block.name()),
+            ),
+            Field::Unprefixed(field) => (field.to_string(), format!("/{}/{field}", block.name())),
+        }
+    }
+}
+
+/// The fields of each metric source type, in the order v1 writes them; the spec and the
+/// status share them (upstream's v2beta1 ↔ v2 conversion).
+fn source_fields(kind: &str) -> &'static [Field] {
+    use Field::*;
     match kind {
-        "Resource" | "ContainerResource" => {
-            let key = if kind == "Resource" {
-                "resource"
-            } else {
-                "containerResource"
-            };
-            let s = &m[key];
-            let mut src = Map::new();
-            src.insert("name".into(), s["name"].clone());
-            put(&mut src, "container", s.get("container").cloned());
-            src.insert(
-                "target".into(),
-                target(
-                    None,
-                    s.get("targetAverageValue"),
-                    s.get("targetAverageUtilization"),
-                ),
-            );
-            out.insert(key.into(), Value::Object(src));
+        "Resource" | "ContainerResource" => &[
+            Id("name", "/name"),
+            Optional("container", "/container"),
+            Value("AverageUtilization", "averageUtilization"),
+            Value("AverageValue", "averageValue"),
+        ],
+        "Pods" => &[
+            Id("metricName", "/metric/name"),
+            Value("AverageValue", "averageValue"),
+            Optional("selector", "/metric/selector"),
+        ],
+        "Object" => &[
+            Id("target", "/describedObject"),
+            Id("metricName", "/metric/name"),
+            Value("Value", "value"),
+            Optional("selector", "/metric/selector"),
+            Unprefixed("averageValue"),
+        ],
+        "External" => &[
+            Id("metricName", "/metric/name"),
+            Optional("metricSelector", "/metric/selector"),
+            Value("Value", "value"),
+            Value("AverageValue", "averageValue"),
+        ],
+        _ => &[],
+    }
+}
+
+/// The key of a metric source type's stanza (`resource`, `containerResource`, `pods` …).
+fn source_key(kind: &str) -> Option<&'static str> {
+    match kind {
+        "Resource" => Some("resource"),
+        "ContainerResource" => Some("containerResource"),
+        "Pods" => Some("pods"),
+        "Object" => Some("object"),
+        "External" => Some("external"),
+        _ => None,
+    }
+}
+
+/// Sets `value` at the JSON `pointer` below `map`, making the objects on the way.
+fn put_at(map: &mut Map<String, Value>, pointer: &str, value: Value) {
+    let mut parts = pointer.trim_start_matches('/').split('/').peekable();
+    let mut here = map;
+    while let Some(part) = parts.next() {
+        if parts.peek().is_none() {
+            here.insert(part.to_string(), value);
+            return;
         }
-        "Pods" => {
-            let s = &m["pods"];
-            out.insert(
-                "pods".into(),
-                json!({"metric": metric(&s["metricName"], s.get("selector")),
-                       "target": target(None, s.get("targetAverageValue"), None)}),
-            );
+        let next = here
+            .entry(part.to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !next.is_object() {
+            *next = Value::Object(Map::new());
         }
-        "Object" => {
-            let s = &m["object"];
-            out.insert(
-                "object".into(),
-                json!({"describedObject": s["target"].clone(),
-                       "metric": metric(&s["metricName"], s.get("selector")),
-                       "target": target(s.get("targetValue"), s.get("averageValue"), None)}),
-            );
+        let Value::Object(next) = next else { return };
+        here = next;
+    }
+}
+
+/// v2's form of the values v1 carried: a spec keeps one target, typed by what it holds (the
+/// utilization wins, then the average value, then the value); a status keeps every current
+/// value.
+fn v2_values(block: Block, values: &Map<String, Value>) -> Value {
+    const ORDER: [(&str, &str); 3] = [
+        ("averageUtilization", "Utilization"),
+        ("averageValue", "AverageValue"),
+        ("value", "Value"),
+    ];
+    let mut out = Map::new();
+    for (field, kind) in ORDER {
+        let Some(v) = values.get(field) else { continue };
+        if block == Block::Spec {
+            out.insert("type".into(), json!(kind));
+            out.insert(field.into(), v.clone());
+            break;
         }
-        "External" => {
-            let s = &m["external"];
-            out.insert(
-                "external".into(),
-                json!({"metric": metric(&s["metricName"], s.get("metricSelector")),
-                       "target": target(s.get("targetValue"), s.get("targetAverageValue"), None)}),
-            );
-        }
-        _ => {}
+        out.insert(field.into(), v.clone());
     }
     Value::Object(out)
 }
 
-/// A v2 MetricSpec in v1's (v2beta1-shaped) form.
-fn metric_spec_v2_to_v1(m: &Value) -> Value {
+/// `m` with the stanza of its source type (`resource`, `pods` …) converted: `convert` is given
+/// each of the source type's fields with its v1 name and v2 pointer, then `finish` the stanza.
+fn convert_source(
+    m: &Value,
+    block: Block,
+    convert: impl Fn(&Value, &mut Map<String, Value>, Field, String, String),
+    finish: impl FnOnce(&mut Map<String, Value>),
+) -> Value {
     let kind = m["type"].as_str().unwrap_or_default();
     let mut out = Map::new();
     out.insert("type".into(), json!(kind));
-    match kind {
-        "Resource" | "ContainerResource" => {
-            let key = if kind == "Resource" {
-                "resource"
-            } else {
-                "containerResource"
-            };
-            let s = &m[key];
-            let mut src = Map::new();
-            src.insert("name".into(), s["name"].clone());
-            put(&mut src, "container", s.get("container").cloned());
-            put(
-                &mut src,
-                "targetAverageUtilization",
-                s.pointer("/target/averageUtilization").cloned(),
-            );
-            put(
-                &mut src,
-                "targetAverageValue",
-                s.pointer("/target/averageValue").cloned(),
-            );
-            out.insert(key.into(), Value::Object(src));
+    if let Some(key) = source_key(kind) {
+        let mut src = Map::new();
+        for field in source_fields(kind) {
+            let (v1, v2) = field.names(block);
+            convert(&m[key], &mut src, *field, v1, v2);
         }
-        "Pods" => {
-            let s = &m["pods"];
-            let mut src = Map::new();
-            src.insert("metricName".into(), s["metric"]["name"].clone());
-            put(
-                &mut src,
-                "targetAverageValue",
-                s.pointer("/target/averageValue").cloned(),
-            );
-            put(&mut src, "selector", s.pointer("/metric/selector").cloned());
-            out.insert("pods".into(), Value::Object(src));
-        }
-        "Object" => {
-            let s = &m["object"];
-            let mut src = Map::new();
-            src.insert("target".into(), s["describedObject"].clone());
-            src.insert("metricName".into(), s["metric"]["name"].clone());
-            put(&mut src, "targetValue", s.pointer("/target/value").cloned());
-            put(&mut src, "selector", s.pointer("/metric/selector").cloned());
-            put(
-                &mut src,
-                "averageValue",
-                s.pointer("/target/averageValue").cloned(),
-            );
-            out.insert("object".into(), Value::Object(src));
-        }
-        "External" => {
-            let s = &m["external"];
-            let mut src = Map::new();
-            src.insert("metricName".into(), s["metric"]["name"].clone());
-            put(
-                &mut src,
-                "metricSelector",
-                s.pointer("/metric/selector").cloned(),
-            );
-            put(&mut src, "targetValue", s.pointer("/target/value").cloned());
-            put(
-                &mut src,
-                "targetAverageValue",
-                s.pointer("/target/averageValue").cloned(),
-            );
-            out.insert("external".into(), Value::Object(src));
-        }
-        _ => {}
+        finish(&mut src);
+        out.insert(key.into(), Value::Object(src));
     }
     Value::Object(out)
 }
 
-/// A v1 (v2beta1-shaped) MetricStatus as v2 writes it.
-fn metric_status_v1_to_v2(m: &Value) -> Value {
-    let kind = m["type"].as_str().unwrap_or_default();
-    let current = |value: Option<&Value>, average: Option<&Value>, utilization: Option<&Value>| {
-        let mut c = Map::new();
-        put(&mut c, "averageUtilization", utilization.cloned());
-        put(&mut c, "averageValue", average.cloned());
-        put(&mut c, "value", value.cloned());
-        Value::Object(c)
-    };
-    let metric = |name: &Value, selector: Option<&Value>| {
-        let mut id = Map::new();
-        id.insert("name".into(), name.clone());
-        put(&mut id, "selector", selector.cloned());
-        Value::Object(id)
-    };
-    let mut out = Map::new();
-    out.insert("type".into(), json!(kind));
-    match kind {
-        "Resource" | "ContainerResource" => {
-            let key = if kind == "Resource" {
-                "resource"
-            } else {
-                "containerResource"
-            };
-            let s = &m[key];
-            let mut src = Map::new();
-            src.insert("name".into(), s["name"].clone());
-            put(&mut src, "container", s.get("container").cloned());
-            src.insert(
-                "current".into(),
-                current(
-                    None,
-                    s.get("currentAverageValue"),
-                    s.get("currentAverageUtilization"),
-                ),
-            );
-            out.insert(key.into(), Value::Object(src));
-        }
-        "Pods" => {
-            let s = &m["pods"];
-            out.insert(
-                "pods".into(),
-                json!({"metric": metric(&s["metricName"], s.get("selector")),
-                       "current": current(None, s.get("currentAverageValue"), None)}),
-            );
-        }
-        "Object" => {
-            let s = &m["object"];
-            out.insert(
-                "object".into(),
-                json!({"describedObject": s["target"].clone(),
-                       "metric": metric(&s["metricName"], s.get("selector")),
-                       "current": current(s.get("currentValue"), s.get("averageValue"), None)}),
-            );
-        }
-        "External" => {
-            let s = &m["external"];
-            out.insert(
-                "external".into(),
-                json!({"metric": metric(&s["metricName"], s.get("metricSelector")),
-                       "current": current(s.get("currentValue"), s.get("currentAverageValue"), None)}),
-            );
-        }
+/// A v1 (v2beta1-shaped) MetricSpec or MetricStatus as v2 writes it.
+fn metric_v1_to_v2(m: &Value, block: Block) -> Value {
+    let convert = |s: &Value, src: &mut Map<String, Value>, field, v1: String, v2: String| match (
+        field,
+        s.get(&v1),
+    ) {
+        (Field::Id(..), v) => put_at(src, &v2, v.cloned().unwrap_or(Value::Null)),
+        (_, Some(v)) if !v.is_null() => put_at(src, &v2, v.clone()),
         _ => {}
-    }
-    Value::Object(out)
+    };
+    // The target or current block is always there, in v2's form.
+    let finish = |src: &mut Map<String, Value>| {
+        let values = match src.get(block.name()) {
+            Some(Value::Object(values)) => v2_values(block, values),
+            _ => v2_values(block, &Map::new()),
+        };
+        src.insert(block.name().into(), values);
+    };
+    convert_source(m, block, convert, finish)
 }
 
-/// A v2 MetricStatus in v1's (v2beta1-shaped) form.
-fn metric_status_v2_to_v1(m: &Value) -> Value {
-    let kind = m["type"].as_str().unwrap_or_default();
-    let mut out = Map::new();
-    out.insert("type".into(), json!(kind));
-    let cur = |s: &Value, f: &str| s.pointer(&format!("/current/{f}")).cloned();
-    match kind {
-        "Resource" | "ContainerResource" => {
-            let key = if kind == "Resource" {
-                "resource"
-            } else {
-                "containerResource"
-            };
-            let s = &m[key];
-            let mut src = Map::new();
-            src.insert("name".into(), s["name"].clone());
-            put(&mut src, "container", s.get("container").cloned());
-            put(
-                &mut src,
-                "currentAverageUtilization",
-                cur(s, "averageUtilization"),
-            );
-            put(&mut src, "currentAverageValue", cur(s, "averageValue"));
-            out.insert(key.into(), Value::Object(src));
+/// A v2 MetricSpec or MetricStatus in v1's (v2beta1-shaped) form.
+fn metric_v2_to_v1(m: &Value, block: Block) -> Value {
+    let convert = |s: &Value, src: &mut Map<String, Value>, field, v1: String, v2: String| {
+        let value = s.pointer(&v2).cloned();
+        match field {
+            Field::Id(..) => {
+                src.insert(v1, value.unwrap_or(Value::Null));
+            }
+            _ => put(src, &v1, value),
         }
-        "Pods" => {
-            let s = &m["pods"];
-            let mut src = Map::new();
-            src.insert("metricName".into(), s["metric"]["name"].clone());
-            put(&mut src, "currentAverageValue", cur(s, "averageValue"));
-            put(&mut src, "selector", s.pointer("/metric/selector").cloned());
-            out.insert("pods".into(), Value::Object(src));
-        }
-        "Object" => {
-            let s = &m["object"];
-            let mut src = Map::new();
-            src.insert("target".into(), s["describedObject"].clone());
-            src.insert("metricName".into(), s["metric"]["name"].clone());
-            put(&mut src, "currentValue", cur(s, "value"));
-            put(&mut src, "selector", s.pointer("/metric/selector").cloned());
-            put(&mut src, "averageValue", cur(s, "averageValue"));
-            out.insert("object".into(), Value::Object(src));
-        }
-        "External" => {
-            let s = &m["external"];
-            let mut src = Map::new();
-            src.insert("metricName".into(), s["metric"]["name"].clone());
-            put(
-                &mut src,
-                "metricSelector",
-                s.pointer("/metric/selector").cloned(),
-            );
-            put(&mut src, "currentValue", cur(s, "value"));
-            put(&mut src, "currentAverageValue", cur(s, "averageValue"));
-            out.insert("external".into(), Value::Object(src));
-        }
-        _ => {}
-    }
-    Value::Object(out)
+    };
+    convert_source(m, block, convert, |_| {})
 }
 
 fn is_cpu_utilization_target(m: &Value) -> bool {
@@ -373,36 +302,34 @@ pub fn v1_to_v2(mut obj: Value) -> Result<Value, ConversionError> {
     let mut spec = take(&mut obj, "spec").unwrap_or_else(|| json!({}));
     let mut metrics: Vec<Value> = decode_annotation(&annotations, METRICS_ANNOTATION)?
         .as_array()
-        .map(|ms| ms.iter().map(metric_spec_v1_to_v2).collect())
+        .map(|ms| ms.iter().map(|m| metric_v1_to_v2(m, Block::Spec)).collect())
         .unwrap_or_default();
     if let Some(cpu) = take(&mut spec, "targetCPUUtilizationPercentage") {
         metrics.push(json!({"type": "Resource", "resource": {"name": "cpu",
             "target": {"type": "Utilization", "averageUtilization": cpu}}}));
     }
-    if !metrics.is_empty() {
-        spec["metrics"] = Value::Array(metrics);
-    }
-    let behavior = decode_annotation(&annotations, BEHAVIOR_ANNOTATION)?;
-    if !behavior.is_null() {
-        spec["behavior"] = behavior;
-    }
+    put_list(&mut spec, "metrics", metrics);
+    restore(&annotations, BEHAVIOR_ANNOTATION, &mut spec, "behavior")?;
     obj["spec"] = spec;
     if let Some(mut status) = take(&mut obj, "status") {
         let cpu = take(&mut status, "currentCPUUtilizationPercentage");
         let current = decode_annotation(&annotations, CURRENT_METRICS_ANNOTATION)?;
         let current: Vec<Value> = match (current.as_array(), cpu) {
-            (Some(ms), _) => ms.iter().map(metric_status_v1_to_v2).collect(),
+            (Some(ms), _) => ms
+                .iter()
+                .map(|m| metric_v1_to_v2(m, Block::Status))
+                .collect(),
             (None, Some(cpu)) => vec![json!({"type": "Resource", "resource": {"name": "cpu",
                 "current": {"averageUtilization": cpu}}})],
             (None, None) => Vec::new(),
         };
-        if !current.is_empty() {
-            status["currentMetrics"] = Value::Array(current);
-        }
-        let conditions = decode_annotation(&annotations, CONDITIONS_ANNOTATION)?;
-        if !conditions.is_null() {
-            status["conditions"] = conditions;
-        }
+        put_list(&mut status, "currentMetrics", current);
+        restore(
+            &annotations,
+            CONDITIONS_ANNOTATION,
+            &mut status,
+            "conditions",
+        )?;
         obj["status"] = status;
     }
     Ok(obj)
@@ -427,7 +354,7 @@ pub fn v2_to_v1(mut obj: Value) -> Value {
         .map(|ms| {
             ms.iter()
                 .filter(|m| !is_cpu_utilization_target(m))
-                .map(metric_spec_v2_to_v1)
+                .map(|m| metric_v2_to_v1(m, Block::Spec))
                 .collect()
         })
         .unwrap_or_default();
@@ -453,7 +380,10 @@ pub fn v2_to_v1(mut obj: Value) -> Value {
                 status["currentCPUUtilizationPercentage"] = cpu.clone();
             }
             if !ms.is_empty() {
-                let v1: Vec<Value> = ms.iter().map(metric_status_v2_to_v1).collect();
+                let v1: Vec<Value> = ms
+                    .iter()
+                    .map(|m| metric_v2_to_v1(m, Block::Status))
+                    .collect();
                 set_annotation(&mut obj, CURRENT_METRICS_ANNOTATION, &Value::Array(v1));
             }
         }
@@ -548,5 +478,131 @@ mod tests {
             v1_to_v2(v1),
             Err(ConversionError::Annotation(m)) if m.contains(METRICS_ANNOTATION)
         ));
+    }
+
+    /// Each metric source type in v1's form and in v2's, for the spec (targets) and the status
+    /// (current values); each row converts both ways, keys in the order each side writes them.
+    #[test]
+    fn every_metric_source_type_converts_both_ways() {
+        let sel = json!({"matchLabels": {"a": "b"}});
+        let obj = json!({"kind": "Service", "name": "s"});
+        use Block::*;
+        let cases = [
+            (
+                Spec,
+                json!({"type": "Resource", "resource": {"name": "cpu", "targetAverageUtilization": 50}}),
+                json!({"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}),
+            ),
+            (
+                Spec,
+                json!({"type": "ContainerResource", "containerResource": {"name": "memory", "container": "c", "targetAverageValue": "1Mi"}}),
+                json!({"type": "ContainerResource", "containerResource": {"name": "memory", "container": "c", "target": {"type": "AverageValue", "averageValue": "1Mi"}}}),
+            ),
+            (
+                Spec,
+                json!({"type": "Pods", "pods": {"metricName": "qps", "targetAverageValue": "1k", "selector": sel}}),
+                json!({"type": "Pods", "pods": {"metric": {"name": "qps", "selector": sel}, "target": {"type": "AverageValue", "averageValue": "1k"}}}),
+            ),
+            (
+                Spec,
+                json!({"type": "Object", "object": {"target": obj, "metricName": "hits", "targetValue": "10", "selector": sel}}),
+                json!({"type": "Object", "object": {"describedObject": obj, "metric": {"name": "hits", "selector": sel}, "target": {"type": "Value", "value": "10"}}}),
+            ),
+            (
+                Spec,
+                json!({"type": "Object", "object": {"target": obj, "metricName": "hits", "averageValue": "2"}}),
+                json!({"type": "Object", "object": {"describedObject": obj, "metric": {"name": "hits"}, "target": {"type": "AverageValue", "averageValue": "2"}}}),
+            ),
+            (
+                Spec,
+                json!({"type": "External", "external": {"metricName": "queue", "metricSelector": sel, "targetValue": "5"}}),
+                json!({"type": "External", "external": {"metric": {"name": "queue", "selector": sel}, "target": {"type": "Value", "value": "5"}}}),
+            ),
+            (
+                Spec,
+                json!({"type": "External", "external": {"metricName": "queue", "targetAverageValue": "3"}}),
+                json!({"type": "External", "external": {"metric": {"name": "queue"}, "target": {"type": "AverageValue", "averageValue": "3"}}}),
+            ),
+            (Spec, json!({"type": "Unknown"}), json!({"type": "Unknown"})),
+            (
+                Status,
+                json!({"type": "Resource", "resource": {"name": "cpu", "container": "c", "currentAverageUtilization": 80, "currentAverageValue": "80m"}}),
+                json!({"type": "Resource", "resource": {"name": "cpu", "container": "c", "current": {"averageUtilization": 80, "averageValue": "80m"}}}),
+            ),
+            (
+                Status,
+                json!({"type": "Pods", "pods": {"metricName": "qps", "currentAverageValue": "1k", "selector": sel}}),
+                json!({"type": "Pods", "pods": {"metric": {"name": "qps", "selector": sel}, "current": {"averageValue": "1k"}}}),
+            ),
+            (
+                Status,
+                json!({"type": "Object", "object": {"target": obj, "metricName": "hits", "currentValue": "10", "selector": sel, "averageValue": "2"}}),
+                json!({"type": "Object", "object": {"describedObject": obj, "metric": {"name": "hits", "selector": sel}, "current": {"averageValue": "2", "value": "10"}}}),
+            ),
+            (
+                Status,
+                json!({"type": "External", "external": {"metricName": "queue", "metricSelector": sel, "currentValue": "5", "currentAverageValue": "3"}}),
+                json!({"type": "External", "external": {"metric": {"name": "queue", "selector": sel}, "current": {"averageValue": "3", "value": "5"}}}),
+            ),
+            (
+                Status,
+                json!({"type": "Unknown"}),
+                json!({"type": "Unknown"}),
+            ),
+        ];
+        for (block, v1, v2) in &cases {
+            let to_v2 = metric_v1_to_v2(v1, *block);
+            assert_eq!(to_v2.to_string(), v2.to_string(), "{block:?} {v1} to v2");
+            let to_v1 = metric_v2_to_v1(v2, *block);
+            assert_eq!(to_v1.to_string(), v1.to_string(), "{block:?} {v2} to v1");
+        }
+    }
+
+    /// v2 keeps one target, v1 may say several: the utilization wins, then the average value;
+    /// the identifying fields are kept even when missing (as null), and the target block even
+    /// when empty.
+    #[test]
+    fn a_v1_metric_keeps_one_target_and_its_identity_in_v2() {
+        let cases = [
+            (
+                json!({"type": "Resource", "resource": {"name": "cpu", "targetAverageUtilization": 5, "targetAverageValue": "1"}}),
+                json!({"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 5}}}),
+            ),
+            (
+                json!({"type": "Object", "object": {"target": obj(), "metricName": "m", "targetValue": "1", "averageValue": "2"}}),
+                json!({"type": "Object", "object": {"describedObject": obj(), "metric": {"name": "m"}, "target": {"type": "AverageValue", "averageValue": "2"}}}),
+            ),
+            (
+                json!({"type": "Pods", "pods": {}}),
+                json!({"type": "Pods", "pods": {"metric": {"name": null}, "target": {}}}),
+            ),
+            (
+                json!({"type": "Object"}),
+                json!({"type": "Object", "object": {"describedObject": null, "metric": {"name": null}, "target": {}}}),
+            ),
+        ];
+        for (v1, v2) in cases {
+            assert_eq!(
+                metric_v1_to_v2(&v1, Block::Spec).to_string(),
+                v2.to_string(),
+                "{v1}"
+            );
+        }
+        assert_eq!(
+            metric_v1_to_v2(&json!({"type": "Resource", "resource": {}}), Block::Status),
+            json!({"type": "Resource", "resource": {"name": null, "current": {}}})
+        );
+        assert_eq!(
+            metric_v2_to_v1(&json!({"type": "External"}), Block::Spec),
+            json!({"type": "External", "external": {"metricName": null}})
+        );
+        assert_eq!(
+            metric_v2_to_v1(&json!({"type": "Object", "object": {}}), Block::Status),
+            json!({"type": "Object", "object": {"target": null, "metricName": null}})
+        );
+    }
+
+    fn obj() -> Value {
+        json!({"kind": "Service", "name": "s"})
     }
 }

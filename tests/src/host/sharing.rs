@@ -27,6 +27,9 @@ pub const SHARED_BINARIES: &[&str] = &[
     "agent_config_volumes",
     "agent_crash",
     "agent_deletion",
+    // Pods over their own local-storage limits, on a disk with room; its memory and
+    // node-filesystem tests cross host-wide thresholds and run alone.
+    "agent_eviction",
     "agent_failover",
     "agent_ha",
     "agent_ha_rollouts",
@@ -40,6 +43,9 @@ pub const SHARED_BINARIES: &[&str] = &[
     "agent_join_tokens",
     "agent_kubectl_compat",
     "agent_metrics",
+    // Allocatable from the host's fixed capacity, cgroups under its own root; its fork bomb
+    // runs alone.
+    "agent_node_allocatable",
     "agent_network",
     "agent_node",
     // The OOM kill is its container's memory cgroup's (a 16Mi limit), not the host's.
@@ -51,6 +57,8 @@ pub const SHARED_BINARIES: &[&str] = &[
     "agent_proxy_subresources",
     "agent_pull_secrets",
     "agent_python_e2e",
+    // Restart policies' outcomes; its two back-off tests, timed, run alone.
+    "agent_restart",
     "agent_run",
     "agent_sandbox",
     "agent_seccomp",
@@ -84,14 +92,18 @@ pub const SHARED_BINARIES: &[&str] = &[
 pub const EXCLUSIVE_TESTS: &[(&str, &str, &str)] = &[
     (
         "agent_eviction",
-        "*",
-        "memory.available and nodefs.available are the host's: another cluster's pods move \
-         them across the thresholds",
+        "a_besteffort_pod_eating_memory_is_evicted_and_a_guaranteed_one_stays",
+        "memory.available is the host's: another cluster's pods move it across the threshold",
+    ),
+    (
+        "agent_eviction",
+        "a_pod_filling_the_node_filesystem_is_evicted_after_node_reclaim_and_its_empty_dir_freed",
+        "nodefs.available crossed on purpose, with node-level reclaim timed against it",
     ),
     (
         "agent_node_allocatable",
-        "*",
-        "a fork bomb under --pod-max-pids, and allocatable computed from the host's capacity",
+        "a_fork_bomb_stops_at_the_pod_pid_limit_and_the_node_keeps_serving",
+        "a fork bomb under --pod-max-pids fills the host's CPUs and process table",
     ),
     (
         "agent_gc",
@@ -100,7 +112,12 @@ pub const EXCLUSIVE_TESTS: &[(&str, &str, &str)] = &[
     ),
     (
         "agent_restart",
-        "*",
+        "a_crashing_container_backs_off_10s_then_20s",
+        "back-offs of 10 s, then 20 s measured to the second",
+    ),
+    (
+        "agent_restart",
+        "a_container_whose_command_does_not_exist_backs_off_10s_20s_then_40s",
         "back-offs of 10 s, 20 s, 40 s measured to the second",
     ),
     (
@@ -205,7 +222,17 @@ mod tests {
         let cases = [
             ("agent_run", Some("a_pod_runs"), HostUse::Shared),
             ("agent_run", None, HostUse::Exclusive),
-            ("agent_eviction", Some("memory"), HostUse::Exclusive),
+            ("agent_gc", Some("anything"), HostUse::Exclusive),
+            (
+                "agent_eviction",
+                Some("a_besteffort_pod_eating_memory_is_evicted_and_a_guaranteed_one_stays"),
+                HostUse::Exclusive,
+            ),
+            (
+                "agent_eviction",
+                Some("pods_over_their_local_storage_limits_are_evicted_while_the_disk_has_room"),
+                HostUse::Shared,
+            ),
             ("a_new_suite", Some("anything"), HostUse::Exclusive),
             ("service_proxy", Some("bench"), HostUse::Exclusive),
             (

@@ -35,6 +35,25 @@ fn go_list(names: &[&str]) -> String {
     format!("[{}]", names.join(" "))
 }
 
+/// `type_` true when nothing holds it back, else false with `reason` and the `messages` (what
+/// holds it back).
+fn held_back_by(type_: &str, reason: &str, messages: Vec<String>) -> PodCondition {
+    if messages.is_empty() {
+        condition(type_, true, None, None)
+    } else {
+        condition(type_, false, Some(reason), Some(messages.join(", ")))
+    }
+}
+
+/// The kubelet's `containers with <state> status: [a b]` for each state with containers in it.
+fn container_messages(states: [(&str, &[&str]); 2]) -> Vec<String> {
+    states
+        .iter()
+        .filter(|(_, names)| !names.is_empty())
+        .map(|(state, names)| format!("containers with {state} status: {}", go_list(names)))
+        .collect()
+}
+
 pub(super) fn conditions(
     ctx: &Ctx<'_>,
     old: &[PodCondition],
@@ -96,29 +115,8 @@ fn containers_ready(spec: &PodSpec, all: &[&ContainerStatus], phase: &str) -> Po
     if phase == FAILED {
         return condition(TYPE, false, Some("PodFailed"), None);
     }
-    let mut messages = Vec::new();
-    if !unknown.is_empty() {
-        messages.push(format!(
-            "containers with unknown status: {}",
-            go_list(&unknown)
-        ));
-    }
-    if !unready.is_empty() {
-        messages.push(format!(
-            "containers with unready status: {}",
-            go_list(&unready)
-        ));
-    }
-    if messages.is_empty() {
-        condition(TYPE, true, None, None)
-    } else {
-        condition(
-            TYPE,
-            false,
-            Some("ContainersNotReady"),
-            Some(messages.join(", ")),
-        )
-    }
+    let messages = container_messages([("unknown", &unknown), ("unready", &unready)]);
+    held_back_by(TYPE, "ContainersNotReady", messages)
 }
 
 fn pod_ready(
@@ -146,16 +144,7 @@ fn pod_ready(
             Some(_) => {}
         }
     }
-    if messages.is_empty() {
-        condition("Ready", true, None, None)
-    } else {
-        condition(
-            "Ready",
-            false,
-            Some("ReadinessGatesNotReady"),
-            Some(messages.join(", ")),
-        )
-    }
+    held_back_by("Ready", "ReadinessGatesNotReady", messages)
 }
 
 fn initialized(spec: &PodSpec, all: &[&ContainerStatus], phase: &str) -> PodCondition {
@@ -180,27 +169,6 @@ fn initialized(spec: &PodSpec, all: &[&ContainerStatus], phase: &str) -> PodCond
     if any_regular_started(&app) {
         return condition(TYPE, true, None, None);
     }
-    let mut messages = Vec::new();
-    if !unknown.is_empty() {
-        messages.push(format!(
-            "containers with unknown status: {}",
-            go_list(&unknown)
-        ));
-    }
-    if !incomplete.is_empty() {
-        messages.push(format!(
-            "containers with incomplete status: {}",
-            go_list(&incomplete)
-        ));
-    }
-    if messages.is_empty() {
-        condition(TYPE, true, None, None)
-    } else {
-        condition(
-            TYPE,
-            false,
-            Some("ContainersNotInitialized"),
-            Some(messages.join(", ")),
-        )
-    }
+    let messages = container_messages([("unknown", &unknown), ("incomplete", &incomplete)]);
+    held_back_by(TYPE, "ContainersNotInitialized", messages)
 }

@@ -6,7 +6,7 @@
 //! Planner: pure, no I/O.
 
 use crate::pod::api_access::{DEFAULT_TOKEN_SECONDS, TokenNeed};
-use crate::pod::container_config::{Allocatable, ResolvedSources, resource_value};
+use crate::pod::container_config::{ResolvedSources, resource_value};
 use berth_api::k8s_openapi::api::core::v1::{
     DownwardAPIVolumeFile, KeyToPath, Pod, ServiceAccountTokenProjection, Volume,
 };
@@ -186,41 +186,24 @@ pub fn plan_payload(
     fs_group: Option<u32>,
 ) -> Result<Option<Payload>, String> {
     let mut out = Payload::new();
-    if let Some(cm) = &v.config_map {
-        let mode = mode_of(cm.default_mode, DEFAULT_MODE);
-        let source = Source::ConfigMap(&cm.name);
-        project_object(
-            &mut out,
-            sources,
-            source,
-            cm.items.as_ref(),
-            mode,
-            cm.optional,
-        )?;
-        return Ok(Some(out));
-    }
-    if let Some(s) = &v.secret {
-        let mode = mode_of(s.default_mode, DEFAULT_MODE);
-        let source = Source::Secret(s.secret_name.as_deref().unwrap_or_default());
-        project_object(
-            &mut out,
-            sources,
-            source,
-            s.items.as_ref(),
-            mode,
-            s.optional,
-        )?;
+    let object = [
+        (v.config_map.as_ref()).map(|c| {
+            let source = Source::ConfigMap(&c.name);
+            (source, c.items.as_ref(), c.default_mode, c.optional)
+        }),
+        (v.secret.as_ref()).map(|s| {
+            let source = Source::Secret(s.secret_name.as_deref().unwrap_or_default());
+            (source, s.items.as_ref(), s.default_mode, s.optional)
+        }),
+    ];
+    if let Some((source, items, mode, optional)) = object.into_iter().flatten().next() {
+        let mode = mode_of(mode, DEFAULT_MODE);
+        project_object(&mut out, sources, source, items, mode, optional)?;
         return Ok(Some(out));
     }
     if let Some(d) = &v.downward_api {
         let mode = mode_of(d.default_mode, DEFAULT_MODE);
-        project_downward(
-            &mut out,
-            pod,
-            d.items.iter().flatten(),
-            mode,
-            sources.allocatable,
-        )?;
+        project_downward(&mut out, pod, &d.items, mode, sources)?;
         return Ok(Some(out));
     }
     let Some(p) = &v.projected else {
@@ -236,13 +219,7 @@ pub fn plan_payload(
             project_object(&mut out, sources, source, items.as_ref(), mode, optional)?;
         }
         if let Some(d) = &src.downward_api {
-            project_downward(
-                &mut out,
-                pod,
-                d.items.iter().flatten(),
-                mode,
-                sources.allocatable,
-            )?;
+            project_downward(&mut out, pod, &d.items, mode, sources)?;
         }
         if let Some(t) = &src.service_account_token {
             project_token(&mut out, t, sources, mode, fs_group)?;
@@ -251,14 +228,15 @@ pub fn plan_payload(
     Ok(Some(out))
 }
 
-fn project_downward<'a>(
+fn project_downward(
     out: &mut Payload,
     pod: &Pod,
-    items: impl Iterator<Item = &'a DownwardAPIVolumeFile>,
+    items: &Option<Vec<DownwardAPIVolumeFile>>,
     default_mode: u32,
-    allocatable: Allocatable,
+    sources: &ResolvedSources,
 ) -> Result<(), String> {
-    for item in items {
+    let allocatable = sources.allocatable;
+    for item in items.iter().flatten() {
         validate_path(&item.path)?;
         let value = match (&item.field_ref, &item.resource_field_ref) {
             (Some(f), _) => downward_value(pod, &f.field_path),
@@ -357,6 +335,7 @@ fn downward_value(pod: &Pod, field_path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pod::container_config::Allocatable;
     use serde_json::json;
 
     fn pod(volumes: serde_json::Value) -> Pod {

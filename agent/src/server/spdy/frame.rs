@@ -176,23 +176,24 @@ pub fn encode(frame: &Frame) -> Vec<u8> {
             body.extend_from_slice(headers);
             control(SYN_STREAM, *flags, &body)
         }
+        // SYN_REPLY and HEADERS have the same body: the stream, then the header block.
         Frame::SynReply {
             stream,
             flags,
             headers,
-        } => {
-            let mut body = stream.to_be_bytes().to_vec();
-            body.extend_from_slice(headers);
-            control(SYN_REPLY, *flags, &body)
         }
-        Frame::Headers {
+        | Frame::Headers {
             stream,
             flags,
             headers,
         } => {
+            let kind = match frame {
+                Frame::SynReply { .. } => SYN_REPLY,
+                _ => HEADERS,
+            };
             let mut body = stream.to_be_bytes().to_vec();
             body.extend_from_slice(headers);
-            control(HEADERS, *flags, &body)
+            control(kind, *flags, &body)
         }
         Frame::RstStream { stream, status } => {
             let mut body = stream.to_be_bytes().to_vec();

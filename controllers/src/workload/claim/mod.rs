@@ -7,9 +7,10 @@
 //! adopts nothing. The controllers' own rules are [`Rules`]: the ReplicaSet claims active pods
 //! only, the Job puts its tracking finalizer on what it adopts and takes it off what it releases.
 
-use super::controller_ref::{ControllerRef, controller_uid, uid_of};
+use super::controller_ref::{ControllerRef, controller_uid};
+use super::write;
 use crate::views::string_map;
-use berth_registry::{Part, Registry, RegistryError, WriteOptions};
+use berth_registry::{Registry, RegistryError};
 use berth_runtime::informer::{Informer, ORPHANS_BY_NAMESPACE, Object};
 use berth_shared::resource::ResourceType;
 use berth_shared::selector::LabelSelector;
@@ -196,18 +197,18 @@ impl Owner<'_> {
             return Ok(None);
         }
         let ours = self.controller_ref().to_value();
-        let r = self.write(registry, rt, name, |mut obj| {
+        let r = write::edit(registry, rt, self.namespace, name, uid, |obj| {
             let fresh = Candidate {
                 labels: &string_map(obj.pointer("/metadata/labels")),
-                controller_uid: controller_uid(&obj),
+                controller_uid: controller_uid(obj),
                 deleting: obj.pointer("/metadata/deletionTimestamp").is_some(),
                 finished: matches!(
                     obj.pointer("/status/phase").and_then(Value::as_str),
                     Some("Succeeded" | "Failed")
                 ),
             };
-            if uid_of(&obj) != Some(uid) || self.decide(&fresh) != Claim::Adopt {
-                return Ok(obj);
+            if self.decide(&fresh) != Claim::Adopt {
+                return;
             }
             let refs = &mut obj["metadata"]["ownerReferences"];
             match refs.as_array_mut() {
@@ -225,7 +226,6 @@ impl Owner<'_> {
                     None => *fins = json!([f]),
                 }
             }
-            Ok(obj)
         })?;
         Ok(r.filter(|obj| controller_uid(obj) == Some(self.uid)))
     }
@@ -239,40 +239,12 @@ impl Owner<'_> {
         name: &str,
         uid: &str,
     ) -> Result<Option<Value>, RegistryError> {
-        self.write(registry, rt, name, |mut obj| {
-            if uid_of(&obj) != Some(uid) {
-                return Ok(obj);
-            }
+        write::edit(registry, rt, self.namespace, name, uid, |obj| {
             if let Some(f) = self.rules.finalizer {
-                drop_finalizer(&mut obj, f);
+                drop_finalizer(obj, f);
             }
-            berth_registry::meta::release_owner(&mut obj, self.uid);
-            Ok(obj)
+            berth_registry::meta::release_owner(obj, self.uid);
         })
-    }
-
-    /// Rewrites `name` in the owner's namespace with `change`; the object as written, `None`
-    /// when it is gone.
-    fn write(
-        &self,
-        registry: &Registry,
-        rt: &ResourceType,
-        name: &str,
-        change: impl FnMut(Value) -> Result<Value, RegistryError>,
-    ) -> Result<Option<Value>, RegistryError> {
-        let r = registry.update_with(
-            rt,
-            Some(self.namespace),
-            name,
-            Part::Main,
-            &WriteOptions::default(),
-            change,
-        );
-        match r {
-            Ok(obj) => Ok(Some(obj)),
-            Err(RegistryError::NotFound { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
     }
 }
 

@@ -2,6 +2,8 @@
 //! over a real registry: adoption re-checks the owner live, release drops the reference.
 
 use super::*;
+use crate::workload::controller_ref::uid_of;
+use berth_registry::{Part, WriteOptions};
 use berth_runtime::testing::ControlPlane;
 use berth_shared::resource::{DAEMON_SETS, DEPLOYMENTS, JOBS, PODS, REPLICA_SETS, STATEFUL_SETS};
 

@@ -3,6 +3,16 @@
 //! fields it is on the wire (at most one of them set).
 
 use prost::Message;
+use std::fmt::Debug;
+
+/// gnostic's `Named…` messages (`NamedSchema`, `NamedAny` …): a name and a value.
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct Named<T: Message + Default + Clone + PartialEq + Debug> {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(message, optional, tag = "2")]
+    pub value: Option<T>,
+}
 
 #[derive(Clone, PartialEq, Message)]
 pub(crate) struct Document {
@@ -30,13 +40,7 @@ pub(crate) struct Paths {
     pub path: Vec<NamedPathItem>,
 }
 
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct NamedPathItem {
-    #[prost(string, tag = "1")]
-    pub name: String,
-    #[prost(message, optional, tag = "2")]
-    pub value: Option<PathItem>,
-}
+pub(crate) type NamedPathItem = Named<PathItem>;
 
 #[derive(Clone, PartialEq, Message)]
 pub(crate) struct PathItem {
@@ -145,13 +149,7 @@ pub(crate) struct Responses {
     pub response_code: Vec<NamedResponseValue>,
 }
 
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct NamedResponseValue {
-    #[prost(string, tag = "1")]
-    pub name: String,
-    #[prost(message, optional, tag = "2")]
-    pub value: Option<ResponseValue>,
-}
+pub(crate) type NamedResponseValue = Named<ResponseValue>;
 
 /// `oneof { Response response = 1; JsonReference json_reference = 2; }`
 #[derive(Clone, PartialEq, Message)]
@@ -181,13 +179,7 @@ pub(crate) struct Definitions {
     pub additional_properties: Vec<NamedSchema>,
 }
 
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct NamedSchema {
-    #[prost(string, tag = "1")]
-    pub name: String,
-    #[prost(message, optional, tag = "2")]
-    pub value: Option<Schema>,
-}
+pub(crate) type NamedSchema = Named<Schema>;
 
 #[derive(Clone, PartialEq, Message)]
 pub(crate) struct Schema {
@@ -230,19 +222,10 @@ pub(crate) struct ItemsItem {
     pub schema: Vec<Schema>,
 }
 
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct Properties {
-    #[prost(message, repeated, tag = "1")]
-    pub additional_properties: Vec<NamedSchema>,
-}
+/// gnostic's `Properties` has the shape of its `Definitions`.
+pub(crate) type Properties = Definitions;
 
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct NamedAny {
-    #[prost(string, tag = "1")]
-    pub name: String,
-    #[prost(message, optional, tag = "2")]
-    pub value: Option<Any>,
-}
+pub(crate) type NamedAny = Named<Any>;
 
 /// gnostic's `Any`: the value as YAML text (JSON is YAML).
 #[derive(Clone, PartialEq, Message)]

@@ -1,0 +1,63 @@
+//! The owner object of a workload controller, parsed once per stored version and shared by
+//! every pass ([`observe`]) and by the runtime's orphan routing (`.adopts` with
+//! [`Parsed::selector`]).
+
+use berth_runtime::informer::{Informer, Object, ObjectKey, View};
+use berth_shared::selector::LabelSelector;
+use serde_json::Value;
+use std::fmt::Display;
+use std::sync::Arc;
+
+/// An object as its controller reads it.
+pub trait Stored: Sized + Send + Sync + 'static {
+    /// Why a stored object cannot be read.
+    type Error: Display + From<serde_json::Error> + Send + Sync + 'static;
+    /// Reads the stored object.
+    fn from_value(v: &Value) -> Result<Self, Self::Error>;
+}
+
+/// An owner of pods (or revisions) it claims by a selector.
+pub trait Workload: Stored {
+    /// The selector of what it controls.
+    fn selector(&self) -> &LabelSelector;
+    /// Whether it is being deleted.
+    fn deleting(&self) -> bool;
+}
+
+/// An object parsed once per version.
+pub struct Parsed<T: Stored>(pub Result<Arc<T>, T::Error>);
+
+impl<T: Stored> View for Parsed<T> {
+    fn derive(obj: &Object) -> Self {
+        let parsed = obj
+            .value()
+            .map_err(T::Error::from)
+            .and_then(|v| T::from_value(&v));
+        Parsed(parsed.map(Arc::new))
+    }
+}
+
+impl<T: Workload> Parsed<T> {
+    /// The selector by which the owner adopts orphans (`.adopts`); none while it is
+    /// unreadable or being deleted.
+    pub fn selector(&self) -> Option<&LabelSelector> {
+        self.0
+            .as_ref()
+            .ok()
+            .filter(|w| !w.deleting())
+            .map(|w| w.selector())
+    }
+}
+
+/// The owner `key` as stored and parsed; `None` when it is gone or unreadable (logged: only a
+/// change of it can help).
+pub fn observe<T: Stored>(informer: &Informer, key: &ObjectKey) -> Option<(Arc<Object>, Arc<T>)> {
+    let obj = informer.get_key(key)?;
+    match &obj.view::<Parsed<T>>().0 {
+        Ok(w) => Some((obj.clone(), w.clone())),
+        Err(e) => {
+            tracing::warn!(%key, kind = informer.resource().kind, error = %e, "ignoring object");
+            None
+        }
+    }
+}

@@ -12,6 +12,7 @@
 //! PATH matters). `--datastore-endpoint URL[,URL…]` keeps the store in etcd instead (under a
 //! key prefix of its own per run).
 
+use berth_cluster_controllers as cluster_controllers;
 use berth_controllers as controllers;
 use berth_registry::{Registry, WriteOptions, prefix};
 use berth_runtime::informer::Informers;
@@ -251,7 +252,7 @@ async fn run(
     let setup = setup.elapsed();
 
     let stop = CancellationToken::new();
-    let cidr = controllers::nodeipam::plan::Cidr::parse("10.42.0.0/16").expect("cidr");
+    let cidr = cluster_controllers::nodeipam::plan::Cidr::parse("10.42.0.0/16").expect("cidr");
     // Count bindings from the store's events rather than polling lists.
     let mut watch = registry
         .store()
@@ -271,14 +272,14 @@ async fn run(
             startup: Duration::from_secs(3600),
         },
     };
-    let mut tasks = controllers::start(
+    let mut tasks = controllers::start(&ctx, lifecycle, stop.clone());
+    tasks.extend(cluster_controllers::start(
         &ctx,
         cidr,
         String::new(),
-        lifecycle,
-        controllers::podgc::Config::default(),
+        cluster_controllers::podgc::Config::default(),
         stop.clone(),
-    );
+    ));
     let config = scheduler::Config {
         binders,
         ..scheduler::Config::default()

@@ -300,7 +300,7 @@ struct ServeArgs {
     horizontal_pod_autoscaler_sync_period: Duration,
     /// Finished (Succeeded or Failed) pods kept at most: beyond it the oldest are deleted,
     /// evicted ones first (kube-controller-manager's flag; 0: no limit).
-    #[arg(long, default_value_t = berth_controllers::podgc::terminated::DEFAULT_THRESHOLD)]
+    #[arg(long, default_value_t = berth_cluster_controllers::podgc::terminated::DEFAULT_THRESHOLD)]
     terminated_pod_gc_threshold: usize,
     /// How long the certificates this controller issues are valid (`8760h`, `2m`): its
     /// serving and admin certificates, nodes' certificates at join, and at most those its

@@ -3,6 +3,7 @@
 
 use berth_apiserver::api::{self, ApiState, authn::Tokens, metrics::Metrics};
 use berth_apiserver::pki;
+use berth_cluster_controllers as cluster_controllers;
 use berth_controllers as controllers;
 use berth_registry::{Registry, WriteOptions};
 use berth_runtime::informer::Informers;
@@ -367,8 +368,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         shutdown.clone(),
     ));
     let router = api::router(state);
-    let cluster_cidr =
-        controllers::nodeipam::plan::Cidr::parse(&config.cluster_cidr).ok_or_else(|| {
+    let cluster_cidr = cluster_controllers::nodeipam::plan::Cidr::parse(&config.cluster_cidr)
+        .ok_or_else(|| {
             ServerError::Config(format!("invalid --cluster-cidr {:?}", config.cluster_cidr))
         })?;
     let lifecycle = controllers::nodelifecycle::Config {
@@ -377,7 +378,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             ..Default::default()
         },
     };
-    let hpa = controllers::podautoscaler::Config {
+    let hpa = cluster_controllers::podautoscaler::Config {
         sync_period: config.hpa_sync_period,
     };
     let root_ca = pki.ca_cert.clone();
@@ -395,18 +396,18 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
                 ctx.informers
                     .catch_up(&ctx.informers.started(), std::time::Duration::from_secs(10))
                     .await;
-                let mut handles = controllers::start(
+                let mut handles = controllers::start(&ctx, lifecycle, acting.clone());
+                handles.extend(cluster_controllers::start(
                     &ctx,
                     cluster_cidr,
                     root_ca.clone(),
-                    lifecycle,
-                    controllers::podgc::Config {
+                    cluster_controllers::podgc::Config {
                         terminated_threshold,
                         ..Default::default()
                     },
                     acting.clone(),
-                );
-                handles.push(tokio::spawn(controllers::podautoscaler::run(
+                ));
+                handles.push(tokio::spawn(cluster_controllers::podautoscaler::run(
                     ctx.clone(),
                     resource_metrics.clone(),
                     hpa,

@@ -84,7 +84,7 @@ impl Cluster {
     /// [`Cluster::start_controller`].
     fn without_controller() -> Cluster {
         let cp = ControlPlane::start();
-        let handles = vec![tokio::spawn(crate::gc::run(
+        let handles = vec![tokio::spawn(berth_cluster_controllers::gc::run(
             cp.ctx.clone(),
             cp.stop.clone(),
         ))];

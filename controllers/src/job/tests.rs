@@ -49,7 +49,10 @@ impl Cluster {
     fn start() -> Cluster {
         let cp = ControlPlane::start();
         let handles = vec![
-            tokio::spawn(crate::gc::run(cp.ctx.clone(), cp.stop.clone())),
+            tokio::spawn(berth_cluster_controllers::gc::run(
+                cp.ctx.clone(),
+                cp.stop.clone(),
+            )),
             tokio::spawn(crate::ttlafterfinished::run(
                 cp.ctx.clone(),
                 cp.stop.clone(),

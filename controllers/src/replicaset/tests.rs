@@ -18,7 +18,10 @@ impl Cluster {
         let cp = ControlPlane::start();
         let handles = vec![
             tokio::spawn(run(cp.ctx.clone(), cp.stop.clone())),
-            tokio::spawn(crate::gc::run(cp.ctx.clone(), cp.stop.clone())),
+            tokio::spawn(berth_cluster_controllers::gc::run(
+                cp.ctx.clone(),
+                cp.stop.clone(),
+            )),
         ];
         Cluster { cp, handles }
     }

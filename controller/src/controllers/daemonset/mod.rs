@@ -76,17 +76,9 @@ impl Controller {
         nodes
     }
 
-    /// The DaemonSet's revisions, claimed through the kit (adoptions and releases applied).
-    fn observe_revisions(&self, ds: &DaemonSet) -> Result<Vec<Arc<Revision>>, SyncError> {
-        let owner = template::ownership(ds);
-        let claimed = owner.claim(&self.registry, &self.revisions)?;
-        Ok(claimed.iter().map(|o| o.view()).collect())
-    }
-
     /// The DaemonSet's pods, claimed.
     fn observe_pods(&self, ds: &DaemonSet) -> Result<Vec<DaemonPod>, SyncError> {
-        let owner = template::ownership(ds);
-        let claimed = owner.claim(&self.registry, &self.pods)?;
+        let claimed = template::ownership(ds).claim(&self.registry, &self.pods)?;
         Ok(claimed
             .iter()
             .map(|o| DaemonPod {
@@ -119,7 +111,8 @@ impl Reconciler for Controller {
         }
         let now = self.clock.now();
         let nodes = self.observe_nodes();
-        let revisions = self.observe_revisions(&ds)?;
+        let revisions: Vec<Arc<Revision>> =
+            template::ownership(&ds).claim_views(&self.registry, &self.revisions)?;
         let owner = template::history_owner(&ds);
         let history = history::plan(&owner, &revisions);
         history::write::settle(&self.registry, &owner, &history)?;

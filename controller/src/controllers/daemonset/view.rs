@@ -9,13 +9,14 @@ use super::eligibility::Placement;
 pub use crate::controllers::history::Revision;
 pub use crate::controllers::views::Pod;
 use crate::controllers::views::string_map;
+pub use crate::controllers::workload::parsed::ViewError;
 use crate::controllers::workload::{Stored, Workload};
 use berth_shared::k8s_openapi::api::apps::v1 as apps;
 use berth_shared::k8s_openapi::api::core::v1 as core;
 use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use berth_shared::scheduling::Taint;
 use berth_shared::scheduling::node_affinity::NODE_NAME_FIELD;
-use berth_shared::selector::{LabelSelector, SelectorError};
+use berth_shared::selector::LabelSelector;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,17 +28,6 @@ pub use berth_shared::admission::TEMPLATE_GENERATION;
 pub const HASH_LABEL: &str = "controller-revision-hash";
 /// The label carrying the template generation a daemon pod was made from.
 pub const GENERATION_LABEL: &str = "pod-template-generation";
-
-/// Why a DaemonSet cannot be planned for.
-#[derive(Debug, thiserror::Error)]
-pub enum ViewError {
-    #[error("object has no metadata.uid")]
-    NoUid,
-    #[error("decoding the DaemonSet: {0}")]
-    Decode(#[from] serde_json::Error),
-    #[error("invalid selector: {0}")]
-    Selector(#[from] SelectorError),
-}
 
 /// How old pods make way for new ones.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,9 +6,10 @@
 //! Planner: pure, no I/O.
 
 use crate::controllers::views::{ControllerRef, controller_of, string_map};
+pub use crate::controllers::workload::parsed::ViewError;
 use crate::controllers::workload::{Stored, Workload};
 use berth_shared::k8s_openapi::api::batch::v1 as batch;
-use berth_shared::selector::{LabelSelector, SelectorError};
+use berth_shared::selector::LabelSelector;
 use jiff::Timestamp;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -23,17 +24,6 @@ pub const INDEX_FAILURE_COUNT: &str = "batch.kubernetes.io/job-index-failure-cou
 pub const INDEX_IGNORED_FAILURE_COUNT: &str = "batch.kubernetes.io/job-index-ignored-failure-count";
 /// The value of `spec.managedBy` that means this controller.
 pub const MANAGED_BY_US: &str = "kubernetes.io/job-controller";
-
-/// Why a Job cannot be planned for.
-#[derive(Debug, thiserror::Error)]
-pub enum ViewError {
-    #[error("object has no metadata.uid")]
-    NoUid,
-    #[error("decoding the Job: {0}")]
-    Decode(#[from] serde_json::Error),
-    #[error("invalid selector: {0}")]
-    Selector(#[from] SelectorError),
-}
 
 /// A Job, as stored, with what its decisions derive from the spec.
 #[derive(Debug, Clone)]

@@ -71,8 +71,7 @@ impl Controller {
         if set.deleting {
             return Ok(Vec::new());
         }
-        let claimed = ownership(set).claim(&self.registry, &self.revisions)?;
-        Ok(claimed.iter().map(|o| o.view::<Revision>()).collect())
+        Ok(ownership(set).claim_views(&self.registry, &self.revisions)?)
     }
 
     /// The set's pods, claimed (only those it controls while it is being deleted).

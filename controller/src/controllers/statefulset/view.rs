@@ -6,11 +6,12 @@
 pub use crate::controllers::history::Revision;
 pub use crate::controllers::views::Pod;
 use crate::controllers::views::string_map;
+pub use crate::controllers::workload::parsed::ViewError;
 use crate::controllers::workload::{Stored, Workload};
 use berth_shared::k8s_openapi::api::apps::v1 as apps;
 use berth_shared::k8s_openapi::api::core::v1 as core;
 use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use berth_shared::selector::{LabelSelector, SelectorError};
+use berth_shared::selector::LabelSelector;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,17 +26,6 @@ pub const HASH_LABEL: &str = "controller.kubernetes.io/hash";
 pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
 /// The label carrying the pod's ordinal.
 pub const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
-
-/// Why a StatefulSet cannot be planned for.
-#[derive(Debug, thiserror::Error)]
-pub enum ViewError {
-    #[error("object has no metadata.uid")]
-    NoUid,
-    #[error("decoding the StatefulSet: {0}")]
-    Decode(#[from] serde_json::Error),
-    #[error("invalid selector: {0}")]
-    Selector(#[from] SelectorError),
-}
 
 /// How pods are replaced when the template changes.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -33,6 +33,15 @@ pub fn record(recorder: &Recorder, obj: &Value, t: EventType, reason: &str, mess
     }
 }
 
+/// Warning or Normal.
+pub fn event_type(warning: bool) -> EventType {
+    if warning {
+        EventType::Warning
+    } else {
+        EventType::Normal
+    }
+}
+
 /// The `resourceVersion` of a written object (empty when absent).
 pub fn version_of(v: &Value) -> String {
     v.pointer("/metadata/resourceVersion")

@@ -3,10 +3,24 @@
 //! [`Parsed::selector`]).
 
 use crate::informer::{Informer, Object, ObjectKey, View};
-use berth_shared::selector::LabelSelector;
+use berth_shared::selector::{LabelSelector, SelectorError};
 use serde_json::Value;
 use std::fmt::Display;
 use std::sync::Arc;
+
+/// Why a stored owner could not be read (only a change of it can help).
+#[derive(Debug, thiserror::Error)]
+pub enum ViewError {
+    #[error("object has no metadata.uid")]
+    NoUid,
+    #[error("decoding: {0}")]
+    Decode(#[from] serde_json::Error),
+    #[error("invalid selector: {0}")]
+    Selector(#[from] SelectorError),
+    /// An `apiVersion` and `kind` the controller does not read.
+    #[error("not a kind this controller reads: {0}")]
+    Kind(String),
+}
 
 /// An object as its controller reads it.
 pub trait Stored: Sized + Send + Sync + 'static {

@@ -10,7 +10,7 @@
 use super::controller_ref::{ControllerRef, controller_uid};
 use super::write;
 use crate::controllers::views::string_map;
-use crate::informer::{Informer, ORPHANS_BY_NAMESPACE, Object};
+use crate::informer::{Informer, ORPHANS_BY_NAMESPACE, Object, View};
 use crate::registry::{Registry, RegistryError};
 use berth_shared::resource::ResourceType;
 use berth_shared::selector::LabelSelector;
@@ -174,6 +174,19 @@ impl Owner<'_> {
         }
         out.sort_by(|a, b| a.name().cmp(b.name()));
         Ok(out)
+    }
+
+    /// [`Owner::claim`], each object read through its view `V`.
+    pub fn claim_views<V: View>(
+        &self,
+        registry: &Registry,
+        informer: &Informer,
+    ) -> Result<Vec<Arc<V>>, RegistryError> {
+        Ok(self
+            .claim(registry, informer)?
+            .iter()
+            .map(|o| o.view())
+            .collect())
     }
 
     /// Whether the owner is still the object planned for and not being deleted, read from

@@ -36,11 +36,10 @@ use crate::registry::{Registry, RegistryError};
 use backoff::FailedBackoff;
 use berth_shared::reconcile::Outcome;
 use berth_shared::resource::{CONTROLLER_REVISIONS, DAEMON_SETS, NODES, PODS};
-use routing::TargetNode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use view::{DaemonPod, DaemonSet, HASH_LABEL, Node, Revision, Strategy};
+use view::{DaemonPod, DaemonSet, HASH_LABEL, Node, Revision, Strategy, TargetNode};
 
 /// The events' `source.component`, as upstream.
 pub const COMPONENT: &str = "daemonset-controller";

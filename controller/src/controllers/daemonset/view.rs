@@ -10,7 +10,9 @@ pub use crate::controllers::history::Revision;
 pub use crate::controllers::views::Pod;
 use crate::controllers::views::string_map;
 pub use crate::controllers::workload::parsed::ViewError;
+use crate::controllers::workload::parsed::or_default;
 use crate::controllers::workload::{Stored, Workload};
+use crate::informer::{Object, View};
 use berth_shared::k8s_openapi::api::apps::v1 as apps;
 use berth_shared::k8s_openapi::api::core::v1 as core;
 use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -227,6 +229,24 @@ impl Node {
             labels: string_map(obj.pointer("/metadata/labels")),
             taints: taints.iter().filter_map(Taint::from_k8s).collect(),
         }
+    }
+}
+
+impl View for Node {
+    fn derive(obj: &Object) -> Self {
+        or_default(obj, Node::from_value)
+    }
+}
+
+/// The node a daemon pod is meant for (see [`DaemonPod::node`]).
+pub struct TargetNode(pub Option<String>);
+
+impl View for TargetNode {
+    fn derive(obj: &Object) -> Self {
+        if let Some(n) = obj.field("spec.nodeName").filter(|n| !n.is_empty()) {
+            return TargetNode(Some(n));
+        }
+        TargetNode(obj.value().ok().and_then(|v| pinned_node(v.get("spec"))))
     }
 }
 

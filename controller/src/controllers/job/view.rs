@@ -8,6 +8,7 @@
 use crate::controllers::views::{ControllerRef, controller_of, string_map};
 pub use crate::controllers::workload::parsed::ViewError;
 use crate::controllers::workload::{Stored, Workload};
+use crate::informer::{Object, View};
 use berth_shared::k8s_openapi::api::batch::v1 as batch;
 use berth_shared::selector::LabelSelector;
 use jiff::Timestamp;
@@ -334,6 +335,18 @@ pub fn is_failed(pod: &JobPod, job: &Job) -> bool {
         return true;
     }
     !job.only_replace_failed() && pod.deleting && !pod.succeeded()
+}
+
+impl View for JobPod {
+    fn derive(obj: &Object) -> Self {
+        obj.value()
+            .map(|v| JobPod::from_value(&v))
+            .unwrap_or_else(|_| JobPod {
+                name: obj.name().to_string(),
+                uid: obj.uid().to_string(),
+                ..JobPod::default()
+            })
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,9 @@ pub use crate::controllers::history::Revision;
 pub use crate::controllers::views::Pod;
 use crate::controllers::views::string_map;
 pub use crate::controllers::workload::parsed::ViewError;
+use crate::controllers::workload::parsed::or_default;
 use crate::controllers::workload::{Stored, Workload};
+use crate::informer::{Object, View};
 use berth_shared::k8s_openapi::api::apps::v1 as apps;
 use berth_shared::k8s_openapi::api::core::v1 as core;
 use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -285,5 +287,16 @@ impl Claim {
 
     pub fn owned_by(&self, uid: &str) -> bool {
         self.owners.iter().any(|o| o.uid == uid)
+    }
+}
+impl View for PodVolumes {
+    fn derive(obj: &Object) -> Self {
+        or_default(obj, PodVolumes::from_value)
+    }
+}
+
+impl View for Claim {
+    fn derive(obj: &Object) -> Self {
+        or_default(obj, Claim::from_value)
     }
 }

@@ -63,6 +63,11 @@ impl<T: Workload> Parsed<T> {
     }
 }
 
+/// A view read from the stored JSON by `parse`; the default when the bytes are not JSON.
+pub fn or_default<T: Default>(obj: &Object, parse: impl FnOnce(&Value) -> T) -> T {
+    obj.value().map(|v| parse(&v)).unwrap_or_default()
+}
+
 /// The owner `key` as stored and parsed; `None` when it is gone or unreadable (logged: only a
 /// change of it can help).
 pub fn observe<T: Stored>(informer: &Informer, key: &ObjectKey) -> Option<(Arc<Object>, Arc<T>)> {

@@ -23,6 +23,8 @@ pub mod runtime;
 pub mod serviceaccount;
 pub mod statefulset;
 pub mod tainteviction;
+#[cfg(test)]
+pub mod testing;
 pub mod ttlafterfinished;
 pub mod views;
 pub mod workload;

@@ -2,6 +2,7 @@
 //! node are force-deleted; pods on live nodes and pending pods stay.
 
 use super::*;
+use crate::controllers::testing::edit_status;
 use crate::testing::ControlPlane;
 use std::time::Duration;
 
@@ -63,19 +64,9 @@ async fn pods_nothing_else_can_finish_are_collected() {
 }
 
 fn finish_pod(cp: &ControlPlane, name: &str, phase: &str) {
-    cp.registry()
-        .update_with(
-            PODS,
-            Some("default"),
-            name,
-            Part::Status,
-            &WriteOptions::default(),
-            |mut p| {
-                p["status"]["phase"] = json!(phase);
-                Ok::<_, RegistryError>(p)
-            },
-        )
-        .unwrap();
+    edit_status(cp.registry(), PODS, name, |p| {
+        p["status"]["phase"] = json!(phase)
+    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

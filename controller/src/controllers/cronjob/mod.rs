@@ -18,7 +18,7 @@ mod plan_tests;
 mod tests;
 
 use super::runtime::{self, Clock, Context, Reconciler};
-use super::workload::{self, Parsed};
+use super::workload::{self, Parsed, write};
 use crate::events::Recorder;
 use crate::informer::{Informer, ObjectKey};
 use crate::registry::{Registry, RegistryError};
@@ -111,21 +111,14 @@ impl Controller {
         }
         jobs.sort_by(|a, b| a.name.cmp(&b.name));
         let mut gone = BTreeSet::new();
-        for r in &cj.status.active {
-            if jobs.iter().any(|j| j.uid == r.uid) {
-                continue;
-            }
-            match self.registry.get(JOBS, Some(&cj.namespace), &r.name) {
-                Ok(o) => {
-                    let v = o.value().map_err(RegistryError::from)?;
-                    if v.pointer("/metadata/uid").and_then(|u| u.as_str()) != Some(&r.uid) {
-                        gone.insert(r.uid.clone());
-                    }
-                }
-                Err(RegistryError::NotFound { .. }) => {
-                    gone.insert(r.uid.clone());
-                }
-                Err(e) => return Err(e.into()),
+        for r in cj
+            .status
+            .active
+            .iter()
+            .filter(|r| !jobs.iter().any(|j| j.uid == r.uid))
+        {
+            if !write::holds(&self.registry, JOBS, &cj.namespace, &r.name, &r.uid)? {
+                gone.insert(r.uid.clone());
             }
         }
         Ok((jobs, gone))

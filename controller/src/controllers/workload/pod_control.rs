@@ -122,6 +122,22 @@ impl PodControl {
             }
         }
     }
+
+    /// Deletes each pod `(name, uid)` as [`PodControl::delete`] does; the first failure.
+    pub fn delete_all<'a>(
+        &self,
+        owner: &Value,
+        namespace: &str,
+        pods: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Option<RegistryError> {
+        let mut failure = None;
+        for (name, uid) in pods {
+            if let Err(e) = self.delete(owner, namespace, name, uid) {
+                failure.get_or_insert(e);
+            }
+        }
+        failure
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ pub use crate::controllers::history::Revision;
 pub use crate::controllers::views::Pod;
 use crate::controllers::views::string_map;
 pub use crate::controllers::workload::parsed::ViewError;
-use crate::controllers::workload::parsed::or_default;
+use crate::controllers::workload::parsed::{or_default, required_uid, stored_template};
 use crate::controllers::workload::{Stored, Workload};
 use crate::informer::{Object, View};
 use berth_shared::k8s_openapi::api::apps::v1 as apps;
@@ -85,10 +85,7 @@ impl DaemonSet {
     pub fn from_value(obj: &Value) -> Result<DaemonSet, ViewError> {
         let typed: apps::DaemonSet = serde_json::from_value(obj.clone())?;
         let meta = &typed.metadata;
-        let uid = meta.uid.clone().unwrap_or_default();
-        if uid.is_empty() {
-            return Err(ViewError::NoUid);
-        }
+        let uid = required_uid(meta.uid.as_ref())?;
         let spec = typed.spec.unwrap_or_default();
         let strategy = match &spec.update_strategy {
             Some(s) if s.type_.as_deref() == Some("OnDelete") => Strategy::OnDelete,
@@ -111,10 +108,7 @@ impl DaemonSet {
             name: meta.name.clone().unwrap_or_default(),
             generation: meta.generation.unwrap_or(0),
             selector: LabelSelector::from_k8s(&spec.selector)?,
-            template: obj
-                .pointer("/spec/template")
-                .cloned()
-                .unwrap_or(Value::Null),
+            template: stored_template(obj),
             placement: Placement::of_template(spec.template.spec.as_ref()),
             pod_template: spec.template,
             template_generation: annotations

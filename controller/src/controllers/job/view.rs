@@ -7,6 +7,7 @@
 
 use crate::controllers::views::{ControllerRef, controller_of, string_map};
 pub use crate::controllers::workload::parsed::ViewError;
+use crate::controllers::workload::parsed::required_uid;
 use crate::controllers::workload::{Stored, Workload};
 use crate::informer::{Object, View};
 use berth_shared::k8s_openapi::api::batch::v1 as batch;
@@ -59,10 +60,7 @@ impl Job {
     pub fn from_value(obj: &Value) -> Result<Job, ViewError> {
         let typed: batch::Job = serde_json::from_value(obj.clone())?;
         let meta = typed.metadata;
-        let uid = meta.uid.unwrap_or_default();
-        if uid.is_empty() {
-            return Err(ViewError::NoUid);
-        }
+        let uid = required_uid(meta.uid.as_ref())?;
         let spec = typed.spec.unwrap_or_default();
         let selector = match &spec.selector {
             Some(s) => LabelSelector::from_k8s(s)?,

@@ -22,6 +22,20 @@ pub enum ViewError {
     Kind(String),
 }
 
+/// The uid in an owner's metadata: an owner without one cannot own anything.
+pub fn required_uid(uid: Option<&String>) -> Result<String, ViewError> {
+    uid.filter(|u| !u.is_empty())
+        .cloned()
+        .ok_or(ViewError::NoUid)
+}
+
+/// The pod template of a stored owner (`spec.template`) as stored, for hashing and copying.
+pub fn stored_template(obj: &Value) -> Value {
+    obj.pointer("/spec/template")
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
 /// An object as its controller reads it.
 pub trait Stored: Sized + Send + Sync + 'static {
     /// Why a stored object cannot be read.

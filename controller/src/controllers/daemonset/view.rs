@@ -10,8 +10,7 @@ pub use crate::controllers::history::Revision;
 pub use crate::controllers::views::Pod;
 use crate::controllers::views::string_map;
 pub use crate::controllers::workload::parsed::ViewError;
-use crate::controllers::workload::parsed::{or_default, required_uid, stored_template};
-use crate::controllers::workload::{Stored, Workload};
+use crate::controllers::workload::parsed::{or_default, owner_view, required_uid, stored_template};
 use crate::informer::{Object, View};
 use berth_shared::k8s_openapi::api::apps::v1 as apps;
 use berth_shared::k8s_openapi::api::core::v1 as core;
@@ -155,21 +154,7 @@ impl DaemonSet {
     }
 }
 
-impl Stored for DaemonSet {
-    type Error = ViewError;
-    fn from_value(v: &Value) -> Result<DaemonSet, ViewError> {
-        DaemonSet::from_value(v)
-    }
-}
-
-impl Workload for DaemonSet {
-    fn selector(&self) -> &LabelSelector {
-        &self.selector
-    }
-    fn deleting(&self) -> bool {
-        self.deleting
-    }
-}
+owner_view!(DaemonSet);
 
 /// A claimed daemon pod and the node it is meant for.
 #[derive(Debug, Clone)]

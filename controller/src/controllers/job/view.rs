@@ -5,10 +5,9 @@
 //!
 //! Planner: pure, no I/O.
 
-use crate::controllers::views::{ControllerRef, controller_of, string_map};
+use crate::controllers::views::{ControllerRef, Pod, str_at, string_map, time_at};
 pub use crate::controllers::workload::parsed::ViewError;
-use crate::controllers::workload::parsed::required_uid;
-use crate::controllers::workload::{Stored, Workload};
+use crate::controllers::workload::parsed::{owner_view, required_uid};
 use crate::informer::{Object, View};
 use berth_shared::k8s_openapi::api::batch::v1 as batch;
 use berth_shared::selector::LabelSelector;
@@ -39,21 +38,7 @@ pub struct Job {
     pub status: batch::JobStatus,
 }
 
-impl Stored for Job {
-    type Error = ViewError;
-    fn from_value(v: &Value) -> Result<Job, ViewError> {
-        Job::from_value(v)
-    }
-}
-
-impl Workload for Job {
-    fn selector(&self) -> &LabelSelector {
-        &self.selector
-    }
-    fn deleting(&self) -> bool {
-        self.deleting
-    }
-}
+owner_view!(Job);
 
 impl Job {
     /// Reads a stored Job.
@@ -185,14 +170,6 @@ pub struct JobPod {
     pub max_restarts: i32,
 }
 
-fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
-    v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
-}
-
-fn time_at(v: &Value, ptr: &str) -> Option<Timestamp> {
-    v.pointer(ptr)?.as_str()?.parse().ok()
-}
-
 /// Upstream `parseInt32` of an annotation: a non-negative int32, else 0.
 fn count_annotation(annotations: &BTreeMap<String, String>, key: &str) -> i32 {
     annotations
@@ -250,24 +227,24 @@ impl JobPod {
         });
         let app = array("/status/containerStatuses");
         let init = array("/status/initContainerStatuses");
+        // What every controller reads of a pod, as the shared view reads it.
+        let pod = Pod::from_value(obj);
         JobPod {
-            name: str_at(obj, "/metadata/name").to_string(),
+            name: pod.name,
             namespace: str_at(obj, "/metadata/namespace").to_string(),
-            uid: str_at(obj, "/metadata/uid").to_string(),
-            labels: string_map(obj.pointer("/metadata/labels")),
-            controller: controller_of(obj),
-            created: time_at(obj, "/metadata/creationTimestamp"),
-            deleting: obj.pointer("/metadata/deletionTimestamp").is_some(),
+            uid: pod.uid,
+            labels: pod.labels,
+            controller: pod.controller,
+            created: pod.created,
+            deleting: pod.deleting,
             deletion,
             finalizer: array("/metadata/finalizers")
                 .iter()
                 .any(|f| f.as_str() == Some(TRACKING_FINALIZER)),
-            phase: str_at(obj, "/status/phase").to_string(),
-            node_name: str_at(obj, "/spec/nodeName").to_string(),
+            phase: pod.phase,
+            node_name: pod.node_name,
             ready,
-            ready_since: ready_cond
-                .filter(|_| ready)
-                .and_then(|c| time_at(c, "/lastTransitionTime")),
+            ready_since: pod.ready_since,
             unready_since: ready_cond
                 .filter(|_| unready)
                 .and_then(|c| time_at(c, "/lastTransitionTime")),

@@ -52,6 +52,30 @@ pub trait Workload: Stored {
     fn deleting(&self) -> bool;
 }
 
+/// Implements [`Stored`] and [`Workload`] for an owner view with an inherent
+/// `from_value(&Value) -> Result<Self, ViewError>` and `selector` and `deleting` fields (trait
+/// impls, which a function cannot write).
+macro_rules! owner_view {
+    ($t:ty) => {
+        impl $crate::controllers::workload::Stored for $t {
+            type Error = $crate::controllers::workload::parsed::ViewError;
+            fn from_value(v: &serde_json::Value) -> Result<$t, Self::Error> {
+                <$t>::from_value(v)
+            }
+        }
+
+        impl $crate::controllers::workload::Workload for $t {
+            fn selector(&self) -> &berth_shared::selector::LabelSelector {
+                &self.selector
+            }
+            fn deleting(&self) -> bool {
+                self.deleting
+            }
+        }
+    };
+}
+pub(crate) use owner_view;
+
 /// An object parsed once per version.
 pub struct Parsed<T: Stored>(pub Result<Arc<T>, T::Error>);
 

@@ -130,9 +130,8 @@ impl Reconciler for Controller {
         }
         let failure = self.apply_changes(&ds, &raw, changes.capped(), &hash, now);
         let live = plan::live_hashes(&pods);
-        for r in history::cleanup(&owner, &history.old, history::by_hash(HASH_LABEL, &live)) {
-            history::write::delete_revision(&self.registry, &ds.namespace, &r)?;
-        }
+        let keep = history::by_hash(HASH_LABEL, &live);
+        history::write::trim(&self.registry, &owner, &history.old, keep)?;
         let new = status::compute(&ds, &nodes, &by_node, &hash, now);
         if status::needs_write(&ds, &new) {
             let target = Target::of(DAEMON_SETS, &ds.namespace, &ds.name, &ds.uid);

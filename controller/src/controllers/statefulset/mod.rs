@@ -135,9 +135,8 @@ impl Reconciler for Controller {
         }
         if !set.deleting {
             let live = plan::live_revisions(&pods, &current, &update);
-            for r in history::cleanup(&owner, &history.old, |r| live.contains(r.name.as_str())) {
-                history::write::delete_revision(&self.registry, &set.namespace, &r)?;
-            }
+            let keep = |r: &Revision| live.contains(r.name.as_str());
+            history::write::trim(&self.registry, &owner, &history.old, keep)?;
         }
         if let Some(e) = failure {
             return Err(e);

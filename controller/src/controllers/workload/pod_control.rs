@@ -114,7 +114,7 @@ impl PodControl {
                 self.record(owner, EventType::Normal, "SuccessfulDelete", &msg);
                 Ok(Some(v))
             }
-            Err(RegistryError::NotFound { .. } | RegistryError::Conflict { .. }) => Ok(None),
+            Err(e) if super::write::gone(&e) => Ok(None),
             Err(e) => {
                 let msg = format!("Error deleting: {e}");
                 self.record(owner, EventType::Warning, "FailedDelete", &msg);

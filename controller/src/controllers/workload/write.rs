@@ -60,6 +60,15 @@ pub fn delete(
     registry.delete(rt, Some(namespace), name, &opts)
 }
 
+/// Whether a deletion with a uid precondition failed only because the object is gone, or
+/// was replaced by another of its name: nothing is left to delete.
+pub fn gone(e: &RegistryError) -> bool {
+    matches!(
+        e,
+        RegistryError::NotFound { .. } | RegistryError::Conflict { .. }
+    )
+}
+
 /// Whether the API (read live, not the cache) still holds `name` as the object of uid `uid`.
 pub fn holds(
     registry: &Registry,

@@ -376,17 +376,20 @@ impl Failure {
     }
 }
 
+/// A key the runners work on: queued, compared, sent between tasks and logged.
+pub trait RunKey: Clone + Eq + Hash + Send + Display + 'static {}
+
+impl<K: Clone + Eq + Hash + Send + Display + 'static> RunKey for K {}
+
 /// Runs `reconcile` over the queue's keys with at most `concurrency` passes at once, until
 /// `shutdown` is cancelled (passes in flight finish first). Every error backs off.
-pub async fn run<K, F, Fut, E>(
+pub async fn run<K: RunKey, Fut, E>(
     queue: Queue<K>,
     concurrency: usize,
     shutdown: CancellationToken,
     name: &'static str,
-    reconcile: F,
+    reconcile: impl Fn(K) -> Fut + Send + Sync + 'static,
 ) where
-    K: Clone + Eq + Hash + Send + Display + 'static,
-    F: Fn(K) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Outcome, E>> + Send + 'static,
     E: Display + Send + 'static,
 {
@@ -399,14 +402,13 @@ pub async fn run<K, F, Fut, E>(
 }
 
 /// Like [`run`], with the retry of each failure chosen by the pass ([`Failure::retry`]).
-pub async fn run_with_policy<K, F, Fut>(
+pub async fn run_with_policy<K: RunKey, F, Fut>(
     queue: Queue<K>,
     concurrency: usize,
     shutdown: CancellationToken,
     name: &'static str,
     reconcile: F,
 ) where
-    K: Clone + Eq + Hash + Send + Display + 'static,
     F: Fn(K) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Outcome, Failure>> + Send + 'static,
 {

@@ -142,3 +142,19 @@ impl Recorder {
         }
     }
 }
+
+/// Records an event about `obj`; a failure to record is logged, never a pass's failure.
+pub fn record(recorder: &Recorder, obj: &Value, t: EventType, reason: &str, message: &str) {
+    if let Err(e) = recorder.record(obj, t, reason, message) {
+        tracing::debug!(error = %e, reason, "recording event");
+    }
+}
+
+/// Warning or Normal.
+pub fn event_type(warning: bool) -> EventType {
+    if warning {
+        EventType::Warning
+    } else {
+        EventType::Normal
+    }
+}

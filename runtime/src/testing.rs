@@ -1,10 +1,11 @@
 //! Test support for controllers and the scheduler: a control plane in process over a real
 //! store in a temporary directory (registry, informers, queue metrics), and waits that wake on
-//! store changes instead of sleeping.
+//! store changes instead of sleeping; and writing an object's status in the place of the
+//! kubelet or a node, as the controllers' tests play them.
 
 use crate::informer::Informers;
 use crate::{Clock, Context, QueueMetrics};
-use berth_registry::Registry;
+use berth_registry::{Part, Registry, RegistryError, WriteOptions};
 use berth_shared::resource::ResourceType;
 use berth_store::Store;
 use serde_json::Value;
@@ -92,4 +93,22 @@ impl ControlPlane {
             }
         }
     }
+}
+
+/// Edits the status of `name` (in `default` when the type is namespaced) with `edit`.
+pub fn edit_status(registry: &Registry, rt: &ResourceType, name: &str, edit: impl Fn(&mut Value)) {
+    let ns = rt.namespaced.then_some("default");
+    registry
+        .update_with(
+            rt,
+            ns,
+            name,
+            Part::Status,
+            &WriteOptions::default(),
+            |mut obj| {
+                edit(&mut obj);
+                Ok::<_, RegistryError>(obj)
+            },
+        )
+        .expect("status write");
 }

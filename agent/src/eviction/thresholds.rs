@@ -167,89 +167,26 @@ mod tests {
         );
         let five = SignedDuration::from_mins(5);
         let mut s = State::default();
-        type Case = (
-            &'static str,
-            i64,
-            Vec<(Signal, i64)>,
-            bool,
-            bool,
-            Vec<Signal>,
-        );
+        type Case = (&'static str, i64, (i64, i64), (bool, bool), Vec<Signal>);
+        // Each row: what happens, the second, the memory and disk available (Mi), the memory
+        // and disk pressure expected, the signals to reclaim.
+        #[rustfmt::skip]
         let cases: Vec<Case> = vec![
-            (
-                "plenty",
-                0,
-                vec![
-                    (Signal::MemoryAvailable, 500 * MI),
-                    (Signal::NodeFsAvailable, 500 * MI),
-                ],
-                false,
-                false,
-                vec![],
-            ),
-            (
-                "disk under its soft threshold: pressure, no eviction yet",
-                10,
-                vec![
-                    (Signal::MemoryAvailable, 500 * MI),
-                    (Signal::NodeFsAvailable, 200 * MI),
-                ],
-                false,
-                true,
-                vec![],
-            ),
-            (
-                "29 s later: still waiting",
-                39,
-                vec![
-                    (Signal::MemoryAvailable, 500 * MI),
-                    (Signal::NodeFsAvailable, 200 * MI),
-                ],
-                false,
-                true,
-                vec![],
-            ),
-            (
-                "memory crosses its hard threshold: acted on first",
-                40,
-                vec![
-                    (Signal::MemoryAvailable, 50 * MI),
-                    (Signal::NodeFsAvailable, 200 * MI),
-                ],
-                true,
-                true,
-                vec![Signal::MemoryAvailable, Signal::NodeFsAvailable],
-            ),
-            (
-                "both recover: the conditions stay for the transition period",
-                50,
-                vec![
-                    (Signal::MemoryAvailable, 500 * MI),
-                    (Signal::NodeFsAvailable, 500 * MI),
-                ],
-                true,
-                true,
-                vec![],
-            ),
-            (
-                "five minutes after they were last met they clear",
-                340,
-                vec![
-                    (Signal::MemoryAvailable, 500 * MI),
-                    (Signal::NodeFsAvailable, 500 * MI),
-                ],
-                false,
-                false,
-                vec![],
-            ),
+            ("plenty", 0, (500, 500), (false, false), vec![]),
+            ("disk under its soft threshold: pressure, no eviction yet", 10, (500, 200), (false, true), vec![]),
+            ("29 s later: still waiting", 39, (500, 200), (false, true), vec![]),
+            ("memory crosses its hard threshold: acted on first", 40, (50, 200), (true, true), vec![Signal::MemoryAvailable, Signal::NodeFsAvailable]),
+            ("both recover: the conditions stay for the transition period", 50, (500, 500), (true, true), vec![]),
+            ("five minutes after they were last met they clear", 340, (500, 500), (false, false), vec![]),
         ];
-        for (name, when, o, memory, disk, want) in cases {
+        for (name, when, (memory_mi, disk_mi), pressures, want) in cases {
+            let o = [
+                (Signal::MemoryAvailable, memory_mi * MI),
+                (Signal::NodeFsAvailable, disk_mi * MI),
+            ];
             let v = s.judge(&t, &obs(&o), five, at(when));
-            assert_eq!(
-                (v.pressures.memory, v.pressures.disk),
-                (memory, disk),
-                "{name}"
-            );
+            let got = (v.pressures.memory, v.pressures.disk);
+            assert_eq!(got, pressures, "{name}");
             let got: Vec<Signal> = v.to_reclaim.iter().map(|t| t.signal).collect();
             assert_eq!(got, want, "{name}");
         }

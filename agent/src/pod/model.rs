@@ -475,6 +475,18 @@ pub(crate) mod fixtures {
         Timestamp::from_second(1_700_000_000 + s).unwrap()
     }
 
+    /// A run that ended at `t(0)` with `code` and `reason`.
+    pub fn exit(code: i32, reason: &str) -> Termination {
+        Termination {
+            exit_code: code,
+            reason: reason.into(),
+            signal: None,
+            started_at: None,
+            finished_at: t(0),
+            message: String::new(),
+        }
+    }
+
     pub fn container(name: &str) -> Container {
         Container {
             name: name.into(),
@@ -667,14 +679,7 @@ mod tests {
 
     #[test]
     fn a_memory_kill_is_never_a_success() {
-        let t = |code, reason: &str| Termination {
-            exit_code: code,
-            reason: reason.into(),
-            signal: None,
-            started_at: None,
-            finished_at: t(0),
-            message: String::new(),
-        };
+        let t = exit;
         assert!(t(0, "Completed").succeeded());
         assert!(!t(0, "OOMKilled").succeeded());
         assert!(!t(1, "Error").succeeded());

@@ -426,6 +426,17 @@ mod tests {
             .collect()
     }
 
+    /// The attempts `actions` remove, in order.
+    fn removed(actions: &[Action]) -> Vec<ContainerId> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::RemoveContainer { id } => Some(id.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn pre_stop() -> Option<Lifecycle> {
         Some(Lifecycle {
             pre_stop: Some(LifecycleHandler {
@@ -442,6 +453,12 @@ mod tests {
             liveness,
             readiness,
         }
+    }
+
+    /// `app` running as its first attempt, with these startup, liveness and readiness results.
+    fn probed_app(startup: ProbeResult, liveness: ProbeResult, readiness: ProbeResult) -> Observed {
+        let probes = probes(startup, liveness, readiness);
+        observed(vec![with_probes(running("app", 0, 1), probes)])
     }
 
     // --- sandbox -------------------------------------------------------------------------
@@ -1216,10 +1233,7 @@ mod tests {
     #[test]
     fn a_failed_liveness_probe_kills_the_container_for_a_restart() {
         let pod = pod("Always", vec![], vec![probed(true, false)]);
-        let o = observed(vec![with_probes(
-            running("app", 0, 1),
-            probes(Unknown, Failure, Success),
-        )]);
+        let o = probed_app(Unknown, Failure, Success);
         assert_eq!(
             plan(&pod, &o),
             vec![
@@ -1244,10 +1258,7 @@ mod tests {
         }
         c.lifecycle = pre_stop();
         let pod = pod("Always", vec![], vec![c]);
-        let o = observed(vec![with_probes(
-            running("app", 0, 1),
-            probes(Unknown, Failure, Success),
-        )]);
+        let o = probed_app(Unknown, Failure, Success);
         assert!(matches!(
             &plan(&pod, &o)[0],
             Action::KillContainer { grace, pre_stop: true, .. } if *grace == Duration::from_secs(5)
@@ -1257,20 +1268,14 @@ mod tests {
     #[test]
     fn liveness_is_not_acted_on_until_startup_succeeded() {
         let pod = pod("Always", vec![], vec![probed(true, true)]);
-        let o = observed(vec![with_probes(
-            running("app", 0, 1),
-            probes(Unknown, Failure, Unknown),
-        )]);
+        let o = probed_app(Unknown, Failure, Unknown);
         assert_eq!(plan(&pod, &o), vec![Action::ReportStatus]);
     }
 
     #[test]
     fn a_failed_startup_probe_kills_the_container() {
         let pod = pod("OnFailure", vec![], vec![probed(false, true)]);
-        let o = observed(vec![with_probes(
-            running("app", 0, 1),
-            probes(Failure, Success, Unknown),
-        )]);
+        let o = probed_app(Failure, Success, Unknown);
         assert!(matches!(
             &plan(&pod, &o)[0],
             Action::KillContainer { reason: KillReason::StartupFailed, message, .. }
@@ -1281,10 +1286,7 @@ mod tests {
     #[test]
     fn a_failed_liveness_probe_under_never_kills_without_restart() {
         let pod = pod("Never", vec![], vec![probed(true, false)]);
-        let o = observed(vec![with_probes(
-            running("app", 0, 1),
-            probes(Unknown, Failure, Success),
-        )]);
+        let o = probed_app(Unknown, Failure, Success);
         assert!(matches!(
             &plan(&pod, &o)[0],
             Action::KillContainer { message, .. } if message == "Container app failed liveness probe"
@@ -1339,10 +1341,7 @@ mod tests {
             ..container("app")
         };
         let pod = pod("Always", vec![], vec![c]);
-        let o = observed(vec![with_probes(
-            running("app", 0, 1),
-            probes(Unknown, Success, Failure),
-        )]);
+        let o = probed_app(Unknown, Success, Failure);
         assert_eq!(plan(&pod, &o), vec![Action::ReportStatus]);
     }
 
@@ -1533,47 +1532,27 @@ mod tests {
 
     // --- garbage -----------------------------------------------------------------------------
 
+    /// A running container keeps its latest two attempts; one in back-off only its newest
+    /// dead one (the one its restart is counted from).
     #[test]
-    fn only_the_latest_two_attempts_of_a_container_are_kept() {
+    fn only_the_latest_attempts_of_a_container_are_kept() {
         let pod = pod("Always", vec![], vec![container("app")]);
-        let o = observed(vec![
-            exited("app", 0, 1, 1),
-            exited("app", 1, 1, 2),
-            exited("app", 2, 1, 3),
-            running("app", 3, 4),
-        ]);
-        let removed: Vec<_> = plan(&pod, &o)
-            .into_iter()
-            .filter_map(|a| match a {
-                Action::RemoveContainer { id } => Some(id),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(
-            removed,
-            vec![ContainerId::new("app-1"), ContainerId::new("app-0")]
-        );
-    }
-
-    #[test]
-    fn a_container_in_back_off_keeps_only_its_newest_dead_attempt() {
-        let pod = pod("Always", vec![], vec![container("app")]);
-        let o = observed(vec![
-            exited("app", 0, 1, 1),
-            exited("app", 1, 1, 2),
-            exited("app", 2, 1, 3),
-        ]);
-        let removed: Vec<_> = plan(&pod, &o)
-            .into_iter()
-            .filter_map(|a| match a {
-                Action::RemoveContainer { id } => Some(id),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(
-            removed,
-            vec![ContainerId::new("app-1"), ContainerId::new("app-0")]
-        );
+        let dead = || {
+            vec![
+                exited("app", 0, 1, 1),
+                exited("app", 1, 1, 2),
+                exited("app", 2, 1, 3),
+            ]
+        };
+        let cases = [
+            ("running", [dead(), vec![running("app", 3, 4)]].concat()),
+            ("in back-off", dead()),
+        ];
+        for (name, attempts) in cases {
+            let o = observed(attempts);
+            let want = vec![ContainerId::new("app-1"), ContainerId::new("app-0")];
+            assert_eq!(removed(&plan(&pod, &o)), want, "{name}");
+        }
     }
 
     #[test]

@@ -270,23 +270,10 @@ pub fn go_duration(d: Duration) -> String {
 mod tests {
     use super::*;
 
-    fn t(s: i64) -> Timestamp {
-        Timestamp::from_second(1_700_000_000 + s).unwrap()
-    }
+    use crate::pod::model::fixtures::{exit, t};
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)
-    }
-
-    fn exit(code: i32, reason: &str) -> Termination {
-        Termination {
-            exit_code: code,
-            reason: reason.into(),
-            signal: None,
-            started_at: None,
-            finished_at: t(0),
-            message: String::new(),
-        }
     }
 
     #[test]

@@ -136,57 +136,40 @@ mod tests {
         assert_eq!(next(0, 1), 0);
     }
 
+    /// Each row: the failure, whether the request is idempotent, whether another server is
+    /// left to try, and what the client does.
     #[test]
-    fn an_unreachable_server_is_left_and_the_request_sent_to_the_next() {
-        for idempotent in [true, false] {
-            assert_eq!(
-                decide(Failure::Connect, idempotent, true),
-                Decision::SwitchAndRetry
-            );
-            assert_eq!(
-                decide(Failure::Status(503), idempotent, true),
-                Decision::SwitchAndRetry
-            );
-        }
-    }
-
-    #[test]
-    fn a_request_that_may_have_been_applied_is_repeated_only_if_idempotent() {
-        assert_eq!(
-            decide(Failure::Transport, true, true),
-            Decision::SwitchAndRetry
-        );
-        assert_eq!(
-            decide(Failure::Transport, false, true),
-            Decision::SwitchAndReturn
-        );
-        assert_eq!(
-            decide(Failure::Status(504), false, true),
-            Decision::SwitchAndReturn
-        );
-        assert_eq!(
-            decide(Failure::Status(502), true, true),
-            Decision::SwitchAndRetry
-        );
-    }
-
-    #[test]
-    fn an_answer_is_an_answer() {
+    fn each_failure_decides_whether_to_switch_servers_and_retry() {
+        use Decision::*;
+        use Failure::*;
+        let mut cases = vec![
+            // An unreachable server is left and the request sent to the next.
+            ("unreachable", Connect, true, true, SwitchAndRetry),
+            ("unreachable", Connect, false, true, SwitchAndRetry),
+            ("unavailable", Status(503), true, true, SwitchAndRetry),
+            ("unavailable", Status(503), false, true, SwitchAndRetry),
+            // A request that may have been applied is repeated only if idempotent.
+            ("cut off, idempotent", Transport, true, true, SwitchAndRetry),
+            ("cut off", Transport, false, true, SwitchAndReturn),
+            ("gateway timeout", Status(504), false, true, SwitchAndReturn),
+            (
+                "bad gateway, idempotent",
+                Status(502),
+                true,
+                true,
+                SwitchAndRetry,
+            ),
+            // With every server tried the failure goes to the caller.
+            ("every server tried", Connect, true, false, SwitchAndReturn),
+        ];
+        // An answer is an answer.
         for code in [400, 401, 403, 404, 409, 410, 422, 429, 500] {
-            assert_eq!(
-                decide(Failure::Status(code), true, true),
-                Decision::Return,
-                "{code}"
-            );
+            cases.push(("an answer", Status(code), true, true, Return));
         }
-    }
-
-    #[test]
-    fn with_every_server_tried_the_failure_goes_to_the_caller() {
-        assert_eq!(
-            decide(Failure::Connect, true, false),
-            Decision::SwitchAndReturn
-        );
+        for (name, failure, idempotent, others_left, want) in cases {
+            let got = decide(failure, idempotent, others_left);
+            assert_eq!(got, want, "{name}: {failure:?} idempotent={idempotent}");
+        }
     }
 
     #[test]

@@ -142,6 +142,12 @@ fn collection_path(rt: &ResourceType, ns: Option<&str>) -> String {
     }
 }
 
+/// The path of one object, or of its `status` subresource when `status` is true.
+fn object_path(rt: &ResourceType, ns: Option<&str>, name: &str, status: bool) -> String {
+    let subresource = if status { "/status" } else { "" };
+    format!("{}/{name}{subresource}", collection_path(rt, ns))
+}
+
 impl Client {
     /// A client for `server` (`https://host:port`) trusting only `ca_pem`.
     pub fn new(server: &str, ca_pem: &str, creds: Credentials) -> Result<Client, ClientError> {
@@ -347,10 +353,7 @@ impl Client {
         obj: &T,
         status: bool,
     ) -> Result<T, ClientError> {
-        let mut path = format!("{}/{name}", collection_path(rt, ns));
-        if status {
-            path.push_str("/status");
-        }
+        let path = object_path(rt, ns, name, status);
         let body = bytes::Bytes::from(serde_json::to_vec(obj).map_err(ClientError::Encode)?);
         self.send(reqwest::Method::PUT, &path, |r| json_body(r, &body))
             .await
@@ -365,10 +368,7 @@ impl Client {
         patch: &Value,
         status: bool,
     ) -> Result<T, ClientError> {
-        let mut path = format!("{}/{name}", collection_path(rt, ns));
-        if status {
-            path.push_str("/status");
-        }
+        let path = object_path(rt, ns, name, status);
         let body = patch.to_string();
         self.send(reqwest::Method::PATCH, &path, |r| {
             r.header(

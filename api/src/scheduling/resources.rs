@@ -57,37 +57,27 @@ impl Resources {
     }
 
     pub fn add(&mut self, other: &Resources) {
-        self.milli_cpu = self.milli_cpu.saturating_add(other.milli_cpu);
-        self.memory = self.memory.saturating_add(other.memory);
-        self.ephemeral_storage = self
-            .ephemeral_storage
-            .saturating_add(other.ephemeral_storage);
-        for (k, v) in &other.scalar {
-            let e = self.scalar.entry(k.clone()).or_insert(0);
-            *e = e.saturating_add(*v);
-        }
+        self.combine(other, i64::saturating_add);
     }
 
     pub fn subtract(&mut self, other: &Resources) {
-        self.milli_cpu = self.milli_cpu.saturating_sub(other.milli_cpu);
-        self.memory = self.memory.saturating_sub(other.memory);
-        self.ephemeral_storage = self
-            .ephemeral_storage
-            .saturating_sub(other.ephemeral_storage);
-        for (k, v) in &other.scalar {
-            let e = self.scalar.entry(k.clone()).or_insert(0);
-            *e = e.saturating_sub(*v);
-        }
+        self.combine(other, i64::saturating_sub);
     }
 
     /// Per resource, the larger of the two.
     pub fn max_with(&mut self, other: &Resources) {
-        self.milli_cpu = self.milli_cpu.max(other.milli_cpu);
-        self.memory = self.memory.max(other.memory);
-        self.ephemeral_storage = self.ephemeral_storage.max(other.ephemeral_storage);
+        self.combine(other, i64::max);
+    }
+
+    /// Each resource of `self` replaced by `f` of it and `other`'s (a scalar resource `self`
+    /// does not have counts as 0).
+    fn combine(&mut self, other: &Resources, f: impl Fn(i64, i64) -> i64) {
+        self.milli_cpu = f(self.milli_cpu, other.milli_cpu);
+        self.memory = f(self.memory, other.memory);
+        self.ephemeral_storage = f(self.ephemeral_storage, other.ephemeral_storage);
         for (k, v) in &other.scalar {
             let e = self.scalar.entry(k.clone()).or_insert(0);
-            *e = (*e).max(*v);
+            *e = f(*e, *v);
         }
     }
 

@@ -2,29 +2,12 @@
 //! set, terminating pods, headless Services, labels, and when nothing is written.
 
 use super::*;
-use serde_json::{Value, json};
+use crate::endpointslice::plan::tests::{pod_at, svc};
+use serde_json::json;
 
-fn svc(extra: Value) -> Service {
-    let mut spec = json!({"selector": {"app": "web"}, "clusterIP": "10.43.0.10",
-        "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}]});
-    if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
-        s.extend(e.clone());
-    }
-    serde_json::from_value(json!({"metadata": {"name": "web", "namespace": "default",
-        "uid": "svc-uid", "labels": {"tier": "front"}}, "spec": spec}))
-    .unwrap()
-}
-
+/// Pod `web-<i>`, its IP falling as `i` grows (sorting must not follow the pods' order).
 fn pod(i: usize, ready: bool) -> Pod {
-    let s = if ready { "True" } else { "False" };
-    serde_json::from_value(json!({
-        "metadata": {"name": format!("web-{i}"), "namespace": "default",
-            "uid": format!("uid-{i}"), "labels": {"app": "web"}},
-        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx",
-            "ports": [{"name": "http", "containerPort": 8080}]}]},
-        "status": {"phase": "Running", "podIP": format!("10.42.0.{}", 10 - i),
-            "conditions": [{"type": "Ready", "status": s}]}}))
-    .unwrap()
+    pod_at(i, ready, &format!("10.42.0.{}", 10 - i))
 }
 
 fn created(a: Action) -> Endpoints {

@@ -347,4 +347,4 @@ fn recycle(plan: &mut Plan) {
 
 #[cfg(test)]
 #[path = "plan_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -4,7 +4,9 @@
 use super::*;
 use serde_json::{Value, json};
 
-fn svc(extra: Value) -> Service {
+/// Service `web` selecting `app: web` with one named port, `extra` merged over its spec
+/// (shared with the Endpoints planner's tests).
+pub(crate) fn svc(extra: Value) -> Service {
     let mut spec = json!({"selector": {"app": "web"}, "clusterIP": "10.43.0.10",
         "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}]});
     if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
@@ -16,13 +18,18 @@ fn svc(extra: Value) -> Service {
 }
 
 fn pod(i: usize, ready: bool) -> Pod {
+    pod_at(i, ready, &ip(i))
+}
+
+/// Pod `web-<i>` on node `n1` at `ip`, Ready or not (shared with the Endpoints planner's tests).
+pub(crate) fn pod_at(i: usize, ready: bool, ip: &str) -> Pod {
     let s = if ready { "True" } else { "False" };
     serde_json::from_value(json!({
         "metadata": {"name": format!("web-{i}"), "namespace": "default",
             "uid": format!("uid-{i}"), "labels": {"app": "web"}},
         "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx",
             "ports": [{"name": "http", "containerPort": 8080}]}]},
-        "status": {"phase": "Running", "podIP": ip(i),
+        "status": {"phase": "Running", "podIP": ip,
             "conditions": [{"type": "Ready", "status": s}]}}))
     .unwrap()
 }

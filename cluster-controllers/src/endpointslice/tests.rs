@@ -1,8 +1,9 @@
 //! Both controllers in process over a real store: a Service and two pods with IPs get one
 //! EndpointSlice and one Endpoints listing both; a pod going away is dropped from both.
 
-use berth_registry::{DeleteOptions, Part, WriteOptions};
+use berth_registry::{DeleteOptions, WriteOptions};
 use berth_runtime::testing::ControlPlane;
+use berth_runtime::testing::edit_status;
 use berth_shared::resource::{ENDPOINT_SLICES, ENDPOINTS, PODS, SERVICES};
 use serde_json::{Value, json};
 
@@ -22,20 +23,10 @@ fn running_pod(cp: &ControlPlane, name: &str, ip: &str) {
             "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx",
                 "ports": [{"name": "http", "containerPort": 8080}]}]}}),
     );
-    cp.registry()
-        .update_with(
-            PODS,
-            Some("default"),
-            name,
-            Part::Status,
-            &WriteOptions::default(),
-            |mut p| {
-                p["status"] = json!({"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+    edit_status(cp.registry(), PODS, name, |p| {
+        p["status"] = json!({"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
                     "conditions": [{"type": "Ready", "status": "True"}]});
-                Ok::<_, berth_registry::RegistryError>(p)
-            },
-        )
-        .unwrap();
+    });
 }
 
 fn slice_ips(cp: &ControlPlane) -> Vec<Vec<String>> {

@@ -13,7 +13,8 @@ pub mod behavior;
 pub mod plan;
 pub mod replicas;
 
-use berth_registry::events::{EventType, Recorder};
+use berth_registry::events;
+use berth_registry::events::Recorder;
 use berth_registry::{Part, Registry, RegistryError, WriteOptions};
 use berth_runtime::informer::{Informer, Object, ObjectKey};
 use berth_runtime::{self as runtime, Clock, Context, Reconciler};
@@ -160,14 +161,8 @@ fn conditions_json(old: &Value, new: &[plan::Condition], now: &str) -> Value {
 
 impl Controller {
     fn record(&self, obj: &Value, warning: bool, reason: &str, message: &str) {
-        let t = if warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        };
-        if let Err(e) = self.recorder.record(obj, t, reason, message) {
-            tracing::debug!(error = %e, reason, "recording event");
-        }
+        let t = events::event_type(warning);
+        events::record(&self.recorder, obj, t, reason, message);
     }
 
     fn target(
@@ -201,7 +196,66 @@ impl Controller {
         }
     }
 
-    fn sync(&self, key: &ObjectKey) -> Result<Outcome, AutoscalerError> {
+    /// Writes the status when it changed (conditions keep their transition times).
+    #[allow(clippy::too_many_arguments)]
+    fn write_status(
+        &self,
+        raw: &mut Value,
+        hpa: &HorizontalPodAutoscaler,
+        current: Option<i32>,
+        conditions: &[plan::Condition],
+        metrics: &[Value],
+        rescaled: Option<(String, i32)>,
+        now: &str,
+    ) -> Result<(), AutoscalerError> {
+        let old = raw.get("status").cloned().unwrap_or_else(|| json!({}));
+        let mut status = json!({});
+        if let Some(g) = hpa.metadata.generation {
+            status["observedGeneration"] = json!(g);
+        }
+        match &rescaled {
+            Some((at, _)) => status["lastScaleTime"] = json!(at),
+            None => {
+                if let Some(t) = old.get("lastScaleTime").filter(|t| !t.is_null()) {
+                    status["lastScaleTime"] = t.clone();
+                }
+            }
+        }
+        let current = current.unwrap_or_else(|| {
+            old.get("currentReplicas")
+                .and_then(Value::as_i64)
+                .and_then(|n| i32::try_from(n).ok())
+                .unwrap_or(0)
+        });
+        status["currentReplicas"] = json!(current);
+        status["desiredReplicas"] = json!(rescaled.as_ref().map_or(current, |(_, d)| *d));
+        if !metrics.is_empty() {
+            status["currentMetrics"] = Value::Array(metrics.to_vec());
+        }
+        status["conditions"] = conditions_json(&old["conditions"], conditions, now);
+        if status == old {
+            return Ok(());
+        }
+        raw["status"] = status;
+        self.registry.update(
+            HORIZONTAL_POD_AUTOSCALERS,
+            raw.pointer("/metadata/namespace").and_then(Value::as_str),
+            raw.pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+            raw.clone(),
+            Part::Status,
+            &WriteOptions::default(),
+        )?;
+        Ok(())
+    }
+}
+
+impl Reconciler for Controller {
+    type Key = ObjectKey;
+    type Error = AutoscalerError;
+
+    fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, AutoscalerError> {
         let requeue = Outcome::RequeueAfter(self.config.sync_period);
         let Some(obj) = self.hpas.get_key(key) else {
             self.history
@@ -346,69 +400,6 @@ impl Controller {
             &now_text,
         )?;
         Ok(requeue)
-    }
-
-    /// Writes the status when it changed (conditions keep their transition times).
-    #[allow(clippy::too_many_arguments)]
-    fn write_status(
-        &self,
-        raw: &mut Value,
-        hpa: &HorizontalPodAutoscaler,
-        current: Option<i32>,
-        conditions: &[plan::Condition],
-        metrics: &[Value],
-        rescaled: Option<(String, i32)>,
-        now: &str,
-    ) -> Result<(), AutoscalerError> {
-        let old = raw.get("status").cloned().unwrap_or_else(|| json!({}));
-        let mut status = json!({});
-        if let Some(g) = hpa.metadata.generation {
-            status["observedGeneration"] = json!(g);
-        }
-        match &rescaled {
-            Some((at, _)) => status["lastScaleTime"] = json!(at),
-            None => {
-                if let Some(t) = old.get("lastScaleTime").filter(|t| !t.is_null()) {
-                    status["lastScaleTime"] = t.clone();
-                }
-            }
-        }
-        let current = current.unwrap_or_else(|| {
-            old.get("currentReplicas")
-                .and_then(Value::as_i64)
-                .and_then(|n| i32::try_from(n).ok())
-                .unwrap_or(0)
-        });
-        status["currentReplicas"] = json!(current);
-        status["desiredReplicas"] = json!(rescaled.as_ref().map_or(current, |(_, d)| *d));
-        if !metrics.is_empty() {
-            status["currentMetrics"] = Value::Array(metrics.to_vec());
-        }
-        status["conditions"] = conditions_json(&old["conditions"], conditions, now);
-        if status == old {
-            return Ok(());
-        }
-        raw["status"] = status;
-        self.registry.update(
-            HORIZONTAL_POD_AUTOSCALERS,
-            raw.pointer("/metadata/namespace").and_then(Value::as_str),
-            raw.pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default(),
-            raw.clone(),
-            Part::Status,
-            &WriteOptions::default(),
-        )?;
-        Ok(())
-    }
-}
-
-impl Reconciler for Controller {
-    type Key = ObjectKey;
-    type Error = AutoscalerError;
-
-    fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, AutoscalerError> {
-        self.sync(key)
     }
 }
 

@@ -3,6 +3,7 @@
 
 use super::*;
 use berth_runtime::testing::ControlPlane;
+use berth_runtime::testing::edit_status;
 use std::time::Duration;
 
 fn create_node(cp: &ControlPlane, name: &str) {
@@ -63,19 +64,9 @@ async fn pods_nothing_else_can_finish_are_collected() {
 }
 
 fn finish_pod(cp: &ControlPlane, name: &str, phase: &str) {
-    cp.registry()
-        .update_with(
-            PODS,
-            Some("default"),
-            name,
-            Part::Status,
-            &WriteOptions::default(),
-            |mut p| {
-                p["status"]["phase"] = json!(phase);
-                Ok::<_, RegistryError>(p)
-            },
-        )
-        .unwrap();
+    edit_status(cp.registry(), PODS, name, |p| {
+        p["status"]["phase"] = json!(phase)
+    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

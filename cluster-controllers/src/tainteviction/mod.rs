@@ -14,6 +14,7 @@ pub mod plan;
 #[cfg(test)]
 mod tests;
 
+use berth_registry::events;
 use berth_registry::events::{EventType, Recorder};
 use berth_registry::eviction::Disruption;
 use berth_registry::{DeleteOptions, DeletePreconditions, Registry, RegistryError};
@@ -119,12 +120,7 @@ struct Controller {
 
 impl Controller {
     fn record(&self, obj: &Value, reason: &str, message: &str) {
-        if let Err(e) = self
-            .recorder
-            .record(obj, EventType::Normal, reason, message)
-        {
-            tracing::debug!(error = %e, reason, "recording event");
-        }
+        events::record(&self.recorder, obj, EventType::Normal, reason, message);
     }
 
     /// The node's `NoExecute` taints with their start times.
@@ -163,47 +159,6 @@ impl Controller {
 
     fn scheduled(&self) -> std::sync::MutexGuard<'_, HashSet<ObjectKey>> {
         self.scheduled.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn sync(&self, key: &ObjectKey) -> Result<Outcome, RegistryError> {
-        let Some(obj) = self.pods.get_key(key) else {
-            self.scheduled().remove(key);
-            return Ok(Outcome::Done);
-        };
-        let pod = obj.view::<PodFacts>();
-        let node = (!pod.node.is_empty())
-            .then(|| self.nodes.get(None, &pod.node))
-            .flatten();
-        let (Some(node), false) = (node, pod.deleting) else {
-            self.scheduled().remove(key);
-            return Ok(Outcome::Done);
-        };
-        let now = self.clock.now();
-        let taints = self.observe_taints(&pod.node, &node.view::<NodeTaints>(), now);
-        let verdict = plan::verdict(&taints, &pod.tolerations, pod.bound, now);
-        let name = format!("{}/{}", key.namespace().unwrap_or_default(), key.name());
-        match verdict {
-            Verdict::Keep => {
-                if self.scheduled().remove(key) {
-                    let raw = obj.value().map_err(RegistryError::from)?;
-                    let msg = format!("Cancelling deletion of Pod {name}");
-                    self.record(&raw, "TaintManagerEviction", &msg);
-                }
-                Ok(Outcome::Done)
-            }
-            Verdict::EvictAt(at) => {
-                self.scheduled().insert(key.clone());
-                tracing::debug!(pod = %key, node = %pod.node, %at, "eviction scheduled");
-                Ok(verdict
-                    .wait(now)
-                    .map_or(Outcome::Done, Outcome::RequeueAfter))
-            }
-            Verdict::EvictNow => {
-                self.scheduled().remove(key);
-                self.apply_eviction(key, &obj, &name)?;
-                Ok(Outcome::Done)
-            }
-        }
     }
 
     /// Upstream `addConditionAndDeletePod`, after the event.
@@ -247,7 +202,44 @@ impl Reconciler for Controller {
     type Error = RegistryError;
 
     fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, RegistryError> {
-        self.sync(key)
+        let Some(obj) = self.pods.get_key(key) else {
+            self.scheduled().remove(key);
+            return Ok(Outcome::Done);
+        };
+        let pod = obj.view::<PodFacts>();
+        let node = (!pod.node.is_empty())
+            .then(|| self.nodes.get(None, &pod.node))
+            .flatten();
+        let (Some(node), false) = (node, pod.deleting) else {
+            self.scheduled().remove(key);
+            return Ok(Outcome::Done);
+        };
+        let now = self.clock.now();
+        let taints = self.observe_taints(&pod.node, &node.view::<NodeTaints>(), now);
+        let verdict = plan::verdict(&taints, &pod.tolerations, pod.bound, now);
+        let name = format!("{}/{}", key.namespace().unwrap_or_default(), key.name());
+        match verdict {
+            Verdict::Keep => {
+                if self.scheduled().remove(key) {
+                    let raw = obj.value().map_err(RegistryError::from)?;
+                    let msg = format!("Cancelling deletion of Pod {name}");
+                    self.record(&raw, "TaintManagerEviction", &msg);
+                }
+                Ok(Outcome::Done)
+            }
+            Verdict::EvictAt(at) => {
+                self.scheduled().insert(key.clone());
+                tracing::debug!(pod = %key, node = %pod.node, %at, "eviction scheduled");
+                Ok(verdict
+                    .wait(now)
+                    .map_or(Outcome::Done, Outcome::RequeueAfter))
+            }
+            Verdict::EvictNow => {
+                self.scheduled().remove(key);
+                self.apply_eviction(key, &obj, &name)?;
+                Ok(Outcome::Done)
+            }
+        }
     }
 }
 

@@ -17,7 +17,7 @@ mod plan_tests;
 #[cfg(test)]
 mod tests;
 
-use super::workload::{self, Parsed};
+use super::workload::{self, Parsed, write};
 use berth_registry::events::Recorder;
 use berth_registry::{Registry, RegistryError};
 use berth_runtime::informer::{Informer, ObjectKey};
@@ -111,21 +111,14 @@ impl Controller {
         }
         jobs.sort_by(|a, b| a.name.cmp(&b.name));
         let mut gone = BTreeSet::new();
-        for r in &cj.status.active {
-            if jobs.iter().any(|j| j.uid == r.uid) {
-                continue;
-            }
-            match self.registry.get(JOBS, Some(&cj.namespace), &r.name) {
-                Ok(o) => {
-                    let v = o.value().map_err(RegistryError::from)?;
-                    if v.pointer("/metadata/uid").and_then(|u| u.as_str()) != Some(&r.uid) {
-                        gone.insert(r.uid.clone());
-                    }
-                }
-                Err(RegistryError::NotFound { .. }) => {
-                    gone.insert(r.uid.clone());
-                }
-                Err(e) => return Err(e.into()),
+        for r in cj
+            .status
+            .active
+            .iter()
+            .filter(|r| !jobs.iter().any(|j| j.uid == r.uid))
+        {
+            if !write::holds(&self.registry, JOBS, &cj.namespace, &r.name, &r.uid)? {
+                gone.insert(r.uid.clone());
             }
         }
         Ok((jobs, gone))

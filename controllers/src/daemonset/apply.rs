@@ -24,7 +24,7 @@ impl Controller {
     ) -> Option<SyncError> {
         let pods = changes.create.iter().map(|node| new_pod(ds, node, hash));
         let created = self.pods_control.create(raw, &ds.namespace, pods);
-        let mut failure = created.failure.map(SyncError::Create);
+        let failure = created.failure.map(SyncError::Create);
         for d in &changes.delete {
             if let Some((t, reason, msg)) = d.event(&ds.namespace) {
                 self.pods_control.record(raw, t, reason, &msg);
@@ -34,14 +34,13 @@ impl Controller {
                 backoff.forget_expired(now);
                 backoff.step(key, now);
             }
-            if let Err(e) = self
-                .pods_control
-                .delete(raw, &ds.namespace, &d.pod.name, &d.pod.uid)
-            {
-                failure.get_or_insert(SyncError::Delete(e));
-            }
         }
-        failure
+        let pods = changes
+            .delete
+            .iter()
+            .map(|d| (d.pod.name.as_str(), d.pod.uid.as_str()));
+        let deleted = self.pods_control.delete_all(raw, &ds.namespace, pods);
+        failure.or(deleted.map(SyncError::Delete))
     }
 
     /// Folds duplicates of the current revision into it: their pods get the current hash,

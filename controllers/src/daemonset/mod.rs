@@ -36,11 +36,10 @@ use berth_runtime::informer::{Informer, ObjectKey};
 use berth_runtime::{self as runtime, Clock, Context, Reconciler};
 use berth_shared::reconcile::Outcome;
 use berth_shared::resource::{CONTROLLER_REVISIONS, DAEMON_SETS, NODES, PODS};
-use routing::TargetNode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use view::{DaemonPod, DaemonSet, HASH_LABEL, Node, Revision, Strategy};
+use view::{DaemonPod, DaemonSet, HASH_LABEL, Node, Revision, Strategy, TargetNode};
 
 /// The events' `source.component`, as upstream.
 pub const COMPONENT: &str = "daemonset-controller";
@@ -76,17 +75,9 @@ impl Controller {
         nodes
     }
 
-    /// The DaemonSet's revisions, claimed through the kit (adoptions and releases applied).
-    fn observe_revisions(&self, ds: &DaemonSet) -> Result<Vec<Arc<Revision>>, SyncError> {
-        let owner = template::ownership(ds);
-        let claimed = owner.claim(&self.registry, &self.revisions)?;
-        Ok(claimed.iter().map(|o| o.view()).collect())
-    }
-
     /// The DaemonSet's pods, claimed.
     fn observe_pods(&self, ds: &DaemonSet) -> Result<Vec<DaemonPod>, SyncError> {
-        let owner = template::ownership(ds);
-        let claimed = owner.claim(&self.registry, &self.pods)?;
+        let claimed = template::ownership(ds).claim(&self.registry, &self.pods)?;
         Ok(claimed
             .iter()
             .map(|o| DaemonPod {
@@ -119,7 +110,8 @@ impl Reconciler for Controller {
         }
         let now = self.clock.now();
         let nodes = self.observe_nodes();
-        let revisions = self.observe_revisions(&ds)?;
+        let revisions: Vec<Arc<Revision>> =
+            template::ownership(&ds).claim_views(&self.registry, &self.revisions)?;
         let owner = template::history_owner(&ds);
         let history = history::plan(&owner, &revisions);
         history::write::settle(&self.registry, &owner, &history)?;
@@ -138,9 +130,8 @@ impl Reconciler for Controller {
         }
         let failure = self.apply_changes(&ds, &raw, changes.capped(), &hash, now);
         let live = plan::live_hashes(&pods);
-        for r in history::cleanup(&owner, &history.old, history::by_hash(HASH_LABEL, &live)) {
-            history::write::delete_revision(&self.registry, &ds.namespace, &r)?;
-        }
+        let keep = history::by_hash(HASH_LABEL, &live);
+        history::write::trim(&self.registry, &owner, &history.old, keep)?;
         let new = status::compute(&ds, &nodes, &by_node, &hash, now);
         if status::needs_write(&ds, &new) {
             let target = Target::of(DAEMON_SETS, &ds.namespace, &ds.name, &ds.uid);

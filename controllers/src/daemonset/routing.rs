@@ -1,34 +1,14 @@
-//! Which DaemonSets a change concerns, and the views they are judged by (each derived once per
-//! object version and shared). A DaemonSet's own change, and its pods' and revisions' through
+//! Which DaemonSets a change concerns (judged by the views of [`super::view`], each derived
+//! once per object version and shared). A DaemonSet's own change, and its pods' and revisions' through
 //! their controller reference, are wired by the runtime (`Controller::new`, `.owns`), and so
 //! are live orphans (`.adopts` with the kit's `Parsed::selector`: upstream `addPod`/`updatePod`,
 //! `addHistory`); here: a node concerns the DaemonSets whose
 //! verdict on it changes (upstream `addNode`/`updateNode`: a heartbeat or a cordon concerns
 //! none), or, when it goes, every DaemonSet (their pods there must go too).
 
-use super::view::{DaemonSet, Node, pinned_node};
+use super::view::{DaemonSet, Node};
 use crate::workload::Parsed;
-use berth_runtime::informer::{Delta, DeltaType, Informer, Object, ObjectKey, View};
-
-impl View for Node {
-    fn derive(obj: &Object) -> Self {
-        obj.value()
-            .map(|v| Node::from_value(&v))
-            .unwrap_or_default()
-    }
-}
-
-/// The node a daemon pod is meant for (see [`super::view::DaemonPod::node`]).
-pub struct TargetNode(pub Option<String>);
-
-impl View for TargetNode {
-    fn derive(obj: &Object) -> Self {
-        if let Some(n) = obj.field("spec.nodeName").filter(|n| !n.is_empty()) {
-            return TargetNode(Some(n));
-        }
-        TargetNode(obj.value().ok().and_then(|v| pinned_node(v.get("spec"))))
-    }
-}
+use berth_runtime::informer::{Delta, DeltaType, Informer, ObjectKey};
 
 /// A node change: the DaemonSets it concerns.
 pub fn node_change(sets: &Informer, d: &Delta) -> Vec<ObjectKey> {

@@ -9,9 +9,10 @@
 use super::eligibility::fit;
 use super::view::{DaemonSet, Node, Status};
 use crate::views::Pod;
-use crate::workload::availability::is_available;
-use jiff::{SignedDuration, Timestamp};
-use serde_json::{Value, json};
+use crate::workload::availability::{is_available, next_check};
+use crate::workload::status::put_counts;
+use jiff::Timestamp;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,39 +87,31 @@ pub fn needs_write(ds: &DaemonSet, new: &Status) -> bool {
 /// Writes `new` into a stored DaemonSet's `status`; fields that are not counts
 /// (`collisionCount`, `conditions`) are kept. The API's optional counts are omitted when 0.
 pub fn apply(obj: &mut Value, new: &Status) {
-    if !obj.get("status").is_some_and(Value::is_object) {
-        obj["status"] = json!({});
-    }
-    let Some(status) = obj.get_mut("status").and_then(Value::as_object_mut) else {
-        return;
-    };
-    let mut put = |key: &str, n: i64, optional: bool| {
-        if optional && n == 0 {
-            status.remove(key);
-        } else {
-            status.insert(key.into(), json!(n));
-        }
-    };
-    put(
-        "desiredNumberScheduled",
-        new.desired_number_scheduled.into(),
-        false,
+    put_counts(
+        obj,
+        &[
+            (
+                "desiredNumberScheduled",
+                new.desired_number_scheduled.into(),
+                false,
+            ),
+            (
+                "currentNumberScheduled",
+                new.current_number_scheduled.into(),
+                false,
+            ),
+            ("numberMisscheduled", new.number_misscheduled.into(), false),
+            ("numberReady", new.number_ready.into(), false),
+            (
+                "updatedNumberScheduled",
+                new.updated_number_scheduled.into(),
+                true,
+            ),
+            ("numberAvailable", new.number_available.into(), true),
+            ("numberUnavailable", new.number_unavailable.into(), true),
+            ("observedGeneration", new.observed_generation, true),
+        ],
     );
-    put(
-        "currentNumberScheduled",
-        new.current_number_scheduled.into(),
-        false,
-    );
-    put("numberMisscheduled", new.number_misscheduled.into(), false);
-    put("numberReady", new.number_ready.into(), false);
-    put(
-        "updatedNumberScheduled",
-        new.updated_number_scheduled.into(),
-        true,
-    );
-    put("numberAvailable", new.number_available.into(), true);
-    put("numberUnavailable", new.number_unavailable.into(), true);
-    put("observedGeneration", new.observed_generation, true);
 }
 
 /// How long until the first ready pod that is not available yet becomes available (upstream
@@ -128,18 +121,11 @@ pub fn next_availability_check(
     pods: &BTreeMap<String, Vec<Arc<Pod>>>,
     now: Timestamp,
 ) -> Option<Duration> {
-    if ds.min_ready_seconds <= 0 {
-        return None;
-    }
-    let min_ready = SignedDuration::from_secs(i64::from(ds.min_ready_seconds));
-    pods.values()
-        .flatten()
-        .filter(|p| p.ready && !is_available(p, ds.min_ready_seconds, now))
-        .filter_map(|p| p.ready_since)
-        .map(|t| (t + min_ready).duration_since(now))
-        .min()
-        // Available only strictly after the instant: look a moment later.
-        .map(|d| Duration::try_from(d).unwrap_or_default() + Duration::from_millis(50))
+    next_check(
+        pods.values().flatten().map(|p| &**p),
+        ds.min_ready_seconds,
+        now,
+    )
 }
 
 #[cfg(test)]
@@ -147,6 +133,8 @@ mod tests {
     use super::*;
     use crate::daemonset::view::HASH_LABEL;
     use berth_shared::scheduling::{Taint, TaintEffect};
+    use jiff::SignedDuration;
+    use serde_json::json;
 
     fn now() -> Timestamp {
         "2024-06-01T12:00:00Z".parse().unwrap()

@@ -9,13 +9,15 @@ use super::eligibility::Placement;
 pub use crate::history::Revision;
 pub use crate::views::Pod;
 use crate::views::string_map;
-use crate::workload::{Stored, Workload};
+pub use crate::workload::parsed::ViewError;
+use crate::workload::parsed::{or_default, owner_view, required_uid, stored_template};
+use berth_runtime::informer::{Object, View};
 use berth_shared::k8s_openapi::api::apps::v1 as apps;
 use berth_shared::k8s_openapi::api::core::v1 as core;
 use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use berth_shared::scheduling::Taint;
 use berth_shared::scheduling::node_affinity::NODE_NAME_FIELD;
-use berth_shared::selector::{LabelSelector, SelectorError};
+use berth_shared::selector::LabelSelector;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,17 +29,6 @@ pub use berth_shared::admission::TEMPLATE_GENERATION;
 pub const HASH_LABEL: &str = "controller-revision-hash";
 /// The label carrying the template generation a daemon pod was made from.
 pub const GENERATION_LABEL: &str = "pod-template-generation";
-
-/// Why a DaemonSet cannot be planned for.
-#[derive(Debug, thiserror::Error)]
-pub enum ViewError {
-    #[error("object has no metadata.uid")]
-    NoUid,
-    #[error("decoding the DaemonSet: {0}")]
-    Decode(#[from] serde_json::Error),
-    #[error("invalid selector: {0}")]
-    Selector(#[from] SelectorError),
-}
 
 /// How old pods make way for new ones.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,10 +84,7 @@ impl DaemonSet {
     pub fn from_value(obj: &Value) -> Result<DaemonSet, ViewError> {
         let typed: apps::DaemonSet = serde_json::from_value(obj.clone())?;
         let meta = &typed.metadata;
-        let uid = meta.uid.clone().unwrap_or_default();
-        if uid.is_empty() {
-            return Err(ViewError::NoUid);
-        }
+        let uid = required_uid(meta.uid.as_ref())?;
         let spec = typed.spec.unwrap_or_default();
         let strategy = match &spec.update_strategy {
             Some(s) if s.type_.as_deref() == Some("OnDelete") => Strategy::OnDelete,
@@ -119,10 +107,7 @@ impl DaemonSet {
             name: meta.name.clone().unwrap_or_default(),
             generation: meta.generation.unwrap_or(0),
             selector: LabelSelector::from_k8s(&spec.selector)?,
-            template: obj
-                .pointer("/spec/template")
-                .cloned()
-                .unwrap_or(Value::Null),
+            template: stored_template(obj),
             placement: Placement::of_template(spec.template.spec.as_ref()),
             pod_template: spec.template,
             template_generation: annotations
@@ -169,21 +154,7 @@ impl DaemonSet {
     }
 }
 
-impl Stored for DaemonSet {
-    type Error = ViewError;
-    fn from_value(v: &Value) -> Result<DaemonSet, ViewError> {
-        DaemonSet::from_value(v)
-    }
-}
-
-impl Workload for DaemonSet {
-    fn selector(&self) -> &LabelSelector {
-        &self.selector
-    }
-    fn deleting(&self) -> bool {
-        self.deleting
-    }
-}
+owner_view!(DaemonSet);
 
 /// A claimed daemon pod and the node it is meant for.
 #[derive(Debug, Clone)]
@@ -237,6 +208,24 @@ impl Node {
             labels: string_map(obj.pointer("/metadata/labels")),
             taints: taints.iter().filter_map(Taint::from_k8s).collect(),
         }
+    }
+}
+
+impl View for Node {
+    fn derive(obj: &Object) -> Self {
+        or_default(obj, Node::from_value)
+    }
+}
+
+/// The node a daemon pod is meant for (see [`DaemonPod::node`]).
+pub struct TargetNode(pub Option<String>);
+
+impl View for TargetNode {
+    fn derive(obj: &Object) -> Self {
+        if let Some(n) = obj.field("spec.nodeName").filter(|n| !n.is_empty()) {
+            return TargetNode(Some(n));
+        }
+        TargetNode(obj.value().ok().and_then(|v| pinned_node(v.get("spec"))))
     }
 }
 

@@ -10,8 +10,9 @@
 
 pub mod plan;
 
+use super::workload;
 use crate::views::{ControllerRef, Pod};
-use berth_registry::events::{EventType, Recorder};
+use berth_registry::events::Recorder;
 use berth_registry::{Part, Registry, RegistryError, WriteOptions};
 use berth_runtime::informer::{Delta, DeltaType, Informer, Object, ObjectKey, View};
 use berth_runtime::{self as runtime, Clock, Context, Reconciler};
@@ -89,14 +90,8 @@ fn group_of(api_version: &str) -> &str {
 
 impl Controller {
     fn record(&self, obj: &Value, warning: bool, reason: &str, message: &str) {
-        let t = if warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        };
-        if let Err(e) = self.recorder.record(obj, t, reason, message) {
-            tracing::debug!(error = %e, reason, "recording event");
-        }
+        let t = workload::event_type(warning);
+        workload::record(&self.recorder, obj, t, reason, message);
     }
 
     /// `informer`'s object `name` in `ns` if it has `uid`.
@@ -136,8 +131,13 @@ impl Controller {
             _ => None,
         }
     }
+}
 
-    fn sync(&self, key: &ObjectKey) -> Result<Outcome, RegistryError> {
+impl Reconciler for Controller {
+    type Key = ObjectKey;
+    type Error = RegistryError;
+
+    fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, RegistryError> {
         let Some(obj) = self.budgets.get_key(key) else {
             return Ok(Outcome::Done);
         };
@@ -196,15 +196,6 @@ impl Controller {
         Ok(plan
             .recheck_after
             .map_or(Outcome::Done, Outcome::RequeueAfter))
-    }
-}
-
-impl Reconciler for Controller {
-    type Key = ObjectKey;
-    type Error = RegistryError;
-
-    fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, RegistryError> {
-        self.sync(key)
     }
 }
 

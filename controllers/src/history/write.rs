@@ -4,12 +4,12 @@
 
 use super::{Current, History, Owner, Revision};
 use crate::workload::controller_ref::uid_of;
-use berth_registry::{
-    DeleteOptions, DeletePreconditions, Part, Registry, RegistryError, WriteOptions,
-};
+use crate::workload::write;
+use berth_registry::{Part, Registry, RegistryError, WriteOptions};
 use berth_shared::reconcile::{ErrorPolicy, Retry};
 use berth_shared::resource::CONTROLLER_REVISIONS;
 use serde_json::{Map, Value, json};
+use std::sync::Arc;
 
 /// Why the history could not be settled.
 #[derive(Debug, thiserror::Error)]
@@ -150,17 +150,24 @@ pub fn delete_revision(
     namespace: &str,
     r: &Revision,
 ) -> Result<(), RegistryError> {
-    let opts = DeleteOptions {
-        preconditions: Some(DeletePreconditions {
-            uid: Some(r.uid.clone()),
-            resource_version: None,
-        }),
-        ..DeleteOptions::default()
-    };
-    match registry.delete(CONTROLLER_REVISIONS, Some(namespace), &r.name, &opts) {
-        Ok(_) | Err(RegistryError::NotFound { .. } | RegistryError::Conflict { .. }) => Ok(()),
-        Err(e) => Err(e),
+    match write::delete(registry, CONTROLLER_REVISIONS, namespace, &r.name, &r.uid) {
+        Err(e) if !write::gone(&e) => Err(e),
+        _ => Ok(()),
     }
+}
+
+/// Deletes the old revisions past the owner's history limit that `live` does not keep
+/// ([`super::cleanup`], upstream `truncateHistory`).
+pub fn trim(
+    registry: &Registry,
+    owner: &Owner<'_>,
+    old: &[Arc<Revision>],
+    live: impl Fn(&Revision) -> bool,
+) -> Result<(), RegistryError> {
+    for r in super::cleanup(owner, old, live) {
+        delete_revision(registry, owner.namespace, &r)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

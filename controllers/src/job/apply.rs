@@ -133,11 +133,8 @@ impl Controller {
         let value = serde_json::to_value(status).map_err(RegistryError::from)?;
         let expected = revision.to_string();
         let target = Target {
-            resource: JOBS,
-            namespace: &job.namespace,
-            name: &job.name,
-            uid: &job.uid,
             expected_version: Some(&expected),
+            ..Target::of(JOBS, &job.namespace, &job.name, &job.uid)
         };
         let written = status::write(&self.registry, &target, |obj| obj["status"] = value.clone())?
             .ok_or_else(|| RegistryError::not_found(JOBS, &job.name))?;

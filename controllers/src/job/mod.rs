@@ -61,14 +61,6 @@ struct Controller {
     pods_control: PodControl,
 }
 
-impl Controller {
-    /// The Job's pods, claimed through the kit (an adopted pod as written, with its finalizer).
-    fn observe_pods(&self, job: &Job) -> Result<Vec<Arc<JobPod>>, SyncError> {
-        let claimed = plan::owner(job).claim(&self.registry, &self.pods)?;
-        Ok(claimed.iter().map(|o| o.view()).collect())
-    }
-}
-
 impl Reconciler for Controller {
     type Key = ObjectKey;
     type Error = SyncError;
@@ -82,7 +74,8 @@ impl Reconciler for Controller {
             return Ok(Outcome::Done);
         }
         let raw = obj.value().map_err(RegistryError::from)?;
-        let pods = self.observe_pods(&job)?;
+        // Claimed through the kit (an adopted pod as written, with its finalizer).
+        let pods: Vec<Arc<JobPod>> = plan::owner(&job).claim_views(&self.registry, &self.pods)?;
         let now = self.clock.now();
         let m = plan::manage(&job, &pods, now);
         let (applied, failure) = self.apply_change(&job, &raw, &m.change);

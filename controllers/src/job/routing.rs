@@ -1,5 +1,5 @@
-//! Which Jobs and pods a change concerns, and the views they are judged by (each derived once
-//! per object version and shared). A Job's own change and its pods' (through their controller
+//! Which Jobs and pods a change concerns (judged by the views of [`super::view`], each derived
+//! once per object version and shared). A Job's own change and its pods' (through their controller
 //! reference) are wired by the runtime, and so are live orphans (`.adopts` with the kit's
 //! `Parsed::selector`: upstream `addPod`/`updatePod`); here: a pod that still
 //! carries the tracking finalizer while no unfinished Job controls it (an orphan, a pod of a
@@ -7,21 +7,9 @@
 
 use super::conditions;
 use super::template;
-use super::view::{Job, JobPod, TRACKING_FINALIZER};
+use super::view::{Job, TRACKING_FINALIZER};
 use crate::workload::Parsed;
-use berth_runtime::informer::{Delta, DeltaType, Informer, Object, ObjectKey, View};
-
-impl View for JobPod {
-    fn derive(obj: &Object) -> Self {
-        obj.value()
-            .map(|v| JobPod::from_value(&v))
-            .unwrap_or_else(|_| JobPod {
-                name: obj.name().to_string(),
-                uid: obj.uid().to_string(),
-                ..JobPod::default()
-            })
-    }
-}
+use berth_runtime::informer::{Delta, DeltaType, Informer, Object, ObjectKey};
 
 /// Whether a pod carries the tracking finalizer.
 pub fn tracked(pod: &Object) -> bool {

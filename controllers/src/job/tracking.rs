@@ -20,6 +20,7 @@ use super::conditions::{self, COMPLETIONS_REACHED, SUCCESS_CRITERIA_MET, SUSPEND
 use super::failure_policy;
 use super::plan::{Change, Finish, Manage, uncounted};
 use super::view::{Job, JobPod, is_failed};
+use crate::workload::event_type;
 use berth_registry::events::EventType;
 use berth_shared::k8s_openapi::api::batch::v1 as batch;
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -52,11 +53,7 @@ pub struct Event {
 impl Event {
     /// The event's type.
     pub fn event_type(&self) -> EventType {
-        if self.warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        }
+        event_type(self.warning)
     }
 
     fn normal(reason: &str, message: &str) -> Event {

@@ -5,10 +5,12 @@
 //!
 //! Planner: pure, no I/O.
 
-use crate::views::{ControllerRef, controller_of, string_map};
-use crate::workload::{Stored, Workload};
+use crate::views::{ControllerRef, Pod, str_at, string_map, time_at};
+pub use crate::workload::parsed::ViewError;
+use crate::workload::parsed::{owner_view, required_uid};
+use berth_runtime::informer::{Object, View};
 use berth_shared::k8s_openapi::api::batch::v1 as batch;
-use berth_shared::selector::{LabelSelector, SelectorError};
+use berth_shared::selector::LabelSelector;
 use jiff::Timestamp;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -24,17 +26,6 @@ pub const INDEX_IGNORED_FAILURE_COUNT: &str = "batch.kubernetes.io/job-index-ign
 /// The value of `spec.managedBy` that means this controller.
 pub const MANAGED_BY_US: &str = "kubernetes.io/job-controller";
 
-/// Why a Job cannot be planned for.
-#[derive(Debug, thiserror::Error)]
-pub enum ViewError {
-    #[error("object has no metadata.uid")]
-    NoUid,
-    #[error("decoding the Job: {0}")]
-    Decode(#[from] serde_json::Error),
-    #[error("invalid selector: {0}")]
-    Selector(#[from] SelectorError),
-}
-
 /// A Job, as stored, with what its decisions derive from the spec.
 #[derive(Debug, Clone)]
 pub struct Job {
@@ -47,31 +38,14 @@ pub struct Job {
     pub status: batch::JobStatus,
 }
 
-impl Stored for Job {
-    type Error = ViewError;
-    fn from_value(v: &Value) -> Result<Job, ViewError> {
-        Job::from_value(v)
-    }
-}
-
-impl Workload for Job {
-    fn selector(&self) -> &LabelSelector {
-        &self.selector
-    }
-    fn deleting(&self) -> bool {
-        self.deleting
-    }
-}
+owner_view!(Job);
 
 impl Job {
     /// Reads a stored Job.
     pub fn from_value(obj: &Value) -> Result<Job, ViewError> {
         let typed: batch::Job = serde_json::from_value(obj.clone())?;
         let meta = typed.metadata;
-        let uid = meta.uid.unwrap_or_default();
-        if uid.is_empty() {
-            return Err(ViewError::NoUid);
-        }
+        let uid = required_uid(meta.uid.as_ref())?;
         let spec = typed.spec.unwrap_or_default();
         let selector = match &spec.selector {
             Some(s) => LabelSelector::from_k8s(s)?,
@@ -196,14 +170,6 @@ pub struct JobPod {
     pub max_restarts: i32,
 }
 
-fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
-    v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
-}
-
-fn time_at(v: &Value, ptr: &str) -> Option<Timestamp> {
-    v.pointer(ptr)?.as_str()?.parse().ok()
-}
-
 /// Upstream `parseInt32` of an annotation: a non-negative int32, else 0.
 fn count_annotation(annotations: &BTreeMap<String, String>, key: &str) -> i32 {
     annotations
@@ -261,24 +227,24 @@ impl JobPod {
         });
         let app = array("/status/containerStatuses");
         let init = array("/status/initContainerStatuses");
+        // What every controller reads of a pod, as the shared view reads it.
+        let pod = Pod::from_value(obj);
         JobPod {
-            name: str_at(obj, "/metadata/name").to_string(),
+            name: pod.name,
             namespace: str_at(obj, "/metadata/namespace").to_string(),
-            uid: str_at(obj, "/metadata/uid").to_string(),
-            labels: string_map(obj.pointer("/metadata/labels")),
-            controller: controller_of(obj),
-            created: time_at(obj, "/metadata/creationTimestamp"),
-            deleting: obj.pointer("/metadata/deletionTimestamp").is_some(),
+            uid: pod.uid,
+            labels: pod.labels,
+            controller: pod.controller,
+            created: pod.created,
+            deleting: pod.deleting,
             deletion,
             finalizer: array("/metadata/finalizers")
                 .iter()
                 .any(|f| f.as_str() == Some(TRACKING_FINALIZER)),
-            phase: str_at(obj, "/status/phase").to_string(),
-            node_name: str_at(obj, "/spec/nodeName").to_string(),
+            phase: pod.phase,
+            node_name: pod.node_name,
             ready,
-            ready_since: ready_cond
-                .filter(|_| ready)
-                .and_then(|c| time_at(c, "/lastTransitionTime")),
+            ready_since: pod.ready_since,
             unready_since: ready_cond
                 .filter(|_| unready)
                 .and_then(|c| time_at(c, "/lastTransitionTime")),
@@ -344,6 +310,18 @@ pub fn is_failed(pod: &JobPod, job: &Job) -> bool {
         return true;
     }
     !job.only_replace_failed() && pod.deleting && !pod.succeeded()
+}
+
+impl View for JobPod {
+    fn derive(obj: &Object) -> Self {
+        obj.value()
+            .map(|v| JobPod::from_value(&v))
+            .unwrap_or_else(|_| JobPod {
+                name: obj.name().to_string(),
+                uid: obj.uid().to_string(),
+                ..JobPod::default()
+            })
+    }
 }
 
 #[cfg(test)]

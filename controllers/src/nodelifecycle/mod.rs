@@ -233,58 +233,6 @@ impl Controller {
         self.health.observe(name, &seen, now)
     }
 
-    fn sync(&self, key: &ObjectKey) -> Result<Outcome, RegistryError> {
-        let Some(obj) = self.nodes.get_key(key) else {
-            self.health.forget(key.name());
-            return Ok(Outcome::Done);
-        };
-        let typed: core::Node = match obj.decode() {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::warn!(node = %key, error = %e, "ignoring a node that does not decode");
-                return Ok(Outcome::Done);
-            }
-        };
-        let now = self.clock.now();
-        let health = self.observe_health(key.name(), &obj, now);
-        let zone = zones::zone_key(obj.labels());
-        let signals = obj.view::<Signals>();
-        // The census matters only where readiness taints may come or go.
-        let concerned = signals.ready() != Some("True")
-            || signals.taints.iter().any(|(k, _, e)| {
-                e == "NoExecute" && (k == plan::NOT_READY || k == plan::UNREACHABLE)
-            });
-        let tainting = |fresh| {
-            if concerned {
-                self.observe_zones(fresh, now).tainting(&zone)
-            } else {
-                Tainting::Allowed
-            }
-        };
-        let mut p = plan::node(&typed, &health, &self.grace, tainting(false), now);
-        if p.adds_no_execute {
-            p = plan::node(&typed, &health, &self.grace, tainting(true), now);
-        }
-        let raw = obj.value().map_err(RegistryError::from)?;
-        if let Some(conditions) = p.conditions {
-            self.apply_conditions(key.name(), raw.clone(), conditions)?;
-            if p.became_not_ready {
-                tracing::info!(node = %key, "node stopped posting status: Unknown");
-                let msg = format!("Node {} status is now: NodeNotReady", key.name());
-                self.record(&node_ref(&raw), EventType::Normal, "NodeNotReady", &msg);
-            }
-            // One step per pass: the taints follow from the new conditions.
-            return Ok(Outcome::RequeueAfter(Duration::ZERO));
-        }
-        if let Some(taints) = p.taints {
-            self.apply_taints(key.name(), raw, taints)?;
-        }
-        if p.pods_not_ready {
-            self.apply_pods_not_ready(key.name())?;
-        }
-        Ok(p.requeue_after.map_or(Outcome::Done, Outcome::RequeueAfter))
-    }
-
     /// Writes the node's conditions, conditional on the version they were planned from (a
     /// status posted meanwhile wins, and the next pass sees it).
     fn apply_conditions(
@@ -392,7 +340,55 @@ impl Reconciler for Controller {
     type Error = RegistryError;
 
     fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, RegistryError> {
-        self.sync(key)
+        let Some(obj) = self.nodes.get_key(key) else {
+            self.health.forget(key.name());
+            return Ok(Outcome::Done);
+        };
+        let typed: core::Node = match obj.decode() {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(node = %key, error = %e, "ignoring a node that does not decode");
+                return Ok(Outcome::Done);
+            }
+        };
+        let now = self.clock.now();
+        let health = self.observe_health(key.name(), &obj, now);
+        let zone = zones::zone_key(obj.labels());
+        let signals = obj.view::<Signals>();
+        // The census matters only where readiness taints may come or go.
+        let concerned = signals.ready() != Some("True")
+            || signals.taints.iter().any(|(k, _, e)| {
+                e == "NoExecute" && (k == plan::NOT_READY || k == plan::UNREACHABLE)
+            });
+        let tainting = |fresh| {
+            if concerned {
+                self.observe_zones(fresh, now).tainting(&zone)
+            } else {
+                Tainting::Allowed
+            }
+        };
+        let mut p = plan::node(&typed, &health, &self.grace, tainting(false), now);
+        if p.adds_no_execute {
+            p = plan::node(&typed, &health, &self.grace, tainting(true), now);
+        }
+        let raw = obj.value().map_err(RegistryError::from)?;
+        if let Some(conditions) = p.conditions {
+            self.apply_conditions(key.name(), raw.clone(), conditions)?;
+            if p.became_not_ready {
+                tracing::info!(node = %key, "node stopped posting status: Unknown");
+                let msg = format!("Node {} status is now: NodeNotReady", key.name());
+                self.record(&node_ref(&raw), EventType::Normal, "NodeNotReady", &msg);
+            }
+            // One step per pass: the taints follow from the new conditions.
+            return Ok(Outcome::RequeueAfter(Duration::ZERO));
+        }
+        if let Some(taints) = p.taints {
+            self.apply_taints(key.name(), raw, taints)?;
+        }
+        if p.pods_not_ready {
+            self.apply_pods_not_ready(key.name())?;
+        }
+        Ok(p.requeue_after.map_or(Outcome::Done, Outcome::RequeueAfter))
     }
 }
 

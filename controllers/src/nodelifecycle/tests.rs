@@ -3,6 +3,7 @@
 
 use super::*;
 use berth_runtime::testing::ControlPlane;
+use berth_runtime::testing::edit_status;
 use berth_shared::resource::NAMESPACES;
 
 const GRACE: Duration = Duration::from_millis(600);
@@ -124,20 +125,10 @@ impl Cluster {
         self.registry()
             .create(PODS, Some("default"), pod, &WriteOptions::default())
             .unwrap();
-        self.registry()
-            .update_with(
-                PODS,
-                Some("default"),
-                name,
-                Part::Status,
-                &WriteOptions::default(),
-                |mut p| {
-                    p["status"]["phase"] = json!("Running");
-                    p["status"]["conditions"] = json!([{"type": "Ready", "status": "True"}]);
-                    Ok::<_, RegistryError>(p)
-                },
-            )
-            .unwrap();
+        edit_status(self.registry(), PODS, name, |p| {
+            p["status"]["phase"] = json!("Running");
+            p["status"]["conditions"] = json!([{"type": "Ready", "status": "True"}]);
+        });
     }
 
     fn get(
@@ -209,20 +200,10 @@ async fn a_silent_node_goes_unknown_is_tainted_its_pods_unready_and_recovers_whe
     // The agent is back and posts Ready. Its heartbeat has second resolution, and with a 0.6 s
     // grace period it is often the very time the Unknown status carries: turning Ready is
     // what tells the controller it posted.
-    c.registry()
-        .update_with(
-            NODES,
-            None,
-            "n3",
-            Part::Status,
-            &WriteOptions::default(),
-            |mut n| {
-                n["status"]["conditions"] = json!([{"type": "Ready", "status": "True",
-                "lastHeartbeatTime": berth_registry::meta::now_rfc3339()}]);
-                Ok::<_, RegistryError>(n)
-            },
-        )
-        .unwrap();
+    edit_status(c.registry(), NODES, "n3", |n| {
+        n["status"]["conditions"] = json!([{"type": "Ready", "status": "True",
+            "lastHeartbeatTime": berth_registry::meta::now_rfc3339()}]);
+    });
     // and renews its Lease from then on, as an agent does (the grace period here is 0.6 s).
     c.keep_alive(&["n3"]);
     c.cp.wait_until(

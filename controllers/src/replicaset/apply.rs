@@ -24,13 +24,8 @@ impl Controller {
         raw: &Value,
         victims: &[&Pod],
     ) -> Option<SyncError> {
-        let control = self.pod_control(set);
-        let mut failure = None;
-        for p in victims {
-            if let Err(e) = control.delete(raw, &set.namespace, &p.name, &p.uid) {
-                failure.get_or_insert(SyncError::Delete(e));
-            }
-        }
-        failure
+        let pods = victims.iter().map(|p| (p.name.as_str(), p.uid.as_str()));
+        let failure = self.pod_control(set).delete_all(raw, &set.namespace, pods);
+        failure.map(SyncError::Delete)
     }
 }

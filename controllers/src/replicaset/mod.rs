@@ -21,13 +21,13 @@ pub mod view;
 mod tests;
 
 use super::workload::status::Target;
-use super::workload::{self, PodControl, SyncError};
+use super::workload::{self, Parsed, PodControl, SyncError};
 use berth_registry::{Registry, RegistryError};
 use berth_runtime::informer::Informer;
 use berth_runtime::{self as runtime, Clock, Context, Reconciler};
 use berth_shared::reconcile::Outcome;
 use berth_shared::resource::{PODS, REPLICA_SETS, REPLICATION_CONTROLLERS};
-use routing::{ParsedSet, SetKey, Sets};
+use routing::{SetKey, Sets};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,7 +74,13 @@ impl Controller {
             .into_iter()
             .flat_map(|k| self.sets.informer(k).controlled_by(uid))
             .filter(|o| o.namespace() == Some(set.namespace.as_str()))
-            .filter_map(|o| o.view::<ParsedSet>().0.as_ref().map(|s| s.selector.clone()))
+            .filter_map(|o| {
+                o.view::<Parsed<Set>>()
+                    .0
+                    .as_ref()
+                    .ok()
+                    .map(|s| s.selector.clone())
+            })
             .collect();
         let related: Vec<Arc<Pod>> = self
             .pods
@@ -94,28 +100,14 @@ impl Reconciler for Controller {
     /// One pass over one set.
     fn reconcile(&self, key: &SetKey) -> Result<Outcome, SyncError> {
         let _span = tracing::debug_span!("reconcile", controller = "replicaset", %key).entered();
-        let Some(obj) = self
-            .sets
-            .informer(key.kind)
-            .get(Some(&key.namespace), &key.name)
-        else {
+        let informer = self.sets.informer(key.kind);
+        let Some((obj, set)) = workload::parsed::observe::<Set>(informer, &key.object_key()) else {
             return Ok(Outcome::Done);
         };
         let raw = obj.value().map_err(RegistryError::from)?;
-        let set = match Set::from_value(key.kind, &raw) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(%key, error = %e, "ignoring set");
-                return Ok(Outcome::Done);
-            }
-        };
         let now = self.clock.now();
         // Claimed through the kit: released, adopted (the set re-read live first).
-        let pods: Vec<Arc<Pod>> = plan::owner(&set)
-            .claim(&self.registry, &self.pods)?
-            .iter()
-            .map(|p| p.view::<Pod>())
-            .collect();
+        let pods: Vec<Arc<Pod>> = plan::owner(&set).claim_views(&self.registry, &self.pods)?;
         let claimed: Vec<&Pod> = pods.iter().map(|p| &**p).collect();
         let per_node = if claimed.len() > usize::try_from(set.replicas).unwrap_or(0) {
             self.observe_pods_per_node(&set, &claimed)
@@ -171,7 +163,9 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
         wiring = wiring
             .watches(rt, move |d| vec![SetKey::of(kind, &d.object)])
             .owns_as(PODS, rt, move |ns, name| SetKey::new(kind, ns, name))
-            .adopts_as(PODS, rt, routing::selector, move |o| SetKey::of(kind, o));
+            .adopts_as(PODS, rt, Parsed::<Set>::selector, move |o| {
+                SetKey::of(kind, o)
+            });
     }
     wiring
         .resync_with(RESYNC, move || all.all())

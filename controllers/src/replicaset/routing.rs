@@ -1,10 +1,9 @@
-//! The queue key of the two set kinds and the views routing needs: the runtime maps a pod's
-//! change to its controlling set (`.owns_as`) and a live orphan's to every set whose
-//! [`selector`] matches it (`.adopts_as`).
+//! The queue key of the two set kinds and their informers: the runtime maps a pod's change to
+//! its controlling set (`.owns_as`) and a live orphan's to every set whose selector matches it
+//! (`.adopts_as` with the kit's `Parsed::selector`).
 
-use super::view::{Kind, Set};
-use berth_runtime::informer::{Informer, Object, View};
-use berth_shared::selector::LabelSelector;
+use super::view::Kind;
+use berth_runtime::informer::{Informer, Object, ObjectKey};
 use std::fmt;
 use std::sync::Arc;
 
@@ -28,31 +27,17 @@ impl SetKey {
     pub fn of(kind: Kind, obj: &Object) -> SetKey {
         SetKey::new(kind, obj.namespace(), obj.name())
     }
+
+    /// The key in its kind's informer.
+    pub fn object_key(&self) -> ObjectKey {
+        ObjectKey::new(Some(&self.namespace), &self.name)
+    }
 }
 
 impl fmt::Display for SetKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}/{}", self.kind.kind(), self.namespace, self.name)
     }
-}
-
-/// A set parsed once per version (`None`: unreadable, it matches nothing).
-pub struct ParsedSet(pub Option<Set>);
-
-impl View for ParsedSet {
-    fn derive(obj: &Object) -> Self {
-        let parsed = obj.value().ok().and_then(|v| {
-            let api_version = v.get("apiVersion")?.as_str()?;
-            let kind = Kind::of_owner(api_version, v.get("kind")?.as_str()?)?;
-            Set::from_value(kind, &v).ok()
-        });
-        ParsedSet(parsed)
-    }
-}
-
-/// The selector of a readable set (what `.adopts_as` routes orphans by).
-pub fn selector(set: &ParsedSet) -> Option<&LabelSelector> {
-    set.0.as_ref().map(|s| &s.selector)
 }
 
 /// The informers of the two set kinds.

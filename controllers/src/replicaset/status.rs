@@ -6,7 +6,7 @@
 //! Planner: pure, no I/O.
 
 use super::view::{Condition, Pod, Set, Status};
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use serde_json::{Map, Value, json};
 use std::time::Duration;
 
@@ -15,6 +15,8 @@ pub const FAILED_CREATE: &str = "FailedCreate";
 pub const FAILED_DELETE: &str = "FailedDelete";
 
 pub use crate::workload::availability::is_available;
+use crate::workload::availability::next_check;
+use crate::workload::status::put_counts;
 
 fn count(n: usize) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
@@ -80,38 +82,23 @@ pub fn needs_write(set: &Set, new: &Status) -> bool {
         || old.observed_generation != set.generation
 }
 
-fn set_or_remove(map: &mut Map<String, Value>, key: &str, n: i64, keep_zero: bool) {
-    if n != 0 || keep_zero {
-        map.insert(key.into(), json!(n));
-    } else {
-        map.remove(key);
-    }
-}
-
 /// Writes `new` into a stored object's `status`, with `observedGeneration` = `generation`;
 /// fields upstream omits when zero are removed, others (not ours) are kept.
 pub fn apply(obj: &mut Value, new: &Status, generation: i64) {
-    if !obj.get("status").is_some_and(Value::is_object) {
-        obj["status"] = json!({});
-    }
-    let Some(status) = obj.get_mut("status").and_then(Value::as_object_mut) else {
+    let counts = [
+        ("replicas", new.replicas.into(), false),
+        (
+            "fullyLabeledReplicas",
+            new.fully_labeled_replicas.into(),
+            true,
+        ),
+        ("readyReplicas", new.ready_replicas.into(), true),
+        ("availableReplicas", new.available_replicas.into(), true),
+        ("observedGeneration", generation, true),
+    ];
+    let Some(status) = put_counts(obj, &counts) else {
         return;
     };
-    set_or_remove(status, "replicas", new.replicas.into(), true);
-    set_or_remove(
-        status,
-        "fullyLabeledReplicas",
-        new.fully_labeled_replicas.into(),
-        false,
-    );
-    set_or_remove(status, "readyReplicas", new.ready_replicas.into(), false);
-    set_or_remove(
-        status,
-        "availableReplicas",
-        new.available_replicas.into(),
-        false,
-    );
-    set_or_remove(status, "observedGeneration", generation, false);
     if new.conditions.is_empty() {
         status.remove("conditions");
     } else {
@@ -142,17 +129,7 @@ pub fn apply(obj: &mut Value, new: &Status, generation: i64) {
 /// then notices it (upstream requeues after minReadySeconds; this is the exact remainder).
 /// A pod whose Ready condition has no transition time never becomes available, as upstream.
 pub fn next_availability_check(set: &Set, pods: &[&Pod], now: Timestamp) -> Option<Duration> {
-    if set.min_ready_seconds <= 0 {
-        return None;
-    }
-    let min_ready = SignedDuration::from_secs(i64::from(set.min_ready_seconds));
-    pods.iter()
-        .filter(|p| p.ready && !is_available(p, set.min_ready_seconds, now))
-        .filter_map(|p| p.ready_since)
-        .map(|t| (t + min_ready).duration_since(now))
-        .min()
-        // Available only strictly after the instant: look a moment later.
-        .map(|d| Duration::try_from(d).unwrap_or_default() + Duration::from_millis(50))
+    next_check(pods.iter().copied(), set.min_ready_seconds, now)
 }
 
 #[cfg(test)]
@@ -160,6 +137,7 @@ mod tests {
     use super::*;
     use crate::replicaset::view::Kind;
     use berth_shared::selector::LabelSelector;
+    use jiff::SignedDuration;
     use std::collections::BTreeMap;
 
     fn now() -> Timestamp {

@@ -7,8 +7,10 @@
 
 pub use crate::views::{ControllerRef, Pod};
 use crate::views::{controller_of, i32_at, int_at, str_at, string_map};
+pub use crate::workload::parsed::ViewError;
+use crate::workload::{Stored, Workload};
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
-use berth_shared::selector::{LabelSelector, SelectorError};
+use berth_shared::selector::LabelSelector;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -74,24 +76,6 @@ impl Kind {
     }
 }
 
-/// Why a set could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum ViewError {
-    #[error("object has no metadata.uid")]
-    NoUid,
-    #[error("invalid selector: {0}")]
-    Selector(#[from] SelectorError),
-    #[error("decoding selector: {0}")]
-    Decode(#[from] serde_json::Error),
-}
-
-impl ViewError {
-    /// Retrying cannot help: the object itself must change.
-    pub fn is_transient(&self) -> bool {
-        false
-    }
-}
-
 /// One `ReplicaFailure`-style condition of the set's status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Condition {
@@ -153,6 +137,27 @@ fn conditions(status: Option<&Value>) -> Vec<Condition> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+impl Stored for Set {
+    type Error = ViewError;
+    /// Reads a set of either kind, told by its `apiVersion` and `kind`.
+    fn from_value(v: &Value) -> Result<Set, ViewError> {
+        let (api_version, kind) = (str_at(v, "/apiVersion"), str_at(v, "/kind"));
+        let Some(k) = Kind::of_owner(api_version, kind) else {
+            return Err(ViewError::Kind(format!("{api_version} {kind}")));
+        };
+        Set::from_value(k, v)
+    }
+}
+
+impl Workload for Set {
+    fn selector(&self) -> &LabelSelector {
+        &self.selector
+    }
+    fn deleting(&self) -> bool {
+        self.deleting
+    }
 }
 
 impl Set {

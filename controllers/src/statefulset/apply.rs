@@ -54,13 +54,7 @@ impl Controller {
             Action::DeletePod { name, uid, why } => {
                 tracing::debug!(statefulset = %set.name, pod = %name, ?why, "deleting pod");
                 let r = write::delete(&self.registry, PODS, ns, name, uid);
-                let gone = |e: &RegistryError| {
-                    matches!(
-                        e,
-                        RegistryError::NotFound { .. } | RegistryError::Conflict { .. }
-                    )
-                };
-                self.report(set, raw, "Delete", Subject::Pod(name), r, gone)
+                self.report(set, raw, "Delete", Subject::Pod(name), r, write::gone)
                     .map_err(SyncError::Delete)
             }
             Action::FixPod { ordinal, name, uid } => {

@@ -71,8 +71,7 @@ impl Controller {
         if set.deleting {
             return Ok(Vec::new());
         }
-        let claimed = ownership(set).claim(&self.registry, &self.revisions)?;
-        Ok(claimed.iter().map(|o| o.view::<Revision>()).collect())
+        Ok(ownership(set).claim_views(&self.registry, &self.revisions)?)
     }
 
     /// The set's pods, claimed (only those it controls while it is being deleted).
@@ -136,9 +135,8 @@ impl Reconciler for Controller {
         }
         if !set.deleting {
             let live = plan::live_revisions(&pods, &current, &update);
-            for r in history::cleanup(&owner, &history.old, |r| live.contains(r.name.as_str())) {
-                history::write::delete_revision(&self.registry, &set.namespace, &r)?;
-            }
+            let keep = |r: &Revision| live.contains(r.name.as_str());
+            history::write::trim(&self.registry, &owner, &history.old, keep)?;
         }
         if let Some(e) = failure {
             return Err(e);

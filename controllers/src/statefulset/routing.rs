@@ -1,29 +1,13 @@
-//! Which StatefulSets a change concerns, and the views they are judged by (each derived once
-//! per object version and shared). A StatefulSet's own change, and its pods' and revisions'
+//! Which StatefulSets a change concerns (judged by the views of [`super::view`], each derived
+//! once per object version and shared). A StatefulSet's own change, and its pods' and revisions'
 //! through their controller reference, are wired by the runtime, and so are live orphans
 //! (`.adopts` with the kit's `Parsed::selector`: upstream `addPod`/`updatePod`); here: a claim
 //! concerns every StatefulSet of its namespace whose selector matches it (claims carry the
 //! selector's labels, and their owner references are not controller references).
 
-use super::view::{Claim, PodVolumes, StatefulSet};
+use super::view::StatefulSet;
 use crate::workload::Parsed;
-use berth_runtime::informer::{Delta, Informer, Object, ObjectKey, View};
-
-impl View for PodVolumes {
-    fn derive(obj: &Object) -> Self {
-        obj.value()
-            .map(|v| PodVolumes::from_value(&v))
-            .unwrap_or_default()
-    }
-}
-
-impl View for Claim {
-    fn derive(obj: &Object) -> Self {
-        obj.value()
-            .map(|v| Claim::from_value(&v))
-            .unwrap_or_default()
-    }
-}
+use berth_runtime::informer::{Delta, Informer, Object, ObjectKey};
 
 /// The StatefulSets of `obj`'s namespace whose selector matches its labels.
 fn matching(sets: &Informer, obj: &Object) -> Vec<ObjectKey> {

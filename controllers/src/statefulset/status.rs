@@ -4,6 +4,7 @@
 //! Planner: pure, no I/O.
 
 use super::view::{StatefulSet, Status};
+use crate::workload::status::put_counts;
 use serde_json::{Value, json};
 
 /// Whether `new` differs from what is stored (upstream `inconsistentStatus`).
@@ -14,25 +15,17 @@ pub fn needs_write(set: &StatefulSet, new: &Status) -> bool {
 /// Writes `new` into a stored StatefulSet's `status`; `collisionCount` and `conditions` are
 /// kept. Optional counts are omitted when 0, as the API's `omitempty`.
 pub fn apply(obj: &mut Value, new: &Status) {
-    if !obj.get("status").is_some_and(Value::is_object) {
-        obj["status"] = json!({});
-    }
-    let Some(status) = obj.get_mut("status").and_then(Value::as_object_mut) else {
+    let counts = [
+        ("observedGeneration", new.observed_generation, true),
+        ("replicas", new.replicas.into(), false),
+        ("readyReplicas", new.ready_replicas.into(), true),
+        ("currentReplicas", new.current_replicas.into(), true),
+        ("updatedReplicas", new.updated_replicas.into(), true),
+        ("availableReplicas", new.available_replicas.into(), false),
+    ];
+    let Some(status) = put_counts(obj, &counts) else {
         return;
     };
-    let mut put = |key: &str, n: i64, optional: bool| {
-        if optional && n == 0 {
-            status.remove(key);
-        } else {
-            status.insert(key.into(), json!(n));
-        }
-    };
-    put("observedGeneration", new.observed_generation, true);
-    put("replicas", new.replicas.into(), false);
-    put("readyReplicas", new.ready_replicas.into(), true);
-    put("currentReplicas", new.current_replicas.into(), true);
-    put("updatedReplicas", new.updated_replicas.into(), true);
-    put("availableReplicas", new.available_replicas.into(), false);
     for (key, v) in [
         ("currentRevision", &new.current_revision),
         ("updateRevision", &new.update_revision),

@@ -5,6 +5,7 @@
 
 use berth_registry::{Part, RegistryError, WriteOptions};
 use berth_runtime::testing::ControlPlane;
+use berth_runtime::testing::edit_status;
 use berth_shared::resource::{CONTROLLER_REVISIONS, PERSISTENT_VOLUME_CLAIMS, PODS, STATEFUL_SETS};
 use serde_json::{Value, json};
 
@@ -20,21 +21,11 @@ fn names(cp: &ControlPlane, rt: &'static berth_shared::resource::ResourceType) -
 }
 
 fn mark_ready(cp: &ControlPlane, name: &str) {
-    cp.registry()
-        .update_with(
-            PODS,
-            Some("default"),
-            name,
-            Part::Status,
-            &WriteOptions::default(),
-            |mut p| {
-                p["status"] = json!({"phase": "Running",
-                    "conditions": [{"type": "Ready", "status": "True",
-                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
-                Ok::<_, RegistryError>(p)
-            },
-        )
-        .expect("pod status");
+    edit_status(cp.registry(), PODS, name, |p| {
+        p["status"] = json!({"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+    });
 }
 
 fn set(cp: &ControlPlane) -> Value {

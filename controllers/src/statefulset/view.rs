@@ -6,11 +6,13 @@
 pub use crate::history::Revision;
 pub use crate::views::Pod;
 use crate::views::string_map;
-use crate::workload::{Stored, Workload};
+pub use crate::workload::parsed::ViewError;
+use crate::workload::parsed::{or_default, owner_view, required_uid, stored_template};
+use berth_runtime::informer::{Object, View};
 use berth_shared::k8s_openapi::api::apps::v1 as apps;
 use berth_shared::k8s_openapi::api::core::v1 as core;
 use berth_shared::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use berth_shared::selector::{LabelSelector, SelectorError};
+use berth_shared::selector::LabelSelector;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,17 +27,6 @@ pub const HASH_LABEL: &str = "controller.kubernetes.io/hash";
 pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
 /// The label carrying the pod's ordinal.
 pub const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
-
-/// Why a StatefulSet cannot be planned for.
-#[derive(Debug, thiserror::Error)]
-pub enum ViewError {
-    #[error("object has no metadata.uid")]
-    NoUid,
-    #[error("decoding the StatefulSet: {0}")]
-    Decode(#[from] serde_json::Error),
-    #[error("invalid selector: {0}")]
-    Selector(#[from] SelectorError),
-}
 
 /// How pods are replaced when the template changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,31 +92,14 @@ pub struct StatefulSet {
     pub collision_count: Option<i32>,
 }
 
-impl Stored for StatefulSet {
-    type Error = ViewError;
-    fn from_value(v: &Value) -> Result<StatefulSet, ViewError> {
-        StatefulSet::from_value(v)
-    }
-}
-
-impl Workload for StatefulSet {
-    fn selector(&self) -> &LabelSelector {
-        &self.selector
-    }
-    fn deleting(&self) -> bool {
-        self.deleting
-    }
-}
+owner_view!(StatefulSet);
 
 impl StatefulSet {
     /// Reads a stored StatefulSet.
     pub fn from_value(obj: &Value) -> Result<StatefulSet, ViewError> {
         let typed: apps::StatefulSet = serde_json::from_value(obj.clone())?;
         let meta = &typed.metadata;
-        let uid = meta.uid.clone().unwrap_or_default();
-        if uid.is_empty() {
-            return Err(ViewError::NoUid);
-        }
+        let uid = required_uid(meta.uid.as_ref())?;
         let spec = typed.spec.unwrap_or_default();
         let strategy = match &spec.update_strategy {
             Some(s) if s.type_.as_deref() == Some("OnDelete") => Strategy::OnDelete,
@@ -149,10 +123,7 @@ impl StatefulSet {
             generation: meta.generation.unwrap_or(0),
             selector: LabelSelector::from_k8s(&spec.selector)?,
             match_labels: spec.selector.match_labels.clone().unwrap_or_default(),
-            template: obj
-                .pointer("/spec/template")
-                .cloned()
-                .unwrap_or(Value::Null),
+            template: stored_template(obj),
             pod_template: spec.template,
             replicas: spec.replicas.unwrap_or(1),
             start: spec.ordinals.and_then(|o| o.start).unwrap_or(0),
@@ -295,5 +266,16 @@ impl Claim {
 
     pub fn owned_by(&self, uid: &str) -> bool {
         self.owners.iter().any(|o| o.uid == uid)
+    }
+}
+impl View for PodVolumes {
+    fn derive(obj: &Object) -> Self {
+        or_default(obj, PodVolumes::from_value)
+    }
+}
+
+impl View for Claim {
+    fn derive(obj: &Object) -> Self {
+        or_default(obj, Claim::from_value)
     }
 }

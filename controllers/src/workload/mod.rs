@@ -23,15 +23,10 @@ pub use error::SyncError;
 pub use parsed::{Parsed, Stored, Workload};
 pub use pod_control::{Created, PodControl};
 
-use berth_registry::events::{EventType, Recorder};
 use serde_json::Value;
 
-/// Records an event about `obj`; a failure to record is logged, never a pass's failure.
-pub fn record(recorder: &Recorder, obj: &Value, t: EventType, reason: &str, message: &str) {
-    if let Err(e) = recorder.record(obj, t, reason, message) {
-        tracing::debug!(error = %e, reason, "recording event");
-    }
-}
+/// Recording events (the registry's, which the cluster controllers share).
+pub use berth_registry::events::{event_type, record};
 
 /// The `resourceVersion` of a written object (empty when absent).
 pub fn version_of(v: &Value) -> String {

@@ -3,10 +3,38 @@
 //! [`Parsed::selector`]).
 
 use berth_runtime::informer::{Informer, Object, ObjectKey, View};
-use berth_shared::selector::LabelSelector;
+use berth_shared::selector::{LabelSelector, SelectorError};
 use serde_json::Value;
 use std::fmt::Display;
 use std::sync::Arc;
+
+/// Why a stored owner could not be read (only a change of it can help).
+#[derive(Debug, thiserror::Error)]
+pub enum ViewError {
+    #[error("object has no metadata.uid")]
+    NoUid,
+    #[error("decoding: {0}")]
+    Decode(#[from] serde_json::Error),
+    #[error("invalid selector: {0}")]
+    Selector(#[from] SelectorError),
+    /// An `apiVersion` and `kind` the controller does not read.
+    #[error("not a kind this controller reads: {0}")]
+    Kind(String),
+}
+
+/// The uid in an owner's metadata: an owner without one cannot own anything.
+pub fn required_uid(uid: Option<&String>) -> Result<String, ViewError> {
+    uid.filter(|u| !u.is_empty())
+        .cloned()
+        .ok_or(ViewError::NoUid)
+}
+
+/// The pod template of a stored owner (`spec.template`) as stored, for hashing and copying.
+pub fn stored_template(obj: &Value) -> Value {
+    obj.pointer("/spec/template")
+        .cloned()
+        .unwrap_or(Value::Null)
+}
 
 /// An object as its controller reads it.
 pub trait Stored: Sized + Send + Sync + 'static {
@@ -23,6 +51,30 @@ pub trait Workload: Stored {
     /// Whether it is being deleted.
     fn deleting(&self) -> bool;
 }
+
+/// Implements [`Stored`] and [`Workload`] for an owner view with an inherent
+/// `from_value(&Value) -> Result<Self, ViewError>` and `selector` and `deleting` fields (trait
+/// impls, which a function cannot write).
+macro_rules! owner_view {
+    ($t:ty) => {
+        impl $crate::workload::Stored for $t {
+            type Error = $crate::workload::parsed::ViewError;
+            fn from_value(v: &serde_json::Value) -> Result<$t, Self::Error> {
+                <$t>::from_value(v)
+            }
+        }
+
+        impl $crate::workload::Workload for $t {
+            fn selector(&self) -> &berth_shared::selector::LabelSelector {
+                &self.selector
+            }
+            fn deleting(&self) -> bool {
+                self.deleting
+            }
+        }
+    };
+}
+pub(crate) use owner_view;
 
 /// An object parsed once per version.
 pub struct Parsed<T: Stored>(pub Result<Arc<T>, T::Error>);
@@ -47,6 +99,11 @@ impl<T: Workload> Parsed<T> {
             .filter(|w| !w.deleting())
             .map(|w| w.selector())
     }
+}
+
+/// A view read from the stored JSON by `parse`; the default when the bytes are not JSON.
+pub fn or_default<T: Default>(obj: &Object, parse: impl FnOnce(&Value) -> T) -> T {
+    obj.value().map(|v| parse(&v)).unwrap_or_default()
 }
 
 /// The owner `key` as stored and parsed; `None` when it is gone or unreadable (logged: only a

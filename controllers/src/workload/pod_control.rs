@@ -114,13 +114,29 @@ impl PodControl {
                 self.record(owner, EventType::Normal, "SuccessfulDelete", &msg);
                 Ok(Some(v))
             }
-            Err(RegistryError::NotFound { .. } | RegistryError::Conflict { .. }) => Ok(None),
+            Err(e) if super::write::gone(&e) => Ok(None),
             Err(e) => {
                 let msg = format!("Error deleting: {e}");
                 self.record(owner, EventType::Warning, "FailedDelete", &msg);
                 Err(e)
             }
         }
+    }
+
+    /// Deletes each pod `(name, uid)` as [`PodControl::delete`] does; the first failure.
+    pub fn delete_all<'a>(
+        &self,
+        owner: &Value,
+        namespace: &str,
+        pods: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Option<RegistryError> {
+        let mut failure = None;
+        for (name, uid) in pods {
+            if let Err(e) = self.delete(owner, namespace, name, uid) {
+                failure.get_or_insert(e);
+            }
+        }
+        failure
     }
 }
 

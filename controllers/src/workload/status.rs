@@ -1,11 +1,12 @@
 //! The owner's status write every workload controller makes: to the status subresource of the
 //! object it read (the same uid: a replacement of the same name is not written), optionally
 //! conditional on the `resourceVersion` the pass holds; an owner gone meanwhile is no failure.
+//! Also the writer of the counts into a stored status ([`put_counts`]).
 
 use super::controller_ref::uid_of;
 use berth_registry::{Part, Registry, RegistryError, WriteOptions};
 use berth_shared::resource::ResourceType;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 /// Which object's status, and on what condition.
 pub struct Target<'a> {
@@ -63,4 +64,25 @@ pub fn write(
         Err(RegistryError::NotFound { .. }) => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// Writes counts into a stored object's `status` (made an object if it is not), keeping its
+/// other fields; a count marked optional is omitted when 0, as the API's `omitempty`. The
+/// status, for the caller's other fields (`None` when `obj` is not an object).
+pub fn put_counts<'a>(
+    obj: &'a mut Value,
+    counts: &[(&str, i64, bool)],
+) -> Option<&'a mut Map<String, Value>> {
+    if !obj.get("status").is_some_and(Value::is_object) {
+        obj["status"] = json!({});
+    }
+    let status = obj.get_mut("status").and_then(Value::as_object_mut)?;
+    for &(key, n, optional) in counts {
+        if optional && n == 0 {
+            status.remove(key);
+        } else {
+            status.insert(key.into(), json!(n));
+        }
+    }
+    Some(status)
 }

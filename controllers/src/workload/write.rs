@@ -1,7 +1,8 @@
 //! The two writes every workload controller makes to objects it owns, written once: an edit
 //! of the object it read (the same uid: a replacement of the same name is left as it is) and a
 //! deletion with a uid precondition (upstream's `DeletePod` with `Preconditions{UID}`). An
-//! object gone meanwhile is no failure.
+//! object gone meanwhile is no failure. Also the live read that tells an object gone from one
+//! the cache has not caught up with ([`holds`]).
 
 use super::controller_ref::uid_of;
 use berth_registry::{
@@ -57,4 +58,28 @@ pub fn delete(
         ..DeleteOptions::default()
     };
     registry.delete(rt, Some(namespace), name, &opts)
+}
+
+/// Whether a deletion with a uid precondition failed only because the object is gone, or
+/// was replaced by another of its name: nothing is left to delete.
+pub fn gone(e: &RegistryError) -> bool {
+    matches!(
+        e,
+        RegistryError::NotFound { .. } | RegistryError::Conflict { .. }
+    )
+}
+
+/// Whether the API (read live, not the cache) still holds `name` as the object of uid `uid`.
+pub fn holds(
+    registry: &Registry,
+    rt: &ResourceType,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+) -> Result<bool, RegistryError> {
+    match registry.get(rt, Some(namespace), name) {
+        Ok(o) => Ok(uid_of(&o.value()?) == Some(uid)),
+        Err(RegistryError::NotFound { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
 }

@@ -10,37 +10,11 @@ use k8s_openapi::api::core::v1::{
 
 use super::field::{FieldError, Path};
 use super::names::{dns1123_label, dns1123_subdomain, each_invalid, qualified_name};
-use super::selector::validate_label_selector;
+use super::selector::{validate_label_selector, validate_operator};
 
 fn validate_node_requirement(r: &NodeSelectorRequirement, path: &Path) -> Vec<FieldError> {
-    let mut errs = Vec::new();
     let n = r.values.as_ref().map_or(0, Vec::len);
-    match r.operator.as_str() {
-        "In" | "NotIn" if n == 0 => errs.push(FieldError::required(
-            &path.child("values"),
-            "must be specified when `operator` is 'In' or 'NotIn'",
-        )),
-        "Exists" | "DoesNotExist" if n > 0 => errs.push(FieldError::forbidden(
-            &path.child("values"),
-            "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
-        )),
-        "Gt" | "Lt" if n != 1 => errs.push(FieldError::required(
-            &path.child("values"),
-            "must be specified single value when `operator` is 'Lt' or 'Gt'",
-        )),
-        "In" | "NotIn" | "Exists" | "DoesNotExist" | "Gt" | "Lt" => {}
-        other => errs.push(FieldError::invalid(
-            &path.child("operator"),
-            other,
-            "not a valid selector operator",
-        )),
-    }
-    errs.extend(each_invalid(
-        &path.child("key"),
-        &r.key,
-        qualified_name(&r.key),
-    ));
-    errs
+    validate_operator(&r.operator, n, &r.key, path, true)
 }
 
 fn validate_node_field_requirement(r: &NodeSelectorRequirement, path: &Path) -> Vec<FieldError> {
@@ -288,6 +262,7 @@ pub(crate) fn validate_topology_spread(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::field::error_messages;
     use serde_json::json;
 
     #[test]
@@ -297,10 +272,7 @@ mod tests {
                 {"matchExpressions": [{"key": "zone", "operator": "Near", "values": ["a"]}]}]},
             "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 0, "preference": {}}]}}))
         .unwrap();
-        let msgs: Vec<String> = validate_affinity(&a, &Path::new("a"))
-            .iter()
-            .map(FieldError::message)
-            .collect();
+        let msgs = error_messages(&validate_affinity(&a, &Path::new("a")));
         assert_eq!(
             msgs,
             vec![
@@ -328,10 +300,7 @@ mod tests {
             {"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"},
         ]))
         .unwrap();
-        let msgs: Vec<String> = validate_topology_spread(&c, &Path::new("s"))
-            .iter()
-            .map(FieldError::message)
-            .collect();
+        let msgs = error_messages(&validate_topology_spread(&c, &Path::new("s")));
         assert_eq!(
             msgs,
             vec![

@@ -192,6 +192,7 @@ pub(crate) fn validate_replica_set(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::field::error_messages;
     use serde_json::json;
 
     fn deployment(spec: Value) -> (Deployment, Value) {
@@ -345,10 +346,7 @@ mod tests {
             json!("web2"),
         );
         let (new, raw) = deployment(spec);
-        let errs: Vec<String> = validate_deployment(&new, Some(&old), &raw)
-            .iter()
-            .map(FieldError::message)
-            .collect();
+        let errs = error_messages(&validate_deployment(&new, Some(&old), &raw));
         assert_eq!(
             errs,
             vec![
@@ -363,10 +361,7 @@ mod tests {
             "template": {"metadata": {"labels": {"a": "c"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}});
         let mut rs: ReplicaSet = serde_json::from_value(raw.clone()).unwrap();
         default_replica_set(&mut rs);
-        let msgs: Vec<String> = validate_replica_set(&rs, None, &raw)
-            .iter()
-            .map(FieldError::message)
-            .collect();
+        let msgs = error_messages(&validate_replica_set(&rs, None, &raw));
         assert_eq!(
             msgs,
             vec![

@@ -542,6 +542,7 @@ fn json_or_null<T: serde::Serialize>(v: Option<T>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::field::error_messages;
     use serde_json::json;
 
     fn job(spec: Value) -> Job {
@@ -587,10 +588,7 @@ mod tests {
     #[test]
     fn a_foreign_selector_without_manual_selector_is_refused() {
         let j = job(json!({"selector": {"matchLabels": {"app": "x"}}, "template": template()}));
-        let msgs: Vec<String> = validate_job(&j, None)
-            .iter()
-            .map(FieldError::message)
-            .collect();
+        let msgs = error_messages(&validate_job(&j, None));
         assert!(
             msgs.iter()
                 .any(|m| m.ends_with(": `selector` not auto-generated")),
@@ -704,10 +702,7 @@ mod tests {
         )
         .unwrap();
         default_job(&mut j, Operation::Create);
-        let msgs: Vec<String> = validate_job(&j, None)
-            .iter()
-            .map(FieldError::message)
-            .collect();
+        let msgs = error_messages(&validate_job(&j, None));
         assert!(
             msgs.iter()
                 .any(|m| m.starts_with("metadata.name: Invalid value:")

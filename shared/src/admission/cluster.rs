@@ -239,6 +239,7 @@ pub(crate) fn validate_event(ev: &Event, old: Option<&Event>, raw: &Value) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::field::error_messages;
     use serde_json::json;
 
     #[test]
@@ -278,10 +279,7 @@ mod tests {
             json!({"metadata": {"name": "a.b"}, "spec": {"finalizers": ["custom"]}}),
         )
         .unwrap();
-        let msgs: Vec<String> = validate_namespace(&ns, None)
-            .iter()
-            .map(FieldError::message)
-            .collect();
+        let msgs = error_messages(&validate_namespace(&ns, None));
         assert_eq!(
             msgs,
             vec![
@@ -298,10 +296,7 @@ mod tests {
             "taints": [{"key": "k", "effect": "Sometimes"}, {"key": "d", "effect": "NoSchedule"}, {"key": "d", "effect": "NoSchedule"}]}})).unwrap();
         let mut node = node;
         default_node(&mut node);
-        let msgs: Vec<String> = validate_node(&node, None)
-            .iter()
-            .map(FieldError::message)
-            .collect();
+        let msgs = error_messages(&validate_node(&node, None));
         assert_eq!(
             msgs[0],
             "spec.taints[0].effect: Unsupported value: \"Sometimes\": supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\""
@@ -361,10 +356,7 @@ mod tests {
     fn new_style_events_need_reporting_fields() {
         let ev: Event = serde_json::from_value(json!({"metadata": {"name": "e", "namespace": "a"}, "eventTime": "2024-01-01T00:00:00.000000Z",
             "involvedObject": {"kind": "Pod", "name": "p", "namespace": "a"}, "reason": "x".repeat(129)})).unwrap();
-        let msgs: Vec<String> = validate_event(&ev, None, &json!({"involvedObject": {}}))
-            .iter()
-            .map(FieldError::message)
-            .collect();
+        let msgs = error_messages(&validate_event(&ev, None, &json!({"involvedObject": {}})));
         assert!(
             msgs.contains(&"reportingComponent: Required value".to_string()),
             "{msgs:?}"

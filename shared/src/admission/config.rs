@@ -180,6 +180,7 @@ pub(crate) fn validate_secret(s: &Secret, old: Option<&Secret>) -> Vec<FieldErro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::field::error_messages;
     use serde_json::json;
 
     fn cm(v: Value) -> ConfigMap {
@@ -191,10 +192,7 @@ mod tests {
         let c = cm(
             json!({"metadata": {"name": "c", "namespace": "d"}, "data": {"ok.key": "v", "bad key": "v", "..": "v"}}),
         );
-        let msgs: Vec<String> = validate_config_map(&c, None)
-            .iter()
-            .map(FieldError::message)
-            .collect();
+        let msgs = error_messages(&validate_config_map(&c, None));
         assert_eq!(msgs.len(), 2, "{msgs:?}");
         assert_eq!(msgs[0], "data[..]: Invalid value: \"..\": must not be '..'");
         assert!(msgs[1].starts_with("data[bad key]: Invalid value: \"bad key\": a valid config key must consist of alphanumeric characters"));
@@ -215,10 +213,7 @@ mod tests {
         let new = cm(
             json!({"metadata": {"name": "c", "namespace": "d"}, "data": {"a": "2"}, "immutable": true}),
         );
-        let msgs: Vec<String> = validate_config_map(&new, Some(&old))
-            .iter()
-            .map(FieldError::message)
-            .collect();
+        let msgs = error_messages(&validate_config_map(&new, Some(&old)));
         assert_eq!(
             msgs,
             vec!["data: Forbidden: field is immutable when `immutable` is set"]

@@ -268,6 +268,12 @@ fn render_requirement(r: &Value) -> String {
     )
 }
 
+/// The messages of `errs`, as the API's `Status` carries them (for tests).
+#[cfg(test)]
+pub(crate) fn error_messages(errs: &[FieldError]) -> Vec<String> {
+    errs.iter().map(FieldError::message).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -128,6 +128,7 @@ pub(crate) fn validate_lease(lease: &Lease, old: Option<&Lease>) -> Vec<FieldErr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::field::error_messages;
     use serde_json::json;
 
     #[test]
@@ -149,10 +150,7 @@ mod tests {
         )
         .unwrap();
         default_replication_controller(&mut rc);
-        let msgs: Vec<String> = validate_replication_controller(&rc, None)
-            .iter()
-            .map(FieldError::message)
-            .collect();
+        let msgs = error_messages(&validate_replication_controller(&rc, None));
         assert_eq!(
             msgs,
             vec![
@@ -168,10 +166,7 @@ mod tests {
             serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "d"},
             "spec": {"minAvailable": "150%", "maxUnavailable": -1}}))
             .unwrap();
-        let msgs: Vec<String> = validate_pdb(&pdb, None)
-            .iter()
-            .map(FieldError::message)
-            .collect();
+        let msgs = error_messages(&validate_pdb(&pdb, None));
         assert_eq!(msgs.len(), 3, "{msgs:?}");
         assert!(msgs[0].ends_with(": minAvailable and maxUnavailable cannot be both set"));
         assert_eq!(

@@ -25,29 +25,8 @@ pub(crate) fn validate_label_selector(sel: &LabelSelector, path: &Path) -> Vec<F
 }
 
 fn validate_requirement(req: &LabelSelectorRequirement, path: &Path) -> Vec<FieldError> {
-    let mut errs = Vec::new();
     let values = req.values.as_deref().unwrap_or_default();
-    match req.operator.as_str() {
-        "In" | "NotIn" if values.is_empty() => errs.push(FieldError::required(
-            &path.child("values"),
-            "must be specified when `operator` is 'In' or 'NotIn'",
-        )),
-        "Exists" | "DoesNotExist" if !values.is_empty() => errs.push(FieldError::forbidden(
-            &path.child("values"),
-            "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
-        )),
-        "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
-        other => errs.push(FieldError::invalid(
-            &path.child("operator"),
-            other,
-            "not a valid selector operator",
-        )),
-    }
-    errs.extend(each_invalid(
-        &path.child("key"),
-        &req.key,
-        qualified_name(&req.key),
-    ));
+    let mut errs = validate_operator(&req.operator, values.len(), &req.key, path, false);
     for (i, v) in values.iter().enumerate() {
         errs.extend(each_invalid(
             &path.child("values").index(i),
@@ -55,6 +34,42 @@ fn validate_requirement(req: &LabelSelectorRequirement, path: &Path) -> Vec<Fiel
             label_value(v),
         ));
     }
+    errs
+}
+
+/// A selector requirement's operator against its number of `values`, then its `key`: the checks
+/// upstream's `ValidateLabelSelectorRequirement` and `ValidateNodeSelectorRequirement` share.
+/// Node requirements also know `Gt` and `Lt` (`numeric`), with a single value.
+pub(crate) fn validate_operator(
+    operator: &str,
+    values: usize,
+    key: &str,
+    path: &Path,
+    numeric: bool,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    match operator {
+        "In" | "NotIn" if values == 0 => errs.push(FieldError::required(
+            &path.child("values"),
+            "must be specified when `operator` is 'In' or 'NotIn'",
+        )),
+        "Exists" | "DoesNotExist" if values > 0 => errs.push(FieldError::forbidden(
+            &path.child("values"),
+            "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+        )),
+        "Gt" | "Lt" if numeric && values != 1 => errs.push(FieldError::required(
+            &path.child("values"),
+            "must be specified single value when `operator` is 'Lt' or 'Gt'",
+        )),
+        "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+        "Gt" | "Lt" if numeric => {}
+        other => errs.push(FieldError::invalid(
+            &path.child("operator"),
+            other,
+            "not a valid selector operator",
+        )),
+    }
+    errs.extend(each_invalid(&path.child("key"), key, qualified_name(key)));
     errs
 }
 

@@ -346,6 +346,7 @@ pub(crate) fn validate_controller_revision(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::field::error_messages;
     use serde_json::json;
 
     fn template() -> Value {
@@ -394,10 +395,7 @@ mod tests {
         let (s, raw) = sts(
             json!({"selector": {"matchLabels": {"app": "db"}}, "template": template(), "podManagementPolicy": "Random", "replicas": -1}),
         );
-        let msgs: Vec<String> = validate_stateful_set(&s, None, &raw)
-            .iter()
-            .map(FieldError::message)
-            .collect();
+        let msgs = error_messages(&validate_stateful_set(&s, None, &raw));
         assert_eq!(
             msgs,
             vec![
@@ -486,10 +484,7 @@ mod tests {
             json!({"selector": {"matchLabels": {"app": "db"}}, "template": template(),
             "updateStrategy": {"rollingUpdate": {"maxUnavailable": 0, "maxSurge": 0}}}),
         );
-        let msgs: Vec<String> = validate_daemon_set(&d, None, &raw)
-            .iter()
-            .map(FieldError::message)
-            .collect();
+        let msgs = error_messages(&validate_daemon_set(&d, None, &raw));
         assert_eq!(
             msgs,
             vec![
@@ -504,10 +499,7 @@ mod tests {
             json!({"metadata": {"name": "r", "namespace": "d"}, "revision": -1}),
         )
         .unwrap();
-        let msgs: Vec<String> = validate_controller_revision(&r, None)
-            .iter()
-            .map(FieldError::message)
-            .collect();
+        let msgs = error_messages(&validate_controller_revision(&r, None));
         assert_eq!(
             msgs,
             vec![

@@ -21,7 +21,7 @@ use super::field::{FieldError, Path};
 use super::meta::validate_meta;
 use super::names::{dns1123_subdomain, each_invalid, qualified_name};
 use super::selector::validate_label_selector;
-use super::volume::{HOST_PATH_TYPES, no_backsteps};
+use super::volume::{no_backsteps, validate_host_path};
 use crate::quantity::Quantity;
 
 /// The finalizer that keeps a claim while a pod uses it (StorageObjectInUseProtection).
@@ -293,20 +293,7 @@ fn validate_pv_sources(spec: &PersistentVolumeSpec, sp: &Path) -> Vec<FieldError
     }
     let first = sources.first().copied();
     if let (Some("hostPath"), Some(h)) = (first, &spec.host_path) {
-        let hp = sp.child("hostPath");
-        if h.path.is_empty() {
-            errs.push(FieldError::required(&hp.child("path"), ""));
-        } else {
-            errs.extend(no_backsteps(&h.path, &hp.child("path")));
-        }
-        let t = h.type_.as_deref().unwrap_or_default();
-        if !HOST_PATH_TYPES.contains(&t) {
-            errs.push(FieldError::not_supported(
-                &hp.child("type"),
-                t,
-                HOST_PATH_TYPES,
-            ));
-        }
+        errs.extend(validate_host_path(h, &sp.child("hostPath"), true));
     }
     if let (Some("local"), Some(l)) = (first, &spec.local) {
         let lp = sp.child("local").child("path");

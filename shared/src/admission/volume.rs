@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{KeyToPath, Volume};
+use k8s_openapi::api::core::v1::{HostPathVolumeSource, KeyToPath, Volume};
 
 use super::container::validate_field_ref;
 use super::defaults::volume_source_count;
@@ -32,6 +32,33 @@ pub(crate) const HOST_PATH_TYPES: &[&str] = &[
     "FileOrCreate",
     "Socket",
 ];
+
+/// A `hostPath` source: a path without `..` steps, of a known type. A pod's volume stops at a
+/// missing path; a PersistentVolume's checks the type anyway (`type_without_path`).
+pub(crate) fn validate_host_path(
+    h: &HostPathVolumeSource,
+    hp: &Path,
+    type_without_path: bool,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if h.path.is_empty() {
+        errs.push(FieldError::required(&hp.child("path"), ""));
+        if !type_without_path {
+            return errs;
+        }
+    } else {
+        errs.extend(no_backsteps(&h.path, &hp.child("path")));
+    }
+    let t = h.type_.as_deref().unwrap_or_default();
+    if !HOST_PATH_TYPES.contains(&t) {
+        errs.push(FieldError::not_supported(
+            &hp.child("type"),
+            t,
+            HOST_PATH_TYPES,
+        ));
+    }
+    errs
+}
 
 /// Validates the volumes and returns the names of the valid ones (mounts may only use those).
 pub(crate) fn validate_volumes(
@@ -91,20 +118,7 @@ fn validate_source(v: &Volume, path: &Path) -> Vec<FieldError> {
         ));
     }
     if let Some(h) = &v.host_path {
-        let hp = path.child("hostPath");
-        if h.path.is_empty() {
-            errs.push(FieldError::required(&hp.child("path"), ""));
-        } else {
-            errs.extend(no_backsteps(&h.path, &hp.child("path")));
-            let t = h.type_.as_deref().unwrap_or_default();
-            if !HOST_PATH_TYPES.contains(&t) {
-                errs.push(FieldError::not_supported(
-                    &hp.child("type"),
-                    t,
-                    HOST_PATH_TYPES,
-                ));
-            }
-        }
+        errs.extend(validate_host_path(h, &path.child("hostPath"), false));
     }
     if let Some(c) = &v.config_map {
         let cp = path.child("configMap");

@@ -229,31 +229,21 @@ mod tests {
     fn missing_and_empty_selectors_are_reported() {
         let t: PodTemplateSpec =
             serde_json::from_value(json!({"metadata": {"labels": {"app": "b"}}})).unwrap();
-        let msgs: Vec<String> = validate_required_selector(
-            &LabelSelector::default(),
-            false,
-            true,
-            Some(&t),
-            "deployment",
-            &Path::new("spec"),
-        )
-        .iter()
-        .map(FieldError::message)
-        .collect();
-        assert_eq!(msgs[0], "spec.selector: Required value");
-        let msgs: Vec<String> = validate_required_selector(
-            &LabelSelector::default(),
-            true,
-            true,
-            Some(&t),
-            "deployment",
-            &Path::new("spec"),
-        )
-        .iter()
-        .map(FieldError::message)
-        .collect();
+        let msgs = |present: bool| -> Vec<String> {
+            let sel = LabelSelector::default();
+            let errs = validate_required_selector(
+                &sel,
+                present,
+                true,
+                Some(&t),
+                "deployment",
+                &Path::new("spec"),
+            );
+            errs.iter().map(FieldError::message).collect()
+        };
+        assert_eq!(msgs(false)[0], "spec.selector: Required value");
         assert_eq!(
-            msgs,
+            msgs(true),
             vec![
                 "spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string(nil), MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: empty selector is invalid for deployment"
             ]

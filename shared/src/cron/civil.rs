@@ -136,44 +136,28 @@ mod tests {
         assert_eq!(c.weekday, 3, "a Wednesday");
     }
 
+    /// Like Go's `time.Date`: out-of-range months and days carry over; a wall time in a gap
+    /// moves by the gap (New York back an hour, Berlin forward), one in an overlap takes New
+    /// York's first (daylight) occurrence and Berlin's second.
     #[test]
-    fn go_date_carries_over_months_and_days() {
-        let utc = TimeZone::UTC;
-        assert_eq!(
-            go_date(&utc, 2023, 2, 30, 0, 0, 0),
-            unix("2023-03-02T00:00:00Z")
+    fn go_date_carries_over_and_picks_gos_offset_in_gaps_and_overlaps() {
+        let (utc, ny, berlin) = (
+            TimeZone::UTC,
+            zone("America/New_York"),
+            zone("Europe/Berlin"),
         );
-        assert_eq!(
-            go_date(&utc, 2012, 13, 1, 0, 0, 0),
-            unix("2013-01-01T00:00:00Z")
-        );
-        assert_eq!(
-            go_date(&utc, 2012, 12, 32, 0, 0, 0),
-            unix("2013-01-01T00:00:00Z")
-        );
-    }
-
-    #[test]
-    fn go_date_picks_gos_offset_in_gaps_and_overlaps() {
-        let ny = zone("America/New_York");
-        let berlin = zone("Europe/Berlin");
-        // Gaps: New York moves back an hour, Berlin forward.
-        assert_eq!(
-            go_date(&ny, 2012, 3, 11, 2, 30, 0),
-            unix("2012-03-11T01:30:00-05:00")
-        );
-        assert_eq!(
-            go_date(&berlin, 2012, 3, 25, 2, 30, 0),
-            unix("2012-03-25T03:30:00+02:00")
-        );
-        // Overlaps: New York takes the first (daylight) occurrence, Berlin the second.
-        assert_eq!(
-            go_date(&ny, 2012, 11, 4, 1, 0, 0),
-            unix("2012-11-04T01:00:00-04:00")
-        );
-        assert_eq!(
-            go_date(&berlin, 2012, 10, 28, 2, 30, 0),
-            unix("2012-10-28T02:30:00+01:00")
-        );
+        #[rustfmt::skip]
+        let cases = [
+            ("day 30 of February", &utc, (2023, 2, 30, 0, 0), "2023-03-02T00:00:00Z"),
+            ("month 13", &utc, (2012, 13, 1, 0, 0), "2013-01-01T00:00:00Z"),
+            ("day 32 of December", &utc, (2012, 12, 32, 0, 0), "2013-01-01T00:00:00Z"),
+            ("gap, New York", &ny, (2012, 3, 11, 2, 30), "2012-03-11T01:30:00-05:00"),
+            ("gap, Berlin", &berlin, (2012, 3, 25, 2, 30), "2012-03-25T03:30:00+02:00"),
+            ("overlap, New York", &ny, (2012, 11, 4, 1, 0), "2012-11-04T01:00:00-04:00"),
+            ("overlap, Berlin", &berlin, (2012, 10, 28, 2, 30), "2012-10-28T02:30:00+01:00"),
+        ];
+        for (why, tz, (y, mo, d, h, mi), want) in cases {
+            assert_eq!(go_date(tz, y, mo, d, h, mi, 0), unix(want), "{why}");
+        }
     }
 }

@@ -187,7 +187,13 @@ impl<'a> Ops<'a> {
     }
 
     fn item_params(&self) -> Value {
-        let mut params = vec![path_param("name", &format!("name of the {}", self.r.kind))];
+        let name = path_param("name", &format!("name of the {}", self.r.kind));
+        Value::Array(self.scope_params(vec![name]))
+    }
+
+    /// `params`, then the namespace for a namespaced kind, then `pretty`: the parameters every
+    /// path of the kind shares.
+    fn scope_params(&self, mut params: Vec<Value>) -> Vec<Value> {
         if self.r.namespaced {
             params.push(path_param("namespace", "object name and auth scope"));
         }
@@ -196,7 +202,7 @@ impl<'a> Ops<'a> {
             "string",
             "If 'true', the output is pretty printed.",
         ));
-        Value::Array(params)
+        params
     }
 
     /// get, put and patch of an object (or of a subresource named by `suffix`).
@@ -281,15 +287,7 @@ impl<'a> Ops<'a> {
 
     fn collection_path(&self, scope: &str) -> Value {
         let mut path = Map::new();
-        let mut params = Vec::new();
-        if self.r.namespaced {
-            params.push(path_param("namespace", "object name and auth scope"));
-        }
-        params.push(query(
-            "pretty",
-            "string",
-            "If 'true', the output is pretty printed.",
-        ));
+        let params = self.scope_params(Vec::new());
         path.insert("parameters".into(), Value::Array(params));
         if !self.r.create_only {
             let list_schema = format!("{}List", self.schema);

@@ -7,10 +7,11 @@ use serde_json::{Value, json};
 use super::lookup::{at, int_at, list_at, opt_bool, opt_int, str_at};
 use super::selector::{format_label_selector, format_labels, selector_string};
 use super::{
-    ColumnDefinition, age_col, col, container_cells, container_cols, created, name, name_col, wide,
+    ColumnDefinition, age_col, col, created, name, name_col, workload_cells, workload_columns,
 };
 
-const TEMPLATE_SPEC: &[&str] = &["spec", "template", "spec"];
+/// Where the workload spec is (the pod template is its `template`).
+const SPEC: &[&str] = &["spec"];
 
 /// `spec.replicas`, which the API server defaults to 1 before anything is printed.
 fn desired_replicas(obj: &Value) -> i64 {
@@ -19,9 +20,7 @@ fn desired_replicas(obj: &Value) -> i64 {
 
 /// The columns shared by ReplicationController and ReplicaSet.
 pub(crate) fn replica_set_columns() -> Vec<ColumnDefinition> {
-    let [containers, images] = container_cols();
-    vec![
-        name_col(),
+    let columns = vec![
         col("Desired", "integer", "Number of desired replicas."),
         col(
             "Current",
@@ -29,15 +28,9 @@ pub(crate) fn replica_set_columns() -> Vec<ColumnDefinition> {
             "Number of most recently observed replicas.",
         ),
         col("Ready", "integer", "Number of ready replicas."),
-        age_col(),
-        containers,
-        images,
-        wide(
-            "Selector",
-            "string",
-            "Label query over the pods the controller manages.",
-        ),
-    ]
+    ];
+    let selector = "Label query over the pods the controller manages.";
+    workload_columns(columns, Some(selector))
 }
 
 fn replica_counts(obj: &Value, now: Timestamp) -> Vec<Value> {
@@ -51,24 +44,18 @@ fn replica_counts(obj: &Value, now: Timestamp) -> Vec<Value> {
 }
 
 pub(crate) fn replication_controller_cells(rc: &Value, now: Timestamp) -> Vec<Value> {
-    let mut cells = replica_counts(rc, now);
-    cells.extend(container_cells(rc, TEMPLATE_SPEC));
     // A ReplicationController's selector is a plain label map.
-    cells.push(json!(format_labels(at(rc, &["spec", "selector"]))));
-    cells
+    let selector = format_labels(at(rc, &["spec", "selector"]));
+    workload_cells(rc, replica_counts(rc, now), SPEC, Some(selector))
 }
 
 pub(crate) fn replica_set_cells(rs: &Value, now: Timestamp) -> Vec<Value> {
-    let mut cells = replica_counts(rs, now);
-    cells.extend(container_cells(rs, TEMPLATE_SPEC));
-    cells.push(json!(format_label_selector(at(rs, &["spec", "selector"]))));
-    cells
+    let selector = format_label_selector(at(rs, &["spec", "selector"]));
+    workload_cells(rs, replica_counts(rs, now), SPEC, Some(selector))
 }
 
 pub(crate) fn deployment_columns() -> Vec<ColumnDefinition> {
-    let [containers, images] = container_cols();
-    vec![
-        name_col(),
+    let columns = vec![
         col("Ready", "string", "Number of the pod with ready state"),
         col(
             "Up-to-date",
@@ -76,11 +63,8 @@ pub(crate) fn deployment_columns() -> Vec<ColumnDefinition> {
             "Total number of non-terminated pods with the desired template.",
         ),
         col("Available", "string", "Total number of available pods."),
-        age_col(),
-        containers,
-        images,
-        wide("Selector", "string", "Label selector for pods."),
-    ]
+    ];
+    workload_columns(columns, Some("Label selector for pods."))
 }
 
 pub(crate) fn deployment_cells(d: &Value, now: Timestamp) -> Vec<Value> {
@@ -93,27 +77,19 @@ pub(crate) fn deployment_cells(d: &Value, now: Timestamp) -> Vec<Value> {
     // "<invalid>".
     let selector =
         selector_string(at(d, &["spec", "selector"])).unwrap_or_else(|_| "<invalid>".to_string());
-    let mut cells = vec![
+    let cells = vec![
         name(d),
         json!(ready),
         json!(int_at(d, &["status", "updatedReplicas"])),
         json!(int_at(d, &["status", "availableReplicas"])),
         created(d, now),
     ];
-    cells.extend(container_cells(d, TEMPLATE_SPEC));
-    cells.push(json!(selector));
-    cells
+    workload_cells(d, cells, SPEC, Some(selector))
 }
 
 pub(crate) fn stateful_set_columns() -> Vec<ColumnDefinition> {
-    let [containers, images] = container_cols();
-    vec![
-        name_col(),
-        col("Ready", "string", "Number of the pod with ready state"),
-        age_col(),
-        containers,
-        images,
-    ]
+    let ready = col("Ready", "string", "Number of the pod with ready state");
+    workload_columns(vec![ready], None)
 }
 
 pub(crate) fn stateful_set_cells(sts: &Value, now: Timestamp) -> Vec<Value> {
@@ -122,15 +98,12 @@ pub(crate) fn stateful_set_cells(sts: &Value, now: Timestamp) -> Vec<Value> {
         int_at(sts, &["status", "readyReplicas"]),
         desired_replicas(sts)
     );
-    let mut cells = vec![name(sts), json!(ready), created(sts, now)];
-    cells.extend(container_cells(sts, TEMPLATE_SPEC));
-    cells
+    let cells = vec![name(sts), json!(ready), created(sts, now)];
+    workload_cells(sts, cells, SPEC, None)
 }
 
 pub(crate) fn daemon_set_columns() -> Vec<ColumnDefinition> {
-    let [containers, images] = container_cols();
-    vec![
-        name_col(),
+    let columns = vec![
         col(
             "Desired",
             "integer",
@@ -161,20 +134,14 @@ pub(crate) fn daemon_set_columns() -> Vec<ColumnDefinition> {
             "string",
             "Node labels the daemon pods must match.",
         ),
-        age_col(),
-        containers,
-        images,
-        wide(
-            "Selector",
-            "string",
-            "Label query over the pods the daemon set manages.",
-        ),
-    ]
+    ];
+    let selector = "Label query over the pods the daemon set manages.";
+    workload_columns(columns, Some(selector))
 }
 
 pub(crate) fn daemon_set_cells(ds: &Value, now: Timestamp) -> Vec<Value> {
     let count = |field: &str| json!(int_at(ds, &["status", field]));
-    let mut cells = vec![
+    let cells = vec![
         name(ds),
         count("desiredNumberScheduled"),
         count("currentNumberScheduled"),
@@ -187,9 +154,8 @@ pub(crate) fn daemon_set_cells(ds: &Value, now: Timestamp) -> Vec<Value> {
         ))),
         created(ds, now),
     ];
-    cells.extend(container_cells(ds, TEMPLATE_SPEC));
-    cells.push(json!(format_label_selector(at(ds, &["spec", "selector"]))));
-    cells
+    let selector = format_label_selector(at(ds, &["spec", "selector"]));
+    workload_cells(ds, cells, SPEC, Some(selector))
 }
 
 pub(crate) fn controller_revision_columns() -> Vec<ColumnDefinition> {

@@ -8,14 +8,13 @@ use super::lookup::{
     at, condition_status, has, int_at, list_at, opt_bool, opt_int, opt_str, str_at,
 };
 use super::selector::format_label_selector;
-use super::{
-    ColumnDefinition, age_col, col, container_cells, container_cols, created, name, name_col, wide,
-};
+use super::{ColumnDefinition, col, created, name, workload_cells, workload_columns};
+
+/// How the Job and CronJob printers describe their selector column.
+const JOB_SELECTOR: &str = "A label query over pods that should match the pod count.";
 
 pub(crate) fn job_columns() -> Vec<ColumnDefinition> {
-    let [containers, images] = container_cols();
-    vec![
-        name_col(),
+    let columns = vec![
         col("Status", "string", "Status of the job."),
         col(
             "Completions",
@@ -23,15 +22,8 @@ pub(crate) fn job_columns() -> Vec<ColumnDefinition> {
             "The number of pods which reached phase Succeeded.",
         ),
         col("Duration", "string", "Time required to complete the job."),
-        age_col(),
-        containers,
-        images,
-        wide(
-            "Selector",
-            "string",
-            "A label query over pods that should match the pod count.",
-        ),
-    ]
+    ];
+    workload_columns(columns, Some(JOB_SELECTOR))
 }
 
 /// Upstream's order of precedence: a finished job says so even while being deleted.
@@ -75,22 +67,19 @@ fn job_duration(job: &Value, now: Timestamp) -> String {
 }
 
 pub(crate) fn job_cells(job: &Value, now: Timestamp) -> Vec<Value> {
-    let mut cells = vec![
+    let cells = vec![
         name(job),
         json!(job_status(job)),
         json!(completions(job)),
         json!(job_duration(job, now)),
         created(job, now),
     ];
-    cells.extend(container_cells(job, &["spec", "template", "spec"]));
-    cells.push(json!(format_label_selector(at(job, &["spec", "selector"]))));
-    cells
+    let selector = format_label_selector(at(job, &["spec", "selector"]));
+    workload_cells(job, cells, &["spec"], Some(selector))
 }
 
 pub(crate) fn cron_job_columns() -> Vec<ColumnDefinition> {
-    let [containers, images] = container_cols();
-    vec![
-        name_col(),
+    let columns = vec![
         col("Schedule", "string", "The schedule in Cron format."),
         col(
             "Timezone",
@@ -108,15 +97,8 @@ pub(crate) fn cron_job_columns() -> Vec<ColumnDefinition> {
             "string",
             "When a job was last successfully scheduled.",
         ),
-        age_col(),
-        containers,
-        images,
-        wide(
-            "Selector",
-            "string",
-            "A label query over pods that should match the pod count.",
-        ),
-    ]
+    ];
+    workload_columns(columns, Some(JOB_SELECTOR))
 }
 
 pub(crate) fn cron_job_cells(cj: &Value, now: Timestamp) -> Vec<Value> {
@@ -130,7 +112,7 @@ pub(crate) fn cron_job_cells(cj: &Value, now: Timestamp) -> Vec<Value> {
     } else {
         "False"
     };
-    let mut cells = vec![
+    let cells = vec![
         name(cj),
         json!(str_at(cj, &["spec", "schedule"])),
         json!(opt_str(cj, &["spec", "timeZone"]).unwrap_or("<none>")),
@@ -139,15 +121,9 @@ pub(crate) fn cron_job_cells(cj: &Value, now: Timestamp) -> Vec<Value> {
         json!(last_schedule),
         created(cj, now),
     ];
-    cells.extend(container_cells(
-        cj,
-        &["spec", "jobTemplate", "spec", "template", "spec"],
-    ));
-    cells.push(json!(format_label_selector(at(
-        cj,
-        &["spec", "jobTemplate", "spec", "selector"]
-    ))));
-    cells
+    let job_spec = ["spec", "jobTemplate", "spec"];
+    let selector = format_label_selector(at(cj, &["spec", "jobTemplate", "spec", "selector"]));
+    workload_cells(cj, cells, &job_spec, Some(selector))
 }
 
 #[cfg(test)]

@@ -96,6 +96,36 @@ pub(crate) fn container_cols() -> [ColumnDefinition; 2] {
     ]
 }
 
+/// A workload printer's columns: the name, the kind's own `columns`, the age, then the wide
+/// containers and images of its pod template and, for a kind that has one, the wide selector
+/// (described as `selector`).
+pub(crate) fn workload_columns(
+    columns: Vec<ColumnDefinition>,
+    selector: Option<&str>,
+) -> Vec<ColumnDefinition> {
+    let [containers, images] = container_cols();
+    let mut out = vec![name_col()];
+    out.extend(columns);
+    out.extend([age_col(), containers, images]);
+    out.extend(selector.map(|s| wide("Selector", "string", s)));
+    out
+}
+
+/// A workload printer's cells, matching [`workload_columns`]: its own `cells` (name to age),
+/// then the containers and images of the pod template in the workload spec at `spec`, and the
+/// `selector` for a kind that prints one.
+pub(crate) fn workload_cells(
+    obj: &Value,
+    mut cells: Vec<Value>,
+    spec: &[&str],
+    selector: Option<String>,
+) -> Vec<Value> {
+    let template: Vec<&str> = spec.iter().copied().chain(["template", "spec"]).collect();
+    cells.extend(container_cells(obj, &template));
+    cells.extend(selector.map(|s| json!(s)));
+    cells
+}
+
 /// The Table columns for a kind, in upstream order; unknown kinds get the default table.
 pub fn columns(kind: &str) -> Vec<ColumnDefinition> {
     match kind {

@@ -43,30 +43,20 @@ impl PodWorker {
                 self.pull_failed(pod, name, &image, &e, now).await;
                 return;
             }
+            let message = format!("Container image \"{image}\" already present on machine");
             self.cx
                 .events
-                .record(
-                    pod,
-                    false,
-                    "Pulled",
-                    &format!("Container image \"{image}\" already present on machine"),
-                    Some(&field),
-                )
+                .record(pod, false, "Pulled", &message, Some(&field))
                 .await;
             self.local_mut(|l| {
                 l.pulls.insert(name.to_string(), ImagePull::Pulled);
             });
             return;
         }
+        let message = format!("Pulling image \"{image}\"");
         self.cx
             .events
-            .record(
-                pod,
-                false,
-                "Pulling",
-                &format!("Pulling image \"{image}\""),
-                Some(&field),
-            )
+            .record(pod, false, "Pulling", &message, Some(&field))
             .await;
         let started = std::time::Instant::now();
         let pulled = self.cx.images.pull_with(&image, policy, &keyring).await;

@@ -27,6 +27,9 @@ struct Harness {
     wakes: Arc<AtomicUsize>,
 }
 
+/// A pass that waits on something (a volume, a claim) and looks again in a second.
+const RETRY_IN_A_SECOND: Pass = Pass::RequeueAfter(Duration::from_secs(1));
+
 fn harness() -> Harness {
     let fakes = Fakes::new();
     let wakes = Arc::new(AtomicUsize::new(0));
@@ -54,6 +57,13 @@ impl Harness {
         }
         assert!(self.fakes.runtime.is_running(APP_R0));
         self.fakes.take_calls();
+    }
+
+    /// Nothing has started since the last look: the pod is held back (`why`).
+    fn assert_held_back(&self, why: &str) {
+        let calls = self.fakes.take_calls();
+        let started = calls.iter().any(|c| matches!(c, Call::SetupNetwork(_)));
+        assert!(!started, "{why}");
     }
 
     fn start_calls(id: &str) -> Vec<Call> {
@@ -130,10 +140,7 @@ async fn an_exited_container_restarts_at_once_then_only_after_its_back_off() {
         "one dead attempt is kept: the older one goes"
     );
     tokio::time::advance(Duration::from_secs(9)).await;
-    assert_eq!(
-        h.pass(&pod).await,
-        Pass::RequeueAfter(Duration::from_secs(1))
-    );
+    assert_eq!(h.pass(&pod).await, RETRY_IN_A_SECOND);
     assert_eq!(h.fakes.take_calls(), vec![], "nothing starts in back-off");
 
     tokio::time::advance(Duration::from_secs(1)).await;
@@ -473,10 +480,7 @@ async fn a_pod_waits_for_its_claim_to_be_bound_then_starts_on_the_volume() {
     let not_bound = "Unable to attach or mount volumes: unmounted volumes=[www], unattached volumes=[www]: persistentvolumeclaim \"www-web-0\" is not bound";
 
     // No claim yet, then a claim not bound yet: no sandbox, a FailedMount, a quick retry.
-    assert_eq!(
-        h.pass(&pod).await,
-        Pass::RequeueAfter(Duration::from_secs(1))
-    );
+    assert_eq!(h.pass(&pod).await, RETRY_IN_A_SECOND);
     let claim = |phase: &str| {
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": "www-web-0", "namespace": "default", "uid": "c1"},
@@ -485,21 +489,9 @@ async fn a_pod_waits_for_its_claim_to_be_bound_then_starts_on_the_volume() {
     };
     let claims = || h.fakes.api.claims.lock().unwrap();
     claims().insert("default/www-web-0".into(), claim("Pending"));
-    assert_eq!(
-        h.pass(&pod).await,
-        Pass::RequeueAfter(Duration::from_secs(1))
-    );
-    assert_eq!(
-        h.pass(&pod).await,
-        Pass::RequeueAfter(Duration::from_secs(1))
-    );
-    assert!(
-        !h.fakes
-            .take_calls()
-            .iter()
-            .any(|c| matches!(c, Call::SetupNetwork(_))),
-        "nothing starts before the claim is bound"
-    );
+    assert_eq!(h.pass(&pod).await, RETRY_IN_A_SECOND);
+    assert_eq!(h.pass(&pod).await, RETRY_IN_A_SECOND);
+    h.assert_held_back("nothing starts before the claim is bound");
     assert!(
         h.fakes.events().is_empty(),
         "a claim being provisioned is no failure: {:?}",
@@ -508,16 +500,10 @@ async fn a_pod_waits_for_its_claim_to_be_bound_then_starts_on_the_volume() {
     // Past the kubelet's 2m3s wait for attach and mount, FailedMount says why.
     tokio::time::advance(Duration::from_secs(124)).await;
     claims().remove("default/www-web-0");
-    assert_eq!(
-        h.pass(&pod).await,
-        Pass::RequeueAfter(Duration::from_secs(1))
-    );
+    assert_eq!(h.pass(&pod).await, RETRY_IN_A_SECOND);
     claims().insert("default/www-web-0".into(), claim("Pending"));
     for _ in 0..2 {
-        assert_eq!(
-            h.pass(&pod).await,
-            Pass::RequeueAfter(Duration::from_secs(1))
-        );
+        assert_eq!(h.pass(&pod).await, RETRY_IN_A_SECOND);
     }
     let events = h.fakes.events();
     assert_eq!(events[0].0, "FailedMount");
@@ -574,18 +560,9 @@ async fn a_host_path_of_the_wrong_type_holds_the_pod_back_with_failed_mount_unti
     // No sandbox, a FailedMount with the kubelet's message, a quick retry; the
     // DirectoryOrCreate volume before it was made (0755).
     for _ in 0..2 {
-        assert_eq!(
-            h.pass(&pod).await,
-            Pass::RequeueAfter(Duration::from_secs(1))
-        );
+        assert_eq!(h.pass(&pod).await, RETRY_IN_A_SECOND);
     }
-    assert!(
-        !h.fakes
-            .take_calls()
-            .iter()
-            .any(|c| matches!(c, Call::SetupNetwork(_))),
-        "nothing starts before the volumes are set up"
-    );
+    h.assert_held_back("nothing starts before the volumes are set up");
     let message = format!(
         "MountVolume.SetUp failed for volume \"data\" : hostPath type check failed: {} is not a directory",
         dir.display()
@@ -681,17 +658,8 @@ async fn a_missing_config_map_holds_the_pod_and_a_changed_one_is_rewritten_witho
         serde_json::from_value(serde_json::json!({"name": "cfg", "configMap": {"name": "cm"}}))
             .unwrap(),
     ]);
-    assert_eq!(
-        h.pass(&pod).await,
-        Pass::RequeueAfter(Duration::from_secs(1))
-    );
-    assert!(
-        !h.fakes
-            .take_calls()
-            .iter()
-            .any(|c| matches!(c, Call::SetupNetwork(_))),
-        "nothing starts before the volumes are set up"
-    );
+    assert_eq!(h.pass(&pod).await, RETRY_IN_A_SECOND);
+    h.assert_held_back("nothing starts before the volumes are set up");
     assert_eq!(
         h.fakes.events(),
         vec![(

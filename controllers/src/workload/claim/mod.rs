@@ -11,7 +11,7 @@ use super::controller_ref::{ControllerRef, controller_uid};
 use super::write;
 use crate::views::string_map;
 use berth_registry::{Registry, RegistryError};
-use berth_runtime::informer::{Informer, ORPHANS_BY_NAMESPACE, Object};
+use berth_runtime::informer::{Informer, ORPHANS_BY_NAMESPACE, Object, View};
 use berth_shared::resource::ResourceType;
 use berth_shared::selector::LabelSelector;
 use serde_json::{Value, json};
@@ -174,6 +174,19 @@ impl Owner<'_> {
         }
         out.sort_by(|a, b| a.name().cmp(b.name()));
         Ok(out)
+    }
+
+    /// [`Owner::claim`], each object read through its view `V`.
+    pub fn claim_views<V: View>(
+        &self,
+        registry: &Registry,
+        informer: &Informer,
+    ) -> Result<Vec<Arc<V>>, RegistryError> {
+        Ok(self
+            .claim(registry, informer)?
+            .iter()
+            .map(|o| o.view())
+            .collect())
     }
 
     /// Whether the owner is still the object planned for and not being deleted, read from

@@ -17,6 +17,7 @@ pub mod body;
 pub mod conversion;
 pub mod cron;
 pub mod discovery;
+mod go_duration;
 pub mod managed_fields;
 pub mod openapi;
 pub mod patch;

@@ -44,6 +44,12 @@ pub enum Call {
 
 type Log = Arc<Mutex<Vec<Call>>>;
 
+/// A copy of what the fake API holds under `key`.
+fn stored<T: Clone>(objects: &Mutex<BTreeMap<String, T>>, key: &str) -> Option<T> {
+    let objects = objects.lock().unwrap_or_else(|e| e.into_inner());
+    objects.get(key).cloned()
+}
+
 fn push(log: &Log, call: Call) {
     log.lock().unwrap_or_else(|e| e.into_inner()).push(call);
 }
@@ -403,12 +409,7 @@ impl PodApi for FakeApi {
         namespace: &'a str,
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<ConfigMap>, ClientError>> {
-        let cm = self
-            .config_maps
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&format!("{namespace}/{name}"))
-            .cloned();
+        let cm = stored(&self.config_maps, &format!("{namespace}/{name}"));
         Box::pin(async move { Ok(cm) })
     }
 
@@ -432,12 +433,7 @@ impl PodApi for FakeApi {
         namespace: &'a str,
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<PersistentVolumeClaim>, ClientError>> {
-        let found = self
-            .claims
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&format!("{namespace}/{name}"))
-            .cloned();
+        let found = stored(&self.claims, &format!("{namespace}/{name}"));
         Box::pin(async move { Ok(found) })
     }
 
@@ -445,12 +441,7 @@ impl PodApi for FakeApi {
         &'a self,
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<PersistentVolume>, ClientError>> {
-        let found = self
-            .volumes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .cloned();
+        let found = stored(&self.volumes, name);
         Box::pin(async move { Ok(found) })
     }
 

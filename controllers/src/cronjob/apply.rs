@@ -11,7 +11,6 @@ use berth_registry::{DeleteOptions, Propagation, RegistryError, WriteOptions};
 use berth_shared::cron::load_zone;
 use berth_shared::resource::{CRON_JOBS, JOBS};
 use jiff::Timestamp;
-use jiff::tz::TimeZone;
 use serde_json::Value;
 
 impl Controller {
@@ -75,11 +74,7 @@ impl Controller {
         raw: &Value,
         scheduled: Timestamp,
     ) -> Result<Option<ActiveRef>, CronJobError> {
-        let zone = cj
-            .time_zone
-            .as_deref()
-            .and_then(|tz| load_zone(tz).ok())
-            .unwrap_or(TimeZone::UTC);
+        let zone = template::zone(cj, load_zone);
         let job = template::job(cj, raw, scheduled, &zone);
         let name = template::job_name(&cj.name, scheduled);
         let opts = WriteOptions::default();

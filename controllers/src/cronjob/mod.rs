@@ -22,12 +22,12 @@ use berth_registry::events::Recorder;
 use berth_registry::{Registry, RegistryError};
 use berth_runtime::informer::{Informer, ObjectKey};
 use berth_runtime::{self as runtime, Clock, Context, Reconciler};
-use berth_shared::cron::{Schedule, load_zone};
+use berth_shared::cron::load_zone;
 use berth_shared::reconcile::{ErrorPolicy, Outcome, Retry};
 use berth_shared::resource::{CRON_JOBS, JOBS};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use plan::{Input, ScheduleProblem};
+use plan::Input;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,19 +86,6 @@ impl Controller {
         }
     }
 
-    /// The schedule in its zone, or why it cannot be used.
-    fn observe_schedule(&self, cj: &CronJob) -> Result<Schedule, ScheduleProblem> {
-        let zone = match (&cj.time_zone, Schedule::has_zone_prefix(&cj.schedule)) {
-            (Some(tz), false) => {
-                load_zone(tz).map_err(|e| ScheduleProblem::UnknownTimeZone(e.to_string()))?
-            }
-            _ => self.local_zone.clone(),
-        };
-        Schedule::parse(&cj.schedule)
-            .map(|s| s.with_default_zone(zone))
-            .map_err(|e| ScheduleProblem::Unparseable(e.to_string()))
-    }
-
     /// The Jobs `cj` controls, and the uids of its active Jobs that the API no longer has
     /// (asked of the registry, not the cache, as upstream does before dropping them).
     fn observe_jobs(&self, cj: &CronJob) -> Result<(Vec<Job>, BTreeSet<String>), CronJobError> {
@@ -137,7 +124,7 @@ impl Controller {
         };
         let raw = obj.value().map_err(RegistryError::from)?;
         let (jobs, gone) = self.observe_jobs(&cj)?;
-        let schedule = self.observe_schedule(&cj);
+        let schedule = plan::schedule(&cj, &self.local_zone, load_zone);
         let plan = plan::plan(
             Input {
                 cron_job: &cj,

@@ -15,6 +15,7 @@ use super::view::{Concurrency, CronJob, Finished, Job, Status};
 use berth_registry::events::EventType;
 use berth_shared::cron::Schedule;
 use jiff::Timestamp;
+use jiff::tz::TimeZone;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -62,6 +63,25 @@ pub enum ScheduleProblem {
     UnknownTimeZone(String),
     /// The schedule does not parse.
     Unparseable(String),
+}
+
+/// The schedule in its zone, as upstream reads it: `spec.timeZone` unless the schedule
+/// carries its own `TZ=` prefix, else the controller's `local` zone; or why it cannot be used.
+/// `load` finds a zone by name (in the time zone database: I/O, so it is passed in).
+pub fn schedule<E: std::fmt::Display>(
+    cj: &CronJob,
+    local: &TimeZone,
+    load: impl FnOnce(&str) -> Result<TimeZone, E>,
+) -> Result<Schedule, ScheduleProblem> {
+    let zone = match (&cj.time_zone, Schedule::has_zone_prefix(&cj.schedule)) {
+        (Some(tz), false) => {
+            load(tz).map_err(|e| ScheduleProblem::UnknownTimeZone(e.to_string()))?
+        }
+        _ => local.clone(),
+    };
+    Schedule::parse(&cj.schedule)
+        .map(|s| s.with_default_zone(zone))
+        .map_err(|e| ScheduleProblem::Unparseable(e.to_string()))
 }
 
 /// What a pass reads.

@@ -1,11 +1,12 @@
 //! Table tests of the CronJob planner: concurrency decisions, history limits, the active list,
 //! missed runs, suspension and unusable schedules.
 
-use super::plan::{Action, Deletion, Input, Plan, ScheduleProblem, plan};
+use super::plan::{Action, Deletion, Input, Plan, ScheduleProblem, plan, schedule};
 use super::view::{ActiveRef, Concurrency, CronJob, Finished, Job, Status};
 use berth_registry::events::EventType;
 use berth_shared::cron::Schedule;
 use jiff::Timestamp;
+use jiff::tz::TimeZone;
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -370,4 +371,44 @@ fn a_zone_prefix_in_the_schedule_draws_a_warning_event_and_still_runs() {
     let p = run(&cj, &[], "2024-05-01T08:05:00Z");
     assert_eq!(reasons(&p), vec!["UnsupportedSchedule"]);
     assert_eq!(creates(&p), vec![at("2024-05-01T08:05:00Z")]);
+}
+
+#[test]
+fn the_schedule_takes_the_time_zone_unless_it_names_its_own() {
+    let kolkata = TimeZone::fixed(jiff::tz::offset(5));
+    let load = |name: &str| match name {
+        "Asia/Kolkata" => Ok(kolkata.clone()),
+        other => Err(format!("unknown time zone {other}")),
+    };
+    let with = |schedule: &str, tz: Option<&str>| CronJob {
+        time_zone: tz.map(String::from),
+        ..cron_job(schedule)
+    };
+    let local = TimeZone::UTC;
+    let cases = [
+        // (schedule, spec.timeZone, the problem if any)
+        ("0 9 * * *", None, None),
+        ("0 9 * * *", Some("Asia/Kolkata"), None),
+        ("TZ=UTC 0 9 * * *", Some("Mars/Olympus"), None),
+        (
+            "0 9 * * *",
+            Some("Mars/Olympus"),
+            Some(ScheduleProblem::UnknownTimeZone(
+                "unknown time zone Mars/Olympus".into(),
+            )),
+        ),
+    ];
+    for (spec, tz, problem) in cases {
+        let got = schedule(&with(spec, tz), &local, load);
+        assert_eq!(got.as_ref().err(), problem.as_ref(), "{spec} {tz:?}");
+    }
+    let bad = schedule(&cron_job("61 * * * *"), &local, load);
+    assert!(
+        matches!(bad, Err(ScheduleProblem::Unparseable(_))),
+        "{bad:?}"
+    );
+    // The zone applies: 09:00 in Kolkata (UTC+5 here) is 04:00 UTC.
+    let s = schedule(&with("0 9 * * *", Some("Asia/Kolkata")), &local, load).expect("schedule");
+    let next = s.next(at("2024-05-01T00:00:00Z"));
+    assert_eq!(next, Some(at("2024-05-01T04:00:00Z")));
 }

@@ -72,6 +72,15 @@ pub fn job(cj: &CronJob, raw: &Value, scheduled: Timestamp, zone: &TimeZone) -> 
     })
 }
 
+/// The zone the Job's scheduled-timestamp annotation is written in: `spec.timeZone`, or UTC
+/// (also for a zone `load` does not know).
+pub fn zone<E>(cj: &CronJob, load: impl FnOnce(&str) -> Result<TimeZone, E>) -> TimeZone {
+    cj.time_zone
+        .as_deref()
+        .and_then(|tz| load(tz).ok())
+        .unwrap_or(TimeZone::UTC)
+}
+
 /// Whether a Job found under the scheduled Job's name (the status write after its creation
 /// failed) is this CronJob's and missing from its active list: then it is listed, not made.
 pub fn to_list(cj: &CronJob, existing: &Value) -> bool {
@@ -185,5 +194,19 @@ mod tests {
         for (existing, want) in cases {
             assert_eq!(to_list(&cj, &existing), want, "{existing}");
         }
+    }
+
+    #[test]
+    fn the_annotation_zone_is_the_time_zone_or_utc() {
+        let (mut cj, _) = cron_job();
+        let load = |name: &str| match name {
+            "Asia/Kolkata" => Ok(TimeZone::fixed(jiff::tz::offset(5))),
+            _ => Err(()),
+        };
+        assert_eq!(zone(&cj, load), TimeZone::UTC);
+        cj.time_zone = Some("Asia/Kolkata".into());
+        assert_eq!(zone(&cj, load), TimeZone::fixed(jiff::tz::offset(5)));
+        cj.time_zone = Some("Mars/Olympus".into());
+        assert_eq!(zone(&cj, load), TimeZone::UTC);
     }
 }

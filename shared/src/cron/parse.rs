@@ -4,6 +4,7 @@
 //! One departure, from the seeds: day-of-week 7 is Sunday, as "on some systems".
 
 use super::{Kind, STAR, Schedule, Spec, load_zone};
+use crate::go_duration::unit_nanos;
 
 /// Why a schedule does not parse; the texts are robfig's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -337,19 +338,11 @@ fn go_duration(s: &str) -> Result<i64, DurationError> {
         if unit.is_empty() {
             return Err(DurationError::MissingUnit(s.to_string()));
         }
-        let scale = match unit {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => {
-                return Err(DurationError::UnknownUnit {
-                    unit: unit.to_string(),
-                    duration: s.to_string(),
-                });
-            }
+        let Some(scale) = unit_nanos(unit) else {
+            return Err(DurationError::UnknownUnit {
+                unit: unit.to_string(),
+                duration: s.to_string(),
+            });
         };
         total += num.parse::<f64>().map_err(|_| invalid())? * scale;
         rest = next;

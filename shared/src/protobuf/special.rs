@@ -1,6 +1,7 @@
 //! The messages whose JSON form is not an object of their fields: meta.v1 `Time`,
 //! `MicroTime` and `Duration`, `Quantity`, `IntOrString`, `RawExtension` and `FieldsV1`.
 
+use crate::go_duration::unit_nanos;
 use jiff::Timestamp;
 use serde_json::Value;
 
@@ -233,15 +234,7 @@ pub fn parse_go_duration(s: &str) -> Option<i64> {
         let u = rest
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(rest.len());
-        let unit = match &rest[..u] {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => return None,
-        };
+        let unit = unit_nanos(&rest[..u])?;
         rest = &rest[u..];
         total += number * unit;
     }

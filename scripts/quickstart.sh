@@ -19,9 +19,11 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-echo "== building the controller and the agent (release; the first build takes several minutes)"
-# Only the two binaries a cluster runs: not the fuzz targets, the hollow-node tool or the tests.
-cargo build --release -p berth-controller -p berth-agent --bin berth-controller --bin berth-agent --quiet
+echo "== building the controller and the agent (the first build takes several minutes)"
+# Only the two binaries a cluster runs, not the fuzz targets, the hollow-node tool or the
+# tests, in the quickstart profile (Cargo.toml: opt-level 1, for a short first build).
+cargo build --profile quickstart -p berth-controller -p berth-agent --bin berth-controller --bin berth-agent --quiet
+bin=${CARGO_TARGET_DIR:-target}/quickstart
 
 stop() { [ -f "$1" ] && kill "$(cat "$1")" 2>/dev/null && while kill -0 "$(cat "$1")" 2>/dev/null; do sleep 0.2; done; rm -f "$1"; true; }
 mkdir -p "$state/controller" "$state/agent" "$state/containerd"
@@ -49,7 +51,7 @@ for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.1; done
 echo "== starting the controller"
 stop "$state/controller/pid"
 rm -f "$state/controller/listen-address"
-nohup target/release/berth-controller serve --data-dir "$state/controller" --listen 127.0.0.1:6443 \
+nohup "$bin/berth-controller" serve --data-dir "$state/controller" --listen 127.0.0.1:6443 \
   >"$state/controller/controller.log" 2>&1 &
 echo $! >"$state/controller/pid"
 for _ in $(seq 1 100); do [ -s "$state/controller/listen-address" ] && break; sleep 0.1; done
@@ -60,13 +62,13 @@ echo "== building and importing the demo image (busybox httpd)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 scripts/demo-image.sh "$work/demo.tar"
-target/release/berth-agent image import "$work/demo.tar" --containerd-socket "$sock" --containerd-namespace berth
+"$bin/berth-agent" image import "$work/demo.tar" --containerd-socket "$sock" --containerd-namespace berth
 
 echo "== starting the agent"
 stop "$state/agent/pid"
 node=$(hostname | tr '[:upper:]' '[:lower:]')
-nohup target/release/berth-agent --server "$(cat "$state/controller/listen-address")" \
-  --token "$(target/release/berth-controller token --data-dir "$state/controller")" \
+nohup "$bin/berth-agent" --server "$(cat "$state/controller/listen-address")" \
+  --token "$("$bin/berth-controller" token --data-dir "$state/controller")" \
   --node-name "$node" --root-dir "$state/agent" --containerd-socket "$sock" \
   --listen 127.0.0.1:10250 --node-ip 127.0.0.1 >"$state/agent/agent.log" 2>&1 &
 echo $! >"$state/agent/pid"

@@ -1,6 +1,6 @@
 //! The host-wide lock of the tests that run real containers, in two modes: shared by tests whose
 //! clusters are isolated by unique names and leased address ranges (see [`super::tenancy`]), so
-//! two of them run at once; exclusive for tests that read or change host-wide state another
+//! several of them run at once; exclusive for tests that read or change host-wide state another
 //! cluster would disturb or be disturbed by (see [`super::sharing`] for which is which).
 //!
 //! One `flock(2)` on `/run/lock/berth-agent-tests.lock`: `LOCK_SH` or `LOCK_EX` on a file
@@ -8,7 +8,9 @@
 //! runs each test in one) and between test threads of one process (`cargo test`) alike. A
 //! thread that already holds the lock and asks again (a test holding it around a cluster of its
 //! own) gets a guard that holds nothing: the outer guard covers it. Asking for the exclusive
-//! lock while holding the shared one would wait for itself, so it panics instead.
+//! lock while holding the shared one would wait for itself, so it panics instead. A second
+//! file, the gate (`…lock.gate`), gives a waiting exclusive holder precedence over shared ones
+//! that ask after it.
 
 use std::cell::RefCell;
 use std::fs::File;
@@ -86,17 +88,23 @@ impl HostLock {
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .unwrap_or_else(|e| panic!("cannot open the host lock {}: {e}", path.display()));
+        // The gate gives a waiting exclusive holder precedence: it holds the gate while it
+        // waits, and a shared holder passes the gate (shared, at once released) before it takes
+        // the lock. Without it flock lets shared holders in one after another while an exclusive
+        // one waits, and with several lanes of shared tests it could wait past its timeout.
+        let gate = open(&gate_path(path));
+        let through_gate = match mode {
+            HostUse::Shared => gate.lock_shared(),
+            HostUse::Exclusive => gate.lock(),
+        };
+        through_gate.unwrap_or_else(|e| panic!("cannot pass the host lock's gate: {e}"));
+        let file = open(path);
         let locked = match mode {
             HostUse::Shared => file.lock_shared(),
             HostUse::Exclusive => file.lock(),
         };
         locked.unwrap_or_else(|e| panic!("cannot take the host lock {}: {e}", path.display()));
+        drop(gate);
         HELD.with(|h| *h.borrow_mut() = Some((mode, 1)));
         HostLock {
             _file: Some(file),
@@ -108,6 +116,23 @@ impl HostLock {
     pub fn mode(&self) -> HostUse {
         self.mode
     }
+}
+
+/// The gate beside the lock file at `path`.
+fn gate_path(path: &Path) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".gate");
+    name.into()
+}
+
+/// Opens (creating) a lock file; a test cannot go on without it.
+fn open(path: &Path) -> File {
+    File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("cannot open the host lock {}: {e}", path.display()))
 }
 
 impl Drop for HostLock {
@@ -165,6 +190,45 @@ mod tests {
         second.join().unwrap();
         assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok("exclusive"));
         exclusive.join().unwrap();
+    }
+
+    #[test]
+    fn a_waiting_exclusive_holder_goes_before_shared_ones_that_come_after_it() {
+        let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
+        let first = lock(&dir, HostUse::Shared);
+        let (d2, d3) = (dir.clone(), dir.clone());
+        let (tx, rx) = mpsc::channel();
+        let tx2 = tx.clone();
+        let exclusive = std::thread::spawn(move || {
+            let lock = lock(&d2, HostUse::Exclusive);
+            tx2.send("exclusive").unwrap();
+            drop(lock);
+        });
+        // The exclusive holder is waiting once the gate is taken: a shared try on the gate
+        // fails then.
+        let gate = open(&gate_path(&dir.path().join("lock")));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while gate.try_lock_shared().is_ok() {
+            gate.unlock().unwrap();
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the exclusive holder never waited"
+            );
+            std::thread::yield_now();
+        }
+        let later = std::thread::spawn(move || {
+            let _lock = lock(&d3, HostUse::Shared);
+            tx.send("later shared").unwrap();
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_millis(500)).is_err(),
+            "nothing gets in while the first shared holder holds the lock"
+        );
+        drop(first);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok("exclusive"));
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok("later shared"));
+        exclusive.join().unwrap();
+        later.join().unwrap();
     }
 
     #[test]

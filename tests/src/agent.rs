@@ -236,10 +236,18 @@ impl Agent {
 
     /// `berth-agent uninstall` with this agent's flags, in its netns (stop the agent first).
     pub fn uninstall(&self) -> Run {
-        let c = &self.config;
         let mut cmd = self.binary_in_netns();
-        cmd.arg("uninstall")
-            .arg("--node-name")
+        cmd.arg("uninstall");
+        self.host_flags(&mut cmd);
+        cmd.env("RUST_BACKTRACE", "1");
+        run(cmd, None, TOOL_DEADLINE)
+    }
+
+    /// The flags that say where this agent's node lives on the host (its name, state, containerd
+    /// namespace, bridge and CIDR): the same for running it and for `uninstall`.
+    fn host_flags(&self, cmd: &mut Command) {
+        let c = &self.config;
+        cmd.arg("--node-name")
             .arg(&c.node_name)
             .arg("--root-dir")
             .arg(self.root_dir())
@@ -252,9 +260,7 @@ impl Agent {
             .arg("--cni-bin-dir")
             .arg(&c.cni_bin_dir)
             .arg("--cluster-cidr")
-            .arg(&c.cluster_cidr)
-            .env("RUST_BACKTRACE", "1");
-        run(cmd, None, TOOL_DEADLINE)
+            .arg(&c.cluster_cidr);
     }
 
     /// The command line for the current config.
@@ -264,22 +270,9 @@ impl Agent {
         cmd.arg("--server")
             .arg(&c.server)
             .arg("--token")
-            .arg(&c.token)
-            .arg("--node-name")
-            .arg(&c.node_name)
-            .arg("--root-dir")
-            .arg(self.root_dir())
-            .arg("--containerd-socket")
-            .arg(&c.containerd_socket)
-            .arg("--containerd-namespace")
-            .arg(&c.containerd_namespace)
-            .arg("--cni-bridge")
-            .arg(&c.cni_bridge)
-            .arg("--cni-bin-dir")
-            .arg(&c.cni_bin_dir)
-            .arg("--cluster-cidr")
-            .arg(&c.cluster_cidr)
-            .arg("--listen")
+            .arg(&c.token);
+        self.host_flags(&mut cmd);
+        cmd.arg("--listen")
             .arg(&c.listen)
             .arg("--node-ip")
             .arg(&c.node_ip)
@@ -353,10 +346,7 @@ impl Agent {
 
     /// SIGKILL and reap: nothing graceful, as in a crash or an OOM kill of the agent.
     pub fn kill9(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        crate::process::kill_and_reap(&mut self.child);
     }
 
     /// SIGTERM and wait for the exit; returns the status.
@@ -412,10 +402,6 @@ impl Drop for Agent {
         // Anything the agent mounted under its directories (emptyDir tmpfs, …) must go before
         // the directory itself can.
         crate::sweep::unmount_under(&self.dir);
-        if let Some(tmp) = self.tmp.take()
-            && std::env::var_os("BERTH_KEEP_TMP").is_some()
-        {
-            eprintln!("berth-tests: kept {}", tmp.keep().display());
-        }
+        crate::process::drop_or_keep(self.tmp.take());
     }
 }

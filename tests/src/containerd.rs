@@ -200,10 +200,7 @@ impl Containerd {
             &what,
             || logs.render(),
             || {
-                if let Some(child) = self.child.as_mut()
-                    && let Ok(Some(status)) = child.try_wait()
-                {
-                    self.child = None;
+                if let Some(status) = crate::process::exited(&mut self.child) {
                     panic!(
                         "containerd exited with {status} during start\n{}",
                         self.logs().render()
@@ -451,11 +448,7 @@ impl Drop for Containerd {
         for dir in &self.new_run_dirs {
             let _ = std::fs::remove_dir(dir);
         }
-        if let Some(tmp) = self.tmp.take()
-            && std::env::var_os("BERTH_KEEP_TMP").is_some()
-        {
-            eprintln!("berth-tests: kept {}", tmp.keep().display());
-        }
+        crate::process::drop_or_keep(self.tmp.take());
     }
 }
 

@@ -250,10 +250,7 @@ impl Controller {
 
     /// SIGKILL, then reap. No graceful anything: what was acknowledged must already be on disk.
     pub fn kill9(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        crate::process::kill_and_reap(&mut self.child);
     }
 
     /// SIGTERM and wait for a graceful exit; returns the exit status.
@@ -365,10 +362,7 @@ impl Controller {
             &format!("the controller to be ready (command: {command})"),
             || logs.render(),
             || {
-                if let Some(child) = self.child.as_mut()
-                    && let Ok(Some(status)) = child.try_wait()
-                {
-                    self.child = None;
+                if let Some(status) = crate::process::exited(&mut self.child) {
                     panic!(
                         "the controller exited with {status} before it was ready\ncommand: {command}\n{}",
                         self.log_tail()
@@ -459,15 +453,7 @@ impl Controller {
 
     /// The admin client certificate followed by its key (PEM), as a client identity.
     pub fn admin_identity(&self) -> Vec<u8> {
-        let mut pem = Vec::new();
-        for name in ["admin.crt", "admin.key"] {
-            let path = self.pki(name);
-            let bytes = std::fs::read(&path)
-                .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-            pem.extend_from_slice(&bytes);
-            pem.push(b'\n');
-        }
-        pem
+        crate::pki::identity_from_files(&self.pki("admin.crt"), &self.pki("admin.key"))
     }
 
     /// The endpoint of this controller with the given credentials.
@@ -571,15 +557,8 @@ impl Controller {
 
 impl Drop for Controller {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        crate::process::kill_and_reap(&mut self.child);
         // BERTH_KEEP_TMP=1 keeps the logs and the data dir for a post-mortem.
-        if let Some(tmp) = self.tmp.take()
-            && std::env::var_os("BERTH_KEEP_TMP").is_some()
-        {
-            eprintln!("berth-tests: kept {}", tmp.keep().display());
-        }
+        crate::process::drop_or_keep(self.tmp.take());
     }
 }

@@ -146,10 +146,7 @@ impl EtcdCluster {
 
     /// SIGKILLs member `i`.
     pub fn kill(&mut self, i: usize) {
-        if let Some(mut child) = self.members[i].child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        crate::process::kill_and_reap(&mut self.members[i].child);
     }
 
     /// Starts member `i` again on its data and ports, and waits until it is healthy.

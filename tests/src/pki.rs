@@ -18,17 +18,37 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
 
+/// The parameters and key of a brand-new CA named `common_name` (unconstrained, no usages set):
+/// a test's own CA, to self-sign or to issue from.
+pub fn new_ca(common_name: &str) -> (CertificateParams, KeyPair) {
+    let fail = |e: rcgen::Error| -> ! { panic!("rcgen: {e}") };
+    let key = KeyPair::generate().unwrap_or_else(|e| fail(e));
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| fail(e));
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    (params, key)
+}
+
+/// A certificate file followed by its key file (PEM), as a client identity.
+pub fn identity_from_files(cert: &Path, key: &Path) -> Vec<u8> {
+    let mut pem = Vec::new();
+    for path in [cert, key] {
+        let bytes =
+            std::fs::read(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        pem.extend_from_slice(&bytes);
+        pem.push(b'\n');
+    }
+    pem
+}
+
 /// A client certificate (CN `common_name`, O `organization`) signed by a brand-new CA that the
 /// controller has never seen, followed by its key: PEM, usable as a client identity. A server
 /// that checks client certificates against its own CA must refuse it.
 pub fn foreign_client_identity(common_name: &str, organization: &str) -> Vec<u8> {
     let fail = |e: rcgen::Error| -> ! { panic!("rcgen: {e}") };
-    let ca_key = KeyPair::generate().unwrap_or_else(|e| fail(e));
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| fail(e));
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "not-the-berth-ca");
+    let (mut ca_params, ca_key) = new_ca("not-the-berth-ca");
     ca_params.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::DigitalSignature,

@@ -136,6 +136,35 @@ pub fn run(mut cmd: Command, stdin: Option<&[u8]>, timeout: Duration) -> Run {
     }
 }
 
+/// SIGKILLs and reaps the child in `slot`, if there is one: a component stopped with nothing
+/// graceful (a test's crash, or teardown).
+pub fn kill_and_reap(slot: &mut Option<Child>) {
+    if let Some(mut child) = slot.take() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// The exit status of the child in `slot` if it has exited (the slot is then emptied): for
+/// failing a start early instead of at the deadline.
+pub fn exited(slot: &mut Option<Child>) -> Option<ExitStatus> {
+    let status = slot
+        .as_mut()
+        .and_then(|child| child.try_wait().ok().flatten())?;
+    *slot = None;
+    Some(status)
+}
+
+/// Lets a component's scratch directory go, or keeps it for a post-mortem when the run sets
+/// `BERTH_KEEP_TMP` (saying where it is).
+pub fn drop_or_keep(tmp: Option<tempfile::TempDir>) {
+    if let Some(tmp) = tmp
+        && std::env::var_os("BERTH_KEEP_TMP").is_some()
+    {
+        eprintln!("berth-tests: kept {}", tmp.keep().display());
+    }
+}
+
 /// Waits for `child` to exit; kills it (SIGKILL) and returns `None` once `timeout` has passed.
 pub fn wait_with_deadline(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
     let start = Instant::now();

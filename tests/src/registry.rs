@@ -102,10 +102,7 @@ impl Registry {
     fn wait_ready(&mut self) {
         let start = Instant::now();
         loop {
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
-                self.child = None;
+            if let Some(status) = crate::process::exited(&mut self.child) {
                 panic!(
                     "docker-registry exited with {status} during start\n{}",
                     self.logs().render()
@@ -244,14 +241,7 @@ impl Registry {
 
 impl Drop for Registry {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if let Some(tmp) = self.tmp.take()
-            && std::env::var_os("BERTH_KEEP_TMP").is_some()
-        {
-            eprintln!("berth-tests: kept {}", tmp.keep().display());
-        }
+        crate::process::kill_and_reap(&mut self.child);
+        crate::process::drop_or_keep(self.tmp.take());
     }
 }

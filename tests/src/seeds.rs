@@ -98,6 +98,21 @@ pub fn seed(stem: &str) -> Seed {
     Seed::load(&path).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The seed's `hpa-rs.yaml` (ReplicaSet page): kept inline, not under `seeds/`,
+/// so that what walks every seed file is unchanged.
+pub const SEED_HPA: &str = "apiVersion: autoscaling/v1
+kind: HorizontalPodAutoscaler
+metadata:
+  name: frontend-scaler
+spec:
+  scaleTargetRef:
+    kind: ReplicaSet
+    name: frontend
+  minReplicas: 3
+  maxReplicas: 10
+  targetCPUUtilizationPercentage: 50
+";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,7 @@
 
 use std::path::Path;
 
+use berth_tests::seeds::SEED_HPA;
 use berth_tests::{Controller, Req, Table};
 use serde_json::json;
 
@@ -18,20 +19,6 @@ const KUBECTLS: [&str; 4] = [
 ];
 const V1: &str = "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers";
 const V2: &str = "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers";
-
-/// The seed's `hpa-rs.yaml` (ReplicaSet page).
-const SEED_HPA: &str = "apiVersion: autoscaling/v1
-kind: HorizontalPodAutoscaler
-metadata:
-  name: frontend-scaler
-spec:
-  scaleTargetRef:
-    kind: ReplicaSet
-    name: frontend
-  minReplicas: 3
-  maxReplicas: 10
-  targetCPUUtilizationPercentage: 50
-";
 
 #[test]
 fn the_seed_v1_autoscaler_is_stored_once_and_read_in_both_versions() {

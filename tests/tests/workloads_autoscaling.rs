@@ -8,6 +8,7 @@
 use std::path::Path;
 
 use berth_tests::pod_specs::sh_container;
+use berth_tests::seeds::SEED_HPA;
 use berth_tests::{Cluster, ClusterConfig, Table, secs};
 use serde_json::{Value, json};
 
@@ -155,20 +156,6 @@ fn a_busy_deployment_is_scaled_up_to_the_maximum_and_back_to_the_minimum_when_id
         }
     });
 }
-
-/// The seed's `hpa-rs.yaml` (ReplicaSet page).
-const SEED_HPA: &str = "apiVersion: autoscaling/v1
-kind: HorizontalPodAutoscaler
-metadata:
-  name: frontend-scaler
-spec:
-  scaleTargetRef:
-    kind: ReplicaSet
-    name: frontend
-  minReplicas: 3
-  maxReplicas: 10
-  targetCPUUtilizationPercentage: 50
-";
 
 #[test]
 fn the_seeds_v1_autoscaler_brings_its_replicaset_to_its_minimum() {

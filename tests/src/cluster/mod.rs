@@ -598,15 +598,10 @@ impl Cluster {
 
     /// The node's own identity (certificate + key PEM from `<root-dir>/pki`).
     pub fn node_identity(&self, i: usize) -> Vec<u8> {
-        let mut pem = Vec::new();
-        for name in ["node.crt", "node.key"] {
-            let path = self.agents[i].pki(name);
-            let bytes = std::fs::read(&path)
-                .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-            pem.extend_from_slice(&bytes);
-            pem.push(b'\n');
-        }
-        pem
+        crate::pki::identity_from_files(
+            &self.agents[i].pki("node.crt"),
+            &self.agents[i].pki("node.key"),
+        )
     }
 
     /// A raw API client with agent `i`'s node credentials.

@@ -93,11 +93,7 @@ impl Drop for Cluster {
             }
         }
         // BERTH_KEEP_TMP=1 keeps the scratch dir (registries file, node kubeconfigs).
-        if let Some(tmp) = self.tmp.take()
-            && std::env::var_os("BERTH_KEEP_TMP").is_some()
-        {
-            eprintln!("berth-tests: kept {}", tmp.keep().display());
-        }
+        crate::process::drop_or_keep(self.tmp.take());
     }
 }
 

@@ -5,7 +5,7 @@
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SanType};
+use rcgen::{CertificateParams, DnType, Issuer, KeyPair, SanType};
 
 /// The login a registry requires and the CA its certificate chains to.
 #[derive(Debug, Clone)]
@@ -27,12 +27,7 @@ pub(super) fn prepare(
     password: &str,
 ) -> (RegistryLogin, String, String) {
     let fail = |e: rcgen::Error| -> ! { panic!("rcgen: {e}") };
-    let ca_key = KeyPair::generate().unwrap_or_else(|e| fail(e));
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| fail(e));
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "berth-test-registry-ca");
+    let (ca_params, ca_key) = crate::pki::new_ca("berth-test-registry-ca");
     let ca_cert = ca_params.self_signed(&ca_key).unwrap_or_else(|e| fail(e));
     let issuer = Issuer::new(ca_params, ca_key);
     let key = KeyPair::generate().unwrap_or_else(|e| fail(e));

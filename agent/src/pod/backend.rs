@@ -6,24 +6,29 @@
 
 use super::labels;
 use super::manager::PodManager;
+use super::starting::Starting;
 use crate::metrics::{Running, resource};
 use crate::runtime::{ContainerId, ExecIo, TaskState};
 use crate::server::{Backend, ExecRequest, ExecStreams, LogTarget, PodNetwork};
 use futures::future::BoxFuture;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+use std::time::Duration;
 
 use crate::runtime::{AttachIo, ContainerInfo};
 use crate::server::AttachRequest;
 
+/// How long a request for a pod's containers waits for a starting agent's manager.
+const STARTUP_WAIT: Duration = Duration::from_secs(30);
+
 /// The server's view of the pod manager, attached once the manager exists.
 #[derive(Default)]
 pub struct ManagerBackend {
-    manager: OnceLock<Arc<PodManager>>,
+    manager: Starting<PodManager>,
 }
 
 impl ManagerBackend {
     pub fn attach(&self, m: Arc<PodManager>) {
-        let _ = self.manager.set(m);
+        self.manager.set(m);
     }
 }
 
@@ -60,9 +65,9 @@ fn previous_attempt(
 
 impl Backend for ManagerBackend {
     fn metrics(&self) -> BoxFuture<'static, Result<String, String>> {
-        let m = self.manager.get().cloned();
+        let m = self.manager.now();
         Box::pin(async move {
-            let m = m.ok_or("the agent is starting")?;
+            let m = m?;
             let list = m.runtime().list().await.map_err(|e| e.to_string())?;
             let running: Vec<_> = list
                 .iter()
@@ -80,9 +85,9 @@ impl Backend for ManagerBackend {
     }
 
     fn resource_metrics(&self) -> BoxFuture<'static, Result<String, String>> {
-        let m = self.manager.get().cloned();
+        let m = self.manager.now();
         Box::pin(async move {
-            let m = m.ok_or("the agent is starting")?;
+            let m = m?;
             let list = m.runtime().list().await.map_err(|e| e.to_string())?;
             let namespace = m.runtime().namespace().to_string();
             // cgroup files live in memory (sysfs): reading a few hundred takes about a
@@ -94,10 +99,10 @@ impl Backend for ManagerBackend {
     }
 
     fn pod_netns(&self, ns: &str, pod: &str) -> BoxFuture<'static, Result<PodNetwork, String>> {
-        let m = self.manager.get().cloned();
+        let m = self.manager.wait(STARTUP_WAIT);
         let (ns, pod) = (ns.to_string(), pod.to_string());
         Box::pin(async move {
-            let m = m.ok_or("the agent is starting")?;
+            let m = m.await?;
             let p = m
                 .pods()
                 .find(&ns, &pod)
@@ -129,7 +134,7 @@ impl Backend for ManagerBackend {
         container: &str,
         previous: bool,
     ) -> Result<LogTarget, String> {
-        let m = self.manager.get().ok_or("the agent is starting")?;
+        let m = self.manager.now()?;
         let p = m
             .pods()
             .find(ns, pod)
@@ -187,9 +192,9 @@ impl Backend for ManagerBackend {
     }
 
     fn exec(&self, req: ExecRequest) -> BoxFuture<'static, Result<ExecStreams, String>> {
-        let m = self.manager.get().cloned();
+        let m = self.manager.wait(STARTUP_WAIT);
         Box::pin(async move {
-            let m = m.ok_or("the agent is starting")?;
+            let m = m.await?;
             let list = m.runtime().list().await.map_err(|e| e.to_string())?;
             let id = running_container(&list, &req.namespace, &req.pod, &req.container)?;
             let handle = m
@@ -237,9 +242,9 @@ impl Backend for ManagerBackend {
     }
 
     fn attach(&self, req: AttachRequest) -> BoxFuture<'static, Result<ExecStreams, String>> {
-        let m = self.manager.get().cloned();
+        let m = self.manager.wait(STARTUP_WAIT);
         Box::pin(async move {
-            let m = m.ok_or("the agent is starting")?;
+            let m = m.await?;
             if req.stdin && !has_stdin(m.pods().find(&req.namespace, &req.pod), &req.container) {
                 return Err(format!(
                     "cannot attach stdin: container {} of pod {} was not created with stdin: true",

@@ -27,6 +27,7 @@ pub mod restart;
 pub mod sandbox;
 pub mod security_profiles;
 pub mod service_links;
+pub mod starting;
 pub mod status;
 pub mod sysctls;
 pub mod volumes;

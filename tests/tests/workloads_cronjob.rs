@@ -115,15 +115,18 @@ mod clock {
         }
     }
 
-    /// Checks a Job of `cron` against its scheduled instant: created within a second of it,
+    /// Checks a Job of `cron` against its scheduled instant: created within seconds of it,
     /// annotated with it, named after its minute, controlled by the CronJob, carrying the
     /// template's labels and annotations.
     fn check_on_time(job: &Value, cron: &str, cron_uid: &Value, annotation: &str) {
         let scheduled = Timestamp::from_second(minute_of(job, cron) * 60).expect("minute");
         let created = time_at(job, "/metadata/creationTimestamp");
+        // The controller wakes at the scheduled second; the slack is for a loaded CI host
+        // (four test threads and the etcd leg on two cores), where a one-second bound failed.
+        // A controller polling every ten seconds would miss it for most of the three Jobs.
         let skew = created.duration_since(scheduled);
         assert!(
-            skew >= SignedDuration::ZERO && skew <= SignedDuration::from_secs(1),
+            skew >= SignedDuration::ZERO && skew <= SignedDuration::from_secs(5),
             "{} created {created}, scheduled {scheduled}",
             name(job)
         );
@@ -169,24 +172,40 @@ mod clock {
             let annotation = scheduled.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
             check_on_time(job, "hello", &cj["metadata"]["uid"], &annotation);
         }
-        let created = events(get(&c), "hello", "SuccessfulCreate");
-        for job in &jobs[..3] {
-            assert!(
-                created.contains(&format!("Created job {}", name(job))),
-                "{created:?}"
-            );
-        }
-        let status = c
-            .admin_api()
-            .get_ok("/apis/batch/v1/namespaces/default/cronjobs/hello")["status"]
-            .clone();
-        let active = status["active"].as_array().cloned().unwrap_or_default();
-        assert!(!active.is_empty(), "{status}");
+        // The events and the status are written after the Job; on a loaded host they may trail it.
+        let wanted: Vec<String> = jobs[..3]
+            .iter()
+            .map(|j| format!("Created job {}", name(j)))
+            .collect();
+        c.wait_for(secs(20), "a SuccessfulCreate event per Job", || {
+            let created = events(get(&c), "hello", "SuccessfulCreate");
+            if wanted.iter().all(|w| created.contains(w)) {
+                Ok(())
+            } else {
+                Err(created)
+            }
+        });
         let last = jobs
             .last()
             .map(|j| minute_of(j, "hello") * 60)
             .unwrap_or_default();
-        assert_eq!(time_at(&status, "/lastScheduleTime").as_second(), last);
+        let active = c.wait_for(secs(20), "the status naming the last Job", || {
+            let status = c
+                .admin_api()
+                .get_ok("/apis/batch/v1/namespaces/default/cronjobs/hello")["status"]
+                .clone();
+            let active = status["active"].as_array().map_or(0, Vec::len);
+            let scheduled = status
+                .pointer("/lastScheduleTime")
+                .and_then(Value::as_str)
+                .and_then(|s| s.parse::<Timestamp>().ok())
+                .map(|t| t.as_second());
+            if active > 0 && scheduled == Some(last) {
+                Ok(active)
+            } else {
+                Err(status)
+            }
+        });
         // `kubectl get cronjobs`, upstream's 1.31 columns.
         let out = c.kubectl_ok(&["get", "cronjobs"]);
         let mut lines = out.lines();
@@ -208,7 +227,7 @@ mod clock {
             .collect();
         assert_eq!(&row[..4], ["hello", "*/1", "*", "*"], "{out}");
         assert_eq!(&row[4..8], ["*", "*", "<none>", "False"], "{out}");
-        assert_eq!(row[8], active.len().to_string(), "{out}");
+        assert_eq!(row[8], active.to_string(), "{out}");
         let wide = c.kubectl_ok(&["get", "cronjobs", "-o", "wide"]);
         assert!(
             wide.contains("CONTAINERS") && wide.contains("busybox:1.28"),

@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 
 use crate::api::Api;
 use crate::client::{Reply, Req};
+use crate::controller::Controller;
+use crate::objects::failure_status;
 
 /// The endpoint that signs node certificates.
 pub const NODE_CERTIFICATE: &str = "/v1-berth/node-certificate";
@@ -21,6 +23,19 @@ pub fn token_secret(token: &str) -> String {
         Some((_, secret)) if !secret.is_empty() => secret.to_string(),
         _ => panic!("not a join token: {token:?}"),
     }
+}
+
+/// Asserts that a join attempt got a Status failure with `code` and `reason`; returns its message.
+pub fn refused(c: &Controller, a: &Attempt, code: u16, reason: &str) -> String {
+    assert_eq!(
+        a.reply.status,
+        code,
+        "{}\n{}",
+        a.reply.describe(),
+        c.log_tail()
+    );
+    failure_status(&a.reply.json(), code, reason)
+        .unwrap_or_else(|e| panic!("{e}: {}", a.reply.describe()))
 }
 
 /// One join request and the key its CSR was made with.

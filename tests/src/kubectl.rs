@@ -230,3 +230,15 @@ impl Controller {
         self.kubectl().apply_stdin(yaml)
     }
 }
+
+/// Sends three GETs of `/` through a `kubectl port-forward` listening on local `port` and
+/// asserts each gets a 200 with `body`; `who` (the kubectl) starts every failure message, and
+/// a request that fails prints the port-forward's output.
+pub fn assert_forwards(forward: &LineChild, port: u16, body: &str, who: &str) {
+    for i in 0..3 {
+        let r = crate::http::http_get("127.0.0.1", port, "/")
+            .unwrap_or_else(|e| panic!("{who}, request {i}: {e}\n{}", forward.describe()));
+        assert_eq!(r.status, 200, "{who}");
+        assert_eq!(r.body, body, "{who}");
+    }
+}

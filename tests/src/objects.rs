@@ -103,6 +103,22 @@ pub fn uid(object: &Value) -> String {
         .unwrap_or_else(|| panic!("no metadata.uid in {object:#}"))
 }
 
+/// `key:effect` of each of a Node's taints, in order.
+pub fn taint_keys(node: &Value) -> Vec<String> {
+    node["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            format!(
+                "{}:{}",
+                t["key"].as_str().unwrap_or(""),
+                t["effect"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
 /// The `items` of a list, panicking with the body if it is not a list.
 pub fn items(list: &Value) -> &Vec<Value> {
     list["items"]

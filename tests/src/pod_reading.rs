@@ -7,6 +7,22 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::Timestamp;
 use serde_json::Value;
 
+/// The `PodScheduled=False` message of a waiting pod (reason
+/// `Unschedulable`); Err says what the condition is instead.
+pub fn unschedulable_message(p: &Value) -> Result<String, String> {
+    let cond = p["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "PodScheduled")
+        .ok_or("no PodScheduled condition")?;
+    if cond["status"] == "False" && cond["reason"] == "Unschedulable" {
+        Ok(cond["message"].as_str().unwrap_or_default().to_string())
+    } else {
+        Err(format!("PodScheduled: {cond}"))
+    }
+}
+
 /// `status.phase`, or `""`.
 pub fn phase(pod: &Value) -> &str {
     pod["status"]["phase"].as_str().unwrap_or("")

@@ -136,6 +136,15 @@ pub fn run(mut cmd: Command, stdin: Option<&[u8]>, timeout: Duration) -> Run {
     }
 }
 
+/// Whether process `pid` exists and is not a zombie.
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z'))
+    })
+}
+
 /// SIGKILLs and reaps the child in `slot`, if there is one: a component stopped with nothing
 /// graceful (a test's crash, or teardown).
 pub fn kill_and_reap(slot: &mut Option<Child>) {

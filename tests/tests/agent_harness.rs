@@ -12,19 +12,11 @@ use berth_tests::cluster::NODE_READY_DEADLINE;
 use berth_tests::fixtures::{BUSYBOX, NGINX_1_14_2, SEEDED, nginx_marker, tar_layout};
 use berth_tests::host::{HostLock, TOOL_DEADLINE, Tenancy, tool, tool_ok, unique_suffix};
 use berth_tests::pod_reading::ipv4_in_cidr;
-use berth_tests::process::run;
+use berth_tests::process::{alive, run};
 use berth_tests::sweep::iptables::{TABLES, snapshot, snapshot_all, sweep_networks};
 use berth_tests::sweep::{delete_link, delete_netns_with_prefix, link_exists, netns_with_prefix};
 use berth_tests::{Cluster, ClusterConfig, Containerd, Controller, Registry, secs, wait_for};
 use serde_json::json;
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        !s.rsplit(')')
-            .next()
-            .is_some_and(|r| r.trim_start().starts_with('Z'))
-    })
-}
 
 #[test]
 fn a_private_containerd_runs_fixtures_survives_a_restart_and_cleans_up() {
@@ -269,60 +261,26 @@ fn the_host_sweep_removes_tagged_netns_bridges_and_rules_only() {
     let ipt = |args: &[&str]| tool_ok("iptables", args);
     let comment = format!("name: \"{net}\" id: \"pod1\"");
     let other_comment = format!("name: \"{other}\" id: \"pod1\"");
-    ipt(&["-t", "nat", "-N", &chain]);
-    ipt(&[
-        "-t",
-        "nat",
-        "-A",
-        &chain,
-        "-m",
-        "comment",
-        "--comment",
-        &comment,
-        "-j",
-        "MASQUERADE",
-    ]);
-    ipt(&[
-        "-t",
-        "nat",
-        "-A",
-        "POSTROUTING",
-        "-s",
-        "10.251.0.2/32",
-        "-m",
-        "comment",
-        "--comment",
-        &comment,
-        "-j",
-        &chain,
-    ]);
-    ipt(&["-t", "nat", "-N", &other_chain]);
-    ipt(&[
-        "-t",
-        "nat",
-        "-A",
-        &other_chain,
-        "-m",
-        "comment",
-        "--comment",
-        &other_comment,
-        "-j",
-        "MASQUERADE",
-    ]);
-    ipt(&[
-        "-t",
-        "nat",
-        "-A",
-        "POSTROUTING",
-        "-s",
-        "10.251.0.3/32",
-        "-m",
-        "comment",
-        "--comment",
-        &other_comment,
-        "-j",
-        &other_chain,
-    ]);
+    // What the CNI bridge plugin's ipMasq leaves for one pod: a chain that masquerades, and a
+    // POSTROUTING jump to it from the pod's address, both tagged with the network's comment.
+    for (chain, comment, source) in [
+        (chain.as_str(), comment.as_str(), "10.251.0.2/32"),
+        (
+            other_chain.as_str(),
+            other_comment.as_str(),
+            "10.251.0.3/32",
+        ),
+    ] {
+        ipt(&["-t", "nat", "-N", chain]);
+        let tagged: [&str; 5] = ["-m", "comment", "--comment", comment, "-j"];
+        ipt(&[&["-t", "nat", "-A", chain][..], &tagged, &["MASQUERADE"]].concat());
+        let jump = [
+            &["-t", "nat", "-A", "POSTROUTING", "-s", source][..],
+            &tagged,
+            &[chain],
+        ];
+        ipt(&jump.concat());
+    }
     let forward = format!("berth:{net} forward from bridge");
     ipt(&[
         "-t",

@@ -9,6 +9,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use berth_tests::kubectl::assert_forwards;
 use berth_tests::pod_specs::sh_pod;
 use berth_tests::{Cluster, http_get, secs};
 
@@ -30,16 +31,12 @@ fn port_forward_reaches_the_pods_loopback_with_every_kubectl() {
             .kubectl()
             .with_binary(Path::new(&format!("{BIN}.{version}")));
         let (forward, port) = k.port_forward(&["pod/web", ":8080"]);
-        for i in 0..3 {
-            let r = http_get("127.0.0.1", port, "/").unwrap_or_else(|e| {
-                panic!(
-                    "kubectl {version}, request {i}: {e}\n{}",
-                    forward.describe()
-                )
-            });
-            assert_eq!(r.status, 200, "kubectl {version}");
-            assert_eq!(r.body, "forwarded-ok\n", "kubectl {version}");
-        }
+        assert_forwards(
+            &forward,
+            port,
+            "forwarded-ok\n",
+            &format!("kubectl {version}"),
+        );
         drop(forward);
     }
 

@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use berth_tests::kubectl::assert_forwards;
 use berth_tests::pod_specs::{bound_pod, sh_container};
 use berth_tests::process::run;
-use berth_tests::{Cluster, http_get, secs};
+use berth_tests::{Cluster, secs};
 use serde_json::{Value, json};
 
 const START: Duration = secs(90);
@@ -60,16 +61,12 @@ fn port_forward_to_a_two_container_pod_works_with_every_kubectl() {
         let k = c.kubectl().with_binary(&kubectl(version));
         // Verbosity 4 shows which dialer won (`-v` is a global flag in every version).
         let (forward, port) = k.port_forward(&["-v=4", "pod/base", ":8080"]);
-        for i in 0..3 {
-            let r = http_get("127.0.0.1", port, "/").unwrap_or_else(|e| {
-                panic!(
-                    "kubectl {version}, request {i}: {e}\n{}",
-                    forward.describe()
-                )
-            });
-            assert_eq!(r.status, 200, "kubectl {version}");
-            assert_eq!(r.body, "forwarded-ok\n", "kubectl {version}");
-        }
+        assert_forwards(
+            &forward,
+            port,
+            "forwarded-ok\n",
+            &format!("kubectl {version}"),
+        );
         let log = forward.describe();
         // 1.31+ dial a WebSocket first and fall back to SPDY only when the upgrade fails.
         if version != "1.20" && version != "1.27" {

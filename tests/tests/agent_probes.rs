@@ -5,9 +5,7 @@
 
 use std::time::Duration;
 
-use berth_tests::pod_reading::{
-    condition, container_status, is_ready, last_terminated, restart_count,
-};
+use berth_tests::pod_reading::{condition, container_status, last_terminated, restart_count};
 use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_container};
 use berth_tests::{Cluster, secs};
 use serde_json::{Value, json};
@@ -127,12 +125,15 @@ fn readiness_follows_the_probe_without_restarts() {
     );
     c.apply(&bound_pod("ready-tcp", &node, json!({"containers": [tcp]})));
 
-    let running_not_ready = |p: &Value| {
+    // The container's `ready` and the pod's Ready and ContainersReady all say `want`; a
+    // container that is not ready must still be running.
+    let readiness = |p: &Value, want: bool| {
         let cs = container_status(p, "main").ok_or("no status")?;
-        if cs["state"]["running"].is_object()
-            && cs["ready"] == false
-            && condition(p, "Ready") == Some("False")
-            && condition(p, "ContainersReady") == Some("False")
+        let word = if want { "True" } else { "False" };
+        if (want || cs["state"]["running"].is_object())
+            && cs["ready"] == want
+            && condition(p, "Ready") == Some(word)
+            && condition(p, "ContainersReady") == Some(word)
         {
             Ok(())
         } else {
@@ -143,18 +144,8 @@ fn readiness_follows_the_probe_without_restarts() {
             ))
         }
     };
-    let ready = |p: &Value| {
-        let cs = container_status(p, "main").ok_or("no status")?;
-        if cs["ready"] == true && is_ready(p) && condition(p, "ContainersReady") == Some("True") {
-            Ok(())
-        } else {
-            Err(format!(
-                "ready={} Ready={:?}",
-                cs["ready"],
-                condition(p, "Ready")
-            ))
-        }
-    };
+    let running_not_ready = |p: &Value| readiness(p, false);
+    let ready = |p: &Value| readiness(p, true);
     for pod in ["ready-exec", "ready-tcp"] {
         c.wait_pod(
             "default",

@@ -14,6 +14,7 @@ use std::process::{Command, Stdio};
 use berth_tests::cluster::record::{RECORD_DIR, Record};
 use berth_tests::host::{HostLock, ip_forward, route_localnet, tool_ok};
 use berth_tests::pod_specs::{SLEEP_FOREVER, nginx_pod, sh_pod};
+use berth_tests::process::alive;
 use berth_tests::sweep::{link_exists, mounts_under, netns_with_prefix};
 use berth_tests::{Cluster, ClusterConfig, secs, wait_for};
 
@@ -25,14 +26,6 @@ struct Footprint {
     bridges: Vec<String>,
     namespaces: Vec<String>,
     dirs: Vec<PathBuf>,
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        !s.rsplit(')')
-            .next()
-            .is_some_and(|r| r.trim_start().starts_with('Z'))
-    })
 }
 
 #[test]

@@ -5,8 +5,7 @@
 //! with `Retry-After`; every attempt is in the audit log.
 
 use berth_tests::host::unique_suffix;
-use berth_tests::join::{Attempt, request, token_secret};
-use berth_tests::objects::failure_status;
+use berth_tests::join::{Attempt, refused, request, token_secret};
 use berth_tests::{Controller, secs};
 
 /// A fresh node name for this test.
@@ -22,19 +21,6 @@ fn join(c: &Controller, name: &str, secret: Option<&str>, addresses: &[&str]) ->
         secret,
         addresses,
     )
-}
-
-/// Asserts a Status failure with `code` and `reason`; returns its message.
-fn refused(c: &Controller, a: &Attempt, code: u16, reason: &str) -> String {
-    assert_eq!(
-        a.reply.status,
-        code,
-        "{}\n{}",
-        a.reply.describe(),
-        c.log_tail()
-    );
-    failure_status(&a.reply.json(), code, reason)
-        .unwrap_or_else(|e| panic!("{e}: {}", a.reply.describe()))
 }
 
 #[test]

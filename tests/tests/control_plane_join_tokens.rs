@@ -6,8 +6,7 @@
 //! with their certificates. The running controller sees what the CLI writes without a restart.
 
 use berth_tests::host::unique_suffix;
-use berth_tests::join::{Attempt, request, token_secret};
-use berth_tests::objects::failure_status;
+use berth_tests::join::{Attempt, refused, request, token_secret};
 use berth_tests::{Controller, Credentials, Req, secs};
 use serde_json::json;
 
@@ -25,19 +24,6 @@ fn join(c: &Controller, token: &str, name: &str, node_secret: &str) -> Attempt {
         Some(node_secret),
         &["127.0.0.1"],
     )
-}
-
-/// Asserts a Status failure with `code` and `reason`; returns its message.
-fn refused(c: &Controller, a: &Attempt, code: u16, reason: &str) -> String {
-    assert_eq!(
-        a.reply.status,
-        code,
-        "{}\n{}",
-        a.reply.describe(),
-        c.log_tail()
-    );
-    failure_status(&a.reply.json(), code, reason)
-        .unwrap_or_else(|e| panic!("{e}: {}", a.reply.describe()))
 }
 
 fn issued(c: &Controller, a: &Attempt) {

@@ -41,16 +41,20 @@ fn deleting_a_namespace_deletes_its_content_first() {
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: doomed\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.14.2\n",
     );
     // Finalizer of ours on the configmap: the namespace must wait for it.
-    c.kubectl_ok(&[
-        "patch",
-        "configmap",
-        "cfg",
-        "-n",
-        "doomed",
-        "--type=merge",
-        "-p",
-        r#"{"metadata":{"finalizers":["berth.test/hold"]}}"#,
-    ]);
+    let finalizers = |value: &str| {
+        let patch = format!(r#"{{"metadata":{{"finalizers":{value}}}}}"#);
+        c.kubectl_ok(&[
+            "patch",
+            "configmap",
+            "cfg",
+            "-n",
+            "doomed",
+            "--type=merge",
+            "-p",
+            &patch,
+        ]);
+    };
+    finalizers(r#"["berth.test/hold"]"#);
     c.kubectl_ok(&["delete", "namespace", "doomed", "--wait=false"]);
     c.wait_for(
         WAIT,
@@ -78,16 +82,7 @@ fn deleting_a_namespace_deletes_its_content_first() {
         "{}",
         refused.describe()
     );
-    c.kubectl_ok(&[
-        "patch",
-        "configmap",
-        "cfg",
-        "-n",
-        "doomed",
-        "--type=merge",
-        "-p",
-        r#"{"metadata":{"finalizers":null}}"#,
-    ]);
+    finalizers("null");
     c.wait_for(WAIT, "the namespace is gone", || {
         let r = c.kubectl().run(&["get", "ns", "doomed"]);
         if r.stderr.contains("NotFound") {

@@ -39,6 +39,20 @@ fn user_subject(name: &str) -> Value {
     json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name})
 }
 
+/// Binds the `edit` ClusterRole to alice in team-a, as the admin.
+fn grant_alice_edit(admin: &Api) {
+    admin.create(
+        &format!("{RBAC}/namespaces/team-a/rolebindings"),
+        &role_binding(
+            "team-a",
+            "alice-edits",
+            "ClusterRole",
+            "edit",
+            user_subject("alice"),
+        ),
+    );
+}
+
 fn forbidden(reply: &berth_tests::Reply) -> String {
     assert_eq!(reply.status, 403, "{}", reply.describe());
     failure_status(&reply.json(), 403, "Forbidden")
@@ -56,16 +70,7 @@ fn a_namespaced_grant_stays_in_its_namespace() {
         message,
         "pods is forbidden: User \"alice\" cannot list resource \"pods\" in API group \"\" in the namespace \"team-a\""
     );
-    admin.create(
-        &format!("{RBAC}/namespaces/team-a/rolebindings"),
-        &role_binding(
-            "team-a",
-            "alice-edits",
-            "ClusterRole",
-            "edit",
-            user_subject("alice"),
-        ),
-    );
+    grant_alice_edit(&admin);
     let listed = alice.get("/api/v1/namespaces/team-a/pods");
     assert_eq!(listed.status, 200, "{}", listed.describe());
     let created = alice.send(Req::post(
@@ -108,16 +113,7 @@ fn nobody_grants_what_they_do_not_hold() {
         ))
     };
     // With edit, alice may not touch bindings at all.
-    admin.create(
-        &format!("{RBAC}/namespaces/team-a/rolebindings"),
-        &role_binding(
-            "team-a",
-            "alice-edits",
-            "ClusterRole",
-            "edit",
-            user_subject("alice"),
-        ),
-    );
+    grant_alice_edit(&admin);
     let message = forbidden(&grant("ClusterRole", "cluster-admin"));
     assert!(
         message.contains("cannot create resource \"rolebindings\""),

@@ -16,6 +16,7 @@
 
 use std::time::Duration;
 
+use berth_tests::objects::taint_keys;
 use berth_tests::pod_reading::{container_id, container_status, is_ready, restart_count};
 use berth_tests::{AgentOptions, Cluster, ClusterConfig, secs};
 use jiff::Timestamp;
@@ -49,19 +50,6 @@ fn taints(node: &Value) -> Vec<Value> {
         .as_array()
         .cloned()
         .unwrap_or_default()
-}
-
-fn taint_keys(node: &Value) -> Vec<String> {
-    taints(node)
-        .iter()
-        .map(|t| {
-            format!(
-                "{}:{}",
-                t["key"].as_str().unwrap_or(""),
-                t["effect"].as_str().unwrap_or("")
-            )
-        })
-        .collect()
 }
 
 fn time(v: &Value) -> Option<Timestamp> {

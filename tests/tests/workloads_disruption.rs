@@ -254,18 +254,7 @@ fn evictions_spend_the_budget_and_are_refused_past_it_as_upstream_refuses_them()
 
 fn taint_keys(c: &Cluster, node: &str) -> Vec<String> {
     let n = c.get(&format!("/api/v1/nodes/{node}")).unwrap_or_default();
-    n["spec"]["taints"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|t| {
-            format!(
-                "{}:{}",
-                t["key"].as_str().unwrap_or(""),
-                t["effect"].as_str().unwrap_or("")
-            )
-        })
-        .collect()
+    berth_tests::objects::taint_keys(&n)
 }
 
 fn wait_taint(c: &Cluster, node: &str, present: bool) {

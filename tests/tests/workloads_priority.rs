@@ -11,7 +11,7 @@
 //! 3. `preemptionPolicy: Never` stays Pending, a pod of equal priority never preempts, and a
 //!    DaemonSet pod of `system-node-critical` priority preempts on a full node.
 
-use berth_tests::pod_reading::phase;
+use berth_tests::pod_reading::{phase, unschedulable_message};
 use berth_tests::pod_specs::sh_container;
 use berth_tests::{Cluster, Table, secs};
 use serde_json::{Value, json};
@@ -97,21 +97,6 @@ fn allocatable_milli(c: &Cluster, node: &str) -> i64 {
     match cpu.strip_suffix('m') {
         Some(m) => m.parse().expect("millicores"),
         None => cpu.parse::<i64>().expect("cores") * 1000,
-    }
-}
-
-/// The `PodScheduled=False` message of a waiting pod.
-fn unschedulable_message(p: &Value) -> Result<String, String> {
-    let cond = p["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["type"] == "PodScheduled")
-        .ok_or("no PodScheduled condition")?;
-    if cond["status"] == "False" && cond["reason"] == "Unschedulable" {
-        Ok(cond["message"].as_str().unwrap_or_default().to_string())
-    } else {
-        Err(format!("PodScheduled: {cond}"))
     }
 }
 

@@ -4,7 +4,7 @@
 //! cluster changes (a taint removed, a node added); a zone spread constraint overrides a
 //! preference for one zone.
 
-use berth_tests::pod_reading::{condition, phase};
+use berth_tests::pod_reading::{condition, phase, unschedulable_message};
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container};
 use berth_tests::{AgentOptions, Cluster, ClusterConfig, secs};
 use serde_json::{Value, json};
@@ -47,19 +47,13 @@ fn running_on(c: &Cluster, name: &str) -> String {
 
 /// Waits for `PodScheduled=False` reason `Unschedulable`; returns its message.
 fn unschedulable(c: &Cluster, name: &str) -> String {
-    c.wait_pod("default", name, REACT, "Unschedulable", |p| {
-        let cond = p["status"]["conditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|c| c["type"] == "PodScheduled")
-            .ok_or("no PodScheduled condition")?;
-        if cond["status"] == "False" && cond["reason"] == "Unschedulable" {
-            Ok(cond["message"].as_str().unwrap_or_default().to_string())
-        } else {
-            Err(format!("PodScheduled: {cond}"))
-        }
-    })
+    c.wait_pod(
+        "default",
+        name,
+        REACT,
+        "Unschedulable",
+        unschedulable_message,
+    )
 }
 
 fn scheduling_events(c: &Cluster, name: &str) -> Vec<String> {

@@ -11,18 +11,8 @@ use crate::node::pressure::Signal;
 use berth_api::k8s_openapi::api::core::v1::Pod;
 use berth_api::scheduling::resources::pod_requests;
 
-/// Upstream's `SystemCriticalPriority`.
-pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
-
-/// Whether the kubelet refuses to evict the pod.
-pub fn is_critical(pod: &Pod) -> bool {
-    let annotations = pod.metadata.annotations.as_ref();
-    let mirror = annotations.is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
-    let static_pod = annotations
-        .and_then(|a| a.get("kubernetes.io/config.source"))
-        .is_some_and(|s| s != "api");
-    mirror || static_pod || priority(pod) >= SYSTEM_CRITICAL_PRIORITY
-}
+/// Whether the kubelet refuses to evict the pod: the pod's own rule, written once.
+pub use crate::pod::qos::{SYSTEM_CRITICAL_PRIORITY, is_critical};
 
 fn priority(pod: &Pod) -> i32 {
     pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)

@@ -294,36 +294,18 @@ pub fn environment(
                     };
                     resource_ref(target, &r.resource, r.divisor.as_ref(), host)?
                 } else if let Some(k) = &from.config_map_key_ref {
-                    match sources.configmaps.get(&k.name).and_then(|d| d.get(&k.key)) {
-                        Some(v) => v.clone(),
-                        None if k.optional.unwrap_or(false) => continue,
-                        None if sources.configmaps.contains_key(&k.name) => {
-                            return Err(ConfigError(format!(
-                                "couldn't find key {} in ConfigMap {}/{}",
-                                k.key,
-                                pod.metadata.namespace.clone().unwrap_or_default(),
-                                k.name
-                            )));
-                        }
-                        None => {
-                            return Err(ConfigError(format!("configmap \"{}\" not found", k.name)));
-                        }
+                    let (name, optional) = (&k.name, k.optional.unwrap_or(false));
+                    let key = KeyRef::config_map(name, &k.key);
+                    match key.value(&sources.configmaps, pod, optional)? {
+                        Some(v) => v,
+                        None => continue,
                     }
                 } else if let Some(k) = &from.secret_key_ref {
-                    match sources.secrets.get(&k.name).and_then(|d| d.get(&k.key)) {
-                        Some(v) => v.clone(),
-                        None if k.optional.unwrap_or(false) => continue,
-                        None if sources.secrets.contains_key(&k.name) => {
-                            return Err(ConfigError(format!(
-                                "couldn't find key {} in Secret {}/{}",
-                                k.key,
-                                pod.metadata.namespace.clone().unwrap_or_default(),
-                                k.name
-                            )));
-                        }
-                        None => {
-                            return Err(ConfigError(format!("secret \"{}\" not found", k.name)));
-                        }
+                    let (name, optional) = (&k.name, k.optional.unwrap_or(false));
+                    let key = KeyRef::secret(name, &k.key);
+                    match key.value(&sources.secrets, pod, optional)? {
+                        Some(v) => v,
+                        None => continue,
                     }
                 } else {
                     String::new()
@@ -333,6 +315,63 @@ pub fn environment(
         set(&mut env, e.name.clone(), value);
     }
     Ok(env)
+}
+
+/// A `configMapKeyRef` or `secretKeyRef` of an env var: which object, which key.
+struct KeyRef<'a> {
+    /// As upstream's messages spell the kind: `ConfigMap` and `configmap`, `Secret` and
+    /// `secret`.
+    kind: &'static str,
+    lower: &'static str,
+    name: &'a str,
+    key: &'a str,
+}
+
+impl<'a> KeyRef<'a> {
+    fn config_map(name: &'a str, key: &'a str) -> Self {
+        let (kind, lower) = ("ConfigMap", "configmap");
+        KeyRef {
+            kind,
+            lower,
+            name,
+            key,
+        }
+    }
+
+    fn secret(name: &'a str, key: &'a str) -> Self {
+        let (kind, lower) = ("Secret", "secret");
+        KeyRef {
+            kind,
+            lower,
+            name,
+            key,
+        }
+    }
+
+    /// The value; `None` when it is missing and optional; upstream's error when it is missing
+    /// and required (a missing key of an existing object, or a missing object).
+    fn value(
+        &self,
+        objects: &BTreeMap<String, BTreeMap<String, String>>,
+        pod: &Pod,
+        optional: bool,
+    ) -> Result<Option<String>, ConfigError> {
+        match objects.get(self.name).and_then(|d| d.get(self.key)) {
+            Some(v) => Ok(Some(v.clone())),
+            None if optional => Ok(None),
+            None if objects.contains_key(self.name) => Err(ConfigError(format!(
+                "couldn't find key {} in {} {}/{}",
+                self.key,
+                self.kind,
+                pod.metadata.namespace.clone().unwrap_or_default(),
+                self.name
+            ))),
+            None => Err(ConfigError(format!(
+                "{} \"{}\" not found",
+                self.lower, self.name
+            ))),
+        }
+    }
 }
 
 fn resources(c: &Container) -> Resources {
@@ -689,6 +728,46 @@ mod tests {
         let c = &p.spec.as_ref().unwrap().containers[0];
         let err = environment(&p, c, &ResolvedSources::default(), &host()).unwrap_err();
         assert_eq!(err.0, "configmap \"nope\" not found");
+    }
+
+    #[test]
+    fn key_references_give_upstreams_messages_for_what_is_missing() {
+        let p =
+            pod(json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": {"containers": []}}));
+        let present: BTreeMap<String, BTreeMap<String, String>> =
+            [("o".to_string(), [("k".to_string(), "v".to_string())].into())].into();
+        let ok = |v: &str| Ok(Some(v.to_string()));
+        let err = |m: &str| Err(m.to_string());
+        for (key, optional, want) in [
+            (KeyRef::config_map("o", "k"), false, ok("v")),
+            (KeyRef::secret("o", "k"), false, ok("v")),
+            (KeyRef::config_map("o", "x"), true, Ok(None)),
+            (KeyRef::config_map("gone", "k"), true, Ok(None)),
+            (
+                KeyRef::config_map("o", "x"),
+                false,
+                err("couldn't find key x in ConfigMap ns/o"),
+            ),
+            (
+                KeyRef::secret("o", "x"),
+                false,
+                err("couldn't find key x in Secret ns/o"),
+            ),
+            (
+                KeyRef::config_map("gone", "k"),
+                false,
+                err("configmap \"gone\" not found"),
+            ),
+            (
+                KeyRef::secret("gone", "k"),
+                false,
+                err("secret \"gone\" not found"),
+            ),
+        ] {
+            let what = format!("{} {}/{} optional={optional}", key.kind, key.name, key.key);
+            let got = key.value(&present, &p, optional).map_err(|e| e.0);
+            assert_eq!(got, want, "{what}");
+        }
     }
 
     #[test]

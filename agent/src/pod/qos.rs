@@ -22,7 +22,7 @@ pub const BEST_EFFORT_OOM_SCORE_ADJ: i32 = 1000;
 /// Upstream's `KubeletOOMScoreAdj` (documented; the agent does not set its own).
 pub const KUBELET_OOM_SCORE_ADJ: i32 = -999;
 /// Pods at or above this priority are critical (upstream's `SystemCriticalPriority`).
-const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
+pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
 
 /// A pod's QoS class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -58,21 +58,25 @@ pub fn class(pod: &Pod) -> QosClass {
         .unwrap_or(QosClass::BestEffort)
 }
 
-/// Upstream's `IsNodeCriticalPod`: a critical pod (a static or mirror pod, or one with system
-/// critical priority) of the `system-node-critical` class.
-pub fn is_node_critical(pod: &Pod) -> bool {
+/// Upstream's `IsCriticalPod`: a static or mirror pod, or one with system critical priority.
+/// The kubelet never evicts one.
+pub fn is_critical(pod: &Pod) -> bool {
     let annotations = pod.metadata.annotations.as_ref();
     let mirror = annotations.is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
     let static_pod = annotations
         .and_then(|a| a.get("kubernetes.io/config.source"))
         .is_some_and(|s| s != "api");
-    let spec = pod.spec.as_ref();
-    let critical = mirror
-        || static_pod
-        || spec
-            .and_then(|s| s.priority)
-            .is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY);
-    critical && spec.and_then(|s| s.priority_class_name.as_deref()) == Some("system-node-critical")
+    let priority = pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
+    mirror || static_pod || priority >= SYSTEM_CRITICAL_PRIORITY
+}
+
+/// Upstream's `IsNodeCriticalPod`: a critical pod of the `system-node-critical` class.
+pub fn is_node_critical(pod: &Pod) -> bool {
+    let class = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.priority_class_name.as_deref());
+    is_critical(pod) && class == Some("system-node-critical")
 }
 
 fn memory_request(c: &Container) -> i64 {

@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod certificates;
 pub mod config;
+pub mod dir_listing;
 pub mod eviction;
 pub mod gc;
 pub mod image;

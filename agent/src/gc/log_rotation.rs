@@ -4,6 +4,7 @@
 //! The live file itself is rotated by its writer (`runtime::logs`) the moment it passes
 //! `--container-log-max-size`, so a fast writer cannot overshoot it by 10 s of output.
 
+use crate::dir_listing::subdirectories;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -43,24 +44,12 @@ fn names(dir: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn subdirs(dir: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// One pass over `<log_dir>/<pod>/<container>/`; returns how many files it changed. Errors
 /// are logged per file: one unreadable file never stops the others.
 pub fn pass(log_dir: &Path, max_files: usize) -> usize {
     let mut changed = 0;
-    for pod in subdirs(log_dir) {
-        for container in subdirs(&pod) {
+    for pod in subdirectories(log_dir) {
+        for container in subdirectories(&pod) {
             let entries = names(&container);
             for log in live_logs(entries.iter().map(String::as_str)) {
                 let rotated = rotated_files(&log, entries.iter().map(String::as_str));

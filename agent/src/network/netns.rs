@@ -106,20 +106,7 @@ pub(crate) async fn delete(name: &str) -> Result<(), NetworkError> {
 
 /// Names of all named netns on the host.
 pub(crate) async fn list() -> Result<Vec<String>, NetworkError> {
-    let mut out = Vec::new();
-    let mut dir = match tokio::fs::read_dir(NETNS_DIR).await {
-        Ok(d) => d,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(NetworkError::io(NETNS_DIR, e)),
-    };
-    while let Some(entry) = dir
-        .next_entry()
+    crate::dir_listing::entry_names(Path::new(NETNS_DIR))
         .await
-        .map_err(|e| NetworkError::io(NETNS_DIR, e))?
-    {
-        if let Some(name) = entry.file_name().to_str() {
-            out.push(name.to_string());
-        }
-    }
-    Ok(out)
+        .map_err(|e| NetworkError::io(NETNS_DIR, e))
 }

@@ -81,24 +81,15 @@ pub(crate) async fn remove(state_dir: &Path, uid: &str) -> Result<(), NetworkErr
 /// The uids that have a state file.
 pub(crate) async fn list(state_dir: &Path) -> Result<Vec<String>, NetworkError> {
     let dir = pods_dir(state_dir);
-    let mut out = Vec::new();
-    let mut entries = match tokio::fs::read_dir(&dir).await {
-        Ok(d) => d,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(NetworkError::io(dir, e)),
-    };
-    while let Some(entry) = entries
-        .next_entry()
+    let names = crate::dir_listing::entry_names(&dir)
         .await
-        .map_err(|e| NetworkError::io(&dir, e))?
-    {
-        let name = entry.file_name();
-        if let Some(uid) = name.to_str().and_then(|n| n.strip_suffix(".json"))
-            && !uid.starts_with('.')
-        {
-            out.push(uid.to_string());
-        }
-    }
+        .map_err(|e| NetworkError::io(&dir, e))?;
+    let mut out: Vec<String> = names
+        .iter()
+        .filter_map(|n| n.strip_suffix(".json"))
+        .filter(|uid| !uid.starts_with('.'))
+        .map(str::to_string)
+        .collect();
     out.sort();
     Ok(out)
 }

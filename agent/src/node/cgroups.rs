@@ -9,6 +9,7 @@
 //! the child. Paths use cgroupfs naming, as the containers' `linux.cgroupsPath` does.
 
 use super::cgroup_layout::{self, CgroupLimits};
+use crate::dir_listing::{subdirectories, subdirectory_names};
 use std::path::{Path, PathBuf};
 
 /// The host's cgroup mount point.
@@ -134,15 +135,7 @@ impl CgroupFs {
     fn roots(&self) -> Vec<PathBuf> {
         match self.hierarchy {
             Hierarchy::V2 => vec![self.mount.clone()],
-            Hierarchy::V1 => std::fs::read_dir(&self.mount)
-                .map(|entries| {
-                    entries
-                        .flatten()
-                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                        .map(|e| e.path())
-                        .collect()
-                })
-                .unwrap_or_default(),
+            Hierarchy::V1 => subdirectories(&self.mount),
         }
     }
 
@@ -175,15 +168,7 @@ impl CgroupFs {
             Hierarchy::V1 => self.mount.join("memory").join(rel),
             Hierarchy::V2 => self.mount.join(rel),
         };
-        std::fs::read_dir(dir)
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                    .filter_map(|e| e.file_name().into_string().ok())
-                    .collect()
-            })
-            .unwrap_or_default()
+        subdirectory_names(&dir)
     }
 }
 

@@ -96,131 +96,104 @@ fn seconds(ns: u64) -> f64 {
     ns as f64 / 1e9
 }
 
+/// A family's name, type and help text, as upstream writes them.
+struct Family(&'static str, &'static str, &'static str);
+
+const CONTAINER_CPU: Family = Family(
+    "container_cpu_usage_seconds_total",
+    "counter",
+    "[STABLE] Cumulative cpu time consumed by the container in core-seconds",
+);
+const CONTAINER_MEMORY: Family = Family(
+    "container_memory_working_set_bytes",
+    "gauge",
+    "[STABLE] Current working set of the container in bytes",
+);
+const CONTAINER_START: Family = Family(
+    "container_start_time_seconds",
+    "gauge",
+    "[STABLE] Start time of the container since unix epoch in seconds",
+);
+const NODE_CPU: Family = Family(
+    "node_cpu_usage_seconds_total",
+    "counter",
+    "[STABLE] Cumulative cpu time consumed by the node in core-seconds",
+);
+const NODE_MEMORY: Family = Family(
+    "node_memory_working_set_bytes",
+    "gauge",
+    "[STABLE] Current working set of the node in bytes",
+);
+const POD_CPU: Family = Family(
+    "pod_cpu_usage_seconds_total",
+    "counter",
+    "[STABLE] Cumulative cpu time consumed by the pod in core-seconds",
+);
+const POD_MEMORY: Family = Family(
+    "pod_memory_working_set_bytes",
+    "gauge",
+    "[STABLE] Current working set of the pod in bytes",
+);
+const SCRAPE_ERROR: Family = Family(
+    "scrape_error",
+    "gauge",
+    "[ALPHA] 1 if there was an error while getting container metrics, 0 otherwise",
+);
+
+/// One sample to write: its label values and its value (`None`: it could not be read).
+type Row = (Vec<String>, Option<f64>);
+
+/// Writes family `f` with a sample per readable row; returns whether a row was unreadable.
+fn family(t: &mut Text, f: &Family, labels: &[&str], rows: Vec<Row>, ts: Option<i64>) -> bool {
+    let Family(name, kind, help) = *f;
+    t.family(name, kind, help);
+    let mut unreadable = false;
+    for (values, value) in rows {
+        match value {
+            Some(v) => t.sample(name, labels, &values, v, ts),
+            None => unreadable = true,
+        }
+    }
+    unreadable
+}
+
 /// The scrape in the text format, families in upstream's (alphabetical) order. A value that
 /// could not be read is left out and `scrape_error` is 1, as the kubelet reports it.
 pub fn render(s: &Scrape) -> String {
     let ts = Some(s.at.as_millisecond());
     let mut t = Text::default();
-    let mut error = false;
     let c_labels = ["container", "namespace", "pod"];
     let p_labels = ["namespace", "pod"];
     let c_values =
         |c: &ContainerSample| vec![c.container.clone(), c.namespace.clone(), c.pod.clone()];
-    let p_values = |p: &PodSample| vec![p.namespace.clone(), p.pod.clone()];
+    let cpu = |u: &Usage| u.cpu_ns.map(seconds);
+    let memory = |u: &Usage| u.working_set.map(|b| b as f64);
+    let containers = |value: fn(&Usage) -> Option<f64>| -> Vec<Row> {
+        let row = |c: &ContainerSample| (c_values(c), value(&c.usage));
+        s.containers.iter().map(row).collect()
+    };
+    let pods = |value: fn(&Usage) -> Option<f64>| -> Vec<Row> {
+        let row = |p: &PodSample| (vec![p.namespace.clone(), p.pod.clone()], value(&p.usage));
+        s.pods.iter().map(row).collect()
+    };
+    let node = |value: fn(&Usage) -> Option<f64>| -> Vec<Row> { vec![(vec![], value(&s.node))] };
 
-    t.family(
-        "container_cpu_usage_seconds_total",
-        "counter",
-        "[STABLE] Cumulative cpu time consumed by the container in core-seconds",
-    );
-    for c in &s.containers {
-        match c.usage.cpu_ns {
-            Some(ns) => t.sample(
-                "container_cpu_usage_seconds_total",
-                &c_labels,
-                &c_values(c),
-                seconds(ns),
-                ts,
-            ),
-            None => error = true,
-        }
-    }
-    t.family(
-        "container_memory_working_set_bytes",
-        "gauge",
-        "[STABLE] Current working set of the container in bytes",
-    );
-    for c in &s.containers {
-        match c.usage.working_set {
-            Some(b) => t.sample(
-                "container_memory_working_set_bytes",
-                &c_labels,
-                &c_values(c),
-                b as f64,
-                ts,
-            ),
-            None => error = true,
-        }
-    }
-    t.family(
-        "container_start_time_seconds",
-        "gauge",
-        "[STABLE] Start time of the container since unix epoch in seconds",
-    );
+    let mut error = false;
+    error |= family(&mut t, &CONTAINER_CPU, &c_labels, containers(cpu), ts);
+    error |= family(&mut t, &CONTAINER_MEMORY, &c_labels, containers(memory), ts);
+    let Family(name, kind, help) = CONTAINER_START;
+    t.family(name, kind, help);
     for c in &s.containers {
         let start = c.started_at.as_millisecond() as f64 / 1e3;
-        t.sample(
-            "container_start_time_seconds",
-            &c_labels,
-            &c_values(c),
-            start,
-            Some(c.started_at.as_millisecond()),
-        );
+        let at = Some(c.started_at.as_millisecond());
+        t.sample(name, &c_labels, &c_values(c), start, at);
     }
-    t.family(
-        "node_cpu_usage_seconds_total",
-        "counter",
-        "[STABLE] Cumulative cpu time consumed by the node in core-seconds",
-    );
-    match s.node.cpu_ns {
-        Some(ns) => t.sample("node_cpu_usage_seconds_total", &[], &[], seconds(ns), ts),
-        None => error = true,
-    }
-    t.family(
-        "node_memory_working_set_bytes",
-        "gauge",
-        "[STABLE] Current working set of the node in bytes",
-    );
-    match s.node.working_set {
-        Some(b) => t.sample("node_memory_working_set_bytes", &[], &[], b as f64, ts),
-        None => error = true,
-    }
-    t.family(
-        "pod_cpu_usage_seconds_total",
-        "counter",
-        "[STABLE] Cumulative cpu time consumed by the pod in core-seconds",
-    );
-    for p in &s.pods {
-        match p.usage.cpu_ns {
-            Some(ns) => t.sample(
-                "pod_cpu_usage_seconds_total",
-                &p_labels,
-                &p_values(p),
-                seconds(ns),
-                ts,
-            ),
-            None => error = true,
-        }
-    }
-    t.family(
-        "pod_memory_working_set_bytes",
-        "gauge",
-        "[STABLE] Current working set of the pod in bytes",
-    );
-    for p in &s.pods {
-        match p.usage.working_set {
-            Some(b) => t.sample(
-                "pod_memory_working_set_bytes",
-                &p_labels,
-                &p_values(p),
-                b as f64,
-                ts,
-            ),
-            None => error = true,
-        }
-    }
-    t.family(
-        "scrape_error",
-        "gauge",
-        "[ALPHA] 1 if there was an error while getting container metrics, 0 otherwise",
-    );
-    t.sample(
-        "scrape_error",
-        &[],
-        &[],
-        if error { 1.0 } else { 0.0 },
-        None,
-    );
+    error |= family(&mut t, &NODE_CPU, &[], node(cpu), ts);
+    error |= family(&mut t, &NODE_MEMORY, &[], node(memory), ts);
+    error |= family(&mut t, &POD_CPU, &p_labels, pods(cpu), ts);
+    error |= family(&mut t, &POD_MEMORY, &p_labels, pods(memory), ts);
+    let scrape_error = vec![(vec![], Some(if error { 1.0 } else { 0.0 }))];
+    family(&mut t, &SCRAPE_ERROR, &[], scrape_error, None);
     t.finish()
 }
 

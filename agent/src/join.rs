@@ -136,22 +136,43 @@ fn http_err(url: &str) -> impl Fn(reqwest::Error) -> JoinError + '_ {
     }
 }
 
-async fn fetch_ca(server: &str, token: &Token) -> Result<String, JoinError> {
+/// How the join's HTTPS client trusts the server: the TLS builder on the agent's crypto
+/// provider, to the step that asks for a client certificate (there is none yet).
+type Trust = fn(
+    rustls::ConfigBuilder<rustls::ClientConfig, rustls::WantsVerifier>,
+    Arc<rustls::crypto::CryptoProvider>,
+    rustls::RootCertStore,
+) -> rustls::ConfigBuilder<rustls::ClientConfig, rustls::client::WantsClientCert>;
+
+/// An HTTPS client for `url` on `server` that trusts the server as `trust` says.
+fn https_client(
+    server: &str,
+    url: &str,
+    trust: Trust,
+    roots: rustls::RootCertStore,
+) -> Result<reqwest::Client, JoinError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| JoinError::Http {
             url: server.to_string(),
             message: e.to_string(),
-        })?
-        .dangerous()
-        .with_custom_certificate_verifier(AnyServerCertificate::new(provider))
-        .with_no_client_auth();
-    let url = format!("{server}/cacerts");
-    let http = reqwest::Client::builder()
+        })?;
+    let config = trust(builder, provider, roots).with_no_client_auth();
+    reqwest::Client::builder()
         .use_preconfigured_tls(config)
         .build()
-        .map_err(http_err(&url))?;
+        .map_err(http_err(url))
+}
+
+async fn fetch_ca(server: &str, token: &Token) -> Result<String, JoinError> {
+    let url = format!("{server}/cacerts");
+    // Any certificate: the CA is checked against the token's hash below.
+    let any: Trust = |b, provider, _| {
+        b.dangerous()
+            .with_custom_certificate_verifier(AnyServerCertificate::new(provider))
+    };
+    let http = https_client(server, &url, any, rustls::RootCertStore::empty())?;
     let pem = http
         .get(&url)
         .send()
@@ -301,24 +322,13 @@ async fn request_certificate(
     r: &CertificateRequest<'_>,
 ) -> Result<(String, String), JoinError> {
     let ca_pem = fetch_ca(server, r.token).await?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     for c in rustls_pemfile::certs(&mut ca_pem.as_bytes()).flatten() {
         let _ = roots.add(c);
     }
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| JoinError::Http {
-            url: server.to_string(),
-            message: e.to_string(),
-        })?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
     let url = format!("{server}/v1-berth/node-certificate");
-    let http = reqwest::Client::builder()
-        .use_preconfigured_tls(config)
-        .build()
-        .map_err(http_err(&url))?;
+    let the_ca: Trust = |b, _, roots| b.with_root_certificates(roots);
+    let http = https_client(server, &url, the_ca, roots)?;
     let resp = http
         .post(&url)
         .bearer_auth(&r.token.secret)

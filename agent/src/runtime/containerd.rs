@@ -14,7 +14,7 @@ use containerd_client::services::v1::snapshots::RemoveSnapshotRequest;
 use containerd_client::services::v1::{Container, GetContainerRequest};
 use containerd_client::tonic::metadata::{AsciiMetadataValue, MetadataValue};
 use containerd_client::tonic::transport::Channel;
-use containerd_client::tonic::{Code, Request, Status};
+use containerd_client::tonic::{Code, Request, Response, Status};
 use jiff::Timestamp;
 
 use super::attach::AttachPoint;
@@ -43,6 +43,20 @@ impl Drop for Connection {
                 c.abort();
             }
         }
+    }
+}
+
+/// A call's answer, or `None` where containerd has no such object: for the reads, and the
+/// deletes, to which absent is an answer. Other failures map as [`grpc_error`] does.
+pub(crate) fn found<T>(
+    answer: Result<Response<T>, Status>,
+    op: &'static str,
+    what: &str,
+) -> Result<Option<T>, RuntimeError> {
+    match answer {
+        Ok(r) => Ok(Some(r.into_inner())),
+        Err(s) if s.code() == Code::NotFound => Ok(None),
+        Err(s) => Err(grpc_error(op, what, s)),
     }
 }
 

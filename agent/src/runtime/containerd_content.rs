@@ -21,7 +21,7 @@ use jiff::Timestamp;
 use prost_types::FieldMask;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::containerd::{Connection, grpc_error};
+use super::containerd::{Connection, found, grpc_error};
 use super::{Runtime, RuntimeError};
 
 /// Chunks sent per Content.Write message (the server's default limit is 4 MiB).
@@ -90,18 +90,13 @@ impl Connection {
     }
 
     pub(crate) async fn lease_delete(&self, id: &str) -> Result<(), RuntimeError> {
-        match self
-            .leases()
-            .delete(self.req(DeleteRequest {
-                id: id.to_string(),
-                sync: false,
-            }))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(s) if s.code() == Code::NotFound => Ok(()),
-            Err(s) => Err(grpc_error("delete lease", &format!("lease {id}"), s)),
-        }
+        let request = self.req(DeleteRequest {
+            id: id.to_string(),
+            sync: false,
+        });
+        let answer = self.leases().delete(request).await;
+        found(answer, "delete lease", &format!("lease {id}"))?;
+        Ok(())
     }
 }
 
@@ -122,34 +117,24 @@ impl Runtime {
     /// Deletes a lease; with `sync`, containerd collects garbage before answering.
     pub async fn lease_delete(&self, lease: &Lease, sync: bool) -> Result<(), RuntimeError> {
         let c = &self.conn;
-        match c
-            .leases()
-            .delete(c.req(DeleteRequest {
-                id: lease.0.clone(),
-                sync,
-            }))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(s) if s.code() == Code::NotFound => Ok(()),
-            Err(s) => Err(grpc_error("delete lease", &format!("lease {}", lease.0), s)),
-        }
+        let request = c.req(DeleteRequest {
+            id: lease.0.clone(),
+            sync,
+        });
+        let answer = c.leases().delete(request).await;
+        found(answer, "delete lease", &format!("lease {}", lease.0))?;
+        Ok(())
     }
 
     /// The content store's record of `digest`, if present.
     pub async fn content_info(&self, digest: &str) -> Result<Option<BlobInfo>, RuntimeError> {
         let c = &self.conn;
-        match c
-            .content()
-            .info(c.req(InfoRequest {
-                digest: digest.to_string(),
-            }))
-            .await
-        {
-            Ok(resp) => Ok(resp.into_inner().info.map(info)),
-            Err(s) if s.code() == Code::NotFound => Ok(None),
-            Err(s) => Err(grpc_error("content info", &format!("blob {digest}"), s)),
-        }
+        let request = c.req(InfoRequest {
+            digest: digest.to_string(),
+        });
+        let answer = c.content().info(request).await;
+        let got = found(answer, "content info", &format!("blob {digest}"))?;
+        Ok(got.and_then(|r| r.info).map(info))
     }
 
     /// Reads a whole blob (manifests, configs: small things).

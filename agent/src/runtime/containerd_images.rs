@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use containerd_client::services::v1::images_client::ImagesClient;
 use containerd_client::services::v1::snapshots::{
     CommitSnapshotRequest, ListSnapshotsRequest, PrepareSnapshotRequest, RemoveSnapshotRequest,
     StatSnapshotRequest,
@@ -13,12 +14,13 @@ use containerd_client::services::v1::{
     ListImagesRequest, UpdateImageRequest,
 };
 use containerd_client::tonic::Code;
+use containerd_client::tonic::transport::Channel;
 use containerd_client::types::Descriptor;
 use futures::StreamExt;
 use jiff::Timestamp;
 use prost_types::FieldMask;
 
-use super::containerd::{grpc_error, timestamp};
+use super::containerd::{Connection, found, grpc_error, timestamp};
 use super::{BlobDescriptor, Lease, Runtime, RuntimeError};
 
 /// An image record: a name pointing at a manifest or index.
@@ -55,27 +57,25 @@ fn from_image(image: Image) -> ImageRecord {
     }
 }
 
+/// The images service of `c`'s containerd.
+fn images(c: &Connection) -> ImagesClient<Channel> {
+    ImagesClient::new(c.channel.clone())
+}
+
 impl Runtime {
     pub async fn image_get(&self, name: &str) -> Result<Option<ImageRecord>, RuntimeError> {
         let c = &self.conn;
-        let mut client =
-            containerd_client::services::v1::images_client::ImagesClient::new(c.channel.clone());
-        match client
-            .get(c.req(GetImageRequest {
-                name: name.to_string(),
-            }))
-            .await
-        {
-            Ok(resp) => Ok(resp.into_inner().image.map(from_image)),
-            Err(s) if s.code() == Code::NotFound => Ok(None),
-            Err(s) => Err(grpc_error("get image", &format!("image {name}"), s)),
-        }
+        let what = format!("image {name}");
+        let request = c.req(GetImageRequest {
+            name: name.to_string(),
+        });
+        let got = found(images(c).get(request).await, "get image", &what)?;
+        Ok(got.and_then(|r| r.image).map(from_image))
     }
 
     pub async fn image_list(&self) -> Result<Vec<ImageRecord>, RuntimeError> {
         let c = &self.conn;
-        let mut client =
-            containerd_client::services::v1::images_client::ImagesClient::new(c.channel.clone());
+        let mut client = images(c);
         let images = client
             .list(c.req(ListImagesRequest { filters: vec![] }))
             .await
@@ -94,8 +94,7 @@ impl Runtime {
         labels: &BTreeMap<String, String>,
     ) -> Result<(), RuntimeError> {
         let c = &self.conn;
-        let mut client =
-            containerd_client::services::v1::images_client::ImagesClient::new(c.channel.clone());
+        let mut client = images(c);
         let image = Image {
             name: name.to_string(),
             labels: labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
@@ -137,37 +136,25 @@ impl Runtime {
     /// Deletes an image record (its content is then garbage); absent is fine.
     pub async fn image_delete(&self, name: &str, sync: bool) -> Result<(), RuntimeError> {
         let c = &self.conn;
-        let mut client =
-            containerd_client::services::v1::images_client::ImagesClient::new(c.channel.clone());
-        match client
-            .delete(c.req(DeleteImageRequest {
-                name: name.to_string(),
-                sync,
-                target: None,
-            }))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(s) if s.code() == Code::NotFound => Ok(()),
-            Err(s) => Err(grpc_error("delete image", &format!("image {name}"), s)),
-        }
+        let request = c.req(DeleteImageRequest {
+            name: name.to_string(),
+            sync,
+            target: None,
+        });
+        let what = format!("image {name}");
+        found(images(c).delete(request).await, "delete image", &what)?;
+        Ok(())
     }
 
     /// Whether the snapshotter has a snapshot named `key` (e.g. a layer's chain id).
     pub async fn snapshot_exists(&self, key: &str) -> Result<bool, RuntimeError> {
         let c = &self.conn;
-        match c
-            .snapshots()
-            .stat(c.req(StatSnapshotRequest {
-                snapshotter: c.opts.snapshotter.clone(),
-                key: key.to_string(),
-            }))
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(s) if s.code() == Code::NotFound => Ok(false),
-            Err(s) => Err(grpc_error("stat snapshot", &format!("snapshot {key}"), s)),
-        }
+        let request = c.req(StatSnapshotRequest {
+            snapshotter: c.opts.snapshotter.clone(),
+            key: key.to_string(),
+        });
+        let answer = c.snapshots().stat(request).await;
+        Ok(found(answer, "stat snapshot", &format!("snapshot {key}"))?.is_some())
     }
 
     /// Every snapshot key in the namespace (for tests and cleanup checks).

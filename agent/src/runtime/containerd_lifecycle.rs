@@ -23,7 +23,7 @@ use jiff::Timestamp;
 use prost_types::{Any, FieldMask};
 
 use super::attach::AttachPoint;
-use super::containerd::{Connection, grpc_error, label_bool};
+use super::containerd::{Connection, found, grpc_error, label_bool};
 use super::fifo::{self, FifoSource};
 use super::identity::UserDb;
 use super::logs::{self, LogFile};
@@ -439,17 +439,11 @@ impl Connection {
                 }));
                 let _ = tokio::time::timeout(Duration::from_secs(10), wait).await;
             }
-            match self
-                .tasks()
-                .delete(self.req(DeleteTaskRequest {
-                    container_id: name.to_string(),
-                }))
-                .await
-            {
-                Ok(_) => {}
-                Err(s) if s.code() == Code::NotFound => {}
-                Err(s) => return Err(grpc_error("delete task", &format!("task {id}"), s)),
-            }
+            let request = self.req(DeleteTaskRequest {
+                container_id: name.to_string(),
+            });
+            let answer = self.tasks().delete(request).await;
+            found(answer, "delete task", &format!("task {id}"))?;
         }
         let (snapshot_key, log_path) = match self.get_container(name).await {
             Ok(c) => (
@@ -460,23 +454,11 @@ impl Connection {
             Err(e) => return Err(e),
         };
         if snapshot_key.is_some() {
-            match self
-                .containers()
-                .delete(self.req(DeleteContainerRequest {
-                    id: name.to_string(),
-                }))
-                .await
-            {
-                Ok(_) => {}
-                Err(s) if s.code() == Code::NotFound => {}
-                Err(s) => {
-                    return Err(grpc_error(
-                        "delete container",
-                        &format!("container {id}"),
-                        s,
-                    ));
-                }
-            }
+            let request = self.req(DeleteContainerRequest {
+                id: name.to_string(),
+            });
+            let answer = self.containers().delete(request).await;
+            found(answer, "delete container", &format!("container {id}"))?;
         }
         let key = snapshot_key
             .filter(|k| !k.is_empty())

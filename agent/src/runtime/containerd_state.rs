@@ -8,11 +8,10 @@ use std::time::Duration;
 use containerd_client::services::v1::{
     Container, GetRequest, ListContainersRequest, ListTasksRequest, WaitRequest,
 };
-use containerd_client::tonic::Code;
 use containerd_client::types::v1::{Process, Status as ProcessStatus};
 use jiff::Timestamp;
 
-use super::containerd::{Connection, grpc_error, timestamp};
+use super::containerd::{Connection, found, grpc_error, timestamp};
 use super::fifo::{self, FifoSource};
 use super::logs::LogFile;
 use super::{ContainerId, ContainerInfo, ExitInfo, RuntimeError, TaskState, cgroup, labels};
@@ -24,18 +23,12 @@ fn quoted(s: &str) -> String {
 
 impl Connection {
     pub(crate) async fn get_task(&self, id: &str) -> Result<Option<Process>, RuntimeError> {
-        match self
-            .tasks()
-            .get(self.req(GetRequest {
-                container_id: id.to_string(),
-                exec_id: String::new(),
-            }))
-            .await
-        {
-            Ok(resp) => Ok(resp.into_inner().process),
-            Err(s) if s.code() == Code::NotFound => Ok(None),
-            Err(s) => Err(grpc_error("get task", &format!("task {id}"), s)),
-        }
+        let request = self.req(GetRequest {
+            container_id: id.to_string(),
+            exec_id: String::new(),
+        });
+        let answer = self.tasks().get(request).await;
+        Ok(found(answer, "get task", &format!("task {id}"))?.and_then(|r| r.process))
     }
 
     /// The state of a container given its record and (maybe) its task.

@@ -2,9 +2,8 @@
 //! snapshot (its key is the container id), as the kubelet's stats read a container's `rootfs`.
 
 use super::Runtime;
-use super::containerd::grpc_error;
+use super::containerd::found;
 use containerd_client::services::v1::snapshots::UsageRequest;
-use containerd_client::tonic::Code;
 
 impl Runtime {
     /// (bytes, inodes) the writable layer of the container with snapshot `key` uses; `None`
@@ -14,20 +13,12 @@ impl Runtime {
         key: &str,
     ) -> Result<Option<(i64, i64)>, super::RuntimeError> {
         let c = &self.conn;
-        match c
-            .snapshots()
-            .usage(c.req(UsageRequest {
-                snapshotter: c.opts.snapshotter.clone(),
-                key: key.to_string(),
-            }))
-            .await
-        {
-            Ok(r) => {
-                let u = r.into_inner();
-                Ok(Some((u.size, u.inodes)))
-            }
-            Err(s) if s.code() == Code::NotFound => Ok(None),
-            Err(s) => Err(grpc_error("snapshot usage", &format!("snapshot {key}"), s)),
-        }
+        let request = c.req(UsageRequest {
+            snapshotter: c.opts.snapshotter.clone(),
+            key: key.to_string(),
+        });
+        let answer = c.snapshots().usage(request).await;
+        let usage = found(answer, "snapshot usage", &format!("snapshot {key}"))?;
+        Ok(usage.map(|u| (u.size, u.inodes)))
     }
 }

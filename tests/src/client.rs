@@ -134,6 +134,31 @@ impl Reply {
             self.request, self.status, self.content_type, self.http_version
         )
     }
+
+    /// Requires a Failure `Status` with HTTP `code` and `reason` whose message contains each of
+    /// `needles`; returns the message. A failure prints the reply and `logs()` (the log tail of
+    /// the component that answered).
+    #[track_caller]
+    pub fn failure_naming(
+        &self,
+        code: u16,
+        reason: &str,
+        needles: &[&str],
+        logs: impl Fn() -> String,
+    ) -> String {
+        let context = || format!("{}\n{}", self.describe(), logs());
+        assert_eq!(self.status, code, "HTTP status\n{}", context());
+        let message = crate::objects::failure_status(&self.json(), code, reason)
+            .unwrap_or_else(|e| panic!("not the expected Status: {e}\n{}", context()));
+        for needle in needles {
+            assert!(
+                message.contains(needle),
+                "message should name {needle:?}: {message}\n{}",
+                context()
+            );
+        }
+        message
+    }
 }
 
 /// Installs ring as rustls' process-wide crypto provider, once (reqwest is built with

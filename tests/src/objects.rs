@@ -103,6 +103,17 @@ pub fn uid(object: &Value) -> String {
         .unwrap_or_else(|| panic!("no metadata.uid in {object:#}"))
 }
 
+/// A DaemonSet `name` in `ns` running `nginx:1.14.2` (container `web`, label `app: <name>`,
+/// 5 s grace) on every node.
+pub fn nginx_daemon_set(name: &str, ns: &str) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"terminationGracePeriodSeconds": 5,
+                    "containers": [{"name": "web", "image": "nginx:1.14.2"}]}}}})
+}
+
 /// `key:effect` of each of a Node's taints, in order.
 pub fn taint_keys(node: &Value) -> Vec<String> {
     node["spec"]["taints"]

@@ -82,32 +82,33 @@ fn jsonpath(c: &Controller, what: &str, path: &str) -> String {
     c.kubectl_ok(&["get", what, "-o", &format!("jsonpath={path}")])
 }
 
+/// Applies an edit of the seed's Deployment (which must differ from the seed) and checks that
+/// kubectl reports it configured.
+fn apply_edited(c: &Controller, seed: &Seed, edited: &str) {
+    assert_ne!(edited, seed.text);
+    let out = c.apply_stdin(edited);
+    assert_eq!(out.trim(), "deployment.apps/nginx-deployment configured");
+}
+
+/// A jsonpath of the seed's Deployment, `nginx-deployment`.
+fn seed_field(c: &Controller, path: &str) -> String {
+    jsonpath(c, "deploy/nginx-deployment", path)
+}
+
 #[test]
 fn a_changed_apply_patches_and_an_unchanged_one_does_nothing() {
     let c = Controller::start();
     let s = seed("nginx-deployment.deployment");
     let out = c.apply_stdin(&s.text);
     assert_eq!(out.trim(), "deployment.apps/nginx-deployment created");
-    assert_eq!(
-        jsonpath(&c, "deploy/nginx-deployment", "{.metadata.generation}"),
-        "1"
-    );
-    let rv_before = jsonpath(&c, "deploy/nginx-deployment", "{.metadata.resourceVersion}");
+    assert_eq!(seed_field(&c, "{.metadata.generation}"), "1");
+    let rv_before = seed_field(&c, "{.metadata.resourceVersion}");
 
     let changed = s.text.replace("image: nginx:1.14.2", "image: nginx:1.16.1");
-    assert_ne!(changed, s.text);
-    let out = c.apply_stdin(&changed);
-    assert_eq!(out.trim(), "deployment.apps/nginx-deployment configured");
+    apply_edited(&c, &s, &changed);
+    assert_eq!(seed_field(&c, "{.metadata.generation}"), "2");
     assert_eq!(
-        jsonpath(&c, "deploy/nginx-deployment", "{.metadata.generation}"),
-        "2"
-    );
-    assert_eq!(
-        jsonpath(
-            &c,
-            "deploy/nginx-deployment",
-            "{.spec.template.spec.containers[0].image}"
-        ),
+        seed_field(&c, "{.spec.template.spec.containers[0].image}"),
         "nginx:1.16.1"
     );
     // The deployment controller writes the status while the rollout starts; with no nodes it
@@ -116,15 +117,14 @@ fn a_changed_apply_patches_and_an_unchanged_one_does_nothing() {
         std::time::Duration::from_secs(30),
         "the rollout to come to rest (observedGeneration 2, 4 replicas, 1 updated)",
         || {
-            let s = jsonpath(
+            let s = seed_field(
                 &c,
-                "deploy/nginx-deployment",
                 "{.status.observedGeneration}/{.status.replicas}/{.status.updatedReplicas}",
             );
             if s == "2/4/1" { Ok(()) } else { Err(s) }
         },
     );
-    let rv_after = jsonpath(&c, "deploy/nginx-deployment", "{.metadata.resourceVersion}");
+    let rv_after = seed_field(&c, "{.metadata.resourceVersion}");
     assert_ne!(
         rv_before, rv_after,
         "a patch must change the resourceVersion"
@@ -132,12 +132,9 @@ fn a_changed_apply_patches_and_an_unchanged_one_does_nothing() {
 
     let out = c.apply_stdin(&changed);
     assert_eq!(out.trim(), "deployment.apps/nginx-deployment unchanged");
+    assert_eq!(seed_field(&c, "{.metadata.generation}"), "2");
     assert_eq!(
-        jsonpath(&c, "deploy/nginx-deployment", "{.metadata.generation}"),
-        "2"
-    );
-    assert_eq!(
-        jsonpath(&c, "deploy/nginx-deployment", "{.metadata.resourceVersion}"),
+        seed_field(&c, "{.metadata.resourceVersion}"),
         rv_after,
         "an unchanged apply must not write"
     );
@@ -151,15 +148,10 @@ fn a_metadata_only_apply_does_not_bump_the_generation() {
     let relabelled = s
         .text
         .replacen("    app: nginx\n", "    app: nginx\n    team: web\n", 1);
-    assert_ne!(relabelled, s.text);
-    let out = c.apply_stdin(&relabelled);
-    assert_eq!(out.trim(), "deployment.apps/nginx-deployment configured");
+    apply_edited(&c, &s, &relabelled);
+    assert_eq!(seed_field(&c, "{.metadata.labels.team}"), "web");
     assert_eq!(
-        jsonpath(&c, "deploy/nginx-deployment", "{.metadata.labels.team}"),
-        "web"
-    );
-    assert_eq!(
-        jsonpath(&c, "deploy/nginx-deployment", "{.metadata.generation}"),
+        seed_field(&c, "{.metadata.generation}"),
         "1",
         "generation counts spec changes only"
     );
@@ -175,14 +167,8 @@ fn server_side_apply_creates_and_updates() {
         out.trim(),
         "deployment.apps/nginx-deployment serverside-applied"
     );
-    assert_eq!(
-        jsonpath(&c, "deploy/nginx-deployment", "{.metadata.generation}"),
-        "1"
-    );
-    assert_eq!(
-        jsonpath(&c, "deploy/nginx-deployment", "{.spec.replicas}"),
-        "3"
-    );
+    assert_eq!(seed_field(&c, "{.metadata.generation}"), "1");
+    assert_eq!(seed_field(&c, "{.spec.replicas}"), "3");
 
     let changed = s
         .text
@@ -195,20 +181,10 @@ fn server_side_apply_creates_and_updates() {
         out.trim(),
         "deployment.apps/nginx-deployment serverside-applied"
     );
+    assert_eq!(seed_field(&c, "{.metadata.generation}"), "2");
+    assert_eq!(seed_field(&c, "{.spec.replicas}"), "2");
     assert_eq!(
-        jsonpath(&c, "deploy/nginx-deployment", "{.metadata.generation}"),
-        "2"
-    );
-    assert_eq!(
-        jsonpath(&c, "deploy/nginx-deployment", "{.spec.replicas}"),
-        "2"
-    );
-    assert_eq!(
-        jsonpath(
-            &c,
-            "deploy/nginx-deployment",
-            "{.spec.template.spec.containers[0].image}"
-        ),
+        seed_field(&c, "{.spec.template.spec.containers[0].image}"),
         "nginx:1.16.1"
     );
 

@@ -6,6 +6,7 @@
 
 use std::path::Path;
 
+use berth_tests::kinds::HPA_COLUMNS;
 use berth_tests::seeds::SEED_HPA;
 use berth_tests::{Controller, Req, Table};
 use serde_json::json;
@@ -117,19 +118,7 @@ fn kubectl_autoscale_creates_an_autoscaler_and_get_prints_upstreams_columns() {
         assert_eq!(hpa["spec"]["scaleTargetRef"]["kind"], "Deployment", "{bin}");
         let out = k.ok(&["get", "hpa", &name]);
         let table = Table::parse(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
-        assert_eq!(
-            table.headers,
-            [
-                "NAME",
-                "REFERENCE",
-                "TARGETS",
-                "MINPODS",
-                "MAXPODS",
-                "REPLICAS",
-                "AGE"
-            ],
-            "{bin}"
-        );
+        assert_eq!(table.headers, HPA_COLUMNS, "{bin}");
         assert_eq!(
             table.values("REFERENCE"),
             [format!("Deployment/{name}")],

@@ -23,18 +23,32 @@ fn rejected(
     needles: &[&str],
     path: &str,
 ) {
-    let context = || format!("{}\n{}", reply.describe(), c.log_tail());
-    assert_eq!(reply.status, code, "HTTP status\n{}", context());
-    let message = failure_status(&reply.json(), code, reason)
-        .unwrap_or_else(|e| panic!("not the expected Status: {e}\n{}", context()));
-    for needle in needles {
-        assert!(
-            message.contains(needle),
-            "message should name {needle:?}: {message}\n{}",
-            context()
-        );
-    }
+    reply.failure_naming(code, reason, needles, || c.log_tail());
     nothing_stored(c, api, path);
+}
+
+/// The HTTP code and Status reason of a refusal.
+const INVALID: (u16, &str) = (422, "Invalid");
+const BAD_REQUEST: (u16, &str) = (400, "BadRequest");
+
+/// Posts `body` to `collection` as the admin and requires the refusal [`rejected`] checks, the
+/// object's path being the collection's (without a query) and the body's `metadata.name`.
+fn post_refused(
+    c: &Controller,
+    collection: &str,
+    body: &Value,
+    (code, reason): (u16, &str),
+    needles: &[&str],
+) -> Reply {
+    let api = c.admin_api();
+    let reply = api.send(Req::post(collection, body));
+    let name = body["metadata"]["name"].as_str().unwrap_or_default();
+    let path = format!(
+        "{}/{name}",
+        collection.split('?').next().unwrap_or_default()
+    );
+    rejected(c, &api, &reply, code, reason, needles, &path);
+    reply
 }
 
 /// `path` answers 404 NotFound and the server still serves reads.
@@ -131,34 +145,11 @@ fn an_unknown_kind_is_refused() {
     let c = Controller::start();
     let api = c.admin_api();
     // A resource the server does not have.
-    let reply = api.send(Req::post(
-        "/api/v1/namespaces/default/frobnicators",
-        &json!({
-        "apiVersion": "v1", "kind": "Frobnicator", "metadata": {"name": "f"}}),
-    ));
-    rejected(
-        &c,
-        &api,
-        &reply,
-        404,
-        "NotFound",
-        &[],
-        "/api/v1/namespaces/default/frobnicators/f",
-    );
+    let frobnicator = json!({"apiVersion": "v1", "kind": "Frobnicator", "metadata": {"name": "f"}});
+    let frobnicators = "/api/v1/namespaces/default/frobnicators";
+    post_refused(&c, frobnicators, &frobnicator, (404, "NotFound"), &[]);
     // A body of an unknown kind sent to a real collection.
-    let reply = api.send(Req::post(
-        CMS,
-        &json!({"apiVersion": "v1", "kind": "Frobnicator", "metadata": {"name": "f"}}),
-    ));
-    rejected(
-        &c,
-        &api,
-        &reply,
-        400,
-        "BadRequest",
-        &["Frobnicator"],
-        &format!("{CMS}/f"),
-    );
+    post_refused(&c, CMS, &frobnicator, BAD_REQUEST, &["Frobnicator"]);
     still_serving(&c, &api);
 }
 
@@ -168,16 +159,7 @@ fn a_wrong_api_version_is_400_bad_request() {
     let api = c.admin_api();
     let mut body = deployment("wrong-version", 1, json!({"app": "x"}), json!({"app": "x"}));
     body["apiVersion"] = "apps/v2".into();
-    let reply = api.send(Req::post(DEPLOYS, &body));
-    rejected(
-        &c,
-        &api,
-        &reply,
-        400,
-        "BadRequest",
-        &["apps/v2"],
-        &format!("{DEPLOYS}/wrong-version"),
-    );
+    post_refused(&c, DEPLOYS, &body, BAD_REQUEST, &["apps/v2"]);
     still_serving(&c, &api);
 }
 
@@ -216,15 +198,12 @@ fn missing_required_fields_are_422_invalid_naming_the_fields() {
     let c = Controller::start();
     let api = c.admin_api();
     let body = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "hollow"}, "spec": {"replicas": 1}});
-    let reply = api.send(Req::post(DEPLOYS, &body));
-    rejected(
+    let reply = post_refused(
         &c,
-        &api,
-        &reply,
-        422,
-        "Invalid",
+        DEPLOYS,
+        &body,
+        INVALID,
         &["spec.selector", "spec.template"],
-        &format!("{DEPLOYS}/hollow"),
     );
     let causes = reply.json()["details"]["causes"].clone();
     assert!(
@@ -235,16 +214,7 @@ fn missing_required_fields_are_422_invalid_naming_the_fields() {
     );
 
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "empty"}, "spec": {}});
-    let reply = api.send(Req::post(PODS, &pod));
-    rejected(
-        &c,
-        &api,
-        &reply,
-        422,
-        "Invalid",
-        &["spec.containers"],
-        &format!("{PODS}/empty"),
-    );
+    post_refused(&c, PODS, &pod, INVALID, &["spec.containers"]);
 
     let yaml =
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: hollow\nspec:\n  replicas: 1\n";
@@ -260,21 +230,12 @@ fn missing_required_fields_are_422_invalid_naming_the_fields() {
 #[test]
 fn a_selector_that_does_not_match_the_template_is_422() {
     let c = Controller::start();
-    let api = c.admin_api();
     let body = deployment("mismatch", 1, json!({"app": "a"}), json!({"app": "b"}));
-    let reply = api.send(Req::post(DEPLOYS, &body));
-    rejected(
-        &c,
-        &api,
-        &reply,
-        422,
-        "Invalid",
-        &[
-            "spec.template.metadata.labels",
-            "`selector` does not match template `labels`",
-        ],
-        &format!("{DEPLOYS}/mismatch"),
-    );
+    let needles = [
+        "spec.template.metadata.labels",
+        "`selector` does not match template `labels`",
+    ];
+    post_refused(&c, DEPLOYS, &body, INVALID, &needles);
 }
 
 #[test]
@@ -301,36 +262,17 @@ fn an_invalid_name_is_422_naming_metadata_name() {
 #[test]
 fn negative_replicas_are_422_naming_spec_replicas() {
     let c = Controller::start();
-    let api = c.admin_api();
     let body = deployment("negative", -1, json!({"app": "n"}), json!({"app": "n"}));
-    let reply = api.send(Req::post(DEPLOYS, &body));
-    rejected(
-        &c,
-        &api,
-        &reply,
-        422,
-        "Invalid",
-        &["spec.replicas"],
-        &format!("{DEPLOYS}/negative"),
-    );
+    post_refused(&c, DEPLOYS, &body, INVALID, &["spec.replicas"]);
 }
 
 #[test]
 fn duplicate_container_names_are_422() {
     let c = Controller::start();
-    let api = c.admin_api();
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "twins"}, "spec": {"containers": [
         {"name": "app", "image": "busybox:1.28"}, {"name": "app", "image": "busybox:1.28"}]}});
-    let reply = api.send(Req::post(PODS, &pod));
-    rejected(
-        &c,
-        &api,
-        &reply,
-        422,
-        "Invalid",
-        &["spec.containers[1].name", "Duplicate value"],
-        &format!("{PODS}/twins"),
-    );
+    let needles = ["spec.containers[1].name", "Duplicate value"];
+    post_refused(&c, PODS, &pod, INVALID, &needles);
 }
 
 #[test]
@@ -339,15 +281,13 @@ fn an_unknown_field_under_strict_field_validation_is_400() {
     let api = c.admin_api();
     let mut body = configmap("strict", &[("a", "1")]);
     body["bogus"] = json!(1);
-    let reply = api.send(Req::post(format!("{CMS}?fieldValidation=Strict"), &body));
-    rejected(
+    let strict = format!("{CMS}?fieldValidation=Strict");
+    post_refused(
         &c,
-        &api,
-        &reply,
-        400,
-        "BadRequest",
+        &strict,
+        &body,
+        BAD_REQUEST,
         &["unknown field \"bogus\""],
-        &format!("{CMS}/strict"),
     );
 
     // kubectl apply validates strictly by default: a misspelt nested field is named.

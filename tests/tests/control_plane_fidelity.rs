@@ -37,26 +37,19 @@ fn start() -> (Controller, tempfile::TempDir) {
 
 /// Requires `reply` to be a Failure `Status` with this code and reason and exactly `message`.
 fn refused(c: &Controller, reply: &Reply, code: u16, reason: &str, message: &str) {
-    let context = || format!("{}\n{}", reply.describe(), c.log_tail());
-    assert_eq!(reply.status, code, "HTTP status\n{}", context());
-    let got = failure_status(&reply.json(), code, reason)
-        .unwrap_or_else(|e| panic!("not the expected Status: {e}\n{}", context()));
-    assert_eq!(got, message, "message\n{}", context());
+    let got = reply.failure_naming(code, reason, &[], || c.log_tail());
+    assert_eq!(
+        got,
+        message,
+        "message\n{}\n{}",
+        reply.describe(),
+        c.log_tail()
+    );
 }
 
 /// Like [`refused`] for a message that must contain each of `needles`.
 fn refused_naming(c: &Controller, reply: &Reply, code: u16, reason: &str, needles: &[&str]) {
-    let context = || format!("{}\n{}", reply.describe(), c.log_tail());
-    assert_eq!(reply.status, code, "HTTP status\n{}", context());
-    let got = failure_status(&reply.json(), code, reason)
-        .unwrap_or_else(|e| panic!("not the expected Status: {e}\n{}", context()));
-    for needle in needles {
-        assert!(
-            got.contains(needle),
-            "message should name {needle:?}: {got}\n{}",
-            context()
-        );
-    }
+    reply.failure_naming(code, reason, needles, || c.log_tail());
 }
 
 /// A Failure `Status` with no reason (upstream's answer to an error it has no reason for).
@@ -105,35 +98,19 @@ fn an_eviction_must_name_the_pod_of_its_url() {
     api.create(PODS, &pod("evictee", &[("app", "e")]));
     let url = format!("{PODS}/evictee/eviction");
 
-    let reply = api.send(Req::post(&url, &eviction("someone-else", Some("default"))));
-    refused(
-        &c,
-        &reply,
-        400,
-        "BadRequest",
-        "name in URL does not match name in Eviction object",
-    );
-    let reply = api.send(Req::post(
-        &url,
-        &json!({"apiVersion": "policy/v1", "kind": "Eviction"}),
-    ));
-    refused(
-        &c,
-        &reply,
-        400,
-        "BadRequest",
-        "name in URL does not match name in Eviction object",
+    let bad_request = |body: Value, message: &str| {
+        let reply = api.send(Req::post(&url, &body));
+        refused(&c, &reply, 400, "BadRequest", message);
+    };
+    let wrong_name = "name in URL does not match name in Eviction object";
+    bad_request(eviction("someone-else", Some("default")), wrong_name);
+    bad_request(
+        json!({"apiVersion": "policy/v1", "kind": "Eviction"}),
+        wrong_name,
     );
     // The namespace is checked first (by the create handler), then the name.
-    let reply = api.send(Req::post(
-        &url,
-        &eviction("someone-else", Some("kube-system")),
-    ));
-    refused(
-        &c,
-        &reply,
-        400,
-        "BadRequest",
+    bad_request(
+        eviction("someone-else", Some("kube-system")),
         "the namespace of the provided object does not match the namespace sent on the request",
     );
     api.get_ok(&format!("{PODS}/evictee"));
@@ -521,6 +498,14 @@ fn reads_413(c: &Controller, conn: &mut RawTls, what: &str) {
     );
 }
 
+/// Sends `request` in one write on a fresh connection and expects the 413 ([`reads_413`]).
+fn sent_at_once_reads_413(c: &Controller, request: &[u8], what: &str) {
+    let mut conn = connect(c);
+    conn.send(request)
+        .unwrap_or_else(|e| panic!("{what}: the send failed: {e}\n{}", c.log_tail()));
+    reads_413(c, &mut conn, what);
+}
+
 const FIVE_MIB: usize = 5 * 1024 * 1024;
 
 #[test]
@@ -532,12 +517,9 @@ fn a_client_sending_5_mib_reads_a_413_status() {
 
     // Written whole before reading, with its length declared: answered before it is read, the
     // rest discarded while the connection lingers.
-    let mut conn = connect(&c);
     let mut request = post_head(Some(body.len()), "");
     request.extend_from_slice(&body);
-    conn.send(&request)
-        .unwrap_or_else(|e| panic!("whole: the send failed: {e}\n{}", c.log_tail()));
-    reads_413(&c, &mut conn, "whole");
+    sent_at_once_reads_413(&c, &request, "whole");
 
     // Slowly, in 256 KiB pieces: the connection lingers as long as the client keeps sending.
     let mut conn = connect(&c);
@@ -551,7 +533,6 @@ fn a_client_sending_5_mib_reads_a_413_status() {
     reads_413(&c, &mut conn, "slow");
 
     // Chunked, with no length to refuse up front: read up to the limit, then refused.
-    let mut conn = connect(&c);
     let mut request = post_head(None, "");
     for piece in body.chunks(64 * 1024) {
         request.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
@@ -559,9 +540,7 @@ fn a_client_sending_5_mib_reads_a_413_status() {
         request.extend_from_slice(b"\r\n");
     }
     request.extend_from_slice(b"0\r\n\r\n");
-    conn.send(&request)
-        .unwrap_or_else(|e| panic!("chunked: the send failed: {e}\n{}", c.log_tail()));
-    reads_413(&c, &mut conn, "chunked");
+    sent_at_once_reads_413(&c, &request, "chunked");
 
     // Expect: 100-continue: the 413 comes instead of the go-ahead, and no body is sent.
     let mut conn = connect(&c);

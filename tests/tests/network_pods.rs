@@ -16,6 +16,7 @@ use std::net::Ipv4Addr;
 use std::process::{Child, Command, Stdio};
 
 use berth_tests::host::{free_port_on, require_tool};
+use berth_tests::pod_reading::is_ready;
 use berth_tests::{Cluster, ClusterConfig, TestBedLayout, secs};
 use serde_json::{Value, json};
 
@@ -379,20 +380,10 @@ fn a_service_answers_from_every_host_with_pods_on_other_hosts() {
         c.wait_for_pod_ready("default", &format!("client-{i}"), secs(90));
     }
     let web_pods = |c: &Cluster| -> Vec<(String, String)> {
-        let list = c
-            .get("/api/v1/namespaces/default/pods?labelSelector=app%3Dweb")
-            .unwrap_or_default();
-        let mut out: Vec<(String, String)> = list["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-            .filter(|p| {
-                p["status"]["conditions"].as_array().is_some_and(|cs| {
-                    cs.iter()
-                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                })
-            })
+        let mut out: Vec<(String, String)> = c
+            .live_pods("default", "app%3Dweb")
+            .iter()
+            .filter(|p| is_ready(p))
             .map(|p| {
                 (
                     p["metadata"]["name"]

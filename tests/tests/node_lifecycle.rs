@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use berth_tests::objects::taint_keys;
+use berth_tests::objects::{nginx_daemon_set, taint_keys};
 use berth_tests::pod_reading::{container_id, container_status, is_ready, restart_count};
 use berth_tests::{AgentOptions, Cluster, ClusterConfig, secs};
 use jiff::Timestamp;
@@ -112,12 +112,7 @@ fn a_lost_node_goes_unknown_its_pods_leave_as_their_tolerations_say_and_it_comes
         ..ClusterConfig::agents(3)
     });
     let lost = c.node_name(2).to_string();
-    c.apply(&json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": "daemon", "namespace": NS},
-        "spec": {"selector": {"matchLabels": {"app": "daemon"}},
-            "template": {"metadata": {"labels": {"app": "daemon"}},
-                "spec": {"terminationGracePeriodSeconds": 5,
-                    "containers": [{"name": "web", "image": "nginx:1.14.2"}]}}}}));
+    c.apply(&nginx_daemon_set("daemon", NS));
     let unreachable_20s = json!([{"key": "node.kubernetes.io/unreachable", "operator": "Exists",
         "effect": "NoExecute", "tolerationSeconds": 20}]);
     c.apply(&deployment("tolerant", &lost, unreachable_20s));

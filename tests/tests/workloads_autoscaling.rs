@@ -8,6 +8,7 @@
 use std::path::Path;
 
 use berth_tests::pod_specs::sh_container;
+use berth_tests::kinds::HPA_COLUMNS;
 use berth_tests::seeds::SEED_HPA;
 use berth_tests::{Cluster, ClusterConfig, Table, secs};
 use serde_json::{Value, json};
@@ -104,18 +105,7 @@ fn a_busy_deployment_is_scaled_up_to_the_maximum_and_back_to_the_minimum_when_id
     assert!(hpa.pointer("/status/lastScaleTime").is_some(), "{hpa}");
     let out = k.ok(&["get", "hpa", "burner"]);
     let table = Table::parse(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
-    assert_eq!(
-        table.headers,
-        [
-            "NAME",
-            "REFERENCE",
-            "TARGETS",
-            "MINPODS",
-            "MAXPODS",
-            "REPLICAS",
-            "AGE"
-        ]
-    );
+    assert_eq!(table.headers, HPA_COLUMNS);
     assert_eq!(table.values("REFERENCE"), ["Deployment/burner"]);
     let targets = table.values("TARGETS").join("");
     assert!(

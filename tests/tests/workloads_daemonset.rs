@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use berth_tests::fixtures::NGINX_1_14_2;
 use berth_tests::kinds::kind;
-use berth_tests::objects::merge;
+use berth_tests::objects::{merge, nginx_daemon_set};
 use berth_tests::pod_reading::is_ready;
 use berth_tests::rollout::daemon::{DaemonPods, HASH_LABEL, NodeSample, target_node};
 use berth_tests::rollout::output;
@@ -112,12 +112,7 @@ fn labels(c: &Cluster, node: &str, args: &[&str]) {
 
 /// A DaemonSet `name` of the nginx stand-in, labelled `app=<name>`, `spec` merged over its spec.
 fn web_daemon_set(name: &str, spec: Value) -> Value {
-    let mut ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}},
-                "spec": {"terminationGracePeriodSeconds": 5,
-                    "containers": [{"name": "web", "image": "nginx:1.14.2"}]}}}});
+    let mut ds = nginx_daemon_set(name, NS);
     merge(&mut ds["spec"], &spec);
     ds
 }

@@ -13,6 +13,7 @@
 
 use std::sync::{Arc, Barrier};
 
+use berth_tests::objects::nginx_daemon_set;
 use berth_tests::pod_reading::is_ready;
 use berth_tests::rollout::PodWatch;
 use berth_tests::{Api, Cluster, Credentials, Req, Table, secs};
@@ -277,12 +278,7 @@ fn wait_taint(c: &Cluster, node: &str, present: bool) {
 fn drain_waits_on_the_budget_and_never_leaves_fewer_ready_pods_than_it_protects() {
     let c = Cluster::start(3);
     let nodes: Vec<String> = (0..3).map(|i| c.node_name(i).to_string()).collect();
-    c.apply(&json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": "daemon", "namespace": NS},
-        "spec": {"selector": {"matchLabels": {"app": "daemon"}},
-            "template": {"metadata": {"labels": {"app": "daemon"}},
-                "spec": {"terminationGracePeriodSeconds": 5,
-                    "containers": [{"name": "web", "image": "nginx:1.14.2"}]}}}}));
+    c.apply(&nginx_daemon_set("daemon", NS));
     // The third node is cordoned while the Deployment starts, so one of the others holds two of
     // its three pods.
     let out = c.kubectl().ok(&["cordon", &nodes[2]]);

@@ -73,14 +73,9 @@ fn answering(c: &Cluster, ip: &str) -> Vec<String> {
 
 /// The running `web` pods' names and IPs, sorted by IP.
 fn web_pods(c: &Cluster) -> Vec<(String, String)> {
-    let list = c
-        .get("/api/v1/namespaces/default/pods?labelSelector=app%3Dweb")
-        .unwrap_or_default();
-    let mut out: Vec<(String, String)> = list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+    let mut out: Vec<(String, String)> = c
+        .live_pods("default", "app%3Dweb")
+        .iter()
         .filter_map(|p| {
             Some((
                 p["metadata"]["name"].as_str()?.to_string(),

@@ -7,8 +7,8 @@
 
 use std::path::Path;
 
-use berth_tests::pod_specs::sh_container;
 use berth_tests::kinds::HPA_COLUMNS;
+use berth_tests::pod_specs::sh_container;
 use berth_tests::seeds::SEED_HPA;
 use berth_tests::{Cluster, ClusterConfig, Table, secs};
 use serde_json::{Value, json};

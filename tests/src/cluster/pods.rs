@@ -183,7 +183,9 @@ impl Cluster {
     /// and are not being deleted; none when the list cannot be read.
     pub fn live_pods(&self, ns: &str, selector: &str) -> Vec<Value> {
         let list = self
-            .get(&format!("/api/v1/namespaces/{ns}/pods?labelSelector={selector}"))
+            .get(&format!(
+                "/api/v1/namespaces/{ns}/pods?labelSelector={selector}"
+            ))
             .unwrap_or_default();
         list["items"]
             .as_array()

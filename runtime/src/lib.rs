@@ -119,6 +119,43 @@ impl Controller<ObjectKey> {
         };
         self.adopts_as(child, owner, selector, |o: &Object| o.key().clone())
     }
+
+    /// Selector routing for children that no controller reference leads from (the
+    /// StatefulSet's claims): any change of a `child`, owned or not, enqueues every primary
+    /// object of its namespace whose selector, read as [`Controller::adopts`] reads it,
+    /// matches its labels.
+    pub fn selects<V: View>(
+        self,
+        child: &'static ResourceType,
+        selector: impl Fn(&V) -> Option<&LabelSelector> + Send + Sync + 'static,
+    ) -> Self {
+        let Some(owner) = self.primary else {
+            return self;
+        };
+        let owners = self.ctx.informer(owner);
+        let key = |o: &Object| o.key().clone();
+        self.watches(child, move |d: &Delta| {
+            selecting(&owners, &selector, &d.object, key)
+        })
+    }
+}
+
+/// The keys of the `owners` in `child`'s namespace whose selector (read from their view `V`;
+/// `None` or empty: they select nothing) matches its labels.
+fn selecting<V: View, K>(
+    owners: &Informer,
+    selector: &impl Fn(&V) -> Option<&LabelSelector>,
+    child: &Object,
+    key: impl Fn(&Object) -> K,
+) -> Vec<K> {
+    owners
+        .in_namespace(child.namespace().unwrap_or_default())
+        .iter()
+        .filter(|p| {
+            selector(&p.view::<V>()).is_some_and(|s| !s.is_empty() && s.matches(child.labels()))
+        })
+        .map(|p| key(p))
+        .collect()
 }
 
 impl<K: Clone + Eq + Hash + Send + Sync + Display + 'static> Controller<K> {
@@ -199,14 +236,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + Display + 'static> Controller<K> {
             if d.kind == DeltaType::Deleted || o.controller().is_some() || o.is_deleting() {
                 return Vec::new();
             }
-            owners
-                .in_namespace(o.namespace().unwrap_or_default())
-                .iter()
-                .filter(|p| {
-                    selector(&p.view::<V>()).is_some_and(|s| !s.is_empty() && s.matches(o.labels()))
-                })
-                .map(|p| key(p))
-                .collect()
+            selecting(&owners, &selector, o, &key)
         })
     }
 

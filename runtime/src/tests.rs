@@ -248,3 +248,59 @@ async fn an_orphan_enqueues_the_owners_whose_selector_matches_it_and_an_owned_ch
     stop.cancel();
     run.await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_selected_child_enqueues_the_owners_whose_selector_matches_it_owned_or_not() {
+    use berth_shared::resource::{DAEMON_SETS, PERSISTENT_VOLUME_CLAIMS};
+    let cp = ControlPlane::start();
+    let registry = cp.registry();
+    let create = |rt, v| {
+        registry
+            .create(rt, Some("default"), v, &WriteOptions::default())
+            .unwrap()
+    };
+    for app in ["web", "db"] {
+        create(
+            DAEMON_SETS,
+            json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": app},
+            "spec": {"selector": {"matchLabels": {"app": app}},
+                "template": {"metadata": {"labels": {"app": app}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}),
+        );
+    }
+    let r = Recording::new(|_, _: &ObjectKey| Ok(Outcome::Done));
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(
+        Controller::new("selects", &cp.ctx, DAEMON_SETS)
+            .selects::<Selects>(PERSISTENT_VOLUME_CLAIMS, |s| s.0.as_ref())
+            .run(r.clone(), stop.clone()),
+    );
+    let count = |name: &str| r.passes().iter().filter(|(n, _)| n == name).count();
+    until("the first passes", || count("web") == 1 && count("db") == 1).await;
+    // Owned (not by a controller reference), it still concerns the set selecting it.
+    create(
+        PERSISTENT_VOLUME_CLAIMS,
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data-web-0", "labels": {"app": "web"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "web-0",
+                "uid": "p-uid"}]},
+        "spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}}),
+    );
+    until("the claim's set", || count("web") == 2).await;
+    let opts = berth_registry::DeleteOptions::default();
+    registry
+        .delete(
+            PERSISTENT_VOLUME_CLAIMS,
+            Some("default"),
+            "data-web-0",
+            &opts,
+        )
+        .unwrap();
+    until("the gone claim's set", || count("web") == 3).await;
+    cp.caught_up().await;
+    assert_eq!((count("web"), count("db")), (3, 1), "{:?}", r.passes());
+    stop.cancel();
+    run.await.unwrap();
+}

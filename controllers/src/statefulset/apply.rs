@@ -3,14 +3,15 @@
 //! deleted and relabelled, claims re-owned.
 
 use super::events::{Subject, event};
+use super::identity::set_identity_labels;
 use super::plan::Action;
 use super::retention::set_owners;
-use super::view::{POD_INDEX_LABEL, POD_NAME_LABEL, StatefulSet};
+use super::view::StatefulSet;
 use super::{Controller, SyncError};
 use crate::workload::{record, write};
 use berth_registry::{RegistryError, WriteOptions};
 use berth_shared::resource::{PERSISTENT_VOLUME_CLAIMS, PODS};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 impl Controller {
     /// Applies the actions in order; stops at the first failure (the pass goes on to the
@@ -59,11 +60,7 @@ impl Controller {
             }
             Action::FixPod { ordinal, name, uid } => {
                 let r = write::edit(&self.registry, PODS, ns, name, uid, |obj| {
-                    if !obj["metadata"]["labels"].is_object() {
-                        obj["metadata"]["labels"] = json!({});
-                    }
-                    obj["metadata"]["labels"][POD_NAME_LABEL] = json!(name);
-                    obj["metadata"]["labels"][POD_INDEX_LABEL] = json!(ordinal.to_string());
+                    set_identity_labels(obj, name, *ordinal);
                 });
                 match r {
                     // Gone meanwhile: nothing to report.

@@ -87,15 +87,21 @@ pub fn set_identity(set: &StatefulSet, ordinal: i32, pod: &mut Value) {
     let name = pod_name(set, ordinal);
     pod["metadata"]["name"] = json!(name);
     pod["metadata"]["namespace"] = json!(set.namespace);
+    set_identity_labels(pod, &name, ordinal);
+    pod["spec"]["hostname"] = json!(name);
+    if !set.service_name.is_empty() {
+        pod["spec"]["subdomain"] = json!(set.service_name);
+    }
+}
+
+/// Puts the pod-name and pod-index labels on the pod `name` (the part of its identity that
+/// can drift: a pod's hostname and volumes cannot change).
+pub fn set_identity_labels(pod: &mut Value, name: &str, ordinal: i32) {
     if !pod["metadata"]["labels"].is_object() {
         pod["metadata"]["labels"] = json!({});
     }
     pod["metadata"]["labels"][POD_NAME_LABEL] = json!(name);
     pod["metadata"]["labels"][POD_INDEX_LABEL] = json!(ordinal.to_string());
-    pod["spec"]["hostname"] = json!(name);
-    if !set.service_name.is_empty() {
-        pod["spec"]["subdomain"] = json!(set.service_name);
-    }
 }
 
 /// Puts the claims' volumes first, replacing the template's volumes of the same names

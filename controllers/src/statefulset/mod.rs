@@ -16,7 +16,6 @@ pub mod events;
 pub mod identity;
 pub mod plan;
 pub mod retention;
-pub mod routing;
 pub mod status;
 pub mod view;
 
@@ -28,7 +27,7 @@ use super::workload::status::Target;
 use super::workload::{self, Parsed, SyncError};
 use berth_registry::events::Recorder;
 use berth_registry::{Registry, RegistryError};
-use berth_runtime::informer::{Informer, Object, ObjectKey};
+use berth_runtime::informer::{Informer, ObjectKey};
 use berth_runtime::{self as runtime, Clock, Context, Reconciler};
 use berth_shared::reconcile::Outcome;
 use berth_shared::resource::{CONTROLLER_REVISIONS, PERSISTENT_VOLUME_CLAIMS, PODS, STATEFUL_SETS};
@@ -37,7 +36,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use view::{Claim, PodVolumes, Revision, SetPod, StatefulSet};
+use view::{Claim, Revision, SetPod, StatefulSet};
 
 /// The events' `source.component`, as upstream.
 pub const COMPONENT: &str = "statefulset-controller";
@@ -57,14 +56,6 @@ struct Controller {
     recorder: Recorder,
 }
 
-/// A claimed pod with its volumes' view.
-fn set_pod(o: &Arc<Object>) -> SetPod {
-    SetPod {
-        pod: o.view(),
-        volumes: o.view::<PodVolumes>(),
-    }
-}
-
 impl Controller {
     /// The set's revisions, claimed (none while it is being deleted).
     fn observe_revisions(&self, set: &StatefulSet) -> Result<Vec<Arc<Revision>>, SyncError> {
@@ -81,7 +72,7 @@ impl Controller {
         } else {
             ownership(set).claim(&self.registry, &self.pods)?
         };
-        Ok(pods.iter().map(set_pod).collect())
+        Ok(pods.iter().map(|p| SetPod::of(p)).collect())
     }
 
     /// The claims the set's pods would mount, by name.
@@ -149,25 +140,23 @@ impl Reconciler for Controller {
 
 /// Runs the StatefulSet controller until `shutdown`.
 pub async fn run(ctx: Context, shutdown: CancellationToken) {
-    let sets = ctx.informer(STATEFUL_SETS);
     let controller = Arc::new(Controller {
         registry: ctx.registry.clone(),
         clock: ctx.clock.clone(),
-        sets: sets.clone(),
+        sets: ctx.informer(STATEFUL_SETS),
         pods: ctx.informer(PODS),
         revisions: ctx.informer(CONTROLLER_REVISIONS),
         claims: ctx.informer(PERSISTENT_VOLUME_CLAIMS),
         recorder: ctx.recorder(COMPONENT),
     });
-    let for_claims = sets;
     runtime::Controller::new("statefulset", &ctx, STATEFUL_SETS)
         .owns(PODS)
         .owns(CONTROLLER_REVISIONS)
         .adopts(PODS, Parsed::<StatefulSet>::selector)
         .adopts(CONTROLLER_REVISIONS, Parsed::<StatefulSet>::selector)
-        .watches(PERSISTENT_VOLUME_CLAIMS, move |d| {
-            routing::claim_change(&for_claims, d)
-        })
+        // Claims carry the selector's labels, and their owner references are not controller
+        // references: a claim's change concerns every set that selects it.
+        .selects(PERSISTENT_VOLUME_CLAIMS, Parsed::<StatefulSet>::selector)
         .resync(RESYNC)
         .workers(WORKERS)
         .run(controller, shutdown)

@@ -204,6 +204,16 @@ pub struct SetPod {
     pub volumes: Arc<PodVolumes>,
 }
 
+impl SetPod {
+    /// A cached pod, through its two views.
+    pub fn of(obj: &Object) -> SetPod {
+        SetPod {
+            pod: obj.view(),
+            volumes: obj.view(),
+        }
+    }
+}
+
 /// A reference from `ownerReferences`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnerRef {

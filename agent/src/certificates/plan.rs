@@ -196,85 +196,33 @@ mod tests {
 
     #[test]
     fn the_plan_follows_the_certificate_and_the_failures() {
-        let v = validity(0, 120);
+        use Why::*;
+        // A certificate valid for 0..120 s whose deadline is at 96 s.
+        let holding = |matches| Observed {
+            current: have(validity(0, 120), 96, matches),
+            ..Default::default()
+        };
+        let failed = |failures, at| Observed {
+            failures,
+            last_failure: Some(t(at)),
+            ..holding(true)
+        };
+        let keep = |until| Plan::Keep { until: t(until) };
+        let renew = |why| Plan::Renew { why };
+        let back_off = |until| Plan::BackOff {
+            until: t(until),
+            why: Deadline,
+        };
+        #[rustfmt::skip]
         let cases: Vec<(&str, Observed, i64, Plan)> = vec![
-            (
-                "none yet: renew",
-                Observed::default(),
-                0,
-                Plan::Renew { why: Why::Missing },
-            ),
-            (
-                "fresh: keep until the deadline",
-                Observed {
-                    current: have(v, 96, true),
-                    ..Default::default()
-                },
-                10,
-                Plan::Keep { until: t(96) },
-            ),
-            (
-                "deadline reached",
-                Observed {
-                    current: have(v, 96, true),
-                    ..Default::default()
-                },
-                96,
-                Plan::Renew { why: Why::Deadline },
-            ),
-            (
-                "expired",
-                Observed {
-                    current: have(v, 96, true),
-                    ..Default::default()
-                },
-                120,
-                Plan::Renew { why: Why::Expired },
-            ),
-            (
-                "addresses changed: renew before the deadline",
-                Observed {
-                    current: have(v, 96, false),
-                    ..Default::default()
-                },
-                5,
-                Plan::Renew {
-                    why: Why::TemplateChanged,
-                },
-            ),
-            (
-                "failed twice 1 s ago: wait out the 2nd back-off (4 s)",
-                Observed {
-                    current: have(v, 96, true),
-                    failures: 2,
-                    last_failure: Some(t(99)),
-                },
-                100,
-                Plan::BackOff {
-                    until: t(103),
-                    why: Why::Deadline,
-                },
-            ),
-            (
-                "failed twice, back-off over: try again",
-                Observed {
-                    current: have(v, 96, true),
-                    failures: 2,
-                    last_failure: Some(t(99)),
-                },
-                103,
-                Plan::Renew { why: Why::Deadline },
-            ),
-            (
-                "failures before the deadline do not renew early",
-                Observed {
-                    current: have(v, 96, true),
-                    failures: 1,
-                    last_failure: Some(t(9)),
-                },
-                10,
-                Plan::Keep { until: t(96) },
-            ),
+            ("none yet: renew", Observed::default(), 0, renew(Missing)),
+            ("fresh: keep until the deadline", holding(true), 10, keep(96)),
+            ("deadline reached", holding(true), 96, renew(Deadline)),
+            ("expired", holding(true), 120, renew(Expired)),
+            ("addresses changed: renew early", holding(false), 5, renew(TemplateChanged)),
+            ("failed twice 1 s ago: wait out the 2nd back-off (4 s)", failed(2, 99), 100, back_off(103)),
+            ("failed twice, back-off over: try again", failed(2, 99), 103, renew(Deadline)),
+            ("failures before the deadline do not renew early", failed(1, 9), 10, keep(96)),
         ];
         for (name, observed, now, want) in cases {
             assert_eq!(plan(&observed, t(now)), want, "{name}");

@@ -44,29 +44,9 @@ pub(crate) fn local_ipv4(listing: &str) -> Vec<Ipv4Addr> {
 mod tests {
     use super::*;
 
-    /// A pod's namespace: loopback and eth0 at 10.42.1.5/24.
-    const POD: &str = "Main:
-  +-- 0.0.0.0/0 3 0 5
-     |-- 0.0.0.0
-        /0 universe UNICAST
-     +-- 10.42.1.0/24 2 0 2
-        +-- 10.42.1.0/29 2 0 2
-           |-- 10.42.1.0
-              /24 link UNICAST
-           |-- 10.42.1.5
-              /32 host LOCAL
-        |-- 10.42.1.255
-           /32 link BROADCAST
-     +-- 127.0.0.0/8 2 0 2
-        +-- 127.0.0.0/31 1 0 0
-           |-- 127.0.0.0
-              /8 host LOCAL
-           |-- 127.0.0.1
-              /32 host LOCAL
-        |-- 127.255.255.255
-           /32 link BROADCAST
-Local:
-  +-- 0.0.0.0/0 3 0 5
+    /// One table of a pod's namespace (`/proc/net/fib_trie` lists it as Main, then as Local):
+    /// loopback and eth0 at 10.42.1.5/24.
+    const TABLE: &str = "  +-- 0.0.0.0/0 3 0 5
      |-- 0.0.0.0
         /0 universe UNICAST
      +-- 10.42.1.0/24 2 0 2
@@ -87,17 +67,22 @@ Local:
            /32 link BROADCAST
 ";
 
+    /// The whole file of that namespace.
+    fn pod() -> String {
+        format!("Main:\n{TABLE}Local:\n{TABLE}")
+    }
+
     #[test]
     fn local_addresses_are_the_host_local_slash_32_leaves() {
         assert_eq!(
-            local_ipv4(POD),
+            local_ipv4(&pod()),
             vec![Ipv4Addr::new(10, 42, 1, 5), Ipv4Addr::LOCALHOST]
         );
     }
 
     #[test]
     fn a_namespace_that_lost_its_address_or_is_empty_has_only_what_is_left() {
-        let without_eth0: String = POD.replace(
+        let without_eth0: String = pod().replace(
             "|-- 10.42.1.5\n              /32 host LOCAL",
             "|-- 10.42.1.4\n              /32 link UNICAST",
         );

@@ -108,27 +108,19 @@ mod tests {
     #[test]
     fn pods_reach_the_api_where_the_agent_does_unless_that_is_loopback() {
         let host = Some("192.0.2.7");
-        assert_eq!(
-            endpoint("https://10.0.0.5:6443", "10.0.0.9", host),
-            Some(("10.0.0.5".into(), 6443))
-        );
-        assert_eq!(
-            endpoint("https://127.0.0.1:41000", "10.0.0.9", host),
-            Some(("10.0.0.9".into(), 41000))
-        );
-        assert_eq!(
-            endpoint("https://localhost:6443/", "10.0.0.9", host),
-            Some(("10.0.0.9".into(), 6443))
-        );
-        assert_eq!(
-            endpoint("https://api.example", "10.0.0.9", host),
-            Some(("api.example".into(), 443))
-        );
-        // Everything on loopback (one host): the host's own address.
-        assert_eq!(
-            endpoint("https://127.0.0.1:41000", "127.0.0.1", host),
-            Some(("192.0.2.7".into(), 41000))
-        );
+        let at = |h: &str, port| Some((h.to_string(), port));
+        #[rustfmt::skip]
+        let cases = [
+            ("https://10.0.0.5:6443", "10.0.0.9", at("10.0.0.5", 6443)),
+            ("https://127.0.0.1:41000", "10.0.0.9", at("10.0.0.9", 41000)),
+            ("https://localhost:6443/", "10.0.0.9", at("10.0.0.9", 6443)),
+            ("https://api.example", "10.0.0.9", at("api.example", 443)),
+            // Everything on loopback (one host): the host's own address.
+            ("https://127.0.0.1:41000", "127.0.0.1", at("192.0.2.7", 41000)),
+        ];
+        for (server, agent, want) in cases {
+            assert_eq!(endpoint(server, agent, host), want, "{server} from {agent}");
+        }
         assert_eq!(endpoint("https://[::1]:6443", "", None), None);
     }
 

@@ -502,6 +502,14 @@ mod tests {
             .as_deref()
     }
 
+    /// The status of a pod whose `app` failed twice and waits out a 20 s back-off.
+    fn crash_looping_app() -> PodStatus {
+        let pod = pod("Always", vec![], vec![container("app")]);
+        let crashed = with_backoff(exited("app", 1, 1, NOW - 5), 20, NOW - 30);
+        let failed = exited("app", 0, 1, NOW - 40);
+        status(&pod, &observed(vec![failed, crashed]))
+    }
+
     fn readiness(ready: bool) -> ProbeResults {
         ProbeResults {
             readiness: if ready { Success } else { Unknown },
@@ -560,12 +568,7 @@ mod tests {
 
     #[test]
     fn a_crash_looping_container_keeps_the_pod_running() {
-        let pod = pod("Always", vec![], vec![container("app")]);
-        let crashed = with_backoff(exited("app", 1, 1, NOW - 5), 20, NOW - 30);
-        let s = status(
-            &pod,
-            &observed(vec![exited("app", 0, 1, NOW - 40), crashed]),
-        );
+        let s = crash_looping_app();
         assert_eq!(s.phase.as_deref(), Some(RUNNING));
     }
 
@@ -941,12 +944,7 @@ mod tests {
 
     #[test]
     fn a_container_in_back_off_waits_with_crash_loop_back_off() {
-        let pod = pod("Always", vec![], vec![container("app")]);
-        let crashed = with_backoff(exited("app", 1, 1, NOW - 5), 20, NOW - 30);
-        let s = status(
-            &pod,
-            &observed(vec![exited("app", 0, 1, NOW - 40), crashed]),
-        );
+        let s = crash_looping_app();
         let c = app(&s, "app");
         let waiting = c.state.as_ref().unwrap().waiting.as_ref().unwrap();
         assert_eq!(waiting.reason.as_deref(), Some("CrashLoopBackOff"));

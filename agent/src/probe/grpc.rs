@@ -266,7 +266,6 @@ mod tests {
     use http_body_util::combinators::BoxBody;
     use hyper::body::{Frame, Incoming};
     use hyper::service::service_fn;
-    use tokio::net::TcpListener;
 
     use super::*;
     use crate::probe::ProbeResult;
@@ -275,8 +274,7 @@ mod tests {
     /// answers NOT_FOUND, "ancient" answers UNIMPLEMENTED (trailers-only), "stuck" never
     /// answers.
     async fn server() -> u16 {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
+        let (listener, port) = super::super::tests::listening().await;
         tokio::spawn(async move {
             loop {
                 let Ok((tcp, _)) = listener.accept().await else {
@@ -393,9 +391,7 @@ mod tests {
 
     #[tokio::test]
     async fn nothing_listening_is_failure() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        drop(listener);
+        let port = super::super::tests::closed_port().await;
         let out = run(port, "", Duration::from_secs(1)).await;
         assert_eq!(out.result, ProbeResult::Failure);
         assert!(

@@ -250,7 +250,6 @@ mod tests {
     use http_body_util::Full;
     use hyper::body::Incoming;
     use hyper::service::service_fn;
-    use tokio::net::TcpListener;
 
     use super::*;
     use crate::probe::ProbeResult;
@@ -263,8 +262,7 @@ mod tests {
     /// request is kept for inspection. With `tls`, it speaks HTTPS with a self-signed
     /// certificate.
     async fn server(tls: bool) -> (u16, Seen) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
+        let (listener, port) = super::super::tests::listening().await;
         let seen: Seen = Arc::default();
         let acceptor = tls.then(tls_acceptor);
         let log = seen.clone();
@@ -457,9 +455,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_refused_connection_is_failure() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        drop(listener);
+        let port = super::super::tests::closed_port().await;
         let out = run(&action(port, "/"), &Container::default()).await;
         assert_eq!(out.result, ProbeResult::Failure);
         assert!(

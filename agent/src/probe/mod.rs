@@ -194,7 +194,19 @@ fn join_host_port(host: &str, port: u16) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
+    /// A listener on a free loopback port, and the port.
+    pub(in crate::probe) async fn listening() -> (tokio::net::TcpListener, u16) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        (listener, port)
+    }
+
+    /// A loopback port nothing listens on (it was free a moment ago).
+    pub(in crate::probe) async fn closed_port() -> u16 {
+        listening().await.1
+    }
+
     use std::io;
 
     use berth_api::k8s_openapi::api::core::v1::{ContainerPort, ExecAction};

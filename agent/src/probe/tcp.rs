@@ -28,7 +28,6 @@ pub(super) async fn probe(
 mod tests {
     use berth_api::k8s_openapi::api::core::v1::Container;
     use berth_api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-    use tokio::net::TcpListener;
 
     use super::*;
     use crate::probe::ProbeResult;
@@ -47,8 +46,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_open_port_is_success() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
+        let (_listener, port) = super::super::tests::listening().await;
         let c = container_with_port("probe", i32::from(port));
         let one_second = Duration::from_secs(1);
         let by_number = action(IntOrString::Int(port.into()));
@@ -61,9 +59,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_closed_port_is_failure() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        drop(listener);
+        let port = super::super::tests::closed_port().await;
         let c = Container::default();
         let out = probe(
             &action(IntOrString::Int(port.into())),
@@ -83,8 +79,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_host_field_overrides_the_pod_ip() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
+        let (_listener, port) = super::super::tests::listening().await;
         let c = Container::default();
         let a = TCPSocketAction {
             host: Some("127.0.0.1".into()),

@@ -76,11 +76,26 @@ mod tests {
 
     use super::*;
 
-    #[tokio::test]
-    async fn reads_wait_for_data_then_end_after_drain_and_writer_close() {
+    /// A new FIFO in a temporary directory (which goes with the returned guard).
+    fn new_fifo() -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out");
         make(&path).unwrap();
+        (dir, path)
+    }
+
+    async fn assert_eof(src: &mut FifoSource) {
+        let mut buf = [0u8; 16];
+        let n = tokio::time::timeout(Duration::from_secs(2), src.read(&mut buf))
+            .await
+            .expect("EOF after drain")
+            .unwrap();
+        assert_eq!(n, 0);
+    }
+
+    #[tokio::test]
+    async fn reads_wait_for_data_then_end_after_drain_and_writer_close() {
+        let (_dir, path) = new_fifo();
         let mut src = FifoSource::open(&path).unwrap();
         // A writer (the shim's role) connects only after the reader exists.
         let mut writer = pipe::OpenOptions::new().open_sender(&path).unwrap();
@@ -96,18 +111,12 @@ mod tests {
         let pending = tokio::time::timeout(Duration::from_millis(50), src.read(&mut buf)).await;
         assert!(pending.is_err(), "read must wait while the keeper is open");
         src.begin_drain();
-        let n = tokio::time::timeout(Duration::from_secs(2), src.read(&mut buf))
-            .await
-            .expect("EOF after drain")
-            .unwrap();
-        assert_eq!(n, 0);
+        assert_eof(&mut src).await;
     }
 
     #[tokio::test]
     async fn a_reader_opened_after_the_writer_left_still_sees_eof() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("out");
-        make(&path).unwrap();
+        let (_dir, path) = new_fifo();
         let mut first = FifoSource::open(&path).unwrap();
         let mut writer = pipe::OpenOptions::new().open_sender(&path).unwrap();
         writer.write_all(b"kept").await.unwrap();
@@ -120,10 +129,6 @@ mod tests {
         let mut buf = [0u8; 16];
         let n = second.read(&mut buf).await.unwrap();
         assert_eq!(&buf[..n], b"kept");
-        let n = tokio::time::timeout(Duration::from_secs(2), second.read(&mut buf))
-            .await
-            .expect("EOF")
-            .unwrap();
-        assert_eq!(n, 0);
+        assert_eof(&mut second).await;
     }
 }

@@ -292,12 +292,17 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn the_default_profile_denies_with_eperm_and_allows_ordinary_syscalls() {
-        let s = default_profile()
+    /// The default profile for amd64 with Docker's default capabilities.
+    fn docker_default_amd64() -> LinuxSeccomp {
+        default_profile()
             .unwrap()
             .to_oci(&docker_default_caps(), "amd64")
-            .unwrap();
+            .unwrap()
+    }
+
+    #[test]
+    fn the_default_profile_denies_with_eperm_and_allows_ordinary_syscalls() {
+        let s = docker_default_amd64();
         assert_eq!(s.default_action(), LinuxSeccompAction::ScmpActErrno);
         assert_eq!(s.default_errno_ret(), Some(1));
         let allowed = names_allowed(&s);
@@ -325,10 +330,7 @@ mod tests {
 
     #[test]
     fn without_sys_admin_clone_may_not_make_namespaces_and_clone3_is_enosys() {
-        let s = default_profile()
-            .unwrap()
-            .to_oci(&docker_default_caps(), "amd64")
-            .unwrap();
+        let s = docker_default_amd64();
         let clone = rules_for(&s, "clone");
         assert_eq!(clone.len(), 1);
         let arg = clone[0].args().clone().unwrap()[0];
@@ -369,10 +371,7 @@ mod tests {
 
     #[test]
     fn socket_rules_leave_out_af_alg_and_af_vsock() {
-        let s = default_profile()
-            .unwrap()
-            .to_oci(&docker_default_caps(), "amd64")
-            .unwrap();
+        let s = docker_default_amd64();
         let rules = rules_for(&s, "socket");
         let allows = |family: u64| {
             rules.iter().any(|r| {

@@ -550,6 +550,15 @@ mod tests {
         }
     }
 
+    /// The spec's mount at `destination`.
+    fn mount<'a>(spec: &'a serde_json::Value, destination: &str) -> &'a serde_json::Value {
+        let mounts = spec["mounts"].as_array().unwrap();
+        mounts
+            .iter()
+            .find(|m| m["destination"] == destination)
+            .unwrap()
+    }
+
     fn json(spec: &Spec) -> serde_json::Value {
         serde_json::to_value(spec).unwrap()
     }
@@ -736,12 +745,7 @@ mod tests {
             .collect();
         assert_eq!(types, vec!["pid", "ipc", "mount"]);
         assert!(spec.get("hostname").is_none());
-        let sys = spec["mounts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["destination"] == "/sys")
-            .unwrap();
+        let sys = mount(&spec, "/sys");
         assert_eq!(sys["type"], "bind");
         assert!(!environment(&c).iter().any(|e| e.starts_with("HOSTNAME=")));
     }
@@ -973,12 +977,7 @@ mod tests {
             let mut c = config();
             c.mounts = vec![bind("/a", given), bind("/b", &[])];
             let spec = json(&build(&c, "/x", &[], &all_caps()).unwrap());
-            let a = spec["mounts"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|m| m["destination"] == "/a")
-                .unwrap();
+            let a = mount(&spec, "/a");
             assert_eq!(a["options"], serde_json::json!(options), "{given:?}");
             assert_eq!(
                 spec["linux"]["rootfsPropagation"].as_str(),

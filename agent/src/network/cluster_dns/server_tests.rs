@@ -108,6 +108,21 @@ async fn cluster_dns(
     (addr, state_tx)
 }
 
+/// A cluster DNS in front of a fake upstream, and a UDP client of it: the token that stops
+/// both, the server's address, the sender of Service snapshots.
+async fn served() -> (
+    CancellationToken,
+    SocketAddr,
+    watch::Sender<Arc<ServiceState>>,
+    Client<TokioRuntimeProvider>,
+) {
+    let shutdown = CancellationToken::new();
+    let upstream = fake_upstream(&shutdown).await;
+    let (addr, state_tx) = cluster_dns(upstream, &shutdown).await;
+    let client = udp_client(addr).await;
+    (shutdown, addr, state_tx, client)
+}
+
 async fn udp_client(addr: SocketAddr) -> Client<TokioRuntimeProvider> {
     let stream = UdpClientStream::builder(addr, TokioRuntimeProvider::default()).build();
     let (client, bg) = Client::<TokioRuntimeProvider>::from_sender(stream);
@@ -131,10 +146,7 @@ fn answers(r: &DnsResponse) -> Vec<String> {
 
 #[tokio::test]
 async fn the_server_answers_cluster_names_and_forwards_the_rest() {
-    let shutdown = CancellationToken::new();
-    let upstream = fake_upstream(&shutdown).await;
-    let (addr, _state) = cluster_dns(upstream, &shutdown).await;
-    let mut c = udp_client(addr).await;
+    let (shutdown, addr, _state, mut c) = served().await;
 
     let r = ask(&mut c, "web.default.svc.cluster.local.", RecordType::A).await;
     assert_eq!(r.metadata.response_code, ResponseCode::NoError);
@@ -210,10 +222,7 @@ async fn the_server_answers_cluster_names_and_forwards_the_rest() {
 
 #[tokio::test]
 async fn answers_follow_a_new_snapshot_within_a_second() {
-    let shutdown = CancellationToken::new();
-    let upstream = fake_upstream(&shutdown).await;
-    let (addr, state_tx) = cluster_dns(upstream, &shutdown).await;
-    let mut c = udp_client(addr).await;
+    let (shutdown, _addr, state_tx, mut c) = served().await;
     let r = ask(&mut c, "web.default.svc.cluster.local.", RecordType::A).await;
     assert_eq!(answers(&r), ["A 10.43.0.20"]);
 
@@ -243,11 +252,8 @@ async fn answers_follow_a_new_snapshot_within_a_second() {
 
 #[tokio::test]
 async fn before_the_first_listing_cluster_names_fail_and_others_are_forwarded() {
-    let shutdown = CancellationToken::new();
-    let upstream = fake_upstream(&shutdown).await;
-    let (addr, state_tx) = cluster_dns(upstream, &shutdown).await;
+    let (shutdown, _addr, state_tx, mut c) = served().await;
     state_tx.send_replace(Arc::new(ServiceState::default()));
-    let mut c = udp_client(addr).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
     loop {
         let r = ask(&mut c, "web.default.svc.cluster.local.", RecordType::A).await;

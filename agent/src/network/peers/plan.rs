@@ -357,6 +357,17 @@ mod tests {
         }
     }
 
+    /// The host as the plan for `peers()` leaves it, but with b's route via `b_via` and c's
+    /// entries for VTEP `c_mac`.
+    fn observed(b_via: &str, c_mac: Mac) -> Observed {
+        Observed {
+            vxlan: Some(Mac([2; 6])),
+            routes: vec![gw("10.42.2.0/24", b_via), vx("10.42.3.0/24")],
+            neighbours: vec![(ip("10.42.3.0"), c_mac)],
+            fdb: vec![(c_mac, ip("172.31.2.10"))],
+        }
+    }
+
     #[test]
     fn auto_routes_the_segment_directly_and_the_rest_through_vxlan() {
         let p = plan(&local(PodNetworkMode::Auto), &peers(), &Observed::default());
@@ -381,24 +392,14 @@ mod tests {
 
     #[test]
     fn a_converged_node_plans_nothing() {
-        let observed = Observed {
-            vxlan: Some(Mac([2; 6])),
-            routes: vec![gw("10.42.2.0/24", "172.31.1.11"), vx("10.42.3.0/24")],
-            neighbours: vec![(ip("10.42.3.0"), MAC_C)],
-            fdb: vec![(MAC_C, ip("172.31.2.10"))],
-        };
+        let observed = observed("172.31.1.11", MAC_C);
         let p = plan(&local(PodNetworkMode::Auto), &peers(), &observed);
         assert_eq!(p.actions, vec![]);
     }
 
     #[test]
     fn a_node_gone_takes_its_route_neighbour_and_fdb_entry_with_it() {
-        let observed = Observed {
-            vxlan: Some(Mac([2; 6])),
-            routes: vec![gw("10.42.2.0/24", "172.31.1.11"), vx("10.42.3.0/24")],
-            neighbours: vec![(ip("10.42.3.0"), MAC_C)],
-            fdb: vec![(MAC_C, ip("172.31.2.10"))],
-        };
+        let observed = observed("172.31.1.11", MAC_C);
         let only_a_and_b = &peers()[..2];
         let p = plan(&local(PodNetworkMode::Auto), only_a_and_b, &observed);
         assert_eq!(
@@ -413,12 +414,7 @@ mod tests {
 
     #[test]
     fn a_moved_peer_gets_its_route_replaced_and_a_new_vtep_mac_its_entries() {
-        let observed = Observed {
-            vxlan: Some(Mac([2; 6])),
-            routes: vec![gw("10.42.2.0/24", "172.31.1.99"), vx("10.42.3.0/24")],
-            neighbours: vec![(ip("10.42.3.0"), MAC_D)],
-            fdb: vec![(MAC_D, ip("172.31.2.10"))],
-        };
+        let observed = observed("172.31.1.99", MAC_D);
         let p = plan(&local(PodNetworkMode::Auto), &peers()[..3], &observed);
         assert_eq!(
             p.actions,

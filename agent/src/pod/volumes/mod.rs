@@ -405,13 +405,17 @@ mod tests {
         assert!(!pod_dir(dir.path(), "u1").exists());
     }
 
+    /// Pod `uid` with one volume, `cfg`, of ConfigMap `name`.
+    fn config_map_pod(uid: &str, name: &str) -> Pod {
+        serde_json::from_value(json!({"metadata": {"uid": uid}, "spec": {"containers": [],
+            "volumes": [{"name": "cfg", "configMap": {"name": name}}]}}))
+        .unwrap()
+    }
+
     #[test]
     fn a_missing_config_map_makes_the_pod_wait_with_upstreams_message() {
         let dir = tempfile::tempdir().unwrap();
-        let pod: Pod =
-            serde_json::from_value(json!({"metadata": {"uid": "u5"}, "spec": {"containers": [],
-            "volumes": [{"name": "cfg", "configMap": {"name": "nope"}}]}}))
-            .unwrap();
+        let pod = config_map_pod("u5", "nope");
         assert_eq!(
             set_up_config_volumes(dir.path(), &pod, &ResolvedSources::default()).unwrap_err(),
             "MountVolume.SetUp failed for volume \"cfg\" : configmap \"nope\" not found"
@@ -421,10 +425,7 @@ mod tests {
     #[test]
     fn a_config_map_gone_after_set_up_leaves_the_volume_as_it_was() {
         let dir = tempfile::tempdir().unwrap();
-        let pod: Pod =
-            serde_json::from_value(json!({"metadata": {"uid": "u6"}, "spec": {"containers": [],
-            "volumes": [{"name": "cfg", "configMap": {"name": "cm"}}]}}))
-            .unwrap();
+        let pod = config_map_pod("u6", "cm");
         let mut sources = ResolvedSources::default();
         sources
             .configmaps
@@ -438,10 +439,7 @@ mod tests {
     #[test]
     fn a_missing_configmap_fails_unless_optional() {
         let dir = tempfile::tempdir().unwrap();
-        let pod: Pod =
-            serde_json::from_value(json!({"metadata": {"uid": "u2"}, "spec": {"containers": [],
-            "volumes": [{"name": "cfg", "configMap": {"name": "nope"}}]}}))
-            .unwrap();
+        let pod = config_map_pod("u2", "nope");
         assert!(prepare(dir.path(), &pod, &ResolvedSources::default()).is_err());
     }
 }

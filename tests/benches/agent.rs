@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use berth_tests::agent::agent_binary;
 use berth_tests::api::Next;
-use berth_tests::bench::{build_note, env_usize, warm_raw_namespace};
+use berth_tests::bench::{built, env_usize, warm_raw_namespace};
 use berth_tests::client::Req;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_pod};
 use berth_tests::stats::{Samples, megabytes};
@@ -28,10 +28,9 @@ fn main() {
     let pods = env_usize("BERTH_BENCH_AGENT_PODS", 50);
     let background = env_usize("BERTH_BENCH_AGENT_BACKGROUND", 100);
     let bin = agent_binary();
-    let build = build_note(&bin);
     println!(
-        "agent bench: {} ({build}), pods={pods}, background pods={background}",
-        bin.display()
+        "agent bench: {}, pods={pods}, background pods={background}",
+        built(&bin)
     );
     let c = Cluster::start_with(berth_tests::ClusterConfig {
         agents: vec![berth_tests::cluster::AgentOptions {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use berth_tests::Controller;
-use berth_tests::bench::{build_note, env_usize};
+use berth_tests::bench::{built, env_usize};
 use berth_tests::client::{AsyncApi, Credentials, Req};
 use berth_tests::controller::controller_binary;
 use berth_tests::objects::namespace;
@@ -26,11 +26,8 @@ const PAUSE: Duration = Duration::from_millis(50);
 fn main() {
     let switches = env_usize("BERTH_BENCH_SWITCHES", 5);
     let bin = controller_binary();
-    println!(
-        "certificate_switch bench: {} ({}), switches={switches}",
-        bin.display(),
-        build_note(&bin)
-    );
+    let build = built(&bin);
+    println!("certificate_switch bench: {build}, switches={switches}");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use berth_tests::Controller;
-use berth_tests::bench::{build_note, env_usize};
+use berth_tests::bench::{built, env_usize};
 use berth_tests::client::{AsyncApi, Credentials, Req};
 use berth_tests::controller::controller_binary;
 use berth_tests::objects::{namespace, pod};
@@ -30,11 +30,7 @@ const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
 fn main() {
     let pods = env_usize("BERTH_BENCH_PODS", 10_000);
     let bin = controller_binary();
-    let build = build_note(&bin);
-    println!(
-        "control_plane bench: {} ({build}), pods={pods}",
-        bin.display()
-    );
+    println!("control_plane bench: {}, pods={pods}", built(&bin));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

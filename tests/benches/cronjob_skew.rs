@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use berth_tests::Controller;
 use berth_tests::api::Api;
-use berth_tests::bench::{HollowNodes, build_note, env_usize, hollow_binary};
+use berth_tests::bench::{HollowNodes, built, env_usize, hollow_binary};
 use berth_tests::client::Req;
 use berth_tests::controller::controller_binary;
 use berth_tests::objects::namespace;
@@ -142,11 +142,10 @@ fn main() {
     let cronjobs = env_usize("BERTH_BENCH_CRONJOBS", 100);
     let minutes = env_usize("BERTH_BENCH_MINUTES", 5).max(1);
     let bin = controller_binary();
+    let (build, hollow) = (built(&bin), hollow_binary());
     println!(
-        "cronjob_skew bench: {} ({}) and {}, cronjobs={cronjobs}, minutes={minutes}",
-        bin.display(),
-        build_note(&bin),
-        hollow_binary().display()
+        "cronjob_skew bench: {build} and {}, cronjobs={cronjobs}, minutes={minutes}",
+        hollow.display()
     );
     let c = Controller::start();
     let _hollow = HollowNodes::start(&c, 10, &["--run-to-completion-after", "1s"]);

@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use berth_tests::Controller;
-use berth_tests::bench::{HollowNodes, Span, SpanTimer, build_note, env_usize, hollow_binary};
+use berth_tests::bench::{HollowNodes, Span, SpanTimer, built, env_usize, hollow_binary};
 use berth_tests::client::Req;
 use berth_tests::controller::controller_binary;
 use serde_json::{Value, json};
@@ -107,11 +107,10 @@ fn main() {
     let nodes = env_usize("BERTH_BENCH_NODES", 1_000);
     let budget = Duration::from_secs(env_usize("BERTH_BENCH_BASELINE_SECONDS", 300) as u64);
     let bin = controller_binary();
+    let (build, hollow) = (built(&bin), hollow_binary());
     println!(
-        "daemonset_rollout bench: {} ({}) and {}, nodes={nodes}",
-        bin.display(),
-        build_note(&bin),
-        hollow_binary().display()
+        "daemonset_rollout bench: {build} and {}, nodes={nodes}",
+        hollow.display()
     );
     let c = Controller::start();
     let _hollow = HollowNodes::start(&c, nodes, &[]);

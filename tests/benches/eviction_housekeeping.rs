@@ -24,7 +24,7 @@ use berth_tests::stats::process_cpu;
 use std::time::{Duration, Instant};
 
 use berth_tests::agent::agent_binary;
-use berth_tests::bench::{build_note, env_usize};
+use berth_tests::bench::{built, env_usize};
 use berth_tests::controller::controller_binary;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container};
 use berth_tests::{Cluster, ClusterConfig, secs};
@@ -90,13 +90,8 @@ fn phase(c: &mut Cluster, interval: &str, settle: Duration, window: Duration) ->
 
 /// The eviction messages of the pods evicted so far.
 fn evicted(c: &Cluster) -> Vec<String> {
-    let list = c
-        .get("/api/v1/namespaces/default/pods")
-        .unwrap_or(Value::Null);
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    c.list("/api/v1/namespaces/default/pods")
+        .iter()
         .filter(|p| p["status"]["reason"] == "Evicted")
         .map(|p| {
             p["status"]["message"]
@@ -113,12 +108,9 @@ fn main() {
     let settle = Duration::from_secs(env_usize("BERTH_BENCH_SETTLE", 30) as u64);
     let limited = env_usize("BERTH_BENCH_LIMITED", 0) == 1;
     let (agent, controller) = (agent_binary(), controller_binary());
+    let (agent_build, controller_build) = (built(&agent), built(&controller));
     println!(
-        "eviction_housekeeping bench: agent {} ({}), controller {} ({}), pods={pods}, local storage limits: {limited}",
-        agent.display(),
-        build_note(&agent),
-        controller.display(),
-        build_note(&controller)
+        "eviction_housekeeping bench: agent {agent_build}, controller {controller_build}, pods={pods}, local storage limits: {limited}"
     );
     let mut c = Cluster::start_with(ClusterConfig::agents(1));
     c.apply(&deployment(pods, limited));

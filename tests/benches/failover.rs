@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use berth_tests::bench::{build_note, env_usize};
+use berth_tests::bench::{built, env_usize};
 use berth_tests::controller::controller_binary;
 use berth_tests::etcd::EtcdCluster;
 use berth_tests::stats::Samples;
@@ -43,11 +43,8 @@ fn first_action(api: &Api, name: &str, deadline: Duration) -> Duration {
 fn main() {
     let runs = env_usize("BERTH_BENCH_RUNS", 3);
     let bin = controller_binary();
-    println!(
-        "failover bench: {} ({}), runs={runs}",
-        bin.display(),
-        build_note(&bin)
-    );
+    let build = built(&bin);
+    println!("failover bench: {build}, runs={runs}");
     let (mut lease, mut action, mut baseline) = (Samples::new(), Samples::new(), Samples::new());
     for run in 0..runs {
         let etcd = EtcdCluster::start(3);

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use berth_tests::Controller;
-use berth_tests::bench::{HollowNodes, Span, SpanTimer, build_note, env_usize, hollow_binary};
+use berth_tests::bench::{HollowNodes, Span, SpanTimer, built, env_usize, hollow_binary};
 use berth_tests::client::Req;
 use berth_tests::controller::controller_binary;
 use serde_json::{Value, json};
@@ -83,11 +83,10 @@ fn main() {
     let completions = env_usize("BERTH_BENCH_COMPLETIONS", 1_000);
     let parallelism = env_usize("BERTH_BENCH_PARALLELISM", 100).max(1);
     let bin = controller_binary();
+    let (build, hollow) = (built(&bin), hollow_binary());
     println!(
-        "indexed_job bench: {} ({}) and {}, completions={completions}, parallelism={parallelism}, {NODES} hollow nodes",
-        bin.display(),
-        build_note(&bin),
-        hollow_binary().display()
+        "indexed_job bench: {build} and {}, completions={completions}, parallelism={parallelism}, {NODES} hollow nodes",
+        hollow.display()
     );
     let c = Controller::start();
     let _hollow = HollowNodes::start(&c, NODES, &["--run-to-completion-after", "1s"]);

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use berth_tests::agent::agent_binary;
-use berth_tests::bench::{build_note, env_usize};
+use berth_tests::bench::{built, env_usize};
 use berth_tests::controller::controller_binary;
 use berth_tests::fixtures::BUSYBOX;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container, sh_pod};
@@ -64,13 +64,8 @@ fn ms(d: Duration) -> String {
 fn main() {
     let joins = env_usize("BERTH_BENCH_JOINS", 3).clamp(1, 25);
     let (agent, controller) = (agent_binary(), controller_binary());
-    println!(
-        "node_join bench: agent {} ({}), controller {} ({}), joins={joins}",
-        agent.display(),
-        build_note(&agent),
-        controller.display(),
-        build_note(&controller)
-    );
+    let (agent_build, controller_build) = (built(&agent), built(&controller));
+    println!("node_join bench: agent {agent_build}, controller {controller_build}, joins={joins}");
     let mut c = Cluster::start(1);
     let endpoint = c.controller().admin_endpoint();
     let pods = StampedWatch::start(endpoint.clone(), "/api/v1/pods");

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use berth_tests::agent::agent_binary;
-use berth_tests::bench::{build_note, env_usize};
+use berth_tests::bench::{built, env_usize};
 use berth_tests::controller::controller_binary;
 use berth_tests::pod_reading::time;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container, sh_pod};
@@ -45,12 +45,7 @@ fn deployment(replicas: usize, node: &str) -> Value {
 }
 
 fn live_pods(c: &Cluster) -> Vec<Value> {
-    c.get("/api/v1/namespaces/default/pods?labelSelector=app%3Dlossy")
-        .and_then(|l| l["items"].as_array().cloned())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-        .collect()
+    c.live_pods("default", "app%3Dlossy")
 }
 
 fn uid(o: &Value) -> String {
@@ -65,12 +60,9 @@ fn secs_between(from: Timestamp, to: Timestamp) -> String {
 fn main() {
     let replicas = env_usize("BERTH_BENCH_LOSS_PODS", 6).max(1);
     let (agent, controller) = (agent_binary(), controller_binary());
+    let (agent_build, controller_build) = (built(&agent), built(&controller));
     println!(
-        "node_loss bench: agent {} ({}), controller {} ({}), replicas={replicas}, grace {GRACE_SECONDS} s, tolerationSeconds {TOLERATION_SECONDS}",
-        agent.display(),
-        build_note(&agent),
-        controller.display(),
-        build_note(&controller)
+        "node_loss bench: agent {agent_build}, controller {controller_build}, replicas={replicas}, grace {GRACE_SECONDS} s, tolerationSeconds {TOLERATION_SECONDS}"
     );
     let mut c = Cluster::start_with(ClusterConfig {
         controller_args: vec![

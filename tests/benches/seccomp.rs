@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use berth_tests::agent::agent_binary;
 use berth_tests::api::{Next, Watch};
-use berth_tests::bench::{build_note, env_usize, warm_raw_namespace};
+use berth_tests::bench::{built, env_usize, warm_raw_namespace};
 use berth_tests::client::Req;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_pod};
 use berth_tests::stats::Samples;
@@ -25,11 +25,8 @@ const POD_DEADLINE: Duration = secs(60);
 fn main() {
     let pods = env_usize("BERTH_BENCH_SECCOMP_PODS", 20);
     let bin = agent_binary();
-    println!(
-        "seccomp bench: {} ({}), pods of each kind={pods}",
-        bin.display(),
-        build_note(&bin)
-    );
+    let build = built(&bin);
+    println!("seccomp bench: {build}, pods of each kind={pods}");
     let c = Cluster::start_with(berth_tests::ClusterConfig {
         agents: vec![berth_tests::cluster::AgentOptions {
             max_pods: u32::try_from(2 * pods + 10).unwrap_or(u32::MAX),

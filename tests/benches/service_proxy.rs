@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use berth_tests::agent::agent_binary;
-use berth_tests::bench::{build_note, env_usize};
+use berth_tests::bench::{built, env_usize};
 use berth_tests::client::Req;
 use berth_tests::host::tool_ok;
 use berth_tests::stats::Samples;
@@ -119,10 +119,9 @@ fn main() {
     let endpoints = env_usize("BERTH_BENCH_ENDPOINTS", 10).max(1);
     let changes = env_usize("BERTH_BENCH_CHANGES", 40);
     let bin = agent_binary();
+    let build = built(&bin);
     println!(
-        "service proxy bench: {} ({}), {services} services x {endpoints} endpoints, {changes} changes",
-        bin.display(),
-        build_note(&bin)
+        "service proxy bench: {build}, {services} services x {endpoints} endpoints, {changes} changes"
     );
     let c = Cluster::start(1);
     c.kubectl().ok(&["create", "namespace", NS]);

@@ -66,14 +66,13 @@ fn wait_all_ready(c: &Cluster, app: &str, n: usize, started: Instant) -> Duratio
 }
 
 fn main() {
-    let replicas: usize = std::env::var("BERTH_BENCH_REPLICAS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10);
+    let replicas = berth_tests::bench::env_usize("BERTH_BENCH_REPLICAS", 10);
+    let agent = berth_tests::agent::agent_binary();
+    let controller = berth_tests::controller::controller_binary();
     println!(
         "statefulset bench: agent {}, controller {}, replicas={replicas}",
-        berth_tests::agent::agent_binary().display(),
-        berth_tests::controller::controller_binary().display()
+        agent.display(),
+        controller.display()
     );
     let c = Cluster::start(1);
     let node = c.node_name(0).to_string();

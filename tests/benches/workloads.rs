@@ -60,14 +60,13 @@ fn wait_rolled_out(c: &Cluster, replicas: usize) {
 }
 
 fn main() {
-    let replicas: usize = std::env::var("BERTH_BENCH_REPLICAS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
+    let replicas = berth_tests::bench::env_usize("BERTH_BENCH_REPLICAS", 100);
+    let agent = berth_tests::agent::agent_binary();
+    let controller = berth_tests::controller::controller_binary();
     println!(
         "workloads bench: agent {}, controller {}, replicas={replicas}",
-        berth_tests::agent::agent_binary().display(),
-        berth_tests::controller::controller_binary().display()
+        agent.display(),
+        controller.display()
     );
     // Room for the rollout's surge on the one node.
     let c = Cluster::start_with(ClusterConfig {

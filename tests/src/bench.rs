@@ -25,6 +25,11 @@ pub fn build_note(bin: &Path) -> &'static str {
     }
 }
 
+/// `BIN (NOTE)`: a binary's path and its [`build_note`], for a bench's first line.
+pub fn built(bin: &Path) -> String {
+    format!("{} ({})", bin.display(), build_note(bin))
+}
+
 /// Wall time and controller CPU time (user + system) from `start` to `stop`.
 #[derive(Debug, Clone, Copy)]
 pub struct Span {

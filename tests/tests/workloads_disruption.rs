@@ -41,14 +41,7 @@ fn budget(name: &str, app: &str, spec: Value) -> Value {
 
 /// The live (not terminating) pods of `app`.
 fn live(c: &Cluster, app: &str) -> Vec<Value> {
-    c.get(&format!(
-        "/api/v1/namespaces/{NS}/pods?labelSelector=app%3D{app}"
-    ))
-    .and_then(|l| l["items"].as_array().cloned())
-    .unwrap_or_default()
-    .into_iter()
-    .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-    .collect()
+    c.live_pods(NS, &format!("app%3D{app}"))
 }
 
 fn name(v: &Value) -> String {

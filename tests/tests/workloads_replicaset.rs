@@ -37,16 +37,7 @@ fn replicaset(replicas: u32) -> Value {
 
 /// Pods labelled `tier=frontend` that are not being deleted.
 fn frontend_pods(c: &Cluster) -> Vec<Value> {
-    let list = c
-        .get("/api/v1/namespaces/default/pods?labelSelector=tier%3Dfrontend")
-        .unwrap_or(Value::Null);
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-        .cloned()
-        .collect()
+    c.live_pods("default", "tier%3Dfrontend")
 }
 
 fn name(p: &Value) -> String {

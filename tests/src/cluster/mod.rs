@@ -637,16 +637,18 @@ impl Cluster {
         }
     }
 
+    /// The items of the list at `path`; none when it is not found.
+    pub fn list(&self, path: &str) -> Vec<Value> {
+        self.get(path)
+            .and_then(|l| l["items"].as_array().cloned())
+            .unwrap_or_default()
+    }
+
     /// The messages of the events with `reason` about node `node` (in `default`, where node
     /// events go).
     pub fn node_event_messages(&self, node: &str, reason: &str) -> Vec<String> {
-        let list = self
-            .get("/api/v1/namespaces/default/events")
-            .unwrap_or(Value::Null);
-        list["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
+        self.list("/api/v1/namespaces/default/events")
+            .iter()
             .filter(|e| e["reason"] == reason && e["involvedObject"]["name"] == node)
             .filter_map(|e| e["message"].as_str().map(str::to_string))
             .collect()

@@ -182,18 +182,11 @@ impl Cluster {
     /// The pods in `ns` that match label selector `selector` (URL-encoded, e.g. `app%3Dweb`)
     /// and are not being deleted; none when the list cannot be read.
     pub fn live_pods(&self, ns: &str, selector: &str) -> Vec<Value> {
-        let list = self
-            .get(&format!(
-                "/api/v1/namespaces/{ns}/pods?labelSelector={selector}"
-            ))
-            .unwrap_or_default();
-        list["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-            .cloned()
-            .collect()
+        let mut pods = self.list(&format!(
+            "/api/v1/namespaces/{ns}/pods?labelSelector={selector}"
+        ));
+        pods.retain(|p| p["metadata"]["deletionTimestamp"].is_null());
+        pods
     }
 
     /// The events about pod `ns/name`, oldest first.

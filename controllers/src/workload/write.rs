@@ -2,7 +2,7 @@
 //! of the object it read (the same uid: a replacement of the same name is left as it is) and a
 //! deletion with a uid precondition (upstream's `DeletePod` with `Preconditions{UID}`). An
 //! object gone meanwhile is no failure. Also the live read that tells an object gone from one
-//! the cache has not caught up with ([`holds`]).
+//! the cache has not caught up with ([`holds`]), and a pass's writes made in turn ([`in_turn`]).
 
 use super::controller_ref::uid_of;
 use berth_registry::{
@@ -81,5 +81,37 @@ pub fn holds(
         Ok(o) => Ok(uid_of(&o.value()?) == Some(uid)),
         Err(RegistryError::NotFound { .. }) => Ok(false),
         Err(e) => Err(e),
+    }
+}
+
+/// Makes `write` for each of `items` in turn, going on past a failure (a pass's writes do, as
+/// upstream's): the items written, and the first failure.
+pub fn in_turn<'a, T, E>(
+    items: impl IntoIterator<Item = &'a T>,
+    mut write: impl FnMut(&T) -> Result<(), E>,
+) -> (Vec<&'a T>, Option<E>)
+where
+    T: 'a,
+{
+    let mut done = Vec::new();
+    let mut failure = None;
+    for item in items {
+        match write(item) {
+            Ok(()) => done.push(item),
+            Err(e) => {
+                failure.get_or_insert(e);
+            }
+        }
+    }
+    (done, failure)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn writes_in_turn_go_on_past_a_failure_and_keep_the_first() {
+        let items = [1, 2, 3, 4];
+        let (done, failure) = super::in_turn(&items, |&i| if i % 2 == 0 { Err(i) } else { Ok(()) });
+        assert_eq!((done, failure), (vec![&1, &3], Some(2)));
     }
 }

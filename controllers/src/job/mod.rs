@@ -12,7 +12,7 @@
 //! and, once no pod is left, the terminal condition. The runtime releases a key only once the
 //! informers reflect the pass's writes, so the next pass never counts a pod twice (what
 //! upstream's expectations guard against). A second, small reconciler ([`untrack`]) removes the
-//! finalizer from pods no unfinished Job controls any more.
+//! finalizer from pods no unfinished Job controls any more ([`orphans`]).
 //! The `DisruptionTarget` condition that `onPodConditions` rules match is set by the Eviction
 //! API, taint eviction and preemption.
 
@@ -22,6 +22,7 @@ pub mod conditions;
 pub mod failure_policy;
 pub mod indexes;
 pub mod intervals;
+pub mod orphans;
 pub mod plan;
 pub mod removal;
 pub mod routing;

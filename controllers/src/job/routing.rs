@@ -1,45 +1,18 @@
-//! Which Jobs and pods a change concerns (judged by the views of [`super::view`], each derived
-//! once per object version and shared). A Job's own change and its pods' (through their controller
-//! reference) are wired by the runtime, and so are live orphans (`.adopts` with the kit's
-//! `Parsed::selector`: upstream `addPod`/`updatePod`); here: a pod that still
-//! carries the tracking finalizer while no unfinished Job controls it (an orphan, a pod of a
-//! deleted or finished Job) concerns the finalizer cleaner (upstream's orphan queue).
+//! Which Jobs and pods a change concerns. A Job's own change and its pods' (through their
+//! controller reference) are wired by the runtime, and so are live orphans (`.adopts` with the
+//! kit's `Parsed::selector`: upstream `addPod`/`updatePod`); here: the pods the finalizer cleaner
+//! looks at (upstream's orphan queue), judged by [`super::orphans`] with the Job a pod's
+//! controller reference names as cached (each view derived once per object version and shared).
 
-use super::conditions;
-use super::template;
-use super::view::{Job, TRACKING_FINALIZER};
-use crate::workload::Parsed;
+use super::orphans::{self, tracked};
 use berth_runtime::informer::{Delta, DeltaType, Informer, Object, ObjectKey};
 
-/// Whether a pod carries the tracking finalizer.
-pub fn tracked(pod: &Object) -> bool {
-    pod.finalizers().iter().any(|f| f == TRACKING_FINALIZER)
-}
-
-/// Whether a Job has finished (a `Complete` or `Failed` condition).
-pub fn finished(job: &Object) -> bool {
-    job.view::<Parsed<Job>>()
-        .0
-        .as_ref()
-        .is_ok_and(|j| conditions::finished(j.conditions()).is_some())
-}
-
-/// Upstream `syncOrphanPod`'s test: the pod carries the tracking finalizer and no unfinished
-/// Job controls it (a pod controlled by something else than a Job is left alone).
+/// Whether a pod's finalizer should go ([`orphans::untrackable`], its Job as cached).
 pub fn untrackable(jobs: &Informer, pod: &Object) -> bool {
-    if !tracked(pod) {
-        return false;
-    }
-    let Some(c) = pod.controller() else {
-        return true;
-    };
-    if c.kind != template::KIND || c.api_version != template::API_VERSION {
-        return false;
-    }
-    match jobs.get(pod.namespace(), &c.name) {
-        Some(j) if j.uid() == c.uid => finished(&j),
-        _ => true,
-    }
+    let job = pod
+        .controller()
+        .and_then(|c| jobs.get(pod.namespace(), &c.name));
+    orphans::untrackable(pod, job.as_deref())
 }
 
 /// A pod change: the pod, when its finalizer should go.
@@ -52,9 +25,9 @@ pub fn pod_to_untrack(jobs: &Informer, d: &Delta) -> Vec<ObjectKey> {
 }
 
 /// A Job that went or finished: its pods that still carry the finalizer (upstream
-/// `cleanupPodFinalizers`, a backup: a Job finishes only once its pods are untracked).
+/// `cleanupPodFinalizers`).
 pub fn job_gone_or_finished(pods: &Informer, d: &Delta) -> Vec<ObjectKey> {
-    if d.kind != DeltaType::Deleted && !finished(&d.object) {
+    if !orphans::releases_pods(d) {
         return Vec::new();
     }
     pods.controlled_by(d.object.uid())

@@ -42,6 +42,35 @@ pub struct Applied {
     pub created: i32,
 }
 
+impl Applied {
+    /// `n` pods created.
+    pub fn of_created(n: usize) -> Applied {
+        Applied {
+            created: count(n),
+            ..Applied::default()
+        }
+    }
+
+    /// The pods `deleted` (terminated or removed).
+    pub fn of_deleted<'a>(deleted: impl IntoIterator<Item = &'a Arc<JobPod>>) -> Applied {
+        let (mut all, mut ready) = (0, 0);
+        for p in deleted {
+            all += 1;
+            ready += usize::from(p.ready);
+        }
+        Applied {
+            deleted: count(all),
+            deleted_ready: count(ready),
+            created: 0,
+        }
+    }
+}
+
+/// A count of pods as the status holds it.
+fn count(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
 /// A Kubernetes Event the pass records about the Job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {

@@ -21,15 +21,8 @@ fn pass(spec: Value, status: Value, pods: Vec<JobPod>, applied: Option<Applied>)
     let pods = arcs(pods);
     let m = plan::manage(&j, &pods, now());
     let applied = applied.unwrap_or(match &m.change {
-        Change::Create(n) => Applied {
-            created: i32::try_from(n.len()).unwrap(),
-            ..Applied::default()
-        },
-        Change::Terminate(p) | Change::Remove(p) => Applied {
-            deleted: i32::try_from(p.len()).unwrap(),
-            deleted_ready: i32::try_from(p.iter().filter(|p| p.ready).count()).unwrap(),
-            created: 0,
-        },
+        Change::Create(n) => Applied::of_created(n.len()),
+        Change::Terminate(p) | Change::Remove(p) => Applied::of_deleted(p),
         Change::None => Applied::default(),
     });
     let s = settle(&j, &m, applied, now());

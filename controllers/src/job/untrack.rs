@@ -3,15 +3,17 @@
 //! orphaned, released, or its Job was deleted or finished) loses the finalizer, so no pod is
 //! ever kept by it for good. Keyed by pod; woken by pod changes and by Jobs that go or finish.
 
-use super::routing::{self, tracked, untrackable};
+use super::orphans::tracked_index;
+use super::routing::{self, untrackable};
 use super::view::TRACKING_FINALIZER;
 use crate::workload::claim::drop_finalizer;
 use crate::workload::write;
 use berth_registry::{Registry, RegistryError};
-use berth_runtime::informer::{Informer, Object, ObjectKey};
+use berth_runtime::informer::{Informer, ObjectKey};
 use berth_runtime::{self as runtime, Context, Reconciler};
 use berth_shared::reconcile::Outcome;
 use berth_shared::resource::{JOBS, PODS};
+use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -20,6 +22,19 @@ use tokio_util::sync::CancellationToken;
 const TRACKED: &str = "job-tracked";
 /// How often every tracked pod is looked at again.
 const RESYNC: Duration = Duration::from_secs(300);
+
+/// Takes the tracking finalizer off the pod `name` of uid `uid`: the pod as written, `None`
+/// when it is gone (the cleaner's write, and the Job controller's for pods it counted).
+pub(super) fn untrack(
+    registry: &Registry,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+) -> Result<Option<Value>, RegistryError> {
+    write::edit(registry, PODS, namespace, name, uid, |obj| {
+        drop_finalizer(obj, TRACKING_FINALIZER)
+    })
+}
 
 struct Cleaner {
     registry: Registry,
@@ -39,9 +54,7 @@ impl Reconciler for Cleaner {
             return Ok(Outcome::Done);
         }
         let ns = key.namespace().unwrap_or_default();
-        write::edit(&self.registry, PODS, ns, key.name(), pod.uid(), |obj| {
-            drop_finalizer(obj, TRACKING_FINALIZER)
-        })?;
+        untrack(&self.registry, ns, key.name(), pod.uid())?;
         Ok(Outcome::Done)
     }
 }
@@ -49,16 +62,7 @@ impl Reconciler for Cleaner {
 /// Runs the cleaner until `shutdown`.
 pub async fn run(ctx: Context, shutdown: CancellationToken) {
     let pods = ctx.informer(PODS);
-    pods.add_index(
-        TRACKED,
-        Arc::new(|o: &Object| {
-            if tracked(o) {
-                vec![String::new()]
-            } else {
-                Vec::new()
-            }
-        }),
-    );
+    pods.add_index(TRACKED, Arc::new(tracked_index));
     let jobs = ctx.informer(JOBS);
     let cleaner = Arc::new(Cleaner {
         registry: ctx.registry.clone(),

@@ -23,45 +23,52 @@ use std::path::PathBuf;
 use base64::Engine;
 use serde::Deserialize;
 
-/// The whole file. Every field of every section may be left out (`#[serde(default)]` on
-/// each struct: a missing field is its type's default).
+/// The whole file.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(default)]
 pub struct RegistriesConfig {
+    #[serde(default)]
     pub mirrors: BTreeMap<String, Mirror>,
+    #[serde(default)]
     pub configs: BTreeMap<String, RegistryConfig>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(default)]
 pub struct Mirror {
+    #[serde(default)]
     pub endpoint: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(default)]
 pub struct RegistryConfig {
+    #[serde(default)]
     pub auth: Option<AuthConfig>,
+    #[serde(default)]
     pub tls: Option<TlsConfig>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(default)]
 pub struct AuthConfig {
+    #[serde(default)]
     pub username: Option<String>,
+    #[serde(default)]
     pub password: Option<String>,
     /// base64 of `username:password`.
+    #[serde(default)]
     pub auth: Option<String>,
     /// A bearer token used as is.
+    #[serde(default)]
     pub identitytoken: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(default)]
 pub struct TlsConfig {
+    #[serde(default)]
     pub ca_file: Option<PathBuf>,
+    #[serde(default)]
     pub cert_file: Option<PathBuf>,
+    #[serde(default)]
     pub key_file: Option<PathBuf>,
+    #[serde(default)]
     pub insecure_skip_verify: bool,
 }
 

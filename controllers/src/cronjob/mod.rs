@@ -17,7 +17,7 @@ mod plan_tests;
 #[cfg(test)]
 mod tests;
 
-use super::workload::{self, Parsed, write};
+use super::workload::{self, write};
 use berth_registry::events::Recorder;
 use berth_registry::{Registry, RegistryError};
 use berth_runtime::informer::{Informer, ObjectKey};
@@ -89,14 +89,8 @@ impl Controller {
     /// The Jobs `cj` controls, and the uids of its active Jobs that the API no longer has
     /// (asked of the registry, not the cache, as upstream does before dropping them).
     fn observe_jobs(&self, cj: &CronJob) -> Result<(Vec<Job>, BTreeSet<String>), CronJobError> {
-        let mut jobs = Vec::new();
-        for obj in self.jobs.controlled_by(&cj.uid) {
-            match &obj.view::<Parsed<Job>>().0 {
-                Ok(j) => jobs.push(Job::clone(j)),
-                Err(e) => tracing::warn!(job = obj.name(), error = %e, "ignoring Job"),
-            }
-        }
-        jobs.sort_by(|a, b| a.name.cmp(&b.name));
+        let parsed = workload::parsed::each::<Job>(self.jobs.controlled_by(&cj.uid));
+        let jobs: Vec<Job> = parsed.iter().map(|j| Job::clone(j)).collect();
         let mut gone = BTreeSet::new();
         for r in cj
             .status

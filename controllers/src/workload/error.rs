@@ -1,5 +1,6 @@
 //! Why a workload controller's pass failed, and how the runtime retries it: one error type for
-//! the ReplicaSet, DaemonSet, StatefulSet and Job controllers, whose passes fail the same ways.
+//! the ReplicaSet, Deployment, DaemonSet, StatefulSet and Job controllers, whose passes fail
+//! the same ways.
 
 use crate::history::write::HistoryError;
 use berth_registry::RegistryError;
@@ -15,8 +16,18 @@ pub enum SyncError {
     Create(RegistryError),
     #[error("unable to delete pods: {0}")]
     Delete(RegistryError),
+    /// An object the pass writes could not be encoded.
+    #[error("encoding a {kind}: {source}")]
+    Encode {
+        kind: &'static str,
+        source: serde_json::Error,
+    },
     #[error(transparent)]
     History(#[from] HistoryError),
+    /// The owner read from the cache is gone, replaced or being deleted: a plan that assumed
+    /// its adoptions stops (upstream's `RecheckDeletionTimestamp` error).
+    #[error("{0} is gone or being deleted: not adopting")]
+    OwnerGone(String),
     /// The template cannot make pods: only a change of the owner helps.
     #[error("{0}")]
     Template(&'static str),
@@ -33,6 +44,7 @@ impl ErrorPolicy for SyncError {
             // As upstream: failed pod writes are retried with backoff whatever the cause (a
             // quota or a webhook may clear).
             SyncError::Create(_) | SyncError::Delete(_) | SyncError::Untrack(_) => Retry::Backoff,
+            SyncError::Encode { .. } | SyncError::OwnerGone(_) => Retry::Backoff,
             SyncError::Template(_) => Retry::Never,
         }
     }

@@ -1,6 +1,6 @@
 //! The owner object of a workload controller, parsed once per stored version and shared by
-//! every pass ([`observe`]) and by the runtime's orphan routing (`.adopts` with
-//! [`Parsed::selector`]).
+//! every pass ([`observe`], and [`each`] for the objects a pass lists) and by the runtime's
+//! orphan routing (`.adopts` with [`Parsed::selector`]).
 
 use berth_runtime::informer::{Informer, Object, ObjectKey, View};
 use berth_shared::selector::{LabelSelector, SelectorError};
@@ -116,5 +116,52 @@ pub fn observe<T: Stored>(informer: &Informer, key: &ObjectKey) -> Option<(Arc<O
             tracing::warn!(%key, kind = informer.resource().kind, error = %e, "ignoring object");
             None
         }
+    }
+}
+
+/// The readable ones of `objects`, parsed, in name order (plans must not depend on hash
+/// order); an unreadable one is skipped (logged: only a change of it can help).
+pub fn each<T: Stored>(mut objects: Vec<Arc<Object>>) -> Vec<Arc<T>> {
+    objects.sort_by(|a, b| a.name().cmp(b.name()));
+    let parsed = objects
+        .iter()
+        .filter_map(|obj| match &obj.view::<Parsed<T>>().0 {
+            Ok(t) => Some(t.clone()),
+            Err(e) => {
+                tracing::warn!(key = %obj.key(), error = %e, "ignoring an unreadable object");
+                None
+            }
+        });
+    parsed.collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A view of `spec.name`, unreadable without one.
+    struct Named(String);
+
+    impl Stored for Named {
+        type Error = serde_json::Error;
+        fn from_value(v: &Value) -> Result<Named, serde_json::Error> {
+            serde_json::from_value(v["spec"]["name"].clone()).map(Named)
+        }
+    }
+
+    #[test]
+    fn each_reads_in_name_order_and_skips_the_unreadable() {
+        let obj = |name: &str, spec: Value| {
+            let meta = json!({"name": name, "namespace": "ns", "uid": name});
+            Arc::new(Object::from_value(&json!({"metadata": meta, "spec": spec})))
+        };
+        let objects = vec![
+            obj("b", json!({"name": "B"})),
+            obj("c", json!(7)),
+            obj("a", json!({"name": "A"})),
+        ];
+        let names: Vec<String> = each::<Named>(objects).iter().map(|n| n.0.clone()).collect();
+        assert_eq!(names, ["A", "B"]);
     }
 }

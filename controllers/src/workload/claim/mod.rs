@@ -6,9 +6,11 @@
 //! `RecheckDeletionTimestamp`): one gone, replaced by another of the same name, or being deleted
 //! adopts nothing. The controllers' own rules are [`Rules`]: the ReplicaSet claims active pods
 //! only, the Job puts its tracking finalizer on what it adopts and takes it off what it releases.
+//! A controller whose plan assumes its adoptions (the Deployment) adopts with
+//! [`Owner::adopt_planned`], which fails the pass instead.
 
 use super::controller_ref::{ControllerRef, controller_uid};
-use super::write;
+use super::{SyncError, write};
 use crate::views::string_map;
 use berth_registry::{Registry, RegistryError};
 use berth_runtime::informer::{Informer, ORPHANS_BY_NAMESPACE, Object, View};
@@ -241,6 +243,25 @@ impl Owner<'_> {
             }
         })?;
         Ok(r.filter(|obj| controller_uid(obj) == Some(self.uid)))
+    }
+
+    /// [`Owner::adopt`] for a plan that assumes the adoption (upstream fails the sync): an
+    /// owner gone, replaced or being deleted is [`SyncError::OwnerGone`], an object not
+    /// adopted (taken, relabelled or deleted meanwhile) a conflict. The object as written.
+    pub fn adopt_planned(
+        &self,
+        registry: &Registry,
+        rt: &ResourceType,
+        name: &str,
+        uid: &str,
+    ) -> Result<Value, SyncError> {
+        if !self.can_adopt(registry)? {
+            let kind = self.resource.kind.to_lowercase();
+            let owner = format!("{kind} {}/{}", self.namespace, self.name);
+            return Err(SyncError::OwnerGone(owner));
+        }
+        let adopted = self.adopt(registry, rt, name, uid)?;
+        Ok(adopted.ok_or_else(|| RegistryError::conflict(rt, name))?)
     }
 
     /// Drops the owner's reference (and its finalizer rule's finalizer) from `name`, which

@@ -198,6 +198,20 @@ async fn an_owner_gone_replaced_or_being_deleted_adopts_nothing() {
         .delete(DAEMON_SETS, Some("default"), "ds", &Default::default())
         .expect("delete");
     assert!(owner(&old_uid).is_none(), "a deleted owner adopts");
+    let planned = Owner {
+        resource: DAEMON_SETS,
+        namespace: "default",
+        name: "ds",
+        uid: &old_uid,
+        selector: &sel,
+        deleting: false,
+        rules: Rules::default(),
+    }
+    .adopt_planned(cp.registry(), PODS, "p", &pod_uid);
+    assert!(
+        matches!(&planned, Err(SyncError::OwnerGone(o)) if o == "daemonset default/ds"),
+        "a deleted owner fails a planned adoption: {planned:?}"
+    );
     let second = create(&cp, DAEMON_SETS, daemon_set("ds"));
     assert!(owner(&old_uid).is_none(), "a replaced owner adopts");
     // Being deleted: a finalizer keeps it while its deletionTimestamp is set.

@@ -3,6 +3,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use berth_registry::RegistryError;
 use berth_shared::admission::FieldError;
 use berth_shared::resource::ResourceType;
 use serde_json::{Value, json};
@@ -10,32 +11,10 @@ use serde_json::{Value, json};
 /// Everything an API request can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    #[error("{resource} \"{name}\" not found")]
-    NotFound {
-        resource: String,
-        group: String,
-        name: String,
-    },
-    #[error("{resource} \"{name}\" already exists")]
-    AlreadyExists {
-        resource: String,
-        group: String,
-        name: String,
-    },
-    #[error("Operation cannot be fulfilled on {resource} \"{name}\": {detail}")]
-    Conflict {
-        resource: String,
-        group: String,
-        name: String,
-        detail: String,
-    },
-    #[error("{}", invalid_message(.kind, .group, .name, .causes))]
-    Invalid {
-        kind: String,
-        group: String,
-        name: String,
-        causes: Vec<FieldError>,
-    },
+    /// What the registry refused or failed with, answered with its own message, the status
+    /// and reason upstream gives it, and its details.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
     #[error("{0}")]
     BadRequest(String),
     #[error("{0}")]
@@ -85,9 +64,6 @@ pub enum ApiError {
     Unknown(String),
 }
 
-use berth_registry::RegistryError;
-use berth_registry::error::invalid_message;
-
 impl ApiError {
     pub fn not_found(rt: &ResourceType, name: &str) -> ApiError {
         RegistryError::not_found(rt, name).into()
@@ -108,20 +84,18 @@ impl ApiError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            ApiError::Conflict { .. }
-                | ApiError::Internal(_)
+            ApiError::Internal(_)
                 | ApiError::ServiceUnavailable(_)
                 | ApiError::Timeout(_)
                 | ApiError::TooManyRequests(_)
                 | ApiError::TooManyRequestsBecause { .. }
-        )
+        ) || matches!(self, ApiError::Registry(e) if e.is_transient())
     }
 
     pub fn code(&self) -> StatusCode {
         match self {
-            ApiError::NotFound { .. } | ApiError::UnknownPath => StatusCode::NOT_FOUND,
-            ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => StatusCode::CONFLICT,
-            ApiError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Registry(e) => registry_status(e).0,
+            ApiError::UnknownPath => StatusCode::NOT_FOUND,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Unauthorized | ApiError::UnauthorizedBecause(_) => StatusCode::UNAUTHORIZED,
@@ -142,10 +116,8 @@ impl ApiError {
     /// The `Status` reason; empty (and left out of the body) for [`ApiError::Unknown`].
     pub fn reason(&self) -> &'static str {
         match self {
-            ApiError::NotFound { .. } | ApiError::UnknownPath => "NotFound",
-            ApiError::AlreadyExists { .. } => "AlreadyExists",
-            ApiError::Conflict { .. } => "Conflict",
-            ApiError::Invalid { .. } => "Invalid",
+            ApiError::Registry(e) => registry_status(e).1,
+            ApiError::UnknownPath => "NotFound",
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::Forbidden(_) => "Forbidden",
             ApiError::Unauthorized | ApiError::UnauthorizedBecause(_) => "Unauthorized",
@@ -166,31 +138,33 @@ impl ApiError {
     /// The `Status` object for this error.
     pub fn status(&self) -> Value {
         let details = match self {
-            ApiError::NotFound {
-                resource,
-                group,
-                name,
-            }
-            | ApiError::AlreadyExists {
-                resource,
-                group,
-                name,
-            }
-            | ApiError::Conflict {
-                resource,
-                group,
-                name,
-                ..
-            } => {
+            ApiError::Registry(
+                RegistryError::NotFound {
+                    resource,
+                    group,
+                    name,
+                }
+                | RegistryError::AlreadyExists {
+                    resource,
+                    group,
+                    name,
+                }
+                | RegistryError::Conflict {
+                    resource,
+                    group,
+                    name,
+                    ..
+                },
+            ) => {
                 let kind = resource.split('.').next().unwrap_or_default();
                 Some(details(name, group, kind))
             }
-            ApiError::Invalid {
+            ApiError::Registry(RegistryError::Invalid {
                 kind,
                 group,
                 name,
                 causes,
-            } => {
+            }) => {
                 let mut d = details(name, group, kind);
                 d["causes"] = causes
                     .iter()
@@ -295,60 +269,22 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Each registry error as the API answers it (same message, its HTTP status).
-impl From<RegistryError> for ApiError {
-    fn from(e: RegistryError) -> ApiError {
-        use RegistryError as R;
-        match e {
-            R::NotFound {
-                resource,
-                group,
-                name,
-            } => ApiError::NotFound {
-                resource,
-                group,
-                name,
-            },
-            R::AlreadyExists {
-                resource,
-                group,
-                name,
-            } => ApiError::AlreadyExists {
-                resource,
-                group,
-                name,
-            },
-            R::Conflict {
-                resource,
-                group,
-                name,
-                detail,
-            } => ApiError::Conflict {
-                resource,
-                group,
-                name,
-                detail,
-            },
-            R::Invalid {
-                kind,
-                group,
-                name,
-                causes,
-            } => ApiError::Invalid {
-                kind,
-                group,
-                name,
-                causes,
-            },
-            R::BadRequest(m) => ApiError::BadRequest(m),
-            R::Forbidden(m) => ApiError::Forbidden(m),
-            R::UnknownPath => ApiError::UnknownPath,
-            R::Gone(m) => ApiError::Gone(m),
-            R::Internal(m) => ApiError::Internal(m),
-            R::Unavailable(m) => ApiError::ServiceUnavailable(m),
-            R::Timeout(m) => ApiError::Timeout(m),
-            e @ R::ResourceVersionOnCreate => ApiError::Unknown(e.to_string()),
-        }
+/// The status and reason upstream answers each registry error with (a bare storage error, a
+/// create that carries a resourceVersion, is a 500 with no reason).
+fn registry_status(e: &RegistryError) -> (StatusCode, &'static str) {
+    use RegistryError as R;
+    match e {
+        R::NotFound { .. } | R::UnknownPath => (StatusCode::NOT_FOUND, "NotFound"),
+        R::AlreadyExists { .. } => (StatusCode::CONFLICT, "AlreadyExists"),
+        R::Conflict { .. } => (StatusCode::CONFLICT, "Conflict"),
+        R::Invalid { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "Invalid"),
+        R::BadRequest(_) => (StatusCode::BAD_REQUEST, "BadRequest"),
+        R::Forbidden(_) => (StatusCode::FORBIDDEN, "Forbidden"),
+        R::Gone(_) => (StatusCode::GONE, "Expired"),
+        R::ResourceVersionOnCreate => (StatusCode::INTERNAL_SERVER_ERROR, ""),
+        R::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
+        R::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable"),
+        R::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "Timeout"),
     }
 }
 
@@ -378,14 +314,10 @@ impl From<berth_registry::eviction::EvictionError> for ApiError {
     }
 }
 
+/// A store error as the registry words it.
 impl From<berth_store::StoreError> for ApiError {
     fn from(e: berth_store::StoreError) -> ApiError {
-        match e {
-            berth_store::StoreError::Compacted { .. } => ApiError::Gone(e.to_string()),
-            berth_store::StoreError::Unavailable(m) => ApiError::ServiceUnavailable(m),
-            e @ berth_store::StoreError::OutcomeUnknown(_) => ApiError::Timeout(e.to_string()),
-            other => ApiError::Internal(other.to_string()),
-        }
+        ApiError::Registry(e.into())
     }
 }
 
@@ -419,19 +351,19 @@ mod tests {
     async fn status_bodies_are_byte_for_byte_what_kube_apiserver_writes() {
         let table = [
             (
-                ApiError::NotFound {
+                ApiError::from(RegistryError::NotFound {
                     resource: "pods".into(),
                     group: String::new(),
                     name: "web".into(),
-                },
+                }),
                 r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods \"web\" not found","reason":"NotFound","details":{"name":"web","kind":"pods"},"code":404}"#,
             ),
             (
-                ApiError::AlreadyExists {
+                ApiError::from(RegistryError::AlreadyExists {
                     resource: "deployments.apps".into(),
                     group: "apps".into(),
                     name: "web".into(),
-                },
+                }),
                 r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"deployments.apps \"web\" already exists","reason":"AlreadyExists","details":{"name":"web","group":"apps","kind":"deployments"},"code":409}"#,
             ),
             (
@@ -450,7 +382,7 @@ mod tests {
 
     #[test]
     fn invalid_details_list_name_group_kind_then_causes() {
-        let e = ApiError::Invalid {
+        let e = ApiError::from(RegistryError::Invalid {
             kind: "Pod".into(),
             group: String::new(),
             name: "web".into(),
@@ -460,7 +392,7 @@ mod tests {
                 bad_value: None,
                 detail: String::new(),
             }],
-        };
+        });
         let status = e.status();
         let keys: Vec<&String> = status.as_object().unwrap().keys().collect();
         let want = [

@@ -17,6 +17,7 @@ use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use berth_registry::RegistryError;
 use serde::Deserialize;
 use serde_json::json;
 use std::net::{IpAddr, Ipv4Addr};
@@ -186,7 +187,7 @@ async fn issue(
 ) -> Result<Issued, ApiError> {
     let req: CertificateRequest = serde_json::from_slice(body)
         .map_err(|e| ApiError::BadRequest(format!("invalid certificate request: {e}")))?;
-    let name = NodeName::parse(&req.node_name).map_err(|causes| ApiError::Invalid {
+    let name = NodeName::parse(&req.node_name).map_err(|causes| RegistryError::Invalid {
         kind: "Node".into(),
         group: String::new(),
         name: req.node_name.clone(),

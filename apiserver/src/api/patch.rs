@@ -5,7 +5,7 @@ use super::error::ApiError;
 use super::{SharedState, blocking, json_response};
 use axum::http::StatusCode;
 use axum::response::Response;
-use berth_registry::{Part, WriteOptions};
+use berth_registry::{Part, RegistryError, WriteOptions};
 use berth_shared::patch::{self, PatchType};
 use berth_shared::resource::ResourceType;
 use bytes::Bytes;
@@ -20,7 +20,7 @@ pub fn apply(kind: &str, pt: PatchType, current: Value, doc: &Value) -> Result<V
         .to_string();
     patch::apply_patch(kind, pt, current, doc).map_err(|e| match e {
         patch::PatchError::NotAnObject(_) => ApiError::BadRequest(e.to_string()),
-        e => ApiError::Invalid {
+        e => RegistryError::Invalid {
             kind: kind.to_string(),
             group: String::new(),
             name,
@@ -30,7 +30,8 @@ pub fn apply(kind: &str, pt: PatchType, current: Value, doc: &Value) -> Result<V
                 bad_value: None,
                 detail: e.to_string(),
             }],
-        },
+        }
+        .into(),
     })
 }
 
@@ -92,12 +93,13 @@ pub async fn patch(
             if pt == PatchType::Strategic
                 && let Some(e) = berth_shared::admission::decode_error(rt.kind, &patched)
             {
-                return Err(ApiError::Invalid {
+                return Err(RegistryError::Invalid {
                     kind: String::new(),
                     group: String::new(),
                     name: String::new(),
                     causes: vec![patch::restore::type_error_cause(&doc, &e)],
-                });
+                }
+                .into());
             }
             if strict {
                 let unknown = berth_shared::admission::unknown_fields(rt.kind, &patched);

@@ -10,12 +10,13 @@ use super::{SharedState, json_response};
 use crate::rbac::rules::{Attributes, User};
 use axum::http::StatusCode;
 use axum::response::Response;
+use berth_registry::RegistryError;
 use berth_shared::admission::{FieldError, FieldErrorType};
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use serde_json::{Value, json};
 
 fn invalid(rt: &ResourcePath, field: &str, detail: &str) -> ApiError {
-    ApiError::Invalid {
+    RegistryError::Invalid {
         kind: rt.rt.kind.to_string(),
         group: rt.rt.group.to_string(),
         name: String::new(),
@@ -26,6 +27,7 @@ fn invalid(rt: &ResourcePath, field: &str, detail: &str) -> ApiError {
             detail: detail.to_string(),
         }],
     }
+    .into()
 }
 
 fn text(v: &Value, key: &str) -> String {

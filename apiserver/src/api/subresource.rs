@@ -8,7 +8,7 @@ use super::query::Query;
 use super::{SharedState, blocking, json_response};
 use axum::http::StatusCode;
 use axum::response::Response;
-use berth_registry::{DeleteOptions, Part, meta};
+use berth_registry::{DeleteOptions, Part, RegistryError, meta};
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as K8sSelector;
 use berth_shared::patch::PatchType;
 use berth_shared::resource::ResourceType;
@@ -89,7 +89,7 @@ pub async fn get_scale(
 }
 
 fn invalid_replicas(_rt: &ResourceType, name: &str, n: i64) -> ApiError {
-    ApiError::Invalid {
+    RegistryError::Invalid {
         kind: "Scale".to_string(),
         group: "autoscaling".to_string(),
         name: name.to_string(),
@@ -100,6 +100,7 @@ fn invalid_replicas(_rt: &ResourceType, name: &str, n: i64) -> ApiError {
             detail: "must be greater than or equal to 0".to_string(),
         }],
     }
+    .into()
 }
 
 /// A Scale body: an object (`null` reads as empty, as upstream decodes it) of autoscaling/v1
@@ -143,7 +144,7 @@ fn scale_uid_conflict(rt: &ResourceType, name: &str, scale: &Value, owner: &Valu
     } else {
         format!("{}/scale.{}", rt.plural, rt.group)
     };
-    ApiError::Conflict {
+    RegistryError::Conflict {
         resource,
         group: rt.group.to_string(),
         name: name.to_string(),
@@ -153,6 +154,7 @@ fn scale_uid_conflict(rt: &ResourceType, name: &str, scale: &Value, owner: &Valu
             uid(owner)
         ),
     }
+    .into()
 }
 
 /// PUT of a Scale, checked in upstream's order: the body names the URL's object (400), its uid
@@ -367,7 +369,8 @@ mod tests {
 
     fn bad_request(r: Result<(), ApiError>) -> String {
         match r {
-            Err(ApiError::BadRequest(m)) => m,
+            // The API's own 400s and the registry's answer the same Status.
+            Err(e) if e.reason() == "BadRequest" => e.to_string(),
             other => panic!("want BadRequest, got {other:?}"),
         }
     }

@@ -5,6 +5,7 @@
 
 use super::error::ApiError;
 use super::query::Query;
+use berth_registry::RegistryError;
 use berth_shared::admission::{FieldError, FieldErrorType};
 use serde_json::Value;
 
@@ -68,12 +69,13 @@ fn forbidden(field: &str, detail: &str) -> FieldError {
 /// A 422 for the request's options, as upstream names them: `ListOptions.meta.k8s.io "" is
 /// invalid: …`.
 fn invalid(causes: Vec<FieldError>) -> ApiError {
-    ApiError::Invalid {
+    RegistryError::Invalid {
         kind: "ListOptions".to_string(),
         group: "meta.k8s.io".to_string(),
         name: String::new(),
         causes,
     }
+    .into()
 }
 
 /// `sendInitialEvents`, parsed as Go's `strconv.ParseBool` (anything else is a 400).

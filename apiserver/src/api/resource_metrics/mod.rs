@@ -12,6 +12,7 @@ use super::error::ApiError;
 use super::path::ResourcePath;
 use axum::Json;
 use axum::response::{IntoResponse, Response};
+use berth_registry::RegistryError;
 use berth_shared::query::Query;
 use berth_shared::resource::{NODE_METRICS, NODES, POD_METRICS, PODS};
 use berth_shared::selector::LabelSelector;
@@ -178,11 +179,12 @@ fn pod_metrics(state: &SharedState, pod: &Value, now: &str) -> Option<Value> {
 }
 
 fn not_found(resource: &str, name: String) -> ApiError {
-    ApiError::NotFound {
+    RegistryError::NotFound {
         resource: format!("{resource}.metrics.k8s.io"),
         group: "metrics.k8s.io".to_string(),
         name,
     }
+    .into()
 }
 
 /// GET (one or a list of) NodeMetrics or PodMetrics.

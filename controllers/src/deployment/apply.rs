@@ -3,72 +3,54 @@
 //! so a concurrent change turns into a conflict and a fresh pass.
 
 use super::plan::{self, Action};
-use super::{Controller, DeploymentError, Observed, claim, progress, revision};
+use super::{Controller, Observed, Versions, claim, revision};
 use crate::workload::status::{self, Target};
-use crate::workload::{record, version_of, write};
-use berth_registry::events::EventType;
+use crate::workload::{SyncError, record, version_of, write};
 use berth_registry::{Part, RegistryError, WriteOptions};
 use berth_shared::resource::{DEPLOYMENTS, REPLICA_SETS};
 use serde::Serialize;
 use serde_json::{Value, json};
-use std::collections::HashMap;
-
-/// What the writes of one pass have produced so far: later writes are conditional on these.
-pub(super) struct Applied {
-    pub deployment_version: String,
-    pub replica_set_versions: HashMap<String, String>,
-}
 
 /// `value` as JSON, or the encoding error about a `kind`.
-fn encode(kind: &'static str, value: &impl Serialize) -> Result<Value, DeploymentError> {
-    serde_json::to_value(value).map_err(|source| DeploymentError::Encode { kind, source })
+fn encode(kind: &'static str, value: &impl Serialize) -> Result<Value, SyncError> {
+    serde_json::to_value(value).map_err(|source| SyncError::Encode { kind, source })
 }
 
 impl Controller {
+    /// Applies one action; a failed create is reported as the planner says (best effort: the
+    /// pass fails anyway).
     pub(super) fn apply(
         &self,
-        ns: &str,
-        name: &str,
         seen: &Observed,
-        applied: &mut Applied,
+        versions: &mut Versions,
         action: Action,
         now: jiff::Timestamp,
-    ) -> Result<(), DeploymentError> {
+    ) -> Result<(), SyncError> {
         let opts = WriteOptions::default();
-        let versions = &mut applied.replica_set_versions;
+        let d = &*seen.owner;
+        let (ns, name) = (d.namespace.as_str(), d.name.as_str());
         match action {
             Action::AdoptReplicaSet { name: rs, uid } => {
                 // The Deployment is read again live first: one deleted or replaced since the
                 // informer's copy must not adopt (the plan's later writes assume the adoption).
-                let owner = claim::owner(&seen.deployment, &seen.selector);
-                if !owner.can_adopt(&self.registry)? {
-                    return Err(DeploymentError::OwnerGone(format!(
-                        "deployment {ns}/{name}"
-                    )));
-                }
-                let v = owner.adopt(&self.registry, REPLICA_SETS, &rs, &uid)?;
-                let v = v.ok_or_else(|| RegistryError::conflict(REPLICA_SETS, &rs))?;
-                versions.insert(rs, version_of(&v));
+                let owner = claim::owner(&d.deployment, &d.selector);
+                let v = owner.adopt_planned(&self.registry, REPLICA_SETS, &rs, &uid)?;
+                versions.wrote_replica_set(rs, &v);
             }
             Action::ReleaseReplicaSet { name: rs, uid } => {
-                let owner = claim::owner(&seen.deployment, &seen.selector);
+                let owner = claim::owner(&d.deployment, &d.selector);
                 if let Some(v) = owner.release(&self.registry, REPLICA_SETS, &rs, &uid)? {
-                    versions.insert(rs, version_of(&v));
+                    versions.wrote_replica_set(rs, &v);
                 }
             }
             Action::CreateReplicaSet(rs) => {
                 let rs_name = plan::name(&rs).to_string();
                 let body = encode("ReplicaSet", &rs)?;
                 match self.registry.create(REPLICA_SETS, Some(ns), body, &opts) {
-                    Ok(v) => {
-                        versions.insert(rs_name, version_of(&v));
-                    }
+                    Ok(v) => versions.wrote_replica_set(rs_name, &v),
                     Err(e) => {
-                        if !matches!(
-                            e,
-                            RegistryError::AlreadyExists { .. } | RegistryError::Forbidden(_)
-                        ) {
-                            self.report_failed_create(seen, applied, &rs_name, &e, now);
+                        for report in plan::failed_create(&d.deployment, &rs_name, &e, now) {
+                            let _ = self.apply(seen, versions, report, now);
                         }
                         return Err(e.into());
                     }
@@ -77,9 +59,7 @@ impl Controller {
             Action::UpdateReplicaSet(rs) => {
                 let rs_name = plan::name(&rs).to_string();
                 let mut body = encode("ReplicaSet", &rs)?;
-                if let Some(v) = versions.get(&rs_name) {
-                    body["metadata"]["resourceVersion"] = json!(v);
-                }
+                versions.condition_replica_set(&rs_name, &mut body);
                 let v = self.registry.update(
                     REPLICA_SETS,
                     Some(ns),
@@ -88,7 +68,7 @@ impl Controller {
                     Part::Main,
                     &opts,
                 )?;
-                versions.insert(rs_name, version_of(&v));
+                versions.wrote_replica_set(rs_name, &v);
             }
             Action::DeleteReplicaSet { name: rs, uid } => {
                 match write::delete(&self.registry, REPLICA_SETS, ns, &rs, &uid) {
@@ -97,7 +77,7 @@ impl Controller {
                 }
             }
             Action::SetRevision(rev) => {
-                let expected = json!(applied.deployment_version);
+                let expected = json!(versions.deployment);
                 let v = self.registry.update_with(
                     DEPLOYMENTS,
                     Some(ns),
@@ -110,12 +90,17 @@ impl Controller {
                         Ok::<_, RegistryError>(obj)
                     },
                 )?;
-                applied.deployment_version = version_of(&v);
+                versions.deployment = version_of(&v);
             }
             Action::UpdateStatus(status) => {
                 let body = encode("DeploymentStatus", &status)?;
-                if let Some(v) = self.write_status(seen, &applied.deployment_version, body)? {
-                    applied.deployment_version = version_of(&v);
+                let target = Target {
+                    expected_version: Some(&versions.deployment),
+                    ..Target::of(DEPLOYMENTS, ns, name, &d.uid)
+                };
+                let v = status::write(&self.registry, &target, |obj| obj["status"] = body.clone())?;
+                if let Some(v) = v {
+                    versions.deployment = version_of(&v);
                 }
             }
             Action::Event {
@@ -125,45 +110,5 @@ impl Controller {
             } => record(&self.recorder, &seen.raw, kind, reason, &message),
         }
         Ok(())
-    }
-
-    fn write_status(
-        &self,
-        seen: &Observed,
-        expected: &str,
-        status: Value,
-    ) -> Result<Option<Value>, RegistryError> {
-        let m = &seen.deployment.metadata;
-        fn text(f: &Option<String>) -> &str {
-            f.as_deref().unwrap_or_default()
-        }
-        let target = Target {
-            expected_version: Some(expected),
-            ..Target::of(DEPLOYMENTS, text(&m.namespace), text(&m.name), text(&m.uid))
-        };
-        status::write(&self.registry, &target, |obj| {
-            obj["status"] = status.clone()
-        })
-    }
-
-    /// Upstream's answer to a failed ReplicaSet creation: `ReplicaSetCreateError` in the
-    /// Progressing condition and a warning event. Best effort: the pass fails anyway.
-    fn report_failed_create(
-        &self,
-        seen: &Observed,
-        applied: &Applied,
-        rs_name: &str,
-        error: &RegistryError,
-        now: jiff::Timestamp,
-    ) {
-        let msg = format!("Failed to create new replica set {rs_name:?}: {error}");
-        if let Some(status) =
-            progress::failed_create(&seen.deployment, rs_name, &error.to_string(), now)
-            && let Ok(body) = serde_json::to_value(&status)
-        {
-            let _ = self.write_status(seen, &applied.deployment_version, body);
-        }
-        let (t, reason) = (EventType::Warning, progress::FAILED_RS_CREATE);
-        record(&self.recorder, &seen.raw, t, reason, &msg);
     }
 }

@@ -193,20 +193,18 @@ impl RsExt for ReplicaSet {
     }
 }
 
-use super::plan::{Action, Input, Plan, PodInfo, plan};
+use super::plan::{Action, Input, Plan, PodInfo, plan, selector};
 use berth_shared::k8s_openapi::api::apps::v1::{DeploymentCondition, DeploymentStatus};
 
 /// Plans one pass.
 pub fn run(d: &Deployment, rss: &[ReplicaSet], pods: &[PodInfo], now: Timestamp) -> Plan {
-    plan(
-        Input {
-            deployment: d,
-            replica_sets: rss,
-            pods,
-        },
-        now,
-    )
-    .unwrap()
+    let input = Input {
+        deployment: d,
+        selector: &selector(d).unwrap(),
+        replica_sets: rss,
+        pods,
+    };
+    plan(input, now)
 }
 
 /// The image a ReplicaSet runs.

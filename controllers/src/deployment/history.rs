@@ -71,20 +71,12 @@ pub(super) fn cleanup(pass: &mut Pass<'_>) {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::*;
-    use super::super::plan::{Action, Input, PodInfo, plan};
+    use super::super::plan::{Action, PodInfo};
     use berth_shared::k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
     use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn deleted(d: &Deployment, rss: &[ReplicaSet], pods: &[PodInfo]) -> Vec<String> {
-        let p = plan(
-            Input {
-                deployment: d,
-                replica_sets: rss,
-                pods,
-            },
-            t(99),
-        )
-        .unwrap();
+        let p = super::super::fixtures::run(d, rss, pods, t(99));
         p.actions
             .iter()
             .filter_map(|a| match a {

@@ -17,82 +17,30 @@ mod status;
 pub(crate) mod surge;
 mod sync;
 pub(crate) mod template;
+mod versions;
+mod view;
 
 #[cfg(test)]
 mod fixtures;
 #[cfg(test)]
 mod tests;
 
-use super::workload::version_of;
-use apply::Applied;
+use super::workload::{self, Parsed, SyncError};
 use berth_registry::events::Recorder;
 use berth_registry::{Registry, RegistryError};
-use berth_runtime::informer::{Informer, Object, ObjectKey, View};
+use berth_runtime::informer::{Informer, ObjectKey};
 use berth_runtime::{self as runtime, Clock, Context, Reconciler};
-use berth_shared::k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use berth_shared::reconcile::{ErrorPolicy, Outcome, Retry};
+use berth_shared::k8s_openapi::api::apps::v1::ReplicaSet;
+use berth_shared::reconcile::Outcome;
 use berth_shared::resource::{DEPLOYMENTS, PODS, REPLICA_SETS};
-use berth_shared::selector::LabelSelector;
-use plan::{Input, PodInfo};
-use serde_json::Value;
-use std::collections::HashMap;
+use plan::PodInfo;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+use versions::Versions;
+use view::{DeploymentView, Observed};
 
 /// The events' `source.component`, as upstream.
 pub const COMPONENT: &str = "deployment-controller";
-
-/// Errors of one pass; a pass that fails is retried as its [`ErrorPolicy`] says.
-#[derive(Debug, thiserror::Error)]
-pub enum DeploymentError {
-    #[error(transparent)]
-    Api(#[from] RegistryError),
-    #[error("decoding {key}: {source}")]
-    Decode {
-        key: String,
-        source: serde_json::Error,
-    },
-    #[error("encoding a {kind}: {source}")]
-    Encode {
-        kind: &'static str,
-        source: serde_json::Error,
-    },
-    #[error(transparent)]
-    Plan(#[from] plan::PlanError),
-    /// The Deployment read from the cache is gone, replaced or being deleted: it adopts
-    /// nothing (upstream's `RecheckDeletionTimestamp` error).
-    #[error("{0} is gone or being deleted: not adopting")]
-    OwnerGone(String),
-}
-
-impl ErrorPolicy for DeploymentError {
-    fn retry(&self) -> Retry {
-        match self {
-            DeploymentError::Api(e) => e.retry(),
-            // The stored Deployment cannot be read or planned: only a change of it can help.
-            DeploymentError::Decode { .. } | DeploymentError::Plan(_) => Retry::Never,
-            DeploymentError::Encode { .. } | DeploymentError::OwnerGone(_) => Retry::Backoff,
-        }
-    }
-}
-
-/// A ReplicaSet decoded once per version, shared by every pass that reads it.
-struct DecodedReplicaSet(Option<ReplicaSet>);
-
-impl View for DecodedReplicaSet {
-    fn derive(obj: &Object) -> Self {
-        DecodedReplicaSet(obj.decode().ok())
-    }
-}
-
-/// What a pass reads.
-struct Observed {
-    raw: Value,
-    deployment: Deployment,
-    selector: LabelSelector,
-    replica_sets: Vec<ReplicaSet>,
-    pods: Vec<PodInfo>,
-}
 
 /// The controller: the registry it writes through, the caches it reads and its recorder.
 pub struct Controller {
@@ -117,84 +65,53 @@ impl Controller {
         }
     }
 
-    fn observe(&self, ns: &str, name: &str) -> Result<Option<Observed>, DeploymentError> {
-        let Some(stored) = self.deployments.get(Some(ns), name) else {
+    /// The Deployment `key`, its namespace's ReplicaSets and, when the plan needs them, the
+    /// pods its selector matches; `None` when it is gone or unreadable.
+    fn observe(&self, key: &ObjectKey) -> Result<Option<Observed>, SyncError> {
+        let Some((obj, owner)) =
+            workload::parsed::observe::<DeploymentView>(&self.deployments, key)
+        else {
             return Ok(None);
         };
-        let raw = stored.value().map_err(RegistryError::from)?;
-        let key = format!("deployment {ns}/{name}");
-        let deployment: Deployment = serde_json::from_value(raw.clone())
-            .map_err(|source| DeploymentError::Decode { key, source })?;
-        let mut items = self.replica_sets.in_namespace(ns);
-        items.sort_by(|a, b| a.name().cmp(b.name()));
-        let mut rss = Vec::with_capacity(items.len());
-        for item in items {
-            match &item.view::<DecodedReplicaSet>().0 {
-                Some(rs) => rss.push(rs.clone()),
-                None => tracing::warn!(rs = item.name(), "skipping an undecodable ReplicaSet"),
-            }
-        }
-        let selector = plan::selector(&deployment)?;
+        let raw = obj.value().map_err(RegistryError::from)?;
+        let in_namespace = self.replica_sets.in_namespace(&owner.namespace);
+        let parsed = workload::parsed::each::<ReplicaSet>(in_namespace);
+        let replica_sets: Vec<ReplicaSet> = parsed.iter().map(|rs| ReplicaSet::clone(rs)).collect();
         let mut pods = Vec::new();
-        if plan::needs_pods(&deployment, &rss) {
-            let mut matching = self.pods.in_namespace(ns);
-            matching.retain(|p| selector.matches(p.labels()));
+        if plan::needs_pods(&owner.deployment, &replica_sets) {
+            let mut matching = self.pods.in_namespace(&owner.namespace);
+            matching.retain(|p| owner.selector.matches(p.labels()));
             matching.sort_by(|a, b| a.name().cmp(b.name()));
-            // Only the owner and the phase are needed, both decoded already.
-            pods.extend(matching.iter().map(|p| PodInfo {
-                controller_uid: p.controller().map(|c| c.uid.clone()),
-                phase: p.field("status.phase").filter(|s| !s.is_empty()),
-            }));
+            pods.extend(matching.iter().map(|p| PodInfo::of(p)));
         }
         Ok(Some(Observed {
             raw,
-            deployment,
-            selector,
-            replica_sets: rss,
+            owner,
+            replica_sets,
             pods,
         }))
-    }
-
-    /// One pass over the Deployment `ns/name` at `now`. Blocking.
-    pub fn reconcile_at(
-        &self,
-        ns: &str,
-        name: &str,
-        now: jiff::Timestamp,
-    ) -> Result<Outcome, DeploymentError> {
-        let Some(seen) = self.observe(ns, name)? else {
-            return Ok(Outcome::Done);
-        };
-        let plan = plan::plan(
-            Input {
-                deployment: &seen.deployment,
-                replica_sets: &seen.replica_sets,
-                pods: &seen.pods,
-            },
-            now,
-        )?;
-        let mut applied = Applied {
-            deployment_version: version_of(&seen.raw),
-            replica_set_versions: HashMap::new(),
-        };
-        for action in plan.actions {
-            tracing::debug!(deployment = %format!("{ns}/{name}"), ?action, "deployment");
-            self.apply(ns, name, &seen, &mut applied, action, now)?;
-        }
-        Ok(match plan.requeue_after {
-            Some(d) => Outcome::RequeueAfter(d),
-            None => Outcome::Done,
-        })
     }
 }
 
 impl Reconciler for Controller {
     type Key = ObjectKey;
-    type Error = DeploymentError;
+    type Error = SyncError;
 
-    fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, DeploymentError> {
-        let ns = key.namespace().unwrap_or("default");
-        self.reconcile_at(ns, key.name(), self.clock.now())
+    /// One pass over one Deployment: its plan's writes in order, up to the first failure.
+    fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
+        let Some(seen) = self.observe(key)? else {
+            return Ok(Outcome::Done);
+        };
+        let now = self.clock.now();
+        let plan = plan::plan(seen.input(), now);
+        let mut versions = Versions::of(&seen.raw);
+        for action in plan.actions {
+            tracing::debug!(deployment = %key, ?action, "deployment");
+            self.apply(&seen, &mut versions, action, now)?;
+        }
+        Ok(plan
+            .requeue_after
+            .map_or(Outcome::Done, Outcome::RequeueAfter))
     }
 }
 
@@ -204,8 +121,10 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
     let replica_sets = ctx.informer(REPLICA_SETS);
     runtime::Controller::new("deployment", &ctx, DEPLOYMENTS)
         .owns(REPLICA_SETS)
-        .adopts::<routing::Selector>(REPLICA_SETS, |s| s.0.as_ref())
-        .watches(PODS, move |d| routing::deleted_pod(&replica_sets, d))
+        .adopts(REPLICA_SETS, Parsed::<DeploymentView>::selector)
+        .watches(PODS, move |d| {
+            Vec::from_iter(routing::deleted_pod(&replica_sets, d))
+        })
         .workers(4)
         .run(controller, shutdown)
         .await;

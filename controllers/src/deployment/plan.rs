@@ -14,6 +14,7 @@ use super::claim::{self, Claim};
 use super::progress;
 use super::status::{self, spec_replicas};
 use super::{proportional, recreate, rolling, surge, sync};
+use berth_registry::RegistryError;
 use berth_registry::events::EventType;
 use berth_shared::k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus, ReplicaSet};
 use berth_shared::selector::{LabelSelector, SelectorError};
@@ -33,6 +34,8 @@ pub struct PodInfo {
 #[derive(Debug, Clone, Copy)]
 pub struct Input<'a> {
     pub deployment: &'a Deployment,
+    /// Its `spec.selector`, parsed ([`selector`]).
+    pub selector: &'a LabelSelector,
     /// Every ReplicaSet of the Deployment's namespace.
     pub replica_sets: &'a [ReplicaSet],
     /// The pods of the namespace that match the Deployment's selector.
@@ -79,18 +82,6 @@ pub struct Plan {
     pub requeue_after: Option<Duration>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    #[error("invalid label selector: {0}")]
-    Selector(#[from] SelectorError),
-}
-
-impl PlanError {
-    pub fn is_transient(&self) -> bool {
-        false
-    }
-}
-
 /// The pass stops here (a name collision was recorded in the status).
 #[derive(Debug)]
 pub(super) struct Halt;
@@ -104,7 +95,7 @@ pub(super) fn uid(rs: &ReplicaSet) -> &str {
 }
 
 /// The Deployment's selector (one without a spec selects nothing).
-pub fn selector(d: &Deployment) -> Result<LabelSelector, PlanError> {
+pub fn selector(d: &Deployment) -> Result<LabelSelector, SelectorError> {
     let spec = d.spec.as_ref();
     let parsed = spec
         .map(|s| LabelSelector::from_k8s(&s.selector))
@@ -254,17 +245,11 @@ fn selects_everything(d: &Deployment) -> bool {
 }
 
 /// Plans one pass for `input.deployment` at `now`.
-pub fn plan(input: Input<'_>, now: Timestamp) -> Result<Plan, PlanError> {
+pub fn plan(input: Input<'_>, now: Timestamp) -> Plan {
     let d = input.deployment;
     if selects_everything(d) {
-        return Ok(selecting_all(d));
+        return selecting_all(d);
     }
-    let spec_selector = d
-        .spec
-        .as_ref()
-        .map(|s| s.selector.clone())
-        .unwrap_or_default();
-    let selector = LabelSelector::from_k8s(&spec_selector)?;
     let mut pass = Pass {
         d: d.clone(),
         rss: Vec::new(),
@@ -274,7 +259,7 @@ pub fn plan(input: Input<'_>, now: Timestamp) -> Result<Plan, PlanError> {
         now,
         actions: Vec::new(),
     };
-    claim_replica_sets(&mut pass, &selector);
+    claim_replica_sets(&mut pass, input.selector);
     // The status as stored, as far as this plan knows: later writes compare against it.
     let mut stored = status::canonical(&d.status.clone().unwrap_or_default());
     let finish = if d.metadata.deletion_timestamp.is_some() {
@@ -297,7 +282,7 @@ pub fn plan(input: Input<'_>, now: Timestamp) -> Result<Plan, PlanError> {
             rolling::rollout(&mut pass).map(|()| Finish::Rollout)
         }
     };
-    Ok(finish_pass(pass, &stored, finish.unwrap_or(Finish::Halted)))
+    finish_pass(pass, &stored, finish.unwrap_or(Finish::Halted))
 }
 
 /// Upstream's answer to an empty selector: a warning, and the generation observed.
@@ -317,6 +302,31 @@ fn selecting_all(d: &Deployment) -> Plan {
         actions,
         requeue_after: None,
     }
+}
+
+/// Upstream's answer to a failed creation of the ReplicaSet `rs_name`: `ReplicaSetCreateError`
+/// in the Progressing condition (with a progress deadline), then a warning event; nothing when
+/// it exists already or creating it is forbidden (a quota or a terminating namespace).
+pub fn failed_create(
+    d: &Deployment,
+    rs_name: &str,
+    error: &RegistryError,
+    now: Timestamp,
+) -> Vec<Action> {
+    if matches!(
+        error,
+        RegistryError::AlreadyExists { .. } | RegistryError::Forbidden(_)
+    ) {
+        return Vec::new();
+    }
+    let status = progress::failed_create(d, rs_name, &error.to_string(), now);
+    let event = Action::Event {
+        kind: EventType::Warning,
+        reason: progress::FAILED_RS_CREATE,
+        message: format!("Failed to create new replica set {rs_name:?}: {error}"),
+    };
+    let status = status.map(|s| Action::UpdateStatus(Box::new(s)));
+    status.into_iter().chain([event]).collect()
 }
 
 /// Claims the namespace's ReplicaSets into `pass.rss`, planning adoptions and releases first.

@@ -387,3 +387,38 @@ fn the_observed_generation_follows_the_deployment() {
     let p = run(&d, &[], &[], t(1));
     assert_eq!(written_status(&p).unwrap().observed_generation, Some(7));
 }
+
+#[test]
+fn a_failed_create_is_reported_unless_the_replica_set_exists_or_is_forbidden() {
+    use berth_registry::RegistryError;
+    use berth_shared::resource::REPLICA_SETS;
+    let with_deadline = deployment(3, "25%", "25%");
+    let mut without = with_deadline.clone();
+    if let Some(s) = without.spec.as_mut() {
+        s.progress_deadline_seconds = None;
+    }
+    let quota = || RegistryError::Forbidden("exceeded quota".into());
+    let exists = || RegistryError::already_exists(REPLICA_SETS, "web-abc");
+    let invalid = || RegistryError::BadRequest("bad".into());
+    // (deployment, error, a status written, an event recorded)
+    let cases = [
+        (&with_deadline, exists(), false, false),
+        (&with_deadline, quota(), false, false),
+        (&with_deadline, invalid(), true, true),
+        (&without, invalid(), false, true),
+    ];
+    for (d, e, status, event) in cases {
+        let actions = failed_create(d, "web-abc", &e, t(3));
+        let wrote = actions.iter().any(|a| matches!(a, Action::UpdateStatus(_)));
+        let warned = actions.iter().any(|a| {
+            matches!(a, Action::Event { kind: EventType::Warning, reason, message }
+                if *reason == progress::FAILED_RS_CREATE
+                    && message.starts_with("Failed to create new replica set \"web-abc\": "))
+        });
+        assert_eq!((wrote, warned), (status, event), "{e}");
+        assert!(
+            !wrote || matches!(actions[0], Action::UpdateStatus(_)),
+            "status first"
+        );
+    }
+}

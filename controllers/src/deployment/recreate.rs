@@ -53,19 +53,11 @@ pub(super) fn rollout(pass: &mut Pass<'_>) -> Result<(), Halt> {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::*;
-    use super::super::plan::{Action, Input, PodInfo, plan};
+    use super::super::plan::{Action, PodInfo};
     use berth_shared::k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 
     fn run(d: &Deployment, rss: &[ReplicaSet], pods: &[PodInfo]) -> Vec<String> {
-        let p = plan(
-            Input {
-                deployment: d,
-                replica_sets: rss,
-                pods,
-            },
-            t(50),
-        )
-        .unwrap();
+        let p = super::super::fixtures::run(d, rss, pods, t(50));
         p.actions
             .iter()
             .filter_map(|a| match a {

@@ -6,7 +6,7 @@ use super::*;
 use berth_registry::{Part, WriteOptions};
 use berth_runtime::testing::ControlPlane;
 use berth_shared::resource::{EVENTS, ResourceType};
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn nginx(image: &str) -> Value {
     json!({
@@ -97,7 +97,7 @@ async fn converge(cp: &ControlPlane, c: &Controller, min_available: i64, max_tot
         let before = registry.revision();
         // A pass reads the informers: they first catch up with the last pass's writes.
         cp.caught_up().await;
-        c.reconcile_at("default", "nginx-deployment", jiff::Timestamp::now())
+        c.reconcile(&ObjectKey::new(Some("default"), "nginx-deployment"))
             .unwrap();
         let rss = list(registry, REPLICA_SETS);
         let total: i64 = rss.iter().map(replicas_of).sum();
@@ -296,9 +296,9 @@ async fn a_deployment_deleted_or_replaced_since_the_informer_read_adopts_nothing
             reg.create(DEPLOYMENTS, Some("default"), nginx("nginx:1.16.1"), &opts)
                 .unwrap();
         }
-        let r = c.reconcile_at("default", "nginx-deployment", jiff::Timestamp::now());
+        let r = c.reconcile(&ObjectKey::new(Some("default"), "nginx-deployment"));
         assert!(
-            matches!(r, Err(DeploymentError::OwnerGone(_))),
+            matches!(r, Err(SyncError::OwnerGone(_))),
             "replaced: {replaced}: {r:?}"
         );
         let rs = reg.get(REPLICA_SETS, Some("default"), "stray").unwrap();

@@ -261,14 +261,8 @@ impl PreferredNodeAffinity {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::selector::label_set as labels;
     use serde_json::json;
-
-    fn labels(pairs: &[(&str, &str)]) -> Labels {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
 
     fn affinity(v: serde_json::Value) -> core::NodeAffinity {
         serde_json::from_value(v).unwrap()

@@ -284,6 +284,15 @@ pub(super) fn quote(s: &str) -> String {
     format!("{s:?}")
 }
 
+/// A label set from literal pairs, as fixtures and built-in objects write one:
+/// `label_set(&[("app", "web")])`.
+pub fn label_set(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// A value list as upstream's field errors print it: JSON, with an empty list shown as `null`.
 fn render_list(values: &[String]) -> String {
     if values.is_empty() {
@@ -295,13 +304,7 @@ fn render_list(values: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::selector::label_set as labels;
 
     #[test]
     fn each_operator_matches_like_upstream() {

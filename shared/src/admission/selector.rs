@@ -127,16 +127,10 @@ pub(crate) fn labels_value(labels: Option<&BTreeMap<String, String>>) -> serde_j
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::selector::label_set as labels;
 
     fn sel(json: serde_json::Value) -> LabelSelector {
         serde_json::from_value(json).unwrap()
-    }
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
     }
 
     #[test]

@@ -242,13 +242,7 @@ fn parse_version(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::selector::label_set as labels;
 
     fn lv(level: Level, version: Version) -> LevelVersion {
         LevelVersion::new(level, version)

@@ -12,10 +12,9 @@ use serde_json::Value;
 use super::defaults::default_pod_spec;
 use super::field::{FieldError, Path};
 use super::meta::validate_meta;
-use super::selector;
 use super::workload::{
-    IMMUTABLE, at_most_100_percent, int_or_percent, int_or_percent_number, int_or_string_value,
-    nonnegative, present, validate_controller_template, validate_required_selector,
+    at_most_100_percent, immutable_selector, int_or_percent, int_or_percent_number,
+    int_or_string_value, nonnegative, validate_selector_and_template,
 };
 
 pub(crate) fn default_template(t: &mut PodTemplateSpec) {
@@ -59,19 +58,14 @@ pub(crate) fn validate_deployment(
     let sp = Path::new("spec");
     let spec = d.spec.clone().unwrap_or_default();
     errs.extend(nonnegative(spec.replicas, &sp.child("replicas")));
-    let has_selector = present(raw, "/spec/selector");
-    errs.extend(validate_required_selector(
+    errs.extend(validate_selector_and_template(
         &spec.selector,
-        has_selector,
+        raw,
         true,
         Some(&spec.template),
         "deployment",
-        &sp,
-    ));
-    errs.extend(validate_controller_template(
-        Some(&spec.template),
         "ReplicaSet",
-        &sp.child("template"),
+        &sp,
     ));
     if let Some(s) = &spec.strategy {
         errs.extend(validate_strategy(s, &sp.child("strategy")));
@@ -93,16 +87,11 @@ pub(crate) fn validate_deployment(
             ));
         }
     }
-    if let Some(o) = old {
-        let old_sel = o.spec.as_ref().map(|s| &s.selector);
-        if old_sel != Some(&spec.selector) {
-            errs.push(FieldError::invalid(
-                &sp.child("selector"),
-                selector::to_value(&spec.selector),
-                IMMUTABLE,
-            ));
-        }
-    }
+    errs.extend(immutable_selector(
+        &spec.selector,
+        old.map(|o| o.spec.as_ref().map(|s| &s.selector)),
+        &sp,
+    ));
     errs
 }
 
@@ -162,30 +151,21 @@ pub(crate) fn validate_replica_set(
         spec.min_ready_seconds,
         &sp.child("minReadySeconds"),
     ));
-    let has_selector = present(raw, "/spec/selector");
     // Upstream reuses the Deployment wording here.
-    errs.extend(validate_required_selector(
+    errs.extend(validate_selector_and_template(
         &spec.selector,
-        has_selector,
+        raw,
         true,
         spec.template.as_ref(),
         "deployment",
+        "ReplicaSet",
         &sp,
     ));
-    errs.extend(validate_controller_template(
-        spec.template.as_ref(),
-        "ReplicaSet",
-        &sp.child("template"),
+    errs.extend(immutable_selector(
+        &spec.selector,
+        old.map(|o| o.spec.as_ref().map(|s| &s.selector)),
+        &sp,
     ));
-    if let Some(o) = old
-        && o.spec.as_ref().map(|s| &s.selector) != Some(&spec.selector)
-    {
-        errs.push(FieldError::invalid(
-            &sp.child("selector"),
-            selector::to_value(&spec.selector),
-            IMMUTABLE,
-        ));
-    }
     errs
 }
 

@@ -11,11 +11,10 @@ use super::apps::default_template;
 use super::defaults::default_claim_template;
 use super::field::{FieldError, Path};
 use super::meta::{validate_annotations, validate_labels, validate_meta};
-use super::selector;
 use super::workload::{
-    IMMUTABLE, at_most_100_percent, int_or_percent, int_or_percent_number, int_or_string_value,
-    nonnegative, present, validate_controller_template, validate_required_selector,
-    validate_template_policies,
+    IMMUTABLE, at_most_100_percent, immutable_selector, int_or_percent, int_or_percent_number,
+    int_or_string_value, nonnegative, present, validate_required_selector,
+    validate_selector_and_template, validate_template_policies,
 };
 
 /// Upstream `SetDefaults_StatefulSet`.
@@ -243,19 +242,14 @@ pub(crate) fn validate_daemon_set(
     let sp = Path::new("spec");
     let spec = d.spec.clone().unwrap_or_default();
     let mut errs = validate_meta(d, old);
-    let has_selector = present(raw, "/spec/selector");
-    errs.extend(validate_required_selector(
+    errs.extend(validate_selector_and_template(
         &spec.selector,
-        has_selector,
+        raw,
         false,
         Some(&spec.template),
         "daemonset",
-        &sp,
-    ));
-    errs.extend(validate_controller_template(
-        Some(&spec.template),
         "DaemonSet",
-        &sp.child("template"),
+        &sp,
     ));
     errs.extend(nonnegative(
         spec.min_ready_seconds,
@@ -268,15 +262,11 @@ pub(crate) fn validate_daemon_set(
         spec.revision_history_limit,
         &sp.child("revisionHistoryLimit"),
     ));
-    if let Some(o) = old
-        && o.spec.as_ref().map(|s| &s.selector) != Some(&spec.selector)
-    {
-        errs.push(FieldError::invalid(
-            &sp.child("selector"),
-            selector::to_value(&spec.selector),
-            IMMUTABLE,
-        ));
-    }
+    errs.extend(immutable_selector(
+        &spec.selector,
+        old.map(|o| o.spec.as_ref().map(|s| &s.selector)),
+        &sp,
+    ));
     errs
 }
 

@@ -111,6 +111,45 @@ pub(crate) fn validate_required_selector(
     errs
 }
 
+/// The selector and template of a controller that makes pods from one (Deployment,
+/// ReplicaSet, DaemonSet): the selector as [`validate_required_selector`] checks it (`raw` says
+/// whether the body had one), then the template as `template_kind`'s pods'.
+pub(crate) fn validate_selector_and_template(
+    sel: &LabelSelector,
+    raw: &Value,
+    required: bool,
+    template: Option<&PodTemplateSpec>,
+    what: &str,
+    template_kind: &str,
+    spec_path: &Path,
+) -> Vec<FieldError> {
+    let has_selector = present(raw, "/spec/selector");
+    let mut errs =
+        validate_required_selector(sel, has_selector, required, template, what, spec_path);
+    errs.extend(validate_controller_template(
+        template,
+        template_kind,
+        &spec_path.child("template"),
+    ));
+    errs
+}
+
+/// apps/v1's update rule: a controller's selector is immutable. `old` is the stored object's
+/// selector (`Some(None)`: it had no spec); `None` on create.
+pub(crate) fn immutable_selector(
+    sel: &LabelSelector,
+    old: Option<Option<&LabelSelector>>,
+    spec_path: &Path,
+) -> Option<FieldError> {
+    old.filter(|o| *o != Some(sel)).map(|_| {
+        FieldError::invalid(
+            &spec_path.child("selector"),
+            selector::to_value(sel),
+            IMMUTABLE,
+        )
+    })
+}
+
 pub(crate) fn template_labels(t: Option<&PodTemplateSpec>) -> Option<&BTreeMap<String, String>> {
     t.and_then(|t| t.metadata.as_ref())
         .and_then(|m| m.labels.as_ref())

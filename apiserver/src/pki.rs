@@ -258,7 +258,25 @@ pub fn issue_serving_cert(
     dn.push(DnType::CommonName, "berth-controller");
     params.distinguished_name = dn;
     params.subject_alt_names = sans.iter().map(|s| san(s)).collect::<Result<_, _>>()?;
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    sign_leaf(
+        params,
+        key,
+        ExtendedKeyUsagePurpose::ServerAuth,
+        validity,
+        issuer,
+    )
+}
+
+/// Signs `key`'s leaf certificate for one `usage` (with upstream's key usages: digital signature
+/// and key encipherment), valid from now for `validity`; returns (cert, key) PEM.
+fn sign_leaf(
+    mut params: CertificateParams,
+    key: KeyPair,
+    usage: ExtendedKeyUsagePurpose,
+    validity: std::time::Duration,
+    issuer: &Issuer<'_, KeyPair>,
+) -> Result<(String, String), PkiError> {
+    params.extended_key_usages = vec![usage];
     params.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
@@ -293,14 +311,13 @@ pub fn issue_client_cert(
         dn.push(DnType::OrganizationName, *g);
     }
     params.distinguished_name = dn;
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    params.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    set_lifetime(&mut params, validity)?;
-    let cert = params.signed_by(&key, issuer)?;
-    Ok((cert.pem(), key.serialize_pem()))
+    sign_leaf(
+        params,
+        key,
+        ExtendedKeyUsagePurpose::ClientAuth,
+        validity,
+        issuer,
+    )
 }
 
 /// Writes a kubeconfig (mode 0600) for `server` with the CA and a client certificate embedded.

@@ -14,7 +14,8 @@ pub const AGGREGATED_V2: &str =
 pub const AGGREGATED_V2BETA1: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
 
-const ALL_VERBS: &[&str] = &[
+/// The verbs of a resource that has them all, in discovery's (sorted) order.
+pub const ALL_VERBS: &[&str] = &[
     "create",
     "delete",
     "deletecollection",

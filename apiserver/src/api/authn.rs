@@ -87,6 +87,13 @@ impl Tokens {
     }
 }
 
+/// The identity of the first certificate of a PEM chain (tests of the certificates we issue).
+#[cfg(test)]
+pub(crate) fn identity_from_pem(pem: &str) -> Option<Identity> {
+    let der = rustls_pemfile::certs(&mut pem.as_bytes()).next()?.ok()?;
+    identity_from_cert(&der)
+}
+
 /// Reads user and groups from a DER client certificate.
 pub fn identity_from_cert(der: &[u8]) -> Option<Identity> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;

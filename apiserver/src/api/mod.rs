@@ -225,6 +225,18 @@ async fn dispatch(State(state): State<SharedState>, req: Request) -> Response {
     }
 }
 
+/// Authorizes `req`'s method on `target` for the caller the request carries. (Not an `async
+/// fn`: its future holds the identity and method, not the request, which is not `Sync`.)
+fn authorize_request<'a>(
+    state: &'a ApiState,
+    req: &'a Request,
+    target: &'a path::ResourcePath,
+    query: &'a Query,
+) -> impl Future<Output = Result<(), ApiError>> + Send + 'a {
+    let id = req.extensions().get::<authn::Identity>();
+    authz::authorize(state, id, req.method(), target, query, None)
+}
+
 async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
     // services/proxy and pods/proxy go to a pod's address.
     if let Some(target) = proxy_target::parse_path(req.uri().path()) {
@@ -239,15 +251,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
             name: Some(node.clone()),
             subresource: Some("proxy".to_string()),
         };
-        authz::authorize(
-            &state,
-            req.extensions().get::<authn::Identity>(),
-            req.method(),
-            &target,
-            &query,
-            None,
-        )
-        .await?;
+        authorize_request(&state, &req, &target, &query).await?;
         if req.method() != Method::GET {
             return Err(ApiError::MethodNotAllowed);
         }
@@ -265,15 +269,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
         && matches!(sub.as_str(), "log" | "exec" | "attach" | "portforward")
     {
         let query = Query::parse(req.uri().query());
-        authz::authorize(
-            &state,
-            req.extensions().get::<authn::Identity>(),
-            req.method(),
-            &target,
-            &query,
-            None,
-        )
-        .await?;
+        authorize_request(&state, &req, &target, &query).await?;
         return match (req.method(), sub.as_str()) {
             (&Method::GET, "log") => {
                 let q = req.uri().query().unwrap_or_default().to_string();

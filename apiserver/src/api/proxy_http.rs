@@ -127,17 +127,7 @@ async fn authorize(
         namespace: target.namespace.clone(),
         name: target.id.clone(),
     };
-    if state
-        .authorizer
-        .allowed_fresh(&id.rbac_user(), &attrs)
-        .await
-        .is_some()
-    {
-        return Ok(());
-    }
-    Err(ApiError::Forbidden(super::authz::forbidden_message(
-        &id.user, &attrs,
-    )))
+    super::authz::rbac_allows(state, id, &attrs, None).await
 }
 
 /// An endpoint of the Service serving the id's port, at random among those whose pod still has

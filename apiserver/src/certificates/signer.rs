@@ -440,11 +440,7 @@ mod tests {
                 now,
             )
             .unwrap();
-        let der = rustls_pemfile::certs(&mut cert.as_bytes())
-            .next()
-            .unwrap()
-            .unwrap();
-        let id = crate::api::authn::identity_from_cert(&der).unwrap();
+        let id = crate::api::authn::identity_from_pem(&cert).unwrap();
         assert_eq!(id.user, "system:node:a");
         assert_eq!(id.groups, vec!["system:nodes".to_string()]);
         let (start, end) = validity(&cert).unwrap();

@@ -145,11 +145,7 @@ mod tests {
         let cert = signer
             .sign(&node, &csr, &["127.0.0.1".parse().unwrap()])
             .unwrap();
-        let der = rustls_pemfile::certs(&mut cert.as_bytes())
-            .next()
-            .unwrap()
-            .unwrap();
-        let id = crate::api::authn::identity_from_cert(&der).unwrap();
+        let id = crate::api::authn::identity_from_pem(&cert).unwrap();
         assert_eq!(id.user, "system:node:node-a");
         assert_eq!(id.groups, vec!["system:nodes".to_string()]);
         assert!(signer.sign(&node, "not a CSR", &[]).is_err());

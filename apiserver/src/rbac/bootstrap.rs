@@ -14,16 +14,7 @@ const AUTOUPDATE: &str = "rbac.authorization.kubernetes.io/autoupdate";
 const AGGREGATE_TO: &str = "rbac.authorization.k8s.io/aggregate-to-";
 const RW: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
 const RO: &[&str] = &["get", "list", "watch"];
-const RW_RO: &[&str] = &[
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
+const RW_RO: &[&str] = berth_shared::discovery::ALL_VERBS;
 
 pub(crate) fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Value {
     json!({"verbs": verbs, "apiGroups": groups, "resources": resources})

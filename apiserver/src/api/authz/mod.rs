@@ -297,16 +297,27 @@ pub async fn authorize(
         }
         None => None,
     };
+    rbac_allows(state, id, &attrs, node_refusal).await
+}
+
+/// RBAC's answer for `attrs`: a refusal is upstream's Forbidden, worded as `refusal` (the node
+/// authorizer's reason) when given.
+pub(crate) async fn rbac_allows(
+    state: &ApiState,
+    id: &Identity,
+    attrs: &Attributes,
+    refusal: Option<String>,
+) -> Result<(), ApiError> {
     if state
         .authorizer
-        .allowed_fresh(&id.rbac_user(), &attrs)
+        .allowed_fresh(&id.rbac_user(), attrs)
         .await
         .is_some()
     {
         return Ok(());
     }
     Err(ApiError::Forbidden(
-        node_refusal.unwrap_or_else(|| forbidden_message(&id.user, &attrs)),
+        refusal.unwrap_or_else(|| forbidden_message(&id.user, attrs)),
     ))
 }
 

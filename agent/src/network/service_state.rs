@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use berth_api::client::{Client, ClientError, ListParams, ResumingWatch, WatchEvent};
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Service, ServiceSpec};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
@@ -25,6 +25,17 @@ pub struct ServiceState {
     /// Both have been listed at least once (before that, the maps are empty, not "no
     /// Services").
     pub synced: bool,
+}
+
+/// A Service's namespace, name and spec, as the proxy and the DNS read it; `None` for one
+/// that lacks any of them (neither serves it).
+pub fn named_spec(svc: &Service) -> Option<(&str, &str, &ServiceSpec)> {
+    let meta = &svc.metadata;
+    Some((
+        meta.namespace.as_deref()?,
+        meta.name.as_deref()?,
+        svc.spec.as_ref()?,
+    ))
 }
 
 /// A channel for the state, starting empty and unsynced.
@@ -181,5 +192,35 @@ pub async fn run(
                 ok = slices.next() => if !ok { break },
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_service_is_read_only_with_namespace_name_and_spec() {
+        let full: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": "ns", "name": "web"}, "spec": {"clusterIP": "10.43.0.9"}
+        }))
+        .unwrap();
+        let (ns, name, spec) = named_spec(&full).unwrap();
+        assert_eq!(
+            (ns, name, spec.cluster_ip.as_deref()),
+            ("ns", "web", Some("10.43.0.9"))
+        );
+        for missing in ["namespace", "name"] {
+            let mut svc = full.clone();
+            let meta = &mut svc.metadata;
+            *if missing == "name" {
+                &mut meta.name
+            } else {
+                &mut meta.namespace
+            } = None;
+            assert!(named_spec(&svc).is_none(), "without {missing}");
+        }
+        let no_spec = Service { spec: None, ..full };
+        assert!(named_spec(&no_spec).is_none(), "without a spec");
     }
 }

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-use crate::network::service_state::ServiceState;
+use crate::network::service_state::{ServiceState, named_spec};
 
 /// The TTL of every record and of negative answers (CoreDNS's default `ttl`).
 pub const TTL: u32 = 5;
@@ -255,11 +255,7 @@ pub fn plan_records(state: &ServiceState, zone: Zone) -> Records {
     let mut reverse: BTreeMap<Ipv4Addr, BTreeSet<String>> = BTreeMap::new();
     let mut endpoints = served_endpoints(&state.services, &state.slices);
     for (key, svc) in &state.services {
-        let (Some(ns), Some(name), Some(spec)) = (
-            svc.metadata.namespace.as_deref(),
-            svc.metadata.name.as_deref(),
-            svc.spec.as_ref(),
-        ) else {
+        let Some((ns, name, spec)) = named_spec(svc) else {
             continue;
         };
         let fqdn = format!("{name}.{ns}.svc.{}", zone.domain).to_ascii_lowercase();

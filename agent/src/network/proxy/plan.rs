@@ -31,6 +31,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use sha2::Digest as _;
 
 use crate::network::Ipv4Cidr;
+use crate::network::service_state::named_spec;
 
 /// The mark kube-proxy uses for "masquerade this" (`0x4000`).
 pub const MASQ_MARK: &str = "0x4000/0x4000";
@@ -283,11 +284,7 @@ pub fn ruleset(scope: &ProxyScope<'_>, services: &[Service], slices: &[EndpointS
     let mut sorted: Vec<&Service> = services.iter().collect();
     sorted.sort_by_key(|s| (s.metadata.namespace.clone(), s.metadata.name.clone()));
     for svc in sorted {
-        let (Some(ns), Some(name), Some(spec)) = (
-            svc.metadata.namespace.as_deref(),
-            svc.metadata.name.as_deref(),
-            svc.spec.as_ref(),
-        ) else {
+        let Some((ns, name, spec)) = named_spec(svc) else {
             continue;
         };
         if spec.type_.as_deref() == Some("ExternalName") {

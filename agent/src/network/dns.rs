@@ -228,7 +228,6 @@ fn fit_limits(conf: &mut ResolvConf, warnings: &mut Vec<DnsWarning>) {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{PodDNSConfig, PodDNSConfigOption, PodSpec};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn host() -> ResolvConf {
         parse_resolv_conf(
@@ -239,12 +238,7 @@ mod tests {
 
     fn pod(policy: Option<&str>, host_network: bool, dns: Option<PodDNSConfig>) -> Pod {
         Pod {
-            metadata: ObjectMeta {
-                name: Some("web".into()),
-                namespace: Some("shop".into()),
-                uid: Some("u1".into()),
-                ..Default::default()
-            },
+            metadata: crate::pod::model::fixtures::web("shop", "u1"),
             spec: Some(PodSpec {
                 dns_policy: policy.map(String::from),
                 host_network: Some(host_network),

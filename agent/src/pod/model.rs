@@ -506,15 +506,20 @@ pub(crate) mod fixtures {
         Some(Probe::default())
     }
 
+    /// The metadata of a pod named `web`.
+    pub fn web(namespace: &str, uid: &str) -> ObjectMeta {
+        ObjectMeta {
+            name: Some("web".into()),
+            namespace: Some(namespace.into()),
+            uid: Some(uid.into()),
+            ..ObjectMeta::default()
+        }
+    }
+
     /// Pod `web` in `default` (uid `u1`) bound to this node, created at `t(0)`.
     pub fn pod(policy: &str, init: Vec<Container>, apps: Vec<Container>) -> Pod {
         Pod {
-            metadata: ObjectMeta {
-                name: Some("web".into()),
-                namespace: Some("default".into()),
-                uid: Some("u1".into()),
-                ..ObjectMeta::default()
-            },
+            metadata: web("default", "u1"),
             spec: Some(PodSpec {
                 restart_policy: Some(policy.into()),
                 init_containers: (!init.is_empty()).then_some(init),

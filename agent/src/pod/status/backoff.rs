@@ -75,16 +75,10 @@ mod tests {
     use berth_api::k8s_openapi::api::core::v1::{
         ContainerState, ContainerStateRunning, ContainerStateWaiting,
     };
-    use berth_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn pod() -> Pod {
         Pod {
-            metadata: ObjectMeta {
-                name: Some("web".into()),
-                namespace: Some("prod".into()),
-                uid: Some("u-1".into()),
-                ..Default::default()
-            },
+            metadata: crate::pod::model::fixtures::web("prod", "u-1"),
             ..Default::default()
         }
     }

@@ -16,6 +16,7 @@ use berth_tests::bench::{built, env_usize, warm_raw_namespace};
 use berth_tests::client::Req;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_pod};
 use berth_tests::stats::{Samples, megabytes};
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, secs};
 use serde_json::Value;
 
@@ -91,11 +92,7 @@ fn start_background(c: &Cluster, node: &str, n: usize) {
             .flatten()
             .filter(|p| p["status"]["phase"] == "Running")
             .count();
-        if running >= n {
-            Ok(())
-        } else {
-            Err(format!("{running} Running"))
-        }
+        ok_if(running >= n, format!("{running} Running"))
     });
 }
 

@@ -13,6 +13,7 @@
 //! meaningful figures).
 
 use berth_tests::stats::process_cpu;
+use berth_tests::wait::ok_if;
 use std::time::{Duration, Instant};
 
 use berth_tests::agent::agent_binary;
@@ -74,11 +75,7 @@ fn main() {
             .get("/apis/apps/v1/namespaces/default/deployments/idle")
             .and_then(|d| d.pointer("/status/readyReplicas").and_then(Value::as_u64))
             .unwrap_or(0);
-        if ready as usize == pods {
-            Ok(())
-        } else {
-            Err(ready)
-        }
+        ok_if(ready as usize == pods, ready)
     });
     let pid = c.agent(0).pid().expect("the agent runs");
     let node = c.node_name(0).to_string();

@@ -21,6 +21,7 @@
 //! meaningful figures).
 
 use berth_tests::stats::process_cpu;
+use berth_tests::wait::ok_if;
 use std::time::{Duration, Instant};
 
 use berth_tests::agent::agent_binary;
@@ -119,11 +120,7 @@ fn main() {
             .get("/apis/apps/v1/namespaces/default/deployments/idle")
             .and_then(|d| d.pointer("/status/readyReplicas").and_then(Value::as_u64))
             .unwrap_or(0);
-        if ready as usize == pods {
-            Ok(())
-        } else {
-            Err(ready)
-        }
+        ok_if(ready as usize == pods, ready)
     });
     let (base_agent, base_containerd) = phase(&mut c, "1h", settle, window);
     let base_evicted = evicted(&c);

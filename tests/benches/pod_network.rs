@@ -13,6 +13,7 @@ use std::process::{Child, Command, Stdio};
 use berth_tests::bench::env_usize;
 use berth_tests::host::require_tool;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_pod};
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, ClusterConfig, TestBedLayout, secs};
 use serde_json::Value;
 
@@ -143,11 +144,7 @@ fn main() {
                 .args(["ping", "-c", "1", "-W", "1", to_ip])
                 .output()
                 .map_err(|e| e.to_string())?;
-            if out.status.success() {
-                Ok(())
-            } else {
-                Err("no answer".to_string())
-            }
+            ok_if(out.status.success(), "no answer".to_string())
         });
         let pod_tput = throughput(&c, &pods[0].0, to_ns, to_ip, seconds);
         let pod_rtt = latency(&pods[0].0, to_ip);

@@ -15,6 +15,7 @@ use berth_tests::bench::{built, env_usize};
 use berth_tests::client::Req;
 use berth_tests::host::tool_ok;
 use berth_tests::stats::Samples;
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, secs};
 use serde_json::{Value, json};
 
@@ -103,11 +104,7 @@ fn measure(
         let start = Instant::now();
         let rule = format!("--to-destination {ip}:8080");
         c.wait_for(secs(60), "the changed endpoint in the nat table", || {
-            if nat_table().contains(&rule) {
-                Ok(())
-            } else {
-                Err("not yet")
-            }
+            ok_if(nat_table().contains(&rule), "not yet")
         });
         samples.push(start.elapsed());
     }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use berth_tests::pod_reading::phase;
 use berth_tests::pod_specs::nginx_pod;
 use berth_tests::stats::megabytes;
+use berth_tests::wait::ok_if;
 use berth_tests::{AgentOptions, Cluster, ClusterConfig, secs};
 use serde_json::{Value, json};
 
@@ -51,11 +52,7 @@ fn wait_rolled_out(c: &Cluster, replicas: usize) {
         let pods = c
             .get("/api/v1/namespaces/default/pods?labelSelector=app%3Dweb")
             .map_or(0, |l| l["items"].as_array().map_or(0, Vec::len));
-        if done && pods == replicas {
-            Ok(())
-        } else {
-            Err(format!("{s} pods={pods}"))
-        }
+        ok_if(done && pods == replicas, format!("{s} pods={pods}"))
     });
 }
 
@@ -115,11 +112,7 @@ fn main() {
             .flatten()
             .filter(|p| phase(p) == "Running")
             .count();
-        if running == replicas {
-            Ok(())
-        } else {
-            Err(format!("{running} running"))
-        }
+        ok_if(running == replicas, format!("{running} running"))
     });
     let bare = started.elapsed();
     c.kubectl().ok(&[

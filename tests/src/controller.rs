@@ -15,6 +15,7 @@ use tempfile::TempDir;
 use crate::api::Api;
 use crate::client::{Credentials, Endpoint, Req};
 use crate::process::{LogTail, wait_with_deadline};
+use crate::wait::ok_if;
 use crate::wait::{ensure_for_with, wait_for_with};
 
 /// How long a start may take before the test fails.
@@ -393,11 +394,7 @@ impl Controller {
             http2_only: false,
         };
         let reply = Api::new(endpoint, self.logs()).try_send(Req::get("/readyz"))?;
-        if reply.status == 200 {
-            Ok(())
-        } else {
-            Err(reply.describe())
-        }
+        ok_if(reply.status == 200, reply.describe())
     }
 
     /// `--datastore-endpoint URLS` when this controller keeps its state in etcd, else nothing.

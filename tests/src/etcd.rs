@@ -10,6 +10,7 @@ use tempfile::TempDir;
 
 use crate::host::{free_port, require_tool, unique_suffix};
 use crate::http::http_get;
+use crate::wait::ok_if;
 use crate::wait::wait_for_with;
 
 /// How long a member (or the cluster's quorum) may take to become healthy.
@@ -135,11 +136,10 @@ impl EtcdCluster {
             || tail.clone(),
             || {
                 let r = http_get("127.0.0.1", port, "/health")?;
-                if r.status == 200 && r.body.contains("true") {
-                    Ok(())
-                } else {
-                    Err(format!("{} {}", r.status, r.body))
-                }
+                ok_if(
+                    r.status == 200 && r.body.contains("true"),
+                    format!("{} {}", r.status, r.body),
+                )
             },
         );
     }

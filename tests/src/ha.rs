@@ -3,6 +3,7 @@
 //! `token`), the first one leading, and agents given all three as `--server`, the leader first.
 
 use crate::etcd::EtcdCluster;
+use crate::wait::ok_if;
 use crate::{AgentOptions, Cluster, ClusterConfig, Controller, secs};
 
 /// A cluster on `etcd` with `agents` agents and three controllers: the cluster's own (the
@@ -34,11 +35,10 @@ pub fn three_controllers(
     let third = Controller::start_joining(c.controller(), &args);
     // The first controller took the Lease before the others started.
     c.wait_for(secs(30), "the first controller to lead", || {
-        if c.controller().leads() && !second.leads() && !third.leads() {
-            Ok(())
-        } else {
-            Err("not (yet) the only leader")
-        }
+        ok_if(
+            c.controller().leads() && !second.leads() && !third.leads(),
+            "not (yet) the only leader",
+        )
     });
     let servers = [c.controller().url(), second.url(), third.url()].join(",");
     for _ in 0..agents {

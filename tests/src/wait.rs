@@ -84,6 +84,12 @@ pub fn ensure_for<O: Debug>(duration: Duration, what: &str, probe: impl FnMut() 
     ensure_for_with(duration, what, String::new, probe)
 }
 
+/// The tail of a probe: `Ok(())` when `holds`, else `Err(seen)` (what the probe saw, printed if
+/// the wait times out). `seen` is computed either way; keep it cheap.
+pub fn ok_if<O>(holds: bool, seen: O) -> Result<(), O> {
+    if holds { Ok(()) } else { Err(seen) }
+}
+
 /// Seconds as a `Duration`, for readable call sites: `wait_for(secs(10), ...)`.
 pub const fn secs(n: u64) -> Duration {
     Duration::from_secs(n)

@@ -11,6 +11,7 @@
 
 use berth_tests::pki::{presented_serial, write_kubeconfig};
 use berth_tests::pod_specs::{bound_pod, sh_container};
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, ClusterConfig, Kubectl};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -91,11 +92,7 @@ fn wait_running(k: &Kubectl, pod: &str, within: Duration) -> Duration {
     let start = Instant::now();
     berth_tests::wait::wait_for(within, &format!("pod {pod} Running"), || {
         let phase = k.run(&["get", "pod", pod, "-o", "jsonpath={.status.phase}"]);
-        if phase.stdout.trim() == "Running" {
-            Ok(())
-        } else {
-            Err(phase.stdout.clone())
-        }
+        ok_if(phase.stdout.trim() == "Running", phase.stdout.clone())
     });
     start.elapsed()
 }
@@ -371,11 +368,10 @@ fn restarts_reuse_a_valid_certificate_and_rejoin_after_expiry(
         Duration::from_secs(150),
         "the client certificate to expire",
         || {
-            if SystemTime::now() > expires + Duration::from_secs(1) {
-                Ok(())
-            } else {
-                Err(format!("{last} expires at {expires:?}"))
-            }
+            ok_if(
+                SystemTime::now() > expires + Duration::from_secs(1),
+                format!("{last} expires at {expires:?}"),
+            )
         },
     );
     c.restart_agent(0);
@@ -394,11 +390,7 @@ fn restarts_reuse_a_valid_certificate_and_rejoin_after_expiry(
         "kubectl exec through the rejoined agent",
         || {
             let run = k.run(&["exec", "steady", "--", "echo", "back"]);
-            if run.success() && run.stdout.trim() == "back" {
-                Ok(())
-            } else {
-                Err(run.describe())
-            }
+            ok_if(run.success() && run.stdout.trim() == "back", run.describe())
         },
     );
     assert_eq!(

@@ -8,6 +8,7 @@
 
 use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_container};
 use berth_tests::stats::Samples;
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, Req};
 use serde_json::{Value, json};
 use std::os::unix::fs::MetadataExt;
@@ -192,11 +193,10 @@ fn a_secret_volume_lives_in_memory_and_a_missing_secret_holds_the_pod() {
     let want = "MountVolume.SetUp failed for volume \"sec\" : secret \"creds\" not found";
     c.wait_for(START, "a FailedMount event for the missing secret", || {
         let events = c.event_lines("default", "holder");
-        if events.contains("FailedMount") && events.contains(want) {
-            Ok(())
-        } else {
-            Err(events)
-        }
+        ok_if(
+            events.contains("FailedMount") && events.contains(want),
+            events,
+        )
     });
     let pod = c.pod("default", "holder").expect("the pod");
     assert_eq!(pod["status"]["phase"], "Pending");
@@ -292,11 +292,7 @@ fn a_secret_volume_lives_in_memory_and_a_missing_secret_holds_the_pod() {
             .lines()
             .filter(|l| l.contains(&*dir.to_string_lossy()))
             .collect();
-        if left.is_empty() {
-            Ok(())
-        } else {
-            Err(left.join("\n"))
-        }
+        ok_if(left.is_empty(), left.join("\n"))
     });
 }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use berth_tests::pod_reading::{container_id, container_status, restart_count};
 use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_container, sh_pod};
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, secs};
 use serde_json::{Value, json};
 
@@ -138,11 +139,7 @@ fn a_containerd_restart_is_survived() {
         "a restart after the exit",
         |p| {
             let (_, restarts, _) = identity(p);
-            if restarts >= 1 {
-                Ok(())
-            } else {
-                Err(format!("restartCount {restarts}"))
-            }
+            ok_if(restarts >= 1, format!("restartCount {restarts}"))
         },
     );
 }

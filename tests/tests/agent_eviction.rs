@@ -11,6 +11,7 @@
 
 use berth_tests::fixtures::{Entry, RunConfig, write_layout};
 use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_container};
+use berth_tests::wait::ok_if;
 use berth_tests::{AgentOptions, Cluster, ClusterConfig, ensure_for, secs, wait_for};
 use serde_json::{Value, json};
 use std::io::Read as _;
@@ -75,11 +76,7 @@ fn wait_evicted(c: &Cluster, name: &str, prefix: &str, disruption: bool) -> Stri
     }
     wait_for(secs(30), "an Evicted event", || {
         let reasons = c.pod_event_reasons("default", name);
-        if reasons.iter().any(|r| r == "Evicted") {
-            Ok(())
-        } else {
-            Err(reasons)
-        }
+        ok_if(reasons.iter().any(|r| r == "Evicted"), reasons)
     });
     message
 }
@@ -142,11 +139,7 @@ fn a_besteffort_pod_eating_memory_is_evicted_and_a_guaranteed_one_stays() {
             condition(&nd, "MemoryPressure"),
             has_taint(&nd, "node.kubernetes.io/memory-pressure"),
         );
-        if seen == ("True".to_string(), true) {
-            Ok(())
-        } else {
-            Err(seen)
-        }
+        ok_if(seen == ("True".to_string(), true), seen)
     });
     let message = wait_evicted(
         &c,
@@ -166,11 +159,7 @@ fn a_besteffort_pod_eating_memory_is_evicted_and_a_guaranteed_one_stays() {
             condition(&nd, "MemoryPressure"),
             has_taint(&nd, "node.kubernetes.io/memory-pressure"),
         );
-        if seen == ("False".to_string(), false) {
-            Ok(())
-        } else {
-            Err(seen)
-        }
+        ok_if(seen == ("False".to_string(), false), seen)
     });
     let steady = c.pod("default", "steady").unwrap();
     assert_eq!(
@@ -309,11 +298,10 @@ fn a_pod_filling_the_node_filesystem_is_evicted_after_node_reclaim_and_its_empty
     let empty_dir = root.join("pods").join(&uid).join("volumes/empty-dir");
     wait_for(secs(30), "the emptyDir freed", || {
         let free = available(&fs);
-        if !empty_dir.exists() && free > 200 * MI {
-            Ok(())
-        } else {
-            Err((empty_dir.exists(), free / MI))
-        }
+        ok_if(
+            !empty_dir.exists() && free > 200 * MI,
+            (empty_dir.exists(), free / MI),
+        )
     });
     wait_for(secs(60), "DiskPressure=False", || {
         let s = condition(&node(&c), "DiskPressure");
@@ -394,10 +382,6 @@ fn pods_over_their_local_storage_limits_are_evicted_while_the_disk_has_room() {
     assert_eq!(condition(&node(&c), "DiskPressure"), "False");
     ensure_for(secs(6), "the pod within its limits keeps running", || {
         let p = c.pod("default", "within").unwrap();
-        if p["status"]["phase"] == "Running" {
-            Ok(())
-        } else {
-            Err(p["status"].clone())
-        }
+        ok_if(p["status"]["phase"] == "Running", p["status"].clone())
     });
 }

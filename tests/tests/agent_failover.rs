@@ -14,6 +14,7 @@ use berth_tests::host::free_port;
 use berth_tests::pod_reading::container_identity;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_pod};
 use berth_tests::relay::TcpRelay;
+use berth_tests::wait::ok_if;
 use berth_tests::{AgentOptions, Cluster, ClusterConfig, secs};
 
 const START: Duration = secs(90);
@@ -58,11 +59,7 @@ fn an_agent_fails_over_to_the_next_server_without_restarting_its_pods() {
         let switched = log
             .lines()
             .any(|l| l.contains("switching API server") && l.contains(&real));
-        if switched {
-            Ok(())
-        } else {
-            Err(relay_url.clone())
-        }
+        ok_if(switched, relay_url.clone())
     });
     // Its pod watch resumed on the new server: a pod created now starts.
     c.apply(&sh_pod("newcomer", &node, SLEEP_FOREVER));

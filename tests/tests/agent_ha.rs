@@ -17,6 +17,7 @@ use berth_tests::rollout::{
 };
 use berth_tests::secs;
 use berth_tests::seeds::seed;
+use berth_tests::wait::ok_if;
 
 const NS: &str = "default";
 const DEPLOY: &str = "nginx-deployment";
@@ -62,11 +63,10 @@ fn a_rollout_completes_across_a_leader_kill_while_agents_switch_servers_without_
     // The rollout has begun (the new ReplicaSet exists); kill the leader in its middle.
     sizes.wait_until(&c, secs(30), "a second ReplicaSet with a pod", |s| {
         let by_hash = s.by_hash();
-        if by_hash.iter().any(|(h, n)| *h != first_hash && *n > 0) {
-            Ok(())
-        } else {
-            Err(format!("{by_hash:?}"))
-        }
+        ok_if(
+            by_hash.iter().any(|(h, n)| *h != first_hash && *n > 0),
+            format!("{by_hash:?}"),
+        )
     });
     let mut old = c.replace_controller(second);
     let killed = Instant::now();
@@ -101,11 +101,10 @@ fn a_rollout_completes_across_a_leader_kill_while_agents_switch_servers_without_
     );
     pods.wait_until(&c, secs(90), "only the 3 new pods", |census| {
         let (total, mine) = (census.total(), census.of_hash(&new_hash));
-        if total.counted == 3 && mine.counted == 3 && mine.available == 3 {
-            Ok(())
-        } else {
-            Err("not yet".into())
-        }
+        ok_if(
+            total.counted == 3 && mine.counted == 3 && mine.available == 3,
+            "not yet".into(),
+        )
     });
     let pods = pods.finish();
     let sizes = sizes.finish();

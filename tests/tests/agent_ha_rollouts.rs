@@ -16,6 +16,7 @@ use berth_tests::api::Next;
 use berth_tests::etcd::EtcdCluster;
 use berth_tests::pod_specs::SLEEP_FOREVER;
 use berth_tests::rollout::{PodWatch, rolled_out};
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, Controller, Req, secs};
 use serde_json::{Value, json};
 
@@ -81,11 +82,7 @@ fn wait_done(c: &Cluster, api: &berth_tests::Api, timeout: Duration) {
             return Err(d.describe());
         }
         let d = d.json();
-        if rolled_out(&d) {
-            Ok(())
-        } else {
-            Err(d["status"].to_string())
-        }
+        ok_if(rolled_out(&d), d["status"].to_string())
     });
 }
 
@@ -99,11 +96,7 @@ fn wait_midway(c: &Cluster, pods: &PodWatch, first: &str) {
             .filter(|(h, _)| h.as_str() != first)
             .map(|(_, n)| n.counted)
             .sum();
-        if new >= 1 {
-            Ok(())
-        } else {
-            Err("no new pod yet".into())
-        }
+        ok_if(new >= 1, "no new pod yet".into())
     });
 }
 

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use berth_tests::objects::configmap;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container, sh_pod};
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, ClusterConfig, Credentials, RawTls, Req, secs};
 use serde_json::json;
 
@@ -82,11 +83,7 @@ fn two_hundred_unfinished_joins_leave_nodes_services_and_users_working() {
             .contains("up")
     };
     c.wait_for(secs(30), "the Service to answer", || {
-        if service_answers(&c) {
-            Ok(())
-        } else {
-            Err("no answer")
-        }
+        ok_if(service_answers(&c), "no answer")
     });
     let lease_path =
         format!("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{node}");

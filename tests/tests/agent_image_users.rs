@@ -12,6 +12,7 @@ use berth_tests::fixtures::{
     Entry, PATH_ENV, RunConfig, binary_with_libraries, busybox_layer, write_layout,
 };
 use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod};
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, secs};
 use serde_json::{Value, json};
 
@@ -258,10 +259,6 @@ fn a_redis_image_with_user_redis_runs_as_redis_and_answers_ping_through_a_servic
     let script = format!("printf 'PING\\r\\n' | nc -w 2 {ip} 6379");
     c.wait_for(secs(30), "+PONG through the Service", || {
         let r = c.exec("default", "client", None, &["sh", "-c", &script]);
-        if r.stdout.contains("+PONG") {
-            Ok(())
-        } else {
-            Err(r.describe())
-        }
+        ok_if(r.stdout.contains("+PONG"), r.describe())
     });
 }

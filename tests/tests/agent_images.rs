@@ -10,6 +10,7 @@ use std::time::Duration;
 use berth_tests::fixtures::{BUSYBOX, Kind, build_layout, tar_layout};
 use berth_tests::pod_reading::{container_status, waiting_reason};
 use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod};
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, secs};
 use serde_json::{Value, json};
 
@@ -40,11 +41,10 @@ fn a_missing_image_backs_off_until_it_is_pushed() {
             if let Some(r) = waiting_reason(cs) {
                 reasons.insert(r.to_string());
             }
-            if reasons.contains("ErrImagePull") && reasons.contains("ImagePullBackOff") {
-                Ok(())
-            } else {
-                Err(format!("waiting reasons so far {reasons:?}"))
-            }
+            ok_if(
+                reasons.contains("ErrImagePull") && reasons.contains("ImagePullBackOff"),
+                format!("waiting reasons so far {reasons:?}"),
+            )
         },
     );
     assert_eq!(
@@ -72,11 +72,10 @@ fn a_missing_image_backs_off_until_it_is_pushed() {
     c.wait_for_pod_ready("default", "late", secs(120));
     c.wait_for(secs(20), "Pulling and Pulled events", || {
         let events = c.pod_event_reasons("default", "late");
-        if events.iter().any(|r| r == "Pulling") && events.iter().any(|r| r == "Pulled") {
-            Ok(())
-        } else {
-            Err(events)
-        }
+        ok_if(
+            events.iter().any(|r| r == "Pulling") && events.iter().any(|r| r == "Pulled"),
+            events,
+        )
     });
 }
 

@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, Table, http_get, secs};
 
 fn binary(version: &str) -> PathBuf {
@@ -195,11 +196,7 @@ fn everyday(version: &str) {
     assert!(kn(&["describe", "pod", "shell"]).contains("Containers:"));
     c.wait_for(secs(30), "kubectl logs", || {
         let r = kn_run(&["logs", "shell"]);
-        if r.stdout.contains("hello-from-shell") {
-            Ok(())
-        } else {
-            Err(r.describe())
-        }
+        ok_if(r.stdout.contains("hello-from-shell"), r.describe())
     });
     assert!(kn(&["logs", "job/once"]).contains("job-ran"));
 

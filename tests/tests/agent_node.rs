@@ -9,6 +9,7 @@
 use berth_tests::client::Req;
 use berth_tests::pod_reading::{ipv4_in_cidr, time};
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_pod};
+use berth_tests::wait::ok_if;
 use berth_tests::{AgentOptions, Cluster, ClusterConfig, Table, secs};
 use serde_json::{Value, json};
 
@@ -286,11 +287,7 @@ fn a_restarted_agent_rejoins_with_its_own_secret_and_its_files_stay_private() {
                 return Err("no new certificate yet".to_string());
             }
             let wrong = wrong_modes(&paths);
-            if wrong.is_empty() {
-                Ok(())
-            } else {
-                Err(wrong.join("; "))
-            }
+            ok_if(wrong.is_empty(), wrong.join("; "))
         },
     );
     // The new credentials work, and the node keeps posting its status with them.

@@ -9,6 +9,7 @@
 
 use berth_tests::cluster::{AgentOptions, ClusterConfig};
 use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_container, sh_pod};
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, secs};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -306,11 +307,7 @@ fn a_fork_bomb_stops_at_the_pod_pid_limit_and_the_node_keeps_serving() {
         } else {
             now
         };
-        if now <= 100 && most <= 100 {
-            Ok(())
-        } else {
-            Err((now, most))
-        }
+        ok_if(now <= 100 && most <= 100, (now, most))
     });
 
     // The node still starts pods and runs exec in them.

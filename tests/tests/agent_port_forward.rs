@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use berth_tests::kubectl::assert_forwards;
 use berth_tests::pod_specs::sh_pod;
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, http_get, secs};
 
 const START: Duration = secs(90);
@@ -46,11 +47,10 @@ fn port_forward_reaches_the_pods_loopback_with_every_kubectl() {
     assert!(!matches!(http_get("127.0.0.1", port, "/"), Ok(r) if r.status == 200));
     c.wait_for(secs(20), "kubectl to report the refused connection", || {
         let d = forward.describe();
-        if d.contains("error forwarding port 9090 to pod web") && d.contains("connection refused") {
-            Ok(())
-        } else {
-            Err(d)
-        }
+        ok_if(
+            d.contains("error forwarding port 9090 to pod web") && d.contains("connection refused"),
+            d,
+        )
     });
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use berth_tests::pod_reading::{condition, container_status, last_terminated, restart_count};
 use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_container};
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, secs};
 use serde_json::{Value, json};
 
@@ -22,22 +23,20 @@ fn with_probe(mut container: Value, kind: &str, probe: Value) -> Value {
 fn restarted_with_events(c: &Cluster, pod: &str) {
     c.wait_pod("default", pod, REACT, "a restart", |p| {
         let cs = container_status(p, "main").ok_or("no status")?;
-        if restart_count(cs) >= 1 && last_terminated(cs).is_some() {
-            Ok(())
-        } else {
-            Err(format!("restartCount {}", restart_count(cs)))
-        }
+        ok_if(
+            restart_count(cs) >= 1 && last_terminated(cs).is_some(),
+            format!("restartCount {}", restart_count(cs)),
+        )
     });
     c.wait_for(
         REACT,
         &format!("Unhealthy and Killing events for {pod}"),
         || {
             let reasons = c.pod_event_reasons("default", pod);
-            if reasons.iter().any(|r| r == "Unhealthy") && reasons.iter().any(|r| r == "Killing") {
-                Ok(())
-            } else {
-                Err(reasons)
-            }
+            ok_if(
+                reasons.iter().any(|r| r == "Unhealthy") && reasons.iter().any(|r| r == "Killing"),
+                reasons,
+            )
         },
     );
 }
@@ -214,11 +213,10 @@ fn a_startup_probe_holds_liveness_back() {
         "running, not started",
         |p| {
             let cs = container_status(p, "main").ok_or("no status")?;
-            if cs["state"]["running"].is_object() && cs["started"] == false {
-                Ok(())
-            } else {
-                Err(format!("started={}", cs["started"]))
-            }
+            ok_if(
+                cs["state"]["running"].is_object() && cs["started"] == false,
+                format!("started={}", cs["started"]),
+            )
         },
     );
     c.ensure_for(
@@ -227,11 +225,10 @@ fn a_startup_probe_holds_liveness_back() {
         || {
             let p = c.pod("default", "slow-start").ok_or("gone")?;
             let cs = container_status(&p, "main").ok_or("no status")?;
-            if restart_count(cs) == 0 && cs["started"] == false {
-                Ok(())
-            } else {
-                Err("restarted or started")
-            }
+            ok_if(
+                restart_count(cs) == 0 && cs["started"] == false,
+                "restarted or started",
+            )
         },
     );
 

@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use berth_tests::pod_specs::{bound_pod, sh_container};
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, http_get, secs};
 use serde_json::json;
 
@@ -54,11 +55,7 @@ fn services_and_pods_proxy_reach_the_pods_page_with_rbac() {
     // The Endpoints list the ready pod shortly after it is ready.
     c.wait_for(secs(30), "the service proxy to answer", || {
         let r = k.run(&["get", "--raw", &format!("{svc}/")]);
-        if r.success() && r.stdout == "page-of-web-0\n" {
-            Ok(())
-        } else {
-            Err(r.describe())
-        }
+        ok_if(r.success() && r.stdout == "page-of-web-0\n", r.describe())
     });
     assert_eq!(
         k.ok(&["get", "--raw", &format!("{pod}/")]),
@@ -162,11 +159,7 @@ fn services_and_pods_proxy_reach_the_pods_page_with_rbac() {
     ]);
     c.wait_for(secs(10), "the user to read the Service", || {
         let r = k.run(&[&as_user[..], &["-n", &ns, "get", "service", "web"]].concat());
-        if r.success() {
-            Ok(())
-        } else {
-            Err(r.describe())
-        }
+        ok_if(r.success(), r.describe())
     });
     let refused = k.fails(&[&as_user[..], &["get", "--raw", &format!("{svc}/")]].concat());
     assert!(
@@ -194,11 +187,7 @@ fn services_and_pods_proxy_reach_the_pods_page_with_rbac() {
     ]);
     c.wait_for(secs(10), "the user to get through the proxy", || {
         let r = k.run(&[&as_user[..], &["get", "--raw", &format!("{svc}/")]].concat());
-        if r.success() && r.stdout == "page-of-web-0\n" {
-            Ok(())
-        } else {
-            Err(r.describe())
-        }
+        ok_if(r.success() && r.stdout == "page-of-web-0\n", r.describe())
     });
     let refused = k.fails(&[&as_user[..], &["get", "--raw", &format!("{pod}/")]].concat());
     assert!(

@@ -14,6 +14,7 @@ use berth_tests::host::{Tenancy, tool_ok, unique_suffix};
 use berth_tests::pod_reading::{container_id, container_status, is_ready, phase, restart_count};
 use berth_tests::pod_specs::sh_pod;
 use berth_tests::sweep::delete_link;
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, Controller, http_get, secs};
 use serde_json::Value;
 
@@ -347,11 +348,10 @@ fn an_agent_with_the_same_node_name_leaves_the_other_agents_netns_alone() {
     controller_b.wait_for(secs(60), "B's pod and its netns gone", || {
         let gone = api_b.get("/api/v1/namespaces/default/pods/twin").status == 404;
         let netns_left = Path::new("/var/run/netns").join(&twin_netns).exists();
-        if gone && !netns_left {
-            Ok(())
-        } else {
-            Err(format!("pod gone {gone}, netns left {netns_left}"))
-        }
+        ok_if(
+            gone && !netns_left,
+            format!("pod gone {gone}, netns left {netns_left}"),
+        )
     });
     served().unwrap_or_else(|e| panic!("{e}\n{}", c.logs().render()));
     b.kill9();

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use berth_tests::pod_reading::phase;
 use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_container};
+use berth_tests::wait::ok_if;
 use berth_tests::{AgentOptions, Cluster, ClusterConfig, secs};
 use serde_json::{Value, json};
 
@@ -228,11 +229,7 @@ fn sysctls_are_admitted_as_the_kubelet_admits_them_and_set_in_the_pod() {
     );
     c.ensure_for(secs(3), "the rejected pod stays Failed", || {
         let p = c.pod("default", "unsafe").expect("the pod");
-        if phase(&p) == "Failed" {
-            Ok(())
-        } else {
-            Err(phase(&p).to_string())
-        }
+        ok_if(phase(&p) == "Failed", phase(&p).to_string())
     });
 
     c.wait_for_pod_ready("default", "unsafe-allowed", START);

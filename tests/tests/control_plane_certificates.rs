@@ -14,6 +14,7 @@ use berth_tests::join::{request, token_secret};
 use berth_tests::pki::{
     client_cert_user, current_context, parse_kubeconfig, presented_serial, write_kubeconfig,
 };
+use berth_tests::wait::ok_if;
 use berth_tests::{Controller, Kubectl};
 use rcgen::{CertificateParams, DnType, KeyPair};
 use serde_json::Value;
@@ -400,11 +401,10 @@ fn the_serving_certificate_renews_in_place_under_an_open_watch() {
             {
                 serials.push(s);
             }
-            if serials.iter().collect::<BTreeSet<_>>().len() >= 3 {
-                Ok(())
-            } else {
-                Err(serials.clone())
-            }
+            ok_if(
+                serials.iter().collect::<BTreeSet<_>>().len() >= 3,
+                serials.clone(),
+            )
         },
     );
     // The watch opened at the start still delivers events: the open connection kept the

@@ -9,6 +9,7 @@ use std::time::Duration;
 use berth_tests::api::Next;
 use berth_tests::kubectl::{Kubectl, kubectl_from_pypi};
 use berth_tests::objects::{configmap, failure_status, rv};
+use berth_tests::wait::ok_if;
 use berth_tests::{Controller, Req};
 use serde_json::{Value, json};
 
@@ -312,11 +313,7 @@ fn reapplying_an_unchanged_statefulset_writes_nothing() {
             sts["status"]["observedGeneration"] == sts["metadata"]["generation"] && now == last;
         last = now;
         std::thread::sleep(Duration::from_millis(700)); // not ordering: sampling for a settled state
-        if settled {
-            Ok(())
-        } else {
-            Err(format!("{sts:#}"))
-        }
+        ok_if(settled, format!("{sts:#}"))
     });
     let before = api.get_ok(STS);
     let mut watch = api

@@ -7,6 +7,7 @@
 
 use berth_tests::host::unique_suffix;
 use berth_tests::join::{Attempt, refused, request, token_secret};
+use berth_tests::wait::ok_if;
 use berth_tests::{Controller, Credentials, Req, secs};
 use serde_json::json;
 
@@ -79,11 +80,10 @@ fn wait_audit(c: &Controller, name: &str, wanted: &[&str]) {
             .lines()
             .filter(|l| l.contains("berth::audit::join") && l.contains(name))
             .collect();
-        if audit.iter().any(|l| wanted.iter().all(|w| l.contains(w))) {
-            Ok(())
-        } else {
-            Err(format!("no line with {wanted:?} in\n{}", audit.join("\n")))
-        }
+        ok_if(
+            audit.iter().any(|l| wanted.iter().all(|w| l.contains(w))),
+            format!("no line with {wanted:?} in\n{}", audit.join("\n")),
+        )
     });
 }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use berth_tests::objects::{items, names};
 use berth_tests::seeds::seed;
+use berth_tests::wait::ok_if;
 use berth_tests::{Api, Controller, Req, secs};
 use serde_json::{Value, json};
 
@@ -311,11 +312,7 @@ fn delete_cascade_foreground_removes_the_dependents_before_the_owner() {
             let terminating = items(&list)
                 .iter()
                 .all(|p| p["metadata"]["deletionTimestamp"].is_string());
-            if left == [owned[0].clone()] && terminating {
-                Ok(())
-            } else {
-                Err(list)
-            }
+            ok_if(left == [owned[0].clone()] && terminating, list)
         },
     );
     c.ensure_for(
@@ -329,11 +326,7 @@ fn delete_cascade_foreground_removes_the_dependents_before_the_owner() {
                 && rs["metadata"]["finalizers"]
                     .as_array()
                     .is_some_and(|f| f.contains(&json!("foregroundDeletion")));
-            if waiting {
-                Ok(())
-            } else {
-                Err(reply.describe())
-            }
+            ok_if(waiting, reply.describe())
         },
     );
 
@@ -349,11 +342,7 @@ fn delete_cascade_foreground_removes_the_dependents_before_the_owner() {
         || {
             let left = names(&pods(&api));
             let rs = rs_status(&api);
-            if left.is_empty() && rs == 404 {
-                Ok(())
-            } else {
-                Err((left, rs))
-            }
+            ok_if(left.is_empty() && rs == 404, (left, rs))
         },
     );
 }

@@ -3,6 +3,7 @@
 //! the namespace itself.
 
 use berth_tests::Controller;
+use berth_tests::wait::ok_if;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -62,11 +63,10 @@ fn deleting_a_namespace_deletes_its_content_first() {
         || {
             let phase = c.kubectl_ok(&["get", "ns", "doomed", "-o", "jsonpath={.status.phase}"]);
             let deploys = c.kubectl_ok(&["get", "deploy", "-n", "doomed", "-o", "name"]);
-            if phase == "Terminating" && deploys.trim().is_empty() {
-                Ok(())
-            } else {
-                Err((phase, deploys))
-            }
+            ok_if(
+                phase == "Terminating" && deploys.trim().is_empty(),
+                (phase, deploys),
+            )
         },
     );
     let refused = c.kubectl().fails(&[
@@ -85,10 +85,6 @@ fn deleting_a_namespace_deletes_its_content_first() {
     finalizers("null");
     c.wait_for(WAIT, "the namespace is gone", || {
         let r = c.kubectl().run(&["get", "ns", "doomed"]);
-        if r.stderr.contains("NotFound") {
-            Ok(())
-        } else {
-            Err(r.describe())
-        }
+        ok_if(r.stderr.contains("NotFound"), r.describe())
     });
 }

@@ -4,6 +4,7 @@
 //! `kubectl auth can-i` / `auth whoami` / `--as` work as upstream's.
 
 use berth_tests::objects::{configmap, failure_status, namespace};
+use berth_tests::wait::ok_if;
 use berth_tests::{Api, Controller, Credentials, Kubectl, Req};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -174,11 +175,7 @@ fn service_account_tokens_authenticate_until_their_pod_is_gone() {
         || {
             let sa = admin.get("/api/v1/namespaces/team-a/serviceaccounts/default");
             let cm = admin.get("/api/v1/namespaces/team-a/configmaps/kube-root-ca.crt");
-            if sa.status == 200 && cm.status == 200 {
-                Ok(())
-            } else {
-                Err((sa.status, cm.status))
-            }
+            ok_if(sa.status == 200 && cm.status == 200, (sa.status, cm.status))
         },
     );
     let cm = admin.get_ok("/api/v1/namespaces/team-a/configmaps/kube-root-ca.crt");

@@ -9,6 +9,7 @@ use std::os::unix::fs::MetadataExt as _;
 
 use berth_tests::host::{require_tool, tool_ok};
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_pod};
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, ClusterConfig, Segment, TestBed, TestBedLayout, secs};
 use serde_json::Value;
 
@@ -80,11 +81,10 @@ fn agents_run_on_hosts_of_their_own_and_the_bed_goes_with_the_cluster() {
         "kubectl logs of the pod behind the router",
         || {
             let r = c.logs_of("default", "behind-router", None, &[]);
-            if r.success() && r.stdout.contains("hello from behind the router") {
-                Ok(())
-            } else {
-                Err(r.describe())
-            }
+            ok_if(
+                r.success() && r.stdout.contains("hello from behind the router"),
+                r.describe(),
+            )
         },
     );
 

@@ -8,6 +8,7 @@
 //! back and removes the firewall chain.
 
 use berth_tests::host::require_tool;
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, ClusterConfig, TestBedLayout, secs};
 use serde_json::{Value, json};
 
@@ -88,13 +89,7 @@ fn a_node_port_answers_on_localhost_unless_the_flag_turns_it_off() {
     for port in &ports {
         let url = format!("http://127.0.0.1:{port}/");
         c.wait_for(secs(30), &format!("{url} on host {ON}"), || {
-            fetch_on_host(&c, ON, &url).and_then(|body| {
-                if names.contains(&body) {
-                    Ok(())
-                } else {
-                    Err(body)
-                }
-            })
+            fetch_on_host(&c, ON, &url).and_then(|body| ok_if(names.contains(&body), body))
         });
     }
     assert_eq!(route_localnet(&c, ON), "1");

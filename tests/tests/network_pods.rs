@@ -17,6 +17,7 @@ use std::process::{Child, Command, Stdio};
 
 use berth_tests::host::{free_port_on, require_tool};
 use berth_tests::pod_reading::is_ready;
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, ClusterConfig, TestBedLayout, secs};
 use serde_json::{Value, json};
 
@@ -280,11 +281,7 @@ fn routes_come_back_and_an_agent_restart_keeps_traffic_flowing() {
     host_ip(&c, 1, &["route", "flush", "proto", "98"]);
     c.wait_for(secs(10), "host 1's routes back", || {
         let now = agent_routes(&c, 1);
-        if now == before {
-            Ok(())
-        } else {
-            Err(format!("{now:#?}"))
-        }
+        ok_if(now == before, format!("{now:#?}"))
     });
 
     // Cut off and reconnected: traffic flows again, nothing doubled.
@@ -455,11 +452,7 @@ fn a_service_answers_from_every_host_with_pods_on_other_hosts() {
             }
             all.sort();
             all.dedup();
-            if all == names {
-                Ok(())
-            } else {
-                Err(format!("{all:?}"))
-            }
+            ok_if(all == names, format!("{all:?}"))
         },
     );
 
@@ -468,11 +461,7 @@ fn a_service_answers_from_every_host_with_pods_on_other_hosts() {
         for name in ["web.default", "web.default.svc.cluster.local"] {
             c.wait_for(secs(10), &format!("{name} from host {i}"), || {
                 let got = fetch(&c, &format!("client-{i}"), &format!("http://{name}/"))?;
-                if names.contains(&got.trim().to_string()) {
-                    Ok(())
-                } else {
-                    Err(got)
-                }
+                ok_if(names.contains(&got.trim().to_string()), got)
             });
         }
     }
@@ -487,11 +476,7 @@ fn a_service_answers_from_every_host_with_pods_on_other_hosts() {
                 "for i in $(seq 20); do timeout 2 wget -qO- http://{cluster_ip}/; done; true"
             );
             let out = c.exec_ok("default", &own, None, &["sh", "-c", &script]);
-            if out.lines().any(|l| l.trim() == own) {
-                Ok(())
-            } else {
-                Err(out)
-            }
+            ok_if(out.lines().any(|l| l.trim() == own), out)
         },
     );
 
@@ -501,11 +486,10 @@ fn a_service_answers_from_every_host_with_pods_on_other_hosts() {
         let busybox = require_tool("busybox").to_string_lossy().into_owned();
         c.wait_for(secs(10), &format!("NodePort on host {i}"), || {
             let r = berth_tests::host::tool("timeout", &["3", &busybox, "wget", "-qO-", &url]);
-            if r.success() && names.contains(&r.stdout.trim().to_string()) {
-                Ok(())
-            } else {
-                Err(r.describe())
-            }
+            ok_if(
+                r.success() && names.contains(&r.stdout.trim().to_string()),
+                r.describe(),
+            )
         });
     }
 
@@ -521,11 +505,7 @@ fn a_service_answers_from_every_host_with_pods_on_other_hosts() {
         let mut got = answers(&c, 0, 10);
         got.sort();
         got.dedup();
-        if got.len() == 1 {
-            Ok(())
-        } else {
-            Err(format!("{got:?}"))
-        }
+        ok_if(got.len() == 1, format!("{got:?}"))
     });
     c.kubectl().ok(&[
         "patch",
@@ -555,10 +535,6 @@ fn a_service_answers_from_every_host_with_pods_on_other_hosts() {
         let mut got = answers(&c, 1, 10);
         got.sort();
         got.dedup();
-        if got == [left.clone()] {
-            Ok(())
-        } else {
-            Err(format!("{got:?}"))
-        }
+        ok_if(got == [left.clone()], format!("{got:?}"))
     });
 }

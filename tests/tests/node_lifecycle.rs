@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use berth_tests::objects::{nginx_daemon_set, taint_keys};
 use berth_tests::pod_reading::{container_id, container_status, is_ready, restart_count};
+use berth_tests::wait::ok_if;
 use berth_tests::{AgentOptions, Cluster, ClusterConfig, secs};
 use jiff::Timestamp;
 use serde_json::{Value, json};
@@ -398,11 +399,7 @@ fn a_disk_pressure_threshold_above_the_free_space_taints_the_node_until_the_agen
     );
     c.ensure_for(secs(3), "the pod stays unbound", || {
         let p = c.pod(NS, "wants-the-disk").ok_or("gone")?;
-        if p["spec"]["nodeName"].is_null() {
-            Ok(())
-        } else {
-            Err(format!("bound: {p:#}"))
-        }
+        ok_if(p["spec"]["nodeName"].is_null(), format!("bound: {p:#}"))
     });
 
     // The kubelet's defaults (imagefs.available<15% the strictest) if the disk allows them.

@@ -10,6 +10,7 @@ use std::path::Path;
 use berth_tests::kinds::HPA_COLUMNS;
 use berth_tests::pod_specs::sh_container;
 use berth_tests::seeds::SEED_HPA;
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, ClusterConfig, Table, secs};
 use serde_json::{Value, json};
 
@@ -139,11 +140,10 @@ fn a_busy_deployment_is_scaled_up_to_the_maximum_and_back_to_the_minimum_when_id
     );
     c.wait_for(secs(60), "the scale-down's event", || {
         let d = k.ok(&["describe", "hpa", "burner"]);
-        if d.contains("New size: 2; reason: All metrics below target") {
-            Ok(())
-        } else {
-            Err(d)
-        }
+        ok_if(
+            d.contains("New size: 2; reason: All metrics below target"),
+            d,
+        )
     });
 }
 

@@ -15,6 +15,7 @@
 //! parser takes them) to see several runs in seconds rather than minutes.
 
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container};
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, Controller, secs};
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
@@ -179,11 +180,7 @@ mod clock {
             .collect();
         c.wait_for(secs(20), "a SuccessfulCreate event per Job", || {
             let created = events(get(&c), "hello", "SuccessfulCreate");
-            if wanted.iter().all(|w| created.contains(w)) {
-                Ok(())
-            } else {
-                Err(created)
-            }
+            ok_if(wanted.iter().all(|w| created.contains(w)), created)
         });
         let last = jobs
             .last()
@@ -284,11 +281,7 @@ mod clock {
         // Across the next minute boundary and a little beyond.
         c.ensure_for(secs(50), "no Job while suspended", || {
             let jobs = jobs_of(get(&c), "sleepy");
-            if jobs.is_empty() {
-                Ok(())
-            } else {
-                Err(jobs.iter().map(name).collect::<Vec<_>>())
-            }
+            ok_if(jobs.is_empty(), jobs.iter().map(name).collect::<Vec<_>>())
         });
         let out = c.kubectl_ok(&["get", "cronjob", "sleepy"]);
         assert!(out.contains("True"), "{out}");
@@ -492,11 +485,7 @@ mod with_jobs {
         });
         c.wait_for(secs(60), "the first Job replaced", || {
             let names: Vec<String> = jobs_of(get(&c), "replace").iter().map(name).collect();
-            if names.len() == 1 && names[0] != name(&first) {
-                Ok(())
-            } else {
-                Err(names)
-            }
+            ok_if(names.len() == 1 && names[0] != name(&first), names)
         });
         let deleted = events(get(&c), "replace", "SuccessfulDelete");
         assert!(
@@ -538,11 +527,7 @@ mod with_jobs {
         c.wait_for(secs(150), "a scheduled run of each seen finished", || {
             let ok = events(get(&c), "ok", "SawCompletedJob").len();
             let bad = events(get(&c), "bad", "SawCompletedJob").len();
-            if ok >= 1 && bad >= 1 {
-                Ok(())
-            } else {
-                Err((ok, bad))
-            }
+            ok_if(ok >= 1 && bad >= 1, (ok, bad))
         });
         c.wait_for(secs(30), "history trimmed", || {
             let ok: Vec<Value> = jobs_of(get(&c), "ok")
@@ -554,11 +539,10 @@ mod with_jobs {
                 .filter(|j| finished(j, "Failed"))
                 .collect();
             let deleted = ["ok", "bad"].map(|cj| events(get(&c), cj, "SuccessfulDelete").len());
-            if ok.len() == 3 && bad.len() == 1 && deleted.iter().all(|d| *d > 0) {
-                Ok(())
-            } else {
-                Err((ok.len(), bad.len(), deleted))
-            }
+            ok_if(
+                ok.len() == 3 && bad.len() == 1 && deleted.iter().all(|d| *d > 0),
+                (ok.len(), bad.len(), deleted),
+            )
         });
         let ok = c
             .get("/apis/batch/v1/namespaces/default/cronjobs/ok")

@@ -21,6 +21,7 @@ use berth_tests::rollout::output;
 use berth_tests::rollout::tally::Timeline;
 use berth_tests::rollout::{DaemonPodWatch, Watcher};
 use berth_tests::seeds::seed;
+use berth_tests::wait::ok_if;
 use berth_tests::{AgentOptions, Cluster, Table, secs};
 use serde_json::{Value, json};
 
@@ -301,11 +302,7 @@ fn the_seed_daemon_set_runs_everywhere_and_pods_follow_labels_taints_cordons_and
             .iter()
             .map(|p| &p["metadata"]["ownerReferences"][0]["uid"])
             .collect();
-        if owners == [&ds["metadata"]["uid"]] {
-            Ok(())
-        } else {
-            Err(format!("{owners:?}"))
-        }
+        ok_if(owners == [&ds["metadata"]["uid"]], format!("{owners:?}"))
     });
     let after: Vec<String> = wait_ready_on(&c, NS, sel, &[b])
         .iter()

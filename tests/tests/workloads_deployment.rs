@@ -32,6 +32,7 @@ use berth_tests::rollout::{
     spec_replicas, state, wait_deployment, wait_rolled_out,
 };
 use berth_tests::seeds::seed;
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, Table, http_get, secs};
 use serde_json::{Value, json};
 
@@ -64,11 +65,10 @@ fn rollout_status(c: &Cluster) -> String {
 fn only(census: &Census, hash: &str, n: usize) -> Result<(), String> {
     let total = census.total();
     let mine = census.of_hash(hash);
-    if total.counted == n && mine.counted == n && mine.available == n {
-        Ok(())
-    } else {
-        Err(format!("want only {n} available pods of {hash}"))
-    }
+    ok_if(
+        total.counted == n && mine.counted == n && mine.available == n,
+        format!("want only {n} available pods of {hash}"),
+    )
 }
 
 /// A ReplicaSet-size watch and a pod watch on one selector, the sizes started first so each
@@ -706,11 +706,10 @@ fn pause_batches_two_changes_into_one_replicaset_and_scaling_mid_rollout_is_prop
         |d, _| {
             let st = &d["status"];
             let n = |k: &str| st[k].as_i64().unwrap_or(0);
-            if n("readyReplicas") == 5 && n("availableReplicas") == 5 && n("updatedReplicas") == 3 {
-                Ok(())
-            } else {
-                Err(format!("status {st}"))
-            }
+            ok_if(
+                n("readyReplicas") == 5 && n("availableReplicas") == 5 && n("updatedReplicas") == 3,
+                format!("status {st}"),
+            )
         },
     );
     let out = c.kubectl().ok(&["get", "deployments"]);

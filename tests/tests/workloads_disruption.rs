@@ -16,6 +16,7 @@ use std::sync::{Arc, Barrier};
 use berth_tests::objects::nginx_daemon_set;
 use berth_tests::pod_reading::is_ready;
 use berth_tests::rollout::PodWatch;
+use berth_tests::wait::ok_if;
 use berth_tests::{Api, Cluster, Credentials, Req, Table, secs};
 use serde_json::{Value, json};
 
@@ -258,11 +259,7 @@ fn wait_taint(c: &Cluster, node: &str, present: bool) {
         &format!("{node}'s unschedulable taint present: {present}"),
         || {
             let keys = taint_keys(c, node);
-            if keys.contains(&unschedulable) == present {
-                Ok(())
-            } else {
-                Err(keys)
-            }
+            ok_if(keys.contains(&unschedulable) == present, keys)
         },
     );
 }

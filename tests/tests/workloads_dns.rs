@@ -9,6 +9,7 @@
 //! resolver's verdict; a deleted Service's name is gone within a few seconds.
 
 use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_pod};
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, secs};
 use serde_json::{Value, json};
 
@@ -154,11 +155,7 @@ fn pods_resolve_services_and_stateful_names_through_the_agents_dns() {
             "busybox",
             &["nslookup", "kubernetes.default.svc.cluster.local", &gateway],
         );
-        if answers(&r.stdout) == [kubernetes.clone()] {
-            Ok(())
-        } else {
-            Err(r.describe())
-        }
+        ok_if(answers(&r.stdout) == [kubernetes.clone()], r.describe())
     });
     let bridge = on_host(
         "ip",

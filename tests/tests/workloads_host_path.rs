@@ -15,6 +15,7 @@ use berth_tests::Cluster;
 use berth_tests::fixtures::NGINX_1_14_2;
 use berth_tests::pod_reading::is_ready;
 use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_container};
+use berth_tests::wait::ok_if;
 use serde_json::{Value, json};
 
 const START: Duration = Duration::from_secs(90);
@@ -246,11 +247,7 @@ fn typed_host_paths_are_made_or_checked_and_a_failed_check_is_a_failed_mount() {
     );
     c.wait_for(REACT, "the FailedMount event", || {
         let seen = failed_mounts(&c, "checked");
-        if seen.contains(&want) {
-            Ok(())
-        } else {
-            Err(seen)
-        }
+        ok_if(seen.contains(&want), seen)
     });
     // The event and the status are two writes: wait for the status to catch up.
     c.wait_for(REACT, "the checked pod's ContainerCreating status", || {
@@ -259,11 +256,10 @@ fn typed_host_paths_are_made_or_checked_and_a_failed_check_is_a_failed_mount() {
             .unwrap_or_default();
         let status = &pod["status"];
         let waiting = &status["containerStatuses"][0]["state"]["waiting"]["reason"];
-        if status["phase"] == "Pending" && waiting == "ContainerCreating" {
-            Ok(())
-        } else {
-            Err(status.clone())
-        }
+        ok_if(
+            status["phase"] == "Pending" && waiting == "ContainerCreating",
+            status.clone(),
+        )
     });
     let out = c.kubectl().ok(&["describe", "pod", "checked"]);
     assert!(
@@ -285,11 +281,7 @@ fn typed_host_paths_are_made_or_checked_and_a_failed_check_is_a_failed_mount() {
     );
     c.wait_for(REACT, "the socket check's FailedMount", || {
         let seen = failed_mounts(&c, "socket");
-        if seen.contains(&want) {
-            Ok(())
-        } else {
-            Err(seen)
-        }
+        ok_if(seen.contains(&want), seen)
     });
     drop(c);
 }
@@ -375,11 +367,7 @@ fn host_to_container_mounts_see_later_host_mounts_and_need_a_propagating_source(
         "the host's later mount inside the HostToContainer pod",
         || {
             let got = read("slave");
-            if got == "from the host" {
-                Ok(())
-            } else {
-                Err(got)
-            }
+            ok_if(got == "from the host", got)
         },
     );
     assert_eq!(

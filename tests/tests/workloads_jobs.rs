@@ -21,6 +21,7 @@ use berth_tests::fixtures::{BASH_5, PERL_5_34_0, pi_digits};
 use berth_tests::objects::merge;
 use berth_tests::pod_reading::{phase, terminated};
 use berth_tests::seeds::seed;
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, Req, Table, secs};
 use jiff::Timestamp;
 use serde_json::{Value, json};
@@ -253,11 +254,7 @@ fn the_seed_pi_job_and_the_parallel_patterns_run_to_completion() {
                 .iter()
                 .all(|p| p["metadata"]["ownerReferences"].is_null() && !tracked(p));
         let gone = get_job(&c, "fixed").is_none() && pods_of(&c, "pi").is_empty();
-        if orphaned && gone {
-            Ok(())
-        } else {
-            Err(format!("{fixed:#?}"))
-        }
+        ok_if(orphaned && gone, format!("{fixed:#?}"))
     });
 }
 
@@ -513,11 +510,10 @@ fn a_controller_killed_mid_job_counts_each_pod_once_and_the_ttl_cleans_up() {
     let j = wait_condition(&c, "pi-with-ttl", "Complete", RUN);
     let done = time(&condition(&j, "Complete").unwrap()["lastTransitionTime"]);
     c.wait_for(secs(30), "pi-with-ttl and its pod deleted", || {
-        if get_job(&c, "pi-with-ttl").is_none() && pods_of(&c, "pi-with-ttl").is_empty() {
-            Ok(())
-        } else {
-            Err("still there")
-        }
+        ok_if(
+            get_job(&c, "pi-with-ttl").is_none() && pods_of(&c, "pi-with-ttl").is_empty(),
+            "still there",
+        )
     });
     let after = Timestamp::now().duration_since(done).as_secs_f64();
     assert!(
@@ -528,11 +524,10 @@ fn a_controller_killed_mid_job_counts_each_pod_once_and_the_ttl_cleans_up() {
     // Acceptance 3: SIGKILL while the Job runs, then start again.
     c.wait_for(RUN, "five completions", || {
         let j = get_job(&c, "crash").ok_or("no Job")?;
-        if j["status"]["succeeded"].as_i64().unwrap_or(0) >= 5 {
-            Ok(())
-        } else {
-            Err(j["status"].to_string())
-        }
+        ok_if(
+            j["status"]["succeeded"].as_i64().unwrap_or(0) >= 5,
+            j["status"].to_string(),
+        )
     });
     c.controller_mut().kill9();
     c.controller_mut().restart();

@@ -13,6 +13,7 @@
 
 use berth_tests::pod_reading::{phase, unschedulable_message};
 use berth_tests::pod_specs::sh_container;
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, Table, secs};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -312,11 +313,10 @@ fn of_two_candidate_nodes_the_one_whose_victims_violate_no_budget_is_chosen() {
                 "/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets/guarded"
             ))
             .ok_or("no budget")?;
-        if b["status"]["currentHealthy"] == 2 && b["status"]["disruptionsAllowed"] == 0 {
-            Ok(())
-        } else {
-            Err(format!("{}", b["status"]))
-        }
+        ok_if(
+            b["status"]["currentHealthy"] == 2 && b["status"]["disruptionsAllowed"] == 0,
+            format!("{}", b["status"]),
+        )
     });
     c.apply(&pod("urgent", spec("high", half_a.min(half_b), None)));
     let node = c.wait_pod(NS, "urgent", secs(90), "urgent Running", |p| {
@@ -364,11 +364,7 @@ fn never_and_equal_priority_wait_while_a_system_node_critical_daemon_pod_preempt
             .filter(|p| !terminating(p))
             .map(name)
             .collect();
-        if now == filler {
-            Ok(())
-        } else {
-            Err(format!("{now:?}"))
-        }
+        ok_if(now == filler, format!("{now:?}"))
     });
 
     // A node-critical daemon pod takes a quarter by preempting one filler pod.

@@ -5,6 +5,7 @@
 
 use berth_tests::pod_reading::phase;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container};
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, secs};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -176,18 +177,16 @@ fn a_replicaset_adopts_releases_replaces_and_orphans_its_pods() {
     c.wait_for(REACT, "orphaned pods without owner references", || {
         let pods = frontend_pods(&c);
         let names: Vec<String> = pods.iter().map(name).collect();
-        if names.len() == 2 && pods.iter().all(|p| controller_uid(p).is_none()) {
-            Ok(())
-        } else {
-            Err(format!("{names:?}"))
-        }
+        ok_if(
+            names.len() == 2 && pods.iter().all(|p| controller_uid(p).is_none()),
+            format!("{names:?}"),
+        )
     });
     c.ensure_for(secs(3), "the orphaned pods keep running", || {
         let pods = frontend_pods(&c);
-        if pods.len() == 2 && pods.iter().all(|p| phase(p) == "Running") {
-            Ok(())
-        } else {
-            Err(pods.iter().map(name).collect::<Vec<_>>())
-        }
+        ok_if(
+            pods.len() == 2 && pods.iter().all(|p| phase(p) == "Running"),
+            pods.iter().map(name).collect::<Vec<_>>(),
+        )
     });
 }

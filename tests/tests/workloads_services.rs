@@ -8,6 +8,7 @@
 //! Service exists gets the kubelet's service variables.
 
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container, sh_pod};
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, Table, secs};
 use serde_json::{Value, json};
 
@@ -165,11 +166,7 @@ fn a_services_endpoints_follow_its_pods_readiness_and_scale() {
     sorted_names.sort();
     c.wait_for(secs(10), "both pods answering on the cluster IP", || {
         let seen = answering(&c, &ip);
-        if seen == sorted_names {
-            Ok(())
-        } else {
-            Err(format!("{seen:?}"))
-        }
+        ok_if(seen == sorted_names, format!("{seen:?}"))
     });
     for line in [
         format!("WEB_SERVICE_HOST={ip}"),
@@ -209,11 +206,7 @@ fn a_services_endpoints_follow_its_pods_readiness_and_scale() {
     let still_ready = pods[1].0.clone();
     c.wait_for(secs(5), "only the ready pod answering", || {
         let seen = answering(&c, &ip);
-        if seen == [still_ready.clone()] {
-            Ok(())
-        } else {
-            Err(format!("{seen:?}"))
-        }
+        ok_if(seen == [still_ready.clone()], format!("{seen:?}"))
     });
 
     // Scaled to one: one ready endpoint is left.
@@ -222,19 +215,14 @@ fn a_services_endpoints_follow_its_pods_readiness_and_scale() {
     c.wait_for(secs(60), "one endpoint left", || {
         let s = slice(&c)?;
         let left = endpoints(&s);
-        if left.len() == 1 && left[0].1 {
-            Ok(())
-        } else {
-            Err(format!("{left:?}"))
-        }
+        ok_if(left.len() == 1 && left[0].1, format!("{left:?}"))
     });
     c.wait_for(secs(5), "only the remaining pod answering", || {
         let remaining: Vec<String> = web_pods(&c).into_iter().map(|(n, _)| n).collect();
         let seen = answering(&c, &ip);
-        if seen.len() == 1 && remaining.contains(&seen[0]) {
-            Ok(())
-        } else {
-            Err(format!("{seen:?} of {remaining:?}"))
-        }
+        ok_if(
+            seen.len() == 1 && remaining.contains(&seen[0]),
+            format!("{seen:?} of {remaining:?}"),
+        )
     });
 }

@@ -26,6 +26,7 @@ use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container, sh_pod};
 use berth_tests::rollout::Watcher;
 use berth_tests::rollout::ordinals::{arrivals, departures};
 use berth_tests::seeds::seed;
+use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, secs};
 use serde_json::{Value, json};
 
@@ -189,11 +190,10 @@ fn wait_claim_gone(c: &Cluster, claim_name: &str, pv: &Value) {
                 volume(c, &pv_name).is_some(),
                 dir.exists(),
             );
-            if left == (false, false, false) {
-                Ok(())
-            } else {
-                Err(format!("claim, volume, directory left: {left:?}"))
-            }
+            ok_if(
+                left == (false, false, false),
+                format!("claim, volume, directory left: {left:?}"),
+            )
         },
     );
 }
@@ -285,11 +285,7 @@ fn the_seed_web_runs_in_order_with_claims_on_its_nodes_stable_names_and_data() {
                 "web-0.nginx.default.svc.cluster.local",
             ],
         );
-        if r.stdout.contains(&web0_ip) {
-            Ok(())
-        } else {
-            Err(r.describe())
-        }
+        ok_if(r.stdout.contains(&web0_ip), r.describe())
     });
 
     // Stable storage: web-1's data outlives web-1.
@@ -386,11 +382,7 @@ fn scaling_is_ordered_keeps_claims_and_when_scaled_delete_removes_them() {
     // the earlier ones finish first.
     c.wait_for(secs(30), "db-2..4 gone, not only terminating", || {
         let all = names(&list(&c, &format!("{PODS}?labelSelector=app%3Ddb")));
-        if all.len() == 2 {
-            Ok(())
-        } else {
-            Err(format!("{all:?}"))
-        }
+        ok_if(all.len() == 2, format!("{all:?}"))
     });
     patch(
         &c,
@@ -448,11 +440,10 @@ fn rolling_updates_partition_forced_rollback_on_delete_history_and_undo() {
     }
     c.wait_for(secs(30), "the update revision current", || {
         let s = set_status(&c, "web");
-        if s["currentRevision"] == second.as_str() && s["updatedReplicas"] == 3 {
-            Ok(())
-        } else {
-            Err(format!("{s}"))
-        }
+        ok_if(
+            s["currentRevision"] == second.as_str() && s["updatedReplicas"] == 3,
+            format!("{s}"),
+        )
     });
 
     // partition: 2 updates web-2 only.

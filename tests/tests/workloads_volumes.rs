@@ -7,6 +7,7 @@
 
 use berth_tests::Cluster;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container};
+use berth_tests::wait::ok_if;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -184,11 +185,10 @@ fn a_static_host_path_volume_binds_a_waiting_claim_with_sub_path_and_read_only_m
         .ok(&["delete", "pvc", "static", "--wait=true", "--timeout=60s"]);
     c.wait_for(REACT, "the volume Released, its data kept", || {
         let pv = c.get("/api/v1/persistentvolumes/static-pv").ok_or("gone")?;
-        if pv["status"]["phase"] == "Released" {
-            Ok(())
-        } else {
-            Err(format!("{}", pv["status"]))
-        }
+        ok_if(
+            pv["status"]["phase"] == "Released",
+            format!("{}", pv["status"]),
+        )
     });
     assert!(
         dir.path().join("part").join("file").exists(),

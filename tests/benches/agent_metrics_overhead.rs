@@ -39,21 +39,11 @@ fn kb(pid: u32, field: &str) -> u64 {
 }
 
 fn deployment(replicas: usize) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "idle", "namespace": "default"},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": "idle"}},
-            "template": {
-                "metadata": {"labels": {"app": "idle"}},
-                "spec": {
-                    "terminationGracePeriodSeconds": 1,
-                    "containers": [sh_container("main", SLEEP_FOREVER)],
-                },
-            },
-        },
-    })
+    let spec = json!({
+        "terminationGracePeriodSeconds": 1,
+        "containers": [sh_container("main", SLEEP_FOREVER)],
+    });
+    berth_tests::objects::deployment("idle", replicas, spec)
 }
 
 fn main() {

@@ -45,22 +45,12 @@ fn deployment(replicas: usize, limited: bool) -> Value {
     } else {
         json!({"name": "scratch", "emptyDir": {}})
     };
-    json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "idle", "namespace": "default"},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": "idle"}},
-            "template": {
-                "metadata": {"labels": {"app": "idle"}},
-                "spec": {
-                    "terminationGracePeriodSeconds": 1,
-                    "containers": [sh_container("main", SLEEP_FOREVER)],
-                    "volumes": [scratch],
-                },
-            },
-        },
-    })
+    let spec = json!({
+        "terminationGracePeriodSeconds": 1,
+        "containers": [sh_container("main", SLEEP_FOREVER)],
+        "volumes": [scratch],
+    });
+    berth_tests::objects::deployment("idle", replicas, spec)
 }
 
 /// CPU of the agent and of containerd over `window`, as % of a core, with the agent restarted

@@ -17,23 +17,12 @@ use serde_json::{Value, json};
 const DEADLINE: Duration = secs(900);
 
 fn deployment(replicas: usize) -> Value {
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "web"},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {
-                    "terminationGracePeriodSeconds": 5,
-                    "containers": [{"name": "nginx", "image": "nginx:1.14.2",
-                        "ports": [{"containerPort": 80}]}],
-                },
-            },
-        },
-    })
+    let spec = json!({
+        "terminationGracePeriodSeconds": 5,
+        "containers": [{"name": "nginx", "image": "nginx:1.14.2",
+            "ports": [{"containerPort": 80}]}],
+    });
+    berth_tests::objects::deployment("web", replicas, spec)
 }
 
 /// Waits until the Deployment's rollout is complete at `replicas` as `kubectl rollout status`

@@ -41,28 +41,26 @@ def main():
     api = client.CoreV1Api()
     mark("configured")
 
-    pf = portforward(
-        api.connect_get_namespaced_pod_portforward,
-        a.pod,
-        a.namespace,
-        ports=str(a.port),
-    )
-    s = pf.socket(a.port)
-    s.settimeout(20)
+    def forward(port):
+        """A port-forward of the pod's `port` and its socket (20 s timeout)."""
+        pf = portforward(
+            api.connect_get_namespaced_pod_portforward,
+            a.pod,
+            a.namespace,
+            ports=str(port),
+        )
+        s = pf.socket(port)
+        s.settimeout(20)
+        return pf, s
+
+    pf, s = forward(a.port)
     s.sendall(b"GET / HTTP/1.0\r\nHost: pod\r\n\r\n")
     answer = read_all(s).decode(errors="replace")
     s.close()
     mark("first answer read")
     body = answer.split("\r\n\r\n", 1)[1] if "\r\n\r\n" in answer else answer
 
-    pf = portforward(
-        api.connect_get_namespaced_pod_portforward,
-        a.pod,
-        a.namespace,
-        ports=str(a.closed_port),
-    )
-    s = pf.socket(a.closed_port)
-    s.settimeout(20)
+    pf, s = forward(a.closed_port)
     try:
         s.sendall(b"GET / HTTP/1.0\r\n\r\n")
         read_all(s)

@@ -103,6 +103,21 @@ pub fn uid(object: &Value) -> String {
         .unwrap_or_else(|| panic!("no metadata.uid in {object:#}"))
 }
 
+/// A Deployment `name` of `replicas` pods labelled `app: <name>` (its selector) with pod spec
+/// `spec`, in the namespace it is created in.
+pub fn deployment(name: &str, replicas: usize, spec: Value) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
+        },
+    })
+}
+
 /// A DaemonSet `name` in `ns` running `nginx:1.14.2` (container `web`, label `app: <name>`,
 /// 5 s grace) on every node.
 pub fn nginx_daemon_set(name: &str, ns: &str) -> Value {

@@ -331,12 +331,12 @@ fn pods_over_their_local_storage_limits_are_evicted_while_the_disk_has_room() {
     // An emptyDir over its sizeLimit.
     let mut a = sh_container("main", &write(3, "/scratch/f"));
     a["volumeMounts"] = json!([{"name": "scratch", "mountPath": "/scratch"}]);
-    c.apply(&bound_pod(
-        "over-size-limit",
-        &n,
-        json!({"containers": [a],
-               "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "1Mi"}}]}),
-    ));
+    // Each pod: its containers and its `scratch` emptyDir (with a sizeLimit or not).
+    let with_scratch = |name: &str, containers: Value, scratch: Value| {
+        let spec = json!({"containers": containers, "volumes": [{"name": "scratch", "emptyDir": scratch}]});
+        c.apply(&bound_pod(name, &n, spec));
+    };
+    with_scratch("over-size-limit", json!([a]), json!({"sizeLimit": "1Mi"}));
     // The pod over its containers' summed limits (2Mi + 2Mi).
     let limited = |name: &str, script: &str, limit: &str| {
         let mut c = sh_container(name, script);
@@ -344,28 +344,16 @@ fn pods_over_their_local_storage_limits_are_evicted_while_the_disk_has_room() {
         c["volumeMounts"] = json!([{"name": "scratch", "mountPath": "/scratch"}]);
         c
     };
-    c.apply(&bound_pod(
-        "over-pod-limit",
-        &n,
-        json!({"containers": [limited("a", &write(6, "/scratch/f"), "2Mi"),
-                              limited("b", SLEEP_FOREVER, "2Mi")],
-               "volumes": [{"name": "scratch", "emptyDir": {}}]}),
-    ));
+    let over = limited("a", &write(6, "/scratch/f"), "2Mi");
+    let under = limited("b", SLEEP_FOREVER, "2Mi");
+    with_scratch("over-pod-limit", json!([over, under]), json!({}));
     // One container over its own limit in its writable layer.
-    c.apply(&bound_pod(
-        "over-container-limit",
-        &n,
-        json!({"containers": [limited("x", &write(4, "/f"), "2Mi"),
-                              limited("y", SLEEP_FOREVER, "20Mi")],
-               "volumes": [{"name": "scratch", "emptyDir": {}}]}),
-    ));
+    let over = limited("x", &write(4, "/f"), "2Mi");
+    let under = limited("y", SLEEP_FOREVER, "20Mi");
+    with_scratch("over-container-limit", json!([over, under]), json!({}));
     // Within every limit.
-    c.apply(&bound_pod(
-        "within",
-        &n,
-        json!({"containers": [limited("main", &write(1, "/scratch/f"), "8Mi")],
-               "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "4Mi"}}]}),
-    ));
+    let within = limited("main", &write(1, "/scratch/f"), "8Mi");
+    with_scratch("within", json!([within]), json!({"sizeLimit": "4Mi"}));
 
     assert_eq!(
         wait_evicted(&c, "over-size-limit", "", false),

@@ -66,14 +66,7 @@ fn an_agent_fails_over_to_the_next_server_without_restarting_its_pods() {
     c.wait_for_pod_ready("default", "newcomer", START);
 
     // The first pod ran through it all: same container, same task, no restart.
-    let after = container_identity(&c.wait_for_pod_ready("default", "steady", START), "main");
-    assert_eq!(after, before, "the pod's container changed or restarted");
-    let pids_after = c.running_tasks(i);
-    assert_eq!(
-        pids_after.get(&before.0),
-        pids_before.get(&before.0),
-        "the pod's task was replaced: {pids_before:?} → {pids_after:?}"
-    );
+    c.assert_pod_untouched(i, ("default", "steady"), START, &before, &pids_before);
     // The Node stays Ready through the switch (heartbeats go to the new server).
     c.wait_node_ready(i);
     let log = agent_log(&c, i);

@@ -131,14 +131,7 @@ fn a_rollout_completes_across_a_leader_kill_while_agents_switch_servers_without_
             log.contains("switching API server"),
             "agent {i} never switched servers:\n{log}"
         );
-        let after = container_identity(&c.wait_for_pod_ready(NS, name, secs(30)), "main");
-        assert_eq!(&after, before, "{name}'s container changed or restarted");
-        let pids_after = c.running_tasks(i);
-        assert_eq!(
-            pids_after.get(&before.0),
-            pids_before.get(&before.0),
-            "{name}'s task was replaced"
-        );
+        c.assert_pod_untouched(i, (NS, name), secs(30), before, pids_before);
         c.wait_node_ready(i);
     }
     drop(old);

@@ -47,6 +47,14 @@ fn refused(c: &Controller, reply: &Reply, code: u16, reason: &str, message: &str
     );
 }
 
+/// Creates configmap `name` holding `k: v` as the admin; returns the admin client, the object
+/// and its URL.
+fn configmap_k_v(c: &Controller, name: &str) -> (berth_tests::Api, Value, String) {
+    let api = c.admin_api();
+    let created = api.create(CMS, &configmap(name, &[("k", "v")]));
+    (api, created, format!("{CMS}/{name}"))
+}
+
 /// Like [`refused`] for a message that must contain each of `needles`.
 fn refused_naming(c: &Controller, reply: &Reply, code: u16, reason: &str, needles: &[&str]) {
     reply.failure_naming(code, reason, needles, || c.log_tail());
@@ -123,9 +131,7 @@ fn an_eviction_must_name_the_pod_of_its_url() {
 #[test]
 fn patches_that_rename_an_object_change_its_uid_or_drop_its_metadata_are_refused() {
     let (c, _tokens) = start();
-    let api = c.admin_api();
-    let created = api.create(CMS, &configmap("patched", &[("k", "v")]));
-    let url = format!("{CMS}/patched");
+    let (api, created, url) = configmap_k_v(&c, "patched");
     let renamed = "the name of the object (other) does not match the name on the URL (patched)";
     let nameless =
         "the name of the object (patched based on URL) was undeterminable: name must be provided";
@@ -232,9 +238,7 @@ fn patches_that_rename_an_object_change_its_uid_or_drop_its_metadata_are_refused
 #[test]
 fn a_put_must_name_the_urls_object_and_its_uid_is_a_precondition() {
     let (c, _tokens) = start();
-    let api = c.admin_api();
-    let created = api.create(CMS, &configmap("replaced", &[("k", "v")]));
-    let url = format!("{CMS}/replaced");
+    let (api, created, url) = configmap_k_v(&c, "replaced");
     let uid = created["metadata"]["uid"]
         .as_str()
         .expect("uid")

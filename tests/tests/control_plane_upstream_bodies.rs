@@ -16,19 +16,8 @@ use serde_json::json;
 const DEPLOYS: &str = "/apis/apps/v1/namespaces/default/deployments";
 
 fn deployment(name: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": 0,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "c", "image": "busybox:1.28"}]},
-            },
-        },
-    })
+    let spec = json!({"containers": [{"name": "c", "image": "busybox:1.28"}]});
+    berth_tests::objects::deployment(name, 0, spec)
 }
 
 #[test]

@@ -442,21 +442,25 @@ mod with_jobs {
             .is_some_and(|cs| cs.iter().any(|c| c["type"] == how && c["status"] == "True"))
     }
 
-    #[test]
-    fn forbid_skips_a_run_while_the_previous_job_runs() {
+    /// A one-node cluster with a CronJob `name` every 15 s under `policy` whose Jobs sleep
+    /// until stopped, and its first Job.
+    fn first_sleeping_job(name: &str, policy: &str) -> (Cluster, Value) {
         let c = Cluster::start(1);
         c.apply(&cron_job(
-            "forbid",
+            name,
             "@every 15s",
-            json!({"concurrencyPolicy": "Forbid"}),
+            json!({"concurrencyPolicy": policy}),
             SLEEP_FOREVER,
         ));
         let first = c.wait_for(secs(60), "the first Job", || {
-            jobs_of(get(&c), "forbid")
-                .into_iter()
-                .next()
-                .ok_or("none yet")
+            jobs_of(get(&c), name).into_iter().next().ok_or("none yet")
         });
+        (c, first)
+    }
+
+    #[test]
+    fn forbid_skips_a_run_while_the_previous_job_runs() {
+        let (c, first) = first_sleeping_job("forbid", "Forbid");
         c.wait_for(secs(60), "JobAlreadyActive", || {
             let e = events(get(&c), "forbid", "JobAlreadyActive");
             if e.is_empty() { Err(e) } else { Ok(()) }
@@ -470,19 +474,7 @@ mod with_jobs {
 
     #[test]
     fn replace_deletes_the_running_job_at_the_next_run() {
-        let c = Cluster::start(1);
-        c.apply(&cron_job(
-            "replace",
-            "@every 15s",
-            json!({"concurrencyPolicy": "Replace"}),
-            SLEEP_FOREVER,
-        ));
-        let first = c.wait_for(secs(60), "the first Job", || {
-            jobs_of(get(&c), "replace")
-                .into_iter()
-                .next()
-                .ok_or("none yet")
-        });
+        let (c, first) = first_sleeping_job("replace", "Replace");
         c.wait_for(secs(60), "the first Job replaced", || {
             let names: Vec<String> = jobs_of(get(&c), "replace").iter().map(name).collect();
             ok_if(names.len() == 1 && names[0] != name(&first), names)

@@ -228,16 +228,7 @@ fn a_zone_spread_constraint_beats_a_preference_for_one_zone() {
                 "labelSelector": {"matchLabels": {"app": name}},
             }]);
         }
-        json!({
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": name},
-            "spec": {
-                "replicas": 4,
-                "selector": {"matchLabels": {"app": name}},
-                "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
-            },
-        })
+        berth_tests::objects::deployment(name, 4, spec)
     };
     let placement = |app: &str| -> BTreeMap<String, usize> {
         c.wait_for(START, &format!("4 running pods of {app}"), || {

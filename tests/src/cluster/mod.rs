@@ -574,6 +574,29 @@ impl Cluster {
     }
 
     /// Container ids in agent `i`'s containerd namespace.
+    /// Asserts that pod `ns/name` (on agent `i`) is Ready again within `timeout` with the same
+    /// `main` container, never restarted (`before`, from `container_identity`), running the same
+    /// task as in `tasks_before` (from [`Cluster::running_tasks`]): what an outage of the
+    /// control plane must leave alone.
+    pub fn assert_pod_untouched(
+        &self,
+        i: usize,
+        (ns, name): (&str, &str),
+        timeout: Duration,
+        before: &(String, u64),
+        tasks_before: &std::collections::BTreeMap<String, u32>,
+    ) {
+        let pod = self.wait_for_pod_ready(ns, name, timeout);
+        let after = crate::pod_reading::container_identity(&pod, "main");
+        assert_eq!(&after, before, "{name}'s container changed or restarted");
+        let tasks_after = self.running_tasks(i);
+        assert_eq!(
+            tasks_after.get(&before.0),
+            tasks_before.get(&before.0),
+            "{name}'s task was replaced: {tasks_before:?} → {tasks_after:?}"
+        );
+    }
+
     /// Running task PIDs by container id in agent `i`'s containerd namespace: a container
     /// restarted or replaced shows a new PID or id.
     pub fn running_tasks(&self, i: usize) -> std::collections::BTreeMap<String, u32> {

@@ -4,7 +4,7 @@
 use super::error::ApiError;
 use super::query::Query;
 use super::watch_start::{self, Freshness, ListStart};
-use super::{SharedState, json_response, table};
+use super::{SharedState, table};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use berth_registry::prefix;
@@ -48,7 +48,7 @@ pub async fn get(
     if let Some(include) = as_table {
         let rv = obj.revision.to_string();
         let t = table::render(rt, std::slice::from_ref(&obj), &rv, None, include)?;
-        return Ok(json_response(StatusCode::OK, &t));
+        return Ok(raw_json(t));
     }
     Ok(raw_json(obj.data.to_vec()))
 }
@@ -116,7 +116,7 @@ pub async fn list(
     let cont = more.map(|k| berth_shared::query::encode_continue(&k));
     if let Some(include) = as_table {
         let t = table::render(rt, &items, &rv, cont.as_deref(), include)?;
-        return Ok(json_response(StatusCode::OK, &t));
+        return Ok(raw_json(t));
     }
     // Items are stored as JSON already: splice them into the list without re-encoding.
     let mut meta = serde_json::json!({"resourceVersion": rv});

@@ -6,31 +6,30 @@ use super::error::ApiError;
 use berth_shared::resource::ResourceType;
 use berth_shared::table::{self, IncludeObject};
 use berth_store::StoredObject;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-/// A Table of `items`, with the list's `continue` token when paginated.
+/// A Table of `items` as JSON bytes, with the list's `continue` token when paginated: each row
+/// is written as it is made, from the stored bytes (see [`table::write_table`]).
 pub fn render(
     rt: &ResourceType,
     items: &[StoredObject],
     resource_version: &str,
     cont: Option<&str>,
     include: IncludeObject,
-) -> Result<Value, ApiError> {
-    let objects = items
-        .iter()
-        .map(StoredObject::value)
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut t = table::table_with(
+) -> Result<Vec<u8>, ApiError> {
+    // Most of a row is its object's metadata, most of that its managedFields.
+    let mut out = Vec::with_capacity(512 + items.iter().map(|i| i.data.len()).sum::<usize>());
+    table::write_table(
+        &mut out,
         rt.kind,
-        &objects,
+        items.iter().map(|i| &i.data[..]),
         Some(resource_version),
+        cont,
         jiff::Timestamp::now(),
         include,
-    );
-    if let Some(c) = cont {
-        t["metadata"]["continue"] = json!(c);
-    }
-    Ok(t)
+    )
+    .map_err(|e| ApiError::Internal(format!("a stored {} is not JSON: {e}", rt.kind)))?;
+    Ok(out)
 }
 
 /// A one-row Table for a watch event.

@@ -19,12 +19,14 @@ mod rbac;
 mod scheduling;
 mod selector;
 mod storage;
+mod stream;
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 pub use duration::{age, human_duration};
+pub use stream::write_table;
 
 use lookup::{list_at, opt_str, str_at};
 

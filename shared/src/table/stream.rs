@@ -1,0 +1,285 @@
+//! Table lists written straight to bytes: what [`super::table_with`] builds as one value, for
+//! many stored objects. Each object is parsed once and without its `managedFields` (no column
+//! reads them, and they are most of a pod's bytes), its row is written as soon as its cells are
+//! computed, and the row's PartialObjectMetadata (or whole object) is copied from the stored
+//! bytes instead of being cloned and encoded again. The bytes are those of `table_with`.
+
+use super::{IncludeObject, cells, columns, pod};
+use jiff::Timestamp;
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use std::borrow::Cow;
+use std::fmt;
+
+/// The top-level fields of one JSON object, in their order, each left as its raw bytes.
+struct RawFields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de> serde::Deserialize<'de> for RawFields<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> Visitor<'de> for Fields {
+            type Value = RawFields<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(8));
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    fields.push((key, map.next_value::<&'de RawValue>()?));
+                }
+                Ok(RawFields(fields))
+            }
+        }
+        d.deserialize_map(Fields)
+    }
+}
+
+impl<'a> RawFields<'a> {
+    fn parse(json: &'a [u8]) -> serde_json::Result<Self> {
+        serde_json::from_slice(json)
+    }
+
+    fn get(&self, key: &str) -> Option<&'a RawValue> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+
+    /// The fields as a value, leaving out those named in `skip`.
+    fn value(&self, skip: &[&str]) -> serde_json::Result<Map<String, Value>> {
+        let mut m = Map::with_capacity(self.0.len());
+        for (k, raw) in &self.0 {
+            if !skip.contains(&k.as_ref()) {
+                m.insert(k.to_string(), serde_json::from_str(raw.get())?);
+            }
+        }
+        Ok(m)
+    }
+}
+
+/// What the printers read of a stored object: all of it but `metadata.managedFields`, with the
+/// raw metadata kept for the row's object.
+fn printable(json: &[u8]) -> serde_json::Result<(Value, Option<&RawValue>)> {
+    let top = RawFields::parse(json)?;
+    let mut obj = Map::with_capacity(top.0.len());
+    for (k, raw) in &top.0 {
+        let v = if k == "metadata" {
+            Value::Object(RawFields::parse(raw.get().as_bytes())?.value(&["managedFields"])?)
+        } else {
+            serde_json::from_str(raw.get())?
+        };
+        obj.insert(k.to_string(), v);
+    }
+    Ok((Value::Object(obj), top.get("metadata")))
+}
+
+/// Writes a `meta.k8s.io/v1` Table of `kind` whose rows are the stored objects `objects` (each
+/// one object's JSON), with the list's resource version and `continue` token, rows carrying
+/// what `include` asks for. Fails on bytes that are not a JSON object.
+pub fn write_table<'a>(
+    out: &mut Vec<u8>,
+    kind: &str,
+    objects: impl IntoIterator<Item = &'a [u8]>,
+    resource_version: Option<&str>,
+    cont: Option<&str>,
+    now: Timestamp,
+    include: IncludeObject,
+) -> serde_json::Result<()> {
+    let mut metadata = Map::new();
+    if let Some(rv) = resource_version {
+        metadata.insert("resourceVersion".into(), Value::String(rv.into()));
+    }
+    if let Some(c) = cont {
+        metadata.insert("continue".into(), Value::String(c.into()));
+    }
+    out.extend_from_slice(br#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":"#);
+    serde_json::to_writer(&mut *out, &metadata)?;
+    out.extend_from_slice(br#","columnDefinitions":"#);
+    serde_json::to_writer(&mut *out, &columns(kind))?;
+    out.extend_from_slice(br#","rows":["#);
+    for (i, json) in objects.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_row(out, kind, json, now, include)?;
+    }
+    out.extend_from_slice(b"]}");
+    Ok(())
+}
+
+/// One row, as [`super::row_with`] makes it.
+fn write_row(
+    out: &mut Vec<u8>,
+    kind: &str,
+    json: &[u8],
+    now: Timestamp,
+    include: IncludeObject,
+) -> serde_json::Result<()> {
+    let (obj, metadata) = printable(json)?;
+    out.extend_from_slice(br#"{"cells":"#);
+    serde_json::to_writer(&mut *out, &cells(kind, &obj, now))?;
+    if kind == "Pod"
+        && let Some(conditions) = pod::row_conditions(&obj)
+    {
+        out.extend_from_slice(br#","conditions":"#);
+        serde_json::to_writer(&mut *out, &conditions)?;
+    }
+    out.extend_from_slice(br#","object":"#);
+    match include {
+        IncludeObject::None => out.extend_from_slice(b"null"),
+        IncludeObject::Object => out.extend_from_slice(json),
+        IncludeObject::Metadata => {
+            out.extend_from_slice(
+                br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#,
+            );
+            out.extend_from_slice(metadata.map_or("{}", RawValue::get).as_bytes());
+            out.push(b'}');
+        }
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::table_with;
+    use super::*;
+    use serde_json::json;
+
+    fn now() -> Timestamp {
+        "2026-11-29T12:00:00Z".parse().expect("time")
+    }
+
+    fn managed() -> Value {
+        json!([{"manager": "kubectl-client-side-apply", "operation": "Update",
+            "apiVersion": "v1", "time": "2026-11-29T11:00:00Z", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+                "f:spec": {"f:containers": {"k:{\"name\":\"main\"}": {".": {}, "f:image": {}}}}}}])
+    }
+
+    fn objects() -> Vec<(&'static str, Value)> {
+        vec![
+            (
+                "Pod",
+                json!({"kind": "Pod", "apiVersion": "v1",
+                "metadata": {"name": "web-0", "namespace": "default", "uid": "u1",
+                    "creationTimestamp": "2026-11-29T11:00:00Z", "labels": {"app": "web"},
+                    "managedFields": managed()},
+                "spec": {"nodeName": "n1", "containers": [{"name": "main", "image": "nginx"}]},
+                "status": {"phase": "Running", "podIP": "10.0.0.5",
+                    "containerStatuses": [{"name": "main", "ready": true, "restartCount": 2,
+                        "state": {"running": {"startedAt": "2026-11-29T11:00:01Z"}}}]}}),
+            ),
+            (
+                "Pod",
+                json!({"kind": "Pod", "apiVersion": "v1",
+                "metadata": {"name": "done", "namespace": "default",
+                    "creationTimestamp": "2026-11-29T10:00:00Z"},
+                "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+                "status": {"phase": "Succeeded"}}),
+            ),
+            (
+                "Deployment",
+                json!({"kind": "Deployment", "apiVersion": "apps/v1",
+                "metadata": {"name": "web", "namespace": "default",
+                    "creationTimestamp": "2026-11-28T12:00:00Z", "managedFields": managed()},
+                "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                    "template": {"spec": {"containers": [{"name": "main", "image": "nginx"}]}}},
+                "status": {"replicas": 3, "readyReplicas": 2}}),
+            ),
+            (
+                "ConfigMap",
+                json!({"kind": "ConfigMap", "apiVersion": "v1",
+                "metadata": {"name": "c", "namespace": "default",
+                    "creationTimestamp": "2026-11-28T12:00:00Z"},
+                "data": {"a": "1", "b": "é\"\\"}}),
+            ),
+            (
+                "Namespace",
+                json!({"kind": "Namespace", "apiVersion": "v1",
+                "metadata": {"name": "ns"}, "status": {"phase": "Active"}}),
+            ),
+        ]
+    }
+
+    /// The bytes written are those of the value [`table_with`] builds, for every `include`,
+    /// with and without a `continue` token.
+    #[test]
+    fn a_written_table_is_byte_for_byte_the_built_one() {
+        let mut kinds: Vec<&str> = objects().iter().map(|(k, _)| *k).collect();
+        kinds.dedup();
+        for kind in kinds {
+            let objs: Vec<Value> = objects()
+                .into_iter()
+                .filter(|(k, _)| *k == kind)
+                .map(|(_, o)| o)
+                .collect();
+            let stored: Vec<Vec<u8>> = objs
+                .iter()
+                .map(|o| serde_json::to_vec(o).expect("encode"))
+                .collect();
+            for include in [
+                IncludeObject::None,
+                IncludeObject::Metadata,
+                IncludeObject::Object,
+            ] {
+                for cont in [None, Some("next")] {
+                    let mut built = table_with(kind, &objs, Some("42"), now(), include);
+                    if let Some(c) = cont {
+                        built["metadata"]["continue"] = json!(c);
+                    }
+                    let mut written = Vec::new();
+                    write_table(
+                        &mut written,
+                        kind,
+                        stored.iter().map(Vec::as_slice),
+                        Some("42"),
+                        cont,
+                        now(),
+                        include,
+                    )
+                    .expect("write");
+                    assert_eq!(
+                        String::from_utf8(written).expect("utf-8"),
+                        built.to_string(),
+                        "{kind} {include:?} {cont:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_empty_list_is_a_table_without_rows() {
+        let mut written = Vec::new();
+        write_table(
+            &mut written,
+            "Pod",
+            std::iter::empty(),
+            Some("7"),
+            None,
+            now(),
+            IncludeObject::Metadata,
+        )
+        .expect("write");
+        let v: Value = serde_json::from_slice(&written).expect("json");
+        assert_eq!(v["rows"], json!([]));
+        assert_eq!(v["metadata"], json!({"resourceVersion": "7"}));
+    }
+
+    #[test]
+    fn stored_bytes_that_are_not_an_object_are_an_error() {
+        for bad in [&b"[1]"[..], b"{\"metadata\": 3", b"nope"] {
+            let mut out = Vec::new();
+            let r = write_table(
+                &mut out,
+                "Pod",
+                [bad],
+                None,
+                None,
+                now(),
+                IncludeObject::Metadata,
+            );
+            assert!(r.is_err(), "{}", String::from_utf8_lossy(bad));
+        }
+    }
+}

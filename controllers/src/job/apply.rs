@@ -19,9 +19,12 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 impl Controller {
-    pub(super) fn record(&self, raw: &Value, e: &Event) {
-        let t = e.event_type();
-        self.pods_control.record(raw, t, &e.reason, &e.message);
+    /// Records the pass's events about the Job.
+    pub(super) fn record(&self, raw: &Value, events: &[Event]) {
+        for e in events {
+            let t = e.event_type();
+            self.pods_control.record(raw, t, &e.reason, &e.message);
+        }
     }
 
     /// Applies the pass's pod changes; returns what they achieved and the first failure (the
@@ -86,14 +89,18 @@ impl Controller {
         (done.iter().map(|p| p.uid.clone()).collect(), failure)
     }
 
-    /// Writes the Job's status, on condition that the Job is still at `revision`; the new
-    /// revision.
+    /// Writes the Job's status `status` unless it is `old`, on condition that the Job is still
+    /// at `revision`; the revision after.
     pub(super) fn apply_status(
         &self,
         job: &Job,
         revision: u64,
+        old: &batch::JobStatus,
         status: &batch::JobStatus,
     ) -> Result<u64, SyncError> {
+        if status == old {
+            return Ok(revision);
+        }
         let value = serde_json::to_value(status).map_err(RegistryError::from)?;
         let expected = revision.to_string();
         let target = Target {

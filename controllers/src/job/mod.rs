@@ -81,23 +81,14 @@ impl Reconciler for Controller {
         let m = plan::manage(&job, &pods, now);
         let (applied, failure) = self.apply_change(&job, &raw, &m.change);
         let settled = tracking::settle(&job, &m, applied, now);
-        for e in &settled.events {
-            self.record(&raw, e);
-        }
+        self.record(&raw, &settled.events);
         let t = tracking::track(&job, &pods, &m, settled);
         // Finished pods are listed as uncounted before any of their finalizers goes.
-        let mut revision = obj.revision();
-        if t.status != job.status {
-            revision = self.apply_status(&job, revision, &t.status)?;
-        }
+        let revision = self.apply_status(&job, obj.revision(), &job.status, &t.status)?;
         let (removed, untrack_failure) = self.apply_untrack_all(&job, &t.remove);
         let (status, events) = tracking::finish(&job, &t, &removed, now);
-        if status != t.status {
-            self.apply_status(&job, revision, &status)?;
-        }
-        for e in &events {
-            self.record(&raw, e);
-        }
+        self.apply_status(&job, revision, &t.status, &status)?;
+        self.record(&raw, &events);
         if let Some(e) = failure.or(untrack_failure) {
             return Err(e);
         }

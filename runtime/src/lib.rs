@@ -1,12 +1,14 @@
 //! The controller runtime: a [`Controller`] builder that wires a [`Reconciler`] to shared
 //! informers and to the reconcile queue. The primary kind's changes enqueue its key,
-//! `.owns(kind)` maps a child's controller reference to its owner's key, `.watches(kind, f)`
-//! maps any change to keys with `f`, `.resync(period)` re-enqueues every primary key. Passes run
-//! on the blocking pool (the registry blocks on the store's fsync), at most `workers` at once,
-//! never two of one key; after each pass the key is held until the informers the controller
-//! reads have caught up with the store (read-your-writes), and a failure is retried as its
-//! error asks ([`ErrorPolicy`]): a conflict at once, a transient error with backoff, a
-//! permanent one not until the key is added again.
+//! `.owns(kind)` maps a child's controller reference to its owner's key, `.adopts(kind, s)` (a
+//! live orphan) and `.selects(kind, s)` (any child) map it to the owners whose selector `s`
+//! matches it, `.watches(kind, f)` maps any change to keys with `f`, `.resync(period)`
+//! re-enqueues every primary key. Passes run on the blocking pool (the registry blocks on the
+//! store's fsync), at most `workers` at once, never two of one key; after each pass the key is
+//! held until the informers the controller reads have caught up with the store
+//! (read-your-writes), and a failure is retried as its error asks ([`ErrorPolicy`]): a
+//! conflict at once, a transient error with backoff, a permanent one not until the key is
+//! added again.
 //!
 //! The crate also holds the [`informer`]s the builder wires to, so that the controllers, the
 //! scheduler and the API server share one runtime without depending on each other.

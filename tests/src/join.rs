@@ -107,6 +107,18 @@ fn pem_certificate(pem: &str) -> Vec<u8> {
         .unwrap_or_else(|e| panic!("certificate is not base64: {e}"))
 }
 
+/// A join of node `name` with the controller's cluster token and `node_secret`, asking only for
+/// 127.0.0.1: the plain join most tests need.
+pub fn join_locally(c: &Controller, name: &str, node_secret: &str) -> Attempt {
+    request(
+        &c.anonymous_api(),
+        &token_secret(&c.join_token()),
+        name,
+        Some(node_secret),
+        &["127.0.0.1"],
+    )
+}
+
 /// A join request: `token_secret` as the bearer token, a CSR made with a fresh key for
 /// `system:node:<name>`, `node_secret` (omitted when `None`) and the addresses asked for.
 pub fn request(

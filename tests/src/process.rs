@@ -72,6 +72,13 @@ impl Run {
             self.command, self.elapsed, self.stdout, self.stderr
         )
     }
+
+    /// Asserts that the command's stderr contains `needle` (kubectl's error message, say);
+    /// the failure shows the whole run.
+    #[track_caller]
+    pub fn assert_stderr_has(&self, needle: &str) {
+        assert!(self.stderr.contains(needle), "{}", self.describe());
+    }
 }
 
 /// Shell-like rendering of a command line, for messages.

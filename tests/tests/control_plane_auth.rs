@@ -84,11 +84,7 @@ fn a_client_certificate_from_another_ca_gets_401() {
         .fails(&["get", "pods"]);
     // kubectl ≥ 1.26 words a 401 during discovery as upstream clusters show it: "You must be
     // logged in to the server (the server has asked for the client to provide credentials)".
-    assert!(
-        r.stderr.contains("You must be logged in to the server"),
-        "{}",
-        r.describe()
-    );
+    r.assert_stderr_has("You must be logged in to the server");
 }
 
 #[test]

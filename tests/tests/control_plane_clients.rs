@@ -239,11 +239,7 @@ fn the_1_34_alpha_fields_are_warned_about_and_dropped() {
         ALPHA_FIELDS_POD,
     );
     assert!(!r.success(), "{}", r.describe());
-    assert!(
-        r.stderr.contains("spec.hostnameOverride"),
-        "{}",
-        r.describe()
-    );
+    r.assert_stderr_has("spec.hostnameOverride");
     let r = k.run_stdin(&["create", "--validate=warn", "-f", "-"], ALPHA_FIELDS_POD);
     assert!(r.success(), "{}", r.describe());
     for field in [
@@ -427,11 +423,7 @@ fn a_field_named_twice_is_a_warning_or_under_strict_a_400() {
     let path = file.to_string_lossy().to_string();
     let r = k.run(&["create", "--raw", CMS, "-f", &path]);
     assert!(r.success(), "{}", r.describe());
-    assert!(
-        r.stderr.contains("Warning: duplicate field \"data.a\""),
-        "{}",
-        r.describe()
-    );
+    r.assert_stderr_has("Warning: duplicate field \"data.a\"");
     assert_eq!(
         api.get_ok(&format!("{CMS}/twice"))["data"]["a"],
         "2",

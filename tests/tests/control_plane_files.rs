@@ -6,7 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use berth_tests::host::{require_root, require_tool, tool, unique_suffix};
-use berth_tests::join::{request, token_secret};
+use berth_tests::join::join_locally;
 use berth_tests::{Controller, Req};
 use serde_json::json;
 
@@ -62,13 +62,7 @@ fn assert_private(c: &Controller) {
 fn controller_with_a_node() -> Controller {
     let c = Controller::start();
     let name = format!("files-{}", unique_suffix());
-    let a = request(
-        &c.anonymous_api(),
-        &token_secret(&c.join_token()),
-        &name,
-        Some("s"),
-        &["127.0.0.1"],
-    );
+    let a = join_locally(&c, &name, "s");
     assert_eq!(a.reply.status, 200, "{}", a.reply.describe());
     c
 }

@@ -19,11 +19,7 @@ fn a_write_into_a_missing_namespace_is_not_found() {
         "nowhere",
         "--from-literal=k=v",
     ]);
-    assert!(
-        r.stderr.contains("namespaces \"nowhere\" not found"),
-        "{}",
-        r.describe()
-    );
+    r.assert_stderr_has("namespaces \"nowhere\" not found");
 }
 
 #[test]
@@ -77,11 +73,7 @@ fn deleting_a_namespace_deletes_its_content_first() {
         "doomed",
         "--from-literal=k=v",
     ]);
-    assert!(
-        refused.stderr.contains("because it is being terminated"),
-        "{}",
-        refused.describe()
-    );
+    refused.assert_stderr_has("because it is being terminated");
     finalizers("null");
     c.wait_for(WAIT, "the namespace is gone", || {
         let r = c.kubectl().run(&["get", "ns", "doomed"]);

@@ -4,7 +4,7 @@
 //! taints once the Node exists; labels and taints an administrator set are theirs.
 
 use berth_tests::host::unique_suffix;
-use berth_tests::join::{request, token_secret};
+use berth_tests::join::join_locally;
 use berth_tests::objects::failure_status;
 use berth_tests::pki::{client_cert_user, write_kubeconfig};
 use berth_tests::{Api, Controller, Credentials, Req};
@@ -17,13 +17,7 @@ const ROLE: &str = "node-role.kubernetes.io/control-plane";
 /// Joins as a fresh node name; returns it and an API client with its credentials.
 fn node_client(c: &Controller) -> (String, Api) {
     let name = format!("restricted-{}", unique_suffix());
-    let attempt = request(
-        &c.anonymous_api(),
-        &token_secret(&c.join_token()),
-        &name,
-        Some("node-secret"),
-        &["127.0.0.1"],
-    );
+    let attempt = join_locally(&c, &name, "node-secret");
     let api = c.api_with(Credentials::ClientCert(attempt.identity()));
     (name, api)
 }
@@ -121,13 +115,7 @@ fn a_node_may_set_kubelet_labels_on_itself_but_not_a_role() {
     // Through kubectl with the node's credentials: upstream's message reaches the user.
     let kubeconfig = c.scratch().join("node.kubeconfig");
     let identity = {
-        let reply = request(
-            &c.anonymous_api(),
-            &token_secret(&c.join_token()),
-            &name,
-            Some("node-secret"),
-            &["127.0.0.1"],
-        );
+        let reply = join_locally(&c, &name, "node-secret");
         reply.identity()
     };
     write_kubeconfig(

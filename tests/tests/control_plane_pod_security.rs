@@ -194,11 +194,7 @@ fn the_default_level_applies_to_unlabelled_namespaces_but_not_exempt_ones() {
     let k = c.kubectl().with_binary(&kubectl_1_33());
     k.ok(&["create", "namespace", "psa-plain"]);
     let r = k.fails_stdin(&["apply", "-f", "-"], &privileged_pod("priv", "psa-plain"));
-    assert!(
-        r.stderr.contains(r#"pods "priv" is forbidden: violates PodSecurity "baseline:latest": privileged (container "c" must not set securityContext.privileged=true)"#),
-        "{}",
-        r.describe()
-    );
+    r.assert_stderr_has(r#"pods "priv" is forbidden: violates PodSecurity "baseline:latest": privileged (container "c" must not set securityContext.privileged=true)"#);
     k.ok(&["create", "namespace", "psa-exempt"]);
     let r = k.run_stdin(&["apply", "-f", "-"], &privileged_pod("priv", "psa-exempt"));
     assert!(
@@ -243,9 +239,5 @@ fn raising_enforce_warns_about_existing_pods_and_bad_labels_are_refused() {
         "--overwrite",
         "pod-security.kubernetes.io/enforce=bogus",
     ]);
-    assert!(
-        r.stderr.contains(r#"metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: "bogus": must be one of privileged, baseline, restricted"#),
-        "{}",
-        r.describe()
-    );
+    r.assert_stderr_has(r#"metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: "bogus": must be one of privileged, baseline, restricted"#);
 }

@@ -626,11 +626,7 @@ fn pause_batches_two_changes_into_one_replicaset_and_scaling_mid_rollout_is_prop
     let r = c
         .kubectl()
         .fails(&["rollout", "undo", TARGET, "--to-revision=1"]);
-    assert!(
-        r.stderr.contains("you cannot rollback a paused deployment"),
-        "{}",
-        r.describe()
-    );
+    r.assert_stderr_has("you cannot rollback a paused deployment");
 
     let watch = Watches::start(&c, "app=nginx");
     let out = c.kubectl().ok(&["rollout", "resume", TARGET]);

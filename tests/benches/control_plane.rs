@@ -105,6 +105,9 @@ async fn bench(c: &Controller, pods: usize) {
         create.p50_p99_ms()
     );
 
+    // At rest before the lists: what ten JSON and ten Table lists leave behind is measured
+    // against it once they finish (the goal: within 20 %).
+    let rss_before_lists = c.rss_at_rest_kib();
     list_latency(
         &api,
         pods,
@@ -114,6 +117,11 @@ async fn bench(c: &Controller, pods: usize) {
     )
     .await;
     list_latency(&api, pods, TABLE, "list_pods_table_latency_ms", "Table").await;
+    println!(
+        "controller_rss_mb {} (at rest after {LIST_RUNS} JSON and {LIST_RUNS} Table lists of {pods} pods; baseline: {} MB at rest before them; goal: within 20 %)",
+        megabytes(c.rss_at_rest_kib()),
+        megabytes(rss_before_lists)
+    );
     watch_latency(&api, WATCH_WRITES.min(pods.max(1))).await;
 
     let rss_rest = c.rss_at_rest_kib();

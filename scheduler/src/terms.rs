@@ -106,6 +106,9 @@ pub struct PodAffinity {
 impl PodAffinity {
     pub fn compile(a: Option<&core::Affinity>, ns: &str, labels: &Labels) -> PodAffinity {
         let term = |t: &core::PodAffinityTerm| AffinityTerm::compile(t, ns, labels);
+        let required = |ts: Option<&Vec<core::PodAffinityTerm>>| {
+            ts.into_iter().flatten().map(term).collect::<Vec<_>>()
+        };
         let weighted = |ts: Option<&Vec<core::WeightedPodAffinityTerm>>| {
             ts.into_iter()
                 .flatten()
@@ -115,24 +118,14 @@ impl PodAffinity {
         let aff = a.and_then(|a| a.pod_affinity.as_ref());
         let anti = a.and_then(|a| a.pod_anti_affinity.as_ref());
         PodAffinity {
-            required: aff
-                .and_then(|p| {
-                    p.required_during_scheduling_ignored_during_execution
-                        .as_ref()
-                })
-                .into_iter()
-                .flatten()
-                .map(term)
-                .collect(),
-            required_anti: anti
-                .and_then(|p| {
-                    p.required_during_scheduling_ignored_during_execution
-                        .as_ref()
-                })
-                .into_iter()
-                .flatten()
-                .map(term)
-                .collect(),
+            required: required(aff.and_then(|p| {
+                p.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })),
+            required_anti: required(anti.and_then(|p| {
+                p.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })),
             preferred: weighted(aff.and_then(|p| {
                 p.preferred_during_scheduling_ignored_during_execution
                     .as_ref()
@@ -223,14 +216,8 @@ impl SpreadConstraint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use berth_shared::selector::label_set as labels;
     use serde_json::json;
-
-    fn labels(pairs: &[(&str, &str)]) -> Labels {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
 
     #[test]
     fn a_term_without_namespaces_is_about_the_pods_own_namespace() {

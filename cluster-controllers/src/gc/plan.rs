@@ -56,22 +56,24 @@ pub fn plan(owner_uid: &str, owner: Option<&Owner>, dependents: &[Dependent]) ->
         dependent: d.uid.clone(),
         owner: owner_uid.to_string(),
     };
+    // A dependent another live owner keeps loses only this reference; one already
+    // terminating is left to finish; the others are deleted with `propagation`.
+    let cascade = |propagation: Propagation| {
+        dependents.iter().filter_map(move |d| {
+            if d.has_other_live_owner {
+                Some(release_ref(d))
+            } else if d.deleting {
+                None
+            } else {
+                Some(Action::Delete {
+                    uid: d.uid.clone(),
+                    propagation,
+                })
+            }
+        })
+    };
     let Some(owner) = owner else {
-        return dependents
-            .iter()
-            .filter_map(|d| {
-                if d.has_other_live_owner {
-                    Some(release_ref(d))
-                } else if d.deleting {
-                    None
-                } else {
-                    Some(Action::Delete {
-                        uid: d.uid.clone(),
-                        propagation: Propagation::Background,
-                    })
-                }
-            })
-            .collect();
+        return cascade(Propagation::Background).collect();
     };
     if !owner.deleting {
         return Vec::new();
@@ -88,21 +90,7 @@ pub fn plan(owner_uid: &str, owner: Option<&Owner>, dependents: &[Dependent]) ->
         return actions;
     }
     if has(FOREGROUND) {
-        let mut actions: Vec<Action> = dependents
-            .iter()
-            .filter_map(|d| {
-                if d.has_other_live_owner {
-                    Some(release_ref(d))
-                } else if d.deleting {
-                    None
-                } else {
-                    Some(Action::Delete {
-                        uid: d.uid.clone(),
-                        propagation: Propagation::Foreground,
-                    })
-                }
-            })
-            .collect();
+        let mut actions: Vec<Action> = cascade(Propagation::Foreground).collect();
         let blocked = dependents
             .iter()
             .any(|d| d.blocks_owner && !d.has_other_live_owner);
@@ -138,94 +126,83 @@ mod tests {
     }
 
     #[test]
-    fn dependents_of_a_vanished_owner_are_deleted_in_the_background() {
-        let actions = plan(
-            "o",
-            None,
-            &[dep("a", true, false, false), dep("b", false, false, true)],
-        );
-        assert_eq!(
-            actions,
-            vec![Action::Delete {
-                uid: "a".into(),
-                propagation: Propagation::Background
-            }]
-        );
-    }
-
-    #[test]
-    fn a_dependent_with_another_live_owner_only_loses_the_reference() {
-        let actions = plan("o", None, &[dep("a", false, true, false)]);
-        assert_eq!(
-            actions,
-            vec![Action::RemoveOwnerReference {
-                dependent: "a".into(),
-                owner: "o".into()
-            }]
-        );
-    }
-
-    #[test]
-    fn a_live_owner_keeps_its_dependents() {
-        let owner = Owner {
+    fn the_owner_decides_what_becomes_of_its_dependents() {
+        let live = Owner {
             deleting: false,
             finalizers: vec![],
         };
-        assert!(plan("o", Some(&owner), &[dep("a", true, false, false)]).is_empty());
-    }
-
-    #[test]
-    fn orphaning_strips_references_first_and_releases_the_owner_after() {
-        let o = deleting(&[ORPHAN]);
-        assert_eq!(
-            plan("o", Some(&o), &[dep("a", true, false, false)]),
-            vec![Action::RemoveOwnerReference {
-                dependent: "a".into(),
-                owner: "o".into()
-            }]
-        );
-        assert_eq!(
-            plan("o", Some(&o), &[]),
-            vec![Action::RemoveFinalizer {
-                uid: "o".into(),
-                finalizer: ORPHAN
-            }]
-        );
-    }
-
-    #[test]
-    fn foreground_deletion_waits_for_blocking_dependents() {
-        let o = deleting(&[FOREGROUND]);
-        assert_eq!(
-            plan("o", Some(&o), &[dep("a", true, false, false)]),
-            vec![Action::Delete {
-                uid: "a".into(),
-                propagation: Propagation::Foreground
-            }]
-        );
-        assert!(
-            plan("o", Some(&o), &[dep("a", true, false, true)]).is_empty(),
-            "still terminating: wait"
-        );
-        assert_eq!(
-            plan("o", Some(&o), &[]),
-            vec![Action::RemoveFinalizer {
-                uid: "o".into(),
-                finalizer: FOREGROUND
-            }]
-        );
-    }
-
-    #[test]
-    fn non_blocking_dependents_do_not_hold_a_foreground_owner() {
-        let o = deleting(&[FOREGROUND]);
-        let actions = plan("o", Some(&o), &[dep("a", false, false, true)]);
-        assert_eq!(
-            actions,
-            vec![Action::RemoveFinalizer {
-                uid: "o".into(),
-                finalizer: FOREGROUND
-            }]
-        );
+        let orphaning = deleting(&[ORPHAN]);
+        let foreground = deleting(&[FOREGROUND]);
+        let delete = |propagation| Action::Delete {
+            uid: "a".into(),
+            propagation,
+        };
+        let release = || Action::RemoveOwnerReference {
+            dependent: "a".into(),
+            owner: "o".into(),
+        };
+        let unfinalize = |finalizer| Action::RemoveFinalizer {
+            uid: "o".into(),
+            finalizer,
+        };
+        let cases = [
+            (
+                "dependents of a vanished owner are deleted in the background",
+                None,
+                vec![dep("a", true, false, false), dep("b", false, false, true)],
+                vec![delete(Propagation::Background)],
+            ),
+            (
+                "a dependent with another live owner only loses the reference",
+                None,
+                vec![dep("a", false, true, false)],
+                vec![release()],
+            ),
+            (
+                "a live owner keeps its dependents",
+                Some(&live),
+                vec![dep("a", true, false, false)],
+                vec![],
+            ),
+            (
+                "orphaning strips references first",
+                Some(&orphaning),
+                vec![dep("a", true, false, false)],
+                vec![release()],
+            ),
+            (
+                "orphaning releases the owner after",
+                Some(&orphaning),
+                vec![],
+                vec![unfinalize(ORPHAN)],
+            ),
+            (
+                "foreground deletion deletes blocking dependents in the foreground",
+                Some(&foreground),
+                vec![dep("a", true, false, false)],
+                vec![delete(Propagation::Foreground)],
+            ),
+            (
+                "foreground deletion waits for a blocking dependent still terminating",
+                Some(&foreground),
+                vec![dep("a", true, false, true)],
+                vec![],
+            ),
+            (
+                "foreground deletion releases the owner when no dependent is left",
+                Some(&foreground),
+                vec![],
+                vec![unfinalize(FOREGROUND)],
+            ),
+            (
+                "non-blocking dependents do not hold a foreground owner",
+                Some(&foreground),
+                vec![dep("a", false, false, true)],
+                vec![unfinalize(FOREGROUND)],
+            ),
+        ];
+        for (case, owner, dependents, want) in cases {
+            assert_eq!(plan("o", owner, &dependents), want, "{case}");
+        }
     }
 }

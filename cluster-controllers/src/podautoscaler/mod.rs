@@ -341,6 +341,19 @@ impl Reconciler for Controller {
             history: &history,
             now,
         });
+        // The status a pass ends with: the plan's conditions and metrics, and the rescale.
+        let write = |raw: &mut Value, p: &plan::Plan, rescaled: Option<(String, i32)>| {
+            let (conditions, metrics) = (&p.conditions, &p.current_metrics);
+            self.write_status(
+                raw,
+                &hpa,
+                Some(current),
+                conditions,
+                metrics,
+                rescaled,
+                &now_text,
+            )
+        };
         let mut last_scale = None;
         if let Some(reason) = &p.rescale {
             let mut scaled = target_value.clone();
@@ -370,15 +383,7 @@ impl Reconciler for Controller {
                             "the HPA controller was unable to update the target scale: {e}"
                         ),
                     };
-                    self.write_status(
-                        &mut raw,
-                        &hpa,
-                        Some(current),
-                        &p.conditions,
-                        &p.current_metrics,
-                        None,
-                        &now_text,
-                    )?;
+                    write(&mut raw, &p, None)?;
                     return Err(e.into());
                 }
             }
@@ -390,15 +395,8 @@ impl Reconciler for Controller {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(key.clone(), p.history.clone());
-        self.write_status(
-            &mut raw,
-            &hpa,
-            Some(current),
-            &p.conditions,
-            &p.current_metrics,
-            last_scale.map(|t| (t, p.desired)),
-            &now_text,
-        )?;
+        let rescaled = last_scale.map(|t| (t, p.desired));
+        write(&mut raw, &p, rescaled)?;
         Ok(requeue)
     }
 }

@@ -197,26 +197,14 @@ fn validate_owner_references(refs: &[OwnerReference], path: &Path) -> Vec<FieldE
                 "version must not be empty",
             ));
         }
-        if r.kind.is_empty() {
-            errs.push(FieldError::invalid(
-                &path.child("kind"),
-                "",
-                "must not be empty",
-            ));
-        }
-        if r.name.is_empty() {
-            errs.push(FieldError::invalid(
-                &path.child("name"),
-                "",
-                "must not be empty",
-            ));
-        }
-        if r.uid.is_empty() {
-            errs.push(FieldError::invalid(
-                &path.child("uid"),
-                "",
-                "must not be empty",
-            ));
+        for (field, value) in [("kind", &r.kind), ("name", &r.name), ("uid", &r.uid)] {
+            if value.is_empty() {
+                errs.push(FieldError::invalid(
+                    &path.child(field),
+                    "",
+                    "must not be empty",
+                ));
+            }
         }
         if r.api_version == "v1" && r.kind == "Event" {
             let v = serde_json::to_value(r).unwrap_or_default();

@@ -66,6 +66,18 @@ struct Bounds {
     names: &'static [(&'static str, u64)],
 }
 
+impl Bounds {
+    /// A field of plain numbers `min..=max`, all of which `*` reaches.
+    const fn numbers(min: u64, max: u64) -> Bounds {
+        Bounds {
+            min,
+            max,
+            span: max,
+            names: &[],
+        }
+    }
+}
+
 const MONTHS: &[(&str, u64)] = &[
     ("jan", 1),
     ("feb", 2),
@@ -90,24 +102,9 @@ const DAYS: &[(&str, u64)] = &[
     ("sat", 6),
 ];
 
-const MINUTE: Bounds = Bounds {
-    min: 0,
-    max: 59,
-    span: 59,
-    names: &[],
-};
-const HOUR: Bounds = Bounds {
-    min: 0,
-    max: 23,
-    span: 23,
-    names: &[],
-};
-const DOM: Bounds = Bounds {
-    min: 1,
-    max: 31,
-    span: 31,
-    names: &[],
-};
+const MINUTE: Bounds = Bounds::numbers(0, 59);
+const HOUR: Bounds = Bounds::numbers(0, 23);
+const DOM: Bounds = Bounds::numbers(1, 31);
 const MONTH: Bounds = Bounds {
     min: 1,
     max: 12,

@@ -11,7 +11,6 @@ use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{FromRequest, Path, RawQuery, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use hyper_util::rt::TokioIo;
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
 
@@ -19,7 +18,7 @@ use super::SharedBackend;
 use super::exec::{
     self, Output, Process, ProcessRequest, StreamParams, copy_chunks, exit_status, stream_params,
 };
-use super::port_forward::{offered_protocols, switching, wants_spdy};
+use super::port_forward::{offered_protocols, on_upgrade, switching, wants_spdy};
 use super::spdy::{Session, Stream, StreamWriter, header};
 
 /// The versions served, best first.
@@ -98,14 +97,9 @@ fn serve(backend: SharedBackend, process: Process, p: &StreamParams, mut req: Re
         stderr: p.stderr && !p.tty,
         resize: p.tty && version != "v2.channel.k8s.io" && version != "channel.k8s.io",
     };
-    let upgrade = hyper::upgrade::on(&mut req);
     let v4 = version == VERSIONS[0];
-    tokio::spawn(async move {
-        let Ok(io) = upgrade.await else {
-            return;
-        };
-        let session = Session::start(TokioIo::new(io));
-        run(session, backend, process, expect, v4).await;
+    on_upgrade(&mut req, move |io| {
+        run(Session::start(io), backend, process, expect, v4)
     });
     switching(&version)
 }

@@ -10,10 +10,9 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use hyper_util::rt::TokioIo;
 
 use super::SharedBackend;
-use super::port_forward::dial_addr;
+use super::port_forward::{dial_addr, on_upgrade};
 
 /// The `Upgrade` token of a tunnel.
 pub const UPGRADE: &str = "tcp";
@@ -65,12 +64,7 @@ pub async fn serve(
         Ok(c) => c,
         Err(e) => return (StatusCode::BAD_GATEWAY, e).into_response(),
     };
-    let upgrade = hyper::upgrade::on(&mut req);
-    tokio::spawn(async move {
-        let Ok(io) = upgrade.await else {
-            return;
-        };
-        let mut io = TokioIo::new(io);
+    on_upgrade(&mut req, move |mut io| async move {
         let _ = tokio::io::copy_bidirectional(&mut io, &mut conn).await;
     });
     let mut r = Response::new(Body::empty());

@@ -14,6 +14,7 @@ use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{FromRequest, Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -41,6 +42,21 @@ pub fn offered_protocols(headers: &HeaderMap) -> Vec<String> {
         .flat_map(|v| v.split(',').map(|p| p.trim().to_string()))
         .filter(|p| !p.is_empty())
         .collect()
+}
+
+/// Runs `serve` on the connection once the 101 has gone out, in a task of its own. A failed
+/// upgrade (the client went away) ends it quietly.
+pub fn on_upgrade<F, Fut>(req: &mut Request, serve: F)
+where
+    F: FnOnce(TokioIo<Upgraded>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let upgrade = hyper::upgrade::on(req);
+    tokio::spawn(async move {
+        if let Ok(io) = upgrade.await {
+            serve(TokioIo::new(io)).await;
+        }
+    });
 }
 
 /// A 101 switching to SPDY/3.1 with `protocol`.
@@ -118,14 +134,7 @@ async fn serve_spdy(backend: SharedBackend, ns: String, pod: String, mut req: Re
         Ok(t) => t,
         Err(e) => return (StatusCode::NOT_FOUND, e).into_response(),
     };
-    let upgrade = hyper::upgrade::on(&mut req);
-    tokio::spawn(async move {
-        let Ok(io) = upgrade.await else {
-            return;
-        };
-        let session = Session::start(TokioIo::new(io));
-        forward(session, target, pod).await;
-    });
+    on_upgrade(&mut req, move |io| forward(Session::start(io), target, pod));
     switching(PROTOCOL)
 }
 

@@ -4,7 +4,8 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use futures::TryStreamExt;
+use futures::future::BoxFuture;
+use futures::{FutureExt, TryStreamExt};
 use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::packet_route::address::AddressAttribute;
 use rtnetlink::packet_route::link::LinkAttribute;
@@ -295,99 +296,86 @@ pub async fn apply(
         host.vxlan_index
             .ok_or_else(|| NetlinkError::NoVxlan(target.vxlan_device.to_string()))
     };
-    match *action {
-        Action::CreateVxlan => {
-            let (dev, mtu) = host
-                .node_link
-                .ok_or(NetlinkError::NoNodeInterface(target.node_ip))?;
-            let msg = LinkVxlan::new(target.vxlan_device, VNI)
-                .dev(dev)
-                .port(VXLAN_PORT)
-                .local(target.node_ip)
-                .learning(false)
-                .mtu(mtu.saturating_sub(VXLAN_OVERHEAD))
-                .up()
-                .build();
-            handle
-                .link()
-                .add(msg)
-                .execute()
-                .await
-                .map_err(request(format!("create {}", target.vxlan_device)))?;
-            let created = links(handle)
-                .await?
-                .into_iter()
-                .find(|l| l.name == target.vxlan_device)
-                .ok_or_else(|| NetlinkError::NoVxlan(target.vxlan_device.to_string()))?;
-            host.vxlan_index = Some(created.index);
-            host.observed.vxlan = created.mac;
-            handle
-                .address()
-                .add(created.index, IpAddr::V4(target.pod_cidr.addr), 32)
-                .execute()
-                .await
-                .map_err(request(format!("address on {}", target.vxlan_device)))?;
-        }
+    // Every other action is one request: built here, sent below with what it was for.
+    let (sent, what): (BoxFuture<'_, Result<(), rtnetlink::Error>>, String) = match *action {
+        Action::CreateVxlan => return create_vxlan(handle, host, target).await,
         Action::AddRoute(route) => {
             let msg = route_message(&route, host.vxlan_index)?;
-            handle
-                .route()
-                .add(msg)
-                .replace()
-                .execute()
-                .await
-                .map_err(request(format!("add route {}", route.dst)))?;
+            let add = handle.route().add(msg).replace();
+            (add.execute().boxed(), format!("add route {}", route.dst))
         }
         Action::DelRoute(route) => {
             let msg = route_message(&route, host.vxlan_index)?;
-            handle
-                .route()
-                .del(msg)
-                .execute()
-                .await
-                .map_err(request(format!("delete route {}", route.dst)))?;
+            let del = handle.route().del(msg);
+            (del.execute().boxed(), format!("delete route {}", route.dst))
         }
         Action::AddNeighbour(ip, mac) => {
-            handle
+            let add = handle
                 .neighbours()
                 .add(vx(host)?, IpAddr::V4(ip))
                 .link_layer_address(&mac.0)
                 .state(NeighbourState::Permanent)
-                .replace()
-                .execute()
-                .await
-                .map_err(request(format!("add neighbour {ip}")))?;
+                .replace();
+            (add.execute().boxed(), format!("add neighbour {ip}"))
         }
         Action::DelNeighbour(ip, mac) => {
-            handle
+            let del = handle
                 .neighbours()
-                .del(neighbour_message(vx(host)?, ip, mac))
-                .execute()
-                .await
-                .map_err(request(format!("delete neighbour {ip}")))?;
+                .del(neighbour_message(vx(host)?, ip, mac));
+            (del.execute().boxed(), format!("delete neighbour {ip}"))
         }
         Action::AddFdb(mac, ip) => {
-            handle
+            let add = handle
                 .neighbours()
                 .add_bridge(vx(host)?, &mac.0)
                 .destination(IpAddr::V4(ip))
                 .flags(NeighbourFlags::Own)
                 .state(NeighbourState::Permanent)
-                .replace()
-                .execute()
-                .await
-                .map_err(request(format!("add fdb {mac} → {ip}")))?;
+                .replace();
+            (add.execute().boxed(), format!("add fdb {mac} → {ip}"))
         }
         Action::DelFdb(mac, ip) => {
-            handle
-                .neighbours()
-                .del(fdb_message(vx(host)?, mac, ip))
-                .execute()
-                .await
-                .map_err(request(format!("delete fdb {mac} → {ip}")))?;
+            let del = handle.neighbours().del(fdb_message(vx(host)?, mac, ip));
+            (del.execute().boxed(), format!("delete fdb {mac} → {ip}"))
         }
-    }
-    Ok(())
+    };
+    sent.await.map_err(request(what))
+}
+
+/// Creates the VXLAN device on the node's interface, records it in `host`, and gives it this
+/// node's pod subnet address (the neighbour entries of other nodes point at theirs).
+async fn create_vxlan(
+    handle: &Handle,
+    host: &mut Host,
+    target: &Target<'_>,
+) -> Result<(), NetlinkError> {
+    let (dev, mtu) = host
+        .node_link
+        .ok_or(NetlinkError::NoNodeInterface(target.node_ip))?;
+    let msg = LinkVxlan::new(target.vxlan_device, VNI)
+        .dev(dev)
+        .port(VXLAN_PORT)
+        .local(target.node_ip)
+        .learning(false)
+        .mtu(mtu.saturating_sub(VXLAN_OVERHEAD))
+        .up()
+        .build();
+    let create = handle.link().add(msg).execute();
+    let what = format!("create {}", target.vxlan_device);
+    create.await.map_err(request(what))?;
+    let created = links(handle)
+        .await?
+        .into_iter()
+        .find(|l| l.name == target.vxlan_device)
+        .ok_or_else(|| NetlinkError::NoVxlan(target.vxlan_device.to_string()))?;
+    host.vxlan_index = Some(created.index);
+    host.observed.vxlan = created.mac;
+    handle
+        .address()
+        .add(created.index, IpAddr::V4(target.pod_cidr.addr), 32)
+        .execute()
+        .await
+        .map_err(request(format!("address on {}", target.vxlan_device)))
 }
 
 /// Removes every route of ours and the VXLAN device (its neighbours and FDB entries go with
@@ -401,12 +389,9 @@ pub async fn remove_all(
     let mut removed = 0;
     for route in &host.observed.routes {
         let msg = route_message(route, host.vxlan_index)?;
-        handle
-            .route()
-            .del(msg)
-            .execute()
-            .await
-            .map_err(request(format!("delete route {}", route.dst)))?;
+        let delete = handle.route().del(msg).execute();
+        let what = format!("delete route {}", route.dst);
+        delete.await.map_err(request(what))?;
         removed += 1;
     }
     if let Some(index) = host.vxlan_index {

@@ -729,12 +729,8 @@ mod tests {
             &pod,
             &observed(vec![exited("init", 0, 0, 2), running("app", 0, 3)]),
         );
-        let types: Vec<&str> = s
-            .conditions
-            .iter()
-            .flatten()
-            .map(|c| c.type_.as_str())
-            .collect();
+        let conditions = s.conditions.as_deref().unwrap_or_default();
+        let types: Vec<&str> = conditions.iter().map(|c| c.type_.as_str()).collect();
         assert_eq!(
             types,
             vec![

@@ -258,9 +258,13 @@ mod tests {
 
     #[test]
     fn versions_parse_to_major_minor() {
-        assert_eq!(major_minor("1.6.20~ds1"), Some((1, 6)));
-        assert_eq!(major_minor("v1.7.13"), Some((1, 7)));
-        assert_eq!(major_minor("2.0.0-rc.1"), Some((2, 0)));
-        assert_eq!(major_minor("garbage"), None);
+        for (version, want) in [
+            ("1.6.20~ds1", Some((1, 6))),
+            ("v1.7.13", Some((1, 7))),
+            ("2.0.0-rc.1", Some((2, 0))),
+            ("garbage", None),
+        ] {
+            assert_eq!(major_minor(version), want, "{version}");
+        }
     }
 }

@@ -23,7 +23,6 @@ impl PodWorker {
             .as_deref()
             .and_then(PullPolicy::parse)
             .unwrap_or_else(|| default_pull_policy(&image));
-        let field = super::field_path(pod, name);
         let present = matches!(self.cx.images.get(&image).await, Ok(Some(_)));
         if policy == PullPolicy::Never && !present {
             let message =
@@ -44,19 +43,11 @@ impl PodWorker {
                 return;
             }
             let message = format!("Container image \"{image}\" already present on machine");
-            self.cx
-                .events
-                .record(pod, false, "Pulled", &message, Some(&field))
-                .await;
-            self.local_mut(|l| {
-                l.pulls.insert(name.to_string(), ImagePull::Pulled);
-            });
+            self.pulled(pod, name, &message).await;
             return;
         }
         let message = format!("Pulling image \"{image}\"");
-        self.cx
-            .events
-            .record(pod, false, "Pulling", &message, Some(&field))
+        self.image_event(pod, name, false, "Pulling", &message)
             .await;
         let started = std::time::Instant::now();
         let pulled = self.cx.images.pull_with(&image, policy, &keyring).await;
@@ -74,43 +65,45 @@ impl PodWorker {
                     p.duration.as_secs_f64(),
                     p.size_bytes
                 );
-                self.cx
-                    .events
-                    .record(pod, false, "Pulled", &msg, Some(&field))
-                    .await;
-                self.local_mut(|l| {
-                    l.pulls.insert(name.to_string(), ImagePull::Pulled);
-                });
+                self.pulled(pod, name, &msg).await;
             }
             Err(e) => self.pull_failed(pod, name, &image, &e, now).await,
         }
     }
 
+    /// An event about container `name`'s image (a warning for the failures).
+    async fn image_event(&self, pod: &Pod, name: &str, warning: bool, reason: &str, message: &str) {
+        let field = super::field_path(pod, name);
+        let events = &self.cx.events;
+        events
+            .record(pod, warning, reason, message, Some(&field))
+            .await;
+    }
+
+    /// Container `name`'s image is there: the `Pulled` event, and no pull is owed.
+    async fn pulled(&self, pod: &Pod, name: &str, message: &str) {
+        self.image_event(pod, name, false, "Pulled", message).await;
+        self.local_mut(|l| {
+            l.pulls.insert(name.to_string(), ImagePull::Pulled);
+        });
+    }
+
     /// `ErrImageNeverPull` for container `name`: its warning event and waiting state.
     async fn never_pull(&self, pod: &Pod, name: &str, message: String, now: Timestamp) {
-        let field = super::field_path(pod, name);
-        self.cx
-            .events
-            .record(pod, true, "ErrImageNeverPull", &message, Some(&field))
+        self.image_event(pod, name, true, "ErrImageNeverPull", &message)
             .await;
         self.note_pull_failed(name, PullFailure::ErrImageNeverPull, message, now);
     }
 
     /// The kubelet's events and state for a failed pull of container `name`'s image.
     async fn pull_failed(&self, pod: &Pod, name: &str, image: &str, e: &PullError, now: Timestamp) {
-        let field = super::field_path(pod, name);
         if let PullError::NeverPullUnverified { .. } = e {
             self.never_pull(pod, name, e.to_string(), now).await;
             return;
         }
         let message = format!("Failed to pull image \"{image}\": {e}");
-        self.cx
-            .events
-            .record(pod, true, "Failed", &message, Some(&field))
-            .await;
-        self.cx
-            .events
-            .record(pod, true, "Failed", "Error: ErrImagePull", Some(&field))
+        self.image_event(pod, name, true, "Failed", &message).await;
+        self.image_event(pod, name, true, "Failed", "Error: ErrImagePull")
             .await;
         self.note_pull_failed(name, PullFailure::ErrImagePull, message, now);
         self.local_mut(|l| {

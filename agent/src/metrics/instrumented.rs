@@ -2,6 +2,7 @@
 //! operation histograms, and a failed one counted, by operation.
 
 use super::AgentMetrics;
+use super::exposition::{CounterVec, HistogramVec};
 use crate::network::{NetworkError, NetworkFacts, PodNetwork, PodRef, ProcessNetwork};
 use crate::pod::ports::{ContainerRuntime, SandboxNetwork};
 use crate::runtime::{ContainerConfig, ContainerId, ContainerInfo, ExitInfo, RuntimeError};
@@ -13,8 +14,8 @@ use std::time::{Duration, Instant};
 /// Runs `f`, recording its duration under `op` in `hist`, and counting it in `errors` if it
 /// fails.
 async fn timed<T, E>(
-    hist: &super::exposition::HistogramVec,
-    errors: &super::exposition::CounterVec,
+    hist: &HistogramVec,
+    errors: &CounterVec,
     op: &str,
     f: impl Future<Output = Result<T, E>>,
 ) -> Result<T, E> {
@@ -27,20 +28,42 @@ async fn timed<T, E>(
     r
 }
 
-/// A container runtime whose calls are timed.
-pub struct TimedRuntime {
-    pub inner: Arc<dyn ContainerRuntime>,
+/// A port (`P`: the container runtime or the pod network) whose calls are timed.
+pub struct Timed<P: ?Sized> {
+    pub inner: Arc<P>,
     pub metrics: Arc<AgentMetrics>,
 }
 
-impl TimedRuntime {
-    fn time<'a, T: 'a>(
+/// A container runtime whose calls are timed.
+pub type TimedRuntime = Timed<dyn ContainerRuntime>;
+/// A pod network whose CNI calls are timed.
+pub type TimedNetwork = Timed<dyn SandboxNetwork>;
+
+/// The histogram and error counter a port's calls are recorded in.
+pub trait Operations {
+    fn operations(m: &AgentMetrics) -> (&HistogramVec, &CounterVec);
+}
+
+impl Operations for dyn ContainerRuntime {
+    fn operations(m: &AgentMetrics) -> (&HistogramVec, &CounterVec) {
+        (&m.runtime_operations, &m.runtime_errors)
+    }
+}
+
+impl Operations for dyn SandboxNetwork {
+    fn operations(m: &AgentMetrics) -> (&HistogramVec, &CounterVec) {
+        (&m.network_operations, &m.network_errors)
+    }
+}
+
+impl<P: ?Sized + Operations> Timed<P> {
+    fn time<'a, T: 'a, E: 'a>(
         &'a self,
         op: &'static str,
-        f: BoxFuture<'a, Result<T, RuntimeError>>,
-    ) -> BoxFuture<'a, Result<T, RuntimeError>> {
-        let m = &self.metrics;
-        Box::pin(timed(&m.runtime_operations, &m.runtime_errors, op, f))
+        f: BoxFuture<'a, Result<T, E>>,
+    ) -> BoxFuture<'a, Result<T, E>> {
+        let (hist, errors) = P::operations(&self.metrics);
+        Box::pin(timed(hist, errors, op, f))
     }
 }
 
@@ -88,23 +111,6 @@ impl ContainerRuntime for TimedRuntime {
         timeout: Duration,
     ) -> BoxFuture<'a, Result<(i32, Vec<u8>), RuntimeError>> {
         self.time("exec_sync", self.inner.exec_output(id, cmd, timeout))
-    }
-}
-
-/// A pod network whose CNI calls are timed.
-pub struct TimedNetwork {
-    pub inner: Arc<dyn SandboxNetwork>,
-    pub metrics: Arc<AgentMetrics>,
-}
-
-impl TimedNetwork {
-    fn time<'a, T: 'a>(
-        &'a self,
-        op: &'static str,
-        f: BoxFuture<'a, Result<T, NetworkError>>,
-    ) -> BoxFuture<'a, Result<T, NetworkError>> {
-        let m = &self.metrics;
-        Box::pin(timed(&m.network_operations, &m.network_errors, op, f))
     }
 }
 

@@ -437,12 +437,20 @@ mod tests {
         assert_eq!(s.capacity.unwrap()["cpu"].0, "2");
     }
 
+    fn at(secs: i64) -> jiff::Timestamp {
+        jiff::Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(secs)
+    }
+
+    /// The status of a ready node without pressure, at `now`, after `previous`.
+    fn ready_at(now: jiff::Timestamp, previous: Option<&NodeStatus>) -> NodeStatus {
+        node_status(&facts(), true, Pressures::default(), now, previous)
+    }
+
     #[test]
     fn transition_times_stay_while_the_status_holds() {
-        let t0 = jiff::Timestamp::UNIX_EPOCH;
-        let t1 = t0 + jiff::SignedDuration::from_secs(60);
-        let first = node_status(&facts(), true, Pressures::default(), t0, None);
-        let second = node_status(&facts(), true, Pressures::default(), t1, Some(&first));
+        let (t0, t1) = (at(0), at(60));
+        let first = ready_at(t0, None);
+        let second = ready_at(t1, Some(&first));
         let ready = |s: &NodeStatus| {
             s.conditions
                 .clone()
@@ -459,10 +467,9 @@ mod tests {
 
     #[test]
     fn a_status_differs_when_a_condition_does_but_not_for_its_times() {
-        let t0 = jiff::Timestamp::UNIX_EPOCH;
-        let t1 = t0 + jiff::SignedDuration::from_secs(10);
-        let posted = node_status(&facts(), true, Pressures::default(), t0, None);
-        let same = node_status(&facts(), true, Pressures::default(), t1, Some(&posted));
+        let t1 = at(10);
+        let posted = ready_at(at(0), None);
+        let same = ready_at(t1, Some(&posted));
         assert!(!differs(Some(&posted), &same), "only the heartbeat moved");
         let pressured = Pressures {
             disk: true,

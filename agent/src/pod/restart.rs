@@ -276,6 +276,11 @@ mod tests {
         Duration::from_secs(s)
     }
 
+    /// A back-off entry of `delay`, advanced at `t(0)`.
+    fn since_t0(delay: Duration) -> Option<Backoff> {
+        Some(Backoff { delay, since: t(0) })
+    }
+
     #[test]
     fn first_exit_restarts_at_once_and_opens_a_ten_second_window() {
         assert_eq!(
@@ -352,10 +357,7 @@ mod tests {
     #[test]
     fn an_entry_from_a_longer_cap_waits_no_longer_than_the_current_one() {
         // Written while the cap was 5 minutes; the agent now runs with 1 s.
-        let entry = Some(Backoff {
-            delay: secs(160),
-            since: t(0),
-        });
+        let entry = since_t0(secs(160));
         let curve = CrashLoopBackOff::with_max_restart_period(secs(1)).unwrap();
         assert_eq!(
             crash_loop(entry, t(5), t(5), curve),
@@ -378,10 +380,7 @@ mod tests {
     #[test]
     fn the_stale_window_stays_ten_minutes_under_a_short_cap() {
         let curve = CrashLoopBackOff::with_max_restart_period(secs(1)).unwrap();
-        let entry = Some(Backoff {
-            delay: secs(1),
-            since: t(0),
-        });
+        let entry = since_t0(secs(1));
         // A run of a minute is not "10 minutes without any problems": still backing off.
         assert!(matches!(
             crash_loop(entry, t(60), t(60), curve),
@@ -397,10 +396,7 @@ mod tests {
 
     #[test]
     fn back_off_holds_until_exit_time_plus_delay() {
-        let entry = Some(Backoff {
-            delay: secs(20),
-            since: t(0),
-        });
+        let entry = since_t0(secs(20));
         assert_eq!(
             next_start(entry, t(5), t(24), CrashLoopBackOff::default()),
             Some(t(25))
@@ -413,10 +409,7 @@ mod tests {
 
     #[test]
     fn a_run_of_more_than_ten_minutes_resets_the_back_off() {
-        let entry = Some(Backoff {
-            delay: secs(300),
-            since: t(0),
-        });
+        let entry = since_t0(secs(300));
         // Exited 601 s after the entry was advanced: restart at once, curve starts over.
         assert_eq!(
             crash_loop(entry, t(601), t(601), CrashLoopBackOff::default()),

@@ -214,6 +214,7 @@ impl ProbeState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ProbeResult::{Failure, Success};
 
     fn t(s: i64) -> Timestamp {
         Timestamp::from_second(1_700_000_000 + s).unwrap()
@@ -250,8 +251,8 @@ mod tests {
     #[test]
     fn readiness_starts_failed_liveness_succeeded_startup_unknown() {
         let cases = [
-            (ProbeKind::Readiness, ProbeResult::Failure),
-            (ProbeKind::Liveness, ProbeResult::Success),
+            (ProbeKind::Readiness, Failure),
+            (ProbeKind::Liveness, Success),
             (ProbeKind::Startup, ProbeResult::Unknown),
         ];
         for (kind, want) in cases {
@@ -274,7 +275,7 @@ mod tests {
     #[test]
     fn next_probe_is_one_period_after_the_last() {
         let mut p = ProbeState::new(ProbeKind::Liveness, timing(0, 7, 1, 3));
-        p.record(ProbeResult::Success, t(3));
+        p.record(Success, t(3));
         assert_eq!(p.next_due(t(0)), t(10));
     }
 
@@ -291,67 +292,45 @@ mod tests {
     #[test]
     fn failure_threshold_consecutive_failures_flip_liveness() {
         let mut p = ProbeState::new(ProbeKind::Liveness, timing(0, 10, 1, 3));
-        assert_eq!(p.record(ProbeResult::Failure, t(0)), None);
-        assert_eq!(p.record(ProbeResult::Failure, t(10)), None);
-        assert_eq!(
-            p.record(ProbeResult::Success, t(20)),
-            None,
-            "a success breaks the run"
-        );
-        assert_eq!(p.record(ProbeResult::Failure, t(30)), None);
-        assert_eq!(p.record(ProbeResult::Failure, t(40)), None);
-        assert_eq!(
-            p.record(ProbeResult::Failure, t(50)),
-            Some(ProbeResult::Failure)
-        );
+        assert_eq!(p.record(Failure, t(0)), None);
+        assert_eq!(p.record(Failure, t(10)), None);
+        assert_eq!(p.record(Success, t(20)), None, "a success breaks the run");
+        assert_eq!(p.record(Failure, t(30)), None);
+        assert_eq!(p.record(Failure, t(40)), None);
+        assert_eq!(p.record(Failure, t(50)), Some(Failure));
     }
 
     #[test]
     fn success_threshold_consecutive_successes_make_ready() {
         let mut p = ProbeState::new(ProbeKind::Readiness, timing(0, 10, 2, 3));
-        assert_eq!(p.record(ProbeResult::Success, t(0)), None);
-        assert_eq!(
-            p.record(ProbeResult::Success, t(10)),
-            Some(ProbeResult::Success)
-        );
-        assert_eq!(p.result(), ProbeResult::Success);
+        assert_eq!(p.record(Success, t(0)), None);
+        assert_eq!(p.record(Success, t(10)), Some(Success));
+        assert_eq!(p.result(), Success);
     }
 
     #[test]
     fn readiness_failure_keeps_probing_so_it_can_recover() {
         let mut p = ProbeState::new(ProbeKind::Readiness, timing(0, 10, 1, 1));
-        p.record(ProbeResult::Success, t(0));
-        assert_eq!(
-            p.record(ProbeResult::Failure, t(10)),
-            Some(ProbeResult::Failure)
-        );
+        p.record(Success, t(0));
+        assert_eq!(p.record(Failure, t(10)), Some(Failure));
         assert_eq!(p.gate(running(true), t(20)), Due::Probe);
-        assert_eq!(
-            p.record(ProbeResult::Success, t(20)),
-            Some(ProbeResult::Success)
-        );
+        assert_eq!(p.record(Success, t(20)), Some(Success));
     }
 
     #[test]
     fn liveness_failure_holds_probing_until_the_next_attempt() {
         let mut p = ProbeState::new(ProbeKind::Liveness, timing(0, 10, 1, 1));
-        assert_eq!(
-            p.record(ProbeResult::Failure, t(0)),
-            Some(ProbeResult::Failure)
-        );
+        assert_eq!(p.record(Failure, t(0)), Some(Failure));
         assert_eq!(p.gate(running(true), t(10)), Due::Skip);
     }
 
     #[test]
     fn unknown_outcomes_change_nothing() {
         let mut p = ProbeState::new(ProbeKind::Liveness, timing(0, 10, 1, 2));
-        p.record(ProbeResult::Failure, t(0));
+        p.record(Failure, t(0));
         assert_eq!(p.record(ProbeResult::Unknown, t(10)), None);
-        assert_eq!(p.result(), ProbeResult::Success);
-        assert_eq!(
-            p.record(ProbeResult::Failure, t(20)),
-            Some(ProbeResult::Failure)
-        );
+        assert_eq!(p.result(), Success);
+        assert_eq!(p.record(Failure, t(20)), Some(Failure));
     }
 
     #[test]
@@ -362,7 +341,7 @@ mod tests {
         };
         let mut startup = ProbeState::new(ProbeKind::Startup, timing(0, 10, 1, 3));
         assert_eq!(startup.gate(gate, t(1)), Due::Stop);
-        assert_eq!(startup.result(), ProbeResult::Success);
+        assert_eq!(startup.result(), Success);
         let mut ready = ProbeState::new(ProbeKind::Readiness, timing(0, 10, 1, 3));
         assert_eq!(
             ready.gate(
@@ -379,13 +358,13 @@ mod tests {
     #[test]
     fn a_container_that_is_not_running_fails_its_probe() {
         let mut p = ProbeState::new(ProbeKind::Readiness, timing(0, 10, 1, 3));
-        p.record(ProbeResult::Success, t(0));
+        p.record(Success, t(0));
         let gate = ProbeGate {
             running_since: None,
             started: false,
             deleting: false,
         };
         assert_eq!(p.gate(gate, t(10)), Due::Skip);
-        assert_eq!(p.result(), ProbeResult::Failure);
+        assert_eq!(p.result(), Failure);
     }
 }

@@ -275,6 +275,11 @@ mod tests {
         }
     }
 
+    /// `i`, used by a container now.
+    fn in_use(i: ImageState) -> ImageState {
+        ImageState { in_use: true, ..i }
+    }
+
     fn ids(d: &[Deletion]) -> Vec<&str> {
         d.iter().map(|d| d.id.as_str()).collect()
     }
@@ -327,16 +332,15 @@ mod tests {
 
     #[test]
     fn unused_images_go_least_recently_used_first_until_enough_is_freed() {
-        let mut used = image("used", 100, 0, Some(50));
-        used.in_use = true;
-        let mut pinned = image("pinned", 100, 0, None);
-        pinned.pinned = true;
         let images = vec![
             image("recent", 100, 0, Some(40)),
             image("old", 100, 0, Some(10)),
             image("never", 100, 5, None),
-            used,
-            pinned,
+            in_use(image("used", 100, 0, Some(50))),
+            ImageState {
+                pinned: true,
+                ..image("pinned", 100, 0, None)
+            },
         ];
         let cases = [
             (1, vec!["never"]),
@@ -371,13 +375,11 @@ mod tests {
 
     #[test]
     fn the_maximum_age_removes_images_unused_for_longer() {
-        let mut busy = image("busy", 10, 0, Some(0));
-        busy.in_use = true;
         let images = vec![
+            in_use(image("busy", 10, 0, Some(0))),
             image("stale", 10, 0, Some(100)),
             image("fresh", 10, 0, Some(900)),
             image("never", 10, 200, None),
-            busy,
         ];
         let max = Some(Duration::from_secs(600));
         assert_eq!(

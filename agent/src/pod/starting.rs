@@ -66,7 +66,8 @@ mod tests {
         let s = Starting::<u32>::default();
         assert_eq!(s.now(), Err(STARTING.to_string()));
         let waiting = tokio::spawn(s.wait(Duration::from_secs(30)));
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        tokio::task::yield_now().await;
+        tokio::time::advance(Duration::from_secs(2)).await;
         s.set(Arc::new(7));
         assert_eq!(waiting.await.ok().and_then(Result::ok).as_deref(), Some(&7));
         assert_eq!(s.now().as_deref(), Ok(&7));

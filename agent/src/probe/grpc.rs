@@ -51,6 +51,21 @@ enum Answer {
     Error(u32, String),
 }
 
+/// One step of the probe, finished by `deadline`: its value, or the failure the kubelet
+/// reports when time ran out (`late`) or the step failed (`failed`).
+async fn before<T, E>(
+    deadline: tokio::time::Instant,
+    step: impl std::future::Future<Output = Result<T, E>>,
+    late: String,
+    failed: impl FnOnce(E) -> String,
+) -> Result<T, Outcome> {
+    match tokio::time::timeout_at(deadline, step).await {
+        Err(_) => Err(Outcome::failure(late)),
+        Ok(Err(e)) => Err(Outcome::failure(failed(e))),
+        Ok(Ok(value)) => Ok(value),
+    }
+}
+
 pub(super) async fn probe(
     action: &GRPCAction,
     target: Target<'_>,
@@ -62,31 +77,20 @@ pub(super) async fn probe(
     let service = action.service.as_deref().unwrap_or_default();
     let deadline = tokio::time::Instant::now() + timeout;
     let within = go_duration(timeout);
-    let tcp = match tokio::time::timeout_at(deadline, TcpStream::connect((host, port))).await {
-        Err(_) => {
-            return Ok(Outcome::failure(format!(
-                "timeout: failed to connect service {addr:?} within {within}: context deadline exceeded"
-            )));
-        }
-        Ok(Err(e)) => {
-            return Ok(Outcome::failure(format!(
-                "error: failed to connect service at {addr:?}: {e}"
-            )));
-        }
-        Ok(Ok(tcp)) => tcp,
+    let connect = TcpStream::connect((host, port));
+    let late = format!(
+        "timeout: failed to connect service {addr:?} within {within}: context deadline exceeded"
+    );
+    let failed = |e| format!("error: failed to connect service at {addr:?}: {e}");
+    let tcp = match before(deadline, connect, late, failed).await {
+        Ok(tcp) => tcp,
+        Err(outcome) => return Ok(outcome),
     };
-    let answer = match tokio::time::timeout_at(deadline, check(tcp, &addr, service)).await {
-        Err(_) => {
-            return Ok(Outcome::failure(format!(
-                "timeout: health rpc did not complete within {within}"
-            )));
-        }
-        Ok(Err(e)) => {
-            return Ok(Outcome::failure(format!(
-                "error: health rpc probe failed: {e}"
-            )));
-        }
-        Ok(Ok(answer)) => answer,
+    let late = format!("timeout: health rpc did not complete within {within}");
+    let failed = |e| format!("error: health rpc probe failed: {e}");
+    let answer = match before(deadline, check(tcp, &addr, service), late, failed).await {
+        Ok(answer) => answer,
+        Err(outcome) => return Ok(outcome),
     };
     Ok(match answer {
         Answer::Status(SERVING) => Outcome::success("service is healthy"),

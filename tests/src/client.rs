@@ -135,6 +135,12 @@ impl Reply {
         )
     }
 
+    /// Asserts that the body contains `needle`; the failure shows the whole reply.
+    #[track_caller]
+    pub fn assert_body_has(&self, needle: &str) {
+        assert!(self.body.contains(needle), "{}", self.describe());
+    }
+
     /// Requires a Failure `Status` with HTTP `code` and `reason` whose message contains each of
     /// `needles`; returns the message. A failure prints the reply and `logs()` (the log tail of
     /// the component that answered).

@@ -79,6 +79,12 @@ impl Run {
     pub fn assert_stderr_has(&self, needle: &str) {
         assert!(self.stderr.contains(needle), "{}", self.describe());
     }
+
+    /// Asserts that the command's stdout contains `needle`; the failure shows the whole run.
+    #[track_caller]
+    pub fn assert_stdout_has(&self, needle: &str) {
+        assert!(self.stdout.contains(needle), "{}", self.describe());
+    }
 }
 
 /// Shell-like rendering of a command line, for messages.

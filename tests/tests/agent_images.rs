@@ -108,18 +108,10 @@ fn an_imported_image_runs_with_pull_policy_never() {
     let archive = archive.to_string_lossy().into_owned();
     let r = c.agent(0).subcommand(&["image", "import", &archive]);
     assert!(r.success(), "{}", r.describe());
-    assert!(
-        r.stdout.contains("docker.io/library/imported:1.0"),
-        "{}",
-        r.describe()
-    );
+    r.assert_stdout_has("docker.io/library/imported:1.0");
     let ls = c.agent(0).subcommand(&["image", "ls"]);
     assert!(ls.success(), "{}", ls.describe());
-    assert!(
-        ls.stdout.contains("docker.io/library/imported:1.0"),
-        "{}",
-        ls.describe()
-    );
+    ls.assert_stdout_has("docker.io/library/imported:1.0");
     assert!(
         c.containerd()
             .images(c.agent(0).namespace())

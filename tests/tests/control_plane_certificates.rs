@@ -14,6 +14,7 @@ use berth_tests::join::join_locally;
 use berth_tests::pki::{
     client_cert_user, current_context, parse_kubeconfig, presented_serial, write_kubeconfig,
 };
+use berth_tests::table::words;
 use berth_tests::wait::ok_if;
 use berth_tests::{Controller, Kubectl};
 use rcgen::{CertificateParams, DnType, KeyPair};
@@ -119,12 +120,8 @@ fn csrs_are_approved_denied_and_signed_as_upstream_through_kubectl() {
 
     // kubectl get csr: upstream's columns; the requestor is who created it.
     let table = k.ok(&["get", "csr", &name]);
-    let mut lines = table.lines();
-    let header: Vec<&str> = lines
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
+    let mut lines = table.lines().map(words);
+    let header = lines.next().unwrap_or_default();
     assert_eq!(
         header,
         [
@@ -137,11 +134,7 @@ fn csrs_are_approved_denied_and_signed_as_upstream_through_kubectl() {
         ],
         "{table}"
     );
-    let row: Vec<&str> = lines
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
+    let row = lines.next().unwrap_or_default();
     assert_eq!(
         (row[0], row[2], row[3], row[4], row[5]),
         (name.as_str(), signer, "admin", "60m", "Pending"),
@@ -211,12 +204,7 @@ fn csrs_are_approved_denied_and_signed_as_upstream_through_kubectl() {
         &csr,
     ));
     assert_eq!(put.status, 422, "{}", put.describe());
-    assert!(
-        put.body
-            .contains("updates may not remove a condition of type \\\"Denied\\\""),
-        "{}",
-        put.describe()
-    );
+    put.assert_body_has("updates may not remove a condition of type \\\"Denied\\\"");
 }
 
 #[test]

@@ -198,12 +198,7 @@ fn validate_warn_names_each_unknown_field_and_creates_the_object() {
     let again = TYPO_DEPLOYMENT.replace("colour: blue", "colour: red");
     let r = k.run_stdin(&["apply", "--validate=warn", "-f", "-"], &again);
     assert!(r.success(), "{}", r.describe());
-    assert!(
-        r.stderr
-            .contains("Warning: unknown field \"spec.template.spec.containers[0].colour\""),
-        "{}",
-        r.describe()
-    );
+    r.assert_stderr_has("Warning: unknown field \"spec.template.spec.containers[0].colour\"");
     let quiet = TYPO_DEPLOYMENT.replace("name: typo\n", "name: quiet\n");
     let r = k.run_stdin(&["apply", "--validate=false", "-f", "-"], &quiet);
     assert!(r.success(), "{}", r.describe());

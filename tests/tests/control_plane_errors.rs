@@ -102,12 +102,7 @@ fn a_missing_object_is_404_not_found_with_a_status() {
     let message = failure_status(&reply.json(), 404, "NotFound").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(message, "configmaps \"nope\" not found");
     let r = c.kubectl_fails(&["get", "configmap", "nope"]);
-    assert!(
-        r.stderr
-            .contains("Error from server (NotFound): configmaps \"nope\" not found"),
-        "{}",
-        r.describe()
-    );
+    r.assert_stderr_has("Error from server (NotFound): configmaps \"nope\" not found");
 }
 
 #[test]

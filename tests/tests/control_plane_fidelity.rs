@@ -263,18 +263,13 @@ fn a_put_must_name_the_urls_object_and_its_uid_is_a_precondition() {
     let mut forged = created.clone();
     forged["metadata"]["uid"] = json!("forged");
     let reply = api.send(Req::put(&url, &forged));
-    refused(
-        &c,
-        &reply,
-        409,
-        "Conflict",
-        &format!(
-            "Operation cannot be fulfilled on configmaps \"replaced\": StorageError: invalid \
-             object, Code: 4, Key: /registry/configmaps/default/replaced, ResourceVersion: 0, \
-             AdditionalErrorMsg: Precondition failed: UID in precondition: forged, UID in object \
-             meta: {uid}"
-        ),
+    let message = format!(
+        "Operation cannot be fulfilled on configmaps \"replaced\": StorageError: invalid \
+         object, Code: 4, Key: /registry/configmaps/default/replaced, ResourceVersion: 0, \
+         AdditionalErrorMsg: Precondition failed: UID in precondition: forged, UID in object \
+         meta: {uid}"
     );
+    refused(&c, &reply, 409, "Conflict", &message);
     let now = api.get_ok(&url);
     assert_eq!(rv(&now), rv(&created), "nothing may be written: {now:#}");
     // The right uid, or none, updates.
@@ -368,16 +363,11 @@ fn a_scale_put_without_a_scale_is_400_and_changes_nothing() {
         "application/merge-patch+json",
         &json!({"metadata": {"uid": "forged"}, "spec": {"replicas": 5}}),
     ));
-    refused(
-        &c,
-        &reply,
-        409,
-        "Conflict",
-        &format!(
-            "Operation cannot be fulfilled on deployments/scale.apps \"scaled\": Precondition \
-             failed: UID in precondition: forged, UID in object meta: {uid}"
-        ),
+    let message = format!(
+        "Operation cannot be fulfilled on deployments/scale.apps \"scaled\": Precondition \
+         failed: UID in precondition: forged, UID in object meta: {uid}"
     );
+    refused(&c, &reply, 409, "Conflict", &message);
     let scale = api.get_ok(&url);
     assert_eq!(
         scale["spec"]["replicas"], 2,

@@ -304,16 +304,22 @@ fn out_of_file_descriptors_the_accept_loop_backs_off_and_logs_a_line_a_second() 
     );
 }
 
-#[test]
-fn an_idle_connection_is_closed_after_the_idle_timeout_not_at_the_header_timeout() {
+/// A controller with these header-read and idle-connection timeouts, and a TLS connection to it.
+fn connected_with_timeouts(header_read: &str, idle: &str) -> (Controller, RawTls) {
     let c = Controller::start_with(&[
         "--header-read-timeout",
-        "1s",
+        header_read,
         "--idle-connection-timeout",
-        "3s",
+        idle,
     ]);
-    let mut conn = RawTls::connect(c.port(), &c.ca_pem(), secs(5))
+    let conn = RawTls::connect(c.port(), &c.ca_pem(), secs(5))
         .unwrap_or_else(|e| panic!("{e}\n{}", c.log_tail()));
+    (c, conn)
+}
+
+#[test]
+fn an_idle_connection_is_closed_after_the_idle_timeout_not_at_the_header_timeout() {
+    let (c, mut conn) = connected_with_timeouts("1s", "3s");
     // The server's idle clock starts when its answer is done: after this instant, and before
     // the answer is read.
     let sent = Instant::now();
@@ -356,14 +362,7 @@ fn an_idle_connection_is_closed_after_the_idle_timeout_not_at_the_header_timeout
 
 #[test]
 fn a_request_head_sent_too_slowly_is_cut_at_the_header_read_timeout() {
-    let c = Controller::start_with(&[
-        "--header-read-timeout",
-        "1s",
-        "--idle-connection-timeout",
-        "60s",
-    ]);
-    let mut conn = RawTls::connect(c.port(), &c.ca_pem(), secs(5))
-        .unwrap_or_else(|e| panic!("{e}\n{}", c.log_tail()));
+    let (c, mut conn) = connected_with_timeouts("1s", "60s");
     // The server's header clock starts once these bytes are in: after this instant.
     let sent = Instant::now();
     conn.send(b"GET /readyz HTTP/1.1\r\nHo")

@@ -126,12 +126,7 @@ fn a_node_may_set_kubelet_labels_on_itself_but_not_a_role() {
     );
     let as_node = c.kubectl().with_kubeconfig(&kubeconfig);
     let r = as_node.fails(&["label", "node", &name, &format!("{ROLE}=")]);
-    assert!(
-        r.stderr
-            .contains(&format!("is not allowed to modify labels: {ROLE}")),
-        "{}",
-        r.describe()
-    );
+    r.assert_stderr_has(&format!("is not allowed to modify labels: {ROLE}"));
     as_node.ok(&[
         "label",
         "node",

@@ -79,12 +79,7 @@ fn enforce_and_warn(bin: PathBuf, tag: &str) {
     labelled_namespace(&k, &warned, "pod-security.kubernetes.io/warn=baseline");
     let r = k.run_stdin(&["apply", "-f", "-"], &privileged_pod("priv", &warned));
     assert!(r.success(), "{}", r.describe());
-    assert!(
-        r.stderr
-            .contains(&format!("Warning: {PRIVILEGED_VS_BASELINE}")),
-        "{}",
-        r.describe()
-    );
+    r.assert_stderr_has(&format!("Warning: {PRIVILEGED_VS_BASELINE}"));
     k.ok(&["get", "pod", "priv", "-n", &warned]);
 
     // Berth has no audit log: audit violations are logged by the controller.

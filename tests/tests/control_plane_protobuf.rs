@@ -172,12 +172,7 @@ fn protobuf_bodies_that_do_not_decode_are_refused_naming_the_kind() {
     };
     let r = post(b"{\"kind\":\"ConfigMap\"}");
     assert_eq!(r.status, 400, "{}", r.describe());
-    assert!(
-        r.body
-            .contains("the object provided is unrecognized (must be of type ConfigMap)"),
-        "{}",
-        r.describe()
-    );
+    r.assert_body_has("the object provided is unrecognized (must be of type ConfigMap)");
     // An envelope naming a kind no group-version has.
     let mut body = b"k8s\0".to_vec();
     body.extend_from_slice(&[

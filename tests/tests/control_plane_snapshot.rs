@@ -253,11 +253,7 @@ fn a_snapshot_taken_during_writes_restores_every_acknowledged_object_with_its_ui
             Err(r.describe())
         }
     });
-    assert!(
-        reply.body.contains("system:masters"),
-        "{}",
-        reply.describe()
-    );
+    reply.assert_body_has("system:masters");
     assert_eq!(c.anonymous_api().get("/v1-berth/snapshot").status, 401);
 
     // The backup procedure: the snapshot, plus pki/ and token copied beside it.

@@ -113,12 +113,7 @@ fn a_body_of_the_wrong_kind_is_refused_as_upstream_words_it() {
     // kubectl's test/cmd: a pod posted to namespaces, raw (the YAML file goes as it is).
     let k = c.kubectl();
     let raw = k.fails(&["create", "--raw", "/api/v1/namespaces", "-f", &path(&yaml)]);
-    assert!(
-        raw.stderr
-            .contains("the object provided is unrecognized (must be of type Namespace)"),
-        "{}",
-        raw.describe()
-    );
+    raw.assert_stderr_has("the object provided is unrecognized (must be of type Namespace)");
     // The same pod as JSON decodes, and is not a Namespace.
     let as_json = k.fails(&[
         "create",

@@ -15,6 +15,7 @@
 //! parser takes them) to see several runs in seconds rather than minutes.
 
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container};
+use berth_tests::table::words;
 use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, Controller, secs};
 use jiff::{SignedDuration, Timestamp};
@@ -205,23 +206,15 @@ mod clock {
         });
         // `kubectl get cronjobs`, upstream's 1.31 columns.
         let out = c.kubectl_ok(&["get", "cronjobs"]);
-        let mut lines = out.lines();
-        let header: Vec<&str> = lines
-            .next()
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect();
+        let mut lines = out.lines().map(words);
+        let header = lines.next().unwrap_or_default();
         assert_eq!(
             header,
             [
                 "NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE"
             ]
         );
-        let row: Vec<&str> = lines
-            .next()
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect();
+        let row = lines.next().unwrap_or_default();
         assert_eq!(&row[..4], ["hello", "*/1", "*", "*"], "{out}");
         assert_eq!(&row[4..8], ["*", "*", "<none>", "False"], "{out}");
         assert_eq!(row[8], active.to_string(), "{out}");

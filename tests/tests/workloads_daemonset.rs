@@ -476,12 +476,7 @@ fn rolling_updates_keep_their_bounds_and_rollout_history_undo_and_on_delete_work
         if now == before { Ok(()) } else { Err(now) }
     });
     let r = c.kubectl().fails(&["rollout", "status", target, "-n", NS]);
-    assert!(
-        r.stderr
-            .contains("rollout status is only available for RollingUpdate strategy type"),
-        "{}",
-        r.describe()
-    );
+    r.assert_stderr_has("rollout status is only available for RollingUpdate strategy type");
     let (node, victim) = live_by_node(&c, NS, "app=web").remove(0);
     c.kubectl().ok(&["delete", "pod", &name(&victim), "-n", NS]);
     let live = wait_ready_on(

@@ -496,12 +496,7 @@ fn a_bad_image_stalls_past_its_progress_deadline_and_undo_restores_earlier_revis
     let r = c
         .kubectl()
         .fails(&["rollout", "status", TARGET, "--timeout=30s"]);
-    assert!(
-        r.stderr
-            .contains("deployment \"nginx-deployment\" exceeded its progress deadline"),
-        "{}",
-        r.describe()
-    );
+    r.assert_stderr_has("deployment \"nginx-deployment\" exceeded its progress deadline");
 
     // Stalled: one new pod that cannot pull, the three old ones serving (maxUnavailable 0).
     wait_sizes(&c, "stalled at 3 old + 1 new", &[(&h2, 3), (&h3, 1)]);
@@ -558,12 +553,7 @@ fn a_bad_image_stalls_past_its_progress_deadline_and_undo_restores_earlier_revis
     let r = c
         .kubectl()
         .fails(&["rollout", "undo", TARGET, "--to-revision=2"]);
-    assert!(
-        r.stderr
-            .contains("unable to find specified revision 2 in history"),
-        "{}",
-        r.describe()
-    );
+    r.assert_stderr_has("unable to find specified revision 2 in history");
     let out = c
         .kubectl()
         .ok(&["rollout", "undo", TARGET, "--to-revision=1"]);

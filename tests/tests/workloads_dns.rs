@@ -161,11 +161,7 @@ fn pods_resolve_services_and_stateful_names_through_the_agents_dns() {
         "ip",
         &["-4", "-o", "addr", "show", "dev", c.agent(0).bridge()],
     );
-    assert!(
-        bridge.stdout.contains(&format!("inet {gateway}/{prefix} ")),
-        "{}",
-        bridge.describe()
-    );
+    bridge.assert_stdout_has(&format!("inet {gateway}/{prefix} "));
     assert!(c.netns(0).is_empty(), "{:?}", c.netns(0));
 
     c.apply(&json!({"apiVersion": "v1", "kind": "Service",

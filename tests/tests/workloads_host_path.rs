@@ -235,20 +235,27 @@ fn typed_host_paths_are_made_or_checked_and_a_failed_check_is_a_failed_mount() {
 
     // Checked: a file where a Directory is asked for holds the pod back with the kubelet's
     // FailedMount event; no container is made.
-    c.apply(&host_path_pod(
-        "checked",
-        &node,
-        &[("data", json!({"path": made_file, "type": "Directory"}))],
-        SLEEP_FOREVER,
-    ));
-    let want = format!(
-        "MountVolume.SetUp failed for volume \"data\" : hostPath type check failed: {} is not a directory",
-        made_file.display()
-    );
-    c.wait_for(REACT, "the FailedMount event", || {
-        let seen = failed_mounts(&c, "checked");
-        ok_if(seen.contains(&want), seen)
-    });
+    // Pod `name` whose volume `volume` asks for `path` to be of `kind`, which it is not: waits
+    // for its FailedMount saying so (`is not <what>`) and returns that message.
+    let held_back = |name: &str, volume: &str, path: &Path, kind: &str, what: &str| {
+        let source = json!({"path": path, "type": kind});
+        c.apply(&host_path_pod(
+            name,
+            &node,
+            &[(volume, source)],
+            SLEEP_FOREVER,
+        ));
+        let want = format!(
+            "MountVolume.SetUp failed for volume \"{volume}\" : hostPath type check failed: {} is not {what}",
+            path.display()
+        );
+        c.wait_for(REACT, &format!("{name}'s FailedMount event"), || {
+            let seen = failed_mounts(&c, name);
+            ok_if(seen.contains(&want), seen)
+        });
+        want
+    };
+    let want = held_back("checked", "data", &made_file, "Directory", "a directory");
     // The event and the status are two writes: wait for the status to catch up.
     c.wait_for(REACT, "the checked pod's ContainerCreating status", || {
         let pod = c
@@ -269,20 +276,7 @@ fn typed_host_paths_are_made_or_checked_and_a_failed_check_is_a_failed_mount() {
     );
 
     // A Socket check on a directory, with its own words.
-    c.apply(&host_path_pod(
-        "socket",
-        &node,
-        &[("s", json!({"path": made_dir, "type": "Socket"}))],
-        SLEEP_FOREVER,
-    ));
-    let want = format!(
-        "MountVolume.SetUp failed for volume \"s\" : hostPath type check failed: {} is not a socket file",
-        made_dir.display()
-    );
-    c.wait_for(REACT, "the socket check's FailedMount", || {
-        let seen = failed_mounts(&c, "socket");
-        ok_if(seen.contains(&want), seen)
-    });
+    held_back("socket", "s", &made_dir, "Socket", "a socket file");
     drop(c);
 }
 

@@ -120,6 +120,18 @@ fn wait_ready(c: &Cluster, app: &str, want: &[&str], revision_: &str) -> Vec<Val
     )
 }
 
+/// Waits until `web` has three Ready pods at `want`'s revisions, web-0 first.
+fn wait_web_revisions(c: &Cluster, what: &str, want: [&str; 3]) {
+    c.wait_for(secs(60), what, || {
+        let pods = live(c, "web");
+        let revs: Vec<String> = pods.iter().map(revision).collect();
+        ok_if(
+            pods.len() == 3 && pods.iter().all(is_ready) && revs == want,
+            format!("{revs:?}"),
+        )
+    });
+}
+
 fn set_status(c: &Cluster, set: &str) -> Value {
     c.get(&format!(
         "/apis/apps/v1/namespaces/default/statefulsets/{set}"
@@ -457,18 +469,11 @@ fn rolling_updates_partition_forced_rollback_on_delete_history_and_undo() {
         .as_str()
         .unwrap_or_default()
         .to_string();
-    c.wait_for(secs(60), "web-2 alone at the new revision", || {
-        let pods = live(&c, "web");
-        let revs: Vec<String> = pods.iter().map(revision).collect();
-        if pods.len() == 3
-            && pods.iter().all(is_ready)
-            && revs == [second.as_str(), second.as_str(), third.as_str()]
-        {
-            Ok(())
-        } else {
-            Err(format!("{revs:?}"))
-        }
-    });
+    wait_web_revisions(
+        &c,
+        "web-2 alone at the new revision",
+        [&second, &second, &third],
+    );
     let s = observed(&c, "web");
     assert_eq!(s["updatedReplicas"], 1);
     assert_eq!(
@@ -535,18 +540,11 @@ fn rolling_updates_partition_forced_rollback_on_delete_history_and_undo() {
     let before: Vec<String> = live(&c, "web").iter().map(revision).collect();
     assert_eq!(before, [third.as_str(), third.as_str(), third.as_str()]);
     c.kubectl().ok(&["delete", "pod", "web-0", "--wait=false"]);
-    c.wait_for(secs(60), "web-0 alone at the OnDelete revision", || {
-        let pods = live(&c, "web");
-        let revs: Vec<String> = pods.iter().map(revision).collect();
-        if pods.len() == 3
-            && pods.iter().all(is_ready)
-            && revs == [fourth.as_str(), third.as_str(), third.as_str()]
-        {
-            Ok(())
-        } else {
-            Err(format!("{revs:?}"))
-        }
-    });
+    wait_web_revisions(
+        &c,
+        "web-0 alone at the OnDelete revision",
+        [&fourth, &third, &third],
+    );
 
     let history = c.kubectl().ok(&["rollout", "history", "sts/web"]);
     assert!(history.contains("REVISION"), "{history}");

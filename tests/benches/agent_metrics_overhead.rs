@@ -16,9 +16,7 @@ use berth_tests::stats::process_cpu;
 use berth_tests::wait::ok_if;
 use std::time::{Duration, Instant};
 
-use berth_tests::agent::agent_binary;
-use berth_tests::bench::{built, env_usize};
-use berth_tests::controller::controller_binary;
+use berth_tests::bench::{announce_cluster, env_usize};
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container};
 use berth_tests::{Cluster, ClusterConfig, secs};
 use serde_json::{Value, json};
@@ -50,11 +48,7 @@ fn main() {
     let pods = env_usize("BERTH_BENCH_PODS", 100).clamp(1, 110);
     let window = env_usize("BERTH_BENCH_WINDOW", 60).max(5) as u64;
     let scrapes = env_usize("BERTH_BENCH_SCRAPES", 40).max(1);
-    let (agent, controller) = (agent_binary(), controller_binary());
-    let (agent_build, controller_build) = (built(&agent), built(&controller));
-    println!(
-        "agent_metrics_overhead bench: agent {agent_build}, controller {controller_build}, pods={pods}"
-    );
+    announce_cluster("agent_metrics_overhead", &format!("pods={pods}"));
     let c = Cluster::start_with(ClusterConfig {
         controller_args: vec!["--metric-resolution".into(), "1h".into()],
         ..ClusterConfig::agents(1)

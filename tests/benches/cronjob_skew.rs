@@ -14,9 +14,8 @@ use std::time::Duration;
 
 use berth_tests::Controller;
 use berth_tests::api::Api;
-use berth_tests::bench::{HollowNodes, built, env_usize, hollow_binary};
+use berth_tests::bench::{HollowNodes, announce_hollow, env_usize};
 use berth_tests::client::Req;
-use berth_tests::controller::controller_binary;
 use berth_tests::objects::namespace;
 use berth_tests::stamped::{Stamped, StampedWatch};
 use berth_tests::stats::Samples;
@@ -141,11 +140,9 @@ fn within_a_second(created: &[i64]) -> String {
 fn main() {
     let cronjobs = env_usize("BERTH_BENCH_CRONJOBS", 100);
     let minutes = env_usize("BERTH_BENCH_MINUTES", 5).max(1);
-    let bin = controller_binary();
-    let (build, hollow) = (built(&bin), hollow_binary());
-    println!(
-        "cronjob_skew bench: {build} and {}, cronjobs={cronjobs}, minutes={minutes}",
-        hollow.display()
+    announce_hollow(
+        "cronjob_skew",
+        &format!("cronjobs={cronjobs}, minutes={minutes}"),
     );
     let c = Controller::start();
     let _hollow = HollowNodes::start(&c, 10, &["--run-to-completion-after", "1s"]);

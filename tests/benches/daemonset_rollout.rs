@@ -11,9 +11,8 @@
 use std::time::{Duration, Instant};
 
 use berth_tests::Controller;
-use berth_tests::bench::{HollowNodes, Span, SpanTimer, built, env_usize, hollow_binary};
+use berth_tests::bench::{HollowNodes, Span, SpanTimer, announce_hollow, env_usize};
 use berth_tests::client::Req;
-use berth_tests::controller::controller_binary;
 use serde_json::{Value, json};
 
 const DS: &str = "/apis/apps/v1/namespaces/default/daemonsets/hollow-daemon";
@@ -106,12 +105,7 @@ fn wait_rollout(c: &Controller, nodes: usize, budget: Duration) -> (Span, (u64, 
 fn main() {
     let nodes = env_usize("BERTH_BENCH_NODES", 1_000);
     let budget = Duration::from_secs(env_usize("BERTH_BENCH_BASELINE_SECONDS", 300) as u64);
-    let bin = controller_binary();
-    let (build, hollow) = (built(&bin), hollow_binary());
-    println!(
-        "daemonset_rollout bench: {build} and {}, nodes={nodes}",
-        hollow.display()
-    );
+    announce_hollow("daemonset_rollout", &format!("nodes={nodes}"));
     let c = Controller::start();
     let _hollow = HollowNodes::start(&c, nodes, &[]);
 

@@ -24,9 +24,7 @@ use berth_tests::stats::process_cpu;
 use berth_tests::wait::ok_if;
 use std::time::{Duration, Instant};
 
-use berth_tests::agent::agent_binary;
-use berth_tests::bench::{built, env_usize};
-use berth_tests::controller::controller_binary;
+use berth_tests::bench::{announce_cluster, env_usize};
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container};
 use berth_tests::{Cluster, ClusterConfig, secs};
 use serde_json::{Value, json};
@@ -98,10 +96,9 @@ fn main() {
     let window = Duration::from_secs(env_usize("BERTH_BENCH_WINDOW", 60).max(10) as u64);
     let settle = Duration::from_secs(env_usize("BERTH_BENCH_SETTLE", 30) as u64);
     let limited = env_usize("BERTH_BENCH_LIMITED", 0) == 1;
-    let (agent, controller) = (agent_binary(), controller_binary());
-    let (agent_build, controller_build) = (built(&agent), built(&controller));
-    println!(
-        "eviction_housekeeping bench: agent {agent_build}, controller {controller_build}, pods={pods}, local storage limits: {limited}"
+    announce_cluster(
+        "eviction_housekeeping",
+        &format!("pods={pods}, local storage limits: {limited}"),
     );
     let mut c = Cluster::start_with(ClusterConfig::agents(1));
     c.apply(&deployment(pods, limited));

@@ -10,9 +10,8 @@
 use std::time::Duration;
 
 use berth_tests::Controller;
-use berth_tests::bench::{HollowNodes, Span, SpanTimer, built, env_usize, hollow_binary};
+use berth_tests::bench::{HollowNodes, Span, SpanTimer, announce_hollow, env_usize};
 use berth_tests::client::Req;
-use berth_tests::controller::controller_binary;
 use serde_json::{Value, json};
 
 const NODES: usize = 100;
@@ -82,11 +81,9 @@ fn pods_of(c: &Controller, name: &str) -> usize {
 fn main() {
     let completions = env_usize("BERTH_BENCH_COMPLETIONS", 1_000);
     let parallelism = env_usize("BERTH_BENCH_PARALLELISM", 100).max(1);
-    let bin = controller_binary();
-    let (build, hollow) = (built(&bin), hollow_binary());
-    println!(
-        "indexed_job bench: {build} and {}, completions={completions}, parallelism={parallelism}, {NODES} hollow nodes",
-        hollow.display()
+    announce_hollow(
+        "indexed_job",
+        &format!("completions={completions}, parallelism={parallelism}, {NODES} hollow nodes"),
     );
     let c = Controller::start();
     let _hollow = HollowNodes::start(&c, NODES, &["--run-to-completion-after", "1s"]);

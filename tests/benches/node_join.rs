@@ -8,9 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use berth_tests::agent::agent_binary;
-use berth_tests::bench::{built, env_usize};
-use berth_tests::controller::controller_binary;
+use berth_tests::bench::{announce_cluster, env_usize};
 use berth_tests::fixtures::BUSYBOX;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container, sh_pod};
 use berth_tests::stamped::{Stamped, StampedWatch};
@@ -63,9 +61,7 @@ fn ms(d: Duration) -> String {
 
 fn main() {
     let joins = env_usize("BERTH_BENCH_JOINS", 3).clamp(1, 25);
-    let (agent, controller) = (agent_binary(), controller_binary());
-    let (agent_build, controller_build) = (built(&agent), built(&controller));
-    println!("node_join bench: agent {agent_build}, controller {controller_build}, joins={joins}");
+    announce_cluster("node_join", &format!("joins={joins}"));
     let mut c = Cluster::start(1);
     let endpoint = c.controller().admin_endpoint();
     let pods = StampedWatch::start(endpoint.clone(), "/api/v1/pods");

@@ -11,9 +11,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use berth_tests::agent::agent_binary;
-use berth_tests::bench::{built, env_usize};
-use berth_tests::controller::controller_binary;
+use berth_tests::bench::{announce_cluster, env_usize};
 use berth_tests::pod_reading::time;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container, sh_pod};
 use berth_tests::stamped::{Stamped, StampedWatch};
@@ -59,10 +57,11 @@ fn secs_between(from: Timestamp, to: Timestamp) -> String {
 
 fn main() {
     let replicas = env_usize("BERTH_BENCH_LOSS_PODS", 6).max(1);
-    let (agent, controller) = (agent_binary(), controller_binary());
-    let (agent_build, controller_build) = (built(&agent), built(&controller));
-    println!(
-        "node_loss bench: agent {agent_build}, controller {controller_build}, replicas={replicas}, grace {GRACE_SECONDS} s, tolerationSeconds {TOLERATION_SECONDS}"
+    announce_cluster(
+        "node_loss",
+        &format!(
+            "replicas={replicas}, grace {GRACE_SECONDS} s, tolerationSeconds {TOLERATION_SECONDS}"
+        ),
     );
     let mut c = Cluster::start_with(ClusterConfig {
         controller_args: vec![

@@ -67,13 +67,7 @@ fn wait_all_ready(c: &Cluster, app: &str, n: usize, started: Instant) -> Duratio
 
 fn main() {
     let replicas = berth_tests::bench::env_usize("BERTH_BENCH_REPLICAS", 10);
-    let agent = berth_tests::agent::agent_binary();
-    let controller = berth_tests::controller::controller_binary();
-    println!(
-        "statefulset bench: agent {}, controller {}, replicas={replicas}",
-        agent.display(),
-        controller.display()
-    );
+    berth_tests::bench::announce_cluster("statefulset", &format!("replicas={replicas}"));
     let c = Cluster::start(1);
     let node = c.node_name(0).to_string();
     // Warm the image on the node.

@@ -47,13 +47,7 @@ fn wait_rolled_out(c: &Cluster, replicas: usize) {
 
 fn main() {
     let replicas = berth_tests::bench::env_usize("BERTH_BENCH_REPLICAS", 100);
-    let agent = berth_tests::agent::agent_binary();
-    let controller = berth_tests::controller::controller_binary();
-    println!(
-        "workloads bench: agent {}, controller {}, replicas={replicas}",
-        agent.display(),
-        controller.display()
-    );
+    berth_tests::bench::announce_cluster("workloads", &format!("replicas={replicas}"));
     // Room for the rollout's surge on the one node.
     let c = Cluster::start_with(ClusterConfig {
         agents: vec![AgentOptions {

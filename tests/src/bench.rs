@@ -30,6 +30,25 @@ pub fn built(bin: &Path) -> String {
     format!("{} ({})", bin.display(), build_note(bin))
 }
 
+/// Prints a bench's first line, `NAME bench: agent BIN (NOTE), controller BIN (NOTE), SETTINGS`,
+/// for a bench that runs both binaries.
+pub fn announce_cluster(name: &str, settings: &str) {
+    let agent = built(&crate::agent::agent_binary());
+    let controller = built(&crate::controller::controller_binary());
+    println!("{name} bench: agent {agent}, controller {controller}, {settings}");
+}
+
+/// Prints a bench's first line, `NAME bench: BIN (NOTE) and HOLLOW, SETTINGS`, for a bench that
+/// runs the controller with `berth-hollow-nodes`.
+pub fn announce_hollow(name: &str, settings: &str) {
+    let controller = built(&crate::controller::controller_binary());
+    let hollow = hollow_binary();
+    println!(
+        "{name} bench: {controller} and {}, {settings}",
+        hollow.display()
+    );
+}
+
 /// Wall time and controller CPU time (user + system) from `start` to `stop`.
 #[derive(Debug, Clone, Copy)]
 pub struct Span {

@@ -131,17 +131,13 @@ pub fn nginx_daemon_set(name: &str, ns: &str) -> Value {
 
 /// `key:effect` of each of a Node's taints, in order.
 pub fn taint_keys(node: &Value) -> Vec<String> {
-    node["spec"]["taints"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|t| {
-            format!(
-                "{}:{}",
-                t["key"].as_str().unwrap_or(""),
-                t["effect"].as_str().unwrap_or("")
-            )
-        })
+    let Some(taints) = node["spec"]["taints"].as_array() else {
+        return Vec::new();
+    };
+    let field = |t: &Value, name: &str| t[name].as_str().unwrap_or("").to_string();
+    taints
+        .iter()
+        .map(|t| format!("{}:{}", field(t, "key"), field(t, "effect")))
         .collect()
 }
 

@@ -99,27 +99,13 @@ pub fn authenticate(
                 pod.name
             )));
         }
-        extra.insert(
-            "authentication.kubernetes.io/pod-name".into(),
-            vec![pod.name.clone()],
-        );
-        extra.insert(
-            "authentication.kubernetes.io/pod-uid".into(),
-            vec![pod.uid.clone()],
-        );
+        bound_to(&mut extra, "pod", &pod.name, &pod.uid);
     }
     if let Some(secret) = &k.secret {
         current(SECRETS, &secret.name, &secret.uid, "secret")?;
     }
     if let Some(node) = &k.node {
-        extra.insert(
-            "authentication.kubernetes.io/node-name".into(),
-            vec![node.name.clone()],
-        );
-        extra.insert(
-            "authentication.kubernetes.io/node-uid".into(),
-            vec![node.uid.clone()],
-        );
+        bound_to(&mut extra, "node", &node.name, &node.uid);
     }
     Ok(TokenUser {
         name: claims.sub.clone(),
@@ -130,6 +116,17 @@ pub fn authenticate(
         ],
         extra,
     })
+}
+
+/// The user extras naming an object (`pod`, `node`) the token is bound to, as upstream's
+/// `authentication.kubernetes.io/<kind>-name` and `-uid`.
+fn bound_to(extra: &mut BTreeMap<String, Vec<String>>, kind: &str, name: &str, uid: &str) {
+    for (field, value) in [("name", name), ("uid", uid)] {
+        extra.insert(
+            format!("authentication.kubernetes.io/{kind}-{field}"),
+            vec![value.to_string()],
+        );
+    }
 }
 
 /// The pod a TokenRequest binds to, if any (for the node authorizer).

@@ -8,22 +8,18 @@
 //! `BERTH_CONTROLLER_BIN` pick the binaries (release builds give the meaningful figures).
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use berth_tests::agent::agent_binary;
-use berth_tests::api::Next;
-use berth_tests::bench::{built, env_usize, warm_raw_namespace};
+use berth_tests::bench::{built, env_usize, time_to_running, warm_raw_namespace};
 use berth_tests::client::Req;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_pod};
 use berth_tests::stats::{Samples, megabytes};
 use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, secs};
-use serde_json::Value;
 
 const GOAL_LATENCY: &str = "goal: p99 < 1 s, within 3x of raw containerd";
 const GOAL_RSS: &str = "goal: < 30 MB";
-/// How long one pod may take to be Running before the benchmark gives up.
-const POD_DEADLINE: Duration = secs(60);
 
 fn main() {
     let pods = env_usize("BERTH_BENCH_AGENT_PODS", 50);
@@ -106,29 +102,7 @@ fn measure_pods(c: &Cluster, node: &str, n: usize) -> Samples {
     for i in 0..n {
         let name = format!("bench-{i:03}");
         let pod = sh_pod(&name, node, SLEEP_FOREVER);
-        let start = Instant::now();
-        api.expect(Req::post("/api/v1/namespaces/default/pods", &pod), 201);
-        loop {
-            let left = POD_DEADLINE.saturating_sub(start.elapsed());
-            match watch.next(left) {
-                Next::Event(e) => {
-                    let o: &Value = &e["object"];
-                    let pod_name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
-                    if o["status"]["phase"] == "Running"
-                        && running.insert(pod_name.clone())
-                        && pod_name == name
-                    {
-                        samples.push(start.elapsed());
-                        break;
-                    }
-                }
-                Next::Timeout => panic!(
-                    "{name} was not Running within {POD_DEADLINE:?}\n{}",
-                    c.logs().render()
-                ),
-                Next::Closed(why) => panic!("the watch closed: {why}"),
-            }
-        }
+        samples.push(time_to_running(c, &mut watch, &mut running, &name, &pod));
     }
     samples
 }

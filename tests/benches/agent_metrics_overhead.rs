@@ -13,12 +13,11 @@
 //! meaningful figures).
 
 use berth_tests::stats::process_cpu;
-use berth_tests::wait::ok_if;
 use std::time::{Duration, Instant};
 
-use berth_tests::bench::{announce_cluster, env_usize};
+use berth_tests::bench::{announce_cluster, env_usize, wait_deployment_ready};
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container};
-use berth_tests::{Cluster, ClusterConfig, secs};
+use berth_tests::{Cluster, ClusterConfig};
 use serde_json::{Value, json};
 
 const GOAL: &str = "aim < 1 % of a core and < 2 MB at one scrape per 15 s";
@@ -54,13 +53,7 @@ fn main() {
         ..ClusterConfig::agents(1)
     });
     c.apply(&deployment(pods));
-    c.wait_for(secs(600), "every pod running", || {
-        let ready = c
-            .get("/apis/apps/v1/namespaces/default/deployments/idle")
-            .and_then(|d| d.pointer("/status/readyReplicas").and_then(Value::as_u64))
-            .unwrap_or(0);
-        ok_if(ready as usize == pods, ready)
-    });
+    wait_deployment_ready(&c, "idle", pods);
     let pid = c.agent(0).pid().expect("the agent runs");
     let node = c.node_name(0).to_string();
     let path = format!("/api/v1/nodes/{node}/proxy/metrics/resource");

@@ -21,12 +21,11 @@
 //! meaningful figures).
 
 use berth_tests::stats::process_cpu;
-use berth_tests::wait::ok_if;
 use std::time::{Duration, Instant};
 
-use berth_tests::bench::{announce_cluster, env_usize};
+use berth_tests::bench::{announce_cluster, env_usize, wait_deployment_ready};
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container};
-use berth_tests::{Cluster, ClusterConfig, secs};
+use berth_tests::{Cluster, ClusterConfig};
 use serde_json::{Value, json};
 
 const GOAL: &str = "aim < 0.5 % of a core";
@@ -102,13 +101,7 @@ fn main() {
     );
     let mut c = Cluster::start_with(ClusterConfig::agents(1));
     c.apply(&deployment(pods, limited));
-    c.wait_for(secs(600), "every pod running", || {
-        let ready = c
-            .get("/apis/apps/v1/namespaces/default/deployments/idle")
-            .and_then(|d| d.pointer("/status/readyReplicas").and_then(Value::as_u64))
-            .unwrap_or(0);
-        ok_if(ready as usize == pods, ready)
-    });
+    wait_deployment_ready(&c, "idle", pods);
     let (base_agent, base_containerd) = phase(&mut c, "1h", settle, window);
     let base_evicted = evicted(&c);
     let (agent_cpu, containerd_cpu) = phase(&mut c, "10s", settle, window);

@@ -8,19 +8,16 @@
 //! `BERTH_CONTROLLER_BIN` pick the binaries (release builds give the meaningful figures).
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use berth_tests::agent::agent_binary;
-use berth_tests::api::{Next, Watch};
-use berth_tests::bench::{built, env_usize, warm_raw_namespace};
-use berth_tests::client::Req;
+use berth_tests::bench::{built, env_usize, time_to_running, warm_raw_namespace};
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_pod};
 use berth_tests::stats::Samples;
 use berth_tests::{Cluster, secs};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const GOAL: &str = "goal: no measurable difference, < 5 ms p50";
-const POD_DEADLINE: Duration = secs(60);
 
 fn main() {
     let pods = env_usize("BERTH_BENCH_SECCOMP_PODS", 20);
@@ -55,7 +52,7 @@ fn main() {
             let name = format!("{}-{i:03}", kind.to_lowercase());
             let mut pod = sh_pod(&name, &node, SLEEP_FOREVER);
             pod["spec"]["securityContext"] = json!({"seccompProfile": {"type": kind}});
-            samples.push(start_pod(&c, &mut watch, &mut running, &name, &pod));
+            samples.push(time_to_running(&c, &mut watch, &mut running, &name, &pod));
         }
     }
 
@@ -113,37 +110,4 @@ fn measure_raw(c: &Cluster, n: usize) -> (Samples, Samples) {
     }
     // The cluster's teardown removes every namespace of its containerd, this one included.
     (with, without)
-}
-
-/// POSTs `pod` and waits for the watch to show it Running; the time between.
-fn start_pod(
-    c: &Cluster,
-    watch: &mut Watch,
-    running: &mut HashSet<String>,
-    name: &str,
-    pod: &Value,
-) -> Duration {
-    let start = Instant::now();
-    c.api()
-        .expect(Req::post("/api/v1/namespaces/default/pods", pod), 201);
-    loop {
-        let left = POD_DEADLINE.saturating_sub(start.elapsed());
-        match watch.next(left) {
-            Next::Event(e) => {
-                let o: &Value = &e["object"];
-                let pod_name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
-                if o["status"]["phase"] == "Running"
-                    && running.insert(pod_name.clone())
-                    && pod_name == name
-                {
-                    return start.elapsed();
-                }
-            }
-            Next::Timeout => panic!(
-                "{name} was not Running within {POD_DEADLINE:?}\n{}",
-                c.logs().render()
-            ),
-            Next::Closed(why) => panic!("the watch closed: {why}"),
-        }
-    }
 }

@@ -49,6 +49,58 @@ pub fn announce_hollow(name: &str, settings: &str) {
     );
 }
 
+/// Waits (up to ten minutes) until Deployment `name` in `default` reports `pods` ready replicas.
+pub fn wait_deployment_ready(c: &crate::Cluster, name: &str, pods: usize) {
+    let path = format!("/apis/apps/v1/namespaces/default/deployments/{name}");
+    c.wait_for(Duration::from_secs(600), "every pod running", || {
+        let ready = c
+            .get(&path)
+            .and_then(|d| d.pointer("/status/readyReplicas").and_then(|r| r.as_u64()))
+            .unwrap_or(0);
+        crate::wait::ok_if(ready as usize == pods, ready)
+    });
+}
+
+/// How long [`time_to_running`] waits for one pod.
+const TIME_TO_RUNNING_DEADLINE: Duration = Duration::from_secs(60);
+
+/// POSTs `pod` to `default` and waits (up to a minute) for `watch` on that namespace's pods to
+/// show it Running; returns the time between. `running` holds the pods already seen Running, so
+/// that an event about an older pod is not taken for this one.
+pub fn time_to_running(
+    c: &crate::Cluster,
+    watch: &mut crate::api::Watch,
+    running: &mut std::collections::HashSet<String>,
+    name: &str,
+    pod: &serde_json::Value,
+) -> Duration {
+    let start = Instant::now();
+    c.api().expect(
+        crate::client::Req::post("/api/v1/namespaces/default/pods", pod),
+        201,
+    );
+    loop {
+        let left = TIME_TO_RUNNING_DEADLINE.saturating_sub(start.elapsed());
+        match watch.next(left) {
+            crate::api::Next::Event(e) => {
+                let o: &serde_json::Value = &e["object"];
+                let pod_name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
+                if o["status"]["phase"] == "Running"
+                    && running.insert(pod_name.clone())
+                    && pod_name == name
+                {
+                    return start.elapsed();
+                }
+            }
+            crate::api::Next::Timeout => panic!(
+                "{name} was not Running within {TIME_TO_RUNNING_DEADLINE:?}\n{}",
+                c.logs().render()
+            ),
+            crate::api::Next::Closed(why) => panic!("the watch closed: {why}"),
+        }
+    }
+}
+
 /// Wall time and controller CPU time (user + system) from `start` to `stop`.
 #[derive(Debug, Clone, Copy)]
 pub struct Span {

@@ -10,7 +10,7 @@ use crate::runtime::{
     ContainerConfig, ContainerId, ContainerImage, Mount, MountKind, NamespaceMode, Resources,
     Security,
 };
-use berth_api::k8s_openapi::api::core::v1::{Container, Pod};
+use berth_api::k8s_openapi::api::core::v1::{Container, EnvVarSource, Pod};
 use berth_api::quantity::Quantity;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -293,17 +293,8 @@ pub fn environment(
                         _ => c,
                     };
                     resource_ref(target, &r.resource, r.divisor.as_ref(), host)?
-                } else if let Some(k) = &from.config_map_key_ref {
-                    let (name, optional) = (&k.name, k.optional.unwrap_or(false));
-                    let key = KeyRef::config_map(name, &k.key);
-                    match key.value(&sources.configmaps, pod, optional)? {
-                        Some(v) => v,
-                        None => continue,
-                    }
-                } else if let Some(k) = &from.secret_key_ref {
-                    let (name, optional) = (&k.name, k.optional.unwrap_or(false));
-                    let key = KeyRef::secret(name, &k.key);
-                    match key.value(&sources.secrets, pod, optional)? {
+                } else if let Some(key) = KeyRef::of(from) {
+                    match key.value(sources, pod)? {
                         Some(v) => v,
                         None => continue,
                     }
@@ -319,57 +310,51 @@ pub fn environment(
 
 /// A `configMapKeyRef` or `secretKeyRef` of an env var: which object, which key.
 struct KeyRef<'a> {
-    /// As upstream's messages spell the kind: `ConfigMap` and `configmap`, `Secret` and
-    /// `secret`.
-    kind: &'static str,
-    lower: &'static str,
+    secret: bool,
     name: &'a str,
     key: &'a str,
+    optional: bool,
 }
 
 impl<'a> KeyRef<'a> {
-    fn config_map(name: &'a str, key: &'a str) -> Self {
-        let (kind, lower) = ("ConfigMap", "configmap");
-        KeyRef {
-            kind,
-            lower,
-            name,
-            key,
+    /// The env var's key reference, the ConfigMap's if it has both (as the kubelet reads it).
+    fn of(from: &'a EnvVarSource) -> Option<Self> {
+        if let Some(k) = &from.config_map_key_ref {
+            Some(Self::new(false, &k.name, &k.key, k.optional == Some(true)))
+        } else {
+            let k = from.secret_key_ref.as_ref()?;
+            Some(Self::new(true, &k.name, &k.key, k.optional == Some(true)))
         }
     }
 
-    fn secret(name: &'a str, key: &'a str) -> Self {
-        let (kind, lower) = ("Secret", "secret");
+    fn new(secret: bool, name: &'a str, key: &'a str, optional: bool) -> Self {
         KeyRef {
-            kind,
-            lower,
+            secret,
             name,
             key,
+            optional,
         }
     }
 
     /// The value; `None` when it is missing and optional; upstream's error when it is missing
     /// and required (a missing key of an existing object, or a missing object).
-    fn value(
-        &self,
-        objects: &BTreeMap<String, BTreeMap<String, String>>,
-        pod: &Pod,
-        optional: bool,
-    ) -> Result<Option<String>, ConfigError> {
+    fn value(&self, sources: &ResolvedSources, pod: &Pod) -> Result<Option<String>, ConfigError> {
+        // As upstream's messages spell the kind.
+        let (objects, kind, lower) = if self.secret {
+            (&sources.secrets, "Secret", "secret")
+        } else {
+            (&sources.configmaps, "ConfigMap", "configmap")
+        };
         match objects.get(self.name).and_then(|d| d.get(self.key)) {
             Some(v) => Ok(Some(v.clone())),
-            None if optional => Ok(None),
+            None if self.optional => Ok(None),
             None if objects.contains_key(self.name) => Err(ConfigError(format!(
-                "couldn't find key {} in {} {}/{}",
+                "couldn't find key {} in {kind} {}/{}",
                 self.key,
-                self.kind,
                 pod.metadata.namespace.clone().unwrap_or_default(),
                 self.name
             ))),
-            None => Err(ConfigError(format!(
-                "{} \"{}\" not found",
-                self.lower, self.name
-            ))),
+            None => Err(ConfigError(format!("{lower} \"{}\" not found", self.name))),
         }
     }
 }
@@ -736,36 +721,32 @@ mod tests {
             pod(json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": {"containers": []}}));
         let present: BTreeMap<String, BTreeMap<String, String>> =
             [("o".to_string(), [("k".to_string(), "v".to_string())].into())].into();
+        let sources = ResolvedSources {
+            configmaps: present.clone(),
+            secrets: present,
+            ..ResolvedSources::default()
+        };
         let ok = |v: &str| Ok(Some(v.to_string()));
         let err = |m: &str| Err(m.to_string());
-        for (key, optional, want) in [
-            (KeyRef::config_map("o", "k"), false, ok("v")),
-            (KeyRef::secret("o", "k"), false, ok("v")),
-            (KeyRef::config_map("o", "x"), true, Ok(None)),
-            (KeyRef::config_map("gone", "k"), true, Ok(None)),
-            (
-                KeyRef::config_map("o", "x"),
-                false,
-                err("couldn't find key x in ConfigMap ns/o"),
-            ),
-            (
-                KeyRef::secret("o", "x"),
-                false,
-                err("couldn't find key x in Secret ns/o"),
-            ),
-            (
-                KeyRef::config_map("gone", "k"),
-                false,
-                err("configmap \"gone\" not found"),
-            ),
-            (
-                KeyRef::secret("gone", "k"),
-                false,
-                err("secret \"gone\" not found"),
-            ),
-        ] {
-            let what = format!("{} {}/{} optional={optional}", key.kind, key.name, key.key);
-            let got = key.value(&present, &p, optional).map_err(|e| e.0);
+        let config_map = |name, key, optional| KeyRef::new(false, name, key, optional);
+        let secret = |name, key, optional| KeyRef::new(true, name, key, optional);
+        #[rustfmt::skip]
+        let cases = [
+            (config_map("o", "k", false), ok("v")),
+            (secret("o", "k", false), ok("v")),
+            (config_map("o", "x", true), Ok(None)),
+            (config_map("gone", "k", true), Ok(None)),
+            (config_map("o", "x", false), err("couldn't find key x in ConfigMap ns/o")),
+            (secret("o", "x", false), err("couldn't find key x in Secret ns/o")),
+            (config_map("gone", "k", false), err("configmap \"gone\" not found")),
+            (secret("gone", "k", false), err("secret \"gone\" not found")),
+        ];
+        for (key, want) in cases {
+            let what = format!(
+                "secret={} {}/{} optional={}",
+                key.secret, key.name, key.key, key.optional
+            );
+            let got = key.value(&sources, &p).map_err(|e| e.0);
             assert_eq!(got, want, "{what}");
         }
     }
@@ -773,71 +754,26 @@ mod tests {
     #[test]
     fn run_as_non_root_is_verified_as_the_kubelet_does() {
         let who = "(pod: \"p_ns(u1)\", container: c)";
-        let cases: &[(
-            serde_json::Value,
-            serde_json::Value,
-            &str,
-            Result<(), String>,
-        )] = &[
+        let err = |m: &str| -> Result<(), String> { Err(format!("{m} {who}")) };
+        let root = err("container has runAsNonRoot and image will run as root");
+        let unverifiable = err(
+            "container has runAsNonRoot and image has non-numeric user (appuser), cannot verify user is non-root",
+        );
+        let breaks = err("container's runAsUser breaks non-root policy");
+        let non_root = json!({"runAsNonRoot": true});
+        #[rustfmt::skip]
+        let cases: &[(serde_json::Value, serde_json::Value, &str, Result<(), String>)] = &[
             (json!({}), json!({}), "", Ok(())),
             (json!({"runAsNonRoot": false}), json!({}), "", Ok(())),
-            (
-                json!({"runAsNonRoot": true}),
-                json!({}),
-                "",
-                Err(format!(
-                    "container has runAsNonRoot and image will run as root {who}"
-                )),
-            ),
-            (
-                json!({"runAsNonRoot": true}),
-                json!({}),
-                "0:0",
-                Err(format!(
-                    "container has runAsNonRoot and image will run as root {who}"
-                )),
-            ),
-            (
-                json!({"runAsNonRoot": true}),
-                json!({}),
-                "appuser",
-                Err(format!(
-                    "container has runAsNonRoot and image has non-numeric user (appuser), cannot verify user is non-root {who}"
-                )),
-            ),
-            (
-                json!({"runAsNonRoot": true}),
-                json!({}),
-                "1234:2345",
-                Ok(()),
-            ),
-            (
-                json!({"runAsNonRoot": true, "runAsUser": 1000}),
-                json!({}),
-                "appuser",
-                Ok(()),
-            ),
+            (non_root.clone(), json!({}), "", root.clone()),
+            (non_root.clone(), json!({}), "0:0", root),
+            (non_root.clone(), json!({}), "appuser", unverifiable),
+            (non_root.clone(), json!({}), "1234:2345", Ok(())),
+            (json!({"runAsNonRoot": true, "runAsUser": 1000}), json!({}), "appuser", Ok(())),
             // The container's fields win over the pod's.
-            (
-                json!({"runAsNonRoot": true}),
-                json!({"runAsUser": 1000}),
-                "root",
-                Ok(()),
-            ),
-            (
-                json!({"runAsNonRoot": true}),
-                json!({"runAsNonRoot": false}),
-                "",
-                Ok(()),
-            ),
-            (
-                json!({}),
-                json!({"runAsNonRoot": true, "runAsUser": 0}),
-                "appuser",
-                Err(format!(
-                    "container's runAsUser breaks non-root policy {who}"
-                )),
-            ),
+            (non_root.clone(), json!({"runAsUser": 1000}), "root", Ok(())),
+            (non_root, json!({"runAsNonRoot": false}), "", Ok(())),
+            (json!({}), json!({"runAsNonRoot": true, "runAsUser": 0}), "appuser", breaks),
         ];
         for (pod_sc, container_sc, image_user, want) in cases {
             let p = pod(

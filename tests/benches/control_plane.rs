@@ -60,6 +60,15 @@ fn admin(c: &Controller) -> AsyncApi {
     AsyncApi::new(c.endpoint(Credentials::ClientCert(c.admin_identity())))
 }
 
+/// Creates pod `name` (label `bench=<label>`) in `ns` and returns how long the POST took.
+async fn timed_create(api: &AsyncApi, ns: &str, name: &str, label: &str) -> Duration {
+    let body = pod(name, &[("bench", label)]);
+    let t = Instant::now();
+    let path = format!("/api/v1/namespaces/{ns}/pods");
+    must(api, Req::post(path, &body), 201).await;
+    t.elapsed()
+}
+
 async fn bench(c: &Controller, pods: usize) {
     let api = admin(c);
 
@@ -89,15 +98,7 @@ async fn bench(c: &Controller, pods: usize) {
     let mut create = Samples::new();
     let start = Instant::now();
     for i in 0..pods {
-        let body = pod(&format!("p-{i:05}"), &[("bench", "seq")]);
-        let t = Instant::now();
-        must(
-            &api,
-            Req::post("/api/v1/namespaces/bench-seq/pods", &body),
-            201,
-        )
-        .await;
-        create.push(t.elapsed());
+        create.push(timed_create(&api, "bench-seq", &format!("p-{i:05}"), "seq").await);
     }
     let rate = pods as f64 / start.elapsed().as_secs_f64();
     println!(
@@ -140,15 +141,8 @@ async fn bench(c: &Controller, pods: usize) {
             tokio::spawn(async move {
                 let mut samples = Samples::new();
                 for i in (client * per_client)..((client + 1) * per_client).min(pods) {
-                    let body = pod(&format!("c-{i:05}"), &[("bench", "conc")]);
-                    let t = Instant::now();
-                    must(
-                        &api,
-                        Req::post("/api/v1/namespaces/bench-conc/pods", &body),
-                        201,
-                    )
-                    .await;
-                    samples.push(t.elapsed());
+                    let name = format!("c-{i:05}");
+                    samples.push(timed_create(&api, "bench-conc", &name, "conc").await);
                 }
                 samples
             })

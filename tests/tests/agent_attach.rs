@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_container, sh_pod};
-use berth_tests::process::run;
+use berth_tests::process::{Run, run};
 use berth_tests::{Cluster, secs};
 use serde_json::{Value, json};
 
@@ -49,10 +49,23 @@ fn state_of<'a>(statuses: &'a Value, name: &str) -> Option<&'a Value> {
         .map(|s| &s["state"])
 }
 
+/// Asserts that a kubectl session succeeded; the failure shows it and the cluster's logs.
+#[track_caller]
+fn succeeded(c: &Cluster, r: &Run) {
+    assert!(r.success(), "{}\n{}", r.describe(), c.logs().render());
+}
+
+/// Asserts that the session with pod `name` succeeded and printed `want`, and that the pod
+/// (run with `--rm`) is then deleted.
+fn answered_then_gone(c: &Cluster, r: &Run, want: &str, name: &str) {
+    succeeded(c, r);
+    r.assert_stdout_has(want);
+    c.wait_pod_gone("default", name, secs(30));
+}
+
 #[test]
 fn attach_streams_output_and_forwards_stdin_until_stdin_once_closes_it() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     let tick = "i=0; while true; do echo tick-$i; i=$((i+1)); sleep 1; done";
     c.apply(&sh_pod("ticker", &node, tick));
     c.wait_for_pod_ready("default", "ticker", START);
@@ -118,9 +131,7 @@ fn run_i_rm_prints_the_answer_exits_zero_and_removes_the_pod() {
             ],
             "hello\n",
         );
-        assert!(r.success(), "{}\n{}", r.describe(), c.logs().render());
-        assert!(r.stdout.contains("got-hello"), "{}", r.describe());
-        c.wait_pod_gone("default", &name, secs(30));
+        answered_then_gone(&c, &r, "got-hello", &name);
     }
 }
 
@@ -140,16 +151,13 @@ fn run_it_rm_ends_when_the_shell_exits() {
         let mut cmd = Command::new("script");
         cmd.args(["-qec", &line, "/dev/null"]);
         let r = run(cmd, Some(b"echo got-$((40+2)); exit\n"), START);
-        assert!(r.success(), "{}\n{}", r.describe(), c.logs().render());
-        assert!(r.stdout.contains("got-42"), "{}", r.describe());
-        c.wait_pod_gone("default", &name, secs(30));
+        answered_then_gone(&c, &r, "got-42", &name);
     }
 }
 
 #[test]
 fn debug_with_a_target_sees_its_processes_and_reports_the_ephemeral_status() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     let pod = bound_pod(
         "target",
         &node,
@@ -178,7 +186,7 @@ fn debug_with_a_target_sees_its_processes_and_reports_the_ephemeral_status() {
             ],
             "go\n",
         );
-        assert!(r.success(), "{}\n{}", r.describe(), c.logs().render());
+        succeeded(&c, &r);
         assert!(
             r.stdout.contains("while true"),
             "kubectl {v}: ps in the debugger does not show the target's shell\n{}",
@@ -258,8 +266,7 @@ fn debug_with_a_target_sees_its_processes_and_reports_the_ephemeral_status() {
 
 #[test]
 fn exec_with_a_terminal_keeps_the_exit_code_every_time() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     c.apply(&sh_pod("shell", &node, SLEEP_FOREVER));
     c.wait_for_pod_ready("default", "shell", START);
     let kubeconfig = c.controller().kubeconfig();
@@ -286,8 +293,7 @@ fn exec_with_a_terminal_keeps_the_exit_code_every_time() {
 
 #[test]
 fn debug_copy_to_and_node_debugging_attach_to_their_new_pods() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     c.apply(&sh_pod("original", &node, SLEEP_FOREVER));
     c.wait_for_pod_ready("default", "original", START);
     let kubeconfig = c.controller().kubeconfig();
@@ -304,8 +310,8 @@ fn debug_copy_to_and_node_debugging_attach_to_their_new_pods() {
         let mut cmd = Command::new("script");
         cmd.args(["-qec", &line, "/dev/null"]);
         let r = run(cmd, Some(b"typed\n"), START);
-        assert!(r.success(), "{}\n{}", r.describe(), c.logs().render());
-        assert!(r.stdout.contains("copy-typed"), "{}", r.describe());
+        succeeded(&c, &r);
+        r.assert_stdout_has("copy-typed");
         let pod = c.pod("default", &copy).unwrap_or_default();
         let names: Vec<&str> = pod["spec"]["containers"]
             .as_array()
@@ -330,7 +336,7 @@ fn debug_copy_to_and_node_debugging_attach_to_their_new_pods() {
             ],
             "go\n",
         );
-        assert!(r.success(), "{}\n{}", r.describe(), c.logs().render());
+        succeeded(&c, &r);
         let want = host_init.trim();
         assert!(
             r.stdout.contains(&format!("pid1={want}"))

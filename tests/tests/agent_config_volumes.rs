@@ -58,8 +58,7 @@ fn volume_dir(c: &Cluster, pod: &str, kind: &str, name: &str) -> PathBuf {
 
 #[test]
 fn a_config_map_volume_switches_atomically_and_quickly() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     c.apply(
         &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "stamps"},
         "data": {"a": "0", "b": "0"}}),

@@ -37,8 +37,7 @@ fn delete_and_time(c: &Cluster, pods: &[&str]) -> BTreeMap<String, Duration> {
 
 #[test]
 fn sigterm_comes_first_and_sigkill_at_the_end_of_the_grace_period() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     c.apply(&sh_pod("handles-term", &node, SLEEP_FOREVER));
     let mut ignorer = sh_pod("ignores-term", &node, "trap '' TERM; sleep 3600");
     ignorer["spec"]["terminationGracePeriodSeconds"] = json!(5);
@@ -95,8 +94,7 @@ fn sigterm_comes_first_and_sigkill_at_the_end_of_the_grace_period() {
 
 #[test]
 fn pre_stop_runs_to_its_end_before_sigterm() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     let host = c.scratch().join("hooks");
     std::fs::create_dir_all(&host).unwrap();
     let mut main = sh_container(

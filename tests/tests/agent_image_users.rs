@@ -82,8 +82,7 @@ fn config_error(c: &Cluster, name: &str) -> String {
 
 #[test]
 fn image_users_resolve_from_the_images_own_files_and_run_as_non_root_holds() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     for (tag, user) in [
         ("named", "appuser"),
         ("nogroup", "nobody:nogroup"),
@@ -215,8 +214,7 @@ fn push_redis_image(c: &Cluster) {
 
 #[test]
 fn a_redis_image_with_user_redis_runs_as_redis_and_answers_ping_through_a_service() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     push_redis_image(&c);
     let mut server = bound_pod(
         "redis",

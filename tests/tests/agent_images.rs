@@ -26,8 +26,7 @@ fn pod_with_image(name: &str, node: &str, image: &str, policy: Option<&str>) -> 
 
 #[test]
 fn a_missing_image_backs_off_until_it_is_pushed() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     assert!(!c.registry().has_manifest("library/late", "1.0"));
     c.apply(&pod_with_image("late", &node, "late:1.0", None));
     let mut reasons = BTreeSet::new();
@@ -81,8 +80,7 @@ fn a_missing_image_backs_off_until_it_is_pushed() {
 
 #[test]
 fn an_imported_image_runs_with_pull_policy_never() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     c.apply(&pod_with_image(
         "offline",
         &node,

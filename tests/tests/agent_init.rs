@@ -30,8 +30,7 @@ fn status_column(c: &Cluster, pod: &str) -> String {
 
 #[test]
 fn init_containers_run_in_order_and_a_sidecar_brackets_the_app() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     let mut sidecar = mount(
         sh_container(
             "sidecar",
@@ -98,8 +97,7 @@ fn init_containers_run_in_order_and_a_sidecar_brackets_the_app() {
 
 #[test]
 fn a_failing_init_container_blocks_the_app_and_is_retried() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     let gate = c.scratch().join("gate");
     std::fs::create_dir_all(&gate).unwrap();
     let gated = |name: &str, policy: &str| {

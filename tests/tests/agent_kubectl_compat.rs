@@ -35,6 +35,13 @@ fn everyday(version: &str) {
     let n = ["-n", ns.as_str()];
     let kn = |args: &[&str]| k.ok(&[&n[..], args].concat());
     let kn_run = |args: &[&str]| k.run(&[&n[..], args].concat());
+    // Runs `kn ARGS`, which must finish within `limit`; `what` names it in the failure.
+    let kn_within = |limit: Duration, what: &str, args: &[&str]| {
+        let start = Instant::now();
+        kn(args);
+        let took = start.elapsed();
+        assert!(took < limit, "kubectl {version}: {what} took {took:?}");
+    };
 
     // Generators: protobuf bodies from kubectl 1.32 on, JSON before.
     k.ok(&["create", "namespace", &ns]);
@@ -112,18 +119,13 @@ fn everyday(version: &str) {
     kn(&["rollout", "status", "deployment/web", "--timeout=90s"]);
     // Waiting on what is already so returns at once (kubectl 1.36+ waits on a streamed list's
     // closing bookmark first).
-    let quick = Instant::now();
-    kn(&[
+    let ready_wait = [
         "wait",
         "--for=condition=Ready",
         "pod/shell",
         "--timeout=30s",
-    ]);
-    assert!(
-        quick.elapsed() < Duration::from_secs(5),
-        "kubectl {version}: wait on a Ready pod took {:?}",
-        quick.elapsed()
-    );
+    ];
+    kn_within(Duration::from_secs(5), "wait on a Ready pod", &ready_wait);
     // describe svc of an unnamed port prints its endpoints (1.36+ crashed on a slice port
     // without `name`).
     c.wait_for(secs(60), "describe svc to print the endpoints", || {
@@ -367,20 +369,15 @@ fn everyday(version: &str) {
 
     // delete, waiting as kubectl does: it returns once the pod is gone (httpd is PID 1 and
     // ignores SIGTERM, hence the short grace period).
-    let deleting = Instant::now();
-    kn(&[
+    let delete = [
         "delete",
         "pod",
         "shell",
         "--wait=true",
         "--grace-period=1",
         "--timeout=60s",
-    ]);
-    assert!(
-        deleting.elapsed() < Duration::from_secs(15),
-        "kubectl {version}: delete pod took {:?}",
-        deleting.elapsed()
-    );
+    ];
+    kn_within(Duration::from_secs(15), "delete pod", &delete);
     assert!(
         !kn_run(&["get", "pod", "shell"]).success(),
         "kubectl {version}: the pod is gone"

@@ -70,8 +70,7 @@ fn cgroup_cpu_seconds(containerd_namespace: &str, uid: &str) -> f64 {
 
 #[test]
 fn the_agents_metrics_show_real_usage_pod_starts_and_probes() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     let mut burner = sh_container("burn", "while :; do :; done");
     burner["resources"] = json!({"requests": {"cpu": "100m"}});
     burner["readinessProbe"] = json!({"exec": {"command": ["true"]}, "periodSeconds": 1});

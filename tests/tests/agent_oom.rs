@@ -22,8 +22,7 @@ fn limited(name: &str, node: &str, megabytes: u32) -> Value {
 
 #[test]
 fn a_container_over_its_memory_limit_is_oom_killed() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     c.apply(&limited("hog", &node, 100));
     c.apply(&limited("modest", &node, 1));
 

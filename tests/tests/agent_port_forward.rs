@@ -23,8 +23,7 @@ const LOOPBACK_HTTPD: &str =
 
 #[test]
 fn port_forward_reaches_the_pods_loopback_with_every_kubectl() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     c.apply(&sh_pod("web", &node, LOOPBACK_HTTPD));
     c.wait_for_pod_ready("default", "web", START);
     for version in ["1.33", "1.31", "1.29", "1.27"] {
@@ -56,8 +55,7 @@ fn port_forward_reaches_the_pods_loopback_with_every_kubectl() {
 
 #[test]
 fn exec_and_cp_over_spdy_keep_exit_codes_stdin_and_stderr() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     c.apply(&sh_pod("shell", &node, "exec sleep 3600"));
     c.wait_for_pod_ready("default", "shell", START);
     let dir = tempfile::tempdir().expect("tempdir");

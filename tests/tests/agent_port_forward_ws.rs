@@ -53,8 +53,7 @@ fn kubectl(version: &str) -> PathBuf {
 
 #[test]
 fn port_forward_to_a_two_container_pod_works_with_every_kubectl() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     c.apply(&two_container_pod(&node));
     c.wait_for_pod_ready("default", "base", START);
     for version in ["1.20", "1.27", "1.33", "1.36", "1.37"] {
@@ -104,8 +103,7 @@ fn python() -> PathBuf {
 #[test]
 fn the_python_clients_port_forward_reads_a_page_and_reports_a_refused_port() {
     let py = python();
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     c.apply(&two_container_pod(&node));
     c.wait_for_pod_ready("default", "base", START);
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))

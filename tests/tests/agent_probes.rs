@@ -43,8 +43,7 @@ fn restarted_with_events(c: &Cluster, pod: &str) {
 
 #[test]
 fn a_failing_liveness_probe_restarts_the_container() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     // The first probe waits a second, so it never races the shell making its file or httpd
     // binding its port (a failure threshold of one would restart the container).
     let fast = |p: Value| {
@@ -105,8 +104,7 @@ fn a_failing_liveness_probe_restarts_the_container() {
 
 #[test]
 fn readiness_follows_the_probe_without_restarts() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     let exec = with_probe(
         sh_container("main", SLEEP_FOREVER),
         "readinessProbe",
@@ -193,8 +191,7 @@ fn readiness_follows_the_probe_without_restarts() {
 
 #[test]
 fn a_startup_probe_holds_liveness_back() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     let mut main = sh_container("main", SLEEP_FOREVER);
     main["startupProbe"] = json!({"exec": {"command": ["cat", "/tmp/started"]},
                                   "periodSeconds": 1, "failureThreshold": 600});

@@ -29,8 +29,7 @@ fn web_script(name: &str) -> String {
 
 #[test]
 fn services_and_pods_proxy_reach_the_pods_page_with_rbac() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     let ns = format!("proxy-{}", c.suffix());
     let k = c.kubectl();
     k.ok(&["create", "namespace", &ns]);

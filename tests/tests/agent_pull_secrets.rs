@@ -71,6 +71,11 @@ fn assert_unauthorized(message: &str, image: &str) {
     );
 }
 
+/// A pod spec's `imagePullSecrets` naming secret `name`.
+fn pull_secret(name: &str) -> Value {
+    json!({"imagePullSecrets": [{"name": name}]})
+}
+
 #[test]
 fn private_images_need_the_pods_own_credentials_even_from_the_cache() {
     let mut c = Cluster::start_with(ClusterConfig::agents(0));
@@ -121,16 +126,15 @@ fn private_images_need_the_pods_own_credentials_even_from_the_cache() {
     );
 
     // The secret on the pod.
-    c.api().create(
-        &format!("/api/v1/namespaces/{team}/secrets"),
-        &docker_config_secret(team, "regcred", &host, "berth", "s3cret-pass"),
-    );
+    let secret = docker_config_secret(team, "regcred", &host, "berth", "s3cret-pass");
+    c.api()
+        .create(&format!("/api/v1/namespaces/{team}/secrets"), &secret);
     c.apply(&pod(
         team,
         "with-secret",
         &node,
         &image,
-        json!({"imagePullSecrets": [{"name": "regcred"}]}),
+        pull_secret("regcred"),
     ));
     c.wait_for_pod_ready(team, "with-secret", START);
 
@@ -170,16 +174,15 @@ fn private_images_need_the_pods_own_credentials_even_from_the_cache() {
     );
 
     // A wrong password: the registry's 401 for those credentials.
-    c.api().create(
-        &format!("/api/v1/namespaces/{other}/secrets"),
-        &docker_config_secret(other, "wrong", &host, "berth", "not-the-password"),
-    );
+    let secret = docker_config_secret(other, "wrong", &host, "berth", "not-the-password");
+    c.api()
+        .create(&format!("/api/v1/namespaces/{other}/secrets"), &secret);
     c.apply(&pod(
         other,
         "wrong-password",
         &node,
         &image,
-        json!({"imagePullSecrets": [{"name": "wrong"}]}),
+        pull_secret("wrong"),
     ));
     let message = wait_pull_error(&c, other, "wrong-password");
     assert_unauthorized(&message, &image);
@@ -223,7 +226,7 @@ fn private_images_need_the_pods_own_credentials_even_from_the_cache() {
         "own-credentials",
         &node,
         &image,
-        json!({"imagePullSecrets": [{"name": "legacy"}]}),
+        pull_secret("legacy"),
     ));
     c.wait_for_pod_ready(other, "own-credentials", START);
     drop(registry);

@@ -120,8 +120,7 @@ fn check(case: &Case, pod: &Value) -> Result<(), String> {
 
 #[test]
 fn restart_policy_and_exit_code_give_the_kubernetes_outcome() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     for case in &CASES {
         c.apply(&pod(case, &node));
     }
@@ -150,8 +149,7 @@ fn restart_policy_and_exit_code_give_the_kubernetes_outcome() {
 
 #[test]
 fn a_crashing_container_backs_off_10s_then_20s() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     c.apply(&bound_pod(
         "crasher",
         &node,
@@ -205,8 +203,7 @@ fn a_crashing_container_backs_off_10s_then_20s() {
 
 #[test]
 fn a_container_whose_command_does_not_exist_backs_off_10s_20s_then_40s() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     c.apply(&bound_pod(
         "nocommand",
         &node,

@@ -16,8 +16,7 @@ const START: Duration = secs(90);
 
 #[test]
 fn the_nginx_pod_serves_its_page_at_the_pod_ip() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     c.apply(&nginx_pod("nginx", &node, "nginx:1.14.2"));
     let pod = c.wait_for_pod_ready("default", "nginx", START);
 
@@ -64,8 +63,7 @@ fn the_nginx_pod_serves_its_page_at_the_pod_ip() {
 
 #[test]
 fn logs_and_exec_reach_the_container() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     let script = "echo started; echo to-stderr >&2; \
                   mkdir -p /www; echo hello-from-busybox > /www/index.html; \
                   exec httpd -f -p 8080 -h /www";

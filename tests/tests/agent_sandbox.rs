@@ -218,8 +218,7 @@ fn a_pod_whose_netns_was_deleted_is_restarted_in_a_new_sandbox_when_the_agent_re
 
 #[test]
 fn a_netns_replaced_or_deleted_under_a_running_agent_is_recovered() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     c.apply(&web_pod("web", &node));
     let pod = c.wait_for_pod_ready("default", "web", START);
     let (first_id, _, _) = identity(&pod);
@@ -262,8 +261,7 @@ impl Drop for BridgeGuard {
 
 #[test]
 fn an_agent_with_the_same_node_name_leaves_the_other_agents_netns_alone() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     c.apply(&web_pod("web", &node));
     let pod = c.wait_for_pod_ready("default", "web", START);
     let (_, _, ip) = identity(&pod);

@@ -70,8 +70,7 @@ const MOUNT: &str = "mkdir -p /mnt/t && mount -t tmpfs tmpfs /mnt/t";
 
 #[test]
 fn seccomp_profiles_confine_containers_as_asked() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     let seccomp_dir = c.agent(0).root_dir().join("seccomp");
     std::fs::create_dir_all(&seccomp_dir).expect("the seccomp profile dir");
     std::fs::write(

@@ -35,6 +35,19 @@ fn node(c: &Cluster, name: &str) -> Value {
 }
 
 /// `(status, reason, message)` of condition `kind`.
+/// Waits (a minute) until Node `name` has no taints and its condition `kind` says `status`.
+fn wait_untainted_with(c: &Cluster, name: &str, (kind, status): (&str, &str), what: &str) {
+    c.wait_for(secs(60), what, || {
+        let n = node(c, name);
+        let keys = taint_keys(&n);
+        let now = condition(&n, kind);
+        ok_if(
+            now.0 == status && keys.is_empty(),
+            format!("{kind} {now:?}, taints {keys:?}"),
+        )
+    });
+}
+
 fn condition(node: &Value, kind: &str) -> (String, String, String) {
     let c = node["status"]["conditions"]
         .as_array()
@@ -274,18 +287,12 @@ fn a_lost_node_goes_unknown_its_pods_leave_as_their_tolerations_say_and_it_comes
     );
 
     c.restart_agent(2);
-    c.wait_for(secs(60), "the node Ready again without its taints", || {
-        let n = node(&c, &lost);
-        let keys = taint_keys(&n);
-        if condition(&n, "Ready").0 == "True" && keys.is_empty() {
-            Ok(())
-        } else {
-            Err(format!(
-                "Ready {:?}, taints {keys:?}",
-                condition(&n, "Ready")
-            ))
-        }
-    });
+    wait_untainted_with(
+        &c,
+        &lost,
+        ("Ready", "True"),
+        "the node Ready again without its taints",
+    );
     c.wait_pod_gone(NS, &name(&tolerant), secs(60));
     let evicted_container = container(&tolerant);
     c.wait_for(secs(30), "the evicted pod's container removed", || {
@@ -416,18 +423,8 @@ fn a_disk_pressure_threshold_above_the_free_space_taints_the_node_until_the_agen
             &["--eviction-hard", berth_tests::cluster::TEST_EVICTION_HARD],
         );
     }
-    c.wait_for(secs(60), "DiskPressure and its taint cleared", || {
-        let n = node(&c, &pressed);
-        let keys = taint_keys(&n);
-        if condition(&n, "DiskPressure").0 == "False" && keys.is_empty() {
-            Ok(())
-        } else {
-            Err(format!(
-                "DiskPressure {:?}, taints {keys:?}",
-                condition(&n, "DiskPressure")
-            ))
-        }
-    });
+    let want = ("DiskPressure", "False");
+    wait_untainted_with(&c, &pressed, want, "DiskPressure and its taint cleared");
     let running = c.wait_for_pod_ready(NS, "wants-the-disk", secs(60));
     assert_eq!(running["spec"]["nodeName"], pressed.as_str());
 }

@@ -6,6 +6,7 @@
 //! ReplicaSet autoscaler acts on its ReplicaSet. Real agent, containerd, kubectl.
 
 use std::path::Path;
+use std::time::Duration;
 
 use berth_tests::kinds::HPA_COLUMNS;
 use berth_tests::pod_specs::sh_container;
@@ -19,6 +20,14 @@ const KUBECTL: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.31";
 /// Busy-loops until `/ctl/stop` exists, then idles until SIGTERM.
 const BURN_UNTIL_STOPPED: &str =
     "trap 'exit 0' TERM; while [ ! -e /ctl/stop ]; do :; done; while true; do sleep 1; done";
+
+/// Waits until the object at `path` asks for `want` replicas.
+fn wait_replicas(c: &Cluster, path: &str, want: i64, timeout: Duration, what: &str) {
+    c.wait_for(timeout, what, || match replicas(c, path) {
+        Some(n) if n == want => Ok(()),
+        other => Err(other),
+    });
+}
 
 fn replicas(c: &Cluster, path: &str) -> Option<i64> {
     c.get(path)
@@ -77,13 +86,12 @@ fn a_busy_deployment_is_scaled_up_to_the_maximum_and_back_to_the_minimum_when_id
         r#"{"spec":{"behavior":{"scaleDown":{"stabilizationWindowSeconds":15}}}}"#,
     ]);
 
-    c.wait_for(
+    wait_replicas(
+        &c,
+        deployment,
+        5,
         secs(180),
         "the autoscaler to scale the burners to 5",
-        || match replicas(&c, deployment) {
-            Some(5) => Ok(()),
-            other => Err(other),
-        },
     );
     let hpa = c.wait_for(secs(60), "the autoscaler's status to say 5", || {
         let h = c
@@ -130,13 +138,12 @@ fn a_busy_deployment_is_scaled_up_to_the_maximum_and_back_to_the_minimum_when_id
 
     // The loops stop: after the 15 s window the autoscaler goes back to its minimum.
     std::fs::write(ctl.join("stop"), b"").expect("the stop file");
-    c.wait_for(
+    wait_replicas(
+        &c,
+        deployment,
+        2,
         secs(180),
         "the autoscaler to scale the idle pods to 2",
-        || match replicas(&c, deployment) {
-            Some(2) => Ok(()),
-            other => Err(other),
-        },
     );
     c.wait_for(secs(60), "the scale-down's event", || {
         let d = k.ok(&["describe", "hpa", "burner"]);
@@ -173,13 +180,12 @@ fn the_seeds_v1_autoscaler_brings_its_replicaset_to_its_minimum() {
     }));
     c.kubectl().ok_stdin(&["apply", "-f", "-"], SEED_HPA);
     let rs = "/apis/apps/v1/namespaces/default/replicasets/frontend";
-    c.wait_for(
+    wait_replicas(
+        &c,
+        rs,
+        3,
         secs(60),
         "the ReplicaSet raised to the autoscaler's minimum",
-        || match replicas(&c, rs) {
-            Some(3) => Ok(()),
-            other => Err(other),
-        },
     );
     c.wait_for(secs(90), "three frontend pods running", || {
         let ready = c

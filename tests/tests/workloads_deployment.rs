@@ -504,11 +504,8 @@ fn a_bad_image_stalls_past_its_progress_deadline_and_undo_restores_earlier_revis
         .pods
         .wait_until(&c, secs(30), "3 old available, 1 new", |census| {
             let (old, new) = (census.of_hash(&h2), census.of_hash(&h3));
-            if old.available == 3 && new.counted == 1 && new.available == 0 {
-                Ok(census.clone())
-            } else {
-                Err("not stalled yet".into())
-            }
+            let stalled = old.available == 3 && new.counted == 1 && new.available == 0;
+            ok_if(stalled, String::from("not stalled yet")).map(|()| census.clone())
         });
     assert_pods_serve(&c, &census, &h2, "1.16.1");
     let out = c.kubectl().ok(&["get", "rs"]);
@@ -675,11 +672,8 @@ fn pause_batches_two_changes_into_one_replicaset_and_scaling_mid_rollout_is_prop
         .pods
         .wait_until(&c, secs(60), "5 old available, 3 new", |census| {
             let (old, new) = (census.of_hash(&h2), census.of_hash(&h3));
-            if old.available == 5 && old.counted == 5 && new.counted == 3 {
-                Ok(census.clone())
-            } else {
-                Err("not there yet".into())
-            }
+            let there = old.available == 5 && old.counted == 5 && new.counted == 3;
+            ok_if(there, String::from("not there yet")).map(|()| census.clone())
         });
     assert_pods_serve(&c, &census, &h2, "1.16.1");
     // The pods' readiness reaches the Deployment's status through its ReplicaSets a moment later.

@@ -133,8 +133,7 @@ fn verdict(output: &str) -> Option<&'static str> {
 
 #[test]
 fn pods_resolve_services_and_stateful_names_through_the_agents_dns() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     let cidr = c.wait_for(secs(30), "the node's podCIDR", || {
         c.get(&format!("/api/v1/nodes/{node}"))
             .and_then(|n| n["spec"]["podCIDR"].as_str().map(str::to_string))

@@ -197,8 +197,7 @@ fn typed_host_paths_are_made_or_checked_and_a_failed_check_is_a_failed_mount() {
         .prefix("berth-host-path-")
         .tempdir()
         .expect("a temp dir");
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     let b = base.path();
     let made_dir = b.join("made/by/kubelet");
     let made_file = b.join("app.log");
@@ -321,8 +320,7 @@ fn run_ok(cmd: &str, args: &[&str]) {
 /// rather than silently not propagating.
 #[test]
 fn host_to_container_mounts_see_later_host_mounts_and_need_a_propagating_source() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     let shared_dir = c.scratch().join("propagating");
     let _shared = HostMount::tmpfs(&shared_dir, true);
     let private_dir = c.scratch().join("private");

@@ -126,8 +126,7 @@ const NO_ROOM: &str = "0/1 nodes are available: 1 Insufficient cpu. preemption: 
 
 #[test]
 fn a_high_priority_pod_preempts_the_fewest_lowest_priority_pods_and_their_replacements_wait() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
 
     // The classes, as kubectl shows them; the built-ins are there from the start.
     c.apply(&priority_class("low", 10, json!({"description": "batch"})));
@@ -337,8 +336,7 @@ fn of_two_candidate_nodes_the_one_whose_victims_violate_no_budget_is_chosen() {
 
 #[test]
 fn never_and_equal_priority_wait_while_a_system_node_critical_daemon_pod_preempts() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     c.apply(&priority_class("low", 10, json!({})));
     c.apply(&priority_class(
         "polite",

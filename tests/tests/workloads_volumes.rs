@@ -114,8 +114,7 @@ fn a_local_path_claim_keeps_its_data_across_pods_and_goes_with_the_claim() {
 /// Released with its data.
 #[test]
 fn a_static_host_path_volume_binds_a_waiting_claim_with_sub_path_and_read_only_mounts() {
-    let c = Cluster::start(1);
-    let node = c.node_name(0).to_string();
+    let (c, node) = Cluster::start_one();
     let dir = tempfile::tempdir().expect("volume dir");
     c.apply(&json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
         "metadata": {"name": "static"},

@@ -163,6 +163,13 @@ impl Cluster {
         Cluster::start_with(ClusterConfig::agents(n))
     }
 
+    /// Starts a cluster with one agent; returns it with that agent's node name.
+    pub fn start_one() -> (Cluster, String) {
+        let c = Cluster::start(1);
+        let node = c.node_name(0).to_string();
+        (c, node)
+    }
+
     /// Starts a cluster as `config` says.
     pub fn start_with(config: ClusterConfig) -> Cluster {
         require_root();

@@ -156,20 +156,12 @@ async fn the_server_answers_cluster_names_and_forwards_the_rest() {
 
     let r = ask(&mut c, "nginx.default.svc.cluster.local.", RecordType::A).await;
     assert_eq!(answers(&r), ["A 10.42.0.5"]);
-    let r = ask(
-        &mut c,
-        "web-0.nginx.default.svc.cluster.local.",
-        RecordType::A,
-    )
-    .await;
+    let pod = "web-0.nginx.default.svc.cluster.local.";
+    let r = ask(&mut c, pod, RecordType::A).await;
     assert_eq!(answers(&r), ["A 10.42.0.5"]);
 
-    let r = ask(
-        &mut c,
-        "_http._tcp.web.default.svc.cluster.local.",
-        RecordType::SRV,
-    )
-    .await;
+    let srv = "_http._tcp.web.default.svc.cluster.local.";
+    let r = ask(&mut c, srv, RecordType::SRV).await;
     assert_eq!(answers(&r), ["SRV 0 100 80 web.default.svc.cluster.local."]);
     let extra: Vec<String> = r
         .additionals

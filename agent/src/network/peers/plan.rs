@@ -433,20 +433,18 @@ mod tests {
     fn vxlan_mode_tunnels_even_to_the_segment_and_host_gw_mode_never() {
         let mut ps = peers();
         ps[1].vtep_mac = Some(MAC_D);
+        let tunnelled = vec![
+            Action::CreateVxlan,
+            Action::AddFdb(MAC_D, ip("172.31.1.11")),
+            Action::AddNeighbour(ip("10.42.2.0"), MAC_D),
+            Action::AddRoute(vx("10.42.2.0/24")),
+        ];
         let p = plan(
             &local(PodNetworkMode::Vxlan),
             &ps[..2],
             &Observed::default(),
         );
-        assert_eq!(
-            p.actions,
-            vec![
-                Action::CreateVxlan,
-                Action::AddFdb(MAC_D, ip("172.31.1.11")),
-                Action::AddNeighbour(ip("10.42.2.0"), MAC_D),
-                Action::AddRoute(vx("10.42.2.0/24")),
-            ]
-        );
+        assert_eq!(p.actions, tunnelled);
         let p = plan(
             &local(PodNetworkMode::HostGw),
             &peers(),

@@ -212,6 +212,18 @@ mod tests {
         std::fs::read_to_string(dir.join(p)).ok()
     }
 
+    /// A volume directory `v` (not made yet) in a new temporary directory.
+    fn volume() -> (tempfile::TempDir, std::path::PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("v");
+        (tmp, dir)
+    }
+
+    /// Files `a` and `d/b`, both holding `data`.
+    fn a_and_d_b(data: &str) -> Payload {
+        payload(&[("a", data, 0o644), ("d/b", data, 0o644)])
+    }
+
     fn ts_dirs(dir: &Path) -> Vec<String> {
         std::fs::read_dir(dir)
             .unwrap()
@@ -223,16 +235,8 @@ mod tests {
 
     #[test]
     fn an_update_switches_the_data_link_and_removes_the_old_directory() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("v");
-        assert!(
-            write(
-                &dir,
-                &payload(&[("a", "1", 0o644), ("d/b", "1", 0o644)]),
-                None
-            )
-            .unwrap()
-        );
+        let (_tmp, dir) = volume();
+        assert!(write(&dir, &a_and_d_b("1"), None).unwrap());
         let first = std::fs::read_link(dir.join(DATA_DIR)).unwrap();
         assert_eq!(read(&dir, "a").as_deref(), Some("1"));
         assert_eq!(read(&dir, "d/b").as_deref(), Some("1"));
@@ -240,14 +244,7 @@ mod tests {
             std::fs::read_link(dir.join("d")).unwrap(),
             Path::new("..data/d")
         );
-        assert!(
-            write(
-                &dir,
-                &payload(&[("a", "2", 0o644), ("d/b", "2", 0o644)]),
-                None
-            )
-            .unwrap()
-        );
+        assert!(write(&dir, &a_and_d_b("2"), None).unwrap());
         assert_ne!(std::fs::read_link(dir.join(DATA_DIR)).unwrap(), first);
         assert_eq!(read(&dir, "a").as_deref(), Some("2"));
         assert_eq!(ts_dirs(&dir).len(), 1, "the old directory is gone");
@@ -255,8 +252,7 @@ mod tests {
 
     #[test]
     fn a_key_no_longer_in_the_payload_disappears() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("v");
+        let (_tmp, dir) = volume();
         write(
             &dir,
             &payload(&[("a", "1", 0o644), ("b", "1", 0o644)]),
@@ -272,8 +268,7 @@ mod tests {
 
     #[test]
     fn modes_are_set_whatever_the_umask_and_an_fs_group_adds_group_read() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("v");
+        let (_tmp, dir) = volume();
         let p = payload(&[("secret", "x", 0o400), ("open", "y", 0o755)]);
         write(&dir, &p, None).unwrap();
         let mode = |n: &str| std::fs::metadata(dir.join(n)).unwrap().mode() & 0o7777;
@@ -287,17 +282,11 @@ mod tests {
 
     #[test]
     fn files_an_older_agent_wrote_in_place_become_links() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("v");
+        let (_tmp, dir) = volume();
         std::fs::create_dir_all(dir.join("d")).unwrap();
         std::fs::write(dir.join("a"), b"old").unwrap();
         std::fs::write(dir.join("d/b"), b"old").unwrap();
-        write(
-            &dir,
-            &payload(&[("a", "1", 0o644), ("d/b", "1", 0o644)]),
-            None,
-        )
-        .unwrap();
+        write(&dir, &a_and_d_b("1"), None).unwrap();
         assert_eq!(read(&dir, "a").as_deref(), Some("1"));
         assert_eq!(read(&dir, "d/b").as_deref(), Some("1"));
         assert!(std::fs::read_link(dir.join("d")).is_ok());
@@ -305,8 +294,7 @@ mod tests {
 
     #[test]
     fn an_unchanged_payload_writes_nothing() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("v");
+        let (_tmp, dir) = volume();
         let p = payload(&[("a", "1", 0o644)]);
         assert!(write(&dir, &p, None).unwrap());
         let link = std::fs::read_link(dir.join(DATA_DIR)).unwrap();
@@ -318,8 +306,7 @@ mod tests {
 
     #[test]
     fn a_reader_through_the_data_link_never_sees_a_mixed_pair() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("v");
+        let (_tmp, dir) = volume();
         let pair = |n: usize| {
             let s = n.to_string();
             payload(&[("a", &s, 0o644), ("b", &s, 0o644)])

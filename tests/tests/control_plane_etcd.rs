@@ -60,9 +60,8 @@ fn leaders(controllers: &[Controller]) -> Vec<usize> {
 fn every_controller_serves_the_same_cluster_with_read_after_write_across_them() {
     let etcd = EtcdCluster::start(3);
     let cs = three_controllers(&etcd);
-    let created = cs[0]
-        .admin_api()
-        .create(CM, &cm("shared", json!({"k": "v"})));
+    let first = cs[0].admin_api();
+    let created = first.create(CM, &cm("shared", json!({"k": "v"})));
     // An unset resourceVersion is a consistent read: another controller sees the write at once.
     for c in &cs[1..] {
         let got = c.admin_api().get_ok(&format!("{CM}/shared"));
@@ -104,9 +103,8 @@ fn every_controller_serves_the_same_cluster_with_read_after_write_across_them() 
 fn compare_and_swap_counts_exactly_through_different_controllers() {
     let etcd = EtcdCluster::start(3);
     let cs = three_controllers(&etcd);
-    let start = cs[0]
-        .admin_api()
-        .create(CM, &cm("counter", json!({"n": "0"})));
+    let first = cs[0].admin_api();
+    let start = first.create(CM, &cm("counter", json!({"n": "0"})));
     let watcher = cs[1].admin_api();
     let mut watch = watcher
         .watch(&format!(

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use berth_tests::kinds::{Kind, kind};
 use berth_tests::objects::{event_about, pod};
+use berth_tests::process::LineChild;
 use berth_tests::seeds::seed;
 use berth_tests::table::words;
 use berth_tests::{Controller, Table};
@@ -294,6 +295,19 @@ fn label_selectors_show_labels_and_all_namespaces() {
 
 const WATCH_WAIT: Duration = Duration::from_secs(20);
 
+/// Waits for `kubectl get -w`'s `EVENT p1` row and checks that it is in table form (six columns).
+fn table_row(w: &mut LineChild, event: &str) {
+    let line = w.expect_line(WATCH_WAIT, &format!("{event} p1"), |l| {
+        words(l).starts_with(&[event, "p1"])
+    });
+    assert_eq!(
+        words(&line).len(),
+        6,
+        "{event} row in table form:\n{}",
+        w.describe()
+    );
+}
+
 #[test]
 fn get_pods_watch_shows_added_modified_deleted_as_table_rows() {
     let c = Controller::start();
@@ -331,26 +345,10 @@ fn get_pods_watch_shows_added_modified_deleted_as_table_rows() {
 
     // Only now is the watch certainly established (the ADDED row came from its list or itself).
     c.kubectl_ok(&["label", "pod", "p1", "-n", "watched", "step=two"]);
-    let modified = w.expect_line(WATCH_WAIT, "MODIFIED p1", |l| {
-        words(l).starts_with(&["MODIFIED", "p1"])
-    });
-    assert_eq!(
-        words(&modified).len(),
-        6,
-        "MODIFIED row in table form:\n{}",
-        w.describe()
-    );
+    table_row(&mut w, "MODIFIED");
 
     c.kubectl_ok(&["delete", "pod", "p1", "-n", "watched"]);
-    let deleted = w.expect_line(WATCH_WAIT, "DELETED p1", |l| {
-        words(l).starts_with(&["DELETED", "p1"])
-    });
-    assert_eq!(
-        words(&deleted).len(),
-        6,
-        "DELETED row in table form:\n{}",
-        w.describe()
-    );
+    table_row(&mut w, "DELETED");
 }
 
 #[test]

@@ -77,18 +77,19 @@ fn set_image_label_and_annotate_update_the_object() {
     let c = Controller::start();
     c.apply_stdin(&seed("nginx-deployment.deployment").text);
     let d = "deploy/nginx-deployment";
+    let field = |path: &str| jsonpath(&c, d, path);
 
     let out = c.kubectl_ok(&["set", "image", d, "nginx=nginx:1.16.1"]);
     assert_eq!(out.trim(), "deployment.apps/nginx-deployment image updated");
     assert_eq!(
-        jsonpath(&c, d, "{.spec.template.spec.containers[0].image}"),
+        field("{.spec.template.spec.containers[0].image}"),
         "nginx:1.16.1"
     );
-    assert_eq!(jsonpath(&c, d, "{.metadata.generation}"), "2");
+    assert_eq!(field("{.metadata.generation}"), "2");
 
     let out = c.kubectl_ok(&["label", d, "env=prod"]);
     assert_eq!(out.trim(), "deployment.apps/nginx-deployment labeled");
-    assert_eq!(jsonpath(&c, d, "{.metadata.labels.env}"), "prod");
+    assert_eq!(field("{.metadata.labels.env}"), "prod");
     let r = c.kubectl_fails(&["label", d, "env=dev"]);
     assert!(
         r.stderr.contains("--overwrite"),
@@ -96,25 +97,19 @@ fn set_image_label_and_annotate_update_the_object() {
         r.describe()
     );
     c.kubectl_ok(&["label", d, "env=dev", "--overwrite"]);
-    assert_eq!(jsonpath(&c, d, "{.metadata.labels.env}"), "dev");
+    assert_eq!(field("{.metadata.labels.env}"), "dev");
     c.kubectl_ok(&["label", d, "env-"]);
-    assert_eq!(jsonpath(&c, d, "{.metadata.labels.env}"), "");
-    assert_eq!(
-        jsonpath(&c, d, "{.metadata.labels.app}"),
-        "nginx",
-        "other labels stay"
-    );
+    assert_eq!(field("{.metadata.labels.env}"), "");
+    let app = field("{.metadata.labels.app}");
+    assert_eq!(app, "nginx", "other labels stay");
 
     let out = c.kubectl_ok(&["annotate", d, "owner=team-a"]);
     assert_eq!(out.trim(), "deployment.apps/nginx-deployment annotated");
-    assert_eq!(jsonpath(&c, d, "{.metadata.annotations.owner}"), "team-a");
+    assert_eq!(field("{.metadata.annotations.owner}"), "team-a");
     c.kubectl_ok(&["annotate", d, "owner-"]);
-    assert_eq!(jsonpath(&c, d, "{.metadata.annotations.owner}"), "");
-    assert_eq!(
-        jsonpath(&c, d, "{.metadata.generation}"),
-        "2",
-        "metadata changes keep the generation"
-    );
+    assert_eq!(field("{.metadata.annotations.owner}"), "");
+    let generation = field("{.metadata.generation}");
+    assert_eq!(generation, "2", "metadata changes keep the generation");
 
     // Label pods by selector, too.
     c.apply_stdin(&seed("pod1.pod").text);

@@ -102,22 +102,14 @@ fn agents_run_on_hosts_of_their_own_and_the_bed_goes_with_the_cluster() {
     // reconnecting heals it.
     for (cut, from) in [(1, 0), (behind_router, 0)] {
         bed.cut_off(cut);
-        c.wait_for(
-            secs(10),
-            &format!("host {cut} cut off from {from}"),
-            || match ping(bed, from, cut) {
-                Ok(()) => Err("still answers"),
-                Err(_) => Ok(()),
-            },
-        );
-        c.ensure_for(
-            secs(3),
-            &format!("host {cut} stays cut off"),
-            || match ping(bed, from, cut) {
-                Ok(()) => Err("answers while cut off"),
-                Err(_) => Ok(()),
-            },
-        );
+        let what = format!("host {cut} cut off from {from}");
+        c.wait_for(secs(10), &what, || {
+            ok_if(ping(bed, from, cut).is_err(), "still answers")
+        });
+        let what = format!("host {cut} stays cut off");
+        c.ensure_for(secs(3), &what, || {
+            ok_if(ping(bed, from, cut).is_err(), "answers while cut off")
+        });
         bed.reconnect(cut);
         c.wait_for(secs(20), &format!("host {cut} reconnected"), || {
             ping(bed, from, cut)

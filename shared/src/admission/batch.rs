@@ -14,7 +14,7 @@ use super::meta::validate_meta;
 use super::names::dns1123_label;
 use super::pod_spec::validate_pod_template;
 use super::selector::{self, is_convertible, labels_value, matches, validate_label_selector};
-use super::workload::{IMMUTABLE, mismatch, nonnegative, template_labels};
+use super::workload::{mismatch, nonnegative, template_labels};
 
 pub(crate) const CONTROLLER_UID: &str = "batch.kubernetes.io/controller-uid";
 pub(crate) const JOB_NAME: &str = "batch.kubernetes.io/job-name";
@@ -453,10 +453,9 @@ fn validate_job_spec_update(
     let indexed = spec.completion_mode.as_deref() == Some("Indexed");
     if spec.completions != old.completions {
         if !indexed {
-            errs.push(FieldError::invalid(
+            errs.push(FieldError::immutable(
                 &sp.child("completions"),
                 json_or_null(spec.completions),
-                IMMUTABLE,
             ));
         } else if let Some(c) = spec.completions
             && Some(c) != spec.parallelism
@@ -473,7 +472,7 @@ fn validate_job_spec_update(
             .selector
             .as_ref()
             .map_or(Value::Null, selector::to_value);
-        errs.push(FieldError::invalid(&sp.child("selector"), v, IMMUTABLE));
+        errs.push(FieldError::immutable(&sp.child("selector"), v));
     }
     let mut old_template = old.template.clone();
     let suspended_unstarted = old.suspend == Some(true)
@@ -497,7 +496,7 @@ fn validate_job_spec_update(
     }
     if spec.template != old_template {
         let v = serde_json::to_value(&spec.template).unwrap_or_default();
-        errs.push(FieldError::invalid(&sp.child("template"), v, IMMUTABLE));
+        errs.push(FieldError::immutable(&sp.child("template"), v));
     }
     let immutable = [
         (
@@ -528,7 +527,7 @@ fn validate_job_spec_update(
     ];
     for (field, n, o) in immutable {
         if n != o {
-            errs.push(FieldError::invalid(&sp.child(field), n, IMMUTABLE));
+            errs.push(FieldError::immutable(&sp.child(field), n));
         }
     }
     errs

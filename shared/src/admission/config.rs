@@ -156,11 +156,7 @@ pub(crate) fn validate_secret(s: &Secret, old: Option<&Secret>) -> Vec<FieldErro
             o.type_.as_deref().unwrap_or_default(),
         );
         if nt != ot {
-            errs.push(FieldError::invalid(
-                &Path::new("type"),
-                nt,
-                "field is immutable",
-            ));
+            errs.push(FieldError::immutable(&Path::new("type"), nt));
         }
         if o.immutable == Some(true) {
             if s.immutable != Some(true) {

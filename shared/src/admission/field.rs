@@ -90,6 +90,11 @@ impl FieldError {
         Self::new(FieldErrorType::Required, path, None, detail.into())
     }
 
+    /// Upstream `ValidateImmutableField`'s error: an update changed `path` to `value`.
+    pub(crate) fn immutable(path: &Path, value: impl Into<Value>) -> Self {
+        Self::invalid(path, value, "field is immutable")
+    }
+
     pub(crate) fn invalid(path: &Path, value: impl Into<Value>, detail: impl Into<String>) -> Self {
         Self::new(
             FieldErrorType::Invalid,

@@ -142,11 +142,7 @@ pub(crate) fn validate_object_meta_update(new: &ObjectMeta, old: &ObjectMeta) ->
             o.as_deref().unwrap_or_default(),
         );
         if n != o {
-            errs.push(FieldError::invalid(
-                &path.child(field),
-                n,
-                "field is immutable",
-            ));
+            errs.push(FieldError::immutable(&path.child(field), n));
         }
     }
     if old.deletion_timestamp.is_some() {

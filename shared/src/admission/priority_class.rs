@@ -66,10 +66,9 @@ pub(crate) fn validate_priority_class(
             ));
         }
         if pc.preemption_policy != old.preemption_policy {
-            errs.push(FieldError::invalid(
+            errs.push(FieldError::immutable(
                 &Path::new("preemptionPolicy"),
                 pc.preemption_policy.clone().unwrap_or_default(),
-                "field is immutable",
             ));
         }
         return errs;

@@ -422,11 +422,7 @@ pub(crate) fn validate_endpoint_slice(
     if let Some(o) = old
         && o.address_type != slice.address_type
     {
-        errs.push(FieldError::invalid(
-            &Path::new("addressType"),
-            kind,
-            "field is immutable",
-        ));
+        errs.push(FieldError::immutable(&Path::new("addressType"), kind));
     }
     for (i, e) in slice.endpoints.iter().enumerate() {
         let path = Path::new("endpoints").index(i).child("addresses");

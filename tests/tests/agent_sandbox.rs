@@ -161,12 +161,17 @@ fn sandbox_changed_events(c: &Cluster, name: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Starts the `web` pod on `node` and returns it once Ready.
+fn ready_web(c: &Cluster, node: &str) -> Value {
+    c.apply(&web_pod("web", node));
+    c.wait_for_pod_ready("default", "web", START)
+}
+
 #[test]
 fn a_pod_whose_netns_was_deleted_is_restarted_in_a_new_sandbox_when_the_agent_restarts() {
     let mut c = Cluster::start(1);
     let node = c.node_name(0).to_string();
-    c.apply(&web_pod("web", &node));
-    let pod = c.wait_for_pod_ready("default", "web", START);
+    let pod = ready_web(&c, &node);
     let (old_id, restarts, old_ip) = identity(&pod);
     assert_eq!(restarts, 0);
     assert_eq!(check_network(&c, "web"), old_ip);
@@ -219,8 +224,7 @@ fn a_pod_whose_netns_was_deleted_is_restarted_in_a_new_sandbox_when_the_agent_re
 #[test]
 fn a_netns_replaced_or_deleted_under_a_running_agent_is_recovered() {
     let (c, node) = Cluster::start_one();
-    c.apply(&web_pod("web", &node));
-    let pod = c.wait_for_pod_ready("default", "web", START);
+    let pod = ready_web(&c, &node);
     let (first_id, _, _) = identity(&pod);
     let uid = uid_of(&pod);
 
@@ -262,8 +266,7 @@ impl Drop for BridgeGuard {
 #[test]
 fn an_agent_with_the_same_node_name_leaves_the_other_agents_netns_alone() {
     let (c, node) = Cluster::start_one();
-    c.apply(&web_pod("web", &node));
-    let pod = c.wait_for_pod_ready("default", "web", START);
+    let pod = ready_web(&c, &node);
     let (_, _, ip) = identity(&pod);
     let netns = pod_netns(&c, &uid_of(&pod));
 

@@ -199,12 +199,8 @@ fn sysctls_are_admitted_as_the_kubelet_admits_them_and_set_in_the_pod() {
     ));
 
     c.wait_for_pod_ready("default", "safe", START);
-    let port_start = c.exec_ok(
-        "default",
-        "safe",
-        None,
-        &["cat", "/proc/sys/net/ipv4/ip_unprivileged_port_start"],
-    );
+    let sysctl = |pod: &str, path: &str| c.exec_ok("default", pod, None, &["cat", path]);
+    let port_start = sysctl("safe", "/proc/sys/net/ipv4/ip_unprivileged_port_start");
     assert_eq!(port_start.trim(), "0");
 
     let failed = c.wait_for_pod_phase("default", "unsafe", "Failed", START);
@@ -232,12 +228,7 @@ fn sysctls_are_admitted_as_the_kubelet_admits_them_and_set_in_the_pod() {
     });
 
     c.wait_for_pod_ready("default", "unsafe-allowed", START);
-    let msgmax = c.exec_ok(
-        "default",
-        "unsafe-allowed",
-        None,
-        &["cat", "/proc/sys/kernel/msgmax"],
-    );
+    let msgmax = sysctl("unsafe-allowed", "/proc/sys/kernel/msgmax");
     assert_eq!(msgmax.trim(), "9000");
     let host = std::fs::read_to_string("/proc/sys/kernel/msgmax").expect("the host's msgmax");
     assert_ne!(host.trim(), "9000", "the host's own value changed");

@@ -390,24 +390,16 @@ mod clock {
             "true",
         );
         let r = c.kubectl().fails_stdin(&["apply", "-f", "-"], &yaml(&bad));
-        assert!(
-            r.stderr.contains(
-                "spec.timeZone: Invalid value: \"Mars/Base\": unknown time zone Mars/Base"
-            ),
-            "{}",
-            r.stderr
+        r.assert_stderr_has(
+            "spec.timeZone: Invalid value: \"Mars/Base\": unknown time zone Mars/Base",
         );
         let prefixed = cron_job("prefixed", "CRON_TZ=UTC 0 0 1 1 *", json!({}), "true");
         let r = c
             .kubectl()
             .run_stdin(&["apply", "-f", "-"], &yaml(&prefixed));
         assert!(r.success(), "{}", r.stderr);
-        assert!(
-            r.stderr.contains(
-                "Warning: CRON_TZ or TZ used in spec.spec.schedule is not officially supported"
-            ),
-            "{}",
-            r.stderr
+        r.assert_stderr_has(
+            "Warning: CRON_TZ or TZ used in spec.spec.schedule is not officially supported",
         );
         let never = cron_job("never", "59 23 31 2 *", json!({}), "true");
         c.apply_stdin(&yaml(&never));

@@ -4,7 +4,25 @@
 //! checked at every start: a mode someone loosened is tightened again with a warning.
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// A private file or directory that could not be read or written: its path and the OS's error.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {source}")]
+pub struct FileError {
+    pub path: PathBuf,
+    pub source: std::io::Error,
+}
+
+impl FileError {
+    /// The error of an I/O step on `path`, for `map_err`.
+    pub fn at(path: &Path) -> impl FnOnce(std::io::Error) -> FileError + '_ {
+        move |source| FileError {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
 
 /// Mode of private directories.
 pub const DIR_MODE: u32 = 0o700;

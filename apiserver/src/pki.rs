@@ -4,6 +4,7 @@
 //! every file in it 0600. Also writes kubeconfigs.
 
 use base64::Engine;
+use berth_shared::private_files::FileError;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SanType,
@@ -13,11 +14,8 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PkiError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] FileError),
     #[error("certificate generation: {0}")]
     Cert(#[from] rcgen::Error),
     #[error("invalid TLS SAN {0:?}")]
@@ -33,10 +31,7 @@ impl PkiError {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PkiError + '_ {
-    move |source| PkiError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
+    move |source| FileError::at(path)(source).into()
 }
 
 /// PEM material of the cluster.
@@ -74,7 +69,7 @@ pub fn set_validity(params: &mut CertificateParams, years: i32) {
 
 pub(crate) fn write_private(path: &Path, contents: &str) -> Result<(), PkiError> {
     berth_shared::private_files::write_atomic(path, contents.as_bytes())
-        .map_err(|(at, source)| PkiError::Io { path: at, source })
+        .map_err(|(path, source)| FileError { path, source }.into())
 }
 
 fn read(path: &Path) -> Result<Option<String>, PkiError> {

@@ -11,6 +11,7 @@
 use super::rotation;
 use super::signer;
 use crate::pki::{self, PkiError};
+use berth_shared::private_files::FileError;
 use rcgen::{Issuer, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
@@ -35,16 +36,13 @@ pub enum ServingError {
     Tls(#[from] rustls::Error),
     #[error(transparent)]
     Pki(#[from] PkiError),
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] FileError),
 }
 
 impl ServingError {
     pub fn is_transient(&self) -> bool {
-        matches!(self, ServingError::Io { .. })
+        matches!(self, ServingError::Io(_))
     }
 }
 
@@ -147,10 +145,7 @@ impl ServingCertificate {
 }
 
 fn read(path: &Path) -> Result<String, ServingError> {
-    std::fs::read_to_string(path).map_err(|source| ServingError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+    Ok(std::fs::read_to_string(path).map_err(FileError::at(path))?)
 }
 
 /// The cluster CA of the PKI directory `dir`, as an issuer.

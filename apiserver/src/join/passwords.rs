@@ -16,6 +16,7 @@
 
 use super::node_name::NodeName;
 use super::records::{SaltedDigest, create_whole};
+use berth_shared::private_files::FileError;
 use berth_store::{Precondition, Store, StoreError};
 use std::path::{Path, PathBuf};
 
@@ -24,11 +25,8 @@ pub const DIR: &str = "node-passwords";
 
 #[derive(Debug, thiserror::Error)]
 pub enum PasswordError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] FileError),
     #[error("{0}: not a node password record (want sha256:<salt>:<digest>)")]
     Corrupt(PathBuf),
     #[error("node password records: {0}")]
@@ -96,10 +94,7 @@ impl NodePasswords {
     }
 
     fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PasswordError + '_ {
-        move |source| PasswordError::Io {
-            path: path.to_path_buf(),
-            source,
-        }
+        move |source| FileError::at(path)(source).into()
     }
 
     /// Compares `secret` with the record of `name`.

@@ -12,6 +12,7 @@
 
 use super::node_name::NodeName;
 use super::records::{SaltedDigest, create_whole, replace_whole, same};
+use berth_shared::private_files::FileError;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -29,11 +30,8 @@ const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
 
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] FileError),
     #[error("{0}: not a join token record")]
     Corrupt(PathBuf),
     #[error("{0:?} is not a token id (6 characters of a-z and 0-9)")]
@@ -49,10 +47,7 @@ impl TokenError {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TokenError + '_ {
-    move |source| TokenError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
+    move |source| FileError::at(path)(source).into()
 }
 
 fn is_token_text(s: &str, len: usize) -> bool {

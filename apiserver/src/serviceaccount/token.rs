@@ -6,10 +6,11 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use berth_shared::private_files::FileError;
 use ring::rand::SystemRandom;
 use ring::signature::{self, EcdsaKeyPair, KeyPair};
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The issuer (and default audience) of tokens, as kubeadm and k3s name it.
 pub const DEFAULT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
@@ -18,11 +19,8 @@ const LEEWAY_SECONDS: i64 = 60;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] FileError),
     #[error("service account signing key: {0}")]
     Key(String),
     #[error("token is malformed")]
@@ -117,7 +115,7 @@ impl TokenSigner {
                     .map_err(|e| TokenError::Key(e.to_string()))?;
                 doc.as_ref().to_vec()
             }
-            Err(source) => return Err(TokenError::Io { path, source }),
+            Err(source) => return Err(FileError { path, source }.into()),
         };
         let key = EcdsaKeyPair::from_pkcs8(alg, &pkcs8, &rng)
             .map_err(|e| TokenError::Key(format!("{}: {e}", path.display())))?;

@@ -55,66 +55,67 @@ impl Reconciler for Namespaces {
     type Error = RegistryError;
 
     fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, RegistryError> {
-        let Some(ns) = self.namespaces.get_key(key) else {
-            return Ok(Outcome::Done);
-        };
-        let name = key.name();
-        let ns = ns.value()?;
-        let deleting = ns.pointer("/metadata/deletionTimestamp").is_some();
-        let fins: Vec<String> = ns
-            .pointer("/spec/finalizers")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|f| f.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let (content, refs) = if deleting {
-            self.observe_content(name)?
-        } else {
-            Default::default()
-        };
-        let mut outcome = Outcome::Done;
-        for action in plan::plan(deleting, &fins, &content) {
-            match action {
-                plan::Action::Delete { key } => {
-                    let Some((rt, obj)) = refs.get(&key) else {
-                        continue;
-                    };
-                    // As upstream's namespace deleter: dependents go too, whatever the kind's
-                    // default (a Job's is to orphan its pods).
-                    let opts = DeleteOptions {
-                        propagation_policy: Some(Propagation::Background),
-                        ..DeleteOptions::default()
-                    };
-                    match self.registry.delete(rt, Some(name), obj, &opts) {
-                        Ok(_) | Err(RegistryError::NotFound { .. }) => {}
-                        Err(e) => return Err(e),
+        self.namespaces.reconcile_cached(key, |ns| {
+            let name = key.name();
+            let ns = ns.value()?;
+            let deleting = ns.pointer("/metadata/deletionTimestamp").is_some();
+            let fins: Vec<String> = ns
+                .pointer("/spec/finalizers")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|f| f.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let (content, refs) = if deleting {
+                self.observe_content(name)?
+            } else {
+                Default::default()
+            };
+            let mut outcome = Outcome::Done;
+            for action in plan::plan(deleting, &fins, &content) {
+                match action {
+                    plan::Action::Delete { key } => {
+                        let Some((rt, obj)) = refs.get(&key) else {
+                            continue;
+                        };
+                        // As upstream's namespace deleter: dependents go too, whatever the kind's
+                        // default (a Job's is to orphan its pods).
+                        let opts = DeleteOptions {
+                            propagation_policy: Some(Propagation::Background),
+                            ..DeleteOptions::default()
+                        };
+                        match self.registry.delete(rt, Some(name), obj, &opts) {
+                            Ok(_) | Err(RegistryError::NotFound { .. }) => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    plan::Action::RemoveFinalizer => {
+                        self.registry.update_with(
+                            NAMESPACES,
+                            None,
+                            name,
+                            Part::Main,
+                            &WriteOptions::default(),
+                            |mut obj| {
+                                if let Some(f) = obj
+                                    .pointer_mut("/spec/finalizers")
+                                    .and_then(Value::as_array_mut)
+                                {
+                                    f.retain(|x| x.as_str() != Some(plan::FINALIZER));
+                                }
+                                Ok::<_, RegistryError>(obj)
+                            },
+                        )?;
+                    }
+                    plan::Action::Wait => {
+                        outcome = Outcome::RequeueAfter(Duration::from_millis(500))
                     }
                 }
-                plan::Action::RemoveFinalizer => {
-                    self.registry.update_with(
-                        NAMESPACES,
-                        None,
-                        name,
-                        Part::Main,
-                        &WriteOptions::default(),
-                        |mut obj| {
-                            if let Some(f) = obj
-                                .pointer_mut("/spec/finalizers")
-                                .and_then(Value::as_array_mut)
-                            {
-                                f.retain(|x| x.as_str() != Some(plan::FINALIZER));
-                            }
-                            Ok::<_, RegistryError>(obj)
-                        },
-                    )?;
-                }
-                plan::Action::Wait => outcome = Outcome::RequeueAfter(Duration::from_millis(500)),
             }
-        }
-        Ok(outcome)
+            Ok(outcome)
+        })
     }
 }
 

@@ -29,42 +29,41 @@ impl Reconciler for NodeIpam {
     type Error = RegistryError;
 
     fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, RegistryError> {
-        let Some(node) = self.nodes.get_key(key) else {
-            return Ok(Outcome::Done);
-        };
-        if pod_cidr(&node.value()?).is_some() {
-            return Ok(Outcome::Done);
-        }
-        // The cache reflects every allocation made before this pass: passes run one at a
-        // time and each waits for the cache to catch up with its write.
-        let used: Vec<Cidr> = self
-            .nodes
-            .list()
-            .iter()
-            .filter_map(|n| n.value().ok())
-            .filter_map(|n| pod_cidr(&n).and_then(Cidr::parse))
-            .collect();
-        let Some(cidr) = plan::allocate(self.cluster, &used) else {
-            tracing::warn!(node = %key, cluster = %self.cluster, "no pod CIDR left for the node");
-            return Ok(Outcome::RequeueAfter(std::time::Duration::from_secs(30)));
-        };
-        self.registry.update_with(
-            NODES,
-            None,
-            key.name(),
-            Part::Main,
-            &WriteOptions::default(),
-            |mut n| {
-                if pod_cidr(&n).is_some() {
-                    return Ok::<_, RegistryError>(n);
-                }
-                n["spec"]["podCIDR"] = json!(cidr.to_string());
-                n["spec"]["podCIDRs"] = json!([cidr.to_string()]);
-                Ok(n)
-            },
-        )?;
-        tracing::info!(node = %key, cidr = %cidr, "allocated pod CIDR");
-        Ok(Outcome::Done)
+        self.nodes.reconcile_cached(key, |node| {
+            if pod_cidr(&node.value()?).is_some() {
+                return Ok(Outcome::Done);
+            }
+            // The cache reflects every allocation made before this pass: passes run one at a
+            // time and each waits for the cache to catch up with its write.
+            let used: Vec<Cidr> = self
+                .nodes
+                .list()
+                .iter()
+                .filter_map(|n| n.value().ok())
+                .filter_map(|n| pod_cidr(&n).and_then(Cidr::parse))
+                .collect();
+            let Some(cidr) = plan::allocate(self.cluster, &used) else {
+                tracing::warn!(node = %key, cluster = %self.cluster, "no pod CIDR left for the node");
+                return Ok(Outcome::RequeueAfter(std::time::Duration::from_secs(30)));
+            };
+            self.registry.update_with(
+                NODES,
+                None,
+                key.name(),
+                Part::Main,
+                &WriteOptions::default(),
+                |mut n| {
+                    if pod_cidr(&n).is_some() {
+                        return Ok::<_, RegistryError>(n);
+                    }
+                    n["spec"]["podCIDR"] = json!(cidr.to_string());
+                    n["spec"]["podCIDRs"] = json!([cidr.to_string()]);
+                    Ok(n)
+                },
+            )?;
+            tracing::info!(node = %key, cidr = %cidr, "allocated pod CIDR");
+            Ok(Outcome::Done)
+        })
     }
 }
 

@@ -175,32 +175,31 @@ impl Reconciler for Controller {
     type Error = RegistryError;
 
     fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, RegistryError> {
-        let Some(obj) = self.pods.get_key(key) else {
-            return Ok(Outcome::Done);
-        };
-        let pod = obj.view::<PodFacts>();
-        let now = self.clock.now();
-        let node = self.observe_node(&pod.node, now);
-        match plan::verdict(&pod, node, self.quarantine, now) {
-            Verdict::Keep => Ok(Outcome::Done),
-            Verdict::Wait(d) => Ok(Outcome::RequeueAfter(d)),
-            Verdict::ForceDelete => {
-                tracing::info!(pod = %key, "force deleting a pod that cannot terminate");
-                self.apply_force_delete(key, obj.uid())
-            }
-            Verdict::Orphaned => {
-                // The cache may lag: only a fresh read says the node is gone.
-                if self.registry.get(NODES, None, &pod.node).is_ok() {
-                    self.missing().remove(&pod.node);
-                    return Ok(Outcome::Done);
+        self.pods.reconcile_cached(key, |obj| {
+            let pod = obj.view::<PodFacts>();
+            let now = self.clock.now();
+            let node = self.observe_node(&pod.node, now);
+            match plan::verdict(&pod, node, self.quarantine, now) {
+                Verdict::Keep => Ok(Outcome::Done),
+                Verdict::Wait(d) => Ok(Outcome::RequeueAfter(d)),
+                Verdict::ForceDelete => {
+                    tracing::info!(pod = %key, "force deleting a pod that cannot terminate");
+                    self.apply_force_delete(key, obj.uid())
                 }
-                tracing::info!(pod = %key, node = %pod.node, "deleting a pod whose node is gone");
-                if !pod.terminal {
-                    self.apply_failed(key, obj.uid())?;
+                Verdict::Orphaned => {
+                    // The cache may lag: only a fresh read says the node is gone.
+                    if self.registry.get(NODES, None, &pod.node).is_ok() {
+                        self.missing().remove(&pod.node);
+                        return Ok(Outcome::Done);
+                    }
+                    tracing::info!(pod = %key, node = %pod.node, "deleting a pod whose node is gone");
+                    if !pod.terminal {
+                        self.apply_failed(key, obj.uid())?;
+                    }
+                    self.apply_force_delete(key, obj.uid())
                 }
-                self.apply_force_delete(key, obj.uid())
             }
-        }
+        })
     }
 }
 

@@ -138,64 +138,63 @@ impl Reconciler for Controller {
     type Error = RegistryError;
 
     fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, RegistryError> {
-        let Some(obj) = self.budgets.get_key(key) else {
-            return Ok(Outcome::Done);
-        };
-        if obj.is_deleting() {
-            return Ok(Outcome::Done);
-        }
-        let pdb: policy::PodDisruptionBudget = match obj.decode() {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::warn!(pdb = %key, error = %e, "ignoring a budget that does not decode");
+        self.budgets.reconcile_cached(key, |obj| {
+            if obj.is_deleting() {
                 return Ok(Outcome::Done);
             }
-        };
-        let ns = key.namespace().unwrap_or_default();
-        let selector = obj.view::<BudgetSelector>();
-        let selected: Vec<Arc<Object>> = self
-            .pods
-            .in_namespace(ns)
-            .into_iter()
-            .filter(|p| selector.0.matches(p.labels()))
-            .collect();
-        let views: Vec<Arc<Pod>> = selected.iter().map(|p| p.view::<Pod>()).collect();
-        let pods: Vec<&Pod> = views.iter().map(|p| p.as_ref()).collect();
-        let mut scales = Scales::new();
-        for c in pods.iter().filter_map(|p| p.controller.as_ref()) {
-            if !scales.contains_key(&c.uid) {
-                scales.insert(c.uid.clone(), self.observe_scale(c, ns));
+            let pdb: policy::PodDisruptionBudget = match obj.decode() {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(pdb = %key, error = %e, "ignoring a budget that does not decode");
+                    return Ok(Outcome::Done);
+                }
+            };
+            let ns = key.namespace().unwrap_or_default();
+            let selector = obj.view::<BudgetSelector>();
+            let selected: Vec<Arc<Object>> = self
+                .pods
+                .in_namespace(ns)
+                .into_iter()
+                .filter(|p| selector.0.matches(p.labels()))
+                .collect();
+            let views: Vec<Arc<Pod>> = selected.iter().map(|p| p.view::<Pod>()).collect();
+            let pods: Vec<&Pod> = views.iter().map(|p| p.as_ref()).collect();
+            let mut scales = Scales::new();
+            for c in pods.iter().filter_map(|p| p.controller.as_ref()) {
+                if !scales.contains_key(&c.uid) {
+                    scales.insert(c.uid.clone(), self.observe_scale(c, ns));
+                }
             }
-        }
-        let plan = plan::budget(&pdb, &pods, &scales, self.clock.now());
-        let mut raw = obj.value().map_err(RegistryError::from)?;
-        for e in &plan.events {
-            match &e.pod {
-                None => self.record(&raw, e.warning, e.reason, &e.message),
-                Some(name) => {
-                    if let Some(p) = selected.iter().find(|p| p.name() == name)
-                        && let Ok(v) = p.value()
-                    {
-                        self.record(&v, e.warning, e.reason, &e.message);
+            let plan = plan::budget(&pdb, &pods, &scales, self.clock.now());
+            let mut raw = obj.value().map_err(RegistryError::from)?;
+            for e in &plan.events {
+                match &e.pod {
+                    None => self.record(&raw, e.warning, e.reason, &e.message),
+                    Some(name) => {
+                        if let Some(p) = selected.iter().find(|p| p.name() == name)
+                            && let Ok(v) = p.value()
+                        {
+                            self.record(&v, e.warning, e.reason, &e.message);
+                        }
                     }
                 }
             }
-        }
-        if let Some(status) = plan.status {
-            raw["status"] = serde_json::to_value(status).map_err(RegistryError::from)?;
-            // Conditional on the version read: an eviction's grant written meanwhile wins.
-            self.registry.update(
-                POD_DISRUPTION_BUDGETS,
-                Some(ns),
-                key.name(),
-                raw,
-                Part::Status,
-                &WriteOptions::default(),
-            )?;
-        }
-        Ok(plan
-            .recheck_after
-            .map_or(Outcome::Done, Outcome::RequeueAfter))
+            if let Some(status) = plan.status {
+                raw["status"] = serde_json::to_value(status).map_err(RegistryError::from)?;
+                // Conditional on the version read: an eviction's grant written meanwhile wins.
+                self.registry.update(
+                    POD_DISRUPTION_BUDGETS,
+                    Some(ns),
+                    key.name(),
+                    raw,
+                    Part::Status,
+                    &WriteOptions::default(),
+                )?;
+            }
+            Ok(plan
+                .recheck_after
+                .map_or(Outcome::Done, Outcome::RequeueAfter))
+        })
     }
 }
 

@@ -46,16 +46,15 @@ impl Reconciler for Cleaner {
     type Key = ObjectKey;
     type Error = RegistryError;
 
+    /// Drops the tracking finalizer of a cached pod once no live Job tracks it.
     fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, RegistryError> {
-        let Some(pod) = self.pods.get_key(key) else {
-            return Ok(Outcome::Done);
-        };
-        if !untrackable(&self.jobs, &pod) {
-            return Ok(Outcome::Done);
-        }
-        let ns = key.namespace().unwrap_or_default();
-        untrack(&self.registry, ns, key.name(), pod.uid())?;
-        Ok(Outcome::Done)
+        self.pods.reconcile_cached(key, |pod| {
+            if untrackable(&self.jobs, &pod) {
+                let ns = key.namespace().unwrap_or_default();
+                untrack(&self.registry, ns, key.name(), pod.uid())?;
+            }
+            Ok(Outcome::Done)
+        })
     }
 }
 

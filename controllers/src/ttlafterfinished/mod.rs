@@ -76,46 +76,45 @@ impl Reconciler for Cleanup {
     type Error = CleanupError;
 
     fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, CleanupError> {
-        let Some(obj) = self.jobs.get_key(key) else {
-            return Ok(Outcome::Done);
-        };
-        let cached = obj.value().map_err(RegistryError::from)?;
-        match self.decide(&cached, self.clock.now())? {
-            Decision::Keep => return Ok(Outcome::Done),
-            Decision::Wait(d) => return Ok(Outcome::RequeueAfter(d)),
-            Decision::Delete => {}
-        }
-        // The cache may be behind an update of the TTL: judge the stored Job.
-        let fresh = match self.registry.get(JOBS, key.namespace(), key.name()) {
-            Ok(o) => o.value().map_err(RegistryError::from)?,
-            Err(RegistryError::NotFound { .. }) => return Ok(Outcome::Done),
-            Err(e) => return Err(e.into()),
-        };
-        match self.decide(&fresh, self.clock.now())? {
-            Decision::Keep => return Ok(Outcome::Done),
-            Decision::Wait(d) => return Ok(Outcome::RequeueAfter(d)),
-            Decision::Delete => {}
-        }
-        let uid = fresh
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .map(String::from);
-        tracing::info!(job = %key, "cleaning up a finished Job whose TTL expired");
-        let opts = DeleteOptions {
-            propagation_policy: Some(Propagation::Foreground),
-            preconditions: Some(DeletePreconditions {
-                uid,
-                resource_version: None,
-            }),
-            ..DeleteOptions::default()
-        };
-        match self
-            .registry
-            .delete(JOBS, key.namespace(), key.name(), &opts)
-        {
-            Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(Outcome::Done),
-            Err(e) => Err(e.into()),
-        }
+        self.jobs.reconcile_cached(key, |obj| {
+            let cached = obj.value().map_err(RegistryError::from)?;
+            match self.decide(&cached, self.clock.now())? {
+                Decision::Keep => return Ok(Outcome::Done),
+                Decision::Wait(d) => return Ok(Outcome::RequeueAfter(d)),
+                Decision::Delete => {}
+            }
+            // The cache may be behind an update of the TTL: judge the stored Job.
+            let fresh = match self.registry.get(JOBS, key.namespace(), key.name()) {
+                Ok(o) => o.value().map_err(RegistryError::from)?,
+                Err(RegistryError::NotFound { .. }) => return Ok(Outcome::Done),
+                Err(e) => return Err(e.into()),
+            };
+            match self.decide(&fresh, self.clock.now())? {
+                Decision::Keep => return Ok(Outcome::Done),
+                Decision::Wait(d) => return Ok(Outcome::RequeueAfter(d)),
+                Decision::Delete => {}
+            }
+            let uid = fresh
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .map(String::from);
+            tracing::info!(job = %key, "cleaning up a finished Job whose TTL expired");
+            let opts = DeleteOptions {
+                propagation_policy: Some(Propagation::Foreground),
+                preconditions: Some(DeletePreconditions {
+                    uid,
+                    resource_version: None,
+                }),
+                ..DeleteOptions::default()
+            };
+            match self
+                .registry
+                .delete(JOBS, key.namespace(), key.name(), &opts)
+            {
+                Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(Outcome::Done),
+                Err(e) => Err(e.into()),
+            }
+        })
     }
 }
 

@@ -21,6 +21,7 @@ pub use cache::{
 pub use object::{Object, ObjectKey, OwnerRef, Revision, View};
 pub use source::{Batch, Change, Listed, Source, SourceError, SourceWatch, WatchEnd};
 
+use berth_shared::reconcile::Outcome;
 use berth_shared::resource::ResourceType;
 use cache::Cache;
 use std::collections::HashMap;
@@ -88,6 +89,16 @@ impl Informer {
 
     pub fn get_key(&self, key: &ObjectKey) -> Option<Arc<Object>> {
         self.read().get(key)
+    }
+
+    /// A reconciler's pass over the cached object of `key`: `pass` while the object is
+    /// cached, [`Outcome::Done`] once it is gone (its deletion was the key's last change).
+    pub fn reconcile_cached<E>(
+        &self,
+        key: &ObjectKey,
+        pass: impl FnOnce(Arc<Object>) -> Result<Outcome, E>,
+    ) -> Result<Outcome, E> {
+        self.get_key(key).map_or(Ok(Outcome::Done), pass)
     }
 
     /// Every cached object.

@@ -261,3 +261,22 @@ async fn catching_up_waits_for_the_revision_of_the_last_write() {
     );
     stop.cancel();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_pass_over_a_cached_key_runs_while_cached_and_is_done_once_gone() {
+    let source = Arc::new(Scripted::default());
+    source.set(vec![stored("a", 1)], 1);
+    let stop = CancellationToken::new();
+    let pods = Informers::new(source, stop.clone()).get(PODS);
+    pods.wait_synced().await;
+    let requeue = Outcome::RequeueAfter(Duration::from_secs(1));
+    let pass = |key: &str| {
+        pods.reconcile_cached(&ObjectKey::new(Some("ns"), key), |o| {
+            assert_eq!(o.name(), key);
+            Ok::<_, SourceError>(requeue)
+        })
+    };
+    assert_eq!(pass("a").unwrap(), requeue);
+    assert_eq!(pass("gone").unwrap(), Outcome::Done);
+    stop.cancel();
+}

@@ -51,6 +51,12 @@ impl Harness {
     }
 
     /// Brings `pod` to a running `app` (sandbox, pull, start) and forgets those calls.
+    /// A file of pod `u1`'s volumes, by its path below the volumes directory.
+    fn volume_file(&self, path: &str) -> std::path::PathBuf {
+        let volumes = self.fakes.root.path().join("agent/pods/u1/volumes");
+        volumes.join(path)
+    }
+
     async fn running(&self, pod: &Pod) {
         for _ in 0..3 {
             assert_eq!(self.pass(pod).await, STEPPED);
@@ -74,6 +80,22 @@ impl Harness {
             Call::Start(id.into()),
         ]
     }
+}
+
+/// Pod `web` of [`app_pod`] (`Always`) with one volume.
+fn app_pod_with_volume(volume: serde_json::Value) -> Pod {
+    let mut pod = app_pod("Always");
+    let volume = serde_json::from_value(volume).expect("a volume");
+    pod.spec.as_mut().expect("a spec").volumes = Some(vec![volume]);
+    pod
+}
+
+/// A harness whose pod `web` (restart policy `policy`, one container `app`) runs.
+async fn running_app(policy: &str) -> (Harness, Pod) {
+    let h = harness();
+    let pod = app_pod(policy);
+    h.running(&pod).await;
+    (h, pod)
 }
 
 fn app_pod(policy: &str) -> Pod {
@@ -118,9 +140,7 @@ async fn a_new_pod_gets_its_sandbox_then_its_image_then_a_started_container() {
 
 #[tokio::test(start_paused = true)]
 async fn an_exited_container_restarts_at_once_then_only_after_its_back_off() {
-    let h = harness();
-    let pod = app_pod("Always");
-    h.running(&pod).await;
+    let (h, pod) = running_app("Always").await;
 
     h.fakes.runtime.exit(APP_R0, 1);
     assert_eq!(h.pass(&pod).await, STEPPED);
@@ -152,9 +172,7 @@ async fn an_exited_container_restarts_at_once_then_only_after_its_back_off() {
 
 #[tokio::test(start_paused = true)]
 async fn a_container_that_completed_under_never_is_not_started_again() {
-    let h = harness();
-    let pod = app_pod("Never");
-    h.running(&pod).await;
+    let (h, pod) = running_app("Never").await;
 
     h.fakes.runtime.exit(APP_R0, 0);
     h.pass(&pod).await;
@@ -207,9 +225,7 @@ async fn a_failing_liveness_probe_kills_the_container_and_the_next_pass_restarts
 
 #[tokio::test(start_paused = true)]
 async fn a_deleted_pod_gets_its_grace_period_then_loses_containers_network_and_object() {
-    let h = harness();
-    let pod = app_pod("Always");
-    h.running(&pod).await;
+    let (h, pod) = running_app("Always").await;
     h.fakes.runtime.ignore_signal(15);
     let mut gone = deleted(pod, 5);
     gone.metadata.resource_version = Some("2".into());
@@ -276,9 +292,7 @@ async fn passes_until_a_start(h: &Harness, pod: &Pod, n: usize) -> Vec<Call> {
 
 #[tokio::test(start_paused = true)]
 async fn a_pod_whose_netns_vanished_is_killed_and_restarted_in_a_new_sandbox() {
-    let h = harness();
-    let pod = app_pod("Always");
-    h.running(&pod).await;
+    let (h, pod) = running_app("Always").await;
     assert_eq!(h.fakes.network.ip("u1").as_deref(), Some("10.42.0.5"));
 
     h.fakes.network.delete_netns("u1");
@@ -334,9 +348,7 @@ async fn a_pod_whose_netns_vanished_is_killed_and_restarted_in_a_new_sandbox() {
 
 #[tokio::test(start_paused = true)]
 async fn a_restarted_agent_kills_containers_whose_netns_vanished_instead_of_adopting_them() {
-    let h = harness();
-    let pod = app_pod("Always");
-    h.running(&pod).await;
+    let (h, pod) = running_app("Always").await;
     h.fakes.network.delete_netns("u1");
 
     // A new worker, as after an agent restart: nothing local, only containerd and the network.
@@ -359,9 +371,7 @@ async fn a_restarted_agent_kills_containers_whose_netns_vanished_instead_of_adop
 
 #[tokio::test(start_paused = true)]
 async fn a_netns_lost_while_nothing_runs_is_still_a_sandbox_change() {
-    let h = harness();
-    let pod = app_pod("Always");
-    h.running(&pod).await;
+    let (h, pod) = running_app("Always").await;
     h.fakes.runtime.exit(APP_R0, 1);
     assert_eq!(
         h.pass(&pod).await,
@@ -409,11 +419,7 @@ async fn a_projected_token_is_written_at_start_and_renewed_after_four_fifths_of_
         ]);
     }
     h.running(&p).await;
-    let file = h
-        .fakes
-        .root
-        .path()
-        .join("agent/pods/u1/volumes/projected/kube-api-access-x/token");
+    let file = h.volume_file("projected/kube-api-access-x/token");
     let first = std::fs::read_to_string(&file).expect("the token file");
     assert!(first.starts_with("token-0-"), "{first}");
     // Before 80% of the hour nothing changes; after it, the next pass renews in place.
@@ -467,13 +473,10 @@ async fn a_pods_start_is_recorded_once_in_the_start_latency_metrics() {
 #[tokio::test(start_paused = true)]
 async fn a_pod_waits_for_its_claim_to_be_bound_then_starts_on_the_volume() {
     let h = harness();
-    let mut pod = app_pod("Always");
+    let www =
+        serde_json::json!({"name": "www", "persistentVolumeClaim": {"claimName": "www-web-0"}});
+    let mut pod = app_pod_with_volume(www);
     let spec = pod.spec.as_mut().unwrap();
-    spec.volumes = Some(vec![
-        serde_json::from_value(serde_json::json!(
-            {"name": "www", "persistentVolumeClaim": {"claimName": "www-web-0"}}))
-        .unwrap(),
-    ]);
     spec.containers[0].volume_mounts = Some(vec![
         serde_json::from_value(serde_json::json!({"name": "www", "mountPath": "/data"})).unwrap(),
     ]);
@@ -652,12 +655,7 @@ async fn an_ephemeral_container_starts_once_in_its_targets_pid_namespace() {
 #[tokio::test(start_paused = true)]
 async fn a_missing_config_map_holds_the_pod_and_a_changed_one_is_rewritten_without_a_restart() {
     let h = harness();
-    let mut pod = app_pod("Always");
-    let spec = pod.spec.as_mut().unwrap();
-    spec.volumes = Some(vec![
-        serde_json::from_value(serde_json::json!({"name": "cfg", "configMap": {"name": "cm"}}))
-            .unwrap(),
-    ]);
+    let pod = app_pod_with_volume(serde_json::json!({"name": "cfg", "configMap": {"name": "cm"}}));
     assert_eq!(h.pass(&pod).await, RETRY_IN_A_SECOND);
     h.assert_held_back("nothing starts before the volumes are set up");
     assert_eq!(
@@ -677,11 +675,7 @@ async fn a_missing_config_map_holds_the_pod_and_a_changed_one_is_rewritten_witho
     };
     put("1");
     h.running(&pod).await;
-    let file = h
-        .fakes
-        .root
-        .path()
-        .join("agent/pods/u1/volumes/configmap/cfg/k");
+    let file = h.volume_file("configmap/cfg/k");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "1");
     put("2");
     h.pass(&pod).await;

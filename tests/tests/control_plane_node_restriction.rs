@@ -17,7 +17,7 @@ const ROLE: &str = "node-role.kubernetes.io/control-plane";
 /// Joins as a fresh node name; returns it and an API client with its credentials.
 fn node_client(c: &Controller) -> (String, Api) {
     let name = format!("restricted-{}", unique_suffix());
-    let attempt = join_locally(&c, &name, "node-secret");
+    let attempt = join_locally(c, &name, "node-secret");
     let api = c.api_with(Credentials::ClientCert(attempt.identity()));
     (name, api)
 }

@@ -2,7 +2,7 @@
 //! adoption, pause, deletion and the empty selector.
 
 use super::super::fixtures::*;
-use super::super::revision::{REVISION, REVISION_HISTORY};
+use super::super::revision::{REVISION, REVISION_HISTORY, annotation as ann};
 use super::super::template::HASH_LABEL;
 use super::*;
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -22,14 +22,6 @@ fn revision_set(p: &Plan) -> Option<String> {
         Action::SetRevision(r) => Some(r.clone()),
         _ => None,
     })
-}
-
-fn ann<'a>(rs: &'a ReplicaSet, key: &str) -> Option<&'a str> {
-    rs.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str)
 }
 
 fn paused(mut d: Deployment) -> Deployment {

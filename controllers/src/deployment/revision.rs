@@ -33,7 +33,8 @@ fn skip_copy(key: &str) -> bool {
     )
 }
 
-fn annotation<'a>(rs: &'a ReplicaSet, key: &str) -> Option<&'a str> {
+/// The value of a ReplicaSet's annotation `key`.
+pub fn annotation<'a>(rs: &'a ReplicaSet, key: &str) -> Option<&'a str> {
     rs.metadata
         .annotations
         .as_ref()
@@ -199,34 +200,29 @@ mod tests {
     use super::*;
     use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+    fn meta(name: &str, annotations: &[(&str, &str)]) -> ObjectMeta {
+        let annotations = annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()));
+        ObjectMeta {
+            name: Some(name.into()),
+            annotations: Some(annotations.collect()),
+            ..Default::default()
+        }
+    }
+
     fn rs(annotations: &[(&str, &str)]) -> ReplicaSet {
+        let metadata = meta("web-abc", annotations);
         ReplicaSet {
-            metadata: ObjectMeta {
-                name: Some("web-abc".into()),
-                annotations: Some(
-                    annotations
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect(),
-                ),
-                ..Default::default()
-            },
+            metadata,
             ..Default::default()
         }
     }
 
     fn deployment(annotations: &[(&str, &str)]) -> Deployment {
+        let metadata = meta("web", annotations);
         Deployment {
-            metadata: ObjectMeta {
-                name: Some("web".into()),
-                annotations: Some(
-                    annotations
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect(),
-                ),
-                ..Default::default()
-            },
+            metadata,
             ..Default::default()
         }
     }

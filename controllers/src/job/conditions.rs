@@ -266,40 +266,19 @@ mod tests {
     #[test]
     fn ensuring_a_condition_adds_updates_or_leaves_it() {
         let mut list = Vec::new();
-        assert!(!ensure(
-            &mut list,
-            SUSPENDED,
-            "False",
-            "JobResumed",
-            "Job resumed",
-            now()
-        ));
-        assert!(list.is_empty(), "from nothing to False is no change");
-        assert!(ensure(
-            &mut list,
-            SUSPENDED,
-            "True",
-            "JobSuspended",
-            "Job suspended",
-            now()
-        ));
-        assert!(!ensure(
-            &mut list,
-            SUSPENDED,
-            "True",
-            "JobSuspended",
-            "Job suspended",
-            now()
-        ));
-        assert!(ensure(
-            &mut list,
-            SUSPENDED,
-            "False",
-            "JobResumed",
-            "Job resumed",
-            now()
-        ));
-        assert_eq!(list.len(), 1);
+        let resumed = ("False", "JobResumed", "Job resumed");
+        let suspended = ("True", "JobSuspended", "Job suspended");
+        // (what is ensured, whether it changes the list, the list's length after, why)
+        let steps = [
+            (resumed, false, 0, "from nothing to False is no change"),
+            (suspended, true, 1, "a new True condition is added"),
+            (suspended, false, 1, "the same condition again is no change"),
+            (resumed, true, 1, "a change of status updates it in place"),
+        ];
+        for ((status, reason, message), changed, len, why) in steps {
+            let got = ensure(&mut list, SUSPENDED, status, reason, message, now());
+            assert_eq!((got, list.len()), (changed, len), "{why}");
+        }
         assert_eq!(list[0].status, "False");
         let at = list[0].last_transition_time.clone().unwrap().0;
         assert_eq!(at.to_string(), "2024-06-01T12:00:00Z", "whole seconds");

@@ -215,6 +215,35 @@ pub struct ContainerConfig {
     pub cgroup_parent: Option<String>,
 }
 
+impl ContainerConfig {
+    /// A container of `image` that asks for nothing more: the image's command and
+    /// environment, no mounts, the host network, no limits or security settings, private PID
+    /// and IPC namespaces, no labels, its log at `log_path`.
+    pub fn new(id: ContainerId, image: ContainerImage, log_path: PathBuf) -> Self {
+        ContainerConfig {
+            id,
+            image,
+            command: Vec::new(),
+            args: Vec::new(),
+            env: Vec::new(),
+            working_dir: None,
+            mounts: Vec::new(),
+            network_namespace: None,
+            hostname: None,
+            resources: Resources::default(),
+            security: Security::default(),
+            stdin: false,
+            stdin_once: false,
+            tty: false,
+            pid_namespace: NamespaceMode::Private,
+            ipc_namespace: NamespaceMode::Private,
+            labels: BTreeMap::new(),
+            log_path,
+            cgroup_parent: None,
+        }
+    }
+}
+
 /// Which namespace of one kind a container's processes live in.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum NamespaceMode {

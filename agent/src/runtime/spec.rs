@@ -518,35 +518,21 @@ mod tests {
     }
 
     fn config() -> ContainerConfig {
-        ContainerConfig {
-            id: ContainerId::new("c1").unwrap(),
-            image: ContainerImage {
-                name: "docker.io/library/busybox:1.28".into(),
-                chain_id: "sha256:abc".into(),
-                config: ImageConfig {
-                    env: vec!["PATH=/bin".into(), "FROM_IMAGE=1".into()],
-                    entrypoint: vec![],
-                    cmd: vec!["sh".into()],
-                    ..Default::default()
-                },
+        let image = ContainerImage {
+            name: "docker.io/library/busybox:1.28".into(),
+            chain_id: "sha256:abc".into(),
+            config: ImageConfig {
+                env: vec!["PATH=/bin".into(), "FROM_IMAGE=1".into()],
+                entrypoint: vec![],
+                cmd: vec!["sh".into()],
+                ..Default::default()
             },
-            command: vec![],
-            args: vec![],
-            env: vec![],
-            working_dir: None,
-            mounts: vec![],
+        };
+        let id = ContainerId::new("c1").unwrap();
+        ContainerConfig {
             network_namespace: Some(PathBuf::from("/var/run/netns/pod1")),
             hostname: Some("pod1".into()),
-            resources: Resources::default(),
-            security: Security::default(),
-            stdin: false,
-            stdin_once: false,
-            tty: false,
-            pid_namespace: NamespaceMode::Private,
-            ipc_namespace: NamespaceMode::Private,
-            labels: BTreeMap::new(),
-            log_path: PathBuf::from("/tmp/c1.log"),
-            cgroup_parent: None,
+            ..ContainerConfig::new(id, image, PathBuf::from("/tmp/c1.log"))
         }
     }
 

@@ -115,105 +115,38 @@ mod tests {
         }
     }
 
-    fn kinds(o: Option<Vec<OwnerRef>>) -> Option<Vec<String>> {
-        o.map(|v| v.into_iter().map(|r| r.kind).collect())
-    }
-
     #[test]
-    fn retain_retain_removes_both_references() {
-        let s = set("Retain", "Retain");
-        assert_eq!(wanted_owners(&s, &claim(&[]), "web-1", "p", true), None);
-        assert_eq!(
-            kinds(wanted_owners(
-                &s,
-                &claim(&[("StatefulSet", "set-uid"), ("Pod", "p")]),
+    fn a_claims_wanted_owners_follow_the_retention_policy() {
+        const SET: (&str, &str) = ("StatefulSet", "set-uid");
+        const POD: (&str, &str) = ("Pod", "p");
+        // (whenDeleted, whenScaled, the claim's owners, pod condemned, the owners wanted (None:
+        // no change), why)
+        #[rustfmt::skip]
+        let cases: &[(&str, &str, &[(&str, &str)], bool, Option<&[&str]>, &str)] = &[
+            ("Retain", "Retain", &[], true, None, "retain/retain: nothing to add"),
+            ("Retain", "Retain", &[SET, POD], true, Some(&[]), "retain/retain: both go"),
+            ("Delete", "Retain", &[], false, Some(&["StatefulSet"]), "whenDeleted: the set owns"),
+            ("Delete", "Retain", &[SET], true, None, "whenDeleted: condemned or not"),
+            ("Retain", "Delete", &[], false, None, "whenScaled: a kept pod owns nothing"),
+            ("Retain", "Delete", &[], true, Some(&["Pod"]), "whenScaled: a condemned pod owns"),
+            ("Retain", "Delete", &[POD], false, Some(&[]), "scaled back up: the pod lets go"),
+            ("Delete", "Delete", &[SET], true, Some(&["Pod"]), "delete/delete: to the pod"),
+            ("Delete", "Delete", &[POD], false, Some(&["StatefulSet"]), "delete/delete: back"),
+            ("Delete", "Retain", &[("Thing", "t")], false, Some(&["Thing", "StatefulSet"]),
+                "other owners are kept"),
+        ];
+        for &(deleted, scaled, owners, condemned, want, why) in cases {
+            let got = wanted_owners(
+                &set(deleted, scaled),
+                &claim(owners),
                 "web-1",
                 "p",
-                true
-            )),
-            Some(vec![])
-        );
-    }
-
-    #[test]
-    fn when_deleted_delete_makes_the_set_own_every_claim() {
-        let s = set("Delete", "Retain");
-        assert_eq!(
-            kinds(wanted_owners(&s, &claim(&[]), "web-1", "p", false)),
-            Some(vec!["StatefulSet".into()])
-        );
-        assert_eq!(
-            wanted_owners(
-                &s,
-                &claim(&[("StatefulSet", "set-uid")]),
-                "web-1",
-                "p",
-                true
-            ),
-            None,
-            "condemned or not"
-        );
-    }
-
-    #[test]
-    fn when_scaled_delete_makes_only_a_condemned_pod_own_its_claims() {
-        let s = set("Retain", "Delete");
-        assert_eq!(wanted_owners(&s, &claim(&[]), "web-1", "p", false), None);
-        assert_eq!(
-            kinds(wanted_owners(&s, &claim(&[]), "web-1", "p", true)),
-            Some(vec!["Pod".into()])
-        );
-        assert_eq!(
-            kinds(wanted_owners(
-                &s,
-                &claim(&[("Pod", "p")]),
-                "web-1",
-                "p",
-                false
-            )),
-            Some(vec![]),
-            "scaled back up before it went: the pod lets go again"
-        );
-    }
-
-    #[test]
-    fn delete_delete_moves_the_claim_from_the_set_to_a_condemned_pod() {
-        let s = set("Delete", "Delete");
-        assert_eq!(
-            kinds(wanted_owners(
-                &s,
-                &claim(&[("StatefulSet", "set-uid")]),
-                "web-1",
-                "p",
-                true
-            )),
-            Some(vec!["Pod".into()])
-        );
-        assert_eq!(
-            kinds(wanted_owners(
-                &s,
-                &claim(&[("Pod", "p")]),
-                "web-1",
-                "p",
-                false
-            )),
-            Some(vec!["StatefulSet".into()])
-        );
-    }
-
-    #[test]
-    fn other_owners_are_kept() {
-        let s = set("Delete", "Retain");
-        assert_eq!(
-            kinds(wanted_owners(
-                &s,
-                &claim(&[("Thing", "t")]),
-                "web-1",
-                "p",
-                false
-            )),
-            Some(vec!["Thing".into(), "StatefulSet".into()])
-        );
+                condemned,
+            );
+            let kinds = got.map(|v| v.into_iter().map(|r| r.kind).collect::<Vec<_>>());
+            let want = want.map(|w| w.iter().map(|k| k.to_string()).collect::<Vec<_>>());
+            assert_eq!(kinds, want, "{why}");
+        }
     }
 
     #[test]

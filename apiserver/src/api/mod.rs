@@ -172,6 +172,23 @@ pub fn with_warnings(resp: Response, kind: &str, obj: &Value) -> Response {
     add_warnings(resp, berth_shared::admission::warnings(kind, obj))
 }
 
+/// The answer to a write of `part` of an object: `obj` as JSON with `code`, a warning header per
+/// text of `warnings` and, for the main resource, per warning admission has about `obj`.
+pub fn written(
+    code: StatusCode,
+    kind: &str,
+    part: berth_registry::Part,
+    obj: &Value,
+    warnings: Vec<String>,
+) -> Response {
+    use berth_registry::Part;
+    let resp = add_warnings(json_response(code, obj), warnings);
+    match part {
+        Part::Main => with_warnings(resp, kind, obj),
+        Part::Status | Part::EphemeralContainers | Part::Approval => resp,
+    }
+}
+
 /// One `Warning: 299 - "…"` header per text, as upstream's warning recorder writes them.
 pub fn add_warnings(mut resp: Response, texts: impl IntoIterator<Item = String>) -> Response {
     for w in texts {

@@ -2,7 +2,7 @@
 //! create-or-merge of the applied configuration; `force` accepted, no field-ownership conflicts).
 
 use super::error::ApiError;
-use super::{SharedState, blocking, json_response};
+use super::{SharedState, blocking};
 use axum::http::StatusCode;
 use axum::response::Response;
 use berth_registry::{Part, RegistryError, WriteOptions};
@@ -117,9 +117,5 @@ pub async fn patch(
     })
     .await?;
     unknown.extend(admitted.take());
-    let resp = super::add_warnings(json_response(code, &obj), unknown);
-    Ok(match part {
-        Part::Main => super::with_warnings(resp, rt.kind, &obj),
-        Part::Status | Part::EphemeralContainers | Part::Approval => resp,
-    })
+    Ok(super::written(code, rt.kind, part, &obj, unknown))
 }

@@ -26,11 +26,12 @@ pub async fn create(
     let admitted = opts.warnings.clone();
     let created = blocking(move || registry.create(rt, ns.as_deref(), obj, &opts)).await?;
     unknown.extend(admitted.take());
-    let resp = json_response(StatusCode::CREATED, &created);
-    Ok(super::with_warnings(
-        super::add_warnings(resp, unknown),
+    Ok(super::written(
+        StatusCode::CREATED,
         rt.kind,
+        Part::Main,
         &created,
+        unknown,
     ))
 }
 
@@ -54,11 +55,13 @@ pub async fn update(
     let updated =
         blocking(move || registry.update(rt, ns.as_deref(), &name, obj, part, &opts)).await?;
     unknown.extend(admitted.take());
-    let resp = super::add_warnings(json_response(StatusCode::OK, &updated), unknown);
-    Ok(match part {
-        Part::Main => super::with_warnings(resp, rt.kind, &updated),
-        Part::Status | Part::EphemeralContainers | Part::Approval => resp,
-    })
+    Ok(super::written(
+        StatusCode::OK,
+        rt.kind,
+        part,
+        &updated,
+        unknown,
+    ))
 }
 
 fn delete_options(raw: &Bytes, q: &Query) -> Result<DeleteOptions, ApiError> {

@@ -148,65 +148,67 @@ impl Reconciler for Csrs {
     type Error = CsrError;
 
     fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, CsrError> {
-        let Some(obj) = self.csrs.get_key(key) else {
-            return Ok(Outcome::Done);
-        };
-        let csr = obj.value().map_err(RegistryError::from)?;
-        // Admission parsed it at create; a stored request that does not parse is no one's.
-        let Ok(request) = request_of(&csr) else {
-            return Ok(Outcome::Done);
-        };
-        match approver::decide(&csr, &request, |s| self.may(&csr, s), |n| self.node(n)) {
-            Approval::Approve(message) => {
-                tracing::info!(csr = key.name(), "{message}");
-                let condition = json!({"type": "Approved", "status": "True",
-                    "reason": approver::REASON, "message": message});
-                self.add_condition(key.name(), Part::Approval, condition)?;
-                // The write brings the request back, approved, for signing.
+        self.csrs.reconcile_cached(key, |obj| {
+            let csr = obj.value().map_err(RegistryError::from)?;
+            // Admission parsed it at create; a stored request that does not parse is no one's.
+            let Ok(request) = request_of(&csr) else {
+                return Ok(Outcome::Done);
+            };
+            match approver::decide(&csr, &request, |s| self.may(&csr, s), |n| self.node(n)) {
+                Approval::Approve(message) => {
+                    tracing::info!(csr = key.name(), "{message}");
+                    let condition = json!({"type": "Approved", "status": "True",
+                        "reason": approver::REASON, "message": message});
+                    self.add_condition(key.name(), Part::Approval, condition)?;
+                    // The write brings the request back, approved, for signing.
+                    return Ok(Outcome::Done);
+                }
+                Approval::WaitForNode(_) => {
+                    return Ok(Outcome::RequeueAfter(Duration::from_secs(5)));
+                }
+                Approval::Leave => {}
+            }
+            if !has(&csr, "Approved")
+                || has(&csr, "Failed")
+                || !bytes_at(&csr, "/status/certificate").is_empty()
+            {
                 return Ok(Outcome::Done);
             }
-            Approval::WaitForNode(_) => return Ok(Outcome::RequeueAfter(Duration::from_secs(5))),
-            Approval::Leave => {}
-        }
-        if !has(&csr, "Approved")
-            || has(&csr, "Failed")
-            || !bytes_at(&csr, "/status/certificate").is_empty()
-        {
-            return Ok(Outcome::Done);
-        }
-        let signer_name = csr
-            .pointer("/spec/signerName")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let usages = strings(&csr, "/spec/usages");
-        match signer::check(signer_name, &request, &usages) {
-            Verdict::NotOurs => Ok(Outcome::Done),
-            Verdict::Refuse(message) => {
-                tracing::info!(csr = key.name(), signer = signer_name, "refused: {message}");
-                let condition = json!({"type": "Failed", "status": "True",
-                    "reason": "SignerValidationFailure", "message": message});
-                self.add_condition(key.name(), Part::Status, condition)?;
-                Ok(Outcome::Done)
+            let signer_name = csr
+                .pointer("/spec/signerName")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let usages = strings(&csr, "/spec/usages");
+            match signer::check(signer_name, &request, &usages) {
+                Verdict::NotOurs => Ok(Outcome::Done),
+                Verdict::Refuse(message) => {
+                    tracing::info!(csr = key.name(), signer = signer_name, "refused: {message}");
+                    let condition = json!({"type": "Failed", "status": "True",
+                        "reason": "SignerValidationFailure", "message": message});
+                    self.add_condition(key.name(), Part::Status, condition)?;
+                    Ok(Outcome::Done)
+                }
+                Verdict::Sign => {
+                    let lifetime = signer::lifetime(
+                        csr.pointer("/spec/expirationSeconds")
+                            .and_then(Value::as_i64),
+                        self.config.max_validity,
+                    );
+                    let pem =
+                        String::from_utf8_lossy(&bytes_at(&csr, "/spec/request")).into_owned();
+                    let cert = self.config.signer.sign(
+                        &pem,
+                        &request,
+                        &usages,
+                        lifetime,
+                        jiff::Timestamp::now(),
+                    )?;
+                    tracing::info!(csr = key.name(), signer = signer_name, ?lifetime, "signed");
+                    self.issue(key.name(), &cert)?;
+                    Ok(Outcome::Done)
+                }
             }
-            Verdict::Sign => {
-                let lifetime = signer::lifetime(
-                    csr.pointer("/spec/expirationSeconds")
-                        .and_then(Value::as_i64),
-                    self.config.max_validity,
-                );
-                let pem = String::from_utf8_lossy(&bytes_at(&csr, "/spec/request")).into_owned();
-                let cert = self.config.signer.sign(
-                    &pem,
-                    &request,
-                    &usages,
-                    lifetime,
-                    jiff::Timestamp::now(),
-                )?;
-                tracing::info!(csr = key.name(), signer = signer_name, ?lifetime, "signed");
-                self.issue(key.name(), &cert)?;
-                Ok(Outcome::Done)
-            }
-        }
+        })
     }
 }
 

@@ -25,56 +25,55 @@ impl Reconciler for Aggregation {
     type Error = RegistryError;
 
     fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, RegistryError> {
-        let Some(obj) = self.roles.get_key(key) else {
-            return Ok(Outcome::Done);
-        };
-        let Ok(target) = obj.decode::<ClusterRole>() else {
-            return Ok(Outcome::Done);
-        };
-        let Some(rule) = &target.aggregation_rule else {
-            return Ok(Outcome::Done);
-        };
-        // A selector that does not parse matches nothing (admission refuses such roles).
-        let selectors: Vec<LabelSelector> = rule
-            .cluster_role_selectors
-            .iter()
-            .flatten()
-            .filter_map(|s| LabelSelector::from_k8s(s).ok())
-            .collect();
-        let roles: Vec<plan::Role> = self
-            .roles
-            .list()
-            .iter()
-            .filter_map(|o| {
-                let r = o.decode::<ClusterRole>().ok()?;
-                Some(plan::Role {
-                    name: o.name().to_string(),
-                    labels: o.labels().clone(),
-                    rules: r.rules.unwrap_or_default(),
+        self.roles.reconcile_cached(key, |obj| {
+            let Ok(target) = obj.decode::<ClusterRole>() else {
+                return Ok(Outcome::Done);
+            };
+            let Some(rule) = &target.aggregation_rule else {
+                return Ok(Outcome::Done);
+            };
+            // A selector that does not parse matches nothing (admission refuses such roles).
+            let selectors: Vec<LabelSelector> = rule
+                .cluster_role_selectors
+                .iter()
+                .flatten()
+                .filter_map(|s| LabelSelector::from_k8s(s).ok())
+                .collect();
+            let roles: Vec<plan::Role> = self
+                .roles
+                .list()
+                .iter()
+                .filter_map(|o| {
+                    let r = o.decode::<ClusterRole>().ok()?;
+                    Some(plan::Role {
+                        name: o.name().to_string(),
+                        labels: o.labels().clone(),
+                        rules: r.rules.unwrap_or_default(),
+                    })
                 })
-            })
-            .collect();
-        let current = target.rules.clone().unwrap_or_default();
-        let Some(rules) = plan::aggregate(key.name(), &selectors, &current, &roles) else {
-            return Ok(Outcome::Done);
-        };
-        self.registry.update_with(
-            CLUSTER_ROLES,
-            None,
-            key.name(),
-            Part::Main,
-            &WriteOptions::default(),
-            |mut cur| {
-                cur["rules"] = json!(rules);
-                Ok::<_, RegistryError>(cur)
-            },
-        )?;
-        tracing::info!(
-            role = key.name(),
-            rules = rules.len(),
-            "aggregated cluster role"
-        );
-        Ok(Outcome::Done)
+                .collect();
+            let current = target.rules.clone().unwrap_or_default();
+            let Some(rules) = plan::aggregate(key.name(), &selectors, &current, &roles) else {
+                return Ok(Outcome::Done);
+            };
+            self.registry.update_with(
+                CLUSTER_ROLES,
+                None,
+                key.name(),
+                Part::Main,
+                &WriteOptions::default(),
+                |mut cur| {
+                    cur["rules"] = json!(rules);
+                    Ok::<_, RegistryError>(cur)
+                },
+            )?;
+            tracing::info!(
+                role = key.name(),
+                rules = rules.len(),
+                "aggregated cluster role"
+            );
+            Ok(Outcome::Done)
+        })
     }
 }
 

@@ -16,6 +16,7 @@ use berth_tests::{AgentOptions, Cluster, ClusterConfig, ensure_for, secs, wait_f
 use serde_json::{Value, json};
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 const MI: u64 = 1 << 20;
 
@@ -90,6 +91,40 @@ fn guaranteed(name: &str, node: &str) -> Value {
     bound_pod(name, node, json!({"containers": [main]}))
 }
 
+/// Waits until the Node's MemoryPressure condition and its memory-pressure taint are `want`.
+fn wait_memory_pressure(c: &Cluster, want: (&str, bool), timeout: Duration, what: &str) {
+    wait_for(timeout, what, || {
+        let nd = node(c);
+        let seen = (
+            condition(&nd, "MemoryPressure"),
+            has_taint(&nd, "node.kubernetes.io/memory-pressure"),
+        );
+        ok_if(seen.0 == want.0 && seen.1 == want.1, seen)
+    });
+}
+
+/// Pod `name` on `node` whose container `name` writes `files` files of `mib` MiB, one a second,
+/// into emptyDir `volume` (with `source`'s fields) mounted at `/<volume>`, then sleeps.
+fn writer_pod(
+    name: &str,
+    node: &str,
+    (volume, source): (&str, Value),
+    (files, mib): (u32, u32),
+) -> Value {
+    let script = format!(
+        "i=0; while [ $i -lt {files} ]; do dd if=/dev/zero of=/{volume}/f$i bs=1M count={mib} 2>/dev/null; \
+         i=$((i+1)); sleep 1; done; sleep 3600"
+    );
+    let mut writer = sh_container(name, &script);
+    writer["volumeMounts"] = json!([{"name": volume, "mountPath": format!("/{volume}")}]);
+    let volumes = json!([{"name": volume, "emptyDir": source}]);
+    bound_pod(
+        name,
+        node,
+        json!({"containers": [writer], "volumes": volumes}),
+    )
+}
+
 #[test]
 fn a_besteffort_pod_eating_memory_is_evicted_and_a_guaranteed_one_stays() {
     let mut c = Cluster::start(1);
@@ -120,27 +155,16 @@ fn a_besteffort_pod_eating_memory_is_evicted_and_a_guaranteed_one_stays() {
     // 32Mi a second into a memory-backed emptyDir (charged to the pod's cgroup), 1280Mi at
     // most: past the 1Gi threshold after ~32 s, never up to the kubepods limit (1.5Gi), so
     // only an eviction can stop it (without one it would sit there and the test fail).
-    let mut hog = sh_container(
-        "hog",
-        "i=0; while [ $i -lt 40 ]; do dd if=/dev/zero of=/mem/f$i bs=1M count=32 2>/dev/null; \
-         i=$((i+1)); sleep 1; done; sleep 3600",
-    );
-    hog["volumeMounts"] = json!([{"name": "mem", "mountPath": "/mem"}]);
-    c.apply(&bound_pod(
-        "hog",
-        &n,
-        json!({"containers": [hog], "volumes": [{"name": "mem", "emptyDir": {"medium": "Memory"}}]}),
-    ));
+    let memory = json!({"medium": "Memory"});
+    c.apply(&writer_pod("hog", &n, ("mem", memory), (40, 32)));
 
     // The node reports the pressure and the controller taints it while it lasts.
-    wait_for(secs(120), "MemoryPressure=True and its taint", || {
-        let nd = node(&c);
-        let seen = (
-            condition(&nd, "MemoryPressure"),
-            has_taint(&nd, "node.kubernetes.io/memory-pressure"),
-        );
-        ok_if(seen == ("True".to_string(), true), seen)
-    });
+    wait_memory_pressure(
+        &c,
+        ("True", true),
+        secs(120),
+        "MemoryPressure=True and its taint",
+    );
     let message = wait_evicted(
         &c,
         "hog",
@@ -153,14 +177,12 @@ fn a_besteffort_pod_eating_memory_is_evicted_and_a_guaranteed_one_stays() {
         "{message:?}"
     );
     // Its memory-backed emptyDir was freed with it, so the pressure goes.
-    wait_for(secs(90), "MemoryPressure=False and no taint", || {
-        let nd = node(&c);
-        let seen = (
-            condition(&nd, "MemoryPressure"),
-            has_taint(&nd, "node.kubernetes.io/memory-pressure"),
-        );
-        ok_if(seen == ("False".to_string(), false), seen)
-    });
+    wait_memory_pressure(
+        &c,
+        ("False", false),
+        secs(90),
+        "MemoryPressure=False and no taint",
+    );
     let steady = c.pod("default", "steady").unwrap();
     assert_eq!(
         steady["status"]["phase"], "Running",
@@ -260,17 +282,7 @@ fn a_pod_filling_the_node_filesystem_is_evicted_after_node_reclaim_and_its_empty
     assert!(before > 250 * MI, "{}", before / MI);
 
     // 16 MiB a second into an emptyDir: under the threshold after ~8 s.
-    let mut filler = sh_container(
-        "filler",
-        "i=0; while [ $i -lt 20 ]; do dd if=/dev/zero of=/scratch/f$i bs=1M count=16 2>/dev/null; \
-         i=$((i+1)); sleep 1; done; sleep 3600",
-    );
-    filler["volumeMounts"] = json!([{"name": "scratch", "mountPath": "/scratch"}]);
-    c.apply(&bound_pod(
-        "filler",
-        &n,
-        json!({"containers": [filler], "volumes": [{"name": "scratch", "emptyDir": {}}]}),
-    ));
+    c.apply(&writer_pod("filler", &n, ("scratch", json!({})), (20, 16)));
     let message = wait_evicted(
         &c,
         "filler",

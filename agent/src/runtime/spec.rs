@@ -506,11 +506,10 @@ pub fn build_with_users(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
     use std::path::PathBuf;
 
     use super::*;
-    use crate::runtime::{ContainerId, ContainerImage, ImageConfig, Mount, Resources, Security};
+    use crate::runtime::{ContainerId, ContainerImage, ImageConfig, Mount, Resources};
 
     /// An agent holding every capability.
     fn all_caps() -> std::collections::HashSet<oci_spec::runtime::Capability> {

@@ -1,15 +1,16 @@
 //! Test support for controllers and the scheduler: a control plane in process over a real
-//! store in a temporary directory (registry, informers, queue metrics), and waits that wake on
-//! store changes instead of sleeping; and writing an object's status in the place of the
-//! kubelet or a node, as the controllers' tests play them.
+//! store in a temporary directory (registry, informers, queue metrics) with the controllers a
+//! test runs on it, and waits that wake on store changes instead of sleeping; and writing an
+//! object (or its status, in the place of the kubelet or a node) as the controllers' tests do.
 
 use crate::informer::Informers;
 use crate::{Clock, Context, QueueMetrics};
-use berth_registry::{Part, Registry, RegistryError, WriteOptions};
+use berth_registry::{DeleteOptions, Part, Propagation, Registry, RegistryError, WriteOptions};
 use berth_shared::resource::ResourceType;
 use berth_store::Store;
 use serde_json::Value;
-use std::sync::Arc;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -23,6 +24,8 @@ pub struct ControlPlane {
     pub ctx: Context,
     pub stop: CancellationToken,
     store: Store,
+    /// The controllers [`ControlPlane::run`] started.
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     _dir: tempfile::TempDir,
 }
 
@@ -43,8 +46,58 @@ impl ControlPlane {
             },
             stop,
             store,
+            tasks: Mutex::new(Vec::new()),
             _dir: dir,
         }
+    }
+
+    /// Starts a controller (`run(ctx, shutdown)`) on this control plane.
+    pub fn run<F>(&self, run: impl FnOnce(Context, CancellationToken) -> F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.keep(tokio::spawn(run(self.ctx.clone(), self.stop.clone())));
+    }
+
+    /// Keeps a task started otherwise (the scheduler's) to stop with the controllers.
+    pub fn keep(&self, task: tokio::task::JoinHandle<()>) {
+        self.tasks.lock().expect("tasks").push(task);
+    }
+
+    /// Stops every controller and waits for them to end.
+    pub async fn shut_down(&self) {
+        self.stop.cancel();
+        let tasks = std::mem::take(&mut *self.tasks.lock().expect("tasks"));
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+
+    /// The events of `default` with `reason`, as JSON.
+    pub fn events(&self, reason: &str) -> Vec<Value> {
+        let mut events = self.list(berth_shared::resource::EVENTS);
+        events.retain(|e| e["reason"] == reason);
+        events
+    }
+
+    /// Deletes `name` of `rt` (in `default` when the type is namespaced) with `propagation`.
+    pub fn delete(&self, rt: &ResourceType, name: &str, propagation: Option<Propagation>) {
+        let ns = rt.namespaced.then_some("default");
+        let opts = DeleteOptions {
+            propagation_policy: propagation,
+            ..DeleteOptions::default()
+        };
+        self.ctx
+            .registry
+            .delete(rt, ns, name, &opts)
+            .expect("delete");
+    }
+
+    /// The object `name` of `rt` (in `default` when the type is namespaced), as JSON.
+    pub fn get(&self, rt: &ResourceType, name: &str) -> Option<Value> {
+        let ns = rt.namespaced.then_some("default");
+        let obj = self.ctx.registry.get(rt, ns, name).ok()?;
+        Some(obj.value().expect("stored JSON"))
     }
 
     pub fn registry(&self) -> &Registry {
@@ -97,18 +150,26 @@ impl ControlPlane {
 
 /// Edits the status of `name` (in `default` when the type is namespaced) with `edit`.
 pub fn edit_status(registry: &Registry, rt: &ResourceType, name: &str, edit: impl Fn(&mut Value)) {
+    write(registry, rt, name, Part::Status, edit);
+}
+
+/// Edits `name` (in `default` when the type is namespaced) with `edit`, as a user would.
+pub fn edit_object(registry: &Registry, rt: &ResourceType, name: &str, edit: impl Fn(&mut Value)) {
+    write(registry, rt, name, Part::Main, edit);
+}
+
+fn write(
+    registry: &Registry,
+    rt: &ResourceType,
+    name: &str,
+    part: Part,
+    edit: impl Fn(&mut Value),
+) {
     let ns = rt.namespaced.then_some("default");
-    registry
-        .update_with(
-            rt,
-            ns,
-            name,
-            Part::Status,
-            &WriteOptions::default(),
-            |mut obj| {
-                edit(&mut obj);
-                Ok::<_, RegistryError>(obj)
-            },
-        )
-        .expect("status write");
+    let opts = WriteOptions::default();
+    let edited = registry.update_with(rt, ns, name, part, &opts, |mut obj| {
+        edit(&mut obj);
+        Ok::<_, RegistryError>(obj)
+    });
+    edited.expect("write");
 }

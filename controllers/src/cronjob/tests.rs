@@ -6,7 +6,6 @@
 use super::*;
 use berth_registry::{DeleteOptions, Part, WriteOptions};
 use berth_runtime::testing::ControlPlane;
-use berth_shared::resource::EVENTS;
 use jiff::SignedDuration;
 use serde_json::{Value, json};
 
@@ -100,10 +99,8 @@ impl Fixture {
     }
 
     fn events(&self, reason: &str) -> Vec<String> {
-        self.cp
-            .list(EVENTS)
-            .into_iter()
-            .filter(|e| e["reason"] == reason)
+        let messages = self.cp.events(reason).into_iter();
+        messages
             .map(|e| e["message"].as_str().unwrap_or_default().to_string())
             .collect()
     }

@@ -4,9 +4,8 @@
 //! status (Ready, Failed) themselves.
 
 use super::*;
-use berth_registry::{DeleteOptions, Part, Propagation, WriteOptions};
-use berth_runtime::testing::ControlPlane;
-use berth_shared::resource::EVENTS;
+use berth_registry::{Propagation, WriteOptions};
+use berth_runtime::testing::{ControlPlane, edit_object, edit_status};
 use serde_json::{Value, json};
 
 /// How long a negative property is watched for.
@@ -14,7 +13,6 @@ const QUIET: Duration = Duration::from_millis(400);
 
 struct Cluster {
     cp: ControlPlane,
-    handles: Vec<tokio::task::JoinHandle<()>>,
 }
 
 fn uid(v: &Value) -> String {
@@ -71,11 +69,10 @@ impl Cluster {
     }
 
     fn start_with(scheduler: bool) -> Cluster {
-        let mut c = Cluster::without_controller();
+        let c = Cluster::without_controller();
         c.start_controller();
         if scheduler {
-            c.handles
-                .push(berth_scheduler::start(&c.cp.ctx, c.cp.stop.clone()));
+            c.cp.keep(berth_scheduler::start(&c.cp.ctx, c.cp.stop.clone()));
         }
         c
     }
@@ -84,23 +81,16 @@ impl Cluster {
     /// [`Cluster::start_controller`].
     fn without_controller() -> Cluster {
         let cp = ControlPlane::start();
-        let handles = vec![tokio::spawn(berth_cluster_controllers::gc::run(
-            cp.ctx.clone(),
-            cp.stop.clone(),
-        ))];
-        Cluster { cp, handles }
+        cp.run(berth_cluster_controllers::gc::run);
+        Cluster { cp }
     }
 
-    fn start_controller(&mut self) {
-        self.handles
-            .push(tokio::spawn(run(self.cp.ctx.clone(), self.cp.stop.clone())));
+    fn start_controller(&self) {
+        self.cp.run(run);
     }
 
     async fn stop(self) {
-        self.cp.stop.cancel();
-        for h in self.handles {
-            let _ = h.await;
-        }
+        self.cp.shut_down().await;
     }
 
     fn registry(&self) -> &Registry {
@@ -124,34 +114,12 @@ impl Cluster {
         self.node(name, json!({}), json!([]), true, false);
     }
 
-    fn edit(
-        &self,
-        rt: &'static berth_shared::resource::ResourceType,
-        ns: Option<&str>,
-        name: &str,
-        f: impl Fn(&mut Value),
-    ) {
-        self.registry()
-            .update_with(
-                rt,
-                ns,
-                name,
-                Part::Main,
-                &WriteOptions::default(),
-                |mut o| {
-                    f(&mut o);
-                    Ok::<_, RegistryError>(o)
-                },
-            )
-            .unwrap();
-    }
-
     fn edit_node(&self, name: &str, f: impl Fn(&mut Value)) {
-        self.edit(NODES, None, name, f);
+        edit_object(self.registry(), NODES, name, f);
     }
 
     fn edit_ds(&self, name: &str, f: impl Fn(&mut Value)) {
-        self.edit(DAEMON_SETS, Some("default"), name, f);
+        edit_object(self.registry(), DAEMON_SETS, name, f);
     }
 
     fn create_ds(&self, ds: Value) -> Value {
@@ -161,10 +129,7 @@ impl Cluster {
     }
 
     fn ds(&self, name: &str) -> Option<Value> {
-        self.registry()
-            .get(DAEMON_SETS, Some("default"), name)
-            .ok()
-            .map(|o| o.value().unwrap())
+        self.cp.get(DAEMON_SETS, name)
     }
 
     /// Every pod of `default`, being deleted or not.
@@ -194,28 +159,6 @@ impl Cluster {
         out
     }
 
-    fn events(&self, reason: &str) -> Vec<Value> {
-        self.cp
-            .list(EVENTS)
-            .into_iter()
-            .filter(|e| e["reason"] == json!(reason))
-            .collect()
-    }
-
-    fn delete(
-        &self,
-        rt: &'static berth_shared::resource::ResourceType,
-        ns: Option<&str>,
-        name: &str,
-        propagation: Option<Propagation>,
-    ) {
-        let opts = DeleteOptions {
-            propagation_policy: propagation,
-            ..DeleteOptions::default()
-        };
-        self.registry().delete(rt, ns, name, &opts).unwrap();
-    }
-
     /// Plays the kubelet: the pod is Running and Ready (since an hour).
     fn set_ready(&self, pod: &str) {
         self.set_status(
@@ -226,19 +169,7 @@ impl Cluster {
     }
 
     fn set_status(&self, pod: &str, status: Value) {
-        self.registry()
-            .update_with(
-                PODS,
-                Some("default"),
-                pod,
-                Part::Status,
-                &WriteOptions::default(),
-                |mut o| {
-                    o["status"] = status.clone();
-                    Ok::<_, RegistryError>(o)
-                },
-            )
-            .unwrap();
+        edit_status(self.registry(), PODS, pod, |o| o["status"] = status.clone());
     }
 
     /// Makes every live pod that is not Ready yet Ready.
@@ -380,7 +311,7 @@ async fn every_eligible_node_gets_one_pinned_pod_with_the_automatic_tolerations(
             "only host-network pods tolerate network-unavailable"
         );
     }
-    let created = c.events("SuccessfulCreate");
+    let created = c.cp.events("SuccessfulCreate");
     assert_eq!(created.len(), 4);
     assert_eq!(created[0]["source"]["component"], "daemonset-controller");
     assert_eq!(created[0]["involvedObject"]["kind"], "DaemonSet");
@@ -460,7 +391,7 @@ async fn pods_follow_node_labels_taints_arrivals_and_departures() {
     c.node("t3-z", json!({"role": "logging"}), json!([]), true, false);
     c.wait("a new node gets one", on(&["t3-y", "t3-z"])).await;
 
-    c.delete(NODES, None, "t3-z", None);
+    c.cp.delete(NODES, "t3-z", None);
     c.wait("a removed node's pod goes", on(&["t3-y"])).await;
     c.wait_status("logs", "1 desired, 1 current", |s| {
         s["desiredNumberScheduled"] == 1 && s["currentNumberScheduled"] == 1
@@ -482,14 +413,14 @@ async fn a_failed_pod_is_reported_and_replaced() {
         pods.len() == 1 && name(&pods[0]) != first
     })
     .await;
-    let failed = c.events("FailedDaemonPod");
+    let failed = c.cp.events("FailedDaemonPod");
     assert_eq!(failed.len(), 1);
     assert_eq!(
         failed[0]["message"],
         format!("Found failed daemon pod default/{first} on node t4-a, will try to kill it")
     );
     assert_eq!(failed[0]["type"], "Warning");
-    assert!(!c.events("SuccessfulDelete").is_empty());
+    assert!(!c.cp.events("SuccessfulDelete").is_empty());
     c.stop().await;
 }
 
@@ -503,12 +434,7 @@ async fn an_orphaning_delete_leaves_the_pods_for_a_new_daemon_set_to_adopt() {
     let names: Vec<String> = c.pods().iter().map(name).collect();
     let h = hash(&c.pods()[0]);
 
-    c.delete(
-        DAEMON_SETS,
-        Some("default"),
-        "agent",
-        Some(Propagation::Orphan),
-    );
+    c.cp.delete(DAEMON_SETS, "agent", Some(Propagation::Orphan));
     c.wait("the DaemonSet gone and its pods orphaned", |c| {
         c.ds("agent").is_none()
             && c.pods()
@@ -546,7 +472,7 @@ async fn an_orphaning_delete_leaves_the_pods_for_a_new_daemon_set_to_adopt() {
 
     // A pod relabelled out of the selector is released, and its node gets a new one.
     let relabelled = before[0].clone();
-    c.edit(PODS, Some("default"), &relabelled, |p| {
+    edit_object(c.registry(), PODS, &relabelled, |p| {
         p["metadata"]["labels"]["app"] = json!("debug")
     });
     c.wait("released and replaced", |c| {
@@ -613,7 +539,7 @@ async fn a_rolling_update_replaces_one_node_at_a_time_and_a_rollback_reuses_the_
     })
     .await;
     assert!(c.placement().iter().all(|(_, h)| *h == h2));
-    assert_eq!(c.events("SuccessfulDelete").len(), 3);
+    assert_eq!(c.cp.events("SuccessfulDelete").len(), 3);
 
     // A rollback to the first template reuses its revision, renumbered 3.
     c.edit_ds("agent", |d| {
@@ -659,7 +585,7 @@ async fn max_surge_starts_the_new_pod_before_the_old_one_goes() {
         c.set_ready(&name(p));
     }
     c.wait("the old pod beside it goes and the next node surges", |c| {
-        c.events("SuccessfulDelete").len() == 1
+        c.cp.events("SuccessfulDelete").len() == 1
             && c.pods().iter().filter(|p| hash(p) == h2).count() == 2
     })
     .await;
@@ -699,7 +625,7 @@ async fn on_delete_changes_a_node_only_when_its_pod_is_deleted() {
         .await;
     let h2 = hash(&c.revisions()[1]);
     let victim = c.pods().into_iter().find(|p| target(p) == "t8-a").unwrap();
-    c.delete(PODS, Some("default"), &name(&victim), None);
+    c.cp.delete(PODS, &name(&victim), None);
     c.wait("t8-a gets a pod of revision 2, t8-b keeps its own", |c| {
         let p = c.placement();
         p.len() == 2 && p[0] == ("t8-a".to_string(), h2.clone()) && p[1] == before[1]
@@ -738,7 +664,7 @@ async fn old_revisions_beyond_the_history_limit_are_deleted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revision_name_taken_by_another_template_raises_the_collision_count() {
-    let mut c = Cluster::without_controller();
+    let c = Cluster::without_controller();
     c.plain_node("t10-a");
     let stored = c.create_ds(daemon_set("agent", json!({})));
     let parsed = DaemonSet::from_value(&stored).unwrap();

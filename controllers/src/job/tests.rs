@@ -4,14 +4,12 @@
 //! goes as soon as no finalizer holds it).
 
 use super::*;
-use berth_registry::{DeleteOptions, Part, Propagation, WriteOptions};
-use berth_runtime::testing::ControlPlane;
-use berth_shared::resource::EVENTS;
+use berth_registry::{Propagation, WriteOptions};
+use berth_runtime::testing::{ControlPlane, edit_status};
 use serde_json::{Value, json};
 
 struct Cluster {
     cp: ControlPlane,
-    handles: Vec<tokio::task::JoinHandle<()>>,
     /// Stops the Job controller alone.
     jobs_stop: CancellationToken,
 }
@@ -48,19 +46,10 @@ fn job(name: &str, spec: Value) -> Value {
 impl Cluster {
     fn start() -> Cluster {
         let cp = ControlPlane::start();
-        let handles = vec![
-            tokio::spawn(berth_cluster_controllers::gc::run(
-                cp.ctx.clone(),
-                cp.stop.clone(),
-            )),
-            tokio::spawn(crate::ttlafterfinished::run(
-                cp.ctx.clone(),
-                cp.stop.clone(),
-            )),
-        ];
+        cp.run(berth_cluster_controllers::gc::run);
+        cp.run(crate::ttlafterfinished::run);
         let mut c = Cluster {
             cp,
-            handles,
             jobs_stop: CancellationToken::new(),
         };
         c.start_jobs();
@@ -69,17 +58,12 @@ impl Cluster {
 
     fn start_jobs(&mut self) {
         self.jobs_stop = self.cp.stop.child_token();
-        self.handles.push(tokio::spawn(run(
-            self.cp.ctx.clone(),
-            self.jobs_stop.clone(),
-        )));
+        let stop = self.jobs_stop.clone();
+        self.cp.run(|ctx, _| run(ctx, stop));
     }
 
     async fn stop(self) {
-        self.cp.stop.cancel();
-        for h in self.handles {
-            let _ = h.await;
-        }
+        self.cp.shut_down().await;
     }
 
     fn registry(&self) -> &Registry {
@@ -93,10 +77,7 @@ impl Cluster {
     }
 
     fn job(&self, name: &str) -> Option<Value> {
-        self.registry()
-            .get(JOBS, Some("default"), name)
-            .ok()
-            .map(|o| o.value().unwrap())
+        self.cp.get(JOBS, name)
     }
 
     fn pods(&self) -> Vec<Value> {
@@ -120,28 +101,16 @@ impl Cluster {
         let at = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string();
-        self.registry()
-            .update_with(
-                PODS,
-                Some("default"),
-                pod,
-                Part::Status,
-                &WriteOptions::default(),
-                |mut o| {
-                    o["status"] = json!({"phase": phase, "containerStatuses": [{"name": "main",
-                        "image": "busybox:1.28", "imageID": "", "ready": false, "restartCount": 0,
-                        "state": {"terminated": {"exitCode": code, "finishedAt": at}}}]});
-                    Ok::<_, RegistryError>(o)
-                },
-            )
-            .unwrap();
+        edit_status(self.registry(), PODS, pod, |o| {
+            o["status"] = json!({"phase": phase, "containerStatuses": [{"name": "main",
+                "image": "busybox:1.28", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"terminated": {"exitCode": code, "finishedAt": at}}}]});
+        });
     }
 
     fn events(&self, reason: &str) -> usize {
-        self.cp
-            .list(EVENTS)
-            .into_iter()
-            .filter(|e| e["reason"] == json!(reason))
+        let counts = self.cp.events(reason).into_iter();
+        counts
             .map(|e| e["count"].as_u64().unwrap_or(1) as usize)
             .sum()
     }
@@ -229,15 +198,7 @@ async fn deleting_a_job_orphans_its_pods_by_default_and_cascades_when_asked() {
     c.create(job("keep", json!({"parallelism": 2, "completions": 2})));
     c.create(job("drop", json!({"parallelism": 2, "completions": 2})));
     c.wait("four pods", |c| c.running().len() == 4).await;
-    let delete = |n: &str, p: Option<Propagation>| {
-        let opts = DeleteOptions {
-            propagation_policy: p,
-            ..DeleteOptions::default()
-        };
-        c.registry()
-            .delete(JOBS, Some("default"), n, &opts)
-            .unwrap();
-    };
+    let delete = |n: &str, p: Option<Propagation>| c.cp.delete(JOBS, n, p);
     delete("keep", None);
     delete("drop", Some(Propagation::Background));
     c.wait(

@@ -16,7 +16,6 @@ fn now_micro() -> String {
 
 struct Cluster {
     cp: ControlPlane,
-    handles: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Cluster {
@@ -36,8 +35,8 @@ impl Cluster {
                 startup: GRACE,
             },
         };
-        let handles = vec![tokio::spawn(run(cp.ctx.clone(), config, cp.stop.clone()))];
-        Cluster { cp, handles }
+        cp.run(|ctx, stop| run(ctx, config, stop));
+        Cluster { cp }
     }
 
     fn registry(&self) -> &Registry {
@@ -85,11 +84,11 @@ impl Cluster {
     }
 
     /// Keeps renewing the Leases of `nodes` (a fake agent each) until the test ends.
-    fn keep_alive(&mut self, nodes: &[&str]) {
+    fn keep_alive(&self, nodes: &[&str]) {
         let registry = self.registry().clone();
         let nodes: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
         let stop = self.cp.stop.clone();
-        self.handles.push(tokio::spawn(async move {
+        self.cp.keep(tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(100));
             loop {
                 tokio::select! {
@@ -165,16 +164,13 @@ impl Cluster {
     }
 
     async fn stop(self) {
-        self.cp.stop.cancel();
-        for h in self.handles {
-            let _ = h.await;
-        }
+        self.cp.shut_down().await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_node_goes_unknown_is_tainted_its_pods_unready_and_recovers_when_it_posts() {
-    let mut c = Cluster::start();
+    let c = Cluster::start();
     for n in ["n1", "n2", "n3"] {
         c.node(n, "z");
     }

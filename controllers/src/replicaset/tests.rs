@@ -3,34 +3,25 @@
 //! deleting them removes them at once.
 
 use super::*;
-use berth_registry::{DeleteOptions, Part, Propagation, WriteOptions};
-use berth_runtime::testing::ControlPlane;
-use berth_shared::resource::{self, EVENTS};
+use berth_registry::{Propagation, WriteOptions};
+use berth_runtime::testing::{ControlPlane, edit_object, edit_status};
+use berth_shared::resource;
 use serde_json::{Value, json};
 
 struct Cluster {
     cp: ControlPlane,
-    handles: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Cluster {
     fn start() -> Cluster {
         let cp = ControlPlane::start();
-        let handles = vec![
-            tokio::spawn(run(cp.ctx.clone(), cp.stop.clone())),
-            tokio::spawn(berth_cluster_controllers::gc::run(
-                cp.ctx.clone(),
-                cp.stop.clone(),
-            )),
-        ];
-        Cluster { cp, handles }
+        cp.run(run);
+        cp.run(berth_cluster_controllers::gc::run);
+        Cluster { cp }
     }
 
     async fn stop(self) {
-        self.cp.stop.cancel();
-        for h in self.handles {
-            let _ = h.await;
-        }
+        self.cp.shut_down().await;
     }
 
     fn registry(&self) -> &Registry {
@@ -48,19 +39,8 @@ impl Cluster {
             .collect()
     }
 
-    fn events(&self, reason: &str) -> Vec<Value> {
-        self.cp
-            .list(EVENTS)
-            .into_iter()
-            .filter(|e| e["reason"] == json!(reason))
-            .collect()
-    }
-
     fn get(&self, kind: Kind, name: &str) -> Option<Value> {
-        self.registry()
-            .get(kind.resource(), Some("default"), name)
-            .ok()
-            .map(|o| o.value().unwrap())
+        self.cp.get(kind.resource(), name)
     }
 
     fn create(&self, plural: &str, obj: Value) -> Value {
@@ -74,31 +54,13 @@ impl Cluster {
     fn edit(&self, plural: &str, name: &str, f: impl Fn(&mut Value)) {
         let group = if plural == "replicasets" { "apps" } else { "" };
         let rt = resource::by_plural(group, "v1", plural).unwrap();
-        self.registry()
-            .update_with(
-                rt,
-                Some("default"),
-                name,
-                Part::Main,
-                &WriteOptions::default(),
-                |mut o| {
-                    f(&mut o);
-                    Ok::<_, RegistryError>(o)
-                },
-            )
-            .unwrap();
+        edit_object(self.registry(), rt, name, f);
     }
 
     fn delete(&self, plural: &str, name: &str, propagation: Option<Propagation>) {
         let group = if plural == "replicasets" { "apps" } else { "" };
         let rt = resource::by_plural(group, "v1", plural).unwrap();
-        let opts = DeleteOptions {
-            propagation_policy: propagation,
-            ..DeleteOptions::default()
-        };
-        self.registry()
-            .delete(rt, Some("default"), name, &opts)
-            .unwrap();
+        self.cp.delete(rt, name, propagation);
     }
 
     /// Waits until `check` holds, looking again after every store change; panics with `what`
@@ -160,7 +122,7 @@ async fn a_replica_set_keeps_its_replicas_and_orphans_them_on_request() {
             == json!({"replicas": 3, "fullyLabeledReplicas": 3, "observedGeneration": 1})
     })
     .await;
-    let created = c.events("SuccessfulCreate");
+    let created = c.cp.events("SuccessfulCreate");
     assert_eq!(created.len(), 3);
     assert_eq!(
         created[0]["source"]["component"],
@@ -189,7 +151,7 @@ async fn a_replica_set_keeps_its_replicas_and_orphans_them_on_request() {
     });
     c.wait("1 pod", |c| c.pods().len() == 1).await;
     c.wait("2 deletion events", |c| {
-        c.events("SuccessfulDelete").len() == 2
+        c.cp.events("SuccessfulDelete").len() == 2
     })
     .await;
     c.wait("status of generation 2", |c| {
@@ -226,11 +188,11 @@ async fn bare_pods_are_adopted_and_relabelled_pods_released_and_replaced() {
     let rs_uid = uid(&rs);
     // The event follows the pod's creation: wait for both.
     c.wait("3 owned pods and the creation event", |c| {
-        c.pods_of(&rs_uid).len() == 3 && !c.events("SuccessfulCreate").is_empty()
+        c.pods_of(&rs_uid).len() == 3 && !c.cp.events("SuccessfulCreate").is_empty()
     })
     .await;
     assert_eq!(c.pods().len(), 3);
-    assert_eq!(c.events("SuccessfulCreate").len(), 1);
+    assert_eq!(c.cp.events("SuccessfulCreate").len(), 1);
 
     // T-RS-02: a matching bare pod created after the set is acquired and one pod goes at once
     // (pod3, upstream, being newest; here all were created in the same second, so the
@@ -306,7 +268,7 @@ async fn a_replication_controller_creates_pods_it_owns_as_v1() {
         c.get(Kind::ReplicationController, "nginx").unwrap()["status"]["replicas"] == json!(3)
     })
     .await;
-    let created = c.events("SuccessfulCreate");
+    let created = c.cp.events("SuccessfulCreate");
     assert_eq!(created.len(), 3);
     assert_eq!(
         created[0]["source"]["component"],
@@ -329,21 +291,11 @@ async fn ready_pods_count_as_available_only_after_min_ready_seconds() {
     // The agent's part, played here: the pod turns Ready now.
     let pod = name(&c.pods_of(&rs_uid)[0]);
     let since = status::rfc3339(jiff::Timestamp::now());
-    c.registry()
-        .update_with(
-            PODS,
-            Some("default"),
-            &pod,
-            Part::Status,
-            &WriteOptions::default(),
-            |mut o| {
-                o["status"]["phase"] = json!("Running");
-                o["status"]["conditions"] =
-                    json!([{"type": "Ready", "status": "True", "lastTransitionTime": since}]);
-                Ok::<_, RegistryError>(o)
-            },
-        )
-        .unwrap();
+    edit_status(c.registry(), PODS, &pod, |o| {
+        o["status"]["phase"] = json!("Running");
+        o["status"]["conditions"] =
+            json!([{"type": "Ready", "status": "True", "lastTransitionTime": since}]);
+    });
     let status = |c: &Cluster| c.get(Kind::ReplicaSet, "slow").unwrap()["status"].clone();
     c.wait("ready", |c| status(c)["readyReplicas"] == json!(1))
         .await;

@@ -121,8 +121,16 @@ mod tests {
         const POD: (&str, &str) = ("Pod", "p");
         // (whenDeleted, whenScaled, the claim's owners, pod condemned, the owners wanted (None:
         // no change), why)
+        type Row = (
+            &'static str,
+            &'static str,
+            &'static [(&'static str, &'static str)],
+            bool,
+            Option<&'static [&'static str]>,
+            &'static str,
+        );
         #[rustfmt::skip]
-        let cases: &[(&str, &str, &[(&str, &str)], bool, Option<&[&str]>, &str)] = &[
+        let cases: &[Row] = &[
             ("Retain", "Retain", &[], true, None, "retain/retain: nothing to add"),
             ("Retain", "Retain", &[SET, POD], true, Some(&[]), "retain/retain: both go"),
             ("Delete", "Retain", &[], false, Some(&["StatefulSet"]), "whenDeleted: the set owns"),

@@ -154,7 +154,6 @@ pub fn fit(placement: &Placement, node: &Node) -> Fit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use berth_shared::scheduling::Taint;
     use serde_json::{Value, json};
 
     fn placement(spec: Value) -> Placement {
@@ -163,14 +162,7 @@ mod tests {
     }
 
     fn node(name: &str, labels: &[(&str, &str)], taints: &[(&str, TaintEffect)]) -> Node {
-        Node {
-            name: name.into(),
-            labels: labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            taints: taints.iter().map(|(k, e)| Taint::new(k, "", *e)).collect(),
-        }
+        std::sync::Arc::unwrap_or_clone(super::super::fixtures::node_with(name, labels, taints))
     }
 
     fn control_plane_tolerations() -> Value {

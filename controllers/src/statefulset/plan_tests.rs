@@ -86,6 +86,11 @@ fn same_revision(set: &StatefulSet) -> Revisions<'_> {
 
 /// The actions in short: `create-claim www-web-0`, `create web-0@web-new`, `delete web-2
 /// (Update)`, `fix web-1`, `owners www-web-1 [Pod]`.
+/// The short form of a pass over `pods` with the claims of ordinals `ords`.
+fn planned(set: &StatefulSet, revs: &Revisions, pods: &[SetPod], ords: &[i32]) -> Vec<String> {
+    short(&plan(set, revs, pods, &claims(set, ords), now()))
+}
+
 fn short(pass: &Pass) -> Vec<String> {
     pass.actions
         .iter()
@@ -132,21 +137,12 @@ fn the_next_ordinal_waits_until_its_predecessor_is_running_and_ready() {
     let set = web(json!({}));
     let r = same_revision(&set);
     let pending = [pod(&set, 0, "Pending", None, "web-new")];
-    assert!(short(&plan(&set, &r, &pending, &claims(&set, &[0]), now())).is_empty());
+    assert!(planned(&set, &r, &pending, &[0]).is_empty());
     let running_not_ready = [pod(&set, 0, "Running", None, "web-new")];
-    assert!(
-        short(&plan(
-            &set,
-            &r,
-            &running_not_ready,
-            &claims(&set, &[0]),
-            now()
-        ))
-        .is_empty()
-    );
+    assert!(planned(&set, &r, &running_not_ready, &[0]).is_empty());
     let up = [ready(&set, 0, "web-new")];
     assert_eq!(
-        short(&plan(&set, &r, &up, &claims(&set, &[0]), now())),
+        planned(&set, &r, &up, &[0]),
         ["create-claim www-web-1", "create web-1@web-new"]
     );
 }
@@ -163,7 +159,7 @@ fn min_ready_seconds_holds_the_next_ordinal_and_requeues_when_it_has_passed() {
     assert_eq!(pass.status.available_replicas, 0);
     let settled = [pod(&set, 0, "Running", Some(11), "web-new")];
     assert_eq!(
-        short(&plan(&set, &r, &settled, &claims(&set, &[0]), now())),
+        planned(&set, &r, &settled, &[0]),
         ["create-claim www-web-1", "create web-1@web-new"]
     );
 }
@@ -272,13 +268,7 @@ fn parallel_scale_down_deletes_every_condemned_pod() {
     let set = web(json!({"spec": {"replicas": 1, "podManagementPolicy": "Parallel"}}));
     let pods: Vec<SetPod> = (0..3).map(|o| ready(&set, o, "web-new")).collect();
     assert_eq!(
-        short(&plan(
-            &set,
-            &same_revision(&set),
-            &pods,
-            &claims(&set, &[0, 1, 2]),
-            now()
-        )),
+        planned(&set, &same_revision(&set), &pods, &[0, 1, 2]),
         ["delete web-2 (ScaleDown)", "delete web-1 (ScaleDown)"]
     );
 }
@@ -289,13 +279,7 @@ fn when_scaled_delete_gives_the_condemned_pods_their_claims_before_deleting_them
         "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Delete"}}}));
     let pods: Vec<SetPod> = (0..3).map(|o| ready(&set, o, "web-new")).collect();
     assert_eq!(
-        short(&plan(
-            &set,
-            &same_revision(&set),
-            &pods,
-            &claims(&set, &[0, 1, 2]),
-            now()
-        )),
+        planned(&set, &same_revision(&set), &pods, &[0, 1, 2]),
         [
             "owners www-web-2 [Pod]",
             "owners www-web-1 [Pod]",
@@ -396,13 +380,7 @@ fn a_replaced_pod_comes_back_at_the_update_revision() {
     let set = web(json!({}));
     let pods = [ready(&set, 0, "web-old"), ready(&set, 1, "web-old")];
     assert_eq!(
-        short(&plan(
-            &set,
-            &revs(&set),
-            &pods,
-            &claims(&set, &[0, 1, 2]),
-            now()
-        )),
+        planned(&set, &revs(&set), &pods, &[0, 1, 2]),
         ["create web-2@web-new"]
     );
 }
@@ -489,13 +467,7 @@ fn on_delete_never_replaces_a_pod_itself() {
     assert!(pass.actions.is_empty());
     assert_eq!(pass.status.current_revision, "web-old");
     assert_eq!(
-        short(&plan(
-            &set,
-            &revs(&set),
-            &pods[..2],
-            &claims(&set, &[0, 1, 2]),
-            now()
-        )),
+        planned(&set, &revs(&set), &pods[..2], &[0, 1, 2]),
         ["create web-2@web-new"],
         "a deleted pod comes back at the update revision"
     );
@@ -558,13 +530,7 @@ fn ordinals_start_where_the_set_says() {
         ready(&set, 6, "web-new"),
     ];
     assert_eq!(
-        short(&plan(
-            &set,
-            &same_revision(&set),
-            &pods,
-            &claims(&set, &[0, 5, 6]),
-            now()
-        )),
+        planned(&set, &same_revision(&set), &pods, &[0, 5, 6]),
         ["delete web-0 (ScaleDown)"],
         "ordinal 0 is outside 5..7"
     );

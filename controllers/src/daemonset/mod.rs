@@ -94,56 +94,56 @@ impl Reconciler for Controller {
 
     /// One pass over one DaemonSet.
     fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
-        let Some((obj, ds)) = workload::parsed::observe::<DaemonSet>(&self.sets, key) else {
-            return Ok(Outcome::Done);
-        };
-        // Its revisions may be going already (orphaned or deleted): nothing is reliable.
-        if ds.deleting {
-            return Ok(Outcome::Done);
-        }
-        let raw = obj.value().map_err(RegistryError::from)?;
-        if ds.selector.is_empty() {
-            let msg = "This daemon set is selecting all pods. A non-empty selector is required.";
-            self.pods_control
-                .record(&raw, EventType::Warning, "SelectingAll", msg);
-            return Ok(Outcome::Done);
-        }
-        let now = self.clock.now();
-        let nodes = self.observe_nodes();
-        let revisions: Vec<Arc<Revision>> =
-            template::ownership(&ds).claim_views(&self.registry, &self.revisions)?;
-        let owner = template::history_owner(&ds);
-        let history = history::plan(&owner, &revisions);
-        history::write::settle(&self.registry, &owner, &history)?;
-        let hash = history.current.hash(HASH_LABEL);
-        let pods = self.observe_pods(&ds)?;
-        self.apply_dedup(&ds, &history.duplicates, &pods, &hash)?;
-        let by_node = plan::by_node(&pods);
-        let mut changes = {
-            let failed = self.backoff();
-            plan::manage(&ds, &nodes, &by_node, &hash, &failed, now)
-        };
-        let mut requeue = changes.requeue_after;
-        // As upstream: the rolling update moves only once the core loop has nothing to do.
-        if changes.is_empty() && matches!(ds.strategy, Strategy::RollingUpdate { .. }) {
-            changes = rolling::rolling_update(&ds, &nodes, &by_node, &hash, now);
-        }
-        let failure = self.apply_changes(&ds, &raw, changes.capped(), &hash, now);
-        let live = plan::live_hashes(&pods);
-        let keep = history::by_hash(HASH_LABEL, &live);
-        history::write::trim(&self.registry, &owner, &history.old, keep)?;
-        let new = status::compute(&ds, &nodes, &by_node, &hash, now);
-        if status::needs_write(&ds, &new) {
-            let target = Target::of(DAEMON_SETS, &ds.namespace, &ds.name, &ds.uid);
-            workload::status::write(&self.registry, &target, |obj| status::apply(obj, &new))?;
-        }
-        if let Some(e) = failure {
-            return Err(e);
-        }
-        if let Some(d) = status::next_availability_check(&ds, &by_node, now) {
-            requeue = Some(requeue.map_or(d, |r| r.min(d)));
-        }
-        Ok(requeue.map_or(Outcome::Done, Outcome::RequeueAfter))
+        workload::parsed::reconcile_observed::<DaemonSet, _>(&self.sets, key, |obj, ds| {
+            // Its revisions may be going already (orphaned or deleted): nothing is reliable.
+            if ds.deleting {
+                return Ok(Outcome::Done);
+            }
+            let raw = obj.value().map_err(RegistryError::from)?;
+            if ds.selector.is_empty() {
+                let msg =
+                    "This daemon set is selecting all pods. A non-empty selector is required.";
+                self.pods_control
+                    .record(&raw, EventType::Warning, "SelectingAll", msg);
+                return Ok(Outcome::Done);
+            }
+            let now = self.clock.now();
+            let nodes = self.observe_nodes();
+            let revisions: Vec<Arc<Revision>> =
+                template::ownership(&ds).claim_views(&self.registry, &self.revisions)?;
+            let owner = template::history_owner(&ds);
+            let history = history::plan(&owner, &revisions);
+            history::write::settle(&self.registry, &owner, &history)?;
+            let hash = history.current.hash(HASH_LABEL);
+            let pods = self.observe_pods(&ds)?;
+            self.apply_dedup(&ds, &history.duplicates, &pods, &hash)?;
+            let by_node = plan::by_node(&pods);
+            let mut changes = {
+                let failed = self.backoff();
+                plan::manage(&ds, &nodes, &by_node, &hash, &failed, now)
+            };
+            let mut requeue = changes.requeue_after;
+            // As upstream: the rolling update moves only once the core loop has nothing to do.
+            if changes.is_empty() && matches!(ds.strategy, Strategy::RollingUpdate { .. }) {
+                changes = rolling::rolling_update(&ds, &nodes, &by_node, &hash, now);
+            }
+            let failure = self.apply_changes(&ds, &raw, changes.capped(), &hash, now);
+            let live = plan::live_hashes(&pods);
+            let keep = history::by_hash(HASH_LABEL, &live);
+            history::write::trim(&self.registry, &owner, &history.old, keep)?;
+            let new = status::compute(&ds, &nodes, &by_node, &hash, now);
+            if status::needs_write(&ds, &new) {
+                let target = Target::of(DAEMON_SETS, &ds.namespace, &ds.name, &ds.uid);
+                workload::status::write(&self.registry, &target, |obj| status::apply(obj, &new))?;
+            }
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            if let Some(d) = status::next_availability_check(&ds, &by_node, now) {
+                requeue = Some(requeue.map_or(d, |r| r.min(d)));
+            }
+            Ok(requeue.map_or(Outcome::Done, Outcome::RequeueAfter))
+        })
     }
 }
 

@@ -68,31 +68,31 @@ impl Reconciler for Controller {
 
     /// One pass over one Job.
     fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
-        let Some((obj, job)) = workload::parsed::observe::<Job>(&self.jobs, key) else {
-            return Ok(Outcome::Done);
-        };
-        if conditions::finished(job.conditions()).is_some() || job.managed_elsewhere() {
-            return Ok(Outcome::Done);
-        }
-        let raw = obj.value().map_err(RegistryError::from)?;
-        // Claimed through the kit (an adopted pod as written, with its finalizer).
-        let pods: Vec<Arc<JobPod>> = plan::owner(&job).claim_views(&self.registry, &self.pods)?;
-        let now = self.clock.now();
-        let m = plan::manage(&job, &pods, now);
-        let (applied, failure) = self.apply_change(&job, &raw, &m.change);
-        let settled = tracking::settle(&job, &m, applied, now);
-        self.record(&raw, &settled.events);
-        let t = tracking::track(&job, &pods, &m, settled);
-        // Finished pods are listed as uncounted before any of their finalizers goes.
-        let revision = self.apply_status(&job, obj.revision(), &job.status, &t.status)?;
-        let (removed, untrack_failure) = self.apply_untrack_all(&job, &t.remove);
-        let (status, events) = tracking::finish(&job, &t, &removed, now);
-        self.apply_status(&job, revision, &t.status, &status)?;
-        self.record(&raw, &events);
-        if let Some(e) = failure.or(untrack_failure) {
-            return Err(e);
-        }
-        Ok(m.requeue_after.map_or(Outcome::Done, Outcome::RequeueAfter))
+        workload::parsed::reconcile_observed::<Job, _>(&self.jobs, key, |obj, job| {
+            if conditions::finished(job.conditions()).is_some() || job.managed_elsewhere() {
+                return Ok(Outcome::Done);
+            }
+            let raw = obj.value().map_err(RegistryError::from)?;
+            // Claimed through the kit (an adopted pod as written, with its finalizer).
+            let pods: Vec<Arc<JobPod>> =
+                plan::owner(&job).claim_views(&self.registry, &self.pods)?;
+            let now = self.clock.now();
+            let m = plan::manage(&job, &pods, now);
+            let (applied, failure) = self.apply_change(&job, &raw, &m.change);
+            let settled = tracking::settle(&job, &m, applied, now);
+            self.record(&raw, &settled.events);
+            let t = tracking::track(&job, &pods, &m, settled);
+            // Finished pods are listed as uncounted before any of their finalizers goes.
+            let revision = self.apply_status(&job, obj.revision(), &job.status, &t.status)?;
+            let (removed, untrack_failure) = self.apply_untrack_all(&job, &t.remove);
+            let (status, events) = tracking::finish(&job, &t, &removed, now);
+            self.apply_status(&job, revision, &t.status, &status)?;
+            self.record(&raw, &events);
+            if let Some(e) = failure.or(untrack_failure) {
+                return Err(e);
+            }
+            Ok(m.requeue_after.map_or(Outcome::Done, Outcome::RequeueAfter))
+        })
     }
 }
 

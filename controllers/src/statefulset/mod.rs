@@ -93,48 +93,47 @@ impl Reconciler for Controller {
     type Error = SyncError;
 
     fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
-        let Some((obj, set)) = workload::parsed::observe::<StatefulSet>(&self.sets, key) else {
-            return Ok(Outcome::Done);
-        };
-        if set.selector.is_empty() {
-            return Ok(Outcome::Done);
-        }
-        let raw = obj.value().map_err(RegistryError::from)?;
-        let now = self.clock.now();
-        let owner = history_owner(&set);
-        let revisions = self.observe_revisions(&set)?;
-        let history = history::plan(&owner, &revisions);
-        if !set.deleting {
-            history::write::settle(&self.registry, &owner, &history)?;
-        }
-        let update = history.current.name();
-        let (current, current_template) = plan::current_revision(&set, &revisions, &update);
-        let pods = self.observe_pods(&set)?;
-        let claims = self.observe_claims(&set);
-        let names = plan::Revisions {
-            current: &current,
-            current_template: &current_template,
-            update: &update,
-        };
-        let pass = plan::plan(&set, &names, &pods, &claims, now);
-        let failure = self.apply_actions(&set, &raw, &pass.actions);
-        if status::needs_write(&set, &pass.status) {
-            let target = Target::of(STATEFUL_SETS, &set.namespace, &set.name, &set.uid);
-            workload::status::write(&self.registry, &target, |obj| {
-                status::apply(obj, &pass.status)
-            })?;
-        }
-        if !set.deleting {
-            let live = plan::live_revisions(&pods, &current, &update);
-            let keep = |r: &Revision| live.contains(r.name.as_str());
-            history::write::trim(&self.registry, &owner, &history.old, keep)?;
-        }
-        if let Some(e) = failure {
-            return Err(e);
-        }
-        Ok(pass
-            .requeue_after
-            .map_or(Outcome::Done, Outcome::RequeueAfter))
+        workload::parsed::reconcile_observed::<StatefulSet, _>(&self.sets, key, |obj, set| {
+            if set.selector.is_empty() {
+                return Ok(Outcome::Done);
+            }
+            let raw = obj.value().map_err(RegistryError::from)?;
+            let now = self.clock.now();
+            let owner = history_owner(&set);
+            let revisions = self.observe_revisions(&set)?;
+            let history = history::plan(&owner, &revisions);
+            if !set.deleting {
+                history::write::settle(&self.registry, &owner, &history)?;
+            }
+            let update = history.current.name();
+            let (current, current_template) = plan::current_revision(&set, &revisions, &update);
+            let pods = self.observe_pods(&set)?;
+            let claims = self.observe_claims(&set);
+            let names = plan::Revisions {
+                current: &current,
+                current_template: &current_template,
+                update: &update,
+            };
+            let pass = plan::plan(&set, &names, &pods, &claims, now);
+            let failure = self.apply_actions(&set, &raw, &pass.actions);
+            if status::needs_write(&set, &pass.status) {
+                let target = Target::of(STATEFUL_SETS, &set.namespace, &set.name, &set.uid);
+                workload::status::write(&self.registry, &target, |obj| {
+                    status::apply(obj, &pass.status)
+                })?;
+            }
+            if !set.deleting {
+                let live = plan::live_revisions(&pods, &current, &update);
+                let keep = |r: &Revision| live.contains(r.name.as_str());
+                history::write::trim(&self.registry, &owner, &history.old, keep)?;
+            }
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            Ok(pass
+                .requeue_after
+                .map_or(Outcome::Done, Outcome::RequeueAfter))
+        })
     }
 }
 

@@ -3,6 +3,7 @@
 //! orphan routing (`.adopts` with [`Parsed::selector`]).
 
 use berth_runtime::informer::{Informer, Object, ObjectKey, View};
+use berth_shared::reconcile::Outcome;
 use berth_shared::selector::{LabelSelector, SelectorError};
 use serde_json::Value;
 use std::fmt::Display;
@@ -117,6 +118,16 @@ pub fn observe<T: Stored>(informer: &Informer, key: &ObjectKey) -> Option<(Arc<O
             None
         }
     }
+}
+
+/// A reconciler's pass over the owner `key` as stored and parsed ([`observe`]): `pass` while
+/// it is cached and readable, [`Outcome::Done`] once it is gone or unreadable.
+pub fn reconcile_observed<T: Stored, E>(
+    informer: &Informer,
+    key: &ObjectKey,
+    pass: impl FnOnce(Arc<Object>, Arc<T>) -> Result<Outcome, E>,
+) -> Result<Outcome, E> {
+    observe(informer, key).map_or(Ok(Outcome::Done), |(obj, t)| pass(obj, t))
 }
 
 /// The readable ones of `objects`, parsed, in name order (plans must not depend on hash

@@ -195,34 +195,53 @@ impl View for Selects {
     }
 }
 
+/// A reconciler that converges at once.
+type Converged = Recording<fn(usize, &ObjectKey) -> Result<Outcome, RegistryError>>;
+
+/// DaemonSets `web` and `db` in `default` (each selecting `app` = its name) and a recording
+/// controller of them, wired by `wire`, running; returns once each has had its first pass.
+async fn daemon_sets_routed(
+    wire: impl FnOnce(Controller<ObjectKey>) -> Controller<ObjectKey> + Send + 'static,
+) -> (ControlPlane, Arc<Converged>) {
+    let cp = ControlPlane::start();
+    for app in ["web", "db"] {
+        let ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": app},
+            "spec": {"selector": {"matchLabels": {"app": app}},
+                "template": {"metadata": {"labels": {"app": app}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}});
+        let opts = WriteOptions::default();
+        let rt = berth_shared::resource::DAEMON_SETS;
+        cp.registry()
+            .create(rt, Some("default"), ds, &opts)
+            .unwrap();
+    }
+    let r: Arc<Converged> = Recording::new(|_, _| Ok(Outcome::Done));
+    let recording = r.clone();
+    cp.run(move |ctx, stop| async move {
+        let c = Controller::new("routed", &ctx, berth_shared::resource::DAEMON_SETS);
+        wire(c).run(recording, stop).await
+    });
+    let count = |name: &str| passes_of(&r, name);
+    until("the first passes", || count("web") == 1 && count("db") == 1).await;
+    (cp, r)
+}
+
+/// How many passes DaemonSet `name` has had.
+fn passes_of(r: &Converged, name: &str) -> usize {
+    r.passes().iter().filter(|(n, _)| n == name).count()
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_orphan_enqueues_the_owners_whose_selector_matches_it_and_an_owned_child_none() {
-    use berth_shared::resource::{DAEMON_SETS, PODS};
-    let cp = ControlPlane::start();
+    use berth_shared::resource::PODS;
+    let (cp, r) = daemon_sets_routed(|c| c.adopts::<Selects>(PODS, |s| s.0.as_ref())).await;
     let create = |rt, v| {
         cp.registry()
             .create(rt, Some("default"), v, &WriteOptions::default())
             .unwrap()
     };
-    for app in ["web", "db"] {
-        create(
-            DAEMON_SETS,
-            json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
-            "metadata": {"name": app},
-            "spec": {"selector": {"matchLabels": {"app": app}},
-                "template": {"metadata": {"labels": {"app": app}},
-                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}),
-        );
-    }
-    let r = Recording::new(|_, _: &ObjectKey| Ok(Outcome::Done));
-    let stop = CancellationToken::new();
-    let run = tokio::spawn(
-        Controller::new("adopts", &cp.ctx, DAEMON_SETS)
-            .adopts::<Selects>(PODS, |s| s.0.as_ref())
-            .run(r.clone(), stop.clone()),
-    );
-    let count = |name: &str| r.passes().iter().filter(|(n, _)| n == name).count();
-    until("the first passes", || count("web") == 1 && count("db") == 1).await;
+    let count = |name: &str| passes_of(&r, name);
     let pod = |name: &str, owner: Option<serde_json::Value>| {
         let mut p = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "labels": {"app": "web"}},
@@ -245,39 +264,22 @@ async fn an_orphan_enqueues_the_owners_whose_selector_matches_it_and_an_owned_ch
     until("the orphan's owner", || count("web") == 2).await;
     cp.caught_up().await;
     assert_eq!((count("web"), count("db")), (2, 1), "{:?}", r.passes());
-    stop.cancel();
-    run.await.unwrap();
+    cp.shut_down().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_selected_child_enqueues_the_owners_whose_selector_matches_it_owned_or_not() {
-    use berth_shared::resource::{DAEMON_SETS, PERSISTENT_VOLUME_CLAIMS};
-    let cp = ControlPlane::start();
+    use berth_shared::resource::PERSISTENT_VOLUME_CLAIMS;
+    let wire =
+        |c: Controller<ObjectKey>| c.selects::<Selects>(PERSISTENT_VOLUME_CLAIMS, |s| s.0.as_ref());
+    let (cp, r) = daemon_sets_routed(wire).await;
     let registry = cp.registry();
     let create = |rt, v| {
         registry
             .create(rt, Some("default"), v, &WriteOptions::default())
             .unwrap()
     };
-    for app in ["web", "db"] {
-        create(
-            DAEMON_SETS,
-            json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
-            "metadata": {"name": app},
-            "spec": {"selector": {"matchLabels": {"app": app}},
-                "template": {"metadata": {"labels": {"app": app}},
-                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}),
-        );
-    }
-    let r = Recording::new(|_, _: &ObjectKey| Ok(Outcome::Done));
-    let stop = CancellationToken::new();
-    let run = tokio::spawn(
-        Controller::new("selects", &cp.ctx, DAEMON_SETS)
-            .selects::<Selects>(PERSISTENT_VOLUME_CLAIMS, |s| s.0.as_ref())
-            .run(r.clone(), stop.clone()),
-    );
-    let count = |name: &str| r.passes().iter().filter(|(n, _)| n == name).count();
-    until("the first passes", || count("web") == 1 && count("db") == 1).await;
+    let count = |name: &str| passes_of(&r, name);
     // Owned (not by a controller reference), it still concerns the set selecting it.
     create(
         PERSISTENT_VOLUME_CLAIMS,
@@ -301,6 +303,5 @@ async fn a_selected_child_enqueues_the_owners_whose_selector_matches_it_owned_or
     until("the gone claim's set", || count("web") == 3).await;
     cp.caught_up().await;
     assert_eq!((count("web"), count("db")), (3, 1), "{:?}", r.passes());
-    stop.cancel();
-    run.await.unwrap();
+    cp.shut_down().await;
 }

@@ -30,17 +30,11 @@ use jiff::tz::TimeZone;
 use plan::Input;
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use view::{CronJob, Job};
 
 /// The events' `source.component`, as upstream.
 pub const COMPONENT: &str = "cronjob-controller";
-/// Every CronJob gets a pass this often, whatever the events (its own wake-ups come from the
-/// schedule).
-const RESYNC: Duration = Duration::from_secs(300);
-/// Passes of different CronJobs that may run at once (upstream runs 5 workers).
-const WORKERS: usize = 4;
 
 /// Why a pass failed.
 #[derive(Debug, thiserror::Error)]
@@ -149,8 +143,8 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
     let controller = Arc::new(Controller::new(&ctx));
     runtime::Controller::new("cronjob", &ctx, CRON_JOBS)
         .owns(JOBS)
-        .resync(RESYNC)
-        .workers(WORKERS)
+        .resync(workload::RESYNC)
+        .workers(workload::WORKERS)
         .run(controller, shutdown)
         .await;
 }

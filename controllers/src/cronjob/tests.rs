@@ -8,6 +8,7 @@ use berth_registry::{DeleteOptions, Part, WriteOptions};
 use berth_runtime::testing::ControlPlane;
 use jiff::SignedDuration;
 use serde_json::{Value, json};
+use std::time::Duration;
 
 fn cron_job(spec: Value) -> Value {
     let mut cj = json!({

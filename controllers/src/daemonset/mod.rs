@@ -37,19 +37,11 @@ use berth_runtime::{self as runtime, Clock, Context, Reconciler};
 use berth_shared::reconcile::Outcome;
 use berth_shared::resource::{CONTROLLER_REVISIONS, DAEMON_SETS, NODES, PODS};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use view::{DaemonPod, DaemonSet, HASH_LABEL, Node, Revision, Strategy, TargetNode};
 
 /// The events' `source.component`, as upstream.
 pub const COMPONENT: &str = "daemonset-controller";
-/// Every DaemonSet gets a pass this often, whatever the events.
-pub const RESYNC: Duration = Duration::from_secs(300);
-/// Passes of different DaemonSets that may run at once.
-const WORKERS: usize = 4;
-/// A DaemonSet runs again no sooner than this many times its last pass's duration (a pass
-/// reads every node and every daemon pod; see `Queue::set_pace`).
-const PACE: u32 = 8;
 
 struct Controller {
     /// Where `now` comes from.
@@ -168,9 +160,9 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
         .adopts(PODS, Parsed::<DaemonSet>::selector)
         .adopts(CONTROLLER_REVISIONS, Parsed::<DaemonSet>::selector)
         .watches(NODES, move |d| routing::node_change(&for_nodes, d))
-        .resync(RESYNC)
-        .paced(PACE)
-        .workers(WORKERS)
+        .resync(workload::RESYNC)
+        .paced(workload::PACE)
+        .workers(workload::WORKERS)
         .run(controller, shutdown)
         .await;
 }

@@ -7,6 +7,7 @@ use super::*;
 use berth_registry::{Propagation, WriteOptions};
 use berth_runtime::testing::{ControlPlane, edit_object, edit_status};
 use serde_json::{Value, json};
+use std::time::Duration;
 
 /// How long a negative property is watched for.
 const QUIET: Duration = Duration::from_millis(400);

@@ -42,16 +42,11 @@ use berth_runtime::{self as runtime, Clock, Context, Reconciler};
 use berth_shared::reconcile::Outcome;
 use berth_shared::resource::{JOBS, PODS};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use view::{Job, JobPod};
 
 /// The events' `source.component`, as upstream.
 pub const COMPONENT: &str = "job-controller";
-/// Every Job gets a pass this often, whatever the events.
-pub const RESYNC: Duration = Duration::from_secs(300);
-/// Passes of different Jobs that may run at once.
-const WORKERS: usize = 4;
 
 struct Controller {
     /// Where `now` comes from.
@@ -111,8 +106,8 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
     runtime::Controller::new("job", &ctx, JOBS)
         .owns(PODS)
         .adopts(PODS, Parsed::<Job>::selector)
-        .resync(RESYNC)
-        .workers(WORKERS)
+        .resync(workload::RESYNC)
+        .workers(workload::WORKERS)
         .run(controller, shutdown)
         .await;
     let _ = cleaner.await;

@@ -30,18 +30,8 @@ use berth_shared::resource::{PODS, REPLICA_SETS, REPLICATION_CONTROLLERS};
 use routing::{SetKey, Sets};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use view::{Kind, Pod, Set};
-
-/// Every set gets a pass this often, whatever the events.
-pub const RESYNC: Duration = Duration::from_secs(300);
-/// A set runs again no sooner than this many times its last pass's duration after it: a pass
-/// reads every pod of the set, and with thousands of pods each reporting its status the set
-/// would otherwise be reconciled back to back (see `Queue::set_pace`).
-const PACE: u32 = 8;
-/// Passes of different sets that may run at once.
-const WORKERS: usize = 4;
 
 struct Controller {
     /// Where `now` comes from.
@@ -168,9 +158,9 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
             });
     }
     wiring
-        .resync_with(RESYNC, move || all.all())
-        .paced(PACE)
-        .workers(WORKERS)
+        .resync_with(workload::RESYNC, move || all.all())
+        .paced(workload::PACE)
+        .workers(workload::WORKERS)
         .run(controller, shutdown)
         .await;
 }

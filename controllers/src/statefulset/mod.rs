@@ -34,16 +34,11 @@ use berth_shared::resource::{CONTROLLER_REVISIONS, PERSISTENT_VOLUME_CLAIMS, POD
 use identity::{history_owner, ownership};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use view::{Claim, Revision, SetPod, StatefulSet};
 
 /// The events' `source.component`, as upstream.
 pub const COMPONENT: &str = "statefulset-controller";
-/// Every StatefulSet gets a pass this often, whatever the events.
-pub const RESYNC: Duration = Duration::from_secs(300);
-/// Passes of different StatefulSets that may run at once.
-const WORKERS: usize = 4;
 
 struct Controller {
     /// Where `now` comes from.
@@ -156,8 +151,8 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
         // Claims carry the selector's labels, and their owner references are not controller
         // references: a claim's change concerns every set that selects it.
         .selects(PERSISTENT_VOLUME_CLAIMS, Parsed::<StatefulSet>::selector)
-        .resync(RESYNC)
-        .workers(WORKERS)
+        .resync(workload::RESYNC)
+        .workers(workload::WORKERS)
         .run(controller, shutdown)
         .await;
 }

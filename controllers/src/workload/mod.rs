@@ -24,6 +24,16 @@ pub use parsed::{Parsed, Stored, Workload};
 pub use pod_control::{Created, PodControl};
 
 use serde_json::Value;
+use std::time::Duration;
+
+/// Every owner gets a pass this often, whatever the events.
+pub const RESYNC: Duration = Duration::from_secs(300);
+/// Passes of different owners of one kind that may run at once.
+pub const WORKERS: usize = 4;
+/// An owner that reads every pod of its own (ReplicaSet, DaemonSet) runs again no sooner than
+/// this many times its last pass's duration, or thousands of pods reporting their status would
+/// reconcile it back to back (see `Queue::set_pace`).
+pub const PACE: u32 = 8;
 
 /// Recording events (the registry's, which the cluster controllers share).
 pub use berth_registry::events::{event_type, record};

@@ -104,19 +104,16 @@ impl Reconciler for Controller {
             if obj.is_deleting() || obj.view::<routing::ServiceSelector>().0.is_none() {
                 return Ok(Outcome::Done);
             }
-            let svc: Service = match obj.decode() {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(service = %key, error = %e, "ignoring a Service that does not decode");
-                    return Ok(Outcome::Done);
-                }
+            let Some(svc) = obj.decoded::<Service>() else {
+                return Ok(Outcome::Done);
             };
             let ns = key.namespace().unwrap_or_default();
             let decoded = routing::pods_in(&self.pods, ns);
             let pods: Vec<&Pod> = decoded.iter().filter_map(|p| p.0.as_ref()).collect();
             let slices = self.observe_slices(ns, key.name());
             let zones = routing::zones(&self.nodes);
-            let plan = plan::plan_slices(&svc, &pods, &slices, &zones, plan::MAX_ENDPOINTS_PER_SLICE);
+            let plan =
+                plan::plan_slices(&svc, &pods, &slices, &zones, plan::MAX_ENDPOINTS_PER_SLICE);
             if !plan.is_empty() {
                 tracing::debug!(
                     service = %key,

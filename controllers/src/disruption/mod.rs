@@ -142,12 +142,8 @@ impl Reconciler for Controller {
             if obj.is_deleting() {
                 return Ok(Outcome::Done);
             }
-            let pdb: policy::PodDisruptionBudget = match obj.decode() {
-                Ok(p) => p,
-                Err(e) => {
-                    tracing::warn!(pdb = %key, error = %e, "ignoring a budget that does not decode");
-                    return Ok(Outcome::Done);
-                }
+            let Some(pdb) = obj.decoded::<policy::PodDisruptionBudget>() else {
+                return Ok(Outcome::Done);
             };
             let ns = key.namespace().unwrap_or_default();
             let selector = obj.view::<BudgetSelector>();

@@ -344,12 +344,8 @@ impl Reconciler for Controller {
             self.health.forget(key.name());
             return Ok(Outcome::Done);
         };
-        let typed: core::Node = match obj.decode() {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::warn!(node = %key, error = %e, "ignoring a node that does not decode");
-                return Ok(Outcome::Done);
-            }
+        let Some(typed) = obj.decoded::<core::Node>() else {
+            return Ok(Outcome::Done);
         };
         let now = self.clock.now();
         let health = self.observe_health(key.name(), &obj, now);

@@ -219,6 +219,22 @@ impl Object {
         serde_json::from_slice(&self.stored.data)
     }
 
+    /// The object decoded as [`Object::decode`] does; `None` when it does not decode (logged:
+    /// only a change of the object can help, so a reconciler skips it).
+    pub fn decoded<T: DeserializeOwned>(&self) -> Option<T> {
+        match self.decode() {
+            Ok(t) => Some(t),
+            Err(e) => {
+                let kind = std::any::type_name::<T>()
+                    .rsplit("::")
+                    .next()
+                    .unwrap_or_default();
+                tracing::warn!(key = %self.key(), kind, error = %e, "ignoring an object that does not decode");
+                None
+            }
+        }
+    }
+
     /// The view `V` of this version, derived on first use and shared by every later caller
     /// (a new version of the object is a new `Object`, so a view is never stale).
     pub fn view<V: View>(&self) -> Arc<V> {
@@ -267,5 +283,24 @@ mod tests {
         assert_eq!(obj.view::<Phase>().0, "Running");
         assert_eq!(obj.view::<Phase>().0, "Running");
         assert_eq!(DERIVED.load(Ordering::SeqCst), before + 1);
+    }
+
+    #[test]
+    fn an_object_that_does_not_decode_as_asked_is_none() {
+        #[derive(serde::Deserialize)]
+        struct Named {
+            metadata: Meta,
+        }
+        #[derive(serde::Deserialize)]
+        struct Meta {
+            name: String,
+        }
+        let obj = Object::from_value(&json!({"metadata": {"name": "p", "namespace": "ns"}}));
+        assert_eq!(
+            obj.decoded::<Named>().map(|n| n.metadata.name),
+            Some("p".into())
+        );
+        let obj = Object::from_value(&json!({"metadata": {"name": 7}}));
+        assert!(obj.decoded::<Named>().is_none());
     }
 }

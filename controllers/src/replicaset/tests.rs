@@ -285,7 +285,9 @@ async fn a_replication_controller_creates_pods_it_owns_as_v1() {
 async fn ready_pods_count_as_available_only_after_min_ready_seconds() {
     let c = Cluster::start();
     let mut rs = frontend("slow", 1);
-    rs["spec"]["minReadySeconds"] = json!(2);
+    // Long enough that a loaded CI host writes readyReplicas before the pod's Ready condition
+    // is that old (with 2 s, both landed in one pass there, and the first check failed).
+    rs["spec"]["minReadySeconds"] = json!(8);
     let rs_uid = uid(&c.create("replicasets", rs));
     c.wait("1 pod", |c| c.pods_of(&rs_uid).len() == 1).await;
     // The agent's part, played here: the pod turns Ready now.

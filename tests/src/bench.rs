@@ -196,6 +196,26 @@ impl HollowNodes {
     }
 }
 
+impl HollowNodes {
+    /// Stops the process (`SIGSTOP`): its nodes stay registered but nothing renews their Leases
+    /// until [`HollowNodes::resume`]. Node lifecycle notices after its grace period (40 s).
+    pub fn pause(&self) {
+        self.signal(nix::sys::signal::Signal::SIGSTOP);
+    }
+
+    /// Lets a [`HollowNodes::pause`]d process run again (`SIGCONT`); each node then renews the
+    /// Leases it missed at once.
+    pub fn resume(&self) {
+        self.signal(nix::sys::signal::Signal::SIGCONT);
+    }
+
+    fn signal(&self, signal: nix::sys::signal::Signal) {
+        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        nix::sys::signal::kill(pid, signal)
+            .unwrap_or_else(|e| panic!("cannot send {signal} to berth-hollow-nodes: {e}"));
+    }
+}
+
 impl Drop for HollowNodes {
     fn drop(&mut self) {
         let _ = self.0.kill();

@@ -28,9 +28,10 @@ fn render(path: &[Step]) -> String {
 }
 
 /// Decodes `raw` into `T`; on failure the message names the deepest field that alone makes
-/// decoding fail (`spec.replicas: invalid type: string "x", expected i32`).
+/// decoding fail (`spec.replicas: invalid type: string "x", expected i32`). Decodes from the
+/// borrowed document, not a copy of it: every write decodes its object at least once.
 pub(crate) fn decode<T: DeserializeOwned>(raw: &Value) -> Result<T, String> {
-    match serde_json::from_value::<T>(raw.clone()) {
+    match T::deserialize(raw) {
         Ok(v) => Ok(v),
         Err(e) => {
             let (path, err) = locate::<T>(raw).unwrap_or((Vec::new(), e.to_string()));

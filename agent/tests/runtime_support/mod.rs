@@ -22,10 +22,7 @@ use std::time::{Duration, Instant};
 
 use berth_agent::image::ImageService;
 use berth_agent::image::RegistriesConfig;
-use berth_agent::runtime::{
-    ContainerConfig, ContainerId, ContainerImage, NamespaceMode, Resources, Runtime,
-    RuntimeOptions, Security,
-};
+use berth_agent::runtime::{ContainerConfig, ContainerId, ContainerImage, Runtime, RuntimeOptions};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use sha2::{Digest, Sha256};
@@ -624,25 +621,10 @@ pub fn images(rt: &Runtime) -> ImageService {
 /// A container config running `args` in `image`, logging to `log`.
 pub fn container(id: &str, image: ContainerImage, args: &[&str], log: PathBuf) -> ContainerConfig {
     ContainerConfig {
-        id: ContainerId::new(id).expect("container id"),
-        image,
         command: args.iter().map(|s| s.to_string()).collect(),
-        args: vec![],
         env: vec![("GREETING".into(), "hello".into())],
-        working_dir: None,
-        mounts: vec![],
-        network_namespace: None,
-        hostname: None,
-        resources: Resources::default(),
-        security: Security::default(),
-        stdin: false,
-        stdin_once: false,
-        tty: false,
-        pid_namespace: NamespaceMode::Private,
-        ipc_namespace: NamespaceMode::Private,
         labels: BTreeMap::from([("io.berth.container.name".to_string(), id.to_string())]),
-        log_path: log,
-        cgroup_parent: None,
+        ..ContainerConfig::new(ContainerId::new(id).expect("container id"), image, log)
     }
 }
 

@@ -29,8 +29,21 @@ impl ExecProber for Exec {
         _container: &str,
         cmd: &[String],
         timeout: Duration,
-    ) -> Result<(i32, Vec<u8>), Self::Error> {
-        self.runtime.exec_output(&self.id, cmd, timeout).await
+    ) -> Result<Option<(i32, Vec<u8>)>, Self::Error> {
+        // Spawned, so a prober that gives up on a stuck exec does not cancel it half-made: the
+        // runtime still stops the command at its timeout and deletes the exec process.
+        let (runtime, id, cmd) = (self.runtime.clone(), self.id.clone(), cmd.to_vec());
+        let run = tokio::spawn(async move { runtime.exec_output(&id, &cmd, timeout).await });
+        match run.await {
+            Ok(Ok(done)) => Ok(Some(done)),
+            Ok(Err(crate::runtime::RuntimeError::ExecTimeout(_))) => Ok(None),
+            Ok(Err(e)) => Err(e),
+            Err(join) => Err(crate::runtime::RuntimeError::Containerd {
+                op: "exec",
+                message: join.to_string(),
+                transient: true,
+            }),
+        }
     }
 }
 

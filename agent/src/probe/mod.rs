@@ -28,14 +28,16 @@ pub const USER_AGENT: &str = "kube-probe/1.34";
 pub trait ExecProber {
     type Error: StdError + Send + Sync + 'static;
 
-    /// Runs `cmd` in `container`, returning its exit code and combined output. `timeout` is
-    /// given so the implementation can stop the process; the prober also stops waiting then.
+    /// Runs `cmd` in `container`, returning its exit code and combined output, or `None` when
+    /// the command ran longer than `timeout` and was stopped. As with the kubelet's
+    /// `ExecSync`, the timeout bounds the command's run, not the runtime's work to start it:
+    /// a slow containerd on a busy host is not a failing container.
     fn exec(
         &self,
         container: &str,
         cmd: &[String],
         timeout: Duration,
-    ) -> impl Future<Output = Result<(i32, Vec<u8>), Self::Error>> + Send;
+    ) -> impl Future<Output = Result<Option<(i32, Vec<u8>)>, Self::Error>> + Send;
 }
 
 /// The result of a diagnostic that ran.
@@ -134,13 +136,13 @@ async fn run_exec<E: ExecProber>(
     cmd: &[String],
     timeout: Duration,
 ) -> Result<Outcome, ProbeError> {
-    match tokio::time::timeout(timeout, exec.exec(&container.name, cmd, timeout)).await {
-        Err(_) => Ok(Outcome::failure(format!(
+    match exec.exec(&container.name, cmd, timeout).await {
+        Ok(None) => Ok(Outcome::failure(format!(
             "command {:?} timed out",
             cmd.join(" ")
         ))),
-        Ok(Err(e)) => Err(ProbeError::Exec(Box::new(e))),
-        Ok(Ok((code, output))) => {
+        Err(e) => Err(ProbeError::Exec(Box::new(e))),
+        Ok(Some((code, output))) => {
             let output = String::from_utf8_lossy(&output).into_owned();
             Ok(if code == 0 {
                 Outcome::success(output)
@@ -225,8 +227,13 @@ pub(super) mod tests {
         }
     }
 
-    /// An exec prober that answers from a script: exit code and output, an error, or a hang.
-    struct Scripted(Result<(i32, &'static str), &'static str>, Duration);
+    /// An exec prober that answers from a script: exit code and output or an error, after the
+    /// runtime took `.1` to start the command and the command ran for `.2`.
+    struct Scripted(
+        Result<(i32, &'static str), &'static str>,
+        Duration,
+        Duration,
+    );
 
     impl ExecProber for Scripted {
         type Error = io::Error;
@@ -235,12 +242,16 @@ pub(super) mod tests {
             &self,
             _container: &str,
             _cmd: &[String],
-            _timeout: Duration,
-        ) -> Result<(i32, Vec<u8>), io::Error> {
-            tokio::time::sleep(self.1).await; // not ordering: a fake exec that takes this long (virtual time)
-            self.0
-                .map(|(code, out)| (code, out.as_bytes().to_vec()))
-                .map_err(io::Error::other)
+            timeout: Duration,
+        ) -> Result<Option<(i32, Vec<u8>)>, io::Error> {
+            tokio::time::sleep(self.1).await; // not ordering: a fake runtime this slow (virtual time)
+            if self.2 > timeout {
+                tokio::time::sleep(timeout).await; // not ordering: the command until it is stopped
+                return Ok(None);
+            }
+            tokio::time::sleep(self.2).await; // not ordering: the command's run (virtual time)
+            let (code, out) = self.0.map_err(io::Error::other)?;
+            Ok(Some((code, out.as_bytes().to_vec())))
         }
     }
 
@@ -264,8 +275,12 @@ pub(super) mod tests {
     async fn exec_exit_zero_is_success_and_nonzero_is_failure() {
         let c = Container::default();
         let probe = exec_probe(&["cat", "/tmp/healthy"]);
-        let ok = Scripted(Ok((0, "fine")), Duration::ZERO);
-        let bad = Scripted(Ok((1, "cat: can't open '/tmp/healthy'")), Duration::ZERO);
+        let ok = Scripted(Ok((0, "fine")), Duration::ZERO, Duration::ZERO);
+        let bad = Scripted(
+            Ok((1, "cat: can't open '/tmp/healthy'")),
+            Duration::ZERO,
+            Duration::ZERO,
+        );
         assert_eq!(
             run(&probe, target(&c), &ok).await.unwrap(),
             Outcome::success("fine")
@@ -278,17 +293,28 @@ pub(super) mod tests {
     #[tokio::test(start_paused = true)]
     async fn exec_that_outlives_the_timeout_fails_as_timed_out() {
         let c = Container::default();
-        let slow = Scripted(Ok((0, "")), Duration::from_secs(5));
+        let slow = Scripted(Ok((0, "")), Duration::ZERO, Duration::from_secs(5));
         let out = run(&exec_probe(&["sleep", "5"]), target(&c), &slow)
             .await
             .unwrap();
         assert_eq!(out, Outcome::failure("command \"sleep 5\" timed out"));
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_runtime_slow_to_start_the_command_is_not_a_timeout() {
+        // The default timeout is 1 s; a busy containerd took 3 s to start a quick `cat`.
+        let c = Container::default();
+        let busy = Scripted(Ok((0, "ok")), Duration::from_secs(3), Duration::ZERO);
+        let out = run(&exec_probe(&["cat", "/tmp/started"]), target(&c), &busy)
+            .await
+            .unwrap();
+        assert_eq!(out, Outcome::success("ok"));
+    }
+
     #[tokio::test]
     async fn exec_that_cannot_run_is_an_error_not_a_failure() {
         let c = Container::default();
-        let broken = Scripted(Err("no such task"), Duration::ZERO);
+        let broken = Scripted(Err("no such task"), Duration::ZERO, Duration::ZERO);
         let err = run(&exec_probe(&["true"]), target(&c), &broken)
             .await
             .unwrap_err();
@@ -298,7 +324,7 @@ pub(super) mod tests {
     #[tokio::test]
     async fn a_probe_without_handler_is_an_error() {
         let c = Container::default();
-        let none = Scripted(Ok((0, "")), Duration::ZERO);
+        let none = Scripted(Ok((0, "")), Duration::ZERO, Duration::ZERO);
         let err = run(&Probe::default(), target(&c), &none).await.unwrap_err();
         assert!(matches!(err, ProbeError::NoHandler));
     }

@@ -135,25 +135,38 @@ fn node_object(cli: &Cli, i: usize) -> Value {
     })
 }
 
-/// The status a kubelet would report for a pod whose containers all started.
-fn running_status(pod: &Value, pod_ip: &str, host_ip: &str) -> Value {
-    let ts = now();
-    let scheduled_at = pod["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == "PodScheduled"))
-        .map_or_else(|| json!(ts), |c| c["lastTransitionTime"].clone());
+/// One container status per `spec.containers` entry, made by `status(container, name, id)`
+/// where `id` is the hollow container id `hollow://<pod uid>/<name>`.
+fn container_statuses(pod: &Value, status: impl Fn(&Value, &str, String) -> Value) -> Vec<Value> {
     let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
-    let containers: Vec<Value> = pod["spec"]["containers"]
+    pod["spec"]["containers"]
         .as_array()
         .into_iter()
         .flatten()
         .map(|c| {
             let name = c["name"].as_str().unwrap_or_default();
-            json!({"name": name, "image": c["image"], "imageID": "",
-                "containerID": format!("hollow://{uid}/{name}"), "ready": true, "started": true,
-                "restartCount": 0, "state": {"running": {"startedAt": ts}}})
+            status(c, name, format!("hollow://{uid}/{name}"))
         })
-        .collect();
+        .collect()
+}
+
+/// When the pod's condition `condition` last changed; `now` when the pod has no such condition.
+fn transition_time(pod: &Value, condition: &str, now: &str) -> Value {
+    pod["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == condition))
+        .map_or_else(|| json!(now), |c| c["lastTransitionTime"].clone())
+}
+
+/// The status a kubelet would report for a pod whose containers all started.
+fn running_status(pod: &Value, pod_ip: &str, host_ip: &str) -> Value {
+    let ts = now();
+    let scheduled_at = transition_time(pod, "PodScheduled", &ts);
+    let containers = container_statuses(pod, |c, name, id| {
+        json!({"name": name, "image": c["image"], "imageID": "", "containerID": id,
+            "ready": true, "started": true, "restartCount": 0,
+            "state": {"running": {"startedAt": ts}}})
+    });
     let cond = |t: &str, at: &Value| json!({"type": t, "status": "True", "lastProbeTime": null, "lastTransitionTime": at});
     let now_v = json!(ts);
     json!({"status": {
@@ -170,32 +183,19 @@ fn running_status(pod: &Value, pod_ip: &str, host_ip: &str) -> Value {
 /// ContainersReady False with reason PodCompleted.
 fn succeeded_status(pod: &Value) -> Value {
     let ts = now();
-    let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
     let started_at = |name: &str| {
         pod["status"]["containerStatuses"]
             .as_array()
             .and_then(|cs| cs.iter().find(|c| c["name"] == name))
             .map_or_else(|| json!(ts), |c| c["state"]["running"]["startedAt"].clone())
     };
-    let containers: Vec<Value> = pod["spec"]["containers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| {
-            let name = c["name"].as_str().unwrap_or_default();
-            let id = format!("hollow://{uid}/{name}");
-            json!({"name": name, "image": c["image"], "imageID": "", "containerID": id,
-                "ready": false, "started": false, "restartCount": 0,
-                "state": {"terminated": {"exitCode": 0, "reason": "Completed",
-                    "startedAt": started_at(name), "finishedAt": ts, "containerID": id}}})
-        })
-        .collect();
-    let kept = |t: &str| {
-        pod["status"]["conditions"]
-            .as_array()
-            .and_then(|cs| cs.iter().find(|c| c["type"] == t))
-            .map_or_else(|| json!(ts), |c| c["lastTransitionTime"].clone())
-    };
+    let containers = container_statuses(pod, |c, name, id| {
+        json!({"name": name, "image": c["image"], "imageID": "", "containerID": id,
+            "ready": false, "started": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                "startedAt": started_at(name), "finishedAt": ts, "containerID": id}}})
+    });
+    let kept = |t: &str| transition_time(pod, t, &ts);
     let cond = |t: &str, status: &str, at: Value, reason: Option<&str>| {
         let mut c =
             json!({"type": t, "status": status, "lastProbeTime": null, "lastTransitionTime": at});

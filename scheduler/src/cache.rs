@@ -276,11 +276,16 @@ mod tests {
         )
     }
 
+    /// A cache holding one node, and the node's name.
+    fn one_node(name: &str) -> (Cache, Arc<str>) {
+        let mut c = Cache::default();
+        c.upsert_node(node(name));
+        (c, Arc::from(name))
+    }
+
     #[test]
     fn placed_pods_add_up_on_their_node_and_removal_gives_back() {
-        let mut c = Cache::default();
-        c.upsert_node(node("n1"));
-        let n1: Arc<str> = Arc::from("n1");
+        let (mut c, n1) = one_node("n1");
         c.place(pod("a", "500m"), &n1);
         c.place(pod("b", "250m"), &n1);
         let info = &c.view().nodes[0];
@@ -310,9 +315,7 @@ mod tests {
 
     #[test]
     fn a_forgotten_assumption_releases_the_node_but_a_confirmed_one_stays() {
-        let mut c = Cache::default();
-        c.upsert_node(node("n1"));
-        let n1: Arc<str> = Arc::from("n1");
+        let (mut c, n1) = one_node("n1");
         c.assume(pod("a", "1"), &n1);
         c.assume(pod("b", "1"), &n1);
         c.confirm("d/b");

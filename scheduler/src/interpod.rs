@@ -216,11 +216,20 @@ pub fn normalize(raw: &[i64]) -> Vec<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{ClusterFixture, node, pod};
+    use crate::testing::{ClusterFixture, node, nodes_passing, pod};
     use serde_json::{Value, json};
 
     fn term(app: &str, key: &str) -> Value {
         json!({"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key})
+    }
+
+    /// A pod with one required term of `kind` (`podAffinity` or `podAntiAffinity`).
+    fn requiring(name: &str, kind: &str, term: Value) -> PodInfo {
+        pod(
+            name,
+            json!({"spec": {"affinity": {kind: {
+            "requiredDuringSchedulingIgnoredDuringExecution": [term]}}}}),
+        )
     }
 
     /// Two zones, two nodes each; a `db` pod on a1.
@@ -242,32 +251,20 @@ mod tests {
     fn allowed(f: &ClusterFixture, p: &PodInfo) -> Vec<String> {
         let view = f.view();
         let filter = InterPodFilter::new(p, &view);
-        view.nodes
-            .iter()
-            .filter(|n| filter.check(p, n).is_ok())
-            .map(|n| n.name().to_string())
-            .collect()
+        nodes_passing(&view, |n| filter.check(p, n).is_ok())
     }
 
     #[test]
     fn required_affinity_keeps_the_pod_in_the_domain_of_a_matching_pod() {
         let f = cluster();
-        let p = pod(
-            "web",
-            json!({"spec": {"affinity": {"podAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [term("db", "zone")]}}}}),
-        );
+        let p = requiring("web", "podAffinity", term("db", "zone"));
         assert_eq!(allowed(&f, &p), ["a1", "a2"]);
     }
 
     #[test]
     fn required_affinity_with_no_match_anywhere_admits_a_pod_matching_itself_only() {
         let f = cluster();
-        let lonely = pod(
-            "web",
-            json!({"spec": {"affinity": {"podAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [term("cache", "zone")]}}}}),
-        );
+        let lonely = requiring("web", "podAffinity", term("cache", "zone"));
         assert!(allowed(&f, &lonely).is_empty());
         let first = pod(
             "cache",
@@ -280,10 +277,10 @@ mod tests {
     #[test]
     fn required_anti_affinity_keeps_the_pod_out_of_the_domain() {
         let f = cluster();
-        let p = pod(
+        let p = requiring(
             "web",
-            json!({"spec": {"affinity": {"podAntiAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [term("db", "kubernetes.io/hostname")]}}}}),
+            "podAntiAffinity",
+            term("db", "kubernetes.io/hostname"),
         );
         assert_eq!(allowed(&f, &p), ["a2", "b1", "b2"]);
         let view = f.view();
@@ -297,11 +294,7 @@ mod tests {
     fn an_existing_pods_anti_affinity_keeps_matching_pods_away() {
         let mut f = cluster();
         f.place(
-            pod(
-                "loner",
-                json!({"spec": {"affinity": {"podAntiAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [term("web", "zone")]}}}}),
-            ),
+            requiring("loner", "podAntiAffinity", term("web", "zone")),
             "b1",
         );
         let web = pod("web", json!({"metadata": {"labels": {"app": "web"}}}));
@@ -320,14 +313,7 @@ mod tests {
     #[test]
     fn preferred_terms_score_their_domains_and_existing_required_affinity_counts_once() {
         let mut f = cluster();
-        f.place(
-            pod(
-                "fan",
-                json!({"spec": {"affinity": {"podAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [term("web", "zone")]}}}}),
-            ),
-            "b2",
-        );
+        f.place(requiring("fan", "podAffinity", term("web", "zone")), "b2");
         let p = pod(
             "web",
             json!({"metadata": {"labels": {"app": "web"}}, "spec": {"affinity": {

@@ -227,7 +227,7 @@ pub fn seed_of(uid: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{ClusterFixture, node, pod};
+    use crate::testing::{ClusterFixture, node, pod, tainted};
     use serde_json::json;
 
     fn decide(f: &ClusterFixture, p: &PodInfo) -> Decision {
@@ -237,6 +237,17 @@ mod tests {
     fn bound_to(name: &str) -> Decision {
         Decision::Bind {
             node: Arc::from(name),
+        }
+    }
+
+    /// Whatever seed breaks the ties, `p` goes to `name`.
+    fn assert_every_seed_binds(f: &ClusterFixture, p: &PodInfo, name: &str) {
+        for seed in 0..4 {
+            assert_eq!(
+                plan(p, &f.view(), 0, seed).decision,
+                bound_to(name),
+                "seed {seed}"
+            );
         }
     }
 
@@ -270,10 +281,10 @@ mod tests {
     #[test]
     fn the_upstream_example_message_is_produced() {
         let mut f = ClusterFixture::default();
-        f.add_node(node(
+        f.add_node(tainted(
             "cp",
-            json!({"spec": {"taints": [
-            {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]}}),
+            "node-role.kubernetes.io/control-plane",
+            "NoSchedule",
         ));
         f.add_node(node("w1", json!({})));
         f.add_node(node("w2", json!({})));
@@ -305,12 +316,7 @@ mod tests {
             ),
             "busy",
         );
-        for seed in 0..4 {
-            assert_eq!(
-                plan(&pod("p", json!({})), &f.view(), 0, seed).decision,
-                bound_to("idle")
-            );
-        }
+        assert_every_seed_binds(&f, &pod("p", json!({})), "idle");
     }
 
     #[test]
@@ -341,17 +347,9 @@ mod tests {
     #[test]
     fn an_untolerated_prefer_no_schedule_taint_steers_pods_away() {
         let mut f = ClusterFixture::default();
-        f.add_node(node(
-            "soft",
-            json!({"spec": {"taints": [{"key": "k", "effect": "PreferNoSchedule"}]}}),
-        ));
+        f.add_node(tainted("soft", "k", "PreferNoSchedule"));
         f.add_node(node("clean", json!({})));
-        for seed in 0..4 {
-            assert_eq!(
-                plan(&pod("p", json!({})), &f.view(), 0, seed).decision,
-                bound_to("clean")
-            );
-        }
+        assert_every_seed_binds(&f, &pod("p", json!({})), "clean");
     }
 
     #[test]
@@ -366,21 +364,13 @@ mod tests {
         let mut f = ClusterFixture::with_nodes(&["a", "b"]);
         f.place(owned("w0"), "a");
         // Placing a sibling leaves a with a bit less room, but spreading decides clearly.
-        for seed in 0..4 {
-            assert_eq!(
-                plan(&owned("w1"), &f.view(), 0, seed).decision,
-                bound_to("b")
-            );
-        }
+        assert_every_seed_binds(&f, &owned("w1"), "b");
     }
 
     #[test]
     fn pinned_node_names_skip_every_other_node_and_say_so() {
         let mut f = ClusterFixture::with_nodes(&["a", "b", "c"]);
-        f.add_node(node(
-            "tainted",
-            json!({"spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}),
-        ));
+        f.add_node(tainted("tainted", "k", "NoSchedule"));
         let daemon = pod(
             "ds",
             json!({"spec": {"affinity": {"nodeAffinity": {

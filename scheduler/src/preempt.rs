@@ -253,7 +253,7 @@ mod tests {
     use super::*;
     use crate::interpod::InterPodFilter;
     use crate::spread::SpreadFilter;
-    use crate::testing::{ClusterFixture, node, pod};
+    use crate::testing::{ClusterFixture, node, pod, tainted};
     use serde_json::json;
 
     /// A pod asking `cpu`, with `priority`, started at minute `started` past nine.
@@ -490,10 +490,7 @@ mod tests {
     #[test]
     fn only_resolvable_nodes_are_candidates_and_the_rest_are_not_helpful() {
         let mut f = ClusterFixture::default();
-        f.add_node(node(
-            "tainted",
-            json!({"spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}),
-        ));
+        f.add_node(tainted("tainted", "k", "NoSchedule"));
         f.add_node(node("full", json!({})));
         f.place(pc("same", "4", 100, 0), "full");
         let view = f.view();

@@ -302,6 +302,37 @@ mod tests {
         std::iter::from_fn(|| q.pop(now)).collect()
     }
 
+    /// A queue holding these pods (key, priority), added in this order at `t0`.
+    fn queue_of(t0: Instant, pods: &[(&'static str, i32)]) -> SchedulingQueue<&'static str> {
+        let mut q = SchedulingQueue::default();
+        for &(k, p) in pods {
+            q.add(k, p, t0);
+        }
+        q
+    }
+
+    /// A queue whose one pod, `p`, was added and popped at `t0` (returned): an attempt is in
+    /// flight.
+    fn attempting_p() -> (Instant, SchedulingQueue<&'static str>) {
+        let t0 = Instant::now();
+        let mut q = queue_of(t0, &[("p", 0)]);
+        assert_eq!(q.pop(t0), Some("p"));
+        (t0, q)
+    }
+
+    /// The same, the attempt found `p` unschedulable at `t0`.
+    fn unschedulable_p() -> (Instant, SchedulingQueue<&'static str>) {
+        let (t0, mut q) = attempting_p();
+        q.unschedulable(&"p", t0);
+        (t0, q)
+    }
+
+    /// Moves the pods due by `now` to the active queue, then pops one.
+    fn flush_and_pop(q: &mut SchedulingQueue<&'static str>, now: Instant) -> Option<&'static str> {
+        q.flush(now);
+        q.pop(now)
+    }
+
     #[test]
     fn backoff_doubles_from_one_second_up_to_ten() {
         let got: Vec<u64> = (1..=6).map(|a| backoff(a).as_secs()).collect();
@@ -311,11 +342,10 @@ mod tests {
     #[test]
     fn pods_leave_by_priority_then_arrival() {
         let t0 = Instant::now();
-        let mut q = SchedulingQueue::default();
-        q.add("low-1", 0, t0);
-        q.add("high", 100, t0);
-        q.add("low-2", 0, t0);
-        q.add("low-1", 0, t0);
+        let mut q = queue_of(
+            t0,
+            &[("low-1", 0), ("high", 100), ("low-2", 0), ("low-1", 0)],
+        );
         assert_eq!(drain(&mut q, t0), ["high", "low-1", "low-2"]);
     }
 
@@ -341,16 +371,12 @@ mod tests {
         ];
         for (name, adds, want) in cases {
             let t0 = Instant::now();
-            let mut q = SchedulingQueue::default();
-            for (k, p) in adds {
-                q.add(k, p, t0);
-            }
+            let mut q = queue_of(t0, &adds);
             assert_eq!(drain(&mut q, t0), want, "{name}");
         }
         // A pod back from its backoff still goes before waiting pods of lower priority.
         let t0 = Instant::now();
-        let mut q = SchedulingQueue::default();
-        q.add("high", 100, t0);
+        let mut q = queue_of(t0, &[("high", 100)]);
         assert_eq!(q.pop(t0), Some("high"));
         q.failed(&"high", t0);
         q.add("low", 0, t0);
@@ -360,81 +386,61 @@ mod tests {
 
     #[test]
     fn an_unschedulable_pod_waits_for_a_cluster_change_then_its_backoff() {
-        let t0 = Instant::now();
-        let mut q = SchedulingQueue::default();
-        q.add("p", 0, t0);
-        assert_eq!(q.pop(t0), Some("p"));
-        q.unschedulable(&"p", t0);
-        q.flush(at(t0, 30));
-        assert_eq!(q.pop(at(t0, 30)), None, "nothing changed yet");
+        let (t0, mut q) = unschedulable_p();
+        assert_eq!(
+            flush_and_pop(&mut q, at(t0, 30)),
+            None,
+            "nothing changed yet"
+        );
         // A change half a second after the attempt: the 1 s backoff is still running.
         let half = t0 + Duration::from_millis(500);
         q.move_all(half);
         assert_eq!(q.pop(half), None);
         assert_eq!(q.next_wakeup(), Some(at(t0, 1)));
-        q.flush(at(t0, 1));
-        assert_eq!(q.pop(at(t0, 1)), Some("p"));
+        assert_eq!(flush_and_pop(&mut q, at(t0, 1)), Some("p"));
     }
 
     #[test]
     fn an_unschedulable_pod_is_retried_after_sixty_seconds_without_change() {
-        let t0 = Instant::now();
-        let mut q = SchedulingQueue::default();
-        q.add("p", 0, t0);
-        q.pop(t0);
-        q.unschedulable(&"p", t0);
+        let (t0, mut q) = unschedulable_p();
         assert_eq!(q.next_wakeup(), Some(at(t0, 60)));
-        q.flush(at(t0, 59));
-        assert_eq!(q.pop(at(t0, 59)), None);
-        q.flush(at(t0, 60));
-        assert_eq!(q.pop(at(t0, 60)), Some("p"));
+        assert_eq!(flush_and_pop(&mut q, at(t0, 59)), None);
+        assert_eq!(flush_and_pop(&mut q, at(t0, 60)), Some("p"));
     }
 
     #[test]
     fn a_change_while_in_flight_sends_a_failed_pod_to_backoff_not_to_wait() {
-        let t0 = Instant::now();
-        let mut q = SchedulingQueue::default();
-        q.add("p", 0, t0);
-        q.pop(t0);
+        let (t0, mut q) = attempting_p();
         q.move_all(t0);
         q.unschedulable(&"p", t0);
-        q.flush(at(t0, 1));
-        assert_eq!(q.pop(at(t0, 1)), Some("p"));
+        assert_eq!(flush_and_pop(&mut q, at(t0, 1)), Some("p"));
     }
 
     #[test]
     fn an_update_of_an_unschedulable_pod_retries_it() {
-        let t0 = Instant::now();
-        let mut q = SchedulingQueue::default();
-        q.add("p", 0, t0);
-        q.pop(t0);
-        q.unschedulable(&"p", t0);
+        let (t0, mut q) = unschedulable_p();
         q.add("p", 0, at(t0, 5));
         assert_eq!(q.pop(at(t0, 5)), Some("p"));
     }
 
     #[test]
     fn a_failed_binding_is_retried_after_a_growing_backoff() {
-        let t0 = Instant::now();
-        let mut q = SchedulingQueue::default();
-        q.add("p", 0, t0);
-        q.pop(t0);
+        let (t0, mut q) = attempting_p();
         q.failed(&"p", t0);
-        q.flush(at(t0, 1));
-        assert_eq!(q.pop(at(t0, 1)), Some("p"));
+        assert_eq!(flush_and_pop(&mut q, at(t0, 1)), Some("p"));
         q.failed(&"p", at(t0, 1));
-        q.flush(at(t0, 2));
-        assert_eq!(q.pop(at(t0, 2)), None, "second failure waits 2 s");
-        q.flush(at(t0, 3));
-        assert_eq!(q.pop(at(t0, 3)), Some("p"));
+        assert_eq!(
+            flush_and_pop(&mut q, at(t0, 2)),
+            None,
+            "second failure waits 2 s"
+        );
+        assert_eq!(flush_and_pop(&mut q, at(t0, 3)), Some("p"));
     }
 
     #[test]
     fn a_removed_pod_is_gone_wherever_it_waited() {
         let t0 = Instant::now();
-        let mut q = SchedulingQueue::default();
-        q.add("a", 0, t0);
-        q.add("b", 0, t0);
+        let mut q = queue_of(t0, &[("a", 0), ("b", 0)]);
         q.pop(t0);
         q.unschedulable(&"a", t0);
         q.remove(&"a");

@@ -225,8 +225,15 @@ pub fn normalize(raw: &[Option<i64>]) -> Vec<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{ClusterFixture, node, pod};
+    use crate::testing::{ClusterFixture, node, nodes_passing, pod};
     use serde_json::json;
+
+    /// The nodes the spread filter lets `p` onto.
+    fn allowed(f: &ClusterFixture, p: &PodInfo) -> Vec<String> {
+        let view = f.view();
+        let filter = SpreadFilter::new(p, &view);
+        nodes_passing(&view, |n| filter.check(p, n).is_ok())
+    }
 
     fn constrained(skew: i32, key: &str, when: &str) -> PodInfo {
         pod(
@@ -261,16 +268,6 @@ mod tests {
             );
         }
         f
-    }
-
-    fn allowed(f: &ClusterFixture, p: &PodInfo) -> Vec<String> {
-        let view = f.view();
-        let filter = SpreadFilter::new(p, &view);
-        view.nodes
-            .iter()
-            .filter(|n| filter.check(p, n).is_ok())
-            .map(|n| n.name().to_string())
-            .collect()
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Test fixtures for the scheduler's planners: nodes and pods from JSON merge patches over
 //! ready, roomy defaults, and a cache holding them.
 
-use super::cache::{Cache, Cluster};
+use super::cache::{Cache, Cluster, NodeInfo};
 use super::facts::{NodeFacts, PodInfo};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -16,6 +16,14 @@ pub fn node(name: &str, patch: Value) -> NodeFacts {
     });
     json_patch::merge(&mut v, &patch);
     NodeFacts::parse(&serde_json::to_vec(&v).unwrap()).unwrap()
+}
+
+/// A default node carrying one taint, `key` with `effect`.
+pub fn tainted(name: &str, key: &str, effect: &str) -> NodeFacts {
+    node(
+        name,
+        json!({"spec": {"taints": [{"key": key, "effect": effect}]}}),
+    )
 }
 
 /// A pod in `default` with one container requesting nothing; `patch` is merged over that.
@@ -55,4 +63,14 @@ impl ClusterFixture {
     pub fn view(&self) -> Cluster<'_> {
         self.cache.view()
     }
+}
+
+/// The names of the view's nodes that `passes` lets through, in the view's order: what a
+/// filter's tests compare.
+pub fn nodes_passing(view: &Cluster<'_>, passes: impl Fn(&NodeInfo) -> bool) -> Vec<String> {
+    view.nodes
+        .iter()
+        .filter(|n| passes(n))
+        .map(|n| n.name().to_string())
+        .collect()
 }

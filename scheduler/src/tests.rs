@@ -59,6 +59,13 @@ impl Cluster {
             .unwrap()
     }
 
+    /// The node the pod is bound to, once it is.
+    fn node_of(&self, pod: &str) -> Option<String> {
+        self.get_pod(pod)["spec"]["nodeName"]
+            .as_str()
+            .map(String::from)
+    }
+
     fn events(&self) -> Vec<Value> {
         self.cp.list(EVENTS)
     }
@@ -91,13 +98,7 @@ async fn a_pending_pod_is_bound_and_a_scheduled_event_recorded() {
     let c = start_cluster();
     c.node("node-1", "2");
     c.pod("nginx-abc", "500m");
-    let node = c
-        .until("the binding", |c| {
-            c.get_pod("nginx-abc")["spec"]["nodeName"]
-                .as_str()
-                .map(String::from)
-        })
-        .await;
+    let node = c.until("the binding", |c| c.node_of("nginx-abc")).await;
     assert_eq!(node, "node-1");
     let ev = c
         .until("the Scheduled event", |c| event_with(c, "Scheduled"))
@@ -149,11 +150,7 @@ async fn a_pod_too_big_for_every_node_waits_with_the_reason_and_goes_when_a_node
     );
     c.node("large", "4");
     let node = c
-        .until("the binding after a node arrived", |c| {
-            c.get_pod("big")["spec"]["nodeName"]
-                .as_str()
-                .map(String::from)
-        })
+        .until("the binding after a node arrived", |c| c.node_of("big"))
         .await;
     assert_eq!(node, "large");
 }
@@ -169,13 +166,7 @@ async fn pods_fill_nodes_without_overcommitting_them() {
     // Two fit on each node; the fifth waits.
     let placed = c
         .until("four bindings", |c| {
-            let nodes: Vec<String> = (0..5)
-                .filter_map(|i| {
-                    c.get_pod(&format!("p{i}"))["spec"]["nodeName"]
-                        .as_str()
-                        .map(String::from)
-                })
-                .collect();
+            let nodes: Vec<String> = (0..5).filter_map(|i| c.node_of(&format!("p{i}"))).collect();
             (nodes.len() == 4).then_some(nodes)
         })
         .await;

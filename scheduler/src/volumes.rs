@@ -12,6 +12,7 @@ use berth_runtime::informer::Object;
 use berth_shared::k8s_openapi::api::core::v1 as core;
 use berth_shared::scheduling::RequiredNodeAffinity;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -84,53 +85,49 @@ pub struct Storage {
     classes: HashMap<String, bool>,
 }
 
+/// Keeps `map` (by `namespace/name`, or name for cluster-scoped kinds) in step with one
+/// watch event: the object is gone when deleted, else it is what `read` makes of its document
+/// (an unreadable document reads as the default one).
+fn apply_event<D: DeserializeOwned + Default, V>(
+    map: &mut HashMap<String, V>,
+    obj: &Object,
+    deleted: bool,
+    read: impl FnOnce(D) -> V,
+) {
+    let key = obj.key().to_string();
+    if deleted {
+        map.remove(&key);
+        return;
+    }
+    let doc: D = serde_json::from_slice(obj.data()).unwrap_or_default();
+    map.insert(key, read(doc));
+}
+
 impl Storage {
     pub fn apply_claim(&mut self, obj: &Object, deleted: bool) {
-        let key = obj.key().to_string();
-        if deleted {
-            self.claims.remove(&key);
-            return;
-        }
-        let doc: ClaimDoc = serde_json::from_slice(obj.data()).unwrap_or_default();
-        self.claims.insert(
-            key,
-            ClaimFacts {
-                volume_name: doc.spec.volume_name.unwrap_or_default(),
-                class: doc.spec.storage_class_name,
-                deleting: obj.is_deleting(),
-            },
-        );
+        let deleting = obj.is_deleting();
+        apply_event(&mut self.claims, obj, deleted, |doc: ClaimDoc| ClaimFacts {
+            volume_name: doc.spec.volume_name.unwrap_or_default(),
+            class: doc.spec.storage_class_name,
+            deleting,
+        });
     }
 
     pub fn apply_volume(&mut self, obj: &Object, deleted: bool) {
-        let name = obj.name().to_string();
-        if deleted {
-            self.volumes.remove(&name);
-            return;
-        }
-        let doc: VolumeDoc = serde_json::from_slice(obj.data()).unwrap_or_default();
-        let required = doc.spec.node_affinity.and_then(|a| a.required);
-        let affinity = core::NodeAffinity {
-            required_during_scheduling_ignored_during_execution: required,
-            ..Default::default()
-        };
-        self.volumes.insert(
-            name,
-            Arc::new(RequiredNodeAffinity::new(None, Some(&affinity))),
-        );
+        apply_event(&mut self.volumes, obj, deleted, |doc: VolumeDoc| {
+            let required = doc.spec.node_affinity.and_then(|a| a.required);
+            let affinity = core::NodeAffinity {
+                required_during_scheduling_ignored_during_execution: required,
+                ..Default::default()
+            };
+            Arc::new(RequiredNodeAffinity::new(None, Some(&affinity)))
+        });
     }
 
     pub fn apply_class(&mut self, obj: &Object, deleted: bool) {
-        let name = obj.name().to_string();
-        if deleted {
-            self.classes.remove(&name);
-            return;
-        }
-        let doc: ClassDoc = serde_json::from_slice(obj.data()).unwrap_or_default();
-        self.classes.insert(
-            name,
-            doc.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"),
-        );
+        apply_event(&mut self.classes, obj, deleted, |doc: ClassDoc| {
+            doc.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer")
+        });
     }
 
     /// What the pod's claims demand, or why no node can take it (upstream's PreFilter

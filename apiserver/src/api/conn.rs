@@ -509,6 +509,7 @@ pub async fn serve(tcp: TcpStream, shared: Arc<Shared>, slot: Slot) {
 mod tests {
     use super::*;
     use hyper::rt::Timer;
+    use tokio::io::DuplexStream;
 
     /// Polls `f` once, with virtual time advanced by `by` first.
     async fn done_after<F: Future + Unpin>(f: &mut F, by: Duration) -> bool {
@@ -577,7 +578,7 @@ mod tests {
         content-length: 0\r\ndate: Tue, 01 Jul 2025 10:00:00 GMT\r\n\r\n";
 
     /// Reads one answer with a `content-length` body from `client`.
-    async fn answer(client: &mut tokio::io::DuplexStream) -> (String, serde_json::Value) {
+    async fn answer(client: &mut DuplexStream) -> (String, serde_json::Value) {
         use tokio::io::AsyncReadExt;
         let mut raw = Vec::new();
         loop {
@@ -599,16 +600,27 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn hypers_automatic_answer_goes_out_with_a_status_body() {
-        use tokio::io::AsyncWriteExt;
-        let (server, mut client) = tokio::io::duplex(64 * 1024);
+    /// A tracked connection (and its client end) that has read the start of a head.
+    fn reading() -> (Tracked<DuplexStream>, DuplexStream, Arc<Activity>) {
+        let (server, client) = tokio::io::duplex(64 * 1024);
         let activity = Arc::new(Activity::new());
-        let mut conn = Tracked::new(server, activity.clone());
-        // The client sent the start of a head hyper could not parse.
+        let conn = Tracked::new(server, activity.clone());
         activity.note_read();
+        (conn, client, activity)
+    }
+
+    /// Writes hyper's automatic 431 answer through `conn`.
+    async fn send_automatic(conn: &mut Tracked<DuplexStream>) {
+        use tokio::io::AsyncWriteExt;
         conn.write_all(AUTOMATIC).await.expect("write");
         conn.flush().await.expect("flush");
+    }
+
+    #[tokio::test]
+    async fn hypers_automatic_answer_goes_out_with_a_status_body() {
+        // The client sent the start of a head hyper could not parse.
+        let (mut conn, mut client, _) = reading();
+        send_automatic(&mut conn).await;
         let (head, status) = answer(&mut client).await;
         assert!(head.starts_with("HTTP/1.1 431 "), "{head}");
         assert!(head.contains("connection: close"), "{head}");
@@ -618,19 +630,14 @@ mod tests {
 
     #[tokio::test]
     async fn answers_to_requests_pass_untouched() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let (server, mut client) = tokio::io::duplex(64 * 1024);
-        let activity = Arc::new(Activity::new());
-        let mut conn = Tracked::new(server, activity.clone());
-        activity.note_read();
+        use tokio::io::AsyncReadExt;
+        let (mut conn, mut client, activity) = reading();
         // While a request is open the same bytes are that request's answer.
         let open = RequestMark::new(activity.clone());
-        conn.write_all(AUTOMATIC).await.expect("write");
-        conn.flush().await.expect("flush");
+        send_automatic(&mut conn).await;
         drop(open);
         // After it, with nothing new from the client, they are still its answer going out.
-        conn.write_all(AUTOMATIC).await.expect("write");
-        conn.flush().await.expect("flush");
+        send_automatic(&mut conn).await;
         let mut got = vec![0u8; AUTOMATIC.len() * 2];
         client.read_exact(&mut got).await.expect("read");
         assert_eq!(got, [AUTOMATIC, AUTOMATIC].concat());

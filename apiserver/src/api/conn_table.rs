@@ -166,6 +166,22 @@ mod tests {
         }
     }
 
+    /// Establishes `slot` with a request open on it, for as long as the mark lives.
+    fn serving(slot: &Slot) -> RequestMark {
+        let activity = Arc::new(Activity::new());
+        let open = RequestMark::new(activity.clone());
+        slot.established(activity);
+        open
+    }
+
+    /// A table for `cap` connections holding one, established and serving a request.
+    fn one_busy(cap: usize) -> (Arc<ConnTable>, Slot, RequestMark) {
+        let t = ConnTable::new(cap, Arc::default());
+        let busy = slot(t.admit());
+        let open = serving(&busy);
+        (t, busy, open)
+    }
+
     #[test]
     fn under_the_cap_connections_are_admitted_and_leave_when_dropped() {
         let t = ConnTable::new(2, Arc::default());
@@ -178,11 +194,7 @@ mod tests {
 
     #[test]
     fn at_the_cap_the_oldest_handshaking_connection_is_shed_first() {
-        let t = ConnTable::new(3, Arc::default());
-        let busy = slot(t.admit());
-        let activity = Arc::new(Activity::new());
-        let _open = RequestMark::new(activity.clone());
-        busy.established(activity);
+        let (t, busy, _open) = one_busy(3);
         let oldest = slot(t.admit());
         let newer = slot(t.admit());
         let newest = t.admit();
@@ -196,19 +208,13 @@ mod tests {
 
     #[test]
     fn established_connections_are_shed_only_while_idle() {
-        let t = ConnTable::new(2, Arc::default());
-        let busy = slot(t.admit());
-        let busy_activity = Arc::new(Activity::new());
-        let _open = RequestMark::new(busy_activity.clone());
-        busy.established(busy_activity);
+        let (t, busy, _open) = one_busy(2);
         let idle = slot(t.admit());
         idle.established(Arc::new(Activity::new()));
         let third = slot(t.admit());
         assert!(idle.evicted().is_cancelled());
         assert!(!busy.evicted().is_cancelled());
-        let third_activity = Arc::new(Activity::new());
-        let _third_open = RequestMark::new(third_activity.clone());
-        third.established(third_activity);
+        let _third_open = serving(&third);
         assert!(matches!(t.admit(), Admission::Refused));
         assert!(!busy.evicted().is_cancelled() && !third.evicted().is_cancelled());
     }
@@ -220,9 +226,7 @@ mod tests {
         let first = slot(t.admit());
         let second = slot(t.admit());
         assert!(first.evicted().is_cancelled());
-        let activity = Arc::new(Activity::new());
-        let _open = RequestMark::new(activity.clone());
-        second.established(activity);
+        let _open = serving(&second);
         assert!(matches!(t.admit(), Admission::Refused));
         let text = stats.render();
         for line in [
@@ -239,11 +243,7 @@ mod tests {
 
     #[test]
     fn when_every_connection_is_busy_a_new_one_is_refused() {
-        let t = ConnTable::new(1, Arc::default());
-        let busy = slot(t.admit());
-        let activity = Arc::new(Activity::new());
-        let _open = RequestMark::new(activity.clone());
-        busy.established(activity);
+        let (t, _busy, _open) = one_busy(1);
         assert!(matches!(t.admit(), Admission::Refused));
         assert!(!t.shed());
         assert_eq!(t.lock().len(), 1);

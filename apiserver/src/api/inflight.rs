@@ -301,6 +301,12 @@ mod tests {
         }
     }
 
+    /// Holds one request of each kind: with caps of one, both are full.
+    async fn hold_a_read_and_a_write(app: &Router) {
+        hold(app, Method::GET).await;
+        hold(app, Method::POST).await;
+    }
+
     async fn status(app: &Router, method: Method, uri: &str) -> u16 {
         let resp = app.clone().oneshot(req(method, uri)).await.expect("answer");
         resp.status().as_u16()
@@ -387,8 +393,7 @@ mod tests {
     #[tokio::test]
     async fn probes_watches_and_long_running_subresources_are_not_counted() {
         let app = app(InFlight::new(1, 1), &[]);
-        hold(&app, Method::GET).await;
-        hold(&app, Method::POST).await;
+        hold_a_read_and_a_write(&app).await;
         assert_eq!(status(&app, Method::GET, CMS).await, 429);
         for uri in [
             format!("{CMS}?watch=true"),
@@ -416,9 +421,9 @@ mod tests {
     #[tokio::test]
     async fn a_cap_of_zero_means_unlimited() {
         let app = app(InFlight::new(0, 0), &[]);
-        hold(&app, Method::POST).await;
-        hold(&app, Method::GET).await;
-        assert_eq!(status(&app, Method::POST, CMS).await, 200);
-        assert_eq!(status(&app, Method::GET, CMS).await, 200);
+        hold_a_read_and_a_write(&app).await;
+        for method in [Method::POST, Method::GET] {
+            assert_eq!(status(&app, method.clone(), CMS).await, 200, "{method}");
+        }
     }
 }

@@ -151,11 +151,16 @@ mod tests {
         (code, String::from_utf8_lossy(&body).into_owned())
     }
 
+    /// The answer's code and its body, which must be JSON.
+    async fn status_of(method: Method, uri: &str) -> (u16, serde_json::Value) {
+        let (code, body) = call(method, uri).await;
+        (code, serde_json::from_str(&body).expect("JSON"))
+    }
+
     #[tokio::test]
     async fn a_405_from_the_router_gets_a_method_not_allowed_status() {
-        let (code, body) = call(Method::POST, "/healthz").await;
+        let (code, status) = status_of(Method::POST, "/healthz").await;
         assert_eq!(code, 405);
-        let status: serde_json::Value = serde_json::from_str(&body).expect("JSON");
         assert_eq!(status["kind"], "Status");
         assert_eq!(status["reason"], "MethodNotAllowed");
         assert_eq!(status["code"], 405);
@@ -167,9 +172,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_plain_text_error_keeps_its_text_as_the_message() {
-        let (code, body) = call(Method::GET, "/text").await;
+        let (code, status) = status_of(Method::GET, "/text").await;
         assert_eq!(code, 502);
-        let status: serde_json::Value = serde_json::from_str(&body).expect("JSON");
         assert_eq!(status["message"], "agent unreachable");
         assert_eq!(status["code"], 502);
         assert!(status.get("reason").is_none(), "{status}");
@@ -177,9 +181,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_panicking_handler_answers_a_500_status() {
-        let (code, body) = call(Method::GET, "/panic").await;
+        let (code, status) = status_of(Method::GET, "/panic").await;
         assert_eq!(code, 500);
-        let status: serde_json::Value = serde_json::from_str(&body).expect("JSON");
         assert_eq!(status["reason"], "InternalError");
         assert_eq!(
             status["message"],

@@ -8,7 +8,7 @@ use super::query::Query;
 use super::{SharedState, blocking, json_response};
 use axum::http::StatusCode;
 use axum::response::Response;
-use berth_registry::{DeleteOptions, Part, RegistryError, meta};
+use berth_registry::{DeleteOptions, Part, Registry, RegistryError, WriteOptions, meta};
 use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as K8sSelector;
 use berth_shared::patch::PatchType;
 use berth_shared::resource::ResourceType;
@@ -178,29 +178,24 @@ pub async fn put_scale(
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
         .map(String::from);
-    let registry = state.registry.clone();
-    let ns = ns.map(String::from);
-    let name = name.to_string();
-    let obj = blocking(move || {
-        registry.update_with(rt, ns.as_deref(), &name, Part::Main, &opts, |mut cur| {
-            meta::check_uid_precondition(rt, &name, &body, &cur)?;
-            if replicas < 0 {
-                return Err(invalid_replicas(rt, &name, replicas));
-            }
-            if let Some(rv) = &want_rv
-                && cur
-                    .pointer("/metadata/resourceVersion")
-                    .and_then(Value::as_str)
-                    != Some(rv)
-            {
-                return Err(ApiError::conflict(rt, &name));
-            }
-            cur["spec"]["replicas"] = json!(replicas);
-            Ok(cur)
-        })
+    let url_name = name.to_string();
+    write_scale(state, rt, ns, name, opts, move |cur| {
+        let name = &url_name;
+        meta::check_uid_precondition(rt, name, &body, cur)?;
+        if replicas < 0 {
+            return Err(invalid_replicas(rt, name, replicas));
+        }
+        if let Some(rv) = &want_rv
+            && cur
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                != Some(rv)
+        {
+            return Err(ApiError::conflict(rt, name));
+        }
+        Ok(replicas)
     })
-    .await?;
-    Ok(json_response(StatusCode::OK, &scale_of(&obj)))
+    .await
 }
 
 /// PATCH of a Scale: the patched Scale keeps the URL's namespace and name (400), valid replicas
@@ -217,35 +212,55 @@ pub async fn patch_scale(
     let pt = PatchType::from_content_type(content_type).ok_or(ApiError::UnsupportedMediaType)?;
     let doc = super::body::decode("application/json", &raw)?;
     let opts = super::query::write_options(q)?;
+    let (url_ns, url_name) = (ns.map(String::from), name.to_string());
+    write_scale(state, rt, ns, name, opts, move |cur| {
+        let (ns, name) = (url_ns.as_deref(), &url_name);
+        let mut scale = apply("Scale", pt, scale_of(cur), &doc)?;
+        check_scale_type(&mut scale)?;
+        meta::set_namespace(rt, ns, &mut scale)?;
+        meta::check_name(&scale, name)?;
+        let replicas = replicas_of(&scale)?;
+        if replicas < 0 {
+            return Err(invalid_replicas(rt, name, replicas));
+        }
+        let uid = scale.pointer("/metadata/uid").and_then(Value::as_str);
+        if uid.is_some_and(|u| !u.is_empty())
+            && uid != cur.pointer("/metadata/uid").and_then(Value::as_str)
+        {
+            return Err(scale_uid_conflict(rt, name, &scale, cur));
+        }
+        // The registry holds the write to a resourceVersion the object carries.
+        if let Some(rv) = scale
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .filter(|rv| !rv.is_empty())
+        {
+            cur["metadata"]["resourceVersion"] = json!(rv);
+        }
+        Ok(replicas)
+    })
+    .await
+}
+
+/// Sets the owner's `spec.replicas` to what `decide` makes of its current version (retried
+/// from a newer one on a conflicting write), off the async threads; answers with the new
+/// Scale.
+async fn write_scale(
+    state: &SharedState,
+    rt: &'static ResourceType,
+    ns: Option<&str>,
+    name: &str,
+    opts: WriteOptions,
+    mut decide: impl FnMut(&mut Value) -> Result<i64, ApiError> + Send + 'static,
+) -> Result<Response, ApiError> {
     let registry = state.registry.clone();
     let ns = ns.map(String::from);
     let name = name.to_string();
     let obj = blocking(move || {
         registry.update_with(rt, ns.as_deref(), &name, Part::Main, &opts, |mut cur| {
-            let mut scale = apply("Scale", pt, scale_of(&cur), &doc)?;
-            check_scale_type(&mut scale)?;
-            meta::set_namespace(rt, ns.as_deref(), &mut scale)?;
-            meta::check_name(&scale, &name)?;
-            let replicas = replicas_of(&scale)?;
-            if replicas < 0 {
-                return Err(invalid_replicas(rt, &name, replicas));
-            }
-            let uid = scale.pointer("/metadata/uid").and_then(Value::as_str);
-            if uid.is_some_and(|u| !u.is_empty())
-                && uid != cur.pointer("/metadata/uid").and_then(Value::as_str)
-            {
-                return Err(scale_uid_conflict(rt, &name, &scale, &cur));
-            }
-            // The registry holds the write to a resourceVersion the object carries.
-            if let Some(rv) = scale
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .filter(|rv| !rv.is_empty())
-            {
-                cur["metadata"]["resourceVersion"] = json!(rv);
-            }
+            let replicas = decide(&mut cur)?;
             cur["spec"]["replicas"] = json!(replicas);
-            Ok(cur)
+            Ok::<_, ApiError>(cur)
         })
     })
     .await?;
@@ -264,14 +279,7 @@ pub async fn bind(
         .filter(|n| !n.is_empty())
         .ok_or_else(|| ApiError::BadRequest("a binding needs target.name".to_string()))?
         .to_string();
-    let registry = state.registry.clone();
-    let ns = ns.unwrap_or("default").to_string();
-    let name = name.to_string();
-    blocking(move || registry.bind(&ns, &name, &node)).await?;
-    Ok(json_response(
-        StatusCode::CREATED,
-        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
-    ))
+    write_pod(state, ns, name, move |r, ns, name| r.bind(ns, name, &node)).await
 }
 
 /// An Eviction names the pod of its URL, in the URL's namespace (upstream checks the namespace
@@ -318,10 +326,25 @@ pub async fn evict(
         .map_err(|e| ApiError::BadRequest(format!("invalid deleteOptions: {e}")))?
         .unwrap_or_default();
     propagate_dry_run(&mut opts, super::query::write_options(q)?.dry_run)?;
+    write_pod(state, ns, name, move |r, ns, name| r.evict(ns, name, &opts)).await
+}
+
+/// Runs `write` on the pod `name` in `ns` (`default` when none) off the async threads and
+/// answers upstream's `201 Success` Status, as a pod's binding and eviction do.
+async fn write_pod<T, E>(
+    state: &SharedState,
+    ns: Option<&str>,
+    name: &str,
+    write: impl FnOnce(&Registry, &str, &str) -> Result<T, E> + Send + 'static,
+) -> Result<Response, ApiError>
+where
+    T: Send + 'static,
+    E: Into<ApiError> + Send + 'static,
+{
     let registry = state.registry.clone();
     let ns = ns.unwrap_or("default").to_string();
     let name = name.to_string();
-    blocking(move || registry.evict(&ns, &name, &opts)).await?;
+    blocking(move || write(&registry, &ns, &name)).await?;
     Ok(json_response(
         StatusCode::CREATED,
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),

@@ -6,7 +6,9 @@ use super::query::Query;
 use super::{SharedState, blocking, json_response};
 use axum::http::StatusCode;
 use axum::response::Response;
-use berth_registry::{DeleteOptions, DeleteOutcome, Part, Registry, WriteOptions, prefix};
+use berth_registry::{
+    DeleteOptions, DeleteOutcome, Part, Registry, RegistryError, WriteOptions, prefix,
+};
 use berth_shared::resource::ResourceType;
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -19,20 +21,13 @@ pub async fn create(
     opts: WriteOptions,
     duplicates: Vec<String>,
 ) -> Result<Response, ApiError> {
-    let mut unknown = super::unknown_field_warnings(rt, &obj, &opts);
-    unknown.extend(duplicates);
     let registry = state.registry.clone();
     let ns = ns.map(String::from);
-    let admitted = opts.warnings.clone();
-    let created = blocking(move || registry.create(rt, ns.as_deref(), obj, &opts)).await?;
-    unknown.extend(admitted.take());
-    Ok(super::written(
-        StatusCode::CREATED,
-        rt.kind,
-        Part::Main,
-        &created,
-        unknown,
-    ))
+    Written::new(rt, Part::Main, StatusCode::CREATED)
+        .run(obj, opts, duplicates, move |obj, opts| {
+            registry.create(rt, ns.as_deref(), obj, opts)
+        })
+        .await
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -46,22 +41,50 @@ pub async fn update(
     part: Part,
     duplicates: Vec<String>,
 ) -> Result<Response, ApiError> {
-    let mut unknown = super::unknown_field_warnings(rt, &obj, &opts);
-    unknown.extend(duplicates);
     let registry = state.registry.clone();
-    let ns = ns.map(String::from);
-    let name = name.to_string();
-    let admitted = opts.warnings.clone();
-    let updated =
-        blocking(move || registry.update(rt, ns.as_deref(), &name, obj, part, &opts)).await?;
-    unknown.extend(admitted.take());
-    Ok(super::written(
-        StatusCode::OK,
-        rt.kind,
-        part,
-        &updated,
-        unknown,
-    ))
+    let (ns, name) = (ns.map(String::from), name.to_string());
+    Written::new(rt, part, StatusCode::OK)
+        .run(obj, opts, duplicates, move |obj, opts| {
+            registry.update(rt, ns.as_deref(), &name, obj, part, opts)
+        })
+        .await
+}
+
+/// The answer to a whole-object write (POST or PUT): which object part it wrote, with what
+/// status code.
+struct Written {
+    rt: &'static ResourceType,
+    part: Part,
+    code: StatusCode,
+}
+
+impl Written {
+    fn new(rt: &'static ResourceType, part: Part, code: StatusCode) -> Written {
+        Written { rt, part, code }
+    }
+
+    /// Runs the registry write off the async threads and answers with the stored object and
+    /// every warning: unknown and duplicate fields of the body, then admission's.
+    async fn run(
+        self,
+        obj: Value,
+        opts: WriteOptions,
+        duplicates: Vec<String>,
+        write: impl FnOnce(Value, &WriteOptions) -> Result<Value, RegistryError> + Send + 'static,
+    ) -> Result<Response, ApiError> {
+        let mut warnings = super::unknown_field_warnings(self.rt, &obj, &opts);
+        warnings.extend(duplicates);
+        let admitted = opts.warnings.clone();
+        let stored = blocking(move || write(obj, &opts)).await?;
+        warnings.extend(admitted.take());
+        Ok(super::written(
+            self.code,
+            self.rt.kind,
+            self.part,
+            &stored,
+            warnings,
+        ))
+    }
 }
 
 fn delete_options(raw: &Bytes, q: &Query) -> Result<DeleteOptions, ApiError> {

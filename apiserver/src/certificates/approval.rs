@@ -3,6 +3,7 @@
 //! the authorizer and so cannot sit in the registry.
 
 use super::Requestor;
+use super::approver::string_at;
 use crate::api::authn::Identity;
 use crate::rbac::Authorizer;
 use crate::rbac::rules::Attributes;
@@ -29,10 +30,7 @@ fn forbidden(name: &str, reason: &str) -> RegistryError {
 pub fn approval_guard(authorizer: &Authorizer, id: &Identity) -> WriteGuard {
     let (authorizer, user) = (authorizer.clone(), id.rbac_user());
     WriteGuard(std::sync::Arc::new(move |_, obj: &Value| {
-        let signer = obj
-            .pointer("/spec/signerName")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let signer = string_at(obj, "/spec/signerName");
         let wildcard = signer
             .split_once('/')
             .map(|(domain, _)| format!("{domain}/*"))
@@ -51,10 +49,7 @@ pub fn approval_guard(authorizer: &Authorizer, id: &Identity) -> WriteGuard {
         if may(signer) || may(&wildcard) {
             return Ok(());
         }
-        let name = obj
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let name = string_at(obj, "/metadata/name");
         Err(forbidden(
             name,
             &format!("user not permitted to approve requests with signerName \"{signer}\""),

@@ -89,6 +89,13 @@ fn has_condition(csr: &Value, types: &[&str]) -> bool {
         })
 }
 
+/// The string at `pointer` in `csr`; empty when absent or not a string.
+pub(super) fn string_at<'a>(csr: &'a Value, pointer: &str) -> &'a str {
+    csr.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
 /// The strings of the array at `pointer` in `csr` (none when absent).
 pub(super) fn strings(csr: &Value, pointer: &str) -> Vec<String> {
     csr.pointer(pointer)
@@ -118,14 +125,8 @@ pub fn decide(
     if certificate || has_condition(csr, &["Approved", "Denied"]) {
         return Approval::Leave;
     }
-    let signer_name = csr
-        .pointer("/spec/signerName")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let username = csr
-        .pointer("/spec/username")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let signer_name = string_at(csr, "/spec/signerName");
+    let username = string_at(csr, "/spec/username");
     let usages = strings(csr, "/spec/usages");
     if signer::check(signer_name, r, &usages) != Verdict::Sign {
         return Approval::Leave;
@@ -188,27 +189,30 @@ mod tests {
     const CLIENT: &[&str] = &["digital signature", "client auth"];
     const SERVING: &[&str] = &["digital signature", "key encipherment", "server auth"];
 
+    /// The decision on a client certificate request for node a sent by `requestor`, whose
+    /// access review grants `granted` only (or nothing).
+    fn client_request_by(requestor: &str, granted: Option<&str>) -> Approval {
+        let c = csr(KUBELET_CLIENT, "system:node:a", CLIENT, json!({}));
+        decide(&c, &request(requestor, &[]), |s| Some(s) == granted, node_a)
+    }
+
     #[test]
     fn a_node_renewing_its_own_client_certificate_is_approved_after_the_access_review() {
-        let c = csr(KUBELET_CLIENT, "system:node:a", CLIENT, json!({}));
-        let r = request("system:node:a", &[]);
         assert_eq!(
-            decide(&c, &r, |s| s == "selfnodeclient", node_a),
+            client_request_by("system:node:a", Some("selfnodeclient")),
             Approval::Approve(SELF_CLIENT_MESSAGE)
         );
-        assert_eq!(decide(&c, &r, |_| false, node_a), Approval::Leave);
+        assert_eq!(client_request_by("system:node:a", None), Approval::Leave);
     }
 
     #[test]
     fn another_identity_needs_the_nodeclient_permission_and_decided_requests_are_left() {
-        let c = csr(KUBELET_CLIENT, "system:node:a", CLIENT, json!({}));
-        let other = request("system:node:b", &[]);
         assert_eq!(
-            decide(&c, &other, |s| s == "selfnodeclient", node_a),
+            client_request_by("system:node:b", Some("selfnodeclient")),
             Approval::Leave
         );
         assert_eq!(
-            decide(&c, &other, |s| s == "nodeclient", node_a),
+            client_request_by("system:node:b", Some("nodeclient")),
             Approval::Approve(CLIENT_MESSAGE)
         );
         let denied = csr(

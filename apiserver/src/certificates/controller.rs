@@ -5,7 +5,7 @@
 //! `approval` and `status` subresources, so the registry's CSR strategy and validation apply.
 
 use super::admission::{bytes_at, request_of};
-use super::approver::{self, Approval, NodeNames, strings};
+use super::approver::{self, Approval, NodeNames, string_at, strings};
 use super::signer::{self, CaSigner, Verdict};
 use crate::rbac::Authorizer;
 use crate::rbac::rules::{Attributes, User};
@@ -62,11 +62,7 @@ impl Csrs {
     /// The SubjectAccessReview of the requestor on `certificatesigningrequests/<sub>`.
     fn may(&self, csr: &Value, sub: &str) -> bool {
         let user = User {
-            name: csr
-                .pointer("/spec/username")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
+            name: string_at(csr, "/spec/username").to_string(),
             groups: strings(csr, "/spec/groups"),
         };
         let attrs = Attributes::Resource {
@@ -174,10 +170,7 @@ impl Reconciler for Csrs {
             {
                 return Ok(Outcome::Done);
             }
-            let signer_name = csr
-                .pointer("/spec/signerName")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
+            let signer_name = string_at(&csr, "/spec/signerName");
             let usages = strings(&csr, "/spec/usages");
             match signer::check(signer_name, &request, &usages) {
                 Verdict::NotOurs => Ok(Outcome::Done),

@@ -110,57 +110,52 @@ mod tests {
         }
     }
 
+    /// What the test rule refuses of `asked` to a node joining from `source`.
+    fn refused(source: &str, asked: &[&str]) -> Vec<IpAddr> {
+        let asked: Vec<IpAddr> = asked.iter().map(|a| ip(a)).collect();
+        rule().refused(ip(source), &asked)
+    }
+
     #[test]
     fn a_node_may_claim_the_address_it_joins_from() {
-        let r = rule();
-        assert!(r.refused(ip("10.0.0.7"), &[ip("10.0.0.7")]).is_empty());
-        assert!(
-            r.refused(ip("::ffff:10.0.0.7"), &[ip("10.0.0.7")])
-                .is_empty()
-        );
-        assert!(r.refused(ip("10.0.0.7"), &[]).is_empty());
+        assert!(refused("10.0.0.7", &["10.0.0.7"]).is_empty());
+        assert!(refused("::ffff:10.0.0.7", &["10.0.0.7"]).is_empty());
+        assert!(refused("10.0.0.7", &[]).is_empty());
     }
 
     #[test]
     fn a_remote_node_may_not_claim_other_addresses() {
-        let r = rule();
         assert_eq!(
-            r.refused(ip("10.0.0.7"), &[ip("10.0.0.7"), ip("10.0.0.8")]),
-            vec![ip("10.0.0.8")]
+            refused("10.0.0.7", &["10.0.0.7", "10.0.0.8"]),
+            [ip("10.0.0.8")]
         );
         // Not loopback, nor the controller's own addresses, from afar.
         assert_eq!(
-            r.refused(ip("10.0.0.7"), &[ip("127.0.0.1"), ip("10.0.0.1")]),
-            vec![ip("127.0.0.1"), ip("10.0.0.1")]
+            refused("10.0.0.7", &["127.0.0.1", "10.0.0.1"]),
+            [ip("127.0.0.1"), ip("10.0.0.1")]
         );
     }
 
     #[test]
     fn a_node_on_the_controllers_host_may_claim_the_hosts_addresses() {
-        let r = rule();
-        let asked = [ip("127.0.0.1"), ip("::1"), ip("10.0.0.1"), ip("fd00::1")];
-        assert!(r.refused(ip("127.0.0.1"), &asked).is_empty());
-        assert_eq!(
-            r.refused(ip("127.0.0.1"), &[ip("192.0.2.1")]),
-            vec![ip("192.0.2.1")]
-        );
+        let asked = ["127.0.0.1", "::1", "10.0.0.1", "fd00::1"];
+        assert!(refused("127.0.0.1", &asked).is_empty());
+        assert_eq!(refused("127.0.0.1", &["192.0.2.1"]), [ip("192.0.2.1")]);
     }
 
     #[test]
     fn vouched_ranges_are_open_to_every_node() {
-        let r = rule();
-        assert!(r.refused(ip("10.9.9.9"), &[ip("192.168.50.12")]).is_empty());
+        assert!(refused("10.9.9.9", &["192.168.50.12"]).is_empty());
         assert_eq!(
-            r.refused(ip("10.9.9.9"), &[ip("192.168.51.12")]),
-            vec![ip("192.168.51.12")]
+            refused("10.9.9.9", &["192.168.51.12"]),
+            [ip("192.168.51.12")]
         );
     }
 
     #[test]
     fn too_many_addresses_are_all_refused() {
-        let r = rule();
-        let many = vec![ip("10.0.0.7"); MAX_ADDRESSES + 1];
-        assert_eq!(r.refused(ip("10.0.0.7"), &many).len(), MAX_ADDRESSES + 1);
+        let many = ["10.0.0.7"; MAX_ADDRESSES + 1];
+        assert_eq!(refused("10.0.0.7", &many).len(), MAX_ADDRESSES + 1);
     }
 
     #[test]

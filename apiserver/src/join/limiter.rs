@@ -74,15 +74,23 @@ mod tests {
         s.parse().unwrap()
     }
 
-    #[test]
-    fn ten_failures_in_a_minute_block_the_source_until_the_oldest_expires() {
+    /// A limiter that let `n` attempts from 10.0.0.7 through, `every` seconds apart from the
+    /// start (returned with the source), and recorded each as a failure.
+    fn failing(n: u64, every: u64) -> (FailureLimiter, Instant, IpAddr) {
         let mut l = FailureLimiter::default();
         let t0 = Instant::now();
         let a = ip("10.0.0.7");
-        for i in 0..MAX_FAILURES {
-            assert_eq!(l.check(a, t0 + Duration::from_secs(i as u64)), Ok(()));
-            l.record_failure(a, t0 + Duration::from_secs(i as u64));
+        for i in 0..n {
+            let now = t0 + Duration::from_secs(every * i);
+            assert_eq!(l.check(a, now), Ok(()), "attempt {i}");
+            l.record_failure(a, now);
         }
+        (l, t0, a)
+    }
+
+    #[test]
+    fn ten_failures_in_a_minute_block_the_source_until_the_oldest_expires() {
+        let (mut l, t0, a) = failing(MAX_FAILURES as u64, 1);
         // The 11th attempt, 10 s after the first failure: 50 s to wait.
         assert_eq!(
             l.check(a, t0 + Duration::from_secs(10)),
@@ -99,14 +107,7 @@ mod tests {
 
     #[test]
     fn failures_spread_over_more_than_a_minute_never_block() {
-        let mut l = FailureLimiter::default();
-        let t0 = Instant::now();
-        let a = ip("10.0.0.7");
-        for i in 0..100u64 {
-            let now = t0 + Duration::from_secs(i * 7);
-            assert_eq!(l.check(a, now), Ok(()), "attempt {i}");
-            l.record_failure(a, now);
-        }
+        failing(100, 7);
     }
 
     #[test]

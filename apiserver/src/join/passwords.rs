@@ -173,19 +173,25 @@ mod tests {
         NodeName::parse(s).unwrap()
     }
 
+    /// `first` registers `s1` for `a`, then `second` tries `s2`: only `s1` matches, as
+    /// `second` sees it.
+    fn assert_first_registration_wins(first: &NodePasswords, second: &NodePasswords, a: &NodeName) {
+        assert_eq!(second.check(a, "s1").unwrap(), Check::Unregistered);
+        assert!(first.register(a, "s1").unwrap());
+        assert!(
+            !second.register(a, "s2").unwrap(),
+            "the second registration loses"
+        );
+        assert_eq!(second.check(a, "s1").unwrap(), Check::Matches);
+        assert_eq!(second.check(a, "s2").unwrap(), Check::Mismatch);
+    }
+
     #[test]
     fn the_first_secret_registered_for_a_name_is_the_only_one_that_matches() {
         let dir = tempfile::tempdir().unwrap();
         let p = NodePasswords::new(dir.path());
         let a = name("node-a");
-        assert_eq!(p.check(&a, "s1").unwrap(), Check::Unregistered);
-        assert!(p.register(&a, "s1").unwrap());
-        assert!(
-            !p.register(&a, "s2").unwrap(),
-            "the second registration loses"
-        );
-        assert_eq!(p.check(&a, "s1").unwrap(), Check::Matches);
-        assert_eq!(p.check(&a, "s2").unwrap(), Check::Mismatch);
+        assert_first_registration_wins(&p, &p, &a);
         assert_eq!(p.check(&name("node-b"), "s1").unwrap(), Check::Unregistered);
     }
 
@@ -197,14 +203,7 @@ mod tests {
         let one = NodePasswords::in_store(dir.path(), store.clone());
         let other = NodePasswords::in_store(dir.path(), store);
         let a = name("node-a");
-        assert_eq!(other.check(&a, "s1").unwrap(), Check::Unregistered);
-        assert!(one.register(&a, "s1").unwrap());
-        assert!(
-            !other.register(&a, "s2").unwrap(),
-            "the second registration loses"
-        );
-        assert_eq!(other.check(&a, "s1").unwrap(), Check::Matches);
-        assert_eq!(other.check(&a, "s2").unwrap(), Check::Mismatch);
+        assert_first_registration_wins(&one, &other, &a);
         assert!(!dir.path().join(DIR).exists(), "no file records");
         assert!(other.forget(&a).unwrap());
         assert_eq!(one.check(&a, "s1").unwrap(), Check::Unregistered);

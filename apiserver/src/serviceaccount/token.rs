@@ -227,12 +227,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_signed_token_verifies_until_it_expires_and_survives_a_restart() {
+    /// When the tests' tokens are issued.
+    const NOW: i64 = 1_700_000_000;
+
+    /// A signer with its key in a fresh directory, and a token it signed at [`NOW`].
+    fn signed() -> (tempfile::TempDir, TokenSigner, String) {
         let dir = tempfile::tempdir().unwrap();
         let signer = TokenSigner::load_or_create(dir.path(), DEFAULT_ISSUER).unwrap();
-        let now = 1_700_000_000;
-        let token = signer.sign(&claims(now, DEFAULT_ISSUER)).unwrap();
+        let token = signer.sign(&claims(NOW, DEFAULT_ISSUER)).unwrap();
+        (dir, signer, token)
+    }
+
+    #[test]
+    fn a_signed_token_verifies_until_it_expires_and_survives_a_restart() {
+        let (dir, signer, token) = signed();
+        let now = NOW;
         assert!(signer.is_ours(&token));
         assert_eq!(
             signer.verify(&token, now).unwrap(),
@@ -254,10 +263,8 @@ mod tests {
 
     #[test]
     fn tampered_foreign_or_misaddressed_tokens_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let signer = TokenSigner::load_or_create(dir.path(), DEFAULT_ISSUER).unwrap();
-        let now = 1_700_000_000;
-        let token = signer.sign(&claims(now, DEFAULT_ISSUER)).unwrap();
+        let (_dir, signer, token) = signed();
+        let now = NOW;
         let mut forged = claims(now, DEFAULT_ISSUER);
         forged.sub = "system:serviceaccount:kube-system:admin".into();
         let forged_payload = B64.encode(serde_json::to_vec(&forged).unwrap());

@@ -361,21 +361,11 @@ mod tests {
 
     #[test]
     fn everything_else_is_forbidden() {
-        assert!(
-            decide(
-                "a",
-                &req(Verb::Create, "apps", "deployments", Some("default"), None),
-                &Facts::default()
-            )
-            .is_err()
-        );
-        assert!(
-            decide(
-                "a",
-                &req(Verb::Create, "", "pods", Some("default"), None),
-                &Facts::default()
-            )
-            .is_err()
-        );
+        for r in [
+            req(Verb::Create, "apps", "deployments", Some("default"), None),
+            req(Verb::Create, "", "pods", Some("default"), None),
+        ] {
+            assert!(decide("a", &r, &Facts::default()).is_err(), "{r:?}");
+        }
     }
 }

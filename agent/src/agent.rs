@@ -61,7 +61,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
     let labels = node::status::parse_labels(&config.node_labels).map_err(AgentError::Config)?;
     let taints =
         node::status::parse_taints(&config.register_with_taints).map_err(AgentError::Config)?;
-    secure_root_dir(&config.root_dir)?;
+    secure_root_dir(&config.host.root_dir)?;
     let storage_dir = crate::storage::ensure_storage_dir(&config.local_path_dir)?;
     let node_ip = node::host::internal_ip(config.node_ip.as_deref());
     // The certificate's addresses are the ones the controller dials (the InternalIP); the
@@ -72,7 +72,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         config.token.as_deref(),
         &config.node_name,
         &addresses,
-        &config.root_dir.join("pki"),
+        &config.host.root_dir.join("pki"),
     )
     .await?;
     let client = Client::with_servers(
@@ -83,8 +83,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
             key_pem: creds.key_pem.clone(),
         },
     )?;
-    let mut runtime_options =
-        RuntimeOptions::new(&config.containerd_socket, &config.containerd_namespace);
+    let mut runtime_options = RuntimeOptions::new(
+        &config.host.containerd_socket,
+        &config.host.containerd_namespace,
+    );
     runtime_options.log_max_bytes = config.container_log_max_bytes;
     let runtime = Runtime::connect_with(runtime_options).await?;
     let version = runtime.version().await?;
@@ -95,7 +97,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
     let mut certificates = crate::certificates::Certificates::load(
         &config.node_name,
         &ips,
-        config.root_dir.join("pki"),
+        config.host.root_dir.join("pki"),
         joined,
     );
     let backend = PodManager::new_backend();
@@ -112,7 +114,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
     .await?;
     let mut facts = node::host::facts(
         &config.node_name,
-        &config.root_dir,
+        &config.host.root_dir,
         config.max_pods,
         &version,
         i32::from(bound.port()),
@@ -127,7 +129,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
     );
     let cgroups = Arc::new(node::qos_cgroups::QosCgroups::new(
         node::cgroups::CgroupFs::host(),
-        &config.containerd_namespace,
+        &config.host.containerd_namespace,
         config.pod_max_pids,
     ));
     let (pods_share, pods_pids) = node::allocatable::pods_cgroup_share(
@@ -150,14 +152,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
     let (mut eviction, pressure_rx) = crate::eviction::Manager::new(
         config.eviction.clone(),
         Arc::new(crate::eviction::observe::HostObserver {
-            root_dir: config.root_dir.clone(),
+            root_dir: config.host.root_dir.clone(),
             image_dir,
             log_dir: config.log_dir.clone(),
             runtime: runtime.clone(),
             pods_cgroup: Some(crate::eviction::observe::PodsCgroup {
                 path: format!(
                     "/{}/{}",
-                    config.containerd_namespace.trim_matches('/'),
+                    config.host.containerd_namespace.trim_matches('/'),
                     node::cgroup_layout::KUBEPODS
                 ),
                 memory: pods_share.memory,
@@ -230,27 +232,26 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
             shutdown.clone(),
         ));
     }
-    match config.cluster_cidr.parse() {
+    match config.host.cluster_cidr.parse() {
         Ok(cluster_cidr) => {
             tokio::spawn(crate::network::proxy::run(
                 service_rx.clone(),
                 crate::network::proxy::ProxyConfig {
-                    network: format!("berth-{}", config.node_name),
+                    network: crate::network::network_name(&config.node_name),
                     node: config.node_name.clone(),
                     cluster_cidr,
                     localhost_node_ports: config.iptables_localhost_nodeports,
-                    state_dir: config.root_dir.join("network"),
+                    state_dir: crate::network::state_dir(&config.host.root_dir),
                 },
                 shutdown.clone(),
             ));
         }
         Err(e) => {
-            tracing::warn!(cidr = %config.cluster_cidr, error = e, "no service proxy: the cluster CIDR is not an IPv4 subnet")
+            tracing::warn!(cidr = %config.host.cluster_cidr, error = e, "no service proxy: the cluster CIDR is not an IPv4 subnet")
         }
     }
-    let state_dir = config.root_dir.join("network");
     // Kept for `berth-agent uninstall`, which runs without the API.
-    let cidr_file = crate::uninstall::pod_cidr_file(&config.root_dir);
+    let cidr_file = crate::uninstall::pod_cidr_file(&config.host.root_dir);
     if let Some(dir) = cidr_file.parent() {
         tokio::fs::create_dir_all(dir)
             .await
@@ -265,16 +266,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
             path: cidr_file.clone(),
             source,
         })?;
-    let instance = crate::network::instance_id(&state_dir).await?;
     let network = Network::new(NetworkConfig {
-        cni_bin_dir: config.cni_bin_dir.clone(),
-        bridge: config.cni_bridge.clone(),
-        pod_cidr,
-        cluster_cidr: config.cluster_cidr.clone(),
-        state_dir,
-        network_name: format!("berth-{}", config.node_name),
-        instance,
         mtu: pod_mtu(config.pod_network, facts.internal_ip.as_deref()).await,
+        ..NetworkConfig::for_node(&config.host, &config.node_name, pod_cidr).await?
     });
     let registries = ImageService::load_registries(&config.registries_config)
         .map_err(|e| AgentError::Registries(e.to_string()))?;
@@ -366,7 +360,7 @@ fn peer_config(
         node_ip,
         pod_cidr,
         mode: config.pod_network,
-        vxlan_device: config.vxlan_device.clone(),
+        vxlan_device: config.host.vxlan_device.clone(),
     })
 }
 
@@ -388,7 +382,7 @@ fn cluster_dns(config: &Config, pod_cidr: &str) -> Option<DnsConfig> {
         bridge: pod_cidr
             .filter(|_| Some(address) == gateway)
             .map(|pod_cidr| GatewayBridge {
-                name: config.cni_bridge.clone(),
+                name: config.host.cni_bridge.clone(),
                 pod_cidr,
             }),
         resolv_conf: "/etc/resolv.conf".into(),

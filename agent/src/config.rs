@@ -3,6 +3,20 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
+/// Where the agent keeps its state and what it makes on the host (containers, the pod bridge,
+/// routes): what `berth-agent uninstall`, given the same flags, needs to find it all again.
+#[derive(Debug, Clone)]
+pub struct HostSetup {
+    pub root_dir: PathBuf,
+    pub containerd_socket: PathBuf,
+    pub containerd_namespace: String,
+    pub cni_bridge: String,
+    pub cni_bin_dir: PathBuf,
+    pub cluster_cidr: String,
+    /// The VXLAN device's name (`--vxlan-device`).
+    pub vxlan_device: String,
+}
+
 /// Everything `berth-agent` is told at start.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -11,15 +25,11 @@ pub struct Config {
     /// The join token (`K10<ca-hash>::node:<secret>`); needed until the node has credentials.
     pub token: Option<String>,
     pub node_name: String,
-    pub root_dir: PathBuf,
+    /// Its state directory and what it makes on the host.
+    pub host: HostSetup,
     /// Where local-path PersistentVolumes of this node live (`--local-path-dir`, default
     /// `<root_dir>/storage`); published on the Node for the provisioner.
     pub local_path_dir: PathBuf,
-    pub containerd_socket: PathBuf,
-    pub containerd_namespace: String,
-    pub cni_bridge: String,
-    pub cni_bin_dir: PathBuf,
-    pub cluster_cidr: String,
     pub listen: SocketAddr,
     pub node_labels: String,
     pub register_with_taints: String,
@@ -47,8 +57,6 @@ pub struct Config {
     pub eviction: crate::eviction::Settings,
     /// How pods reach other nodes' pods (`--pod-network`).
     pub pod_network: crate::network::peers::plan::PodNetworkMode,
-    /// The VXLAN device's name (`--vxlan-device`).
-    pub vxlan_device: String,
     /// The cluster domain (`--cluster-domain`), lower case, without the final dot.
     pub cluster_domain: String,
     /// The cluster DNS address pods are given (`--cluster-dns`); `None`: this node's pod

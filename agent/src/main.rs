@@ -1,7 +1,7 @@
 //! `berth-agent`: parses flags and runs the node agent, or manages images for air-gapped hosts.
 
 use anyhow::Context;
-use berth_agent::config::Config;
+use berth_agent::config::{Config, HostSetup};
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -241,6 +241,30 @@ fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s}: must be a positive size"))
 }
 
+impl RunArgs {
+    /// `--node-name`, else the host name; lower case either way.
+    fn node_name(&self) -> String {
+        self.node_name
+            .clone()
+            .unwrap_or_else(berth_agent::node::host::hostname)
+            .to_lowercase()
+    }
+
+    /// The flags that say where the agent keeps state and what it makes on the host: the
+    /// agent runs with them and `uninstall` finds what it made by them.
+    fn host(&self) -> HostSetup {
+        HostSetup {
+            root_dir: self.root_dir.clone(),
+            containerd_socket: self.containerd_socket.clone(),
+            containerd_namespace: self.containerd_namespace.clone(),
+            cni_bridge: self.cni_bridge.clone(),
+            cni_bin_dir: self.cni_bin_dir.clone(),
+            cluster_cidr: self.cluster_cidr.clone(),
+            vxlan_device: self.vxlan_device.clone(),
+        }
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     berth_api::logging::init(cli.v, &cli.log_format);
@@ -290,19 +314,9 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }),
         Some(Command::Uninstall) => runtime.block_on(async move {
-            let node_name = a
-                .node_name
-                .unwrap_or_else(berth_agent::node::host::hostname)
-                .to_lowercase();
             let done = berth_agent::uninstall::run(&berth_agent::uninstall::Uninstall {
-                node_name,
-                root_dir: a.root_dir,
-                containerd_socket: a.containerd_socket,
-                containerd_namespace: a.containerd_namespace,
-                cni_bridge: a.cni_bridge,
-                cni_bin_dir: a.cni_bin_dir,
-                cluster_cidr: a.cluster_cidr,
-                vxlan_device: a.vxlan_device,
+                node_name: a.node_name(),
+                host: a.host(),
             })
             .await
             .context("uninstalling")?;
@@ -312,6 +326,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }),
         None => {
+            let (node_name, host) = (a.node_name(), a.host());
             let servers: Vec<String> = a
                 .server
                 .iter()
@@ -331,10 +346,6 @@ fn main() -> anyhow::Result<()> {
                 ),
                 (None, None) => None,
             };
-            let node_name = a
-                .node_name
-                .unwrap_or_else(berth_agent::node::host::hostname)
-                .to_lowercase();
             berth_agent::pod::host_security::check_sysctl_patterns(&a.allowed_unsafe_sysctls)
                 .map_err(|e| anyhow::anyhow!("--allowed-unsafe-sysctls: {e}"))?;
             let eviction = {
@@ -364,13 +375,8 @@ fn main() -> anyhow::Result<()> {
                 node_name,
                 local_path_dir: a
                     .local_path_dir
-                    .unwrap_or_else(|| a.root_dir.join("storage")),
-                root_dir: a.root_dir,
-                containerd_socket: a.containerd_socket,
-                containerd_namespace: a.containerd_namespace,
-                cni_bridge: a.cni_bridge,
-                cni_bin_dir: a.cni_bin_dir,
-                cluster_cidr: a.cluster_cidr,
+                    .unwrap_or_else(|| host.root_dir.join("storage")),
+                host,
                 listen: a.listen,
                 node_labels: a.node_labels,
                 register_with_taints: a.register_with_taints,
@@ -397,7 +403,6 @@ fn main() -> anyhow::Result<()> {
                 eviction_hard: a.eviction_hard,
                 eviction,
                 pod_network: a.pod_network,
-                vxlan_device: a.vxlan_device,
                 cluster_domain: a.cluster_domain,
                 cluster_dns: a.cluster_dns,
                 iptables_localhost_nodeports: a.iptables_localhost_nodeports,

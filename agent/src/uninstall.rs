@@ -8,25 +8,20 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::config::HostSetup;
 use crate::network::{Network, NetworkConfig};
 use crate::runtime::Runtime;
 
 /// Where the agent keeps the pod CIDR it was given, for uninstall (`<root>/network/pod-cidr`).
 pub fn pod_cidr_file(root_dir: &Path) -> PathBuf {
-    root_dir.join("network").join("pod-cidr")
+    crate::network::state_dir(root_dir).join("pod-cidr")
 }
 
 /// What uninstall needs to know: the agent's own flags.
 #[derive(Debug, Clone)]
 pub struct Uninstall {
     pub node_name: String,
-    pub root_dir: PathBuf,
-    pub containerd_socket: PathBuf,
-    pub containerd_namespace: String,
-    pub cni_bridge: String,
-    pub cni_bin_dir: PathBuf,
-    pub cluster_cidr: String,
-    pub vxlan_device: String,
+    pub host: HostSetup,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -40,8 +35,9 @@ pub enum UninstallError {
 /// Removes it all; returns one line per kind of thing removed. Steps that cannot run (no
 /// containerd) are reported and skipped, not fatal: uninstall does what it can.
 pub async fn run(u: &Uninstall) -> Result<Vec<String>, UninstallError> {
+    let host = &u.host;
     let mut done = Vec::new();
-    match Runtime::connect(&u.containerd_socket, &u.containerd_namespace).await {
+    match Runtime::connect(&host.containerd_socket, &host.containerd_namespace).await {
         Ok(runtime) => match runtime.list().await {
             Ok(containers) => {
                 let mut removed = 0;
@@ -59,51 +55,42 @@ pub async fn run(u: &Uninstall) -> Result<Vec<String>, UninstallError> {
     }
 
     let cgroups = crate::node::cgroups::CgroupFs::host();
-    match crate::node::qos_cgroups::QosCgroups::remove_all(&cgroups, &u.containerd_namespace) {
+    match crate::node::qos_cgroups::QosCgroups::remove_all(&cgroups, &host.containerd_namespace) {
         Ok(()) => done.push(format!(
             "cgroups under /{} removed (kubepods and its QoS tiers)",
-            u.containerd_namespace
+            host.containerd_namespace
         )),
         Err(e) => done.push(format!("cgroups not removed: {e}")),
     }
 
-    let network_name = format!("berth-{}", u.node_name);
-    let state_dir = u.root_dir.join("network");
-    let pod_cidr = tokio::fs::read_to_string(pod_cidr_file(&u.root_dir))
+    let network_name = crate::network::network_name(&u.node_name);
+    let pod_cidr = tokio::fs::read_to_string(pod_cidr_file(&host.root_dir))
         .await
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
     if pod_cidr.is_empty() {
         done.push("no recorded pod CIDR: pod networks and host rules not looked for".into());
     } else {
-        let instance = crate::network::instance_id(&state_dir).await?;
-        let network = Network::new(NetworkConfig {
-            cni_bin_dir: u.cni_bin_dir.clone(),
-            bridge: u.cni_bridge.clone(),
-            pod_cidr,
-            cluster_cidr: u.cluster_cidr.clone(),
-            state_dir,
-            network_name: network_name.clone(),
-            instance,
-            mtu: None,
-        });
+        let network = Network::new(NetworkConfig::for_node(host, &u.node_name, pod_cidr).await?);
         let pods = network.list().await?;
         for uid in &pods {
             network.teardown(uid).await?;
         }
         done.push(format!("{} pod networks removed", pods.len()));
         network.cleanup_host().await?;
-        done.push(format!("bridge {} and host rules removed", u.cni_bridge));
+        done.push(format!("bridge {} and host rules removed", host.cni_bridge));
     }
     crate::network::proxy::remove(&network_name).await?;
     done.push("service proxy rules removed".into());
-    if crate::network::proxy::localnet::restore_sysctl(&u.root_dir.join("network")).await? {
+    if crate::network::proxy::localnet::restore_sysctl(&crate::network::state_dir(&host.root_dir))
+        .await?
+    {
         done.push("net.ipv4.conf.all.route_localnet written back".into());
     }
     let handle = crate::network::peers::netlink::connect()?;
     let routes = crate::network::peers::netlink::remove_all(
         &handle,
-        &u.vxlan_device,
+        &host.vxlan_device,
         std::net::Ipv4Addr::UNSPECIFIED,
     )
     .await?;

@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use super::NetworkError;
@@ -31,6 +31,16 @@ pub struct NetworkConfig {
     /// The pods' interface MTU (`None`: the bridge plugin's default, the bridge's). Below the
     /// node's when pod traffic may be tunnelled (VXLAN takes 50 bytes of every packet).
     pub mtu: Option<u32>,
+}
+
+/// The CNI network name of node `node`: `berth-<node>` (also the service proxy's rule tag).
+pub fn network_name(node: &str) -> String {
+    format!("berth-{node}")
+}
+
+/// The network state directory of an agent whose root dir is `root_dir`: `<root>/network`.
+pub fn state_dir(root_dir: &Path) -> PathBuf {
+    root_dir.join("network")
 }
 
 /// An IPv4 subnet such as `10.42.1.0/24`.

@@ -35,7 +35,7 @@ mod state;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
-pub use config::{Ipv4Cidr, NetworkConfig};
+pub use config::{Ipv4Cidr, NetworkConfig, network_name, state_dir};
 pub use error::NetworkError;
 pub use instance::instance_id;
 pub use netns::{NetnsId, NetnsPresence};
@@ -89,6 +89,30 @@ pub struct Network {
     host_ready: tokio::sync::Mutex<bool>,
     /// One lock per pod uid, so setup and teardown of one pod never interleave.
     locks: PodLocks,
+}
+
+impl NetworkConfig {
+    /// The pod network of node `node` on `host` with pod subnet `pod_cidr`: named
+    /// [`network_name`], its state (and [`instance_id`]) in [`state_dir`], the MTU left to the
+    /// bridge. The agent and `berth-agent uninstall` both derive it here, so that uninstall
+    /// finds exactly the namespaces, bridge and rules the agent made.
+    pub async fn for_node(
+        host: &crate::config::HostSetup,
+        node: &str,
+        pod_cidr: String,
+    ) -> Result<NetworkConfig, NetworkError> {
+        let state_dir = state_dir(&host.root_dir);
+        Ok(NetworkConfig {
+            cni_bin_dir: host.cni_bin_dir.clone(),
+            bridge: host.cni_bridge.clone(),
+            pod_cidr,
+            cluster_cidr: host.cluster_cidr.clone(),
+            instance: instance_id(&state_dir).await?,
+            state_dir,
+            network_name: network_name(node),
+            mtu: None,
+        })
+    }
 }
 
 impl Network {

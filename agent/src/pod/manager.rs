@@ -169,7 +169,7 @@ impl PodManager {
             }),
             events,
             node: NodeSide {
-                root_dir: config.root_dir.clone(),
+                root_dir: config.host.root_dir.clone(),
                 log_dir: config.log_dir.clone(),
                 host_ip: node.host_ip.clone(),
                 dns: node.dns.clone(),
@@ -183,7 +183,7 @@ impl PodManager {
                     crate::node::host::internal_ip(None).as_deref(),
                 ),
                 security: super::host_security::observe(
-                    &config.root_dir,
+                    &config.host.root_dir,
                     config.seccomp_default,
                     &config.allowed_unsafe_sysctls,
                 ),
@@ -273,7 +273,7 @@ impl PodManager {
     /// Whether the pod is cleaned up: none of its containers runs any more and its emptyDirs
     /// are freed (what the kubelet's eviction manager waits for before the next eviction).
     pub async fn stopped(&self, uid: &str) -> bool {
-        let empty_dirs = super::volumes::pod_dir(&self.shared.config.root_dir, uid)
+        let empty_dirs = super::volumes::pod_dir(&self.shared.config.host.root_dir, uid)
             .join("volumes")
             .join("empty-dir");
         if empty_dirs.exists() {

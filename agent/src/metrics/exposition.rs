@@ -82,13 +82,43 @@ impl Text {
     }
 }
 
-/// Counters by label values.
-pub struct CounterVec {
+/// A family's name, help text and label names, and its series by label values: what a counter
+/// and a histogram keep alike.
+struct Family<S> {
     name: &'static str,
     help: &'static str,
     labels: &'static [&'static str],
-    values: Mutex<BTreeMap<Vec<String>, f64>>,
+    series: Mutex<BTreeMap<Vec<String>, S>>,
 }
+
+impl<S> Family<S> {
+    const fn new(name: &'static str, help: &'static str, labels: &'static [&'static str]) -> Self {
+        Family {
+            name,
+            help,
+            labels,
+            series: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Changes the series of `values`, made by `new` when it is the first of them.
+    fn update(&self, values: &[&str], new: impl FnOnce() -> S, change: impl FnOnce(&mut S)) {
+        let key = values.iter().map(|v| v.to_string()).collect();
+        let mut map = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        change(map.entry(key).or_insert_with(new));
+    }
+
+    /// The `# HELP`/`# TYPE` lines, then `sample` for each series in label order.
+    fn render(&self, t: &mut Text, kind: &str, mut sample: impl FnMut(&mut Text, &[String], &S)) {
+        t.family(self.name, kind, self.help);
+        for (k, s) in self.series.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            sample(t, k, s);
+        }
+    }
+}
+
+/// Counters by label values.
+pub struct CounterVec(Family<f64>);
 
 impl CounterVec {
     pub const fn new(
@@ -96,29 +126,18 @@ impl CounterVec {
         help: &'static str,
         labels: &'static [&'static str],
     ) -> CounterVec {
-        CounterVec {
-            name,
-            help,
-            labels,
-            values: Mutex::new(BTreeMap::new()),
-        }
+        CounterVec(Family::new(name, help, labels))
     }
 
     pub fn inc(&self, values: &[&str]) {
-        let key = values.iter().map(|v| v.to_string()).collect();
-        *self
-            .values
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(key)
-            .or_default() += 1.0;
+        self.0.update(values, || 0.0, |v| *v += 1.0);
     }
 
     pub fn render(&self, t: &mut Text) {
-        t.family(self.name, "counter", self.help);
-        for (k, v) in self.values.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            t.sample(self.name, self.labels, k, *v, None);
-        }
+        let f = &self.0;
+        f.render(t, "counter", |t, k, v| {
+            t.sample(f.name, f.labels, k, *v, None)
+        });
     }
 }
 
@@ -132,11 +151,8 @@ struct Series {
 
 /// Histograms by label values, with fixed bucket bounds.
 pub struct HistogramVec {
-    name: &'static str,
-    help: &'static str,
-    labels: &'static [&'static str],
+    family: Family<Series>,
     bounds: &'static [f64],
-    series: Mutex<BTreeMap<Vec<String>, Series>>,
 }
 
 impl HistogramVec {
@@ -147,46 +163,42 @@ impl HistogramVec {
         bounds: &'static [f64],
     ) -> HistogramVec {
         HistogramVec {
-            name,
-            help,
-            labels,
+            family: Family::new(name, help, labels),
             bounds,
-            series: Mutex::new(BTreeMap::new()),
         }
     }
 
     pub fn observe(&self, values: &[&str], v: f64) {
-        let key = values.iter().map(|v| v.to_string()).collect();
-        let mut map = self.series.lock().unwrap_or_else(|e| e.into_inner());
-        let s = map.entry(key).or_insert_with(|| Series {
+        let first = || Series {
             count: 0,
             sum: 0.0,
             buckets: vec![0; self.bounds.len()],
+        };
+        self.family.update(values, first, |s| {
+            s.count += 1;
+            s.sum += v;
+            if let Some(i) = self.bounds.iter().position(|b| v <= *b) {
+                s.buckets[i] += 1;
+            }
         });
-        s.count += 1;
-        s.sum += v;
-        if let Some(i) = self.bounds.iter().position(|b| v <= *b) {
-            s.buckets[i] += 1;
-        }
     }
 
     pub fn render(&self, t: &mut Text) {
-        t.family(self.name, "histogram", self.help);
-        let map = self.series.lock().unwrap_or_else(|e| e.into_inner());
-        let bucket = format!("{}_bucket", self.name);
-        for (k, s) in map.iter() {
+        let (name, labels) = (self.family.name, self.family.labels);
+        let bucket = format!("{name}_bucket");
+        self.family.render(t, "histogram", |t, k, s| {
             let mut cumulative = 0;
             for (bound, n) in self.bounds.iter().zip(&s.buckets) {
                 cumulative += n;
-                let le = label_set(self.labels, k, Some(("le", &number(*bound))));
+                let le = label_set(labels, k, Some(("le", &number(*bound))));
                 let _ = writeln!(t.out, "{bucket}{le} {cumulative}");
             }
-            let le = label_set(self.labels, k, Some(("le", "+Inf")));
+            let le = label_set(labels, k, Some(("le", "+Inf")));
             let _ = writeln!(t.out, "{bucket}{le} {}", s.count);
-            t.sample(&format!("{}_sum", self.name), self.labels, k, s.sum, None);
+            t.sample(&format!("{name}_sum"), labels, k, s.sum, None);
             let count = s.count as f64;
-            t.sample(&format!("{}_count", self.name), self.labels, k, count, None);
-        }
+            t.sample(&format!("{name}_count"), labels, k, count, None);
+        });
     }
 }
 

@@ -84,6 +84,13 @@ mod tests {
         (dir, path)
     }
 
+    /// A writer (the shim's role) connected to the FIFO at `path`, `bytes` written.
+    async fn writer_having_sent(path: &std::path::Path, bytes: &[u8]) -> pipe::Sender {
+        let mut writer = pipe::OpenOptions::new().open_sender(path).unwrap();
+        writer.write_all(bytes).await.unwrap();
+        writer
+    }
+
     async fn assert_eof(src: &mut FifoSource) {
         let mut buf = [0u8; 16];
         let n = tokio::time::timeout(Duration::from_secs(2), src.read(&mut buf))
@@ -97,9 +104,8 @@ mod tests {
     async fn reads_wait_for_data_then_end_after_drain_and_writer_close() {
         let (_dir, path) = new_fifo();
         let mut src = FifoSource::open(&path).unwrap();
-        // A writer (the shim's role) connects only after the reader exists.
-        let mut writer = pipe::OpenOptions::new().open_sender(&path).unwrap();
-        writer.write_all(b"hello\n").await.unwrap();
+        // The writer connects only after the reader exists.
+        let mut writer = writer_having_sent(&path, b"hello\n").await;
         let mut buf = [0u8; 64];
         let n = src.read(&mut buf).await.unwrap();
         assert_eq!(&buf[..n], b"hello\n");
@@ -118,8 +124,7 @@ mod tests {
     async fn a_reader_opened_after_the_writer_left_still_sees_eof() {
         let (_dir, path) = new_fifo();
         let mut first = FifoSource::open(&path).unwrap();
-        let mut writer = pipe::OpenOptions::new().open_sender(&path).unwrap();
-        writer.write_all(b"kept").await.unwrap();
+        let writer = writer_having_sent(&path, b"kept").await;
         // An agent restart: a new source opens while the old one still holds the data.
         let mut second = FifoSource::open(&path).unwrap();
         drop(writer);

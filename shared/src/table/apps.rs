@@ -201,10 +201,7 @@ pub(crate) fn controller_revision_cells(cr: &Value, now: Timestamp) -> Vec<Value
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn now() -> Timestamp {
-        "2024-05-01T12:00:00Z".parse().unwrap()
-    }
+    use crate::table::fixture::now;
 
     fn template() -> Value {
         json!({"metadata": {"labels": {"app": "nginx"}},

@@ -197,6 +197,7 @@ pub(crate) fn hpa_cells(hpa: &Value, now: Timestamp) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::fixture;
 
     fn cpu(target: i64) -> Value {
         json!({"type": "Resource", "resource": {"name": "cpu",
@@ -205,7 +206,7 @@ mod tests {
 
     #[test]
     fn an_autoscaler_prints_its_target_metrics_bounds_and_replicas() {
-        let now: Timestamp = "2024-05-01T12:00:00Z".parse().unwrap();
+        let now = fixture::now();
         let hpa = json!({
             "metadata": {"name": "web", "creationTimestamp": "2024-05-01T11:59:00Z"},
             "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"},

@@ -129,10 +129,7 @@ pub(crate) fn cron_job_cells(cj: &Value, now: Timestamp) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn now() -> Timestamp {
-        "2024-05-01T12:00:00Z".parse().unwrap()
-    }
+    use crate::table::fixture::now;
 
     fn job(spec: Value, status: Value) -> Value {
         let mut spec = spec;

@@ -80,10 +80,11 @@ pub(crate) fn csr_cells(csr: &Value, now: Timestamp) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::fixture;
 
     #[test]
     fn a_pending_request_prints_its_signer_requestor_and_duration() {
-        let now: Timestamp = "2024-05-01T12:00:00Z".parse().unwrap();
+        let now = fixture::now();
         let csr = json!({"metadata": {"name": "csr-1", "creationTimestamp": "2024-05-01T11:59:00Z"},
             "spec": {"signerName": "kubernetes.io/kube-apiserver-client", "username": "admin",
                      "expirationSeconds": 86400}});

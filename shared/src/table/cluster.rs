@@ -154,10 +154,7 @@ pub(crate) fn lease_cells(lease: &Value, now: Timestamp) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn now() -> Timestamp {
-        "2024-05-01T12:00:00Z".parse().unwrap()
-    }
+    use crate::table::fixture::now;
 
     fn node(labels: Value, conditions: Value, unschedulable: Option<bool>) -> Value {
         let mut n = json!({

@@ -149,10 +149,7 @@ fn first_non_empty<'a>(a: &'a str, b: &'a str) -> &'a str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn now() -> Timestamp {
-        "2024-05-01T12:00:00Z".parse().unwrap()
-    }
+    use crate::table::fixture::now;
 
     #[test]
     fn config_maps_count_data_and_binary_data() {

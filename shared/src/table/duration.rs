@@ -100,6 +100,7 @@ pub fn age(creation_timestamp: Option<&str>, now: Timestamp) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::fixture;
 
     #[test]
     fn durations_read_like_upstream() {
@@ -137,7 +138,7 @@ mod tests {
 
     #[test]
     fn age_measures_from_the_creation_timestamp() {
-        let now: Timestamp = "2024-05-01T12:00:00Z".parse().unwrap();
+        let now = fixture::now();
         assert_eq!(age(Some("2024-05-01T11:55:00Z"), now), "5m");
         assert_eq!(age(Some("2024-04-29T12:00:00Z"), now), "2d");
         assert_eq!(age(Some("2024-05-01T11:59:59.500000Z"), now), "0s");

@@ -11,6 +11,8 @@ mod certificates;
 mod cluster;
 mod core;
 mod duration;
+#[cfg(test)]
+mod fixture;
 mod lookup;
 mod network;
 mod pod;
@@ -344,10 +346,7 @@ fn default_cells(obj: &Value) -> Vec<Value> {
 mod tests {
     use super::*;
     use crate::resource::RESOURCES;
-
-    fn now() -> Timestamp {
-        "2024-05-01T12:00:00Z".parse().unwrap()
-    }
+    use crate::table::fixture::now;
 
     #[test]
     fn every_served_kind_has_cells_matching_its_columns() {

@@ -264,14 +264,9 @@ pub(crate) fn row_conditions(pod: &Value) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::fixture::now;
 
-    const NOW: &str = "2024-05-01T12:00:00Z";
-
-    fn now() -> Timestamp {
-        NOW.parse().unwrap()
-    }
-
-    /// A pod created ten minutes before `NOW` with one `app` container and the given status.
+    /// A pod created ten minutes before `fixture::NOW`, one `app` container, the given status.
     fn pod(status: Value) -> Value {
         json!({
             "apiVersion": "v1", "kind": "Pod",

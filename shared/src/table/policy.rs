@@ -50,10 +50,11 @@ pub(crate) fn pdb_cells(pdb: &Value, now: Timestamp) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::fixture;
 
     #[test]
     fn budgets_print_as_written_or_not_applicable() {
-        let now: Timestamp = "2024-05-01T12:00:00Z".parse().unwrap();
+        let now = fixture::now();
         let pdb = |spec: Value| {
             json!({"metadata": {"name": "web", "creationTimestamp": "2024-05-01T11:00:00Z"},
                    "spec": spec, "status": {"disruptionsAllowed": 1}})

@@ -80,10 +80,11 @@ pub(crate) fn binding_cells(b: &Value, now: Timestamp) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::fixture;
 
     #[test]
     fn bindings_print_their_role_and_subjects_by_kind() {
-        let now: Timestamp = "2024-05-01T12:00:00Z".parse().unwrap();
+        let now = fixture::now();
         let b = json!({"metadata": {"name": "b", "creationTimestamp": "2024-05-01T11:00:00Z"},
             "roleRef": {"kind": "ClusterRole", "name": "view"},
             "subjects": [{"kind": "User", "name": "alice"}, {"kind": "Group", "name": "dev"},
@@ -104,7 +105,7 @@ mod tests {
 
     #[test]
     fn service_accounts_count_their_secrets() {
-        let now: Timestamp = "2024-05-01T12:00:00Z".parse().unwrap();
+        let now = fixture::now();
         let sa =
             json!({"metadata": {"name": "default", "creationTimestamp": "2024-05-01T11:59:00Z"}});
         assert_eq!(

@@ -42,10 +42,11 @@ pub(crate) fn priority_class_cells(pc: &Value, now: Timestamp) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::fixture;
 
     #[test]
     fn a_class_prints_its_value_default_flag_and_policy() {
-        let now: Timestamp = "2024-05-01T12:00:00Z".parse().unwrap();
+        let now = fixture::now();
         let pc = json!({"metadata": {"name": "high", "creationTimestamp": "2024-05-01T11:00:00Z"},
             "value": 1000, "preemptionPolicy": "Never"});
         assert_eq!(

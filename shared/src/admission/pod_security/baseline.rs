@@ -4,12 +4,12 @@
 //! Planner: pure, no I/O.
 
 use super::checks::{
-    Check, Since, Violation, bad_containers, containers_phrase, join_quote, pluralize, setters,
+    Check, Since, Violation, bad_containers, join_quote, offending_values, pluralize, setters,
+    volumes_phrase,
 };
 use super::level::Level;
 use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use std::collections::BTreeSet;
 
 pub(super) const CAPABILITIES: Check = Check {
     id: "capabilities_baseline",
@@ -93,29 +93,21 @@ const DEFAULT_CAPABILITIES: &[&str] = &[
 ];
 
 fn capabilities(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let mut added = BTreeSet::new();
-    let names = bad_containers(spec, |c| {
+    let (names, added) = offending_values(spec, |c| {
         let adds = c
             .security_context
             .and_then(|s| s.capabilities.as_ref())
             .and_then(|c| c.add.as_ref());
-        let mut bad = false;
-        for cap in adds.into_iter().flatten() {
-            if !DEFAULT_CAPABILITIES.contains(&cap.as_str()) {
-                added.insert(cap.clone());
-                bad = true;
-            }
-        }
-        bad
+        adds.into_iter()
+            .flatten()
+            .filter(|cap| !DEFAULT_CAPABILITIES.contains(&cap.as_str()))
+            .cloned()
+            .collect()
     });
-    (!names.is_empty()).then(|| {
-        Violation::new(
-            "non-default capabilities",
-            format!(
-                "{} must not include {} in securityContext.capabilities.add",
-                containers_phrase(&names),
-                join_quote(&added)
-            ),
+    Violation::for_containers("non-default capabilities", &names, || {
+        format!(
+            "must not include {} in securityContext.capabilities.add",
+            join_quote(&added)
         )
     })
 }
@@ -141,41 +133,24 @@ fn host_path_volumes(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
         .filter(|v| v.host_path.is_some())
         .map(|v| v.name.as_str())
         .collect();
-    (!names.is_empty()).then(|| {
-        Violation::new(
-            "hostPath volumes",
-            format!(
-                "{} {}",
-                pluralize("volume", "volumes", names.len()),
-                join_quote(&names)
-            ),
-        )
-    })
+    (!names.is_empty()).then(|| Violation::new("hostPath volumes", volumes_phrase(&names)))
 }
 
 fn host_ports(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
     // Sorted as strings, as upstream's string set lists them.
-    let mut ports = BTreeSet::new();
-    let names = bad_containers(spec, |c| {
-        let mut bad = false;
-        for p in c.ports {
-            if let Some(hp) = p.host_port.filter(|hp| *hp != 0) {
-                ports.insert(hp.to_string());
-                bad = true;
-            }
-        }
-        bad
+    let (names, ports) = offending_values(spec, |c| {
+        c.ports
+            .iter()
+            .filter_map(|p| p.host_port.filter(|hp| *hp != 0))
+            .map(|hp| hp.to_string())
+            .collect()
     });
-    (!names.is_empty()).then(|| {
-        Violation::new(
-            "hostPort",
-            format!(
-                "{} {} {} {}",
-                containers_phrase(&names),
-                pluralize("uses", "use", names.len()),
-                pluralize("hostPort", "hostPorts", ports.len()),
-                ports.into_iter().collect::<Vec<_>>().join(", ")
-            ),
+    Violation::for_containers("hostPort", &names, || {
+        format!(
+            "{} {} {}",
+            pluralize("uses", "use", names.len()),
+            pluralize("hostPort", "hostPorts", ports.len()),
+            ports.into_iter().collect::<Vec<_>>().join(", ")
         )
     })
 }
@@ -184,36 +159,24 @@ fn privileged(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
     let names = bad_containers(spec, |c| {
         c.security_context.and_then(|s| s.privileged) == Some(true)
     });
-    (!names.is_empty()).then(|| {
-        Violation::new(
-            "privileged",
-            format!(
-                "{} must not set securityContext.privileged=true",
-                containers_phrase(&names)
-            ),
-        )
+    Violation::for_containers("privileged", &names, || {
+        "must not set securityContext.privileged=true".to_string()
     })
 }
 
 fn proc_mount(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
-    let mut types = BTreeSet::new();
-    let names = bad_containers(spec, |c| {
-        match c.security_context.and_then(|s| s.proc_mount.as_deref()) {
-            Some(t) if t != "Default" => {
-                types.insert(t.to_string());
-                true
-            }
-            _ => false,
-        }
+    let (names, types) = offending_values(spec, |c| {
+        c.security_context
+            .and_then(|s| s.proc_mount.as_deref())
+            .filter(|t| *t != "Default")
+            .map(str::to_string)
+            .into_iter()
+            .collect()
     });
-    (!names.is_empty()).then(|| {
-        Violation::new(
-            "procMount",
-            format!(
-                "{} must not set securityContext.procMount to {}",
-                containers_phrase(&names),
-                join_quote(&types)
-            ),
+    Violation::for_containers("procMount", &names, || {
+        format!(
+            "must not set securityContext.procMount to {}",
+            join_quote(&types)
         )
     })
 }

@@ -7,6 +7,7 @@ use super::level::{Level, LevelVersion};
 use super::{baseline, probes, profiles, restricted};
 use k8s_openapi::api::core::v1::{ContainerPort, PodSpec, SecurityContext};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use std::collections::BTreeSet;
 
 /// What one check found wrong: `privileged` and `container "c" must not set …`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +22,17 @@ impl Violation {
             reason: reason.into(),
             detail: detail.into(),
         }
+    }
+
+    /// `reason` for the containers `names`, when there are any: the detail is
+    /// `container "a" <what>` / `containers "a", "b" <what>`, `what` worded only then.
+    pub(super) fn for_containers(
+        reason: &str,
+        names: &[&str],
+        what: impl FnOnce() -> String,
+    ) -> Option<Violation> {
+        (!names.is_empty())
+            .then(|| Violation::new(reason, format!("{} {}", containers_phrase(names), what())))
     }
 }
 
@@ -135,9 +147,18 @@ pub(super) fn pluralize(singular: &'static str, plural: &'static str, n: usize) 
 
 /// `container "a"` / `containers "a", "b"`.
 pub(super) fn containers_phrase(names: &[&str]) -> String {
+    named_phrase("container", "containers", names)
+}
+
+/// `volume "a"` / `volumes "a", "b"`.
+pub(super) fn volumes_phrase(names: &[&str]) -> String {
+    named_phrase("volume", "volumes", names)
+}
+
+fn named_phrase(singular: &'static str, plural: &'static str, names: &[&str]) -> String {
     format!(
         "{} {}",
-        pluralize("container", "containers", names.len()),
+        pluralize(singular, plural, names.len()),
         join_quote(names)
     )
 }
@@ -152,6 +173,22 @@ pub(super) fn bad_containers<'a>(
         .filter(|c| bad(c))
         .map(|c| c.name)
         .collect()
+}
+
+/// The containers with at least one offending value, and those values (sorted, each once):
+/// `offending` lists what a container sets that the check forbids.
+pub(super) fn offending_values<'a, T: Ord>(
+    spec: &'a PodSpec,
+    mut offending: impl FnMut(&ContainerView<'a>) -> Vec<T>,
+) -> (Vec<&'a str>, BTreeSet<T>) {
+    let mut values = BTreeSet::new();
+    let names = bad_containers(spec, |c| {
+        let found = offending(c);
+        let bad = !found.is_empty();
+        values.extend(found);
+        bad
+    });
+    (names, values)
 }
 
 /// `pod and containers "a", "b"` from who set a forbidden value.

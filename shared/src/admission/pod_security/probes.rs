@@ -3,7 +3,7 @@
 //! as the kubelet would make those requests from the node on the pod's behalf.
 //! Planner: pure, no I/O.
 
-use super::checks::{Check, Since, Violation, containers_phrase, join_quote, pluralize};
+use super::checks::{Check, Since, Violation, join_quote, pluralize};
 use super::level::Level;
 use k8s_openapi::api::core::v1::{Lifecycle, PodSpec, Probe};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -73,20 +73,16 @@ fn host_probes_and_host_lifecycle(_: &ObjectMeta, spec: &PodSpec) -> Option<Viol
             forbidden.extend(bad);
         }
     }
-    (!names.is_empty()).then(|| {
-        Violation::new(
-            "hostProbesOrHostLifecycle",
-            format!(
-                "{} {} {} {}",
-                containers_phrase(&names),
-                pluralize("uses", "use", names.len()),
-                pluralize(
-                    "hostProbeOrHostLifecycle",
-                    "hostProbesOrHostLifecycles",
-                    forbidden.len()
-                ),
-                join_quote(forbidden)
+    Violation::for_containers("hostProbesOrHostLifecycle", &names, || {
+        format!(
+            "{} {} {}",
+            pluralize("uses", "use", names.len()),
+            pluralize(
+                "hostProbeOrHostLifecycle",
+                "hostProbesOrHostLifecycles",
+                forbidden.len()
             ),
+            join_quote(forbidden)
         )
     })
 }

@@ -4,7 +4,7 @@
 
 use super::checks::{
     Check, Since, Violation, containers, containers_phrase, is_windows, join_quote, pluralize,
-    setters,
+    setters, volumes_phrase,
 };
 use super::level::Level;
 use super::profiles::{bad_seccomp, seccomp_type_violation};
@@ -98,14 +98,8 @@ fn allow_privilege_escalation(_: &ObjectMeta, spec: &PodSpec) -> Option<Violatio
         })
         .map(|c| c.name)
         .collect();
-    (!names.is_empty()).then(|| {
-        Violation::new(
-            "allowPrivilegeEscalation != false",
-            format!(
-                "{} must set securityContext.allowPrivilegeEscalation=false",
-                containers_phrase(&names)
-            ),
-        )
+    Violation::for_containers("allowPrivilegeEscalation != false", &names, || {
+        "must set securityContext.allowPrivilegeEscalation=false".to_string()
     })
 }
 
@@ -222,9 +216,8 @@ fn volumes(_: &ObjectMeta, spec: &PodSpec) -> Option<Violation> {
         Violation::new(
             "restricted volume types",
             format!(
-                "{} {} {} {} {}",
-                pluralize("volume", "volumes", names.len()),
-                join_quote(&names),
+                "{} {} {} {}",
+                volumes_phrase(&names),
                 pluralize("uses", "use", names.len()),
                 pluralize(
                     "restricted volume type",

@@ -5,6 +5,8 @@
 //! registry only, not on the workload controllers (berth-controllers), so an edit to either
 //! crate leaves the other compiled.
 
+mod condition;
+mod delete;
 pub mod endpoints;
 pub mod endpointslice;
 pub mod gc;
@@ -15,6 +17,8 @@ pub mod podautoscaler;
 pub mod podgc;
 pub mod serviceaccount;
 pub mod tainteviction;
+#[cfg(test)]
+mod test_time;
 
 use berth_runtime::Context;
 use tokio::task::JoinHandle;

@@ -7,9 +7,8 @@
 pub mod plan;
 
 use super::endpointslice::routing;
-use berth_registry::{
-    DeleteOptions, DeletePreconditions, Part, Registry, RegistryError, WriteOptions,
-};
+use crate::delete::delete_unchanged;
+use berth_registry::{Part, Registry, RegistryError, WriteOptions};
 use berth_runtime::informer::{DeltaType, Informer, ObjectKey};
 use berth_runtime::{self as runtime, Context, Reconciler};
 use berth_shared::k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
@@ -54,17 +53,7 @@ impl Controller {
                 }
             }
             Action::Delete(ep) => {
-                let opts = DeleteOptions {
-                    preconditions: Some(DeletePreconditions {
-                        uid: ep.metadata.uid.clone(),
-                        resource_version: ep.metadata.resource_version.clone(),
-                    }),
-                    ..DeleteOptions::default()
-                };
-                match self.registry.delete(ENDPOINTS, Some(ns), name, &opts) {
-                    Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(()),
-                    Err(e) => Err(e),
-                }
+                delete_unchanged(&self.registry, ENDPOINTS, Some(ns), name, &ep.metadata)
             }
         }
     }

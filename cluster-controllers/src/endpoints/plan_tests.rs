@@ -2,7 +2,7 @@
 //! set, terminating pods, headless Services, labels, and when nothing is written.
 
 use super::*;
-use crate::endpointslice::plan::tests::{pod_at, svc};
+use crate::endpointslice::plan::tests::{pod_at, svc, with_hostname};
 use serde_json::json;
 
 /// Pod `web-<i>`, its IP falling as `i` grows (sorting must not follow the pods' order).
@@ -112,11 +112,7 @@ fn a_headless_service_without_ports_lists_its_pods_with_no_ports() {
 
 #[test]
 fn hostname_is_set_when_the_pods_subdomain_is_the_service() {
-    let mut p = pod(0, true);
-    if let Some(spec) = p.spec.as_mut() {
-        spec.hostname = Some("web-0".into());
-        spec.subdomain = Some("web".into());
-    }
+    let p = with_hostname(pod(0, true), "web-0", "web");
     let ep = created(plan_endpoints(Some(&svc(json!({}))), &[&p], None));
     let a = &ep.subsets.unwrap()[0].addresses.clone().unwrap()[0];
     assert_eq!(a.hostname.as_deref(), Some("web-0"));

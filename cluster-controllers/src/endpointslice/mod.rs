@@ -10,9 +10,8 @@ pub mod routing;
 #[cfg(test)]
 mod tests;
 
-use berth_registry::{
-    DeleteOptions, DeletePreconditions, Part, Registry, RegistryError, WriteOptions,
-};
+use crate::delete::delete_unchanged;
+use berth_registry::{Part, Registry, RegistryError, WriteOptions};
 use berth_runtime::informer::{BY_LABEL, Informer, ObjectKey};
 use berth_runtime::{self as runtime, Context, Reconciler};
 use berth_shared::k8s_openapi::api::core::v1::{Pod, Service};
@@ -75,21 +74,9 @@ impl Controller {
             };
         }
         for slice in plan.delete {
-            let name = slice.metadata.name.clone().unwrap_or_default();
-            let opts = DeleteOptions {
-                preconditions: Some(DeletePreconditions {
-                    uid: slice.metadata.uid.clone(),
-                    resource_version: slice.metadata.resource_version.clone(),
-                }),
-                ..DeleteOptions::default()
-            };
-            match self
-                .registry
-                .delete(ENDPOINT_SLICES, Some(ns), &name, &opts)
-            {
-                Ok(_) | Err(RegistryError::NotFound { .. }) => {}
-                Err(e) => return Err(e),
-            }
+            let read = &slice.metadata;
+            let name = read.name.as_deref().unwrap_or_default();
+            delete_unchanged(&self.registry, ENDPOINT_SLICES, Some(ns), name, read)?;
         }
         Ok(())
     }

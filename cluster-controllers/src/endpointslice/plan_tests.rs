@@ -34,6 +34,16 @@ pub(crate) fn pod_at(i: usize, ready: bool, ip: &str) -> Pod {
     .unwrap()
 }
 
+/// `p` with `spec.hostname` and `spec.subdomain` set (shared with the Endpoints planner's
+/// tests).
+pub(crate) fn with_hostname(mut p: Pod, hostname: &str, subdomain: &str) -> Pod {
+    if let Some(spec) = p.spec.as_mut() {
+        spec.hostname = Some(hostname.into());
+        spec.subdomain = Some(subdomain.into());
+    }
+    p
+}
+
 /// Pod `i`'s IP: three-digit octets, so that sorting the strings sorts by `i`.
 fn ip(i: usize) -> String {
     format!("10.42.{}.{}", 100 + i / 100, 100 + i % 100)
@@ -64,6 +74,11 @@ fn stored(mut s: EndpointSlice, name: &str) -> EndpointSlice {
     s.metadata.uid = Some(format!("uid-{name}"));
     s.metadata.resource_version = Some("7".to_string());
     s
+}
+
+/// The slice a first pass creates for `pods`, as stored under `name`.
+fn stored_first(svc: &Service, pods: &[Pod], name: &str) -> EndpointSlice {
+    stored(plan(svc, pods, &[]).create[0].clone(), name)
 }
 
 fn addresses(s: &EndpointSlice) -> Vec<&str> {
@@ -186,10 +201,7 @@ fn a_settled_service_plans_nothing() {
 #[test]
 fn a_pod_going_away_rewrites_its_slice_in_place() {
     let s = svc(json!({}));
-    let existing = vec![stored(
-        plan(&s, &pods(3), &[]).create[0].clone(),
-        "web-abcde",
-    )];
+    let existing = vec![stored_first(&s, &pods(3), "web-abcde")];
     let p = plan(&s, &pods(2), &existing);
     assert!(p.create.is_empty() && p.delete.is_empty(), "{p:#?}");
     let [u] = p.update.as_slice() else {
@@ -204,10 +216,7 @@ fn a_pod_going_away_rewrites_its_slice_in_place() {
 fn a_pod_turning_ready_is_updated_in_place_and_a_new_pod_fills_the_same_slice() {
     let s = svc(json!({}));
     let before = [pod(0, false)];
-    let existing = vec![stored(
-        plan(&s, &before, &[]).create[0].clone(),
-        "web-abcde",
-    )];
+    let existing = vec![stored_first(&s, &before, "web-abcde")];
     let p = plan(&s, &[pod(0, true), pod(1, true)], &existing);
     assert!(p.create.is_empty() && p.delete.is_empty(), "{p:#?}");
     assert_eq!(addresses(&p.update[0]), ["10.42.100.100", "10.42.100.101"]);
@@ -233,10 +242,7 @@ fn surplus_slices_are_deleted_and_slices_of_stale_port_sets_are_reused() {
 
     // The port changes: the old slice is rewritten rather than deleted and created.
     let changed = svc(json!({"ports": [{"name": "http", "port": 80, "targetPort": 9090}]}));
-    let one = vec![stored(
-        plan(&s, &pods(2), &[]).create[0].clone(),
-        "web-aaaaa",
-    )];
+    let one = vec![stored_first(&s, &pods(2), "web-aaaaa")];
     let p = plan(&changed, &pods(2), &one);
     assert!(p.create.is_empty() && p.delete.is_empty(), "{p:#?}");
     assert_eq!(p.update[0].metadata.name.as_deref(), Some("web-aaaaa"));
@@ -246,7 +252,7 @@ fn surplus_slices_are_deleted_and_slices_of_stale_port_sets_are_reused() {
 #[test]
 fn slices_not_managed_by_this_controller_are_never_touched() {
     let s = svc(json!({}));
-    let mut foreign = stored(plan(&s, &pods(1), &[]).create[0].clone(), "web-mine0");
+    let mut foreign = stored_first(&s, &pods(1), "web-mine0");
     foreign.metadata.labels = Some(BTreeMap::from([
         (SERVICE_NAME_LABEL.to_string(), "web".to_string()),
         (MANAGED_BY_LABEL.to_string(), "someone-else".to_string()),
@@ -270,10 +276,7 @@ fn a_service_without_endpoints_keeps_one_empty_placeholder_slice() {
     let existing = vec![stored(placeholder.clone(), "web-empty")];
     assert!(plan(&s, &[], &existing).is_empty());
     // The last pod going away turns the slice into the placeholder, in place.
-    let existing = vec![stored(
-        plan(&s, &pods(1), &[]).create[0].clone(),
-        "web-abcde",
-    )];
+    let existing = vec![stored_first(&s, &pods(1), "web-abcde")];
     let p = plan(&s, &[], &existing);
     assert!(p.create.is_empty() && p.delete.is_empty(), "{p:#?}");
     assert!(p.update[0].endpoints.is_empty());
@@ -282,7 +285,7 @@ fn a_service_without_endpoints_keeps_one_empty_placeholder_slice() {
 #[test]
 fn the_placeholder_makes_way_for_the_first_endpoints() {
     let s = svc(json!({}));
-    let existing = vec![stored(plan(&s, &[], &[]).create[0].clone(), "web-empty")];
+    let existing = vec![stored_first(&s, &[], "web-empty")];
     let p = plan(&s, &pods(1), &existing);
     assert!(p.create.is_empty() && p.delete.is_empty(), "{p:#?}");
     assert_eq!(p.update[0].metadata.name.as_deref(), Some("web-empty"));
@@ -291,11 +294,7 @@ fn the_placeholder_makes_way_for_the_first_endpoints() {
 
 #[test]
 fn hostname_is_published_when_the_pod_subdomain_names_the_service() {
-    let mut p0 = pod(0, true);
-    if let Some(spec) = p0.spec.as_mut() {
-        spec.hostname = Some("web-0".into());
-        spec.subdomain = Some("web".into());
-    }
+    let p0 = with_hostname(pod(0, true), "web-0", "web");
     let p = plan(&svc(json!({})), &[p0], &[]);
     assert_eq!(p.create[0].endpoints[0].hostname.as_deref(), Some("web-0"));
 }
@@ -316,10 +315,7 @@ fn the_zone_comes_from_the_node_label() {
 #[test]
 fn a_change_of_the_services_labels_rewrites_its_slices() {
     let s = svc(json!({}));
-    let existing = vec![stored(
-        plan(&s, &pods(1), &[]).create[0].clone(),
-        "web-abcde",
-    )];
+    let existing = vec![stored_first(&s, &pods(1), "web-abcde")];
     let mut relabelled = s.clone();
     relabelled.metadata.labels = Some(BTreeMap::from([("tier".into(), "back".into())]));
     let p = plan(&relabelled, &pods(1), &existing);

@@ -6,9 +6,8 @@ use super::plan::{
     BETA_STORAGE_PROVISIONER, BIND_COMPLETED, BOUND_BY_CONTROLLER, ClaimStep, STORAGE_PROVISIONER,
     VolumeStep,
 };
-use berth_registry::{
-    DeleteOptions, DeletePreconditions, Part, Registry, RegistryError, WriteOptions,
-};
+use crate::delete::delete_unchanged;
+use berth_registry::{Part, Registry, RegistryError, WriteOptions};
 use berth_shared::admission::storage::{PV_PROTECTION, PVC_PROTECTION};
 use berth_shared::k8s_openapi::Metadata;
 use berth_shared::k8s_openapi::api::core::v1::{
@@ -52,22 +51,6 @@ where
     }
 }
 
-fn write_claim(
-    registry: &Registry,
-    claim: &PersistentVolumeClaim,
-    part: Part,
-) -> Result<(), RegistryError> {
-    write(registry, PERSISTENT_VOLUME_CLAIMS, claim, part)
-}
-
-fn write_volume(
-    registry: &Registry,
-    volume: &PersistentVolume,
-    part: Part,
-) -> Result<(), RegistryError> {
-    write(registry, PERSISTENT_VOLUMES, volume, part)
-}
-
 fn set_volume_phase(
     registry: &Registry,
     volume: &PersistentVolume,
@@ -81,7 +64,7 @@ fn set_volume_phase(
     // As upstream's VolumeLastPhaseTransitionTime (on by default since 1.29).
     status.last_phase_transition_time =
         serde_json::from_value(json!(berth_registry::meta::now_rfc3339())).ok();
-    write_volume(registry, &v, Part::Status)
+    write(registry, PERSISTENT_VOLUMES, &v, Part::Status)
 }
 
 /// Carries out one claim step; `volumes` is what the pass planned with.
@@ -100,7 +83,7 @@ pub fn claim_step(
         ClaimStep::RemoveFinalizer => {
             let mut c = claim.clone();
             drop_finalizer(&mut c.metadata, PVC_PROTECTION);
-            write_claim(registry, &c, Part::Main)
+            write(registry, PERSISTENT_VOLUME_CLAIMS, &c, Part::Main)
         }
         ClaimStep::BindVolume {
             volume,
@@ -123,7 +106,7 @@ pub fn claim_step(
             if by_controller {
                 annotate(&mut v.metadata, BOUND_BY_CONTROLLER, YES);
             }
-            write_volume(registry, &v, Part::Main)
+            write(registry, PERSISTENT_VOLUMES, &v, Part::Main)
         }
         ClaimStep::SetVolumePhase { volume, phase } => match volume_named(&volume) {
             Some(v) => set_volume_phase(registry, v, phase.as_str(), None),
@@ -139,7 +122,7 @@ pub fn claim_step(
             if by_controller {
                 annotate(&mut c.metadata, BOUND_BY_CONTROLLER, YES);
             }
-            write_claim(registry, &c, Part::Main)
+            write(registry, PERSISTENT_VOLUME_CLAIMS, &c, Part::Main)
         }
         ClaimStep::SetClaimStatus { phase, from_volume } => {
             let mut c = claim.clone();
@@ -157,13 +140,13 @@ pub fn claim_step(
                     status.access_modes = None;
                 }
             }
-            write_claim(registry, &c, Part::Status)
+            write(registry, PERSISTENT_VOLUME_CLAIMS, &c, Part::Status)
         }
         ClaimStep::AnnotateProvisioner { provisioner } => {
             let mut c = claim.clone();
             annotate(&mut c.metadata, STORAGE_PROVISIONER, &provisioner);
             annotate(&mut c.metadata, BETA_STORAGE_PROVISIONER, &provisioner);
-            write_claim(registry, &c, Part::Main)
+            write(registry, PERSISTENT_VOLUME_CLAIMS, &c, Part::Main)
         }
         ClaimStep::Provision(volume) => {
             let value = serde_json::to_value(&*volume)?;
@@ -185,7 +168,7 @@ pub fn volume_step(
         VolumeStep::RemoveFinalizer => {
             let mut v = volume.clone();
             drop_finalizer(&mut v.metadata, PV_PROTECTION);
-            write_volume(registry, &v, Part::Main)
+            write(registry, PERSISTENT_VOLUMES, &v, Part::Main)
         }
         VolumeStep::SetPhase { phase, message } => {
             set_volume_phase(registry, volume, phase.as_str(), message)
@@ -198,21 +181,11 @@ pub fn volume_step(
             if let Some(a) = &mut v.metadata.annotations {
                 a.remove(BOUND_BY_CONTROLLER);
             }
-            write_volume(registry, &v, Part::Main)
+            write(registry, PERSISTENT_VOLUMES, &v, Part::Main)
         }
         VolumeStep::Delete => {
             let name = volume.metadata.name.as_deref().unwrap_or_default();
-            let opts = DeleteOptions {
-                preconditions: Some(DeletePreconditions {
-                    uid: volume.metadata.uid.clone(),
-                    resource_version: volume.metadata.resource_version.clone(),
-                }),
-                ..DeleteOptions::default()
-            };
-            match registry.delete(PERSISTENT_VOLUMES, None, name, &opts) {
-                Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(()),
-                Err(e) => Err(e),
-            }
+            delete_unchanged(registry, PERSISTENT_VOLUMES, None, name, &volume.metadata)
         }
     }
 }

@@ -67,6 +67,12 @@ fn view<'a>(
     }
 }
 
+/// Asserts that a plan takes no step and says why in its first event.
+fn assert_waits(plan: &ClaimPlan, message: &str) {
+    assert_eq!(plan.step, None);
+    assert_eq!(plan.events[0].message, message);
+}
+
 fn bound_to_claim() -> Value {
     json!({"spec": {"claimRef": {"namespace": "default", "name": "data", "uid": "claim-uid"}}})
 }
@@ -133,10 +139,9 @@ fn a_claims_selector_and_requested_volume_name_narrow_the_choice() {
         json!({}),
     );
     let plan = plan_claim(&too_big, &view(&volumes, None, None));
-    assert_eq!(plan.step, None);
-    assert_eq!(
-        plan.events[0].message,
-        "Cannot bind to requested volume \"small\": requested PV is too small"
+    assert_waits(
+        &plan,
+        "Cannot bind to requested volume \"small\": requested PV is too small",
     );
 }
 
@@ -337,11 +342,7 @@ fn other_provisioners_are_awaited_with_external_provisioning() {
         json!({"volume.kubernetes.io/storage-provisioner": "berth.io/local-path"}),
     );
     let plan = plan_claim(&c, &view(&[], Some(&immediate_local), None));
-    assert_eq!(plan.step, None);
-    assert_eq!(
-        plan.events[0].message,
-        "configuration error, no node was specified"
-    );
+    assert_waits(&plan, "configuration error, no node was specified");
 }
 
 #[test]

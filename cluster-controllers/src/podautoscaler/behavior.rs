@@ -136,42 +136,44 @@ fn changed_within(events: &[ScaleEvent], now: Timestamp, seconds: i64) -> i32 {
         .sum()
 }
 
-/// The most replicas the scale-up rules allow now.
-fn scale_up_limit(a: &Args) -> i32 {
-    let (mut result, pick): (i64, fn(i64, i64) -> i64) = match a.up.select {
-        Select::Disabled => return a.current,
-        Select::Min => (i64::from(i32::MAX), i64::min),
-        Select::Max => (i64::from(i32::MIN), i64::max),
-    };
-    for p in &a.up.policies {
-        let added = changed_within(a.up_events, a.now, p.period_seconds());
-        let removed = changed_within(a.down_events, a.now, p.period_seconds());
-        let start = i64::from(a.current - added + removed);
-        let proposed = match p {
-            Policy::Pods { value, .. } => start + i64::from(*value),
-            Policy::Percent { value, .. } => {
-                (start as f64 * (1.0 + f64::from(*value) / 100.0)).ceil() as i64
-            }
-        };
-        result = pick(result, proposed);
-    }
-    result.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
+/// Which way a scaling rule bounds the replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Up,
+    Down,
 }
 
-/// The fewest replicas the scale-down rules allow now.
-fn scale_down_limit(a: &Args) -> i32 {
-    let (mut result, pick): (i64, fn(i64, i64) -> i64) = match a.down.select {
-        Select::Disabled => return a.current,
-        Select::Min => (i64::from(i32::MIN), i64::max),
-        Select::Max => (i64::from(i32::MAX), i64::min),
+/// The bound the rules of `dir` allow now: the most replicas going up, the fewest going down.
+/// Each policy proposes from the replicas at the start of its period (`current`, less what
+/// was added and plus what was removed since): `start ± value` pods, or
+/// `start × (1 ± value/100)`, rounded up going up and down going down (4 pods at 50%: 6 up, 2
+/// down). `Max` picks the proposal that moves furthest, `Min` the one that moves least.
+fn scale_limit(a: &Args, dir: Direction) -> i32 {
+    let rules = match dir {
+        Direction::Up => a.up,
+        Direction::Down => a.down,
     };
-    for p in &a.down.policies {
+    let furthest = match rules.select {
+        Select::Disabled => return a.current,
+        Select::Max => true,
+        Select::Min => false,
+    };
+    let (mut result, pick): (i64, fn(i64, i64) -> i64) = if furthest == (dir == Direction::Up) {
+        (i64::from(i32::MIN), i64::max)
+    } else {
+        (i64::from(i32::MAX), i64::min)
+    };
+    for p in &rules.policies {
         let added = changed_within(a.up_events, a.now, p.period_seconds());
         let removed = changed_within(a.down_events, a.now, p.period_seconds());
         let start = i64::from(a.current - added + removed);
-        let proposed = match p {
-            Policy::Pods { value, .. } => start - i64::from(*value),
-            Policy::Percent { value, .. } => {
+        let proposed = match (p, dir) {
+            (Policy::Pods { value, .. }, Direction::Up) => start + i64::from(*value),
+            (Policy::Pods { value, .. }, Direction::Down) => start - i64::from(*value),
+            (Policy::Percent { value, .. }, Direction::Up) => {
+                (start as f64 * (1.0 + f64::from(*value) / 100.0)).ceil() as i64
+            }
+            (Policy::Percent { value, .. }, Direction::Down) => {
                 (start as f64 * (1.0 - f64::from(*value) / 100.0)) as i64
             }
         };
@@ -234,7 +236,7 @@ pub fn normalize(a: &Args) -> Normalized {
     };
     // Rate limits and bounds.
     let (replicas, said) = if stabilized > a.current {
-        let limit = scale_up_limit(a).max(a.current);
+        let limit = scale_limit(a, Direction::Up).max(a.current);
         let (allowed, said) = if a.max > limit {
             (
                 limit,
@@ -258,7 +260,7 @@ pub fn normalize(a: &Args) -> Normalized {
             (stabilized, WITHIN_RANGE)
         }
     } else if stabilized < a.current {
-        let limit = scale_down_limit(a).min(a.current);
+        let limit = scale_limit(a, Direction::Down).min(a.current);
         let (allowed, said) = if a.min < limit {
             (
                 limit,
@@ -297,9 +299,7 @@ pub fn normalize(a: &Args) -> Normalized {
 mod tests {
     use super::*;
 
-    fn at(s: i64) -> Timestamp {
-        Timestamp::from_second(1_700_000_000 + s).unwrap()
-    }
+    use crate::test_time::at;
 
     fn args<'a>(
         current: i32,

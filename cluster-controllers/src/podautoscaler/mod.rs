@@ -124,13 +124,7 @@ fn requests_of(pod: &Value) -> BTreeMap<String, Option<f64>> {
 
 fn observed_pod(pod: &Object) -> Option<ObservedPod> {
     let v = pod.value().ok()?;
-    let ready = v
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        });
+    let ready = crate::condition::is_true(&v, "Ready");
     Some(ObservedPod {
         name: pod.name().to_string(),
         ready,

@@ -530,14 +530,20 @@ mod tests {
             .unwrap_or("none")
     }
 
+    /// Asserts the replicas a plan sets and the reason it gives for rescaling.
+    fn assert_rescale(p: &Plan, desired: i32, why: &str) {
+        assert_eq!(p.desired, desired);
+        assert_eq!(p.rescale.as_deref(), Some(why));
+    }
+
     #[test]
     fn pods_burning_ten_times_their_target_scale_up_by_the_default_rate_and_say_why() {
         let p = run(&spec(2, 5, 50), 2, 1000.0, &History::default());
         // 2000% of requests against 50% asks for 40; 4 pods or 100% per 15 s allows 6; max 5.
-        assert_eq!(p.desired, 5);
-        assert_eq!(
-            p.rescale.as_deref(),
-            Some("cpu resource utilization (percentage of request) above target")
+        assert_rescale(
+            &p,
+            5,
+            "cpu resource utilization (percentage of request) above target",
         );
         assert_eq!(reason(&p, "AbleToScale"), "SucceededRescale");
         assert_eq!(reason(&p, "ScalingActive"), "ValidMetricFound");
@@ -580,25 +586,16 @@ mod tests {
             },
         );
         let down = run(&s, 5, 0.0, &history);
-        assert_eq!(down.desired, 2);
-        assert_eq!(down.rescale.as_deref(), Some("All metrics below target"));
+        assert_rescale(&down, 2, "All metrics below target");
         assert_eq!(reason(&down, "ScalingLimited"), "TooFewReplicas");
     }
 
     #[test]
     fn a_target_outside_the_bounds_is_brought_inside_without_metrics() {
         let p = run(&spec(2, 5, 50), 8, 50.0, &History::default());
-        assert_eq!(p.desired, 5);
-        assert_eq!(
-            p.rescale.as_deref(),
-            Some("Current number of replicas above Spec.MaxReplicas")
-        );
+        assert_rescale(&p, 5, "Current number of replicas above Spec.MaxReplicas");
         let p = run(&spec(3, 5, 50), 1, 50.0, &History::default());
-        assert_eq!(p.desired, 3);
-        assert_eq!(
-            p.rescale.as_deref(),
-            Some("Current number of replicas below Spec.MinReplicas")
-        );
+        assert_rescale(&p, 3, "Current number of replicas below Spec.MinReplicas");
     }
 
     #[test]

@@ -202,13 +202,25 @@ mod tests {
             .replicas
     }
 
-    #[test]
-    fn the_recommendation_is_the_ratio_times_the_ready_pods_with_a_ten_percent_tolerance() {
-        let three = [
+    /// Three ready pods requesting 100m each.
+    fn three_ready() -> [PodSample; 3] {
+        [
             pod("a", 100.0, true),
             pod("b", 100.0, true),
             pod("c", 100.0, true),
-        ];
+        ]
+    }
+
+    /// Checks each case against `pods` at `target`, with one current replica per pod.
+    fn check(pods: &[PodSample], target: Target, cases: &[Case]) {
+        let current = i32::try_from(pods.len()).expect("a few pods");
+        for (name, u, want) in cases {
+            assert_eq!(replicas(current, pods, u, target), *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_recommendation_is_the_ratio_times_the_ready_pods_with_a_ten_percent_tolerance() {
         let cases: &[Case] = &[
             (
                 "at the target: stay",
@@ -242,22 +254,11 @@ mod tests {
                 2,
             ),
         ];
-        for (name, u, want) in cases {
-            assert_eq!(
-                replicas(3, &three, u, Target::Utilization(50.0)),
-                *want,
-                "{name}"
-            );
-        }
+        check(&three_ready(), Target::Utilization(50.0), cases);
     }
 
     #[test]
     fn pods_without_metrics_count_as_at_the_target_down_and_idle_up() {
-        let pods = [
-            pod("a", 100.0, true),
-            pod("b", 100.0, true),
-            pod("c", 100.0, true),
-        ];
         let cases: &[Case] = &[
             // Down: a, b at 10% and c assumed at 50% → (10+10+50)/300 = 23% → ratio 0.47 → 2.
             (
@@ -278,52 +279,26 @@ mod tests {
                 3,
             ),
         ];
-        for (name, u, want) in cases {
-            assert_eq!(
-                replicas(3, &pods, u, Target::Utilization(50.0)),
-                *want,
-                "{name}"
-            );
-        }
+        check(&three_ready(), Target::Utilization(50.0), cases);
     }
 
     #[test]
     fn not_ready_pods_count_as_idle_only_when_scaling_up() {
         let pods = [pod("a", 100.0, true), pod("b", 100.0, false)];
-        // Up: a at 200%, b not ready counted idle → 200/200 = 100% → ratio 2 → 4.
-        assert_eq!(
-            replicas(
-                2,
-                &pods,
-                &[("a", 200.0), ("b", 500.0)],
-                Target::Utilization(50.0)
-            ),
-            4
-        );
-        // Down: b left out; a at 10% → ratio 0.2 → ceil(0.2 * 1) = 1.
-        assert_eq!(
-            replicas(
-                2,
-                &pods,
-                &[("a", 10.0), ("b", 500.0)],
-                Target::Utilization(50.0)
-            ),
-            1
-        );
+        let cases: &[Case] = &[
+            // Up: a at 200%, b not ready counted idle → 200/200 = 100% → ratio 2 → 4.
+            ("scaling up, b idle", &[("a", 200.0), ("b", 500.0)], 4),
+            // Down: b left out; a at 10% → ratio 0.2 → ceil(0.2 * 1) = 1.
+            ("scaling down, b left out", &[("a", 10.0), ("b", 500.0)], 1),
+        ];
+        check(&pods, Target::Utilization(50.0), cases);
     }
 
     #[test]
     fn average_value_targets_divide_the_mean_usage() {
         let pods = [pod("a", 0.0, true), pod("b", 0.0, true)];
-        assert_eq!(
-            replicas(
-                2,
-                &pods,
-                &[("a", 300.0), ("b", 300.0)],
-                Target::AverageValue(100.0)
-            ),
-            6
-        );
+        let cases: &[Case] = &[("300m each", &[("a", 300.0), ("b", 300.0)], 6)];
+        check(&pods, Target::AverageValue(100.0), cases);
     }
 
     #[test]

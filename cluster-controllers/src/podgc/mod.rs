@@ -62,13 +62,7 @@ struct NodeState {
 impl View for NodeState {
     fn derive(obj: &Object) -> Self {
         let v = obj.value().unwrap_or(Value::Null);
-        let ready = v
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .is_some_and(|a| {
-                a.iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            });
+        let ready = crate::condition::is_true(&v, "Ready");
         let out_of_service = v
             .pointer("/spec/taints")
             .and_then(Value::as_array)

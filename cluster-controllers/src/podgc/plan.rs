@@ -103,9 +103,7 @@ pub fn verdict(
 mod tests {
     use super::*;
 
-    fn at(s: i64) -> Timestamp {
-        Timestamp::from_second(1_700_000_000 + s).unwrap()
-    }
+    use crate::test_time::at;
 
     fn pod(node: &str, terminating: bool) -> PodFacts {
         PodFacts {

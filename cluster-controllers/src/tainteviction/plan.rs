@@ -95,9 +95,7 @@ mod tests {
     use berth_shared::k8s_openapi::api::core::v1 as core;
     use berth_shared::scheduling::TaintEffect;
 
-    fn at(s: i64) -> Timestamp {
-        Timestamp::from_second(1_700_000_000 + s).unwrap()
-    }
+    use crate::test_time::at;
 
     fn taint(key: &str, since: i64) -> NoExecute {
         NoExecute {

@@ -194,6 +194,31 @@ fn instrumented(dir: &std::path::Path, history: usize) -> (Store, Handles) {
     (Store::open(Box::new(backend), history).unwrap(), h)
 }
 
+/// One thread per key `/k/0` … `/k/{n-1}`, each creating a ConfigMap there.
+fn spawn_creates(
+    store: &Store,
+    n: usize,
+) -> Vec<std::thread::JoinHandle<Result<StoredObject, StoreError>>> {
+    (0..n)
+        .map(|i| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                store.put(&format!("/k/{i}"), cm(&i.to_string()), Precondition::Absent)
+            })
+        })
+        .collect()
+}
+
+/// Waits until the pipeline has handed out `revision` (the writes up to it are queued),
+/// failing with `what` after `secs` seconds.
+fn wait_assigned(store: &Store, revision: Revision, secs: u64, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while store.assigned() < revision {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::yield_now();
+    }
+}
+
 #[test]
 fn writes_queued_behind_a_slow_commit_share_the_next_one_and_all_survive_a_reopen() {
     let dir = tempfile::tempdir().unwrap();
@@ -201,31 +226,17 @@ fn writes_queued_behind_a_slow_commit_share_the_next_one_and_all_survive_a_reope
     let mut watch = store.watch(0).unwrap();
     // Hold the disk while 8 writers queue, so their writes must go out together.
     h.set_gate(false);
-    let writers: Vec<_> = (0..8)
-        .map(|i| {
-            let store = store.clone();
-            std::thread::spawn(move || {
-                store
-                    .put(&format!("/k/{i}"), cm(&i.to_string()), Precondition::Absent)
-                    .unwrap()
-                    .revision
-            })
-        })
-        .collect();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while store.assigned() < 8 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "writers did not queue"
-        );
-        std::thread::yield_now();
-    }
+    let writers = spawn_creates(&store, 8);
+    wait_assigned(&store, 8, 10, "writers did not queue");
     assert!(
         store.get("/k/0").is_none(),
         "nothing is visible before it is durable"
     );
     h.set_gate(true);
-    let mut revisions: Vec<u64> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    let mut revisions: Vec<u64> = writers
+        .into_iter()
+        .map(|w| w.join().unwrap().unwrap().revision)
+        .collect();
     revisions.sort_unstable();
     assert_eq!(revisions, (1..=8).collect::<Vec<_>>());
     let commits = h.commits.load(std::sync::atomic::Ordering::SeqCst);
@@ -253,14 +264,7 @@ fn a_create_is_refused_against_a_queued_create_of_the_same_key() {
         let store = store.clone();
         std::thread::spawn(move || store.put("/k/a", cm("a"), Precondition::Absent))
     };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while store.assigned() < 1 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "first write did not queue"
-        );
-        std::thread::yield_now();
-    }
+    wait_assigned(&store, 1, 10, "first write did not queue");
     // The first create is not durable yet, but it decides: the second is a duplicate, and an
     // update expecting the durable (absent) state is refused too.
     assert!(matches!(
@@ -301,27 +305,11 @@ fn a_group_larger_than_the_history_compacts_inside_itself() {
     let dir = tempfile::tempdir().unwrap();
     let (store, h) = instrumented(dir.path(), 4);
     h.set_gate(false);
-    let writers: Vec<_> = (0..300)
-        .map(|i| {
-            let store = store.clone();
-            std::thread::spawn(move || {
-                store
-                    .put(&format!("/k/{i}"), cm(&i.to_string()), Precondition::Absent)
-                    .unwrap()
-            })
-        })
-        .collect();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while store.assigned() < 300 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "writers did not queue"
-        );
-        std::thread::yield_now();
-    }
+    let writers = spawn_creates(&store, 300);
+    wait_assigned(&store, 300, 20, "writers did not queue");
     h.set_gate(true);
     for w in writers {
-        w.join().unwrap();
+        w.join().unwrap().unwrap();
     }
     // The first flush may be a single write; the rest go out together and overflow the
     // history (4 + the compaction batch of 256).
@@ -346,14 +334,7 @@ fn a_read_modify_write_starts_from_a_queued_write_and_lands_behind_it() {
         let store = store.clone();
         std::thread::spawn(move || store.put("/k/a", cm("a"), Precondition::Revision(a.revision)))
     };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while store.assigned() < a.revision + 1 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "first write did not queue"
-        );
-        std::thread::yield_now();
-    }
+    wait_assigned(&store, a.revision + 1, 10, "first write did not queue");
     // Readers still see the durable version; a read-modify-write sees the queued one, and a
     // compare-and-swap against it is accepted (against the durable one it is a conflict).
     assert_eq!(store.get("/k/a").unwrap().revision, a.revision);

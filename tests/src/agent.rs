@@ -12,7 +12,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tempfile::TempDir;
 
-use crate::controller::target_dir;
+use crate::controller::built_binary;
 use crate::host::{TOOL_DEADLINE, require_tool};
 use crate::process::{LogTail, Run, run, wait_with_deadline};
 use crate::sweep::NETNS_DIR;
@@ -27,21 +27,7 @@ const EXEC_DEADLINE: Duration = Duration::from_secs(10);
 /// Where the agent binary is: `$BERTH_AGENT_BIN`, else `<target>/debug/berth-agent`. Panics,
 /// saying how to build it, if it is not there.
 pub fn agent_binary() -> PathBuf {
-    let (path, origin) = match std::env::var_os("BERTH_AGENT_BIN") {
-        Some(p) => (PathBuf::from(p), "$BERTH_AGENT_BIN"),
-        None => (
-            target_dir().join("debug").join("berth-agent"),
-            "the workspace target dir",
-        ),
-    };
-    if !path.is_file() {
-        panic!(
-            "berth-agent not found at {} (from {origin}): run `cargo build --bins` first, or \
-             point BERTH_AGENT_BIN at the binary",
-            path.display()
-        );
-    }
-    path
+    built_binary("berth-agent", "BERTH_AGENT_BIN")
 }
 
 /// Everything an agent is started with (the flags of the agent contract).
@@ -328,20 +314,39 @@ impl Agent {
     fn wait_exec(&mut self, pid: u32, command: &str) {
         let want = std::fs::canonicalize(&self.bin).unwrap_or_else(|_| self.bin.clone());
         let logs = self.logs();
-        wait_for_with(
+        self.wait_running(
             EXEC_DEADLINE,
             &format!("nsenter to exec the agent (`{command}`)"),
+            &format!("`{command}`"),
+            &logs,
+            || match std::fs::read_link(format!("/proc/{pid}/exe")) {
+                Ok(exe) if exe == want => Ok(()),
+                other => Err(other),
+            },
+        );
+    }
+
+    /// [`wait_for_with`] `probe` with `logs` in the failure message, as long as the agent runs:
+    /// if its process exits, panics at once saying `who` exited.
+    pub fn wait_running<T, O: std::fmt::Debug>(
+        &mut self,
+        timeout: Duration,
+        what: &str,
+        who: &str,
+        logs: &LogTail,
+        mut probe: impl FnMut() -> Result<T, O>,
+    ) -> T {
+        wait_for_with(
+            timeout,
+            what,
             || logs.render(),
             || {
                 if let Some(status) = self.exited() {
-                    panic!("`{command}` exited with {status}\n{}", logs.render());
+                    panic!("{who} exited with {status}\n{}", logs.render());
                 }
-                match std::fs::read_link(format!("/proc/{pid}/exe")) {
-                    Ok(exe) if exe == want => Ok(()),
-                    other => Err(other),
-                }
+                probe()
             },
-        );
+        )
     }
 
     /// SIGKILL and reap: nothing graceful, as in a crash or an OOM kill of the agent.

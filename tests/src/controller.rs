@@ -41,17 +41,23 @@ pub fn target_dir() -> PathBuf {
 /// Where the controller binary is: `$BERTH_CONTROLLER_BIN`, else `<target>/debug/`. Panics,
 /// saying how to build it, if it is not there.
 pub fn controller_binary() -> PathBuf {
-    let (path, origin) = match std::env::var_os("BERTH_CONTROLLER_BIN") {
-        Some(p) => (PathBuf::from(p), "$BERTH_CONTROLLER_BIN"),
+    built_binary("berth-controller", "BERTH_CONTROLLER_BIN")
+}
+
+/// Where binary `name` of the workspace is: `$<var>`, else `<target>/debug/<name>`. Panics,
+/// saying how to build it, if it is not there.
+pub fn built_binary(name: &str, var: &str) -> PathBuf {
+    let (path, origin) = match std::env::var_os(var) {
+        Some(p) => (PathBuf::from(p), format!("${var}")),
         None => (
-            target_dir().join("debug").join("berth-controller"),
-            "the workspace target dir",
+            target_dir().join("debug").join(name),
+            "the workspace target dir".to_string(),
         ),
     };
     if !path.is_file() {
         panic!(
-            "berth-controller not found at {} (from {origin}): run `cargo build --bins` first, \
-             or point BERTH_CONTROLLER_BIN at the binary",
+            "{name} not found at {} (from {origin}): run `cargo build --bins` first, or point \
+             {var} at the binary",
             path.display()
         );
     }

@@ -45,18 +45,9 @@ fn file_names(dir: &Path) -> Vec<String> {
 /// Dead containers of pod `name` on agent 0: its containers without a running task.
 fn dead_containers(c: &Cluster, name: &str) -> usize {
     let running = c.running_tasks(0);
-    let pod = c
-        .pod("default", name)
-        .unwrap_or_else(|| panic!("no pod {name}"));
-    let uid = pod["metadata"]["uid"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let selector = format!("labels.\"io.berth.pod.uid\"=={uid}");
-    c.ctr(0, &["containers", "ls", "-q", &selector])
-        .lines()
-        .map(str::trim)
-        .filter(|id| !id.is_empty() && !running.contains_key(*id))
+    c.pod_container_ids(0, "default", name)
+        .iter()
+        .filter(|id| !running.contains_key(id.as_str()))
         .count()
 }
 

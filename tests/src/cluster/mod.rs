@@ -381,15 +381,12 @@ impl Cluster {
         let path = format!("/api/v1/nodes/{name}");
         let logs = self.logs();
         let api = &self.api;
-        let agent = &mut self.agents[i];
-        wait_for_with(
+        self.agents[i].wait_running(
             NODE_READY_DEADLINE,
             &format!("Node {name} Ready with a spec.podCIDR"),
-            || logs.render(),
+            &format!("agent {name}"),
+            &logs,
             || {
-                if let Some(status) = agent.exited() {
-                    panic!("agent {name} exited with {status}\n{}", logs.render());
-                }
                 let reply = api.get(&path);
                 if reply.status != 200 {
                     return Err(reply.describe());
@@ -565,6 +562,12 @@ impl Cluster {
     /// How many containers agent `i` holds in containerd for pod `ns/name` (by the pod-uid
     /// label): 0 proves a refusal made nothing.
     pub fn pod_containers(&self, i: usize, ns: &str, name: &str) -> usize {
+        self.pod_container_ids(i, ns, name).len()
+    }
+
+    /// The ids of the containers agent `i` holds in containerd for pod `ns/name` (by the
+    /// pod-uid label).
+    pub fn pod_container_ids(&self, i: usize, ns: &str, name: &str) -> Vec<String> {
         let pod = self
             .pod(ns, name)
             .unwrap_or_else(|| panic!("no pod {ns}/{name}"));
@@ -573,14 +576,14 @@ impl Cluster {
             .unwrap_or_default()
             .to_string();
         let selector = format!("labels.\"io.berth.pod.uid\"=={uid}");
-        self.ctr(i, &["containers", "ls", &selector])
+        self.ctr(i, &["containers", "ls", "-q", &selector])
             .lines()
-            .skip(1)
-            .filter(|l| !l.trim().is_empty())
-            .count()
+            .map(str::trim)
+            .filter(|id| !id.is_empty())
+            .map(str::to_string)
+            .collect()
     }
 
-    /// Container ids in agent `i`'s containerd namespace.
     /// Asserts that pod `ns/name` (on agent `i`) is Ready again within `timeout` with the same
     /// `main` container, never restarted (`before`, from `container_identity`), running the same
     /// task as in `tasks_before` (from [`Cluster::running_tasks`]): what an outage of the

@@ -191,15 +191,10 @@ impl Cluster {
 
     /// The events about pod `ns/name`, oldest first.
     pub fn pod_events(&self, ns: &str, name: &str) -> Vec<Value> {
-        let list = self
-            .get(&format!("/api/v1/namespaces/{ns}/events"))
-            .unwrap_or(Value::Null);
-        let mut events: Vec<Value> = list["items"]
-            .as_array()
+        let mut events: Vec<Value> = self
+            .list(&format!("/api/v1/namespaces/{ns}/events"))
             .into_iter()
-            .flatten()
             .filter(|e| e["involvedObject"]["kind"] == "Pod" && e["involvedObject"]["name"] == name)
-            .cloned()
             .collect();
         events.sort_by(|a, b| {
             let t = |e: &Value| {

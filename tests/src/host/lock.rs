@@ -153,18 +153,33 @@ impl Drop for HostLock {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::mpsc;
+    use std::sync::{Arc, mpsc};
     use std::time::Duration;
 
     fn lock(dir: &tempfile::TempDir, mode: HostUse) -> HostLock {
         HostLock::acquire_at(&dir.path().join("lock"), mode)
     }
 
+    /// A thread that takes the lock in `mode`, says `who` on `tx` once it holds it, and lets
+    /// it go.
+    fn holder(
+        dir: &Arc<tempfile::TempDir>,
+        mode: HostUse,
+        who: &'static str,
+        tx: &mpsc::Sender<&'static str>,
+    ) -> std::thread::JoinHandle<()> {
+        let (dir, tx) = (dir.clone(), tx.clone());
+        std::thread::spawn(move || {
+            let _lock = lock(&dir, mode);
+            tx.send(who).unwrap();
+        })
+    }
+
     #[test]
     fn two_shared_holders_do_not_wait_for_each_other_and_an_exclusive_one_waits_for_both() {
-        let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
+        let dir = Arc::new(tempfile::tempdir().unwrap());
         let first = lock(&dir, HostUse::Shared);
-        let (d2, d3) = (dir.clone(), dir.clone());
+        let d2 = dir.clone();
         let (tx, rx) = mpsc::channel();
         let tx2 = tx.clone();
         let second = std::thread::spawn(move || {
@@ -178,10 +193,7 @@ mod tests {
             Ok("shared"),
             "a second shared holder got in beside the first"
         );
-        let exclusive = std::thread::spawn(move || {
-            let _lock = lock(&d3, HostUse::Exclusive);
-            tx.send("exclusive").unwrap();
-        });
+        let exclusive = holder(&dir, HostUse::Exclusive, "exclusive", &tx);
         assert!(
             rx.recv_timeout(Duration::from_millis(500)).is_err(),
             "the exclusive holder must wait while a shared one holds the lock"
@@ -194,16 +206,10 @@ mod tests {
 
     #[test]
     fn a_waiting_exclusive_holder_goes_before_shared_ones_that_come_after_it() {
-        let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
+        let dir = Arc::new(tempfile::tempdir().unwrap());
         let first = lock(&dir, HostUse::Shared);
-        let (d2, d3) = (dir.clone(), dir.clone());
         let (tx, rx) = mpsc::channel();
-        let tx2 = tx.clone();
-        let exclusive = std::thread::spawn(move || {
-            let lock = lock(&d2, HostUse::Exclusive);
-            tx2.send("exclusive").unwrap();
-            drop(lock);
-        });
+        let exclusive = holder(&dir, HostUse::Exclusive, "exclusive", &tx);
         // The exclusive holder is waiting once the gate is taken: a shared try on the gate
         // fails then.
         let gate = open(&gate_path(&dir.path().join("lock")));
@@ -216,10 +222,7 @@ mod tests {
             );
             std::thread::yield_now();
         }
-        let later = std::thread::spawn(move || {
-            let _lock = lock(&d3, HostUse::Shared);
-            tx.send("later shared").unwrap();
-        });
+        let later = holder(&dir, HostUse::Shared, "later shared", &tx);
         assert!(
             rx.recv_timeout(Duration::from_millis(500)).is_err(),
             "nothing gets in while the first shared holder holds the lock"
@@ -233,7 +236,7 @@ mod tests {
 
     #[test]
     fn a_thread_holding_the_lock_nests_and_an_upgrade_panics() {
-        let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
+        let dir = Arc::new(tempfile::tempdir().unwrap());
         let outer = lock(&dir, HostUse::Exclusive);
         let inner = lock(&dir, HostUse::Shared);
         assert_eq!(inner.mode(), HostUse::Exclusive);

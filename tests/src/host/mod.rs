@@ -117,9 +117,21 @@ pub fn file_mode(path: &std::path::Path) -> u32 {
 
 /// `net.ipv4.ip_forward` (the CNI bridge plugin sets it to 1 for the whole host).
 pub fn ip_forward() -> Option<String> {
-    std::fs::read_to_string(IP_FORWARD)
+    read_sysctl(IP_FORWARD)
+}
+
+/// The value of the sysctl at `path` (under `/proc/sys`), trimmed; `None` if it cannot be read.
+fn read_sysctl(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
         .ok()
         .map(|s| s.trim().to_string())
+}
+
+/// Writes `value` to the sysctl at `path`, reporting (not raising) a failure: for cleanup.
+fn write_sysctl(path: &str, value: &str) {
+    if let Err(e) = std::fs::write(path, value) {
+        eprintln!("berth-tests: cannot restore {path} to {value}: {e}");
+    }
 }
 
 /// Writes `net.ipv4.ip_forward` back (the last tenant out of the host does, see `tenancy`),
@@ -140,9 +152,7 @@ pub fn restore_ip_forward(value: &str) {
             return;
         }
     }
-    if let Err(e) = std::fs::write(IP_FORWARD, value) {
-        eprintln!("berth-tests: cannot restore {IP_FORWARD} to {value}: {e}");
-    }
+    write_sysctl(IP_FORWARD, value);
 }
 
 const ROUTE_LOCALNET: &str = "/proc/sys/net/ipv4/conf/all/route_localnet";
@@ -150,9 +160,7 @@ const ROUTE_LOCALNET: &str = "/proc/sys/net/ipv4/conf/all/route_localnet";
 /// `net.ipv4.conf.all.route_localnet` of this machine's netns (agents with localhost NodePorts,
 /// the default, set it to 1).
 pub fn route_localnet() -> Option<String> {
-    std::fs::read_to_string(ROUTE_LOCALNET)
-        .ok()
-        .map(|s| s.trim().to_string())
+    read_sysctl(ROUTE_LOCALNET)
 }
 
 /// Writes `net.ipv4.conf.all.route_localnet` back if it changed. Errors are reported, not
@@ -161,9 +169,7 @@ pub fn restore_route_localnet(value: &str) {
     if route_localnet().as_deref() == Some(value) {
         return;
     }
-    if let Err(e) = std::fs::write(ROUTE_LOCALNET, value) {
-        eprintln!("berth-tests: cannot restore {ROUTE_LOCALNET} to {value}: {e}");
-    }
+    write_sysctl(ROUTE_LOCALNET, value);
 }
 
 #[cfg(test)]

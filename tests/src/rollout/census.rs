@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::tally::{Line, Stamp, Tally, Timeline};
+use super::tally::{Line, Stamp, Tally, Timeline, apply_event, uid};
 
 /// The label the Deployment controller puts on every pod of a ReplicaSet it owns.
 pub const HASH_LABEL: &str = "pod-template-hash";
@@ -40,10 +40,7 @@ impl PodState {
     /// Reads a pod object.
     pub fn of(pod: &Value) -> PodState {
         let meta = &pod["metadata"];
-        let ready = pod["status"]["conditions"]
-            .as_array()
-            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
-            .is_some_and(|c| c["status"] == "True");
+        let ready = crate::pod_reading::is_ready(pod);
         PodState {
             name: meta["name"].as_str().unwrap_or("?").to_string(),
             hash: meta["labels"][HASH_LABEL]
@@ -102,25 +99,12 @@ impl Census {
     /// Applies a watch event (`ADDED`, `MODIFIED`, `DELETED`); other types change nothing.
     /// Returns whether it was a pod event.
     pub fn apply(&mut self, event: &Value) -> bool {
-        let pod = &event["object"];
-        let uid = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
-        match event["type"].as_str() {
-            Some("ADDED" | "MODIFIED") => {
-                self.pods.insert(uid, PodState::of(pod));
-                true
-            }
-            Some("DELETED") => {
-                self.pods.remove(&uid);
-                true
-            }
-            _ => false,
-        }
+        apply_event(&mut self.pods, event, PodState::of)
     }
 
     /// Adds a pod read from a list.
     pub fn insert(&mut self, pod: &Value) {
-        let uid = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
-        self.pods.insert(uid, PodState::of(pod));
+        self.pods.insert(uid(pod), PodState::of(pod));
     }
 
     pub fn pods(&self) -> impl Iterator<Item = &PodState> {

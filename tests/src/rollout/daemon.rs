@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::tally::{Line, Stamp, Tally, Timeline};
+use super::tally::{Line, Stamp, Tally, Timeline, apply_event, uid};
 
 /// The label the DaemonSet controller puts on every pod it makes.
 pub const HASH_LABEL: &str = "controller-revision-hash";
@@ -48,10 +48,7 @@ impl DaemonPod {
         let phase = pod["status"]["phase"].as_str().unwrap_or("");
         let counted =
             meta["deletionTimestamp"].is_null() && !matches!(phase, "Succeeded" | "Failed");
-        let ready = pod["status"]["conditions"]
-            .as_array()
-            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
-            .is_some_and(|c| c["status"] == "True");
+        let ready = crate::pod_reading::is_ready(pod);
         DaemonPod {
             name: meta["name"].as_str().unwrap_or("?").to_string(),
             node: target_node(pod),
@@ -124,24 +121,11 @@ impl Tally for DaemonPods {
     type Sample = NodeSample;
 
     fn insert(&mut self, obj: &Value) {
-        let uid = obj["metadata"]["uid"].as_str().unwrap_or("").to_string();
-        self.pods.insert(uid, DaemonPod::of(obj));
+        self.pods.insert(uid(obj), DaemonPod::of(obj));
     }
 
     fn apply(&mut self, event: &Value) -> bool {
-        let pod = &event["object"];
-        let uid = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
-        match event["type"].as_str() {
-            Some("ADDED" | "MODIFIED") => {
-                self.pods.insert(uid, DaemonPod::of(pod));
-                true
-            }
-            Some("DELETED") => {
-                self.pods.remove(&uid);
-                true
-            }
-            _ => false,
-        }
+        apply_event(&mut self.pods, event, DaemonPod::of)
     }
 
     fn sample(&self, stamp: Stamp) -> NodeSample {

@@ -90,13 +90,9 @@ pub fn deployment(c: &Cluster, ns: &str, name: &str) -> Value {
 pub fn replica_sets(c: &Cluster, d: &Value) -> Vec<Value> {
     let ns = d["metadata"]["namespace"].as_str().unwrap_or("default");
     let uid = &d["metadata"]["uid"];
-    let list = c
-        .get(&format!("/apis/apps/v1/namespaces/{ns}/replicasets"))
-        .unwrap_or(Value::Null);
-    let mut owned: Vec<Value> = list["items"]
-        .as_array()
+    let mut owned: Vec<Value> = c
+        .list(&format!("/apis/apps/v1/namespaces/{ns}/replicasets"))
         .into_iter()
-        .flatten()
         .filter(|rs| {
             rs["metadata"]["ownerReferences"]
                 .as_array()
@@ -104,7 +100,6 @@ pub fn replica_sets(c: &Cluster, d: &Value) -> Vec<Value> {
                 .flatten()
                 .any(|r| r["controller"] == true && r["uid"] == *uid)
         })
-        .cloned()
         .collect();
     owned.sort_by_key(|rs| revision(rs).unwrap_or(0));
     owned

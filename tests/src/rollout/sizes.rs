@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use super::census::HASH_LABEL;
-use super::tally::{Line, Stamp, Tally, Timeline};
+use super::tally::{Line, Stamp, Tally, Timeline, apply_event, uid};
 
 /// `spec.replicas` of each ReplicaSet seen and not deleted, by uid, with its hash.
 #[derive(Debug, Clone, Default)]
@@ -34,37 +34,24 @@ impl Sizes {
     }
 }
 
-fn entry(rs: &Value) -> (String, (String, i64)) {
-    let meta = &rs["metadata"];
-    let uid = meta["uid"].as_str().unwrap_or("").to_string();
-    let hash = meta["labels"][HASH_LABEL]
+/// A ReplicaSet's template hash and `spec.replicas`.
+fn entry(rs: &Value) -> (String, i64) {
+    let hash = rs["metadata"]["labels"][HASH_LABEL]
         .as_str()
         .unwrap_or("")
         .to_string();
-    (uid, (hash, rs["spec"]["replicas"].as_i64().unwrap_or(0)))
+    (hash, rs["spec"]["replicas"].as_i64().unwrap_or(0))
 }
 
 impl Tally for Sizes {
     type Sample = SizeSample;
 
     fn insert(&mut self, obj: &Value) {
-        let (uid, e) = entry(obj);
-        self.sets.insert(uid, e);
+        self.sets.insert(uid(obj), entry(obj));
     }
 
     fn apply(&mut self, event: &Value) -> bool {
-        let (uid, e) = entry(&event["object"]);
-        match event["type"].as_str() {
-            Some("ADDED" | "MODIFIED") => {
-                self.sets.insert(uid, e);
-                true
-            }
-            Some("DELETED") => {
-                self.sets.remove(&uid);
-                true
-            }
-            _ => false,
-        }
+        apply_event(&mut self.sets, event, entry)
     }
 
     fn sample(&self, stamp: Stamp) -> SizeSample {

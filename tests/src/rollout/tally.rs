@@ -2,6 +2,7 @@
 //! a state, and a [`Timeline`] holds the state's sample after each event, in stream order, so a
 //! test can ask for the extremes a rollout reached. Pure.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -21,6 +22,32 @@ pub trait Tally: Default + Send + 'static {
 
     /// The state on one line, for failure messages.
     fn summary(&self) -> String;
+}
+
+/// The uid of a listed or watched object (empty when it has none): what tallies key it by.
+pub fn uid(obj: &Value) -> String {
+    obj["metadata"]["uid"].as_str().unwrap_or("").to_string()
+}
+
+/// Folds one watch event into `objects` (kept by uid): `ADDED` and `MODIFIED` store what
+/// `read` makes of the object, `DELETED` removes it. Returns whether it was one of those.
+pub fn apply_event<V>(
+    objects: &mut BTreeMap<String, V>,
+    event: &Value,
+    read: impl FnOnce(&Value) -> V,
+) -> bool {
+    let obj = &event["object"];
+    match event["type"].as_str() {
+        Some("ADDED" | "MODIFIED") => {
+            objects.insert(uid(obj), read(obj));
+            true
+        }
+        Some("DELETED") => {
+            objects.remove(&uid(obj));
+            true
+        }
+        _ => false,
+    }
 }
 
 /// Where a sample falls in a watch.

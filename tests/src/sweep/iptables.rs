@@ -300,14 +300,7 @@ fn sweep_with(plan_of: impl Fn(&str, &Table) -> Plan) -> Vec<String> {
 }
 
 fn report(r: crate::process::Run, done: &mut Vec<String>) {
-    if r.success() {
-        done.push(r.command);
-    } else {
-        eprintln!(
-            "berth-tests: iptables cleanup step failed\n{}",
-            r.describe()
-        );
-    }
+    super::note_step(r, None, "iptables cleanup step failed", done);
 }
 
 #[cfg(test)]

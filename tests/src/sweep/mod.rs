@@ -12,9 +12,20 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::host::tool;
+use crate::process::Run;
 
 /// Where `ip netns` keeps its named namespaces.
 pub const NETNS_DIR: &str = "/var/run/netns";
+
+/// Notes one cleanup step: when it succeeded, `what` (its command line when `None`) joins
+/// `removed`; when it failed, `failure` and the run go to stderr. Never panics.
+pub fn note_step(r: Run, what: Option<String>, failure: &str, removed: &mut Vec<String>) {
+    if r.success() {
+        removed.push(what.unwrap_or(r.command));
+    } else {
+        eprintln!("berth-tests: {failure}\n{}", r.describe());
+    }
+}
 
 /// Named network namespaces whose names start with `prefix`.
 pub fn netns_with_prefix(prefix: &str) -> Vec<String> {

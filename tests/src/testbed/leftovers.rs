@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::host::tool;
-use crate::sweep::{self, delete_link};
+use crate::sweep::{self, delete_link, note_step};
 
 /// Everything of a test bed that must go when it goes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,15 +30,12 @@ impl Leftovers {
             let args: Vec<&str> = route.iter().map(String::as_str).collect();
             let shown = tool("ip", &[&["-4", "route", "show"][..], &args].concat());
             if shown.success() && !shown.stdout.trim().is_empty() {
-                let r = tool("ip", &[&["route", "delete"][..], &args].concat());
-                if r.success() {
-                    removed.push(format!("route {}", route.join(" ")));
-                } else {
-                    eprintln!(
-                        "berth-tests: cannot delete a test bed route\n{}",
-                        r.describe()
-                    );
-                }
+                note_step(
+                    tool("ip", &[&["route", "delete"][..], &args].concat()),
+                    Some(format!("route {}", route.join(" "))),
+                    "cannot delete a test bed route",
+                    &mut removed,
+                );
             }
         }
         // A veth goes with its peer, but only once the kernel gets round to destroying a
@@ -50,12 +47,12 @@ impl Leftovers {
         }
         for ns in &self.netns {
             if sweep::netns_with_prefix(ns).contains(ns) {
-                let r = tool("ip", &["netns", "delete", ns]);
-                if r.success() {
-                    removed.push(format!("netns {ns}"));
-                } else {
-                    eprintln!("berth-tests: cannot delete netns {ns}\n{}", r.describe());
-                }
+                note_step(
+                    tool("ip", &["netns", "delete", ns]),
+                    Some(format!("netns {ns}")),
+                    &format!("cannot delete netns {ns}"),
+                    &mut removed,
+                );
             }
         }
         if let Some(spec) = &self.forward_rule {
@@ -63,15 +60,12 @@ impl Leftovers {
             let check = [&["-w", "5", "-t", "filter", "-C", "FORWARD"][..], &spec].concat();
             if tool("iptables", &check).success() {
                 let delete = [&["-w", "5", "-t", "filter", "-D", "FORWARD"][..], &spec].concat();
-                let r = tool("iptables", &delete);
-                if r.success() {
-                    removed.push(r.command);
-                } else {
-                    eprintln!(
-                        "berth-tests: cannot delete the test bed's FORWARD rule\n{}",
-                        r.describe()
-                    );
-                }
+                note_step(
+                    tool("iptables", &delete),
+                    None,
+                    "cannot delete the test bed's FORWARD rule",
+                    &mut removed,
+                );
             }
         }
         removed

@@ -153,6 +153,28 @@ impl Fixture {
             .collect()
     }
 
+    /// Asserts that pod `uid`, set up (again) as `pod`, reaches its gateway, holds the only IP
+    /// allocation, and has no per-pod rules (the node's rules cover it).
+    async fn assert_the_only_pod(&self, uid: &str, pod: &PodNetwork) {
+        let (ok, out) = ping_from(&self.netns_name(uid), pod.gateway).await;
+        assert!(ok, "the pod reaches its gateway: {out}");
+        assert_eq!(
+            self.ipam_files(),
+            vec![pod.ip.to_string()],
+            "one allocation"
+        );
+        let left = rules_mentioning(uid).await;
+        assert!(left.is_empty(), "no per-pod rules: {left:?}");
+    }
+
+    /// Asserts that nothing of pod `uid` (set up as `pod`) is left: not its netns, its IP
+    /// allocation or a rule naming it.
+    async fn assert_gone(&self, uid: &str, pod: &PodNetwork) {
+        assert!(!pod.netns_path.exists());
+        assert!(self.ipam_files().is_empty(), "{:?}", self.ipam_files());
+        assert!(rules_mentioning(uid).await.is_empty());
+    }
+
     async fn setup(&self, uid: &str) -> PodNetwork {
         self.net
             .setup(&PodRef::new(uid, "default", format!("pod-{uid}")))
@@ -238,6 +260,12 @@ async fn in_netns(netns: &str, args: &[&str]) -> (bool, String) {
     run("ip", &full).await
 }
 
+/// One ping from the namespace `netns` to `target`, given two seconds to answer.
+async fn ping_from(netns: &str, target: impl std::fmt::Display) -> (bool, String) {
+    let target = target.to_string();
+    in_netns(netns, &["/bin/busybox", "ping", "-c1", "-W2", &target]).await
+}
+
 /// nat and filter rules that mention `needle`.
 async fn rules_mentioning(needle: &str) -> Vec<String> {
     let mut found = Vec::new();
@@ -291,19 +319,9 @@ async fn setup_gives_an_ip_in_the_pod_cidr_and_a_working_eth0() {
     );
     assert!(pod.netns_path.exists());
     let ns = fx.netns_name(&uid);
-    let (ok, out) = in_netns(
-        &ns,
-        &[
-            "/bin/busybox",
-            "ping",
-            "-c1",
-            "-W2",
-            &pod.gateway.to_string(),
-        ],
-    )
-    .await;
+    let (ok, out) = ping_from(&ns, pod.gateway).await;
     assert!(ok, "ping gateway from the pod: {out}");
-    let (ok, out) = in_netns(&ns, &["/bin/busybox", "ping", "-c1", "-W2", "127.0.0.1"]).await;
+    let (ok, out) = ping_from(&ns, "127.0.0.1").await;
     assert!(ok, "loopback is up in the pod: {out}");
     let (ok, out) = run("/bin/busybox", &["ping", "-c1", "-W2", &pod.ip.to_string()]).await;
     assert!(ok, "the host reaches the pod: {out}");
@@ -388,13 +406,10 @@ async fn legacy_masquerade_chain(fx: &Fixture, uid: &str, ip: std::net::Ipv4Addr
     let chain = format!("CNI-{}", &bare[bare.len() - 24..]);
     let comment = format!("name: \"{}\" id: \"{uid}\"", fx.cfg.network_name);
     let source = format!("{ip}/32");
-    for args in [
-        vec!["-w", "5", "-t", "nat", "-N", &chain],
+    // Each in the nat table, waiting up to 5 s for the xtables lock.
+    for rule in [
+        vec!["-N", &chain],
         vec![
-            "-w",
-            "5",
-            "-t",
-            "nat",
             "-A",
             &chain,
             "!",
@@ -408,10 +423,6 @@ async fn legacy_masquerade_chain(fx: &Fixture, uid: &str, ip: std::net::Ipv4Addr
             "MASQUERADE",
         ],
         vec![
-            "-w",
-            "5",
-            "-t",
-            "nat",
             "-A",
             "POSTROUTING",
             "-s",
@@ -424,6 +435,7 @@ async fn legacy_masquerade_chain(fx: &Fixture, uid: &str, ip: std::net::Ipv4Addr
             &chain,
         ],
     ] {
+        let args = [&["-w", "5", "-t", "nat"][..], &rule].concat();
         let (ok, out) = run("iptables", &args).await;
         assert!(ok, "{out}");
     }
@@ -440,17 +452,7 @@ async fn host_setup_removes_the_per_pod_masquerade_chains_of_an_earlier_version(
     fx.net.ensure_host().await.unwrap();
     assert_eq!(rules_mentioning(&uid).await, Vec::<String>::new());
     // The pod keeps its network; the node's rule masquerades it now.
-    let (ok, out) = in_netns(
-        &fx.netns_name(&uid),
-        &[
-            "/bin/busybox",
-            "ping",
-            "-c1",
-            "-W2",
-            &pod.gateway.to_string(),
-        ],
-    )
-    .await;
+    let (ok, out) = ping_from(&fx.netns_name(&uid), pod.gateway).await;
     assert!(ok, "{out}");
     fx.net.teardown(&uid).await.unwrap();
 }
@@ -489,28 +491,8 @@ async fn setup_repairs_a_pod_whose_veth_was_deleted() {
     assert!(ok, "{out}");
     let repaired = fx.setup(&uid).await;
     assert_eq!(repaired.netns_path, first.netns_path);
-    let (ok, out) = in_netns(
-        &fx.netns_name(&uid),
-        &[
-            "/bin/busybox",
-            "ping",
-            "-c1",
-            "-W2",
-            &repaired.gateway.to_string(),
-        ],
-    )
-    .await;
-    assert!(ok, "repaired pod reaches its gateway: {out}");
-    assert_eq!(
-        fx.ipam_files(),
-        vec![repaired.ip.to_string()],
-        "old IP released"
-    );
-    assert_eq!(
-        rules_mentioning(&uid).await,
-        Vec::<String>::new(),
-        "no per-pod rules"
-    );
+    // The old IP is released.
+    fx.assert_the_only_pod(&uid, &repaired).await;
 }
 
 fn state_file(fx: &Fixture, uid: &str) -> PathBuf {
@@ -529,26 +511,8 @@ async fn setup_redoes_a_setup_that_a_crash_left_half_done() {
     std::fs::write(&path, serde_json::to_vec(&st).unwrap()).unwrap();
 
     let redone = fx.setup(&uid).await;
-    let (ok, out) = in_netns(
-        &fx.netns_name(&uid),
-        &[
-            "/bin/busybox",
-            "ping",
-            "-c1",
-            "-W2",
-            &redone.gateway.to_string(),
-        ],
-    )
-    .await;
-    assert!(ok, "redone pod reaches its gateway: {out}");
-    assert_eq!(
-        fx.ipam_files(),
-        vec![redone.ip.to_string()],
-        "one allocation"
-    );
+    fx.assert_the_only_pod(&uid, &redone).await;
     assert_eq!(bridge_ports(&fx.cfg.bridge).await.len(), 1, "one veth");
-    let left = rules_mentioning(&uid).await;
-    assert!(left.is_empty(), "no per-pod rules: {left:?}");
 }
 
 #[tokio::test]
@@ -558,9 +522,7 @@ async fn teardown_with_a_corrupt_state_file_still_removes_everything() {
     let pod = fx.setup(&uid).await;
     std::fs::write(state_file(&fx, &uid), "{").unwrap();
     fx.net.teardown(&uid).await.unwrap();
-    assert!(!pod.netns_path.exists());
-    assert!(fx.ipam_files().is_empty(), "{:?}", fx.ipam_files());
-    assert!(rules_mentioning(&uid).await.is_empty());
+    fx.assert_gone(&uid, &pod).await;
     assert!(bridge_ports(&fx.cfg.bridge).await.is_empty());
     assert!(!state_file(&fx, &uid).exists());
 }
@@ -933,9 +895,7 @@ async fn observe_sees_the_netns_a_process_is_in_and_a_deleted_or_replaced_netns(
     drop(inside);
     fx.net.teardown(&uid).await.unwrap();
     assert_eq!(fx.net.observe(&uid).await.unwrap(), NetworkFacts::default());
-    assert!(!pod.netns_path.exists());
-    assert!(fx.ipam_files().is_empty());
-    assert!(rules_mentioning(&uid).await.is_empty());
+    fx.assert_gone(&uid, &pod).await;
 }
 
 #[tokio::test]
@@ -950,9 +910,7 @@ async fn an_unmounted_netns_file_is_not_a_namespace_and_teardown_still_removes_i
     let facts = fx.net.observe(&uid).await.unwrap();
     assert_eq!(facts.netns, NetnsPresence::NotMounted, "{facts:?}");
     fx.net.teardown(&uid).await.unwrap();
-    assert!(!pod.netns_path.exists());
-    assert!(fx.ipam_files().is_empty());
-    assert!(rules_mentioning(&uid).await.is_empty());
+    fx.assert_gone(&uid, &pod).await;
 }
 
 #[tokio::test]
@@ -985,17 +943,7 @@ async fn an_agent_never_touches_the_netns_of_another_agent_with_the_same_network
         rules,
         "A's rules survive"
     );
-    let (ok, out) = in_netns(
-        &a.netns_name(&uid),
-        &[
-            "/bin/busybox",
-            "ping",
-            "-c1",
-            "-W2",
-            &pod.gateway.to_string(),
-        ],
-    )
-    .await;
+    let (ok, out) = ping_from(&a.netns_name(&uid), pod.gateway).await;
     assert!(ok, "A's pod still reaches its gateway: {out}");
     assert_eq!(a.net.list().await.unwrap(), vec![uid.clone()]);
 

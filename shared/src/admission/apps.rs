@@ -189,10 +189,7 @@ mod tests {
 
     fn errors(spec: Value) -> Vec<String> {
         let (d, raw) = deployment(spec);
-        validate_deployment(&d, None, &raw)
-            .iter()
-            .map(FieldError::message)
-            .collect()
+        error_messages(&validate_deployment(&d, None, &raw))
     }
 
     fn with(mut base: Value, pointer: &str, v: Value) -> Value {

@@ -642,12 +642,7 @@ mod tests {
                 "successPolicy": {"rules": rules}, "template": template()}),
             )
         };
-        let msgs = |j: &Job| -> Vec<String> {
-            validate_job(j, None)
-                .iter()
-                .map(FieldError::message)
-                .collect()
-        };
+        let msgs = |j: &Job| -> Vec<String> { error_messages(&validate_job(j, None)) };
         assert!(
             msgs(&indexed(
                 json!([{"succeededIndexes": "0,2-3", "succeededCount": 1}])

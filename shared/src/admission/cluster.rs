@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::Operation;
 use super::field::{FieldError, Path};
 use super::meta::{validate_meta, validate_object_meta_update};
-use super::names::{dns1123_subdomain, each_invalid, label_value, qualified_name};
+use super::names::{dns1123_subdomain, each_invalid, joined_invalid, label_value, qualified_name};
 use super::scheduling::validate_taint_effect;
 
 const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
@@ -95,14 +95,11 @@ pub(crate) fn validate_node(node: &Node, old: Option<&Node>) -> Vec<FieldError> 
             qualified_name(&t.key),
         ));
         let value = t.value.as_deref().unwrap_or_default();
-        let msgs = label_value(value);
-        if !msgs.is_empty() {
-            errs.push(FieldError::invalid(
-                &ip.child("value"),
-                value,
-                msgs.join(";"),
-            ));
-        }
+        errs.extend(joined_invalid(
+            &ip.child("value"),
+            value,
+            label_value(value),
+        ));
         errs.extend(validate_taint_effect(&t.effect, false, &ip.child("effect")));
         let pair = (t.key.clone(), t.effect.clone());
         if !seen.insert(pair) {

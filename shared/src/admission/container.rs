@@ -403,6 +403,7 @@ fn validate_volume_mounts(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::field::error_messages;
     use serde_json::json;
 
     fn container(v: serde_json::Value) -> Container {
@@ -414,10 +415,7 @@ mod tests {
         c.termination_message_policy.get_or_insert("File".into());
         c.image_pull_policy.get_or_insert("Always".into());
         let vols = volumes.iter().map(|s| s.to_string()).collect();
-        validate_container_common(&c, &vols, &Path::new("c"))
-            .iter()
-            .map(FieldError::message)
-            .collect()
+        error_messages(&validate_container_common(&c, &vols, &Path::new("c")))
     }
 
     #[test]

@@ -140,6 +140,7 @@ fn disallowed_fields(ec: &EphemeralContainer, p: &Path) -> Vec<FieldError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::field::error_messages;
     use serde_json::{Value, json};
 
     fn spec(ephemeral: Value) -> PodSpec {
@@ -155,10 +156,7 @@ mod tests {
         default_ephemeral_containers(&mut new);
         let mut old = old.clone();
         default_ephemeral_containers(&mut old);
-        validate_ephemeral_containers(&new, &old)
-            .iter()
-            .map(FieldError::message)
-            .collect()
+        error_messages(&validate_ephemeral_containers(&new, &old))
     }
 
     #[test]

@@ -73,12 +73,18 @@ where
     K::Scope: 'static,
 {
     match old {
-        None => {
-            let namespaced = TypeId::of::<K::Scope>() == TypeId::of::<NamespaceResourceScope>();
-            validate_object_meta(obj.metadata(), K::KIND, namespaced)
-        }
+        None => validate_object_meta(obj.metadata(), K::KIND, namespaced::<K>()),
         Some(o) => validate_object_meta_update(obj.metadata(), o.metadata()),
     }
+}
+
+/// Whether objects of kind `K` live in a namespace.
+pub(crate) fn namespaced<K>() -> bool
+where
+    K: Resource,
+    K::Scope: 'static,
+{
+    TypeId::of::<K::Scope>() == TypeId::of::<NamespaceResourceScope>()
 }
 
 /// Upstream `ValidateObjectMeta` for a create: name (or generateName) syntax for the kind, the

@@ -277,14 +277,14 @@ pub fn admit(
             op,
             old,
             |b, _, _| rbac::default_subjects(b.subjects.as_mut()),
-            |b, o, _| rbac::validate_role_binding(b, o),
+            |b, o, _| rbac::validate_binding(b, o),
         ),
         "ClusterRoleBinding" => run::<rbac_v1::ClusterRoleBinding>(
             obj,
             op,
             old,
             |b, _, _| rbac::default_subjects(b.subjects.as_mut()),
-            |b, o, _| rbac::validate_cluster_role_binding(b, o),
+            |b, o, _| rbac::validate_binding(b, o),
         ),
         "HorizontalPodAutoscaler" => {
             run::<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>(

@@ -226,6 +226,12 @@ pub(crate) fn each_invalid(path: &Path, value: &str, msgs: Vec<String>) -> Vec<F
         .collect()
 }
 
+/// One `Invalid` error for `value` at `path` carrying all the messages joined with `;`, as
+/// upstream words a taint's or toleration's label value; none when `msgs` is empty.
+pub(crate) fn joined_invalid(path: &Path, value: &str, msgs: Vec<String>) -> Option<FieldError> {
+    (!msgs.is_empty()).then(|| FieldError::invalid(path, value, msgs.join(";")))
+}
+
 /// How a kind's `metadata.name` is checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum NameRule {

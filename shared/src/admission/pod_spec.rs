@@ -383,15 +383,17 @@ fn validate_host_network_ports(
 mod tests {
     use super::*;
     use crate::admission::defaults::default_pod_spec;
+    use crate::admission::field::error_messages;
     use serde_json::json;
 
     fn check(v: serde_json::Value) -> Vec<String> {
         let mut s: PodSpec = serde_json::from_value(v).unwrap();
         default_pod_spec(&mut s);
-        validate_pod_spec(&s, SpecOwner::Template, &Path::new("spec"))
-            .iter()
-            .map(FieldError::message)
-            .collect()
+        error_messages(&validate_pod_spec(
+            &s,
+            SpecOwner::Template,
+            &Path::new("spec"),
+        ))
     }
 
     #[test]

@@ -214,14 +214,12 @@ pub(crate) fn validate_lifecycle(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::field::error_messages;
     use serde_json::json;
 
     fn probe(kind: ProbeKind, v: serde_json::Value) -> Vec<String> {
         let p: Probe = serde_json::from_value(v).unwrap();
-        validate_probe(&p, kind, Some(30), &Path::new("p"))
-            .iter()
-            .map(FieldError::message)
-            .collect()
+        error_messages(&validate_probe(&p, kind, Some(30), &Path::new("p")))
     }
 
     #[test]

@@ -6,9 +6,11 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::{Metadata, Resource};
 
 use super::field::{FieldError, Path};
-use super::meta::validate_meta;
+use super::meta::{namespaced, validate_meta};
 use super::names::{NameRule, name_messages};
 use super::selector::validate_label_selector;
 
@@ -204,22 +206,36 @@ pub(crate) fn default_subjects(subjects: Option<&mut Vec<Subject>>) {
     }
 }
 
-pub(crate) fn validate_role_binding(b: &RoleBinding, old: Option<&RoleBinding>) -> Vec<FieldError> {
-    let mut errs = validate_meta(b, old);
-    errs.extend(validate_role_ref(&b.role_ref, true));
-    errs.extend(role_ref_unchanged(&b.role_ref, old.map(|o| &o.role_ref)));
-    errs.extend(validate_subjects(b.subjects.as_ref()));
-    errs
+/// What RoleBinding and ClusterRoleBinding share: a role reference and subjects.
+pub(crate) trait Binding: Resource + Metadata<Ty = ObjectMeta> {
+    fn parts(&self) -> (&RoleRef, Option<&Vec<Subject>>);
 }
 
-pub(crate) fn validate_cluster_role_binding(
-    b: &ClusterRoleBinding,
-    old: Option<&ClusterRoleBinding>,
-) -> Vec<FieldError> {
+impl Binding for RoleBinding {
+    fn parts(&self) -> (&RoleRef, Option<&Vec<Subject>>) {
+        (&self.role_ref, self.subjects.as_ref())
+    }
+}
+
+impl Binding for ClusterRoleBinding {
+    fn parts(&self) -> (&RoleRef, Option<&Vec<Subject>>) {
+        (&self.role_ref, self.subjects.as_ref())
+    }
+}
+
+/// Upstream `ValidateRoleBinding` / `ValidateClusterRoleBinding` (+ the update rule that the
+/// roleRef never changes): a namespaced binding may refer to a Role or a ClusterRole, a
+/// cluster-wide one only to a ClusterRole.
+pub(crate) fn validate_binding<B>(b: &B, old: Option<&B>) -> Vec<FieldError>
+where
+    B: Binding,
+    B::Scope: 'static,
+{
+    let (role_ref, subjects) = b.parts();
     let mut errs = validate_meta(b, old);
-    errs.extend(validate_role_ref(&b.role_ref, false));
-    errs.extend(role_ref_unchanged(&b.role_ref, old.map(|o| &o.role_ref)));
-    errs.extend(validate_subjects(b.subjects.as_ref()));
+    errs.extend(validate_role_ref(role_ref, namespaced::<B>()));
+    errs.extend(role_ref_unchanged(role_ref, old.map(|o| o.parts().0)));
+    errs.extend(validate_subjects(subjects));
     errs
 }
 
@@ -274,10 +290,10 @@ mod tests {
             "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": "view"},
             "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "d"}]}))
             .unwrap();
-        assert!(validate_role_binding(&b, None).is_empty());
+        assert!(validate_binding(&b, None).is_empty());
         let mut changed = b.clone();
         changed.role_ref.name = "edit".into();
-        let msgs = fields(&validate_role_binding(&changed, Some(&b)));
+        let msgs = fields(&validate_binding(&changed, Some(&b)));
         assert!(
             msgs.iter().any(|m| m.contains("cannot change roleRef")),
             "{msgs:?}"
@@ -290,7 +306,7 @@ mod tests {
             "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": "r"},
             "subjects": [{"kind": "Robot", "name": "x"}]}))
         .unwrap();
-        let msgs = fields(&validate_cluster_role_binding(&b, None));
+        let msgs = fields(&validate_binding(&b, None));
         assert_eq!(msgs.len(), 2, "{msgs:?}");
         assert!(msgs[0].starts_with("roleRef.kind: Unsupported value: \"Role\""));
     }

@@ -176,14 +176,12 @@ pub(crate) fn validate_id(id: Option<i64>, path: &Path) -> Vec<FieldError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::field::error_messages;
     use serde_json::json;
 
     fn resources(v: serde_json::Value) -> Vec<String> {
         let r: ResourceRequirements = serde_json::from_value(v).unwrap();
-        validate_resources(&r, &Path::new("r"))
-            .iter()
-            .map(FieldError::message)
-            .collect()
+        error_messages(&validate_resources(&r, &Path::new("r")))
     }
 
     #[test]

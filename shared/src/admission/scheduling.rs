@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use k8s_openapi::api::core::v1::{HostAlias, PodDNSConfig, PodSchedulingGate, Toleration};
 
 use super::field::{FieldError, Path};
-use super::names::{dns1123_subdomain, each_invalid, label_value, qualified_name};
+use super::names::{dns1123_subdomain, each_invalid, joined_invalid, label_value, qualified_name};
 
 pub(crate) const TAINT_EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
@@ -52,14 +52,11 @@ pub(crate) fn validate_tolerations(tols: &[Toleration], path: &Path) -> Vec<Fiel
         }
         match op {
             "Equal" | "" => {
-                let msgs = label_value(value);
-                if !msgs.is_empty() {
-                    errs.push(FieldError::invalid(
-                        &ip.child("operator"),
-                        value,
-                        msgs.join(";"),
-                    ));
-                }
+                errs.extend(joined_invalid(
+                    &ip.child("operator"),
+                    value,
+                    label_value(value),
+                ));
             }
             "Exists" if !value.is_empty() => {
                 let v = serde_json::to_value(t).unwrap_or_default();
@@ -197,14 +194,12 @@ pub(crate) fn validate_scheduling_gates(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::field::error_messages;
     use serde_json::json;
 
     fn tolerations(v: serde_json::Value) -> Vec<String> {
         let t: Vec<Toleration> = serde_json::from_value(v).unwrap();
-        validate_tolerations(&t, &Path::new("t"))
-            .iter()
-            .map(FieldError::message)
-            .collect()
+        error_messages(&validate_tolerations(&t, &Path::new("t")))
     }
 
     #[test]

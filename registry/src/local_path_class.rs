@@ -34,17 +34,22 @@ pub fn ensure(registry: &Registry) -> Result<(), RegistryError> {
 mod tests {
     use super::*;
     use crate::Part;
+    use serde_json::Value;
+
+    fn stored_class(registry: &Registry) -> Value {
+        registry
+            .get(STORAGE_CLASSES, None, LOCAL_PATH_CLASS)
+            .expect("stored")
+            .value()
+            .expect("json")
+    }
 
     #[test]
     fn the_class_is_created_once_and_a_changed_one_is_kept() {
         let dir = tempfile::tempdir().expect("temp dir");
         let registry = crate::testing::registry(dir.path());
         ensure(&registry).expect("created");
-        let sc = registry
-            .get(STORAGE_CLASSES, None, LOCAL_PATH_CLASS)
-            .expect("stored")
-            .value()
-            .expect("json");
+        let sc = stored_class(&registry);
         assert_eq!(sc["provisioner"], LOCAL_PATH_PROVISIONER);
         assert_eq!(sc["volumeBindingMode"], "WaitForFirstConsumer");
         assert_eq!(sc["reclaimPolicy"], "Delete");
@@ -67,11 +72,7 @@ mod tests {
             )
             .expect("changed");
         ensure(&registry).expect("kept");
-        let sc = registry
-            .get(STORAGE_CLASSES, None, LOCAL_PATH_CLASS)
-            .expect("stored")
-            .value()
-            .expect("json");
+        let sc = stored_class(&registry);
         assert_eq!(
             sc["metadata"]["annotations"][DEFAULT_CLASS_ANNOTATION],
             "false"

@@ -158,31 +158,12 @@ mod tests {
 
     #[test]
     fn pods_with_nothing_left_to_protect_skip_the_budgets() {
+        let in_phase = |phase: &str| json!({"status": {"phase": phase}});
         let cases = [
-            (
-                "running",
-                json!({"status": {"phase": "Running"}}),
-                false,
-                true,
-            ),
-            (
-                "pending",
-                json!({"status": {"phase": "Pending"}}),
-                true,
-                true,
-            ),
-            (
-                "succeeded",
-                json!({"status": {"phase": "Succeeded"}}),
-                true,
-                false,
-            ),
-            (
-                "failed",
-                json!({"status": {"phase": "Failed"}}),
-                true,
-                false,
-            ),
+            ("running", in_phase("Running"), false, true),
+            ("pending", in_phase("Pending"), true, true),
+            ("succeeded", in_phase("Succeeded"), true, false),
+            ("failed", in_phase("Failed"), true, false),
             (
                 "terminating",
                 json!({"metadata": {"deletionTimestamp": "t"}, "status": {"phase": "Running"}}),

@@ -7,19 +7,15 @@ mod runtime_support;
 
 use std::time::{Duration, Instant};
 
-use berth_agent::image::{ImageService, PullError, PullPolicy};
+use berth_agent::image::{ImageService, PullError, PullPolicy, PulledImage};
 use berth_agent::runtime::{Runtime, TaskState};
 use runtime_support::{
-    Containerd, Entry, Registry, build_layout, busybox_entries, container, cri_lines,
-    docker_save_tar, images, tar_dir,
+    Containerd, Entry, Registry, busybox_entries, container, cri_lines, docker_save_tar, images,
+    local_busybox, tar_dir,
 };
 
 /// Runs `ls /www` in `image` and returns the names it printed.
-async fn ls_www(
-    rt: &Runtime,
-    ctd: &Containerd,
-    image: &berth_agent::image::PulledImage,
-) -> Vec<String> {
+async fn ls_www(rt: &Runtime, ctd: &Containerd, image: &PulledImage) -> Vec<String> {
     let log = ctd
         .dir
         .path()
@@ -40,42 +36,43 @@ async fn ls_www(
     cri_lines(&text).into_iter().map(|(_, _, t)| t).collect()
 }
 
+/// Pulls `reference` under `policy`; the image and how long the pull took.
+async fn timed_pull(
+    service: &ImageService,
+    reference: &str,
+    policy: PullPolicy,
+) -> (PulledImage, Duration) {
+    let t = Instant::now();
+    let image = service
+        .pull(reference, policy)
+        .await
+        .unwrap_or_else(|e| panic!("pull {reference}: {e}"));
+    (image, t.elapsed())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pulls_through_a_docker_io_mirror() {
     let ctd = Containerd::start();
     let registry = Registry::start();
     let work = tempfile::tempdir().expect("tempdir");
-    let base = busybox_entries();
-    let plain = build_layout(
+    let plain = registry.push_busybox(
         &work.path().join("plain"),
-        &[base],
-        "busybox:test",
+        &[busybox_entries()],
         "test",
         false,
     );
-    registry.push(&plain.dir, "test", "library/busybox", "test");
-    let indexed = build_layout(
+    let indexed = registry.push_busybox(
         &work.path().join("indexed"),
         &[busybox_entries()],
-        "busybox:multi",
         "multi",
         true,
     );
-    registry.push(&indexed.dir, "multi", "library/busybox", "multi");
 
     let rt = ctd.runtime().await;
     let service = ImageService::new(rt.clone(), registry.mirror_config());
 
-    let t = Instant::now();
-    let image = service
-        .pull("busybox:test", PullPolicy::IfNotPresent)
-        .await
-        .expect("pull busybox:test");
-    eprintln!(
-        "cold pull (1 layer, {} bytes): {:?}",
-        image.size_bytes,
-        t.elapsed()
-    );
+    let (image, took) = timed_pull(&service, "busybox:test", PullPolicy::IfNotPresent).await;
+    eprintln!("cold pull (1 layer, {} bytes): {took:?}", image.size_bytes);
     assert_eq!(image.name, "docker.io/library/busybox:test");
     assert_eq!(image.digest, plain.manifest_digest);
     assert_eq!(image.chain_id, plain.diff_ids[0]);
@@ -93,12 +90,8 @@ async fn pulls_through_a_docker_io_mirror() {
         .await
         .expect("present");
     assert!(again.already_present);
-    let t = Instant::now();
-    let repulled = service
-        .pull("busybox:test", PullPolicy::Always)
-        .await
-        .expect("re-pull");
-    eprintln!("warm re-pull (Always): {:?}", t.elapsed());
+    let (repulled, took) = timed_pull(&service, "busybox:test", PullPolicy::Always).await;
+    eprintln!("warm re-pull (Always): {took:?}");
     assert_eq!(repulled.digest, image.digest);
     assert_eq!(repulled.chain_id, image.chain_id);
 
@@ -168,22 +161,16 @@ async fn a_two_layer_image_with_a_whiteout_unpacks_correctly() {
         Entry::File("www/layer2.txt".into(), b"from layer 2\n".to_vec(), 0o644),
         Entry::File("www/.wh.index.html".into(), Vec::new(), 0o644),
     ];
-    let two = build_layout(
+    let two = registry.push_busybox(
         &work.path().join("two"),
         &[busybox_entries(), layer2],
-        "busybox:2layer",
         "2layer",
         false,
     );
-    registry.push(&two.dir, "2layer", "library/busybox", "2layer");
     let rt = ctd.runtime().await;
     let service = ImageService::new(rt.clone(), registry.mirror_config());
-    let t = Instant::now();
-    let image = service
-        .pull("busybox:2layer", PullPolicy::Always)
-        .await
-        .expect("pull");
-    eprintln!("cold pull (2 layers): {:?}", t.elapsed());
+    let (image, took) = timed_pull(&service, "busybox:2layer", PullPolicy::Always).await;
+    eprintln!("cold pull (2 layers): {took:?}");
     assert_ne!(
         image.chain_id, two.diff_ids[1],
         "the chain id of layer 2 is not its diff id"
@@ -197,13 +184,7 @@ async fn a_two_layer_image_with_a_whiteout_unpacks_correctly() {
 async fn imports_oci_layouts_and_docker_save_tarballs() {
     let ctd = Containerd::start();
     let work = tempfile::tempdir().expect("tempdir");
-    let layout = build_layout(
-        &work.path().join("layout"),
-        &[busybox_entries()],
-        "docker.io/library/busybox:local",
-        "local",
-        true,
-    );
+    let layout = local_busybox(&work.path().join("layout"), true);
     let rt = ctd.runtime().await;
     let service = images(&rt);
 

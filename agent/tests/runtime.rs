@@ -10,12 +10,11 @@ use std::time::{Duration, Instant};
 
 use berth_agent::image::PulledImage;
 use berth_agent::runtime::{
-    AttachIo, ContainerId, ExecIo, Runtime, RuntimeError, RuntimeEvent, TaskState,
+    AttachIo, ContainerConfig, ContainerId, ExecHandle, ExecIo, Runtime, RuntimeError,
+    RuntimeEvent, TaskState,
 };
 use futures::StreamExt;
-use runtime_support::{
-    Containerd, Layout, build_layout, busybox_entries, container, cri_lines, images,
-};
+use runtime_support::{Containerd, Layout, container, cri_lines, images, local_busybox};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// One busybox layout per test binary.
@@ -24,13 +23,7 @@ fn layout() -> &'static Layout {
     &LAYOUT
         .get_or_init(|| {
             let dir = tempfile::tempdir().expect("tempdir");
-            let layout = build_layout(
-                &dir.path().join("busybox"),
-                &[busybox_entries()],
-                "docker.io/library/busybox:local",
-                "local",
-                false,
-            );
+            let layout = local_busybox(&dir.path().join("busybox"), false);
             (dir, layout)
         })
         .1
@@ -47,6 +40,11 @@ async fn setup() -> (Containerd, Runtime, PulledImage) {
     (ctd, rt, imported.into_iter().next().expect("one image"))
 }
 
+/// A container running `script` with `sh -c` in `image`, logging to `log`.
+fn shell(id: &str, image: &PulledImage, script: &str, log: PathBuf) -> ContainerConfig {
+    container(id, image.container_image(), &["sh", "-c", script], log)
+}
+
 /// After a test: no containers, no container snapshots, no FIFO directories.
 async fn assert_clean(rt: &Runtime, ctd: &Containerd, image: &PulledImage) {
     assert!(rt.list().await.expect("list").is_empty(), "containers left");
@@ -61,6 +59,17 @@ async fn assert_clean(rt: &Runtime, ctd: &Containerd, image: &PulledImage) {
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "stdio directories left: {left:?}");
+}
+
+/// The end of a test: removes container `id`, then nothing may be left ([`assert_clean`]).
+async fn remove_and_assert_clean(
+    rt: &Runtime,
+    ctd: &Containerd,
+    image: &PulledImage,
+    id: &ContainerId,
+) {
+    rt.remove(id).await.expect("remove");
+    assert_clean(rt, ctd, image).await;
 }
 
 async fn next_event(
@@ -85,10 +94,10 @@ async fn a_container_exits_with_its_code_and_logs_both_streams() {
     let logs = ctd.dir.path().join("logs");
     let log = logs.join("c1/0.log");
     let mut events = Box::pin(rt.events());
-    let cfg = container(
+    let cfg = shell(
         "c1",
-        image.container_image(),
-        &["sh", "-c", "echo $(GREETING); echo err >&2; exit 3"],
+        &image,
+        "echo $(GREETING); echo err >&2; exit 3",
         log.clone(),
     );
     let t0 = Instant::now();
@@ -137,14 +146,10 @@ async fn exec_signals_and_remove_clean_everything() {
     let (ctd, rt, image) = setup().await;
     let logs = ctd.dir.path().join("logs");
     // Handles SIGTERM itself.
-    let graceful = container(
+    let graceful = shell(
         "graceful",
-        image.container_image(),
-        &[
-            "sh",
-            "-c",
-            "trap 'echo bye; exit 42' TERM; while true; do sleep 0.1; done",
-        ],
+        &image,
+        "trap 'echo bye; exit 42' TERM; while true; do sleep 0.1; done",
         logs.join("graceful.log"),
     );
     // PID 1 without a handler ignores SIGTERM.
@@ -212,51 +217,18 @@ async fn exec_signals_and_remove_clean_everything() {
     assert!(missing.is_err() || missing.as_ref().is_ok_and(|(c, _)| *c != 0));
 
     // Streaming exec with stdin.
-    let mut h = rt
-        .exec(
-            &id,
-            &["cat".into()],
-            ExecIo {
-                stdin: true,
-                tty: false,
-            },
-        )
-        .await
-        .expect("exec cat");
+    let mut h = exec(&rt, &id, "cat", true, false).await;
     let mut stdin = h.stdin.take().expect("stdin");
     stdin.write_all(b"ping\n").await.expect("write stdin");
     drop(stdin);
     h.control.close_stdin().await.expect("close stdin");
-    let mut out = String::new();
-    h.stdout
-        .take()
-        .expect("stdout")
-        .read_to_string(&mut out)
-        .await
-        .expect("read stdout");
-    assert_eq!(out, "ping\n");
+    assert_eq!(stdout_to_end(&mut h).await, "ping\n");
     assert_eq!(h.wait().await.expect("exit"), 0);
 
     // A terminal.
-    let mut h = rt
-        .exec(
-            &id,
-            &["tty".into()],
-            ExecIo {
-                stdin: false,
-                tty: true,
-            },
-        )
-        .await
-        .expect("exec tty");
+    let mut h = exec(&rt, &id, "tty", false, true).await;
     assert!(h.stderr.is_none());
-    let mut out = String::new();
-    h.stdout
-        .take()
-        .expect("stdout")
-        .read_to_string(&mut out)
-        .await
-        .expect("read tty");
+    let out = stdout_to_end(&mut h).await;
     assert!(out.starts_with("/dev/pts/"), "tty printed {out:?}");
     assert_eq!(h.wait().await.expect("exit"), 0);
 
@@ -285,6 +257,25 @@ async fn exec_signals_and_remove_clean_everything() {
     assert_clean(&rt, &ctd, &image).await;
 }
 
+/// Starts `cmd` (no arguments) in container `id`, with stdin and a terminal as asked.
+async fn exec(rt: &Runtime, id: &ContainerId, cmd: &str, stdin: bool, tty: bool) -> ExecHandle {
+    rt.exec(id, &[cmd.into()], ExecIo { stdin, tty })
+        .await
+        .unwrap_or_else(|e| panic!("exec {cmd}: {e}"))
+}
+
+/// What an exec printed on stdout (with a terminal: on the terminal), to the end.
+async fn stdout_to_end(h: &mut ExecHandle) -> String {
+    let mut out = String::new();
+    h.stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut out)
+        .await
+        .expect("read stdout");
+    out
+}
+
 /// Reads `stream` until `want` appeared; panics with what it read after 20 s.
 async fn read_until(stream: &mut (impl tokio::io::AsyncRead + Unpin), want: &str) -> String {
     let mut seen = Vec::new();
@@ -307,14 +298,10 @@ async fn read_until(stream: &mut (impl tokio::io::AsyncRead + Unpin), want: &str
 async fn attach_sees_output_feeds_stdin_and_stdin_once_closes_it_at_the_first_end() {
     let (ctd, rt, image) = setup().await;
     let log = ctd.dir.path().join("echo.log");
-    let mut cfg = container(
+    let mut cfg = shell(
         "echo",
-        image.container_image(),
-        &[
-            "sh",
-            "-c",
-            "echo ready >&2; while read l; do echo got-$l; done; echo closed; exit 4",
-        ],
+        &image,
+        "echo ready >&2; while read l; do echo got-$l; done; echo closed; exit 4",
         log.clone(),
     );
     cfg.stdin = true;
@@ -361,17 +348,16 @@ async fn attach_sees_output_feeds_stdin_and_stdin_once_closes_it_at_the_first_en
         text.contains("got-one") && text.contains("closed"),
         "{text}"
     );
-    rt.remove(&cfg.id).await.expect("remove");
-    assert_clean(&rt, &ctd, &image).await;
+    remove_and_assert_clean(&rt, &ctd, &image, &cfg.id).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attach_to_a_terminal_resizes_it() {
     let (ctd, rt, image) = setup().await;
-    let mut cfg = container(
+    let mut cfg = shell(
         "tty",
-        image.container_image(),
-        &["sh", "-c", "while read l; do stty size; done"],
+        &image,
+        "while read l; do stty size; done",
         ctd.dir.path().join("tty.log"),
     );
     cfg.stdin = true;
@@ -396,8 +382,7 @@ async fn attach_to_a_terminal_resizes_it() {
     stdin.write_all(b"\n").await.expect("write");
     let mut out = a.stdout.take().expect("stdout");
     read_until(&mut out, "17 91").await;
-    rt.remove(&cfg.id).await.expect("remove");
-    assert_clean(&rt, &ctd, &image).await;
+    remove_and_assert_clean(&rt, &ctd, &image, &cfg.id).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -427,23 +412,18 @@ async fn removing_a_running_container_kills_it_first() {
         matches!(again, Err(RuntimeError::AlreadyExists { .. })),
         "{again:?}"
     );
-    rt.remove(&cfg2.id).await.expect("remove");
-    assert_clean(&rt, &ctd, &image).await;
+    remove_and_assert_clean(&rt, &ctd, &image, &cfg2.id).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_container_over_its_memory_limit_is_oom_killed() {
     let (ctd, rt, image) = setup().await;
     let mut events = Box::pin(rt.events());
-    let mut cfg = container(
+    let mut cfg = shell(
         "hog",
-        image.container_image(),
+        &image,
         // The shell keeps the whole command substitution in memory.
-        &[
-            "sh",
-            "-c",
-            "x=$(head -c 64000000 /dev/zero | tr '\\0' a); echo ${#x}",
-        ],
+        "x=$(head -c 64000000 /dev/zero | tr '\\0' a); echo ${#x}",
         ctd.dir.path().join("hog.log"),
     );
     cfg.resources.memory_limit_bytes = Some(16 * 1024 * 1024);
@@ -470,22 +450,17 @@ async fn a_container_over_its_memory_limit_is_oom_killed() {
     ))
     .expect("memory cgroup of the container");
     assert_eq!(limit.trim(), (16 * 1024 * 1024).to_string());
-    rt.remove(&cfg.id).await.expect("remove");
-    assert_clean(&rt, &ctd, &image).await;
+    remove_and_assert_clean(&rt, &ctd, &image, &cfg.id).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_runtime_adopts_a_running_container_and_its_log() {
     let (ctd, rt, image) = setup().await;
     let log: PathBuf = ctd.dir.path().join("logs/ticker/0.log");
-    let mut cfg = container(
+    let mut cfg = shell(
         "ticker",
-        image.container_image(),
-        &[
-            "sh",
-            "-c",
-            "i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.1; done",
-        ],
+        &image,
+        "i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.1; done",
         log.clone(),
     );
     for (k, v) in [
@@ -555,14 +530,10 @@ async fn a_fresh_runtime_adopts_a_running_container_and_its_log() {
 async fn a_containerd_restart_is_survived() {
     let (mut ctd, rt, image) = setup().await;
     let log = ctd.dir.path().join("logs/survivor.log");
-    let cfg = container(
+    let cfg = shell(
         "survivor",
-        image.container_image(),
-        &[
-            "sh",
-            "-c",
-            "trap 'echo term; exit 7' TERM; echo up; while true; do sleep 0.1; done",
-        ],
+        &image,
+        "trap 'echo term; exit 7' TERM; echo up; while true; do sleep 0.1; done",
         log.clone(),
     );
     rt.create(&cfg).await.expect("create");
@@ -600,6 +571,5 @@ async fn a_containerd_restart_is_survived() {
     let text = std::fs::read_to_string(&log).expect("log");
     let lines: Vec<String> = cri_lines(&text).into_iter().map(|(_, _, t)| t).collect();
     assert_eq!(lines, vec!["up", "term"]);
-    rt.remove(&cfg.id).await.expect("remove");
-    assert_clean(&rt, &ctd, &image).await;
+    remove_and_assert_clean(&rt, &ctd, &image, &cfg.id).await;
 }

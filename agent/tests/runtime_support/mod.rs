@@ -365,6 +365,20 @@ impl Registry {
         );
     }
 
+    /// Builds `layers` as the layout `busybox:<tag>` in `dir` (with `with_index`, behind an
+    /// image index) and pushes it here as `library/busybox:<tag>`.
+    pub fn push_busybox(
+        &self,
+        dir: &Path,
+        layers: &[Vec<Entry>],
+        tag: &str,
+        with_index: bool,
+    ) -> Layout {
+        let layout = build_layout(dir, layers, &format!("busybox:{tag}"), tag, with_index);
+        self.push(&layout.dir, tag, "library/busybox", tag);
+        layout
+    }
+
     /// A registries file sending docker.io to this registry.
     pub fn mirror_config(&self) -> RegistriesConfig {
         RegistriesConfig::parse(&format!(
@@ -578,6 +592,18 @@ pub fn build_layout(
         layer_tars,
         config,
     }
+}
+
+/// busybox (with `/www/index.html`) as an OCI layout `docker.io/library/busybox:local` (tag
+/// `local`) in `dir`; with `with_index`, behind an image index.
+pub fn local_busybox(dir: &Path, with_index: bool) -> Layout {
+    build_layout(
+        dir,
+        &[busybox_entries()],
+        "docker.io/library/busybox:local",
+        "local",
+        with_index,
+    )
 }
 
 /// A `docker save`-style tarball of `layout`'s image tagged `repo_tag`.

@@ -108,6 +108,11 @@ fn create(registry: &Registry, plural: &str, ns: Option<&str>, obj: serde_json::
         .expect("create");
 }
 
+/// Creates `pod` in the `default` namespace.
+fn create_pod(registry: &Registry, pod: serde_json::Value) {
+    create(registry, "pods", Some("default"), pod);
+}
+
 /// Nodes like `berth-hollow-nodes` registers: Ready, 4 cpu / 16Gi / 110 pods, three zones.
 fn register_nodes(registry: &Registry, n: usize) {
     for i in 0..n {
@@ -157,7 +162,7 @@ fn create_pods(registry: &Registry, n: usize, workload: Workload) {
                 pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("1");
             }
         }
-        create(registry, "pods", Some("default"), pod);
+        create_pod(registry, pod);
     }
 }
 
@@ -165,10 +170,8 @@ fn create_pods(registry: &Registry, n: usize, workload: Workload) {
 fn fill_nodes(registry: &Registry, nodes: usize) {
     for n in 0..nodes {
         for k in 0..4 {
-            create(
+            create_pod(
                 registry,
-                "pods",
-                Some("default"),
                 json!({"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": format!("filler-{n}-{k}"), "namespace": "default"},
                 "spec": {"nodeName": format!("hollow-{n}"), "priorityClassName": "low",
@@ -371,10 +374,8 @@ async fn run(
 fn store_baseline(registry: &Registry, threads: usize) -> f64 {
     const PODS: usize = 2000;
     for i in 0..PODS {
-        create(
+        create_pod(
             registry,
-            "pods",
-            Some("default"),
             json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": format!("baseline-{i}"), "namespace": "default"},
             "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}}),

@@ -412,6 +412,36 @@ mod tests {
         }
     }
 
+    /// The app container `app` started as attempt `restart_index` after `backoff`.
+    fn restart_app(restart_index: u32, backoff: Option<Backoff>) -> Action {
+        Action::StartContainer {
+            name: "app".into(),
+            kind: ContainerKind::App,
+            restart_index,
+            backoff,
+        }
+    }
+
+    /// The plan of a container in back-off with an older dead attempt: that attempt `id` goes,
+    /// then the worker waits until `until`.
+    fn gc_then_wait(id: &str, until: i64) -> Vec<Action> {
+        vec![
+            Action::RemoveContainer {
+                id: ContainerId::new(id),
+            },
+            Action::WaitUntil(t(until)),
+            Action::ReportStatus,
+        ]
+    }
+
+    /// A back-off entry of `delay` seconds opened at `since`.
+    fn entry(delay: u64, since: i64) -> Option<Backoff> {
+        Some(Backoff {
+            delay: Duration::from_secs(delay),
+            since: t(since),
+        })
+    }
+
     fn started(actions: &[Action]) -> Vec<(&str, u32)> {
         actions
             .iter()
@@ -461,6 +491,11 @@ mod tests {
         observed(vec![with_probes(running("app", 0, 1), probes)])
     }
 
+    /// An `Always` pod with these init containers (sidecars among them), then `app`.
+    fn inits_then_app(init: Vec<Container>) -> Pod {
+        pod("Always", init, vec![container("app")])
+    }
+
     // --- sandbox -------------------------------------------------------------------------
 
     #[test]
@@ -473,10 +508,32 @@ mod tests {
         );
     }
 
-    fn broken(attempt: u32) -> Sandbox {
-        Sandbox::NotReady {
-            attempt,
-            fault: SandboxFault::NetnsMissing,
+    fn assert_no_new_sandbox(pod: &Pod, o: &Observed) {
+        let actions = plan(pod, o);
+        assert!(
+            !actions
+                .iter()
+                .any(|a| matches!(a, Action::CreateSandbox { .. })),
+            "{actions:?}"
+        );
+    }
+
+    /// These attempts, in sandbox 0, whose netns went missing.
+    fn in_broken_sandbox(attempts: Vec<Attempt>) -> Observed {
+        Observed {
+            sandbox: Sandbox::NotReady {
+                attempt: 0,
+                fault: SandboxFault::NetnsMissing,
+            },
+            ..observed(attempts)
+        }
+    }
+
+    /// These attempts, their sandbox torn down.
+    fn without_sandbox(attempts: Vec<Attempt>) -> Observed {
+        Observed {
+            sandbox: Sandbox::Absent,
+            ..observed(attempts)
         }
     }
 
@@ -527,10 +584,7 @@ mod tests {
             ),
         ];
         for (what, attempts, want_kill) in table {
-            let o = Observed {
-                sandbox: broken(0),
-                ..pulled(observed(attempts), &["log", "a", "b"])
-            };
+            let o = pulled(in_broken_sandbox(attempts), &["log", "a", "b"]);
             assert_eq!(
                 plan(&pod, &o),
                 vec![want_kill, Action::TeardownSandbox, Action::ReportStatus],
@@ -544,10 +598,7 @@ mod tests {
         let pod = pod("Always", vec![], vec![container("app")]);
         // The pass after the teardown: the killed attempt ran in sandbox 0.
         let killed = pulled(
-            Observed {
-                sandbox: Sandbox::Absent,
-                ..observed(vec![exited("app", 0, 137, NOW - 1)])
-            },
+            without_sandbox(vec![exited("app", 0, 137, NOW - 1)]),
             &["app"],
         );
         assert_eq!(
@@ -568,10 +619,7 @@ mod tests {
     #[test]
     fn a_never_pod_whose_sandbox_broke_is_stopped_and_not_run_again() {
         let pod = pod("Never", vec![], vec![container("app")]);
-        let o = Observed {
-            sandbox: broken(0),
-            ..observed(vec![running("app", 0, 10)])
-        };
+        let o = in_broken_sandbox(vec![running("app", 0, 10)]);
         assert!(matches!(
             plan(&pod, &o).as_slice(),
             [
@@ -583,26 +631,14 @@ mod tests {
                 Action::ReportStatus
             ]
         ));
-        let after = Observed {
-            sandbox: Sandbox::Absent,
-            ..observed(vec![exited("app", 0, 137, 20)])
-        };
-        assert!(
-            !plan(&pod, &after)
-                .iter()
-                .any(|a| matches!(a, Action::CreateSandbox { .. })),
-            "{:?}",
-            plan(&pod, &after)
-        );
+        let after = without_sandbox(vec![exited("app", 0, 137, 20)]);
+        assert_no_new_sandbox(&pod, &after);
     }
 
     #[test]
     fn a_deleted_pod_with_a_broken_sandbox_is_stopped_as_a_deletion() {
         let pod = deleted(pod("Always", vec![], vec![container("app")]), 5);
-        let o = Observed {
-            sandbox: broken(0),
-            ..observed(vec![running("app", 0, 10)])
-        };
+        let o = in_broken_sandbox(vec![running("app", 0, 10)]);
         assert!(matches!(
             plan(&pod, &o)[0],
             Action::KillPod {
@@ -615,50 +651,29 @@ mod tests {
     #[test]
     fn a_never_pod_that_already_ran_gets_no_new_sandbox() {
         let pod = pod("Never", vec![], vec![container("a"), container("b")]);
-        let o = Observed {
-            sandbox: Sandbox::Absent,
-            ..observed(vec![exited("a", 0, 137, 20)])
-        };
-        assert!(
-            !plan(&pod, &o)
-                .iter()
-                .any(|a| matches!(a, Action::CreateSandbox { .. })),
-            "{:?}",
-            plan(&pod, &o)
-        );
+        let o = without_sandbox(vec![exited("a", 0, 137, 20)]);
+        assert_no_new_sandbox(&pod, &o);
     }
 
     // --- init containers -----------------------------------------------------------------
 
     #[test]
     fn init_containers_start_one_at_a_time_in_spec_order() {
-        let pod = pod(
-            "Always",
-            vec![container("i1"), container("i2")],
-            vec![container("app")],
-        );
+        let pod = inits_then_app(vec![container("i1"), container("i2")]);
         let o = pulled(observed(vec![]), &["i1", "i2", "app"]);
         assert_eq!(started(&plan(&pod, &o)), vec![("i1", 0)]);
     }
 
     #[test]
     fn a_running_init_container_is_waited_for() {
-        let pod = pod(
-            "Always",
-            vec![container("i1"), container("i2")],
-            vec![container("app")],
-        );
+        let pod = inits_then_app(vec![container("i1"), container("i2")]);
         let o = pulled(observed(vec![running("i1", 0, 5)]), &["i1", "i2", "app"]);
         assert_eq!(started(&plan(&pod, &o)), vec![]);
     }
 
     #[test]
     fn the_next_init_container_starts_after_the_previous_one_succeeded() {
-        let pod = pod(
-            "Always",
-            vec![container("i1"), container("i2")],
-            vec![container("app")],
-        );
+        let pod = inits_then_app(vec![container("i1"), container("i2")]);
         let o = pulled(observed(vec![exited("i1", 0, 0, 5)]), &["i1", "i2", "app"]);
         assert_eq!(started(&plan(&pod, &o)), vec![("i2", 0)]);
     }
@@ -695,16 +710,7 @@ mod tests {
             observed(vec![exited("i1", 0, 1, NOW - 21), second_failure]),
             &["i1"],
         );
-        assert_eq!(
-            plan(&pod, &o),
-            vec![
-                Action::RemoveContainer {
-                    id: ContainerId::new("i1-0")
-                },
-                Action::WaitUntil(t(NOW + 7)),
-                Action::ReportStatus
-            ]
-        );
+        assert_eq!(plan(&pod, &o), gc_then_wait("i1-0", NOW + 7));
     }
 
     #[test]
@@ -745,11 +751,7 @@ mod tests {
 
     #[test]
     fn completed_init_containers_the_runtime_lost_do_not_run_again() {
-        let pod = pod(
-            "Always",
-            vec![container("i1"), container("i2")],
-            vec![container("app")],
-        );
+        let pod = inits_then_app(vec![container("i1"), container("i2")]);
         let o = pulled(
             observed(vec![exited("i2", 0, 0, 6), running("app", 0, 7)]),
             &["i1"],
@@ -759,24 +761,27 @@ mod tests {
 
     // --- sidecars --------------------------------------------------------------------------
 
+    /// An `Always` pod with the sidecar `log` (with a liveness and a startup probe as asked),
+    /// then `app`.
+    fn probed_sidecar_then_app(liveness: bool, startup: bool) -> Pod {
+        let log = Container {
+            liveness_probe: liveness.then(Probe::default),
+            startup_probe: startup.then(Probe::default),
+            ..sidecar("log")
+        };
+        inits_then_app(vec![log])
+    }
+
     #[test]
     fn the_container_after_a_sidecar_starts_once_the_sidecar_runs() {
-        let pod = pod(
-            "Always",
-            vec![sidecar("log"), container("i1")],
-            vec![container("app")],
-        );
+        let pod = inits_then_app(vec![sidecar("log"), container("i1")]);
         let o = pulled(observed(vec![running("log", 0, 5)]), &["log", "i1", "app"]);
         assert_eq!(started(&plan(&pod, &o)), vec![("i1", 0)]);
     }
 
     #[test]
     fn a_running_sidecar_does_not_start_the_next_container_twice() {
-        let pod = pod(
-            "Always",
-            vec![sidecar("log"), container("i1")],
-            vec![container("app")],
-        );
+        let pod = inits_then_app(vec![sidecar("log"), container("i1")]);
         let o = pulled(
             observed(vec![running("log", 0, 5), running("i1", 0, 6)]),
             &["log", "i1", "app"],
@@ -786,9 +791,7 @@ mod tests {
 
     #[test]
     fn a_sidecar_with_a_startup_probe_holds_the_next_container_until_it_succeeds() {
-        let mut log = sidecar("log");
-        log.startup_probe = probe();
-        let pod = pod("Always", vec![log], vec![container("app")]);
+        let pod = probed_sidecar_then_app(false, true);
         let waiting = with_probes(running("log", 0, 5), probes(Unknown, Unknown, Unknown));
         let o = pulled(observed(vec![waiting]), &["log", "app"]);
         assert_eq!(started(&plan(&pod, &o)), vec![]);
@@ -799,9 +802,7 @@ mod tests {
 
     #[test]
     fn a_sidecar_failing_its_startup_probe_is_killed() {
-        let mut log = sidecar("log");
-        log.startup_probe = probe();
-        let pod = pod("Always", vec![log], vec![container("app")]);
+        let pod = probed_sidecar_then_app(false, true);
         let failing = with_probes(running("log", 0, 5), probes(Failure, Unknown, Unknown));
         let actions = plan(&pod, &pulled(observed(vec![failing]), &["log", "app"]));
         assert!(
@@ -813,9 +814,7 @@ mod tests {
 
     #[test]
     fn a_sidecar_failing_liveness_is_killed() {
-        let mut log = sidecar("log");
-        log.liveness_probe = probe();
-        let pod = pod("Always", vec![log], vec![container("app")]);
+        let pod = probed_sidecar_then_app(true, false);
         let failing = with_probes(running("log", 0, 5), probes(Unknown, Failure, Unknown));
         let o = pulled(
             observed(vec![failing, running("app", 0, 6)]),
@@ -939,12 +938,7 @@ mod tests {
         assert_eq!(
             plan(&pod, &o),
             vec![
-                Action::StartContainer {
-                    name: "app".into(),
-                    kind: ContainerKind::App,
-                    restart_index: 1,
-                    backoff: Some(Backoff::initial(t(NOW))),
-                },
+                restart_app(1, Some(Backoff::initial(t(NOW)))),
                 Action::ReportStatus
             ]
         );
@@ -959,29 +953,9 @@ mod tests {
             &["app"],
         );
         // The older dead attempt goes (one dead attempt per container is kept).
-        assert_eq!(
-            plan(&pod, &o),
-            vec![
-                Action::RemoveContainer {
-                    id: ContainerId::new("app-0")
-                },
-                Action::WaitUntil(t(NOW + 5)),
-                Action::ReportStatus
-            ]
-        );
+        assert_eq!(plan(&pod, &o), gc_then_wait("app-0", NOW + 5));
         let later = plan_pod(&pod, &o, t(NOW + 5)).actions;
-        assert_eq!(
-            later[1],
-            Action::StartContainer {
-                name: "app".into(),
-                kind: ContainerKind::App,
-                restart_index: 2,
-                backoff: Some(Backoff {
-                    delay: Duration::from_secs(20),
-                    since: t(NOW + 5)
-                }),
-            }
-        );
+        assert_eq!(later[1], restart_app(2, entry(20, NOW + 5)));
     }
 
     #[test]
@@ -996,18 +970,7 @@ mod tests {
         // Exited a second ago under a 10 s entry: the 1 s cap is all it waits.
         assert_eq!(
             plan(&pod, &o),
-            vec![
-                Action::StartContainer {
-                    name: "app".into(),
-                    kind: ContainerKind::App,
-                    restart_index: 2,
-                    backoff: Some(Backoff {
-                        delay: Duration::from_secs(1),
-                        since: t(NOW)
-                    }),
-                },
-                Action::ReportStatus
-            ]
+            vec![restart_app(2, entry(1, NOW)), Action::ReportStatus]
         );
     }
     fn start_error(reason: &str, at: i64, backoff: Option<Backoff>) -> StartError {
@@ -1019,27 +982,12 @@ mod tests {
         }
     }
 
-    fn entry(delay: u64, since: i64) -> Option<Backoff> {
-        Some(Backoff {
-            delay: Duration::from_secs(delay),
-            since: t(since),
-        })
-    }
-
     #[test]
     fn a_container_that_fails_to_start_backs_off_like_one_that_exits() {
         let pod = pod("Always", vec![], vec![container("app")]);
         let wait = |s: i64| vec![Action::WaitUntil(t(NOW + s)), Action::ReportStatus];
         let start = |index: u32, backoff: Option<Backoff>| {
-            vec![
-                Action::StartContainer {
-                    name: "app".into(),
-                    kind: ContainerKind::App,
-                    restart_index: index,
-                    backoff,
-                },
-                Action::ReportStatus,
-            ]
+            vec![restart_app(index, backoff), Action::ReportStatus]
         };
         /// What, the attempts, the start error kept, the plan.
         type Case<'a> = (&'a str, Vec<Attempt>, Option<StartError>, Vec<Action>);
@@ -1222,6 +1170,16 @@ mod tests {
 
     // --- probes ----------------------------------------------------------------------------
 
+    /// The reason and message of `actions`' first, a container kill.
+    fn first_kill(actions: &[Action]) -> (&KillReason, &str) {
+        match actions.first() {
+            Some(Action::KillContainer {
+                reason, message, ..
+            }) => (reason, message.as_str()),
+            other => panic!("expected a container kill first, got {other:?}"),
+        }
+    }
+
     fn probed(liveness: bool, startup: bool) -> Container {
         Container {
             liveness_probe: liveness.then(Probe::default),
@@ -1275,22 +1233,24 @@ mod tests {
     #[test]
     fn a_failed_startup_probe_kills_the_container() {
         let pod = pod("OnFailure", vec![], vec![probed(false, true)]);
-        let o = probed_app(Failure, Success, Unknown);
-        assert!(matches!(
-            &plan(&pod, &o)[0],
-            Action::KillContainer { reason: KillReason::StartupFailed, message, .. }
-                if message == "Container app failed startup probe, will be restarted"
-        ));
+        let actions = plan(&pod, &probed_app(Failure, Success, Unknown));
+        assert_eq!(
+            first_kill(&actions),
+            (
+                &KillReason::StartupFailed,
+                "Container app failed startup probe, will be restarted"
+            )
+        );
     }
 
     #[test]
     fn a_failed_liveness_probe_under_never_kills_without_restart() {
         let pod = pod("Never", vec![], vec![probed(true, false)]);
-        let o = probed_app(Unknown, Failure, Success);
-        assert!(matches!(
-            &plan(&pod, &o)[0],
-            Action::KillContainer { message, .. } if message == "Container app failed liveness probe"
-        ));
+        let actions = plan(&pod, &probed_app(Unknown, Failure, Success));
+        assert_eq!(
+            first_kill(&actions).1,
+            "Container app failed liveness probe"
+        );
         let o = pulled(observed(vec![exited("app", 0, 137, NOW - 1)]), &["app"]);
         assert_eq!(started(&plan(&pod, &o)), vec![]);
     }
@@ -1301,11 +1261,13 @@ mod tests {
         c.image = Some("busybox:1.36".into());
         let pod = pod("Never", vec![], vec![c, container("keep")]);
         let o = observed(vec![running("app", 0, 1), running("keep", 0, 1)]);
-        assert!(matches!(
-            &plan(&pod, &o)[0],
-            Action::KillContainer { reason: KillReason::DefinitionChanged, message, .. }
-                if message == "Container app definition changed, will be restarted"
-        ));
+        assert_eq!(
+            first_kill(&plan(&pod, &o)),
+            (
+                &KillReason::DefinitionChanged,
+                "Container app definition changed, will be restarted"
+            )
+        );
         let o = pulled(
             observed(vec![exited("app", 0, 137, NOW - 1), running("keep", 0, 1)]),
             &["app"],

@@ -175,31 +175,13 @@ fn grpc_status(headers: &HeaderMap) -> Option<Answer> {
     let message = headers
         .get("grpc-message")
         .and_then(|m| m.to_str().ok())
-        .map(percent_decode)
+        .map(|m| {
+            percent_encoding::percent_decode_str(m)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
         .unwrap_or_default();
     Some(Answer::Error(code, message))
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok());
-        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A length-prefixed `HealthCheckRequest { string service = 1; }`.

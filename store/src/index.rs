@@ -1,8 +1,8 @@
 //! The small per-object index kept beside each stored object's bytes, so that label and field
 //! selectors can be evaluated on lists and watches without parsing every object.
 
+use crate::label_set::{self, LabelSet};
 use serde_json::Value;
-use std::collections::BTreeMap;
 
 /// Selectable fields, as Kubernetes names them in `fieldSelector`.
 const FIELDS: &[(&str, &str)] = &[
@@ -38,7 +38,8 @@ const FIELDS: &[(&str, &str)] = &[
 /// allocation instead of one per field).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ObjectIndex {
-    pub labels: BTreeMap<String, String>,
+    /// Shared with every object that has the same labels.
+    pub labels: LabelSet,
     /// Per present field: its position in [`FIELDS`] and where its value ends in `values`
     /// (it starts where the previous one ends).
     fields: Box<[(u8, u32)]>,
@@ -78,7 +79,7 @@ impl ObjectIndex {
             .unwrap_or_default()
             .to_string();
         ObjectIndex {
-            labels,
+            labels: label_set::intern(labels),
             fields: fields.into_boxed_slice(),
             values: values.into_boxed_str(),
             uid,

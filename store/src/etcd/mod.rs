@@ -125,7 +125,7 @@ fn decode(data: &[u8], revision: Revision) -> Result<StoredObject, StoreError> {
     Ok(StoredObject {
         revision,
         index: Arc::new(ObjectIndex::of(&value)),
-        data: Bytes::from(serde_json::to_vec(&value)?),
+        data: crate::encode(&value)?,
     })
 }
 
@@ -428,7 +428,7 @@ impl Etcd {
         Ok(StoredObject {
             revision,
             index: Arc::new(ObjectIndex::of(&obj)),
-            data: Bytes::from(serde_json::to_vec(&obj)?),
+            data: crate::encode(&obj)?,
         })
     }
 
@@ -449,7 +449,7 @@ impl Etcd {
         Ok(StoredObject {
             revision,
             index: Arc::new(ObjectIndex::of(&obj)),
-            data: Bytes::from(serde_json::to_vec(&obj)?),
+            data: crate::encode(&obj)?,
         })
     }
 

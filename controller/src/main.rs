@@ -16,7 +16,10 @@ use tokio_util::sync::CancellationToken;
 
 // jemalloc hands freed memory back to the system (its background threads purge); glibc's
 // per-thread arenas kept hundreds of MB of it (heap 176 MB, RSS 450 MB with 20,000 pods), and
-// mimalloc's per-thread heaps grew by ~100 MB during a burst of requests.
+// mimalloc's per-thread heaps grew by ~100 MB during a burst of requests. The
+// `system-allocator` feature leaves glibc's malloc in place, so that a heap profiler that
+// intercepts malloc (heaptrack) sees every allocation.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{
     TopologySpreadConstraint,
 };
 
-use super::field::{FieldError, Path};
+use super::field::{FieldError, Path, validate_optional_choice};
 use super::names::{dns1123_label, dns1123_subdomain, each_invalid, qualified_name};
 use super::selector::{validate_label_selector, validate_operator};
 
@@ -211,13 +211,11 @@ pub(crate) fn validate_topology_spread(
             ));
         }
         let wu = c.when_unsatisfiable.as_str();
-        if !matches!(wu, "DoNotSchedule" | "ScheduleAnyway") {
-            errs.push(FieldError::not_supported(
-                &ip.child("whenUnsatisfiable"),
-                wu,
-                &["DoNotSchedule", "ScheduleAnyway"],
-            ));
-        }
+        errs.extend(validate_optional_choice(
+            Some(wu),
+            &["DoNotSchedule", "ScheduleAnyway"],
+            &ip.child("whenUnsatisfiable"),
+        ));
         if let Some(md) = c.min_domains {
             if md <= 0 {
                 errs.push(FieldError::invalid(
@@ -244,13 +242,11 @@ pub(crate) fn validate_topology_spread(
             ("nodeAffinityPolicy", &c.node_affinity_policy),
             ("nodeTaintsPolicy", &c.node_taints_policy),
         ] {
-            if let Some(v) = v.as_deref().filter(|v| !matches!(*v, "Honor" | "Ignore")) {
-                errs.push(FieldError::not_supported(
-                    &ip.child(field),
-                    v,
-                    &["Honor", "Ignore"],
-                ));
-            }
+            errs.extend(validate_optional_choice(
+                v.as_deref(),
+                &["Honor", "Ignore"],
+                &ip.child(field),
+            ));
         }
         if let Some(sel) = &c.label_selector {
             errs.extend(validate_label_selector(sel, &ip.child("labelSelector")));

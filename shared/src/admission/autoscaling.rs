@@ -8,7 +8,7 @@ use k8s_openapi::api::autoscaling::v2::{
     HPAScalingPolicy, HPAScalingRules, HorizontalPodAutoscaler, MetricSpec, MetricTarget,
 };
 
-use super::field::{FieldError, Path};
+use super::field::{FieldError, Path, validate_optional_choice};
 use super::meta::validate_meta;
 use crate::quantity::Quantity;
 
@@ -240,15 +240,11 @@ fn validate_rules(rules: Option<&HPAScalingRules>, path: &Path) -> Vec<FieldErro
             detail,
         ));
     }
-    if let Some(p) = &rules.select_policy
-        && !SELECT_POLICIES.contains(&p.as_str())
-    {
-        errs.push(FieldError::not_supported(
-            &path.child("selectPolicy"),
-            p.clone(),
-            SELECT_POLICIES,
-        ));
-    }
+    errs.extend(validate_optional_choice(
+        rules.select_policy.as_deref(),
+        SELECT_POLICIES,
+        &path.child("selectPolicy"),
+    ));
     let policies = rules.policies.as_deref().unwrap_or_default();
     if policies.is_empty() {
         errs.push(FieldError::required(

@@ -5,10 +5,10 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvFromSource, EnvVar};
 
-use super::field::{FieldError, Path};
+use super::field::{FieldError, Path, validate_choice, validate_optional_choice};
 use super::names::{
     config_map_key, dns1123_label, dns1123_subdomain, each_invalid, env_var_name, port_name,
-    port_num, qualified_name,
+    port_num, qualified_name, required_name,
 };
 use super::resources::{validate_resources, validate_security_context};
 
@@ -40,26 +40,15 @@ pub(crate) fn validate_container_common(
     volumes: &BTreeSet<String>,
     path: &Path,
 ) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    let name_path = path.child("name");
-    if c.name.is_empty() {
-        errs.push(FieldError::required(&name_path, ""));
-    } else {
-        errs.extend(each_invalid(&name_path, &c.name, dns1123_label(&c.name)));
-    }
+    let mut errs = required_name(&path.child("name"), &c.name, dns1123_label);
     if c.image.as_deref().unwrap_or_default().is_empty() {
         errs.push(FieldError::required(&path.child("image"), ""));
     }
-    let tmp = path.child("terminationMessagePolicy");
-    match c.termination_message_policy.as_deref().unwrap_or_default() {
-        "File" | "FallbackToLogsOnError" => {}
-        "" => errs.push(FieldError::required(&tmp, "")),
-        other => errs.push(FieldError::not_supported(
-            &tmp,
-            other,
-            &["File", "FallbackToLogsOnError"],
-        )),
-    }
+    errs.extend(validate_choice(
+        c.termination_message_policy.as_deref(),
+        &["File", "FallbackToLogsOnError"],
+        &path.child("terminationMessagePolicy"),
+    ));
     errs.extend(validate_ports(
         c.ports.as_deref().unwrap_or_default(),
         &path.child("ports"),
@@ -77,16 +66,11 @@ pub(crate) fn validate_container_common(
         volumes,
         &path.child("volumeMounts"),
     ));
-    let pp = path.child("imagePullPolicy");
-    match c.image_pull_policy.as_deref().unwrap_or_default() {
-        "Always" | "IfNotPresent" | "Never" => {}
-        "" => errs.push(FieldError::required(&pp, "")),
-        other => errs.push(FieldError::not_supported(
-            &pp,
-            other,
-            &["Always", "IfNotPresent", "Never"],
-        )),
-    }
+    errs.extend(validate_choice(
+        c.image_pull_policy.as_deref(),
+        &["Always", "IfNotPresent", "Never"],
+        &path.child("imagePullPolicy"),
+    ));
     if let Some(r) = &c.resources {
         errs.extend(validate_resources(r, &path.child("resources")));
     }
@@ -128,15 +112,11 @@ fn validate_ports(ports: &[ContainerPort], path: &Path) -> Vec<FieldError> {
                 errs.push(FieldError::invalid(&ip.child("hostPort"), hp, m));
             }
         }
-        match p.protocol.as_deref().unwrap_or_default() {
-            "TCP" | "UDP" | "SCTP" => {}
-            "" => errs.push(FieldError::required(&ip.child("protocol"), "")),
-            other => errs.push(FieldError::not_supported(
-                &ip.child("protocol"),
-                other,
-                &["SCTP", "TCP", "UDP"],
-            )),
-        }
+        errs.extend(validate_choice(
+            p.protocol.as_deref(),
+            &["SCTP", "TCP", "UDP"],
+            &ip.child("protocol"),
+        ));
     }
     errs
 }
@@ -171,15 +151,7 @@ fn validate_env(vars: &[EnvVar], path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
     for (i, ev) in vars.iter().enumerate() {
         let ip = path.index(i);
-        if ev.name.is_empty() {
-            errs.push(FieldError::required(&ip.child("name"), ""));
-        } else {
-            errs.extend(each_invalid(
-                &ip.child("name"),
-                &ev.name,
-                env_var_name(&ev.name),
-            ));
-        }
+        errs.extend(required_name(&ip.child("name"), &ev.name, env_var_name));
         let Some(src) = &ev.value_from else { continue };
         let vp = ip.child("valueFrom");
         let mut sources = 0;
@@ -283,11 +255,7 @@ pub(crate) fn validate_field_ref(
 
 fn validate_key_selector(name: &str, key: &str, path: &Path) -> Vec<FieldError> {
     let mut errs = each_invalid(&path.child("name"), name, dns1123_subdomain(name));
-    if key.is_empty() {
-        errs.push(FieldError::required(&path.child("key"), ""));
-    } else {
-        errs.extend(each_invalid(&path.child("key"), key, config_map_key(key)));
-    }
+    errs.extend(required_name(&path.child("key"), key, config_map_key));
     errs
 }
 
@@ -313,12 +281,11 @@ fn validate_env_from(sources: &[EnvFromSource], path: &Path) -> Vec<FieldError> 
         for (field, name) in refs {
             let Some(name) = name else { continue };
             count += 1;
-            let np = ip.child(field).child("name");
-            if name.is_empty() {
-                errs.push(FieldError::required(&np, ""));
-            } else {
-                errs.extend(each_invalid(&np, name, dns1123_subdomain(name)));
-            }
+            errs.extend(required_name(
+                &ip.child(field).child("name"),
+                name,
+                dns1123_subdomain,
+            ));
         }
         if count == 0 {
             errs.push(FieldError::invalid(
@@ -383,11 +350,12 @@ fn validate_volume_mounts(
             ));
         }
         if let Some(mp) = m.mount_propagation.as_deref() {
-            let valid = ["Bidirectional", "HostToContainer", "None"];
             let pp = path.child("mountPropagation");
-            if !valid.contains(&mp) {
-                errs.push(FieldError::not_supported(&pp, mp, &valid));
-            }
+            errs.extend(validate_optional_choice(
+                Some(mp),
+                &["Bidirectional", "HostToContainer", "None"],
+                &pp,
+            ));
             let privileged = c.security_context.as_ref().and_then(|s| s.privileged) == Some(true);
             if mp == "Bidirectional" && !privileged {
                 errs.push(FieldError::forbidden(

@@ -6,7 +6,7 @@ use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobTemplateSpec};
 
 use super::apps::default_template;
 use super::batch::validate_job_spec;
-use super::field::{FieldError, Path};
+use super::field::{FieldError, Path, validate_choice};
 use super::meta::{validate_annotations, validate_labels, validate_meta};
 use super::selector;
 use super::workload::nonnegative;
@@ -78,16 +78,11 @@ fn validate_cron_job_spec(
             &sp.child("timeZone"),
         ));
     }
-    let cp = sp.child("concurrencyPolicy");
-    match spec.concurrency_policy.as_deref().unwrap_or_default() {
-        "Allow" | "Forbid" | "Replace" => {}
-        "" => errs.push(FieldError::required(&cp, "")),
-        other => errs.push(FieldError::not_supported(
-            &cp,
-            other,
-            &["Allow", "Forbid", "Replace"],
-        )),
-    }
+    errs.extend(validate_choice(
+        spec.concurrency_policy.as_deref(),
+        &["Allow", "Forbid", "Replace"],
+        &sp.child("concurrencyPolicy"),
+    ));
     errs.extend(validate_job_template(
         &spec.job_template,
         &sp.child("jobTemplate"),

@@ -273,6 +273,28 @@ fn render_requirement(r: &Value) -> String {
     )
 }
 
+/// A required enum-like string: `Required` when empty, `NotSupported` (listing `valid` in the
+/// order given) when unknown.
+pub(crate) fn validate_choice(value: Option<&str>, valid: &[&str], path: &Path) -> Vec<FieldError> {
+    match value.unwrap_or_default() {
+        "" => vec![FieldError::required(path, "")],
+        v if valid.contains(&v) => Vec::new(),
+        v => vec![FieldError::not_supported(path, v, valid)],
+    }
+}
+
+/// An optional enum-like string: `NotSupported` (listing `valid` in the order given) when set to
+/// anything else, the empty string included.
+pub(crate) fn validate_optional_choice(
+    value: Option<&str>,
+    valid: &[&str],
+    path: &Path,
+) -> Option<FieldError> {
+    value
+        .filter(|v| !valid.contains(v))
+        .map(|v| FieldError::not_supported(path, v, valid))
+}
+
 /// The messages of `errs`, as the API's `Status` carries them (for tests).
 #[cfg(test)]
 pub(crate) fn error_messages(errs: &[FieldError]) -> Vec<String> {

@@ -226,6 +226,20 @@ pub(crate) fn each_invalid(path: &Path, value: &str, msgs: Vec<String>) -> Vec<F
         .collect()
 }
 
+/// A required name-like string: `Required` when empty, else one `Invalid` error per message
+/// `check` gives for it.
+pub(crate) fn required_name(
+    path: &Path,
+    value: &str,
+    check: fn(&str) -> Vec<String>,
+) -> Vec<FieldError> {
+    if value.is_empty() {
+        vec![FieldError::required(path, "")]
+    } else {
+        each_invalid(path, value, check(value))
+    }
+}
+
 /// One `Invalid` error for `value` at `path` carrying all the messages joined with `;`, as
 /// upstream words a taint's or toleration's label value; none when `msgs` is empty.
 pub(crate) fn joined_invalid(path: &Path, value: &str, msgs: Vec<String>) -> Option<FieldError> {

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{Container, PodSecurityContext, PodSpec, PodTemp
 
 use super::affinity::{validate_affinity, validate_topology_spread};
 use super::container::{host_port_conflicts, validate_container_common};
-use super::field::{FieldError, Path};
+use super::field::{FieldError, Path, validate_choice, validate_optional_choice};
 use super::meta::{validate_annotations, validate_labels};
 use super::names::{
     dns1123_label, dns1123_subdomain, each_invalid, inclusive_range_error, qualified_name,
@@ -173,25 +173,12 @@ pub(crate) fn validate_pod_spec(spec: &PodSpec, owner: SpecOwner, path: &Path) -
             &path.child("preemptionPolicy"),
         ));
     }
-    if let Some(os) = &spec.os
-        && !matches!(os.name.as_str(), "linux" | "windows")
-    {
-        errs.push(FieldError::not_supported(
-            &path.child("os").child("name"),
-            os.name.as_str(),
-            &["linux", "windows"],
-        ));
-    }
+    errs.extend(validate_optional_choice(
+        spec.os.as_ref().map(|os| os.name.as_str()),
+        &["linux", "windows"],
+        &path.child("os").child("name"),
+    ));
     errs
-}
-
-/// A required enum-like string: `Required` when empty, `NotSupported` when unknown.
-pub(crate) fn validate_choice(value: Option<&str>, valid: &[&str], path: &Path) -> Vec<FieldError> {
-    match value.unwrap_or_default() {
-        "" => vec![FieldError::required(path, "")],
-        v if valid.contains(&v) => Vec::new(),
-        v => vec![FieldError::not_supported(path, v, valid)],
-    }
 }
 
 /// Pod-level names: service account, node, hostname, subdomain, priority and runtime classes.
@@ -231,15 +218,11 @@ fn validate_pod_security_context(sc: &PodSecurityContext, path: &Path) -> Vec<Fi
             &path.child("supplementalGroups").index(i),
         ));
     }
-    if let Some(p) = sc.fs_group_change_policy.as_deref()
-        && !matches!(p, "OnRootMismatch" | "Always")
-    {
-        errs.push(FieldError::not_supported(
-            &path.child("fsGroupChangePolicy"),
-            p,
-            &["OnRootMismatch", "Always"],
-        ));
-    }
+    errs.extend(validate_optional_choice(
+        sc.fs_group_change_policy.as_deref(),
+        &["OnRootMismatch", "Always"],
+        &path.child("fsGroupChangePolicy"),
+    ));
     errs
 }
 

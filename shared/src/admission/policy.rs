@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::ReplicationController;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::apps::default_template;
-use super::field::{FieldError, Path};
+use super::field::{FieldError, Path, validate_optional_choice};
 use super::meta::{validate_labels, validate_meta};
 use super::selector::validate_label_selector;
 use super::workload::{
@@ -93,15 +93,11 @@ pub(crate) fn validate_pdb(
     if let Some(sel) = &spec.selector {
         errs.extend(validate_label_selector(sel, &sp.child("selector")));
     }
-    if let Some(p) = spec.unhealthy_pod_eviction_policy.as_deref()
-        && !matches!(p, "AlwaysAllow" | "IfHealthyBudget")
-    {
-        errs.push(FieldError::not_supported(
-            &sp.child("unhealthyPodEvictionPolicy"),
-            p,
-            &["AlwaysAllow", "IfHealthyBudget"],
-        ));
-    }
+    errs.extend(validate_optional_choice(
+        spec.unhealthy_pod_eviction_policy.as_deref(),
+        &["AlwaysAllow", "IfHealthyBudget"],
+        &sp.child("unhealthyPodEvictionPolicy"),
+    ));
     errs
 }
 

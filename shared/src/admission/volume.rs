@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{HostPathVolumeSource, KeyToPath, Volume};
 use super::container::validate_field_ref;
 use super::defaults::volume_source_count;
 use super::field::{FieldError, Path};
-use super::names::{dns1123_label, each_invalid};
+use super::names::{dns1123_label, required_name};
 use crate::quantity::Quantity;
 
 const FILE_MODE_ERROR: &str = "must be a number between 0 and 0777 (octal), both inclusive";
@@ -71,11 +71,7 @@ pub(crate) fn validate_volumes(
         let ip = path.index(i);
         let np = ip.child("name");
         let mut el = validate_source(v, &ip);
-        if v.name.is_empty() {
-            el.push(FieldError::required(&np, ""));
-        } else {
-            el.extend(each_invalid(&np, &v.name, dns1123_label(&v.name)));
-        }
+        el.extend(required_name(&np, &v.name, dns1123_label));
         if names.contains(&v.name) {
             el.push(FieldError::duplicate(&np, v.name.as_str()));
         }

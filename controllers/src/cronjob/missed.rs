@@ -131,6 +131,11 @@ mod tests {
         s.parse().expect("time")
     }
 
+    /// What is due at `now` with no deadline, the last run having been at `earliest`.
+    fn due_between(s: &Schedule, earliest: &str, now: &str) -> Due {
+        due(s, at(earliest), None, at(now))
+    }
+
     fn every_minute() -> Schedule {
         Schedule::parse("* * * * *").expect("schedule")
     }
@@ -138,36 +143,21 @@ mod tests {
     #[test]
     fn nothing_is_due_before_the_first_time_after_the_last_run() {
         let s = every_minute();
-        let d = due(
-            &s,
-            at("2024-05-01T08:30:00Z"),
-            None,
-            at("2024-05-01T08:30:59Z"),
-        );
+        let d = due_between(&s, "2024-05-01T08:30:00Z", "2024-05-01T08:30:59Z");
         assert_eq!(d, Due::Nothing);
     }
 
     #[test]
     fn the_time_that_just_came_is_due() {
         let s = every_minute();
-        let d = due(
-            &s,
-            at("2024-05-01T08:30:00Z"),
-            None,
-            at("2024-05-01T08:31:00.2Z"),
-        );
+        let d = due_between(&s, "2024-05-01T08:30:00Z", "2024-05-01T08:31:00.2Z");
         assert_eq!(d, Due::Run(at("2024-05-01T08:31:00Z")));
     }
 
     #[test]
     fn after_an_outage_only_the_most_recent_missed_time_runs() {
         let s = every_minute();
-        let d = due(
-            &s,
-            at("2024-05-01T08:30:00Z"),
-            None,
-            at("2024-05-01T08:33:40Z"),
-        );
+        let d = due_between(&s, "2024-05-01T08:30:00Z", "2024-05-01T08:33:40Z");
         assert_eq!(d, Due::Run(at("2024-05-01T08:33:00Z")));
     }
 
@@ -175,27 +165,12 @@ mod tests {
     fn more_than_a_hundred_missed_times_start_nothing_without_a_deadline() {
         // The seeds' example: every minute from 08:30, controller down 08:29 to 10:21.
         let s = every_minute();
-        let d = due(
-            &s,
-            at("2024-05-01T08:29:00Z"),
-            None,
-            at("2024-05-01T10:21:00Z"),
-        );
+        let d = due_between(&s, "2024-05-01T08:29:00Z", "2024-05-01T10:21:00Z");
         assert_eq!(d, Due::TooMany);
         // Exactly 100 is still fine.
-        let d = due(
-            &s,
-            at("2024-05-01T08:30:00Z"),
-            None,
-            at("2024-05-01T10:10:00Z"),
-        );
+        let d = due_between(&s, "2024-05-01T08:30:00Z", "2024-05-01T10:10:00Z");
         assert_eq!(d, Due::Run(at("2024-05-01T10:10:00Z")));
-        let d = due(
-            &s,
-            at("2024-05-01T08:30:00Z"),
-            None,
-            at("2024-05-01T10:11:00Z"),
-        );
+        let d = due_between(&s, "2024-05-01T08:30:00Z", "2024-05-01T10:11:00Z");
         assert_eq!(d, Due::TooMany);
     }
 
@@ -228,12 +203,7 @@ mod tests {
     #[test]
     fn a_schedule_that_never_fires_is_never_due() {
         let s = Schedule::parse("59 23 31 2 *").expect("schedule");
-        let d = due(
-            &s,
-            at("2024-05-01T08:30:00Z"),
-            None,
-            at("2024-05-02T08:30:00Z"),
-        );
+        let d = due_between(&s, "2024-05-01T08:30:00Z", "2024-05-02T08:30:00Z");
         assert_eq!(d, Due::Never);
         assert_eq!(wake_after(&s, at("2024-05-02T08:30:00Z")), None);
     }
@@ -242,20 +212,10 @@ mod tests {
     fn irregular_schedules_find_their_true_most_recent_time() {
         // Weekdays at 09:00: on Monday morning the last one was Friday.
         let s = Schedule::parse("0 9 * * 1-5").expect("schedule");
-        let d = due(
-            &s,
-            at("2024-04-29T09:00:00Z"),
-            None,
-            at("2024-05-06T08:00:00Z"),
-        );
+        let d = due_between(&s, "2024-04-29T09:00:00Z", "2024-05-06T08:00:00Z");
         assert_eq!(d, Due::Run(at("2024-05-03T09:00:00Z")));
         let yearly = Schedule::parse("@yearly").expect("schedule");
-        let d = due(
-            &yearly,
-            at("2020-01-01T00:00:00Z"),
-            None,
-            at("2024-05-06T08:00:00Z"),
-        );
+        let d = due_between(&yearly, "2020-01-01T00:00:00Z", "2024-05-06T08:00:00Z");
         assert_eq!(d, Due::Run(at("2024-01-01T00:00:00Z")));
     }
 

@@ -117,6 +117,7 @@ pub fn active_ref(job: &Value) -> ActiveRef {
 mod tests {
     use super::*;
     use crate::cronjob::view::CronJob;
+    use crate::workload::Stored;
 
     fn cron_job() -> (CronJob, Value) {
         let raw = json!({

@@ -4,6 +4,7 @@
 //! minute of schedule takes no time.
 
 use super::*;
+use crate::workload::object_meta;
 use berth_registry::{DeleteOptions, Part, WriteOptions};
 use berth_runtime::testing::ControlPlane;
 use jiff::SignedDuration;
@@ -79,15 +80,7 @@ impl Fixture {
     }
 
     fn job_names(&self) -> Vec<String> {
-        self.jobs()
-            .iter()
-            .map(|j| {
-                j["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string()
-            })
-            .collect()
+        self.jobs().iter().map(object_meta::name).collect()
     }
 
     fn active_names(&self) -> Vec<String> {
@@ -109,6 +102,16 @@ impl Fixture {
     /// The name of the Job for the first minute plus `minutes`.
     fn job_at(&self, minutes: i64) -> String {
         format!("hello-{}", self.minute.as_second() / 60 + minutes)
+    }
+
+    /// Starts the CronJob with `spec`, its first Job still running when the next minute's
+    /// pass comes.
+    async fn next_minute_while_running(spec: Value) -> Fixture {
+        let f = Fixture::start(spec).await;
+        f.pass_at(0, 1).await;
+        f.finish(&f.job_at(0), None);
+        f.pass_at(1, 1).await;
+        f
     }
 
     /// Plays the Job controller: the Job started at its scheduled minute and, if `how` is
@@ -244,10 +247,7 @@ async fn history_limits_keep_three_successful_and_one_failed_job() {
 
 #[tokio::test]
 async fn forbid_skips_the_run_while_the_previous_job_runs() {
-    let f = Fixture::start(json!({"concurrencyPolicy": "Forbid"})).await;
-    f.pass_at(0, 1).await;
-    f.finish(&f.job_at(0), None);
-    f.pass_at(1, 1).await;
+    let f = Fixture::next_minute_while_running(json!({"concurrencyPolicy": "Forbid"})).await;
     assert_eq!(f.job_names(), vec![f.job_at(0)]);
     assert_eq!(
         f.events("JobAlreadyActive"),
@@ -263,10 +263,7 @@ async fn forbid_skips_the_run_while_the_previous_job_runs() {
 
 #[tokio::test]
 async fn replace_deletes_the_running_job_and_starts_the_new_one() {
-    let f = Fixture::start(json!({"concurrencyPolicy": "Replace"})).await;
-    f.pass_at(0, 1).await;
-    f.finish(&f.job_at(0), None);
-    f.pass_at(1, 1).await;
+    let f = Fixture::next_minute_while_running(json!({"concurrencyPolicy": "Replace"})).await;
     assert_eq!(f.job_names(), vec![f.job_at(1)]);
     assert_eq!(f.active_names(), vec![f.job_at(1)]);
     assert_eq!(
@@ -277,10 +274,7 @@ async fn replace_deletes_the_running_job_and_starts_the_new_one() {
 
 #[tokio::test]
 async fn allow_runs_jobs_side_by_side() {
-    let f = Fixture::start(json!({})).await;
-    f.pass_at(0, 1).await;
-    f.finish(&f.job_at(0), None);
-    f.pass_at(1, 1).await;
+    let f = Fixture::next_minute_while_running(json!({})).await;
     assert_eq!(f.active_names(), vec![f.job_at(0), f.job_at(1)]);
 }
 

@@ -95,20 +95,15 @@ impl From<serde_json::Error> for DecodeError {
     }
 }
 
+/// Decodes a stored object of `kind`.
+fn decode<T: serde::de::DeserializeOwned>(kind: &'static str, v: &Value) -> Result<T, DecodeError> {
+    serde_json::from_value(v.clone()).map_err(|source| DecodeError { kind, source })
+}
+
 impl Stored for CronJob {
     type Error = DecodeError;
     fn from_value(v: &Value) -> Result<CronJob, DecodeError> {
-        CronJob::from_value(v)
-    }
-}
-
-impl CronJob {
-    pub fn from_value(v: &Value) -> Result<CronJob, DecodeError> {
-        let cj: batch::CronJob =
-            serde_json::from_value(v.clone()).map_err(|source| DecodeError {
-                kind: "CronJob",
-                source,
-            })?;
+        let cj: batch::CronJob = decode("CronJob", v)?;
         let meta = cj.metadata;
         let spec = cj.spec.unwrap_or_default();
         let status = cj.status.unwrap_or_default();
@@ -176,16 +171,7 @@ impl Status {
 impl Stored for Job {
     type Error = DecodeError;
     fn from_value(v: &Value) -> Result<Job, DecodeError> {
-        Job::from_value(v)
-    }
-}
-
-impl Job {
-    pub fn from_value(v: &Value) -> Result<Job, DecodeError> {
-        let job: batch::Job = serde_json::from_value(v.clone()).map_err(|source| DecodeError {
-            kind: "Job",
-            source,
-        })?;
+        let job: batch::Job = decode("Job", v)?;
         let status = job.status.unwrap_or_default();
         let finished = status.conditions.iter().flatten().find_map(|c| {
             let finished = match c.type_.as_str() {

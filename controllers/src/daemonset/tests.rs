@@ -4,6 +4,7 @@
 //! status (Ready, Failed) themselves.
 
 use super::*;
+use crate::workload::object_meta::{name, uid};
 use berth_registry::{Propagation, WriteOptions};
 use berth_runtime::testing::{ControlPlane, edit_object, edit_status};
 use serde_json::{Value, json};
@@ -14,20 +15,6 @@ const QUIET: Duration = Duration::from_millis(400);
 
 struct Cluster {
     cp: ControlPlane,
-}
-
-fn uid(v: &Value) -> String {
-    v["metadata"]["uid"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
-fn name(v: &Value) -> String {
-    v["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
 }
 
 fn hash(v: &Value) -> String {
@@ -67,6 +54,15 @@ fn daemon_set(name: &str, spec: Value) -> Value {
 impl Cluster {
     fn start() -> Cluster {
         Cluster::start_with(false)
+    }
+
+    /// The controller over plain Ready nodes named `nodes`.
+    fn with_nodes(nodes: &[&str]) -> Cluster {
+        let c = Cluster::start();
+        for n in nodes {
+            c.plain_node(n);
+        }
+        c
     }
 
     fn start_with(scheduler: bool) -> Cluster {
@@ -181,6 +177,14 @@ impl Cluster {
     }
 
     /// Waits until `check` holds, looking again after every store change.
+    /// Creates DaemonSet `agent` with `spec`, waits for its `n` pods and makes them Ready.
+    async fn ready_agent(&self, spec: Value, n: usize) {
+        self.create_ds(daemon_set("agent", spec));
+        self.wait(&format!("{n} pods"), |c| c.pods().len() == n)
+            .await;
+        self.all_ready();
+    }
+
     async fn wait(&self, what: &str, check: impl Fn(&Cluster) -> bool) {
         self.cp
             .wait_until(
@@ -223,8 +227,7 @@ fn seed_tolerations() -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_eligible_node_gets_one_pinned_pod_with_the_automatic_tolerations() {
-    let c = Cluster::start();
-    c.plain_node("t1-plain");
+    let c = Cluster::with_nodes(&["t1-plain"]);
     c.node(
         "t1-control-plane",
         json!({"node-role.kubernetes.io/control-plane": ""}),
@@ -403,8 +406,7 @@ async fn pods_follow_node_labels_taints_arrivals_and_departures() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_pod_is_reported_and_replaced() {
-    let c = Cluster::start();
-    c.plain_node("t4-a");
+    let c = Cluster::with_nodes(&["t4-a"]);
     c.create_ds(daemon_set("agent", json!({})));
     c.wait("a pod", |c| c.pods().len() == 1).await;
     let first = name(&c.pods()[0]);
@@ -427,9 +429,7 @@ async fn a_failed_pod_is_reported_and_replaced() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_orphaning_delete_leaves_the_pods_for_a_new_daemon_set_to_adopt() {
-    let c = Cluster::start();
-    c.plain_node("t5-a");
-    c.plain_node("t5-b");
+    let c = Cluster::with_nodes(&["t5-a", "t5-b"]);
     let first = c.create_ds(daemon_set("agent", json!({})));
     c.wait("2 pods", |c| c.pods().len() == 2).await;
     let names: Vec<String> = c.pods().iter().map(name).collect();
@@ -504,14 +504,9 @@ fn unavailable_nodes(c: &Cluster, nodes: &[&str]) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_update_replaces_one_node_at_a_time_and_a_rollback_reuses_the_revision() {
-    let c = Cluster::start();
     let nodes = ["t6-a", "t6-b", "t6-c"];
-    for n in nodes {
-        c.plain_node(n);
-    }
-    c.create_ds(daemon_set("agent", json!({})));
-    c.wait("3 pods", |c| c.pods().len() == 3).await;
-    c.all_ready();
+    let c = Cluster::with_nodes(&nodes);
+    c.ready_agent(json!({}), 3).await;
     c.wait_status("agent", "3 available", |s| s["numberAvailable"] == 3)
         .await;
     let h1 = hash(&c.revisions()[0]);
@@ -560,16 +555,10 @@ async fn a_rolling_update_replaces_one_node_at_a_time_and_a_rollback_reuses_the_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_surge_starts_the_new_pod_before_the_old_one_goes() {
-    let c = Cluster::start();
-    c.plain_node("t7-a");
-    c.plain_node("t7-b");
-    c.create_ds(daemon_set(
-        "agent",
-        json!({"updateStrategy": {"type": "RollingUpdate",
-            "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}}),
-    ));
-    c.wait("2 pods", |c| c.pods().len() == 2).await;
-    c.all_ready();
+    let c = Cluster::with_nodes(&["t7-a", "t7-b"]);
+    let surge = json!({"updateStrategy": {"type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}});
+    c.ready_agent(surge, 2).await;
     c.wait_status("agent", "2 available", |s| s["numberAvailable"] == 2)
         .await;
     c.edit_ds("agent", |d| {
@@ -604,15 +593,9 @@ async fn max_surge_starts_the_new_pod_before_the_old_one_goes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_delete_changes_a_node_only_when_its_pod_is_deleted() {
-    let c = Cluster::start();
-    c.plain_node("t8-a");
-    c.plain_node("t8-b");
-    c.create_ds(daemon_set(
-        "agent",
-        json!({"updateStrategy": {"type": "OnDelete"}}),
-    ));
-    c.wait("2 pods", |c| c.pods().len() == 2).await;
-    c.all_ready();
+    let c = Cluster::with_nodes(&["t8-a", "t8-b"]);
+    c.ready_agent(json!({"updateStrategy": {"type": "OnDelete"}}), 2)
+        .await;
     let before = c.placement();
     c.edit_ds("agent", |d| {
         d["spec"]["template"]["spec"]["containers"][0]["image"] = json!("busybox:1.36")

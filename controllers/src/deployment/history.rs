@@ -71,18 +71,15 @@ pub(super) fn cleanup(pass: &mut Pass<'_>) {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::*;
-    use super::super::plan::{Action, PodInfo};
+    use super::super::plan::PodInfo;
     use berth_shared::k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
     use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn deleted(d: &Deployment, rss: &[ReplicaSet], pods: &[PodInfo]) -> Vec<String> {
         let p = super::super::fixtures::run(d, rss, pods, t(99));
-        p.actions
+        writes(&p)
             .iter()
-            .filter_map(|a| match a {
-                Action::DeleteReplicaSet { name, .. } => Some(name.clone()),
-                _ => None,
-            })
+            .filter_map(|w| w.strip_prefix("delete ").map(String::from))
             .collect()
     }
 

@@ -53,26 +53,11 @@ pub(super) fn rollout(pass: &mut Pass<'_>) -> Result<(), Halt> {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::*;
-    use super::super::plan::{Action, PodInfo};
+    use super::super::plan::PodInfo;
     use berth_shared::k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 
     fn run(d: &Deployment, rss: &[ReplicaSet], pods: &[PodInfo]) -> Vec<String> {
-        let p = super::super::fixtures::run(d, rss, pods, t(50));
-        p.actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::CreateReplicaSet(rs) => Some(format!(
-                    "create {}",
-                    rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(-1)
-                )),
-                Action::UpdateReplicaSet(rs) => Some(format!(
-                    "{} -> {}",
-                    rs.metadata.name.as_deref().unwrap(),
-                    rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(-1)
-                )),
-                _ => None,
-            })
-            .collect()
+        writes(&super::super::fixtures::run(d, rss, pods, t(50)))
     }
 
     fn pod(owner: &str, phase: &str) -> PodInfo {
@@ -124,13 +109,13 @@ mod tests {
                 "old pods gone: the new replica set is created at full size",
                 vec![old_drained.clone()],
                 vec![],
-                vec!["create 3"],
+                vec!["create nginx:new 3"],
             ),
             (
                 "finished old pods do not block",
                 vec![old_drained.clone()],
                 vec![pod("web-old", "Failed"), pod("web-old", "Succeeded")],
-                vec!["create 3"],
+                vec!["create nginx:new 3"],
             ),
             (
                 "an existing new replica set is scaled up to full size",

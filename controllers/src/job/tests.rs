@@ -4,6 +4,7 @@
 //! goes as soon as no finalizer holds it).
 
 use super::*;
+use crate::workload::object_meta::name;
 use berth_registry::{Propagation, WriteOptions};
 use berth_runtime::testing::{ControlPlane, edit_status};
 use serde_json::{Value, json};
@@ -12,13 +13,6 @@ struct Cluster {
     cp: ControlPlane,
     /// Stops the Job controller alone.
     jobs_stop: CancellationToken,
-}
-
-fn name(v: &Value) -> String {
-    v["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
 }
 
 fn tracked_pod(v: &Value) -> bool {

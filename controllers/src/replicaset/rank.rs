@@ -161,134 +161,99 @@ mod tests {
         HashMap::new()
     }
 
+    /// [`base`] pod `uid` with one edit.
+    fn with(uid: &str, edit: impl FnOnce(&mut Pod)) -> Pod {
+        let mut p = base(uid);
+        edit(&mut p);
+        p
+    }
+
     #[test]
     fn an_unassigned_pod_goes_before_an_assigned_one() {
-        let a = Pod {
-            node_name: String::new(),
-            ..base("unassigned")
-        };
+        let a = with("unassigned", |p| p.node_name = String::new());
         first_goes_first(a, base("assigned"), &none());
     }
 
     #[test]
     fn pending_goes_before_unknown_before_running() {
-        let pending = Pod {
-            phase: "Pending".into(),
-            ..base("pending")
-        };
-        let unknown = Pod {
-            phase: "Unknown".into(),
-            ..base("unknown")
-        };
+        let pending = with("pending", |p| p.phase = "Pending".into());
+        let unknown = with("unknown", |p| p.phase = "Unknown".into());
         first_goes_first(pending.clone(), unknown.clone(), &none());
         first_goes_first(unknown, base("running"), &none());
-        let unset = Pod {
-            phase: String::new(),
-            ..base("unset")
-        };
+        let unset = with("unset", |p| p.phase = String::new());
         first_goes_first(unset, base("running2"), &none());
     }
 
     #[test]
     fn a_pod_that_is_not_ready_goes_before_a_ready_one() {
-        let a = Pod {
-            ready: false,
-            ready_since: None,
-            ..base("not-ready")
-        };
+        let a = with("not-ready", |p| {
+            p.ready = false;
+            p.ready_since = None;
+        });
         first_goes_first(a, base("ready"), &none());
     }
 
     #[test]
     fn the_lower_deletion_cost_goes_first_and_negative_costs_count() {
-        let cheap = Pod {
-            deletion_cost: -10,
-            ..base("cheap")
-        };
-        let dear = Pod {
-            deletion_cost: 5,
-            ..base("dear")
-        };
+        let cheap = with("cheap", |p| p.deletion_cost = -10);
+        let dear = with("dear", |p| p.deletion_cost = 5);
         first_goes_first(cheap, base("zero"), &none());
         first_goes_first(base("zero2"), dear, &none());
     }
 
     #[test]
     fn the_deletion_cost_outranks_node_doubling_and_age() {
-        let cheap_old = Pod {
-            deletion_cost: -1,
-            created: ago(100_000),
-            node_name: "lonely".into(),
-            ..base("cheap-old")
-        };
+        let cheap_old = with("cheap-old", |p| {
+            p.deletion_cost = -1;
+            p.created = ago(100_000);
+            p.node_name = "lonely".into();
+        });
         let per_node = HashMap::from([("n1".to_string(), 5)]);
         first_goes_first(cheap_old, base("young"), &per_node);
     }
 
     #[test]
     fn a_pod_on_a_node_with_more_replicas_goes_first() {
-        let crowded = Pod {
-            node_name: "crowded".into(),
-            ..base("crowded")
-        };
+        let crowded = with("crowded", |p| p.node_name = "crowded".into());
         let per_node = HashMap::from([("crowded".to_string(), 3), ("n1".to_string(), 1)]);
         first_goes_first(crowded, base("alone"), &per_node);
     }
 
+    /// Asserts that a pod whose time (put by `set`) is `secs` ago goes before the base pod,
+    /// and so does one without that time.
+    fn recent_or_unset_goes_first(set: fn(&mut Pod, Option<Timestamp>), secs: i64) {
+        first_goes_first(
+            with("recent", |p| set(p, ago(secs))),
+            base("older"),
+            &none(),
+        );
+        first_goes_first(with("no-time", |p| set(p, None)), base("timed"), &none());
+    }
+
     #[test]
     fn the_pod_ready_more_recently_goes_first_by_log_bucket() {
-        let recent = Pod {
-            ready_since: ago(10),
-            ..base("recent")
-        };
-        first_goes_first(recent, base("long-ready"), &none());
-        let no_time = Pod {
-            ready_since: None,
-            ..base("no-time")
-        };
-        first_goes_first(no_time, base("timed"), &none());
+        recent_or_unset_goes_first(|p, t| p.ready_since = t, 10);
     }
 
     #[test]
     fn the_pod_with_more_restarts_goes_first() {
-        let crashy = Pod {
-            restarts: 4,
-            ..base("crashy")
-        };
+        let crashy = with("crashy", |p| p.restarts = 4);
         first_goes_first(crashy, base("steady"), &none());
-        let sidecar = Pod {
-            sidecar_restarts: 2,
-            ..base("sidecar")
-        };
+        let sidecar = with("sidecar", |p| p.sidecar_restarts = 2);
         first_goes_first(sidecar, base("steady2"), &none());
     }
 
     #[test]
     fn the_newer_pod_goes_before_the_older() {
-        let newer = Pod {
-            created: ago(60),
-            ..base("newer")
-        };
-        first_goes_first(newer, base("older"), &none());
-        let no_time = Pod {
-            created: None,
-            ..base("no-time")
-        };
-        first_goes_first(no_time, base("timed"), &none());
+        recent_or_unset_goes_first(|p, t| p.created = t, 60);
     }
 
     #[test]
     fn creation_times_in_one_log_bucket_tie_and_fall_to_the_uid() {
         // 2000 s and 2100 s are both in bucket 40 (2⁴⁰ ns ≈ 1100 s, 2⁴¹ ns ≈ 2199 s): the
         // newer "b" does not go first; the uid decides.
-        let a = Pod {
-            created: ago(2100),
-            ..base("a")
-        };
-        let b = Pod {
-            created: ago(2000),
-            ..base("b")
-        };
+        let a = with("a", |p| p.created = ago(2100));
+        let b = with("b", |p| p.created = ago(2000));
         first_goes_first(a, b, &none());
     }
 

@@ -65,6 +65,31 @@ impl Cluster {
 
     /// Waits until `check` holds, looking again after every store change; panics with `what`
     /// and the pods after the deadline.
+    /// A cluster with ReplicaSet `frontend` of three replicas and its pods; the set's uid.
+    async fn with_frontend() -> (Cluster, String) {
+        let c = Cluster::start();
+        let rs_uid = c
+            .owner_with_pods("replicasets", frontend("frontend", 3), 3)
+            .await;
+        (c, rs_uid)
+    }
+
+    /// Creates `owner` (a `resource`) and waits for its `n` pods; its uid.
+    async fn owner_with_pods(&self, resource: &str, owner: Value, n: usize) -> String {
+        let owner_uid = uid(&self.create(resource, owner));
+        self.wait(&format!("{n} pods"), |c| c.pods_of(&owner_uid).len() == n)
+            .await;
+        owner_uid
+    }
+
+    /// The `SuccessfulCreate` events, asserted to be three, from `component`.
+    fn three_created_by(&self, component: &str) -> Vec<Value> {
+        let created = self.cp.events("SuccessfulCreate");
+        assert_eq!(created.len(), 3);
+        assert_eq!(created[0]["source"]["component"], json!(component));
+        created
+    }
+
     async fn wait(&self, what: &str, check: impl Fn(&Cluster) -> bool) {
         self.cp
             .wait_until(what, || check(self), || format!("pods: {:#?}", self.pods()))
@@ -97,12 +122,8 @@ fn name(v: &Value) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_set_keeps_its_replicas_and_orphans_them_on_request() {
-    let c = Cluster::start();
-    let rs = c.create("replicasets", frontend("frontend", 3));
-    let rs_uid = uid(&rs);
-
     // T-RS-01: three pods named from the set, with the controller reference (RS-21).
-    c.wait("3 pods", |c| c.pods_of(&rs_uid).len() == 3).await;
+    let (c, rs_uid) = Cluster::with_frontend().await;
     for p in c.pods_of(&rs_uid) {
         let n = name(&p);
         assert!(
@@ -122,12 +143,7 @@ async fn a_replica_set_keeps_its_replicas_and_orphans_them_on_request() {
             == json!({"replicas": 3, "fullyLabeledReplicas": 3, "observedGeneration": 1})
     })
     .await;
-    let created = c.cp.events("SuccessfulCreate");
-    assert_eq!(created.len(), 3);
-    assert_eq!(
-        created[0]["source"]["component"],
-        json!("replicaset-controller")
-    );
+    let created = c.three_created_by("replicaset-controller");
     assert!(
         created[0]["message"]
             .as_str()
@@ -220,10 +236,7 @@ async fn bare_pods_are_adopted_and_relabelled_pods_released_and_replaced() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pod_deletion_cost_picks_the_pod_removed_on_scale_down() {
-    let c = Cluster::start();
-    let rs = c.create("replicasets", frontend("frontend", 3));
-    let rs_uid = uid(&rs);
-    c.wait("3 pods", |c| c.pods_of(&rs_uid).len() == 3).await;
+    let (c, rs_uid) = Cluster::with_frontend().await;
     let pods = c.pods_of(&rs_uid);
     // Otherwise equal (same second, all Pending), the costs alone decide (RS-16, RS-17).
     let cheap = name(&pods[0]);
@@ -245,16 +258,15 @@ async fn the_pod_deletion_cost_picks_the_pod_removed_on_scale_down() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replication_controller_creates_pods_it_owns_as_v1() {
     let c = Cluster::start();
-    let rc = c.create(
+    let rc_uid = c.owner_with_pods(
         "replicationcontrollers",
         json!({"apiVersion": "v1", "kind": "ReplicationController",
             "metadata": {"name": "nginx"},
             "spec": {"replicas": 3, "selector": {"app": "nginx"},
                 "template": {"metadata": {"name": "nginx", "labels": {"app": "nginx"}},
                     "spec": {"containers": [{"name": "nginx", "image": "nginx", "ports": [{"containerPort": 80}]}]}}}}),
-    );
-    let rc_uid = uid(&rc);
-    c.wait("3 pods", |c| c.pods_of(&rc_uid).len() == 3).await;
+        3,
+    ).await;
     let p = &c.pods_of(&rc_uid)[0];
     assert_eq!(
         p["metadata"]["ownerReferences"][0]["apiVersion"],
@@ -268,12 +280,7 @@ async fn a_replication_controller_creates_pods_it_owns_as_v1() {
         c.get(Kind::ReplicationController, "nginx").unwrap()["status"]["replicas"] == json!(3)
     })
     .await;
-    let created = c.cp.events("SuccessfulCreate");
-    assert_eq!(created.len(), 3);
-    assert_eq!(
-        created[0]["source"]["component"],
-        json!("replication-controller")
-    );
+    let created = c.three_created_by("replication-controller");
     assert_eq!(
         created[0]["involvedObject"]["kind"],
         json!("ReplicationController")
@@ -288,8 +295,7 @@ async fn ready_pods_count_as_available_only_after_min_ready_seconds() {
     // Long enough that a loaded CI host writes readyReplicas before the pod's Ready condition
     // is that old (with 2 s, both landed in one pass there, and the first check failed).
     rs["spec"]["minReadySeconds"] = json!(8);
-    let rs_uid = uid(&c.create("replicasets", rs));
-    c.wait("1 pod", |c| c.pods_of(&rs_uid).len() == 1).await;
+    let rs_uid = c.owner_with_pods("replicasets", rs, 1).await;
     // The agent's part, played here: the pod turns Ready now.
     let pod = name(&c.pods_of(&rs_uid)[0]);
     let since = status::rfc3339(jiff::Timestamp::now());

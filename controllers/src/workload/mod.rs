@@ -11,6 +11,8 @@ pub mod availability;
 pub mod claim;
 pub mod controller_ref;
 pub mod error;
+#[cfg(test)]
+pub(crate) mod object_meta;
 pub mod parsed;
 pub mod pod_control;
 pub mod scaled;

@@ -495,6 +495,11 @@ pub(crate) mod fixtures {
         }
     }
 
+    /// Plain containers with these names, in order.
+    pub fn containers(names: &[&str]) -> Vec<Container> {
+        names.iter().copied().map(container).collect()
+    }
+
     pub fn sidecar(name: &str) -> Container {
         Container {
             restart_policy: Some("Always".into()),

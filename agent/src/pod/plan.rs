@@ -547,11 +547,7 @@ mod tests {
 
     #[test]
     fn a_broken_sandbox_is_killed_and_torn_down_in_one_pass_whatever_runs_in_it() {
-        let pod = pod(
-            "Always",
-            vec![sidecar("log")],
-            vec![container("a"), container("b")],
-        );
+        let pod = pod("Always", vec![sidecar("log")], containers(&["a", "b"]));
         let kill = |apps, sidecars| Action::KillPod {
             reason: PodKillReason::SandboxChanged,
             grace: Duration::from_secs(30),
@@ -650,7 +646,7 @@ mod tests {
 
     #[test]
     fn a_never_pod_that_already_ran_gets_no_new_sandbox() {
-        let pod = pod("Never", vec![], vec![container("a"), container("b")]);
+        let pod = pod("Never", vec![], containers(&["a", "b"]));
         let o = without_sandbox(vec![exited("a", 0, 137, 20)]);
         assert_no_new_sandbox(&pod, &o);
     }
@@ -659,32 +655,28 @@ mod tests {
 
     #[test]
     fn init_containers_start_one_at_a_time_in_spec_order() {
-        let pod = inits_then_app(vec![container("i1"), container("i2")]);
+        let pod = inits_then_app(containers(&["i1", "i2"]));
         let o = pulled(observed(vec![]), &["i1", "i2", "app"]);
         assert_eq!(started(&plan(&pod, &o)), vec![("i1", 0)]);
     }
 
     #[test]
     fn a_running_init_container_is_waited_for() {
-        let pod = inits_then_app(vec![container("i1"), container("i2")]);
+        let pod = inits_then_app(containers(&["i1", "i2"]));
         let o = pulled(observed(vec![running("i1", 0, 5)]), &["i1", "i2", "app"]);
         assert_eq!(started(&plan(&pod, &o)), vec![]);
     }
 
     #[test]
     fn the_next_init_container_starts_after_the_previous_one_succeeded() {
-        let pod = inits_then_app(vec![container("i1"), container("i2")]);
+        let pod = inits_then_app(containers(&["i1", "i2"]));
         let o = pulled(observed(vec![exited("i1", 0, 0, 5)]), &["i1", "i2", "app"]);
         assert_eq!(started(&plan(&pod, &o)), vec![("i2", 0)]);
     }
 
     #[test]
     fn app_containers_start_together_only_after_every_init_container_succeeded() {
-        let pod = pod(
-            "Always",
-            vec![container("i1"), container("i2")],
-            vec![container("a"), container("b")],
-        );
+        let pod = pod("Always", containers(&["i1", "i2"]), containers(&["a", "b"]));
         let o = pulled(
             observed(vec![exited("i1", 0, 0, 5), exited("i2", 0, 0, 6)]),
             &["a", "b"],
@@ -751,7 +743,7 @@ mod tests {
 
     #[test]
     fn completed_init_containers_the_runtime_lost_do_not_run_again() {
-        let pod = inits_then_app(vec![container("i1"), container("i2")]);
+        let pod = inits_then_app(containers(&["i1", "i2"]));
         let o = pulled(
             observed(vec![exited("i2", 0, 0, 6), running("app", 0, 7)]),
             &["i1"],
@@ -921,7 +913,7 @@ mod tests {
         ];
         for (policy, code, restarts) in cases {
             // A second container keeps the pod alive so the decision is visible.
-            let pod = pod(policy, vec![], vec![container("app"), container("keep")]);
+            let pod = pod(policy, vec![], containers(&["app", "keep"]));
             let o = pulled(
                 observed(vec![exited("app", 0, code, NOW - 1), running("keep", 0, 1)]),
                 &["app", "keep"],

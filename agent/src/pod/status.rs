@@ -545,7 +545,7 @@ mod tests {
 
     #[test]
     fn phase_is_succeeded_only_when_every_app_container_succeeded() {
-        let pod = pod("Never", vec![], vec![container("a"), container("b")]);
+        let pod = pod("Never", vec![], containers(&["a", "b"]));
         let s = status(
             &pod,
             &observed(vec![exited("a", 0, 0, 5), exited("b", 0, 2, 6)]),
@@ -560,7 +560,7 @@ mod tests {
 
     #[test]
     fn a_pod_is_pending_until_its_containers_were_created() {
-        let pod = pod("Always", vec![], vec![container("a"), container("b")]);
+        let pod = pod("Always", vec![], containers(&["a", "b"]));
         let s = status(&pod, &observed(vec![running("a", 0, 5)]));
         assert_eq!(s.phase.as_deref(), Some(PENDING));
         assert_eq!(waiting_reason(&s, "b"), Some("ContainerCreating"));
@@ -696,7 +696,7 @@ mod tests {
     fn an_initializing_pod_reports_its_incomplete_and_unready_containers() {
         let pod = pod(
             "Always",
-            vec![container("init-a"), container("init-b")],
+            containers(&["init-a", "init-b"]),
             vec![container("app")],
         );
         let s = status(&pod, &observed(vec![running("init-a", 0, 5)]));
@@ -964,7 +964,7 @@ mod tests {
 
     #[test]
     fn a_container_that_will_not_restart_stays_terminated() {
-        let pod = pod("Never", vec![], vec![container("app"), container("b")]);
+        let pod = pod("Never", vec![], containers(&["app", "b"]));
         let crashed = with_backoff(exited("app", 0, 1, NOW - 5), 10, NOW - 30);
         let s = status(&pod, &observed(vec![crashed, running("b", 0, 1)]));
         assert!(app(&s, "app").state.as_ref().unwrap().terminated.is_some());
@@ -1041,8 +1041,8 @@ mod tests {
     fn app_statuses_are_sorted_by_name_and_init_statuses_keep_spec_order() {
         let pod = pod(
             "Always",
-            vec![container("z-init"), container("a-init")],
-            vec![container("web"), container("api")],
+            containers(&["z-init", "a-init"]),
+            containers(&["web", "api"]),
         );
         let s = status(&pod, &observed(vec![]));
         let names = |l: &Option<Vec<ContainerStatus>>| -> Vec<String> {

@@ -59,10 +59,14 @@ pub const BACKOFF_CAP: Duration = Duration::from_secs(60);
 /// The retry delay after `failures` consecutive errors: 5 ms, 10 ms, 20 ms, … capped at 60 s.
 /// Worked example: the 4th consecutive failure waits 5 ms × 2³ = 40 ms.
 pub fn backoff(failures: u32) -> Duration {
-    let exp = failures.saturating_sub(1).min(31);
-    BACKOFF_BASE
-        .checked_mul(1u32 << exp)
-        .map_or(BACKOFF_CAP, |d| d.min(BACKOFF_CAP))
+    doubling_backoff(BACKOFF_BASE, BACKOFF_CAP, failures)
+}
+
+/// `base` doubled after each of `attempts` past the first, never more than `cap` (nor
+/// overflowing): base, 2·base, 4·base, … for 1, 2, 3, … attempts.
+pub fn doubling_backoff(base: Duration, cap: Duration, attempts: u32) -> Duration {
+    let exp = attempts.saturating_sub(1).min(31);
+    base.checked_mul(1u32 << exp).map_or(cap, |d| d.min(cap))
 }
 
 /// Upper bounds (seconds) of the work-duration histogram, as upstream's workqueue uses.

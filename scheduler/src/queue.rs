@@ -8,6 +8,7 @@
 //!
 //! Planner: pure, no I/O.
 
+use berth_shared::reconcile::doubling_backoff;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::Hash;
@@ -22,10 +23,7 @@ pub const UNSCHEDULABLE_RETRY: Duration = Duration::from_secs(60);
 
 /// The backoff after `attempts` attempts: 1 s doubling, capped at 10 s.
 pub fn backoff(attempts: u32) -> Duration {
-    let exp = attempts.saturating_sub(1).min(16);
-    INITIAL_BACKOFF
-        .checked_mul(1 << exp)
-        .map_or(MAX_BACKOFF, |d| d.min(MAX_BACKOFF))
+    doubling_backoff(INITIAL_BACKOFF, MAX_BACKOFF, attempts)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -274,86 +274,59 @@ mod tests {
         RequiredNodeAffinity::new(None, Some(&a))
     }
 
+    /// A node selector requirement; `values` is left out when empty.
+    fn expr(key: &str, operator: &str, values: &[&str]) -> serde_json::Value {
+        let mut e = json!({"key": key, "operator": operator});
+        if !values.is_empty() {
+            e["values"] = json!(values);
+        }
+        e
+    }
+
     #[test]
     fn every_operator_matches_like_upstream() {
         let node = labels(&[("zone", "a"), ("gen", "5")]);
         let cases = [
-            (
-                "In with the value",
-                json!({"key": "zone", "operator": "In", "values": ["a", "b"]}),
-                true,
-            ),
-            (
-                "In without it",
-                json!({"key": "zone", "operator": "In", "values": ["c"]}),
-                false,
-            ),
-            (
-                "In on a missing label",
-                json!({"key": "disk", "operator": "In", "values": ["ssd"]}),
-                false,
-            ),
+            ("In with the value", expr("zone", "In", &["a", "b"]), true),
+            ("In without it", expr("zone", "In", &["c"]), false),
+            ("In on a missing label", expr("disk", "In", &["ssd"]), false),
             (
                 "NotIn with another value",
-                json!({"key": "zone", "operator": "NotIn", "values": ["c"]}),
+                expr("zone", "NotIn", &["c"]),
                 true,
             ),
-            (
-                "NotIn with the value",
-                json!({"key": "zone", "operator": "NotIn", "values": ["a"]}),
-                false,
-            ),
+            ("NotIn with the value", expr("zone", "NotIn", &["a"]), false),
             (
                 "NotIn on a missing label",
-                json!({"key": "disk", "operator": "NotIn", "values": ["ssd"]}),
+                expr("disk", "NotIn", &["ssd"]),
                 true,
             ),
-            ("Exists", json!({"key": "zone", "operator": "Exists"}), true),
+            ("Exists", expr("zone", "Exists", &[]), true),
             (
                 "Exists on a missing label",
-                json!({"key": "disk", "operator": "Exists"}),
+                expr("disk", "Exists", &[]),
                 false,
             ),
-            (
-                "DoesNotExist",
-                json!({"key": "disk", "operator": "DoesNotExist"}),
-                true,
-            ),
+            ("DoesNotExist", expr("disk", "DoesNotExist", &[]), true),
             (
                 "DoesNotExist on a present label",
-                json!({"key": "zone", "operator": "DoesNotExist"}),
+                expr("zone", "DoesNotExist", &[]),
                 false,
             ),
-            (
-                "Gt below",
-                json!({"key": "gen", "operator": "Gt", "values": ["4"]}),
-                true,
-            ),
-            (
-                "Gt equal",
-                json!({"key": "gen", "operator": "Gt", "values": ["5"]}),
-                false,
-            ),
-            (
-                "Lt above",
-                json!({"key": "gen", "operator": "Lt", "values": ["6"]}),
-                true,
-            ),
+            ("Gt below", expr("gen", "Gt", &["4"]), true),
+            ("Gt equal", expr("gen", "Gt", &["5"]), false),
+            ("Lt above", expr("gen", "Lt", &["6"]), true),
             (
                 "Lt on a non-integer label",
-                json!({"key": "zone", "operator": "Lt", "values": ["6"]}),
+                expr("zone", "Lt", &["6"]),
                 false,
             ),
             (
                 "Gt with a non-integer operand",
-                json!({"key": "gen", "operator": "Gt", "values": ["x"]}),
+                expr("gen", "Gt", &["x"]),
                 false,
             ),
-            (
-                "an unknown operator",
-                json!({"key": "zone", "operator": "Like", "values": ["a"]}),
-                false,
-            ),
+            ("an unknown operator", expr("zone", "Like", &["a"]), false),
         ];
         for (name, expr, want) in cases {
             assert_eq!(required(expr).matches("n1", &node), want, "{name}");

@@ -102,10 +102,7 @@ impl Controller<ObjectKey> {
     /// Maps changes of `child` objects to the key of their controller of the primary kind,
     /// before and after the change (a released child concerns its old owner).
     pub fn owns(self, child: &'static ResourceType) -> Self {
-        let Some(owner) = self.primary else {
-            return self;
-        };
-        self.owns_as(child, owner, ObjectKey::new)
+        self.with_primary(|c, owner| c.owns_as(child, owner, ObjectKey::new))
     }
 
     /// Orphan routing (upstream's `addPod`/`updatePod` for a pod without a controller): a live
@@ -116,10 +113,9 @@ impl Controller<ObjectKey> {
         child: &'static ResourceType,
         selector: impl Fn(&V) -> Option<&LabelSelector> + Send + Sync + 'static,
     ) -> Self {
-        let Some(owner) = self.primary else {
-            return self;
-        };
-        self.adopts_as(child, owner, selector, |o: &Object| o.key().clone())
+        self.with_primary(|c, owner| {
+            c.adopts_as(child, owner, selector, |o: &Object| o.key().clone())
+        })
     }
 
     /// Selector routing for children that no controller reference leads from (the
@@ -131,14 +127,22 @@ impl Controller<ObjectKey> {
         child: &'static ResourceType,
         selector: impl Fn(&V) -> Option<&LabelSelector> + Send + Sync + 'static,
     ) -> Self {
-        let Some(owner) = self.primary else {
-            return self;
-        };
-        let owners = self.ctx.informer(owner);
         let key = |o: &Object| o.key().clone();
-        self.watches(child, move |d: &Delta| {
-            selecting(&owners, &selector, &d.object, key)
+        self.with_primary(|c, owner| {
+            let owners = c.ctx.informer(owner);
+            c.watches(child, move |d: &Delta| {
+                selecting(&owners, &selector, &d.object, key)
+            })
         })
+    }
+
+    /// `wire(self, primary)` for a controller made by [`Controller::new`]; a controller without
+    /// a primary kind (from [`Controller::keyed`]) is returned as it is.
+    fn with_primary(self, wire: impl FnOnce(Self, &'static ResourceType) -> Self) -> Self {
+        match self.primary {
+            Some(owner) => wire(self, owner),
+            None => self,
+        }
     }
 }
 

@@ -10,6 +10,7 @@ use k8s_openapi::api::autoscaling::v2::{
 
 use super::field::{FieldError, Path, validate_optional_choice};
 use super::meta::validate_meta;
+use super::workload::nonnegative;
 use crate::quantity::Quantity;
 
 /// Upstream `DefaultCPUUtilization`.
@@ -108,21 +109,25 @@ fn positive_quantity(
     }
 }
 
+/// A metric's or target's `type`: `Required` (with `missing` as the detail) when empty,
+/// `NotSupported` when not one of `valid`.
+fn type_error(type_: &str, valid: &[&str], missing: &str, path: &Path) -> Option<FieldError> {
+    if type_.is_empty() {
+        Some(FieldError::required(path, missing))
+    } else {
+        validate_optional_choice(Some(type_), valid, path)
+    }
+}
+
 /// Upstream `validateMetricTarget`.
 fn validate_target(t: &MetricTarget, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    if t.type_.is_empty() {
-        errs.push(FieldError::required(
-            &path.child("type"),
-            "must specify a metric target type",
-        ));
-    } else if !TARGET_TYPES.contains(&t.type_.as_str()) {
-        errs.push(FieldError::not_supported(
-            &path.child("type"),
-            t.type_.clone(),
-            TARGET_TYPES,
-        ));
-    }
+    errs.extend(type_error(
+        &t.type_,
+        TARGET_TYPES,
+        "must specify a metric target type",
+        &path.child("type"),
+    ));
     errs.extend(positive_quantity(t.value.as_ref(), &path.child("value")));
     errs.extend(positive_quantity(
         t.average_value.as_ref(),
@@ -143,22 +148,15 @@ fn validate_target(t: &MetricTarget, path: &Path) -> Vec<FieldError> {
 /// Upstream `validateMetricSpec` (the resource and container-resource sources in full; the
 /// others' sources must be present and their targets valid).
 fn validate_metric(m: &MetricSpec, path: &Path) -> Vec<FieldError> {
+    if let Some(e) = type_error(
+        &m.type_,
+        METRIC_TYPES,
+        "must specify a metric source type",
+        &path.child("type"),
+    ) {
+        return vec![e];
+    }
     let mut errs = Vec::new();
-    if m.type_.is_empty() {
-        errs.push(FieldError::required(
-            &path.child("type"),
-            "must specify a metric source type",
-        ));
-        return errs;
-    }
-    if !METRIC_TYPES.contains(&m.type_.as_str()) {
-        errs.push(FieldError::not_supported(
-            &path.child("type"),
-            m.type_.clone(),
-            METRIC_TYPES,
-        ));
-        return errs;
-    }
     let (target, source_path, name) = match m.type_.as_str() {
         "Resource" => (
             m.resource.as_ref().map(|r| &r.target),
@@ -285,6 +283,18 @@ fn validate_rules(rules: Option<&HPAScalingRules>, path: &Path) -> Vec<FieldErro
     errs
 }
 
+/// A scale target's kind or name, which becomes a segment of a URL path: required, and never
+/// `.`, `..` or anything with a `/` (upstream words all three alike here).
+fn path_segment(value: &str, path: &Path) -> Option<FieldError> {
+    if value.is_empty() {
+        Some(FieldError::required(path, ""))
+    } else if value.contains('/') || value == "." || value == ".." {
+        Some(FieldError::invalid(path, value, "may not contain '/'"))
+    } else {
+        None
+    }
+}
+
 pub(crate) fn validate_hpa(
     hpa: &HorizontalPodAutoscaler,
     old: Option<&HorizontalPodAutoscaler>,
@@ -316,23 +326,8 @@ pub(crate) fn validate_hpa(
     }
     let rp = sp.child("scaleTargetRef");
     let r = &spec.scale_target_ref;
-    if r.kind.is_empty() {
-        errs.push(FieldError::required(&rp.child("kind"), ""));
-    } else if r.kind.contains('/') || r.kind == "." || r.kind == ".." {
-        errs.push(FieldError::invalid(
-            &rp.child("kind"),
-            r.kind.clone(),
-            "may not contain '/'",
-        ));
-    }
-    if r.name.is_empty() {
-        errs.push(FieldError::required(&rp.child("name"), ""));
-    } else if r.name.contains('/') || r.name == "." || r.name == ".." {
-        errs.push(FieldError::invalid(
-            &rp.child("name"),
-            r.name.clone(),
-            "may not contain '/'",
-        ));
+    for (field, value) in [("kind", &r.kind), ("name", &r.name)] {
+        errs.extend(path_segment(value, &rp.child(field)));
     }
     for (i, m) in spec.metrics.iter().flatten().enumerate() {
         errs.extend(validate_metric(m, &sp.child("metrics").index(i)));
@@ -347,20 +342,14 @@ pub(crate) fn validate_hpa(
     }
     if let Some(status) = &hpa.status {
         let st = Path::new("status");
-        if status.current_replicas.is_some_and(|n| n < 0) {
-            errs.push(FieldError::invalid(
-                &st.child("currentReplicas"),
-                status.current_replicas.unwrap_or_default(),
-                "must be greater than or equal to 0",
-            ));
-        }
-        if status.desired_replicas < 0 {
-            errs.push(FieldError::invalid(
-                &st.child("desiredReplicas"),
-                status.desired_replicas,
-                "must be greater than or equal to 0",
-            ));
-        }
+        errs.extend(nonnegative(
+            status.current_replicas,
+            &st.child("currentReplicas"),
+        ));
+        errs.extend(nonnegative(
+            Some(status.desired_replicas),
+            &st.child("desiredReplicas"),
+        ));
     }
     errs
 }

@@ -67,41 +67,33 @@ fn validate_signer_name(path: &Path, signer: &str) -> Vec<FieldError> {
     if domain.len() > 253 {
         errs.push(FieldError::too_long(path, 253));
     }
-    let labels: Vec<&str> = domain.split('.').collect();
-    for label in &labels {
-        let msgs = dns1123_label(label);
-        if !msgs.is_empty() {
-            for m in msgs {
-                errs.push(FieldError::invalid(
-                    path,
-                    domain,
-                    format!("validating label \"{label}\": {m}"),
-                ));
-            }
-            break;
-        }
-    }
-    if labels.len() < 2 {
+    errs.extend(first_bad_label(path, domain, dns1123_label));
+    if domain.split('.').count() < 2 {
         errs.push(FieldError::invalid(
             path,
             domain,
             "should be a domain with at least two segments separated by dots",
         ));
     }
-    for label in name.split('.') {
-        let msgs = dns1123_subdomain(label);
-        if !msgs.is_empty() {
-            for m in msgs {
-                errs.push(FieldError::invalid(
-                    path,
-                    name,
-                    format!("validating label \"{label}\": {m}"),
-                ));
-            }
-            break;
-        }
-    }
+    errs.extend(first_bad_label(path, name, dns1123_subdomain));
     errs
+}
+
+/// The messages `check` gives for the first of `value`'s dot-separated labels it finds fault
+/// with, each an `Invalid` error naming that label (upstream stops at the first bad label).
+fn first_bad_label(path: &Path, value: &str, check: fn(&str) -> Vec<String>) -> Vec<FieldError> {
+    value
+        .split('.')
+        .map(|label| (label, check(label)))
+        .find(|(_, msgs)| !msgs.is_empty())
+        .map(|(label, msgs)| {
+            msgs.into_iter()
+                .map(|m| {
+                    FieldError::invalid(path, value, format!("validating label \"{label}\": {m}"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn validate_conditions(conditions: &[CertificateSigningRequestCondition]) -> Vec<FieldError> {

@@ -7,9 +7,10 @@
 use std::path::Path;
 
 use berth_tests::kinds::HPA_COLUMNS;
+use berth_tests::objects::deployment;
 use berth_tests::seeds::SEED_HPA;
-use berth_tests::{Controller, Req, Table};
-use serde_json::json;
+use berth_tests::{Api, Controller, Reply, Req, Table};
+use serde_json::{Value, json};
 
 /// kubectl 1.32 and later send `autoscale`'s body as protobuf; 1.31 and earlier as JSON.
 const KUBECTLS: [&str; 4] = [
@@ -95,16 +96,11 @@ fn kubectl_autoscale_creates_an_autoscaler_and_get_prints_upstreams_columns() {
     for (i, bin) in KUBECTLS.iter().enumerate() {
         let k = c.kubectl().with_binary(Path::new(bin));
         let name = format!("web{i}");
-        let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": name},
-            "spec": {"selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}},
-                                  "spec": {"containers": [{"name": "main", "image": "busybox:1.28"}]}}}});
-        let r = api.send(Req::post(
+        let spec = json!({"containers": [{"name": "main", "image": "busybox:1.28"}]});
+        api.create(
             "/apis/apps/v1/namespaces/default/deployments",
-            &deployment,
-        ));
-        assert_eq!(r.status, 201, "{}", r.describe());
+            &deployment(&name, 1, spec),
+        );
         k.ok(&[
             "autoscale",
             &format!("deployment/{name}"),
@@ -136,28 +132,40 @@ fn kubectl_autoscale_creates_an_autoscaler_and_get_prints_upstreams_columns() {
     }
 }
 
+/// POSTs an autoscaler `bad` with `spec` to `collection` (of `autoscaling/v1` or `v2`), which
+/// must answer 422.
+#[track_caller]
+fn refused(api: &Api, collection: &str, spec: Value) -> Reply {
+    let version = if collection == V1 { "v1" } else { "v2" };
+    let hpa = json!({"apiVersion": format!("autoscaling/{version}"),
+        "kind": "HorizontalPodAutoscaler", "metadata": {"name": "bad"}, "spec": spec});
+    let r = api.send(Req::post(collection, &hpa));
+    assert_eq!(r.status, 422, "{}", r.describe());
+    r
+}
+
 #[test]
 fn invalid_autoscalers_are_refused_with_the_field() {
     let c = Controller::start();
     let api = c.admin_api();
-    let bad = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": "bad"},
-        "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"},
-                 "minReplicas": 6, "maxReplicas": 5}});
-    let r = api.send(Req::post(V2, &bad));
-    assert_eq!(r.status, 422, "{}", r.describe());
+    let r = refused(
+        &api,
+        V2,
+        json!({"scaleTargetRef": {"kind": "Deployment", "name": "web"},
+               "minReplicas": 6, "maxReplicas": 5}),
+    );
     assert_eq!(
         r.json()["details"]["causes"][0]["field"],
         "spec.maxReplicas",
         "{}",
         r.body
     );
-    let bad_v1 = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": "bad"},
-        "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"},
-                 "maxReplicas": 5, "targetCPUUtilizationPercentage": 0}});
-    let r = api.send(Req::post(V1, &bad_v1));
-    assert_eq!(r.status, 422, "{}", r.describe());
+    let r = refused(
+        &api,
+        V1,
+        json!({"scaleTargetRef": {"kind": "Deployment", "name": "web"},
+               "maxReplicas": 5, "targetCPUUtilizationPercentage": 0}),
+    );
     assert!(r.body.contains("averageUtilization"), "{}", r.body);
     assert_eq!(api.get_ok(V2)["items"].as_array().map(Vec::len), Some(0));
 }

@@ -3,20 +3,11 @@
 //! `api-resources`, `get ns`). Also: restarts keep the CA, SIGTERM/SIGINT stop it cleanly,
 //! `--write-kubeconfig` and `--tls-san` do what they say.
 
-use std::os::unix::fs::PermissionsExt;
-
 use berth_tests::client::Endpoint;
+use berth_tests::host::file_mode as mode;
 use berth_tests::kinds::KINDS;
 use berth_tests::pki::{current_context, parse_kubeconfig};
 use berth_tests::{Api, Controller, Credentials, Req, Table};
-
-fn mode(path: &std::path::Path) -> u32 {
-    std::fs::metadata(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .permissions()
-        .mode()
-        & 0o777
-}
 
 fn read(path: &std::path::Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use berth_tests::api::event_summary;
 use berth_tests::objects::{configmap, items, namespace, rv, uid};
-use berth_tests::{Controller, Next, Req, secs};
+use berth_tests::{Api, Controller, Next, Req, secs};
 use serde_json::Value;
 
 /// How many configmaps the SIGKILL test writes.
@@ -14,6 +14,25 @@ const N: usize = 200;
 
 fn cms(ns: &str) -> String {
     format!("/api/v1/namespaces/{ns}/configmaps")
+}
+
+/// A controller with namespace `ns` created, and its admin API.
+fn started_with_namespace(ns: &str) -> (Controller, Api) {
+    let c = Controller::start();
+    let api = c.admin_api();
+    api.create("/api/v1/namespaces", &namespace(ns));
+    (c, api)
+}
+
+/// `DELETE path`, which must be accepted (200, or 202 while finalizers run).
+#[track_caller]
+fn delete(api: &Api, path: &str) {
+    let reply = api.send(Req::delete(path));
+    assert!(
+        reply.status == 200 || reply.status == 202,
+        "delete {path}: {}",
+        reply.describe()
+    );
 }
 
 #[derive(Debug, PartialEq)]
@@ -33,9 +52,7 @@ fn stored(o: &Value) -> Stored {
 
 #[test]
 fn a_sigkill_loses_no_acknowledged_write() {
-    let mut c = Controller::start();
-    let api = c.admin_api();
-    api.create("/api/v1/namespaces", &namespace("durable"));
+    let (mut c, api) = started_with_namespace("durable");
     let path = cms("durable");
     let mut expected: BTreeMap<String, Stored> = BTreeMap::new();
     for i in 0..N {
@@ -53,12 +70,7 @@ fn a_sigkill_loses_no_acknowledged_write() {
     }
     for i in N - 10..N {
         let name = format!("cm-{i:03}");
-        let reply = api.send(Req::delete(format!("{path}/{name}")));
-        assert!(
-            reply.status == 200 || reply.status == 202,
-            "delete {name}: {}",
-            reply.describe()
-        );
+        delete(&api, &format!("{path}/{name}"));
         expected.remove(&name);
     }
     let last_rv = expected.values().map(|s| s.rv).max().unwrap_or(0);
@@ -115,9 +127,7 @@ fn a_sigkill_loses_no_acknowledged_write() {
 
 #[test]
 fn a_watch_resumes_across_a_restart_from_the_last_seen_revision() {
-    let mut c = Controller::start();
-    let api = c.admin_api();
-    api.create("/api/v1/namespaces", &namespace("resume"));
+    let (mut c, api) = started_with_namespace("resume");
     let path = cms("resume");
     let mut last_seen = 0;
     for i in 0..10 {
@@ -143,12 +153,7 @@ fn a_watch_resumes_across_a_restart_from_the_last_seen_revision() {
     o["data"] = serde_json::json!({"changed": "after restart"});
     let o = api.expect(Req::put(format!("{path}/before-0"), &o), 200);
     write("MODIFIED", "before-0", Some(&o));
-    let reply = api.send(Req::delete(format!("{path}/before-1")));
-    assert!(
-        reply.status == 200 || reply.status == 202,
-        "{}",
-        reply.describe()
-    );
+    delete(&api, &format!("{path}/before-1"));
     write("DELETED", "before-1", None);
 
     let mut watch = api
@@ -167,12 +172,7 @@ fn a_watch_resumes_across_a_restart_from_the_last_seen_revision() {
         let o = api.create(&path, &configmap(&name, &[]));
         write("ADDED", &name, Some(&o));
     }
-    let reply = api.send(Req::delete(format!("{path}/after-2")));
-    assert!(
-        reply.status == 200 || reply.status == 202,
-        "{}",
-        reply.describe()
-    );
+    delete(&api, &format!("{path}/after-2"));
     write("DELETED", "after-2", None);
 
     let mut previous = last_seen;
@@ -220,9 +220,7 @@ fn a_watch_resumes_across_a_restart_from_the_last_seen_revision() {
 
 #[test]
 fn a_watcher_far_behind_the_live_events_still_gets_every_one_in_order() {
-    let c = Controller::start();
-    let api = c.admin_api();
-    api.create("/api/v1/namespaces", &namespace("burst"));
+    let (c, api) = started_with_namespace("burst");
     let path = cms("burst");
     // The namespace's CA bundle is written by the controller: not one of the burst.
     c.wait_for(secs(10), "burst's kube-root-ca.crt", || {

@@ -66,6 +66,17 @@ fn nothing_stored(c: &Controller, api: &Api, path: &str) {
     still_serving(c, api);
 }
 
+/// `kubectl apply` of the Deployment `yaml` (named `name`) fails naming each of `needles`, and
+/// stores nothing.
+#[track_caller]
+fn apply_refused(c: &Controller, api: &Api, yaml: &str, needles: &[&str], name: &str) {
+    let r = c.kubectl().fails_stdin(&["apply", "-f", "-"], yaml);
+    for needle in needles {
+        r.assert_stderr_has(needle);
+    }
+    nothing_stored(c, api, &format!("{DEPLOYS}/{name}"));
+}
+
 fn still_serving(c: &Controller, api: &Api) {
     let ready = api.get("/readyz");
     assert_eq!(
@@ -109,22 +120,18 @@ fn a_missing_object_is_404_not_found_with_a_status() {
 fn malformed_json_and_yaml_are_400_bad_request() {
     let c = Controller::start();
     let api = c.admin_api();
-    let truncated =
-        br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"bad-json"},"data":{"#
-            .to_vec();
-    let reply = api.send(Req::new(Method::POST, CMS).raw("application/json", truncated));
-    assert_eq!(reply.status, 400, "{}", reply.describe());
-    failure_status(&reply.json(), 400, "BadRequest")
-        .unwrap_or_else(|e| panic!("{e}: {}", reply.describe()));
-    nothing_stored(&c, &api, &format!("{CMS}/bad-json"));
-
-    let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad-yaml\n data: [unclosed\n"
-        .to_vec();
-    let reply = api.send(Req::new(Method::POST, CMS).raw("application/yaml", yaml));
-    assert_eq!(reply.status, 400, "{}", reply.describe());
-    failure_status(&reply.json(), 400, "BadRequest")
-        .unwrap_or_else(|e| panic!("{e}: {}", reply.describe()));
-    nothing_stored(&c, &api, &format!("{CMS}/bad-yaml"));
+    let truncated: &[u8] =
+        br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"bad-json"},"data":{"#;
+    let yaml: &[u8] =
+        b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad-yaml\n data: [unclosed\n";
+    for (content_type, body, name) in [
+        ("application/json", truncated, "bad-json"),
+        ("application/yaml", yaml, "bad-yaml"),
+    ] {
+        let reply = api.send(Req::new(Method::POST, CMS).raw(content_type, body.to_vec()));
+        reply.failure_naming(400, "BadRequest", &[], || c.log_tail());
+        nothing_stored(&c, &api, &format!("{CMS}/{name}"));
+    }
 
     // kubectl refuses broken YAML itself; the server is untouched either way.
     let r = c.kubectl().fails_stdin(
@@ -213,13 +220,7 @@ fn missing_required_fields_are_422_invalid_naming_the_fields() {
 
     let yaml =
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: hollow\nspec:\n  replicas: 1\n";
-    let r = c.kubectl().fails_stdin(&["apply", "-f", "-"], yaml);
-    assert!(
-        r.stderr.contains("is invalid") && r.stderr.contains("spec.selector"),
-        "{}",
-        r.describe()
-    );
-    nothing_stored(&c, &api, &format!("{DEPLOYS}/hollow"));
+    apply_refused(&c, &api, yaml, &["is invalid", "spec.selector"], "hollow");
 }
 
 #[test]
@@ -287,9 +288,7 @@ fn an_unknown_field_under_strict_field_validation_is_400() {
 
     // kubectl apply validates strictly by default: a misspelt nested field is named.
     let yaml = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: typo\nspec:\n  selector:\n    matchLabels:\n      app: t\n  template:\n    metadata:\n      labels:\n        app: t\n    spec:\n      containers:\n      - name: t\n        image: nginx:1.14.2\n        imagePullPolicyy: Always\n";
-    let r = c.kubectl().fails_stdin(&["apply", "-f", "-"], yaml);
-    assert!(r.stderr.contains("imagePullPolicyy"), "{}", r.describe());
-    nothing_stored(&c, &api, &format!("{DEPLOYS}/typo"));
+    apply_refused(&c, &api, yaml, &["imagePullPolicyy"], "typo");
 }
 
 #[test]
@@ -333,13 +332,9 @@ fn a_put_with_a_stale_resource_version_is_409_conflict() {
     let mut stale = first.clone();
     stale["data"]["v"] = "stale".into();
     let reply = api.send(Req::put(format!("{CMS}/contended"), &stale));
-    assert_eq!(reply.status, 409, "{}", reply.describe());
-    let message = failure_status(&reply.json(), 409, "Conflict")
-        .unwrap_or_else(|e| panic!("{e}: {}", reply.describe()));
-    assert!(
-        message.contains("the object has been modified"),
-        "{message}"
-    );
+    reply.failure_naming(409, "Conflict", &["the object has been modified"], || {
+        c.log_tail()
+    });
     let now = api.get_ok(&format!("{CMS}/contended"));
     assert_eq!(now["data"]["v"], "2", "the stale write must not be stored");
     assert_eq!(rv(&now), rv(&second));

@@ -123,11 +123,7 @@ fn a_flood_of_idle_and_half_open_connections_at_the_fd_limit_leaves_the_api_answ
         "kubectl get ns failed during the flood\n{}",
         get.describe()
     );
-    assert!(
-        get.stdout.contains("kube-system"),
-        "kubectl get ns: {}",
-        get.describe()
-    );
+    get.assert_stdout_has("kube-system");
     let kubectl_latency = get.elapsed;
 
     // CPU over the flood's first seconds (opening included), while the connections are held.
@@ -317,14 +313,33 @@ fn connected_with_timeouts(header_read: &str, idle: &str) -> (Controller, RawTls
     (c, conn)
 }
 
+/// Sends `bytes` on `conn`; returns the instant just before (no server clock started earlier).
+fn sent_at(conn: &mut RawTls, bytes: &[u8]) -> Instant {
+    let at = Instant::now();
+    conn.send(bytes).unwrap_or_else(|e| panic!("{e}"));
+    at
+}
+
+/// Waits (10 s at most) until the server has closed `conn`; returns when that was seen.
+fn wait_closed(c: &Controller, conn: &mut RawTls, what: &str) -> Instant {
+    c.wait_for(secs(10), what, || {
+        if conn.is_closed() {
+            Ok(Instant::now())
+        } else {
+            Err("still open")
+        }
+    })
+}
+
 #[test]
 fn an_idle_connection_is_closed_after_the_idle_timeout_not_at_the_header_timeout() {
     let (c, mut conn) = connected_with_timeouts("1s", "3s");
     // The server's idle clock starts when its answer is done: after this instant, and before
     // the answer is read.
-    let sent = Instant::now();
-    conn.send(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+    let sent = sent_at(
+        &mut conn,
+        b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    );
     let (status, head, body) = conn
         .read_answer(secs(5))
         .unwrap_or_else(|e| panic!("{e}\n{}", c.log_tail()));
@@ -344,13 +359,7 @@ fn an_idle_connection_is_closed_after_the_idle_timeout_not_at_the_header_timeout
             }
         },
     );
-    let closed = c.wait_for(secs(10), "the idle connection to be closed", || {
-        if conn.is_closed() {
-            Ok(Instant::now())
-        } else {
-            Err("still open")
-        }
-    });
+    let closed = wait_closed(&c, &mut conn, "the idle connection to be closed");
     let (since_sent, since_answer) = (closed - sent, closed - answered);
     println!("idle connection closed {since_answer:.2?} after its last answer (timeout 3 s)");
     assert!(
@@ -364,16 +373,8 @@ fn an_idle_connection_is_closed_after_the_idle_timeout_not_at_the_header_timeout
 fn a_request_head_sent_too_slowly_is_cut_at_the_header_read_timeout() {
     let (c, mut conn) = connected_with_timeouts("1s", "60s");
     // The server's header clock starts once these bytes are in: after this instant.
-    let sent = Instant::now();
-    conn.send(b"GET /readyz HTTP/1.1\r\nHo")
-        .unwrap_or_else(|e| panic!("{e}"));
-    let closed_after = c.wait_for(secs(10), "the half-sent head to be cut", || {
-        if conn.is_closed() {
-            Ok(sent.elapsed())
-        } else {
-            Err("still open")
-        }
-    });
+    let sent = sent_at(&mut conn, b"GET /readyz HTTP/1.1\r\nHo");
+    let closed_after = wait_closed(&c, &mut conn, "the half-sent head to be cut") - sent;
     println!("half-sent request head cut after {closed_after:.2?} (timeout 1 s)");
     assert!(
         closed_after >= secs(1) && closed_after < secs(5),

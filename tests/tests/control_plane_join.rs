@@ -23,12 +23,19 @@ fn join(c: &Controller, name: &str, secret: Option<&str>, addresses: &[&str]) ->
     )
 }
 
+/// A join from 127.0.0.1 that must be accepted (200).
+#[track_caller]
+fn joined(c: &Controller, name: &str, secret: &str) -> Attempt {
+    let a = join(c, name, Some(secret), &["127.0.0.1"]);
+    assert_eq!(a.reply.status, 200, "{}", a.reply.describe());
+    a
+}
+
 #[test]
 fn a_registered_name_needs_its_own_secret_until_an_administrator_forgets_it() {
     let c = Controller::start();
     let name = node_name("owned");
-    let first = join(&c, &name, Some("secret-one"), &["127.0.0.1"]);
-    assert_eq!(first.reply.status, 200, "{}", first.reply.describe());
+    joined(&c, &name, "secret-one");
 
     // The join token is not enough for a registered name: another secret, or none, is 403.
     for other in [Some("secret-two"), None, Some("")] {
@@ -42,8 +49,7 @@ fn a_registered_name_needs_its_own_secret_until_an_administrator_forgets_it() {
     }
     // The owner rejoins (an agent restart, a renewal) as often as it likes.
     for _ in 0..2 {
-        let again = join(&c, &name, Some("secret-one"), &["127.0.0.1"]);
-        assert_eq!(again.reply.status, 200, "{}", again.reply.describe());
+        joined(&c, &name, "secret-one");
     }
     // Without the join token's secret nothing else matters.
     let no_token = request(&c.anonymous_api(), "wrong", &name, Some("secret-one"), &[]);
@@ -58,13 +64,7 @@ fn a_registered_name_needs_its_own_secret_until_an_administrator_forgets_it() {
     let r = c.subcommand(&["node", "forget", &name]);
     assert!(r.success(), "{}", r.describe());
     assert!(r.stdout.contains("forgotten"), "{}", r.describe());
-    let new_owner = join(&c, &name, Some("secret-two"), &["127.0.0.1"]);
-    assert_eq!(
-        new_owner.reply.status,
-        200,
-        "{}",
-        new_owner.reply.describe()
-    );
+    joined(&c, &name, "secret-two");
     let old_owner = join(&c, &name, Some("secret-one"), &["127.0.0.1"]);
     refused(&c, &old_owner, 403, "Forbidden");
     let bad = c.subcommand(&["node", "forget", "-bad"]);
@@ -75,8 +75,7 @@ fn a_registered_name_needs_its_own_secret_until_an_administrator_forgets_it() {
     c.restart();
     let after = join(&c, &name, Some("secret-one"), &["127.0.0.1"]);
     refused(&c, &after, 403, "Forbidden");
-    let owner = join(&c, &name, Some("secret-two"), &["127.0.0.1"]);
-    assert_eq!(owner.reply.status, 200, "{}", owner.reply.describe());
+    joined(&c, &name, "secret-two");
 }
 
 #[test]
@@ -133,8 +132,7 @@ fn only_addresses_the_node_demonstrably_has_are_signed() {
 fn a_burst_of_refused_joins_is_answered_429_and_every_attempt_is_audited() {
     let c = Controller::start();
     let name = node_name("burst");
-    let owner = join(&c, &name, Some("right"), &["127.0.0.1"]);
-    assert_eq!(owner.reply.status, 200, "{}", owner.reply.describe());
+    joined(&c, &name, "right");
     for i in 0..10 {
         let a = join(&c, &name, Some(&format!("guess-{i}")), &["127.0.0.1"]);
         refused(&c, &a, 403, "Forbidden");

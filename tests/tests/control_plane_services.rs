@@ -6,6 +6,7 @@
 
 use std::path::Path;
 
+use berth_tests::objects::deployment;
 use berth_tests::{Controller, Req, Table};
 use serde_json::{Value, json};
 
@@ -92,17 +93,14 @@ fn the_kubernetes_service_points_at_the_controller_and_cluster_info_shows_it() {
 fn kubectl_expose_makes_cluster_ip_and_node_port_services_for_a_deployment() {
     let c = Controller::start();
     let api = c.admin_api();
-    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "web", "labels": {"app": "web"}},
-        "spec": {"selector": {"matchLabels": {"app": "web"}},
-                 "template": {"metadata": {"labels": {"app": "web"}},
-                              "spec": {"containers": [{"name": "main", "image": "busybox:1.28",
-                                  "ports": [{"containerPort": 8080, "name": "http"}]}]}}}});
-    let r = api.send(Req::post(
-        "/apis/apps/v1/namespaces/default/deployments",
-        &deployment,
-    ));
-    assert_eq!(r.status, 201, "{}", r.describe());
+    let mut web = deployment(
+        "web",
+        1,
+        json!({"containers": [{"name": "main", "image": "busybox:1.28",
+            "ports": [{"containerPort": 8080, "name": "http"}]}]}),
+    );
+    web["metadata"]["labels"] = json!({"app": "web"});
+    api.create("/apis/apps/v1/namespaces/default/deployments", &web);
     let mut node_ports = Vec::new();
     for (i, bin) in KUBECTLS.iter().enumerate() {
         let k = c.kubectl().with_binary(Path::new(bin));

@@ -45,8 +45,8 @@ pub fn pin_to_node(affinity: Option<core::Affinity>, node: &str) -> core::Affini
 /// template generation, its annotations and finalizers, `generateName: <ds>-`, the controller
 /// reference; its spec with the automatic tolerations and pinned to `node`.
 pub fn new_pod(ds: &DaemonSet, node: &str, hash: &str) -> Value {
-    let template_meta = ds.pod_template.metadata.clone().unwrap_or_default();
-    let mut labels = template_meta.labels.unwrap_or_default();
+    let mut template_meta = ds.pod_template.metadata.clone().unwrap_or_default();
+    let mut labels = template_meta.labels.take().unwrap_or_default();
     if let Some(g) = ds.template_generation {
         labels.insert(GENERATION_LABEL.into(), g.to_string());
     }
@@ -60,19 +60,7 @@ pub fn new_pod(ds: &DaemonSet, node: &str, hash: &str) -> Value {
     meta.insert("generateName".into(), json!(format!("{}-", ds.name)));
     meta.insert("namespace".into(), json!(ds.namespace));
     meta.insert("labels".into(), json!(labels));
-    if let Some(a) = template_meta.annotations.filter(|a| !a.is_empty()) {
-        meta.insert("annotations".into(), json!(a));
-    }
-    if let Some(f) = template_meta.finalizers.filter(|f| !f.is_empty()) {
-        meta.insert("finalizers".into(), json!(f));
-    }
-    meta.insert("ownerReferences".into(), json!([controller_ref(ds)]));
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": serde_json::to_value(&spec).unwrap_or_else(|_| json!({})),
-    })
+    workload::new_pod::from_template(meta, template_meta, controller_ref(ds), &spec)
 }
 
 /// The DaemonSet as the owner of its pods and revisions.

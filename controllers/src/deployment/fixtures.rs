@@ -297,6 +297,13 @@ impl Sim {
         }
     }
 
+    /// A simulation of `d` rolled out completely, every pod healthy.
+    pub fn settled(d: Deployment) -> Sim {
+        let mut sim = Sim::new(d, Vec::new());
+        sim.settle(|_| true);
+        sim
+    }
+
     pub fn pass(&mut self) -> Plan {
         let p = run(&self.d, &self.rss, &[], t(self.clock));
         self.apply(&p);
@@ -410,6 +417,13 @@ impl Sim {
             s.template = template(img);
         }
         self.bump_generation();
+    }
+
+    /// Sets `spec.paused` as `kubectl rollout pause` and `resume` do (Some(true), or unset).
+    pub fn set_paused(&mut self, paused: bool) {
+        if let Some(s) = self.d.spec.as_mut() {
+            s.paused = paused.then_some(true);
+        }
     }
 
     pub fn set_replicas(&mut self, n: i32) {

@@ -24,13 +24,6 @@ fn revision_set(p: &Plan) -> Option<String> {
     })
 }
 
-fn paused(mut d: Deployment) -> Deployment {
-    if let Some(s) = d.spec.as_mut() {
-        s.paused = Some(true);
-    }
-    d
-}
-
 #[test]
 fn a_new_deployment_gets_a_hash_named_owned_replica_set_at_revision_one() {
     let mut d = deployment(3, "25%", "25%");
@@ -106,8 +99,7 @@ fn the_replica_set_name_is_stable_across_passes_and_restarts() {
 
 #[test]
 fn each_template_change_is_the_next_revision() {
-    let mut sim = Sim::new(with_image(deployment(2, "1", "0"), "nginx:1"), Vec::new());
-    sim.settle(|_| true);
+    let mut sim = Sim::settled(with_image(deployment(2, "1", "0"), "nginx:1"));
     for (img, want) in [("nginx:2", "2"), ("nginx:3", "3")] {
         sim.set_template_image(img);
         sim.settle(|_| true);
@@ -123,8 +115,7 @@ fn each_template_change_is_the_next_revision() {
 
 #[test]
 fn scaling_is_not_a_rollout() {
-    let mut sim = Sim::new(with_image(deployment(3, "1", "0"), "nginx:1"), Vec::new());
-    sim.settle(|_| true);
+    let mut sim = Sim::settled(with_image(deployment(3, "1", "0"), "nginx:1"));
     sim.set_replicas(10);
     sim.settle(|_| true);
     assert_eq!(sim.rss.len(), 1, "T-DEP-16: no new replica set");
@@ -135,11 +126,7 @@ fn scaling_is_not_a_rollout() {
 #[test]
 fn rollback_reuses_the_matching_replica_set_with_the_next_revision() {
     // Revisions 1 (1.14.2), 2 (1.16.1), 3 (1.161, stuck), then `rollout undo`.
-    let mut sim = Sim::new(
-        with_image(deployment(3, "25%", "25%"), "nginx:1.14.2"),
-        Vec::new(),
-    );
-    sim.settle(|_| true);
+    let mut sim = Sim::settled(with_image(deployment(3, "25%", "25%"), "nginx:1.14.2"));
     sim.set_template_image("nginx:1.16.1");
     sim.settle(|_| true);
     sim.set_template_image("nginx:1.161");
@@ -242,10 +229,8 @@ fn matching_orphans_are_adopted_and_strays_released() {
 
 #[test]
 fn a_paused_deployment_does_not_roll_out_but_still_scales() {
-    let d = with_image(deployment(3, "1", "0"), "nginx:1");
-    let mut sim = Sim::new(d, Vec::new());
-    sim.settle(|_| true);
-    sim.d = paused(sim.d.clone());
+    let mut sim = Sim::settled(with_image(deployment(3, "1", "0"), "nginx:1"));
+    sim.set_paused(true);
     sim.set_template_image("nginx:2");
     sim.settle(|_| true);
     assert_eq!(sim.rss.len(), 1, "no new replica set while paused");
@@ -262,9 +247,7 @@ fn a_paused_deployment_does_not_roll_out_but_still_scales() {
     sim.settle(|_| true);
     assert_eq!(sim.size_of("nginx:1"), 5, "scaling still happens");
     // Resume: one new replica set with all the changes.
-    if let Some(spec) = sim.d.spec.as_mut() {
-        spec.paused = None;
-    }
+    sim.set_paused(false);
     let p = sim.pass();
     assert_eq!(
         progressing(&written_status(&p).unwrap()).1,
@@ -278,18 +261,14 @@ fn a_paused_deployment_does_not_roll_out_but_still_scales() {
 
 #[test]
 fn resuming_marks_progress_resumed_before_the_rollout_step() {
-    let d = with_image(deployment(3, "1", "0"), "nginx:1");
-    let mut sim = Sim::new(d, Vec::new());
-    sim.settle(|_| true);
-    sim.d = paused(sim.d.clone());
+    let mut sim = Sim::settled(with_image(deployment(3, "1", "0"), "nginx:1"));
+    sim.set_paused(true);
     sim.pass();
     assert_eq!(
         progressing(sim.d.status.as_ref().unwrap()).1,
         "DeploymentPaused"
     );
-    if let Some(spec) = sim.d.spec.as_mut() {
-        spec.paused = None;
-    }
+    sim.set_paused(false);
     let p = run(&sim.d, &sim.rss, &[], t(5000));
     let first = p
         .actions
@@ -316,12 +295,10 @@ fn resuming_marks_progress_resumed_before_the_rollout_step() {
 
 #[test]
 fn a_paused_deployment_scales_proportionally_mid_rollout() {
-    let d = with_image(deployment(10, "3", "2"), "nginx:1");
-    let mut sim = Sim::new(d, Vec::new());
-    sim.settle(|_| true);
+    let mut sim = Sim::settled(with_image(deployment(10, "3", "2"), "nginx:1"));
     sim.set_template_image("nginx:bad");
     sim.settle(|rs| image(rs) != "nginx:bad");
-    sim.d = paused(sim.d.clone());
+    sim.set_paused(true);
     sim.set_replicas(15);
     sim.pass();
     assert_eq!((sim.size_of("nginx:1"), sim.size_of("nginx:bad")), (11, 7));
@@ -354,8 +331,7 @@ fn an_empty_selector_is_refused_with_a_warning() {
 
 #[test]
 fn a_restart_annotation_rolls_out_a_new_replica_set() {
-    let mut sim = Sim::new(with_image(deployment(2, "1", "0"), "nginx:1"), Vec::new());
-    sim.settle(|_| true);
+    let mut sim = Sim::settled(with_image(deployment(2, "1", "0"), "nginx:1"));
     if let Some(s) = sim.d.spec.as_mut() {
         s.template.metadata.as_mut().unwrap().annotations = Some(
             [(

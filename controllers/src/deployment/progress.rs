@@ -17,7 +17,6 @@ use super::surge;
 use berth_shared::k8s_openapi::api::apps::v1::{
     Deployment, DeploymentCondition, DeploymentStatus, ReplicaSet,
 };
-use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use jiff::{SignedDuration, Timestamp};
 use std::time::Duration;
 
@@ -36,11 +35,7 @@ pub const FAILED_RS_CREATE: &str = "ReplicaSetCreateError";
 pub const MIN_AVAILABLE: &str = "MinimumReplicasAvailable";
 pub const MIN_UNAVAILABLE: &str = "MinimumReplicasUnavailable";
 
-/// `now` as the API stores it (whole seconds), so a condition written and read back compares
-/// equal to the one computed.
-pub fn stamp(now: Timestamp) -> Time {
-    Time(Timestamp::from_second(now.as_second()).unwrap_or(now))
-}
+pub use crate::workload::status::stamp;
 
 pub fn condition<'a>(status: &'a DeploymentStatus, kind: &str) -> Option<&'a DeploymentCondition> {
     status.conditions.iter().flatten().find(|c| c.type_ == kind)

@@ -16,9 +16,7 @@ fn name_of(sim: &Sim, img: &str) -> String {
 #[test]
 fn the_seed_example_adds_three_to_the_old_and_two_to_the_new_replica_set() {
     // 10 replicas, maxSurge 3, maxUnavailable 2, all available (seed 000:625-694).
-    let d = with_image(deployment(10, "3", "2"), "nginx:1.14.2");
-    let mut sim = Sim::new(d, Vec::new());
-    sim.settle(|_| true);
+    let mut sim = Sim::settled(with_image(deployment(10, "3", "2"), "nginx:1.14.2"));
     assert_eq!(sim.size_of("nginx:1.14.2"), 10);
     // An image that cannot be pulled: the rollout stops at 13 pods, 8 of them available.
     sim.set_template_image("nginx:sometag");

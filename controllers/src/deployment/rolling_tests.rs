@@ -153,9 +153,10 @@ fn each_rolling_state_leads_to_the_upstream_next_step() {
 /// Runs a rollout from `nginx:1.14.2` to `nginx:1.16.1` pass by pass, with every pod
 /// becoming available between passes; checks the bounds after every step.
 fn roll(replicas: i32, min_available: i32, max_total: i32) -> Sim {
-    let d = with_image(deployment(replicas, "25%", "25%"), "nginx:1.14.2");
-    let mut sim = Sim::new(d, Vec::new());
-    sim.settle(|_| true);
+    let mut sim = Sim::settled(with_image(
+        deployment(replicas, "25%", "25%"),
+        "nginx:1.14.2",
+    ));
     sim.events.clear();
     sim.set_template_image("nginx:1.16.1");
     for _ in 0..30 {
@@ -220,9 +221,7 @@ fn four_replicas_stay_between_three_and_five_pods() {
 
 #[test]
 fn a_bad_image_stalls_with_one_new_pod_and_three_old_serving() {
-    let d = with_image(deployment(3, "25%", "25%"), "nginx:1.16.1");
-    let mut sim = Sim::new(d, Vec::new());
-    sim.settle(|_| true);
+    let mut sim = Sim::settled(with_image(deployment(3, "25%", "25%"), "nginx:1.16.1"));
     sim.set_template_image("nginx:1.161");
     sim.settle(|rs| image(rs) != "nginx:1.161");
     assert_eq!(sim.size_of("nginx:1.161"), 1);

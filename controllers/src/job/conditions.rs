@@ -8,7 +8,6 @@
 //! Planner: pure, no I/O.
 
 use berth_shared::k8s_openapi::api::batch::v1 as batch;
-use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use jiff::Timestamp;
 use serde_json::Value;
 
@@ -26,11 +25,7 @@ pub const FAILED_INDEXES: &str = "FailedIndexes";
 pub const SUCCESS_POLICY: &str = "SuccessPolicy";
 pub const COMPLETIONS_REACHED: &str = "CompletionsReached";
 
-/// `t` cut to whole seconds, as the API stores times (so a condition read back compares equal
-/// to the one written).
-pub fn whole_seconds(t: Timestamp) -> Timestamp {
-    Timestamp::from_second(t.as_second()).unwrap_or(t)
-}
+pub use crate::workload::status::stamp;
 
 /// A condition that changed at `now`.
 pub fn new_condition(
@@ -40,7 +35,7 @@ pub fn new_condition(
     message: &str,
     now: Timestamp,
 ) -> batch::JobCondition {
-    let at = Time(whole_seconds(now));
+    let at = stamp(now);
     let text = |s: &str| (!s.is_empty()).then(|| s.to_string());
     batch::JobCondition {
         type_: type_.into(),
@@ -174,7 +169,7 @@ pub fn enact(
         now,
     );
     if terminal.type_ == COMPLETE {
-        status.completion_time = Some(Time(whole_seconds(now)));
+        status.completion_time = Some(stamp(now));
     }
     true
 }

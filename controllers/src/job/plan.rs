@@ -182,7 +182,7 @@ pub fn manage(job: &Job, pods: &[Arc<JobPod>], now: Timestamp) -> Manage {
         .status
         .start_time
         .clone()
-        .or_else(|| (!job.suspended()).then(|| Time(conditions::whole_seconds(now))));
+        .or_else(|| (!job.suspended()).then(|| conditions::stamp(now)));
     let mut requeue_after = None;
 
     let list = job.conditions();

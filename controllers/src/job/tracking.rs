@@ -23,7 +23,6 @@ use super::view::{Job, JobPod, is_failed};
 use crate::workload::event_type;
 use berth_registry::events::EventType;
 use berth_shared::k8s_openapi::api::batch::v1 as batch;
-use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use jiff::Timestamp;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -162,7 +161,7 @@ pub fn settle(job: &Job, m: &Manage, applied: Applied, now: Timestamp) -> Settle
         {
             events.push(Event::normal("Resumed", "Job resumed"));
             // The active deadline counts from the resumption.
-            status.start_time = Some(Time(conditions::whole_seconds(now)));
+            status.start_time = Some(conditions::stamp(now));
         }
         if list.is_empty() {
             status.conditions = None;

@@ -133,25 +133,13 @@ pub fn new_pod(
     ordinal: i32,
     revision: &str,
 ) -> Value {
-    let meta = template.metadata.clone().unwrap_or_default();
-    let mut labels = meta.labels.unwrap_or_default();
+    let mut meta = template.metadata.clone().unwrap_or_default();
+    let mut labels = meta.labels.take().unwrap_or_default();
     labels.insert(REVISION_LABEL.into(), revision.into());
     let mut m = Map::new();
     m.insert("labels".into(), json!(labels));
-    if let Some(a) = meta.annotations.filter(|a| !a.is_empty()) {
-        m.insert("annotations".into(), json!(a));
-    }
-    if let Some(f) = meta.finalizers.filter(|f| !f.is_empty()) {
-        m.insert("finalizers".into(), json!(f));
-    }
-    m.insert("ownerReferences".into(), json!([controller_ref(set)]));
     let spec = template.spec.clone().unwrap_or_default();
-    let mut pod = json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": m,
-        "spec": serde_json::to_value(&spec).unwrap_or_else(|_| json!({})),
-    });
+    let mut pod = workload::new_pod::from_template(m, meta, controller_ref(set), &spec);
     set_identity(set, ordinal, &mut pod);
     set_storage(set, ordinal, &mut pod);
     pod

@@ -2,7 +2,8 @@
 //! Deployment, DaemonSet, StatefulSet, Job, CronJob) does the same way, written once (upstream's
 //! `controller_utils.go` and `controller_ref_manager.go`): the controller reference
 //! ([`controller_ref`]), claiming with adoption and release ([`claim`]), pod creation and
-//! deletion with their events ([`pod_control`]), the owner's status write ([`status`]), the
+//! deletion with their events ([`pod_control`]), a new pod from its owner's template
+//! ([`new_pod`]), the owner's status write and its times ([`status`]), the
 //! uid-guarded edit and deletion of owned objects ([`write`]), the owner parsed once per
 //! version ([`parsed`]) and the error of a pass ([`error`]). Orphan routing is the runtime
 //! builder's `.adopts(kind, selector)`.
@@ -11,6 +12,7 @@ pub mod availability;
 pub mod claim;
 pub mod controller_ref;
 pub mod error;
+pub mod new_pod;
 #[cfg(test)]
 pub(crate) mod object_meta;
 pub mod parsed;

@@ -5,8 +5,16 @@
 
 use super::controller_ref::uid_of;
 use berth_registry::{Part, Registry, RegistryError, WriteOptions};
+use berth_shared::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use berth_shared::resource::ResourceType;
+use jiff::Timestamp;
 use serde_json::{Map, Value, json};
+
+/// `now` as the API stores times (whole seconds), so that a condition or a time written and
+/// read back compares equal to the one computed.
+pub fn stamp(now: Timestamp) -> Time {
+    Time(Timestamp::from_second(now.as_second()).unwrap_or(now))
+}
 
 /// Which object's status, and on what condition.
 pub struct Target<'a> {

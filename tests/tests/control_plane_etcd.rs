@@ -19,6 +19,14 @@ fn three_controllers(etcd: &EtcdCluster) -> Vec<Controller> {
     three_controllers_with(etcd, &[])
 }
 
+/// A three-member etcd and [`three_controllers`] on it; bound as `(etcd, cs)`, the controllers
+/// are dropped (stopped) before the etcd.
+fn three_controllers_on_etcd() -> (EtcdCluster, Vec<Controller>) {
+    let etcd = EtcdCluster::start(3);
+    let cs = three_controllers(&etcd);
+    (etcd, cs)
+}
+
 fn three_controllers_with(etcd: &EtcdCluster, extra: &[&str]) -> Vec<Controller> {
     let endpoints = etcd.endpoints();
     let mut args = vec!["--datastore-endpoint", endpoints.as_str()];
@@ -58,8 +66,7 @@ fn leaders(controllers: &[Controller]) -> Vec<usize> {
 
 #[test]
 fn every_controller_serves_the_same_cluster_with_read_after_write_across_them() {
-    let etcd = EtcdCluster::start(3);
-    let cs = three_controllers(&etcd);
+    let (_etcd, cs) = three_controllers_on_etcd();
     let first = cs[0].admin_api();
     let created = first.create(CM, &cm("shared", json!({"k": "v"})));
     // An unset resourceVersion is a consistent read: another controller sees the write at once.
@@ -101,8 +108,7 @@ fn every_controller_serves_the_same_cluster_with_read_after_write_across_them() 
 
 #[test]
 fn compare_and_swap_counts_exactly_through_different_controllers() {
-    let etcd = EtcdCluster::start(3);
-    let cs = three_controllers(&etcd);
+    let (_etcd, cs) = three_controllers_on_etcd();
     let first = cs[0].admin_api();
     let start = first.create(CM, &cm("counter", json!({"n": "0"})));
     let watcher = cs[1].admin_api();
@@ -361,8 +367,7 @@ fn every_acknowledged_update_is_in_the_counter_across_member_and_controller_kill
 /// reads and writes, each after at most one retry by the client (no 503 twice in a row).
 #[test]
 fn with_one_member_down_every_controller_answers_after_at_most_one_retry() {
-    let mut etcd = EtcdCluster::start(3);
-    let cs = three_controllers(&etcd);
+    let (mut etcd, cs) = three_controllers_on_etcd();
     for c in &cs {
         c.admin_api().get_ok(CM);
     }
@@ -395,8 +400,7 @@ fn with_one_member_down_every_controller_answers_after_at_most_one_retry() {
 
 #[test]
 fn a_watch_resumes_on_another_controller_with_nothing_missed_or_repeated() {
-    let etcd = EtcdCluster::start(3);
-    let mut cs = three_controllers(&etcd);
+    let (_etcd, mut cs) = three_controllers_on_etcd();
     let from = rv(&cs[0].admin_api().get_ok(CM));
     let writer = std::thread::scope(|s| {
         let writer_api = cs[0].admin_api();
@@ -458,8 +462,7 @@ fn a_watch_resumes_on_another_controller_with_nothing_missed_or_repeated() {
 
 #[test]
 fn the_lease_moves_when_the_leader_dies_and_the_new_leader_acts() {
-    let etcd = EtcdCluster::start(3);
-    let mut cs = three_controllers(&etcd);
+    let (_etcd, mut cs) = three_controllers_on_etcd();
     let lead = wait_for(Duration::from_secs(30), "one leader", || {
         let l = leaders(&cs);
         if l.len() == 1 { Ok(l[0]) } else { Err(l) }
@@ -508,8 +511,7 @@ fn the_lease_moves_when_the_leader_dies_and_the_new_leader_acts() {
 
 #[test]
 fn acknowledged_writes_survive_a_member_kill_and_quorum_loss_fails_writes_not_cached_reads() {
-    let mut etcd = EtcdCluster::start(3);
-    let cs = three_controllers(&etcd);
+    let (mut etcd, cs) = three_controllers_on_etcd();
     let acked = Arc::new(Mutex::new(Vec::<String>::new()));
     let stop = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -650,8 +652,7 @@ fn a_restarted_controller_resumes_watches_from_before_its_start() {
 
 #[test]
 fn kubectl_get_watch_through_a_killed_controller_resumes_on_another_from_its_last_version() {
-    let etcd = EtcdCluster::start(3);
-    let mut cs = three_controllers(&etcd);
+    let (_etcd, mut cs) = three_controllers_on_etcd();
     // `kubectl get --watch` through controller 1: the list, then every change, as
     // "name resourceVersion" lines.
     let mut first = Kubectl::new(&cs[1]).spawn(&[

@@ -15,6 +15,21 @@ use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// Runs `kubectl args` until `done` accepts its output (for [`WAIT`] at most); returns that
+/// output.
+fn wait_output(
+    c: &Controller,
+    k: &Kubectl,
+    what: &str,
+    args: &[&str],
+    done: impl Fn(&str) -> bool,
+) -> String {
+    c.wait_for(WAIT, what, || {
+        let out = k.ok(args);
+        if done(&out) { Ok(out) } else { Err(out) }
+    })
+}
+
 fn kubectl_1_33() -> PathBuf {
     PathBuf::from("/usr/lib/google-cloud-sdk/bin/kubectl.1.33")
 }
@@ -133,23 +148,27 @@ fn a_deployment_in_a_restricted_namespace_warns_and_its_pods_fail_to_create() {
     let warning = PRIVILEGED_VS_RESTRICTED.replacen("violates", "Warning: would violate", 1);
     assert!(r.stderr.contains(&warning), "{}", r.describe());
 
-    let rs = c.wait_for(WAIT, "the deployment's ReplicaSet", || {
-        let out = k.ok(&[
+    let rs = wait_output(
+        &c,
+        &k,
+        "the deployment's ReplicaSet",
+        &[
             "get",
             "rs",
             "-n",
             ns,
             "-o",
             "jsonpath={.items[*].metadata.name}",
-        ]);
-        if out.trim().is_empty() {
-            Err(out)
-        } else {
-            Ok(out.trim().to_string())
-        }
-    });
-    let events = c.wait_for(WAIT, "a FailedCreate event on the ReplicaSet", || {
-        let out = k.ok(&[
+        ],
+        |out| !out.trim().is_empty(),
+    )
+    .trim()
+    .to_string();
+    let events = wait_output(
+        &c,
+        &k,
+        "a FailedCreate event on the ReplicaSet",
+        &[
             "get",
             "events",
             "-n",
@@ -158,13 +177,9 @@ fn a_deployment_in_a_restricted_namespace_warns_and_its_pods_fail_to_create() {
             &format!("involvedObject.kind=ReplicaSet,involvedObject.name={rs}"),
             "-o",
             "custom-columns=REASON:.reason,MESSAGE:.message",
-        ]);
-        if out.contains("FailedCreate") {
-            Ok(out)
-        } else {
-            Err(out)
-        }
-    });
+        ],
+        |out| out.contains("FailedCreate"),
+    );
     let line = events
         .lines()
         .find(|l| l.starts_with("FailedCreate"))

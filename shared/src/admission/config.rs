@@ -31,33 +31,49 @@ pub(crate) fn validate_config_map(cm: &ConfigMap, old: Option<&ConfigMap>) -> Ve
         }
         total += v.len();
     }
-    for (k, v) in &binary {
-        errs.extend(each_invalid(
-            &Path::new("binaryData").key(k),
-            k,
-            config_map_key(k),
-        ));
-        total += v.0.len();
-    }
+    total += validate_keys("binaryData", &binary, &mut errs);
     if total > MAX_SIZE {
         errs.push(FieldError::too_long(&Path::new(""), MAX_SIZE));
     }
     if let Some(o) = old.filter(|o| o.immutable == Some(true)) {
-        if cm.immutable != Some(true) {
-            errs.push(FieldError::forbidden(
-                &Path::new("immutable"),
-                IMMUTABLE_SET,
-            ));
-        }
-        if cm.data != o.data {
-            errs.push(FieldError::forbidden(&Path::new("data"), IMMUTABLE_SET));
-        }
-        if cm.binary_data != o.binary_data {
-            errs.push(FieldError::forbidden(
-                &Path::new("binaryData"),
-                IMMUTABLE_SET,
-            ));
-        }
+        errs.extend(stays_immutable(
+            cm.immutable,
+            &[
+                ("data", cm.data != o.data),
+                ("binaryData", cm.binary_data != o.binary_data),
+            ],
+        ));
+    }
+    errs
+}
+
+/// The key syntax of each entry of the byte map at `field` (`errs` gets the errors); returns
+/// the entries' total size.
+fn validate_keys(
+    field: &str,
+    map: &BTreeMap<String, ByteString>,
+    errs: &mut Vec<FieldError>,
+) -> usize {
+    let mut total = 0;
+    for (k, v) in map {
+        errs.extend(each_invalid(&Path::new(field).key(k), k, config_map_key(k)));
+        total += v.0.len();
+    }
+    total
+}
+
+/// An update of an object its old version marked `immutable`: it stays immutable and none of
+/// the `fields` (name, whether the update changes it) change.
+fn stays_immutable(immutable: Option<bool>, fields: &[(&str, bool)]) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if immutable != Some(true) {
+        errs.push(FieldError::forbidden(
+            &Path::new("immutable"),
+            IMMUTABLE_SET,
+        ));
+    }
+    for (field, _) in fields.iter().filter(|(_, changed)| *changed) {
+        errs.push(FieldError::forbidden(&Path::new(field), IMMUTABLE_SET));
     }
     errs
 }
@@ -87,16 +103,7 @@ fn require_key(data: &BTreeMap<String, ByteString>, key: &str, errs: &mut Vec<Fi
 pub(crate) fn validate_secret(s: &Secret, old: Option<&Secret>) -> Vec<FieldError> {
     let mut errs = validate_meta(s, old);
     let data = s.data.clone().unwrap_or_default();
-    let mut total = 0;
-    for (k, v) in &data {
-        errs.extend(each_invalid(
-            &Path::new("data").key(k),
-            k,
-            config_map_key(k),
-        ));
-        total += v.0.len();
-    }
-    if total > MAX_SIZE {
+    if validate_keys("data", &data, &mut errs) > MAX_SIZE {
         errs.push(FieldError::too_long(&Path::new("data"), MAX_SIZE));
     }
     match s.type_.as_deref().unwrap_or_default() {
@@ -159,15 +166,7 @@ pub(crate) fn validate_secret(s: &Secret, old: Option<&Secret>) -> Vec<FieldErro
             errs.push(FieldError::immutable(&Path::new("type"), nt));
         }
         if o.immutable == Some(true) {
-            if s.immutable != Some(true) {
-                errs.push(FieldError::forbidden(
-                    &Path::new("immutable"),
-                    IMMUTABLE_SET,
-                ));
-            }
-            if s.data != o.data {
-                errs.push(FieldError::forbidden(&Path::new("data"), IMMUTABLE_SET));
-            }
+            errs.extend(stays_immutable(s.immutable, &[("data", s.data != o.data)]));
         }
     }
     errs

@@ -180,21 +180,21 @@ fn validate_env(vars: &[EnvVar], path: &Path) -> Vec<FieldError> {
                 ));
             }
         }
-        if let Some(k) = &src.config_map_key_ref {
-            sources += 1;
-            errs.extend(validate_key_selector(
-                &k.name,
-                &k.key,
-                &vp.child("configMapKeyRef"),
-            ));
-        }
-        if let Some(k) = &src.secret_key_ref {
-            sources += 1;
-            errs.extend(validate_key_selector(
-                &k.name,
-                &k.key,
-                &vp.child("secretKeyRef"),
-            ));
+        let key_refs = [
+            (
+                "configMapKeyRef",
+                src.config_map_key_ref.as_ref().map(|k| (&k.name, &k.key)),
+            ),
+            (
+                "secretKeyRef",
+                src.secret_key_ref.as_ref().map(|k| (&k.name, &k.key)),
+            ),
+        ];
+        for (field, key_ref) in key_refs {
+            if let Some((name, key)) = key_ref {
+                sources += 1;
+                errs.extend(validate_key_selector(name, key, &vp.child(field)));
+            }
         }
         if sources == 0 {
             errs.push(FieldError::invalid(&vp, "", "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`"));

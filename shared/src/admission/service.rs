@@ -300,21 +300,25 @@ fn validate_cluster_ip_update(spec: &ServiceSpec, old: &ServiceSpec, sp: &Path) 
     Vec::new()
 }
 
+/// A Service's or Endpoints' port name: a DNS label, required when there are several ports.
+fn validate_port_name(name: &str, ports: usize, path: &Path) -> Vec<FieldError> {
+    match name {
+        "" if ports > 1 => vec![FieldError::required(path, "")],
+        "" => Vec::new(),
+        name => each_invalid(path, name, dns1123_label(name)),
+    }
+}
+
 fn validate_ports(ports: &[ServicePort], kind: &str, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let mut names = BTreeSet::new();
     let mut seen = BTreeSet::new();
     for (i, p) in ports.iter().enumerate() {
         let pp = path.index(i);
-        match p.name.as_deref().unwrap_or_default() {
-            "" if ports.len() > 1 => errs.push(FieldError::required(&pp.child("name"), "")),
-            "" => {}
-            name => {
-                errs.extend(each_invalid(&pp.child("name"), name, dns1123_label(name)));
-                if !names.insert(name.to_string()) {
-                    errs.push(FieldError::duplicate(&pp.child("name"), name));
-                }
-            }
+        let name = p.name.as_deref().unwrap_or_default();
+        errs.extend(validate_port_name(name, ports.len(), &pp.child("name")));
+        if !name.is_empty() && !names.insert(name.to_string()) {
+            errs.push(FieldError::duplicate(&pp.child("name"), name));
         }
         for m in port_num(i64::from(p.port)) {
             errs.push(FieldError::invalid(&pp.child("port"), p.port, m));
@@ -391,11 +395,11 @@ fn validate_endpoint_ports(ports: &[EndpointPort], path: &Path) -> Vec<FieldErro
     let mut errs = Vec::new();
     for (i, p) in ports.iter().enumerate() {
         let pp = path.index(i);
-        match p.name.as_deref().unwrap_or_default() {
-            "" if ports.len() > 1 => errs.push(FieldError::required(&pp.child("name"), "")),
-            "" => {}
-            name => errs.extend(each_invalid(&pp.child("name"), name, dns1123_label(name))),
-        }
+        errs.extend(validate_port_name(
+            p.name.as_deref().unwrap_or_default(),
+            ports.len(),
+            &pp.child("name"),
+        ));
         for m in port_num(i64::from(p.port)) {
             errs.push(FieldError::invalid(&pp.child("port"), p.port, m));
         }

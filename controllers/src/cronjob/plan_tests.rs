@@ -15,6 +15,13 @@ fn at(s: &str) -> Timestamp {
     s.parse().expect("time")
 }
 
+/// [`cron_job`] with `schedule`, last scheduled at `last`.
+fn last_run_at(schedule: &str, last: &str) -> CronJob {
+    let mut cj = cron_job(schedule);
+    cj.status.last_schedule_time = Some(at(last));
+    cj
+}
+
 fn cron_job(schedule: &str) -> CronJob {
     CronJob {
         namespace: "default".into(),
@@ -174,8 +181,7 @@ fn a_time_already_in_the_active_list_is_not_created_again() {
 
 #[test]
 fn history_limits_delete_the_oldest_finished_jobs_beyond_them() {
-    let mut cj = cron_job("*/30 * * * *");
-    cj.status.last_schedule_time = Some(at("2024-05-01T08:30:00Z"));
+    let mut cj = last_run_at("*/30 * * * *", "2024-05-01T08:30:00Z");
     let jobs = [
         job("ok-1", Some(Finished::Complete), Some(1)),
         job("ok-2", Some(Finished::Complete), Some(2)),
@@ -210,8 +216,7 @@ fn history_limits_delete_the_oldest_finished_jobs_beyond_them() {
 
 #[test]
 fn finished_and_vanished_jobs_leave_the_active_list() {
-    let mut cj = cron_job("0 * * * *");
-    cj.status.last_schedule_time = Some(at("2024-05-01T08:00:00Z"));
+    let mut cj = last_run_at("0 * * * *", "2024-05-01T08:00:00Z");
     cj.status.active = vec![
         active("done"),
         active("failed"),
@@ -266,8 +271,7 @@ fn suspended_and_deleted_cron_jobs_only_update_their_status() {
 
 #[test]
 fn resuming_without_a_deadline_runs_the_missed_time_at_once() {
-    let mut cj = cron_job("* * * * *");
-    cj.status.last_schedule_time = Some(at("2024-05-01T08:01:00Z"));
+    let cj = last_run_at("* * * * *", "2024-05-01T08:01:00Z");
     let p = run(&cj, &[], "2024-05-01T08:07:30Z");
     assert_eq!(creates(&p), vec![at("2024-05-01T08:07:00Z")]);
 }
@@ -308,8 +312,7 @@ fn missed_runs_after_an_outage_depend_on_the_starting_deadline() {
 
 #[test]
 fn more_than_a_hundred_missed_times_warn_and_start_nothing() {
-    let mut cj = cron_job("* * * * *");
-    cj.status.last_schedule_time = Some(at("2024-05-01T08:29:00Z"));
+    let mut cj = last_run_at("* * * * *", "2024-05-01T08:29:00Z");
     let p = run(&cj, &[], "2024-05-01T10:21:00Z");
     assert!(creates(&p).is_empty());
     assert_eq!(

@@ -92,6 +92,14 @@ impl Fixture {
             .collect()
     }
 
+    /// Asserts that the `reason` events are one: `says` and the first Job's name.
+    fn assert_about_first_job(&self, reason: &str, says: &str) {
+        assert_eq!(
+            self.events(reason),
+            vec![format!("{says}{}", self.job_at(0))]
+        );
+    }
+
     fn events(&self, reason: &str) -> Vec<String> {
         let messages = self.cp.events(reason).into_iter();
         messages
@@ -185,10 +193,7 @@ async fn a_due_minute_creates_its_job_as_upstream_names_and_annotates_it() {
         cj["status"]["lastScheduleTime"],
         json!(f.minute.to_string())
     );
-    assert_eq!(
-        f.events("SuccessfulCreate"),
-        vec![format!("Created job {}", f.job_at(0))]
-    );
+    f.assert_about_first_job("SuccessfulCreate", "Created job ");
     // A second pass in the same minute creates nothing more.
     f.pass_at(0, 500).await;
     assert_eq!(f.jobs().len(), 1);
@@ -266,10 +271,7 @@ async fn replace_deletes_the_running_job_and_starts_the_new_one() {
     let f = Fixture::next_minute_while_running(json!({"concurrencyPolicy": "Replace"})).await;
     assert_eq!(f.job_names(), vec![f.job_at(1)]);
     assert_eq!(f.active_names(), vec![f.job_at(1)]);
-    assert_eq!(
-        f.events("SuccessfulDelete"),
-        vec![format!("Deleted job {}", f.job_at(0))]
-    );
+    f.assert_about_first_job("SuccessfulDelete", "Deleted job ");
 }
 
 #[tokio::test]
@@ -297,10 +299,7 @@ async fn a_deleted_active_job_is_reported_missing() {
         .expect("delete");
     f.pass_at(0, 30_000).await;
     assert!(f.active_names().is_empty());
-    assert_eq!(
-        f.events("MissingJob"),
-        vec![format!("Active job went missing: {}", f.job_at(0))]
-    );
+    f.assert_about_first_job("MissingJob", "Active job went missing: ");
 }
 
 #[tokio::test]

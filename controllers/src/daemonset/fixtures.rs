@@ -83,6 +83,16 @@ pub fn ready(mut p: Pod, secs: i64) -> Pod {
     p
 }
 
+/// Pod `name` on `node` of the old revision, Ready (so available) for 100 s.
+pub fn old_ready(name: &str, node: &str) -> Pod {
+    ready(pod(name, node, OLD), 100)
+}
+
+/// Pod `name` on `node` of the new revision, Ready (so available) for 100 s.
+pub fn new_ready(name: &str, node: &str) -> Pod {
+    ready(pod(name, node, NEW), 100)
+}
+
 pub fn phase(mut p: Pod, phase: &str) -> Pod {
     p.phase = phase.into();
     p

@@ -117,7 +117,7 @@ fn a_pod_on_its_way_out_holds_the_node_until_it_is_gone() {
     let c = plan(
         &rolling(),
         &nodes(&["n"]),
-        &placed(vec![deleting(ready(pod("p", "n", OLD), 100))]),
+        &placed(vec![deleting(old_ready("p", "n"))]),
     );
     assert!(c.is_empty(), "{c:?}");
     // A finished pod being deleted no longer counts: the node gets its pod.
@@ -195,15 +195,12 @@ fn with_surge_an_old_and_a_new_pod_share_a_node_until_the_new_one_is_available()
     let cases = [
         (
             "the new pod is not available yet: both stay",
-            vec![ready(pod("o", "n", OLD), 100), ready(pod("x", "n", NEW), 5)],
+            vec![old_ready("o", "n"), ready(pod("x", "n", NEW), 5)],
             vec![],
         ),
         (
             "the new pod is available: the old one goes",
-            vec![
-                ready(pod("o", "n", OLD), 100),
-                ready(pod("x", "n", NEW), 50),
-            ],
+            vec![old_ready("o", "n"), ready(pod("x", "n", NEW), 50)],
             vec![("o".to_string(), Why::Update)],
         ),
         (
@@ -216,7 +213,7 @@ fn with_surge_an_old_and_a_new_pod_share_a_node_until_the_new_one_is_available()
             vec![
                 created(pod("x", "n", NEW), 100),
                 created(pod("y", "n", NEW), 10),
-                ready(pod("o", "n", OLD), 100),
+                old_ready("o", "n"),
             ],
             vec![("y".to_string(), Why::Excess)],
         ),

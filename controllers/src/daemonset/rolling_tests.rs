@@ -24,6 +24,15 @@ fn old_everywhere(n: usize) -> (Vec<String>, Vec<Pod>) {
     (names, pods)
 }
 
+/// Old pods on n0, n1 and n2, only the last one available.
+fn two_old_unavailable() -> Vec<Pod> {
+    vec![
+        pod("a", "n0", OLD),
+        pod("b", "n1", OLD),
+        old_ready("c", "n2"),
+    ]
+}
+
 #[test]
 fn the_limits_are_counts_of_nodes_rounded_up() {
     let cases = [
@@ -62,9 +71,9 @@ fn max_unavailable_one_replaces_one_available_old_pod_at_a_time() {
         (
             "all old and available: the first node's pod goes",
             vec![
-                ready(pod("a", "n0", OLD), 100),
-                ready(pod("b", "n1", OLD), 100),
-                ready(pod("c", "n2", OLD), 100),
+                old_ready("a", "n0"),
+                old_ready("b", "n1"),
+                old_ready("c", "n2"),
             ],
             vec!["a"],
         ),
@@ -72,61 +81,54 @@ fn max_unavailable_one_replaces_one_available_old_pod_at_a_time() {
             "a new pod not available yet uses the budget",
             vec![
                 pod("a", "n0", NEW),
-                ready(pod("b", "n1", OLD), 100),
-                ready(pod("c", "n2", OLD), 100),
+                old_ready("b", "n1"),
+                old_ready("c", "n2"),
             ],
             vec![],
         ),
         (
             "a node without a pod uses the budget",
-            vec![
-                ready(pod("b", "n1", OLD), 100),
-                ready(pod("c", "n2", OLD), 100),
-            ],
+            vec![old_ready("b", "n1"), old_ready("c", "n2")],
             vec![],
         ),
         (
             "a deleted old pod leaves its node without one: it uses the budget",
             vec![
-                deleting(ready(pod("a", "n0", OLD), 100)),
-                ready(pod("b", "n1", OLD), 100),
-                ready(pod("c", "n2", OLD), 100),
+                deleting(old_ready("a", "n0")),
+                old_ready("b", "n1"),
+                old_ready("c", "n2"),
             ],
             vec![],
         ),
         (
             "the available new pod frees the budget for the next node",
             vec![
-                ready(pod("a", "n0", NEW), 100),
-                ready(pod("b", "n1", OLD), 100),
-                ready(pod("c", "n2", OLD), 100),
+                new_ready("a", "n0"),
+                old_ready("b", "n1"),
+                old_ready("c", "n2"),
             ],
             vec!["b"],
         ),
         (
             "old pods that are not available are replaced beyond the budget",
-            vec![
-                pod("a", "n0", OLD),
-                pod("b", "n1", OLD),
-                ready(pod("c", "n2", OLD), 100),
-            ],
+            two_old_unavailable(),
             vec!["a", "b"],
         ),
         (
             "a node with two new pods is the core loop's, counted unavailable",
             vec![
-                ready(pod("a", "n0", NEW), 100),
-                ready(pod("a2", "n0", NEW), 100),
-                ready(pod("b", "n1", OLD), 100),
+                new_ready("a", "n0"),
+                new_ready("a2", "n0"),
+                old_ready("b", "n1"),
             ],
             vec![],
         ),
         (
             "all up to date: nothing",
             vec![
-                ready(pod("a", "n0", NEW), 100),
-                ready(pod("b", "n1", NEW), 100),
-                ready(pod("c", "n2", NEW), 100),
+                new_ready("a", "n0"),
+                new_ready("b", "n1"),
+                new_ready("c", "n2"),
             ],
             vec![],
         ),
@@ -154,9 +156,9 @@ fn max_surge_one_starts_one_new_pod_beside_an_old_available_one() {
         (
             "all old and available: one new pod on the first node",
             vec![
-                ready(pod("a", "n0", OLD), 100),
-                ready(pod("b", "n1", OLD), 100),
-                ready(pod("c", "n2", OLD), 100),
+                old_ready("a", "n0"),
+                old_ready("b", "n1"),
+                old_ready("c", "n2"),
             ],
             vec!["n0"],
             vec![],
@@ -164,9 +166,9 @@ fn max_surge_one_starts_one_new_pod_beside_an_old_available_one() {
         (
             "a surged node whose new pod is not available holds the budget",
             vec![
-                ready(pod("a", "n0", OLD), 100),
+                old_ready("a", "n0"),
                 pod("a2", "n0", NEW),
-                ready(pod("b", "n1", OLD), 100),
+                old_ready("b", "n1"),
             ],
             vec![],
             vec![],
@@ -174,21 +176,17 @@ fn max_surge_one_starts_one_new_pod_beside_an_old_available_one() {
         (
             "the new pod is available: the old one goes, the next node surges",
             vec![
-                ready(pod("a", "n0", OLD), 100),
-                ready(pod("a2", "n0", NEW), 100),
-                ready(pod("b", "n1", OLD), 100),
-                ready(pod("c", "n2", OLD), 100),
+                old_ready("a", "n0"),
+                new_ready("a2", "n0"),
+                old_ready("b", "n1"),
+                old_ready("c", "n2"),
             ],
             vec!["n1"],
             vec!["a"],
         ),
         (
             "an old pod that is not available gets its new pod at once",
-            vec![
-                pod("a", "n0", OLD),
-                pod("b", "n1", OLD),
-                ready(pod("c", "n2", OLD), 100),
-            ],
+            two_old_unavailable(),
             vec!["n0", "n1", "n2"],
             vec![],
         ),
@@ -207,16 +205,10 @@ fn with_surge_a_pod_on_a_node_that_left_the_set_goes_only_when_another_is_availa
         node_with("in", &[("run", "yes")], &[]),
         node_with("out", &[], &[]),
     ];
-    let waiting = placed(vec![
-        pod("new-in", "in", NEW),
-        ready(pod("old-out", "out", OLD), 100),
-    ]);
+    let waiting = placed(vec![pod("new-in", "in", NEW), old_ready("old-out", "out")]);
     let c = rolling_update(&ds, &nodes, &waiting, NEW, now());
     assert!(deleted(&c).is_empty(), "one available of one desired");
-    let ready_in = placed(vec![
-        ready(pod("new-in", "in", NEW), 100),
-        ready(pod("old-out", "out", OLD), 100),
-    ]);
+    let ready_in = placed(vec![new_ready("new-in", "in"), old_ready("old-out", "out")]);
     let c = rolling_update(&ds, &nodes, &ready_in, NEW, now());
     assert_eq!(deleted(&c), ["old-out"]);
 }

@@ -270,7 +270,7 @@ pub fn admit(
             op,
             old,
             |_, _, _| {},
-            |r, o, _| rbac::validate_cluster_role(r, o),
+            |r, o, _| rbac::validate_role(r, o),
         ),
         "RoleBinding" => run::<rbac_v1::RoleBinding>(
             obj,

@@ -4,7 +4,8 @@
 
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{
-    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+    AggregationRule, ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef,
+    Subject,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{Metadata, Resource};
@@ -71,19 +72,39 @@ fn validate_rules(rules: Option<&Vec<PolicyRule>>, namespaced: bool) -> Vec<Fiel
         .collect()
 }
 
-pub(crate) fn validate_role(role: &Role, old: Option<&Role>) -> Vec<FieldError> {
-    let mut errs = validate_meta(role, old);
-    errs.extend(validate_rules(role.rules.as_ref(), true));
-    errs
+/// What Role and ClusterRole share: policy rules (and a ClusterRole's aggregation rule).
+pub(crate) trait RoleKind: Resource + Metadata<Ty = ObjectMeta> {
+    fn rules(&self) -> Option<&Vec<PolicyRule>>;
+    fn aggregation_rule(&self) -> Option<&AggregationRule> {
+        None
+    }
 }
 
-pub(crate) fn validate_cluster_role(
-    role: &ClusterRole,
-    old: Option<&ClusterRole>,
-) -> Vec<FieldError> {
+impl RoleKind for Role {
+    fn rules(&self) -> Option<&Vec<PolicyRule>> {
+        self.rules.as_ref()
+    }
+}
+
+impl RoleKind for ClusterRole {
+    fn rules(&self) -> Option<&Vec<PolicyRule>> {
+        self.rules.as_ref()
+    }
+    fn aggregation_rule(&self) -> Option<&AggregationRule> {
+        self.aggregation_rule.as_ref()
+    }
+}
+
+/// Upstream `ValidateRole` / `ValidateClusterRole`: the rules (a namespaced Role's without
+/// non-resource URLs) and, when set, the aggregation rule's selectors.
+pub(crate) fn validate_role<R>(role: &R, old: Option<&R>) -> Vec<FieldError>
+where
+    R: RoleKind,
+    R::Scope: 'static,
+{
     let mut errs = validate_meta(role, old);
-    errs.extend(validate_rules(role.rules.as_ref(), false));
-    if let Some(agg) = &role.aggregation_rule {
+    errs.extend(validate_rules(role.rules(), namespaced::<R>()));
+    if let Some(agg) = role.aggregation_rule() {
         let p = Path::new("aggregationRule").child("clusterRoleSelectors");
         let selectors = agg.cluster_role_selectors.as_deref().unwrap_or_default();
         if selectors.is_empty() {
@@ -280,7 +301,7 @@ mod tests {
         let cr: ClusterRole = serde_json::from_value(json!({"metadata": {"name": "system:x"},
             "rules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}]}))
         .unwrap();
-        assert!(validate_cluster_role(&cr, None).is_empty());
+        assert!(validate_role(&cr, None).is_empty());
     }
 
     #[test]
@@ -315,11 +336,11 @@ mod tests {
     fn rbac_names_may_hold_colons_but_not_slashes() {
         let ok: ClusterRole =
             serde_json::from_value(json!({"metadata": {"name": "system:basic-user"}})).unwrap();
-        assert!(validate_cluster_role(&ok, None).is_empty());
+        assert!(validate_role(&ok, None).is_empty());
         let bad: ClusterRole =
             serde_json::from_value(json!({"metadata": {"name": "a/b"}})).unwrap();
         assert_eq!(
-            fields(&validate_cluster_role(&bad, None)),
+            fields(&validate_role(&bad, None)),
             ["metadata.name: Invalid value: \"a/b\": may not contain '/'"]
         );
     }

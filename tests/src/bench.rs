@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::controller::{Controller, controller_binary};
+use crate::wait::ok_if;
 
 /// `$name` as a number, `default` when unset or not a number.
 pub fn env_usize(name: &str, default: usize) -> usize {
@@ -158,6 +159,9 @@ pub fn hollow_binary() -> PathBuf {
     controller_binary().with_file_name("berth-hollow-nodes")
 }
 
+/// How long `berth-hollow-nodes` may take to register all its nodes.
+const REGISTER_DEADLINE: Duration = Duration::from_secs(600);
+
 /// A running `berth-hollow-nodes`, killed (by its pid) when dropped, however the benchmark
 /// ends. Its log is `hollow.log` in the controller's scratch directory.
 pub struct HollowNodes(Child);
@@ -183,15 +187,11 @@ impl HollowNodes {
                 .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display())),
         );
         let api = c.admin_api();
-        c.wait_for(
-            Duration::from_secs(600),
-            "every hollow node registered",
-            || {
-                let list = api.get_ok("/api/v1/nodes");
-                let n = list["items"].as_array().map_or(0, Vec::len);
-                if n >= nodes { Ok(()) } else { Err(n) }
-            },
-        );
+        c.wait_for(REGISTER_DEADLINE, "every hollow node registered", || {
+            let list = api.get_ok("/api/v1/nodes");
+            let n = list["items"].as_array().map_or(0, Vec::len);
+            ok_if(n >= nodes, n)
+        });
         hollow
     }
 }

@@ -58,6 +58,15 @@ impl Run {
         self.status.is_some_and(|s| s.success())
     }
 
+    /// Its stdout when it succeeded, else [`Run::describe`]: a probe for the `wait` pollers.
+    pub fn stdout_if_ok(self) -> Result<String, String> {
+        if self.success() {
+            Ok(self.stdout)
+        } else {
+            Err(self.describe())
+        }
+    }
+
     /// Everything a reader of a failure needs: the command, how it ended, stdout and stderr.
     pub fn describe(&self) -> String {
         let ended = match self.status {

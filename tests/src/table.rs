@@ -106,6 +106,26 @@ pub fn words(line: &str) -> Vec<&str> {
     line.split_whitespace().collect()
 }
 
+/// Asserts that `kubectl describe` output contains each of `wants`.
+#[track_caller]
+pub fn assert_describes(describe: &str, wants: &[&str]) {
+    for want in wants {
+        assert!(
+            describe.contains(want),
+            "describe lacks {want:?}\n{describe}"
+        );
+    }
+}
+
+/// Whether `kubectl describe` output lists a `Normal` event with `reason` from component `from`
+/// whose message contains `message`.
+pub fn has_normal_event(describe: &str, reason: &str, from: &str, message: &str) -> bool {
+    describe.lines().any(|l| {
+        let w = words(l);
+        w.starts_with(&["Normal", reason]) && w.contains(&from) && l.contains(message)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,5 +178,35 @@ fluentd   0         0         0       0            0           <none>          3
             words("ADDED   p1   0/1   Pending   0   0s"),
             ["ADDED", "p1", "0/1", "Pending", "0", "0s"]
         );
+    }
+
+    #[test]
+    fn a_normal_event_is_found_by_reason_component_and_message() {
+        let describe = "\
+Events:
+  Type     Reason            Age   From            Message
+  ----     ------            ----  ----            -------
+  Normal   SuccessfulCreate  5s    job-controller  Created pod: pi-x7k2p
+  Warning  BackoffLimit      1s    job-controller  Job has reached the specified backoff limit
+";
+        assert!(has_normal_event(
+            describe,
+            "SuccessfulCreate",
+            "job-controller",
+            "Created pod: pi-"
+        ));
+        assert!(!has_normal_event(
+            describe,
+            "SuccessfulCreate",
+            "daemonset-controller",
+            "Created pod: pi-"
+        ));
+        assert!(!has_normal_event(
+            describe,
+            "BackoffLimit",
+            "job-controller",
+            "backoff limit"
+        ));
+        assert_describes(describe, &["Created pod: pi-", "BackoffLimit"]);
     }
 }

@@ -69,13 +69,7 @@ fn a_missing_image_backs_off_until_it_is_pushed() {
 
     c.push_fixture(&BUSYBOX, "library/late", "1.0");
     c.wait_for_pod_ready("default", "late", secs(120));
-    c.wait_for(secs(20), "Pulling and Pulled events", || {
-        let events = c.pod_event_reasons("default", "late");
-        ok_if(
-            events.iter().any(|r| r == "Pulling") && events.iter().any(|r| r == "Pulled"),
-            events,
-        )
-    });
+    c.wait_pod_event_reasons("default", "late", &["Pulling", "Pulled"], secs(20));
 }
 
 #[test]

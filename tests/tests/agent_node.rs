@@ -7,6 +7,7 @@
 //! token is refused), and the agent's root dir and keys are private.
 
 use berth_tests::client::Req;
+use berth_tests::host::file_mode as mode;
 use berth_tests::pod_reading::{ipv4_in_cidr, time};
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_pod};
 use berth_tests::wait::ok_if;
@@ -203,15 +204,6 @@ fn node_credentials_reach_only_their_own_objects() {
         "{node_b:#}"
     );
     assert_eq!(condition(&node_b, "Ready"), Some("True"));
-}
-
-fn mode(path: &std::path::Path) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .permissions()
-        .mode()
-        & 0o7777
 }
 
 /// The agent's root dir, its pki dir and its key, certificate, CA and node secret, with the

@@ -28,17 +28,7 @@ fn restarted_with_events(c: &Cluster, pod: &str) {
             format!("restartCount {}", restart_count(cs)),
         )
     });
-    c.wait_for(
-        REACT,
-        &format!("Unhealthy and Killing events for {pod}"),
-        || {
-            let reasons = c.pod_event_reasons("default", pod);
-            ok_if(
-                reasons.iter().any(|r| r == "Unhealthy") && reasons.iter().any(|r| r == "Killing"),
-                reasons,
-            )
-        },
-    );
+    c.wait_pod_event_reasons("default", pod, &["Unhealthy", "Killing"], REACT);
 }
 
 #[test]

@@ -237,6 +237,29 @@ impl Cluster {
             .collect()
     }
 
+    /// Waits until there are events with each of `reasons` about pod `ns/name`; returns every
+    /// event reason about it then.
+    pub fn wait_pod_event_reasons(
+        &self,
+        ns: &str,
+        name: &str,
+        reasons: &[&str],
+        timeout: Duration,
+    ) -> Vec<String> {
+        self.wait_for(
+            timeout,
+            &format!("events {reasons:?} about pod {ns}/{name}"),
+            || {
+                let seen = self.pod_event_reasons(ns, name);
+                if reasons.iter().all(|r| seen.iter().any(|s| s == r)) {
+                    Ok(seen)
+                } else {
+                    Err(seen)
+                }
+            },
+        )
+    }
+
     /// `kubectl exec -n NS POD [-c C] -- CMD…`, whatever the outcome.
     pub fn exec(&self, ns: &str, pod: &str, container: Option<&str>, cmd: &[&str]) -> Run {
         let mut args = vec!["exec", "-n", ns, pod];

@@ -80,22 +80,31 @@ impl Tally for Ordinals {
 
 /// Each pod that became live, in order, with the pods that were Ready just before.
 pub fn arrivals(samples: &[Sample]) -> Vec<(String, BTreeSet<String>)> {
-    let mut out = Vec::new();
-    for w in samples.windows(2) {
-        for n in w[1].live.difference(&w[0].live) {
-            out.push((n.clone(), w[0].ready.clone()));
-        }
-    }
-    out
+    crossings(samples, true, |before| &before.ready)
 }
 
 /// Each pod that stopped being live (started terminating or vanished), in order, with the pods
 /// that were live just before.
 pub fn departures(samples: &[Sample]) -> Vec<(String, BTreeSet<String>)> {
+    crossings(samples, false, |before| &before.live)
+}
+
+/// Each pod that became live (`arriving`) or stopped being live (else) from one sample to the
+/// next, in order, with what `context` reads from the sample just before.
+fn crossings(
+    samples: &[Sample],
+    arriving: bool,
+    context: impl Fn(&Sample) -> &BTreeSet<String>,
+) -> Vec<(String, BTreeSet<String>)> {
     let mut out = Vec::new();
     for w in samples.windows(2) {
-        for n in w[0].live.difference(&w[1].live) {
-            out.push((n.clone(), w[0].live.clone()));
+        let (in_one, not_in_other) = if arriving {
+            (&w[1].live, &w[0].live)
+        } else {
+            (&w[0].live, &w[1].live)
+        };
+        for n in in_one.difference(not_in_other) {
+            out.push((n.clone(), context(&w[0]).clone()));
         }
     }
     out

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvFromSource, EnvVar};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EnvFromSource, EnvVar, ObjectFieldSelector,
+};
 
 use super::field::{FieldError, Path, validate_choice, validate_optional_choice};
 use super::names::{
@@ -158,8 +160,7 @@ fn validate_env(vars: &[EnvVar], path: &Path) -> Vec<FieldError> {
         if let Some(f) = &src.field_ref {
             sources += 1;
             errs.extend(validate_field_ref(
-                f.api_version.as_deref(),
-                &f.field_path,
+                f,
                 ENV_FIELD_PATHS,
                 &vp.child("fieldRef"),
             ));
@@ -217,12 +218,12 @@ fn validate_env(vars: &[EnvVar], path: &Path) -> Vec<FieldError> {
 
 /// A downward-API `fieldRef`: labels/annotations need a subscript, others must be listed.
 pub(crate) fn validate_field_ref(
-    api_version: Option<&str>,
-    field_path: &str,
+    f: &ObjectFieldSelector,
     allowed: &[&str],
     path: &Path,
 ) -> Vec<FieldError> {
-    if api_version.unwrap_or_default().is_empty() {
+    let field_path = f.field_path.as_str();
+    if f.api_version.as_deref().unwrap_or_default().is_empty() {
         return vec![FieldError::required(&path.child("apiVersion"), "")];
     }
     if field_path.is_empty() {

@@ -162,26 +162,22 @@ pub(crate) fn validate_pod_create(pod: &Pod) -> Vec<FieldError> {
     let spec = pod.spec.as_ref().unwrap_or(&default_spec);
     errs.extend(validate_pod_spec(spec, SpecOwner::Pod, &spec_path));
     errs.extend(validate_images_trimmed(spec, &spec_path));
-    if spec
-        .ephemeral_containers
-        .as_ref()
-        .is_some_and(|e| !e.is_empty())
-    {
-        errs.push(FieldError::forbidden(
-            &spec_path.child("ephemeralContainers"),
+    let non_empty = |len: Option<usize>| len.is_some_and(|n| n > 0);
+    let create_only = [
+        (
+            non_empty(spec.ephemeral_containers.as_ref().map(Vec::len)),
+            "ephemeralContainers",
             "cannot be set on create",
-        ));
-    }
-    if spec.node_name.as_deref().is_some_and(|n| !n.is_empty())
-        && spec
-            .scheduling_gates
-            .as_ref()
-            .is_some_and(|g| !g.is_empty())
-    {
-        errs.push(FieldError::forbidden(
-            &spec_path.child("nodeName"),
+        ),
+        (
+            non_empty(spec.node_name.as_ref().map(String::len))
+                && non_empty(spec.scheduling_gates.as_ref().map(Vec::len)),
+            "nodeName",
             "cannot be set until all schedulingGates have been cleared",
-        ));
+        ),
+    ];
+    for (_, field, detail) in create_only.into_iter().filter(|(refused, ..)| *refused) {
+        errs.push(FieldError::forbidden(&spec_path.child(field), detail));
     }
     errs
 }

@@ -158,8 +158,7 @@ fn validate_source(v: &Volume, path: &Path) -> Vec<FieldError> {
             errs.extend(validate_mode(item.mode, &ip.child("mode")));
             if let Some(f) = &item.field_ref {
                 errs.extend(validate_field_ref(
-                    f.api_version.as_deref(),
-                    &f.field_path,
+                    f,
                     VOLUME_FIELD_PATHS,
                     &ip.child("fieldRef"),
                 ));

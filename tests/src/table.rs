@@ -182,13 +182,10 @@ fluentd   0         0         0       0            0           <none>          3
 
     #[test]
     fn a_normal_event_is_found_by_reason_component_and_message() {
-        let describe = "\
-Events:
-  Type     Reason            Age   From            Message
-  ----     ------            ----  ----            -------
-  Normal   SuccessfulCreate  5s    job-controller  Created pod: pi-x7k2p
-  Warning  BackoffLimit      1s    job-controller  Job has reached the specified backoff limit
-";
+        // Two lines of the Events section (Type, Reason, Age, From, Message).
+        let describe = "  Normal   SuccessfulCreate  5s   job-controller  Created pod: pi-x7k2p\n  \
+                        Warning  BackoffLimit      1s   job-controller  Job has reached the \
+                        specified backoff limit\n";
         assert!(has_normal_event(
             describe,
             "SuccessfulCreate",

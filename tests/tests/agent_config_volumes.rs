@@ -321,7 +321,7 @@ fn fs_group_owns_an_empty_dir_and_a_local_path_claim() {
     );
     c.wait_for_pod_ready("default", "grouped", START);
     let ls = c.wait_for(Duration::from_secs(10), "the container's files", || {
-        let r = c.exec(
+        c.exec(
             "default",
             "grouped",
             None,
@@ -335,12 +335,8 @@ fn fs_group_owns_an_empty_dir_and_a_local_path_claim() {
                 "/scratch/d",
                 "/data/d",
             ],
-        );
-        if r.success() {
-            Ok(r.stdout)
-        } else {
-            Err(r.describe())
-        }
+        )
+        .stdout_if_ok()
     });
     // mode links uid gid size … name
     let entries: Vec<(String, String, String, String)> = ls

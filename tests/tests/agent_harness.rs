@@ -159,7 +159,7 @@ fn fixtures_go_through_the_registry_and_nginx_serves_port_80_by_default() {
         ],
     );
     let page = wait_for(secs(20), "the nginx fixture answering on port 80", || {
-        let r = tool(
+        tool(
             "ip",
             &[
                 "netns",
@@ -170,12 +170,8 @@ fn fixtures_go_through_the_registry_and_nginx_serves_port_80_by_default() {
                 "-qO-",
                 "http://127.0.0.1:80/",
             ],
-        );
-        if r.success() {
-            Ok(r.stdout)
-        } else {
-            Err(r.describe())
-        }
+        )
+        .stdout_if_ok()
     });
     assert!(page.contains(&nginx_marker("1.14.2")), "{page}");
     assert_eq!(NGINX_1_14_2.short_name(), "nginx:1.14.2");

@@ -29,15 +29,22 @@ fn every_kubectl_create_generator_is_stored_from_its_protobuf_body() {
         );
         let n = ["-n", ns.as_str()];
         let create = |args: &[&str]| k.ok(&[&["create"], &n[..], args].concat());
+        // `kubectl create ARGS`, then what the server stored at `path`.
+        let created = |args: &[&str], path: String| {
+            create(args);
+            api.get_ok(&path)
+        };
 
-        create(&[
-            "deployment",
-            "web",
-            "--image=nginx:1.25",
-            "--replicas=0",
-            "--port=80",
-        ]);
-        let d = api.get_ok(&format!("/apis/apps/v1/namespaces/{ns}/deployments/web"));
+        let d = created(
+            &[
+                "deployment",
+                "web",
+                "--image=nginx:1.25",
+                "--replicas=0",
+                "--port=80",
+            ],
+            format!("/apis/apps/v1/namespaces/{ns}/deployments/web"),
+        );
         assert_eq!(
             d["spec"]["replicas"], 0,
             "{bin}: replicas 0 is a value, not unset"
@@ -53,69 +60,81 @@ fn every_kubectl_create_generator_is_stored_from_its_protobuf_body() {
         assert_eq!(d["spec"]["template"]["spec"]["restartPolicy"], "Always");
         assert!(d["metadata"]["creationTimestamp"].is_string());
 
-        create(&[
-            "configmap",
-            "cfg",
-            "--from-literal=a=1",
-            "--from-literal=empty=",
-        ]);
-        let cm = api.get_ok(&format!("/api/v1/namespaces/{ns}/configmaps/cfg"));
+        let cm = created(
+            &[
+                "configmap",
+                "cfg",
+                "--from-literal=a=1",
+                "--from-literal=empty=",
+            ],
+            format!("/api/v1/namespaces/{ns}/configmaps/cfg"),
+        );
         assert_eq!(cm["data"]["a"], "1");
         assert_eq!(cm["data"]["empty"], "");
 
-        create(&["secret", "generic", "pw", "--from-literal=password=s3cret"]);
-        let s = api.get_ok(&format!("/api/v1/namespaces/{ns}/secrets/pw"));
+        let s = created(
+            &["secret", "generic", "pw", "--from-literal=password=s3cret"],
+            format!("/api/v1/namespaces/{ns}/secrets/pw"),
+        );
         assert_eq!(s["data"]["password"], "czNjcmV0");
         assert_eq!(s["type"], "Opaque");
 
-        create(&[
-            "cronjob",
-            "tick",
-            "--image=busybox",
-            "--schedule=*/5 * * * *",
-            "--",
-            "date",
-        ]);
-        let cj = api.get_ok(&format!("/apis/batch/v1/namespaces/{ns}/cronjobs/tick"));
+        let cj = created(
+            &[
+                "cronjob",
+                "tick",
+                "--image=busybox",
+                "--schedule=*/5 * * * *",
+                "--",
+                "date",
+            ],
+            format!("/apis/batch/v1/namespaces/{ns}/cronjobs/tick"),
+        );
         assert_eq!(cj["spec"]["schedule"], "*/5 * * * *");
         assert_eq!(
             cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"][0],
             "date"
         );
-        create(&["job", "once", "--from=cronjob/tick"]);
-        let job = api.get_ok(&format!("/apis/batch/v1/namespaces/{ns}/jobs/once"));
+        let job = created(
+            &["job", "once", "--from=cronjob/tick"],
+            format!("/apis/batch/v1/namespaces/{ns}/jobs/once"),
+        );
         assert_eq!(
             job["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"],
             "manual"
         );
         assert_eq!(job["metadata"]["ownerReferences"][0]["name"], "tick");
-        create(&["job", "pi", "--image=busybox", "--", "echo", "3.14"]);
-        let job = api.get_ok(&format!("/apis/batch/v1/namespaces/{ns}/jobs/pi"));
+        let job = created(
+            &["job", "pi", "--image=busybox", "--", "echo", "3.14"],
+            format!("/apis/batch/v1/namespaces/{ns}/jobs/pi"),
+        );
         assert_eq!(job["spec"]["backoffLimit"], 6);
 
-        create(&[
-            "poddisruptionbudget",
-            "pdb",
-            "--selector=app=web",
-            "--min-available=50%",
-        ]);
-        let pdb = api.get_ok(&format!(
-            "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/pdb"
-        ));
+        let pdb = created(
+            &[
+                "poddisruptionbudget",
+                "pdb",
+                "--selector=app=web",
+                "--min-available=50%",
+            ],
+            format!("/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/pdb"),
+        );
         assert_eq!(pdb["spec"]["minAvailable"], "50%");
-        create(&[
-            "poddisruptionbudget",
-            "pdb2",
-            "--selector=app=web",
-            "--max-unavailable=1",
-        ]);
-        let pdb = api.get_ok(&format!(
-            "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/pdb2"
-        ));
+        let pdb = created(
+            &[
+                "poddisruptionbudget",
+                "pdb2",
+                "--selector=app=web",
+                "--max-unavailable=1",
+            ],
+            format!("/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/pdb2"),
+        );
         assert_eq!(pdb["spec"]["maxUnavailable"], 1);
 
-        create(&["service", "clusterip", "web", "--tcp=80:8080"]);
-        let svc = api.get_ok(&format!("/api/v1/namespaces/{ns}/services/web"));
+        let svc = created(
+            &["service", "clusterip", "web", "--tcp=80:8080"],
+            format!("/api/v1/namespaces/{ns}/services/web"),
+        );
         assert_eq!(svc["spec"]["ports"][0]["port"], 80);
         assert_eq!(svc["spec"]["ports"][0]["targetPort"], 8080);
         assert!(
@@ -125,23 +144,23 @@ fn every_kubectl_create_generator_is_stored_from_its_protobuf_body() {
         );
 
         create(&["serviceaccount", "robot"]);
-        create(&["role", "reader", "--verb=get,list", "--resource=pods"]);
-        let role = api.get_ok(&format!(
-            "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles/reader"
-        ));
+        let role = created(
+            &["role", "reader", "--verb=get,list", "--resource=pods"],
+            format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles/reader"),
+        );
         assert_eq!(
             role["rules"][0]["verbs"],
             serde_json::json!(["get", "list"])
         );
-        create(&[
-            "rolebinding",
-            "reader",
-            "--role=reader",
-            &format!("--serviceaccount={ns}:robot"),
-        ]);
-        let rb = api.get_ok(&format!(
-            "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings/reader"
-        ));
+        let rb = created(
+            &[
+                "rolebinding",
+                "reader",
+                "--role=reader",
+                &format!("--serviceaccount={ns}:robot"),
+            ],
+            format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings/reader"),
+        );
         assert_eq!(rb["subjects"][0]["name"], "robot");
 
         k.ok(&[

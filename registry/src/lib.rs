@@ -13,6 +13,7 @@ pub mod conditions;
 mod delete;
 pub mod events;
 pub mod eviction;
+pub mod identity;
 mod keys;
 pub mod local_path_class;
 pub mod meta;
@@ -63,8 +64,9 @@ pub struct WriteOptions {
     /// Where admission leaves warnings for the answer's `Warning` headers.
     pub warnings: Warnings,
     /// Who makes the write, for what records its requestor (a CertificateSigningRequest's
-    /// `spec.username`, `uid`, `groups` and `extra`).
-    pub requestor: Option<crate::certificates::Requestor>,
+    /// `spec.username`, `uid`, `groups` and `extra`, filled at create: clients cannot choose
+    /// them).
+    pub requestor: Option<crate::identity::Identity>,
 }
 
 /// The manager of writes made inside the controller process.

@@ -9,43 +9,19 @@ use super::error::ApiError;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-/// The group every authenticated identity belongs to.
-pub const AUTHENTICATED: &str = "system:authenticated";
+// Who a request is from: the registry records it too (a CSR's requestor), so the type lives
+// there.
+pub use berth_registry::identity::{AUTHENTICATED, Identity};
 
-/// Who is making a request.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Identity {
-    pub user: String,
-    pub uid: String,
-    pub groups: Vec<String>,
-    pub extra: BTreeMap<String, Vec<String>>,
-}
-
-impl Identity {
-    pub fn new(user: impl Into<String>, groups: Vec<String>) -> Identity {
-        Identity {
-            user: user.into(),
-            groups,
-            ..Default::default()
-        }
-    }
-
-    /// Adds `system:authenticated` unless it is there.
-    pub fn authenticated(mut self) -> Identity {
-        if !self.groups.iter().any(|g| g == AUTHENTICATED) {
-            self.groups.push(AUTHENTICATED.to_string());
-        }
-        self
-    }
-
-    /// The identity as RBAC matches it.
-    pub fn rbac_user(&self) -> crate::rbac::rules::User {
+/// The identity as RBAC matches it.
+impl From<&Identity> for crate::rbac::rules::User {
+    fn from(id: &Identity) -> Self {
         crate::rbac::rules::User {
-            name: self.user.clone(),
-            groups: self.groups.clone(),
+            name: id.user.clone(),
+            groups: id.groups.clone(),
         }
     }
 }

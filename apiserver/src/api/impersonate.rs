@@ -6,7 +6,7 @@
 use super::SharedState;
 use super::authn::Identity;
 use super::error::ApiError;
-use crate::rbac::rules::{Attributes, service_account_of};
+use crate::rbac::rules::{Attributes, User, service_account_of};
 use axum::http::HeaderMap;
 
 const USER: &str = "impersonate-user";
@@ -141,7 +141,7 @@ pub async fn apply(
     let Some(w) = wanted(headers)? else {
         return Ok(id);
     };
-    let user = id.rbac_user();
+    let user = User::from(&id);
     for (attrs, resource, name) in checks(&w) {
         if state
             .authorizer

@@ -380,9 +380,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
                 .and_then(authz::node_of)
                 .map(String::from);
             o.user = identity.as_ref().map(|id| id.user.clone());
-            o.requestor = identity
-                .as_ref()
-                .map(crate::certificates::approval::requestor_of);
+            o.requestor = identity.clone();
             if subresource_is_approval(&target)
                 && let Some(id) = &identity
             {

@@ -121,7 +121,7 @@ pub async fn create(
             let attrs = spec_attributes(target, &spec)?;
             let allowed = state
                 .authorizer
-                .allowed_fresh(&id.rbac_user(), &attrs)
+                .allowed_fresh(&User::from(id), &attrs)
                 .await;
             Ok(created(review, access_status(allowed)))
         }
@@ -158,7 +158,7 @@ pub async fn create(
         "SelfSubjectRulesReview" => {
             let ns = text(&spec, "namespace");
             state.authorizer.catch_up().await;
-            let rules = state.authorizer.rules_for(&id.rbac_user(), &ns);
+            let rules = state.authorizer.rules_for(&User::from(id), &ns);
             Ok(created(review, rules_status(&rules)))
         }
         "SelfSubjectReview" => Ok(created(review, json!({"userInfo": user_info(id)}))),

@@ -1,24 +1,13 @@
-//! The API server's side of CSR admission: the requester of a call, and the `approve` check on
-//! `signers` for writes to `/approval` (upstream's CertificateApproval plugin), which needs
+//! The API server's side of CSR admission: the `approve` check on `signers` for writes to
+//! `/approval` (upstream's CertificateApproval plugin), which needs
 //! the authorizer and so cannot sit in the registry.
 
-use super::Requestor;
 use super::approver::string_at;
 use crate::api::authn::Identity;
 use crate::rbac::Authorizer;
-use crate::rbac::rules::Attributes;
+use crate::rbac::rules::{Attributes, User};
 use berth_registry::{RegistryError, WriteGuard};
 use serde_json::Value;
-
-/// The requester of an API call.
-pub fn requestor_of(id: &Identity) -> Requestor {
-    Requestor {
-        user: id.user.clone(),
-        uid: id.uid.clone(),
-        groups: id.groups.clone(),
-        extra: id.extra.clone(),
-    }
-}
 
 fn forbidden(name: &str, reason: &str) -> RegistryError {
     RegistryError::Forbidden(format!(
@@ -28,7 +17,7 @@ fn forbidden(name: &str, reason: &str) -> RegistryError {
 
 /// The `approve` check on `signers` for writes to `/approval`.
 pub fn approval_guard(authorizer: &Authorizer, id: &Identity) -> WriteGuard {
-    let (authorizer, user) = (authorizer.clone(), id.rbac_user());
+    let (authorizer, user) = (authorizer.clone(), User::from(id));
     WriteGuard(std::sync::Arc::new(move |_, obj: &Value| {
         let signer = string_at(obj, "/spec/signerName");
         let wildcard = signer

@@ -17,6 +17,6 @@ pub mod signer;
 // The write path's side of CSRs (admission, strategy, the parsed request) and the names the
 // rest of this module shares with it live in the registry, below everything that writes.
 pub use berth_registry::certificates::{
-    APISERVER_CLIENT, KUBELET_CLIENT, KUBELET_SERVING, NODE_USER_PREFIX, NODES_GROUP, Requestor,
-    admission, request, strategy,
+    APISERVER_CLIENT, KUBELET_CLIENT, KUBELET_SERVING, NODE_USER_PREFIX, NODES_GROUP, admission,
+    request, strategy,
 };

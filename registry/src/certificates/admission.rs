@@ -13,9 +13,10 @@
 //!   domain's `*`), as upstream's CertificateApproval plugin (the API server's
 //!   `certificates::approval`, which has the authorizer).
 
+use super::APISERVER_CLIENT;
 use super::request::{self, Request};
-use super::{APISERVER_CLIENT, Requestor};
 use crate::RegistryError;
+use crate::identity::Identity;
 use base64::Engine;
 use berth_shared::admission::{FieldError, FieldErrorType};
 use berth_shared::resource::CERTIFICATE_SIGNING_REQUESTS;
@@ -54,7 +55,7 @@ pub fn request_of(obj: &Value) -> Result<Request, request::RequestError> {
 }
 
 /// The node-identity rule: `Err(reason)` when a node asks for someone else's identity.
-pub fn node_may_request(requestor: &Requestor, r: &Request) -> Result<(), String> {
+pub fn node_may_request(requestor: &Identity, r: &Request) -> Result<(), String> {
     match requestor.node() {
         Some(node) if r.common_name != requestor.user => Err(format!(
             "node \"{node}\" may only request certificates for its own identity \"{}\", not \"{}\"",
@@ -71,7 +72,7 @@ const MASTERS: &str = "system:masters";
 pub fn admit_create(
     name: &str,
     obj: &mut Value,
-    requestor: Option<&Requestor>,
+    requestor: Option<&Identity>,
 ) -> Result<(), RegistryError> {
     let who = requestor.cloned().unwrap_or_default();
     if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
@@ -147,11 +148,11 @@ mod tests {
             "username": "forged", "groups": ["system:masters"]}})
     }
 
-    fn node(name: &str) -> Requestor {
-        Requestor {
+    fn node(name: &str) -> Identity {
+        Identity {
             user: format!("system:node:{name}"),
             groups: vec!["system:nodes".into(), "system:authenticated".into()],
-            ..Requestor::default()
+            ..Identity::default()
         }
     }
 
@@ -177,10 +178,10 @@ mod tests {
             "{err}"
         );
         // An administrator may ask for it (and approve it by hand).
-        let admin = Requestor {
+        let admin = Identity {
             user: "admin".into(),
             groups: vec!["system:masters".into()],
-            ..Requestor::default()
+            ..Identity::default()
         };
         let mut obj = csr(&pem, super::super::KUBELET_CLIENT);
         admit_create("c", &mut obj, Some(&admin)).unwrap();

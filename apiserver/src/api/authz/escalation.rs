@@ -4,7 +4,7 @@
 
 use super::super::authn::Identity;
 use crate::rbac::Authorizer;
-use crate::rbac::rules::{self, Attributes};
+use crate::rbac::rules::{self, Attributes, User};
 use berth_registry::{RegistryError, WriteGuard};
 use berth_shared::resource::ResourceType;
 use k8s_openapi::api::rbac::v1::{PolicyRule, RoleRef};
@@ -34,7 +34,7 @@ fn may(
         namespace: ns.into(),
         name: name.into(),
     };
-    authz.allowed(&id.rbac_user(), &attrs).is_some()
+    authz.allowed(&User::from(id), &attrs).is_some()
 }
 
 fn refusal(rt: &ResourceType, name: &str, id: &Identity, missing: &[PolicyRule]) -> RegistryError {
@@ -65,7 +65,7 @@ fn check(
             .to_string()
     };
     let (name, ns) = (meta("name"), meta("namespace"));
-    let held = || authz.rules_for(&id.rbac_user(), &ns);
+    let held = || authz.rules_for(&User::from(id), &ns);
     match rt.kind {
         "Role" | "ClusterRole" => {
             if may(authz, id, "escalate", rt.plural, &ns, &name) {

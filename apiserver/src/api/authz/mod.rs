@@ -11,7 +11,7 @@ use super::error::ApiError;
 use super::path::{ApiPath, ResourcePath};
 use super::query::Query;
 use super::{ApiState, SharedState};
-use crate::rbac::rules::Attributes;
+use crate::rbac::rules::{Attributes, User};
 use axum::extract::{Request as HttpRequest, State};
 use axum::http::Method;
 use axum::middleware::Next;
@@ -310,7 +310,7 @@ pub(crate) async fn rbac_allows(
 ) -> Result<(), ApiError> {
     if state
         .authorizer
-        .allowed_fresh(&id.rbac_user(), attrs)
+        .allowed_fresh(&User::from(id), attrs)
         .await
         .is_some()
     {
@@ -346,7 +346,7 @@ pub async fn non_resource(
     };
     if state
         .authorizer
-        .allowed_fresh(&id.rbac_user(), &attrs)
+        .allowed_fresh(&User::from(id), &attrs)
         .await
         .is_some()
     {

@@ -21,6 +21,7 @@ use berth_tests::rollout::output;
 use berth_tests::rollout::tally::Timeline;
 use berth_tests::rollout::{DaemonPodWatch, Watcher};
 use berth_tests::seeds::seed;
+use berth_tests::table::{assert_describes, has_normal_event};
 use berth_tests::wait::ok_if;
 use berth_tests::{AgentOptions, Cluster, Table, secs};
 use serde_json::{Value, json};
@@ -155,21 +156,22 @@ fn the_seed_daemon_set_runs_everywhere_and_pods_follow_labels_taints_cordons_and
     let out = c
         .kubectl()
         .ok(&["describe", "daemonset", FLUENTD, "-n", SEED_NS]);
-    for want in [
-        "Desired Number of Nodes Scheduled: 3",
-        "Number of Nodes Scheduled with Available Pods: 3",
-        "Number of Nodes Misscheduled: 0",
-        "3 Running / 0 Waiting / 0 Succeeded / 0 Failed",
-    ] {
-        assert!(out.contains(want), "describe lacks {want:?}\n{out}");
-    }
+    assert_describes(
+        &out,
+        &[
+            "Desired Number of Nodes Scheduled: 3",
+            "Number of Nodes Scheduled with Available Pods: 3",
+            "Number of Nodes Misscheduled: 0",
+            "3 Running / 0 Waiting / 0 Succeeded / 0 Failed",
+        ],
+    );
     assert!(
-        out.lines().any(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            w.starts_with(&["Normal", "SuccessfulCreate"])
-                && w.contains(&"daemonset-controller")
-                && l.contains("Created pod: fluentd-elasticsearch-")
-        }),
+        has_normal_event(
+            &out,
+            "SuccessfulCreate",
+            "daemonset-controller",
+            "Created pod: fluentd-elasticsearch-"
+        ),
         "{out}"
     );
 

@@ -21,6 +21,7 @@ use berth_tests::fixtures::{BASH_5, PERL_5_34_0, pi_digits};
 use berth_tests::objects::merge;
 use berth_tests::pod_reading::{phase, terminated};
 use berth_tests::seeds::seed;
+use berth_tests::table::{assert_describes, has_normal_event};
 use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, Req, Table, secs};
 use jiff::Timestamp;
@@ -175,22 +176,16 @@ fn the_seed_pi_job_and_the_parallel_patterns_run_to_completion() {
     assert_eq!(t.cell("pi", "STATUS"), Some("Complete"), "{out}");
     assert_eq!(t.cell("pi", "COMPLETIONS"), Some("1/1"), "{out}");
     let out = describe_shows(&c, "pi", &["Completed"]);
-    for want in [
-        "Parallelism:",
-        "Completions:",
-        "1 Succeeded / 0 Failed",
-        "Completed At:",
-    ] {
-        assert!(out.contains(want), "describe lacks {want:?}\n{out}");
-    }
-    let line = |reason: &str, message: &str| {
-        out.lines().any(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            w.starts_with(&["Normal", reason])
-                && w.contains(&"job-controller")
-                && l.contains(message)
-        })
-    };
+    assert_describes(
+        &out,
+        &[
+            "Parallelism:",
+            "Completions:",
+            "1 Succeeded / 0 Failed",
+            "Completed At:",
+        ],
+    );
+    let line = |reason, message| has_normal_event(&out, reason, "job-controller", message);
     assert!(line("SuccessfulCreate", "Created pod: pi-"), "{out}");
     assert!(line("Completed", "Job completed"), "{out}");
     let logs = c.kubectl().ok(&["logs", "job/pi"]);

@@ -132,17 +132,15 @@ impl Revision {
 
 impl View for Revision {
     fn derive(obj: &Object) -> Self {
-        obj.value()
-            .map(|v| Revision::from_value(&v))
-            .unwrap_or_else(|_| Revision {
-                name: obj.name().to_string(),
-                uid: obj.uid().to_string(),
-                labels: obj.labels().clone(),
-                revision: 0,
-                data: Value::Null,
-                controller: None,
-                deleting: obj.is_deleting(),
-            })
+        crate::workload::parsed::or_else(obj, Revision::from_value, || Revision {
+            name: obj.name().to_string(),
+            uid: obj.uid().to_string(),
+            labels: obj.labels().clone(),
+            revision: 0,
+            data: Value::Null,
+            controller: None,
+            deleting: obj.is_deleting(),
+        })
     }
 }
 

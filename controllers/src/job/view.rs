@@ -7,7 +7,7 @@
 
 use crate::views::{ControllerRef, Pod, str_at, string_map, time_at};
 pub use crate::workload::parsed::ViewError;
-use crate::workload::parsed::{owner_view, required_uid};
+use crate::workload::parsed::{self, owner_view, required_uid};
 use berth_runtime::informer::{Object, View};
 use berth_shared::k8s_openapi::api::batch::v1 as batch;
 use berth_shared::selector::LabelSelector;
@@ -314,13 +314,11 @@ pub fn is_failed(pod: &JobPod, job: &Job) -> bool {
 
 impl View for JobPod {
     fn derive(obj: &Object) -> Self {
-        obj.value()
-            .map(|v| JobPod::from_value(&v))
-            .unwrap_or_else(|_| JobPod {
-                name: obj.name().to_string(),
-                uid: obj.uid().to_string(),
-                ..JobPod::default()
-            })
+        parsed::or_else(obj, JobPod::from_value, || JobPod {
+            name: obj.name().to_string(),
+            uid: obj.uid().to_string(),
+            ..JobPod::default()
+        })
     }
 }
 

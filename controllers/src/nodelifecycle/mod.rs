@@ -233,47 +233,26 @@ impl Controller {
         self.health.observe(name, &seen, now)
     }
 
-    /// Writes the node's conditions, conditional on the version they were planned from (a
-    /// status posted meanwhile wins, and the next pass sees it).
-    fn apply_conditions(
-        &self,
-        name: &str,
-        mut raw: Value,
-        conditions: Vec<core::NodeCondition>,
-    ) -> Result<(), RegistryError> {
-        raw["status"]["conditions"] =
-            serde_json::to_value(conditions).map_err(RegistryError::from)?;
-        self.registry.update(
-            NODES,
-            None,
-            name,
-            raw,
-            Part::Status,
-            &WriteOptions::default(),
-        )?;
+    /// Writes the node (its status or its main part), conditional on the version the pass
+    /// planned from (a write meanwhile wins, and the next pass sees it).
+    fn apply_node(&self, name: &str, raw: Value, part: Part) -> Result<(), RegistryError> {
+        self.registry
+            .update(NODES, None, name, raw, part, &WriteOptions::default())?;
         Ok(())
     }
 
-    /// Writes the node's taints, conditional on the version they were planned from.
+    /// Writes the node's taints, and logs them.
     fn apply_taints(
         &self,
         name: &str,
-        mut raw: Value,
+        raw: Value,
         taints: Vec<core::Taint>,
     ) -> Result<(), RegistryError> {
         let keys: Vec<String> = taints
             .iter()
             .map(|t| format!("{}:{}", t.key, t.effect))
             .collect();
-        if taints.is_empty() {
-            if let Some(spec) = raw.get_mut("spec").and_then(Value::as_object_mut) {
-                spec.remove("taints");
-            }
-        } else {
-            raw["spec"]["taints"] = serde_json::to_value(taints).map_err(RegistryError::from)?;
-        }
-        self.registry
-            .update(NODES, None, name, raw, Part::Main, &WriteOptions::default())?;
+        self.apply_node(name, with_taints(raw, taints)?, Part::Main)?;
         tracing::info!(node = name, taints = ?keys, "node taints updated");
         Ok(())
     }
@@ -327,6 +306,27 @@ impl Controller {
     }
 }
 
+/// The stored node `raw` with the planned conditions as its status's.
+fn with_conditions(
+    mut raw: Value,
+    conditions: Vec<core::NodeCondition>,
+) -> Result<Value, RegistryError> {
+    raw["status"]["conditions"] = serde_json::to_value(conditions)?;
+    Ok(raw)
+}
+
+/// The stored node `raw` with the planned taints (none: the field goes).
+fn with_taints(mut raw: Value, taints: Vec<core::Taint>) -> Result<Value, RegistryError> {
+    if taints.is_empty() {
+        if let Some(spec) = raw.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.remove("taints");
+        }
+    } else {
+        raw["spec"]["taints"] = serde_json::to_value(taints)?;
+    }
+    Ok(raw)
+}
+
 /// The fields of a Node an event needs.
 fn node_ref(raw: &Value) -> Value {
     json!({"apiVersion": "v1", "kind": "Node", "metadata": {
@@ -369,7 +369,8 @@ impl Reconciler for Controller {
         }
         let raw = obj.value().map_err(RegistryError::from)?;
         if let Some(conditions) = p.conditions {
-            self.apply_conditions(key.name(), raw.clone(), conditions)?;
+            let written = with_conditions(raw.clone(), conditions)?;
+            self.apply_node(key.name(), written, Part::Status)?;
             if p.became_not_ready {
                 tracing::info!(node = %key, "node stopped posting status: Unknown");
                 let msg = format!("Node {} status is now: NodeNotReady", key.name());

@@ -66,6 +66,14 @@ fn taint_keys(plan: &NodePlan) -> Option<Vec<String>> {
     })
 }
 
+/// A node tainted unreachable (NoSchedule and NoExecute) whose Ready condition is `ready`.
+fn unreachable_and(ready: &str) -> Value {
+    json!({"spec": {"taints": [
+        {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]},
+        "status": conditions(&[("Ready", ready)])["status"]})
+}
+
 #[test]
 fn a_silent_node_goes_unknown_only_after_its_grace_period() {
     let grace = Grace::default();
@@ -237,10 +245,7 @@ fn taints_follow_conditions_and_go_when_they_clear() {
         ),
         (
             "unreachable turns to not-ready when the agent reports not ready",
-            json!({"spec": {"taints": [
-                {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
-                {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]},
-                "status": conditions(&[("Ready", "False")])["status"]}),
+            unreachable_and("False"),
             Tainting::Held,
             Some(vec![
                 "node.kubernetes.io/not-ready:NoSchedule",
@@ -255,10 +260,7 @@ fn taints_follow_conditions_and_go_when_they_clear() {
         ),
         (
             "a suspended zone takes NoExecute taints off",
-            json!({"spec": {"taints": [
-                {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
-                {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]},
-                "status": conditions(&[("Ready", "Unknown")])["status"]}),
+            unreachable_and("Unknown"),
             Tainting::Suspended,
             Some(vec!["node.kubernetes.io/unreachable:NoSchedule"]),
         ),

@@ -107,6 +107,17 @@ pub fn or_default<T: Default>(obj: &Object, parse: impl FnOnce(&Value) -> T) -> 
     obj.value().map(|v| parse(&v)).unwrap_or_default()
 }
 
+/// A view read from the stored JSON by `parse`; `fallback`'s when the bytes are not JSON.
+pub fn or_else<T>(
+    obj: &Object,
+    parse: impl FnOnce(&Value) -> T,
+    fallback: impl FnOnce() -> T,
+) -> T {
+    obj.value()
+        .map(|v| parse(&v))
+        .unwrap_or_else(|_| fallback())
+}
+
 /// The owner `key` as stored and parsed; `None` when it is gone or unreadable (logged: only a
 /// change of it can help).
 pub fn observe<T: Stored>(informer: &Informer, key: &ObjectKey) -> Option<(Arc<Object>, Arc<T>)> {

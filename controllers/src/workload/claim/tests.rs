@@ -45,43 +45,37 @@ fn each_controller_claims_by_its_rules() {
     let web = BTreeMap::from([("app".to_string(), "web".to_string())]);
     let db = BTreeMap::from([("app".to_string(), "db".to_string())]);
     let sel = selector();
+    // The owner's uid is "me".
+    let (me, other) = (Some("me"), Some("other"));
     // (owner kind, owner deleting, labels, controller, object deleting, finished, want)
     let rows: [Row<'_>; 22] = [
         // Upstream's rules, the same for every controller.
-        (DAEMON_SETS, false, &web, Some("me"), false, false, Owned),
-        (DAEMON_SETS, false, &web, Some("me"), true, false, Owned),
-        (DAEMON_SETS, false, &db, Some("me"), false, false, Release),
+        (DAEMON_SETS, false, &web, me, false, false, Owned),
+        (DAEMON_SETS, false, &web, me, true, false, Owned),
+        (DAEMON_SETS, false, &db, me, false, false, Release),
         (DAEMON_SETS, false, &web, None, false, false, Adopt),
         (DAEMON_SETS, false, &web, None, true, false, Ignore),
         (DAEMON_SETS, false, &db, None, false, false, Ignore),
-        (
-            DAEMON_SETS,
-            false,
-            &web,
-            Some("other"),
-            false,
-            false,
-            Ignore,
-        ),
+        (DAEMON_SETS, false, &web, other, false, false, Ignore),
         (STATEFUL_SETS, false, &web, None, false, false, Adopt),
-        (STATEFUL_SETS, false, &db, Some("me"), false, false, Release),
+        (STATEFUL_SETS, false, &db, me, false, false, Release),
         // An owner being deleted keeps its own but neither adopts nor releases.
-        (DEPLOYMENTS, true, &web, Some("me"), false, false, Owned),
-        (DEPLOYMENTS, true, &db, Some("me"), false, false, Ignore),
+        (DEPLOYMENTS, true, &web, me, false, false, Owned),
+        (DEPLOYMENTS, true, &db, me, false, false, Ignore),
         (DEPLOYMENTS, true, &web, None, false, false, Ignore),
         (DEPLOYMENTS, false, &web, None, true, false, Ignore),
         (DEPLOYMENTS, false, &web, None, false, false, Adopt),
         // The ReplicaSet claims active pods only: finished or terminating pods, its own
         // included, are neither counted, adopted nor released.
-        (REPLICA_SETS, false, &web, Some("me"), false, true, Ignore),
-        (REPLICA_SETS, false, &db, Some("me"), true, false, Ignore),
+        (REPLICA_SETS, false, &web, me, false, true, Ignore),
+        (REPLICA_SETS, false, &db, me, true, false, Ignore),
         (REPLICA_SETS, false, &web, None, false, true, Ignore),
         (REPLICA_SETS, false, &web, None, false, false, Adopt),
         // The Job counts finished pods: it keeps and adopts them.
-        (JOBS, false, &web, Some("me"), false, true, Owned),
+        (JOBS, false, &web, me, false, true, Owned),
         (JOBS, false, &web, None, false, true, Adopt),
-        (JOBS, true, &db, Some("me"), false, false, Ignore),
-        (JOBS, false, &db, Some("me"), false, true, Release),
+        (JOBS, true, &db, me, false, false, Ignore),
+        (JOBS, false, &db, me, false, true, Release),
     ];
     for (i, (rt, deleting, labels, controller, obj_deleting, finished, want)) in
         rows.into_iter().enumerate()

@@ -11,7 +11,6 @@ use serde_json::Value;
 
 use super::defaults::default_pod_spec;
 use super::field::{FieldError, Path};
-use super::meta::validate_meta;
 use super::workload::{
     at_most_100_percent, immutable_selector, int_or_percent, int_or_percent_number,
     int_or_string_value, nonnegative, validate_selector_and_template,
@@ -54,7 +53,7 @@ pub(crate) fn validate_deployment(
     old: Option<&Deployment>,
     raw: &Value,
 ) -> Vec<FieldError> {
-    let mut errs = validate_meta(d, old);
+    let mut errs = Vec::new();
     let sp = Path::new("spec");
     let spec = d.spec.clone().unwrap_or_default();
     errs.extend(nonnegative(spec.replicas, &sp.child("replicas")));
@@ -143,7 +142,7 @@ pub(crate) fn validate_replica_set(
     old: Option<&ReplicaSet>,
     raw: &Value,
 ) -> Vec<FieldError> {
-    let mut errs = validate_meta(rs, old);
+    let mut errs = Vec::new();
     let sp = Path::new("spec");
     let spec = rs.spec.clone().unwrap_or_default();
     errs.extend(nonnegative(spec.replicas, &sp.child("replicas")));

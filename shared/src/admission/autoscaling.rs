@@ -9,7 +9,6 @@ use k8s_openapi::api::autoscaling::v2::{
 };
 
 use super::field::{FieldError, Path, validate_optional_choice};
-use super::meta::validate_meta;
 use super::workload::nonnegative;
 use crate::quantity::Quantity;
 
@@ -295,11 +294,8 @@ fn path_segment(value: &str, path: &Path) -> Option<FieldError> {
     }
 }
 
-pub(crate) fn validate_hpa(
-    hpa: &HorizontalPodAutoscaler,
-    old: Option<&HorizontalPodAutoscaler>,
-) -> Vec<FieldError> {
-    let mut errs = validate_meta(hpa, old);
+pub(crate) fn validate_hpa(hpa: &HorizontalPodAutoscaler) -> Vec<FieldError> {
+    let mut errs = Vec::new();
     let sp = Path::new("spec");
     let spec = hpa.spec.clone().unwrap_or_default();
     let min = spec.min_replicas.unwrap_or(1);

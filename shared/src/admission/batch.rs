@@ -10,7 +10,6 @@ use serde_json::Value;
 use super::Operation;
 use super::apps::default_template;
 use super::field::{FieldError, Path};
-use super::meta::validate_meta;
 use super::names::dns1123_label;
 use super::pod_spec::validate_pod_template;
 use super::selector::{self, is_convertible, labels_value, matches, validate_label_selector};
@@ -105,7 +104,7 @@ fn generate_selector(spec: &mut JobSpec, meta: &ObjectMeta) {
 
 /// Upstream `ValidateJob` (+ `ValidateJobUpdate` when `old` is given).
 pub(crate) fn validate_job(job: &Job, old: Option<&Job>) -> Vec<FieldError> {
-    let mut errs = validate_meta(job, old);
+    let mut errs = Vec::new();
     let spec = job.spec.clone().unwrap_or_default();
     let sp = Path::new("spec");
     if spec.manual_selector != Some(true) {

@@ -8,7 +8,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use serde_json::Value;
 
 use super::field::{FieldError, Path};
-use super::meta::validate_meta;
 use super::names::{config_map_key, each_invalid};
 
 /// Upstream `MaxSecretSize`, also the ConfigMap limit.
@@ -16,7 +15,7 @@ pub(crate) const MAX_SIZE: usize = 1024 * 1024;
 const IMMUTABLE_SET: &str = "field is immutable when `immutable` is set";
 
 pub(crate) fn validate_config_map(cm: &ConfigMap, old: Option<&ConfigMap>) -> Vec<FieldError> {
-    let mut errs = validate_meta(cm, old);
+    let mut errs = Vec::new();
     let mut total = 0;
     let binary = cm.binary_data.clone().unwrap_or_default();
     for (k, v) in cm.data.iter().flatten() {
@@ -101,7 +100,7 @@ fn require_key(data: &BTreeMap<String, ByteString>, key: &str, errs: &mut Vec<Fi
 }
 
 pub(crate) fn validate_secret(s: &Secret, old: Option<&Secret>) -> Vec<FieldError> {
-    let mut errs = validate_meta(s, old);
+    let mut errs = Vec::new();
     let data = s.data.clone().unwrap_or_default();
     if validate_keys("data", &data, &mut errs) > MAX_SIZE {
         errs.push(FieldError::too_long(&Path::new("data"), MAX_SIZE));

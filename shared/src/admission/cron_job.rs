@@ -7,7 +7,7 @@ use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobTemplateSpec};
 use super::apps::default_template;
 use super::batch::validate_job_spec;
 use super::field::{FieldError, Path, validate_choice};
-use super::meta::{validate_annotations, validate_labels, validate_meta};
+use super::meta::{validate_annotations, validate_labels};
 use super::selector;
 use super::workload::nonnegative;
 use crate::cron::{Schedule, load_zone};
@@ -26,7 +26,7 @@ pub(crate) fn default_cron_job(cj: &mut CronJob) {
 
 /// Upstream `ValidateCronJobCreate` / `ValidateCronJobUpdate`.
 pub(crate) fn validate_cron_job(cj: &CronJob, old: Option<&CronJob>) -> Vec<FieldError> {
-    let mut errs = validate_meta(cj, old);
+    let mut errs = Vec::new();
     let spec = cj.spec.clone().unwrap_or_default();
     let old_spec = old.and_then(|o| o.spec.as_ref());
     errs.extend(validate_cron_job_spec(&spec, old_spec, &Path::new("spec")));

@@ -140,7 +140,7 @@ pub fn admit(
             op,
             old,
             |n, op, _| cluster::default_namespace(n, op),
-            |n, o, _| cluster::validate_namespace(n, o),
+            |n, _, _| cluster::validate_namespace(n),
         ),
         "Node" => run::<core_v1::Node>(
             obj,
@@ -149,7 +149,7 @@ pub fn admit(
             |n, _, _| cluster::default_node(n),
             |n, o, _| cluster::validate_node(n, o),
         ),
-        "Pod" => run::<core_v1::Pod>(
+        "Pod" => run_own_meta::<core_v1::Pod>(
             obj,
             op,
             old,
@@ -159,7 +159,9 @@ pub fn admit(
                 Some(o) => pod::validate_pod_update(p, o),
             },
         ),
-        "Event" => run::<core_v1::Event>(obj, op, old, |_, _, _| {}, cluster::validate_event),
+        "Event" => {
+            run_own_meta::<core_v1::Event>(obj, op, old, |_, _, _| {}, cluster::validate_event)
+        }
         "ConfigMap" => run::<core_v1::ConfigMap>(
             obj,
             op,
@@ -179,7 +181,7 @@ pub fn admit(
             op,
             old,
             |r, _, _| policy::default_replication_controller(r),
-            |r, o, _| policy::validate_replication_controller(r, o),
+            |r, _, _| policy::validate_replication_controller(r),
         ),
         "Deployment" => run::<apps_v1::Deployment>(
             obj,
@@ -235,9 +237,9 @@ pub fn admit(
             op,
             old,
             |_, _, _| {},
-            |p, o, _| policy::validate_pdb(p, o),
+            |p, _, _| policy::validate_pdb(p),
         ),
-        "PriorityClass" => run::<k8s_openapi::api::scheduling::v1::PriorityClass>(
+        "PriorityClass" => run_own_meta::<k8s_openapi::api::scheduling::v1::PriorityClass>(
             obj,
             op,
             old,
@@ -249,28 +251,25 @@ pub fn admit(
             op,
             old,
             |_, _, _| {},
-            |l, o, _| policy::validate_lease(l, o),
+            |l, _, _| policy::validate_lease(l),
         ),
         "ServiceAccount" => run::<core_v1::ServiceAccount>(
             obj,
             op,
             old,
             |_, _, _| {},
-            |s, o, _| rbac::validate_service_account(s, o),
+            // Upstream `ValidateServiceAccount`: the object meta alone.
+            |_, _, _| Vec::new(),
         ),
-        "Role" => run::<rbac_v1::Role>(
-            obj,
-            op,
-            old,
-            |_, _, _| {},
-            |r, o, _| rbac::validate_role(r, o),
-        ),
+        "Role" => {
+            run::<rbac_v1::Role>(obj, op, old, |_, _, _| {}, |r, _, _| rbac::validate_role(r))
+        }
         "ClusterRole" => run::<rbac_v1::ClusterRole>(
             obj,
             op,
             old,
             |_, _, _| {},
-            |r, o, _| rbac::validate_role(r, o),
+            |r, _, _| rbac::validate_role(r),
         ),
         "RoleBinding" => run::<rbac_v1::RoleBinding>(
             obj,
@@ -292,7 +291,7 @@ pub fn admit(
                 op,
                 old,
                 |h, _, _| autoscaling::default_hpa(h),
-                |h, o, _| autoscaling::validate_hpa(h, o),
+                |h, _, _| autoscaling::validate_hpa(h),
             )
         }
         "Service" => run::<core_v1::Service>(
@@ -307,7 +306,7 @@ pub fn admit(
             op,
             old,
             |_, _, _| {},
-            |e, o, _| service::validate_endpoints(e, o),
+            |e, _, _| service::validate_endpoints(e),
         ),
         "EndpointSlice" => run::<k8s_openapi::api::discovery::v1::EndpointSlice>(
             obj,
@@ -338,7 +337,7 @@ pub fn admit(
             |sc, o, _| storage::validate_storage_class(sc, o),
         ),
         "CertificateSigningRequest" => {
-            run::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>(
+            run_own_meta::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>(
                 obj,
                 op,
                 old,
@@ -460,8 +459,30 @@ fn decode_kind<T: DeserializeOwned + Resource>(raw: &Value) -> Result<T, Admissi
     })
 }
 
-/// Decode, carry identity from the stored object, default, validate, encode.
+/// [`run_own_meta`] for a kind whose validation starts, as upstream's `Validate<Kind>` does,
+/// with the standard object-meta checks ([`meta::validate_meta`]): they run here, once for
+/// every such kind, and `validate` adds the kind's own rules after them.
 fn run<T>(
+    obj: &mut Value,
+    op: Operation,
+    old: Option<&Value>,
+    default: impl Fn(&mut T, Operation, Option<&T>),
+    validate: impl Fn(&T, Option<&T>, &Value) -> Vec<FieldError>,
+) -> Result<(), AdmissionError>
+where
+    T: DeserializeOwned + Serialize + Resource + Metadata<Ty = ObjectMeta>,
+    T::Scope: 'static,
+{
+    run_own_meta(obj, op, old, default, |typed: &T, old_typed, raw| {
+        let mut errs = meta::validate_meta(typed, old_typed);
+        errs.extend(validate(typed, old_typed, raw));
+        errs
+    })
+}
+
+/// Decode, carry identity from the stored object, default, validate, encode. `validate`
+/// checks the metadata too (the kinds whose metadata rules are not the standard ones).
+fn run_own_meta<T>(
     obj: &mut Value,
     op: Operation,
     old: Option<&Value>,

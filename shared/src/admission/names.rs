@@ -58,57 +58,53 @@ fn matches_subdomain_shape(s: &str) -> bool {
     s.split('.').all(matches_label_shape)
 }
 
+/// Upstream's two checks of most name-like strings, in its order: at most `max` bytes (when
+/// there is a limit), then the shape (`shape_error` says what is wrong with it, if anything).
+fn length_and_shape(value: &str, max: Option<usize>, shape_error: Option<String>) -> Vec<String> {
+    let too_long = max.filter(|m| value.len() > *m).map(max_len_error);
+    too_long.into_iter().chain(shape_error).collect()
+}
+
 /// Upstream `IsDNS1123Label`.
 pub(crate) fn dns1123_label(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > DNS1123_LABEL_MAX {
-        errs.push(max_len_error(DNS1123_LABEL_MAX));
-    }
-    if !matches_label_shape(value) {
+    let shape_error = (!matches_label_shape(value)).then(|| {
         if matches_subdomain_shape(value) {
-            errs.push("must not contain dots".to_string());
+            "must not contain dots".to_string()
         } else {
-            errs.push(regex_error(
+            regex_error(
                 DNS1123_LABEL_MSG,
                 DNS1123_LABEL_FMT,
                 &["my-name", "123-abc"],
-            ));
+            )
         }
-    }
-    errs
+    });
+    length_and_shape(value, Some(DNS1123_LABEL_MAX), shape_error)
 }
 
 /// Upstream `IsDNS1035Label` (Service names: they become DNS labels that must not look like
 /// numbers).
 pub(crate) fn dns1035_label(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > DNS1123_LABEL_MAX {
-        errs.push(max_len_error(DNS1123_LABEL_MAX));
-    }
-    if !matches_label_shape(value) || !value.starts_with(|c: char| c.is_ascii_lowercase()) {
-        errs.push(regex_error(
+    let ok = matches_label_shape(value) && value.starts_with(|c: char| c.is_ascii_lowercase());
+    let shape_error = (!ok).then(|| {
+        regex_error(
             "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character",
             "[a-z]([-a-z0-9]*[a-z0-9])?",
             &["my-name", "abc-123"],
-        ));
-    }
-    errs
+        )
+    });
+    length_and_shape(value, Some(DNS1123_LABEL_MAX), shape_error)
 }
 
 /// Upstream `IsDNS1123Subdomain`.
 pub(crate) fn dns1123_subdomain(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > DNS1123_SUBDOMAIN_MAX {
-        errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX));
-    }
-    if !matches_subdomain_shape(value) {
-        errs.push(regex_error(
+    let shape_error = (!matches_subdomain_shape(value)).then(|| {
+        regex_error(
             DNS1123_SUBDOMAIN_MSG,
             &dns1123_subdomain_fmt(),
             &["example.com"],
-        ));
-    }
-    errs
+        )
+    });
+    length_and_shape(value, Some(DNS1123_SUBDOMAIN_MAX), shape_error)
 }
 
 /// Upstream `IsQualifiedName`: an optional DNS subdomain prefix and `/`, then a name ≤ 63.
@@ -166,7 +162,6 @@ fn ch_dir_prefix(value: &str) -> Option<String> {
 
 /// Upstream `IsEnvVarName`.
 pub(crate) fn env_var_name(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
     let ok_start = value
         .chars()
         .next()
@@ -174,34 +169,32 @@ pub(crate) fn env_var_name(value: &str) -> Vec<String> {
     let ok_rest = value
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c));
-    if !(ok_start && ok_rest) {
-        errs.push(regex_error(
+    let shape_error = (!(ok_start && ok_rest)).then(|| {
+        regex_error(
             ENV_VAR_NAME_MSG,
             ENV_VAR_NAME_FMT,
             &["my.env-name", "MY_ENV.NAME", "MyEnvName1"],
-        ));
-    }
+        )
+    });
+    let mut errs = length_and_shape(value, None, shape_error);
     errs.extend(ch_dir_prefix(value));
     errs
 }
 
 /// Upstream `IsConfigMapKey` (also used for Secret keys).
 pub(crate) fn config_map_key(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > DNS1123_SUBDOMAIN_MAX {
-        errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX));
-    }
-    if value.is_empty()
-        || !value
+    let ok = !value.is_empty()
+        && value
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c))
-    {
-        errs.push(regex_error(
+            .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c));
+    let shape_error = (!ok).then(|| {
+        regex_error(
             CONFIG_KEY_MSG,
             CONFIG_KEY_FMT,
             &["key.name", "KEY_NAME", "key-name"],
-        ));
-    }
+        )
+    });
+    let mut errs = length_and_shape(value, Some(DNS1123_SUBDOMAIN_MAX), shape_error);
     errs.extend(ch_dir_prefix(value));
     errs
 }

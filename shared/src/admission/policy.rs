@@ -6,7 +6,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::apps::default_template;
 use super::field::{FieldError, Path, validate_optional_choice};
-use super::meta::{validate_labels, validate_meta};
+use super::meta::validate_labels;
 use super::selector::validate_label_selector;
 use super::workload::{
     at_most_100_percent, int_or_percent, mismatch, nonnegative, template_labels,
@@ -31,11 +31,8 @@ pub(crate) fn default_replication_controller(rc: &mut ReplicationController) {
     }
 }
 
-pub(crate) fn validate_replication_controller(
-    rc: &ReplicationController,
-    old: Option<&ReplicationController>,
-) -> Vec<FieldError> {
-    let mut errs = validate_meta(rc, old);
+pub(crate) fn validate_replication_controller(rc: &ReplicationController) -> Vec<FieldError> {
+    let mut errs = Vec::new();
     let sp = Path::new("spec");
     let spec = rc.spec.clone().unwrap_or_default();
     errs.extend(nonnegative(
@@ -66,11 +63,8 @@ pub(crate) fn validate_replication_controller(
 }
 
 /// Upstream `ValidatePodDisruptionBudget` (the spec is mutable, so updates re-check it).
-pub(crate) fn validate_pdb(
-    pdb: &PodDisruptionBudget,
-    old: Option<&PodDisruptionBudget>,
-) -> Vec<FieldError> {
-    let mut errs = validate_meta(pdb, old);
+pub(crate) fn validate_pdb(pdb: &PodDisruptionBudget) -> Vec<FieldError> {
+    let mut errs = Vec::new();
     let sp = Path::new("spec");
     let spec = pdb.spec.clone().unwrap_or_default();
     if spec.min_available.is_some() && spec.max_unavailable.is_some() {
@@ -102,8 +96,8 @@ pub(crate) fn validate_pdb(
 }
 
 /// Upstream `ValidateLease`.
-pub(crate) fn validate_lease(lease: &Lease, old: Option<&Lease>) -> Vec<FieldError> {
-    let mut errs = validate_meta(lease, old);
+pub(crate) fn validate_lease(lease: &Lease) -> Vec<FieldError> {
+    let mut errs = Vec::new();
     let sp = Path::new("spec");
     if let Some(spec) = &lease.spec {
         if let Some(d) = spec.lease_duration_seconds.filter(|d| *d <= 0) {
@@ -136,7 +130,7 @@ mod tests {
         assert_eq!(spec.replicas, Some(1));
         assert_eq!(spec.selector.as_ref().unwrap()["app"], "a");
         assert_eq!(rc.metadata.labels.as_ref().unwrap()["app"], "a");
-        assert!(validate_replication_controller(&rc, None).is_empty());
+        assert!(validate_replication_controller(&rc).is_empty());
     }
 
     #[test]
@@ -146,7 +140,7 @@ mod tests {
         )
         .unwrap();
         default_replication_controller(&mut rc);
-        let msgs = error_messages(&validate_replication_controller(&rc, None));
+        let msgs = error_messages(&validate_replication_controller(&rc));
         assert_eq!(
             msgs,
             vec![
@@ -162,7 +156,7 @@ mod tests {
             serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "d"},
             "spec": {"minAvailable": "150%", "maxUnavailable": -1}}))
             .unwrap();
-        let msgs = error_messages(&validate_pdb(&pdb, None));
+        let msgs = error_messages(&validate_pdb(&pdb));
         assert_eq!(msgs.len(), 3, "{msgs:?}");
         assert!(msgs[0].ends_with(": minAvailable and maxUnavailable cannot be both set"));
         assert_eq!(
@@ -179,7 +173,7 @@ mod tests {
     fn leases_need_a_positive_duration() {
         let lease: Lease = serde_json::from_value(json!({"metadata": {"name": "l", "namespace": "d"}, "spec": {"leaseDurationSeconds": 0}})).unwrap();
         assert_eq!(
-            validate_lease(&lease, None)[0].message(),
+            validate_lease(&lease)[0].message(),
             "spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0"
         );
     }

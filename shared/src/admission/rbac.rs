@@ -2,7 +2,6 @@
 //! `ValidateRoleBinding`, `ValidateClusterRoleBinding` (rules need verbs and either resources or
 //! non-resource URLs, a binding's `roleRef` never changes) and `ValidateServiceAccount`.
 
-use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{
     AggregationRule, ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef,
     Subject,
@@ -11,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{Metadata, Resource};
 
 use super::field::{FieldError, Path};
-use super::meta::{namespaced, validate_meta};
+use super::meta::namespaced;
 use super::names::{NameRule, name_messages};
 use super::selector::validate_label_selector;
 
@@ -97,12 +96,12 @@ impl RoleKind for ClusterRole {
 
 /// Upstream `ValidateRole` / `ValidateClusterRole`: the rules (a namespaced Role's without
 /// non-resource URLs) and, when set, the aggregation rule's selectors.
-pub(crate) fn validate_role<R>(role: &R, old: Option<&R>) -> Vec<FieldError>
+pub(crate) fn validate_role<R>(role: &R) -> Vec<FieldError>
 where
     R: RoleKind,
     R::Scope: 'static,
 {
-    let mut errs = validate_meta(role, old);
+    let mut errs = Vec::new();
     errs.extend(validate_rules(role.rules(), namespaced::<R>()));
     if let Some(agg) = role.aggregation_rule() {
         let p = Path::new("aggregationRule").child("clusterRoleSelectors");
@@ -253,23 +252,17 @@ where
     B::Scope: 'static,
 {
     let (role_ref, subjects) = b.parts();
-    let mut errs = validate_meta(b, old);
+    let mut errs = Vec::new();
     errs.extend(validate_role_ref(role_ref, namespaced::<B>()));
     errs.extend(role_ref_unchanged(role_ref, old.map(|o| o.parts().0)));
     errs.extend(validate_subjects(subjects));
     errs
 }
 
-pub(crate) fn validate_service_account(
-    sa: &ServiceAccount,
-    old: Option<&ServiceAccount>,
-) -> Vec<FieldError> {
-    validate_meta(sa, old)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::{AdmissionError, Operation, admit};
     use serde_json::json;
 
     fn fields(errs: &[FieldError]) -> Vec<String> {
@@ -281,7 +274,7 @@ mod tests {
         let role: Role = serde_json::from_value(json!({"metadata": {"name": "r", "namespace": "d"},
             "rules": [{"apiGroups": [""], "resources": ["pods"]}, {"verbs": ["get"], "apiGroups": [""]}]}))
         .unwrap();
-        let msgs = fields(&validate_role(&role, None));
+        let msgs = fields(&validate_role(&role));
         assert_eq!(
             msgs,
             [
@@ -297,11 +290,11 @@ mod tests {
             serde_json::from_value(json!({"metadata": {"name": "r", "namespace": "d"},
             "rules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}]}))
             .unwrap();
-        assert_eq!(validate_role(&role, None).len(), 1);
+        assert_eq!(validate_role(&role).len(), 1);
         let cr: ClusterRole = serde_json::from_value(json!({"metadata": {"name": "system:x"},
             "rules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}]}))
         .unwrap();
-        assert!(validate_role(&cr, None).is_empty());
+        assert!(validate_role(&cr).is_empty());
     }
 
     #[test]
@@ -334,13 +327,18 @@ mod tests {
 
     #[test]
     fn rbac_names_may_hold_colons_but_not_slashes() {
-        let ok: ClusterRole =
-            serde_json::from_value(json!({"metadata": {"name": "system:basic-user"}})).unwrap();
-        assert!(validate_role(&ok, None).is_empty());
-        let bad: ClusterRole =
-            serde_json::from_value(json!({"metadata": {"name": "a/b"}})).unwrap();
+        // Through `admit`: the name is checked by the object-meta step every kind shares.
+        let cluster_role = |name: &str| {
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                   "metadata": {"name": name}})
+        };
+        let create = |mut obj| admit("ClusterRole", Operation::Create, &mut obj, None);
+        assert!(create(cluster_role("system:basic-user")).is_ok());
+        let Err(AdmissionError::Invalid(errs)) = create(cluster_role("a/b")) else {
+            panic!("a/b is not a ClusterRole name");
+        };
         assert_eq!(
-            fields(&validate_role(&bad, None)),
+            fields(&errs),
             ["metadata.name: Invalid value: \"a/b\": may not contain '/'"]
         );
     }

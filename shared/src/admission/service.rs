@@ -15,7 +15,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::field::{FieldError, Path};
-use super::meta::{validate_labels, validate_meta};
+use super::meta::validate_labels;
 use super::names::{dns1123_label, dns1123_subdomain, each_invalid, port_name, port_num};
 
 pub const CLUSTER_IP: &str = "ClusterIP";
@@ -144,7 +144,7 @@ impl Protocol for ServicePort {
 
 /// Upstream `ValidateService` (and `ValidateServiceUpdate` with `old`).
 pub(crate) fn validate_service(svc: &Service, old: Option<&Service>) -> Vec<FieldError> {
-    let mut errs = validate_meta(svc, old);
+    let mut errs = Vec::new();
     let sp = Path::new("spec");
     let empty = ServiceSpec::default();
     let spec = svc.spec.as_ref().unwrap_or(&empty);
@@ -366,8 +366,8 @@ fn validate_ports(ports: &[ServicePort], kind: &str, path: &Path) -> Vec<FieldEr
 
 /// Upstream `ValidateEndpoints`: each subset's addresses are IPs, its ports valid and named
 /// when there are several.
-pub(crate) fn validate_endpoints(ep: &Endpoints, old: Option<&Endpoints>) -> Vec<FieldError> {
-    let mut errs = validate_meta(ep, old);
+pub(crate) fn validate_endpoints(ep: &Endpoints) -> Vec<FieldError> {
+    let mut errs = Vec::new();
     for (i, s) in ep.subsets.iter().flatten().enumerate() {
         let sp = Path::new("subsets").index(i);
         let addrs = |list: &Option<Vec<EndpointAddress>>, field: &str, errs: &mut Vec<_>| {
@@ -413,7 +413,7 @@ pub(crate) fn validate_endpoint_slice(
     slice: &EndpointSlice,
     old: Option<&EndpointSlice>,
 ) -> Vec<FieldError> {
-    let mut errs = validate_meta(slice, old);
+    let mut errs = Vec::new();
     const TYPES: &[&str] = &["FQDN", "IPv4", "IPv6"];
     let kind = slice.address_type.as_str();
     if !TYPES.contains(&kind) {

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::apps::default_template;
 use super::defaults::default_claim_template;
 use super::field::{FieldError, Path};
-use super::meta::{validate_annotations, validate_labels, validate_meta};
+use super::meta::{validate_annotations, validate_labels};
 use super::workload::{
     at_most_100_percent, immutable_selector, int_or_percent, int_or_percent_number,
     int_or_string_value, nonnegative, present, validate_required_selector,
@@ -214,7 +214,7 @@ pub(crate) fn validate_stateful_set(
 ) -> Vec<FieldError> {
     let sp = Path::new("spec");
     let spec = s.spec.clone().unwrap_or_default();
-    let mut errs = validate_meta(s, old);
+    let mut errs = Vec::new();
     errs.extend(validate_stateful_set_spec(&spec, raw, &sp));
     if let Some(o) = old {
         let old_spec = o.spec.clone().unwrap_or_default();
@@ -241,7 +241,7 @@ pub(crate) fn validate_daemon_set(
 ) -> Vec<FieldError> {
     let sp = Path::new("spec");
     let spec = d.spec.clone().unwrap_or_default();
-    let mut errs = validate_meta(d, old);
+    let mut errs = Vec::new();
     errs.extend(validate_selector_and_template(
         &spec.selector,
         raw,
@@ -316,7 +316,7 @@ pub(crate) fn validate_controller_revision(
     r: &ControllerRevision,
     old: Option<&ControllerRevision>,
 ) -> Vec<FieldError> {
-    let mut errs = validate_meta(r, old);
+    let mut errs = Vec::new();
     if r.data.is_none() {
         errs.push(FieldError::required(
             &Path::new("data"),

@@ -18,7 +18,6 @@ use serde_json::Value;
 use super::Operation;
 use super::affinity::validate_node_selector;
 use super::field::{FieldError, Path};
-use super::meta::validate_meta;
 use super::names::{dns1123_subdomain, each_invalid, qualified_name};
 use super::selector::validate_label_selector;
 use super::volume::{no_backsteps, validate_host_path};
@@ -200,7 +199,7 @@ pub(crate) fn validate_persistent_volume(
     pv: &PersistentVolume,
     old: Option<&PersistentVolume>,
 ) -> Vec<FieldError> {
-    let mut errs = validate_meta(pv, old);
+    let mut errs = Vec::new();
     let sp = Path::new("spec");
     let empty = PersistentVolumeSpec::default();
     let spec = pv.spec.as_ref().unwrap_or(&empty);
@@ -388,7 +387,7 @@ pub(crate) fn validate_persistent_volume_claim(
     pvc: &PersistentVolumeClaim,
     old: Option<&PersistentVolumeClaim>,
 ) -> Vec<FieldError> {
-    let mut errs = validate_meta(pvc, old);
+    let mut errs = Vec::new();
     let sp = Path::new("spec");
     let empty = PersistentVolumeClaimSpec::default();
     let spec = pvc.spec.as_ref().unwrap_or(&empty);
@@ -460,7 +459,7 @@ pub(crate) fn validate_storage_class(
     sc: &StorageClass,
     old: Option<&StorageClass>,
 ) -> Vec<FieldError> {
-    let mut errs = validate_meta(sc, old);
+    let mut errs = Vec::new();
     let pp = Path::new("provisioner");
     if sc.provisioner.is_empty() {
         errs.push(FieldError::required(&pp, ""));

@@ -454,7 +454,7 @@ fn validate_job_spec_update(
         if !indexed {
             errs.push(FieldError::immutable(
                 &sp.child("completions"),
-                json_or_null(spec.completions),
+                json_or_null(&spec.completions),
             ));
         } else if let Some(c) = spec.completions
             && Some(c) != spec.parallelism
@@ -497,34 +497,20 @@ fn validate_job_spec_update(
         let v = serde_json::to_value(&spec.template).unwrap_or_default();
         errs.push(FieldError::immutable(&sp.child("template"), v));
     }
-    let immutable = [
-        (
-            "completionMode",
-            json_or_null(spec.completion_mode.clone()),
-            json_or_null(old.completion_mode.clone()),
-        ),
-        (
-            "podFailurePolicy",
-            json_or_null(spec.pod_failure_policy.clone()),
-            json_or_null(old.pod_failure_policy.clone()),
-        ),
-        (
-            "backoffLimitPerIndex",
-            json_or_null(spec.backoff_limit_per_index),
-            json_or_null(old.backoff_limit_per_index),
-        ),
-        (
-            "managedBy",
-            json_or_null(spec.managed_by.clone()),
-            json_or_null(old.managed_by.clone()),
-        ),
-        (
-            "successPolicy",
-            json_or_null(spec.success_policy.clone()),
-            json_or_null(old.success_policy.clone()),
-        ),
-    ];
-    for (field, n, o) in immutable {
+    // The fields that never change, each as its JSON value (null when unset).
+    let immutable = |s: &JobSpec| {
+        [
+            ("completionMode", json_or_null(&s.completion_mode)),
+            ("podFailurePolicy", json_or_null(&s.pod_failure_policy)),
+            (
+                "backoffLimitPerIndex",
+                json_or_null(&s.backoff_limit_per_index),
+            ),
+            ("managedBy", json_or_null(&s.managed_by)),
+            ("successPolicy", json_or_null(&s.success_policy)),
+        ]
+    };
+    for ((field, n), (_, o)) in immutable(spec).into_iter().zip(immutable(old)) {
         if n != o {
             errs.push(FieldError::immutable(&sp.child(field), n));
         }
@@ -532,8 +518,9 @@ fn validate_job_spec_update(
     errs
 }
 
-fn json_or_null<T: serde::Serialize>(v: Option<T>) -> Value {
-    v.and_then(|v| serde_json::to_value(v).ok())
+fn json_or_null<T: serde::Serialize>(v: &Option<T>) -> Value {
+    v.as_ref()
+        .and_then(|v| serde_json::to_value(v).ok())
         .unwrap_or(Value::Null)
 }
 

@@ -110,32 +110,34 @@ pub(crate) fn validate_dns_config(
         }
     }
     let Some(c) = cfg else { return errs };
+    // The resolver's limits: each breach is reported with the whole list as the value.
+    let over = |list: &[String], field: &str, breached: bool, limit: &str| {
+        breached.then(|| {
+            FieldError::invalid(
+                &path.child(field),
+                list.to_vec(),
+                format!("must not have more than {limit}"),
+            )
+        })
+    };
     let ns = c.nameservers.as_deref().unwrap_or_default();
-    if ns.len() > 3 {
-        errs.push(FieldError::invalid(
-            &path.child("nameservers"),
-            ns.to_vec(),
-            "must not have more than 3 nameservers",
-        ));
-    }
+    errs.extend(over(ns, "nameservers", ns.len() > 3, "3 nameservers"));
     for (i, n) in ns.iter().enumerate() {
         errs.extend(validate_ip(n, &path.child("nameservers").index(i)));
     }
     let searches = c.searches.as_deref().unwrap_or_default();
-    if searches.len() > 32 {
-        errs.push(FieldError::invalid(
-            &path.child("searches"),
-            searches.to_vec(),
-            "must not have more than 32 search paths",
-        ));
-    }
-    if searches.join(" ").len() > 2048 {
-        errs.push(FieldError::invalid(
-            &path.child("searches"),
-            searches.to_vec(),
-            "must not have more than 2048 characters (including spaces) in the search list",
-        ));
-    }
+    errs.extend(over(
+        searches,
+        "searches",
+        searches.len() > 32,
+        "32 search paths",
+    ));
+    errs.extend(over(
+        searches,
+        "searches",
+        searches.join(" ").len() > 2048,
+        "2048 characters (including spaces) in the search list",
+    ));
     for (i, s) in searches.iter().enumerate() {
         let s = s.strip_suffix('.').unwrap_or(s);
         errs.extend(each_invalid(

@@ -8,21 +8,14 @@
 use std::time::{Duration, Instant};
 
 use berth_tests::pod_reading::is_ready;
-use berth_tests::pod_specs::sh_container;
+use berth_tests::pod_specs::ready_data_container;
 use berth_tests::{Cluster, secs};
 use serde_json::{Value, json};
 
 const DEADLINE: Duration = secs(600);
 
 fn main_container() -> Value {
-    let mut main = sh_container(
-        "main",
-        "touch /tmp/ready; trap 'exit 0' TERM; while true; do sleep 1; done",
-    );
-    main["readinessProbe"] = json!({"exec": {"command": ["test", "-f", "/tmp/ready"]},
-                                     "periodSeconds": 1, "failureThreshold": 1});
-    main["volumeMounts"] = json!([{"name": "data", "mountPath": "/data"}]);
-    main
+    ready_data_container("")
 }
 
 fn stateful_set(replicas: usize) -> Value {

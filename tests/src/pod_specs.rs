@@ -27,6 +27,17 @@ pub fn sh_container(name: &str, script: &str) -> Value {
     })
 }
 
+/// A busybox container `main` with volume `data` at `/data` that runs `first` (shell, may be
+/// empty), then turns Ready (its probe looks for `/tmp/ready` every second) and runs until
+/// SIGTERM.
+pub fn ready_data_container(first: &str) -> Value {
+    let mut main = sh_container("main", &format!("{first}touch /tmp/ready; {SLEEP_FOREVER}"));
+    main["readinessProbe"] = json!({"exec": {"command": ["test", "-f", "/tmp/ready"]},
+                                     "periodSeconds": 1, "failureThreshold": 1});
+    main["volumeMounts"] = json!([{"name": "data", "mountPath": "/data"}]);
+    main
+}
+
 /// A pod bound to `node` with one busybox container `main` running `script`.
 pub fn sh_pod(name: &str, node: &str, script: &str) -> Value {
     bound_pod(

@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use berth_tests::fixtures::NGINX_1_14_2;
 use berth_tests::objects::merge;
 use berth_tests::pod_reading::is_ready;
-use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container, sh_pod};
+use berth_tests::pod_specs::{SLEEP_FOREVER, ready_data_container, sh_pod};
 use berth_tests::rollout::Watcher;
 use berth_tests::rollout::ordinals::{arrivals, departures};
 use berth_tests::seeds::seed;
@@ -35,13 +35,7 @@ const CLAIMS: &str = "/api/v1/namespaces/default/persistentvolumeclaims";
 
 /// A busybox StatefulSet `name` that is Ready a second after it starts, with `spec` merged in.
 fn busybox_set(name: &str, replicas: u32, spec: Value) -> Value {
-    let mut main = sh_container(
-        "main",
-        "sleep 1; touch /tmp/ready; trap 'exit 0' TERM; while true; do sleep 1; done",
-    );
-    main["readinessProbe"] = json!({"exec": {"command": ["test", "-f", "/tmp/ready"]},
-                                     "periodSeconds": 1, "failureThreshold": 1});
-    main["volumeMounts"] = json!([{"name": "data", "mountPath": "/data"}]);
+    let main = ready_data_container("sleep 1; ");
     let mut set = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": {"name": name, "namespace": "default"},
         "spec": {"replicas": replicas, "serviceName": name,
@@ -337,6 +331,22 @@ fn the_seed_web_runs_in_order_with_claims_on_its_nodes_stable_names_and_data() {
     assert_eq!(data.trim(), "kept");
 }
 
+/// Each pod `db-N` of `changes` (from [`arrivals`] or [`departures`]) with whether `holds` of
+/// its ordinal N and the pods listed with it.
+fn judged(
+    changes: Vec<(String, BTreeSet<String>)>,
+    holds: impl Fn(u32, &BTreeSet<String>) -> bool,
+) -> Vec<(String, bool)> {
+    changes
+        .into_iter()
+        .map(|(n, pods)| {
+            let ord: u32 = n.trim_start_matches("db-").parse().unwrap_or(0);
+            let held = holds(ord, &pods);
+            (n, held)
+        })
+        .collect()
+}
+
 #[test]
 fn scaling_is_ordered_keeps_claims_and_when_scaled_delete_removes_them() {
     let c = Cluster::start(1);
@@ -348,14 +358,10 @@ fn scaling_is_ordered_keeps_claims_and_when_scaled_delete_removes_them() {
     scale(&c, "db", 2);
     wait_ready(&c, "db", &["db-0", "db-1"], "");
     let samples = watch.finish().samples;
-    let came: Vec<(String, bool)> = arrivals(&samples)
-        .into_iter()
-        .map(|(n, ready)| {
-            let ord: u32 = n.trim_start_matches("db-").parse().unwrap_or(0);
-            let predecessors_ready = (0..ord).all(|o| ready.contains(&format!("db-{o}")));
-            (n, predecessors_ready)
-        })
-        .collect();
+    // Each arrival with whether its predecessors were all Ready.
+    let came = judged(arrivals(&samples), |ord, ready| {
+        (0..ord).all(|o| ready.contains(&format!("db-{o}")))
+    });
     assert_eq!(
         came,
         [
@@ -364,14 +370,10 @@ fn scaling_is_ordered_keeps_claims_and_when_scaled_delete_removes_them() {
             ("db-4".to_string(), true)
         ]
     );
-    let went: Vec<(String, bool)> = departures(&samples)
-        .into_iter()
-        .map(|(n, live)| {
-            let ord: u32 = n.trim_start_matches("db-").parse().unwrap_or(0);
-            let successors_gone = (ord + 1..5).all(|o| !live.contains(&format!("db-{o}")));
-            (n, successors_gone)
-        })
-        .collect();
+    // Each departure with whether its successors were all gone.
+    let went = judged(departures(&samples), |ord, live| {
+        (ord + 1..5).all(|o| !live.contains(&format!("db-{o}")))
+    });
     assert_eq!(
         went,
         [

@@ -85,6 +85,15 @@ fn metric(spec: &Value, status: Option<&Value>) -> String {
     let target = |source: &str, field: &str| {
         text(spec.pointer(&format!("/{source}/target/{field}"))).unwrap_or_default()
     };
+    // `current/target` of one field of a source.
+    let current_of_target = |source: &str, field: &str| {
+        let c = cur(source, field).unwrap_or_else(unknown);
+        format!("{c}/{}", target(source, field))
+    };
+    let targets_average_value = |source: &str| {
+        spec.pointer(&format!("/{source}/target/averageValue"))
+            .is_some()
+    };
     match spec["type"].as_str().unwrap_or_default() {
         source @ ("External" | "Object") => {
             let key = if source == "External" {
@@ -92,21 +101,13 @@ fn metric(spec: &Value, status: Option<&Value>) -> String {
             } else {
                 "object"
             };
-            if spec
-                .pointer(&format!("/{key}/target/averageValue"))
-                .is_some()
-            {
-                let c = cur(key, "averageValue").unwrap_or_else(unknown);
-                format!("{c}/{} (avg)", target(key, "averageValue"))
+            if targets_average_value(key) {
+                format!("{} (avg)", current_of_target(key, "averageValue"))
             } else {
-                let c = cur(key, "value").unwrap_or_else(unknown);
-                format!("{c}/{}", target(key, "value"))
+                current_of_target(key, "value")
             }
         }
-        "Pods" => {
-            let c = cur("pods", "averageValue").unwrap_or_else(unknown);
-            format!("{c}/{}", target("pods", "averageValue"))
-        }
+        "Pods" => current_of_target("pods", "averageValue"),
         source @ ("Resource" | "ContainerResource") => {
             let key = if source == "Resource" {
                 "resource"
@@ -117,12 +118,8 @@ fn metric(spec: &Value, status: Option<&Value>) -> String {
                 .pointer(&format!("/{key}/name"))
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            if spec
-                .pointer(&format!("/{key}/target/averageValue"))
-                .is_some()
-            {
-                let c = cur(key, "averageValue").unwrap_or_else(unknown);
-                format!("{resource}: {c}/{}", target(key, "averageValue"))
+            if targets_average_value(key) {
+                format!("{resource}: {}", current_of_target(key, "averageValue"))
             } else {
                 let c = cur(key, "averageUtilization")
                     .map(|u| format!("{u}%"))

@@ -33,48 +33,38 @@ fn human_seconds(seconds: i128) -> String {
     }
     let minutes = seconds / 60;
     if minutes < 10 {
-        let s = seconds % 60;
-        return if s == 0 {
-            format!("{minutes}m")
-        } else {
-            format!("{minutes}m{s}s")
-        };
+        return two_units(minutes, "m", seconds % 60, "s");
     }
     if minutes < 60 * 3 {
         return format!("{minutes}m");
     }
     let hours = seconds / 3600;
     if hours < 8 {
-        let m = minutes % 60;
-        return if m == 0 {
-            format!("{hours}h")
-        } else {
-            format!("{hours}h{m}m")
-        };
+        return two_units(hours, "h", minutes % 60, "m");
     }
     if hours < 48 {
         return format!("{hours}h");
     }
+    let days = hours / 24;
     if hours < 24 * 8 {
-        let h = hours % 24;
-        return if h == 0 {
-            format!("{}d", hours / 24)
-        } else {
-            format!("{}d{h}h", hours / 24)
-        };
+        return two_units(days, "d", hours % 24, "h");
     }
     if hours < 24 * 365 * 2 {
-        return format!("{}d", hours / 24);
+        return format!("{days}d");
     }
     if hours < 24 * 365 * 8 {
-        let days = (hours / 24) % 365;
-        return if days == 0 {
-            format!("{}y", hours / 24 / 365)
-        } else {
-            format!("{}y{days}d", hours / 24 / 365)
-        };
+        return two_units(days / 365, "y", days % 365, "d");
     }
-    format!("{}y", hours / 24 / 365)
+    format!("{}y", days / 365)
+}
+
+/// `3h30m`: the large unit, then the small one unless it is zero (`3h`).
+fn two_units(large: i128, large_unit: &str, small: i128, small_unit: &str) -> String {
+    if small == 0 {
+        format!("{large}{large_unit}")
+    } else {
+        format!("{large}{large_unit}{small}{small_unit}")
+    }
 }
 
 /// Parses an RFC 3339 timestamp (`metav1.Time` or `metav1.MicroTime`); `None` when absent or

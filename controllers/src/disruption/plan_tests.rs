@@ -56,6 +56,21 @@ fn refs(p: &[Pod]) -> Vec<&Pod> {
     p.iter().collect()
 }
 
+/// The plan for the budget `spec` (with `status`) over `pods` of a scale of `replicas`, `secs`
+/// after the epoch.
+fn plan_for(spec: Value, status: Value, pods: &[Pod], replicas: i32, secs: i64) -> Plan {
+    budget(&pdb(spec, status), &refs(pods), &scales(replicas), at(secs))
+}
+
+/// `{field: value}`: the value an integer when it reads as one, else a percentage (as
+/// `kubectl create pdb --min-available` takes either).
+fn spec_of(field: &str, value: &str) -> Value {
+    match value.parse::<i64>() {
+        Ok(n) => json!({ field: n }),
+        Err(_) => json!({ field: value }),
+    }
+}
+
 fn status_of(plan: &Plan) -> (i32, i32, i32, i32) {
     let s = plan.status.clone().expect("a status");
     (
@@ -73,7 +88,7 @@ fn budgets_resolve_ints_and_percentages_with_upstreams_rounding() {
     let cases: Vec<Case> = vec![
         (
             "minAvailable 2 of 3 ready: one disruption",
-            json!({"minAvailable": 2}),
+            spec_of("minAvailable", "2"),
             3,
             3,
             3,
@@ -81,7 +96,7 @@ fn budgets_resolve_ints_and_percentages_with_upstreams_rounding() {
         ),
         (
             "minAvailable 2 of 2 ready: none",
-            json!({"minAvailable": 2}),
+            spec_of("minAvailable", "2"),
             3,
             2,
             3,
@@ -89,7 +104,7 @@ fn budgets_resolve_ints_and_percentages_with_upstreams_rounding() {
         ),
         (
             "an integer minAvailable counts the selected pods, not the scale",
-            json!({"minAvailable": 2}),
+            spec_of("minAvailable", "2"),
             2,
             2,
             5,
@@ -97,7 +112,7 @@ fn budgets_resolve_ints_and_percentages_with_upstreams_rounding() {
         ),
         (
             "maxUnavailable 1 of 3: desired 2",
-            json!({"maxUnavailable": 1}),
+            spec_of("maxUnavailable", "1"),
             3,
             3,
             3,
@@ -105,7 +120,7 @@ fn budgets_resolve_ints_and_percentages_with_upstreams_rounding() {
         ),
         (
             "maxUnavailable counts the scale, not the pods",
-            json!({"maxUnavailable": 1}),
+            spec_of("maxUnavailable", "1"),
             3,
             3,
             5,
@@ -113,7 +128,7 @@ fn budgets_resolve_ints_and_percentages_with_upstreams_rounding() {
         ),
         (
             "minAvailable 50% of 3 rounds up to 2",
-            json!({"minAvailable": "50%"}),
+            spec_of("minAvailable", "50%"),
             3,
             3,
             3,
@@ -121,7 +136,7 @@ fn budgets_resolve_ints_and_percentages_with_upstreams_rounding() {
         ),
         (
             "maxUnavailable 50% of 3 rounds up to 2 unavailable",
-            json!({"maxUnavailable": "50%"}),
+            spec_of("maxUnavailable", "50%"),
             3,
             3,
             3,
@@ -129,7 +144,7 @@ fn budgets_resolve_ints_and_percentages_with_upstreams_rounding() {
         ),
         (
             "minAvailable 80% of 5 is 4",
-            json!({"minAvailable": "80%"}),
+            spec_of("minAvailable", "80%"),
             5,
             5,
             5,
@@ -137,7 +152,7 @@ fn budgets_resolve_ints_and_percentages_with_upstreams_rounding() {
         ),
         (
             "maxUnavailable 0: nothing may go",
-            json!({"maxUnavailable": 0}),
+            spec_of("maxUnavailable", "0"),
             3,
             3,
             3,
@@ -145,7 +160,7 @@ fn budgets_resolve_ints_and_percentages_with_upstreams_rounding() {
         ),
         (
             "maxUnavailable beyond the scale: desired never below 0",
-            json!({"maxUnavailable": 10}),
+            spec_of("maxUnavailable", "10"),
             3,
             3,
             3,
@@ -153,7 +168,7 @@ fn budgets_resolve_ints_and_percentages_with_upstreams_rounding() {
         ),
         (
             "no pods yet: nothing expected, nothing allowed",
-            json!({"minAvailable": 0}),
+            spec_of("minAvailable", "0"),
             0,
             0,
             3,
@@ -162,7 +177,7 @@ fn budgets_resolve_ints_and_percentages_with_upstreams_rounding() {
     ];
     for (name, spec, n, ready, replicas, want) in cases {
         let p = pods(n, ready);
-        let plan = budget(&pdb(spec, json!({})), &refs(&p), &scales(replicas), at(0));
+        let plan = plan_for(spec, json!({}), &p, replicas, 0);
         assert_eq!(status_of(&plan), want, "{name}");
     }
 }
@@ -170,12 +185,7 @@ fn budgets_resolve_ints_and_percentages_with_upstreams_rounding() {
 #[test]
 fn the_condition_says_whether_a_disruption_is_allowed() {
     let p = pods(3, 3);
-    let plan = budget(
-        &pdb(json!({"minAvailable": 2}), json!({})),
-        &refs(&p),
-        &scales(3),
-        at(0),
-    );
+    let plan = plan_for(json!({"minAvailable": 2}), json!({}), &p, 3, 0);
     let c = plan.status.unwrap().conditions.unwrap();
     assert_eq!(
         (
@@ -187,12 +197,7 @@ fn the_condition_says_whether_a_disruption_is_allowed() {
     );
     assert_eq!(c[0].observed_generation, Some(1));
     let p = pods(3, 2);
-    let plan = budget(
-        &pdb(json!({"minAvailable": 2}), json!({})),
-        &refs(&p),
-        &scales(3),
-        at(0),
-    );
+    let plan = plan_for(json!({"minAvailable": 2}), json!({}), &p, 3, 0);
     let c = plan.status.unwrap().conditions.unwrap();
     assert_eq!(
         (c[0].status.as_str(), c[0].reason.as_str()),
@@ -203,19 +208,9 @@ fn the_condition_says_whether_a_disruption_is_allowed() {
 #[test]
 fn an_up_to_date_status_is_not_written_again() {
     let p = pods(3, 3);
-    let first = budget(
-        &pdb(json!({"minAvailable": 2}), json!({})),
-        &refs(&p),
-        &scales(3),
-        at(0),
-    );
+    let first = plan_for(json!({"minAvailable": 2}), json!({}), &p, 3, 0);
     let written = serde_json::to_value(first.status.unwrap()).unwrap();
-    let again = budget(
-        &pdb(json!({"minAvailable": 2}), written),
-        &refs(&p),
-        &scales(3),
-        at(60),
-    );
+    let again = plan_for(json!({"minAvailable": 2}), written, &p, 3, 60);
     assert_eq!(again.status, None);
 }
 
@@ -223,12 +218,7 @@ fn an_up_to_date_status_is_not_written_again() {
 fn granted_evictions_hold_their_pods_out_of_the_count_for_two_minutes() {
     let p = pods(3, 3);
     let status = json!({"disruptedPods": {"zk-0": ts(0), "gone": ts(0)}});
-    let early = budget(
-        &pdb(json!({"minAvailable": 2}), status.clone()),
-        &refs(&p),
-        &scales(3),
-        at(30),
-    );
+    let early = plan_for(json!({"minAvailable": 2}), status.clone(), &p, 3, 30);
     assert_eq!(status_of(&early), (3, 2, 2, 0), "zk-0 is on its way out");
     assert_eq!(
         early
@@ -242,12 +232,7 @@ fn granted_evictions_hold_their_pods_out_of_the_count_for_two_minutes() {
         "a pod that is gone leaves the map"
     );
     assert_eq!(early.recheck_after, Some(Duration::from_millis(90_001)));
-    let late = budget(
-        &pdb(json!({"minAvailable": 2}), status),
-        &refs(&p),
-        &scales(3),
-        at(121),
-    );
+    let late = plan_for(json!({"minAvailable": 2}), status, &p, 3, 121);
     assert_eq!(status_of(&late), (3, 2, 3, 1), "the grant expired");
     assert_eq!(late.status.unwrap().disrupted_pods, None);
     assert!(late.events.iter().any(|e| e.reason == "NotDeleted"
@@ -260,12 +245,7 @@ fn pods_being_deleted_or_not_ready_are_not_healthy() {
     let mut p = pods(3, 3);
     p[0].deleting = true;
     p[1].ready = false;
-    let plan = budget(
-        &pdb(json!({"minAvailable": 1}), json!({})),
-        &refs(&p),
-        &scales(3),
-        at(0),
-    );
+    let plan = plan_for(json!({"minAvailable": 1}), json!({}), &p, 3, 0);
     assert_eq!(status_of(&plan), (3, 1, 1, 0));
 }
 
@@ -278,14 +258,12 @@ fn a_percentage_over_pods_without_a_scale_fails_safe() {
         name: "ds".into(),
         uid: "ds-uid".into(),
     });
-    let plan = budget(
-        &pdb(
-            json!({"maxUnavailable": 1}),
-            json!({"disruptionsAllowed": 1, "observedGeneration": 1}),
-        ),
-        &refs(&p),
-        &scales(3),
-        at(0),
+    let plan = plan_for(
+        json!({"maxUnavailable": 1}),
+        json!({"disruptionsAllowed": 1, "observedGeneration": 1}),
+        &p,
+        3,
+        0,
     );
     let s = plan.status.unwrap();
     assert_eq!(s.disruptions_allowed, 0);
@@ -309,19 +287,9 @@ fn a_percentage_over_pods_without_a_scale_fails_safe() {
 fn pods_without_a_controller_are_reported_but_counted_by_an_integer_budget() {
     let mut p = pods(2, 2);
     p[0].controller = None;
-    let int = budget(
-        &pdb(json!({"minAvailable": 1}), json!({})),
-        &refs(&p),
-        &scales(3),
-        at(0),
-    );
+    let int = plan_for(json!({"minAvailable": 1}), json!({}), &p, 3, 0);
     assert_eq!(status_of(&int), (2, 1, 2, 1));
-    let pct = budget(
-        &pdb(json!({"minAvailable": "50%"}), json!({})),
-        &refs(&p),
-        &scales(3),
-        at(0),
-    );
+    let pct = plan_for(json!({"minAvailable": "50%"}), json!({}), &p, 3, 0);
     assert_eq!(
         status_of(&pct),
         (3, 2, 2, 0),

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use berth_tests::bench::{announce_cluster, env_usize};
 use berth_tests::fixtures::BUSYBOX;
+use berth_tests::objects::daemon_set;
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_container, sh_pod};
 use berth_tests::stamped::{Stamped, StampedWatch};
 use berth_tests::stats::Samples;
@@ -21,20 +22,14 @@ const GOAL: &str = "aim < 2 s, image warm";
 const JOIN_DEADLINE: Duration = secs(120);
 
 fn daemonset() -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": "node-agent", "namespace": "default"},
-        "spec": {
-            "selector": {"matchLabels": {"app": "node-agent"}},
-            "template": {
-                "metadata": {"labels": {"app": "node-agent"}},
-                "spec": {
-                    "terminationGracePeriodSeconds": 1,
-                    "containers": [sh_container("main", SLEEP_FOREVER)],
-                },
-            },
-        },
-    })
+    daemon_set(
+        "node-agent",
+        "default",
+        json!({
+            "terminationGracePeriodSeconds": 1,
+            "containers": [sh_container("main", SLEEP_FOREVER)],
+        }),
+    )
 }
 
 /// The pod's name if the event shows it Running on `node` and `want` accepts its labels.

@@ -121,12 +121,21 @@ pub fn deployment(name: &str, replicas: usize, spec: Value) -> Value {
 /// A DaemonSet `name` in `ns` running `nginx:1.14.2` (container `web`, label `app: <name>`,
 /// 5 s grace) on every node.
 pub fn nginx_daemon_set(name: &str, ns: &str) -> Value {
+    daemon_set(
+        name,
+        ns,
+        json!({"terminationGracePeriodSeconds": 5,
+            "containers": [{"name": "web", "image": "nginx:1.14.2"}]}),
+    )
+}
+
+/// A DaemonSet `name` in `ns` of pods labelled `app: <name>` (its selector) with pod spec
+/// `spec`.
+pub fn daemon_set(name: &str, ns: &str, spec: Value) -> Value {
     json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": {"name": name, "namespace": ns},
         "spec": {"selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}},
-                "spec": {"terminationGracePeriodSeconds": 5,
-                    "containers": [{"name": "web", "image": "nginx:1.14.2"}]}}}})
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}})
 }
 
 /// `key:effect` of each of a Node's taints, in order.

@@ -523,22 +523,18 @@ fn validate_parameters(params: Option<&BTreeMap<String, String>>) -> Vec<FieldEr
 /// are fixed at creation.
 fn validate_storage_class_update(sc: &StorageClass, old: &StorageClass) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    if sc.parameters.clone().unwrap_or_default() != old.parameters.clone().unwrap_or_default() {
+    let forbidden = [
+        (
+            "parameters",
+            sc.parameters.clone().unwrap_or_default() != old.parameters.clone().unwrap_or_default(),
+        ),
+        ("provisioner", sc.provisioner != old.provisioner),
+        ("reclaimPolicy", sc.reclaim_policy != old.reclaim_policy),
+    ];
+    for (field, _) in forbidden.iter().filter(|(_, changed)| *changed) {
         errs.push(FieldError::forbidden(
-            &Path::new("parameters"),
-            "updates to parameters are forbidden.",
-        ));
-    }
-    if sc.provisioner != old.provisioner {
-        errs.push(FieldError::forbidden(
-            &Path::new("provisioner"),
-            "updates to provisioner are forbidden.",
-        ));
-    }
-    if sc.reclaim_policy != old.reclaim_policy {
-        errs.push(FieldError::forbidden(
-            &Path::new("reclaimPolicy"),
-            "updates to reclaimPolicy are forbidden.",
+            &Path::new(field),
+            format!("updates to {field} are forbidden."),
         ));
     }
     if sc.volume_binding_mode != old.volume_binding_mode {

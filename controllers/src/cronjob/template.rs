@@ -7,6 +7,7 @@
 //! UTC without one), controlled by the CronJob, with the template's spec.
 
 use super::view::{ActiveRef, CronJob};
+use crate::views::array_at;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use serde_json::{Map, Value, json};
@@ -84,11 +85,7 @@ pub fn zone<E>(cj: &CronJob, load: impl FnOnce(&str) -> Result<TimeZone, E>) -> 
 /// Whether a Job found under the scheduled Job's name (the status write after its creation
 /// failed) is this CronJob's and missing from its active list: then it is listed, not made.
 pub fn to_list(cj: &CronJob, existing: &Value) -> bool {
-    let ours = existing
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+    let ours = array_at(existing, "/metadata/ownerReferences")
         .any(|r| r["controller"] == json!(true) && r["uid"] == json!(cj.uid));
     let uid = existing.pointer("/metadata/uid").and_then(Value::as_str);
     ours && !cj.status.active.iter().any(|r| Some(r.uid.as_str()) == uid)

@@ -3,6 +3,7 @@
 //!
 //! Planner: pure, no I/O.
 
+use crate::views::{array_at, str_at};
 use crate::workload::Stored;
 use berth_shared::k8s_openapi::api::batch::v1 as batch;
 use jiff::Timestamp;
@@ -112,14 +113,10 @@ impl Stored for CronJob {
             Some("Replace") => Concurrency::Replace,
             _ => Concurrency::Allow,
         };
-        let active = v
-            .pointer("/status/active")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
+        let active = array_at(v, "/status/active")
             .map(|r| ActiveRef {
-                name: str_at(r, "/name"),
-                uid: str_at(r, "/uid"),
+                name: str_at(r, "/name").to_string(),
+                uid: str_at(r, "/uid").to_string(),
                 raw: r.clone(),
             })
             .collect();
@@ -190,13 +187,6 @@ impl Stored for Job {
             completion_time: status.completion_time.map(|t| t.0),
         })
     }
-}
-
-fn str_at(v: &Value, p: &str) -> String {
-    v.pointer(p)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
 }
 
 #[cfg(test)]

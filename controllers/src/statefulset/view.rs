@@ -5,7 +5,7 @@
 
 pub use crate::history::Revision;
 pub use crate::views::Pod;
-use crate::views::string_map;
+use crate::views::{array_at, string_map};
 pub use crate::workload::parsed::ViewError;
 use crate::workload::parsed::{or_default, owner_view, required_uid, stored_template};
 use berth_runtime::informer::{Object, View};
@@ -175,11 +175,7 @@ pub struct PodVolumes {
 
 impl PodVolumes {
     pub fn from_value(obj: &Value) -> PodVolumes {
-        let claims = obj
-            .pointer("/spec/volumes")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
+        let claims = array_at(obj, "/spec/volumes")
             .filter_map(|v| {
                 let name = v.get("name")?.as_str()?;
                 let claim = v.pointer("/persistentVolumeClaim/claimName")?.as_str()?;
@@ -258,11 +254,7 @@ impl Claim {
             name: s(obj, "/metadata/name"),
             uid: s(obj, "/metadata/uid"),
             deleting: obj.pointer("/metadata/deletionTimestamp").is_some(),
-            owners: obj
-                .pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
+            owners: array_at(obj, "/metadata/ownerReferences")
                 .map(|r| OwnerRef {
                     api_version: s(r, "/apiVersion"),
                     kind: s(r, "/kind"),

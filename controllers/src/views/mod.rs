@@ -26,6 +26,14 @@ pub(crate) fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
     v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
 }
 
+/// The elements of the array at `ptr`; none when absent.
+pub(crate) fn array_at<'a>(v: &'a Value, ptr: &str) -> impl Iterator<Item = &'a Value> {
+    v.pointer(ptr)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
 /// The integer at `ptr`.
 pub(crate) fn int_at(v: &Value, ptr: &str) -> Option<i64> {
     v.pointer(ptr).and_then(Value::as_i64)

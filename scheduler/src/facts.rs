@@ -5,6 +5,7 @@
 //! Planner: pure, no I/O.
 
 use super::terms::{PodAffinity, SpreadConstraint};
+use berth_runtime::informer::{LabelSet, intern_labels};
 use berth_shared::k8s_openapi::api::core::v1 as core;
 use berth_shared::scheduling::resources::{
     self, ContainerRequests, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, ResourceList,
@@ -121,7 +122,8 @@ pub struct PodInfo {
     pub name: Arc<str>,
     pub uid: Arc<str>,
     pub resource_version: String,
-    pub labels: Labels,
+    /// Shared with every pod (and stored object) that has the same labels.
+    pub labels: LabelSet,
     /// The uid of the controller owning the pod, when it is a ReplicaSet, ReplicationController
     /// or StatefulSet (the owners the default spreading counts).
     pub controller: Option<Arc<str>>,
@@ -171,7 +173,7 @@ impl PodInfo {
             spec: s,
             status,
         } = doc;
-        let labels = m.labels.unwrap_or_default();
+        let labels = intern_labels(m.labels.unwrap_or_default());
         let containers = s.containers.unwrap_or_default();
         let init = s.init_containers.unwrap_or_default();
         let requests_with = |defaults| {

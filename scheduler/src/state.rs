@@ -146,7 +146,7 @@ impl State {
             if let (Some(on), Some(known)) = (self.cache.node_of(key), self.cache.pod(key))
                 && **on == *node
                 && *known.uid == *obj.uid()
-                && known.labels == *obj.labels()
+                && *known.labels == *obj.labels()
                 && known.terminating == obj.is_deleting()
             {
                 self.cache.confirm(key);

@@ -16,7 +16,7 @@ pub mod snapshot;
 
 pub use etcd::EtcdConfig;
 pub use index::ObjectIndex;
-pub use label_set::LabelSet;
+pub use label_set::{LabelSet, intern as intern_labels};
 pub use lock::StoreLock;
 pub use redb_file::{FileRead, RedbBackend, create_restored, read_objects};
 

@@ -15,6 +15,7 @@ mod source;
 #[cfg(test)]
 mod tests;
 
+pub use berth_store::{LabelSet, intern_labels};
 pub use cache::{
     BY_CONTROLLER, BY_LABEL, BY_NAMESPACE, BY_NODE, Delta, DeltaType, IndexFn, ORPHANS_BY_NAMESPACE,
 };

@@ -3,7 +3,7 @@
 //! (namespace, name, uid, owner references, finalizers, deletion), and views a controller
 //! derives from it, each computed at most once per object version and shared.
 
-use berth_store::{ObjectIndex, StoredObject};
+use berth_store::{LabelSet, ObjectIndex, StoredObject};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -178,6 +178,12 @@ impl Object {
     }
 
     pub fn labels(&self) -> &BTreeMap<String, String> {
+        &self.stored.index.labels
+    }
+
+    /// The labels as the store holds them, shared with every object that has the same ones:
+    /// a view that keeps the labels clones this instead of copying the map.
+    pub fn label_set(&self) -> &LabelSet {
         &self.stored.index.labels
     }
 

@@ -101,8 +101,7 @@ where
     R: RoleKind,
     R::Scope: 'static,
 {
-    let mut errs = Vec::new();
-    errs.extend(validate_rules(role.rules(), namespaced::<R>()));
+    let mut errs = validate_rules(role.rules(), namespaced::<R>());
     if let Some(agg) = role.aggregation_rule() {
         let p = Path::new("aggregationRule").child("clusterRoleSelectors");
         let selectors = agg.cluster_role_selectors.as_deref().unwrap_or_default();
@@ -252,8 +251,7 @@ where
     B::Scope: 'static,
 {
     let (role_ref, subjects) = b.parts();
-    let mut errs = Vec::new();
-    errs.extend(validate_role_ref(role_ref, namespaced::<B>()));
+    let mut errs = validate_role_ref(role_ref, namespaced::<B>());
     errs.extend(role_ref_unchanged(role_ref, old.map(|o| o.parts().0)));
     errs.extend(validate_subjects(subjects));
     errs

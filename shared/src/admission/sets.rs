@@ -214,8 +214,7 @@ pub(crate) fn validate_stateful_set(
 ) -> Vec<FieldError> {
     let sp = Path::new("spec");
     let spec = s.spec.clone().unwrap_or_default();
-    let mut errs = Vec::new();
-    errs.extend(validate_stateful_set_spec(&spec, raw, &sp));
+    let mut errs = validate_stateful_set_spec(&spec, raw, &sp);
     if let Some(o) = old {
         let old_spec = o.spec.clone().unwrap_or_default();
         let mut clone = spec.clone();
@@ -241,8 +240,7 @@ pub(crate) fn validate_daemon_set(
 ) -> Vec<FieldError> {
     let sp = Path::new("spec");
     let spec = d.spec.clone().unwrap_or_default();
-    let mut errs = Vec::new();
-    errs.extend(validate_selector_and_template(
+    let mut errs = validate_selector_and_template(
         &spec.selector,
         raw,
         false,
@@ -250,7 +248,7 @@ pub(crate) fn validate_daemon_set(
         "daemonset",
         "DaemonSet",
         &sp,
-    ));
+    );
     errs.extend(nonnegative(
         spec.min_ready_seconds,
         &sp.child("minReadySeconds"),

@@ -100,66 +100,26 @@ mod tests {
 
     #[test]
     fn replica_sets_are_claimed_as_the_controller_ref_manager_does() {
+        use Claim::*;
         let sel = LabelSelector::from_k8s(&metav1::LabelSelector {
             match_labels: Some([("app".to_string(), "nginx".to_string())].into()),
             ..Default::default()
         })
         .unwrap();
+        // ReplicaSets labelled for the Deployment's selector or not, controlled by `owner`.
+        let matching = |owner| rs("nginx", owner, false);
+        let unmatched = |owner| rs("other", owner, false);
+        let (ours, theirs) = (Some("d-uid"), Some("x-uid"));
         let cases = [
-            (
-                "ours and matching",
-                false,
-                rs("nginx", Some("d-uid"), false),
-                Claim::Owned,
-            ),
-            (
-                "ours, no longer matching",
-                false,
-                rs("other", Some("d-uid"), false),
-                Claim::Release,
-            ),
-            (
-                "someone else's",
-                false,
-                rs("nginx", Some("x-uid"), false),
-                Claim::Ignore,
-            ),
-            (
-                "matching orphan",
-                false,
-                rs("nginx", None, false),
-                Claim::Adopt,
-            ),
-            (
-                "orphan not matching",
-                false,
-                rs("other", None, false),
-                Claim::Ignore,
-            ),
-            (
-                "terminating orphan",
-                false,
-                rs("nginx", None, true),
-                Claim::Ignore,
-            ),
-            (
-                "deleting: keeps its own",
-                true,
-                rs("nginx", Some("d-uid"), false),
-                Claim::Owned,
-            ),
-            (
-                "deleting: no release",
-                true,
-                rs("other", Some("d-uid"), false),
-                Claim::Ignore,
-            ),
-            (
-                "deleting: no adoption",
-                true,
-                rs("nginx", None, false),
-                Claim::Ignore,
-            ),
+            ("ours and matching", false, matching(ours), Owned),
+            ("ours, no longer matching", false, unmatched(ours), Release),
+            ("someone else's", false, matching(theirs), Ignore),
+            ("matching orphan", false, matching(None), Adopt),
+            ("orphan not matching", false, unmatched(None), Ignore),
+            ("terminating orphan", false, rs("nginx", None, true), Ignore),
+            ("deleting: keeps its own", true, matching(ours), Owned),
+            ("deleting: no release", true, unmatched(ours), Ignore),
+            ("deleting: no adoption", true, matching(None), Ignore),
         ];
         for (name, deleting, r, want) in cases {
             assert_eq!(claim(&deployment(deleting), &sel, &r), want, "{name}");

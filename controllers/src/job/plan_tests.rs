@@ -475,76 +475,71 @@ fn pods_are_removed_in_upstreams_active_pods_order() {
 #[test]
 fn pods_are_claimed_by_controller_reference_and_selector() {
     use crate::views::ControllerRef;
-    let owner = |uid: &str| {
-        Some(ControllerRef {
+    use Claim::*;
+    // A pod the Job's selector matches, controlled by the Job of uid `uid` (none: an orphan).
+    let matching = |uid: Option<&str>| {
+        let mut p = pod("p", "Running");
+        p.labels
+            .insert("batch.kubernetes.io/controller-uid".into(), "u".into());
+        p.controller = uid.map(|uid| ControllerRef {
             api_version: "batch/v1".into(),
             kind: "Job".into(),
             name: "j".into(),
             uid: uid.into(),
-        })
-    };
-    let labelled = |matching: bool, controller: Option<ControllerRef>, deleting: bool| {
-        let mut p = pod("p", "Running");
-        if matching {
-            p.labels
-                .insert("batch.kubernetes.io/controller-uid".into(), "u".into());
-        }
-        p.controller = controller;
-        p.deleting = deleting;
+        });
         p
     };
+    let relabelled = |mut p: JobPod| {
+        p.labels.remove("batch.kubernetes.io/controller-uid");
+        p
+    };
+    let deleting = |mut p: JobPod| {
+        p.deleting = true;
+        p
+    };
+    let ours = Some("u");
     let live = job(json!({}), json!({}));
     let mut going = live.clone();
     going.deleting = true;
     let cases = [
-        (
-            "ours and matching",
-            &live,
-            labelled(true, owner("u"), false),
-            Claim::Owned,
-        ),
+        ("ours and matching", &live, matching(ours), Owned),
         (
             "ours, matching, being deleted",
             &live,
-            labelled(true, owner("u"), true),
-            Claim::Owned,
+            deleting(matching(ours)),
+            Owned,
         ),
         (
             "ours but relabelled",
             &live,
-            labelled(false, owner("u"), false),
-            Claim::Release,
+            relabelled(matching(ours)),
+            Release,
         ),
         (
             "ours, relabelled, the Job going",
             &going,
-            labelled(false, owner("u"), false),
-            Claim::Ignore,
+            relabelled(matching(ours)),
+            Ignore,
         ),
         (
             "an orphan the selector matches",
             &live,
-            labelled(true, None, false),
-            Claim::Adopt,
+            matching(None),
+            Adopt,
         ),
         (
             "a matching orphan being deleted",
             &live,
-            labelled(true, None, true),
-            Claim::Ignore,
+            deleting(matching(None)),
+            Ignore,
         ),
         (
             "a matching orphan of a Job going",
             &going,
-            labelled(true, None, false),
-            Claim::Ignore,
+            matching(None),
+            Ignore,
         ),
-        (
-            "another Job's",
-            &live,
-            labelled(true, owner("other"), false),
-            Claim::Ignore,
-        ),
+        ("another Job's", &live, matching(Some("other")), Ignore),
     ];
     for (name, j, p, want) in cases {
         assert_eq!(claim(j, &p), want, "{name}");

@@ -12,9 +12,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use berth_tests::Controller;
 use berth_tests::api::Api;
-use berth_tests::bench::{HollowNodes, announce_hollow, env_usize};
+use berth_tests::bench::{env_usize, start_hollow};
 use berth_tests::client::Req;
 use berth_tests::objects::namespace;
 use berth_tests::stamped::{Stamped, StampedWatch};
@@ -140,12 +139,12 @@ fn within_a_second(created: &[i64]) -> String {
 fn main() {
     let cronjobs = env_usize("BERTH_BENCH_CRONJOBS", 100);
     let minutes = env_usize("BERTH_BENCH_MINUTES", 5).max(1);
-    announce_hollow(
+    let (c, _hollow) = start_hollow(
         "cronjob_skew",
         &format!("cronjobs={cronjobs}, minutes={minutes}"),
+        10,
+        &["--run-to-completion-after", "1s"],
     );
-    let c = Controller::start();
-    let _hollow = HollowNodes::start(&c, 10, &["--run-to-completion-after", "1s"]);
     let api = c.admin_api();
     for ns in ["cron", "plain"] {
         api.expect(Req::post("/api/v1/namespaces", &namespace(ns)), 201);

@@ -11,8 +11,9 @@
 use std::time::{Duration, Instant};
 
 use berth_tests::Controller;
-use berth_tests::bench::{HollowNodes, Span, SpanTimer, announce_hollow, env_usize};
+use berth_tests::bench::{Span, SpanTimer, env_usize, start_hollow};
 use berth_tests::client::Req;
+use berth_tests::objects::daemon_set;
 use serde_json::{Value, json};
 
 const DS: &str = "/apis/apps/v1/namespaces/default/daemonsets/hollow-daemon";
@@ -20,21 +21,18 @@ const DS: &str = "/apis/apps/v1/namespaces/default/daemonsets/hollow-daemon";
 const DEADLINE: Duration = Duration::from_secs(30 * 60);
 
 fn daemonset() -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": "hollow-daemon", "namespace": "default"},
-        "spec": {
-            "selector": {"matchLabels": {"app": "hollow-daemon"}},
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
-            "template": {
-                "metadata": {"labels": {"app": "hollow-daemon"}, "annotations": {"bench/revision": "1"}},
-                "spec": {"containers": [{
-                    "name": "agent", "image": "nginx:1.14.2",
-                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
-                }]},
-            },
-        },
-    })
+    let mut ds = daemon_set(
+        "hollow-daemon",
+        "default",
+        json!({"containers": [{
+            "name": "agent", "image": "nginx:1.14.2",
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+        }]}),
+    );
+    ds["spec"]["updateStrategy"] =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}});
+    ds["spec"]["template"]["metadata"]["annotations"] = json!({"bench/revision": "1"});
+    ds
 }
 
 /// Where the DaemonSet's rollout stands: `(updated and available, desired)` once the status
@@ -105,9 +103,7 @@ fn wait_rollout(c: &Controller, nodes: usize, budget: Duration) -> (Span, (u64, 
 fn main() {
     let nodes = env_usize("BERTH_BENCH_NODES", 1_000);
     let budget = Duration::from_secs(env_usize("BERTH_BENCH_BASELINE_SECONDS", 300) as u64);
-    announce_hollow("daemonset_rollout", &format!("nodes={nodes}"));
-    let c = Controller::start();
-    let _hollow = HollowNodes::start(&c, nodes, &[]);
+    let (c, _hollow) = start_hollow("daemonset_rollout", &format!("nodes={nodes}"), nodes, &[]);
 
     let api = c.admin_api();
     api.expect(

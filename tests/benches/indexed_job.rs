@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use berth_tests::Controller;
-use berth_tests::bench::{HollowNodes, Span, SpanTimer, announce_hollow, env_usize};
+use berth_tests::bench::{Span, SpanTimer, env_usize, start_hollow};
 use berth_tests::client::Req;
 use serde_json::{Value, json};
 
@@ -81,12 +81,12 @@ fn pods_of(c: &Controller, name: &str) -> usize {
 fn main() {
     let completions = env_usize("BERTH_BENCH_COMPLETIONS", 1_000);
     let parallelism = env_usize("BERTH_BENCH_PARALLELISM", 100).max(1);
-    announce_hollow(
+    let (c, _hollow) = start_hollow(
         "indexed_job",
         &format!("completions={completions}, parallelism={parallelism}, {NODES} hollow nodes"),
+        NODES,
+        &["--run-to-completion-after", "1s"],
     );
-    let c = Controller::start();
-    let _hollow = HollowNodes::start(&c, NODES, &["--run-to-completion-after", "1s"]);
 
     let (plain, plain_status) = run(&c, "plain", "NonIndexed", completions, parallelism);
     let plain_pods = pods_of(&c, "plain");

@@ -50,6 +50,21 @@ pub fn announce_hollow(name: &str, settings: &str) {
     );
 }
 
+/// A bench's start on hollow nodes: its first line (as [`announce_hollow`] prints it), a
+/// controller, and `nodes` hollow nodes with `extra` flags registered with it. Bind the pair as
+/// `(c, _hollow)`: the hollow nodes go first.
+pub fn start_hollow(
+    name: &str,
+    settings: &str,
+    nodes: usize,
+    extra: &[&str],
+) -> (Controller, HollowNodes) {
+    announce_hollow(name, settings);
+    let c = Controller::start();
+    let hollow = HollowNodes::start(&c, nodes, extra);
+    (c, hollow)
+}
+
 /// Waits (up to ten minutes) until Deployment `name` in `default` reports `pods` ready replicas.
 pub fn wait_deployment_ready(c: &crate::Cluster, name: &str, pods: usize) {
     let path = format!("/apis/apps/v1/namespaces/default/deployments/{name}");

@@ -19,17 +19,22 @@ use berth_shared::scheduling::{RequiredNodeAffinity, TaintEffect, Toleration};
 /// The tolerations every daemon pod gets, key and effect (upstream
 /// `AddOrUpdateDaemonPodTolerations`), all `Exists` without `tolerationSeconds`; the
 /// `network-unavailable` one only for pods on the host network.
-pub const DAEMON_TOLERATIONS: &[(&str, &str)] = &[
-    ("node.kubernetes.io/not-ready", "NoExecute"),
-    ("node.kubernetes.io/unreachable", "NoExecute"),
-    ("node.kubernetes.io/disk-pressure", "NoSchedule"),
-    ("node.kubernetes.io/memory-pressure", "NoSchedule"),
-    ("node.kubernetes.io/pid-pressure", "NoSchedule"),
-    ("node.kubernetes.io/unschedulable", "NoSchedule"),
+pub const DAEMON_TOLERATIONS: &[(&str, TaintEffect)] = &[
+    ("node.kubernetes.io/not-ready", TaintEffect::NoExecute),
+    ("node.kubernetes.io/unreachable", TaintEffect::NoExecute),
+    ("node.kubernetes.io/disk-pressure", TaintEffect::NoSchedule),
+    (
+        "node.kubernetes.io/memory-pressure",
+        TaintEffect::NoSchedule,
+    ),
+    ("node.kubernetes.io/pid-pressure", TaintEffect::NoSchedule),
+    ("node.kubernetes.io/unschedulable", TaintEffect::NoSchedule),
 ];
 /// Added only with `hostNetwork: true`.
-pub const NETWORK_UNAVAILABLE: (&str, &str) =
-    ("node.kubernetes.io/network-unavailable", "NoSchedule");
+pub const NETWORK_UNAVAILABLE: (&str, TaintEffect) = (
+    "node.kubernetes.io/network-unavailable",
+    TaintEffect::NoSchedule,
+);
 
 /// Upstream `Toleration.MatchToleration`: the same key, operator, value and effect
 /// (`tolerationSeconds` aside).
@@ -62,7 +67,7 @@ pub fn add_daemon_tolerations(spec: &mut core::PodSpec) {
             core::Toleration {
                 key: Some(key.into()),
                 operator: Some("Exists".into()),
-                effect: Some(effect.into()),
+                effect: Some(effect.as_str().into()),
                 ..Default::default()
             },
         );
@@ -165,6 +170,21 @@ mod tests {
         std::sync::Arc::unwrap_or_clone(super::super::fixtures::node_with(name, labels, taints))
     }
 
+    /// Node `n` with no labels and no taints.
+    fn plain() -> Node {
+        node("n", &[], &[])
+    }
+
+    /// Node `n` with the one label `key=value`.
+    fn labelled(key: &str, value: &str) -> Node {
+        node("n", &[(key, value)], &[])
+    }
+
+    /// Node `n` with the one taint `key` of `effect`.
+    fn tainted(key: &str, effect: TaintEffect) -> Node {
+        node("n", &[], &[(key, effect)])
+    }
+
     fn control_plane_tolerations() -> Value {
         json!([{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
                {"key": "node-role.kubernetes.io/master", "operator": "Exists", "effect": "NoSchedule"}])
@@ -177,136 +197,107 @@ mod tests {
         let affinity = json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]}]}}}});
         let cases: Vec<(&str, Value, Node, Fit)> = vec![
-            (
-                "no constraints: every node",
-                json!({}),
-                node("n", &[], &[]),
-                Fit::RUN,
-            ),
+            ("no constraints: every node", json!({}), plain(), Fit::RUN),
             (
                 "a node selector the labels match",
                 ssd.clone(),
-                node("n", &[("disk", "ssd")], &[]),
+                labelled("disk", "ssd"),
                 Fit::RUN,
             ),
             (
                 "a node selector the labels miss",
                 ssd.clone(),
-                node("n", &[("disk", "hdd")], &[]),
+                labelled("disk", "hdd"),
                 Fit::NONE,
             ),
             (
                 "required affinity matching",
                 affinity.clone(),
-                node("n", &[("zone", "b")], &[]),
+                labelled("zone", "b"),
                 Fit::RUN,
             ),
             (
                 "required affinity not matching",
                 affinity.clone(),
-                node("n", &[("zone", "c")], &[]),
+                labelled("zone", "c"),
                 Fit::NONE,
             ),
             (
                 "selector and affinity must both hold",
                 json!({"nodeSelector": {"disk": "ssd"}, "affinity": affinity["affinity"]}),
-                node("n", &[("zone", "a")], &[]),
+                labelled("zone", "a"),
                 Fit::NONE,
             ),
             (
                 "the template's node name picks one node",
                 json!({"nodeName": "other"}),
-                node("n", &[], &[]),
+                plain(),
                 Fit::NONE,
             ),
             (
                 "an untolerated NoSchedule taint: no new pod, an old one stays",
                 json!({}),
-                node("n", &[], &[("dedicated", NoSchedule)]),
+                tainted("dedicated", NoSchedule),
                 Fit::KEEP,
             ),
             (
                 "an untolerated NoExecute taint: no pod at all",
                 json!({}),
-                node("n", &[], &[("dedicated", NoExecute)]),
+                tainted("dedicated", NoExecute),
                 Fit::NONE,
             ),
             (
                 "a PreferNoSchedule taint does not matter",
                 json!({}),
-                node("n", &[], &[("soft", PreferNoSchedule)]),
+                tainted("soft", PreferNoSchedule),
                 Fit::RUN,
             ),
             (
                 "a control-plane taint without the seed's tolerations",
                 json!({}),
-                node(
-                    "cp",
-                    &[],
-                    &[("node-role.kubernetes.io/control-plane", NoSchedule)],
-                ),
+                tainted("node-role.kubernetes.io/control-plane", NoSchedule),
                 Fit::KEEP,
             ),
             (
                 "a control-plane taint with the seed's tolerations",
                 json!({"tolerations": control_plane_tolerations()}),
-                node(
-                    "cp",
-                    &[],
-                    &[("node-role.kubernetes.io/control-plane", NoSchedule)],
-                ),
+                tainted("node-role.kubernetes.io/control-plane", NoSchedule),
                 Fit::RUN,
             ),
             (
                 "the unschedulable taint of a cordoned node is tolerated",
                 json!({}),
-                node(
-                    "n",
-                    &[],
-                    &[("node.kubernetes.io/unschedulable", NoSchedule)],
-                ),
+                tainted("node.kubernetes.io/unschedulable", NoSchedule),
                 Fit::RUN,
             ),
             (
                 "not-ready NoExecute is tolerated",
                 json!({}),
-                node("n", &[], &[("node.kubernetes.io/not-ready", NoExecute)]),
+                tainted("node.kubernetes.io/not-ready", NoExecute),
                 Fit::RUN,
             ),
             (
                 "memory pressure is tolerated",
                 json!({}),
-                node(
-                    "n",
-                    &[],
-                    &[("node.kubernetes.io/memory-pressure", NoSchedule)],
-                ),
+                tainted("node.kubernetes.io/memory-pressure", NoSchedule),
                 Fit::RUN,
             ),
             (
                 "network-unavailable keeps pods off the pod network",
                 json!({}),
-                node(
-                    "n",
-                    &[],
-                    &[("node.kubernetes.io/network-unavailable", NoSchedule)],
-                ),
+                tainted("node.kubernetes.io/network-unavailable", NoSchedule),
                 Fit::KEEP,
             ),
             (
                 "network-unavailable is tolerated on the host network",
                 json!({"hostNetwork": true}),
-                node(
-                    "n",
-                    &[],
-                    &[("node.kubernetes.io/network-unavailable", NoSchedule)],
-                ),
+                tainted("node.kubernetes.io/network-unavailable", NoSchedule),
                 Fit::RUN,
             ),
             (
                 "a user toleration for a NoExecute taint",
                 json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}]}),
-                node("n", &[], &[("dedicated", NoExecute)]),
+                tainted("dedicated", NoExecute),
                 Fit::RUN,
             ),
             (

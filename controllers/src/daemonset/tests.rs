@@ -303,6 +303,7 @@ async fn every_eligible_node_gets_one_pinned_pod_with_the_automatic_tolerations(
             })
             .collect();
         for (key, effect) in eligibility::DAEMON_TOLERATIONS {
+            let effect = effect.as_str();
             assert!(
                 tolerations.contains(&(key.to_string(), effect.to_string(), None)),
                 "{key}:{effect} in {tolerations:?}"

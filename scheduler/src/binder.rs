@@ -146,12 +146,17 @@ fn update_pod_status(
     }
 }
 
-/// Writes the unschedulable condition of `pod` (a no-op when it is already there).
+/// Writes the unschedulable condition of `pod` (a no-op when it is already there: without a
+/// write when the scheduler's copy of the pod has it, as upstream's `updatePod`, else after
+/// reading the stored pod).
 pub fn write_unschedulable(
     registry: &Registry,
     pod: &PodInfo,
     message: &str,
 ) -> Result<(), RegistryError> {
+    if pod.unschedulable == Some(crate::facts::message_fingerprint(message)) {
+        return Ok(());
+    }
     let now = berth_registry::meta::now_rfc3339();
     update_pod_status(registry, pod, |current| {
         unschedulable_status(current.clone(), message, &now).unwrap_or(current)

@@ -104,6 +104,26 @@ struct PodStatusDoc {
     phase: Option<String>,
     nominated_node_name: Option<String>,
     start_time: Option<String>,
+    conditions: Option<Vec<ConditionDoc>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ConditionDoc {
+    #[serde(rename = "type")]
+    kind: String,
+    status: String,
+    reason: Option<String>,
+    message: Option<String>,
+}
+
+/// The fingerprint of an unschedulable message, kept instead of the message (one per pending
+/// pod) to tell whether writing the condition again would change anything.
+pub fn message_fingerprint(message: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    message.hash(&mut h);
+    h.finish()
 }
 
 #[derive(Deserialize, Default)]
@@ -141,6 +161,10 @@ pub struct PodInfo {
     pub nominated_node: Option<Arc<str>>,
     /// `status.startTime`, for choosing victims (the most recently started go first).
     pub start_time: Option<jiff::Timestamp>,
+    /// The [`message_fingerprint`] of its `PodScheduled=False` condition with reason
+    /// `Unschedulable`, when it has one: as upstream compares with its cached pod, the same
+    /// condition is not written again.
+    pub unschedulable: Option<u64>,
     pub requests: Resources,
     /// cpu (millicores) and memory with the scoring defaults for containers requesting none.
     pub non_zero_cpu: i64,
@@ -215,6 +239,13 @@ impl PodInfo {
         let affinity = PodAffinity::compile(s.affinity.as_ref(), &m.namespace, &labels);
         let phase = status.phase.unwrap_or_default();
         let start_time = status.start_time.as_deref().and_then(|t| t.parse().ok());
+        let unschedulable = status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.kind == "PodScheduled")
+            .filter(|c| c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
+            .map(|c| message_fingerprint(c.message.as_deref().unwrap_or_default()));
         PodInfo {
             key: Arc::from(format!("{}/{}", m.namespace, m.name)),
             namespace: Arc::from(m.namespace),
@@ -237,6 +268,7 @@ impl PodInfo {
                 .filter(|n| !n.is_empty())
                 .map(Arc::from),
             start_time,
+            unschedulable,
             requests,
             non_zero_cpu: non_zero.milli_cpu,
             non_zero_memory: non_zero.memory,
@@ -370,6 +402,33 @@ mod tests {
 
     fn pod(v: serde_json::Value) -> PodInfo {
         PodInfo::parse(&serde_json::to_vec(&v).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn only_an_unschedulable_podscheduled_condition_is_fingerprinted() {
+        let with = |condition: serde_json::Value| {
+            pod(
+                json!({"metadata": {"name": "p", "namespace": "d"}, "spec": {},
+                "status": {"conditions": [{"type": "Ready", "status": "False",
+                    "reason": "Unschedulable", "message": "other"}, condition]}}),
+            )
+            .unschedulable
+        };
+        let msg = "0/2 nodes are available: 2 Insufficient cpu.";
+        assert_eq!(
+            with(json!({"type": "PodScheduled", "status": "False",
+                "reason": "Unschedulable", "message": msg})),
+            Some(message_fingerprint(msg))
+        );
+        assert_ne!(message_fingerprint(msg), message_fingerprint("0/3 nodes"));
+        for other in [
+            json!({"type": "PodScheduled", "status": "True"}),
+            json!({"type": "PodScheduled", "status": "False", "reason": "SchedulerError",
+                "message": msg}),
+            json!({"type": "Initialized", "status": "True"}),
+        ] {
+            assert_eq!(with(other.clone()), None, "{other}");
+        }
     }
 
     #[test]

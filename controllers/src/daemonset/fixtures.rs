@@ -68,7 +68,8 @@ pub fn pod(name: &str, node: &str, hash: &str) -> Pod {
         labels: BTreeMap::from([
             ("app".to_string(), "agent".to_string()),
             (HASH_LABEL.to_string(), hash.to_string()),
-        ]),
+        ])
+        .into(),
         phase: "Running".into(),
         node_name: node.into(),
         created: Some(ago(60)),

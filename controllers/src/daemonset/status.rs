@@ -165,7 +165,7 @@ mod tests {
     fn pod(name: &str, hash: &str, ready_for: Option<i64>) -> Arc<Pod> {
         Arc::new(Pod {
             name: name.into(),
-            labels: BTreeMap::from([(HASH_LABEL.to_string(), hash.to_string())]),
+            labels: BTreeMap::from([(HASH_LABEL.to_string(), hash.to_string())]).into(),
             phase: "Running".into(),
             node_name: "set".into(),
             ready: ready_for.is_some(),

@@ -286,7 +286,8 @@ mod tests {
             labels: labels
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+                .collect::<BTreeMap<_, _>>()
+                .into(),
             ..Pod::default()
         };
         assert!(ds.is_updated(&pod(&[(HASH_LABEL, "abc")]), "abc"));

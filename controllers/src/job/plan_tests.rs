@@ -479,7 +479,7 @@ fn pods_are_claimed_by_controller_reference_and_selector() {
     // A pod the Job's selector matches, controlled by the Job of uid `uid` (none: an orphan).
     let matching = |uid: Option<&str>| {
         let mut p = pod("p", "Running");
-        p.labels
+        Arc::make_mut(&mut p.labels)
             .insert("batch.kubernetes.io/controller-uid".into(), "u".into());
         p.controller = uid.map(|uid| ControllerRef {
             api_version: "batch/v1".into(),
@@ -490,7 +490,7 @@ fn pods_are_claimed_by_controller_reference_and_selector() {
         p
     };
     let relabelled = |mut p: JobPod| {
-        p.labels.remove("batch.kubernetes.io/controller-uid");
+        Arc::make_mut(&mut p.labels).remove("batch.kubernetes.io/controller-uid");
         p
     };
     let deleting = |mut p: JobPod| {

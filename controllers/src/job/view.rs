@@ -139,7 +139,7 @@ pub struct JobPod {
     pub name: String,
     pub namespace: String,
     pub uid: String,
-    pub labels: BTreeMap<String, String>,
+    pub labels: berth_runtime::informer::LabelSet,
     pub controller: Option<ControllerRef>,
     pub created: Option<Timestamp>,
     /// `deletionTimestamp` and `deletionGracePeriodSeconds`.

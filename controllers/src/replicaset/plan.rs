@@ -174,7 +174,7 @@ mod tests {
         Pod {
             name: name.into(),
             uid: format!("uid-{name}"),
-            labels: labels(&[("tier", tier)]),
+            labels: labels(&[("tier", tier)]).into(),
             controller,
             phase: "Pending".into(),
             ..Pod::default()

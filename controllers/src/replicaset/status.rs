@@ -181,7 +181,8 @@ mod tests {
                 labels(&[("tier", "frontend"), ("app", "guestbook"), ("extra", "x")])
             } else {
                 labels(&[("tier", "frontend")])
-            },
+            }
+            .into(),
             phase: "Running".into(),
             ready: ready_for.is_some(),
             ready_since: ready_for.and_then(ago),

@@ -501,8 +501,7 @@ fn a_broken_update_stalls_and_reverting_the_template_alone_does_not_unstall_it()
 fn a_pod_whose_identity_drifted_is_fixed() {
     let set = web(json!({}));
     let mut p = ready(&set, 0, "web-new");
-    Arc::make_mut(&mut p.pod)
-        .labels
+    Arc::make_mut(&mut Arc::make_mut(&mut p.pod).labels)
         .remove(crate::statefulset::view::POD_NAME_LABEL);
     assert_eq!(
         short(&plan(

@@ -5,10 +5,9 @@
 //! Planner: pure, no I/O.
 
 use super::{ControllerRef, controller_of, i32_at, str_at, string_map, time_at};
-use berth_runtime::informer::{Object, View};
+use berth_runtime::informer::{LabelSet, Object, View, intern_labels};
 use jiff::Timestamp;
 use serde_json::Value;
-use std::collections::BTreeMap;
 
 /// The pod annotation that orders pods on scale-down (lower first).
 pub const DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
@@ -18,7 +17,8 @@ pub const DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 pub struct Pod {
     pub name: String,
     pub uid: String,
-    pub labels: BTreeMap<String, String>,
+    /// Shared with every pod that has the same labels (the store's interned set).
+    pub labels: LabelSet,
     pub controller: Option<ControllerRef>,
     pub deleting: bool,
     /// `status.phase`; empty when unset.
@@ -84,7 +84,7 @@ impl Pod {
         Pod {
             name: str_at(obj, "/metadata/name").to_string(),
             uid: str_at(obj, "/metadata/uid").to_string(),
-            labels: string_map(obj.pointer("/metadata/labels")),
+            labels: intern_labels(string_map(obj.pointer("/metadata/labels"))),
             controller: controller_of(obj),
             deleting: obj.pointer("/metadata/deletionTimestamp").is_some(),
             phase: str_at(obj, "/status/phase").to_string(),
@@ -118,7 +118,12 @@ impl Pod {
 /// A pod parsed once per version, shared by every pass that reads it.
 impl View for Pod {
     fn derive(obj: &Object) -> Self {
-        obj.value().map(|v| Pod::from_value(&v)).unwrap_or_default()
+        obj.value()
+            .map(|v| Pod {
+                labels: obj.label_set().clone(),
+                ..Pod::from_value(&v)
+            })
+            .unwrap_or_default()
     }
 }
 

@@ -20,7 +20,7 @@ use berth_tests::watch_delivery::must;
 const GOAL_CREATE: &str = "goal: p99 < 10 ms";
 const GOAL_LIST: &str = "goal: < 300 ms";
 const GOAL_WATCH: &str = "no goal set yet";
-const GOAL_RSS: &str = "goal: < 150 MB";
+const GOAL_RSS: &str = "goal: < 100 MB";
 
 const CONCURRENT_CLIENTS: usize = 8;
 const LIST_RUNS: usize = 10;

@@ -6,7 +6,7 @@
 
 use super::{IncludeObject, cells, columns, pod};
 use jiff::Timestamp;
-use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
@@ -56,20 +56,42 @@ impl<'a> RawFields<'a> {
     }
 }
 
-/// What the printers read of a stored object: all of it but `metadata.managedFields`, with the
-/// raw metadata kept for the row's object.
-fn printable(json: &[u8]) -> serde_json::Result<(Value, Option<&RawValue>)> {
+/// What the printers read of a stored object: all of it but `metadata.managedFields` (and of a
+/// pod's spec only what the pod printer reads), with the raw metadata kept for the row's object.
+fn printable<'a>(kind: &str, json: &'a [u8]) -> serde_json::Result<(Value, Option<&'a RawValue>)> {
     let top = RawFields::parse(json)?;
     let mut obj = Map::with_capacity(top.0.len());
     for (k, raw) in &top.0 {
-        let v = if k == "metadata" {
-            Value::Object(RawFields::parse(raw.get().as_bytes())?.value(&["managedFields"])?)
-        } else {
-            serde_json::from_str(raw.get())?
+        let v = match k.as_ref() {
+            "metadata" => {
+                Value::Object(RawFields::parse(raw.get().as_bytes())?.value(&["managedFields"])?)
+            }
+            "spec" if kind == "Pod" => printed_pod_spec(raw)?,
+            _ => serde_json::from_str(raw.get())?,
         };
         obj.insert(k.to_string(), v);
     }
     Ok((Value::Object(obj), top.get("metadata")))
+}
+
+/// The fields of a pod's spec the pod printer reads: the node, the readiness gates, the init
+/// containers (sidecars count as containers) and how many containers there are. The rest
+/// (volumes, each container's image, env, resources, mounts …) is most of a spec and is not
+/// parsed; the containers stand in as placeholders, one per container.
+fn printed_pod_spec(raw: &RawValue) -> serde_json::Result<Value> {
+    let mut spec = Map::new();
+    for (k, v) in RawFields::parse(raw.get().as_bytes())?.0 {
+        let v = match k.as_ref() {
+            "containers" => {
+                let count = serde_json::from_str::<Vec<IgnoredAny>>(v.get())?.len();
+                Value::Array(vec![Value::Null; count])
+            }
+            "nodeName" | "readinessGates" | "initContainers" => serde_json::from_str(v.get())?,
+            _ => continue,
+        };
+        spec.insert(k.into_owned(), v);
+    }
+    Ok(Value::Object(spec))
 }
 
 /// Writes a `meta.k8s.io/v1` Table of `kind` whose rows are the stored objects `objects` (each
@@ -114,7 +136,7 @@ fn write_row(
     now: Timestamp,
     include: IncludeObject,
 ) -> serde_json::Result<()> {
-    let (obj, metadata) = printable(json)?;
+    let (obj, metadata) = printable(kind, json)?;
     out.extend_from_slice(br#"{"cells":"#);
     serde_json::to_writer(&mut *out, &cells(kind, &obj, now))?;
     if kind == "Pod"
@@ -168,6 +190,31 @@ mod tests {
                 "status": {"phase": "Running", "podIP": "10.0.0.5",
                     "containerStatuses": [{"name": "main", "ready": true, "restartCount": 2,
                         "state": {"running": {"startedAt": "2026-11-29T11:00:01Z"}}}]}}),
+            ),
+            (
+                // Everything the pod printer reads of a spec, beside what it never does.
+                "Pod",
+                json!({"kind": "Pod", "apiVersion": "v1",
+                "metadata": {"name": "gated", "namespace": "default",
+                    "creationTimestamp": "2026-11-29T11:30:00Z", "managedFields": managed()},
+                "spec": {"nodeName": "n2",
+                    "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"},
+                        {"name": "setup", "image": "busybox"}],
+                    "containers": [{"name": "a", "image": "nginx", "env": [{"name": "X", "value": "1"}],
+                        "resources": {"requests": {"cpu": "100m"}}}, {"name": "b", "image": "redis"}],
+                    "readinessGates": [{"conditionType": "example.com/ready"}],
+                    "volumes": [{"name": "data", "emptyDir": {}}],
+                    "tolerations": [{"key": "k", "operator": "Exists"}]},
+                "status": {"phase": "Pending", "podIP": "10.0.0.9",
+                    "conditions": [{"type": "example.com/ready", "status": "True"},
+                        {"type": "Ready", "status": "False"}],
+                    "initContainerStatuses": [
+                        {"name": "setup", "ready": false, "restartCount": 0,
+                            "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}},
+                        {"name": "proxy", "ready": true, "started": true, "restartCount": 1,
+                            "state": {"running": {"startedAt": "2026-11-29T11:30:05Z"}}}],
+                    "containerStatuses": [{"name": "a", "ready": false, "restartCount": 0,
+                        "state": {"waiting": {"reason": "ContainerCreating"}}}]}}),
             ),
             (
                 "Pod",

@@ -109,6 +109,7 @@ async fn bench(c: &Controller, pods: usize) {
     // At rest before the lists: what ten JSON and ten Table lists leave behind is measured
     // against it once they finish (the issue's goal: within 20 %).
     let rss_before_lists = c.rss_at_rest_kib();
+    list_peak_memory(c, &api, pods).await;
     list_latencies(&api, pods).await;
     println!(
         "controller_rss_mb {} (at rest after {LIST_RUNS} JSON and {LIST_RUNS} Table lists of {pods} pods; baseline: {} MB at rest before them; goal: within 20 %)",
@@ -187,6 +188,30 @@ async fn list_once(
 
 fn p50_secs(s: &mut Samples) -> f64 {
     s.percentile(50.0).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// The memory one list adds while it is served: the controller's peak RSS during one JSON list
+/// and then one Table list, each from rest, against the response's size (issue 32's goal: at
+/// most twice the response).
+async fn list_peak_memory(c: &Controller, api: &AsyncApi, pods: usize) {
+    for (accept, form) in [("application/json", "JSON"), (TABLE, "Table")] {
+        let Some(rest) = c.rss_at_rest_kib() else {
+            println!("WARNING: no RSS for the controller");
+            return;
+        };
+        if !c.reset_peak_rss() {
+            println!("WARNING: cannot reset the controller's peak RSS (clear_refs)");
+            return;
+        }
+        let (_, bytes) = list_once(api, pods, accept, form, false).await;
+        let added = c.peak_rss_kib().unwrap_or(rest).saturating_sub(rest) as f64 * 1024.0;
+        println!(
+            "list_pods_peak_added_mb {:.1} ({form}, one list of {pods} pods; baseline: the response, {:.1} MB: {:.2}x; goal: at most 2x)",
+            added / 1e6,
+            bytes as f64 / 1e6,
+            added / (bytes as f64).max(1.0)
+        );
+    }
 }
 
 /// JSON and Table lists of the pods, taken in turns (a JSON list, then a Table list, ten

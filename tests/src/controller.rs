@@ -516,6 +516,20 @@ impl Controller {
         crate::stats::vm_rss_kib(&status)
     }
 
+    /// The controller's peak RSS in KiB (`VmHWM`): since it started, or since the last
+    /// [`Controller::reset_peak_rss`].
+    pub fn peak_rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?)).ok()?;
+        crate::stats::vm_hwm_kib(&status)
+    }
+
+    /// Resets the peak RSS to the current RSS (`5` to `/proc/<pid>/clear_refs`), so that the
+    /// next [`Controller::peak_rss_kib`] is the peak of what ran in between.
+    pub fn reset_peak_rss(&self) -> bool {
+        self.pid()
+            .is_some_and(|pid| std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok())
+    }
+
     /// CPU time (user + system) the controller has used so far (`/proc/<pid>/stat`).
     pub fn cpu_time(&self) -> Option<Duration> {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()?)).ok()?;

@@ -148,6 +148,8 @@ impl State {
                 && *known.uid == *obj.uid()
                 && *known.labels == *obj.labels()
                 && known.terminating == obj.is_deleting()
+                // The start time comes after the binding (from the node) and orders victims.
+                && known.start_time.is_some()
             {
                 self.cache.confirm(key);
                 return false;
@@ -431,6 +433,24 @@ mod tests {
             message,
             "0/2 nodes are available: persistentvolumeclaim \"missing\" not found. preemption: \
              0/2 nodes are available: 2 Preemption is not helpful for scheduling.."
+        );
+    }
+
+    #[test]
+    fn a_bound_pod_learns_its_start_time_from_the_status_written_after_binding() {
+        let mut s = State::default();
+        apply(&mut s, &node("n1", "4"));
+        apply(&mut s, &pod("a", Some("n1")));
+        assert_eq!(s.cache.pod("d/a").map(|p| p.start_time), Some(None));
+        let (kind, started) = pod("a", Some("n1"));
+        let mut v = started.value().expect("json");
+        v["status"] = json!({"phase": "Running", "startTime": "2026-11-29T12:00:05Z"});
+        apply(&mut s, &(kind, stored(v)));
+        let want: jiff::Timestamp = "2026-11-29T12:00:05Z".parse().expect("time");
+        assert_eq!(
+            s.cache.pod("d/a").and_then(|p| p.start_time),
+            Some(want),
+            "preemption orders victims by it"
         );
     }
 

@@ -82,7 +82,8 @@ fn open_database(path: &Path) -> Result<Database, StoreError> {
 /// Opens the redb file at `path` as it is (no transaction: a reopen on a full disk).
 fn open_file(path: &Path) -> Result<Database, StoreError> {
     // Every object is held in memory above this backend, so redb needs little cache of its
-    // own (its default would grow to gigabytes of RSS under a large store).
+    // own (its default would grow to gigabytes of RSS under a large store). 4 MiB instead of
+    // 16: 19 MB less RSS with 10,000 pods, create latency within the runs' noise (README).
     // Created private: the store holds every Secret's value.
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -93,7 +94,7 @@ fn open_file(path: &Path) -> Result<Database, StoreError> {
         .open(path)
         .map_err(|e| StoreError::Backend(format!("{}: {e}", path.display())))?;
     Database::builder()
-        .set_cache_size(16 << 20)
+        .set_cache_size(4 << 20)
         .create_with_backend(redb::backends::FileBackend::new(file).map_err(backend_err)?)
         .map_err(backend_err)
 }
@@ -121,7 +122,7 @@ pub fn read_objects(path: &Path) -> Result<FileRead, StoreError> {
     };
     // redb takes its lock either on the backend or when the database opens, by version.
     let db = match Database::builder()
-        .set_cache_size(16 << 20)
+        .set_cache_size(4 << 20)
         .create_with_backend(backend)
     {
         Ok(db) => db,

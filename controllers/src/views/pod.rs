@@ -65,6 +65,14 @@ fn max_restarts<'a>(statuses: impl Iterator<Item = &'a Value>) -> i32 {
 impl Pod {
     /// Reads a stored pod.
     pub fn from_value(obj: &Value) -> Pod {
+        Pod::read(
+            obj,
+            intern_labels(string_map(obj.pointer("/metadata/labels"))),
+        )
+    }
+
+    /// Reads a stored pod whose labels are already known (an informer object's shared set).
+    fn read(obj: &Value, labels: LabelSet) -> Pod {
         let ready_cond = obj
             .pointer("/status/conditions")
             .and_then(Value::as_array)
@@ -84,7 +92,7 @@ impl Pod {
         Pod {
             name: str_at(obj, "/metadata/name").to_string(),
             uid: str_at(obj, "/metadata/uid").to_string(),
-            labels: intern_labels(string_map(obj.pointer("/metadata/labels"))),
+            labels,
             controller: controller_of(obj),
             deleting: obj.pointer("/metadata/deletionTimestamp").is_some(),
             phase: str_at(obj, "/status/phase").to_string(),
@@ -119,10 +127,7 @@ impl Pod {
 impl View for Pod {
     fn derive(obj: &Object) -> Self {
         obj.value()
-            .map(|v| Pod {
-                labels: obj.label_set().clone(),
-                ..Pod::from_value(&v)
-            })
+            .map(|v| Pod::read(&v, obj.label_set().clone()))
             .unwrap_or_default()
     }
 }
@@ -131,6 +136,15 @@ impl View for Pod {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_derived_pod_holds_the_stored_objects_label_set() {
+        let obj = Object::from_value(&json!({"metadata": {"name": "p", "namespace": "d",
+            "labels": {"app": "web"}}}));
+        let pod = obj.view::<Pod>();
+        assert!(std::sync::Arc::ptr_eq(&pod.labels, obj.label_set()));
+        assert_eq!(pod.labels.get("app").map(String::as_str), Some("web"));
+    }
 
     #[test]
     fn deletion_cost_accepts_only_canonical_int32_decimals() {

@@ -1,0 +1,143 @@
+//! The variables an expression sees: JSON values converted once, when bound, into CEL values
+//! that borrow the JSON's strings; and CEL results converted back to JSON.
+//!
+//! JSON → CEL: objects are maps with string keys, arrays lists, integers `int` (i64), other
+//! numbers `double` (so does an integer beyond i64), strings `string`, `null` null.
+
+use std::collections::{BTreeMap, HashMap};
+
+use cel::common::types::{
+    CelBool, CelBytes, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt,
+};
+use cel::common::value::{CowVal, Val};
+use cel::context::VariableResolver;
+use serde_json::Value;
+
+use super::CelError;
+
+/// Named values for one evaluation (`self`, `oldSelf`, `object`, `params` ...), bound by
+/// reference: an activation converts each value once and may be reused for many programs.
+#[derive(Default)]
+pub struct Activation<'a> {
+    vars: BTreeMap<String, Box<dyn Val + 'a>>,
+}
+
+impl<'a> Activation<'a> {
+    pub fn new() -> Self {
+        Activation {
+            vars: BTreeMap::new(),
+        }
+    }
+
+    /// Binds `name` to `value`, replacing an earlier binding of the same name.
+    pub fn bind(&mut self, name: &str, value: &'a Value) -> &mut Self {
+        self.vars.insert(name.to_string(), to_val(value));
+        self
+    }
+
+    /// Whether `name` is bound.
+    pub fn is_bound(&self, name: &str) -> bool {
+        self.vars.contains_key(name)
+    }
+}
+
+impl std::fmt::Debug for Activation<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.vars.keys()).finish()
+    }
+}
+
+impl VariableResolver for Activation<'_> {
+    fn resolve<'b>(&'b self, variable: &str) -> Option<CowVal<'b, 'b>> {
+        self.vars
+            .get(variable)
+            .map(|v| CowVal::Borrowed(v.as_ref() as &(dyn Val + 'b)))
+    }
+}
+
+/// A JSON value as a CEL value, borrowing its strings.
+pub(crate) fn to_val(value: &Value) -> Box<dyn Val + '_> {
+    match value {
+        Value::Null => Box::new(CelNull),
+        Value::Bool(b) => Box::new(CelBool::from(*b)),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => Box::new(CelInt::from(i)),
+            None => Box::new(CelDouble::from(n.as_f64().unwrap_or(f64::NAN))),
+        },
+        Value::String(s) => Box::new(CelString::from(s.as_str())),
+        Value::Array(items) => {
+            let items: Vec<Box<dyn Val + '_>> = items.iter().map(to_val).collect();
+            Box::new(CelList::from(items))
+        }
+        Value::Object(fields) => {
+            let map: HashMap<CelMapKey<'_>, Box<dyn Val + '_>> = fields
+                .iter()
+                .map(|(k, v)| (CelMapKey::from(k.as_str()), to_val(v)))
+                .collect();
+            Box::new(CelMap::from(map))
+        }
+    }
+}
+
+/// A CEL value as JSON: maps become objects (keys printed as strings), bytes a base64-free
+/// list of numbers is not JSON's way, so bytes are refused like types and other opaque values.
+pub(crate) fn to_json(value: &dyn Val) -> Result<Value, CelError> {
+    if let Some(b) = value.downcast_ref::<CelBool>() {
+        return Ok(Value::Bool(*b.inner()));
+    }
+    if let Some(i) = value.downcast_ref::<CelInt>() {
+        return Ok(Value::from(*i.inner()));
+    }
+    if let Some(u) = value.downcast_ref::<CelUInt>() {
+        return Ok(Value::from(*u.inner()));
+    }
+    if let Some(d) = value.downcast_ref::<CelDouble>() {
+        return Ok(serde_json::Number::from_f64(*d.inner()).map_or(Value::Null, Value::Number));
+    }
+    if let Some(s) = value.downcast_ref::<CelString>() {
+        return Ok(Value::String(s.inner().to_string()));
+    }
+    if value.downcast_ref::<CelNull>().is_some() {
+        return Ok(Value::Null);
+    }
+    if value.downcast_ref::<CelBytes>().is_some() {
+        return Err(unsupported(value));
+    }
+    if let Some(map) = value.downcast_ref::<CelMap>() {
+        let mut out = serde_json::Map::new();
+        for (k, v) in map.inner() {
+            out.insert(key_string(k), to_json(v.as_ref())?);
+        }
+        return Ok(Value::Object(out));
+    }
+    if let Some(iter) = value.as_iterable()
+        && value.get_type().name() == "list"
+    {
+        let mut out = Vec::new();
+        let mut items = iter.iter();
+        while let Some(item) = items.next() {
+            out.push(to_json(item)?);
+        }
+        return Ok(Value::Array(out));
+    }
+    if let Some(q) = super::quantity::as_quantity(value) {
+        return Ok(Value::String(q.to_string()));
+    }
+    Err(unsupported(value))
+}
+
+fn key_string(key: &CelMapKey<'_>) -> String {
+    match key {
+        CelMapKey::String(s) => s.inner().to_string(),
+        CelMapKey::Int(i) => i.inner().to_string(),
+        CelMapKey::UInt(u) => u.inner().to_string(),
+        CelMapKey::Bool(b) => b.inner().to_string(),
+    }
+}
+
+fn unsupported(value: &dyn Val) -> CelError {
+    CelError::Type {
+        want: "a JSON value",
+        got: value.get_type().name().to_string(),
+    }
+}

@@ -1,0 +1,30 @@
+//! The CEL environment expressions compile and run in: the `cel` crate's standard library and
+//! its strings and lists extensions, plus what Kubernetes adds (lists, regex, quantity, URL
+//! functions) and the cost meter's charging function. Built once per process.
+
+use std::sync::{Arc, LazyLock};
+
+use cel::Env;
+
+static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| Arc::new(build()));
+
+/// The shared environment.
+pub(crate) fn env() -> Arc<Env> {
+    Arc::clone(&ENV)
+}
+
+fn build() -> Env {
+    let mut env = Env::stdlib();
+    let added = cel::extensions::strings(&mut env)
+        .and_then(|()| cel::extensions::lists(&mut env))
+        .and_then(|()| super::lists::register(&mut env))
+        .and_then(|()| super::quantity::register(&mut env))
+        .and_then(|()| super::url::register(&mut env))
+        .and_then(|()| super::cost::register(&mut env));
+    // Registration only fails on a duplicate declaration: a bug in this file, caught by every
+    // test that compiles anything.
+    if let Err(e) = added {
+        panic!("CEL library declarations clash: {e}");
+    }
+    env
+}

@@ -24,4 +24,5 @@ pub mod openapi;
 pub mod patch;
 pub mod protobuf;
 pub mod query;
+pub mod schema;
 pub mod table;

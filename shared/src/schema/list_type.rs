@@ -1,0 +1,149 @@
+//! `x-kubernetes-list-type`: the uniqueness that `set` and `map` lists promise, checked as
+//! apiextensions-apiserver's `listtype.ValidateListSetsAndMaps` does (`Duplicate value`), and
+//! the list type at a path, for server-side apply's merge rules.
+
+use serde_json::{Map, Value};
+
+use super::node::Node;
+use super::report;
+use crate::admission::FieldError;
+
+/// How server-side apply merges a list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListType {
+    /// Replaced as a whole (the default for lists without `x-kubernetes-list-type`).
+    Atomic,
+    /// Items are scalars, merged by value.
+    Set,
+    /// Items are objects, merged by the values of these keys.
+    Map(Vec<String>),
+}
+
+impl ListType {
+    pub(crate) fn of(n: &Node) -> ListType {
+        match n.list_type.as_deref() {
+            Some("set") => ListType::Set,
+            Some("map") => ListType::Map(n.list_map_keys.clone()),
+            _ => ListType::Atomic,
+        }
+    }
+}
+
+/// The list type of the array at `path` (field names; arrays on the way are walked through
+/// to their items), or `None` when the schema has no array there.
+pub(crate) fn at(root: &Node, path: &[&str]) -> Option<ListType> {
+    let mut n = root;
+    for name in path {
+        while n.ty == Some(super::node::JsonType::Array) {
+            n = n.items.as_deref()?;
+        }
+        n = match n.properties.get(*name) {
+            Some(p) => p,
+            None => n.additional_schema()?,
+        };
+    }
+    n.items.as_ref().map(|_| ListType::of(n))
+}
+
+pub(crate) fn validate(root: &Node, obj: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if let Value::Object(m) = obj {
+        object(root, m, "", &mut errs);
+    }
+    errs
+}
+
+fn child(path: &str, name: &str) -> String {
+    if path.is_empty() {
+        name.to_string()
+    } else {
+        format!("{path}.{name}")
+    }
+}
+
+fn object(s: &Node, m: &Map<String, Value>, path: &str, errs: &mut Vec<FieldError>) {
+    if let Some(a) = s.additional_schema() {
+        for (k, v) in m {
+            value(a, v, &format!("{path}[{k}]"), errs);
+        }
+    }
+    for (k, v) in m {
+        if let Some(p) = s.properties.get(k) {
+            value(p, v, &child(path, k), errs);
+        }
+    }
+}
+
+fn value(s: &Node, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    match v {
+        Value::Array(items) => array(s, items, path, errs),
+        Value::Object(m) => object(s, m, path, errs),
+        _ => {}
+    }
+}
+
+fn array(s: &Node, items: &[Value], path: &str, errs: &mut Vec<FieldError>) {
+    match s.list_type.as_deref() {
+        Some("set") => {
+            for i in repeated(items) {
+                errs.push(report::duplicate(&format!("{path}[{i}]"), items[i].clone()));
+            }
+        }
+        Some("map") => map_list(s, items, path, errs),
+        _ => {}
+    }
+    if let Some(item) = s.items.as_deref() {
+        for (i, v) in items.iter().enumerate() {
+            value(item, v, &format!("{path}[{i}]"), errs);
+        }
+    }
+}
+
+/// The index of the second occurrence of each value that occurs more than once.
+fn repeated(items: &[Value]) -> Vec<usize> {
+    let mut out = Vec::new();
+    for (i, v) in items.iter().enumerate() {
+        let earlier = items[..i].iter().filter(|e| *e == v).count();
+        if earlier == 1 {
+            out.push(i);
+        }
+    }
+    out
+}
+
+fn map_list(s: &Node, items: &[Value], path: &str, errs: &mut Vec<FieldError>) {
+    for (i, x) in items.iter().enumerate() {
+        if !x.is_null() && !x.is_object() {
+            errs.push(report::invalid(
+                &format!("{path}[{i}]"),
+                x.clone(),
+                "must be an object for an array of list-type map",
+            ));
+            return;
+        }
+    }
+    if items.len() <= 1 {
+        return;
+    }
+    // An item's key: the map of its key fields that are present (absent keys are unspecified),
+    // in sorted order, as Go's JSON encoding prints a map.
+    let mut key_names: Vec<&String> = s.list_map_keys.iter().collect();
+    key_names.sort();
+    let keys: Vec<Value> = items
+        .iter()
+        .map(|x| {
+            let mut key = Map::new();
+            if let Value::Object(o) = x {
+                for k in &key_names {
+                    if let Some(v) = o.get(*k) {
+                        key.insert((*k).clone(), v.clone());
+                    }
+                }
+            }
+            Value::Object(key)
+        })
+        .collect();
+    for i in repeated(&keys) {
+        errs.push(report::duplicate(&format!("{path}[{i}]"), keys[i].clone()));
+    }
+}

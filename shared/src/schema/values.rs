@@ -1,0 +1,544 @@
+//! Value validation of a custom resource against its schema, as kube-openapi's
+//! `SchemaValidator` checks it (type, allOf/anyOf/oneOf/not, string, format, number, array,
+//! enum, object, in that order at each node) and apiextensions-apiserver turns its results into
+//! field errors: kube-openapi's own sentence as the detail (`spec.replicas in body should be
+//! less than or equal to 10`), errors without a field (the allOf/anyOf/oneOf/not summaries)
+//! at the path `<nil>` with the value `""`.
+
+use serde_json::{Map, Value};
+
+use super::node::{Additional, JsonType, Node};
+use super::report::{self, go_float, quote};
+use crate::admission::FieldError;
+
+/// Validates `v` against `root`. `prefix` is the field path of `v` in the object (`status` when
+/// only the status is validated), `None` for the whole object.
+pub(crate) fn validate(root: &Node, v: &Value, prefix: Option<&str>) -> Vec<FieldError> {
+    let mut w = Walk {
+        prefix,
+        errs: Vec::new(),
+    };
+    w.node(root, v, "");
+    w.errs
+}
+
+struct Walk<'p> {
+    prefix: Option<&'p str>,
+    errs: Vec<FieldError>,
+}
+
+/// kube-openapi's path of a child (`spec.replicas`; at the root, just the name).
+fn child(path: &str, name: &str) -> String {
+    if path.is_empty() {
+        name.to_string()
+    } else {
+        format!("{path}.{name}")
+    }
+}
+
+impl Walk<'_> {
+    /// The field path apiextensions-apiserver reports for kube-openapi's name of a value.
+    fn field(&self, name: &str) -> String {
+        let name = name.strip_prefix('.').unwrap_or(name);
+        match (self.prefix, name) {
+            (Some(p), "") => p.to_string(),
+            (None, "") => "<nil>".to_string(),
+            (Some(p), n) => format!("{p}.{n}"),
+            (None, n) => n.to_string(),
+        }
+    }
+
+    /// An error kube-openapi raises without a field (composite results, range checks).
+    fn unnamed(&mut self, detail: String) {
+        let field = self.prefix.unwrap_or("<nil>").to_string();
+        self.errs
+            .push(report::invalid(&field, Value::from(""), detail));
+    }
+
+    fn invalid(&mut self, path: &str, value: Value, detail: String) {
+        let f = self.field(path);
+        self.errs.push(report::invalid(&f, value, detail));
+    }
+
+    /// kube-openapi's `InvalidType`: the value is the type (or format) name it found.
+    fn type_error(&mut self, path: &str, expected: &str, found: &str) {
+        let detail = format!(
+            "{path} in body must be of type {expected}: {}",
+            quote(found)
+        );
+        self.invalid(path, Value::from(found), detail);
+    }
+
+    /// Validates one value; returns how many schema nodes were visited (kube-openapi's match
+    /// count, which picks the anyOf/oneOf branch whose errors are reported).
+    fn node(&mut self, n: &Node, v: &Value, path: &str) -> usize {
+        let types = declared_types(n);
+        let format_name = n
+            .format
+            .and(n.declared.format.as_deref())
+            .unwrap_or_default();
+        if v.is_null() {
+            if !types.is_empty() && !n.nullable {
+                self.type_error(path, &types.join(","), "null");
+            }
+            self.enumeration(n, v, path);
+            return 1;
+        }
+        if !types.is_empty() || !format_name.is_empty() {
+            self.check_type(&types, format_name, v, path);
+        }
+        let mut count = 1 + self.combinators(n, v, path);
+        match v {
+            Value::String(s) => {
+                self.string(n, s, path);
+                if let Some(f) = n.format
+                    && !f.accepts(s)
+                {
+                    let detail =
+                        format!("{path} in body must be of type {format_name}: {}", quote(s));
+                    self.invalid(path, v.clone(), detail);
+                }
+            }
+            Value::Number(_) => self.number(n, v, path),
+            Value::Array(items) => count += self.array(n, items, path),
+            _ => {}
+        }
+        self.enumeration(n, v, path);
+        if let Value::Object(m) = v {
+            count += self.object(n, m, path);
+        }
+        count
+    }
+
+    fn check_type(&mut self, types: &[&str], format: &str, v: &Value, path: &str) {
+        let (found, found_format) = kind_of(v);
+        let contains = |t: &str| types.contains(&t);
+        let is_float_int =
+            found == "number" && v.as_f64().is_some_and(is_json_integer) && contains("integer");
+        let is_int_float = found == "integer" && contains("number");
+        let scalar = !v.is_string() && !v.is_array();
+        if scalar
+            && !format.is_empty()
+            && !(contains(found) || found_format == format || is_float_int || is_int_float)
+        {
+            self.type_error(path, format, found_format);
+            return;
+        }
+        // A string or list with a format on a non-numeric schema: the format validator's business.
+        if !(contains("number") || contains("integer") || format.is_empty() || scalar) {
+            return;
+        }
+        if !(contains(found) || is_float_int || is_int_float) {
+            self.type_error(path, &types.join(","), found);
+        }
+    }
+
+    fn combinators(&mut self, n: &Node, v: &Value, path: &str) -> usize {
+        let c = &n.checks;
+        let mut count = 0;
+        let quoted = quote(path);
+        if !c.any_of.is_empty() {
+            let mut best: Option<(usize, Vec<FieldError>)> = None;
+            let mut ok = false;
+            for s in &c.any_of {
+                let (k, errs) = self.branch(s, v, path);
+                count += k;
+                if errs.is_empty() {
+                    ok = true;
+                    best = None;
+                    break;
+                }
+                if best.as_ref().is_none_or(|(bk, _)| k > *bk) {
+                    best = Some((k, errs));
+                }
+            }
+            if !ok {
+                self.unnamed(format!(
+                    "{quoted} must validate at least one schema (anyOf)"
+                ));
+            }
+            if let Some((_, errs)) = best {
+                self.errs.extend(errs);
+            }
+        }
+        if !c.one_of.is_empty() {
+            let mut best: Option<(usize, Vec<FieldError>)> = None;
+            let mut valid = 0;
+            for s in &c.one_of {
+                let (k, errs) = self.branch(s, v, path);
+                count += k;
+                if errs.is_empty() {
+                    valid += 1;
+                    best = None;
+                } else if valid == 0 && best.as_ref().is_none_or(|(bk, _)| k > *bk) {
+                    best = Some((k, errs));
+                }
+            }
+            if valid != 1 {
+                let more = if valid == 0 {
+                    "Found none valid".to_string()
+                } else {
+                    format!("Found {valid} valid alternatives")
+                };
+                self.unnamed(format!(
+                    "{quoted} must validate one and only one schema (oneOf). {more}"
+                ));
+                if let Some((_, errs)) = best {
+                    self.errs.extend(errs);
+                }
+            }
+        }
+        if !c.all_of.is_empty() {
+            let mut valid = 0;
+            for s in &c.all_of {
+                let (k, errs) = self.branch(s, v, path);
+                count += k;
+                if errs.is_empty() {
+                    valid += 1;
+                }
+                self.errs.extend(errs);
+            }
+            if valid != c.all_of.len() {
+                let more = if valid == 0 { ". None validated" } else { "" };
+                self.unnamed(format!(
+                    "{quoted} must validate all the schemas (allOf){more}"
+                ));
+            }
+        }
+        if let Some(not) = &c.not {
+            let (k, errs) = self.branch(not, v, path);
+            count += k;
+            if errs.is_empty() {
+                self.unnamed(format!("{quoted} must not validate the schema (not)"));
+            }
+        }
+        count
+    }
+
+    /// Validates against a sub-schema, keeping its errors apart.
+    fn branch(&mut self, s: &Node, v: &Value, path: &str) -> (usize, Vec<FieldError>) {
+        let mut sub = Walk {
+            prefix: self.prefix,
+            errs: Vec::new(),
+        };
+        let k = sub.node(s, v, path);
+        (k, sub.errs)
+    }
+
+    /// kube-openapi's string validator reports only its first failure.
+    fn string(&mut self, n: &Node, s: &str, path: &str) {
+        let c = &n.checks;
+        let len = || s.chars().count() as i64;
+        if let Some(max) = c.max_length
+            && len() > max
+        {
+            let f = self.field(path);
+            self.errs.push(report::too_long(&f, max));
+        } else if let Some(min) = c.min_length
+            && len() < min
+        {
+            let detail = format!("{path} in body should be at least {min} chars long");
+            self.invalid(path, Value::from(s), detail);
+        } else if let Some(p) = &c.pattern
+            && !p.regex.is_match(s)
+        {
+            let detail = format!("{path} in body should match '{}'", p.source);
+            self.invalid(path, Value::from(s), detail);
+        }
+    }
+
+    fn number(&mut self, n: &Node, v: &Value, path: &str) {
+        let c = &n.checks;
+        let type_name = if n.int_or_string {
+            ""
+        } else {
+            match n.ty {
+                Some(JsonType::Integer) => "integer",
+                Some(JsonType::Number) => "number",
+                _ => "",
+            }
+        };
+        let int = v.as_i64();
+        let data = v.as_f64().unwrap_or_default();
+        if type_name == "integer" && !integer_representable(v) {
+            self.unnamed(format!(
+                "Checked value must be of type integer (default format) in {path}"
+            ));
+        }
+        if let Some(factor) = c.multiple_of {
+            let native = self.bound_ok(type_name, factor, "MultipleOf", path);
+            match int.filter(|_| native) {
+                Some(i) => {
+                    let f = factor as i64;
+                    if f <= 0 {
+                        self.invalid(
+                            path,
+                            Value::from(f),
+                            format!("factor MultipleOf declared for {path} must be positive: {f}"),
+                        );
+                    } else if i % f != 0 {
+                        let detail = format!("{path} in body should be a multiple of {f}");
+                        self.invalid(path, v.clone(), detail);
+                    }
+                }
+                None => {
+                    if factor <= 0.0 {
+                        let detail = format!(
+                            "factor MultipleOf declared for {path} must be positive: {}",
+                            go_float(factor)
+                        );
+                        self.invalid(path, Value::from(factor), detail);
+                    } else {
+                        let mult = if factor < 1.0 {
+                            1.0 / factor * data
+                        } else {
+                            data / factor
+                        };
+                        if !is_json_integer(mult) {
+                            let detail = format!(
+                                "{path} in body should be a multiple of {}",
+                                go_float(factor)
+                            );
+                            self.invalid(path, v.clone(), detail);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(min) = c.minimum {
+            let native = self.bound_ok(type_name, min, "Minimum boundary", path);
+            let excl = c.exclusive_minimum;
+            let (below, shown) = match int.filter(|_| native) {
+                Some(i) => {
+                    let m = min as i64;
+                    ((!excl && i < m) || (excl && i <= m), m.to_string())
+                }
+                None => (
+                    (!excl && data < min) || (excl && data <= min),
+                    go_float(min),
+                ),
+            };
+            if below {
+                let rel = if excl {
+                    "greater than"
+                } else {
+                    "greater than or equal to"
+                };
+                self.invalid(
+                    path,
+                    v.clone(),
+                    format!("{path} in body should be {rel} {shown}"),
+                );
+            }
+        }
+        if let Some(max) = c.maximum {
+            let native = self.bound_ok(type_name, max, "Maximum boundary", path);
+            let excl = c.exclusive_maximum;
+            let (above, shown) = match int.filter(|_| native) {
+                Some(i) => {
+                    let m = max as i64;
+                    ((!excl && i > m) || (excl && i >= m), m.to_string())
+                }
+                None => (
+                    (!excl && data > max) || (excl && data >= max),
+                    go_float(max),
+                ),
+            };
+            if above {
+                let rel = if excl {
+                    "less than"
+                } else {
+                    "less than or equal to"
+                };
+                self.invalid(
+                    path,
+                    v.clone(),
+                    format!("{path} in body should be {rel} {shown}"),
+                );
+            }
+        }
+    }
+
+    /// kube-openapi's `IsValueValidAgainstRange` for a schema bound: on an integer schema a
+    /// bound must be an integer, or it is reported and compared as a float.
+    fn bound_ok(&mut self, type_name: &str, bound: f64, what: &str, path: &str) -> bool {
+        if type_name == "integer" && !integer_representable(&Value::from(bound)) {
+            self.unnamed(format!(
+                "{what} value must be of type integer (default format) in {path}"
+            ));
+            return false;
+        }
+        true
+    }
+
+    fn array(&mut self, n: &Node, items: &[Value], path: &str) -> usize {
+        let c = &n.checks;
+        let mut count = 0;
+        if let Some(s) = &n.items {
+            for (i, item) in items.iter().enumerate() {
+                count += self.node(s, item, &format!("{path}[{i}]"));
+            }
+        }
+        let size = items.len() as i64;
+        if let Some(min) = c.min_items
+            && size < min
+        {
+            let detail = format!("{path} in body should have at least {min} items");
+            self.invalid(path, Value::from(size), detail);
+        }
+        if let Some(max) = c.max_items
+            && size > max
+        {
+            let f = self.field(path);
+            self.errs.push(report::too_many(&f, size, max));
+        }
+        if c.unique_items && has_duplicates(items) {
+            let detail = format!("{path} in body shouldn't contain duplicates");
+            self.invalid(path, Value::from(""), detail);
+        }
+        count
+    }
+
+    fn enumeration(&mut self, n: &Node, v: &Value, path: &str) {
+        let Some(allowed) = &n.checks.enumeration else {
+            return;
+        };
+        if allowed.is_empty() || allowed.iter().any(|e| enum_matches(v, e)) {
+            return;
+        }
+        let names: Vec<String> = allowed
+            .iter()
+            .map(|e| match e {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect();
+        let f = self.field(path);
+        self.errs.push(report::not_supported(&f, v.clone(), &names));
+    }
+
+    fn object(&mut self, n: &Node, m: &Map<String, Value>, path: &str) -> usize {
+        let c = &n.checks;
+        let mut count = 0;
+        let size = m.len() as i64;
+        if let Some(min) = c.min_properties
+            && size < min
+        {
+            let detail = format!("{path} in body should have at least {min} properties");
+            self.invalid(path, Value::from(size), detail);
+        }
+        if let Some(max) = c.max_properties
+            && size > max
+        {
+            let f = self.field(path);
+            self.errs.push(report::too_many(&f, size, max));
+        }
+        match &n.additional {
+            Some(Additional::Allows(false)) => {
+                for k in m.keys().filter(|k| !n.properties.contains_key(*k)) {
+                    let detail = format!("{path}.{k} in body is a forbidden property");
+                    self.invalid(path, Value::from(k.as_str()), detail);
+                }
+            }
+            Some(Additional::Schema(s)) => {
+                for (k, v) in m.iter().filter(|(k, _)| !n.properties.contains_key(*k)) {
+                    count += self.node(s, v, &format!("{path}.{k}"));
+                }
+            }
+            _ => {}
+        }
+        for (name, s) in &n.properties {
+            if let Some(v) = m.get(name) {
+                count += self.node(s, v, &child(path, name));
+            }
+        }
+        for r in &c.required {
+            if !m.contains_key(r) {
+                let f = self.field(&format!("{path}.{r}"));
+                self.errs.push(report::required(&f, ""));
+            }
+        }
+        count
+    }
+}
+
+/// The types a node accepts, as kube-openapi's `type` list (int-or-string is both).
+fn declared_types(n: &Node) -> Vec<&'static str> {
+    if n.int_or_string {
+        vec!["integer", "string"]
+    } else {
+        n.ty.map(|t| vec![t.name()]).unwrap_or_default()
+    }
+}
+
+/// The JSON type of a decoded value and the Go format kube-openapi derives from it.
+fn kind_of(v: &Value) -> (&'static str, &'static str) {
+    match v {
+        Value::Null => ("null", ""),
+        Value::Bool(_) => ("boolean", ""),
+        Value::Number(n) if n.is_i64() => ("integer", "int64"),
+        Value::Number(_) => ("number", "float64"),
+        Value::String(_) => ("string", ""),
+        Value::Array(_) => ("array", ""),
+        Value::Object(_) => ("object", ""),
+    }
+}
+
+/// Whether a number prints (as Go's `FormatFloat(f, 'f', -1)`) as an int64.
+fn integer_representable(v: &Value) -> bool {
+    if v.as_i64().is_some() {
+        return true;
+    }
+    match v.as_f64() {
+        Some(f) => {
+            f.fract() == 0.0 && (-9.223_372_036_854_775e18..9.223_372_036_854_775e18).contains(&f)
+        }
+        None => false,
+    }
+}
+
+/// go-openapi's `IsFloat64AJSONInteger`.
+fn is_json_integer(f: f64) -> bool {
+    const MAX: f64 = 9_007_199_254_740_992.0; // 2^53
+    if !f.is_finite() || !(-MAX..=MAX).contains(&f) {
+        return false;
+    }
+    let g = f.trunc();
+    if f == g {
+        return true;
+    }
+    let diff = (f - g).abs();
+    diff / (f.abs() + g.abs()) < 1e-9
+}
+
+fn has_duplicates(items: &[Value]) -> bool {
+    items
+        .iter()
+        .enumerate()
+        .any(|(i, a)| items[..i].iter().any(|b| a == b))
+}
+
+/// kube-openapi's enum match: the value converted to the enum entry's Go type, then compared
+/// (an integer entry matches a float by truncation, a float entry an integer as a float).
+fn enum_matches(v: &Value, e: &Value) -> bool {
+    // A null never matches, not even a null entry: kube-openapi cannot convert it.
+    if v.is_null() {
+        return false;
+    }
+    if v == e {
+        return true;
+    }
+    match (v, e) {
+        (Value::Number(a), Value::Number(b)) => match (b.as_i64(), a.as_f64(), b.as_f64()) {
+            (Some(bi), Some(af), _) if !b.is_f64() => af.trunc() == bi as f64,
+            (_, Some(af), Some(bf)) => af == bf,
+            _ => false,
+        },
+        (Value::Number(a), Value::String(s)) => a
+            .as_i64()
+            .and_then(|i| u32::try_from(i).ok())
+            .and_then(char::from_u32)
+            .is_some_and(|c| s.chars().eq(std::iter::once(c))),
+        _ => false,
+    }
+}

@@ -7,7 +7,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use cel::common::types::{
-    CelBool, CelBytes, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt,
+    CelBool, CelBytes, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelOptional,
+    CelString, CelUInt,
 };
 use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
@@ -32,6 +33,17 @@ impl<'a> Activation<'a> {
     /// Binds `name` to `value`, replacing an earlier binding of the same name.
     pub fn bind(&mut self, name: &str, value: &'a Value) -> &mut Self {
         self.vars.insert(name.to_string(), to_val(value));
+        self
+    }
+
+    /// Binds `name` to an optional value (`optional.of(value)`, or `optional.none()`), as
+    /// upstream binds `oldSelf` for rules with `optionalOldSelf: true`.
+    pub fn bind_optional(&mut self, name: &str, value: Option<&'a Value>) -> &mut Self {
+        let optional = match value {
+            Some(v) => CelOptional::of(to_val(v)),
+            None => CelOptional::none(),
+        };
+        self.vars.insert(name.to_string(), Box::new(optional));
         self
     }
 

@@ -8,6 +8,7 @@ mod library;
 mod lists;
 mod program;
 mod quantity;
+pub mod rules;
 
 mod url;
 

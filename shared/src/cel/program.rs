@@ -128,7 +128,7 @@ impl Program {
             return Err(CelError::CostLimit);
         };
         drop(meter);
-        let value = result.map_err(|e| CelError::Eval(e.to_string()))?;
+        let value = result.map_err(|e| CelError::Eval(describe(&e)))?;
         convert(value.as_ref()).map(|v| (v, spent))
     }
 }
@@ -137,5 +137,20 @@ fn wrong_type(want: &'static str, v: &dyn Val) -> CelError {
     CelError::Type {
         want,
         got: v.get_type().name().to_string(),
+    }
+}
+
+/// An evaluation error in cel-go's words where they differ (`no such key: x`, `division by
+/// zero`), so messages read as upstream's.
+fn describe(e: &cel::ExecutionError) -> String {
+    use cel::ExecutionError as E;
+    match e {
+        E::NoSuchKey(k) => format!("no such key: {k}"),
+        E::DivisionByZero(_) => "division by zero".to_string(),
+        E::RemainderByZero(_) => "modulus by zero".to_string(),
+        E::Overflow(..) => "integer overflow".to_string(),
+        E::NoSuchOverload(o) => format!("no such overload: {o}"),
+        E::FunctionError { message, .. } => message.clone(),
+        other => other.to_string(),
     }
 }

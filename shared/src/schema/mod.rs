@@ -28,6 +28,7 @@ mod list_type;
 mod node;
 mod openapi_rules;
 mod prune;
+mod ratchet;
 mod report;
 mod structural;
 mod values;
@@ -103,12 +104,29 @@ impl Structural {
         errs
     }
 
-    /// Validates only `status` (a status subresource update), as upstream's status validator:
-    /// paths start at `status`.
-    pub fn validate_status(&self, status: &Value) -> Vec<FieldError> {
-        match self.root.properties.get("status") {
-            Some(s) => values::validate(s, status, Some("status")),
-            None => Vec::new(),
+    /// Validates an update from `old` as upstream does with validation ratcheting (on by
+    /// default since 1.30): the schema's errors on values unchanged from the old object are
+    /// dropped, list-type uniqueness is only checked when the old object kept it, embedded
+    /// resources are checked as on a create.
+    pub fn validate_update(&self, obj: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = values::validate_update(&self.root, obj, old, None);
+        errs.extend(embedded::validate(&self.root, obj, ""));
+        if list_type::validate(&self.root, old).is_empty() {
+            errs.extend(list_type::validate(&self.root, obj));
+        }
+        errs
+    }
+
+    /// Validates only `status` (a status subresource write), as upstream's status validator:
+    /// paths start at `status`; with `old` (the old object's status), ratcheting as
+    /// [`Structural::validate_update`].
+    pub fn validate_status(&self, status: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        let Some(s) = self.root.properties.get("status") else {
+            return Vec::new();
+        };
+        match old {
+            Some(old) => values::validate_update(s, status, old, Some("status")),
+            None => values::validate(s, status, Some("status")),
         }
     }
 

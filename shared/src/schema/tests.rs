@@ -378,10 +378,10 @@ fn status_alone_is_validated_under_status() {
     )
     .unwrap_or_else(|e| panic!("{:?}", messages(&e)));
     assert_eq!(
-        messages(&s.validate_status(&json!({"ready": -1}))),
+        messages(&s.validate_status(&json!({"ready": -1}), None)),
         ["status.ready: Invalid value: -1: ready in body should be greater than or equal to 0"]
     );
-    assert!(s.validate_status(&json!({"ready": 1})).is_empty());
+    assert!(s.validate_status(&json!({"ready": 1}), None).is_empty());
 }
 
 #[test]
@@ -929,4 +929,97 @@ fn a_thirty_property_resource_is_admitted_well_under_a_millisecond() {
 fn structural_schemas_can_be_shared_between_threads() {
     fn shared<T: Send + Sync>() {}
     shared::<Structural>();
+}
+
+#[test]
+fn updates_ratchet_errors_on_unchanged_values() {
+    let s = crd(json!({
+        "a": {"type": "integer", "minimum": 1},
+        "b": {"type": "string"},
+        "either": {"type": "integer", "anyOf": [{"maximum": 1}, {"minimum": 10}]},
+        "tags": {"type": "array", "x-kubernetes-list-type": "set",
+                 "items": {"type": "string", "maxLength": 2}},
+        "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                  "x-kubernetes-list-map-keys": ["name"],
+                  "items": {"type": "object", "required": ["name"], "properties": {
+                      "name": {"type": "string"}, "port": {"type": "integer", "maximum": 100}}}},
+    }));
+    // (old spec, new spec, messages)
+    let cases: Vec<(Value, Value, Vec<&str>)> = vec![
+        (json!({"a": 0, "b": "x"}), json!({"a": 0, "b": "y"}), vec![]),
+        (
+            json!({"a": 0}),
+            json!({"a": -1}),
+            vec!["spec.a: Invalid value: -1: spec.a in body should be greater than or equal to 1"],
+        ),
+        (
+            json!({}),
+            json!({"a": 0}),
+            vec!["spec.a: Invalid value: 0: spec.a in body should be greater than or equal to 1"],
+        ),
+        (
+            json!({"either": 5}),
+            json!({"either": 5, "b": "new"}),
+            vec![],
+        ),
+        (
+            json!({"ports": [{"name": "a", "port": 200}]}),
+            json!({"ports": [{"name": "b", "port": 1}, {"name": "a", "port": 200}]}),
+            vec![],
+        ),
+        (
+            json!({"ports": [{"name": "a", "port": 200}]}),
+            json!({"ports": [{"name": "a", "port": 300}]}),
+            vec![
+                "spec.ports[0].port: Invalid value: 300: spec.ports[0].port in body should be less than or equal to 100",
+            ],
+        ),
+        // Set items are not correlated: a changed set is validated whole.
+        (
+            json!({"tags": ["abc"]}),
+            json!({"tags": ["abc", "x"]}),
+            vec!["spec.tags[0]: Too long: may not be more than 2 bytes"],
+        ),
+        (
+            json!({"tags": ["abc"]}),
+            json!({"tags": ["abc"], "b": "x"}),
+            vec![],
+        ),
+        // Duplicates are only refused when the old object had none.
+        (
+            json!({"tags": ["x", "x"]}),
+            json!({"tags": ["x", "x", "y"]}),
+            vec![],
+        ),
+        (
+            json!({"tags": ["x"]}),
+            json!({"tags": ["x", "x"]}),
+            vec![r#"spec.tags[1]: Duplicate value: "x""#],
+        ),
+    ];
+    for (old, new, want) in cases {
+        let got = messages(&s.validate_update(&json!({"spec": new}), &json!({"spec": old})));
+        assert_eq!(got, want, "{old} -> {new}");
+    }
+}
+
+#[test]
+fn status_updates_ratchet_too() {
+    let s = Structural::from_schema(
+        &json!({"type": "object", "properties": {
+            "status": {"type": "object", "properties": {
+                "ready": {"type": "integer", "minimum": 0},
+                "phase": {"type": "string"}}}}}),
+        ROOT,
+    )
+    .unwrap_or_else(|e| panic!("{:?}", messages(&e)));
+    let old = json!({"ready": -1});
+    assert!(
+        s.validate_status(&json!({"ready": -1, "phase": "Up"}), Some(&old))
+            .is_empty()
+    );
+    assert_eq!(
+        messages(&s.validate_status(&json!({"ready": -2}), Some(&old))),
+        ["status.ready: Invalid value: -2: ready in body should be greater than or equal to 0"]
+    );
 }

@@ -8,6 +8,7 @@
 use serde_json::{Map, Value};
 
 use super::node::{Additional, JsonType, Node};
+use super::ratchet::Correlation;
 use super::report::{self, go_float, quote};
 use crate::admission::FieldError;
 
@@ -18,7 +19,24 @@ pub(crate) fn validate(root: &Node, v: &Value, prefix: Option<&str>) -> Vec<Fiel
         prefix,
         errs: Vec::new(),
     };
-    w.node(root, v, "");
+    w.node(root, v, None, "");
+    w.errs
+}
+
+/// Validates an update of `old` to `v`, ratcheting: the errors of values unchanged from their
+/// correlated old values are dropped.
+pub(crate) fn validate_update(
+    root: &Node,
+    v: &Value,
+    old: &Value,
+    prefix: Option<&str>,
+) -> Vec<FieldError> {
+    let mut w = Walk {
+        prefix,
+        errs: Vec::new(),
+    };
+    let corr = Correlation { schema: root, old };
+    w.node(root, v, Some(corr), "");
     w.errs
 }
 
@@ -69,9 +87,22 @@ impl Walk<'_> {
         self.invalid(path, Value::from(found), detail);
     }
 
-    /// Validates one value; returns how many schema nodes were visited (kube-openapi's match
-    /// count, which picks the anyOf/oneOf branch whose errors are reported).
-    fn node(&mut self, n: &Node, v: &Value, path: &str) -> usize {
+    /// Validates one value, reached through a property or an item, dropping its errors when
+    /// it is correlated with an old value and unchanged. Returns how many schema nodes were
+    /// visited (kube-openapi's match count, which picks the anyOf/oneOf branch reported).
+    fn node(&mut self, n: &Node, v: &Value, corr: Option<Correlation>, path: &str) -> usize {
+        let start = self.errs.len();
+        let count = self.check(n, v, corr, path);
+        if let Some(c) = corr
+            && self.errs.len() > start
+            && c.unchanged(v)
+        {
+            self.errs.truncate(start);
+        }
+        count
+    }
+
+    fn check(&mut self, n: &Node, v: &Value, corr: Option<Correlation>, path: &str) -> usize {
         let types = declared_types(n);
         let format_name = n
             .format
@@ -87,7 +118,7 @@ impl Walk<'_> {
         if !types.is_empty() || !format_name.is_empty() {
             self.check_type(&types, format_name, v, path);
         }
-        let mut count = 1 + self.combinators(n, v, path);
+        let mut count = 1 + self.combinators(n, v, corr, path);
         match v {
             Value::String(s) => {
                 self.string(n, s, path);
@@ -100,12 +131,12 @@ impl Walk<'_> {
                 }
             }
             Value::Number(_) => self.number(n, v, path),
-            Value::Array(items) => count += self.array(n, items, path),
+            Value::Array(items) => count += self.array(n, items, corr, path),
             _ => {}
         }
         self.enumeration(n, v, path);
         if let Value::Object(m) = v {
-            count += self.object(n, m, path);
+            count += self.object(n, v, m, corr, path);
         }
         count
     }
@@ -133,7 +164,7 @@ impl Walk<'_> {
         }
     }
 
-    fn combinators(&mut self, n: &Node, v: &Value, path: &str) -> usize {
+    fn combinators(&mut self, n: &Node, v: &Value, corr: Option<Correlation>, path: &str) -> usize {
         let c = &n.checks;
         let mut count = 0;
         let quoted = quote(path);
@@ -141,7 +172,7 @@ impl Walk<'_> {
             let mut best: Option<(usize, Vec<FieldError>)> = None;
             let mut ok = false;
             for s in &c.any_of {
-                let (k, errs) = self.branch(s, v, path);
+                let (k, errs) = self.branch(s, v, corr, path);
                 count += k;
                 if errs.is_empty() {
                     ok = true;
@@ -165,7 +196,7 @@ impl Walk<'_> {
             let mut best: Option<(usize, Vec<FieldError>)> = None;
             let mut valid = 0;
             for s in &c.one_of {
-                let (k, errs) = self.branch(s, v, path);
+                let (k, errs) = self.branch(s, v, corr, path);
                 count += k;
                 if errs.is_empty() {
                     valid += 1;
@@ -191,7 +222,7 @@ impl Walk<'_> {
         if !c.all_of.is_empty() {
             let mut valid = 0;
             for s in &c.all_of {
-                let (k, errs) = self.branch(s, v, path);
+                let (k, errs) = self.branch(s, v, corr, path);
                 count += k;
                 if errs.is_empty() {
                     valid += 1;
@@ -206,7 +237,7 @@ impl Walk<'_> {
             }
         }
         if let Some(not) = &c.not {
-            let (k, errs) = self.branch(not, v, path);
+            let (k, errs) = self.branch(not, v, corr, path);
             count += k;
             if errs.is_empty() {
                 self.unnamed(format!("{quoted} must not validate the schema (not)"));
@@ -216,12 +247,20 @@ impl Walk<'_> {
     }
 
     /// Validates against a sub-schema, keeping its errors apart.
-    fn branch(&mut self, s: &Node, v: &Value, path: &str) -> (usize, Vec<FieldError>) {
+    /// (Its fields are correlated through the enclosing value's correlation, as upstream's
+    /// sub-validators share their parent's.)
+    fn branch(
+        &mut self,
+        s: &Node,
+        v: &Value,
+        corr: Option<Correlation>,
+        path: &str,
+    ) -> (usize, Vec<FieldError>) {
         let mut sub = Walk {
             prefix: self.prefix,
             errs: Vec::new(),
         };
-        let k = sub.node(s, v, path);
+        let k = sub.check(s, v, corr, path);
         (k, sub.errs)
     }
 
@@ -371,12 +410,13 @@ impl Walk<'_> {
         true
     }
 
-    fn array(&mut self, n: &Node, items: &[Value], path: &str) -> usize {
+    fn array(&mut self, n: &Node, items: &[Value], corr: Option<Correlation>, path: &str) -> usize {
         let c = &n.checks;
         let mut count = 0;
         if let Some(s) = &n.items {
             for (i, item) in items.iter().enumerate() {
-                count += self.node(s, item, &format!("{path}[{i}]"));
+                let item_corr = corr.and_then(|c| c.item(item));
+                count += self.node(s, item, item_corr, &format!("{path}[{i}]"));
             }
         }
         let size = items.len() as i64;
@@ -417,7 +457,15 @@ impl Walk<'_> {
         self.errs.push(report::not_supported(&f, v.clone(), &names));
     }
 
-    fn object(&mut self, n: &Node, m: &Map<String, Value>, path: &str) -> usize {
+    fn object(
+        &mut self,
+        n: &Node,
+        v: &Value,
+        m: &Map<String, Value>,
+        corr: Option<Correlation>,
+        path: &str,
+    ) -> usize {
+        let field_corr = |k: &str| corr.and_then(|c| c.field(v, k, path));
         let c = &n.checks;
         let mut count = 0;
         let size = m.len() as i64;
@@ -441,15 +489,15 @@ impl Walk<'_> {
                 }
             }
             Some(Additional::Schema(s)) => {
-                for (k, v) in m.iter().filter(|(k, _)| !n.properties.contains_key(*k)) {
-                    count += self.node(s, v, &format!("{path}.{k}"));
+                for (k, fv) in m.iter().filter(|(k, _)| !n.properties.contains_key(*k)) {
+                    count += self.node(s, fv, field_corr(k), &format!("{path}.{k}"));
                 }
             }
             _ => {}
         }
         for (name, s) in &n.properties {
-            if let Some(v) = m.get(name) {
-                count += self.node(s, v, &child(path, name));
+            if let Some(fv) = m.get(name) {
+                count += self.node(s, fv, field_corr(name), &child(path, name));
             }
         }
         for r in &c.required {

@@ -72,7 +72,8 @@ pub struct WriteOptions {
 /// The manager of writes made inside the controller process.
 pub const OWN_MANAGER: &str = "berth-controller";
 
-/// Records the write in `obj`'s managedFields.
+/// Records the write in `obj`'s managedFields. A server-side apply's object arrives with the
+/// entries its apply made (`managed_fields::apply`, before defaulting): they stand.
 fn record_managers(
     rt: &ResourceType,
     old: Option<&Value>,
@@ -80,6 +81,9 @@ fn record_managers(
     part: Part,
     opts: &WriteOptions,
 ) {
+    if opts.apply {
+        return;
+    }
     let api_version = obj
         .get("apiVersion")
         .and_then(Value::as_str)
@@ -374,7 +378,17 @@ impl Registry {
         {
             self.check_namespace(ns)?;
         }
+        let applied_fields = opts
+            .apply
+            .then(|| obj.pointer("/metadata/managedFields").cloned())
+            .flatten();
         meta::prepare_for_create(rt, &mut obj, has_generation(rt));
+        if let (Some(fields), Some(m)) = (
+            applied_fields,
+            obj.get_mut("metadata").and_then(Value::as_object_mut),
+        ) {
+            m.insert("managedFields".into(), fields);
+        }
         restrict_node(rt, opts, &name, &obj, None)?;
         admission::check_decodes(rt.kind, &obj).map_err(|e| admission_error(rt, &name, e))?;
         if rt.group.is_empty()
@@ -559,6 +573,10 @@ impl Registry {
             return Ok(old);
         }
         if opts.dry_run {
+            // As upstream's dry run answers: what would be stored, at the stored version.
+            if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.insert("resourceVersion".into(), json!(expected.to_string()));
+            }
             return Ok(obj);
         }
         let key = object_key(rt, ns, name);

@@ -58,6 +58,10 @@ pub enum ApiError {
     /// `StatusReasonTimeout`).
     #[error("{0}")]
     Timeout(String),
+    /// 409 from server-side apply: fields other managers own (upstream's `NewApplyConflict`:
+    /// no name or kind in the details, one `FieldManagerConflict` cause per field).
+    #[error(transparent)]
+    ApplyConflict(berth_shared::managed_fields::Conflicts),
     /// An error upstream has no `Status` for (a plain Go error): kube-apiserver answers 500 with
     /// the bare message and no reason (`ErrorToAPIStatus`).
     #[error("{0}")]
@@ -103,6 +107,7 @@ impl ApiError {
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::ApplyConflict(_) => StatusCode::CONFLICT,
             ApiError::TooManyRequests(_) | ApiError::TooManyRequestsBecause { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
             }
@@ -125,6 +130,7 @@ impl ApiError {
             ApiError::MethodNotAllowed => "MethodNotAllowed",
             ApiError::UnsupportedMediaType => "UnsupportedMediaType",
             ApiError::TooLarge(_) => "RequestEntityTooLarge",
+            ApiError::ApplyConflict(_) => "Conflict",
             ApiError::TooManyRequests(_) | ApiError::TooManyRequestsBecause { .. } => {
                 "TooManyRequests"
             }
@@ -177,6 +183,13 @@ impl ApiError {
                     })
                     .collect();
                 Some(d)
+            }
+            ApiError::ApplyConflict(conflicts) => {
+                Some(json!({"causes": conflicts.0.iter().map(|c| json!({
+                "reason": berth_shared::managed_fields::Conflicts::CAUSE,
+                "message": c.message(),
+                "field": c.field,
+            })).collect::<Vec<_>>()}))
             }
             ApiError::TooManyRequestsBecause {
                 causes,

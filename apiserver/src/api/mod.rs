@@ -504,7 +504,18 @@ async fn serve_resource(
                 }
                 (_, Some(part)) => {
                     let opts = write_options()?;
-                    patch::patch(&state, view, ns, name, &content_type, body, opts, part).await
+                    patch::patch(
+                        &state,
+                        view,
+                        ns,
+                        name,
+                        &content_type,
+                        body,
+                        opts,
+                        part,
+                        &query,
+                    )
+                    .await
                 }
                 _ => Err(ApiError::UnknownPath),
             }

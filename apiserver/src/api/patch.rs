@@ -1,15 +1,23 @@
-//! PATCH: JSON patch, JSON merge patch, strategic merge patch and server-side apply (simplified:
-//! create-or-merge of the applied configuration; `force` accepted, no field-ownership conflicts).
+//! PATCH: JSON patch, JSON merge patch, strategic merge patch and server-side apply. An apply
+//! (`application/apply-patch+yaml`, `fieldManager` required) goes through field ownership
+//! ([`berth_shared::managed_fields::apply`]): fields other managers own and the apply would
+//! change are a 409 with upstream's conflict causes unless `force=true` takes them; fields the
+//! applier stops applying are removed unless someone else owns them. `dryRun` answers what
+//! would be stored (`kubectl diff --server-side`).
 
 use super::error::ApiError;
 use super::{SharedState, blocking};
 use axum::http::StatusCode;
 use axum::response::Response;
 use berth_registry::{Part, RegistryError, WriteOptions};
+use berth_shared::admission::{FieldError, FieldErrorType};
+use berth_shared::managed_fields::{self, BuiltIn, Writer};
 use berth_shared::patch::{self, PatchType};
 use berth_shared::resource::ResourceType;
 use bytes::Bytes;
 use serde_json::Value;
+
+use super::query::Query;
 
 /// Applies a patch document to an object.
 pub fn apply(kind: &str, pt: PatchType, current: Value, doc: &Value) -> Result<Value, ApiError> {
@@ -35,6 +43,79 @@ pub fn apply(kind: &str, pt: PatchType, current: Value, doc: &Value) -> Result<V
     })
 }
 
+/// PatchOptions as upstream validates them: an apply names its field manager; only an apply
+/// may force.
+fn check_patch_options(pt: PatchType, query: &Query) -> Result<(), ApiError> {
+    let field_manager = query.get("fieldManager").unwrap_or_default();
+    let mut causes = Vec::new();
+    if pt == PatchType::Apply && field_manager.is_empty() {
+        causes.push(FieldError {
+            error_type: FieldErrorType::Required,
+            field: "fieldManager".to_string(),
+            bad_value: None,
+            detail: "is required for apply patch".to_string(),
+        });
+    }
+    if pt != PatchType::Apply && query.get("force").is_some() {
+        causes.push(FieldError {
+            error_type: FieldErrorType::Forbidden,
+            field: "force".to_string(),
+            bad_value: None,
+            detail: "may not be specified for non-apply patch".to_string(),
+        });
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(RegistryError::Invalid {
+        kind: "PatchOptions".to_string(),
+        group: "meta.k8s.io".to_string(),
+        name: String::new(),
+        causes,
+    }
+    .into())
+}
+
+/// The apply of `config` as `manager` over `live` (none for a create), both in `view`'s
+/// version: the object to store, with its managedFields, or the conflicts.
+fn apply_configuration(
+    view: &'static ResourceType,
+    live: Option<&Value>,
+    config: &Value,
+    manager: &str,
+    part: Part,
+    force: bool,
+) -> Result<Value, ApiError> {
+    // Upstream's check: the configuration is in the version it is sent to.
+    let api_version = view.api_version();
+    let sent = config
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if sent != api_version {
+        return Err(ApiError::BadRequest(format!(
+            "Incorrect version specified in apply patch. Specified patch version: {sent}, expected: {api_version}"
+        )));
+    }
+    let time = berth_registry::meta::now_rfc3339();
+    let writer = Writer {
+        manager,
+        operation: "Apply",
+        subresource: match part {
+            Part::Main => None,
+            Part::Status => Some("status"),
+            Part::EphemeralContainers => Some("ephemeralcontainers"),
+            Part::Approval => Some("approval"),
+        },
+        api_version: &api_version,
+        time: &time,
+        status_subresource: view.has_status,
+    };
+    // Built-in kinds' list types; a custom resource's come from its schema.
+    let schema = BuiltIn { kind: view.kind };
+    managed_fields::apply(&schema, live, config, &writer, force).map_err(ApiError::ApplyConflict)
+}
+
 #[allow(clippy::too_many_arguments)]
 pub async fn patch(
     state: &SharedState,
@@ -45,9 +126,13 @@ pub async fn patch(
     raw: Bytes,
     mut opts: WriteOptions,
     part: Part,
+    query: &Query,
 ) -> Result<Response, ApiError> {
     let pt = PatchType::from_content_type(content_type).ok_or(ApiError::UnsupportedMediaType)?;
+    check_patch_options(pt, query)?;
     opts.apply = pt == PatchType::Apply;
+    let force = query.flag("force");
+    let manager = query.get("fieldManager").unwrap_or_default().to_string();
     let doc = super::body::decode(
         if pt == PatchType::Apply {
             "application/apply-patch+yaml"
@@ -75,7 +160,7 @@ pub async fn patch(
                         .to_string(),
                 ));
             }
-            let mut obj = doc.clone();
+            let mut obj = apply_configuration(view, None, &doc, &manager, part, force)?;
             berth_registry::meta::check_type(view, &mut obj)?;
             let mut obj = super::conversion::body_to_storage(view, obj)?;
             berth_registry::meta::set_namespace(rt, ns.as_deref(), &mut obj)?;
@@ -88,8 +173,12 @@ pub async fn patch(
         let mut unknown = Vec::new();
         let updated = registry.update_with(rt, ns.as_deref(), &name, part, &opts, |current| {
             let current = super::conversion::object_in_version(view, current);
-            let patched =
-                super::conversion::body_to_storage(view, apply(rt.kind, pt, current, &doc)?)?;
+            let patched = if pt == PatchType::Apply {
+                apply_configuration(view, Some(&current), &doc, &manager, part, force)?
+            } else {
+                apply(rt.kind, pt, current, &doc)?
+            };
+            let patched = super::conversion::body_to_storage(view, patched)?;
             if pt == PatchType::Strategic
                 && let Some(e) = berth_shared::admission::decode_error(rt.kind, &patched)
             {

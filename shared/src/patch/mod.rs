@@ -22,7 +22,9 @@ pub enum PatchType {
     Json,
     Merge,
     Strategic,
-    /// Server-side apply, served as create-or-strategic-merge of the applied configuration.
+    /// Server-side apply: objects and their status go through field ownership
+    /// (`managed_fields::apply`); [`apply_patch`] merges it strategically where no ownership
+    /// is kept (the scale subresource).
     Apply,
 }
 

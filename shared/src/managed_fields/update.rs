@@ -1,128 +1,21 @@
-//! `metadata.managedFields`: which field manager set which fields, as kube-apiserver records
-//! it for every write. A write's manager is its `fieldManager` parameter or its client's
-//! user-agent (`kubectl-set`, `kubectl-client-side-apply`, `kubectl`…); the fields it
-//! changed become its own, in upstream's `FieldsV1` form (`f:name`, `k:{"name":"nginx"}` for
-//! items of lists merged by key, `v:"x"` for set items, `.` for a node that is itself owned),
-//! and are taken from every other `Update` manager. One entry per manager, operation and
-//! subresource; an entry left with no fields goes.
+//! Updates (create, PUT, and every PATCH but server-side apply) recorded in
+//! `metadata.managedFields` as kube-apiserver records them: the fields a write changed
+//! become its manager's and are taken from every other manager, appliers included (an update
+//! never conflicts); what it removed leaves every set.
 //!
-//! The sets follow upstream's shape — leaves, list items by their merge keys (from the
-//! strategic-merge table), maps of string keys marked owned — without its whole schema
-//! machinery: a nested struct that upstream marks `.` because Go declares it a pointer is
-//! not marked here. Server-side apply's conflict detection is not built on these sets.
+//! The sets follow upstream's shape — leaves, list items by their keys, maps of data marked
+//! owned — without its whole schema machinery: a nested struct that upstream marks `.`
+//! because Go declares it a pointer is not marked here.
 
-use std::collections::BTreeMap;
+use serde_json::{Map, Value};
 
-use serde_json::{Map, Value, json};
-
-use crate::patch::{ListStrategy, list_strategy};
-
-/// Who writes, and how.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Writer<'a> {
-    pub manager: &'a str,
-    /// `Update`, or `Apply` for server-side apply.
-    pub operation: &'a str,
-    /// `status`, `scale`… or `None` for the object itself.
-    pub subresource: Option<&'a str>,
-    /// The apiVersion the write was made in.
-    pub api_version: &'a str,
-    /// When (RFC 3339, seconds).
-    pub time: &'a str,
-    /// The kind's `status` is written through its own subresource (so a write of the object
-    /// itself owns no status field).
-    pub status_subresource: bool,
-}
-
-/// The manager name upstream derives from a user-agent: what comes before the first `/`
-/// (`kubectl/v1.33.0 (linux/amd64) …` is `kubectl`).
-pub fn manager_from_user_agent(user_agent: &str) -> String {
-    let name = user_agent.split('/').next().unwrap_or_default().trim();
-    name.chars().take(128).collect()
-}
-
-/// A set of field paths, as a tree.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-struct Set {
-    /// The node itself is in the set (`.` when it has children, `{}` when it does not).
-    me: bool,
-    children: BTreeMap<String, Set>,
-}
-
-impl Set {
-    fn is_empty(&self) -> bool {
-        !self.me && self.children.is_empty()
-    }
-
-    fn union(&mut self, other: &Set) {
-        self.me |= other.me;
-        for (k, v) in &other.children {
-            self.children.entry(k.clone()).or_default().union(v);
-        }
-    }
-
-    fn difference(&mut self, other: &Set) {
-        if other.me {
-            self.me = false;
-        }
-        for (k, v) in &other.children {
-            if let Some(mine) = self.children.get_mut(k) {
-                mine.difference(v);
-                if mine.is_empty() {
-                    self.children.remove(k);
-                }
-            }
-        }
-    }
-
-    /// Drops what a write removed: a node removed whole (owned, no children listed) takes
-    /// its subtree with it.
-    fn remove(&mut self, removed: &Set) {
-        if removed.me && removed.children.is_empty() {
-            *self = Set::default();
-            return;
-        }
-        for (k, v) in &removed.children {
-            if let Some(mine) = self.children.get_mut(k) {
-                mine.remove(v);
-                if mine.is_empty() {
-                    self.children.remove(k);
-                }
-            }
-        }
-    }
-
-    fn to_json(&self) -> Value {
-        let mut out = Map::new();
-        if self.me && !self.children.is_empty() {
-            out.insert(".".into(), json!({}));
-        }
-        for (k, v) in &self.children {
-            out.insert(k.clone(), v.to_json());
-        }
-        Value::Object(out)
-    }
-
-    fn from_json(v: &Value) -> Set {
-        let mut s = Set::default();
-        if let Some(o) = v.as_object() {
-            if o.is_empty() {
-                s.me = true;
-            }
-            for (k, child) in o {
-                if k == "." {
-                    s.me = true;
-                } else {
-                    s.children.insert(k.clone(), Set::from_json(child));
-                }
-            }
-        }
-        s
-    }
-}
+use super::Writer;
+use super::entries::{self, Entry};
+use super::schema::{FieldSchema, ListType, item_element};
+use super::set::FieldSet;
 
 /// Metadata fields no manager owns (upstream's stripped set).
-const STRIPPED_META: &[&str] = &[
+pub(super) const STRIPPED_META: &[&str] = &[
     "name",
     "namespace",
     "uid",
@@ -135,35 +28,19 @@ const STRIPPED_META: &[&str] = &[
     "deletionGracePeriodSeconds",
 ];
 
-/// Object fields whose keys are data, not declared fields: the map itself is owned (`.`).
-const STRING_MAPS: &[&str] = &[
-    "labels",
-    "annotations",
-    "nodeSelector",
-    "matchLabels",
-    "data",
-    "binaryData",
-    "stringData",
-    "limits",
-    "requests",
-    "capacity",
-    "allocatable",
-    "parameters",
-];
-
 /// What a write changed: the paths it added or modified, and those it removed.
 #[derive(Default)]
 struct Change {
-    set: Set,
-    removed: Set,
+    set: FieldSet,
+    removed: FieldSet,
 }
 
 struct Walk<'a> {
-    kind: &'a str,
+    schema: &'a dyn FieldSchema,
 }
 
 impl Walk<'_> {
-    /// Compares `old` and `new` at `path` (field names only, as the list table wants them)
+    /// Compares `old` and `new` at `path` (field names only, as the schema wants them)
     /// into `change`, whose node is this value's.
     fn diff(
         &self,
@@ -173,14 +50,10 @@ impl Walk<'_> {
         change: &mut Change,
     ) {
         match (old, new) {
-            (_, Some(Value::Object(n))) if !n.is_empty() => {
+            (_, Some(Value::Object(n))) if !n.is_empty() && !self.schema.is_atomic_object(path) => {
                 let empty = Map::new();
                 let o = old.and_then(Value::as_object).unwrap_or(&empty);
-                if old.is_none_or(|o| !o.is_object())
-                    && path
-                        .last()
-                        .is_some_and(|f| STRING_MAPS.contains(&f.as_str()))
-                {
+                if old.is_none_or(|o| !o.is_object()) && self.schema.keys_are_data(path) {
                     change.set.me = true;
                 }
                 for key in n.keys().chain(o.keys().filter(|k| !n.contains_key(*k))) {
@@ -204,37 +77,33 @@ impl Walk<'_> {
                 }
             }
             (_, Some(Value::Array(items))) if !items.is_empty() => {
-                match list_strategy(self.kind, path) {
-                    ListStrategy::MergeByKey(key) => self.keyed(path, key, old, items, change),
-                    ListStrategy::MergePrimitives => {
+                match self.schema.list_type(path) {
+                    ListType::Map(keys) => {
+                        self.keyed(path, &ListType::Map(keys), old, items, change)
+                    }
+                    ListType::Set => {
                         let before: Vec<&Value> = old
                             .and_then(Value::as_array)
                             .map(|a| a.iter().collect())
                             .unwrap_or_default();
                         for item in items {
                             if !before.contains(&item) {
-                                change.set.children.insert(
-                                    format!("v:{item}"),
-                                    Set {
-                                        me: true,
-                                        ..Set::default()
-                                    },
-                                );
+                                change
+                                    .set
+                                    .children
+                                    .insert(format!("v:{item}"), FieldSet::leaf());
                             }
                         }
                         for item in before {
                             if !items.contains(item) {
-                                change.removed.children.insert(
-                                    format!("v:{item}"),
-                                    Set {
-                                        me: true,
-                                        ..Set::default()
-                                    },
-                                );
+                                change
+                                    .removed
+                                    .children
+                                    .insert(format!("v:{item}"), FieldSet::leaf());
                             }
                         }
                     }
-                    ListStrategy::Atomic => {
+                    ListType::Atomic => {
                         if old != new {
                             change.set.me = true;
                         }
@@ -251,38 +120,29 @@ impl Walk<'_> {
         }
     }
 
-    /// A list merged by `key`: items are `k:{"key":value}` nodes, themselves owned.
+    /// A list merged by keys: items are `k:{"key":value}` nodes, themselves owned.
     fn keyed(
         &self,
         path: &mut Vec<String>,
-        key: &str,
+        list: &ListType,
         old: Option<&Value>,
         items: &[Value],
         change: &mut Change,
     ) {
-        let id = |item: &Value| {
-            let mut k = Map::new();
-            k.insert(
-                key.to_string(),
-                item.get(key).cloned().unwrap_or(Value::Null),
-            );
-            if matches!(key, "containerPort" | "port")
-                && let Some(p) = item.get("protocol")
-            {
-                k.insert("protocol".into(), p.clone());
-            }
-            format!("k:{}", Value::Object(k))
+        let id = |path: &[String], item: &Value| {
+            item_element(self.schema, path, list, item).unwrap_or_default()
         };
-        let before: BTreeMap<String, &Value> = old
+        let before: Vec<(String, &Value)> = old
             .and_then(Value::as_array)
-            .map(|a| a.iter().map(|i| (id(i), i)).collect())
+            .map(|a| a.iter().map(|i| (id(path, i), i)).collect())
             .unwrap_or_default();
+        let find = |name: &str| before.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
         let mut seen = Vec::new();
         for item in items {
-            let name = id(item);
+            let name = id(path, item);
             let mut child = Change::default();
-            self.diff(path, before.get(&name).copied(), Some(item), &mut child);
-            if !before.contains_key(&name) {
+            self.diff(path, find(&name), Some(item), &mut child);
+            if find(&name).is_none() {
                 child.set.me = true;
             }
             if !child.set.is_empty() {
@@ -293,21 +153,18 @@ impl Walk<'_> {
             }
             seen.push(name);
         }
-        for name in before.keys().filter(|n| !seen.contains(n)) {
-            change.removed.children.insert(
-                name.clone(),
-                Set {
-                    me: true,
-                    ..Set::default()
-                },
-            );
+        for (name, _) in before.iter().filter(|(n, _)| !seen.contains(n)) {
+            change
+                .removed
+                .children
+                .insert(name.clone(), FieldSet::leaf());
         }
     }
 }
 
 /// The part of an object a write through `subresource` may own: `status` through the status
 /// subresource, the rest otherwise.
-fn scoped(obj: &Value, subresource: Option<&str>, status_subresource: bool) -> Value {
+pub(super) fn scoped(obj: &Value, subresource: Option<&str>, status_subresource: bool) -> Value {
     let mut out = Map::new();
     if let Some(o) = obj.as_object() {
         for (k, v) in o {
@@ -325,68 +182,68 @@ fn scoped(obj: &Value, subresource: Option<&str>, status_subresource: bool) -> V
 }
 
 /// Records `writer`'s write of `new` (over `old`, none for a create) in `new`'s
-/// `metadata.managedFields`, starting from `old`'s entries. A write that changes nothing
-/// leaves them as they were.
-pub fn record(kind: &str, old: Option<&Value>, new: &mut Value, writer: &Writer) {
+/// `metadata.managedFields`: what the write changed becomes its own and is taken from every
+/// other manager, appliers included (an update never conflicts); what it removed leaves every
+/// set. The sets start from `old`'s entries, or from those `new` carries when it carries
+/// different ones (upstream lets a client rewrite them: kubectl moves a client-side applier's
+/// fields to its server-side one so), none when it carries an empty list (a reset). A write
+/// that changes no field leaves the entries as they were.
+pub fn record_with(
+    schema: &dyn FieldSchema,
+    old: Option<&Value>,
+    new: &mut Value,
+    writer: &Writer,
+) {
     let before = old.map(|o| scoped(o, writer.subresource, writer.status_subresource));
     let after = scoped(new, writer.subresource, writer.status_subresource);
     let mut change = Change::default();
-    Walk { kind }.diff(&mut Vec::new(), before.as_ref(), Some(&after), &mut change);
+    Walk { schema }.diff(&mut Vec::new(), before.as_ref(), Some(&after), &mut change);
 
-    let mut entries: Vec<Value> = old
-        .and_then(|o| o.pointer("/metadata/managedFields"))
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let is_mine = |e: &Value| {
-        e["manager"] == writer.manager
-            && e["operation"] == writer.operation
-            && e.get("subresource").and_then(Value::as_str) == writer.subresource
+    let stored = old.and_then(|o| o.pointer("/metadata/managedFields"));
+    let base = match new.pointer("/metadata/managedFields") {
+        Some(Value::Array(a)) if a.is_empty() => None,
+        Some(sent @ Value::Array(_)) if !entries::read(Some(new)).is_empty() => Some(sent.clone()),
+        _ => stored.cloned(),
     };
-    let changed = !change.set.is_empty() || !change.removed.is_empty();
-    if changed {
-        let mut mine = Set::default();
-        for e in entries.iter_mut() {
-            let mut fields = Set::from_json(&e["fieldsV1"]);
-            if is_mine(e) {
-                mine = fields;
-                continue;
-            }
-            // Fields this write changed are no longer another updater's.
-            if e["operation"] == "Update" {
-                fields.difference(&change.set);
-            }
-            fields.remove(&change.removed);
-            e["fieldsV1"] = fields.to_json();
+    if change.set.is_empty() && change.removed.is_empty() {
+        if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+            match base {
+                Some(k) => meta.insert("managedFields".into(), k),
+                None => meta.remove("managedFields"),
+            };
         }
-        mine.remove(&change.removed);
-        mine.union(&change.set);
-        entries.retain(|e| !is_mine(e));
-        let mut entry = Map::new();
-        entry.insert("manager".into(), json!(writer.manager));
-        entry.insert("operation".into(), json!(writer.operation));
-        entry.insert("apiVersion".into(), json!(writer.api_version));
-        entry.insert("time".into(), json!(writer.time));
-        entry.insert("fieldsType".into(), json!("FieldsV1"));
-        entry.insert("fieldsV1".into(), mine.to_json());
-        if let Some(sub) = writer.subresource {
-            entry.insert("subresource".into(), json!(sub));
-        }
-        entries.push(Value::Object(entry));
-        entries.retain(|e| e["fieldsV1"].as_object().is_some_and(|o| !o.is_empty()));
+        return;
     }
-    if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
-        if entries.is_empty() {
-            meta.remove("managedFields");
-        } else {
-            meta.insert("managedFields".into(), Value::Array(entries));
-        }
+    let mut list = match &base {
+        Some(b) => entries::read(Some(&serde_json::json!({"metadata": {"managedFields": b}}))),
+        None => Vec::new(),
+    };
+    let mine_at = list
+        .iter()
+        .position(|e| e.is(writer.manager, writer.operation, writer.subresource));
+    let mut mine = mine_at.map(|i| list.remove(i).fields).unwrap_or_default();
+    for e in list.iter_mut() {
+        e.fields.difference(&change.set);
+        e.fields.remove_subtrees(&change.removed);
     }
+    mine.remove_subtrees(&change.removed);
+    mine.union(&change.set);
+    list.push(Entry {
+        manager: writer.manager.to_string(),
+        operation: writer.operation.to_string(),
+        api_version: writer.api_version.to_string(),
+        time: Some(writer.time.to_string()),
+        subresource: writer.subresource.map(String::from),
+        fields: mine,
+    });
+    entries::write(new, list);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::managed_fields::record;
+    use serde_json::json;
 
     fn writer<'a>(manager: &'a str, subresource: Option<&'a str>) -> Writer<'a> {
         Writer {
@@ -511,7 +368,9 @@ mod tests {
             &mut status,
             &writer("berth-controller", Some("status")),
         );
-        let entry = &status["metadata"]["managedFields"][1];
+        // Entries come in upstream's order: same operation and time, so by manager name.
+        let entry = &status["metadata"]["managedFields"][0];
+        assert_eq!(entry["manager"], "berth-controller");
         assert_eq!(entry["subresource"], "status");
         assert_eq!(entry["fieldsV1"], json!({"f:status": {"f:replicas": {}}}));
 
@@ -548,18 +407,36 @@ mod tests {
     }
 
     #[test]
-    fn user_agents_name_managers_as_upstream_does() {
-        assert_eq!(
-            manager_from_user_agent("kubectl/v1.33.0 (linux/amd64) kubernetes/abc"),
-            "kubectl"
+    fn a_client_may_rewrite_or_reset_the_entries() {
+        let mut created = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
+        record(
+            "ConfigMap",
+            None,
+            &mut created,
+            &writer("kubectl-client-side-apply", None),
         );
-        assert_eq!(
-            manager_from_user_agent("kubectl.1.32/v1.32.5"),
-            "kubectl.1.32"
+        // kubectl's move of a client-side applier's fields to its server-side applier.
+        let mut moved = created.clone();
+        moved["metadata"]["managedFields"][0]["manager"] = json!("kubectl");
+        moved["metadata"]["managedFields"][0]["operation"] = json!("Apply");
+        record(
+            "ConfigMap",
+            Some(&created),
+            &mut moved,
+            &writer("kubectl", None),
         );
-        assert_eq!(
-            manager_from_user_agent("OpenAPI-Generator/37.0.2/python"),
-            "OpenAPI-Generator"
-        );
+        assert_eq!(moved["metadata"]["managedFields"][0]["manager"], "kubectl");
+        assert_eq!(moved["metadata"]["managedFields"][0]["operation"], "Apply");
+        // An empty list resets them: only this write's fields are left.
+        let mut reset = moved.clone();
+        reset["metadata"]["managedFields"] = json!([]);
+        reset["data"]["b"] = json!("2");
+        record("ConfigMap", Some(&moved), &mut reset, &writer("m", None));
+        let entries = reset["metadata"]["managedFields"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0]["fieldsV1"], json!({"f:data": {"f:b": {}}}));
     }
 }

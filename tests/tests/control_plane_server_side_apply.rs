@@ -1,0 +1,320 @@
+//! Server-side apply as upstream, with the real kubectl 1.27 and 1.33: a second manager
+//! applying another value of a field gets a 409 naming the first (kubectl prints upstream's
+//! conflict text), `--force-conflicts` takes the field, a field removed from an applier's
+//! manifest disappears unless another manager shares it, and `kubectl diff --server-side`
+//! shows exactly the change without making it.
+
+use std::path::Path;
+
+use berth_tests::Controller;
+use berth_tests::client::Req;
+use serde_json::{Value, json};
+
+/// The kubectl releases the acceptance names, oldest and newest.
+const KUBECTLS: [(&str, &str); 2] = [
+    ("127", "/usr/lib/google-cloud-sdk/bin/kubectl.1.27"),
+    ("133", "/usr/lib/google-cloud-sdk/bin/kubectl.1.33"),
+];
+
+fn deployment(name: &str, replicas: u32, image: &str) -> String {
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+  labels:
+    app: {name}
+spec:
+  replicas: {replicas}
+  selector:
+    matchLabels:
+      app: {name}
+  template:
+    metadata:
+      labels:
+        app: {name}
+    spec:
+      containers:
+      - name: web
+        image: {image}
+"
+    )
+}
+
+fn configmap(name: &str, data: &[(&str, &str)]) -> String {
+    let mut y = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n");
+    for (k, v) in data {
+        y.push_str(&format!("  {k}: \"{v}\"\n"));
+    }
+    y
+}
+
+fn get(c: &Controller, what: &str) -> Value {
+    let out = c.kubectl_ok(&["get", what, "-o", "json", "--show-managed-fields"]);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{what}: {e}\n{out}"))
+}
+
+/// The managers whose entry holds `path` (a pointer into `fieldsV1`, e.g. `/f:spec/f:replicas`).
+fn owners(obj: &Value, path: &str) -> Vec<String> {
+    obj["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["fieldsV1"].pointer(path).is_some())
+        .filter_map(|e| e["manager"].as_str().map(String::from))
+        .collect()
+}
+
+#[test]
+fn a_second_applier_conflicts_and_force_conflicts_takes_the_field() {
+    let c = Controller::start();
+    for (minor, bin) in KUBECTLS {
+        let k = c.kubectl().with_binary(Path::new(bin));
+        let name = format!("ssa-conflict-{minor}");
+        let apply = |manager: &str, extra: &[&str], yaml: &str| {
+            let manager = format!("--field-manager={manager}");
+            let mut args = vec!["apply", "--server-side", manager.as_str(), "-f", "-"];
+            args.extend_from_slice(extra);
+            k.run_stdin(&args, yaml)
+        };
+        let out = apply("one", &[], &deployment(&name, 2, "nginx:1.14.2"));
+        assert!(out.success(), "kubectl {minor}: {}", out.describe());
+        assert_eq!(
+            out.stdout.trim(),
+            format!("deployment.apps/{name} serverside-applied")
+        );
+
+        // Another manager, another value: refused with upstream's words, nothing written.
+        let refused = apply("two", &[], &deployment(&name, 3, "nginx:1.14.2"));
+        assert!(
+            !refused.success(),
+            "kubectl {minor}: {}",
+            refused.describe()
+        );
+        assert!(
+            refused
+                .stderr
+                .contains("Apply failed with 1 conflict: conflict with \"one\": .spec.replicas"),
+            "kubectl {minor}: {}",
+            refused.describe()
+        );
+        assert!(
+            refused
+                .stderr
+                .contains("Please review the fields above--they currently have other managers"),
+            "kubectl {minor} did not take it for an apply conflict: {}",
+            refused.describe()
+        );
+        let d = get(&c, &format!("deploy/{name}"));
+        assert_eq!(d["spec"]["replicas"], 2, "kubectl {minor}: {d}");
+
+        // The same value another manager applies is shared, not a conflict.
+        let shared = apply("two", &[], &deployment(&name, 2, "nginx:1.14.2"));
+        assert!(shared.success(), "kubectl {minor}: {}", shared.describe());
+        let d = get(&c, &format!("deploy/{name}"));
+        assert_eq!(owners(&d, "/f:spec/f:replicas"), ["one", "two"], "{d}");
+
+        // Forced, the field is the second manager's alone.
+        let forced = apply(
+            "two",
+            &["--force-conflicts"],
+            &deployment(&name, 3, "nginx:1.14.2"),
+        );
+        assert!(forced.success(), "kubectl {minor}: {}", forced.describe());
+        let d = get(&c, &format!("deploy/{name}"));
+        assert_eq!(d["spec"]["replicas"], 3, "kubectl {minor}: {d}");
+        assert_eq!(owners(&d, "/f:spec/f:replicas"), ["two"], "{d}");
+        // The first manager keeps the rest of what it applied.
+        let image = "/f:spec/f:template/f:spec/f:containers/k:{\"name\":\"web\"}/f:image";
+        assert_eq!(owners(&d, image), ["one", "two"], "{d}");
+    }
+}
+
+#[test]
+fn the_conflict_is_a_409_status_with_upstreams_causes_and_fieldmanager_is_required() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    let url = "/api/v1/namespaces/default/configmaps/ssa-status";
+    let apply = |query: &str, data: Value| {
+        let doc = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "ssa-status"}, "data": data});
+        Req::patch(
+            format!("{url}{query}"),
+            "application/apply-patch+yaml",
+            &doc,
+        )
+    };
+    let created = api.expect(apply("?fieldManager=first", json!({"a": "1"})), 201);
+    assert_eq!(created["data"]["a"], "1");
+
+    let status = api.expect(apply("?fieldManager=second", json!({"a": "2"})), 409);
+    assert_eq!(status["reason"], "Conflict", "{status}");
+    assert_eq!(
+        status["message"],
+        "Apply failed with 1 conflict: conflict with \"first\": .data.a"
+    );
+    assert_eq!(
+        status["details"]["causes"],
+        json!([{"reason": "FieldManagerConflict", "message": "conflict with \"first\"",
+            "field": ".data.a"}]),
+        "{status}"
+    );
+
+    // Upstream's PatchOptions validation: an apply names its manager; only an apply forces.
+    let invalid = api.expect(apply("", json!({"a": "2"})), 422);
+    assert_eq!(
+        invalid["message"],
+        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+        "{invalid}"
+    );
+    let forced_merge = api.expect(
+        Req::patch(
+            format!("{url}?force=true"),
+            "application/merge-patch+json",
+            &json!({"data": {"a": "3"}}),
+        ),
+        422,
+    );
+    assert_eq!(
+        forced_merge["message"],
+        "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch",
+        "{forced_merge}"
+    );
+
+    // An update (not an apply) takes the applied field without a conflict; the applier then
+    // conflicts with the updater, named with its apiVersion as upstream names updaters.
+    api.expect(
+        Req::patch(
+            format!("{url}?fieldManager=editor"),
+            "application/merge-patch+json",
+            &json!({"data": {"a": "9"}}),
+        ),
+        200,
+    );
+    let status = api.expect(apply("?fieldManager=first", json!({"a": "1"})), 409);
+    assert_eq!(
+        status["message"],
+        "Apply failed with 1 conflict: conflict with \"editor\" using v1: .data.a"
+    );
+}
+
+#[test]
+fn a_field_an_applier_stops_applying_goes_unless_another_manager_owns_it() {
+    let c = Controller::start();
+    for (minor, bin) in KUBECTLS {
+        let k = c.kubectl().with_binary(Path::new(bin));
+        let name = format!("ssa-removal-{minor}");
+        let apply = |manager: &str, yaml: &str| {
+            let manager = format!("--field-manager={manager}");
+            k.ok_stdin(
+                &["apply", "--server-side", manager.as_str(), "-f", "-"],
+                yaml,
+            )
+        };
+        apply(
+            "one",
+            &configmap(&name, &[("kept", "1"), ("dropped", "2"), ("shared", "3")]),
+        );
+        apply("two", &configmap(&name, &[("shared", "3")]));
+        apply("one", &configmap(&name, &[("kept", "1")]));
+        let cm = get(&c, &format!("cm/{name}"));
+        assert_eq!(
+            cm["data"],
+            json!({"kept": "1", "shared": "3"}),
+            "kubectl {minor}: `dropped` must go, `shared` stays with its other owner"
+        );
+        assert_eq!(owners(&cm, "/f:data/f:shared"), ["two"], "{cm}");
+
+        // A keyed list item goes the same way: a container dropped from the manifest.
+        let dep = format!("ssa-removal-deploy-{minor}");
+        let two_containers = deployment(&dep, 1, "nginx:1.14.2").replace(
+            "        image: nginx:1.14.2\n",
+            "        image: nginx:1.14.2\n      - name: sidecar\n        image: busybox:1.28\n",
+        );
+        apply("one", &two_containers);
+        let d = get(&c, &format!("deploy/{dep}"));
+        assert_eq!(
+            d["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .map(Vec::len),
+            Some(2)
+        );
+        apply("one", &deployment(&dep, 1, "nginx:1.14.2"));
+        let d = get(&c, &format!("deploy/{dep}"));
+        let names: Vec<&str> = d["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        assert_eq!(names, ["web"], "kubectl {minor}: {d}");
+    }
+}
+
+/// The changed lines of a unified diff (`+`/`-`, not the file headers).
+fn changed_lines(diff: &str) -> Vec<String> {
+    diff.lines()
+        .filter(|l| {
+            (l.starts_with('+') || l.starts_with('-'))
+                && !l.starts_with("+++")
+                && !l.starts_with("---")
+        })
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn kubectl_diff_server_side_shows_exactly_the_change_and_writes_nothing() {
+    let c = Controller::start();
+    for (minor, bin) in KUBECTLS {
+        let k = c.kubectl().with_binary(Path::new(bin));
+        let name = format!("ssa-diff-{minor}");
+        k.ok_stdin(
+            &["apply", "--server-side", "-f", "-"],
+            &deployment(&name, 2, "nginx:1.14.2"),
+        );
+        let before = get(&c, &format!("deploy/{name}"));
+
+        // The same manifest: no difference (exit 0, nothing printed).
+        let same = k.run_stdin(
+            &["diff", "--server-side", "-f", "-"],
+            &deployment(&name, 2, "nginx:1.14.2"),
+        );
+        assert!(same.success(), "kubectl {minor}: {}", same.describe());
+        assert_eq!(same.stdout.trim(), "", "kubectl {minor}");
+
+        // A changed image: exit 1, and the diff is the image and the generation it bumps.
+        let changed = k.run_stdin(
+            &["diff", "--server-side", "-f", "-"],
+            &deployment(&name, 2, "nginx:1.16.1"),
+        );
+        assert_eq!(
+            changed.status.and_then(|s| s.code()),
+            Some(1),
+            "kubectl {minor}: {}",
+            changed.describe()
+        );
+        let mut lines = changed_lines(&changed.stdout);
+        lines.sort();
+        assert_eq!(
+            lines,
+            [
+                "+      - image: nginx:1.16.1",
+                "+  generation: 2",
+                "-      - image: nginx:1.14.2",
+                "-  generation: 1",
+            ],
+            "kubectl {minor}:\n{}",
+            changed.stdout
+        );
+
+        // A dry run: nothing was written (the deployment controller writes the status
+        // meanwhile, so the spec and generation tell).
+        let after = get(&c, &format!("deploy/{name}"));
+        assert_eq!(
+            after["spec"], before["spec"],
+            "kubectl {minor}: the diff wrote"
+        );
+        assert_eq!(after["metadata"]["generation"], 1, "kubectl {minor}");
+    }
+}

@@ -4,45 +4,42 @@
 
 use serde_json::{Map, Value};
 
-use super::node::Node;
+use super::node::{JsonType, Node};
 use super::report;
 use crate::admission::FieldError;
 
-/// How server-side apply merges a list.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ListType {
-    /// Replaced as a whole (the default for lists without `x-kubernetes-list-type`).
-    Atomic,
-    /// Items are scalars, merged by value.
-    Set,
-    /// Items are objects, merged by the values of these keys.
-    Map(Vec<String>),
-}
+pub use crate::managed_fields::ListType;
 
-impl ListType {
-    pub(crate) fn of(n: &Node) -> ListType {
-        match n.list_type.as_deref() {
-            Some("set") => ListType::Set,
-            Some("map") => ListType::Map(n.list_map_keys.clone()),
-            _ => ListType::Atomic,
-        }
+/// The list type a list's schema declares (atomic when it declares none).
+pub(crate) fn of(n: &Node) -> ListType {
+    match n.list_type.as_deref() {
+        Some("set") => ListType::Set,
+        Some("map") => ListType::Map(n.list_map_keys.clone()),
+        _ => ListType::Atomic,
     }
 }
 
-/// The list type of the array at `path` (field names; arrays on the way are walked through
-/// to their items), or `None` when the schema has no array there.
-pub(crate) fn at(root: &Node, path: &[&str]) -> Option<ListType> {
+/// The schema at a path of field names: lists on the way are walked through to their items,
+/// names not among an object's properties go to its additionalProperties schema.
+pub(crate) fn node_at<'a, S: AsRef<str>>(root: &'a Node, path: &[S]) -> Option<&'a Node> {
     let mut n = root;
     for name in path {
-        while n.ty == Some(super::node::JsonType::Array) {
+        while n.ty == Some(JsonType::Array) {
             n = n.items.as_deref()?;
         }
-        n = match n.properties.get(*name) {
+        n = match n.properties.get(name.as_ref()) {
             Some(p) => p,
             None => n.additional_schema()?,
         };
     }
-    n.items.as_ref().map(|_| ListType::of(n))
+    Some(n)
+}
+
+/// The list type of the list at `path`, or `None` when the schema has no list there.
+pub(crate) fn at<S: AsRef<str>>(root: &Node, path: &[S]) -> Option<ListType> {
+    node_at(root, path)
+        .filter(|n| n.ty == Some(JsonType::Array) || n.items.is_some())
+        .map(of)
 }
 
 pub(crate) fn validate(root: &Node, obj: &Value) -> Vec<FieldError> {

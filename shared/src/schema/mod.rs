@@ -23,6 +23,7 @@
 
 mod defaults;
 mod embedded;
+mod field_schema;
 mod format;
 mod list_type;
 mod node;
@@ -139,6 +140,8 @@ impl Structural {
     /// The list type at a path of field names (`["spec", "ports"]`), for server-side apply's
     /// merge rules; lists without `x-kubernetes-list-type` are atomic. `None` when the schema
     /// has no list there.
+    /// (`Structural` is also server-side apply's
+    /// [`FieldSchema`](crate::managed_fields::FieldSchema) of its custom resources.)
     pub fn list_type_at(&self, path: &[&str]) -> Option<ListType> {
         list_type::at(&self.root, path)
     }

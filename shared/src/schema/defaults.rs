@@ -79,7 +79,7 @@ fn walk_defaults(
     {
         let at = path.child("default");
         let mut pruned = d.clone();
-        prune::prune_fields(s, &mut pruned, resource);
+        let _ = prune::prune_fields(s, &mut pruned, resource);
         if &pruned != d {
             errs.push(report::invalid(
                 at.as_str(),

@@ -71,12 +71,15 @@ pub(crate) fn prune(root: &Node, obj: &mut Value) -> Vec<String> {
 
 /// Upstream `pruning.Prune` alone (no metadata or null handling): what CRD defaults must
 /// survive. `root` treats the value as a resource (its `apiVersion`, `kind`, `metadata` kept).
-pub(crate) fn prune_fields(s: &Node, x: &mut Value, root: bool) {
+/// Returns the pruned paths, sorted.
+pub(crate) fn prune_fields(s: &Node, x: &mut Value, root: bool) -> Vec<String> {
     let mut p = Pruner {
         path: String::new(),
         unknown: Vec::new(),
     };
     p.prune(x, Some(s), root);
+    p.unknown.sort();
+    p.unknown
 }
 
 struct Pruner {
@@ -313,4 +316,89 @@ fn drop_unknown(
         unknown.push(format!("{prefix}.{k}"));
     }
     remove_keys(m, &drop);
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// Upstream's pruning/algorithm_test.go case "nested x-kubernetes-preserve-unknown-fields".
+    #[test]
+    fn preserving_and_pruning_nest_as_upstream_tests_them() {
+        let schema = Node::parse(&json!({
+            "type": "object", "x-kubernetes-preserve-unknown-fields": true, "properties": {
+                "alpha": {"type": "string"},
+                "beta": {"type": "number"},
+                "pruning": {"type": "object", "properties": {
+                    "preserving": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "pruning": {"type": "object"}}},
+                "preserving": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                    "properties": {
+                        "preserving": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                        "preservingUnknownType": {"x-kubernetes-preserve-unknown-fields": true},
+                        "pruning": {"type": "object"}}},
+                "preservingAdditionalPropertiesNotInheritingXPreserveUnknownFields": {
+                    "type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                    "additionalProperties": {"type": "object", "properties": {
+                        "specified": {"type": "object"}}}},
+                "preservingAdditionalPropertiesKeyPruneValues": {
+                    "type": "object",
+                    "additionalProperties": {"type": "object", "properties": {
+                        "specified": {"type": "object"}}}}}}));
+        let mut obj = json!({
+            "unspecified": "bar", "alpha": "abc", "beta": 42.0,
+            "unspecifiedObject": {"unspecified": "bar"},
+            "pruning": {"unspecified": "bar", "unspecifiedObject": {"unspecified": "bar"},
+                        "pruning": {"unspecified": "bar"}, "apiVersion": "unknown",
+                        "preserving": {"unspecified": "bar"}},
+            "preserving": {"unspecified": "bar", "unspecifiedObject": {"unspecified": "bar"},
+                           "pruning": {"unspecified": "bar"}, "preserving": {"unspecified": "bar"},
+                           "preservingUnknownType": [{"foo": true}, {"bar": true}]},
+            "preservingAdditionalPropertiesNotInheritingXPreserveUnknownFields": {
+                "foo": {"specified": {"unspecified": "bar"}, "unspecified": "bar"}},
+            "preservingAdditionalPropertiesKeyPruneValues": {
+                "foo": {"specified": {"unspecified": "bar"}, "unspecified": "bar"}}});
+        let pruned = prune_fields(&schema, &mut obj, false);
+        assert_eq!(
+            obj,
+            json!({
+                "unspecified": "bar", "alpha": "abc", "beta": 42.0,
+                "unspecifiedObject": {"unspecified": "bar"},
+                "pruning": {"pruning": {}, "preserving": {"unspecified": "bar"}},
+                "preserving": {"unspecified": "bar", "unspecifiedObject": {"unspecified": "bar"},
+                               "pruning": {}, "preserving": {"unspecified": "bar"},
+                               "preservingUnknownType": [{"foo": true}, {"bar": true}]},
+                "preservingAdditionalPropertiesNotInheritingXPreserveUnknownFields": {
+                    "foo": {"specified": {}}},
+                "preservingAdditionalPropertiesKeyPruneValues": {"foo": {"specified": {}}}})
+        );
+        assert_eq!(
+            pruned,
+            [
+                "preserving.pruning.unspecified",
+                "preservingAdditionalPropertiesKeyPruneValues.foo.specified.unspecified",
+                "preservingAdditionalPropertiesKeyPruneValues.foo.unspecified",
+                "preservingAdditionalPropertiesNotInheritingXPreserveUnknownFields.foo.specified.unspecified",
+                "preservingAdditionalPropertiesNotInheritingXPreserveUnknownFields.foo.unspecified",
+                "pruning.apiVersion",
+                "pruning.pruning.unspecified",
+                "pruning.unspecified",
+                "pruning.unspecifiedObject",
+            ]
+        );
+    }
+
+    /// Upstream's cases "object array with nil schema" and "additionalProperties with bool".
+    #[test]
+    fn values_without_a_schema_lose_every_field() {
+        let schema = Node::parse(&json!({"type": "object", "properties": {
+            "a": {}, "c": {"type": "object", "additionalProperties": false}}}));
+        let mut obj =
+            json!({"a": 1, "b": 1, "c": {"a": 1, "b": 2, "c": {"a": 1, "apiVersion": "unknown"}}});
+        let pruned = prune_fields(&schema, &mut obj, false);
+        assert_eq!(obj, json!({"a": 1, "c": {"a": 1, "b": 2, "c": {}}}));
+        assert_eq!(pruned, ["b", "c.c.a", "c.c.apiVersion"]);
+    }
 }

@@ -52,6 +52,19 @@ pub enum RegistryError {
     /// with no reason.
     #[error("resourceVersion should not be set on objects to be created")]
     ResourceVersionOnCreate,
+    /// Refused by a ValidatingAdmissionPolicy: upstream's `admission.NewForbidden` message with
+    /// the reason (and code) the failed validation names, `Invalid` (422) by default.
+    #[error("{resource} \"{name}\" is forbidden: {detail}")]
+    PolicyDenied {
+        resource: String,
+        group: String,
+        name: String,
+        reason: &'static str,
+        code: u16,
+        /// `ValidatingAdmissionPolicy 'p' with binding 'b' denied request: ...`, also the
+        /// Status's one cause.
+        detail: String,
+    },
     /// The store failed (disk, encoding).
     #[error("Internal error occurred: {0}")]
     Internal(String),
@@ -148,6 +161,7 @@ impl ErrorPolicy for RegistryError {
             | RegistryError::Invalid { .. }
             | RegistryError::BadRequest(_)
             | RegistryError::Forbidden(_)
+            | RegistryError::PolicyDenied { .. }
             | RegistryError::UnknownPath
             | RegistryError::ResourceVersionOnCreate => Retry::Never,
         }

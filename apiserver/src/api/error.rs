@@ -184,6 +184,18 @@ impl ApiError {
                     .collect();
                 Some(d)
             }
+            ApiError::Registry(RegistryError::PolicyDenied {
+                resource,
+                group,
+                name,
+                detail,
+                ..
+            }) => {
+                // Upstream's `admission.NewForbidden` details, plus the denial as the one cause.
+                let mut d = details(name, group, resource.split('.').next().unwrap_or_default());
+                d["causes"] = json!([{"message": detail}]);
+                Some(d)
+            }
             ApiError::ApplyConflict(conflicts) => {
                 Some(json!({"causes": conflicts.0.iter().map(|c| json!({
                 "reason": berth_shared::managed_fields::Conflicts::CAUSE,
@@ -293,6 +305,10 @@ fn registry_status(e: &RegistryError) -> (StatusCode, &'static str) {
         R::Invalid { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "Invalid"),
         R::BadRequest(_) => (StatusCode::BAD_REQUEST, "BadRequest"),
         R::Forbidden(_) => (StatusCode::FORBIDDEN, "Forbidden"),
+        R::PolicyDenied { reason, code, .. } => (
+            StatusCode::from_u16(*code).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY),
+            reason,
+        ),
         R::Gone(_) => (StatusCode::GONE, "Expired"),
         R::ResourceVersionOnCreate => (StatusCode::INTERNAL_SERVER_ERROR, ""),
         R::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
@@ -378,6 +394,19 @@ mod tests {
                     name: "web".into(),
                 }),
                 r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"deployments.apps \"web\" already exists","reason":"AlreadyExists","details":{"name":"web","group":"apps","kind":"deployments"},"code":409}"#,
+            ),
+            (
+                ApiError::from(RegistryError::PolicyDenied {
+                    resource: "deployments.apps".into(),
+                    group: "apps".into(),
+                    name: "web".into(),
+                    reason: "Invalid",
+                    code: 422,
+                    detail:
+                        "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: at most 5"
+                            .into(),
+                }),
+                r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"deployments.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: at most 5","reason":"Invalid","details":{"name":"web","group":"apps","kind":"deployments","causes":[{"message":"ValidatingAdmissionPolicy 'p' with binding 'b' denied request: at most 5"}]},"code":422}"#,
             ),
             (
                 ApiError::BadRequest("bad".into()),

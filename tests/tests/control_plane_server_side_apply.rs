@@ -318,3 +318,23 @@ fn kubectl_diff_server_side_shows_exactly_the_change_and_writes_nothing() {
         assert_eq!(after["metadata"]["generation"], 1, "kubectl {minor}");
     }
 }
+
+#[test]
+fn a_client_side_applied_object_moves_to_server_side_apply_without_conflicts() {
+    let c = Controller::start();
+    for (minor, bin) in KUBECTLS {
+        let k = c.kubectl().with_binary(Path::new(bin));
+        let name = format!("ssa-upgrade-{minor}");
+        k.ok_stdin(&["apply", "-f", "-"], &deployment(&name, 2, "nginx:1.14.2"));
+        // kubectl moves the client-side applier's fields to its server-side manager (a JSON
+        // patch of managedFields) before it applies: no conflict with its own past self.
+        let out = k.run_stdin(
+            &["apply", "--server-side", "-f", "-"],
+            &deployment(&name, 3, "nginx:1.14.2"),
+        );
+        assert!(out.success(), "kubectl {minor}: {}", out.describe());
+        let d = get(&c, &format!("deploy/{name}"));
+        assert_eq!(d["spec"]["replicas"], 3, "kubectl {minor}: {d}");
+        assert_eq!(owners(&d, "/f:spec/f:replicas"), ["kubectl"], "{d}");
+    }
+}

@@ -11,6 +11,7 @@ use super::Writer;
 use super::compare::{compare, fields_of};
 use super::conflict::{Conflict, Conflicts};
 use super::entries::{self, Entry};
+use super::last_applied;
 use super::merge::{merge, prune};
 use super::schema::FieldSchema;
 use super::set::{FieldSet, render_path};
@@ -51,18 +52,28 @@ pub fn apply(
     let change = compare(schema, &live_value, &merged);
     let changed = ownable(change.changed(), writer);
     let removed = ownable(change.removed, writer);
-    let mut conflicts = Vec::new();
-    for e in &list {
-        for path in e.fields.intersection(&changed).members() {
-            conflicts.push(Conflict {
-                manager: e.describe(),
-                field: render_path(&path),
-            });
+    if !force {
+        // kubectl's fields from client-side apply, still at their last applied values, are
+        // its own to take.
+        let allowed = (writer.manager == last_applied::KUBECTL)
+            .then(|| last_applied::allowed_conflicts(schema, &live_value))
+            .flatten()
+            .unwrap_or_default();
+        let mut conflicts = Vec::new();
+        for e in &list {
+            let mut theirs = e.fields.intersection(&changed);
+            theirs.difference(&allowed);
+            for path in theirs.members() {
+                conflicts.push(Conflict {
+                    manager: e.describe(),
+                    field: render_path(&path),
+                });
+            }
         }
-    }
-    if !conflicts.is_empty() && !force {
-        conflicts.sort_by(|a, b| a.manager.cmp(&b.manager));
-        return Err(Conflicts(conflicts));
+        if !conflicts.is_empty() {
+            conflicts.sort_by(|a, b| a.manager.cmp(&b.manager));
+            return Err(Conflicts(conflicts));
+        }
     }
     for e in list.iter_mut() {
         e.fields.difference(&changed);
@@ -83,6 +94,9 @@ pub fn apply(
         fields,
     });
     entries::write(&mut merged, list);
+    if writer.manager == last_applied::KUBECTL {
+        last_applied::keep_annotation(live, &config, &mut merged);
+    }
     Ok(merged)
 }
 
@@ -421,5 +435,34 @@ mod tests {
         )
         .unwrap();
         assert_eq!(again, first);
+    }
+
+    #[test]
+    fn kubectl_takes_its_client_side_fields_at_their_last_applied_values() {
+        let last = config(json!({"x": "1"}));
+        let mut live = config(json!({"x": "1"}));
+        live["metadata"]["annotations"] =
+            json!({"kubectl.kubernetes.io/last-applied-configuration": last.to_string()});
+        crate::managed_fields::record(
+            "ConfigMap",
+            None,
+            &mut live,
+            &Writer {
+                operation: "Update",
+                ..writer("kubectl-client-side-apply")
+            },
+        );
+        // Another manager still conflicts; kubectl does not, and rewrites the annotation.
+        assert!(applied(Some(&live), "other", json!({"x": "2"}), false).is_err());
+        let obj = applied(Some(&live), "kubectl", json!({"x": "2"}), false).unwrap();
+        assert_eq!(obj["data"]["x"], "2");
+        assert_eq!(
+            obj["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"],
+            r#"{"apiVersion":"v1","data":{"x":"2"},"kind":"ConfigMap","metadata":{"name":"c"}}"#
+        );
+        // A field changed since the client-side apply is a conflict still.
+        let mut edited = live.clone();
+        edited["data"]["x"] = json!("5");
+        assert!(applied(Some(&edited), "kubectl", json!({"x": "2"}), false).is_err());
     }
 }

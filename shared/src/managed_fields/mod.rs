@@ -12,6 +12,7 @@ mod apply;
 mod compare;
 mod conflict;
 mod entries;
+mod last_applied;
 mod merge;
 mod schema;
 mod set;

@@ -42,6 +42,9 @@ fn child(path: &str, name: &str) -> String {
 
 /// Calls `f` with each embedded resource's path and fields, in document order.
 fn walk<'a>(s: &Node, x: &'a Value, path: &str, f: &mut dyn FnMut(&str, &'a Map<String, Value>)) {
+    if !s.embedded_below {
+        return;
+    }
     match x {
         Value::Object(m) => {
             if s.embedded {

@@ -44,7 +44,9 @@ pub(crate) fn at<S: AsRef<str>>(root: &Node, path: &[S]) -> Option<ListType> {
 
 pub(crate) fn validate(root: &Node, obj: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    if let Value::Object(m) = obj {
+    if let Value::Object(m) = obj
+        && root.keyed_lists_below
+    {
         object(root, m, "", &mut errs);
     }
     errs
@@ -72,6 +74,9 @@ fn object(s: &Node, m: &Map<String, Value>, path: &str, errs: &mut Vec<FieldErro
 }
 
 fn value(s: &Node, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    if !s.keyed_lists_below {
+        return;
+    }
     match v {
         Value::Array(items) => array(s, items, path, errs),
         Value::Object(m) => object(s, m, path, errs),

@@ -149,6 +149,11 @@ pub(crate) struct Node {
     pub(crate) format: Option<Format>,
     pub(crate) checks: Box<Checks>,
     pub(crate) declared: Box<Declared>,
+    /// Whether this node or one under it (through properties, items, additionalProperties)
+    /// is an embedded resource: the walks that only look at those skip the rest.
+    pub(crate) embedded_below: bool,
+    /// Whether this node or one under it is a `set` or `map` list.
+    pub(crate) keyed_lists_below: bool,
 }
 
 impl Node {
@@ -218,6 +223,17 @@ impl Node {
         }
         n.checks = Box::new(parse_checks(m, &mut d));
         n.declared = Box::new(d);
+        let (embedded_below, keyed_lists_below) = n
+            .properties
+            .values()
+            .chain(n.items.as_deref())
+            .chain(n.additional_schema())
+            .fold((false, false), |(e, k), c| {
+                (e || c.embedded_below, k || c.keyed_lists_below)
+            });
+        n.embedded_below = n.embedded || embedded_below;
+        n.keyed_lists_below =
+            matches!(n.list_type.as_deref(), Some("set" | "map")) || keyed_lists_below;
         n
     }
 

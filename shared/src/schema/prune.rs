@@ -239,6 +239,9 @@ fn prune_nulls(x: &mut Value, s: Option<&Node>) {
 /// Upstream `objectmeta.Coerce` on the resource (not itself treated as embedded): the metadata
 /// of embedded resources is cut down to ObjectMeta.
 fn coerce_embedded(x: &mut Value, s: &Node, path: &str, unknown: &mut Vec<String>) {
+    if !s.embedded_below {
+        return;
+    }
     match x {
         Value::Object(m) => {
             if s.embedded

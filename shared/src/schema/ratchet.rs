@@ -17,11 +17,10 @@ pub(crate) struct Correlation<'a> {
 }
 
 impl<'a> Correlation<'a> {
-    /// The correlation of field `name` of `new` (at kube-openapi path `path`): none for the
-    /// root's `apiVersion` and `kind`, fields missing on either side, or fields the schema
-    /// does not specify.
-    pub(crate) fn field(&self, new: &Value, name: &str, path: &str) -> Option<Correlation<'a>> {
-        if path.is_empty() && (name == "kind" || name == "apiVersion") {
+    /// The correlation of field `name` of `new`: none for the root's `apiVersion` and `kind`,
+    /// fields missing on either side, or fields the schema does not specify.
+    pub(crate) fn field(&self, new: &Value, name: &str, at_root: bool) -> Option<Correlation<'a>> {
+        if at_root && (name == "kind" || name == "apiVersion") {
             return None;
         }
         self.key(new, name)

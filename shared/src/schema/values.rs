@@ -5,6 +5,8 @@
 //! less than or equal to 10`), errors without a field (the allOf/anyOf/oneOf/not summaries)
 //! at the path `<nil>` with the value `""`.
 
+use std::fmt;
+
 use serde_json::{Map, Value};
 
 use super::node::{Additional, JsonType, Node};
@@ -19,7 +21,7 @@ pub(crate) fn validate(root: &Node, v: &Value, prefix: Option<&str>) -> Vec<Fiel
         prefix,
         errs: Vec::new(),
     };
-    w.node(root, v, None, "");
+    w.node(root, v, None, &At::Root);
     w.errs
 }
 
@@ -36,7 +38,7 @@ pub(crate) fn validate_update(
         errs: Vec::new(),
     };
     let corr = Correlation { schema: root, old };
-    w.node(root, v, Some(corr), "");
+    w.node(root, v, Some(corr), &At::Root);
     w.errs
 }
 
@@ -45,20 +47,37 @@ struct Walk<'p> {
     errs: Vec<FieldError>,
 }
 
-/// kube-openapi's path of a child (`spec.replicas`; at the root, just the name).
-fn child(path: &str, name: &str) -> String {
-    if path.is_empty() {
-        name.to_string()
-    } else {
-        format!("{path}.{name}")
+/// kube-openapi's path of a value (`spec.ports[0].name`; the root's is empty), rendered only
+/// when an error needs it.
+#[derive(Debug, Clone, Copy)]
+enum At<'a> {
+    Root,
+    Field(&'a At<'a>, &'a str),
+    Item(&'a At<'a>, usize),
+}
+
+impl At<'_> {
+    fn is_root(&self) -> bool {
+        matches!(self, At::Root)
+    }
+}
+
+impl fmt::Display for At<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            At::Root => Ok(()),
+            At::Field(At::Root, name) => f.write_str(name),
+            At::Field(parent, name) => write!(f, "{parent}.{name}"),
+            At::Item(parent, i) => write!(f, "{parent}[{i}]"),
+        }
     }
 }
 
 impl Walk<'_> {
     /// The field path apiextensions-apiserver reports for kube-openapi's name of a value.
-    fn field(&self, name: &str) -> String {
-        let name = name.strip_prefix('.').unwrap_or(name);
-        match (self.prefix, name) {
+    fn field(&self, at: &At) -> String {
+        let name = at.to_string();
+        match (self.prefix, name.as_str()) {
             (Some(p), "") => p.to_string(),
             (None, "") => "<nil>".to_string(),
             (Some(p), n) => format!("{p}.{n}"),
@@ -73,13 +92,13 @@ impl Walk<'_> {
             .push(report::invalid(&field, Value::from(""), detail));
     }
 
-    fn invalid(&mut self, path: &str, value: Value, detail: String) {
+    fn invalid(&mut self, path: &At, value: Value, detail: String) {
         let f = self.field(path);
         self.errs.push(report::invalid(&f, value, detail));
     }
 
     /// kube-openapi's `InvalidType`: the value is the type (or format) name it found.
-    fn type_error(&mut self, path: &str, expected: &str, found: &str) {
+    fn type_error(&mut self, path: &At, expected: &str, found: &str) {
         let detail = format!(
             "{path} in body must be of type {expected}: {}",
             quote(found)
@@ -90,7 +109,7 @@ impl Walk<'_> {
     /// Validates one value, reached through a property or an item, dropping its errors when
     /// it is correlated with an old value and unchanged. Returns how many schema nodes were
     /// visited (kube-openapi's match count, which picks the anyOf/oneOf branch reported).
-    fn node(&mut self, n: &Node, v: &Value, corr: Option<Correlation>, path: &str) -> usize {
+    fn node(&mut self, n: &Node, v: &Value, corr: Option<Correlation>, path: &At) -> usize {
         let start = self.errs.len();
         let count = self.check(n, v, corr, path);
         if let Some(c) = corr
@@ -102,7 +121,7 @@ impl Walk<'_> {
         count
     }
 
-    fn check(&mut self, n: &Node, v: &Value, corr: Option<Correlation>, path: &str) -> usize {
+    fn check(&mut self, n: &Node, v: &Value, corr: Option<Correlation>, path: &At) -> usize {
         let types = declared_types(n);
         let format_name = n
             .format
@@ -116,7 +135,7 @@ impl Walk<'_> {
             return 1;
         }
         if !types.is_empty() || !format_name.is_empty() {
-            self.check_type(&types, format_name, v, path);
+            self.check_type(types, format_name, v, path);
         }
         let mut count = 1 + self.combinators(n, v, corr, path);
         match v {
@@ -141,7 +160,7 @@ impl Walk<'_> {
         count
     }
 
-    fn check_type(&mut self, types: &[&str], format: &str, v: &Value, path: &str) {
+    fn check_type(&mut self, types: &[&str], format: &str, v: &Value, path: &At) {
         let (found, found_format) = kind_of(v);
         let contains = |t: &str| types.contains(&t);
         let is_float_int =
@@ -164,10 +183,10 @@ impl Walk<'_> {
         }
     }
 
-    fn combinators(&mut self, n: &Node, v: &Value, corr: Option<Correlation>, path: &str) -> usize {
+    fn combinators(&mut self, n: &Node, v: &Value, corr: Option<Correlation>, path: &At) -> usize {
         let c = &n.checks;
         let mut count = 0;
-        let quoted = quote(path);
+        let quoted = || quote(&path.to_string());
         if !c.any_of.is_empty() {
             let mut best: Option<(usize, Vec<FieldError>)> = None;
             let mut ok = false;
@@ -185,7 +204,8 @@ impl Walk<'_> {
             }
             if !ok {
                 self.unnamed(format!(
-                    "{quoted} must validate at least one schema (anyOf)"
+                    "{} must validate at least one schema (anyOf)",
+                    quoted()
                 ));
             }
             if let Some((_, errs)) = best {
@@ -212,7 +232,8 @@ impl Walk<'_> {
                     format!("Found {valid} valid alternatives")
                 };
                 self.unnamed(format!(
-                    "{quoted} must validate one and only one schema (oneOf). {more}"
+                    "{} must validate one and only one schema (oneOf). {more}",
+                    quoted()
                 ));
                 if let Some((_, errs)) = best {
                     self.errs.extend(errs);
@@ -232,7 +253,8 @@ impl Walk<'_> {
             if valid != c.all_of.len() {
                 let more = if valid == 0 { ". None validated" } else { "" };
                 self.unnamed(format!(
-                    "{quoted} must validate all the schemas (allOf){more}"
+                    "{} must validate all the schemas (allOf){more}",
+                    quoted()
                 ));
             }
         }
@@ -240,7 +262,7 @@ impl Walk<'_> {
             let (k, errs) = self.branch(not, v, corr, path);
             count += k;
             if errs.is_empty() {
-                self.unnamed(format!("{quoted} must not validate the schema (not)"));
+                self.unnamed(format!("{} must not validate the schema (not)", quoted()));
             }
         }
         count
@@ -254,7 +276,7 @@ impl Walk<'_> {
         s: &Node,
         v: &Value,
         corr: Option<Correlation>,
-        path: &str,
+        path: &At,
     ) -> (usize, Vec<FieldError>) {
         let mut sub = Walk {
             prefix: self.prefix,
@@ -265,7 +287,7 @@ impl Walk<'_> {
     }
 
     /// kube-openapi's string validator reports only its first failure.
-    fn string(&mut self, n: &Node, s: &str, path: &str) {
+    fn string(&mut self, n: &Node, s: &str, path: &At) {
         let c = &n.checks;
         let len = || s.chars().count() as i64;
         if let Some(max) = c.max_length
@@ -286,7 +308,7 @@ impl Walk<'_> {
         }
     }
 
-    fn number(&mut self, n: &Node, v: &Value, path: &str) {
+    fn number(&mut self, n: &Node, v: &Value, path: &At) {
         let c = &n.checks;
         let type_name = if n.int_or_string {
             ""
@@ -400,7 +422,7 @@ impl Walk<'_> {
 
     /// kube-openapi's `IsValueValidAgainstRange` for a schema bound: on an integer schema a
     /// bound must be an integer, or it is reported and compared as a float.
-    fn bound_ok(&mut self, type_name: &str, bound: f64, what: &str, path: &str) -> bool {
+    fn bound_ok(&mut self, type_name: &str, bound: f64, what: &str, path: &At) -> bool {
         if type_name == "integer" && !integer_representable(&Value::from(bound)) {
             self.unnamed(format!(
                 "{what} value must be of type integer (default format) in {path}"
@@ -410,13 +432,13 @@ impl Walk<'_> {
         true
     }
 
-    fn array(&mut self, n: &Node, items: &[Value], corr: Option<Correlation>, path: &str) -> usize {
+    fn array(&mut self, n: &Node, items: &[Value], corr: Option<Correlation>, path: &At) -> usize {
         let c = &n.checks;
         let mut count = 0;
         if let Some(s) = &n.items {
             for (i, item) in items.iter().enumerate() {
                 let item_corr = corr.and_then(|c| c.item(item));
-                count += self.node(s, item, item_corr, &format!("{path}[{i}]"));
+                count += self.node(s, item, item_corr, &At::Item(path, i));
             }
         }
         let size = items.len() as i64;
@@ -439,7 +461,7 @@ impl Walk<'_> {
         count
     }
 
-    fn enumeration(&mut self, n: &Node, v: &Value, path: &str) {
+    fn enumeration(&mut self, n: &Node, v: &Value, path: &At) {
         let Some(allowed) = &n.checks.enumeration else {
             return;
         };
@@ -463,9 +485,9 @@ impl Walk<'_> {
         v: &Value,
         m: &Map<String, Value>,
         corr: Option<Correlation>,
-        path: &str,
+        path: &At,
     ) -> usize {
-        let field_corr = |k: &str| corr.and_then(|c| c.field(v, k, path));
+        let field_corr = |k: &str| corr.and_then(|c| c.field(v, k, path.is_root()));
         let c = &n.checks;
         let mut count = 0;
         let size = m.len() as i64;
@@ -490,19 +512,19 @@ impl Walk<'_> {
             }
             Some(Additional::Schema(s)) => {
                 for (k, fv) in m.iter().filter(|(k, _)| !n.properties.contains_key(*k)) {
-                    count += self.node(s, fv, field_corr(k), &format!("{path}.{k}"));
+                    count += self.node(s, fv, field_corr(k), &At::Field(path, k));
                 }
             }
             _ => {}
         }
         for (name, s) in &n.properties {
             if let Some(fv) = m.get(name) {
-                count += self.node(s, fv, field_corr(name), &child(path, name));
+                count += self.node(s, fv, field_corr(name), &At::Field(path, name));
             }
         }
         for r in &c.required {
             if !m.contains_key(r) {
-                let f = self.field(&format!("{path}.{r}"));
+                let f = self.field(&At::Field(path, r));
                 self.errs.push(report::required(&f, ""));
             }
         }
@@ -511,11 +533,19 @@ impl Walk<'_> {
 }
 
 /// The types a node accepts, as kube-openapi's `type` list (int-or-string is both).
-fn declared_types(n: &Node) -> Vec<&'static str> {
+fn declared_types(n: &Node) -> &'static [&'static str] {
     if n.int_or_string {
-        vec!["integer", "string"]
-    } else {
-        n.ty.map(|t| vec![t.name()]).unwrap_or_default()
+        return &["integer", "string"];
+    }
+    match n.ty {
+        None => &[],
+        Some(JsonType::Object) => &["object"],
+        Some(JsonType::Array) => &["array"],
+        Some(JsonType::String) => &["string"],
+        Some(JsonType::Integer) => &["integer"],
+        Some(JsonType::Number) => &["number"],
+        Some(JsonType::Boolean) => &["boolean"],
+        Some(JsonType::Null) => &["null"],
     }
 }
 

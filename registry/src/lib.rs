@@ -106,6 +106,23 @@ fn record_managers(
     managed_fields::record(rt.kind, old, obj, &writer);
 }
 
+/// The managedFields a server-side apply made, which its object carries past the steps that
+/// reset server-set metadata (see [`record_managers`]).
+fn applied_fields(opts: &WriteOptions, obj: &Value) -> Option<Value> {
+    opts.apply
+        .then(|| obj.pointer("/metadata/managedFields").cloned())
+        .flatten()
+}
+
+fn restore_applied_fields(fields: Option<Value>, obj: &mut Value) {
+    if let (Some(fields), Some(m)) = (
+        fields,
+        obj.get_mut("metadata").and_then(Value::as_object_mut),
+    ) {
+        m.insert("managedFields".into(), fields);
+    }
+}
+
 /// The check a [`WriteGuard`] runs.
 pub type GuardFn = dyn Fn(&ResourceType, &Value) -> Result<(), RegistryError> + Send + Sync;
 
@@ -378,17 +395,9 @@ impl Registry {
         {
             self.check_namespace(ns)?;
         }
-        let applied_fields = opts
-            .apply
-            .then(|| obj.pointer("/metadata/managedFields").cloned())
-            .flatten();
+        let applied = applied_fields(opts, &obj);
         meta::prepare_for_create(rt, &mut obj, has_generation(rt));
-        if let (Some(fields), Some(m)) = (
-            applied_fields,
-            obj.get_mut("metadata").and_then(Value::as_object_mut),
-        ) {
-            m.insert("managedFields".into(), fields);
-        }
+        restore_applied_fields(applied, &mut obj);
         restrict_node(rt, opts, &name, &obj, None)?;
         admission::check_decodes(rt.kind, &obj).map_err(|e| admission_error(rt, &name, e))?;
         if rt.group.is_empty()
@@ -539,7 +548,9 @@ impl Registry {
         opts: &WriteOptions,
     ) -> Result<Value, RegistryError> {
         meta::check_uid_unchanged(rt, name, &old, &new)?;
+        let applied = applied_fields(opts, &new);
         let mut obj = meta::prepare_for_update(rt, &old, new, part);
+        restore_applied_fields(applied, &mut obj);
         restrict_node(rt, opts, name, &obj, Some(&old))?;
         admission::admit(rt.kind, Operation::Update, &mut obj, Some(&old))
             .map_err(|e| admission_error(rt, name, e))?;

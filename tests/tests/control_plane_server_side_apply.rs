@@ -5,6 +5,7 @@
 //! shows exactly the change without making it.
 
 use std::path::Path;
+use std::time::Duration;
 
 use berth_tests::Controller;
 use berth_tests::client::Req;
@@ -275,37 +276,37 @@ fn kubectl_diff_server_side_shows_exactly_the_change_and_writes_nothing() {
         );
         let before = get(&c, &format!("deploy/{name}"));
 
+        // The deployment controller writes the status while the rollout starts; a write
+        // between kubectl's read and its dry run shows in the diff, so each diff is retried
+        // until it is of the object at rest.
+        let diff_is = |yaml: String, exit: i32, want: &[&str]| {
+            c.wait_for(
+                Duration::from_secs(30),
+                &format!("kubectl {minor} diff --server-side to show {want:?}"),
+                || {
+                    let r = k.run_stdin(&["diff", "--server-side", "-f", "-"], &yaml);
+                    let mut lines = changed_lines(&r.stdout);
+                    lines.sort();
+                    if r.status.and_then(|s| s.code()) == Some(exit) && lines == want {
+                        Ok(())
+                    } else {
+                        Err(r.describe())
+                    }
+                },
+            )
+        };
         // The same manifest: no difference (exit 0, nothing printed).
-        let same = k.run_stdin(
-            &["diff", "--server-side", "-f", "-"],
-            &deployment(&name, 2, "nginx:1.14.2"),
-        );
-        assert!(same.success(), "kubectl {minor}: {}", same.describe());
-        assert_eq!(same.stdout.trim(), "", "kubectl {minor}");
-
+        diff_is(deployment(&name, 2, "nginx:1.14.2"), 0, &[]);
         // A changed image: exit 1, and the diff is the image and the generation it bumps.
-        let changed = k.run_stdin(
-            &["diff", "--server-side", "-f", "-"],
-            &deployment(&name, 2, "nginx:1.16.1"),
-        );
-        assert_eq!(
-            changed.status.and_then(|s| s.code()),
-            Some(1),
-            "kubectl {minor}: {}",
-            changed.describe()
-        );
-        let mut lines = changed_lines(&changed.stdout);
-        lines.sort();
-        assert_eq!(
-            lines,
-            [
+        diff_is(
+            deployment(&name, 2, "nginx:1.16.1"),
+            1,
+            &[
                 "+      - image: nginx:1.16.1",
                 "+  generation: 2",
                 "-      - image: nginx:1.14.2",
                 "-  generation: 1",
             ],
-            "kubectl {minor}:\n{}",
-            changed.stdout
         );
 
         // A dry run: nothing was written (the deployment controller writes the status
@@ -337,4 +338,33 @@ fn a_client_side_applied_object_moves_to_server_side_apply_without_conflicts() {
         assert_eq!(d["spec"]["replicas"], 3, "kubectl {minor}: {d}");
         assert_eq!(owners(&d, "/f:spec/f:replicas"), ["kubectl"], "{d}");
     }
+}
+
+#[test]
+fn an_apply_through_the_status_subresource_owns_the_status_alone() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    c.kubectl_ok(&["create", "namespace", "ssa-status-sub"]);
+    let url = "/api/v1/namespaces/ssa-status-sub/status?fieldManager=status-writer";
+    let doc = json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "ssa-status-sub", "labels": {"ignored": "yes"}},
+        "status": {"conditions": [{"type": "Custom", "status": "True"}]}});
+    let ns = api.expect(Req::patch(url, "application/apply-patch+yaml", &doc), 200);
+    assert_eq!(ns["status"]["conditions"][0]["type"], "Custom", "{ns}");
+    assert!(ns["metadata"]["labels"].get("ignored").is_none(), "{ns}");
+    let entry = ns["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["manager"] == "status-writer")
+        .cloned()
+        .unwrap_or_else(|| panic!("no entry of status-writer: {ns}"));
+    assert_eq!(entry["operation"], "Apply");
+    assert_eq!(entry["subresource"], "status");
+    assert_eq!(
+        entry["fieldsV1"],
+        json!({"f:status": {"f:conditions": {"k:{\"type\":\"Custom\"}": {
+            ".": {}, "f:status": {}, "f:type": {}}}}}),
+        "{ns}"
+    );
 }

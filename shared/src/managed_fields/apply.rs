@@ -13,7 +13,7 @@ use super::conflict::{Conflict, Conflicts};
 use super::entries::{self, Entry};
 use super::last_applied;
 use super::merge::{merge, prune};
-use super::schema::FieldSchema;
+use super::schema::{FieldSchema, WithObjectMeta};
 use super::set::{FieldSet, render_path};
 use super::update::STRIPPED_META;
 
@@ -27,6 +27,7 @@ pub fn apply(
     writer: &Writer,
     force: bool,
 ) -> Result<Value, Conflicts> {
+    let schema = &WithObjectMeta(schema);
     let config = scoped_config(config, writer);
     let live_value = live
         .cloned()
@@ -464,5 +465,35 @@ mod tests {
         let mut edited = live.clone();
         edited["data"]["x"] = json!("5");
         assert!(applied(Some(&edited), "kubectl", json!({"x": "2"}), false).is_err());
+    }
+
+    #[test]
+    fn an_apply_owns_only_its_part_of_the_object() {
+        let schema = BuiltIn { kind: "Deployment" };
+        let live = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"replicas": 1}, "status": {"replicas": 1}});
+        let config = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"replicas": 5}, "status": {"replicas": 2}});
+        let w = |subresource| Writer {
+            api_version: "apps/v1",
+            status_subresource: true,
+            subresource,
+            ..writer("m")
+        };
+        // Through the status subresource: the status alone.
+        let status = apply(&schema, Some(&live), &config, &w(Some("status")), false).unwrap();
+        assert_eq!(status["spec"]["replicas"], 1);
+        assert_eq!(status["status"]["replicas"], 2);
+        let entry = &status["metadata"]["managedFields"][0];
+        assert_eq!(entry["subresource"], "status");
+        assert_eq!(entry["fieldsV1"], json!({"f:status": {"f:replicas": {}}}));
+        // The object itself: everything but the status.
+        let main = apply(&schema, Some(&live), &config, &w(None), false).unwrap();
+        assert_eq!(main["spec"]["replicas"], 5);
+        assert_eq!(main["status"]["replicas"], 1);
+        assert_eq!(
+            main["metadata"]["managedFields"][0]["fieldsV1"],
+            json!({"f:spec": {"f:replicas": {}}})
+        );
     }
 }

@@ -114,6 +114,41 @@ impl FieldSchema for BuiltIn<'_> {
     }
 }
 
+/// A kind's schema with ObjectMeta's rules at the object's own `metadata` (labels and
+/// annotations maps of data, finalizers a set, owner references keyed by uid), whatever the
+/// kind's schema says there: a custom resource's schema rarely spells ObjectMeta out.
+pub(super) struct WithObjectMeta<'a>(pub &'a dyn FieldSchema);
+
+const OBJECT_META: BuiltIn<'static> = BuiltIn { kind: "" };
+
+impl WithObjectMeta<'_> {
+    fn at(&self, path: &[String]) -> &dyn FieldSchema {
+        if path.first().is_some_and(|f| f == "metadata") {
+            &OBJECT_META
+        } else {
+            self.0
+        }
+    }
+}
+
+impl FieldSchema for WithObjectMeta<'_> {
+    fn list_type(&self, path: &[String]) -> ListType {
+        self.at(path).list_type(path)
+    }
+
+    fn is_atomic_object(&self, path: &[String]) -> bool {
+        self.at(path).is_atomic_object(path)
+    }
+
+    fn keys_are_data(&self, path: &[String]) -> bool {
+        self.at(path).keys_are_data(path)
+    }
+
+    fn key_default(&self, path: &[String], key: &str) -> Option<Value> {
+        self.at(path).key_default(path, key)
+    }
+}
+
 /// The path element of a list item: `k:{…}` for a map list (keys sorted, a missing key
 /// defaulted from the schema), `v:…` for a set; `None` for an atomic list.
 pub(super) fn item_element(
@@ -204,5 +239,30 @@ mod tests {
         assert!(!d.is_atomic_object(&p("spec.template")));
         assert!(d.keys_are_data(&p("metadata.labels")));
         assert!(!d.keys_are_data(&p("spec")));
+    }
+
+    #[test]
+    fn object_meta_keeps_its_rules_whatever_the_kinds_schema_says() {
+        /// A schema that makes every list and object atomic.
+        struct AllAtomic;
+        impl FieldSchema for AllAtomic {
+            fn list_type(&self, _: &[String]) -> ListType {
+                ListType::Atomic
+            }
+            fn is_atomic_object(&self, _: &[String]) -> bool {
+                true
+            }
+        }
+        let s = WithObjectMeta(&AllAtomic);
+        let p = |s: &str| -> Vec<String> { s.split('.').map(String::from).collect() };
+        assert_eq!(s.list_type(&p("metadata.finalizers")), ListType::Set);
+        assert_eq!(
+            s.list_type(&p("metadata.ownerReferences")),
+            ListType::Map(vec!["uid".into()])
+        );
+        assert!(!s.is_atomic_object(&p("metadata.labels")));
+        assert!(s.keys_are_data(&p("metadata.labels")));
+        assert!(s.is_atomic_object(&p("spec.template")));
+        assert_eq!(s.list_type(&p("spec.items")), ListType::Atomic);
     }
 }

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::Writer;
 use super::entries::{self, Entry};
-use super::schema::{FieldSchema, ListType, item_element};
+use super::schema::{FieldSchema, ListType, WithObjectMeta, item_element};
 use super::set::FieldSet;
 
 /// Metadata fields no manager owns (upstream's stripped set).
@@ -197,7 +197,10 @@ pub fn record_with(
     let before = old.map(|o| scoped(o, writer.subresource, writer.status_subresource));
     let after = scoped(new, writer.subresource, writer.status_subresource);
     let mut change = Change::default();
-    Walk { schema }.diff(&mut Vec::new(), before.as_ref(), Some(&after), &mut change);
+    Walk {
+        schema: &WithObjectMeta(schema),
+    }
+    .diff(&mut Vec::new(), before.as_ref(), Some(&after), &mut change);
 
     let stored = old.and_then(|o| o.pointer("/metadata/managedFields"));
     let base = match new.pointer("/metadata/managedFields") {

@@ -5,6 +5,7 @@
 //! numbers `double` (so does an integer beyond i64), strings `string`, `null` null.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
 
 use cel::common::types::{
     CelBool, CelBytes, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelOptional,
@@ -17,10 +18,25 @@ use serde_json::Value;
 use super::CelError;
 
 /// Named values for one evaluation (`self`, `oldSelf`, `object`, `params` ...), bound by
-/// reference: an activation converts each value once and may be reused for many programs.
+/// reference: an activation converts each value when an expression first reads it, once, and
+/// may be reused for many programs; a value no expression reads is never converted.
 #[derive(Default)]
 pub struct Activation<'a> {
-    vars: BTreeMap<String, Box<dyn Val + 'a>>,
+    vars: BTreeMap<String, Binding<'a>>,
+}
+
+enum Binding<'a> {
+    Json(&'a Value, OnceLock<Box<dyn Val + 'a>>),
+    Converted(Box<dyn Val + 'a>),
+}
+
+impl<'a> Binding<'a> {
+    fn val(&self) -> &(dyn Val + 'a) {
+        match self {
+            Binding::Json(json, converted) => converted.get_or_init(|| to_val(json)).as_ref(),
+            Binding::Converted(v) => v.as_ref(),
+        }
+    }
 }
 
 impl<'a> Activation<'a> {
@@ -32,7 +48,8 @@ impl<'a> Activation<'a> {
 
     /// Binds `name` to `value`, replacing an earlier binding of the same name.
     pub fn bind(&mut self, name: &str, value: &'a Value) -> &mut Self {
-        self.vars.insert(name.to_string(), to_val(value));
+        self.vars
+            .insert(name.to_string(), Binding::Json(value, OnceLock::new()));
         self
     }
 
@@ -43,7 +60,8 @@ impl<'a> Activation<'a> {
             Some(v) => CelOptional::of(to_val(v)),
             None => CelOptional::none(),
         };
-        self.vars.insert(name.to_string(), Box::new(optional));
+        self.vars
+            .insert(name.to_string(), Binding::Converted(Box::new(optional)));
         self
     }
 
@@ -63,7 +81,7 @@ impl VariableResolver for Activation<'_> {
     fn resolve<'b>(&'b self, variable: &str) -> Option<CowVal<'b, 'b>> {
         self.vars
             .get(variable)
-            .map(|v| CowVal::Borrowed(v.as_ref() as &(dyn Val + 'b)))
+            .map(|v| CowVal::Borrowed(v.val() as &(dyn Val + 'b)))
     }
 }
 

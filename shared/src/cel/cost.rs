@@ -10,6 +10,8 @@
 //!   is charged for that size. Control flow (`&&`, `||`, `?:`, `!`), indexing, `size` and
 //!   the conversions (`int`, `string` ...) are not charged beyond their own arguments' steps.
 //!
+//! The rewrite also points `matches` at the regex module's cached version.
+//!
 //! An evaluation that goes over its limit fails with `CostLimit`; the meter stays exhausted
 //! until the evaluation ends, so every later charge fails at once and the evaluation unwinds.
 
@@ -157,6 +159,9 @@ fn is_ident(e: &IdedExpr, names: &[String]) -> bool {
 fn rewrite(e: &mut IdedExpr, accus: &[String], next_id: &mut u64) {
     match &mut e.expr {
         Expr::Call(call) => {
+            if call.func_name == "matches" {
+                call.func_name = super::regex::MATCHES.to_string();
+            }
             let touches_accu = call.args.iter().any(|a| is_ident(a, accus));
             let charged = !touches_accu
                 && call.func_name != CHARGE

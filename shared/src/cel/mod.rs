@@ -8,6 +8,7 @@ mod library;
 mod lists;
 mod program;
 mod quantity;
+mod regex;
 pub mod rules;
 
 mod url;

@@ -193,15 +193,13 @@ impl Walk {
         if self.budget == 0 {
             return self.stop(invalid(at, type_name, out_of_budget()));
         }
+        // Values are converted for CEL once per node (per activation), when a rule reads them.
         let mut vars = Activation::new();
         vars.bind("self", value);
         if let Some(o) = old {
             vars.bind("oldSelf", o);
         }
-        let mut optional_vars = Activation::new();
-        optional_vars
-            .bind("self", value)
-            .bind_optional("oldSelf", old);
+        let mut optional_vars = None;
 
         for rule in rules {
             let program = match compiled(rule.rule) {
@@ -220,7 +218,15 @@ impl Walk {
             if transition && old.is_none() && !optional {
                 continue;
             }
-            let activation = if optional { &optional_vars } else { &vars };
+            let activation = if optional {
+                optional_vars.get_or_insert_with(|| {
+                    let mut a = Activation::new();
+                    a.bind("self", value).bind_optional("oldSelf", old);
+                    a
+                })
+            } else {
+                &vars
+            };
             let passed = match program.eval_bool_within(activation, PER_CALL_LIMIT) {
                 Ok((_, cost)) if cost > self.budget => {
                     return self.stop(invalid(at, type_name, out_of_budget()));

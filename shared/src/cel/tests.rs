@@ -71,6 +71,12 @@ fn macros_and_presence_tests() {
 fn string_functions() {
     check_table(&[
         ("self.name.matches('^web-[0-9]+$')", json!(true)),
+        ("matches(self.name, '^x')", json!(false)),
+        ("self.tags.all(t, t.matches('^[a-c]$'))", json!(true)),
+        ("'abc 123 def 456'.find('[0-9]+')", json!("123")),
+        ("'abc'.find('[0-9]+')", json!("")),
+        ("'abc 123 def 456'.findAll('[0-9]+')", json!(["123", "456"])),
+        ("'a1b2c3'.findAll('[0-9]', 2)", json!(["1", "2"])),
         ("self.name.startsWith('web')", json!(true)),
         ("self.name.endsWith('-1')", json!(true)),
         ("self.name.contains('b-')", json!(true)),
@@ -185,6 +191,7 @@ fn errors_are_reported_not_panicked() {
         "self.n / 0",
         "self.list.min()",
         "quantity('x')",
+        "'a'.matches('(')",
         "url('::')",
         "self.n.startsWith('a')",
         "undefinedVariable",

@@ -182,6 +182,33 @@ fn the_conflict_is_a_409_status_with_upstreams_causes_and_fieldmanager_is_requir
         "{forced_merge}"
     );
 
+    // A configuration is of the URL's version and carries no managedFields.
+    let mut other_version = json!({"apiVersion": "v2", "kind": "ConfigMap",
+        "metadata": {"name": "ssa-status"}, "data": {"a": "1"}});
+    let wrong = api.expect(
+        Req::patch(
+            format!("{url}?fieldManager=first"),
+            "application/apply-patch+yaml",
+            &other_version,
+        ),
+        400,
+    );
+    assert_eq!(
+        wrong["message"],
+        "Incorrect version specified in apply patch. Specified patch version: v2, expected: v1"
+    );
+    other_version["apiVersion"] = json!("v1");
+    other_version["metadata"]["managedFields"] = json!([]);
+    let carried = api.expect(
+        Req::patch(
+            format!("{url}?fieldManager=first"),
+            "application/apply-patch+yaml",
+            &other_version,
+        ),
+        400,
+    );
+    assert_eq!(carried["message"], "metadata.managedFields must be nil");
+
     // An update (not an apply) takes the applied field without a conflict; the applier then
     // conflicts with the updater, named with its apiVersion as upstream names updaters.
     api.expect(

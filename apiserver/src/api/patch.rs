@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use berth_registry::{Part, RegistryError, WriteOptions};
 use berth_shared::admission::{FieldError, FieldErrorType};
-use berth_shared::managed_fields::{self, BuiltIn, Writer};
+use berth_shared::managed_fields::{self, BuiltIn, FieldSchema, Writer};
 use berth_shared::patch::{self, PatchType};
 use berth_shared::resource::ResourceType;
 use bytes::Bytes;
@@ -97,6 +97,15 @@ fn apply_configuration(
             "Incorrect version specified in apply patch. Specified patch version: {sent}, expected: {api_version}"
         )));
     }
+    // Managed fields are the server's to record: a configuration carries none.
+    if config
+        .pointer("/metadata/managedFields")
+        .is_some_and(|m| !m.is_null())
+    {
+        return Err(ApiError::BadRequest(
+            "metadata.managedFields must be nil".to_string(),
+        ));
+    }
     let time = berth_registry::meta::now_rfc3339();
     let writer = Writer {
         manager,
@@ -111,9 +120,16 @@ fn apply_configuration(
         time: &time,
         status_subresource: view.has_status,
     };
-    // Built-in kinds' list types; a custom resource's come from its schema.
-    let schema = BuiltIn { kind: view.kind };
-    managed_fields::apply(&schema, live, config, &writer, force).map_err(ApiError::ApplyConflict)
+    let schema = field_schema(view);
+    managed_fields::apply(schema.as_ref(), live, config, &writer, force)
+        .map_err(ApiError::ApplyConflict)
+}
+
+/// The schema an apply merges and owns `view`'s objects by: a built-in kind's list types and
+/// atomic objects (the strategic-merge table). A custom resource's is its CRD's structural
+/// schema, which implements [`FieldSchema`] too.
+fn field_schema(view: &'static ResourceType) -> Box<dyn FieldSchema> {
+    Box::new(BuiltIn { kind: view.kind })
 }
 
 #[allow(clippy::too_many_arguments)]

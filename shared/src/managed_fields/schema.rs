@@ -98,13 +98,20 @@ impl FieldSchema for BuiltIn<'_> {
     }
 
     fn is_atomic_object(&self, path: &[String]) -> bool {
-        // A Service's selector is a plain map, atomic too (`+mapType=atomic`).
-        path.last()
-            .is_some_and(|f| ATOMIC_OBJECTS.contains(&f.as_str()))
+        // A Service's selector is a plain map, atomic too (`+mapType=atomic`). A CRD's
+        // schema names properties as it likes: none of them is one of these types.
+        self.kind != "CustomResourceDefinition"
+            && path
+                .last()
+                .is_some_and(|f| ATOMIC_OBJECTS.contains(&f.as_str()))
             && path.first().is_some_and(|f| f != "metadata")
     }
 
     fn keys_are_data(&self, path: &[String]) -> bool {
+        // A CRD's `properties` are maps of data; its schema's own property names are not.
+        if self.kind == "CustomResourceDefinition" {
+            return path.last().is_some_and(|f| f == "properties");
+        }
         path.last()
             .is_some_and(|f| STRING_MAPS.contains(&f.as_str()))
     }
@@ -239,6 +246,12 @@ mod tests {
         assert!(!d.is_atomic_object(&p("spec.template")));
         assert!(d.keys_are_data(&p("metadata.labels")));
         assert!(!d.keys_are_data(&p("spec")));
+        let crd = BuiltIn {
+            kind: "CustomResourceDefinition",
+        };
+        let prop = p("spec.versions.schema.openAPIV3Schema.properties.spec.properties.selector");
+        assert!(!crd.is_atomic_object(&prop));
+        assert!(crd.keys_are_data(&p("spec.versions.schema.openAPIV3Schema.properties")));
     }
 
     #[test]

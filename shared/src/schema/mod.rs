@@ -44,6 +44,17 @@ pub use list_type::ListType;
 use node::Node;
 use structural::SchemaPath;
 
+/// Upstream's warnings on writing a CRD whose `type: string` schemas name formats validation
+/// ignores: `unrecognized format "quantity"`, one per such schema, in document order.
+pub fn unrecognized_format_warnings(schema: &Value) -> Vec<String> {
+    let mut formats = Vec::new();
+    format::unrecognized(schema, &mut formats);
+    formats
+        .iter()
+        .map(|f| format!("unrecognized format {}", report::quote(f)))
+        .collect()
+}
+
 /// A structural schema, ready to prune, default and validate custom resources.
 #[derive(Debug)]
 pub struct Structural {

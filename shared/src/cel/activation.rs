@@ -27,6 +27,7 @@ pub struct Activation<'a> {
 
 enum Binding<'a> {
     Json(&'a Value, OnceLock<Box<dyn Val + 'a>>),
+    Typed(&'a Value, &'a Value, OnceLock<Box<dyn Val + 'a>>),
     Converted(Box<dyn Val + 'a>),
 }
 
@@ -34,6 +35,9 @@ impl<'a> Binding<'a> {
     fn val(&self) -> &(dyn Val + 'a) {
         match self {
             Binding::Json(json, converted) => converted.get_or_init(|| to_val(json)).as_ref(),
+            Binding::Typed(json, schema, converted) => converted
+                .get_or_init(|| to_typed_val(json, Some(schema)))
+                .as_ref(),
             Binding::Converted(v) => v.as_ref(),
         }
     }
@@ -50,6 +54,17 @@ impl<'a> Activation<'a> {
     pub fn bind(&mut self, name: &str, value: &'a Value) -> &mut Self {
         self.vars
             .insert(name.to_string(), Binding::Json(value, OnceLock::new()));
+        self
+    }
+
+    /// Binds `name` to `value` typed by its OpenAPI `schema`, as upstream does for CRD rules:
+    /// integers where the schema says `type: number` are doubles (so `self.ratio * 2.0` works
+    /// whether the client sent `1` or `1.0`).
+    pub fn bind_typed(&mut self, name: &str, value: &'a Value, schema: &'a Value) -> &mut Self {
+        self.vars.insert(
+            name.to_string(),
+            Binding::Typed(value, schema, OnceLock::new()),
+        );
         self
     }
 
@@ -87,22 +102,43 @@ impl VariableResolver for Activation<'_> {
 
 /// A JSON value as a CEL value, borrowing its strings.
 pub(crate) fn to_val(value: &Value) -> Box<dyn Val + '_> {
+    to_typed_val(value, None)
+}
+
+/// The schema of `key`'s value in an object of `schema`: its property, else its
+/// additionalProperties.
+fn field_schema<'s>(schema: Option<&'s Value>, key: &str) -> Option<&'s Value> {
+    let schema = schema?;
+    schema
+        .get("properties")
+        .and_then(|p| p.get(key))
+        .or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()))
+}
+
+/// [`to_val`], following `schema` (an OpenAPI schema) where there is one.
+fn to_typed_val<'a>(value: &'a Value, schema: Option<&Value>) -> Box<dyn Val + 'a> {
+    let is_number = || schema.and_then(|s| s.get("type")).and_then(Value::as_str) == Some("number");
     match value {
         Value::Null => Box::new(CelNull),
         Value::Bool(b) => Box::new(CelBool::from(*b)),
         Value::Number(n) => match n.as_i64() {
-            Some(i) => Box::new(CelInt::from(i)),
-            None => Box::new(CelDouble::from(n.as_f64().unwrap_or(f64::NAN))),
+            Some(i) if !is_number() => Box::new(CelInt::from(i)),
+            _ => Box::new(CelDouble::from(n.as_f64().unwrap_or(f64::NAN))),
         },
         Value::String(s) => Box::new(CelString::from(s.as_str())),
         Value::Array(items) => {
-            let items: Vec<Box<dyn Val + '_>> = items.iter().map(to_val).collect();
+            let item_schema = schema.and_then(|s| s.get("items"));
+            let items: Vec<Box<dyn Val + '_>> =
+                items.iter().map(|i| to_typed_val(i, item_schema)).collect();
             Box::new(CelList::from(items))
         }
         Value::Object(fields) => {
             let map: HashMap<CelMapKey<'_>, Box<dyn Val + '_>> = fields
                 .iter()
-                .map(|(k, v)| (CelMapKey::from(k.as_str()), to_val(v)))
+                .map(|(k, v)| {
+                    let sub = field_schema(schema, k);
+                    (CelMapKey::from(k.as_str()), to_typed_val(v, sub))
+                })
                 .collect();
             Box::new(CelMap::from(map))
         }

@@ -1,5 +1,6 @@
 //! Kubernetes' list functions (apiserver `library.Lists`) that the `cel` crate lacks:
-//! `isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`.
+//! `isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`; and cel-go's sets extension that
+//! Kubernetes' environment includes: `sets.contains`, `sets.equivalent`, `sets.intersects`.
 
 use std::cmp::Ordering;
 
@@ -25,13 +26,35 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
         LIST_TYPE,
         vec![DYN_TYPE],
         last_index_of,
+    )?;
+    let two_lists = || vec![LIST_TYPE, LIST_TYPE];
+    env.add_overload("sets.contains", "sets_contains", two_lists(), sets_contains)?;
+    env.add_overload(
+        "sets.equivalent",
+        "sets_equivalent",
+        two_lists(),
+        sets_equivalent,
+    )?;
+    env.add_overload(
+        "sets.intersects",
+        "sets_intersects",
+        two_lists(),
+        sets_intersects,
     )
 }
 
 /// The elements of the receiver (the first argument).
 fn items<'b, 'v>(args: &'b [CowVal<'_, 'v>]) -> Result<Vec<&'b (dyn Val + 'v)>, ExecutionError> {
+    items_at(args, 0)
+}
+
+/// The elements of the list argument at `index`.
+fn items_at<'b, 'v>(
+    args: &'b [CowVal<'_, 'v>],
+    index: usize,
+) -> Result<Vec<&'b (dyn Val + 'v)>, ExecutionError> {
     let list = args
-        .first()
+        .get(index)
         .ok_or_else(ExecutionError::missing_argument_or_target)?;
     let iterable = list
         .as_iterable()
@@ -133,4 +156,30 @@ fn index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Executi
 
 fn last_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
     position(args, true)
+}
+
+/// Whether every element of `sub` is in `of`.
+fn all_in(sub: &[&dyn Val], of: &[&dyn Val]) -> bool {
+    sub.iter().all(|x| of.iter().any(|y| x.equals(*y)))
+}
+
+/// `sets.contains(a, b)`: every element of `b` is in `a`.
+fn sets_contains<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let (a, b) = (items_at(&args, 0)?, items_at(&args, 1)?);
+    Ok(CowVal::owned(CelBool::from(all_in(&b, &a))))
+}
+
+/// `sets.equivalent(a, b)`: each contains the other.
+fn sets_equivalent<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let (a, b) = (items_at(&args, 0)?, items_at(&args, 1)?);
+    Ok(CowVal::owned(CelBool::from(
+        all_in(&a, &b) && all_in(&b, &a),
+    )))
+}
+
+/// `sets.intersects(a, b)`: some element is in both.
+fn sets_intersects<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let (a, b) = (items_at(&args, 0)?, items_at(&args, 1)?);
+    let any = a.iter().any(|x| b.iter().any(|y| x.equals(*y)));
+    Ok(CowVal::owned(CelBool::from(any)))
 }

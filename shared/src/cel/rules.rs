@@ -195,9 +195,9 @@ impl Walk {
         }
         // Values are converted for CEL once per node (per activation), when a rule reads them.
         let mut vars = Activation::new();
-        vars.bind("self", value);
+        vars.bind_typed("self", value, schema);
         if let Some(o) = old {
-            vars.bind("oldSelf", o);
+            vars.bind_typed("oldSelf", o, schema);
         }
         let mut optional_vars = None;
 
@@ -221,7 +221,8 @@ impl Walk {
             let activation = if optional {
                 optional_vars.get_or_insert_with(|| {
                     let mut a = Activation::new();
-                    a.bind("self", value).bind_optional("oldSelf", old);
+                    a.bind_typed("self", value, schema)
+                        .bind_optional("oldSelf", old);
                     a
                 })
             } else {

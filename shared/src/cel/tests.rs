@@ -113,6 +113,12 @@ fn list_functions() {
         ("[[1], [2, 3]].flatten()", json!([1, 2, 3])),
         ("lists.range(3)", json!([0, 1, 2])),
         ("[1, 2, 2].distinct()", json!([1, 2])),
+        ("sets.contains(self.tags, ['a', 'c'])", json!(true)),
+        ("sets.contains(self.tags, ['z'])", json!(false)),
+        ("sets.equivalent([1, 2, 2], [2, 1])", json!(true)),
+        ("sets.equivalent([1], [1, 3])", json!(false)),
+        ("sets.intersects(self.ports, [443, 1])", json!(true)),
+        ("sets.intersects([], [1])", json!(false)),
     ]);
 }
 

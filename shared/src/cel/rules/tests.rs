@@ -418,3 +418,22 @@ fn crd_rule_fields_are_checked_as_upstream() {
         "x-kubernetes-validations": [{"rule": "self.a != ''", "fieldPath": ".a", "reason": "FieldValueForbidden"}]});
     assert!(compile_errors(&fine, "s").is_empty());
 }
+
+#[test]
+fn numbers_follow_the_schema_type() {
+    let schema = spec_schema(
+        json!([{"rule": "self.ratio * 2.0 == 2.0 && self.count * 2 == 4", "message": "typed"}]),
+        json!({"ratio": {"type": "number"}, "count": {"type": "integer"}}),
+    );
+    // `1` under `type: number` is a double, so double arithmetic applies to it.
+    assert!(check(&schema, &json!({"spec": {"ratio": 1, "count": 2}}), None).is_empty());
+    assert!(check(&schema, &json!({"spec": {"ratio": 1.0, "count": 2}}), None).is_empty());
+    assert_eq!(
+        messages(&check(
+            &schema,
+            &json!({"spec": {"ratio": 2, "count": 2}}),
+            None
+        )),
+        vec![r#"spec: Invalid value: "object": typed"#]
+    );
+}

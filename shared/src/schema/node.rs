@@ -172,7 +172,8 @@ impl Node {
             }
         }
         n.nullable = bool_of(m, "nullable");
-        n.default = m.get("default").cloned();
+        // A `default: null` is no default (upstream reads it as a nil default).
+        n.default = m.get("default").filter(|d| !d.is_null()).cloned();
         if let Some(Value::Object(props)) = m.get("properties") {
             n.properties = props
                 .iter()

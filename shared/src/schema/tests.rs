@@ -1030,3 +1030,14 @@ fn status_updates_ratchet_too() {
         ["status.ready: Invalid value: -2: ready in body should be greater than or equal to 0"]
     );
 }
+
+#[test]
+fn a_null_default_is_no_default() {
+    let s = crd(json!({"a": {"type": "string", "default": null}}));
+    let mut obj = json!({"spec": {}});
+    s.apply_defaults(&mut obj);
+    assert_eq!(obj, json!({"spec": {}}));
+    let mut obj = json!({"spec": {"a": null}});
+    assert!(s.prune(&mut obj).is_empty());
+    assert_eq!(obj, json!({"spec": {}}));
+}

@@ -2,6 +2,8 @@
 //! applied configuration sets (`ToFieldSet`), and what changed between two versions of an
 //! object (`Compare`: added, modified and removed paths).
 
+use std::collections::{HashMap, HashSet};
+
 use serde_json::{Map, Value};
 
 use super::schema::{FieldSchema, ListType, item_element};
@@ -168,17 +170,28 @@ impl Walk<'_> {
                 .collect()
         };
         let (o, n) = (index(old), index(new));
-        let find = |items: &[(String, Value)], e: &str| -> Option<Value> {
-            items.iter().find(|(k, _)| k == e).map(|(_, v)| v.clone())
+        // By name, so long lists compare in linear time (the first of duplicates wins).
+        let by_name = |items: &[(String, Value)]| -> HashMap<String, Value> {
+            let mut m = HashMap::with_capacity(items.len());
+            for (k, v) in items {
+                m.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+            m
         };
+        let (before_items, after_items) = (by_name(&o), by_name(&n));
         let mut names: Vec<String> = n.iter().map(|(e, _)| e.clone()).collect();
         names.extend(
             o.iter()
                 .map(|(e, _)| e.clone())
-                .filter(|e| find(&n, e).is_none()),
+                .filter(|e| !after_items.contains_key(e)),
         );
+        let mut seen = HashSet::new();
+        names.retain(|e| seen.insert(e.clone()));
         for element in names {
-            let (before, after) = (find(&o, &element), find(&n, &element));
+            let (before, after) = (
+                before_items.get(&element).cloned(),
+                after_items.get(&element).cloned(),
+            );
             self.elements.push(element);
             match list {
                 ListType::Map(_) => self.value(before.as_ref(), after.as_ref()),

@@ -9,6 +9,8 @@
 //! `[b, c, a, d]`: `b` is only stored and comes before the first shared item; `c` and `a`
 //! follow in the configuration's order; `d` is new and follows `a`.
 
+use std::collections::{HashMap, HashSet};
+
 use serde_json::Value;
 
 use super::schema::{FieldSchema, ListType, item_element};
@@ -72,26 +74,32 @@ fn merge_list(
     let name = |v: &Value| item_element(schema, path, list, v).unwrap_or_default();
     let live_names: Vec<String> = live.iter().map(name).collect();
     let config_names: Vec<String> = config.iter().map(name).collect();
-    let stored = |n: &str| live_names.iter().position(|l| l == n);
+    // Lookups by name, so a long list merges in linear time (the first of duplicates wins).
+    let mut positions: HashMap<&str, usize> = HashMap::with_capacity(live.len());
+    for (i, n) in live_names.iter().enumerate() {
+        positions.entry(n.as_str()).or_insert(i);
+    }
+    let stored = |n: &str| positions.get(n).copied();
+    let in_config: HashSet<&str> = config_names.iter().map(String::as_str).collect();
     // The shared items, in the configuration's order; `next` is the one due.
     let shared: Vec<&String> = config_names
         .iter()
         .filter(|n| stored(n).is_some())
         .collect();
     let mut next = 0;
-    let mut emitted: Vec<&String> = Vec::new();
+    let mut emitted: HashSet<&str> = HashSet::new();
     let mut out = Vec::with_capacity(live.len().max(config.len()));
     let (mut l, mut c) = (0, 0);
     while l < live.len() || c < config.len() {
         if l < live.len() && c < config.len() {
             if live_names[l] == config_names[c] {
                 out.push(merge_item(schema, path, list, Some(&live[l]), &config[c]));
-                emitted.push(&config_names[c]);
+                emitted.insert(&config_names[c]);
                 (l, c, next) = (l + 1, c + 1, next + 1);
                 continue;
             }
             // A shared item the configuration puts later waits for its turn.
-            if config_names.contains(&live_names[l])
+            if in_config.contains(live_names[l].as_str())
                 && shared.get(next).is_some_and(|s| **s != live_names[l])
             {
                 l += 1;
@@ -99,12 +107,12 @@ fn merge_list(
             }
         }
         if l < live.len() {
-            if !config_names.contains(&live_names[l]) {
+            if !in_config.contains(live_names[l].as_str()) {
                 out.push(live[l].clone());
                 l += 1;
                 continue;
             }
-            if emitted.contains(&&live_names[l]) {
+            if emitted.contains(live_names[l].as_str()) {
                 l += 1;
                 continue;
             }
@@ -112,7 +120,7 @@ fn merge_list(
         if c < config.len() {
             let before = stored(&config_names[c]).map(|i| &live[i]);
             out.push(merge_item(schema, path, list, before, &config[c]));
-            emitted.push(&config_names[c]);
+            emitted.insert(&config_names[c]);
             if shared.get(next).is_some_and(|s| **s == config_names[c]) {
                 next += 1;
             }

@@ -7,6 +7,8 @@
 //! owned — without its whole schema machinery: a nested struct that upstream marks `.`
 //! because Go declares it a pointer is not marked here.
 
+use std::collections::{HashMap, HashSet};
+
 use serde_json::{Map, Value};
 
 use super::Writer;
@@ -86,8 +88,12 @@ impl Walk<'_> {
                             .and_then(Value::as_array)
                             .map(|a| a.iter().collect())
                             .unwrap_or_default();
+                        let (had, has): (HashSet<String>, HashSet<String>) = (
+                            before.iter().map(|v| v.to_string()).collect(),
+                            items.iter().map(|v| v.to_string()).collect(),
+                        );
                         for item in items {
-                            if !before.contains(&item) {
+                            if !had.contains(&item.to_string()) {
                                 change
                                     .set
                                     .children
@@ -95,7 +101,7 @@ impl Walk<'_> {
                             }
                         }
                         for item in before {
-                            if !items.contains(item) {
+                            if !has.contains(&item.to_string()) {
                                 change
                                     .removed
                                     .children
@@ -132,12 +138,16 @@ impl Walk<'_> {
         let id = |path: &[String], item: &Value| {
             item_element(self.schema, path, list, item).unwrap_or_default()
         };
-        let before: Vec<(String, &Value)> = old
-            .and_then(Value::as_array)
-            .map(|a| a.iter().map(|i| (id(path, i), i)).collect())
-            .unwrap_or_default();
-        let find = |name: &str| before.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
-        let mut seen = Vec::new();
+        // By name, so long lists compare in linear time (the first of duplicates wins).
+        let mut before: Vec<(String, &Value)> = Vec::new();
+        let mut index: HashMap<String, &Value> = HashMap::new();
+        for i in old.and_then(Value::as_array).into_iter().flatten() {
+            let name = id(path, i);
+            index.entry(name.clone()).or_insert(i);
+            before.push((name, i));
+        }
+        let find = |name: &str| index.get(name).copied();
+        let mut seen = HashSet::new();
         for item in items {
             let name = id(path, item);
             let mut child = Change::default();
@@ -151,7 +161,7 @@ impl Walk<'_> {
             if !child.removed.is_empty() {
                 change.removed.children.insert(name.clone(), child.removed);
             }
-            seen.push(name);
+            seen.insert(name);
         }
         for (name, _) in before.iter().filter(|(n, _)| !seen.contains(n)) {
             change

@@ -1,6 +1,10 @@
 //! The table of resource types Berth serves: the one place that knows each kind's group,
 //! version, plural, scope, short names and subresources. Discovery, OpenAPI, routing, storage
-//! keys, tables and admission all read it.
+//! keys, tables and admission all read it. Custom resource types (CustomResourceDefinitions)
+//! join it at run time.
+
+use std::collections::BTreeSet;
+use std::sync::{Mutex, RwLock};
 
 /// One servable resource type (a kind in a group-version).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +34,9 @@ pub struct ResourceType {
     /// are converted to and from it (autoscaling/v1 HorizontalPodAutoscalers are stored as
     /// autoscaling/v2).
     pub stored_as: Option<&'static str>,
+    /// Served for a CustomResourceDefinition (registered at run time through [`set_custom`]),
+    /// not built in.
+    pub custom: bool,
 }
 
 impl ResourceType {
@@ -76,6 +83,7 @@ macro_rules! rt {
             create_only: false,
             read_only: false,
             stored_as: None,
+            custom: false,
         }
     };
 }
@@ -168,6 +176,7 @@ pub static RESOURCES: &[ResourceType] = &[
     rt!("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", "persistentvolumeclaim", true, &["pvc"], &[], status = true, scale = false),
     rt!("storage.k8s.io", "v1", "StorageClass", "storageclasses", "storageclass", false, &["sc"], &[], status = false, scale = false),
     rt!("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", "certificatesigningrequest", false, &["csr"], &[], status = true, scale = false),
+    rt!("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", "customresourcedefinition", false, &["crd", "crds"], &["api-extensions"], status = true, scale = false),
 ];
 
 // Each resource type by name, so code names the type it means instead of looking it up by a
@@ -211,12 +220,64 @@ pub static PERSISTENT_VOLUMES: &ResourceType = &RESOURCES[35];
 pub static PERSISTENT_VOLUME_CLAIMS: &ResourceType = &RESOURCES[36];
 pub static STORAGE_CLASSES: &ResourceType = &RESOURCES[37];
 pub static CERTIFICATE_SIGNING_REQUESTS: &ResourceType = &RESOURCES[38];
+pub static CUSTOM_RESOURCE_DEFINITIONS: &ResourceType = &RESOURCES[39];
+
+/// The resource types served for CustomResourceDefinitions, in the order [`set_custom`] was
+/// given them. Entries are leaked: a definition's types live as long as the process, and an
+/// entry equal to one registered before is reused, so re-registering costs nothing.
+static CUSTOM: RwLock<Vec<&'static ResourceType>> = RwLock::new(Vec::new());
+
+/// Every entry ever registered, to reuse instead of leaking again.
+static INTERNED: Mutex<Vec<&'static ResourceType>> = Mutex::new(Vec::new());
+
+/// Strings of custom types, leaked once each.
+static STRINGS: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
+
+/// `s` as a `&'static str`, leaked the first time it is seen: for the names of custom types,
+/// of which there are few and which rarely change.
+pub fn intern(s: &str) -> &'static str {
+    let mut strings = STRINGS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(found) = strings.get(s) {
+        return found;
+    }
+    let leaked: &'static str = Box::leak(s.to_string().into_boxed_str());
+    strings.insert(leaked);
+    leaked
+}
+
+/// Replaces the custom resource types served (each CustomResourceDefinition's served versions,
+/// built with [`intern`]ed strings and `custom: true`).
+pub fn set_custom(types: Vec<ResourceType>) {
+    let mut interned = INTERNED.lock().unwrap_or_else(|e| e.into_inner());
+    let entries = types
+        .into_iter()
+        .map(|t| match interned.iter().find(|e| ***e == t) {
+            Some(e) => *e,
+            None => {
+                let leaked: &'static ResourceType = Box::leak(Box::new(t));
+                interned.push(leaked);
+                leaked
+            }
+        })
+        .collect();
+    *CUSTOM.write().unwrap_or_else(|e| e.into_inner()) = entries;
+}
+
+/// The custom resource types served now.
+pub fn custom() -> Vec<&'static ResourceType> {
+    CUSTOM.read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Every resource type served now: the built-in table, then the custom types.
+pub fn all() -> Vec<&'static ResourceType> {
+    RESOURCES.iter().chain(custom()).collect()
+}
 
 /// The resource types whose objects are stored (all but the create-only reviews, the
 /// read-only metrics and the versions converted to another one's storage), each once.
 pub fn stored() -> impl Iterator<Item = &'static ResourceType> {
-    RESOURCES
-        .iter()
+    all()
+        .into_iter()
         .filter(|r| !r.create_only && !r.read_only && r.stored_as.is_none())
 }
 
@@ -230,16 +291,21 @@ pub fn storage_of(rt: &'static ResourceType) -> &'static ResourceType {
 
 /// Looks up a resource type by group, version and URL plural.
 pub fn by_plural(group: &str, version: &str, plural: &str) -> Option<&'static ResourceType> {
+    let matches =
+        |r: &&ResourceType| r.group == group && r.version == version && r.plural == plural;
     RESOURCES
         .iter()
-        .find(|r| r.group == group && r.version == version && r.plural == plural)
+        .find(matches)
+        .or_else(|| custom().into_iter().find(matches))
 }
 
 /// Looks up a resource type by `apiVersion` and `kind` as they appear in a manifest.
 pub fn by_kind(api_version: &str, kind: &str) -> Option<&'static ResourceType> {
+    let matches = |r: &&ResourceType| r.kind == kind && r.api_version() == api_version;
     RESOURCES
         .iter()
-        .find(|r| r.kind == kind && r.api_version() == api_version)
+        .find(matches)
+        .or_else(|| custom().into_iter().find(matches))
 }
 
 /// kube-apiserver's group order in discovery (`/apis`); groups it does not list go last.
@@ -270,7 +336,7 @@ const UPSTREAM_GROUP_ORDER: &[&str] = &[
 /// preferred one first: the order of the table).
 pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
     let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
-    for r in RESOURCES {
+    for r in all() {
         match out.iter_mut().find(|(g, _)| *g == r.group) {
             Some((_, versions)) if !versions.contains(&r.version) => versions.push(r.version),
             Some(_) => {}
@@ -332,6 +398,7 @@ mod tests {
             (PERSISTENT_VOLUME_CLAIMS, "PERSISTENT_VOLUME_CLAIMS"),
             (STORAGE_CLASSES, "STORAGE_CLASSES"),
             (CERTIFICATE_SIGNING_REQUESTS, "CERTIFICATE_SIGNING_REQUESTS"),
+            (CUSTOM_RESOURCE_DEFINITIONS, "CUSTOM_RESOURCE_DEFINITIONS"),
         ];
         assert_eq!(named.len(), RESOURCES.len());
         for (rt, name) in named {
@@ -348,6 +415,42 @@ mod tests {
             Some("deployments")
         );
         assert!(by_kind("apps/v1beta1", "Deployment").is_none());
+    }
+
+    #[test]
+    fn custom_types_join_the_table_and_leave_it() {
+        let crontab = ResourceType {
+            custom: true,
+            ..rt!(
+                intern("stable.example.com"),
+                intern("v1"),
+                intern("CronTab"),
+                intern("crontabs"),
+                intern("crontab"),
+                true,
+                &[],
+                &[],
+                status = false,
+                scale = false
+            )
+        };
+        set_custom(vec![crontab]);
+        let found = by_plural("stable.example.com", "v1", "crontabs").expect("served");
+        assert!(found.custom);
+        assert!(std::ptr::eq(
+            by_kind("stable.example.com/v1", "CronTab").expect("by kind"),
+            found
+        ));
+        assert!(groups().iter().any(|(g, _)| *g == "stable.example.com"));
+        // The same type registered again is the same entry, not a second leak.
+        set_custom(vec![crontab]);
+        assert!(std::ptr::eq(
+            by_plural("stable.example.com", "v1", "crontabs").expect("served"),
+            found
+        ));
+        assert!(std::ptr::eq(intern("crontabs"), found.plural));
+        set_custom(Vec::new());
+        assert!(by_plural("stable.example.com", "v1", "crontabs").is_none());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod certificates;
+pub mod custom_resources;
 pub mod join;
 pub mod kubernetes_service;
 pub mod pki;

@@ -6,6 +6,7 @@
 //! crate leaves the other compiled.
 
 mod condition;
+pub mod customresourcedefinition;
 mod delete;
 pub mod endpoints;
 pub mod endpointslice;
@@ -34,6 +35,7 @@ pub fn start(
 ) -> Vec<JoinHandle<()>> {
     vec![
         tokio::spawn(serviceaccount::run(ctx.clone(), root_ca, shutdown.clone())),
+        tokio::spawn(customresourcedefinition::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(endpoints::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(endpointslice::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(gc::run(ctx.clone(), shutdown.clone())),

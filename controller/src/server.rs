@@ -311,6 +311,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         queues: QueueMetrics::default(),
         clock: Clock::system(),
     };
+    // Custom resource types are served by every API server, leader or not.
+    berth_apiserver::custom_resources::serve(&ctx.informers);
     let connections = Arc::new(api::listener::ConnectionStats::default());
     let leader = Arc::new(berth_runtime::leader_election::LeaderStatus::default());
     let store_shared = registry.store().is_shared();

@@ -35,9 +35,9 @@ pub fn parse_key(key: &str) -> Option<(&'static ResourceType, Option<String>, St
         _ => return None,
     };
     let group = if group == "core" { "" } else { group };
-    let rt = berth_shared::resource::RESOURCES
-        .iter()
-        .find(|r| r.group == group && r.plural == plural)?;
+    let rt = berth_shared::resource::all()
+        .into_iter()
+        .find(|r| r.group == group && r.plural == plural && r.stored_as.is_none())?;
     Some((rt, ns, name))
 }
 

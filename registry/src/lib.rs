@@ -216,6 +216,31 @@ fn admission_error(rt: &ResourceType, name: &str, e: AdmissionError) -> Registry
     }
 }
 
+/// The kind's own admission of an object about to be written: a built-in kind's, or a custom
+/// resource's schema (its pruned fields refused under `fieldValidation=Strict`, warned of
+/// under `Warn`).
+fn admit_object(
+    rt: &ResourceType,
+    op: Operation,
+    obj: &mut Value,
+    old: Option<&Value>,
+    name: &str,
+    opts: &WriteOptions,
+) -> Result<(), RegistryError> {
+    if !rt.custom {
+        return admission::admit(rt.kind, op, obj, old).map_err(|e| admission_error(rt, name, e));
+    }
+    let served =
+        berth_shared::custom::served(rt).ok_or_else(|| RegistryError::not_found(rt, name))?;
+    let strict = opts.field_validation == FieldValidation::Strict;
+    let unknown = admission::admit_custom(&served, op, obj, old, strict)
+        .map_err(|e| admission_error(rt, name, e))?;
+    if opts.field_validation == FieldValidation::Warn {
+        opts.warnings.extend(unknown);
+    }
+    Ok(())
+}
+
 /// Kinds whose `metadata.generation` tracks changes of their spec.
 fn has_generation(rt: &ResourceType) -> bool {
     !matches!(
@@ -377,7 +402,7 @@ impl Registry {
     ) -> Result<Value, RegistryError> {
         meta::check_type(rt, &mut obj)?;
         let resource_version_set = meta::carries_resource_version(&obj);
-        let unknown = if opts.field_validation == FieldValidation::Strict {
+        let unknown = if opts.field_validation == FieldValidation::Strict && !rt.custom {
             admission::unknown_fields(rt.kind, &obj)
         } else {
             Vec::new()
@@ -399,7 +424,9 @@ impl Registry {
         meta::prepare_for_create(rt, &mut obj, has_generation(rt));
         restore_applied_fields(applied, &mut obj);
         restrict_node(rt, opts, &name, &obj, None)?;
-        admission::check_decodes(rt.kind, &obj).map_err(|e| admission_error(rt, &name, e))?;
+        if !rt.custom {
+            admission::check_decodes(rt.kind, &obj).map_err(|e| admission_error(rt, &name, e))?;
+        }
         if rt.group.is_empty()
             && rt.plural == "pods"
             && let Some(ns) = ns
@@ -410,8 +437,7 @@ impl Registry {
         if rt == resource::PERSISTENT_VOLUME_CLAIMS {
             storage_classes::admit_new_claim(self, &mut obj)?;
         }
-        admission::admit(rt.kind, Operation::Create, &mut obj, None)
-            .map_err(|e| admission_error(rt, &name, e))?;
+        admit_object(rt, Operation::Create, &mut obj, None, &name, opts)?;
         let write = pod_security::Write {
             rt,
             ns,
@@ -459,7 +485,7 @@ impl Registry {
         opts: &WriteOptions,
     ) -> Result<Value, RegistryError> {
         meta::check_type(rt, &mut obj)?;
-        if opts.field_validation == FieldValidation::Strict {
+        if opts.field_validation == FieldValidation::Strict && !rt.custom {
             let unknown = admission::unknown_fields(rt.kind, &obj);
             if !unknown.is_empty() {
                 return Err(RegistryError::BadRequest(format!(
@@ -552,8 +578,7 @@ impl Registry {
         let mut obj = meta::prepare_for_update(rt, &old, new, part);
         restore_applied_fields(applied, &mut obj);
         restrict_node(rt, opts, name, &obj, Some(&old))?;
-        admission::admit(rt.kind, Operation::Update, &mut obj, Some(&old))
-            .map_err(|e| admission_error(rt, name, e))?;
+        admit_object(rt, Operation::Update, &mut obj, Some(&old), name, opts)?;
         let write = pod_security::Write {
             rt,
             ns,

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::resource::{self, RESOURCES, ResourceType};
+use crate::resource::{self, ResourceType};
 
 /// Content type of an aggregated discovery answer in `apidiscovery.k8s.io/v2`; the response must
 /// echo it or kubectl ignores the body.
@@ -142,8 +142,8 @@ pub(crate) fn verbs(r: &ResourceType) -> &'static [&'static str] {
 
 /// The resources of one group-version, sorted by plural as upstream lists them.
 fn resources_of(group: &str, version: &str) -> Vec<&'static ResourceType> {
-    let mut list: Vec<&ResourceType> = RESOURCES
-        .iter()
+    let mut list: Vec<&ResourceType> = resource::all()
+        .into_iter()
         .filter(|r| r.group == group && r.version == version)
         .collect();
     list.sort_by_key(|r| r.plural);
@@ -504,6 +504,7 @@ mod tests {
                 "policy",
                 "rbac.authorization.k8s.io",
                 "storage.k8s.io",
+                "apiextensions.k8s.io",
                 "scheduling.k8s.io",
                 "coordination.k8s.io",
                 "discovery.k8s.io",

@@ -17,6 +17,7 @@ pub mod body;
 pub mod cel;
 pub mod conversion;
 pub mod cron;
+pub mod custom;
 pub mod discovery;
 mod go_duration;
 pub mod managed_fields;

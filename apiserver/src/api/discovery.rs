@@ -114,7 +114,7 @@ pub async fn openapi_doc(
     if matched {
         return (StatusCode::NOT_MODIFIED, head).into_response();
     }
-    let mut resp = (StatusCode::OK, head, doc.json()).into_response();
+    let mut resp = (StatusCode::OK, head, doc.json().to_vec()).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         axum::http::HeaderValue::from_static("application/json"),

@@ -207,7 +207,8 @@ pub fn unknown_field_warnings(
     obj: &Value,
     opts: &berth_registry::WriteOptions,
 ) -> Vec<String> {
-    if opts.field_validation == berth_registry::FieldValidation::Warn {
+    // A custom resource's unknown fields are its schema's to judge (the registry prunes them).
+    if opts.field_validation == berth_registry::FieldValidation::Warn && !rt.custom {
         berth_shared::admission::unknown_fields(rt.kind, obj)
     } else {
         Vec::new()

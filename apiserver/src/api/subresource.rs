@@ -32,7 +32,60 @@ fn selector_string(obj: &Value) -> String {
         .unwrap_or_default()
 }
 
-fn scale_of(obj: &Value) -> Value {
+/// Where a custom resource keeps what its Scale shows (its definition's `scale` subresource),
+/// as JSON pointers; `None` for the built-in kinds (`spec.replicas`, `status.replicas` and the
+/// selector of `spec.selector`).
+struct CustomScale {
+    spec: String,
+    status: String,
+    /// A string field holding the selector in its serialized form.
+    selector: Option<String>,
+}
+
+fn custom_scale(rt: &ResourceType) -> Option<CustomScale> {
+    let served = berth_shared::custom::served(rt)?;
+    let paths = served.version.scale.as_ref()?;
+    let pointer = |p: &str| p.replace('.', "/");
+    Some(CustomScale {
+        spec: pointer(&paths.spec_replicas),
+        status: pointer(&paths.status_replicas),
+        selector: paths.label_selector.as_deref().map(pointer),
+    })
+}
+
+/// Sets the value at a JSON pointer of plain object fields, making the objects on the way.
+fn set_at(obj: &mut Value, pointer: &str, value: Value) {
+    let mut cur = obj;
+    let mut parts = pointer.trim_start_matches('/').split('/').peekable();
+    while let Some(part) = parts.next() {
+        if !cur.is_object() {
+            *cur = json!({});
+        }
+        let Some(map) = cur.as_object_mut() else {
+            return;
+        };
+        if parts.peek().is_none() {
+            map.insert(part.to_string(), value);
+            return;
+        }
+        cur = map.entry(part.to_string()).or_insert_with(|| json!({}));
+    }
+}
+
+fn scale_of(rt: &ResourceType, obj: &Value) -> Value {
+    let mut scale = builtin_scale_of(obj);
+    if let Some(c) = custom_scale(rt) {
+        scale["spec"]["replicas"] = obj.pointer(&c.spec).cloned().unwrap_or(json!(0));
+        scale["status"]["replicas"] = obj.pointer(&c.status).cloned().unwrap_or(json!(0));
+        scale["status"]["selector"] = c
+            .selector
+            .and_then(|p| obj.pointer(&p).cloned())
+            .unwrap_or(json!(""));
+    }
+    scale
+}
+
+fn builtin_scale_of(obj: &Value) -> Value {
     let m = &obj["metadata"];
     json!({
         "kind": "Scale",
@@ -70,7 +123,7 @@ pub async fn get_scale(
     as_table: Option<berth_shared::table::IncludeObject>,
 ) -> Result<Response, ApiError> {
     let obj = state.registry.get(rt, ns, name)?.value()?;
-    let scale = scale_of(&obj);
+    let scale = scale_of(rt, &obj);
     if let Some(include) = as_table {
         // `kubectl get --subresource=scale`: upstream's Scale columns.
         let rv = scale
@@ -215,7 +268,7 @@ pub async fn patch_scale(
     let (url_ns, url_name) = (ns.map(String::from), name.to_string());
     write_scale(state, rt, ns, name, opts, move |cur| {
         let (ns, name) = (url_ns.as_deref(), &url_name);
-        let mut scale = apply("Scale", pt, scale_of(cur), &doc)?;
+        let mut scale = apply("Scale", pt, scale_of(rt, cur), &doc)?;
         check_scale_type(&mut scale)?;
         meta::set_namespace(rt, ns, &mut scale)?;
         meta::check_name(&scale, name)?;
@@ -259,12 +312,15 @@ async fn write_scale(
     let obj = blocking(move || {
         registry.update_with(rt, ns.as_deref(), &name, Part::Main, &opts, |mut cur| {
             let replicas = decide(&mut cur)?;
-            cur["spec"]["replicas"] = json!(replicas);
+            match custom_scale(rt) {
+                Some(c) => set_at(&mut cur, &c.spec, json!(replicas)),
+                None => cur["spec"]["replicas"] = json!(replicas),
+            }
             Ok::<_, ApiError>(cur)
         })
     })
     .await?;
-    Ok(json_response(StatusCode::OK, &scale_of(&obj)))
+    Ok(json_response(StatusCode::OK, &scale_of(rt, &obj)))
 }
 
 pub async fn bind(
@@ -457,10 +513,23 @@ mod tests {
         let d = json!({"metadata": {"name": "web", "namespace": "default", "uid": "u",
             "resourceVersion": "7"}, "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}},
             "status": {"replicas": 2}});
-        let s = scale_of(&d);
+        let s = scale_of(
+            by_plural("apps", "v1", "deployments").expect("deployments"),
+            &d,
+        );
         assert_eq!(s["metadata"]["uid"], "u");
         assert_eq!(s["spec"]["replicas"], 3);
         assert_eq!(s["status"]["selector"], "app=web");
         assert_eq!(replicas_of(&json!({})).ok(), Some(0));
+    }
+
+    #[test]
+    fn a_path_is_set_through_missing_objects() {
+        let mut obj = json!({"spec": {"other": 1}});
+        set_at(&mut obj, "/spec/scaling/replicas", json!(4));
+        assert_eq!(
+            obj,
+            json!({"spec": {"other": 1, "scaling": {"replicas": 4}}})
+        );
     }
 }

@@ -17,6 +17,26 @@ pub fn render(
     cont: Option<&str>,
     include: IncludeObject,
 ) -> Result<Vec<u8>, ApiError> {
+    if let Some(served) = berth_shared::custom::served(rt) {
+        let objects = items
+            .iter()
+            .map(|i| i.value())
+            .collect::<Result<Vec<Value>, _>>()
+            .map_err(|e| ApiError::Internal(format!("a stored {} is not JSON: {e}", rt.kind)))?;
+        let objects: Vec<Value> = objects
+            .into_iter()
+            .map(|o| super::conversion::object_in_version(served.rt, o))
+            .collect();
+        let t = berth_shared::custom::printer::table(
+            &served,
+            &objects,
+            Some(resource_version),
+            cont,
+            jiff::Timestamp::now(),
+            include,
+        );
+        return serde_json::to_vec(&t).map_err(|e| ApiError::Internal(e.to_string()));
+    }
     // Most of a row is its object's metadata, most of that its managedFields.
     let mut out = Vec::with_capacity(512 + items.iter().map(|i| i.data.len()).sum::<usize>());
     table::write_table(
@@ -37,6 +57,16 @@ pub fn render_one(rt: &ResourceType, obj: &Value, include: IncludeObject) -> Val
     let rv = obj
         .pointer("/metadata/resourceVersion")
         .and_then(Value::as_str);
+    if let Some(served) = berth_shared::custom::served(rt) {
+        return berth_shared::custom::printer::table(
+            &served,
+            std::slice::from_ref(obj),
+            rv,
+            None,
+            jiff::Timestamp::now(),
+            include,
+        );
+    }
     table::table_with(
         rt.kind,
         std::slice::from_ref(obj),

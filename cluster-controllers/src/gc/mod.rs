@@ -165,7 +165,7 @@ impl Reconciler for Collector {
 }
 
 /// Runs the garbage collector until `shutdown`: the owners each change of any type concerns
-/// are reconciled.
+/// are reconciled. Custom resource types join as their definitions are served.
 pub async fn run(ctx: Context, shutdown: CancellationToken) {
     let graph = Arc::new(Mutex::new(Graph::default()));
     let collector = Arc::new(Collector {
@@ -175,7 +175,9 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
     let mut controller = Controller::keyed("garbage-collector", &ctx).workers(4);
     // Events are left out, as upstream's collector leaves them out by default (its
     // `DefaultIgnoredResources`): they are never owners, and there are many.
+    let mut watched = std::collections::HashSet::new();
     for rt in resource::stored().filter(|rt| !std::ptr::eq(*rt, EVENTS)) {
+        watched.insert(rt.group_resource());
         let graph = graph.clone();
         controller = controller.watches(rt, move |d: &Delta| {
             graph
@@ -184,5 +186,40 @@ pub async fn run(ctx: Context, shutdown: CancellationToken) {
                 .apply(rt, d.kind, &d.object)
         });
     }
+    watch_custom_types(&ctx, &controller, graph, watched);
     controller.run(collector, shutdown).await;
+}
+
+/// Follows the custom resource types as their definitions are served: each new one's changes
+/// feed the graph from then on (its informer first reports what it holds).
+fn watch_custom_types(
+    ctx: &Context,
+    controller: &Controller<String>,
+    graph: Arc<Mutex<Graph>>,
+    watched: std::collections::HashSet<String>,
+) {
+    let queue = controller.queue();
+    let watched = Mutex::new(watched);
+    let informers = ctx.clone();
+    ctx.informer(resource::CUSTOM_RESOURCE_DEFINITIONS)
+        .subscribe(Arc::new(move |_: &[Delta]| {
+            let mut watched = watched.lock().unwrap_or_else(|e| e.into_inner());
+            for rt in resource::stored().filter(|rt| rt.custom) {
+                if !watched.insert(rt.group_resource()) {
+                    continue;
+                }
+                let graph = graph.clone();
+                let queue = queue.clone();
+                informers
+                    .informer(rt)
+                    .subscribe(Arc::new(move |deltas: &[Delta]| {
+                        let mut g = graph.lock().unwrap_or_else(|e| e.into_inner());
+                        for d in deltas {
+                            for k in g.apply(rt, d.kind, &d.object) {
+                                queue.add(k);
+                            }
+                        }
+                    }));
+            }
+        }));
 }

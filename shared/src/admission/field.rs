@@ -186,7 +186,6 @@ impl Path {
         Path(format!("{}[{k}]", self.0))
     }
 
-    #[cfg(test)]
     pub(crate) fn as_str(&self) -> &str {
         &self.0
     }

@@ -26,6 +26,8 @@ mod config;
 mod container;
 
 mod cron_job;
+mod custom_resource;
+mod custom_resource_definition;
 mod defaults;
 mod disabled_fields;
 mod ephemeral;
@@ -49,6 +51,7 @@ pub mod storage;
 mod volume;
 mod workload;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{Metadata, Resource};
 use serde::Serialize;
@@ -56,6 +59,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use berth_api::qos::qos_class;
+pub use custom_resource::admit_custom;
+pub use custom_resource_definition::CLEANUP_FINALIZER;
 pub use field::{FieldError, FieldErrorType};
 pub use names::validate_name;
 pub use sets::TEMPLATE_GENERATION;
@@ -345,6 +350,13 @@ pub fn admit(
                 |c, o, _| certificates::validate_csr(c, o),
             )
         }
+        "CustomResourceDefinition" => run::<CustomResourceDefinition>(
+            obj,
+            op,
+            old,
+            |c, op, _| custom_resource_definition::default_crd(c, op),
+            |c, o, _| custom_resource_definition::validate_crd(c, o),
+        ),
         other => Err(AdmissionError::Decode(format!(
             "no kind {} is registered",
             field::quote(other)
@@ -429,6 +441,7 @@ fn decode_as(kind: &str, raw: &Value) -> Option<Result<Vec<String>, String>> {
         "ClusterRoleBinding" => {
             round_trip_unknown::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>(raw)
         }
+        "CustomResourceDefinition" => round_trip_unknown::<CustomResourceDefinition>(raw),
         _ => return None,
     })
 }

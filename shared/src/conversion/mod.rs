@@ -1,7 +1,9 @@
 //! Conversion between the versions of a kind that share one storage: a request in a version
 //! that is not stored (`ResourceType::stored_as`) has its body converted to the stored version
-//! on the way in and every object it is answered with converted back on the way out. The only
-//! such kind today is the HorizontalPodAutoscaler ([`hpa`]: autoscaling/v1 ↔ autoscaling/v2).
+//! on the way in and every object it is answered with converted back on the way out: the
+//! HorizontalPodAutoscaler ([`hpa`]: autoscaling/v1 ↔ autoscaling/v2), and custom resources of
+//! a definition with several versions (conversion `None`: only `apiVersion` changes, as
+//! upstream's `nopConverter` does).
 
 pub mod hpa;
 
@@ -23,6 +25,9 @@ pub fn to_storage(rt: &ResourceType, obj: Value) -> Result<Value, ConversionErro
         ("HorizontalPodAutoscaler", "v1", Some("v2")) if is_kind(&obj, rt.kind) => {
             hpa::v1_to_v2(obj)
         }
+        (_, _, Some(storage)) if rt.custom && is_kind(&obj, rt.kind) => {
+            Ok(with_version(obj, rt.group, storage))
+        }
         _ => Ok(obj),
     }
 }
@@ -32,6 +37,9 @@ pub fn from_storage(rt: &ResourceType, obj: Value) -> Value {
     match (rt.kind, rt.version, rt.stored_as) {
         ("HorizontalPodAutoscaler", "v1", Some("v2")) if is_kind(&obj, rt.kind) => {
             hpa::v2_to_v1(obj)
+        }
+        (_, version, Some(_)) if rt.custom && is_kind(&obj, rt.kind) => {
+            with_version(obj, rt.group, version)
         }
         _ => obj,
     }
@@ -57,6 +65,12 @@ pub fn response_from_storage(rt: &ResourceType, mut body: Value) -> Value {
         return body;
     }
     from_storage(rt, body)
+}
+
+/// `obj` with its `apiVersion` set to `group/version`.
+fn with_version(mut obj: Value, group: &str, version: &str) -> Value {
+    obj["apiVersion"] = Value::String(format!("{group}/{version}"));
+    obj
 }
 
 fn is_kind(obj: &Value, kind: &str) -> bool {

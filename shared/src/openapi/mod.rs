@@ -13,13 +13,14 @@
 //! stay the reference. (kubectl ≤ 1.26 uses a served v2 schema whenever it has one; that is
 //! what the patch merge keys are for.)
 
+mod custom;
 mod patch_meta;
 mod paths;
 mod schemas;
 mod v2;
 
 use std::collections::BTreeMap;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
 use serde_json::{Value, json};
@@ -48,23 +49,35 @@ impl Document {
 
 /// Every document, built together on first use.
 struct Documents {
-    root: Vec<u8>,
-    by_path: BTreeMap<String, Document>,
+    /// The root's `paths`: each group-version's URL.
+    root: serde_json::Map<String, Value>,
+    by_path: BTreeMap<String, Arc<Document>>,
     /// `/openapi/v2` in protobuf: every group-version's paths and schemas in one document.
     v2: Vec<u8>,
 }
 
 static DOCUMENTS: LazyLock<Documents> = LazyLock::new(Documents::build);
 
-/// `/openapi/v3`: every served group-version with the URL of its document.
-pub fn v3_root() -> &'static [u8] {
-    &DOCUMENTS.root
+/// `/openapi/v3`: every served group-version with the URL of its document, custom resources'
+/// included.
+pub fn v3_root() -> Vec<u8> {
+    let mut root = DOCUMENTS.root.clone();
+    for (key, doc) in &custom::documents().by_path {
+        let url = format!("/openapi/v3/{key}?hash={}", doc.hash);
+        root.insert(key.clone(), json!({"serverRelativeURL": url}));
+    }
+    json!({"paths": root}).to_string().into_bytes()
 }
 
 /// The document of one group-version (`api/v1`, `apis/apps/v1`; leading and trailing `/`
 /// allowed); `None` when the group-version is not served.
-pub fn v3_document(path: &str) -> Option<&'static Document> {
-    DOCUMENTS.by_path.get(path.trim_matches('/'))
+pub fn v3_document(path: &str) -> Option<Arc<Document>> {
+    let path = path.trim_matches('/');
+    DOCUMENTS
+        .by_path
+        .get(path)
+        .cloned()
+        .or_else(|| custom::documents().by_path.get(path).cloned())
 }
 
 /// `/openapi/v2` in protobuf (`application/com.github.proto-openapi.spec.v2.v1.0+protobuf`);
@@ -109,9 +122,8 @@ impl Documents {
             let hash = content_hash(&json);
             let url = format!("/openapi/v3/{key}?hash={hash}");
             root.insert(key.clone(), json!({"serverRelativeURL": url}));
-            by_path.insert(key, Document { json, hash });
+            by_path.insert(key, Arc::new(Document { json, hash }));
         }
-        let root = json!({"paths": root}).to_string().into_bytes();
         let v2 = match v2::document(&all_paths, &all_schemas) {
             Ok(doc) => v2::encode(&doc),
             Err(e) => {

@@ -70,9 +70,17 @@ fn capitalize(s: &str) -> String {
     }
 }
 
-/// `io.k8s.api.apps.v1.Deployment`: upstream's (and k8s-openapi's) schema name of a kind.
+/// `io.k8s.api.apps.v1.Deployment`: upstream's (and k8s-openapi's) schema name of a built-in
+/// kind; `com.example.stable.v1.CronTab` (the group's labels reversed) of a custom one.
 pub(super) fn schema_name(group: &str, version: &str, kind: &str) -> String {
-    format!("io.k8s.api.{}.{version}.{kind}", package(group))
+    if group == "apiextensions.k8s.io" {
+        format!("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.{version}.{kind}")
+    } else if crate::resource::RESOURCES.iter().any(|r| r.group == group) {
+        format!("io.k8s.api.{}.{version}.{kind}", package(group))
+    } else {
+        let reversed: Vec<&str> = group.rsplit('.').collect();
+        format!("{}.{version}.{kind}", reversed.join("."))
+    }
 }
 
 fn query(name: &str, type_: &str, description: &str) -> Value {

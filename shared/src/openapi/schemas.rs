@@ -18,6 +18,7 @@ use k8s_openapi::api::{
     apps, authentication, authorization, autoscaling, batch, certificates, coordination, core,
     discovery, policy, rbac, scheduling, storage,
 };
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::schemars::JsonSchema;
 use k8s_openapi::schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -99,6 +100,7 @@ fn kinds(generator: &mut SchemaGenerator) -> Vec<Tagged> {
         kind::<discovery::v1::EndpointSlice>(generator),
         kind::<storage::v1::StorageClass>(generator),
         kind::<certificates::v1::CertificateSigningRequest>(generator),
+        kind::<apiextensions::CustomResourceDefinition>(generator),
         kind::<meta::Status>(generator),
     ]
 }
@@ -236,13 +238,7 @@ mod tests {
     fn every_served_kind_has_a_schema_under_upstreams_name_tagged_with_its_gvk() {
         let c = catalog();
         for r in RESOURCES.iter().filter(|r| !r.read_only) {
-            let package = r.group.split('.').next().filter(|p| !p.is_empty());
-            let name = format!(
-                "io.k8s.api.{}.{}.{}",
-                package.unwrap_or("core"),
-                r.version,
-                r.kind
-            );
+            let name = crate::openapi::paths::schema_name(r.group, r.version, r.kind);
             let schema = c.schemas.get(&name).unwrap_or_else(|| panic!("{name}"));
             assert_eq!(
                 schema["x-kubernetes-group-version-kind"],
@@ -329,7 +325,8 @@ mod tests {
         fn check(v: &Value, c: &Catalog, at: &str) {
             match v {
                 Value::Object(map) => {
-                    if let Some(r) = map.get("$ref") {
+                    // JSONSchemaProps has a *property* named `$ref` (a string field), as upstream's.
+                    if let Some(r) = map.get("$ref").filter(|r| r.is_string()) {
                         assert_eq!(map.len(), 1, "{at}: {v}");
                         let name = r.as_str().and_then(|r| r.strip_prefix(REF_PREFIX));
                         assert!(name.is_some_and(|n| c.schemas.contains_key(n)), "{at}: {r}");

@@ -375,7 +375,12 @@ fn every_sample_round_trips_through_protobuf_and_through_upstreams_messages() {
 
 #[test]
 fn every_served_kind_has_a_message() {
-    for rt in RESOURCES {
+    // CustomResourceDefinitions are JSON only: their JSONSchemaProps have no wire schema here
+    // (k8s-pb's message needs its JSON-or-bool unions and raw JSON fields mapped by hand).
+    for rt in RESOURCES
+        .iter()
+        .filter(|r| r.kind != "CustomResourceDefinition")
+    {
         assert!(
             schema().message_for(&rt.api_version(), rt.kind).is_some(),
             "{} {}",

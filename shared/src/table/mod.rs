@@ -10,7 +10,7 @@ mod batch;
 mod certificates;
 mod cluster;
 mod core;
-mod duration;
+pub(crate) mod duration;
 #[cfg(test)]
 mod fixture;
 mod lookup;

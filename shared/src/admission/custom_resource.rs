@@ -1,0 +1,75 @@
+//! Custom resource admission, as apiextensions-apiserver's decoder and strategy do it: unknown
+//! fields pruned (and reported, for `fieldValidation`), the schema's defaults applied, then the
+//! metadata, the structural schema's value validations and the `x-kubernetes-validations` CEL
+//! rules checked.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::Value;
+
+use super::{AdmissionError, Operation, meta};
+use crate::custom::Served;
+
+/// Admits `obj` (a whole custom resource, its type already checked) in place: pruned,
+/// defaulted and validated. Returns the pruned fields as `fieldValidation=Warn` words them
+/// (`unknown field "spec.foo"`); with `strict` (`fieldValidation=Strict`) they are refused, as
+/// upstream's decoder refuses them, before any validation. On failure `obj` may have been
+/// pruned and defaulted but nothing else.
+pub fn admit_custom(
+    served: &Served,
+    op: Operation,
+    obj: &mut Value,
+    old: Option<&Value>,
+    strict: bool,
+) -> Result<Vec<String>, AdmissionError> {
+    let unknown = match &served.structural {
+        Some(s) => {
+            let unknown = unknown_field_messages(&s.prune(obj));
+            if strict && !unknown.is_empty() {
+                return Err(AdmissionError::Decode(format!(
+                    "strict decoding error: {}",
+                    unknown.join(", ")
+                )));
+            }
+            s.apply_defaults(obj);
+            unknown
+        }
+        None => Vec::new(),
+    };
+    let meta = decode_meta(obj)?;
+    let old_meta = match (op, old) {
+        (Operation::Update, Some(o)) => Some(decode_meta(o)?),
+        _ => None,
+    };
+    let mut errs = match &old_meta {
+        None => meta::validate_object_meta(&meta, served.rt.kind, served.rt.namespaced),
+        Some(o) => meta::validate_object_meta_update(&meta, o),
+    };
+    if let Some(s) = &served.structural {
+        errs.extend(s.validate(obj));
+    }
+    // CEL rules run on a value that passed the schema (upstream skips them otherwise: a rule
+    // may assume the types its schema promises).
+    if errs.is_empty()
+        && let Some(schema) = served.schema()
+    {
+        let old = old.filter(|_| op == Operation::Update);
+        errs.extend(crate::cel::rules::check(schema, obj, old));
+    }
+    if !errs.is_empty() {
+        return Err(AdmissionError::Invalid(errs));
+    }
+    Ok(unknown)
+}
+
+fn decode_meta(obj: &Value) -> Result<ObjectMeta, AdmissionError> {
+    serde_json::from_value(obj.get("metadata").cloned().unwrap_or(Value::Null))
+        .map_err(|e| AdmissionError::Decode(format!("metadata: {e}")))
+}
+
+/// The paths of pruned fields as `fieldValidation` reports them: `unknown field "spec.foo"`.
+fn unknown_field_messages(paths: &[String]) -> Vec<String> {
+    paths
+        .iter()
+        .map(|p| format!("unknown field {}", super::field::quote(p)))
+        .collect()
+}

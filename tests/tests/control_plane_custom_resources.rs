@@ -1,0 +1,414 @@
+//! Issue 34, CustomResourceDefinitions with real kubectl: a definition becomes Established and
+//! its custom resources are served at once (short names, printer columns, explain), judged
+//! by the structural schema and its CEL rules with upstream's messages, pruned and defaulted,
+//! with status and scale subresources; several versions read each other's objects; deleting a
+//! definition deletes its objects.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use berth_tests::kubectl::kubectl_1_20;
+use berth_tests::{Controller, Table};
+use serde_json::Value;
+
+const BACKUPS: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: backups.berth.example.com
+spec:
+  group: berth.example.com
+  scope: Namespaced
+  names: {plural: backups, singular: backup, kind: Backup, shortNames: [bk], categories: [all]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas, labelSelectorPath: .status.selector}
+    additionalPrinterColumns:
+    - {name: Schedule, type: string, jsonPath: .spec.schedule}
+    - {name: Retention, type: integer, jsonPath: .spec.retentionDays}
+    - {name: Replicas, type: integer, jsonPath: .spec.replicas}
+    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
+    schema:
+      openAPIV3Schema:
+        type: object
+        description: A Backup copies a volume on a schedule.
+        properties:
+          spec:
+            type: object
+            description: What to back up, and when.
+            required: [schedule]
+            x-kubernetes-validations:
+            - rule: "self.minReplicas <= self.replicas"
+              message: minReplicas must not exceed replicas
+            properties:
+              schedule:
+                type: string
+                description: When to run, in cron syntax.
+                pattern: '^[0-9*/ ,-]+$'
+              retentionDays:
+                type: integer
+                description: How many days a copy is kept.
+                minimum: 1
+                maximum: 30
+                default: 7
+              replicas: {type: integer, default: 1}
+              minReplicas: {type: integer, default: 0}
+              storage:
+                type: object
+                properties:
+                  class:
+                    type: string
+                    enum: [fast, slow]
+                    x-kubernetes-validations:
+                    - rule: "self == oldSelf"
+                      message: storage class is immutable
+          status:
+            type: object
+            properties:
+              replicas: {type: integer}
+              selector: {type: string}
+"#;
+
+fn backup(name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: berth.example.com/v1\nkind: Backup\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n{spec}\n"
+    )
+}
+
+/// Applies a definition and waits for its `Established` condition; returns how long it took.
+fn establish(c: &Controller, yaml: &str, name: &str) -> Duration {
+    let started = Instant::now();
+    c.kubectl().ok_stdin(&["apply", "-f", "-"], yaml);
+    let api = c.admin_api();
+    c.wait_for(
+        Duration::from_secs(10),
+        "the definition established",
+        || {
+            let crd = api.get_ok(&format!(
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+            ));
+            let established = crd["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Established" && c["status"] == "True")
+            });
+            if established { Ok(()) } else { Err(crd) }
+        },
+    );
+    started.elapsed()
+}
+
+#[test]
+fn a_definition_serves_its_custom_resources_as_upstream() {
+    let c = Controller::start();
+    let k = c.kubectl();
+    let took = establish(&c, BACKUPS, "backups.berth.example.com");
+    // `kubectl apply` itself takes most of this.
+    assert!(took < Duration::from_secs(3), "established after {took:?}");
+    let crd: Value =
+        serde_json::from_str(&k.ok(&["get", "crd", "backups.berth.example.com", "-o", "json"]))
+            .unwrap();
+    assert_eq!(crd["status"]["storedVersions"], serde_json::json!(["v1"]));
+    assert_eq!(crd["status"]["acceptedNames"]["listKind"], "BackupList");
+    assert_eq!(
+        crd["metadata"]["finalizers"],
+        serde_json::json!(["customresourcecleanup.apiextensions.k8s.io"])
+    );
+
+    // A valid object: defaults applied, shown by its short name with the printer columns.
+    let out = k.ok_stdin(
+        &["apply", "-f", "-"],
+        &backup(
+            "nightly",
+            "  schedule: '0 3 * * *'\n  replicas: 2\n  storage: {class: fast}",
+        ),
+    );
+    assert_eq!(out.trim(), "backup.berth.example.com/nightly created");
+    let out = k.ok(&["get", "bk"]);
+    let table = Table::parse(&out).unwrap();
+    assert_eq!(
+        table.headers,
+        ["NAME", "SCHEDULE", "RETENTION", "REPLICAS", "AGE"],
+        "{out}"
+    );
+    assert_eq!(
+        table.cell("nightly", "SCHEDULE"),
+        Some("0 3 * * *"),
+        "{out}"
+    );
+    assert_eq!(table.cell("nightly", "RETENTION"), Some("7"), "{out}");
+    assert_eq!(table.cell("nightly", "REPLICAS"), Some("2"), "{out}");
+    // `kubectl get all` includes the category's members.
+    let all = k.ok(&["get", "all"]);
+    assert!(all.contains("backup.berth.example.com/nightly"), "{all}");
+
+    // Invalid objects: 422 with upstream's field paths, the CEL rule's message.
+    let bad = k.fails_stdin(
+        &["apply", "-f", "-"],
+        &backup(
+            "bad",
+            "  schedule: 'every day'\n  retentionDays: 90\n  storage: {class: medium}",
+        ),
+    );
+    for expected in [
+        r#"The Backup "bad" is invalid"#,
+        r#"spec.schedule: Invalid value: "every day": spec.schedule in body should match '^[0-9*/ ,-]+$'"#,
+        "spec.retentionDays: Invalid value: 90: spec.retentionDays in body should be less than or equal to 30",
+        r#"spec.storage.class: Unsupported value: "medium": supported values: "fast", "slow""#,
+    ] {
+        assert!(
+            bad.stderr.contains(expected),
+            "missing {expected:?} in:\n{}",
+            bad.stderr
+        );
+    }
+    let rule = k.fails_stdin(
+        &["apply", "-f", "-"],
+        &backup(
+            "rule",
+            "  schedule: '0 3 * * *'\n  replicas: 1\n  minReplicas: 3",
+        ),
+    );
+    assert!(
+        rule.stderr.contains("minReplicas must not exceed replicas"),
+        "{}",
+        rule.stderr
+    );
+    let missing = k.fails_stdin(&["apply", "-f", "-"], &backup("missing", "  replicas: 1"));
+    assert!(
+        missing.stderr.contains("spec.schedule: Required value"),
+        "{}",
+        missing.stderr
+    );
+
+    // Unknown fields: refused under kubectl's default strict validation, pruned without it.
+    let strict = k.fails_stdin(
+        &["apply", "-f", "-"],
+        &backup("extra", "  schedule: '0 3 * * *'\n  colour: blue"),
+    );
+    assert!(
+        strict.stderr.contains(r#"unknown field "spec.colour""#),
+        "{}",
+        strict.stderr
+    );
+    k.ok_stdin(
+        &["apply", "--validate=false", "-f", "-"],
+        &backup("extra", "  schedule: '0 3 * * *'\n  colour: blue"),
+    );
+    let extra: Value =
+        serde_json::from_str(&k.ok(&["get", "backup", "extra", "-o", "json"])).unwrap();
+    assert!(extra["spec"].get("colour").is_none(), "{extra}");
+    assert_eq!(extra["spec"]["retentionDays"], 7);
+
+    // A transition rule judges updates only.
+    let changed = k.fails_stdin(
+        &["apply", "-f", "-"],
+        &backup(
+            "nightly",
+            "  schedule: '0 3 * * *'\n  replicas: 2\n  storage: {class: slow}",
+        ),
+    );
+    assert!(
+        changed.stderr.contains("storage class is immutable"),
+        "{}",
+        changed.stderr
+    );
+
+    // The scale subresource.
+    let out = k.ok(&["scale", "backup/nightly", "--replicas=4"]);
+    assert_eq!(out.trim(), "backup.berth.example.com/nightly scaled");
+    let scaled: Value =
+        serde_json::from_str(&k.ok(&["get", "bk", "nightly", "-o", "json"])).unwrap();
+    assert_eq!(scaled["spec"]["replicas"], 4);
+    let scale = c
+        .admin_api()
+        .get_ok("/apis/berth.example.com/v1/namespaces/default/backups/nightly/scale");
+    assert_eq!(scale["spec"]["replicas"], 4);
+    assert_eq!(scale["kind"], "Scale");
+
+    // The status subresource: the main resource ignores status, /status takes only it.
+    k.ok(&[
+        "patch",
+        "backup",
+        "nightly",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"replicas":4,"selector":"app=nightly"}}"#,
+    ]);
+    let scale = c
+        .admin_api()
+        .get_ok("/apis/berth.example.com/v1/namespaces/default/backups/nightly/scale");
+    assert_eq!(scale["status"]["replicas"], 4);
+    assert_eq!(scale["status"]["selector"], "app=nightly");
+
+    // kubectl explain reads the schema's descriptions from OpenAPI v3.
+    for bin in [
+        "/usr/lib/google-cloud-sdk/bin/kubectl.1.27",
+        "/usr/lib/google-cloud-sdk/bin/kubectl.1.33",
+    ] {
+        let k = c.kubectl().with_binary(Path::new(bin));
+        let explained = k.ok(&["explain", "backups.spec"]);
+        assert!(
+            explained.contains("What to back up, and when."),
+            "{bin}: {explained}"
+        );
+        assert!(
+            explained.contains("When to run, in cron syntax."),
+            "{bin}: {explained}"
+        );
+        let out = k.ok(&["get", "bk", "nightly"]);
+        let table = Table::parse(&out).unwrap();
+        assert_eq!(table.cell("nightly", "REPLICAS"), Some("4"), "{bin}: {out}");
+    }
+    // Old clients read the same Table.
+    let out = c.kubectl().with_binary(&kubectl_1_20()).ok(&["get", "bk"]);
+    let table = Table::parse(&out).unwrap();
+    assert_eq!(
+        table.headers,
+        ["NAME", "SCHEDULE", "RETENTION", "REPLICAS", "AGE"],
+        "{out}"
+    );
+}
+
+const WIDGETS: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.berth.example.com
+spec:
+  group: berth.example.com
+  scope: Cluster
+  names: {plural: widgets, kind: Widget}
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: STORE_ALPHA
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {size: {type: integer}}}
+  - name: v1
+    served: true
+    storage: STORE_V1
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {size: {type: integer}}}
+"#;
+
+fn widgets(storage_v1: bool) -> String {
+    WIDGETS
+        .replace("STORE_ALPHA", &(!storage_v1).to_string())
+        .replace("STORE_V1", &storage_v1.to_string())
+}
+
+#[test]
+fn objects_of_one_version_are_read_through_the_other() {
+    let c = Controller::start();
+    // kubectl 1.33 creates (rather than applies) the definition.
+    let k = c
+        .kubectl()
+        .with_binary(Path::new("/usr/lib/google-cloud-sdk/bin/kubectl.1.33"));
+    k.ok_stdin(&["create", "-f", "-"], &widgets(true));
+    establish(&c, &widgets(true), "widgets.berth.example.com");
+    k.ok_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: berth.example.com/v1alpha1\nkind: Widget\nmetadata: {name: old}\nspec: {size: 1}\n",
+    );
+    k.ok_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: berth.example.com/v1\nkind: Widget\nmetadata: {name: new}\nspec: {size: 2}\n",
+    );
+    let api = c.admin_api();
+    for (version, name, size) in [("v1", "old", 1), ("v1alpha1", "new", 2), ("v1", "new", 2)] {
+        let w = api.get_ok(&format!("/apis/berth.example.com/{version}/widgets/{name}"));
+        assert_eq!(w["apiVersion"], format!("berth.example.com/{version}"));
+        assert_eq!(w["spec"]["size"], size);
+    }
+    let list = api.get_ok("/apis/berth.example.com/v1alpha1/widgets");
+    assert_eq!(list["kind"], "WidgetList");
+    assert!(
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["apiVersion"] == "berth.example.com/v1alpha1"),
+        "{list}"
+    );
+    // The storage version changes: both are recorded as stored.
+    k.ok_stdin(&["apply", "-f", "-"], &widgets(false));
+    c.wait_for(
+        Duration::from_secs(10),
+        "both versions recorded as stored",
+        || {
+            let crd = api.get_ok(
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.berth.example.com",
+            );
+            if crd["status"]["storedVersions"] == serde_json::json!(["v1", "v1alpha1"]) {
+                Ok(())
+            } else {
+                Err(crd["status"].clone())
+            }
+        },
+    );
+}
+
+#[test]
+fn deleting_a_definition_deletes_its_objects_first() {
+    let c = Controller::start();
+    let k = c.kubectl();
+    establish(&c, BACKUPS, "backups.berth.example.com");
+    for name in ["one", "two"] {
+        k.ok_stdin(
+            &["create", "-f", "-"],
+            &backup(name, "  schedule: '0 3 * * *'"),
+        );
+    }
+    k.ok(&[
+        "delete",
+        "crd",
+        "backups.berth.example.com",
+        "--timeout=30s",
+    ]);
+    let gone = k.fails(&["get", "crd", "backups.berth.example.com"]);
+    assert!(gone.stderr.contains("NotFound"), "{}", gone.stderr);
+    // Served again, the definition finds none of the old objects.
+    establish(&c, BACKUPS, "backups.berth.example.com");
+    let api = c.admin_api();
+    let list = api.get_ok("/apis/berth.example.com/v1/backups");
+    assert_eq!(list["items"], serde_json::json!([]), "{list}");
+}
+
+#[test]
+fn invalid_definitions_are_refused_with_upstreams_messages() {
+    let c = Controller::start();
+    let k = c.kubectl();
+    let bad = BACKUPS
+        .replace(
+            "name: backups.berth.example.com",
+            "name: wrong.berth.example.com",
+        )
+        .replace(
+            "type: integer, default: 1",
+            "type: integer, default: 1, x-kubernetes-validations: [{rule: 'self >'}]",
+        )
+        .replace("storage: true", "storage: false");
+    let r = k.fails_stdin(&["apply", "-f", "-"], &bad);
+    for expected in [
+        r#"metadata.name: Invalid value: "wrong.berth.example.com": must be spec.names.plural+"."+spec.group"#,
+        "must have exactly one version marked as storage version",
+        "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[replicas].x-kubernetes-validations[0].rule",
+    ] {
+        assert!(
+            r.stderr.contains(expected),
+            "missing {expected:?} in:\n{}",
+            r.stderr
+        );
+    }
+}

@@ -135,7 +135,7 @@ fn wrap(e: &mut IdedExpr, next_id: &mut u64) {
 /// Function namespaces (`lists.range(3)`, `optional.of(x)`): a call's target spelling one is
 /// part of the function's name, not a value, so it must stay as written.
 const NAMESPACES: &[&str] = &[
-    "lists", "strings", "math", "sets", "optional", "base64", "cel",
+    "lists", "strings", "math", "sets", "optional", "base64", "cel", "ip",
 ];
 
 fn names_namespace(e: &IdedExpr) -> bool {

@@ -167,6 +167,53 @@ fn url_functions() {
 }
 
 #[test]
+fn ip_and_cidr_functions() {
+    check_table(&[
+        ("isIP('10.0.0.1')", json!(true)),
+        ("isIP('fd00::1')", json!(true)),
+        ("isIP('::ffff:10.0.0.1')", json!(false)),
+        ("isIP('10.0.0.256')", json!(false)),
+        ("isIP('fe80::1%eth0')", json!(false)),
+        ("ip('10.0.0.1').family()", json!(4)),
+        ("ip('::1').family()", json!(6)),
+        ("ip('127.0.0.1').isLoopback()", json!(true)),
+        ("ip('0.0.0.0').isUnspecified()", json!(true)),
+        ("ip('224.0.0.5').isLinkLocalMulticast()", json!(true)),
+        ("ip('ff02::1').isLinkLocalMulticast()", json!(true)),
+        ("ip('169.254.1.1').isLinkLocalUnicast()", json!(true)),
+        ("ip('fe80::1').isLinkLocalUnicast()", json!(true)),
+        ("ip('8.8.8.8').isGlobalUnicast()", json!(true)),
+        ("ip('255.255.255.255').isGlobalUnicast()", json!(false)),
+        ("ip.isCanonical('2001:db8::1')", json!(true)),
+        ("ip.isCanonical('2001:DB8:0::1')", json!(false)),
+        ("ip('10.0.0.1') == ip('10.0.0.1')", json!(true)),
+        ("string(ip('2001:db8:0::1'))", json!("2001:db8::1")),
+        ("isCIDR('10.0.0.0/8')", json!(true)),
+        ("isCIDR('10.0.0.0/33')", json!(false)),
+        ("isCIDR('10.0.0.0')", json!(false)),
+        ("cidr('10.0.0.0/8').containsIP(ip('10.1.2.3'))", json!(true)),
+        ("cidr('10.0.0.0/8').containsIP('11.0.0.1')", json!(false)),
+        ("cidr('10.0.0.0/8').containsIP('::1')", json!(false)),
+        (
+            "cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16')",
+            json!(true),
+        ),
+        (
+            "cidr('10.1.0.0/16').containsCIDR(cidr('10.0.0.0/8'))",
+            json!(false),
+        ),
+        (
+            "cidr('10.1.2.3/16').masked() == cidr('10.1.0.0/16')",
+            json!(true),
+        ),
+        ("string(cidr('10.1.2.3/16').masked())", json!("10.1.0.0/16")),
+        ("cidr('fd00::/64').prefixLength()", json!(64)),
+        ("string(cidr('10.1.2.3/16').ip())", json!("10.1.2.3")),
+        ("cidr('0.0.0.0/0').containsIP('1.2.3.4')", json!(true)),
+    ]);
+}
+
+#[test]
 fn typed_results_refuse_other_types() {
     let data = json!({"n": 1});
     let mut vars = Activation::new();

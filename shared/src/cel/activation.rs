@@ -16,6 +16,7 @@ use cel::context::VariableResolver;
 use serde_json::Value;
 
 use super::CelError;
+use super::duration::Duration;
 
 /// Named values for one evaluation (`self`, `oldSelf`, `object`, `params` ...), bound by
 /// reference: an activation converts each value when an expression first reads it, once, and
@@ -59,7 +60,7 @@ impl<'a> Activation<'a> {
 
     /// Binds `name` to `value` typed by its OpenAPI `schema`, as upstream does for CRD rules:
     /// integers where the schema says `type: number` are doubles (so `self.ratio * 2.0` works
-    /// whether the client sent `1` or `1.0`).
+    /// whether the client sent `1` or `1.0`), strings with `format: duration` durations.
     pub fn bind_typed(&mut self, name: &str, value: &'a Value, schema: &'a Value) -> &mut Self {
         self.vars.insert(
             name.to_string(),
@@ -117,6 +118,8 @@ fn field_schema<'s>(schema: Option<&'s Value>, key: &str) -> Option<&'s Value> {
 
 /// [`to_val`], following `schema` (an OpenAPI schema) where there is one.
 fn to_typed_val<'a>(value: &'a Value, schema: Option<&Value>) -> Box<dyn Val + 'a> {
+    let is_format =
+        |f: &str| schema.and_then(|s| s.get("format")).and_then(Value::as_str) == Some(f);
     let is_number = || schema.and_then(|s| s.get("type")).and_then(Value::as_str) == Some("number");
     match value {
         Value::Null => Box::new(CelNull),
@@ -124,6 +127,10 @@ fn to_typed_val<'a>(value: &'a Value, schema: Option<&Value>) -> Box<dyn Val + '
         Value::Number(n) => match n.as_i64() {
             Some(i) if !is_number() => Box::new(CelInt::from(i)),
             _ => Box::new(CelDouble::from(n.as_f64().unwrap_or(f64::NAN))),
+        },
+        Value::String(s) if is_format("duration") => match Duration::parse(s) {
+            Some(d) => Box::new(d),
+            None => Box::new(CelString::from(s.as_str())),
         },
         Value::String(s) => Box::new(CelString::from(s.as_str())),
         Value::Array(items) => {
@@ -185,6 +192,9 @@ pub(crate) fn to_json(value: &dyn Val) -> Result<Value, CelError> {
             out.push(to_json(item)?);
         }
         return Ok(Value::Array(out));
+    }
+    if let Some(d) = value.downcast_ref::<Duration>() {
+        return Ok(Value::String(d.to_cel_string()));
     }
     if let Some(q) = super::quantity::as_quantity(value) {
         return Ok(Value::String(q.to_string()));

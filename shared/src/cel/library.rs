@@ -1,5 +1,6 @@
 //! The CEL environment expressions compile and run in: the `cel` crate's standard library and
-//! its strings and lists extensions, plus what Kubernetes adds (lists, sets, regex `find`/`findAll`, quantity, URL, IP and CIDR
+//! its strings and lists extensions, plus what Kubernetes adds (lists, sets, regex `find`/`findAll`, quantity, URL, IP and CIDR,
+//! `duration` without chrono
 //! functions) and the cost meter's charging function. Built once per process.
 
 use std::sync::{Arc, LazyLock};
@@ -22,6 +23,7 @@ fn build() -> Env {
         .and_then(|()| super::url::register(&mut env))
         .and_then(|()| super::regex::register(&mut env))
         .and_then(|()| super::ip::register(&mut env))
+        .and_then(|()| super::duration::register(&mut env))
         .and_then(|()| super::cost::register(&mut env));
     // Registration only fails on a duplicate declaration: a bug in this file, caught by every
     // test that compiles anything.

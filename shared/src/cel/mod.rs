@@ -4,6 +4,7 @@
 
 mod activation;
 mod cost;
+mod duration;
 mod ip;
 mod library;
 mod lists;

@@ -214,6 +214,38 @@ fn ip_and_cidr_functions() {
 }
 
 #[test]
+fn duration_functions() {
+    check_table(&[
+        ("duration('1h30m') > duration('90m')", json!(false)),
+        ("duration('1h30m') == duration('90m')", json!(true)),
+        ("duration('10s') < duration('1m')", json!(true)),
+        ("duration('1.5h').getMinutes()", json!(90)),
+        ("duration('-2h').getHours()", json!(-2)),
+        ("duration('1500ms').getSeconds()", json!(1)),
+        ("duration('1s').getMilliseconds()", json!(1000)),
+        ("duration('1m') + duration('30s')", json!("90s")),
+        ("duration('1m') - duration('90s')", json!("-30s")),
+        ("string(duration('250ms'))", json!("0.25s")),
+        ("duration('0') == duration('0s')", json!(true)),
+        (
+            "duration('1h') != duration('0s') && duration('30s') > duration('1h')",
+            json!(false),
+        ),
+    ]);
+    for bad in [
+        "duration('1')",
+        "duration('h')",
+        "duration('1x')",
+        "duration('')",
+    ] {
+        assert!(
+            matches!(eval(bad, &json!({})), Err(CelError::Eval(_))),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
 fn typed_results_refuse_other_types() {
     let data = json!({"n": 1});
     let mut vars = Activation::new();

@@ -420,10 +420,34 @@ fn crd_rule_fields_are_checked_as_upstream() {
 }
 
 #[test]
-fn numbers_follow_the_schema_type() {
+fn numbers_and_durations_follow_the_schema_type() {
     let schema = spec_schema(
         json!([{"rule": "self.ratio * 2.0 == 2.0 && self.count * 2 == 4", "message": "typed"}]),
         json!({"ratio": {"type": "number"}, "count": {"type": "integer"}}),
+    );
+    let timeouts = spec_schema(
+        json!([{"rule": "!(has(self.request) && has(self.backend)) || self.backend <= self.request",
+            "message": "backend timeout cannot be longer than request timeout"}]),
+        json!({"request": {"type": "string", "format": "duration"},
+            "backend": {"type": "string", "format": "duration"}}),
+    );
+    assert!(
+        check(
+            &timeouts,
+            &json!({"spec": {"request": "1m", "backend": "30s"}}),
+            None
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        messages(&check(
+            &timeouts,
+            &json!({"spec": {"request": "10s", "backend": "1m"}}),
+            None
+        )),
+        vec![
+            r#"spec: Invalid value: "object": backend timeout cannot be longer than request timeout"#
+        ]
     );
     // `1` under `type: number` is a double, so double arithmetic applies to it.
     assert!(check(&schema, &json!({"spec": {"ratio": 1, "count": 2}}), None).is_empty());

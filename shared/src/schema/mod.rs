@@ -55,6 +55,28 @@ pub fn unrecognized_format_warnings(schema: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Upstream's reason not to run `x-kubernetes-validations` after the other errors
+/// (`hasBlockingErr`): some error is an unsupported value, a wrong type (formats included), a
+/// missing required value, or a too long or too large value, so a rule could see a value its
+/// schema does not promise or blow its cost estimate. Returns the error upstream reports
+/// instead of the rules' results; other errors (bounds, patterns) let the rules run.
+pub fn rules_blocked_by(errs: &[FieldError]) -> Option<FieldError> {
+    use crate::admission::FieldErrorType as T;
+    let blocking = errs.iter().any(|e| match e.error_type {
+        T::NotSupported | T::Required | T::TooLong | T::TooMany => true,
+        // kube-openapi's type (and format) errors are `TypeInvalid` upstream.
+        T::Invalid => e.detail.contains(" in body must be of type "),
+        _ => false,
+    });
+    blocking.then(|| {
+        report::invalid(
+            "<nil>",
+            Value::Null,
+            "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+        )
+    })
+}
+
 /// A structural schema, ready to prune, default and validate custom resources.
 #[derive(Debug)]
 pub struct Structural {

@@ -1041,3 +1041,35 @@ fn a_null_default_is_no_default() {
     assert!(s.prune(&mut obj).is_empty());
     assert_eq!(obj, json!({"spec": {}}));
 }
+
+#[test]
+fn type_enum_required_and_size_errors_hold_back_the_rules() {
+    let s = crd(json!({
+        "n": {"type": "integer", "maximum": 1},
+        "c": {"type": "string", "enum": ["a"]},
+        "u": {"type": "string", "format": "uuid"},
+        "p": {"type": "string", "pattern": "^a$", "maxLength": 3},
+        "o": {"type": "object", "required": ["x"], "properties": {"x": {"type": "string"}}},
+    }));
+    let cases: Vec<(Value, bool)> = vec![
+        (json!({"n": 2}), false),
+        (json!({"p": "b"}), false),
+        (json!({"p": "bbbb"}), true),
+        (json!({"o": {}}), true),
+        (json!({"n": "x"}), true),
+        (json!({"c": "b"}), true),
+        (json!({"u": "nope"}), true),
+        (json!({}), false),
+    ];
+    for (spec, blocked) in cases {
+        let errs = s.validate(&json!({"spec": spec}));
+        let got = super::rules_blocked_by(&errs);
+        assert_eq!(got.is_some(), blocked, "{spec}");
+        if let Some(e) = got {
+            assert_eq!(
+                e.message(),
+                "<nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"
+            );
+        }
+    }
+}

@@ -103,7 +103,7 @@ fn record_managers(
         time: &time,
         status_subresource: rt.has_status,
     };
-    managed_fields::record(rt.kind, old, obj, &writer);
+    managed_fields::record_with(managed_fields::schema_for(rt).as_ref(), old, obj, &writer);
 }
 
 /// The managedFields a server-side apply made, which its object carries past the steps that

@@ -395,3 +395,133 @@ fn an_apply_through_the_status_subresource_owns_the_status_alone() {
         "{ns}"
     );
 }
+
+const GATEWAYS: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gateways.ssa.berth.example.com
+spec:
+  group: ssa.berth.example.com
+  scope: Namespaced
+  names: {plural: gateways, singular: gateway, kind: Gateway}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              listeners:
+                type: array
+                x-kubernetes-list-type: map
+                x-kubernetes-list-map-keys: [name]
+                items:
+                  type: object
+                  required: [name]
+                  properties:
+                    name: {type: string}
+                    port: {type: integer}
+              hosts:
+                type: array
+                x-kubernetes-list-type: set
+                items: {type: string}
+              args:
+                type: array
+                items: {type: string}
+"#;
+
+fn gateway(name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: ssa.berth.example.com/v1\nkind: Gateway\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n{spec}"
+    )
+}
+
+#[test]
+fn custom_resources_merge_and_conflict_by_their_schemas_list_types() {
+    let c = Controller::start();
+    // `kubectl apply --server-side` of the definition itself, as install manifests do.
+    c.kubectl()
+        .ok_stdin(&["apply", "--server-side", "-f", "-"], GATEWAYS);
+    let api = c.admin_api();
+    c.wait_for(
+        Duration::from_secs(10),
+        "the definition established",
+        || {
+            let crd = api.get_ok(
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gateways.ssa.berth.example.com",
+            );
+            let established = crd["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Established" && c["status"] == "True")
+            });
+            if established { Ok(()) } else { Err(crd) }
+        },
+    );
+    for (minor, bin) in KUBECTLS {
+        let k = c.kubectl().with_binary(Path::new(bin));
+        let name = format!("gw-{minor}");
+        let apply = |manager: &str, spec: &str| {
+            let manager = format!("--field-manager={manager}");
+            k.run_stdin(
+                &["apply", "--server-side", manager.as_str(), "-f", "-"],
+                &gateway(&name, spec),
+            )
+        };
+        let ok = |r: berth_tests::process::Run| {
+            assert!(r.success(), "kubectl {minor}: {}", r.describe());
+        };
+        ok(apply(
+            "one",
+            "  listeners: [{name: a, port: 80}]\n  hosts: [x.example]\n  args: [p]\n",
+        ));
+        // Other items of a map list and other values of a set are no conflict.
+        ok(apply(
+            "two",
+            "  listeners: [{name: b, port: 81}]\n  hosts: [y.example]\n",
+        ));
+        let gw = get(&c, &format!("gateways.ssa.berth.example.com/{name}"));
+        assert_eq!(
+            gw["spec"]["listeners"],
+            json!([{"name": "a", "port": 80}, {"name": "b", "port": 81}]),
+            "kubectl {minor}: {gw}"
+        );
+        assert_eq!(
+            gw["spec"]["hosts"],
+            json!(["x.example", "y.example"]),
+            "{gw}"
+        );
+        // An atomic list conflicts whole; a map list item's field by its key.
+        let atomic = apply("two", "  args: [q]\n");
+        assert!(
+            atomic
+                .stderr
+                .contains("Apply failed with 1 conflict: conflict with \"one\": .spec.args"),
+            "kubectl {minor}: {}",
+            atomic.describe()
+        );
+        let keyed = apply(
+            "two",
+            "  listeners: [{name: b, port: 81}, {name: a, port: 99}]\n",
+        );
+        assert!(
+            keyed.stderr.contains(
+                "Apply failed with 1 conflict: conflict with \"one\": .spec.listeners[name=\"a\"].port"
+            ),
+            "kubectl {minor}: {}",
+            keyed.describe()
+        );
+        // The first manager dropping its listener and host removes them, not the others'.
+        ok(apply("one", "  args: [p]\n"));
+        let gw = get(&c, &format!("gateways.ssa.berth.example.com/{name}"));
+        assert_eq!(
+            gw["spec"],
+            json!({"listeners": [{"name": "b", "port": 81}], "hosts": ["y.example"], "args": ["p"]}),
+            "kubectl {minor}: {gw}"
+        );
+    }
+}

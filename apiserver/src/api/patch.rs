@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use berth_registry::{Part, RegistryError, WriteOptions};
 use berth_shared::admission::{FieldError, FieldErrorType};
-use berth_shared::managed_fields::{self, BuiltIn, FieldSchema, Writer};
+use berth_shared::managed_fields::{self, Writer};
 use berth_shared::patch::{self, PatchType};
 use berth_shared::resource::ResourceType;
 use bytes::Bytes;
@@ -120,16 +120,10 @@ fn apply_configuration(
         time: &time,
         status_subresource: view.has_status,
     };
-    let schema = field_schema(view);
+    // A built-in kind's list types and atomic objects, or a custom resource's schema's.
+    let schema = managed_fields::schema_for(view);
     managed_fields::apply(schema.as_ref(), live, config, &writer, force)
         .map_err(ApiError::ApplyConflict)
-}
-
-/// The schema an apply merges and owns `view`'s objects by: a built-in kind's list types and
-/// atomic objects (the strategic-merge table). A custom resource's is its CRD's structural
-/// schema, which implements [`FieldSchema`] too.
-fn field_schema(view: &'static ResourceType) -> Box<dyn FieldSchema> {
-    Box::new(BuiltIn { kind: view.kind })
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -25,6 +25,8 @@ pub use update::record_with;
 
 use serde_json::Value;
 
+use crate::resource::ResourceType;
+
 /// Who writes, and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Writer<'a> {
@@ -47,6 +49,15 @@ pub struct Writer<'a> {
 pub fn manager_from_user_agent(user_agent: &str) -> String {
     let name = user_agent.split('/').next().unwrap_or_default().trim();
     name.chars().take(128).collect()
+}
+
+/// The schema objects of `rt` merge and are owned by: a custom resource's structural schema,
+/// else the built-in table (a custom resource whose schema does not parse has atomic lists).
+pub fn schema_for(rt: &ResourceType) -> Box<dyn FieldSchema> {
+    match crate::custom::served(rt).and_then(|s| s.structural.clone()) {
+        Some(structural) => Box::new(structural),
+        None => Box::new(BuiltIn { kind: rt.kind }),
+    }
 }
 
 /// Records `writer`'s update of `new` (over `old`, none for a create) of a built-in `kind`

@@ -47,6 +47,26 @@ pub trait FieldSchema {
     }
 }
 
+/// A shared schema answers as the schema it shares (a served custom resource's
+/// `Arc<Structural>`).
+impl<T: FieldSchema + ?Sized> FieldSchema for std::sync::Arc<T> {
+    fn list_type(&self, path: &[String]) -> ListType {
+        (**self).list_type(path)
+    }
+
+    fn is_atomic_object(&self, path: &[String]) -> bool {
+        (**self).is_atomic_object(path)
+    }
+
+    fn keys_are_data(&self, path: &[String]) -> bool {
+        (**self).keys_are_data(path)
+    }
+
+    fn key_default(&self, path: &[String], key: &str) -> Option<Value> {
+        (**self).key_default(path, key)
+    }
+}
+
 /// The schema of a built-in kind, from the strategic-merge table and the list map keys and
 /// atomic types upstream's OpenAPI declares.
 #[derive(Debug, Clone, Copy)]

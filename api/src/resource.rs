@@ -177,6 +177,8 @@ pub static RESOURCES: &[ResourceType] = &[
     rt!("storage.k8s.io", "v1", "StorageClass", "storageclasses", "storageclass", false, &["sc"], &[], status = false, scale = false),
     rt!("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", "certificatesigningrequest", false, &["csr"], &[], status = true, scale = false),
     rt!("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", "customresourcedefinition", false, &["crd", "crds"], &["api-extensions"], status = true, scale = false),
+    rt!("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", "validatingadmissionpolicy", false, &[], &["api-extensions"], status = true, scale = false),
+    rt!("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings", "validatingadmissionpolicybinding", false, &[], &["api-extensions"], status = false, scale = false),
 ];
 
 // Each resource type by name, so code names the type it means instead of looking it up by a
@@ -221,6 +223,8 @@ pub static PERSISTENT_VOLUME_CLAIMS: &ResourceType = &RESOURCES[36];
 pub static STORAGE_CLASSES: &ResourceType = &RESOURCES[37];
 pub static CERTIFICATE_SIGNING_REQUESTS: &ResourceType = &RESOURCES[38];
 pub static CUSTOM_RESOURCE_DEFINITIONS: &ResourceType = &RESOURCES[39];
+pub static VALIDATING_ADMISSION_POLICIES: &ResourceType = &RESOURCES[40];
+pub static VALIDATING_ADMISSION_POLICY_BINDINGS: &ResourceType = &RESOURCES[41];
 
 /// The resource types served for CustomResourceDefinitions, in the order [`set_custom`] was
 /// given them. Entries are leaked: a definition's types live as long as the process, and an
@@ -399,6 +403,14 @@ mod tests {
             (STORAGE_CLASSES, "STORAGE_CLASSES"),
             (CERTIFICATE_SIGNING_REQUESTS, "CERTIFICATE_SIGNING_REQUESTS"),
             (CUSTOM_RESOURCE_DEFINITIONS, "CUSTOM_RESOURCE_DEFINITIONS"),
+            (
+                VALIDATING_ADMISSION_POLICIES,
+                "VALIDATING_ADMISSION_POLICIES",
+            ),
+            (
+                VALIDATING_ADMISSION_POLICY_BINDINGS,
+                "VALIDATING_ADMISSION_POLICY_BINDINGS",
+            ),
         ];
         assert_eq!(named.len(), RESOURCES.len());
         for (rt, name) in named {

@@ -15,6 +15,7 @@
 //! assert_eq!(obj["spec"]["replicas"], 1);
 //! ```
 
+mod admission_policy;
 mod affinity;
 mod apps;
 pub mod autoscaling;
@@ -51,6 +52,9 @@ pub mod storage;
 mod volume;
 mod workload;
 
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{Metadata, Resource};
@@ -350,6 +354,20 @@ pub fn admit(
                 |c, o, _| certificates::validate_csr(c, o),
             )
         }
+        "ValidatingAdmissionPolicy" => run::<ValidatingAdmissionPolicy>(
+            obj,
+            op,
+            old,
+            |p, _, _| admission_policy::default_policy(p),
+            |p, _, _| admission_policy::validate_policy(p),
+        ),
+        "ValidatingAdmissionPolicyBinding" => run::<ValidatingAdmissionPolicyBinding>(
+            obj,
+            op,
+            old,
+            |b, _, _| admission_policy::default_binding(b),
+            |b, _, _| admission_policy::validate_binding(b),
+        ),
         "CustomResourceDefinition" => run::<CustomResourceDefinition>(
             obj,
             op,
@@ -442,6 +460,10 @@ fn decode_as(kind: &str, raw: &Value) -> Option<Result<Vec<String>, String>> {
             round_trip_unknown::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>(raw)
         }
         "CustomResourceDefinition" => round_trip_unknown::<CustomResourceDefinition>(raw),
+        "ValidatingAdmissionPolicy" => round_trip_unknown::<ValidatingAdmissionPolicy>(raw),
+        "ValidatingAdmissionPolicyBinding" => {
+            round_trip_unknown::<ValidatingAdmissionPolicyBinding>(raw)
+        }
         _ => return None,
     })
 }

@@ -15,8 +15,8 @@
 
 use k8s_openapi::Resource;
 use k8s_openapi::api::{
-    apps, authentication, authorization, autoscaling, batch, certificates, coordination, core,
-    discovery, policy, rbac, scheduling, storage,
+    admissionregistration, apps, authentication, authorization, autoscaling, batch, certificates,
+    coordination, core, discovery, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
@@ -101,6 +101,8 @@ fn kinds(generator: &mut SchemaGenerator) -> Vec<Tagged> {
         kind::<storage::v1::StorageClass>(generator),
         kind::<certificates::v1::CertificateSigningRequest>(generator),
         kind::<apiextensions::CustomResourceDefinition>(generator),
+        kind::<admissionregistration::v1::ValidatingAdmissionPolicy>(generator),
+        kind::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>(generator),
         kind::<meta::Status>(generator),
     ]
 }

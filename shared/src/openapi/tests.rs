@@ -253,6 +253,7 @@ fn the_root_points_at_every_group_version_by_its_documents_hash() {
             "apis/policy/v1",
             "apis/rbac.authorization.k8s.io/v1",
             "apis/storage.k8s.io/v1",
+            "apis/admissionregistration.k8s.io/v1",
             "apis/apiextensions.k8s.io/v1",
             "apis/scheduling.k8s.io/v1",
             "apis/coordination.k8s.io/v1",

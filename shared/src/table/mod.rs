@@ -4,6 +4,7 @@
 //! The server always renders every column (upstream passes `Wide: true`); kubectl hides the
 //! `priority > 0` ones unless `-o wide` is given.
 
+mod admission;
 mod apps;
 mod autoscaling;
 mod batch;
@@ -160,6 +161,8 @@ pub fn columns(kind: &str) -> Vec<ColumnDefinition> {
         "PersistentVolumeClaim" => storage::persistent_volume_claim_columns(),
         "StorageClass" => storage::storage_class_columns(),
         "CertificateSigningRequest" => certificates::csr_columns(),
+        "ValidatingAdmissionPolicy" => admission::policy_columns(),
+        "ValidatingAdmissionPolicyBinding" => admission::binding_columns(),
         _ => default_columns(),
     }
 }
@@ -196,6 +199,8 @@ pub fn cells(kind: &str, obj: &Value, now: Timestamp) -> Vec<Value> {
         "PersistentVolumeClaim" => storage::persistent_volume_claim_cells(obj, now),
         "StorageClass" => storage::storage_class_cells(obj, now),
         "CertificateSigningRequest" => certificates::csr_cells(obj, now),
+        "ValidatingAdmissionPolicy" => admission::policy_cells(obj, now),
+        "ValidatingAdmissionPolicyBinding" => admission::binding_cells(obj, now),
         _ => default_cells(obj),
     }
 }

@@ -496,4 +496,44 @@ mod tests {
             json!({"f:spec": {"f:replicas": {}}})
         );
     }
+
+    #[test]
+    fn odd_shapes_apply_without_panicking() {
+        let schema = BuiltIn { kind: "Deployment" };
+        let live = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "a"}, {"name": "a"}, 7]}}}});
+        let configs = [
+            json!({"apiVersion": "apps/v1", "spec": {"replicas": [1, 2]}}),
+            json!({"apiVersion": "apps/v1", "spec": {"template": {"spec": {"containers": {"name": "x"}}}}}),
+            json!({"apiVersion": "apps/v1", "spec": {"template": {"spec": {"containers": [null, 3, {"image": "no-name"}, {"name": "a"}, {"name": "a"}]}}}}),
+            json!({"apiVersion": "apps/v1", "metadata": "not an object", "spec": null}),
+            json!({"apiVersion": "apps/v1", "metadata": {"finalizers": [{"a": 1}, {"a": 1}], "labels": []}}),
+            json!([1, 2, 3]),
+            json!("text"),
+        ];
+        let w = Writer {
+            api_version: "apps/v1",
+            status_subresource: true,
+            ..writer("m")
+        };
+        for config in configs {
+            for live in [None, Some(&live)] {
+                let first = apply(&schema, live, &config, &w, false);
+                // Whatever it made, a second manager and a re-apply work on it too.
+                if let Ok(obj) = &first {
+                    let _ = apply(
+                        &schema,
+                        Some(obj),
+                        &config,
+                        &Writer {
+                            manager: "n",
+                            ..w.clone()
+                        },
+                        true,
+                    );
+                    let _ = apply(&schema, Some(obj), &json!({}), &w, false);
+                }
+            }
+        }
+    }
 }

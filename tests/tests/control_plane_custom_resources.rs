@@ -412,3 +412,39 @@ fn invalid_definitions_are_refused_with_upstreams_messages() {
         );
     }
 }
+
+#[test]
+fn an_autoscaler_scales_a_custom_resource_through_its_scale_subresource() {
+    let c = Controller::start_with(&["--horizontal-pod-autoscaler-sync-period", "1s"]);
+    let k = c.kubectl();
+    establish(&c, BACKUPS, "backups.berth.example.com");
+    k.ok_stdin(
+        &["apply", "-f", "-"],
+        &backup("scaled", "  schedule: '0 3 * * *'\n  replicas: 1"),
+    );
+    k.ok(&[
+        "patch",
+        "backup",
+        "scaled",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"replicas":1,"selector":"app=scaled"}}"#,
+    ]);
+    // Below its minimum the autoscaler raises the target without needing any metric.
+    k.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: scaled, namespace: default}\nspec:\n  scaleTargetRef: {apiVersion: berth.example.com/v1, kind: Backup, name: scaled}\n  minReplicas: 3\n  maxReplicas: 5\n  metrics:\n  - type: Resource\n    resource: {name: cpu, target: {type: Utilization, averageUtilization: 50}}\n",
+    );
+    let api = c.admin_api();
+    c.wait_for(Duration::from_secs(20), "the backup scaled to 3", || {
+        let b = api.get_ok("/apis/berth.example.com/v1/namespaces/default/backups/scaled");
+        if b["spec"]["replicas"] == 3 {
+            Ok(())
+        } else {
+            Err(b["spec"].clone())
+        }
+    });
+    let hpa = api.get_ok("/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers/scaled");
+    assert_eq!(hpa["status"]["desiredReplicas"], 3, "{hpa}");
+}

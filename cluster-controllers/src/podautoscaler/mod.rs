@@ -56,6 +56,8 @@ struct Controller {
     hpas: Arc<Informer>,
     pods: Arc<Informer>,
     targets: Vec<(&'static ResourceType, Arc<Informer>)>,
+    /// For custom resource targets' informers.
+    informers: berth_runtime::informer::Informers,
     usage: Arc<dyn PodUsage>,
     history: Mutex<HashMap<ObjectKey, History>>,
     recorder: Recorder,
@@ -82,6 +84,32 @@ impl ErrorPolicy for AutoscalerError {
 
 fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map_or("", |(g, _)| g)
+}
+
+/// Where a target keeps its replicas (a JSON pointer): `spec.replicas`, or where a custom
+/// resource's scale subresource says.
+fn replicas_pointer(rt: &ResourceType) -> String {
+    berth_shared::custom::served(rt)
+        .and_then(|s| s.version.scale.clone())
+        .map_or_else(
+            || "/spec/replicas".to_string(),
+            |scale| scale.spec_replicas.replace('.', "/"),
+        )
+}
+
+/// A target's pod selector: a custom resource's serialized selector at its scale
+/// subresource's `labelSelectorPath`, else the apps kinds' LabelSelector or a
+/// ReplicationController's map.
+fn target_selector(rt: &ResourceType, obj: &Value) -> Option<LabelSelector> {
+    match berth_shared::custom::served(rt).and_then(|s| s.version.scale.clone()) {
+        Some(scale) => {
+            let text = obj
+                .pointer(&scale.label_selector?.replace('.', "/"))?
+                .as_str()?;
+            LabelSelector::parse(text).ok()
+        }
+        None => selector_of(obj),
+    }
 }
 
 /// A target's pod selector: the apps kinds' LabelSelector, or a ReplicationController's map.
@@ -174,11 +202,18 @@ impl Controller {
             "extensions" => "apps",
             g => g,
         };
-        let Some((rt, informer)) = self
+        let builtin = self
             .targets
             .iter()
-            .find(|(rt, _)| rt.kind == r.kind && (api_version.is_empty() || rt.group == group))
-        else {
+            .find(|(rt, _)| rt.kind == r.kind && (api_version.is_empty() || rt.group == group));
+        // A custom resource with a scale subresource: its informer joins when first named.
+        let custom = || {
+            let rt = berth_shared::resource::by_kind(api_version, &r.kind)
+                .filter(|rt| rt.custom && rt.has_scale)?;
+            let rt = berth_shared::resource::storage_of(rt);
+            Some((rt, self.informers.get(rt)))
+        };
+        let Some((rt, informer)) = builtin.cloned().or_else(custom) else {
             return Err(format!(
                 "the server could not find the requested resource: no scale subresource for {}",
                 r.kind
@@ -290,12 +325,13 @@ impl Reconciler for Controller {
             }
         };
         let target_value = target.value()?;
+        let replicas_at = replicas_pointer(rt);
         let current = target_value
-            .pointer("/spec/replicas")
+            .pointer(&replicas_at)
             .and_then(Value::as_i64)
             .and_then(|n| i32::try_from(n).ok())
             .unwrap_or(1);
-        let selector = selector_of(&target_value).unwrap_or_else(LabelSelector::nothing);
+        let selector = target_selector(rt, &target_value).unwrap_or_else(LabelSelector::nothing);
         let pods: Vec<ObservedPod> = self
             .pods
             .in_namespace(ns)
@@ -351,7 +387,11 @@ impl Reconciler for Controller {
         let mut last_scale = None;
         if let Some(reason) = &p.rescale {
             let mut scaled = target_value.clone();
-            scaled["spec"]["replicas"] = json!(p.desired);
+            if let Some(replicas) = scaled.pointer_mut(&replicas_at) {
+                *replicas = json!(p.desired);
+            } else {
+                scaled["spec"]["replicas"] = json!(p.desired);
+            }
             let target_name = target.name().to_string();
             match self.registry.update(
                 rt,
@@ -417,6 +457,7 @@ pub async fn run(
         hpas: ctx.informer(HORIZONTAL_POD_AUTOSCALERS),
         pods: ctx.informer(PODS),
         targets,
+        informers: ctx.informers.clone(),
         usage,
         history: Mutex::new(HashMap::new()),
         recorder: ctx.recorder(COMPONENT),

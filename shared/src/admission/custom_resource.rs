@@ -44,16 +44,22 @@ pub fn admit_custom(
         None => meta::validate_object_meta(&meta, served.rt.kind, served.rt.namespaced),
         Some(o) => meta::validate_object_meta_update(&meta, o),
     };
+    let old = old.filter(|_| op == Operation::Update);
     if let Some(s) = &served.structural {
-        errs.extend(s.validate(obj));
+        // On an update, errors in values the update leaves as they were are not reported
+        // (upstream's validation ratcheting).
+        errs.extend(match old {
+            Some(o) => s.validate_update(obj, o),
+            None => s.validate(obj),
+        });
     }
-    // CEL rules run on a value that passed the schema (upstream skips them otherwise: a rule
-    // may assume the types its schema promises).
-    if errs.is_empty()
-        && let Some(schema) = served.schema()
-    {
-        let old = old.filter(|_| op == Operation::Update);
-        errs.extend(crate::cel::rules::check(schema, obj, old));
+    // CEL rules run unless an error means a rule could see a value its schema does not
+    // promise (upstream's `hasBlockingErr`): then one error says they were not checked.
+    if let Some(schema) = served.schema() {
+        match crate::schema::rules_blocked_by(&errs) {
+            Some(blocked) => errs.push(blocked),
+            None => errs.extend(crate::cel::rules::check(schema, obj, old)),
+        }
     }
     if !errs.is_empty() {
         return Err(AdmissionError::Invalid(errs));

@@ -326,6 +326,20 @@ fn cost_limits_end_validation_with_an_error_not_a_hang() {
             r#"spec: Invalid value: "object": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: self.items.all(x, self.items.all(y, self.items.all(z, x + y + z >= 0)))"#
         ]
     );
+    // A messageExpression over its limit stops the validation too, naming the expression.
+    let schema = spec_schema(
+        json!([
+            {"rule": "false", "messageExpression": "string(self.items.map(x, self.items.map(y, self.items.map(z, 1))).size())"},
+            {"rule": "false", "message": "never reached"}
+        ]),
+        json!({"items": {"type": "array", "items": {"type": "integer"}}}),
+    );
+    assert_eq!(
+        messages(&check(&schema, &obj, None)),
+        vec![
+            r#"spec: Invalid value: "object": no further validation rules will be run due to call cost exceeds limit for messageExpression: "string(self.items.map(x, self.items.map(y, self.items.map(z, 1))).size())""#
+        ]
+    );
     // Cheap rules that together exceed the total budget stop with upstream's budget message.
     let schema = spec_schema(
         json!([

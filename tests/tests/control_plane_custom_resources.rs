@@ -448,3 +448,39 @@ fn an_autoscaler_scales_a_custom_resource_through_its_scale_subresource() {
     let hpa = api.get_ok("/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers/scaled");
     assert_eq!(hpa["status"]["desiredReplicas"], 3, "{hpa}");
 }
+
+#[test]
+fn a_custom_resource_owns_what_names_it_as_owner() {
+    let c = Controller::start();
+    let k = c.kubectl();
+    establish(&c, BACKUPS, "backups.berth.example.com");
+    k.ok_stdin(
+        &["create", "-f", "-"],
+        &backup("owner", "  schedule: '0 3 * * *'"),
+    );
+    let api = c.admin_api();
+    let owner = api.get_ok("/apis/berth.example.com/v1/namespaces/default/backups/owner");
+    let uid = owner["metadata"]["uid"].as_str().unwrap();
+    api.create(
+        "/api/v1/namespaces/default/configmaps",
+        &serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "owned", "ownerReferences": [{
+                "apiVersion": "berth.example.com/v1", "kind": "Backup", "name": "owner",
+                "uid": uid, "controller": true, "blockOwnerDeletion": true}]},
+            "data": {"k": "v"}}),
+    );
+    k.ok(&["delete", "backup", "owner"]);
+    c.wait_for(
+        Duration::from_secs(20),
+        "the owned ConfigMap collected",
+        || {
+            let r = api.get("/api/v1/namespaces/default/configmaps/owned");
+            if r.status == 404 {
+                Ok(())
+            } else {
+                Err(r.status)
+            }
+        },
+    );
+}

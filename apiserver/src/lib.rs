@@ -4,6 +4,7 @@
 //! ([`pki`], [`certificates`]), ServiceAccount tokens ([`serviceaccount`]) and the `kubernetes`
 //! Service ([`kubernetes_service`]). It depends on the runtime, never on the controllers.
 
+pub mod admission_policies;
 pub mod api;
 pub mod certificates;
 pub mod custom_resources;

@@ -139,6 +139,9 @@ impl Registry {
             .dry_run
             .as_ref()
             .is_some_and(|d| d.iter().any(|s| s == "All"));
+        self.admit_policies(crate::admission_policy::Attempt::delete(
+            rt, ns, name, &obj, dry_run,
+        ))?;
         let key = object_key(rt, ns, name);
         let already = obj.pointer("/metadata/deletionTimestamp").is_some();
 

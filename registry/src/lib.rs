@@ -7,6 +7,7 @@
 //! writes: admission that needs the registry ([`priority`], [`serviceaccount`], the X.509 side
 //! of [`certificates`]), [`events`] and the default [`local_path_class`].
 
+pub mod admission_policy;
 mod binding;
 pub mod certificates;
 pub mod conditions;
@@ -198,6 +199,7 @@ pub struct Registry {
     store: Store,
     service_ips: std::sync::Arc<service_ips::ServiceIps>,
     pod_security: std::sync::Arc<admission::pod_security::Config>,
+    admission_policies: std::sync::Arc<admission_policy::Policies>,
 }
 
 fn store_error(rt: &ResourceType, name: &str, e: StoreError) -> RegistryError {
@@ -264,6 +266,7 @@ impl Registry {
             store,
             service_ips: Default::default(),
             pod_security: Default::default(),
+            admission_policies: Default::default(),
         }
     }
 
@@ -457,6 +460,7 @@ impl Registry {
         guard(rt, opts, &obj)?;
         let _allocation = self.allocate(rt, &name, &mut obj, None)?;
         record_managers(rt, None, &mut obj, Part::Main, opts);
+        self.admit_policies(admission_policy::Attempt::create(rt, ns, &name, &obj, opts))?;
         if opts.dry_run {
             return Ok(obj);
         }
@@ -605,6 +609,9 @@ impl Registry {
         let uid = old.pointer("/metadata/uid").and_then(Value::as_str);
         let _allocation = self.allocate(rt, name, &mut obj, uid)?;
         record_managers(rt, Some(&old), &mut obj, part, opts);
+        self.admit_policies(admission_policy::Attempt::update(
+            rt, ns, name, part, &obj, &old, opts,
+        ))?;
         if meta::same_ignoring_version(&obj, &old) {
             return Ok(old);
         }

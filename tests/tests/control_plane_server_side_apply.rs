@@ -344,6 +344,32 @@ fn kubectl_diff_server_side_shows_exactly_the_change_and_writes_nothing() {
             "kubectl {minor}: the diff wrote"
         );
         assert_eq!(after["metadata"]["generation"], 1, "kubectl {minor}");
+
+        // An object that does not exist yet diffs as wholly new, and is not created.
+        let fresh = format!("ssa-diff-new-{minor}");
+        let new = k.run_stdin(
+            &["diff", "--server-side", "-f", "-"],
+            &configmap(&fresh, &[("a", "1")]),
+        );
+        assert_eq!(
+            new.status.and_then(|s| s.code()),
+            Some(1),
+            "kubectl {minor}: {}",
+            new.describe()
+        );
+        let added = changed_lines(&new.stdout);
+        assert!(
+            added.iter().all(|l| l.starts_with('+'))
+                && added.contains(&format!("+  name: {fresh}"))
+                && added.contains(&"+  a: \"1\"".to_string()),
+            "kubectl {minor}:\n{}",
+            new.stdout
+        );
+        let absent = c.kubectl_run(&["get", "cm", &fresh]);
+        assert!(
+            !absent.success(),
+            "kubectl {minor}: the diff created {fresh}"
+        );
     }
 }
 

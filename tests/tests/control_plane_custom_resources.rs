@@ -484,3 +484,78 @@ fn a_custom_resource_owns_what_names_it_as_owner() {
         },
     );
 }
+
+const GATEWAY_OBJECTS: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: berth}
+spec: {controllerName: example.com/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: web, namespace: default}
+spec:
+  gatewayClassName: berth
+  listeners:
+  - {name: http, protocol: HTTP, port: 80}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: shop, namespace: default}
+spec:
+  parentRefs: [{name: web}]
+  hostnames: [shop.example.com]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /cart}}]
+    backendRefs: [{name: cart, port: 8080}]
+"#;
+
+#[test]
+fn real_projects_definitions_apply_and_judge_their_objects() {
+    let c = Controller::start();
+    let k = c.kubectl();
+    let dir = berth_tests::controller::workspace_root().join("tests/manifests/crds/gateway-api");
+    let dir = dir.to_str().unwrap();
+    let out = k.ok(&["apply", "--server-side", "-f", dir]);
+    assert_eq!(out.matches("serverside-applied").count(), 5, "{out}");
+    k.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd",
+        "--all",
+        "--timeout=10s",
+    ]);
+    // Valid objects are admitted, defaulted as the schemas say.
+    k.ok_stdin(&["apply", "-f", "-"], GATEWAY_OBJECTS);
+    let route: Value =
+        serde_json::from_str(&k.ok(&["get", "httproute", "shop", "-o", "json"])).unwrap();
+    let backend = &route["spec"]["rules"][0]["backendRefs"][0];
+    assert_eq!(
+        (&backend["kind"], &backend["weight"]),
+        (&"Service".into(), &1.into()),
+        "{route}"
+    );
+    let out = k.ok(&["get", "gateway"]);
+    let table = Table::parse(&out).unwrap();
+    assert_eq!(table.cell("web", "CLASS"), Some("berth"), "{out}");
+    // The v1beta1 version reads the same object.
+    let beta = c
+        .admin_api()
+        .get_ok("/apis/gateway.networking.k8s.io/v1beta1/namespaces/default/httproutes/shop");
+    assert_eq!(beta["apiVersion"], "gateway.networking.k8s.io/v1beta1");
+    // Invalid ones are refused by the projects' own CEL rules and schema checks.
+    let bad = GATEWAY_OBJECTS.replace("value: /cart", "value: cart");
+    let r = k.fails_stdin(&["apply", "-f", "-"], &bad);
+    assert!(
+        r.stderr.contains("spec.rules[0].matches[0].path: Invalid value: \"object\": value must be an absolute path and start with '/' when type one of ['Exact', 'PathPrefix']"),
+        "{}",
+        r.stderr
+    );
+    let bad = GATEWAY_OBJECTS.replace("port: 80}", "port: 70000}");
+    let r = k.fails_stdin(&["apply", "-f", "-"], &bad);
+    assert!(
+        r.stderr.contains("spec.listeners[0].port: Invalid value: 70000: spec.listeners[0].port in body should be less than or equal to 65535"),
+        "{}",
+        r.stderr
+    );
+}

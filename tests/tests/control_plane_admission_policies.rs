@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use berth_tests::{Controller, Kubectl};
+use berth_tests::{Controller, Kubectl, Table};
 
 const KUBECTL_1_27: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.27";
 
@@ -284,6 +284,39 @@ spec:
         env: test
 ",
     );
+    // Upstream's printers.
+    for kubectl in [k.clone(), k.clone().with_binary(Path::new(KUBECTL_1_27))] {
+        let out = kubectl.ok(&["get", "validatingadmissionpolicies"]);
+        let t = Table::parse(&out).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            t.headers,
+            ["NAME", "VALIDATIONS", "PARAMKIND", "AGE"],
+            "{out}"
+        );
+        assert_eq!(t.cell("replica-limit", "VALIDATIONS"), Some("1"), "{out}");
+        assert_eq!(
+            t.cell("replica-limit", "PARAMKIND"),
+            Some("v1/ConfigMap"),
+            "{out}"
+        );
+        let out = kubectl.ok(&["get", "validatingadmissionpolicybindings"]);
+        let t = Table::parse(&out).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            t.headers,
+            ["NAME", "POLICYNAME", "PARAMREF", "AGE"],
+            "{out}"
+        );
+        assert_eq!(
+            t.cell("replica-limit", "POLICYNAME"),
+            Some("replica-limit"),
+            "{out}"
+        );
+        assert_eq!(
+            t.cell("replica-limit", "PARAMREF"),
+            Some("*/replica-limit"),
+            "{out}"
+        );
+    }
     c.wait_for(Duration::from_secs(10), "the parameterised policy", || {
         let r = k.run_stdin(
             &["apply", "--dry-run=server", "-n", "vap-test", "-f", "-"],

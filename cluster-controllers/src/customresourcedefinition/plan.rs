@@ -1,4 +1,6 @@
-//! Pure planner of the CustomResourceDefinition controller (upstream's naming, establishing and
+//! Planner: pure, no I/O.
+//!
+//! The CustomResourceDefinition controller (upstream's naming, establishing and
 //! finalizer controllers): the status a definition should have (accepted names, the
 //! `NamesAccepted`, `Established` and `Terminating` conditions, the storage version in
 //! `storedVersions`), and on deletion its objects deleted before its cleanup finalizer goes.

@@ -179,6 +179,8 @@ pub static RESOURCES: &[ResourceType] = &[
     rt!("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", "customresourcedefinition", false, &["crd", "crds"], &["api-extensions"], status = true, scale = false),
     rt!("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", "validatingadmissionpolicy", false, &[], &["api-extensions"], status = true, scale = false),
     rt!("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings", "validatingadmissionpolicybinding", false, &[], &["api-extensions"], status = false, scale = false),
+    rt!("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations", "validatingwebhookconfiguration", false, &[], &["api-extensions"], status = false, scale = false),
+    rt!("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", "mutatingwebhookconfiguration", false, &[], &["api-extensions"], status = false, scale = false),
 ];
 
 // Each resource type by name, so code names the type it means instead of looking it up by a
@@ -225,6 +227,8 @@ pub static CERTIFICATE_SIGNING_REQUESTS: &ResourceType = &RESOURCES[38];
 pub static CUSTOM_RESOURCE_DEFINITIONS: &ResourceType = &RESOURCES[39];
 pub static VALIDATING_ADMISSION_POLICIES: &ResourceType = &RESOURCES[40];
 pub static VALIDATING_ADMISSION_POLICY_BINDINGS: &ResourceType = &RESOURCES[41];
+pub static VALIDATING_WEBHOOK_CONFIGURATIONS: &ResourceType = &RESOURCES[42];
+pub static MUTATING_WEBHOOK_CONFIGURATIONS: &ResourceType = &RESOURCES[43];
 
 /// The resource types served for CustomResourceDefinitions, in the order [`set_custom`] was
 /// given them. Entries are leaked: a definition's types live as long as the process, and an
@@ -410,6 +414,14 @@ mod tests {
             (
                 VALIDATING_ADMISSION_POLICY_BINDINGS,
                 "VALIDATING_ADMISSION_POLICY_BINDINGS",
+            ),
+            (
+                VALIDATING_WEBHOOK_CONFIGURATIONS,
+                "VALIDATING_WEBHOOK_CONFIGURATIONS",
+            ),
+            (
+                MUTATING_WEBHOOK_CONFIGURATIONS,
+                "MUTATING_WEBHOOK_CONFIGURATIONS",
             ),
         ];
         assert_eq!(named.len(), RESOURCES.len());

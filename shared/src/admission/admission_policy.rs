@@ -142,7 +142,7 @@ fn validate_resources(resources: &[String], path: &Path) -> Vec<FieldError> {
 }
 
 /// Upstream `validateNamedRuleWithOperations`.
-fn validate_rule(r: &NamedRuleWithOperations, path: &Path) -> Vec<FieldError> {
+pub(super) fn validate_rule(r: &NamedRuleWithOperations, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let mut seen = BTreeSet::new();
     for (i, name) in r.resource_names.iter().flatten().enumerate() {

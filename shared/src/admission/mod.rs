@@ -16,6 +16,7 @@
 //! ```
 
 mod admission_policy;
+mod admission_webhook;
 mod affinity;
 mod apps;
 pub mod autoscaling;
@@ -53,7 +54,8 @@ mod volume;
 mod workload;
 
 use k8s_openapi::api::admissionregistration::v1::{
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    MutatingWebhookConfiguration, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    ValidatingWebhookConfiguration,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -361,6 +363,26 @@ pub fn admit(
             |p, _, _| admission_policy::default_policy(p),
             |p, _, _| admission_policy::validate_policy(p),
         ),
+        "ValidatingWebhookConfiguration" => {
+            admission_webhook::fill_required(obj);
+            run::<ValidatingWebhookConfiguration>(
+                obj,
+                op,
+                old,
+                |c, _, _| admission_webhook::default_validating(c),
+                |c, _, _| admission_webhook::validate_validating(c),
+            )
+        }
+        "MutatingWebhookConfiguration" => {
+            admission_webhook::fill_required(obj);
+            run::<MutatingWebhookConfiguration>(
+                obj,
+                op,
+                old,
+                |c, _, _| admission_webhook::default_mutating(c),
+                |c, _, _| admission_webhook::validate_mutating(c),
+            )
+        }
         "ValidatingAdmissionPolicyBinding" => run::<ValidatingAdmissionPolicyBinding>(
             obj,
             op,
@@ -461,6 +483,10 @@ fn decode_as(kind: &str, raw: &Value) -> Option<Result<Vec<String>, String>> {
         }
         "CustomResourceDefinition" => round_trip_unknown::<CustomResourceDefinition>(raw),
         "ValidatingAdmissionPolicy" => round_trip_unknown::<ValidatingAdmissionPolicy>(raw),
+        "ValidatingWebhookConfiguration" => {
+            round_trip_unknown::<ValidatingWebhookConfiguration>(raw)
+        }
+        "MutatingWebhookConfiguration" => round_trip_unknown::<MutatingWebhookConfiguration>(raw),
         "ValidatingAdmissionPolicyBinding" => {
             round_trip_unknown::<ValidatingAdmissionPolicyBinding>(raw)
         }

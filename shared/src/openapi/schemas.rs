@@ -103,6 +103,8 @@ fn kinds(generator: &mut SchemaGenerator) -> Vec<Tagged> {
         kind::<apiextensions::CustomResourceDefinition>(generator),
         kind::<admissionregistration::v1::ValidatingAdmissionPolicy>(generator),
         kind::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>(generator),
+        kind::<admissionregistration::v1::ValidatingWebhookConfiguration>(generator),
+        kind::<admissionregistration::v1::MutatingWebhookConfiguration>(generator),
         kind::<meta::Status>(generator),
     ]
 }

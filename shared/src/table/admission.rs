@@ -119,6 +119,27 @@ pub(crate) fn binding_cells(b: &Value, now: Timestamp) -> Vec<Value> {
     ]
 }
 
+/// Upstream `printValidatingWebhookConfiguration` / `printMutatingWebhookConfiguration`.
+pub(crate) fn webhook_configuration_columns() -> Vec<ColumnDefinition> {
+    vec![
+        name_col(),
+        col(
+            "Webhooks",
+            "integer",
+            "Webhooks indicates the number of webhooks in this configuration",
+        ),
+        age_col(),
+    ]
+}
+
+pub(crate) fn webhook_configuration_cells(c: &Value, now: Timestamp) -> Vec<Value> {
+    vec![
+        name(c),
+        json!(list_at(c, &["webhooks"]).len()),
+        created(c, now),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,5 +182,21 @@ mod tests {
             )
         );
         assert_eq!(binding_cells(&with(Value::Null), now)[1], json!("max"));
+    }
+
+    #[test]
+    fn a_webhook_configuration_prints_its_webhook_count() {
+        let now = fixture::now();
+        let c = json!({"metadata": {"name": "hooks", "creationTimestamp": "2024-05-01T11:59:00Z"},
+                       "webhooks": [{}, {}, {}]});
+        assert_eq!(
+            webhook_configuration_cells(&c, now),
+            [json!("hooks"), json!(3), json!("60s")]
+        );
+        assert_eq!(
+            webhook_configuration_cells(&json!({"metadata": {"name": "none"}}), now)[1],
+            json!(0)
+        );
+        assert_eq!(webhook_configuration_columns().len(), 3);
     }
 }

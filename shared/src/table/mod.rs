@@ -163,6 +163,9 @@ pub fn columns(kind: &str) -> Vec<ColumnDefinition> {
         "CertificateSigningRequest" => certificates::csr_columns(),
         "ValidatingAdmissionPolicy" => admission::policy_columns(),
         "ValidatingAdmissionPolicyBinding" => admission::binding_columns(),
+        "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
+            admission::webhook_configuration_columns()
+        }
         _ => default_columns(),
     }
 }
@@ -201,6 +204,9 @@ pub fn cells(kind: &str, obj: &Value, now: Timestamp) -> Vec<Value> {
         "CertificateSigningRequest" => certificates::csr_cells(obj, now),
         "ValidatingAdmissionPolicy" => admission::policy_cells(obj, now),
         "ValidatingAdmissionPolicyBinding" => admission::binding_cells(obj, now),
+        "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
+            admission::webhook_configuration_cells(obj, now)
+        }
         _ => default_cells(obj),
     }
 }

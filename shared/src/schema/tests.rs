@@ -905,31 +905,15 @@ fn thirty_properties() -> (Value, Value) {
     )
 }
 
+/// (Its speed is a benchmark's to measure: `cargo bench -p berth-shared --bench cel_rules`.)
 #[test]
-fn a_thirty_property_resource_is_admitted_well_under_a_millisecond() {
+fn a_thirty_property_resource_is_admitted_clean() {
     let (schema, cr) = thirty_properties();
     let s = Structural::from_schema(&schema, ROOT).unwrap_or_else(|e| panic!("{:?}", messages(&e)));
-    // The best of a few batches, so a busy machine does not decide the figure.
-    let each = (0..5)
-        .map(|_| {
-            let runs = 40;
-            let start = std::time::Instant::now();
-            for _ in 0..runs {
-                let mut obj = cr.clone();
-                assert!(s.prune(&mut obj).is_empty());
-                s.apply_defaults(&mut obj);
-                assert!(s.validate(&obj).is_empty());
-            }
-            start.elapsed() / runs
-        })
-        .min()
-        .unwrap_or_default();
-    // Even unoptimised (debug) builds stay far below a millisecond; release builds take a few
-    // microseconds.
-    assert!(
-        each < std::time::Duration::from_micros(250),
-        "{each:?} per resource"
-    );
+    let mut obj = cr.clone();
+    assert!(s.prune(&mut obj).is_empty());
+    s.apply_defaults(&mut obj);
+    assert!(s.validate(&obj).is_empty());
 }
 
 #[test]

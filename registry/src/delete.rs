@@ -79,9 +79,22 @@ impl Registry {
         name: &str,
         opts: &DeleteOptions,
     ) -> Result<DeleteOutcome, RegistryError> {
+        self.delete_by(rt, ns, name, opts, None)
+    }
+
+    /// [`Registry::delete`] by `requestor` (`None`: the controller itself), whom admission
+    /// policies see as the request's user.
+    pub fn delete_by(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+        requestor: Option<&crate::identity::Identity>,
+    ) -> Result<DeleteOutcome, RegistryError> {
         let mut attempts = 0;
         loop {
-            match self.delete_once(rt, ns, name, opts) {
+            match self.delete_once(rt, ns, name, opts, requestor) {
                 Err(RegistryError::Conflict { detail, .. })
                     if detail == super::error::CONFLICT_DETAIL && attempts < 8 =>
                 {
@@ -98,6 +111,7 @@ impl Registry {
         ns: Option<&str>,
         name: &str,
         opts: &DeleteOptions,
+        requestor: Option<&crate::identity::Identity>,
     ) -> Result<DeleteOutcome, RegistryError> {
         if rt == berth_shared::resource::PRIORITY_CLASSES {
             crate::priority::check_delete(name)?;
@@ -140,7 +154,7 @@ impl Registry {
             .as_ref()
             .is_some_and(|d| d.iter().any(|s| s == "All"));
         self.admit_policies(crate::admission_policy::Attempt::delete(
-            rt, ns, name, &obj, dry_run,
+            rt, ns, name, &obj, dry_run, requestor,
         ))?;
         let key = object_key(rt, ns, name);
         let already = obj.pointer("/metadata/deletionTimestamp").is_some();

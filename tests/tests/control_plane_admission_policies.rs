@@ -415,3 +415,63 @@ spec:
         r.describe()
     );
 }
+
+#[test]
+fn a_delete_is_judged_with_the_user_who_makes_it() {
+    let c = Controller::start();
+    c.apply_stdin(
+        "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: keep-protected
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ['']
+      apiVersions: [v1]
+      operations: [DELETE]
+      resources: [configmaps]
+    objectSelector:
+      matchLabels:
+        protected: 'true'
+  validations:
+  - expression: 'false'
+    messageExpression: \"request.userInfo.username + ' may not delete ' + oldObject.metadata.name\"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: keep-protected
+spec:
+  policyName: keep-protected
+  validationActions: [Deny]
+",
+    );
+    let k = c.kubectl();
+    for name in ["kept", "free"] {
+        k.ok(&["create", "configmap", name, "--from-literal=a=b"]);
+    }
+    k.ok(&["label", "configmap", "kept", "protected=true"]);
+    let whoami = k.ok(&[
+        "auth",
+        "whoami",
+        "-o",
+        "jsonpath={.status.userInfo.username}",
+    ]);
+    let want = format!(
+        "ValidatingAdmissionPolicy 'keep-protected' with binding 'keep-protected' denied \
+         request: {whoami} may not delete kept"
+    );
+    c.wait_for(Duration::from_secs(10), "the delete to be refused", || {
+        let r = k.run(&["delete", "configmap", "kept", "--dry-run=server"]);
+        if !r.success() && r.stderr.contains(&want) {
+            Ok(())
+        } else {
+            Err(r.describe())
+        }
+    });
+    let r = k.fails(&["delete", "configmap", "kept"]);
+    assert!(r.stderr.contains(&want), "{}", r.describe());
+    k.ok(&["delete", "configmap", "free"]);
+    k.ok(&["get", "configmap", "kept"]);
+}

@@ -523,12 +523,14 @@ async fn serve_resource(
         }
         (&Method::DELETE, Some(name), None) => {
             let body = body::read_raw(body, &parts.headers).await?;
-            write::delete(&state, rt, ns, name, body, &query).await
+            let who = parts.extensions.get::<authn::Identity>().cloned();
+            write::delete(&state, rt, ns, name, body, &query, who).await
         }
         (&Method::DELETE, None, None) => {
             query.check_list_options()?;
             let body = body::read_raw(body, &parts.headers).await?;
-            write::delete_collection(&state, rt, ns, body, &query).await
+            let who = parts.extensions.get::<authn::Identity>().cloned();
+            write::delete_collection(&state, rt, ns, body, &query, who).await
         }
         // The status and ephemeralcontainers subresources read as the whole object (and print
         // as it: `kubectl get --subresource=status`).

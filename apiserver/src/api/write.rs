@@ -6,6 +6,7 @@ use super::query::Query;
 use super::{SharedState, blocking, json_response};
 use axum::http::StatusCode;
 use axum::response::Response;
+use berth_registry::identity::Identity;
 use berth_registry::{
     DeleteOptions, DeleteOutcome, Part, Registry, RegistryError, WriteOptions, prefix,
 };
@@ -127,12 +128,15 @@ pub async fn delete(
     name: &str,
     raw: Bytes,
     q: &Query,
+    requestor: Option<Identity>,
 ) -> Result<Response, ApiError> {
     let opts = delete_options(&raw, q)?;
     let registry = state.registry.clone();
     let ns = ns.map(String::from);
     let name = name.to_string();
-    let outcome = blocking(move || registry.delete(rt, ns.as_deref(), &name, &opts)).await?;
+    let outcome =
+        blocking(move || registry.delete_by(rt, ns.as_deref(), &name, &opts, requestor.as_ref()))
+            .await?;
     Ok(outcome_response(rt, outcome))
 }
 
@@ -142,6 +146,7 @@ pub async fn delete_collection(
     ns: Option<&str>,
     raw: Bytes,
     q: &Query,
+    requestor: Option<Identity>,
 ) -> Result<Response, ApiError> {
     let opts = delete_options(&raw, q)?;
     let selectors = Selectors::from_query(q)?;
@@ -163,7 +168,7 @@ pub async fn delete_collection(
                 .pointer("/metadata/namespace")
                 .and_then(Value::as_str)
                 .map(String::from);
-            match registry.delete(rt, ns.as_deref(), &name, &opts) {
+            match registry.delete_by(rt, ns.as_deref(), &name, &opts, requestor.as_ref()) {
                 Ok(DeleteOutcome::Deleted(o)) | Ok(DeleteOutcome::Terminating(o)) => out.push(o),
                 Err(berth_registry::RegistryError::NotFound { .. }) => {}
                 Err(e) => return Err(ApiError::from(e)),

@@ -24,6 +24,7 @@ use berth_shared::resource::{self, ResourceType};
 use berth_shared::selector::LabelSelector;
 use serde_json::Value;
 
+use crate::identity::Identity;
 use crate::{Part, Registry, RegistryError, Warnings, WriteOptions};
 use compiled::{Binding, Policy};
 use dispatch::{Hook, Lookup, Request};
@@ -166,13 +167,15 @@ impl<'a> Attempt<'a> {
         }
     }
 
-    /// A delete: `old` is the object deleted (`object` is null, as upstream).
+    /// A delete by `requestor` (`None`: the controller): `old` is the object deleted
+    /// (`object` is null, as upstream).
     pub(crate) fn delete(
         rt: &'a ResourceType,
         ns: Option<&'a str>,
         name: &'a str,
         old: &'a Value,
         dry_run: bool,
+        requestor: Option<&'a Identity>,
     ) -> Attempt<'a> {
         Attempt {
             rt,
@@ -183,7 +186,7 @@ impl<'a> Attempt<'a> {
             obj: None,
             old: Some(old),
             dry_run,
-            user: Requester::Unknown,
+            user: requestor.map_or(Requester::Controller, Requester::User),
             warnings: None,
         }
     }

@@ -32,8 +32,6 @@ pub enum Requester<'a> {
     User(&'a Identity),
     /// A write made inside the controller process.
     Controller,
-    /// Not known to the registry (deletes carry no identity down to it).
-    Unknown,
 }
 
 /// `userInfo`, as `authentication.k8s.io/v1` `UserInfo` with its empty fields left out.
@@ -56,7 +54,6 @@ fn user_info(user: Requester<'_>) -> Value {
             u.insert("username".into(), json!(CONTROLLER_USER));
             u.insert("groups".into(), json!([crate::identity::AUTHENTICATED]));
         }
-        Requester::Unknown => {}
     }
     Value::Object(u)
 }
@@ -134,9 +131,5 @@ mod tests {
             json!({"username": "system:kube-controller-manager", "groups": ["system:authenticated"]})
         );
         assert!(controller.get("subResource").is_none());
-        assert_eq!(
-            request(&a, Requester::Unknown, false)["userInfo"],
-            json!({})
-        );
     }
 }

@@ -577,3 +577,39 @@ fn the_write_path_consults_the_installed_policies() {
         )
         .expect("deletes only warn");
 }
+
+/// A delete is judged with its requester, as upstream's `request.userInfo`.
+#[test]
+fn deletes_see_who_deletes() {
+    use crate::identity::Identity;
+    use crate::{DeleteOptions, RegistryError, WriteOptions, testing};
+    let dir = tempfile::tempdir().expect("dir");
+    let registry = testing::registry(dir.path());
+    let configmaps = berth_shared::resource::by_plural("", "v1", "configmaps").expect("cm");
+    let policy = json!({"metadata": {"name": "admins-delete", "uid": "p", "resourceVersion": "1"},
+        "spec": {"failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["DELETE"], "resources": ["configmaps"]}]},
+            "validations": [{"expression": "'admins' in request.userInfo.groups",
+                "messageExpression": "request.userInfo.username + ' may not delete ' + oldObject.metadata.name"}]}});
+    let b = json!({"metadata": {"name": "b", "uid": "b", "resourceVersion": "1"},
+        "spec": {"policyName": "admins-delete", "validationActions": ["Deny"]}});
+    registry.admission_policies().install(&[policy], &[b]);
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}});
+    registry
+        .create(configmaps, Some("default"), cm, &WriteOptions::default())
+        .expect("create");
+    let opts = DeleteOptions::default();
+    let alice = Identity::new("alice", vec!["dev".into()]);
+    let e = registry
+        .delete_by(configmaps, Some("default"), "cfg", &opts, Some(&alice))
+        .unwrap_err();
+    assert!(
+        matches!(&e, RegistryError::PolicyDenied { detail, .. } if detail.ends_with("alice may not delete cfg")),
+        "{e:?}"
+    );
+    let admin = Identity::new("root", vec!["admins".into()]);
+    registry
+        .delete_by(configmaps, Some("default"), "cfg", &opts, Some(&admin))
+        .expect("an admin deletes");
+}

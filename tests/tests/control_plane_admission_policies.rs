@@ -230,6 +230,30 @@ fn a_warn_policy_admits_and_kubectl_prints_the_warning() {
             r.describe()
         );
     }
+    // A changed policy (kubectl apply patches it) is in force at the next write.
+    let out = c.apply_stdin(&POLICY.replace(
+        "message: replicas must be at most 5",
+        "message: five replicas at most",
+    ));
+    assert!(
+        out.contains(
+            "validatingadmissionpolicy.admissionregistration.k8s.io/max-replicas configured"
+        ),
+        "{out}"
+    );
+    let changed = "Warning: Validation failed for ValidatingAdmissionPolicy 'max-replicas' with \
+                   binding 'max-replicas-warn': five replicas at most";
+    c.wait_for(Duration::from_secs(5), "the changed message", || {
+        let r = c.kubectl().run_stdin(
+            &["apply", "--dry-run=server", "-n", "vap-test", "-f", "-"],
+            &deployment("probe", 6),
+        );
+        if r.success() && r.stderr.contains(changed) {
+            Ok(())
+        } else {
+            Err(r.describe())
+        }
+    });
 }
 
 #[test]

@@ -229,6 +229,21 @@ fn a_definition_serves_its_custom_resources_as_upstream() {
     assert_eq!(scale["spec"]["replicas"], 4);
     assert_eq!(scale["kind"], "Scale");
 
+    // Custom resources have no patch strategy: a strategic merge patch is 415.
+    let smp = k.fails(&[
+        "patch",
+        "backup",
+        "nightly",
+        "--type=strategic",
+        "-p",
+        r#"{"spec":{"replicas":5}}"#,
+    ]);
+    assert!(
+        smp.stderr.contains("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"),
+        "{}",
+        smp.stderr
+    );
+
     // The status subresource: the main resource ignores status, /status takes only it.
     k.ok(&[
         "patch",

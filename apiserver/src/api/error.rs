@@ -34,6 +34,11 @@ pub enum ApiError {
         "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"
     )]
     UnsupportedMediaType,
+    /// A strategic merge patch of a custom resource (which has no patch strategy to merge by).
+    #[error(
+        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+    )]
+    UnsupportedPatchType,
     #[error("Request entity too large: limit is {0}")]
     TooLarge(usize),
     #[error("{0}")]
@@ -105,7 +110,9 @@ impl ApiError {
             ApiError::Unauthorized | ApiError::UnauthorizedBecause(_) => StatusCode::UNAUTHORIZED,
             ApiError::Gone(_) => StatusCode::GONE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::UnsupportedMediaType | ApiError::UnsupportedPatchType => {
+                StatusCode::UNSUPPORTED_MEDIA_TYPE
+            }
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::ApplyConflict(_) => StatusCode::CONFLICT,
             ApiError::TooManyRequests(_) | ApiError::TooManyRequestsBecause { .. } => {
@@ -128,7 +135,9 @@ impl ApiError {
             ApiError::Unauthorized | ApiError::UnauthorizedBecause(_) => "Unauthorized",
             ApiError::Gone(_) => "Expired",
             ApiError::MethodNotAllowed => "MethodNotAllowed",
-            ApiError::UnsupportedMediaType => "UnsupportedMediaType",
+            ApiError::UnsupportedMediaType | ApiError::UnsupportedPatchType => {
+                "UnsupportedMediaType"
+            }
             ApiError::TooLarge(_) => "RequestEntityTooLarge",
             ApiError::ApplyConflict(_) => "Conflict",
             ApiError::TooManyRequests(_) | ApiError::TooManyRequestsBecause { .. } => {
@@ -307,6 +316,10 @@ fn registry_status(e: &RegistryError) -> (StatusCode, &'static str) {
         R::Forbidden(_) => (StatusCode::FORBIDDEN, "Forbidden"),
         R::PolicyDenied { reason, code, .. } => (
             StatusCode::from_u16(*code).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY),
+            reason,
+        ),
+        R::WebhookDenied { code, reason, .. } => (
+            StatusCode::from_u16(*code).unwrap_or(StatusCode::BAD_REQUEST),
             reason,
         ),
         R::Gone(_) => (StatusCode::GONE, "Expired"),

@@ -139,6 +139,9 @@ pub async fn patch(
     query: &Query,
 ) -> Result<Response, ApiError> {
     let pt = PatchType::from_content_type(content_type).ok_or(ApiError::UnsupportedMediaType)?;
+    if rt.custom && pt == PatchType::Strategic {
+        return Err(ApiError::UnsupportedPatchType);
+    }
     check_patch_options(pt, query)?;
     opts.apply = pt == PatchType::Apply;
     let force = query.flag("force");

@@ -156,6 +156,9 @@ impl Registry {
         self.admit_policies(crate::admission_policy::Attempt::delete(
             rt, ns, name, &obj, dry_run, requestor,
         ))?;
+        self.admit_delete_by_webhooks(&crate::webhook::Attempt::delete(
+            rt, ns, name, &obj, dry_run, requestor,
+        ))?;
         let key = object_key(rt, ns, name);
         let already = obj.pointer("/metadata/deletionTimestamp").is_some();
 

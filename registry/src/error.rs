@@ -65,6 +65,14 @@ pub enum RegistryError {
         /// Status's one cause.
         detail: String,
     },
+    /// Refused by an admission webhook: upstream's `ToStatusErr`, the webhook's own code (at
+    /// least 400) and reason, `admission webhook "x" denied the request: <message>`.
+    #[error("{message}")]
+    WebhookDenied {
+        code: u16,
+        reason: &'static str,
+        message: String,
+    },
     /// The store failed (disk, encoding).
     #[error("Internal error occurred: {0}")]
     Internal(String),
@@ -162,6 +170,7 @@ impl ErrorPolicy for RegistryError {
             | RegistryError::BadRequest(_)
             | RegistryError::Forbidden(_)
             | RegistryError::PolicyDenied { .. }
+            | RegistryError::WebhookDenied { .. }
             | RegistryError::UnknownPath
             | RegistryError::ResourceVersionOnCreate => Retry::Never,
         }

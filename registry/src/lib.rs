@@ -24,6 +24,7 @@ pub mod priority;
 pub mod service_ips;
 pub mod serviceaccount;
 pub mod storage_classes;
+pub mod webhook;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 #[cfg(test)]
@@ -200,6 +201,7 @@ pub struct Registry {
     service_ips: std::sync::Arc<service_ips::ServiceIps>,
     pod_security: std::sync::Arc<admission::pod_security::Config>,
     admission_policies: std::sync::Arc<admission_policy::Policies>,
+    admission_webhooks: std::sync::Arc<webhook::Webhooks>,
 }
 
 fn store_error(rt: &ResourceType, name: &str, e: StoreError) -> RegistryError {
@@ -267,6 +269,7 @@ impl Registry {
             service_ips: Default::default(),
             pod_security: Default::default(),
             admission_policies: Default::default(),
+            admission_webhooks: Default::default(),
         }
     }
 
@@ -460,7 +463,12 @@ impl Registry {
         guard(rt, opts, &obj)?;
         let _allocation = self.allocate(rt, &name, &mut obj, None)?;
         record_managers(rt, None, &mut obj, Part::Main, opts);
+        let hooked = webhook::Attempt::write(rt, ns, &name, Part::Main, None, opts);
+        if self.mutate_by_webhooks(&hooked, &mut obj)? {
+            admit_object(rt, Operation::Create, &mut obj, None, &name, opts)?;
+        }
         self.admit_policies(admission_policy::Attempt::create(rt, ns, &name, &obj, opts))?;
+        self.validate_by_webhooks(&hooked, &obj)?;
         if opts.dry_run {
             return Ok(obj);
         }
@@ -609,9 +617,14 @@ impl Registry {
         let uid = old.pointer("/metadata/uid").and_then(Value::as_str);
         let _allocation = self.allocate(rt, name, &mut obj, uid)?;
         record_managers(rt, Some(&old), &mut obj, part, opts);
+        let hooked = webhook::Attempt::write(rt, ns, name, part, Some(&old), opts);
+        if self.mutate_by_webhooks(&hooked, &mut obj)? {
+            admit_object(rt, Operation::Update, &mut obj, Some(&old), name, opts)?;
+        }
         self.admit_policies(admission_policy::Attempt::update(
             rt, ns, name, part, &obj, &old, opts,
         ))?;
+        self.validate_by_webhooks(&hooked, &obj)?;
         if meta::same_ignoring_version(&obj, &old) {
             return Ok(old);
         }

@@ -8,41 +8,24 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::admissionregistration::v1::{
-    MatchResources, NamedRuleWithOperations, ParamKind, ParamRef, ValidatingAdmissionPolicy,
-    ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicySpec,
+    ParamKind, ParamRef, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    ValidatingAdmissionPolicySpec,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
+use super::admission_rules::{default_match_resources, path_segment, validate_match_resources};
+// The webhooks' rules are the policies' rules.
+pub(super) use super::admission_rules::validate_rule;
 use super::field::{FieldError, Path};
 use super::names::{dns1035_label, dns1123_subdomain, each_invalid, qualified_name};
 use super::selector::validate_label_selector;
 use crate::cel::Program;
 
 const FAILURE_POLICIES: &[&str] = &["Fail", "Ignore"];
-const MATCH_POLICIES: &[&str] = &["Equivalent", "Exact"];
-const OPERATIONS: &[&str] = &["*", "CONNECT", "CREATE", "DELETE", "UPDATE"];
-const SCOPES: &[&str] = &["*", "Cluster", "Namespaced"];
 const REASONS: &[&str] = &["Forbidden", "Invalid", "RequestEntityTooLarge"];
 const ACTIONS: &[&str] = &["Audit", "Deny", "Warn"];
 const MAX_MATCH_CONDITIONS: usize = 64;
 const MAX_AUDIT_ANNOTATIONS: usize = 20;
 const MAX_VALUE_EXPRESSION_BYTES: usize = 5 * 1024;
-
-/// Upstream's `SetDefaults_MatchResources` and `SetDefaults_Rule`.
-fn default_match_resources(m: &mut MatchResources) {
-    m.match_policy.get_or_insert_with(|| "Equivalent".into());
-    m.namespace_selector
-        .get_or_insert_with(LabelSelector::default);
-    m.object_selector.get_or_insert_with(LabelSelector::default);
-    for r in m
-        .resource_rules
-        .iter_mut()
-        .flatten()
-        .chain(m.exclude_resource_rules.iter_mut().flatten())
-    {
-        r.scope.get_or_insert_with(|| "*".into());
-    }
-}
 
 pub(crate) fn default_policy(p: &mut ValidatingAdmissionPolicy) {
     let spec = p.spec.get_or_insert_with(Default::default);
@@ -63,191 +46,6 @@ fn compiles(expr: &str, path: &Path) -> Option<FieldError> {
     Program::compile(expr)
         .err()
         .map(|e| FieldError::invalid(path, expr, format!("compilation failed: {e}")))
-}
-
-fn has_wildcard(items: &[String]) -> bool {
-    items.iter().any(|i| i == "*")
-}
-
-/// Upstream `ValidatePathSegmentName`.
-fn path_segment(name: &str) -> Vec<String> {
-    let mut msgs = Vec::new();
-    if name == "." || name == ".." {
-        msgs.push(format!("may not be '{name}'"));
-    }
-    for bad in ["/", "%"] {
-        if name.contains(bad) {
-            msgs.push(format!("may not contain '{bad}'"));
-        }
-    }
-    msgs
-}
-
-/// Upstream `validateResources` (subresources allowed).
-fn validate_resources(resources: &[String], path: &Path) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    if resources.is_empty() {
-        errs.push(FieldError::required(path, ""));
-    }
-    let mut wildcard_sub: BTreeSet<&str> = BTreeSet::new();
-    let mut wildcard_res: BTreeSet<&str> = BTreeSet::new();
-    let (mut double, mut single, mut plain) = (false, false, false);
-    for (i, r) in resources.iter().enumerate() {
-        if r.is_empty() {
-            errs.push(FieldError::required(&path.index(i), ""));
-            continue;
-        }
-        double |= r == "*/*";
-        single |= r == "*";
-        let Some((res, sub)) = r.split_once('/') else {
-            plain = r != "*";
-            continue;
-        };
-        if wildcard_sub.contains(res) {
-            errs.push(FieldError::invalid(
-                &path.index(i),
-                r.as_str(),
-                format!("if '{res}/*' is present, must not specify {r}"),
-            ));
-        }
-        if wildcard_res.contains(sub) {
-            errs.push(FieldError::invalid(
-                &path.index(i),
-                r.as_str(),
-                format!("if '*/{sub}' is present, must not specify {r}"),
-            ));
-        }
-        if sub == "*" {
-            wildcard_sub.insert(res);
-        }
-        if res == "*" {
-            wildcard_res.insert(sub);
-        }
-    }
-    if resources.len() > 1 && double {
-        errs.push(FieldError::invalid(
-            path,
-            resources.to_vec(),
-            "if '*/*' is present, must not specify other resources",
-        ));
-    }
-    if single && plain {
-        errs.push(FieldError::invalid(
-            path,
-            resources.to_vec(),
-            "if '*' is present, must not specify other resources without subresources",
-        ));
-    }
-    errs
-}
-
-/// Upstream `validateNamedRuleWithOperations`.
-pub(super) fn validate_rule(r: &NamedRuleWithOperations, path: &Path) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    let mut seen = BTreeSet::new();
-    for (i, name) in r.resource_names.iter().flatten().enumerate() {
-        let p = path.child("resourceNames").index(i);
-        errs.extend(each_invalid(&p, name, path_segment(name)));
-        if !seen.insert(name.as_str()) {
-            errs.push(FieldError::duplicate(&p, name.as_str()));
-        }
-    }
-    let ops = r.operations.as_deref().unwrap_or_default();
-    if ops.is_empty() {
-        errs.push(FieldError::required(&path.child("operations"), ""));
-    }
-    if ops.len() > 1 && has_wildcard(ops) {
-        errs.push(FieldError::invalid(
-            &path.child("operations"),
-            ops.to_vec(),
-            "if '*' is present, must not specify other operations",
-        ));
-    }
-    for (i, op) in ops.iter().enumerate() {
-        if !OPERATIONS.contains(&op.as_str()) {
-            errs.push(FieldError::not_supported(
-                &path.child("operations").index(i),
-                op.as_str(),
-                OPERATIONS,
-            ));
-        }
-    }
-    let groups = r.api_groups.as_deref().unwrap_or_default();
-    if groups.is_empty() {
-        errs.push(FieldError::required(&path.child("apiGroups"), ""));
-    }
-    if groups.len() > 1 && has_wildcard(groups) {
-        errs.push(FieldError::invalid(
-            &path.child("apiGroups"),
-            groups.to_vec(),
-            "if '*' is present, must not specify other API groups",
-        ));
-    }
-    let versions = r.api_versions.as_deref().unwrap_or_default();
-    if versions.is_empty() {
-        errs.push(FieldError::required(&path.child("apiVersions"), ""));
-    }
-    if versions.len() > 1 && has_wildcard(versions) {
-        errs.push(FieldError::invalid(
-            &path.child("apiVersions"),
-            versions.to_vec(),
-            "if '*' is present, must not specify other API versions",
-        ));
-    }
-    for (i, v) in versions.iter().enumerate() {
-        if v.is_empty() {
-            errs.push(FieldError::required(
-                &path.child("apiVersions").index(i),
-                "",
-            ));
-        }
-    }
-    errs.extend(validate_resources(
-        r.resources.as_deref().unwrap_or_default(),
-        &path.child("resources"),
-    ));
-    if let Some(scope) = &r.scope
-        && !SCOPES.contains(&scope.as_str())
-    {
-        errs.push(FieldError::not_supported(
-            &path.child("scope"),
-            scope.as_str(),
-            SCOPES,
-        ));
-    }
-    errs
-}
-
-/// Upstream `validateMatchResources` (of an object already defaulted).
-fn validate_match_resources(m: &MatchResources, path: &Path) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    match m.match_policy.as_deref() {
-        None => errs.push(FieldError::required(&path.child("matchPolicy"), "")),
-        Some(p) if !MATCH_POLICIES.contains(&p) => errs.push(FieldError::not_supported(
-            &path.child("matchPolicy"),
-            p,
-            MATCH_POLICIES,
-        )),
-        Some(_) => {}
-    }
-    for (name, sel) in [
-        ("namespaceSelector", &m.namespace_selector),
-        ("objectSelector", &m.object_selector),
-    ] {
-        match sel {
-            None => errs.push(FieldError::required(&path.child(name), "")),
-            Some(s) => errs.extend(validate_label_selector(s, &path.child(name))),
-        }
-    }
-    for (name, rules) in [
-        ("resourceRules", &m.resource_rules),
-        ("excludeResourceRules", &m.exclude_resource_rules),
-    ] {
-        for (i, r) in rules.iter().flatten().enumerate() {
-            errs.extend(validate_rule(r, &path.child(name).index(i)));
-        }
-    }
-    errs
 }
 
 /// Upstream `validateParamKind`.
@@ -619,6 +417,7 @@ pub(crate) fn validate_binding(b: &ValidatingAdmissionPolicyBinding) -> Vec<Fiel
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
     use serde_json::{Value, json};
 
     fn policy(spec: Value) -> ValidatingAdmissionPolicy {

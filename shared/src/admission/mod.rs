@@ -16,6 +16,7 @@
 //! ```
 
 mod admission_policy;
+mod admission_rules;
 mod admission_webhook;
 mod affinity;
 mod apps;

@@ -87,6 +87,7 @@ impl Reconciler for Definitions {
             crd: &crd,
             others: all.iter().collect(),
             remaining: objects.as_ref().map(|(_, o)| o.len()),
+            served: berth_shared::custom::serves_definition(key.name()),
         };
         let now = berth_registry::meta::now_rfc3339();
         let opts = WriteOptions::default();

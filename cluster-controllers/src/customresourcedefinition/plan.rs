@@ -16,6 +16,9 @@ pub struct Observed<'a> {
     /// When the definition is being deleted: how many of its objects remain (`None` when they
     /// could not be counted because it serves no storage version).
     pub remaining: Option<usize>,
+    /// Whether this process's API server serves the definition now: it becomes `Established`
+    /// only then, so a client that sees the condition finds its types.
+    pub served: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -70,14 +73,27 @@ pub fn plan(o: &Observed, now: &str) -> Vec<Action> {
                 "no conflicts found",
                 now,
             );
-            set_condition(
-                &mut status,
-                "Established",
-                true,
-                "InitialNamesAccepted",
-                "the initial names have been accepted",
-                now,
-            );
+            // Established once this process serves the names (upstream's establishing
+            // controller waits for its handler the same way); until then `Installing`.
+            if o.served || berth_shared::custom::is_established(crd) {
+                set_condition(
+                    &mut status,
+                    "Established",
+                    true,
+                    "InitialNamesAccepted",
+                    "the initial names have been accepted",
+                    now,
+                );
+            } else {
+                set_condition(
+                    &mut status,
+                    "Established",
+                    false,
+                    "Installing",
+                    "the initial names have been accepted",
+                    now,
+                );
+            }
         }
         Some((reason, message)) => {
             if !status["acceptedNames"].is_object() {
@@ -258,6 +274,7 @@ mod tests {
                 crd: &c,
                 others: vec![],
                 remaining: None,
+                served: true,
             },
             NOW,
         )[0]
@@ -276,6 +293,7 @@ mod tests {
                 crd: &c,
                 others: vec![],
                 remaining: None,
+                served: true,
             },
             NOW,
         );
@@ -312,11 +330,32 @@ mod tests {
                 &Observed {
                     crd: &again,
                     others: vec![],
-                    remaining: None
+                    remaining: None,
+                    served: true,
                 },
                 "later"
             )
             .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_definition_is_established_only_once_this_process_serves_it() {
+        let c = crd("crontabs", "CronTab", &[]);
+        let o = Observed {
+            crd: &c,
+            others: vec![],
+            remaining: None,
+            served: false,
+        };
+        let actions = plan(&o, NOW);
+        let [Action::WriteStatus(s)] = actions.as_slice() else {
+            panic!("{actions:?}");
+        };
+        assert_eq!(s["conditions"][0]["status"], "True");
+        assert_eq!(
+            (&s["conditions"][1]["status"], &s["conditions"][1]["reason"]),
+            (&json!("False"), &json!("Installing"))
         );
     }
 
@@ -326,13 +365,22 @@ mod tests {
         for (c, reason) in [
             (crd("crontabs", "Other", &[]), "PluralConflict"),
             (crd("others", "Other", &["ct"]), "ShortNamesConflict"),
-            (crd("others", "CronTab", &[]), "KindConflict"),
+            (
+                {
+                    // Its own singular: the one derived from the kind would conflict first.
+                    let mut c = crd("others", "CronTab", &[]);
+                    c["spec"]["names"]["singular"] = json!("other");
+                    c
+                },
+                "KindConflict",
+            ),
         ] {
             let actions = plan(
                 &Observed {
                     crd: &c,
                     others: vec![&other],
                     remaining: None,
+                    served: true,
                 },
                 NOW,
             );
@@ -356,6 +404,7 @@ mod tests {
                 crd: &c,
                 others: vec![],
                 remaining: Some(2),
+                served: true,
             },
             NOW,
         );
@@ -367,6 +416,7 @@ mod tests {
                 crd: &c,
                 others: vec![],
                 remaining: Some(0),
+                served: true,
             },
             NOW,
         );
@@ -377,7 +427,8 @@ mod tests {
                 &Observed {
                     crd: &c,
                     others: vec![],
-                    remaining: Some(1)
+                    remaining: Some(1),
+                    served: true,
                 },
                 NOW
             )

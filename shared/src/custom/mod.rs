@@ -71,6 +71,22 @@ pub fn is_established(crd: &Value) -> bool {
     condition_is_true(crd, "Established")
 }
 
+/// Whether a definition is served: its names are accepted (the controller then marks it
+/// `Established` once its own API server serves it, so a client that sees the condition finds
+/// the types) or it is established already.
+pub fn is_servable(crd: &Value) -> bool {
+    condition_is_true(crd, "NamesAccepted") || is_established(crd)
+}
+
+/// Whether this process serves `name`'s (a definition's) storage version now.
+pub fn serves_definition(name: &str) -> bool {
+    SERVED
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .any(|s| s.definition.name == name)
+}
+
 /// Whether `obj`'s status has a condition of `type_` whose status is `True`.
 pub fn condition_is_true(obj: &Value, type_: &str) -> bool {
     obj.pointer("/status/conditions")
@@ -82,14 +98,14 @@ pub fn condition_is_true(obj: &Value, type_: &str) -> bool {
 }
 
 /// Serves the custom types of `definitions` (stored CustomResourceDefinitions): each
-/// established one's served versions, under its accepted names; everything else stops being
-/// served. `parsed` caches parsed schemas by definition name and resourceVersion, so a change
+/// servable one's ([`is_servable`]) served versions, under its accepted names; everything else
+/// stops being served. `parsed` caches parsed schemas by definition name and resourceVersion, so a change
 /// of one definition does not parse every other again.
 pub fn install(definitions: &[Value], parsed: &mut SchemaCache) {
     // Each served version, with its resource type by value until the table interns it.
     let mut pending = Vec::new();
     let mut keep = Vec::new();
-    for crd in definitions.iter().filter(|c| is_established(c)) {
+    for crd in definitions.iter().filter(|c| is_servable(c)) {
         let Ok(def) = parse_definition(crd) else {
             continue;
         };

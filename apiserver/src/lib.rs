@@ -5,6 +5,7 @@
 //! Service ([`kubernetes_service`]). It depends on the runtime, never on the controllers.
 
 pub mod admission_policies;
+pub mod admission_webhooks;
 pub mod api;
 pub mod certificates;
 pub mod custom_resources;

@@ -314,6 +314,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     // Custom resource types are served by every API server, leader or not.
     berth_apiserver::custom_resources::serve(&ctx.informers);
     berth_apiserver::admission_policies::enforce(&ctx.informers, &registry);
+    berth_apiserver::admission_webhooks::enforce(&ctx.informers, &registry);
     let connections = Arc::new(api::listener::ConnectionStats::default());
     let leader = Arc::new(berth_runtime::leader_election::LeaderStatus::default());
     let store_shared = registry.store().is_shared();

@@ -574,3 +574,88 @@ fn real_projects_definitions_apply_and_judge_their_objects() {
         r.stderr
     );
 }
+
+const OPERATOR_OBJECTS: &str = r#"
+apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
+metadata: {name: web, namespace: default}
+spec:
+  selector: {matchLabels: {app: web}}
+  endpoints: [{port: http, interval: 30s}]
+---
+apiVersion: monitoring.coreos.com/v1
+kind: PrometheusRule
+metadata: {name: alerts, namespace: default}
+spec:
+  groups:
+  - name: web
+    rules:
+    - {alert: WebDown, expr: 'up{job="web"} == 0', for: 5m}
+---
+apiVersion: postgresql.cnpg.io/v1
+kind: Cluster
+metadata: {name: db, namespace: default}
+spec:
+  instances: 3
+  storage: {size: 1Gi}
+"#;
+
+#[test]
+fn operators_definitions_apply_and_judge_their_objects() {
+    let c = Controller::start();
+    let k = c.kubectl();
+    let root = berth_tests::controller::workspace_root().join("tests/manifests/crds");
+    let (prom, cnpg) = (
+        root.join("prometheus-operator"),
+        root.join("cloudnative-pg"),
+    );
+    let out = k.ok(&[
+        "apply",
+        "--server-side",
+        "-f",
+        prom.to_str().unwrap(),
+        "-f",
+        cnpg.to_str().unwrap(),
+    ]);
+    assert_eq!(out.matches("serverside-applied").count(), 8, "{out}");
+    k.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd",
+        "--all",
+        "--timeout=10s",
+    ]);
+    k.ok_stdin(&["apply", "-f", "-"], OPERATOR_OBJECTS);
+    // CloudNativePG's defaults, from its schema.
+    let db: Value = serde_json::from_str(&k.ok(&["get", "cluster", "db", "-o", "json"])).unwrap();
+    assert_eq!(db["spec"]["primaryUpdateStrategy"], "unsupervised", "{db}");
+    assert_eq!(db["spec"]["logLevel"], "info", "{db}");
+    let out = k.ok(&["get", "clusters.postgresql.cnpg.io"]);
+    let table = Table::parse(&out).unwrap();
+    assert_eq!(
+        table.headers,
+        ["NAME", "AGE", "INSTANCES", "READY", "STATUS", "PRIMARY"],
+        "{out}"
+    );
+    // A list-map keyed by name refuses a repeated key; a CEL rule refuses both image fields.
+    let dup = k.fails_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata: {name: dup, namespace: default}\nspec:\n  groups:\n  - {name: web, rules: [{alert: A, expr: up}]}\n  - {name: web, rules: [{alert: B, expr: up}]}\n",
+    );
+    assert!(
+        dup.stderr.contains("spec.groups[1]: Duplicate value"),
+        "{}",
+        dup.stderr
+    );
+    let both = k.fails_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: postgresql.cnpg.io/v1\nkind: Cluster\nmetadata: {name: bad, namespace: default}\nspec:\n  instances: 3\n  imageName: postgres:17\n  imageCatalogRef: {apiGroup: postgresql.cnpg.io, kind: ImageCatalog, name: pg, major: 17}\n  storage: {size: 1Gi}\n",
+    );
+    assert!(
+        both.stderr.contains(
+            "spec: Invalid value: \"object\": imageName and imageCatalogRef are mutually exclusive"
+        ),
+        "{}",
+        both.stderr
+    );
+}

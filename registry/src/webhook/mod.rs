@@ -272,10 +272,15 @@ impl Registry {
             &installed.validating
         };
         let hooks: Vec<&Hook> = configurations.iter().flat_map(|c| c.iter()).collect();
-        if hooks.is_empty() {
+        let rt = w.rt;
+        // Upstream never sends the webhook configurations themselves to webhooks, so a
+        // broken webhook can always be removed.
+        if hooks.is_empty()
+            || rt == resource::VALIDATING_WEBHOOK_CONFIGURATIONS
+            || rt == resource::MUTATING_WEBHOOK_CONFIGURATIONS
+        {
             return Ok(());
         }
-        let rt = w.rt;
         let equivalents: Vec<&str> = resource::RESOURCES
             .iter()
             .filter(|r| r.group == rt.group && r.plural == rt.plural && r.version != rt.version)

@@ -405,3 +405,117 @@ fn webhook_urls_split_into_host_port_and_path() {
         assert_eq!(dispatch::split_url(url), want, "{url}");
     }
 }
+
+/// The registry's create, update and delete paths call the installed webhooks: a patch is
+/// stored, a denial answers with the webhook's code, deletes are asked about, and the webhook
+/// configurations themselves are never sent to webhooks.
+#[test]
+fn the_write_path_calls_the_installed_webhooks() {
+    use std::sync::Arc;
+
+    use crate::{DeleteOptions, Part, RegistryError, WriteOptions, testing};
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("dir: {e}"));
+    let registry = testing::registry(dir.path());
+    let configmaps = berth_shared::resource::by_plural("", "v1", "configmaps")
+        .unwrap_or_else(|| panic!("configmaps"));
+    let rule = json!([{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"]}]);
+    let hook = |path: &str| {
+        json!({"name": format!("{}.example.com", &path[1..]),
+               "clientConfig": {"url": format!("https://127.0.0.1:9443{path}")},
+               "rules": rule, "sideEffects": "None", "admissionReviewVersions": ["v1"],
+               "failurePolicy": "Fail", "timeoutSeconds": 10})
+    };
+    let mutating = json!({"kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "m", "uid": "m", "resourceVersion": "1"}, "webhooks": [hook("/stamp")]});
+    let validating = json!({"kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "v", "uid": "v", "resourceVersion": "1"}, "webhooks": [hook("/judge")]});
+    registry.admission_webhooks().install(
+        std::slice::from_ref(&validating),
+        std::slice::from_ref(&mutating),
+    );
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let transport = {
+        let seen = seen.clone();
+        fake(move |path, review| {
+            let op = review["request"]["operation"].as_str().unwrap_or_default();
+            seen.lock().unwrap_or_else(|e| e.into_inner()).push(format!(
+                "{} {op}",
+                path.split('?').next().unwrap_or_default()
+            ));
+            let name = review["request"]["name"].as_str().unwrap_or_default();
+            Ok(match (path.starts_with("/stamp"), op, name) {
+                (true, "CREATE" | "UPDATE", _) => patch(json!([
+                    {"op": "add", "path": "/data/stamped", "value": "yes"}])),
+                (false, _, "bad") => json!({"allowed": false,
+                    "status": {"code": 403, "reason": "Forbidden", "message": "bad names are refused"}}),
+                _ => json!({"allowed": true}),
+            })
+        })
+    };
+    registry
+        .admission_webhooks()
+        .set_transport(Arc::new(transport));
+    let cm = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "1"}});
+    let opts = WriteOptions::default();
+    let stored = registry
+        .create(configmaps, Some("default"), cm("good"), &opts)
+        .unwrap_or_else(|e| panic!("create: {e}"));
+    assert_eq!(stored["data"]["stamped"], "yes");
+    let e = registry
+        .create(configmaps, Some("default"), cm("bad"), &opts)
+        .err();
+    let Some(RegistryError::WebhookDenied {
+        code,
+        reason,
+        message,
+    }) = e
+    else {
+        panic!("expected a denial, got {e:?}")
+    };
+    assert_eq!((code, reason), (403, "Forbidden"));
+    assert_eq!(
+        message,
+        "admission webhook \"judge.example.com\" denied the request: bad names are refused"
+    );
+    let mut changed = cm("good");
+    changed["data"]["a"] = json!("2");
+    let updated = registry
+        .update(
+            configmaps,
+            Some("default"),
+            "good",
+            changed,
+            Part::Main,
+            &opts,
+        )
+        .unwrap_or_else(|e| panic!("update: {e}"));
+    assert_eq!(updated["data"]["stamped"], "yes");
+    registry
+        .delete(
+            configmaps,
+            Some("default"),
+            "good",
+            &DeleteOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("delete: {e}"));
+    let configurations = berth_shared::resource::VALIDATING_WEBHOOK_CONFIGURATIONS;
+    let own = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "bad"}, "webhooks": [hook("/judge")]});
+    registry
+        .create(configurations, None, own, &opts)
+        .unwrap_or_else(|e| panic!("a webhook configuration is not sent to webhooks: {e}"));
+    let seen = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert_eq!(
+        seen,
+        [
+            "/stamp CREATE",
+            "/judge CREATE",
+            "/stamp CREATE",
+            "/judge CREATE",
+            "/stamp UPDATE",
+            "/judge UPDATE",
+            "/stamp DELETE",
+            "/judge DELETE",
+        ]
+    );
+}

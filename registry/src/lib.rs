@@ -24,11 +24,11 @@ pub mod priority;
 pub mod service_ips;
 pub mod serviceaccount;
 pub mod storage_classes;
-pub mod webhook;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 #[cfg(test)]
 mod tests;
+pub mod webhook;
 
 pub use delete::{DeleteOptions, DeleteOutcome, DeletePreconditions, Propagation};
 pub use keys::{key_of_value, object_key, parse_key, prefix};

@@ -20,6 +20,8 @@ use rcgen::{CertificateParams, Issuer, KeyPair, SanType};
 use serde_json::{Value, json};
 
 const REFUSE_ANNOTATION: &str = "webhook.example.com/refuse";
+/// The Service the service-referenced webhook is reached through, as its TLS name.
+const SERVICE_DNS_NAME: &str = "hook-svc.hooked.svc";
 const REFUSAL: &str = "pods annotated webhook.example.com/refuse are not welcome";
 
 /// A blocking HTTPS server answering AdmissionReviews by path.
@@ -45,7 +47,14 @@ fn tls_config() -> (Arc<rustls::ServerConfig>, String) {
     let key = KeyPair::generate().unwrap_or_else(|e| panic!("rcgen: {e}"));
     let mut params =
         CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| panic!("rcgen: {e}"));
-    params.subject_alt_names = vec![SanType::IpAddress([127, 0, 0, 1].into())];
+    params.subject_alt_names = vec![
+        SanType::IpAddress([127, 0, 0, 1].into()),
+        SanType::DnsName(
+            SERVICE_DNS_NAME
+                .try_into()
+                .unwrap_or_else(|e| panic!("DNS name: {e}")),
+        ),
+    ];
     let cert = params
         .signed_by(&key, &issuer)
         .unwrap_or_else(|e| panic!("rcgen: {e}"));
@@ -522,4 +531,83 @@ fn a_webhook_adds_little_admission_latency_over_its_own_handling() {
          ({N} requests each)",
         added.saturating_sub(handled)
     );
+}
+
+/// `clientConfig.service`: the webhook is reached at a ready endpoint of the Service's
+/// EndpointSlices (here a selectorless Service whose slice points at this test's server),
+/// its certificate checked for the Service's DNS name; the configuration objects themselves
+/// are validated as upstream validates them.
+#[test]
+fn a_service_webhook_is_reached_through_its_endpoint_slices() {
+    let c = Controller::start();
+    let server = WebhookServer::start();
+    c.kubectl_ok(&["create", "namespace", "hooked"]);
+    c.apply_stdin(
+        &json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "hook-svc", "namespace": "hooked"},
+            "spec": {"ports": [{"name": "https", "port": 443, "targetPort": server.port}]}})
+        .to_string(),
+    );
+    c.apply_stdin(
+        &json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "hook-svc-manual", "namespace": "hooked",
+                         "labels": {"kubernetes.io/service-name": "hook-svc"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}],
+            "ports": [{"name": "https", "port": server.port, "protocol": "TCP"}]})
+        .to_string(),
+    );
+    let mut hook = webhook(
+        "service.webhooks.example.com",
+        "unused",
+        &server.ca_bundle(),
+        json!({}),
+    );
+    hook["clientConfig"] = json!({
+        "service": {"namespace": "hooked", "name": "hook-svc", "path": "/validate"},
+        "caBundle": server.ca_bundle(),
+    });
+    c.apply_stdin(&configuration(
+        "ValidatingWebhookConfiguration",
+        "by-service",
+        vec![hook.clone()],
+    ));
+    let refused = pod("refused", json!({}), json!({REFUSE_ANNOTATION: "please"}));
+    wait_until(&c, "the service webhook", &refused, false);
+    let r = c
+        .kubectl()
+        .fails_stdin(&["create", "-n", "hooked", "-f", "-"], &refused);
+    assert!(
+        r.stderr.contains(&format!(
+            "admission webhook \"service.webhooks.example.com\" denied the request: {REFUSAL}"
+        )),
+        "{}",
+        r.describe()
+    );
+    let r = c.kubectl().run_stdin(
+        &["create", "-n", "hooked", "-f", "-"],
+        &pod("welcome", json!({}), json!({})),
+    );
+    assert!(
+        r.success()
+            && r.stderr
+                .contains("checked by the test webhook at /validate"),
+        "{}",
+        r.describe()
+    );
+
+    // Upstream's validation of the configuration itself.
+    let mut invalid = hook;
+    invalid["name"] = json!("two.segments");
+    invalid["sideEffects"] = json!("Some");
+    let r = c.kubectl().fails_stdin(
+        &["apply", "-f", "-"],
+        &configuration("ValidatingWebhookConfiguration", "invalid", vec![invalid]),
+    );
+    for want in [
+        "webhooks[0].name: Invalid value: \"two.segments\": should be a domain with at least three segments separated by dots",
+        "webhooks[0].sideEffects: Unsupported value: \"Some\": supported values: \"None\", \"NoneOnDryRun\"",
+    ] {
+        assert!(r.stderr.contains(want), "{want}\n{}", r.describe());
+    }
 }

@@ -223,6 +223,21 @@ fn a_definition_serves_its_custom_resources_as_upstream() {
     let scaled: Value =
         serde_json::from_str(&k.ok(&["get", "bk", "nightly", "-o", "json"])).unwrap();
     assert_eq!(scaled["spec"]["replicas"], 4);
+    // The scale is recorded under the client's manager, not the controller's.
+    let stored = c
+        .admin_api()
+        .get_ok("/apis/berth.example.com/v1/namespaces/default/backups/nightly");
+    let managers: Vec<&str> = stored["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert!(
+        managers.iter().any(|m| m.starts_with("kubectl"))
+            && !managers.contains(&"berth-controller"),
+        "{managers:?}"
+    );
     let scale = c
         .admin_api()
         .get_ok("/apis/berth.example.com/v1/namespaces/default/backups/nightly/scale");

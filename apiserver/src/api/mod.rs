@@ -485,7 +485,9 @@ async fn serve_resource(
             };
             match (sub, written_part(rt, sub)) {
                 (Some("scale"), _) if rt.has_scale => {
-                    subresource::put_scale(&state, rt, ns, name, body, &query).await
+                    // The request's own options: its manager (else its user-agent's) and
+                    // identity, as for any write.
+                    subresource::put_scale(&state, rt, ns, name, body, write_options()?).await
                 }
                 (_, Some(part)) => {
                     let opts = write_options()?;
@@ -500,8 +502,8 @@ async fn serve_resource(
             let body = body::read_raw(body, &parts.headers).await?;
             match (sub, written_part(rt, sub)) {
                 (Some("scale"), _) if rt.has_scale => {
-                    subresource::patch_scale(&state, rt, ns, name, &content_type, body, &query)
-                        .await
+                    let opts = write_options()?;
+                    subresource::patch_scale(&state, rt, ns, name, &content_type, body, opts).await
                 }
                 (_, Some(part)) => {
                     let opts = write_options()?;

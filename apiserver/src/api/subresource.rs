@@ -219,9 +219,8 @@ pub async fn put_scale(
     ns: Option<&str>,
     name: &str,
     mut body: Value,
-    q: &Query,
+    opts: WriteOptions,
 ) -> Result<Response, ApiError> {
-    let opts = super::query::write_options(q)?;
     check_scale_type(&mut body)?;
     meta::set_namespace(rt, ns, &mut body)?;
     meta::check_name(&body, name)?;
@@ -260,11 +259,10 @@ pub async fn patch_scale(
     name: &str,
     content_type: &str,
     raw: Bytes,
-    q: &Query,
+    opts: WriteOptions,
 ) -> Result<Response, ApiError> {
     let pt = PatchType::from_content_type(content_type).ok_or(ApiError::UnsupportedMediaType)?;
     let doc = super::body::decode("application/json", &raw)?;
-    let opts = super::query::write_options(q)?;
     let (url_ns, url_name) = (ns.map(String::from), name.to_string());
     write_scale(state, rt, ns, name, opts, move |cur| {
         let (ns, name) = (url_ns.as_deref(), &url_name);

@@ -33,6 +33,9 @@ struct WebhookServer {
     release: Arc<(Mutex<bool>, Condvar)>,
     /// Time spent inside the handler for each review, from request read to answer written.
     handled: Arc<Mutex<Vec<Duration>>>,
+    /// Every connection accepted, to cut them when the server stops (the API server keeps
+    /// connections alive between calls).
+    open: Arc<Mutex<Vec<TcpStream>>>,
     accept: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -179,8 +182,10 @@ impl WebhookServer {
         let stopped = Arc::new(AtomicBool::new(false));
         let release = Arc::new((Mutex::new(false), Condvar::new()));
         let handled = Arc::new(Mutex::new(Vec::new()));
+        let open = Arc::new(Mutex::new(Vec::new()));
         let accept = {
             let (stopped, release, handled) = (stopped.clone(), release.clone(), handled.clone());
+            let open = open.clone();
             std::thread::spawn(move || {
                 for tcp in listener.incoming() {
                     if stopped.load(Ordering::SeqCst) {
@@ -188,6 +193,9 @@ impl WebhookServer {
                     }
                     let Ok(tcp) = tcp else { continue };
                     let _ = tcp.set_nodelay(true);
+                    if let Ok(clone) = tcp.try_clone() {
+                        open.lock().unwrap_or_else(|e| e.into_inner()).push(clone);
+                    }
                     let (config, release, handled) =
                         (config.clone(), release.clone(), handled.clone());
                     std::thread::spawn(move || serve(tcp, config, release, handled));
@@ -200,6 +208,7 @@ impl WebhookServer {
             stopped,
             release,
             handled,
+            open,
             accept: Some(accept),
         }
     }
@@ -212,13 +221,21 @@ impl WebhookServer {
         B64.encode(&self.ca_pem)
     }
 
-    /// Closes the listener: calls are refused from now on.
+    /// Closes the listener and every connection: calls are refused from now on.
     fn stop(&mut self) {
         self.stopped.store(true, Ordering::SeqCst);
         // Wakes the accept loop so it sees the flag and drops the listener.
         let _ = TcpStream::connect(("127.0.0.1", self.port));
         if let Some(t) = self.accept.take() {
             let _ = t.join();
+        }
+        for tcp in self
+            .open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            let _ = tcp.shutdown(std::net::Shutdown::Both);
         }
     }
 }

@@ -8,6 +8,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -19,6 +20,7 @@ use berth_tests::client::Req;
 use rcgen::{CertificateParams, Issuer, KeyPair, SanType};
 use serde_json::{Value, json};
 
+const KUBECTL_1_27: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.27";
 const REFUSE_ANNOTATION: &str = "webhook.example.com/refuse";
 /// The Service the service-referenced webhook is reached through, as its TLS name.
 const SERVICE_DNS_NAME: &str = "hook-svc.hooked.svc";
@@ -336,17 +338,22 @@ fn webhooks_mutate_and_validate_pods_and_failures_follow_the_failure_policy() {
     let refused = pod("refused", json!({}), json!({REFUSE_ANNOTATION: "please"}));
     wait_until(&c, "the validating webhook", &refused, false);
 
-    // The validating webhook's refusal, as kubectl prints it.
-    let r = c
-        .kubectl()
-        .fails_stdin(&["create", "-n", "hooked", "-f", "-"], &refused);
-    assert!(
-        r.stderr.contains(&format!(
-            "admission webhook \"refuse.webhooks.example.com\" denied the request: {REFUSAL}"
-        )),
-        "{}",
-        r.describe()
-    );
+    // The validating webhook's refusal, as kubectl prints it (the default, 1.27 and 1.20).
+    for kubectl in [
+        c.kubectl(),
+        c.kubectl().with_binary(Path::new(KUBECTL_1_27)),
+        c.kubectl()
+            .with_binary(&berth_tests::kubectl::kubectl_1_20()),
+    ] {
+        let r = kubectl.fails_stdin(&["create", "-n", "hooked", "-f", "-"], &refused);
+        assert!(
+            r.stderr.contains(&format!(
+                "admission webhook \"refuse.webhooks.example.com\" denied the request: {REFUSAL}"
+            )),
+            "{}",
+            r.describe()
+        );
+    }
     // Outside the namespace selector, the same pod is admitted.
     c.kubectl()
         .ok_stdin(&["create", "-n", "elsewhere", "-f", "-"], &refused);

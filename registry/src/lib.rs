@@ -232,7 +232,11 @@ fn admit_object(
     opts: &WriteOptions,
 ) -> Result<(), RegistryError> {
     if !rt.custom {
-        return admission::admit(rt.kind, op, obj, old).map_err(|e| admission_error(rt, name, e));
+        admission::admit(rt.kind, op, obj, old).map_err(|e| admission_error(rt, name, e))?;
+        if rt == resource::CUSTOM_RESOURCE_DEFINITIONS {
+            opts.warnings.extend(crd_format_warnings(obj));
+        }
+        return Ok(());
     }
     let served =
         berth_shared::custom::served(rt).ok_or_else(|| RegistryError::not_found(rt, name))?;
@@ -243,6 +247,18 @@ fn admit_object(
         opts.warnings.extend(unknown);
     }
     Ok(())
+}
+
+/// Upstream's warnings on a definition whose string schemas name formats nothing validates
+/// (`unrecognized format "quantity"`), over every version.
+fn crd_format_warnings(crd: &Value) -> Vec<String> {
+    crd.pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.pointer("/schema/openAPIV3Schema"))
+        .flat_map(berth_shared::schema::unrecognized_format_warnings)
+        .collect()
 }
 
 /// Kinds whose `metadata.generation` tracks changes of their spec.

@@ -674,3 +674,55 @@ fn operators_definitions_apply_and_judge_their_objects() {
         both.stderr
     );
 }
+
+const TEMPLATES: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: templates.berth.example.com
+spec:
+  group: berth.example.com
+  scope: Namespaced
+  names: {plural: templates, kind: Template}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: string, format: quantity}
+              template:
+                type: object
+                x-kubernetes-embedded-resource: true
+                x-kubernetes-preserve-unknown-fields: true
+"#;
+
+#[test]
+fn formats_nothing_checks_are_warned_of_and_embedded_metadata_is_judged() {
+    let c = Controller::start();
+    let k = c.kubectl();
+    let r = k.run_stdin(&["apply", "-f", "-"], TEMPLATES);
+    assert!(r.status.is_some_and(|s| s.success()), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains(r#"Warning: unrecognized format "quantity""#),
+        "{}",
+        r.stderr
+    );
+    establish(&c, TEMPLATES, "templates.berth.example.com");
+    let bad = k.fails_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: berth.example.com/v1\nkind: Template\nmetadata: {name: t, namespace: default}\nspec:\n  template:\n    apiVersion: v1\n    kind: ConfigMap\n    metadata: {name: inner, labels: {app: 'not a value!'}}\n",
+    );
+    assert!(
+        bad.stderr
+            .contains(r#"spec.template.metadata.labels: Invalid value: "not a value!""#),
+        "{}",
+        bad.stderr
+    );
+}

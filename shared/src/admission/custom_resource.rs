@@ -6,6 +6,9 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
+use std::collections::BTreeMap;
+
+use super::field::Path;
 use super::{AdmissionError, Operation, meta};
 use crate::custom::Served;
 
@@ -46,6 +49,10 @@ pub fn admit_custom(
     };
     let old = old.filter(|_| op == Operation::Update);
     if let Some(s) = &served.structural {
+        // Embedded resources' metadata: their labels and annotations, as ObjectMeta's.
+        for (path, embedded) in s.embedded_metadata(obj) {
+            errs.extend(embedded_meta_errors(&path, embedded));
+        }
         // On an update, errors in values the update leaves as they were are not reported
         // (upstream's validation ratcheting).
         errs.extend(match old {
@@ -65,6 +72,26 @@ pub fn admit_custom(
         return Err(AdmissionError::Invalid(errs));
     }
     Ok(unknown)
+}
+
+/// Upstream's label and annotation rules for an embedded resource's `metadata` at `path`
+/// (`spec.template.metadata`); what does not decode as string maps is the schema's to report.
+fn embedded_meta_errors(path: &str, metadata: &Value) -> Vec<super::FieldError> {
+    let map = |key: &str| -> Option<BTreeMap<String, String>> {
+        serde_json::from_value(metadata.get(key)?.clone()).ok()
+    };
+    let at = Path::new(path);
+    let mut errs = Vec::new();
+    if let Some(labels) = map("labels") {
+        errs.extend(meta::validate_labels(&labels, &at.child("labels")));
+    }
+    if let Some(annotations) = map("annotations") {
+        errs.extend(meta::validate_annotations(
+            &annotations,
+            &at.child("annotations"),
+        ));
+    }
+    errs
 }
 
 fn decode_meta(obj: &Value) -> Result<ObjectMeta, AdmissionError> {

@@ -239,9 +239,19 @@ fn call(
         .get("uid")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let response = transport
-        .post(&call)
-        .map_err(|e| format!("failed to call webhook: Post \"{}\": {e}", call.url()))?;
+    let start = std::time::Instant::now();
+    let response = transport.post(&call);
+    tracing::debug!(
+        webhook = %hook.name,
+        configuration = %hook.configuration,
+        operation = req.attributes.operation.as_str(),
+        resource = req.attributes.resource,
+        ok = response.is_ok(),
+        elapsed_us = start.elapsed().as_micros() as u64,
+        "admission webhook called"
+    );
+    let response =
+        response.map_err(|e| format!("failed to call webhook: Post \"{}\": {e}", call.url()))?;
     review::answer(&hook.name, uid, &response, mutating)
 }
 

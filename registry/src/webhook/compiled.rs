@@ -15,6 +15,30 @@ use serde_json::Value;
 
 use crate::admission_policy::matching::Constraints;
 
+/// An `AdmissionReview` version the API server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReviewVersion {
+    V1,
+    V1beta1,
+}
+
+impl ReviewVersion {
+    pub fn parse(v: &str) -> Option<ReviewVersion> {
+        match v {
+            "v1" => Some(ReviewVersion::V1),
+            "v1beta1" => Some(ReviewVersion::V1beta1),
+            _ => None,
+        }
+    }
+
+    pub fn api_version(self) -> &'static str {
+        match self {
+            ReviewVersion::V1 => "admission.k8s.io/v1",
+            ReviewVersion::V1beta1 => "admission.k8s.io/v1beta1",
+        }
+    }
+}
+
 /// Where a webhook is served.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Client {
@@ -44,8 +68,9 @@ pub struct Hook {
     pub timeout: Duration,
     /// `sideEffects` is `None` or `NoneOnDryRun`: the webhook may be called for dry runs.
     pub dry_run_safe: bool,
-    /// `admissionReviewVersions` lists `v1` (the only version Berth sends).
-    pub speaks_v1: bool,
+    /// The review version sent: the first of `admissionReviewVersions` the API server
+    /// knows (`v1`, `v1beta1`), as upstream picks it; `None` fails every call.
+    pub review_version: Option<ReviewVersion>,
     /// `reinvocationPolicy: IfNeeded` (mutating webhooks only).
     pub reinvoke_if_needed: bool,
     pub client: Client,
@@ -149,7 +174,10 @@ fn compile(configuration: &str, f: Fields<'_>, reinvoke_if_needed: bool) -> Hook
         ignore_failures: f.failure_policy == Some("Ignore"),
         timeout: Duration::from_secs(timeout),
         dry_run_safe: matches!(f.side_effects, "None" | "NoneOnDryRun"),
-        speaks_v1: f.admission_review_versions.iter().any(|v| v == "v1"),
+        review_version: f
+            .admission_review_versions
+            .iter()
+            .find_map(|v| ReviewVersion::parse(v)),
         reinvoke_if_needed,
         client: client(f.client_config),
         ca_bundle: f
@@ -236,7 +264,7 @@ mod tests {
                 "name": "norules.example.com",
                 "clientConfig": {"url": "https://h/x"},
                 "sideEffects": "Some",
-                "admissionReviewVersions": ["v1beta1"],
+                "admissionReviewVersions": ["v2"],
             }],
         });
         let hooks = Hook::mutating(&obj);
@@ -253,13 +281,15 @@ mod tests {
             }
         );
         assert_eq!(h.ca_bundle.as_deref(), Some(&b"ca"[..]));
-        assert!(h.ignore_failures && h.dry_run_safe && h.speaks_v1 && h.reinvoke_if_needed);
+        assert!(h.ignore_failures && h.dry_run_safe && h.reinvoke_if_needed);
+        assert_eq!(h.review_version, Some(ReviewVersion::V1beta1));
         assert_eq!(h.timeout, Duration::from_secs(3));
         assert!(h.has_rules() && h.constraints.is_ok());
         assert!(h.match_conditions[0].1.is_ok());
         let n = &hooks[1];
         assert!(!n.has_rules());
-        assert!(!n.ignore_failures && !n.dry_run_safe && !n.speaks_v1 && !n.reinvoke_if_needed);
+        assert!(!n.ignore_failures && !n.dry_run_safe && !n.reinvoke_if_needed);
+        assert_eq!(n.review_version, None);
         assert_eq!(n.timeout, Duration::from_secs(10));
         assert_eq!(n.client, Client::Url("https://h/x".into()));
     }

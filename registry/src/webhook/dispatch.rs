@@ -200,9 +200,9 @@ fn call(
     transport: &dyn Transport,
     lookup: &dyn Lookup,
 ) -> Result<review::Answer, String> {
-    if !hook.speaks_v1 {
+    let Some(version) = hook.review_version else {
         return Err("webhook does not accept known AdmissionReview versions".to_string());
-    }
+    };
     let (host, port, path, server_name) = match &hook.client {
         Client::Url(url) => {
             let (host, port, path) = split_url(url)?;
@@ -224,7 +224,7 @@ fn call(
             )
         }
     };
-    let body = review::review(req.request, object, req.attributes.old_object);
+    let body = review::review(version, req.request, object, req.attributes.old_object);
     let call = Call {
         host,
         port,
@@ -252,7 +252,7 @@ fn call(
     );
     let response =
         response.map_err(|e| format!("failed to call webhook: Post \"{}\": {e}", call.url()))?;
-    review::answer(&hook.name, uid, &response, mutating)
+    review::answer(version, &hook.name, uid, &response, mutating)
 }
 
 /// A failed call: refused under Fail, logged and passed over under Ignore.

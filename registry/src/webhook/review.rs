@@ -5,8 +5,15 @@
 use base64::Engine;
 use serde_json::{Value, json};
 
+use super::compiled::ReviewVersion;
+
 /// The review sent for `request` (upstream's `AdmissionRequest`, objects included).
-pub fn review(request: &Value, object: Option<&Value>, old_object: Option<&Value>) -> Value {
+pub fn review(
+    version: ReviewVersion,
+    request: &Value,
+    object: Option<&Value>,
+    old_object: Option<&Value>,
+) -> Value {
     let mut req = request.clone();
     if let Some(o) = object {
         req["object"] = o.clone();
@@ -14,7 +21,7 @@ pub fn review(request: &Value, object: Option<&Value>, old_object: Option<&Value
     if let Some(o) = old_object {
         req["oldObject"] = o.clone();
     }
-    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req})
+    json!({"apiVersion": version.api_version(), "kind": "AdmissionReview", "request": req})
 }
 
 /// A webhook's answer, checked.
@@ -69,7 +76,14 @@ fn denial(webhook: &str, status: Option<&Value>) -> Denial {
 
 /// Reads a webhook's response body for the request `uid`. `Err` is a failed call (decided by
 /// the failure policy), worded as upstream's `failed calling webhook` causes.
-pub fn answer(webhook: &str, uid: &str, body: &[u8], mutating: bool) -> Result<Answer, String> {
+/// A `v1beta1` answer is read as upstream reads it: its apiVersion, kind and uid unchecked.
+pub fn answer(
+    version: ReviewVersion,
+    webhook: &str,
+    uid: &str,
+    body: &[u8],
+    mutating: bool,
+) -> Result<Answer, String> {
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| format!("failed to decode webhook response: {e}"))?;
     let api_version = v
@@ -77,7 +91,8 @@ pub fn answer(webhook: &str, uid: &str, body: &[u8], mutating: bool) -> Result<A
         .and_then(Value::as_str)
         .unwrap_or_default();
     let kind = v.get("kind").and_then(Value::as_str).unwrap_or_default();
-    if api_version != "admission.k8s.io/v1" || kind != "AdmissionReview" {
+    let v1 = version == ReviewVersion::V1;
+    if v1 && (api_version != "admission.k8s.io/v1" || kind != "AdmissionReview") {
         return Err(format!(
             "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {api_version}, Kind={kind}"
         ));
@@ -89,7 +104,7 @@ pub fn answer(webhook: &str, uid: &str, body: &[u8], mutating: bool) -> Result<A
         .get("uid")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    if got != uid {
+    if v1 && got != uid {
         return Err(format!("expected response.uid=\"{uid}\", got \"{got}\""));
     }
     let allowed = response
@@ -157,13 +172,21 @@ mod tests {
     fn the_review_carries_the_request_and_its_objects() {
         let req = json!({"uid": "u1", "operation": "UPDATE"});
         let (new, old) = (json!({"a": 1}), json!({"a": 0}));
-        let r = review(&req, Some(&new), Some(&old));
+        let r = review(ReviewVersion::V1, &req, Some(&new), Some(&old));
         assert_eq!(r["apiVersion"], "admission.k8s.io/v1");
         assert_eq!(r["kind"], "AdmissionReview");
         assert_eq!(r["request"]["uid"], "u1");
         assert_eq!(r["request"]["object"], new);
         assert_eq!(r["request"]["oldObject"], old);
-        assert!(review(&req, None, None)["request"].get("object").is_none());
+        assert!(
+            review(ReviewVersion::V1, &req, None, None)["request"]
+                .get("object")
+                .is_none()
+        );
+        assert_eq!(
+            review(ReviewVersion::V1beta1, &req, None, None)["apiVersion"],
+            "admission.k8s.io/v1beta1"
+        );
     }
 
     #[test]
@@ -221,10 +244,24 @@ mod tests {
             ),
         ];
         for (name, response, mutating, want) in cases {
-            assert_eq!(answer(w, "u", &body(response), mutating), want, "{name}");
+            assert_eq!(
+                answer(ReviewVersion::V1, w, "u", &body(response), mutating),
+                want,
+                "{name}"
+            );
         }
+        // v1beta1, as upstream: neither the type nor the uid is checked.
+        let beta = br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","response":{"uid":"other","allowed":true}}"#;
+        assert!(answer(ReviewVersion::V1beta1, w, "u", beta, false).is_ok_and(|a| a.allowed));
+        assert!(answer(ReviewVersion::V1, w, "u", beta, false).is_err());
         assert_eq!(
-            answer(w, "u", br#"{"apiVersion":"v1","kind":"Status"}"#, false),
+            answer(
+                ReviewVersion::V1,
+                w,
+                "u",
+                br#"{"apiVersion":"v1","kind":"Status"}"#,
+                false
+            ),
             Err("expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got v1, Kind=Status".into())
         );
     }

@@ -304,38 +304,26 @@ fn a_definition_serves_its_custom_resources_as_upstream() {
     );
 }
 
-const WIDGETS: &str = r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: widgets.berth.example.com
-spec:
-  group: berth.example.com
-  scope: Cluster
-  names: {plural: widgets, kind: Widget}
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: STORE_ALPHA
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, properties: {size: {type: integer}}}
-  - name: v1
-    served: true
-    storage: STORE_V1
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, properties: {size: {type: integer}}}
-"#;
+/// A definition in group `berth.example.com` with `versions` (YAML list items at the
+/// versions' indentation).
+fn definition(plural: &str, kind: &str, scope: &str, versions: &str) -> String {
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: {plural}.berth.example.com\nspec:\n  group: berth.example.com\n  scope: {scope}\n  names: {{plural: {plural}, kind: {kind}}}\n  versions:\n{versions}"
+    )
+}
 
+/// One served version whose `spec` has the given properties (a YAML flow map).
+fn version(name: &str, storage: bool, spec_properties: &str) -> String {
+    format!(
+        "  - name: {name}\n    served: true\n    storage: {storage}\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec: {{type: object, properties: {spec_properties}}}\n"
+    )
+}
+
+/// Widgets in v1alpha1 and v1, one of them the storage version.
 fn widgets(storage_v1: bool) -> String {
-    WIDGETS
-        .replace("STORE_ALPHA", &(!storage_v1).to_string())
-        .replace("STORE_V1", &storage_v1.to_string())
+    let size = "{size: {type: integer}}";
+    let versions = version("v1alpha1", !storage_v1, size) + &version("v1", storage_v1, size);
+    definition("widgets", "Widget", "Cluster", &versions)
 }
 
 #[test]
@@ -675,38 +663,22 @@ fn operators_definitions_apply_and_judge_their_objects() {
     );
 }
 
-const TEMPLATES: &str = r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: templates.berth.example.com
-spec:
-  group: berth.example.com
-  scope: Namespaced
-  names: {plural: templates, kind: Template}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              size: {type: string, format: quantity}
-              template:
-                type: object
-                x-kubernetes-embedded-resource: true
-                x-kubernetes-preserve-unknown-fields: true
-"#;
+/// Templates: a string of an unchecked format and an embedded resource.
+fn templates() -> String {
+    let spec = "{size: {type: string, format: quantity}, template: {type: object, x-kubernetes-embedded-resource: true, x-kubernetes-preserve-unknown-fields: true}}";
+    definition(
+        "templates",
+        "Template",
+        "Namespaced",
+        &version("v1", true, spec),
+    )
+}
 
 #[test]
 fn formats_nothing_checks_are_warned_of_and_embedded_metadata_is_judged() {
     let c = Controller::start();
     let k = c.kubectl();
-    let r = k.run_stdin(&["apply", "-f", "-"], TEMPLATES);
+    let r = k.run_stdin(&["apply", "-f", "-"], &templates());
     assert!(r.status.is_some_and(|s| s.success()), "{}", r.stderr);
     assert!(
         r.stderr
@@ -714,7 +686,7 @@ fn formats_nothing_checks_are_warned_of_and_embedded_metadata_is_judged() {
         "{}",
         r.stderr
     );
-    establish(&c, TEMPLATES, "templates.berth.example.com");
+    establish(&c, &templates(), "templates.berth.example.com");
     let bad = k.fails_stdin(
         &["apply", "-f", "-"],
         "apiVersion: berth.example.com/v1\nkind: Template\nmetadata: {name: t, namespace: default}\nspec:\n  template:\n    apiVersion: v1\n    kind: ConfigMap\n    metadata: {name: inner, labels: {app: 'not a value!'}}\n",

@@ -27,7 +27,7 @@ struct Definitions {
 /// The resource type a definition's objects are stored as, if it is served.
 fn storage_type(crd: &Value) -> Option<&'static ResourceType> {
     let def = berth_shared::custom::parse_definition(crd).ok()?;
-    resource::by_plural(&def.group, def.storage_version()?, &def.plural)
+    resource::by_plural(&def.group, def.storage_version()?, &def.names.plural)
 }
 
 impl Definitions {

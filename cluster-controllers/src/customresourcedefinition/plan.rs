@@ -259,6 +259,20 @@ mod tests {
 
     const NOW: &str = "2026-11-29T22:00:00Z";
 
+    /// What a pass of a process that serves the definition observes.
+    fn observed<'a>(
+        crd: &'a Value,
+        others: Vec<&'a Value>,
+        remaining: Option<usize>,
+    ) -> Observed<'a> {
+        Observed {
+            crd,
+            others,
+            remaining,
+            served: true,
+        }
+    }
+
     fn crd(plural: &str, kind: &str, short: &[&str]) -> Value {
         json!({
             "metadata": {"name": format!("{plural}.example.com"), "finalizers": [CLEANUP_FINALIZER]},
@@ -269,16 +283,7 @@ mod tests {
     }
 
     fn established(mut c: Value) -> Value {
-        let Action::WriteStatus(s) = plan(
-            &Observed {
-                crd: &c,
-                others: vec![],
-                remaining: None,
-                served: true,
-            },
-            NOW,
-        )[0]
-        .clone() else {
+        let Action::WriteStatus(s) = plan(&observed(&c, vec![], None), NOW)[0].clone() else {
             panic!("a new definition gets a status");
         };
         c["status"] = s;
@@ -288,15 +293,7 @@ mod tests {
     #[test]
     fn a_new_definition_is_accepted_and_established_with_its_storage_version() {
         let c = crd("crontabs", "CronTab", &["ct"]);
-        let actions = plan(
-            &Observed {
-                crd: &c,
-                others: vec![],
-                remaining: None,
-                served: true,
-            },
-            NOW,
-        );
+        let actions = plan(&observed(&c, vec![], None), NOW);
         let [Action::WriteStatus(s)] = actions.as_slice() else {
             panic!("{actions:?}");
         };
@@ -325,18 +322,7 @@ mod tests {
         // A second pass over the written status changes nothing.
         let mut again = c.clone();
         again["status"] = s.clone();
-        assert!(
-            plan(
-                &Observed {
-                    crd: &again,
-                    others: vec![],
-                    remaining: None,
-                    served: true,
-                },
-                "later"
-            )
-            .is_empty()
-        );
+        assert!(plan(&observed(&again, vec![], None), "later").is_empty());
     }
 
     #[test]
@@ -375,15 +361,7 @@ mod tests {
                 "KindConflict",
             ),
         ] {
-            let actions = plan(
-                &Observed {
-                    crd: &c,
-                    others: vec![&other],
-                    remaining: None,
-                    served: true,
-                },
-                NOW,
-            );
+            let actions = plan(&observed(&c, vec![&other], None), NOW);
             let Action::WriteStatus(s) = &actions[0] else {
                 panic!()
             };
@@ -399,40 +377,13 @@ mod tests {
     fn a_definition_being_deleted_deletes_its_objects_then_its_finalizer() {
         let mut c = established(crd("crontabs", "CronTab", &[]));
         c["metadata"]["deletionTimestamp"] = json!(NOW);
-        let with_objects = plan(
-            &Observed {
-                crd: &c,
-                others: vec![],
-                remaining: Some(2),
-                served: true,
-            },
-            NOW,
-        );
+        let with_objects = plan(&observed(&c, vec![], Some(2)), NOW);
         assert!(
             matches!(with_objects.as_slice(), [Action::WriteStatus(s), Action::DeleteObjects] if s["conditions"][2]["type"] == "Terminating")
         );
-        let none_left = plan(
-            &Observed {
-                crd: &c,
-                others: vec![],
-                remaining: Some(0),
-                served: true,
-            },
-            NOW,
-        );
+        let none_left = plan(&observed(&c, vec![], Some(0)), NOW);
         assert_eq!(none_left.last(), Some(&Action::RemoveFinalizer));
         c["metadata"]["finalizers"] = json!([]);
-        assert!(
-            plan(
-                &Observed {
-                    crd: &c,
-                    others: vec![],
-                    remaining: Some(1),
-                    served: true,
-                },
-                NOW
-            )
-            .is_empty()
-        );
+        assert!(plan(&observed(&c, vec![], Some(1)), NOW).is_empty());
     }
 }

@@ -12,14 +12,20 @@ pub struct Definition {
     pub name: String,
     pub uid: String,
     pub group: String,
+    pub names: Names,
+    pub namespaced: bool,
+    pub versions: Vec<Version>,
+}
+
+/// The names a definition is served under (its accepted names).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Names {
     pub kind: String,
     pub list_kind: String,
     pub plural: String,
     pub singular: String,
     pub short_names: Vec<String>,
     pub categories: Vec<String>,
-    pub namespaced: bool,
-    pub versions: Vec<Version>,
 }
 
 /// One version of a definition.
@@ -81,14 +87,16 @@ pub fn parse_definition(crd: &Value) -> Result<Definition, String> {
         name: s(&crd["metadata"]["name"]).unwrap_or_default(),
         uid: s(&crd["metadata"]["uid"]).unwrap_or_default(),
         group,
-        list_kind: s(&names["listKind"]).unwrap_or_else(|| format!("{kind}List")),
-        singular: s(&names["singular"])
-            .filter(|x| !x.is_empty())
-            .unwrap_or_else(|| kind.to_lowercase()),
-        kind,
-        plural,
-        short_names: strs(&names["shortNames"]),
-        categories: strs(&names["categories"]),
+        names: Names {
+            list_kind: s(&names["listKind"]).unwrap_or_else(|| format!("{kind}List")),
+            singular: s(&names["singular"])
+                .filter(|x| !x.is_empty())
+                .unwrap_or_else(|| kind.to_lowercase()),
+            kind,
+            plural,
+            short_names: strs(&names["shortNames"]),
+            categories: strs(&names["categories"]),
+        },
         namespaced: spec["scope"] != "Cluster",
         versions,
     })
@@ -158,12 +166,12 @@ impl Definition {
         ResourceType {
             group: resource::intern(&self.group),
             version: resource::intern(&version.name),
-            kind: resource::intern(&self.kind),
-            plural: resource::intern(&self.plural),
-            singular: resource::intern(&self.singular),
+            kind: resource::intern(&self.names.kind),
+            plural: resource::intern(&self.names.plural),
+            singular: resource::intern(&self.names.singular),
             namespaced: self.namespaced,
-            short_names: leak_list(&self.short_names),
-            categories: leak_list(&self.categories),
+            short_names: leak_list(&self.names.short_names),
+            categories: leak_list(&self.names.categories),
             has_status: version.status,
             has_scale: version.scale.is_some(),
             create_only: false,

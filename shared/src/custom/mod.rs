@@ -6,7 +6,7 @@
 mod definition;
 pub mod printer;
 
-pub use definition::{Definition, ScalePaths, Version, parse_definition};
+pub use definition::{Definition, Names, ScalePaths, Version, parse_definition};
 
 use std::cmp::Ordering;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};

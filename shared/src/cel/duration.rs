@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 
 use cel::common::traits::{Adder, Comparer, Subtractor};
 use cel::common::types::{CelInt, CelString, STRING_TYPE, Type};
-use cel::common::value::{CowVal, StaticVal, Val};
+use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
 use crate::go_duration::unit_nanos;
@@ -69,15 +69,7 @@ impl Duration {
     }
 }
 
-impl Val for Duration {
-    fn get_type(&self) -> &Type {
-        &DURATION_TYPE
-    }
-
-    fn cel_type() -> &'static Type {
-        &DURATION_TYPE
-    }
-
+opaque_val!(Duration, DURATION_TYPE, {
     fn as_comparer(&self) -> Option<&dyn Comparer> {
         Some(self)
     }
@@ -95,24 +87,7 @@ impl Val for Duration {
     {
         Some(self)
     }
-
-    fn equals(&self, other: &dyn Val) -> bool {
-        other.downcast_ref::<Duration>().is_some_and(|o| o == self)
-    }
-
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v>
-    where
-        Self: 'v,
-    {
-        Box::new(*self)
-    }
-
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
-    }
-}
-
-impl StaticVal for Duration {}
+});
 
 fn other(op: &'static str, this: &Duration, rhs: &dyn Val) -> Result<Duration, ExecutionError> {
     rhs.downcast_ref::<Duration>().copied().ok_or_else(|| {

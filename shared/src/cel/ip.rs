@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::LazyLock;
 
 use cel::common::types::{CelBool, CelInt, CelString, STRING_TYPE, Type};
-use cel::common::value::{CowVal, StaticVal, Val};
+use cel::common::value::CowVal;
 use cel::{DeclarationError, Env, ExecutionError};
 
 static IP_TYPE: LazyLock<Type> = LazyLock::new(|| Type::new_opaque_type("net.IP"));
@@ -82,32 +82,6 @@ impl Cidr {
             .addr
                 == self.masked().addr
     }
-}
-
-macro_rules! opaque_val {
-    ($t:ty, $type:expr) => {
-        impl Val for $t {
-            fn get_type(&self) -> &Type {
-                &$type
-            }
-            fn cel_type() -> &'static Type {
-                &$type
-            }
-            fn equals(&self, other: &dyn Val) -> bool {
-                other.downcast_ref::<$t>().is_some_and(|o| o == self)
-            }
-            fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v>
-            where
-                Self: 'v,
-            {
-                Box::new(*self)
-            }
-            fn as_any(&self) -> Option<&dyn std::any::Any> {
-                Some(self)
-            }
-        }
-        impl StaticVal for $t {}
-    };
 }
 
 opaque_val!(Ip, IP_TYPE);

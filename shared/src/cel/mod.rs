@@ -2,6 +2,36 @@
 //! ([`Activation`]) under a cost limit, with Kubernetes' CEL library on top of the `cel` crate.
 //! CRD validation rules ([`rules`]) and ValidatingAdmissionPolicies both evaluate through here.
 
+/// `impl Val` and `StaticVal` for an opaque CEL type of Kubernetes' library (`Quantity`, `IP`,
+/// `URL`, ...): typed as `$type`, equal by `PartialEq`; `$extra` adds trait views such as
+/// `as_comparer`. Defined before the modules so each of them can use it.
+macro_rules! opaque_val {
+    ($t:ty, $type:expr $(, { $($extra:item)* })?) => {
+        impl ::cel::common::value::Val for $t {
+            fn get_type(&self) -> &::cel::common::types::Type {
+                &$type
+            }
+            fn cel_type() -> &'static ::cel::common::types::Type {
+                &$type
+            }
+            fn equals(&self, other: &dyn ::cel::common::value::Val) -> bool {
+                other.downcast_ref::<$t>().is_some_and(|o| o == self)
+            }
+            fn clone_as_boxed<'v>(&self) -> Box<dyn ::cel::common::value::Val + 'v>
+            where
+                Self: 'v,
+            {
+                Box::new(Clone::clone(self))
+            }
+            fn as_any(&self) -> Option<&dyn std::any::Any> {
+                Some(self)
+            }
+            $($($extra)*)?
+        }
+        impl ::cel::common::value::StaticVal for $t {}
+    };
+}
+
 mod activation;
 mod cost;
 mod duration;

@@ -11,7 +11,7 @@ use std::sync::LazyLock;
 
 use crate::quantity::Quantity as Parsed;
 use cel::common::types::{CelBool, CelDouble, CelInt, CelString, INT_TYPE, STRING_TYPE, Type};
-use cel::common::value::{CowVal, StaticVal, Val};
+use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
 static QUANTITY_TYPE: LazyLock<Type> =
@@ -76,32 +76,7 @@ impl std::fmt::Display for Quantity {
     }
 }
 
-impl Val for Quantity {
-    fn get_type(&self) -> &Type {
-        &QUANTITY_TYPE
-    }
-
-    fn cel_type() -> &'static Type {
-        &QUANTITY_TYPE
-    }
-
-    fn equals(&self, other: &dyn Val) -> bool {
-        other.downcast_ref::<Quantity>().is_some_and(|o| o == self)
-    }
-
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v>
-    where
-        Self: 'v,
-    {
-        Box::new(*self)
-    }
-
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
-    }
-}
-
-impl StaticVal for Quantity {}
+opaque_val!(Quantity, QUANTITY_TYPE);
 
 /// `value` as a quantity, if it is one.
 pub(crate) fn as_quantity(value: &dyn Val) -> Option<Quantity> {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use cel::common::types::{CelBool, CelList, CelMap, CelMapKey, CelString, STRING_TYPE, Type};
-use cel::common::value::{CowVal, StaticVal, Val};
+use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
 static URL_TYPE: LazyLock<Type> = LazyLock::new(|| Type::new_opaque_type("kubernetes.URL"));
@@ -106,32 +106,7 @@ fn valid_host(host: &str) -> bool {
     port.chars().all(|c| c.is_ascii_digit())
 }
 
-impl Val for Url {
-    fn get_type(&self) -> &Type {
-        &URL_TYPE
-    }
-
-    fn cel_type() -> &'static Type {
-        &URL_TYPE
-    }
-
-    fn equals(&self, other: &dyn Val) -> bool {
-        other.downcast_ref::<Url>().is_some_and(|o| o == self)
-    }
-
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v>
-    where
-        Self: 'v,
-    {
-        Box::new(self.clone())
-    }
-
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
-    }
-}
-
-impl StaticVal for Url {}
+opaque_val!(Url, URL_TYPE);
 
 pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     let u = || URL_TYPE.to_owned();

@@ -103,6 +103,21 @@ impl Pruner {
         self.path.truncate(base);
     }
 
+    /// Prunes `v`, the value of field `k` of an object with schema `s`, by the property's or
+    /// `additionalProperties`' schema; false, touching nothing, when `s` allows no such field.
+    fn prune_field(&mut self, k: &str, v: &mut Value, s: &Node) -> bool {
+        let field = match (s.properties.get(k), &s.additional) {
+            (Some(p), _) => Some(p),
+            (None, Some(a)) => additional_node(a),
+            (None, None) => return false,
+        };
+        let base = self.path.len();
+        self.push_key(k);
+        self.prune(v, field, false);
+        self.path.truncate(base);
+        true
+    }
+
     /// `root` makes the node an embedded resource (the resource itself is one).
     fn prune(&mut self, x: &mut Value, s: Option<&Node>, root: bool) {
         if let Some(s) = s
@@ -127,19 +142,12 @@ impl Pruner {
                     if embedded && META_FIELDS.contains(&k.as_str()) {
                         continue;
                     }
-                    if let Some(p) = s.properties.get(k) {
-                        self.push_key(k);
-                        self.prune(v, Some(p), false);
-                    } else if let Some(a) = &s.additional {
-                        self.push_key(k);
-                        self.prune(v, additional_node(a), false);
-                    } else {
+                    if !self.prune_field(k, v, s) {
                         if !META_FIELDS.contains(&k.as_str()) || base > 0 {
                             self.record(k);
                         }
                         drop.push(k.clone());
                     }
-                    self.path.truncate(base);
                 }
                 remove_keys(m, &drop);
             }
@@ -166,14 +174,7 @@ impl Pruner {
                     if embedded && META_FIELDS.contains(&k.as_str()) {
                         continue;
                     }
-                    if let Some(p) = s.properties.get(k) {
-                        self.push_key(k);
-                        self.prune(v, Some(p), false);
-                    } else if let Some(a) = &s.additional {
-                        self.push_key(k);
-                        self.prune(v, additional_node(a), false);
-                    }
-                    self.path.truncate(base);
+                    self.prune_field(k, v, s);
                 }
             }
             Value::Array(items) => {

@@ -48,6 +48,15 @@ fn compiles(expr: &str, path: &Path) -> Option<FieldError> {
         .map(|e| FieldError::invalid(path, expr, format!("compilation failed: {e}")))
 }
 
+/// A variable's or validation's `expression`: required, and it must compile.
+fn required_expression(expr: &str, path: &Path) -> Option<FieldError> {
+    if expr.trim().is_empty() {
+        Some(FieldError::required(path, "expression is not specified"))
+    } else {
+        compiles(expr, path)
+    }
+}
+
 /// Upstream `validateParamKind`.
 fn validate_param_kind(k: &ParamKind, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
@@ -205,14 +214,7 @@ fn validate_spec(name: &str, spec: &ValidatingAdmissionPolicySpec, path: &Path) 
                 "name is not a valid CEL identifier",
             ));
         }
-        if v.expression.trim().is_empty() {
-            errs.push(FieldError::required(
-                &p.child("expression"),
-                "expression is not specified",
-            ));
-        } else {
-            errs.extend(compiles(&v.expression, &p.child("expression")));
-        }
+        errs.extend(required_expression(&v.expression, &p.child("expression")));
     }
     let validations = spec.validations.as_deref().unwrap_or_default();
     let annotations = spec.audit_annotations.as_deref().unwrap_or_default();
@@ -224,14 +226,7 @@ fn validate_spec(name: &str, spec: &ValidatingAdmissionPolicySpec, path: &Path) 
     }
     for (i, v) in validations.iter().enumerate() {
         let p = path.child("validations").index(i);
-        if v.expression.trim().is_empty() {
-            errs.push(FieldError::required(
-                &p.child("expression"),
-                "expression is not specified",
-            ));
-        } else {
-            errs.extend(compiles(&v.expression, &p.child("expression")));
-        }
+        errs.extend(required_expression(&v.expression, &p.child("expression")));
         if let Some(m) = &v.message_expression {
             if !m.is_empty() && m.trim().is_empty() {
                 errs.push(FieldError::invalid(

@@ -481,24 +481,43 @@ fn five_rule_policy_admission_cost() {
     }
 }
 
+/// A registry over `dir` for the write-path tests, and the ConfigMap resource they write.
+fn registry_with_configmaps(dir: &std::path::Path) -> (crate::Registry, &'static ResourceType) {
+    let configmaps = berth_shared::resource::by_plural("", "v1", "configmaps").expect("cm");
+    (crate::testing::registry(dir), configmaps)
+}
+
+/// A policy over ConfigMaps for `operation` (`*` for all), failing closed, with `validations`.
+fn configmap_policy(name: &str, operation: &str, validations: Value) -> Value {
+    json!({"metadata": {"name": name, "uid": "p", "resourceVersion": "1"},
+        "spec": {"failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                "operations": [operation], "resources": ["configmaps"]}]},
+            "validations": validations}})
+}
+
+/// A binding of `policy` everywhere with the one validation action `action`.
+fn configmap_binding(name: &str, policy: &str, action: &str) -> Value {
+    json!({"metadata": {"name": name, "uid": name, "resourceVersion": "1"},
+        "spec": {"policyName": policy, "validationActions": [action]}})
+}
+
 /// The registry's create, update and delete paths consult the policies it was given.
 #[test]
 fn the_write_path_consults_the_installed_policies() {
-    use crate::{DeleteOptions, Part, RegistryError, WriteOptions, testing};
+    use crate::{DeleteOptions, Part, RegistryError, WriteOptions};
     let dir = tempfile::tempdir().expect("dir");
-    let registry = testing::registry(dir.path());
-    let configmaps = berth_shared::resource::by_plural("", "v1", "configmaps").expect("cm");
-    let policy = json!({"metadata": {"name": "small-config", "uid": "p", "resourceVersion": "1"},
-        "spec": {"failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
-                "operations": ["*"], "resources": ["configmaps"]}]},
-            "validations": [
-                {"expression": "request.operation == 'DELETE' || object.data.size() <= 1",
-                 "message": "one key at most"},
-                {"expression": "request.operation != 'DELETE' || oldObject.metadata.name != 'keep'",
-                 "messageExpression": "'cannot delete ' + oldObject.metadata.name", "reason": "Forbidden"}]}});
-    let deny = json!({"metadata": {"name": "deny", "uid": "b", "resourceVersion": "1"},
-        "spec": {"policyName": "small-config", "validationActions": ["Deny"]}});
+    let (registry, configmaps) = registry_with_configmaps(dir.path());
+    let policy = configmap_policy(
+        "small-config",
+        "*",
+        json!([
+            {"expression": "request.operation == 'DELETE' || object.data.size() <= 1",
+             "message": "one key at most"},
+            {"expression": "request.operation != 'DELETE' || oldObject.metadata.name != 'keep'",
+             "messageExpression": "'cannot delete ' + oldObject.metadata.name", "reason": "Forbidden"}]),
+    );
+    let deny = configmap_binding("deny", "small-config", "Deny");
     registry
         .admission_policies()
         .install(std::slice::from_ref(&policy), &[deny]);
@@ -556,8 +575,7 @@ fn the_write_path_consults_the_installed_policies() {
     );
 
     // As a warning the same write goes through and says why.
-    let warn = json!({"metadata": {"name": "warn", "uid": "w", "resourceVersion": "1"},
-        "spec": {"policyName": "small-config", "validationActions": ["Warn"]}});
+    let warn = configmap_binding("warn", "small-config", "Warn");
     registry.admission_policies().install(&[policy], &[warn]);
     registry
         .create(configmaps, Some("default"), cm("big", &["a", "b"]), &opts)
@@ -582,18 +600,16 @@ fn the_write_path_consults_the_installed_policies() {
 #[test]
 fn deletes_see_who_deletes() {
     use crate::identity::Identity;
-    use crate::{DeleteOptions, RegistryError, WriteOptions, testing};
+    use crate::{DeleteOptions, RegistryError, WriteOptions};
     let dir = tempfile::tempdir().expect("dir");
-    let registry = testing::registry(dir.path());
-    let configmaps = berth_shared::resource::by_plural("", "v1", "configmaps").expect("cm");
-    let policy = json!({"metadata": {"name": "admins-delete", "uid": "p", "resourceVersion": "1"},
-        "spec": {"failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
-                "operations": ["DELETE"], "resources": ["configmaps"]}]},
-            "validations": [{"expression": "'admins' in request.userInfo.groups",
-                "messageExpression": "request.userInfo.username + ' may not delete ' + oldObject.metadata.name"}]}});
-    let b = json!({"metadata": {"name": "b", "uid": "b", "resourceVersion": "1"},
-        "spec": {"policyName": "admins-delete", "validationActions": ["Deny"]}});
+    let (registry, configmaps) = registry_with_configmaps(dir.path());
+    let policy = configmap_policy(
+        "admins-delete",
+        "DELETE",
+        json!([{"expression": "'admins' in request.userInfo.groups",
+            "messageExpression": "request.userInfo.username + ' may not delete ' + oldObject.metadata.name"}]),
+    );
+    let b = configmap_binding("b", "admins-delete", "Deny");
     registry.admission_policies().install(&[policy], &[b]);
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}});
     registry

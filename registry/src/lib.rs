@@ -71,6 +71,16 @@ pub struct WriteOptions {
     pub requestor: Option<crate::identity::Identity>,
 }
 
+impl WriteOptions {
+    /// The same options with warnings going nowhere: for a check made a second time.
+    fn without_warnings(&self) -> WriteOptions {
+        WriteOptions {
+            warnings: Warnings::default(),
+            ..self.clone()
+        }
+    }
+}
+
 /// The manager of writes made inside the controller process.
 pub const OWN_MANAGER: &str = "berth-controller";
 
@@ -481,7 +491,23 @@ impl Registry {
         record_managers(rt, None, &mut obj, Part::Main, opts);
         let hooked = webhook::Attempt::write(rt, ns, &name, Part::Main, None, opts);
         if self.mutate_by_webhooks(&hooked, &mut obj)? {
+            // What the webhooks changed is judged as the object was: upstream validates,
+            // checks Pod Security and RBAC escalation after mutating admission. Pod
+            // Security's warnings were given for the object already.
             admit_object(rt, Operation::Create, &mut obj, None, &name, opts)?;
+            self.admit_pod_security(
+                &pod_security::Write {
+                    rt,
+                    ns,
+                    name: &name,
+                    op: Operation::Create,
+                    part: Part::Main,
+                    obj: &obj,
+                    old: None,
+                },
+                &opts.without_warnings(),
+            )?;
+            guard(rt, opts, &obj)?;
         }
         self.admit_policies(admission_policy::Attempt::create(rt, ns, &name, &obj, opts))?;
         self.validate_by_webhooks(&hooked, &obj)?;
@@ -636,6 +662,19 @@ impl Registry {
         let hooked = webhook::Attempt::write(rt, ns, name, part, Some(&old), opts);
         if self.mutate_by_webhooks(&hooked, &mut obj)? {
             admit_object(rt, Operation::Update, &mut obj, Some(&old), name, opts)?;
+            self.admit_pod_security(
+                &pod_security::Write {
+                    rt,
+                    ns,
+                    name,
+                    op: Operation::Update,
+                    part,
+                    obj: &obj,
+                    old: Some(&old),
+                },
+                &opts.without_warnings(),
+            )?;
+            guard(rt, opts, &obj)?;
         }
         self.admit_policies(admission_policy::Attempt::update(
             rt, ns, name, part, &obj, &old, opts,

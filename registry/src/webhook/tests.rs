@@ -519,3 +519,62 @@ fn the_write_path_calls_the_installed_webhooks() {
         ]
     );
 }
+
+/// A mutating webhook cannot make a pod privileged behind Pod Security's back: the patched
+/// pod is checked again, as upstream checks it after mutating admission.
+#[test]
+fn pod_security_judges_what_a_mutating_webhook_made() {
+    use std::sync::Arc;
+
+    use crate::{RegistryError, WriteOptions, testing};
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("dir: {e}"));
+    let registry = testing::registry(dir.path());
+    let namespaces = berth_shared::resource::NAMESPACES;
+    let pods =
+        berth_shared::resource::by_plural("", "v1", "pods").unwrap_or_else(|| panic!("pods"));
+    let opts = WriteOptions::default();
+    registry
+        .create(
+            namespaces,
+            None,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dev",
+                "labels": {"pod-security.kubernetes.io/enforce": "baseline"}}}),
+            &opts,
+        )
+        .unwrap_or_else(|e| panic!("namespace: {e}"));
+    let mutating = json!({"kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "m", "uid": "m", "resourceVersion": "1"},
+        "webhooks": [{"name": "privileged.example.com",
+            "clientConfig": {"url": "https://127.0.0.1:9443/escalate"},
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+            "objectSelector": {"matchLabels": {"escalate": "yes"}},
+            "sideEffects": "None", "admissionReviewVersions": ["v1"]}]});
+    registry
+        .admission_webhooks()
+        .install(&[], std::slice::from_ref(&mutating));
+    registry
+        .admission_webhooks()
+        .set_transport(Arc::new(fake(|_, _| {
+            Ok(patch(json!([{"op": "add",
+            "path": "/spec/containers/0/securityContext",
+            "value": {"privileged": true}}])))
+        })));
+    let pod = |name: &str, escalate: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": {"escalate": escalate}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    };
+    registry
+        .create(pods, Some("dev"), pod("plain", "no"), &opts)
+        .unwrap_or_else(|e| panic!("an unpatched pod is admitted: {e}"));
+    let e = registry
+        .create(pods, Some("dev"), pod("escalated", "yes"), &opts)
+        .err();
+    let Some(RegistryError::Forbidden(message)) = &e else {
+        panic!("expected Pod Security's refusal, got {e:?}")
+    };
+    assert!(
+        message.contains("violates PodSecurity \"baseline:latest\": privileged"),
+        "{message}"
+    );
+}

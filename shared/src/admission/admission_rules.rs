@@ -36,6 +36,22 @@ fn has_wildcard(items: &[String]) -> bool {
     items.iter().any(|i| i == "*")
 }
 
+/// A rule's operations, API groups or API versions (`what`): at least one, and `*` alone.
+fn wildcard_list(path: &Path, items: &[String], what: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if items.is_empty() {
+        errs.push(FieldError::required(path, ""));
+    }
+    if items.len() > 1 && has_wildcard(items) {
+        errs.push(FieldError::invalid(
+            path,
+            items.to_vec(),
+            format!("if '*' is present, must not specify other {what}"),
+        ));
+    }
+    errs
+}
+
 /// Upstream `ValidatePathSegmentName`.
 pub(crate) fn path_segment(name: &str) -> Vec<String> {
     let mut msgs = Vec::new();
@@ -120,16 +136,7 @@ pub(super) fn validate_rule(r: &NamedRuleWithOperations, path: &Path) -> Vec<Fie
         }
     }
     let ops = r.operations.as_deref().unwrap_or_default();
-    if ops.is_empty() {
-        errs.push(FieldError::required(&path.child("operations"), ""));
-    }
-    if ops.len() > 1 && has_wildcard(ops) {
-        errs.push(FieldError::invalid(
-            &path.child("operations"),
-            ops.to_vec(),
-            "if '*' is present, must not specify other operations",
-        ));
-    }
+    errs.extend(wildcard_list(&path.child("operations"), ops, "operations"));
     for (i, op) in ops.iter().enumerate() {
         if !OPERATIONS.contains(&op.as_str()) {
             errs.push(FieldError::not_supported(
@@ -140,27 +147,17 @@ pub(super) fn validate_rule(r: &NamedRuleWithOperations, path: &Path) -> Vec<Fie
         }
     }
     let groups = r.api_groups.as_deref().unwrap_or_default();
-    if groups.is_empty() {
-        errs.push(FieldError::required(&path.child("apiGroups"), ""));
-    }
-    if groups.len() > 1 && has_wildcard(groups) {
-        errs.push(FieldError::invalid(
-            &path.child("apiGroups"),
-            groups.to_vec(),
-            "if '*' is present, must not specify other API groups",
-        ));
-    }
+    errs.extend(wildcard_list(
+        &path.child("apiGroups"),
+        groups,
+        "API groups",
+    ));
     let versions = r.api_versions.as_deref().unwrap_or_default();
-    if versions.is_empty() {
-        errs.push(FieldError::required(&path.child("apiVersions"), ""));
-    }
-    if versions.len() > 1 && has_wildcard(versions) {
-        errs.push(FieldError::invalid(
-            &path.child("apiVersions"),
-            versions.to_vec(),
-            "if '*' is present, must not specify other API versions",
-        ));
-    }
+    errs.extend(wildcard_list(
+        &path.child("apiVersions"),
+        versions,
+        "API versions",
+    ));
     for (i, v) in versions.iter().enumerate() {
         if v.is_empty() {
             errs.push(FieldError::required(

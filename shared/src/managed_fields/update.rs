@@ -269,6 +269,11 @@ mod tests {
         }
     }
 
+    /// Records a write by `manager` to the main resource.
+    fn update(kind: &str, old: Option<&Value>, new: &mut Value, manager: &str) {
+        record(kind, old, new, &writer(manager, None));
+    }
+
     fn deployment(image: &str) -> Value {
         json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "web", "namespace": "default", "uid": "u", "labels": {"app": "web"}},
@@ -293,12 +298,7 @@ mod tests {
     #[test]
     fn a_create_owns_every_field_but_status_and_server_metadata_in_upstreams_form() {
         let mut obj = deployment("nginx:1.14.2");
-        record(
-            "Deployment",
-            None,
-            &mut obj,
-            &writer("kubectl-create", None),
-        );
+        update("Deployment", None, &mut obj, "kubectl-create");
         let entry = &obj["metadata"]["managedFields"][0];
         assert_eq!(entry["manager"], "kubectl-create");
         assert_eq!(entry["operation"], "Update");
@@ -321,20 +321,10 @@ mod tests {
     #[test]
     fn an_update_takes_the_fields_it_changes_from_other_updaters() {
         let mut created = deployment("nginx:1.14.2");
-        record(
-            "Deployment",
-            None,
-            &mut created,
-            &writer("kubectl-create", None),
-        );
+        update("Deployment", None, &mut created, "kubectl-create");
         let mut set = created.clone();
         set["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:1.16.1");
-        record(
-            "Deployment",
-            Some(&created),
-            &mut set,
-            &writer("kubectl-set", None),
-        );
+        update("Deployment", Some(&created), &mut set, "kubectl-set");
         assert_eq!(managers(&set), ["kubectl-create", "kubectl-set"]);
         let key = "k:{\"name\":\"nginx\"}";
         let by = |i: usize| {
@@ -367,12 +357,7 @@ mod tests {
     #[test]
     fn status_writes_are_their_own_entry_and_a_manager_left_with_nothing_goes() {
         let mut obj = deployment("a");
-        record(
-            "Deployment",
-            None,
-            &mut obj,
-            &writer("kubectl-create", None),
-        );
+        update("Deployment", None, &mut obj, "kubectl-create");
         let mut status = obj.clone();
         status["status"]["replicas"] = json!(2);
         record(
@@ -389,15 +374,10 @@ mod tests {
 
         // A manager that changes everything the creator set leaves the creator nothing.
         let mut replaced = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
-        record("ConfigMap", None, &mut replaced, &writer("one", None));
+        update("ConfigMap", None, &mut replaced, "one");
         let mut second = replaced.clone();
         second["data"]["a"] = json!("2");
-        record(
-            "ConfigMap",
-            Some(&replaced),
-            &mut second,
-            &writer("two", None),
-        );
+        update("ConfigMap", Some(&replaced), &mut second, "two");
         assert_eq!(
             managers(&second),
             ["one", "two"],
@@ -405,14 +385,14 @@ mod tests {
         );
         let mut third = second.clone();
         third.as_object_mut().map(|o| o.remove("data"));
-        record("ConfigMap", Some(&second), &mut third, &writer("two", None));
+        update("ConfigMap", Some(&second), &mut third, "two");
         assert!(third["metadata"].get("managedFields").is_none(), "{third}");
     }
 
     #[test]
     fn finalizers_are_a_set_of_values() {
         let mut obj = json!({"metadata": {"name": "p", "finalizers": ["a.io/x"]}});
-        record("Pod", None, &mut obj, &writer("m", None));
+        update("Pod", None, &mut obj, "m");
         assert_eq!(
             obj["metadata"]["managedFields"][0]["fieldsV1"],
             json!({"f:metadata": {"f:finalizers": {"v:\"a.io/x\"": {}}}})
@@ -422,29 +402,19 @@ mod tests {
     #[test]
     fn a_client_may_rewrite_or_reset_the_entries() {
         let mut created = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
-        record(
-            "ConfigMap",
-            None,
-            &mut created,
-            &writer("kubectl-client-side-apply", None),
-        );
+        update("ConfigMap", None, &mut created, "kubectl-client-side-apply");
         // kubectl's move of a client-side applier's fields to its server-side applier.
         let mut moved = created.clone();
         moved["metadata"]["managedFields"][0]["manager"] = json!("kubectl");
         moved["metadata"]["managedFields"][0]["operation"] = json!("Apply");
-        record(
-            "ConfigMap",
-            Some(&created),
-            &mut moved,
-            &writer("kubectl", None),
-        );
+        update("ConfigMap", Some(&created), &mut moved, "kubectl");
         assert_eq!(moved["metadata"]["managedFields"][0]["manager"], "kubectl");
         assert_eq!(moved["metadata"]["managedFields"][0]["operation"], "Apply");
         // An empty list resets them: only this write's fields are left.
         let mut reset = moved.clone();
         reset["metadata"]["managedFields"] = json!([]);
         reset["data"]["b"] = json!("2");
-        record("ConfigMap", Some(&moved), &mut reset, &writer("m", None));
+        update("ConfigMap", Some(&moved), &mut reset, "m");
         let entries = reset["metadata"]["managedFields"]
             .as_array()
             .cloned()

@@ -12,6 +12,8 @@ use cel::common::types::{CelBool, CelInt, CelString, STRING_TYPE, Type};
 use cel::common::value::CowVal;
 use cel::{DeclarationError, Env, ExecutionError};
 
+use super::library::Out;
+
 static IP_TYPE: LazyLock<Type> = LazyLock::new(|| Type::new_opaque_type("net.IP"));
 static CIDR_TYPE: LazyLock<Type> = LazyLock::new(|| Type::new_opaque_type("net.CIDR"));
 
@@ -171,8 +173,6 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
         Ok(CowVal::owned(CelInt::from(i64::from(cidr_at(&a, 0)?.len))))
     })
 }
-
-type Out<'b, 'v> = Result<CowVal<'b, 'v>, ExecutionError>;
 
 fn boolean<'b, 'v>(b: bool) -> Out<'b, 'v> {
     Ok(CowVal::owned(CelBool::from(b)))

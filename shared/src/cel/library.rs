@@ -5,7 +5,9 @@
 
 use std::sync::{Arc, LazyLock};
 
-use cel::Env;
+use cel::common::types::CelString;
+use cel::common::value::CowVal;
+use cel::{Env, ExecutionError};
 
 static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| Arc::new(build()));
 
@@ -31,4 +33,20 @@ fn build() -> Env {
         panic!("CEL library declarations clash: {e}");
     }
     env
+}
+
+/// The arguments of a function of Kubernetes' library, the receiver first.
+pub(super) type Args<'b, 'v> = Vec<CowVal<'b, 'v>>;
+/// What a function of Kubernetes' library returns.
+pub(super) type Out<'b, 'v> = Result<CowVal<'b, 'v>, ExecutionError>;
+
+/// The first argument as a string, or `function`'s error that it expected one.
+pub(super) fn string_arg<'a>(
+    args: &'a [CowVal<'_, '_>],
+    function: &str,
+) -> Result<&'a str, ExecutionError> {
+    args.first()
+        .and_then(|a| a.downcast_ref::<CelString>())
+        .map(|s| s.inner())
+        .ok_or_else(|| ExecutionError::function_error(function, "expected a string"))
 }

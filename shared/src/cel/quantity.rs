@@ -10,9 +10,11 @@ use std::cmp::Ordering;
 use std::sync::LazyLock;
 
 use crate::quantity::Quantity as Parsed;
-use cel::common::types::{CelBool, CelDouble, CelInt, CelString, INT_TYPE, STRING_TYPE, Type};
+use cel::common::types::{CelBool, CelDouble, CelInt, INT_TYPE, STRING_TYPE, Type};
 use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
+
+use super::library::{Args, Out, string_arg};
 
 static QUANTITY_TYPE: LazyLock<Type> =
     LazyLock::new(|| Type::new_opaque_type("kubernetes.Quantity"));
@@ -120,16 +122,6 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
         is_greater_than,
     )?;
     env.add_member_overload("compareTo", "quantity_compare", q(), vec![q()], compare_to)
-}
-
-type Args<'b, 'v> = Vec<CowVal<'b, 'v>>;
-type Out<'b, 'v> = Result<CowVal<'b, 'v>, ExecutionError>;
-
-fn string_arg<'a>(args: &'a [CowVal<'_, '_>], function: &str) -> Result<&'a str, ExecutionError> {
-    args.first()
-        .and_then(|a| a.downcast_ref::<CelString>())
-        .map(|s| s.inner())
-        .ok_or_else(|| ExecutionError::function_error(function, "expected a string"))
 }
 
 /// The receiver and, for binary functions, the other operand (a quantity, or an int as

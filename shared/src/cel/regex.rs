@@ -10,6 +10,8 @@ use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 use regex::Regex;
 
+use super::library::{Args, Out};
+
 /// The name compiling gives `matches` calls (see `cost::instrument`); `@` cannot be written in
 /// CEL source.
 pub(crate) const MATCHES: &str = "@matches";
@@ -55,9 +57,6 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
         find_all,
     )
 }
-
-type Args<'b, 'v> = Vec<CowVal<'b, 'v>>;
-type Out<'b, 'v> = Result<CowVal<'b, 'v>, ExecutionError>;
 
 fn string_at<'a>(args: &'a [CowVal<'_, '_>], i: usize) -> Result<&'a str, ExecutionError> {
     args.get(i)

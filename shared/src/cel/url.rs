@@ -10,6 +10,8 @@ use cel::common::types::{CelBool, CelList, CelMap, CelMapKey, CelString, STRING_
 use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
+use super::library::{Args, Out, string_arg};
+
 static URL_TYPE: LazyLock<Type> = LazyLock::new(|| Type::new_opaque_type("kubernetes.URL"));
 
 /// A parsed URL as a CEL value.
@@ -128,16 +130,6 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
         part(a, |u| u.path.clone())
     })?;
     env.add_member_overload("getQuery", "url_get_query", u(), vec![], get_query)
-}
-
-type Args<'b, 'v> = Vec<CowVal<'b, 'v>>;
-type Out<'b, 'v> = Result<CowVal<'b, 'v>, ExecutionError>;
-
-fn string_arg<'a>(args: &'a [CowVal<'_, '_>], function: &str) -> Result<&'a str, ExecutionError> {
-    args.first()
-        .and_then(|a| a.downcast_ref::<CelString>())
-        .map(|s| s.inner())
-        .ok_or_else(|| ExecutionError::function_error(function, "expected a string"))
 }
 
 fn this(args: &[CowVal<'_, '_>]) -> Result<Url, ExecutionError> {

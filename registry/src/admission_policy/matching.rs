@@ -235,14 +235,7 @@ impl Constraints {
 
 /// An object's `metadata.labels`.
 pub fn labels_of(obj: Option<&Value>) -> BTreeMap<String, String> {
-    obj.and_then(|o| o.pointer("/metadata/labels"))
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::meta::string_map(obj.and_then(|o| o.pointer("/metadata/labels")))
 }
 
 #[cfg(test)]

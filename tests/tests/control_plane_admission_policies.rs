@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use berth_tests::{Controller, Kubectl, Table};
+use berth_tests::{Controller, Kubectl, Run, Table};
 
 const KUBECTL_1_27: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.27";
 
@@ -79,12 +79,30 @@ fn namespaces(c: &Controller) {
 /// Waits until a server-side dry run of a 6-replica Deployment in `vap-test` is refused:
 /// the binding has reached the cache.
 fn wait_until_enforced(c: &Controller) {
-    c.wait_for(Duration::from_secs(10), "the policy to apply", || {
+    wait_for_dry_run(c, Duration::from_secs(10), "the policy to apply", 6, |r| {
+        !r.success()
+    });
+}
+
+/// Waits until a server-side dry run of a Deployment with `replicas` in `vap-test` gets the
+/// answer `answered` looks for: policies and bindings reach the cache through the informer.
+fn wait_for_dry_run(
+    c: &Controller,
+    deadline: Duration,
+    what: &str,
+    replicas: u32,
+    answered: impl Fn(&Run) -> bool,
+) {
+    c.wait_for(deadline, what, || {
         let r = c.kubectl().run_stdin(
             &["apply", "--dry-run=server", "-n", "vap-test", "-f", "-"],
-            &deployment("probe", 6),
+            &deployment("probe", replicas),
         );
-        if r.success() { Err(r.stdout) } else { Ok(()) }
+        if answered(&r) {
+            Ok(())
+        } else {
+            Err(r.describe())
+        }
     });
 }
 
@@ -188,16 +206,8 @@ fn a_warn_policy_admits_and_kubectl_prints_the_warning() {
     c.apply_stdin(&binding("max-replicas-warn", "Warn"));
     let warning = "Warning: Validation failed for ValidatingAdmissionPolicy 'max-replicas' with \
                    binding 'max-replicas-warn': replicas must be at most 5";
-    c.wait_for(Duration::from_secs(10), "the warning", || {
-        let r = c.kubectl().run_stdin(
-            &["apply", "--dry-run=server", "-n", "vap-test", "-f", "-"],
-            &deployment("probe", 6),
-        );
-        if r.success() && r.stderr.contains(warning) {
-            Ok(())
-        } else {
-            Err(r.describe())
-        }
+    wait_for_dry_run(&c, Duration::from_secs(10), "the warning", 6, |r| {
+        r.success() && r.stderr.contains(warning)
     });
     for (i, kubectl) in [
         c.kubectl(),
@@ -243,16 +253,8 @@ fn a_warn_policy_admits_and_kubectl_prints_the_warning() {
     );
     let changed = "Warning: Validation failed for ValidatingAdmissionPolicy 'max-replicas' with \
                    binding 'max-replicas-warn': five replicas at most";
-    c.wait_for(Duration::from_secs(5), "the changed message", || {
-        let r = c.kubectl().run_stdin(
-            &["apply", "--dry-run=server", "-n", "vap-test", "-f", "-"],
-            &deployment("probe", 6),
-        );
-        if r.success() && r.stderr.contains(changed) {
-            Ok(())
-        } else {
-            Err(r.describe())
-        }
+    wait_for_dry_run(&c, Duration::from_secs(5), "the changed message", 6, |r| {
+        r.success() && r.stderr.contains(changed)
     });
 }
 
@@ -341,13 +343,13 @@ spec:
             "{out}"
         );
     }
-    c.wait_for(Duration::from_secs(10), "the parameterised policy", || {
-        let r = k.run_stdin(
-            &["apply", "--dry-run=server", "-n", "vap-test", "-f", "-"],
-            &deployment("probe", 4),
-        );
-        if r.success() { Err(r.stdout) } else { Ok(()) }
-    });
+    wait_for_dry_run(
+        &c,
+        Duration::from_secs(10),
+        "the parameterised policy",
+        4,
+        |r| !r.success(),
+    );
     let r = k.fails_stdin(
         &["apply", "-n", "vap-test", "-f", "-"],
         &deployment("web", 4),

@@ -7,8 +7,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use berth_tests::Controller;
 use berth_tests::client::Req;
+use berth_tests::{Controller, Kubectl, Run};
 use serde_json::{Value, json};
 
 /// The kubectl releases the acceptance names, oldest and newest.
@@ -66,18 +66,21 @@ fn owners(obj: &Value, path: &str) -> Vec<String> {
         .collect()
 }
 
+/// `kubectl apply --server-side` of `yaml` as field manager `manager`, with `extra` flags.
+fn apply_as(k: &Kubectl, manager: &str, extra: &[&str], yaml: &str) -> Run {
+    let manager = format!("--field-manager={manager}");
+    let mut args = vec!["apply", "--server-side", manager.as_str(), "-f", "-"];
+    args.extend_from_slice(extra);
+    k.run_stdin(&args, yaml)
+}
+
 #[test]
 fn a_second_applier_conflicts_and_force_conflicts_takes_the_field() {
     let c = Controller::start();
     for (minor, bin) in KUBECTLS {
         let k = c.kubectl().with_binary(Path::new(bin));
         let name = format!("ssa-conflict-{minor}");
-        let apply = |manager: &str, extra: &[&str], yaml: &str| {
-            let manager = format!("--field-manager={manager}");
-            let mut args = vec!["apply", "--server-side", manager.as_str(), "-f", "-"];
-            args.extend_from_slice(extra);
-            k.run_stdin(&args, yaml)
-        };
+        let apply = |manager: &str, extra: &[&str], yaml: &str| apply_as(&k, manager, extra, yaml);
         let out = apply("one", &[], &deployment(&name, 2, "nginx:1.14.2"));
         assert!(out.success(), "kubectl {minor}: {}", out.describe());
         assert_eq!(
@@ -136,14 +139,15 @@ fn the_conflict_is_a_409_status_with_upstreams_causes_and_fieldmanager_is_requir
     let c = Controller::start();
     let api = c.admin_api();
     let url = "/api/v1/namespaces/default/configmaps/ssa-status";
+    const APPLY: &str = "application/apply-patch+yaml";
+    const MERGE: &str = "application/merge-patch+json";
+    let patch = |query: &str, content_type: &str, doc: &Value| {
+        Req::patch(format!("{url}{query}"), content_type, doc)
+    };
     let apply = |query: &str, data: Value| {
         let doc = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "ssa-status"}, "data": data});
-        Req::patch(
-            format!("{url}{query}"),
-            "application/apply-patch+yaml",
-            &doc,
-        )
+        patch(query, APPLY, &doc)
     };
     let created = api.expect(apply("?fieldManager=first", json!({"a": "1"})), 201);
     assert_eq!(created["data"]["a"], "1");
@@ -169,11 +173,7 @@ fn the_conflict_is_a_409_status_with_upstreams_causes_and_fieldmanager_is_requir
         "{invalid}"
     );
     let forced_merge = api.expect(
-        Req::patch(
-            format!("{url}?force=true"),
-            "application/merge-patch+json",
-            &json!({"data": {"a": "3"}}),
-        ),
+        patch("?force=true", MERGE, &json!({"data": {"a": "3"}})),
         422,
     );
     assert_eq!(
@@ -185,38 +185,20 @@ fn the_conflict_is_a_409_status_with_upstreams_causes_and_fieldmanager_is_requir
     // A configuration is of the URL's version and carries no managedFields.
     let mut other_version = json!({"apiVersion": "v2", "kind": "ConfigMap",
         "metadata": {"name": "ssa-status"}, "data": {"a": "1"}});
-    let wrong = api.expect(
-        Req::patch(
-            format!("{url}?fieldManager=first"),
-            "application/apply-patch+yaml",
-            &other_version,
-        ),
-        400,
-    );
+    let wrong = api.expect(patch("?fieldManager=first", APPLY, &other_version), 400);
     assert_eq!(
         wrong["message"],
         "Incorrect version specified in apply patch. Specified patch version: v2, expected: v1"
     );
     other_version["apiVersion"] = json!("v1");
     other_version["metadata"]["managedFields"] = json!([]);
-    let carried = api.expect(
-        Req::patch(
-            format!("{url}?fieldManager=first"),
-            "application/apply-patch+yaml",
-            &other_version,
-        ),
-        400,
-    );
+    let carried = api.expect(patch("?fieldManager=first", APPLY, &other_version), 400);
     assert_eq!(carried["message"], "metadata.managedFields must be nil");
 
     // An update (not an apply) takes the applied field without a conflict; the applier then
     // conflicts with the updater, named with its apiVersion as upstream names updaters.
     api.expect(
-        Req::patch(
-            format!("{url}?fieldManager=editor"),
-            "application/merge-patch+json",
-            &json!({"data": {"a": "9"}}),
-        ),
+        patch("?fieldManager=editor", MERGE, &json!({"data": {"a": "9"}})),
         200,
     );
     let status = api.expect(apply("?fieldManager=first", json!({"a": "1"})), 409);
@@ -233,11 +215,8 @@ fn a_field_an_applier_stops_applying_goes_unless_another_manager_owns_it() {
         let k = c.kubectl().with_binary(Path::new(bin));
         let name = format!("ssa-removal-{minor}");
         let apply = |manager: &str, yaml: &str| {
-            let manager = format!("--field-manager={manager}");
-            k.ok_stdin(
-                &["apply", "--server-side", manager.as_str(), "-f", "-"],
-                yaml,
-            )
+            let r = apply_as(&k, manager, &[], yaml);
+            assert!(r.success(), "kubectl {minor}: {}", r.describe());
         };
         apply(
             "one",
@@ -491,14 +470,8 @@ fn custom_resources_merge_and_conflict_by_their_schemas_list_types() {
     for (minor, bin) in KUBECTLS {
         let k = c.kubectl().with_binary(Path::new(bin));
         let name = format!("gw-{minor}");
-        let apply = |manager: &str, spec: &str| {
-            let manager = format!("--field-manager={manager}");
-            k.run_stdin(
-                &["apply", "--server-side", manager.as_str(), "-f", "-"],
-                &gateway(&name, spec),
-            )
-        };
-        let ok = |r: berth_tests::process::Run| {
+        let apply = |manager: &str, spec: &str| apply_as(&k, manager, &[], &gateway(&name, spec));
+        let ok = |r: Run| {
             assert!(r.success(), "kubectl {minor}: {}", r.describe());
         };
         ok(apply(

@@ -9,6 +9,7 @@ pub mod admission_webhooks;
 pub mod api;
 pub mod certificates;
 pub mod custom_resources;
+mod following;
 pub mod join;
 pub mod kubernetes_service;
 pub mod pki;

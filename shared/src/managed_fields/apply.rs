@@ -183,6 +183,15 @@ mod tests {
         apply(&CM, live, &config(data), &writer(manager), force)
     }
 
+    /// Records an update (not an apply) of the ConfigMap by `manager`.
+    fn update(old: Option<&Value>, new: &mut Value, manager: &str) {
+        let w = Writer {
+            operation: "Update",
+            ..writer(manager)
+        };
+        crate::managed_fields::record("ConfigMap", old, new, &w);
+    }
+
     fn owners(obj: &Value, field: &str) -> Vec<String> {
         let key = format!("f:{field}");
         obj["metadata"]["managedFields"]
@@ -295,15 +304,7 @@ mod tests {
     #[test]
     fn an_updater_s_field_conflicts_with_its_apiversion_named() {
         let mut live = config(json!({"x": "1"}));
-        crate::managed_fields::record(
-            "ConfigMap",
-            None,
-            &mut live,
-            &Writer {
-                operation: "Update",
-                ..writer("kubectl-create")
-            },
-        );
+        update(None, &mut live, "kubectl-create");
         let e = applied(Some(&live), "kubectl", json!({"x": "2"}), false).unwrap_err();
         assert_eq!(
             e.to_string(),
@@ -323,15 +324,7 @@ mod tests {
         let live = applied(None, "a", json!({"x": "1", "y": "1"}), false).unwrap();
         let mut edited = live.clone();
         edited["data"]["x"] = json!("9");
-        crate::managed_fields::record(
-            "ConfigMap",
-            Some(&live),
-            &mut edited,
-            &Writer {
-                operation: "Update",
-                ..writer("kubectl-edit")
-            },
-        );
+        update(Some(&live), &mut edited, "kubectl-edit");
         assert_eq!(owners(&edited, "x"), ["kubectl-edit"]);
         assert_eq!(owners(&edited, "y"), ["a"]);
         // The applier dropping x now leaves it: an updater owns it.
@@ -351,23 +344,17 @@ mod tests {
             status_subresource: true,
             ..writer(m)
         };
-        let first = apply(
-            &schema,
+        let applied_by = |live: Option<&Value>, containers: Value, manager| {
+            apply(&schema, live, &deployment(containers), &w(manager), false)
+        };
+        let first = applied_by(
             None,
-            &deployment(json!([{"name": "a", "image": "x"}, {"name": "b", "image": "y"}])),
-            &w("one"),
-            false,
+            json!([{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]),
+            "one",
         )
         .unwrap();
         // Another applier adding a container of its own does not conflict.
-        let second = apply(
-            &schema,
-            Some(&first),
-            &deployment(json!([{"name": "c", "image": "z"}])),
-            &w("two"),
-            false,
-        )
-        .unwrap();
+        let second = applied_by(Some(&first), json!([{"name": "c", "image": "z"}]), "two").unwrap();
         let names = |v: &Value| -> Vec<String> {
             v["spec"]["template"]["spec"]["containers"]
                 .as_array()
@@ -378,27 +365,14 @@ mod tests {
         };
         assert_eq!(names(&second), ["a", "b", "c"]);
         // Changing another's container image conflicts, naming the item by its key.
-        let e = apply(
-            &schema,
-            Some(&second),
-            &deployment(json!([{"name": "a", "image": "new"}])),
-            &w("two"),
-            false,
-        )
-        .unwrap_err();
+        let e =
+            applied_by(Some(&second), json!([{"name": "a", "image": "new"}]), "two").unwrap_err();
         assert_eq!(
             e.0[0].field,
             ".spec.template.spec.containers[name=\"a\"].image"
         );
         // The first applier dropping `b` removes that item only.
-        let third = apply(
-            &schema,
-            Some(&second),
-            &deployment(json!([{"name": "a", "image": "x"}])),
-            &w("one"),
-            false,
-        )
-        .unwrap();
+        let third = applied_by(Some(&second), json!([{"name": "a", "image": "x"}]), "one").unwrap();
         assert_eq!(names(&third), ["a", "c"]);
     }
 
@@ -444,15 +418,7 @@ mod tests {
         let mut live = config(json!({"x": "1"}));
         live["metadata"]["annotations"] =
             json!({"kubectl.kubernetes.io/last-applied-configuration": last.to_string()});
-        crate::managed_fields::record(
-            "ConfigMap",
-            None,
-            &mut live,
-            &Writer {
-                operation: "Update",
-                ..writer("kubectl-client-side-apply")
-            },
-        );
+        update(None, &mut live, "kubectl-client-side-apply");
         // Another manager still conflicts; kubectl does not, and rewrites the annotation.
         assert!(applied(Some(&live), "other", json!({"x": "2"}), false).is_err());
         let obj = applied(Some(&live), "kubectl", json!({"x": "2"}), false).unwrap();

@@ -311,37 +311,30 @@ spec:
 ",
     );
     // Upstream's printers.
-    for kubectl in [k.clone(), k.clone().with_binary(Path::new(KUBECTL_1_27))] {
-        let out = kubectl.ok(&["get", "validatingadmissionpolicies"]);
-        let t = Table::parse(&out).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(
-            t.headers,
+    let printed = [
+        (
+            "validatingadmissionpolicies",
             ["NAME", "VALIDATIONS", "PARAMKIND", "AGE"],
-            "{out}"
-        );
-        assert_eq!(t.cell("replica-limit", "VALIDATIONS"), Some("1"), "{out}");
-        assert_eq!(
-            t.cell("replica-limit", "PARAMKIND"),
-            Some("v1/ConfigMap"),
-            "{out}"
-        );
-        let out = kubectl.ok(&["get", "validatingadmissionpolicybindings"]);
-        let t = Table::parse(&out).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(
-            t.headers,
+            [("VALIDATIONS", "1"), ("PARAMKIND", "v1/ConfigMap")],
+        ),
+        (
+            "validatingadmissionpolicybindings",
             ["NAME", "POLICYNAME", "PARAMREF", "AGE"],
-            "{out}"
-        );
-        assert_eq!(
-            t.cell("replica-limit", "POLICYNAME"),
-            Some("replica-limit"),
-            "{out}"
-        );
-        assert_eq!(
-            t.cell("replica-limit", "PARAMREF"),
-            Some("*/replica-limit"),
-            "{out}"
-        );
+            [
+                ("POLICYNAME", "replica-limit"),
+                ("PARAMREF", "*/replica-limit"),
+            ],
+        ),
+    ];
+    for kubectl in [k.clone(), k.clone().with_binary(Path::new(KUBECTL_1_27))] {
+        for (resource, headers, cells) in &printed {
+            let out = kubectl.ok(&["get", resource]);
+            let t = Table::parse(&out).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(t.headers, *headers, "{out}");
+            for (column, want) in cells {
+                assert_eq!(t.cell("replica-limit", column), Some(*want), "{out}");
+            }
+        }
     }
     wait_for_dry_run(
         &c,
@@ -399,9 +392,9 @@ spec:
 #[test]
 fn invalid_policies_are_refused_with_upstream_messages() {
     let c = Controller::start();
-    let r = c.kubectl().fails_stdin(
-        &["apply", "-f", "-"],
-        "apiVersion: admissionregistration.k8s.io/v1
+    let cases: [(&str, &[&str]); 2] = [
+        (
+            "apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
 metadata:
   name: broken
@@ -416,17 +409,13 @@ spec:
   validations:
   - expression: 'object.spec.replicas <='
 ",
-    );
-    assert!(
-        r.stderr.contains(
-            "spec.failurePolicy: Unsupported value: \"Sometimes\": supported values: \"Fail\", \"Ignore\""
-        ) && r.stderr.contains("spec.validations[0].expression: Invalid value: \"object.spec.replicas <=\": compilation failed: "),
-        "{}",
-        r.describe()
-    );
-    let r = c.kubectl().fails_stdin(
-        &["apply", "-f", "-"],
-        "apiVersion: admissionregistration.k8s.io/v1
+            &[
+                "spec.failurePolicy: Unsupported value: \"Sometimes\": supported values: \"Fail\", \"Ignore\"",
+                "spec.validations[0].expression: Invalid value: \"object.spec.replicas <=\": compilation failed: ",
+            ],
+        ),
+        (
+            "apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicyBinding
 metadata:
   name: broken
@@ -434,12 +423,15 @@ spec:
   policyName: p
   validationActions: [Deny, Warn]
 ",
-    );
-    assert!(
-        r.stderr.contains("must not contain both Deny and Warn"),
-        "{}",
-        r.describe()
-    );
+            &["must not contain both Deny and Warn"],
+        ),
+    ];
+    for (manifest, wants) in cases {
+        let r = c.kubectl().fails_stdin(&["apply", "-f", "-"], manifest);
+        for want in wants {
+            assert!(r.stderr.contains(want), "{}", r.describe());
+        }
+    }
 }
 
 #[test]

@@ -322,23 +322,36 @@ impl Walk<'_> {
             }
         }
         let size = items.len() as i64;
-        if let Some(min) = c.min_items
-            && size < min
-        {
-            let detail = format!("{path} in body should have at least {min} items");
-            self.invalid(path, Value::from(size), detail);
-        }
-        if let Some(max) = c.max_items
-            && size > max
-        {
-            let f = self.field(path);
-            self.errs.push(report::too_many(&f, size, max));
-        }
+        self.size_bounds(path, size, c.min_items, c.max_items, "items");
         if c.unique_items && has_duplicates(items) {
             let detail = format!("{path} in body shouldn't contain duplicates");
             self.invalid(path, Value::from(""), detail);
         }
         count
+    }
+
+    /// `minItems`/`maxItems` or `minProperties`/`maxProperties`: an array's or object's `size`
+    /// counts `what` (items, properties).
+    fn size_bounds(
+        &mut self,
+        path: &At,
+        size: i64,
+        min: Option<i64>,
+        max: Option<i64>,
+        what: &str,
+    ) {
+        if let Some(min) = min
+            && size < min
+        {
+            let detail = format!("{path} in body should have at least {min} {what}");
+            self.invalid(path, Value::from(size), detail);
+        }
+        if let Some(max) = max
+            && size > max
+        {
+            let f = self.field(path);
+            self.errs.push(report::too_many(&f, size, max));
+        }
     }
 
     fn enumeration(&mut self, n: &Node, v: &Value, path: &At) {
@@ -371,18 +384,7 @@ impl Walk<'_> {
         let c = &n.checks;
         let mut count = 0;
         let size = m.len() as i64;
-        if let Some(min) = c.min_properties
-            && size < min
-        {
-            let detail = format!("{path} in body should have at least {min} properties");
-            self.invalid(path, Value::from(size), detail);
-        }
-        if let Some(max) = c.max_properties
-            && size > max
-        {
-            let f = self.field(path);
-            self.errs.push(report::too_many(&f, size, max));
-        }
+        self.size_bounds(path, size, c.min_properties, c.max_properties, "properties");
         match &n.additional {
             Some(Additional::Allows(false)) => {
                 for k in m.keys().filter(|k| !n.properties.contains_key(*k)) {

@@ -121,6 +121,15 @@ pub struct Binding {
     pub error: Option<String>,
 }
 
+/// The string at `pointer` in a stored object, empty when absent: the name a policy or binding
+/// is known by even when the rest of it does not decode.
+fn string_at(obj: &Value, pointer: &str) -> String {
+    obj.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
 fn compile(expr: &str) -> Result<Program, String> {
     Program::compile(expr).map_err(|e| format!("compilation failed: {e}"))
 }
@@ -128,13 +137,8 @@ fn compile(expr: &str) -> Result<Program, String> {
 impl Policy {
     /// Compiles a stored policy; errors stay in [`Policy::error`].
     pub fn compile(obj: &Value) -> Policy {
-        let name = obj
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
         let mut policy = Policy {
-            name,
+            name: string_at(obj, "/metadata/name"),
             failure_policy: FailurePolicy::Fail,
             param_kind: None,
             constraints: None,
@@ -197,19 +201,9 @@ impl Policy {
 impl Binding {
     /// Compiles a stored binding; errors stay in [`Binding::error`].
     pub fn compile(obj: &Value) -> Binding {
-        let name = obj
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let policy_name = obj
-            .pointer("/spec/policyName")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
         let mut binding = Binding {
-            name,
-            policy_name,
+            name: string_at(obj, "/metadata/name"),
+            policy_name: string_at(obj, "/spec/policyName"),
             param_ref: None,
             constraints: None,
             actions: Actions::default(),

@@ -17,6 +17,13 @@ const KUBECTLS: [(&str, &str); 2] = [
     ("133", "/usr/lib/google-cloud-sdk/bin/kubectl.1.33"),
 ];
 
+/// Each of [`KUBECTLS`] for `c`, with its minor version.
+fn kubectls(c: &Controller) -> impl Iterator<Item = (&'static str, Kubectl)> + '_ {
+    KUBECTLS
+        .iter()
+        .map(|(minor, bin)| (*minor, c.kubectl().with_binary(Path::new(bin))))
+}
+
 fn deployment(name: &str, replicas: u32, image: &str) -> String {
     format!(
         "apiVersion: apps/v1
@@ -77,8 +84,7 @@ fn apply_as(k: &Kubectl, manager: &str, extra: &[&str], yaml: &str) -> Run {
 #[test]
 fn a_second_applier_conflicts_and_force_conflicts_takes_the_field() {
     let c = Controller::start();
-    for (minor, bin) in KUBECTLS {
-        let k = c.kubectl().with_binary(Path::new(bin));
+    for (minor, k) in kubectls(&c) {
         let name = format!("ssa-conflict-{minor}");
         let apply = |manager: &str, extra: &[&str], yaml: &str| apply_as(&k, manager, extra, yaml);
         let out = apply("one", &[], &deployment(&name, 2, "nginx:1.14.2"));
@@ -211,8 +217,7 @@ fn the_conflict_is_a_409_status_with_upstreams_causes_and_fieldmanager_is_requir
 #[test]
 fn a_field_an_applier_stops_applying_goes_unless_another_manager_owns_it() {
     let c = Controller::start();
-    for (minor, bin) in KUBECTLS {
-        let k = c.kubectl().with_binary(Path::new(bin));
+    for (minor, k) in kubectls(&c) {
         let name = format!("ssa-removal-{minor}");
         let apply = |manager: &str, yaml: &str| {
             let r = apply_as(&k, manager, &[], yaml);
@@ -273,8 +278,7 @@ fn changed_lines(diff: &str) -> Vec<String> {
 #[test]
 fn kubectl_diff_server_side_shows_exactly_the_change_and_writes_nothing() {
     let c = Controller::start();
-    for (minor, bin) in KUBECTLS {
-        let k = c.kubectl().with_binary(Path::new(bin));
+    for (minor, k) in kubectls(&c) {
         let name = format!("ssa-diff-{minor}");
         k.ok_stdin(
             &["apply", "--server-side", "-f", "-"],
@@ -355,8 +359,7 @@ fn kubectl_diff_server_side_shows_exactly_the_change_and_writes_nothing() {
 #[test]
 fn a_client_side_applied_object_moves_to_server_side_apply_without_conflicts() {
     let c = Controller::start();
-    for (minor, bin) in KUBECTLS {
-        let k = c.kubectl().with_binary(Path::new(bin));
+    for (minor, k) in kubectls(&c) {
         let name = format!("ssa-upgrade-{minor}");
         k.ok_stdin(&["apply", "-f", "-"], &deployment(&name, 2, "nginx:1.14.2"));
         // kubectl moves the client-side applier's fields to its server-side manager (a JSON
@@ -467,8 +470,7 @@ fn custom_resources_merge_and_conflict_by_their_schemas_list_types() {
             if established { Ok(()) } else { Err(crd) }
         },
     );
-    for (minor, bin) in KUBECTLS {
-        let k = c.kubectl().with_binary(Path::new(bin));
+    for (minor, k) in kubectls(&c) {
         let name = format!("gw-{minor}");
         let apply = |manager: &str, spec: &str| apply_as(&k, manager, &[], &gateway(&name, spec));
         let ok = |r: Run| {

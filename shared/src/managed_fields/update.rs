@@ -92,22 +92,8 @@ impl Walk<'_> {
                             before.iter().map(|v| v.to_string()).collect(),
                             items.iter().map(|v| v.to_string()).collect(),
                         );
-                        for item in items {
-                            if !had.contains(&item.to_string()) {
-                                change
-                                    .set
-                                    .children
-                                    .insert(format!("v:{item}"), FieldSet::leaf());
-                            }
-                        }
-                        for item in before {
-                            if !has.contains(&item.to_string()) {
-                                change
-                                    .removed
-                                    .children
-                                    .insert(format!("v:{item}"), FieldSet::leaf());
-                            }
-                        }
+                        leaves_not_in(items, &had, &mut change.set);
+                        leaves_not_in(before, &has, &mut change.removed);
                     }
                     ListType::Atomic => {
                         if old != new {
@@ -250,6 +236,20 @@ pub fn record_with(
         fields: mine,
     });
     entries::write(new, list);
+}
+
+/// A `v:<value>` leaf in `into` for each of a set list's `values` not in `others` (values
+/// compared as JSON text).
+fn leaves_not_in<'a>(
+    values: impl IntoIterator<Item = &'a Value>,
+    others: &HashSet<String>,
+    into: &mut FieldSet,
+) {
+    for v in values {
+        if !others.contains(&v.to_string()) {
+            into.children.insert(format!("v:{v}"), FieldSet::leaf());
+        }
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Map, Value};
 
 use super::node::{Additional, Node};
-use super::report;
+use super::report::{self, child};
 use crate::admission::FieldError;
 
 const DNS1035_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
@@ -30,14 +30,6 @@ pub(crate) fn metadata_of<'a>(root: &Node, obj: &'a Value) -> Vec<(String, &'a V
         }
     });
     out
-}
-
-fn child(path: &str, name: &str) -> String {
-    if path.is_empty() {
-        name.to_string()
-    } else {
-        format!("{path}.{name}")
-    }
 }
 
 /// Calls `f` with each embedded resource's path and fields, in document order.

@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::node::{JsonType, Node};
-use super::report;
+use super::report::{self, child};
 use crate::admission::FieldError;
 
 pub use crate::managed_fields::ListType;
@@ -50,14 +50,6 @@ pub(crate) fn validate(root: &Node, obj: &Value) -> Vec<FieldError> {
         object(root, m, "", &mut errs);
     }
     errs
-}
-
-fn child(path: &str, name: &str) -> String {
-    if path.is_empty() {
-        name.to_string()
-    } else {
-        format!("{path}.{name}")
-    }
 }
 
 fn object(s: &Node, m: &Map<String, Value>, path: &str, errs: &mut Vec<FieldError>) {

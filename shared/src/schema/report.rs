@@ -6,6 +6,15 @@ use serde_json::Value;
 
 use crate::admission::{FieldError, FieldErrorType};
 
+/// `path.name` in upstream's rendering, or `name` at the root (an empty `path`).
+pub(crate) fn child(path: &str, name: &str) -> String {
+    if path.is_empty() {
+        name.to_string()
+    } else {
+        format!("{path}.{name}")
+    }
+}
+
 fn error(t: FieldErrorType, field: &str, value: Option<Value>, detail: String) -> FieldError {
     FieldError {
         error_type: t,

@@ -21,11 +21,7 @@ impl SchemaPath {
     }
 
     pub(crate) fn child(&self, name: &str) -> Self {
-        if self.0.is_empty() {
-            SchemaPath(name.to_string())
-        } else {
-            SchemaPath(format!("{}.{name}", self.0))
-        }
+        SchemaPath(report::child(&self.0, name))
     }
 
     pub(crate) fn key(&self, k: &str) -> Self {

@@ -2,6 +2,8 @@
 //! as integers when both the value and the bound are (bounds truncated, as Go converts them),
 //! as floats otherwise; on an integer schema a non-integral value or bound is reported too.
 
+use std::cmp::Ordering;
+
 use serde_json::Value;
 
 use super::{At, Walk};
@@ -68,56 +70,55 @@ impl Walk<'_> {
             }
         }
         if let Some(min) = c.minimum {
-            let native = self.bound_ok(type_name, min, "Minimum boundary", path);
-            let excl = c.exclusive_minimum;
-            let (below, shown) = match int.filter(|_| native) {
-                Some(i) => {
-                    let m = min as i64;
-                    ((!excl && i < m) || (excl && i <= m), m.to_string())
-                }
-                None => (
-                    (!excl && data < min) || (excl && data <= min),
-                    go_float(min),
-                ),
-            };
-            if below {
-                let rel = if excl {
-                    "greater than"
-                } else {
-                    "greater than or equal to"
-                };
-                self.invalid(
-                    path,
-                    v.clone(),
-                    format!("{path} in body should be {rel} {shown}"),
-                );
-            }
+            self.bound(Side::Minimum, min, c.exclusive_minimum, type_name, v, path);
         }
         if let Some(max) = c.maximum {
-            let native = self.bound_ok(type_name, max, "Maximum boundary", path);
-            let excl = c.exclusive_maximum;
-            let (above, shown) = match int.filter(|_| native) {
-                Some(i) => {
-                    let m = max as i64;
-                    ((!excl && i > m) || (excl && i >= m), m.to_string())
-                }
-                None => (
-                    (!excl && data > max) || (excl && data >= max),
-                    go_float(max),
-                ),
-            };
-            if above {
-                let rel = if excl {
-                    "less than"
-                } else {
-                    "less than or equal to"
-                };
-                self.invalid(
-                    path,
-                    v.clone(),
-                    format!("{path} in body should be {rel} {shown}"),
-                );
+            self.bound(Side::Maximum, max, c.exclusive_maximum, type_name, v, path);
+        }
+    }
+
+    /// `minimum` or `maximum` (`exclusive` or not): compared as integers when the value and
+    /// the bound are, as floats otherwise.
+    fn bound(
+        &mut self,
+        side: Side,
+        bound: f64,
+        exclusive: bool,
+        type_name: &str,
+        v: &Value,
+        path: &At,
+    ) {
+        let (what, outside, rel) = match (side, exclusive) {
+            (Side::Minimum, true) => ("Minimum boundary", Ordering::Less, "greater than"),
+            (Side::Minimum, false) => (
+                "Minimum boundary",
+                Ordering::Less,
+                "greater than or equal to",
+            ),
+            (Side::Maximum, true) => ("Maximum boundary", Ordering::Greater, "less than"),
+            (Side::Maximum, false) => (
+                "Maximum boundary",
+                Ordering::Greater,
+                "less than or equal to",
+            ),
+        };
+        let native = self.bound_ok(type_name, bound, what, path);
+        let (order, shown) = match v.as_i64().filter(|_| native) {
+            Some(i) => {
+                let b = bound as i64;
+                (Some(i.cmp(&b)), b.to_string())
             }
+            None => (
+                v.as_f64().unwrap_or_default().partial_cmp(&bound),
+                go_float(bound),
+            ),
+        };
+        if order == Some(outside) || (exclusive && order == Some(Ordering::Equal)) {
+            self.invalid(
+                path,
+                v.clone(),
+                format!("{path} in body should be {rel} {shown}"),
+            );
         }
     }
 
@@ -132,6 +133,13 @@ impl Walk<'_> {
         }
         true
     }
+}
+
+/// Which bound of a number's range.
+#[derive(Debug, Clone, Copy)]
+enum Side {
+    Minimum,
+    Maximum,
 }
 
 /// Whether a number prints (as Go's `FormatFloat(f, 'f', -1)`) as an int64.

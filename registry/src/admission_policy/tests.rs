@@ -2,6 +2,7 @@
 //! the acceptance policy (at most 5 replicas in `env=test` namespaces) under each action, the
 //! failure policies, params, and the messages upstream answers with.
 
+use std::path::Path;
 use std::time::Instant;
 
 use serde_json::{Value, json};
@@ -12,6 +13,7 @@ use super::dispatch::{self, Denial, Lookup, Request, Verdict};
 use super::matching::{Attributes, Operation, labels_of};
 use super::params::ParamSource;
 use super::request::Requester;
+use crate::{DeleteOptions, Registry, RegistryError, WriteOptions};
 use berth_shared::resource::ResourceType;
 use berth_shared::selector::LabelSelector;
 
@@ -481,10 +483,17 @@ fn five_rule_policy_admission_cost() {
     }
 }
 
-/// A registry over `dir` for the write-path tests, and the ConfigMap resource they write.
-fn registry_with_configmaps(dir: &std::path::Path) -> (crate::Registry, &'static ResourceType) {
+/// A registry over `dir` where `policy` is bound everywhere to deny, by binding `deny`; and
+/// the ConfigMap resource the write-path tests write.
+fn registry_denying_by(dir: &Path, policy: &Value) -> (Registry, &'static ResourceType) {
+    let registry = crate::testing::registry(dir);
+    let name = policy["metadata"]["name"].as_str().unwrap_or_default();
+    registry.admission_policies().install(
+        std::slice::from_ref(policy),
+        &[configmap_binding("deny", name, "Deny")],
+    );
     let configmaps = berth_shared::resource::by_plural("", "v1", "configmaps").expect("cm");
-    (crate::testing::registry(dir), configmaps)
+    (registry, configmaps)
 }
 
 /// A policy over ConfigMaps for `operation` (`*` for all), failing closed, with `validations`.
@@ -505,9 +514,7 @@ fn configmap_binding(name: &str, policy: &str, action: &str) -> Value {
 /// The registry's create, update and delete paths consult the policies it was given.
 #[test]
 fn the_write_path_consults_the_installed_policies() {
-    use crate::{DeleteOptions, Part, RegistryError, WriteOptions};
-    let dir = tempfile::tempdir().expect("dir");
-    let (registry, configmaps) = registry_with_configmaps(dir.path());
+    use crate::Part;
     let policy = configmap_policy(
         "small-config",
         "*",
@@ -517,10 +524,8 @@ fn the_write_path_consults_the_installed_policies() {
             {"expression": "request.operation != 'DELETE' || oldObject.metadata.name != 'keep'",
              "messageExpression": "'cannot delete ' + oldObject.metadata.name", "reason": "Forbidden"}]),
     );
-    let deny = configmap_binding("deny", "small-config", "Deny");
-    registry
-        .admission_policies()
-        .install(std::slice::from_ref(&policy), &[deny]);
+    let dir = tempfile::tempdir().expect("dir");
+    let (registry, configmaps) = registry_denying_by(dir.path(), &policy);
     let cm = |name: &str, keys: &[&str]| {
         let data: serde_json::Map<String, Value> =
             keys.iter().map(|k| (k.to_string(), json!("v"))).collect();
@@ -600,17 +605,14 @@ fn the_write_path_consults_the_installed_policies() {
 #[test]
 fn deletes_see_who_deletes() {
     use crate::identity::Identity;
-    use crate::{DeleteOptions, RegistryError, WriteOptions};
-    let dir = tempfile::tempdir().expect("dir");
-    let (registry, configmaps) = registry_with_configmaps(dir.path());
     let policy = configmap_policy(
         "admins-delete",
         "DELETE",
         json!([{"expression": "'admins' in request.userInfo.groups",
             "messageExpression": "request.userInfo.username + ' may not delete ' + oldObject.metadata.name"}]),
     );
-    let b = configmap_binding("b", "admins-delete", "Deny");
-    registry.admission_policies().install(&[policy], &[b]);
+    let dir = tempfile::tempdir().expect("dir");
+    let (registry, configmaps) = registry_denying_by(dir.path(), &policy);
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}});
     registry
         .create(configmaps, Some("default"), cm, &WriteOptions::default())

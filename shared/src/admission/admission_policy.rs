@@ -12,7 +12,9 @@ use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicySpec,
 };
 
-use super::admission_rules::{default_match_resources, path_segment, validate_match_resources};
+use super::admission_rules::{
+    choice, default_match_resources, path_segment, validate_match_resources,
+};
 // The webhooks' rules are the policies' rules.
 pub(super) use super::admission_rules::validate_rule;
 use super::field::{FieldError, Path};
@@ -147,15 +149,12 @@ fn has_newlines(s: &str) -> bool {
 
 fn validate_spec(name: &str, spec: &ValidatingAdmissionPolicySpec, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    match spec.failure_policy.as_deref() {
-        None => errs.push(FieldError::required(&path.child("failurePolicy"), "")),
-        Some(f) if !FAILURE_POLICIES.contains(&f) => errs.push(FieldError::not_supported(
-            &path.child("failurePolicy"),
-            f,
-            FAILURE_POLICIES,
-        )),
-        Some(_) => {}
-    }
+    choice(
+        spec.failure_policy.as_deref(),
+        FAILURE_POLICIES,
+        &path.child("failurePolicy"),
+        &mut errs,
+    );
     if let Some(k) = &spec.param_kind {
         errs.extend(validate_param_kind(k, &path.child("paramKind")));
     }
@@ -344,18 +343,14 @@ fn validate_param_ref(r: &ParamRef, path: &Path) -> Vec<FieldError> {
             "one of name or selector must be specified",
         ));
     }
-    match r.parameter_not_found_action.as_deref() {
-        None | Some("") => errs.push(FieldError::required(
-            &path.child("parameterNotFoundAction"),
-            "",
-        )),
-        Some(a) if a != "Deny" && a != "Allow" => errs.push(FieldError::not_supported(
-            &path.child("parameterNotFoundAction"),
-            a,
-            &["Deny", "Allow"],
-        )),
-        Some(_) => {}
-    }
+    choice(
+        r.parameter_not_found_action
+            .as_deref()
+            .filter(|a| !a.is_empty()),
+        &["Deny", "Allow"],
+        &path.child("parameterNotFoundAction"),
+        &mut errs,
+    );
     errs
 }
 

@@ -36,6 +36,15 @@ fn has_wildcard(items: &[String]) -> bool {
     items.iter().any(|i| i == "*")
 }
 
+/// A required field with one of the `valid` values (a failure or match policy).
+pub(crate) fn choice(value: Option<&str>, valid: &[&str], path: &Path, errs: &mut Vec<FieldError>) {
+    match value {
+        None => errs.push(FieldError::required(path, "")),
+        Some(v) if !valid.contains(&v) => errs.push(FieldError::not_supported(path, v, valid)),
+        Some(_) => {}
+    }
+}
+
 /// A rule's operations, API groups or API versions (`what`): at least one, and `*` alone.
 fn wildcard_list(path: &Path, items: &[String], what: &str) -> Vec<FieldError> {
     let mut errs = Vec::new();
@@ -185,15 +194,12 @@ pub(super) fn validate_rule(r: &NamedRuleWithOperations, path: &Path) -> Vec<Fie
 /// Upstream `validateMatchResources` (of an object already defaulted).
 pub(crate) fn validate_match_resources(m: &MatchResources, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    match m.match_policy.as_deref() {
-        None => errs.push(FieldError::required(&path.child("matchPolicy"), "")),
-        Some(p) if !MATCH_POLICIES.contains(&p) => errs.push(FieldError::not_supported(
-            &path.child("matchPolicy"),
-            p,
-            MATCH_POLICIES,
-        )),
-        Some(_) => {}
-    }
+    choice(
+        m.match_policy.as_deref(),
+        MATCH_POLICIES,
+        &path.child("matchPolicy"),
+        &mut errs,
+    );
     for (name, sel) in [
         ("namespaceSelector", &m.namespace_selector),
         ("objectSelector", &m.object_selector),

@@ -8,6 +8,7 @@
 use serde_json::{Map, Value};
 
 use super::node::{Additional, Node};
+use super::report;
 
 /// The fields of `apiVersion`, `kind` and `metadata` that pruning leaves to the resource.
 const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
@@ -248,12 +249,7 @@ fn coerce_embedded(x: &mut Value, s: &Node, path: &str, unknown: &mut Vec<String
             if s.embedded
                 && let Some(meta) = m.get_mut("metadata")
             {
-                let prefix = if path.is_empty() {
-                    "metadata".to_string()
-                } else {
-                    format!("{path}.metadata")
-                };
-                prune_object_meta(meta, &prefix, unknown);
+                prune_object_meta(meta, &report::child(path, "metadata"), unknown);
                 if let Value::Object(meta) = meta
                     && meta.get("creationTimestamp").is_some_and(Value::is_null)
                 {
@@ -262,12 +258,7 @@ fn coerce_embedded(x: &mut Value, s: &Node, path: &str, unknown: &mut Vec<String
             }
             for (k, v) in m.iter_mut() {
                 if let Some(p) = s.properties.get(k) {
-                    let child = if path.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{path}.{k}")
-                    };
-                    coerce_embedded(v, p, &child, unknown);
+                    coerce_embedded(v, p, &report::child(path, k), unknown);
                 } else if let Some(Additional::Schema(a)) = &s.additional {
                     coerce_embedded(v, a, &format!("{path}[{k}]"), unknown);
                 }

@@ -241,37 +241,23 @@ mod tests {
 
     #[test]
     fn cluster_scoped_params_take_no_namespace() {
+        let src = objects();
+        let in_team = |kind: &ParamKind, r: ParamRef| collect(Some(kind), Some(&r), "team", &src);
         let kind = ParamKind {
             api_version: Some("rbac.authorization.k8s.io/v1".into()),
             kind: Some("ClusterRole".into()),
         };
-        let got = collect(
-            Some(&kind),
-            Some(&by_name("view", None, true)),
-            "team",
-            &objects(),
-        );
+        let got = in_team(&kind, by_name("view", None, true));
         assert_eq!(got.as_deref().map(names), Ok(vec!["/view".to_string()]));
         assert_eq!(
-            collect(
-                Some(&kind),
-                Some(&by_name("view", Some("team"), true)),
-                "team",
-                &objects()
-            ),
+            in_team(&kind, by_name("view", Some("team"), true)),
             Err("paramRef.namespace must not be provided for a cluster-scoped `paramKind`".into())
         );
         let unknown = ParamKind {
             api_version: Some("example.com/v1".into()),
             kind: Some("Limits".into()),
         };
-        let e = collect(
-            Some(&unknown),
-            Some(&by_name("x", None, true)),
-            "team",
-            &objects(),
-        )
-        .unwrap_err();
+        let e = in_team(&unknown, by_name("x", None, true)).unwrap_err();
         assert!(e.contains("not known"), "{e}");
     }
 }

@@ -13,7 +13,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 
 use super::admission_rules::{
-    choice, default_match_resources, path_segment, validate_match_resources,
+    choice, default_match_resources, optional_choice, path_segment, validate_match_resources,
 };
 // The webhooks' rules are the policies' rules.
 pub(super) use super::admission_rules::validate_rule;
@@ -252,15 +252,7 @@ fn validate_spec(name: &str, spec: &ValidatingAdmissionPolicySpec, path: &Path) 
                 ));
             }
         }
-        if let Some(r) = &v.reason
-            && !REASONS.contains(&r.as_str())
-        {
-            errs.push(FieldError::not_supported(
-                &p.child("reason"),
-                r.as_str(),
-                REASONS,
-            ));
-        }
+        optional_choice(v.reason.as_deref(), REASONS, &p.child("reason"), &mut errs);
     }
     if annotations.len() > MAX_AUDIT_ANNOTATIONS {
         errs.push(FieldError::invalid(

@@ -38,10 +38,23 @@ fn has_wildcard(items: &[String]) -> bool {
 
 /// A required field with one of the `valid` values (a failure or match policy).
 pub(crate) fn choice(value: Option<&str>, valid: &[&str], path: &Path, errs: &mut Vec<FieldError>) {
-    match value {
-        None => errs.push(FieldError::required(path, "")),
-        Some(v) if !valid.contains(&v) => errs.push(FieldError::not_supported(path, v, valid)),
-        Some(_) => {}
+    if value.is_none() {
+        errs.push(FieldError::required(path, ""));
+    }
+    optional_choice(value, valid, path, errs);
+}
+
+/// An optional field that, when set, has one of the `valid` values (a scope, a reason).
+pub(crate) fn optional_choice(
+    value: Option<&str>,
+    valid: &[&str],
+    path: &Path,
+    errs: &mut Vec<FieldError>,
+) {
+    if let Some(v) = value
+        && !valid.contains(&v)
+    {
+        errs.push(FieldError::not_supported(path, v, valid));
     }
 }
 
@@ -179,15 +192,7 @@ pub(super) fn validate_rule(r: &NamedRuleWithOperations, path: &Path) -> Vec<Fie
         r.resources.as_deref().unwrap_or_default(),
         &path.child("resources"),
     ));
-    if let Some(scope) = &r.scope
-        && !SCOPES.contains(&scope.as_str())
-    {
-        errs.push(FieldError::not_supported(
-            &path.child("scope"),
-            scope.as_str(),
-            SCOPES,
-        ));
-    }
+    optional_choice(r.scope.as_deref(), SCOPES, &path.child("scope"), &mut errs);
     errs
 }
 

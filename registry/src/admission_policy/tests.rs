@@ -114,25 +114,40 @@ fn deployment(replicas: i64) -> Value {
            "spec": {"replicas": replicas}})
 }
 
-fn admit(policies: &Policies, ns: &str, obj: &Value, op: Operation) -> Verdict {
-    let hooks = policies.hooks();
-    let req = Request {
-        attributes: Attributes {
-            group: "apps",
-            version: "v1",
-            resource: "deployments",
-            subresource: "",
-            kind: "Deployment",
-            namespace: ns,
-            name: "web",
-            operation: op,
-            object: Some(obj),
-            old_object: None,
-        },
+/// A controller's request with `attributes`.
+fn request(attributes: Attributes<'_>) -> Request<'_> {
+    Request {
+        attributes,
         equivalents: &[],
         user: Requester::Controller,
         dry_run: false,
-    };
+    }
+}
+
+/// A write of the Deployment `web` in `ns`.
+fn deployment_write<'a>(
+    ns: &'a str,
+    operation: Operation,
+    object: &'a Value,
+    old_object: Option<&'a Value>,
+) -> Attributes<'a> {
+    Attributes {
+        group: "apps",
+        version: "v1",
+        resource: "deployments",
+        subresource: "",
+        kind: "Deployment",
+        namespace: ns,
+        name: "web",
+        operation,
+        object: Some(object),
+        old_object,
+    }
+}
+
+fn admit(policies: &Policies, ns: &str, obj: &Value, op: Operation) -> Verdict {
+    let hooks = policies.hooks();
+    let req = request(deployment_write(ns, op, obj, None));
     dispatch::dispatch(&hooks, &req, &World::new())
 }
 
@@ -375,23 +390,18 @@ fn policies_never_apply_to_policy_objects() {
         "validatingadmissionpolicies",
         "validatingadmissionpolicybindings",
     ] {
-        let req = Request {
-            attributes: Attributes {
-                group: "admissionregistration.k8s.io",
-                version: "v1",
-                resource,
-                subresource: "",
-                kind: "ValidatingAdmissionPolicy",
-                namespace: "",
-                name: "x",
-                operation: Operation::Delete,
-                object: None,
-                old_object: Some(&obj),
-            },
-            equivalents: &[],
-            user: Requester::Controller,
-            dry_run: false,
-        };
+        let req = request(Attributes {
+            group: "admissionregistration.k8s.io",
+            version: "v1",
+            resource,
+            subresource: "",
+            kind: "ValidatingAdmissionPolicy",
+            namespace: "",
+            name: "x",
+            operation: Operation::Delete,
+            object: None,
+            old_object: Some(&obj),
+        });
         assert_eq!(
             dispatch::dispatch(&hooks, &req, &World::new()),
             Verdict::default()
@@ -447,27 +457,12 @@ fn five_rule_policy_admission_cost() {
     let (obj, old) = (stored_deployment(3), stored_deployment(2));
     let world = World::new();
     for (label, old_object) in [("create", None), ("update", Some(&old))] {
-        let req = Request {
-            attributes: Attributes {
-                group: "apps",
-                version: "v1",
-                resource: "deployments",
-                subresource: "",
-                kind: "Deployment",
-                namespace: "test-ns",
-                name: "web",
-                operation: if old_object.is_some() {
-                    Operation::Update
-                } else {
-                    Operation::Create
-                },
-                object: Some(&obj),
-                old_object,
-            },
-            equivalents: &[],
-            user: Requester::Controller,
-            dry_run: false,
+        let operation = if old_object.is_some() {
+            Operation::Update
+        } else {
+            Operation::Create
         };
+        let req = request(deployment_write("test-ns", operation, &obj, old_object));
         // Warm up the CEL environment and the allocator.
         for _ in 0..50 {
             assert_eq!(dispatch::dispatch(&hooks, &req, &world), Verdict::default());

@@ -57,6 +57,30 @@ impl Attributes<'_> {
     }
 }
 
+#[cfg(test)]
+impl<'a> Attributes<'a> {
+    /// A write of the Deployment `web` in `namespace`, as the tests make it.
+    pub(super) fn deployment_write(
+        namespace: &'a str,
+        operation: Operation,
+        object: &'a Value,
+        old_object: Option<&'a Value>,
+    ) -> Self {
+        Attributes {
+            group: "apps",
+            version: "v1",
+            resource: "deployments",
+            subresource: "",
+            kind: "Deployment",
+            namespace,
+            name: "web",
+            operation,
+            object: Some(object),
+            old_object,
+        }
+    }
+}
+
 /// Another served version of the request's resource, for `matchPolicy: Equivalent`.
 pub type Versions<'a> = &'a [&'a str];
 
@@ -253,18 +277,7 @@ mod tests {
     }
 
     fn deployment<'a>(obj: &'a Value, op: Operation) -> Attributes<'a> {
-        Attributes {
-            group: "apps",
-            version: "v1",
-            resource: "deployments",
-            subresource: "",
-            kind: "Deployment",
-            namespace: "team",
-            name: "web",
-            operation: op,
-            object: Some(obj),
-            old_object: None,
-        }
+        Attributes::deployment_write("team", op, obj, None)
     }
 
     fn labels(pairs: &[(&str, &str)]) -> Result<BTreeMap<String, String>, String> {

@@ -124,30 +124,9 @@ fn request(attributes: Attributes<'_>) -> Request<'_> {
     }
 }
 
-/// A write of the Deployment `web` in `ns`.
-fn deployment_write<'a>(
-    ns: &'a str,
-    operation: Operation,
-    object: &'a Value,
-    old_object: Option<&'a Value>,
-) -> Attributes<'a> {
-    Attributes {
-        group: "apps",
-        version: "v1",
-        resource: "deployments",
-        subresource: "",
-        kind: "Deployment",
-        namespace: ns,
-        name: "web",
-        operation,
-        object: Some(object),
-        old_object,
-    }
-}
-
 fn admit(policies: &Policies, ns: &str, obj: &Value, op: Operation) -> Verdict {
     let hooks = policies.hooks();
-    let req = request(deployment_write(ns, op, obj, None));
+    let req = request(Attributes::deployment_write(ns, op, obj, None));
     dispatch::dispatch(&hooks, &req, &World::new())
 }
 
@@ -462,7 +441,9 @@ fn five_rule_policy_admission_cost() {
         } else {
             Operation::Create
         };
-        let req = request(deployment_write("test-ns", operation, &obj, old_object));
+        let req = request(Attributes::deployment_write(
+            "test-ns", operation, &obj, old_object,
+        ));
         // Warm up the CEL environment and the allocator.
         for _ in 0..50 {
             assert_eq!(dispatch::dispatch(&hooks, &req, &world), Verdict::default());

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use cel::Context;
 use cel::common::ast::IdedExpr;
 use cel::common::types::{CelBool, CelString};
-use cel::common::value::Val;
+use cel::common::value::{FromVal, Val};
 
 use super::CelError;
 use super::activation::{Activation, to_json};
@@ -94,11 +94,7 @@ impl Program {
         vars: &Activation<'_>,
         limit: u64,
     ) -> Result<(bool, u64), CelError> {
-        self.run(vars, limit, |v| {
-            v.downcast_ref::<CelBool>()
-                .map(|b| *b.inner())
-                .ok_or_else(|| wrong_type("bool", v))
-        })
+        self.run(vars, limit, |v| typed(v, "bool", |b: &CelBool| *b.inner()))
     }
 
     /// [`Program::eval_string`] with a cost limit of `limit`; also returns the cost spent.
@@ -108,9 +104,7 @@ impl Program {
         limit: u64,
     ) -> Result<(String, u64), CelError> {
         self.run(vars, limit, |v| {
-            v.downcast_ref::<CelString>()
-                .map(|s| s.inner().to_string())
-                .ok_or_else(|| wrong_type("string", v))
+            typed(v, "string", |s: &CelString| s.inner().to_string())
         })
     }
 
@@ -133,11 +127,16 @@ impl Program {
     }
 }
 
-fn wrong_type(want: &'static str, v: &dyn Val) -> CelError {
-    CelError::Type {
+/// `v` as a CEL `C` (a `want`) converted by `f`, or the error that it is of another type.
+fn typed<'b, 'v, C: FromVal<'b, 'v> + 'b, T>(
+    v: &'b (dyn Val + 'v),
+    want: &'static str,
+    f: impl FnOnce(&C) -> T,
+) -> Result<T, CelError> {
+    v.downcast_ref::<C>().map(f).ok_or_else(|| CelError::Type {
         want,
         got: v.get_type().name().to_string(),
-    }
+    })
 }
 
 /// An evaluation error in cel-go's words where they differ (`no such key: x`, `division by

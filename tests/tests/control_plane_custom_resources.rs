@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use berth_tests::kubectl::kubectl_1_20;
-use berth_tests::{Controller, Table};
+use berth_tests::{Controller, Kubectl, Table};
 use serde_json::Value;
 
 const BACKUPS: &str = r#"
@@ -77,6 +77,16 @@ fn backup(name: &str, spec: &str) -> String {
     format!(
         "apiVersion: berth.example.com/v1\nkind: Backup\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n{spec}\n"
     )
+}
+
+/// `kubectl apply` of `yaml` fails, saying `expected`.
+fn refused(k: &Kubectl, yaml: &str, expected: &str) {
+    let r = k.fails_stdin(&["apply", "-f", "-"], yaml);
+    assert!(
+        r.stderr.contains(expected),
+        "missing {expected:?} in:\n{}",
+        r.stderr
+    );
 }
 
 /// Applies a definition and waits for its `Established` condition; returns how long it took.
@@ -165,56 +175,30 @@ fn a_definition_serves_its_custom_resources_as_upstream() {
             bad.stderr
         );
     }
-    let rule = k.fails_stdin(
-        &["apply", "-f", "-"],
-        &backup(
-            "rule",
-            "  schedule: '0 3 * * *'\n  replicas: 1\n  minReplicas: 3",
-        ),
+    let rule = "  schedule: '0 3 * * *'\n  replicas: 1\n  minReplicas: 3";
+    refused(
+        &k,
+        &backup("rule", rule),
+        "minReplicas must not exceed replicas",
     );
-    assert!(
-        rule.stderr.contains("minReplicas must not exceed replicas"),
-        "{}",
-        rule.stderr
-    );
-    let missing = k.fails_stdin(&["apply", "-f", "-"], &backup("missing", "  replicas: 1"));
-    assert!(
-        missing.stderr.contains("spec.schedule: Required value"),
-        "{}",
-        missing.stderr
-    );
+    let missing = backup("missing", "  replicas: 1");
+    refused(&k, &missing, "spec.schedule: Required value");
 
     // Unknown fields: refused under kubectl's default strict validation, pruned without it.
-    let strict = k.fails_stdin(
-        &["apply", "-f", "-"],
-        &backup("extra", "  schedule: '0 3 * * *'\n  colour: blue"),
-    );
-    assert!(
-        strict.stderr.contains(r#"unknown field "spec.colour""#),
-        "{}",
-        strict.stderr
-    );
-    k.ok_stdin(
-        &["apply", "--validate=false", "-f", "-"],
-        &backup("extra", "  schedule: '0 3 * * *'\n  colour: blue"),
-    );
+    let extra = backup("extra", "  schedule: '0 3 * * *'\n  colour: blue");
+    refused(&k, &extra, r#"unknown field "spec.colour""#);
+    k.ok_stdin(&["apply", "--validate=false", "-f", "-"], &extra);
     let extra: Value =
         serde_json::from_str(&k.ok(&["get", "backup", "extra", "-o", "json"])).unwrap();
     assert!(extra["spec"].get("colour").is_none(), "{extra}");
     assert_eq!(extra["spec"]["retentionDays"], 7);
 
     // A transition rule judges updates only.
-    let changed = k.fails_stdin(
-        &["apply", "-f", "-"],
-        &backup(
-            "nightly",
-            "  schedule: '0 3 * * *'\n  replicas: 2\n  storage: {class: slow}",
-        ),
-    );
-    assert!(
-        changed.stderr.contains("storage class is immutable"),
-        "{}",
-        changed.stderr
+    let changed = "  schedule: '0 3 * * *'\n  replicas: 2\n  storage: {class: slow}";
+    refused(
+        &k,
+        &backup("nightly", changed),
+        "storage class is immutable",
     );
 
     // The scale subresource.
@@ -563,18 +547,16 @@ fn real_projects_definitions_apply_and_judge_their_objects() {
     assert_eq!(beta["apiVersion"], "gateway.networking.k8s.io/v1beta1");
     // Invalid ones are refused by the projects' own CEL rules and schema checks.
     let bad = GATEWAY_OBJECTS.replace("value: /cart", "value: cart");
-    let r = k.fails_stdin(&["apply", "-f", "-"], &bad);
-    assert!(
-        r.stderr.contains("spec.rules[0].matches[0].path: Invalid value: \"object\": value must be an absolute path and start with '/' when type one of ['Exact', 'PathPrefix']"),
-        "{}",
-        r.stderr
+    refused(
+        &k,
+        &bad,
+        "spec.rules[0].matches[0].path: Invalid value: \"object\": value must be an absolute path and start with '/' when type one of ['Exact', 'PathPrefix']",
     );
     let bad = GATEWAY_OBJECTS.replace("port: 80}", "port: 70000}");
-    let r = k.fails_stdin(&["apply", "-f", "-"], &bad);
-    assert!(
-        r.stderr.contains("spec.listeners[0].port: Invalid value: 70000: spec.listeners[0].port in body should be less than or equal to 65535"),
-        "{}",
-        r.stderr
+    refused(
+        &k,
+        &bad,
+        "spec.listeners[0].port: Invalid value: 70000: spec.listeners[0].port in body should be less than or equal to 65535",
     );
 }
 
@@ -641,25 +623,15 @@ fn operators_definitions_apply_and_judge_their_objects() {
         "{out}"
     );
     // A list-map keyed by name refuses a repeated key; a CEL rule refuses both image fields.
-    let dup = k.fails_stdin(
-        &["apply", "-f", "-"],
+    refused(
+        &k,
         "apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata: {name: dup, namespace: default}\nspec:\n  groups:\n  - {name: web, rules: [{alert: A, expr: up}]}\n  - {name: web, rules: [{alert: B, expr: up}]}\n",
+        "spec.groups[1]: Duplicate value",
     );
-    assert!(
-        dup.stderr.contains("spec.groups[1]: Duplicate value"),
-        "{}",
-        dup.stderr
-    );
-    let both = k.fails_stdin(
-        &["apply", "-f", "-"],
+    refused(
+        &k,
         "apiVersion: postgresql.cnpg.io/v1\nkind: Cluster\nmetadata: {name: bad, namespace: default}\nspec:\n  instances: 3\n  imageName: postgres:17\n  imageCatalogRef: {apiGroup: postgresql.cnpg.io, kind: ImageCatalog, name: pg, major: 17}\n  storage: {size: 1Gi}\n",
-    );
-    assert!(
-        both.stderr.contains(
-            "spec: Invalid value: \"object\": imageName and imageCatalogRef are mutually exclusive"
-        ),
-        "{}",
-        both.stderr
+        "spec: Invalid value: \"object\": imageName and imageCatalogRef are mutually exclusive",
     );
 }
 
@@ -687,14 +659,9 @@ fn formats_nothing_checks_are_warned_of_and_embedded_metadata_is_judged() {
         r.stderr
     );
     establish(&c, &templates(), "templates.berth.example.com");
-    let bad = k.fails_stdin(
-        &["apply", "-f", "-"],
+    refused(
+        &k,
         "apiVersion: berth.example.com/v1\nkind: Template\nmetadata: {name: t, namespace: default}\nspec:\n  template:\n    apiVersion: v1\n    kind: ConfigMap\n    metadata: {name: inner, labels: {app: 'not a value!'}}\n",
-    );
-    assert!(
-        bad.stderr
-            .contains(r#"spec.template.metadata.labels: Invalid value: "not a value!""#),
-        "{}",
-        bad.stderr
+        r#"spec.template.metadata.labels: Invalid value: "not a value!""#,
     );
 }

@@ -105,12 +105,7 @@ fn record_managers(
     let writer = managed_fields::Writer {
         manager: opts.manager.as_deref().unwrap_or(OWN_MANAGER),
         operation: if opts.apply { "Apply" } else { "Update" },
-        subresource: match part {
-            Part::Main => None,
-            Part::Status => Some("status"),
-            Part::EphemeralContainers => Some("ephemeralcontainers"),
-            Part::Approval => Some("approval"),
-        },
+        subresource: part.subresource(),
         api_version: &api_version,
         time: &time,
         status_subresource: rt.has_status,
@@ -202,6 +197,18 @@ pub enum Part {
     /// A CertificateSigningRequest's `approval` subresource: only its Approved/Denied
     /// conditions ([`crate::certificates::strategy`]).
     Approval,
+}
+
+impl Part {
+    /// The subresource's name in the API (`status` …), `None` for the main resource.
+    pub fn subresource(self) -> Option<&'static str> {
+        match self {
+            Part::Main => None,
+            Part::Status => Some("status"),
+            Part::EphemeralContainers => Some("ephemeralcontainers"),
+            Part::Approval => Some("approval"),
+        }
+    }
 }
 
 /// The object service. Cheap to clone.

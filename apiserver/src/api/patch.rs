@@ -110,12 +110,7 @@ fn apply_configuration(
     let writer = Writer {
         manager,
         operation: "Apply",
-        subresource: match part {
-            Part::Main => None,
-            Part::Status => Some("status"),
-            Part::EphemeralContainers => Some("ephemeralcontainers"),
-            Part::Approval => Some("approval"),
-        },
+        subresource: part.subresource(),
         api_version: &api_version,
         time: &time,
         status_subresource: view.has_status,

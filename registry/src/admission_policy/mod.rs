@@ -192,15 +192,6 @@ impl<'a> Attempt<'a> {
     }
 }
 
-fn subresource(part: Part) -> &'static str {
-    match part {
-        Part::Main => "",
-        Part::Status => "status",
-        Part::EphemeralContainers => "ephemeralcontainers",
-        Part::Approval => "approval",
-    }
-}
-
 impl Registry {
     /// The policies in force in this registry (and every clone of it).
     pub fn admission_policies(&self) -> &Policies {
@@ -226,7 +217,7 @@ impl Registry {
                 group: rt.group,
                 version: rt.version,
                 resource: rt.plural,
-                subresource: subresource(w.part),
+                subresource: w.part.subresource().unwrap_or_default(),
                 kind: rt.kind,
                 namespace: if is_namespace {
                     w.name

@@ -201,15 +201,6 @@ impl<'a> Attempt<'a> {
     }
 }
 
-fn subresource(part: Part) -> &'static str {
-    match part {
-        Part::Main => "",
-        Part::Status => "status",
-        Part::EphemeralContainers => "ephemeralcontainers",
-        Part::Approval => "approval",
-    }
-}
-
 fn refusal(r: Refusal) -> RegistryError {
     match r {
         Refusal::Denied(d) => RegistryError::WebhookDenied {
@@ -295,7 +286,7 @@ impl Registry {
             group: rt.group,
             version: rt.version,
             resource: rt.plural,
-            subresource: subresource(w.part),
+            subresource: w.part.subresource().unwrap_or_default(),
             kind: rt.kind,
             namespace,
             name: w.name,

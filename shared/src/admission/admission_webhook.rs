@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
 use super::admission_policy::validate_rule;
+use super::admission_rules::choice;
 use super::field::{FieldError, Path};
 use super::names::{dns1123_subdomain, each_invalid, qualified_name};
 use super::selector::validate_label_selector;
@@ -106,14 +107,6 @@ pub(crate) fn default_mutating(c: &mut MutatingWebhookConfiguration) {
     for w in c.webhooks.iter_mut().flatten() {
         default_common!(w);
         w.reinvocation_policy.get_or_insert_with(|| "Never".into());
-    }
-}
-
-fn choice(value: Option<&str>, valid: &[&str], path: &Path, errs: &mut Vec<FieldError>) {
-    match value {
-        None => errs.push(FieldError::required(path, "")),
-        Some(v) if !valid.contains(&v) => errs.push(FieldError::not_supported(path, v, valid)),
-        Some(_) => {}
     }
 }
 

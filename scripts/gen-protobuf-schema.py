@@ -30,8 +30,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "shared", "src", "protobuf", "schema.txt")
-# Packages with nothing Berth serves (or that only the aggregator, CRDs or tests use).
-SKIPPED = ("apiextensions_apiserver", "kube_aggregator", "apimachinery.pkg.apis.testapigroup")
+# Packages with nothing Berth serves (or that only CRDs or tests use).
+SKIPPED = ("apiextensions_apiserver", "apimachinery.pkg.apis.testapigroup")
 
 
 def crate_sources():

@@ -181,6 +181,7 @@ pub static RESOURCES: &[ResourceType] = &[
     rt!("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings", "validatingadmissionpolicybinding", false, &[], &["api-extensions"], status = false, scale = false),
     rt!("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations", "validatingwebhookconfiguration", false, &[], &["api-extensions"], status = false, scale = false),
     rt!("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", "mutatingwebhookconfiguration", false, &[], &["api-extensions"], status = false, scale = false),
+    rt!("apiregistration.k8s.io", "v1", "APIService", "apiservices", "apiservice", false, &[], &["api-extensions"], status = true, scale = false),
 ];
 
 // Each resource type by name, so code names the type it means instead of looking it up by a
@@ -229,6 +230,7 @@ pub static VALIDATING_ADMISSION_POLICIES: &ResourceType = &RESOURCES[40];
 pub static VALIDATING_ADMISSION_POLICY_BINDINGS: &ResourceType = &RESOURCES[41];
 pub static VALIDATING_WEBHOOK_CONFIGURATIONS: &ResourceType = &RESOURCES[42];
 pub static MUTATING_WEBHOOK_CONFIGURATIONS: &ResourceType = &RESOURCES[43];
+pub static API_SERVICES: &ResourceType = &RESOURCES[44];
 
 /// The resource types served for CustomResourceDefinitions, in the order [`set_custom`] was
 /// given them. Entries are leaked: a definition's types live as long as the process, and an
@@ -423,6 +425,7 @@ mod tests {
                 MUTATING_WEBHOOK_CONFIGURATIONS,
                 "MUTATING_WEBHOOK_CONFIGURATIONS",
             ),
+            (API_SERVICES, "API_SERVICES"),
         ];
         assert_eq!(named.len(), RESOURCES.len());
         for (rt, name) in named {

@@ -495,6 +495,7 @@ mod tests {
         assert_eq!(
             names,
             [
+                "apiregistration.k8s.io",
                 "apps",
                 "authentication.k8s.io",
                 "authorization.k8s.io",

@@ -75,6 +75,8 @@ fn capitalize(s: &str) -> String {
 pub(super) fn schema_name(group: &str, version: &str, kind: &str) -> String {
     if group == "apiextensions.k8s.io" {
         format!("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.{version}.{kind}")
+    } else if group == "apiregistration.k8s.io" {
+        format!("io.k8s.kube-aggregator.pkg.apis.apiregistration.{version}.{kind}")
     } else if crate::resource::RESOURCES.iter().any(|r| r.group == group) {
         format!("io.k8s.api.{}.{version}.{kind}", package(group))
     } else {

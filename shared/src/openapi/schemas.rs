@@ -20,6 +20,7 @@ use k8s_openapi::api::{
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration;
 use k8s_openapi::schemars::JsonSchema;
 use k8s_openapi::schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
@@ -105,6 +106,7 @@ fn kinds(generator: &mut SchemaGenerator) -> Vec<Tagged> {
         kind::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>(generator),
         kind::<admissionregistration::v1::ValidatingWebhookConfiguration>(generator),
         kind::<admissionregistration::v1::MutatingWebhookConfiguration>(generator),
+        kind::<apiregistration::APIService>(generator),
         kind::<meta::Status>(generator),
     ]
 }

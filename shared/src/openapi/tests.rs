@@ -243,6 +243,7 @@ fn the_root_points_at_every_group_version_by_its_documents_hash() {
         keys,
         [
             "api/v1",
+            "apis/apiregistration.k8s.io/v1",
             "apis/apps/v1",
             "apis/authentication.k8s.io/v1",
             "apis/authorization.k8s.io/v1",

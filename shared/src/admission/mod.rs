@@ -18,6 +18,7 @@
 mod admission_policy;
 mod admission_rules;
 mod admission_webhook;
+mod api_service;
 mod affinity;
 mod apps;
 pub mod autoscaling;
@@ -60,6 +61,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService as ApiService;
 use k8s_openapi::{Metadata, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -374,6 +376,13 @@ pub fn admit(
                 |c, _, _| admission_webhook::validate_validating(c),
             )
         }
+        "APIService" => run_own_meta::<ApiService>(
+            obj,
+            op,
+            old,
+            |s, _, _| api_service::default_api_service(s),
+            |s, o, _| api_service::validate_api_service(s, o),
+        ),
         "MutatingWebhookConfiguration" => {
             admission_webhook::fill_required(obj);
             run::<MutatingWebhookConfiguration>(
@@ -488,6 +497,7 @@ fn decode_as(kind: &str, raw: &Value) -> Option<Result<Vec<String>, String>> {
             round_trip_unknown::<ValidatingWebhookConfiguration>(raw)
         }
         "MutatingWebhookConfiguration" => round_trip_unknown::<MutatingWebhookConfiguration>(raw),
+        "APIService" => round_trip_unknown::<ApiService>(raw),
         "ValidatingAdmissionPolicyBinding" => {
             round_trip_unknown::<ValidatingAdmissionPolicyBinding>(raw)
         }

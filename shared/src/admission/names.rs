@@ -274,6 +274,8 @@ pub(crate) fn name_messages(rule: NameRule, name: &str, prefix: bool) -> Vec<Str
     };
     match rule {
         NameRule::Label => dns1123_label(name),
+        // Upstream `ValidateAPIService`: a path segment, and `<version>.<group>` besides.
+        "APIService" => NameRule::PathSegment,
         NameRule::Dns1035Label => dns1035_label(name),
         NameRule::Subdomain => dns1123_subdomain(name),
         NameRule::PathSegment => path_segment(name, prefix),

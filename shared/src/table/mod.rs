@@ -5,6 +5,7 @@
 //! `priority > 0` ones unless `-o wide` is given.
 
 mod admission;
+mod api_service;
 mod apps;
 mod autoscaling;
 mod batch;
@@ -166,6 +167,7 @@ pub fn columns(kind: &str) -> Vec<ColumnDefinition> {
         "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
             admission::webhook_configuration_columns()
         }
+        "APIService" => api_service::api_service_columns(),
         _ => default_columns(),
     }
 }
@@ -207,6 +209,7 @@ pub fn cells(kind: &str, obj: &Value, now: Timestamp) -> Vec<Value> {
         "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
             admission::webhook_configuration_cells(obj, now)
         }
+        "APIService" => api_service::api_service_cells(obj, now),
         _ => default_cells(obj),
     }
 }

@@ -18,8 +18,8 @@
 mod admission_policy;
 mod admission_rules;
 mod admission_webhook;
-mod api_service;
 mod affinity;
+mod api_service;
 mod apps;
 pub mod autoscaling;
 mod batch;
@@ -30,14 +30,17 @@ mod config;
 mod container;
 
 mod cron_job;
+mod csi;
 mod custom_resource;
 mod custom_resource_definition;
 mod defaults;
 mod disabled_fields;
 mod ephemeral;
 mod field;
+mod ingress;
 mod meta;
 mod names;
+mod network_policy;
 mod pod;
 pub mod pod_security;
 mod pod_spec;
@@ -46,6 +49,7 @@ pub mod priority_class;
 mod probe;
 mod rbac;
 mod resources;
+mod runtime_class;
 mod scheduling;
 mod selector;
 pub mod service;
@@ -145,7 +149,8 @@ pub fn admit(
     old: Option<&Value>,
 ) -> Result<(), AdmissionError> {
     use k8s_openapi::api::{
-        apps::v1 as apps_v1, batch::v1 as batch_v1, core::v1 as core_v1, rbac::v1 as rbac_v1,
+        apps::v1 as apps_v1, batch::v1 as batch_v1, core::v1 as core_v1,
+        networking::v1 as networking_v1, rbac::v1 as rbac_v1, storage::v1 as storage_v1,
     };
     disabled_fields::drop(kind, obj);
     match kind {
@@ -350,6 +355,55 @@ pub fn admit(
             |sc, _, _| storage::default_storage_class(sc),
             |sc, o, _| storage::validate_storage_class(sc, o),
         ),
+        "Ingress" => run::<networking_v1::Ingress>(
+            obj,
+            op,
+            old,
+            |_, _, _| {},
+            |i, o, _| ingress::validate_ingress(i, o),
+        ),
+        "IngressClass" => run::<networking_v1::IngressClass>(
+            obj,
+            op,
+            old,
+            |c, _, _| ingress::default_ingress_class(c),
+            |c, o, _| ingress::validate_ingress_class(c, o),
+        ),
+        "NetworkPolicy" => run::<networking_v1::NetworkPolicy>(
+            obj,
+            op,
+            old,
+            |n, _, _| network_policy::default_network_policy(n),
+            |n, o, _| network_policy::validate_network_policy(n, o),
+        ),
+        "RuntimeClass" => run::<k8s_openapi::api::node::v1::RuntimeClass>(
+            obj,
+            op,
+            old,
+            |_, _, _| {},
+            |r, o, _| runtime_class::validate_runtime_class(r, o),
+        ),
+        "CSIDriver" => run::<storage_v1::CSIDriver>(
+            obj,
+            op,
+            old,
+            |d, _, _| csi::default_csi_driver(d),
+            |d, o, _| csi::validate_csi_driver(d, o),
+        ),
+        "CSINode" => run::<storage_v1::CSINode>(
+            obj,
+            op,
+            old,
+            |_, _, _| {},
+            |n, o, _| csi::validate_csi_node(n, o),
+        ),
+        "VolumeAttachment" => run::<storage_v1::VolumeAttachment>(
+            obj,
+            op,
+            old,
+            |_, _, _| {},
+            |v, o, _| csi::validate_volume_attachment(v, o),
+        ),
         "CertificateSigningRequest" => {
             run_own_meta::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>(
                 obj,
@@ -447,7 +501,10 @@ pub fn decode_error(kind: &str, raw: &Value) -> Option<String> {
 /// Decodes `raw` as `kind`'s type: the paths of the fields it does not have, or the decoder's
 /// error; `None` for a kind without a typed schema here.
 fn decode_as(kind: &str, raw: &Value) -> Option<Result<Vec<String>, String>> {
-    use k8s_openapi::api::{apps::v1 as apps_v1, batch::v1 as batch_v1, core::v1 as core_v1};
+    use k8s_openapi::api::{
+        apps::v1 as apps_v1, batch::v1 as batch_v1, core::v1 as core_v1,
+        networking::v1 as networking_v1, storage::v1 as storage_v1,
+    };
     Some(match kind {
         "Namespace" => round_trip_unknown::<core_v1::Namespace>(raw),
         "Node" => round_trip_unknown::<core_v1::Node>(raw),
@@ -485,6 +542,13 @@ fn decode_as(kind: &str, raw: &Value) -> Option<Result<Vec<String>, String>> {
         "CertificateSigningRequest" => {
             round_trip_unknown::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>(raw)
         }
+        "Ingress" => round_trip_unknown::<networking_v1::Ingress>(raw),
+        "IngressClass" => round_trip_unknown::<networking_v1::IngressClass>(raw),
+        "NetworkPolicy" => round_trip_unknown::<networking_v1::NetworkPolicy>(raw),
+        "RuntimeClass" => round_trip_unknown::<k8s_openapi::api::node::v1::RuntimeClass>(raw),
+        "CSIDriver" => round_trip_unknown::<storage_v1::CSIDriver>(raw),
+        "CSINode" => round_trip_unknown::<storage_v1::CSINode>(raw),
+        "VolumeAttachment" => round_trip_unknown::<storage_v1::VolumeAttachment>(raw),
         "Role" => round_trip_unknown::<k8s_openapi::api::rbac::v1::Role>(raw),
         "ClusterRole" => round_trip_unknown::<k8s_openapi::api::rbac::v1::ClusterRole>(raw),
         "RoleBinding" => round_trip_unknown::<k8s_openapi::api::rbac::v1::RoleBinding>(raw),

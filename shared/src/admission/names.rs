@@ -107,6 +107,21 @@ pub(crate) fn dns1123_subdomain(value: &str) -> Vec<String> {
     length_and_shape(value, Some(DNS1123_SUBDOMAIN_MAX), shape_error)
 }
 
+/// Upstream `IsWildcardDNS1123Subdomain` (Ingress hosts such as `*.example.com`).
+pub(crate) fn wildcard_dns1123_subdomain(value: &str) -> Vec<String> {
+    let ok = value
+        .strip_prefix("*.")
+        .is_some_and(matches_subdomain_shape);
+    let shape_error = (!ok).then(|| {
+        regex_error(
+            "a wildcard DNS-1123 subdomain must start with '*.', followed by a valid DNS subdomain, which must consist of lower case alphanumeric characters, '-' or '.' and end with an alphanumeric character",
+            &format!("\\*\\.{}", dns1123_subdomain_fmt()),
+            &["*.example.com"],
+        )
+    });
+    length_and_shape(value, Some(DNS1123_SUBDOMAIN_MAX), shape_error)
+}
+
 /// Upstream `IsQualifiedName`: an optional DNS subdomain prefix and `/`, then a name ≤ 63.
 pub(crate) fn qualified_name(value: &str) -> Vec<String> {
     crate::selector::names::label_key_errors(value)
@@ -259,6 +274,8 @@ pub(crate) fn name_rule(kind: &str) -> NameRule {
         "Role" | "RoleBinding" | "ClusterRole" | "ClusterRoleBinding" => NameRule::PathSegment,
         // Upstream `ValidateCertificateRequestName`: "we don't care what you call" them.
         "CertificateSigningRequest" => NameRule::PathSegment,
+        // Upstream `ValidateAPIService`: a path segment, and `<version>.<group>` besides.
+        "APIService" => NameRule::PathSegment,
         _ => NameRule::Subdomain,
     }
 }
@@ -274,8 +291,6 @@ pub(crate) fn name_messages(rule: NameRule, name: &str, prefix: bool) -> Vec<Str
     };
     match rule {
         NameRule::Label => dns1123_label(name),
-        // Upstream `ValidateAPIService`: a path segment, and `<version>.<group>` besides.
-        "APIService" => NameRule::PathSegment,
         NameRule::Dns1035Label => dns1035_label(name),
         NameRule::Subdomain => dns1123_subdomain(name),
         NameRule::PathSegment => path_segment(name, prefix),

@@ -161,7 +161,7 @@ fn decode_errors_name_the_field_and_the_kind() {
 fn unknown_kinds_are_refused() {
     let mut v = json!({});
     assert!(matches!(
-        admit("Ingress", Operation::Create, &mut v, None),
+        admit("Widget", Operation::Create, &mut v, None),
         Err(AdmissionError::Decode(_))
     ));
 }

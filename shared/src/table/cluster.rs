@@ -1,4 +1,5 @@
-//! Printers for cluster bookkeeping kinds: Node (status, roles, addresses), Namespace and Lease.
+//! Printers for cluster bookkeeping kinds: Node (status, roles, addresses), Namespace, Lease and
+//! RuntimeClass.
 
 use std::collections::BTreeSet;
 
@@ -151,6 +152,23 @@ pub(crate) fn lease_cells(lease: &Value, now: Timestamp) -> Vec<Value> {
     ]
 }
 
+pub(crate) fn runtime_class_columns() -> Vec<ColumnDefinition> {
+    vec![
+        name_col(),
+        col(
+            "Handler",
+            "string",
+            "The name of the underlying runtime and configuration that the CRI implementation will use to handle pods of this class.",
+        ),
+        age_col(),
+    ]
+}
+
+/// Upstream `printRuntimeClass`.
+pub(crate) fn runtime_class_cells(rc: &Value, now: Timestamp) -> Vec<Value> {
+    vec![name(rc), json!(str_at(rc, &["handler"])), created(rc, now)]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,5 +275,16 @@ mod tests {
             vec![json!("node-1"), json!("node-1"), json!("30s")]
         );
         assert_eq!(lease_columns().len(), 3);
+    }
+
+    #[test]
+    fn a_runtime_class_prints_its_handler() {
+        let rc = json!({"metadata": {"name": "gvisor", "creationTimestamp": "2024-05-01T11:59:00Z"},
+                        "handler": "runsc"});
+        assert_eq!(
+            runtime_class_cells(&rc, now()),
+            [json!("gvisor"), json!("runsc"), json!("60s")]
+        );
+        assert_eq!(runtime_class_columns().len(), 3);
     }
 }

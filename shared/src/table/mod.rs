@@ -12,11 +12,13 @@ mod batch;
 mod certificates;
 mod cluster;
 mod core;
+mod csi;
 pub(crate) mod duration;
 #[cfg(test)]
 mod fixture;
 mod lookup;
 mod network;
+mod networking;
 mod pod;
 mod policy;
 mod rbac;
@@ -167,6 +169,13 @@ pub fn columns(kind: &str) -> Vec<ColumnDefinition> {
         "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
             admission::webhook_configuration_columns()
         }
+        "Ingress" => networking::ingress_columns(),
+        "IngressClass" => networking::ingress_class_columns(),
+        "NetworkPolicy" => networking::network_policy_columns(),
+        "RuntimeClass" => cluster::runtime_class_columns(),
+        "CSIDriver" => csi::csi_driver_columns(),
+        "CSINode" => csi::csi_node_columns(),
+        "VolumeAttachment" => csi::volume_attachment_columns(),
         "APIService" => api_service::api_service_columns(),
         _ => default_columns(),
     }
@@ -209,6 +218,13 @@ pub fn cells(kind: &str, obj: &Value, now: Timestamp) -> Vec<Value> {
         "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
             admission::webhook_configuration_cells(obj, now)
         }
+        "Ingress" => networking::ingress_cells(obj, now),
+        "IngressClass" => networking::ingress_class_cells(obj, now),
+        "NetworkPolicy" => networking::network_policy_cells(obj, now),
+        "RuntimeClass" => cluster::runtime_class_cells(obj, now),
+        "CSIDriver" => csi::csi_driver_cells(obj, now),
+        "CSINode" => csi::csi_node_cells(obj, now),
+        "VolumeAttachment" => csi::volume_attachment_cells(obj, now),
         "APIService" => api_service::api_service_cells(obj, now),
         _ => default_cells(obj),
     }

@@ -182,6 +182,13 @@ pub static RESOURCES: &[ResourceType] = &[
     rt!("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations", "validatingwebhookconfiguration", false, &[], &["api-extensions"], status = false, scale = false),
     rt!("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", "mutatingwebhookconfiguration", false, &[], &["api-extensions"], status = false, scale = false),
     rt!("apiregistration.k8s.io", "v1", "APIService", "apiservices", "apiservice", false, &[], &["api-extensions"], status = true, scale = false),
+    rt!("networking.k8s.io", "v1", "Ingress", "ingresses", "ingress", true, &["ing"], &[], status = true, scale = false),
+    rt!("networking.k8s.io", "v1", "IngressClass", "ingressclasses", "ingressclass", false, &[], &[], status = false, scale = false),
+    rt!("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", "networkpolicy", true, &["netpol"], &[], status = false, scale = false),
+    rt!("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", "runtimeclass", false, &[], &[], status = false, scale = false),
+    rt!("storage.k8s.io", "v1", "CSIDriver", "csidrivers", "csidriver", false, &[], &[], status = false, scale = false),
+    rt!("storage.k8s.io", "v1", "CSINode", "csinodes", "csinode", false, &[], &[], status = false, scale = false),
+    rt!("storage.k8s.io", "v1", "VolumeAttachment", "volumeattachments", "volumeattachment", false, &[], &[], status = true, scale = false),
 ];
 
 // Each resource type by name, so code names the type it means instead of looking it up by a
@@ -231,6 +238,13 @@ pub static VALIDATING_ADMISSION_POLICY_BINDINGS: &ResourceType = &RESOURCES[41];
 pub static VALIDATING_WEBHOOK_CONFIGURATIONS: &ResourceType = &RESOURCES[42];
 pub static MUTATING_WEBHOOK_CONFIGURATIONS: &ResourceType = &RESOURCES[43];
 pub static API_SERVICES: &ResourceType = &RESOURCES[44];
+pub static INGRESSES: &ResourceType = &RESOURCES[45];
+pub static INGRESS_CLASSES: &ResourceType = &RESOURCES[46];
+pub static NETWORK_POLICIES: &ResourceType = &RESOURCES[47];
+pub static RUNTIME_CLASSES: &ResourceType = &RESOURCES[48];
+pub static CSI_DRIVERS: &ResourceType = &RESOURCES[49];
+pub static CSI_NODES: &ResourceType = &RESOURCES[50];
+pub static VOLUME_ATTACHMENTS: &ResourceType = &RESOURCES[51];
 
 /// The resource types served for CustomResourceDefinitions, in the order [`set_custom`] was
 /// given them. Entries are leaked: a definition's types live as long as the process, and an
@@ -426,6 +440,13 @@ mod tests {
                 "MUTATING_WEBHOOK_CONFIGURATIONS",
             ),
             (API_SERVICES, "API_SERVICES"),
+            (INGRESSES, "INGRESSES"),
+            (INGRESS_CLASSES, "INGRESS_CLASSES"),
+            (NETWORK_POLICIES, "NETWORK_POLICIES"),
+            (RUNTIME_CLASSES, "RUNTIME_CLASSES"),
+            (CSI_DRIVERS, "CSI_DRIVERS"),
+            (CSI_NODES, "CSI_NODES"),
+            (VOLUME_ATTACHMENTS, "VOLUME_ATTACHMENTS"),
         ];
         assert_eq!(named.len(), RESOURCES.len());
         for (rt, name) in named {

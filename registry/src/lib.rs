@@ -292,6 +292,9 @@ fn has_generation(rt: &ResourceType) -> bool {
             | "PersistentVolume"
             | "PersistentVolumeClaim"
             | "StorageClass"
+            | "RuntimeClass"
+            | "CSINode"
+            | "VolumeAttachment"
     )
 }
 

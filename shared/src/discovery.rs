@@ -502,6 +502,7 @@ mod tests {
                 "autoscaling",
                 "batch",
                 "certificates.k8s.io",
+                "networking.k8s.io",
                 "policy",
                 "rbac.authorization.k8s.io",
                 "storage.k8s.io",
@@ -509,6 +510,7 @@ mod tests {
                 "apiextensions.k8s.io",
                 "scheduling.k8s.io",
                 "coordination.k8s.io",
+                "node.k8s.io",
                 "discovery.k8s.io",
                 "metrics.k8s.io"
             ]

@@ -16,7 +16,7 @@
 use k8s_openapi::Resource;
 use k8s_openapi::api::{
     admissionregistration, apps, authentication, authorization, autoscaling, batch, certificates,
-    coordination, core, discovery, policy, rbac, scheduling, storage,
+    coordination, core, discovery, networking, node, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
@@ -107,6 +107,13 @@ fn kinds(generator: &mut SchemaGenerator) -> Vec<Tagged> {
         kind::<admissionregistration::v1::ValidatingWebhookConfiguration>(generator),
         kind::<admissionregistration::v1::MutatingWebhookConfiguration>(generator),
         kind::<apiregistration::APIService>(generator),
+        kind::<networking::v1::Ingress>(generator),
+        kind::<networking::v1::IngressClass>(generator),
+        kind::<networking::v1::NetworkPolicy>(generator),
+        kind::<node::v1::RuntimeClass>(generator),
+        kind::<storage::v1::CSIDriver>(generator),
+        kind::<storage::v1::CSINode>(generator),
+        kind::<storage::v1::VolumeAttachment>(generator),
         kind::<meta::Status>(generator),
     ]
 }

@@ -251,6 +251,7 @@ fn the_root_points_at_every_group_version_by_its_documents_hash() {
             "apis/autoscaling/v1",
             "apis/batch/v1",
             "apis/certificates.k8s.io/v1",
+            "apis/networking.k8s.io/v1",
             "apis/policy/v1",
             "apis/rbac.authorization.k8s.io/v1",
             "apis/storage.k8s.io/v1",
@@ -258,6 +259,7 @@ fn the_root_points_at_every_group_version_by_its_documents_hash() {
             "apis/apiextensions.k8s.io/v1",
             "apis/scheduling.k8s.io/v1",
             "apis/coordination.k8s.io/v1",
+            "apis/node.k8s.io/v1",
             "apis/discovery.k8s.io/v1"
         ]
     );

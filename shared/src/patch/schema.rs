@@ -74,6 +74,7 @@ pub fn list_strategy(kind: &str, path: &[String]) -> ListStrategy {
         ("Node", ["status", "addresses"]) => ListStrategy::MergeByKey("type"),
         ("Node", ["spec", "podCIDRs"]) => ListStrategy::MergePrimitives,
         ("Service", ["spec", "ports"]) => ListStrategy::MergeByKey("port"),
+        ("CSINode", ["spec", "drivers"]) => ListStrategy::MergeByKey("name"),
         _ => ListStrategy::Atomic,
     }
 }

@@ -2,10 +2,11 @@
 //! authorization, discovery, OpenAPI, CRUD, watch, tables, subresources, proxying), and what only
 //! it needs: RBAC ([`rbac`]), node joining ([`join`]), the cluster CA and its certificates
 //! ([`pki`], [`certificates`]), ServiceAccount tokens ([`serviceaccount`]) and the `kubernetes`
-//! Service ([`kubernetes_service`]). It depends on the runtime, never on the controllers.
+//! Service ([`kubernetes_service`]), and API aggregation ([`aggregation`]). It depends on the runtime, never on the controllers.
 
 pub mod admission_policies;
 pub mod admission_webhooks;
+pub mod aggregation;
 pub mod api;
 pub mod certificates;
 pub mod custom_resources;

@@ -46,6 +46,40 @@ pub struct Pki {
     /// The controller's identity towards agents (logs, exec): O=system:masters.
     pub agent_client_cert: String,
     pub agent_client_key: String,
+    /// API aggregation's CA: aggregated API servers trust the request headers of a client
+    /// certificate it signed (`requestheader-client-ca-file`).
+    pub front_proxy_ca_cert: String,
+    /// The certificate aggregated requests are sent with (CN `front-proxy-client`).
+    pub front_proxy_client_cert: String,
+    pub front_proxy_client_key: String,
+}
+
+/// The front proxy client certificate's common name (`requestheader-allowed-names`).
+pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
+
+/// The CA `<stem>.crt`/`<stem>.key` under `dir`, created (CN `cn`, ten years) when missing.
+fn load_or_create_ca(dir: &Path, stem: &str, cn: &str) -> Result<(String, String), PkiError> {
+    let cert_path = dir.join(format!("{stem}.crt"));
+    let key_path = dir.join(format!("{stem}.key"));
+    if let (Some(c), Some(k)) = (read(&cert_path)?, read(&key_path)?) {
+        return Ok((c, k));
+    }
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, cn);
+    params.distinguished_name = dn;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    set_validity(&mut params, 10);
+    let cert = params.self_signed(&key)?;
+    write_private(&key_path, &key.serialize_pem())?;
+    write_private(&cert_path, &cert.pem())?;
+    Ok((cert.pem(), key.serialize_pem()))
 }
 
 impl Pki {
@@ -141,29 +175,7 @@ pub fn load_or_create_valid(
     validity: std::time::Duration,
 ) -> Result<Pki, PkiError> {
     berth_shared::private_files::ensure_dir(dir).map_err(io(dir))?;
-    let ca_cert_path = dir.join("ca.crt");
-    let ca_key_path = dir.join("ca.key");
-    let (ca_cert, ca_key) = match (read(&ca_cert_path)?, read(&ca_key_path)?) {
-        (Some(c), Some(k)) => (c, k),
-        _ => {
-            let key = KeyPair::generate()?;
-            let mut params = CertificateParams::default();
-            let mut dn = DistinguishedName::new();
-            dn.push(DnType::CommonName, "berth-ca");
-            params.distinguished_name = dn;
-            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-            params.key_usages = vec![
-                KeyUsagePurpose::KeyCertSign,
-                KeyUsagePurpose::CrlSign,
-                KeyUsagePurpose::DigitalSignature,
-            ];
-            set_validity(&mut params, 10);
-            let cert = params.self_signed(&key)?;
-            write_private(&ca_key_path, &key.serialize_pem())?;
-            write_private(&ca_cert_path, &cert.pem())?;
-            (cert.pem(), key.serialize_pem())
-        }
-    };
+    let (ca_cert, ca_key) = load_or_create_ca(dir, "ca", "berth-ca")?;
     let ca_keypair = KeyPair::from_pem(&ca_key)?;
     let issuer = Issuer::from_ca_cert_pem(&ca_cert, ca_keypair)?;
 
@@ -228,7 +240,35 @@ pub fn load_or_create_valid(
                 (c, k)
             }
         };
+    // API aggregation's own CA, apart from the cluster's as upstream keeps it: a server that
+    // trusts it for the front proxy's headers trusts no cluster client certificate for them.
+    let (front_proxy_ca_cert, front_proxy_ca_key) =
+        load_or_create_ca(dir, "front-proxy-ca", "front-proxy-ca")?;
+    let front_proxy_issuer = Issuer::from_ca_cert_pem(
+        &front_proxy_ca_cert,
+        KeyPair::from_pem(&front_proxy_ca_key)?,
+    )?;
+    let front_cert_path = dir.join("front-proxy-client.crt");
+    let front_key_path = dir.join("front-proxy-client.key");
+    let (front_proxy_client_cert, front_proxy_client_key) =
+        match (read(&front_cert_path)?, read(&front_key_path)?) {
+            (Some(c), Some(k)) if !stale(&c) => (c, k),
+            _ => {
+                let (c, k) = issue_client_cert(
+                    &front_proxy_issuer,
+                    FRONT_PROXY_CLIENT,
+                    &[],
+                    crate::certificates::serving::DEFAULT_VALIDITY,
+                )?;
+                write_private(&front_key_path, &k)?;
+                write_private(&front_cert_path, &c)?;
+                (c, k)
+            }
+        };
     Ok(Pki {
+        front_proxy_ca_cert,
+        front_proxy_client_cert,
+        front_proxy_client_key,
         agent_client_cert,
         agent_client_key,
         dir: dir.to_path_buf(),

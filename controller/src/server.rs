@@ -275,6 +275,17 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         .await
         .map_err(|e| ServerError::Bootstrap("*".into(), e.to_string()))?
         .map_err(|e| ServerError::Bootstrap("kubernetes service".into(), e.to_string()))?;
+        let (r, client_ca, front_ca) = (
+            registry.clone(),
+            pki.ca_cert.clone(),
+            pki.front_proxy_ca_cert.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            berth_apiserver::aggregation::bootstrap::ensure(&r, &client_ca, &front_ca)
+        })
+        .await
+        .map_err(|e| ServerError::Bootstrap("*".into(), e.to_string()))?
+        .map_err(|e| ServerError::Bootstrap("api aggregation".into(), e.to_string()))?;
     }
     let addr_file = config.data_dir.join("listen-address");
     std::fs::write(&addr_file, &url).map_err(io(&addr_file))?;
@@ -315,6 +326,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     berth_apiserver::custom_resources::serve(&ctx.informers);
     berth_apiserver::admission_policies::enforce(&ctx.informers, &registry);
     berth_apiserver::admission_webhooks::enforce(&ctx.informers, &registry);
+    let aggregator = Arc::new(berth_apiserver::aggregation::Aggregator::default());
+    aggregator.follow(&ctx.informers);
+    let front_proxy = Arc::new(berth_apiserver::aggregation::front_proxy::FrontProxy::new(
+        &pki.front_proxy_client_cert,
+        &pki.front_proxy_client_key,
+    )?);
     let connections = Arc::new(api::listener::ConnectionStats::default());
     let leader = Arc::new(berth_runtime::leader_election::LeaderStatus::default());
     let store_shared = registry.store().is_shared();
@@ -348,7 +365,15 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         authorizer: berth_apiserver::rbac::Authorizer::new(&ctx.informers),
         tokens,
         serving: serving.clone(),
+        aggregator: aggregator.clone(),
+        front_proxy: front_proxy.clone(),
     });
+    let availability = tokio::spawn(berth_apiserver::aggregation::availability::run(
+        aggregator,
+        registry.clone(),
+        front_proxy,
+        shutdown.clone(),
+    ));
     let tls = api::tls::server_config(&pki, serving.clone())?;
     let serving_renewal = tokio::spawn(berth_apiserver::certificates::serving::run(
         pki.dir.clone(),
@@ -474,6 +499,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let _ = scraper.await;
     let _ = serving_renewal.await;
     let _ = ca_expiry.await;
+    let _ = availability.await;
     tracing::info!("stopped");
     Ok(())
 }

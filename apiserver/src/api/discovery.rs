@@ -13,7 +13,7 @@ pub async fn version(State(state): State<SharedState>) -> Response {
     json_response(StatusCode::OK, &discovery::version_info(&state.git_version))
 }
 
-fn aggregated(headers: &HeaderMap, core: bool) -> Option<Response> {
+fn aggregated(state: &SharedState, headers: &HeaderMap, core: bool) -> Option<Response> {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok())?;
     let media = discovery::negotiate_aggregated(accept)?;
     let api_version = if media == discovery::AGGREGATED_V2 {
@@ -21,7 +21,10 @@ fn aggregated(headers: &HeaderMap, core: bool) -> Option<Response> {
     } else {
         "apidiscovery.k8s.io/v2beta1"
     };
-    let body = discovery::aggregated_discovery(core, api_version);
+    let mut body = discovery::aggregated_discovery(core, api_version);
+    if !core {
+        body = super::aggregated::with_remote_discovery(state, body);
+    }
     Some(
         (
             StatusCode::OK,
@@ -32,14 +35,16 @@ fn aggregated(headers: &HeaderMap, core: bool) -> Option<Response> {
     )
 }
 
-pub async fn core_root(headers: HeaderMap) -> Response {
-    aggregated(&headers, true)
+pub async fn core_root(State(state): State<SharedState>, headers: HeaderMap) -> Response {
+    aggregated(&state, &headers, true)
         .unwrap_or_else(|| json_response(StatusCode::OK, &discovery::api_versions()))
 }
 
-pub async fn groups_root(headers: HeaderMap) -> Response {
-    aggregated(&headers, false)
-        .unwrap_or_else(|| json_response(StatusCode::OK, &discovery::api_group_list()))
+pub async fn groups_root(State(state): State<SharedState>, headers: HeaderMap) -> Response {
+    aggregated(&state, &headers, false).unwrap_or_else(|| {
+        let list = super::aggregated::with_remote_groups(&state, discovery::api_group_list());
+        json_response(StatusCode::OK, &list)
+    })
 }
 
 pub fn group_version(group: &str, version: &str) -> Result<Response, ApiError> {

@@ -1,6 +1,7 @@
 //! The Kubernetes-compatible HTTP API: routing, authentication, content negotiation and the
 //! resource handlers. Handlers parse the request, call the [`Registry`] and render the answer.
 
+mod aggregated;
 pub mod authn;
 pub mod authz;
 mod auto_answer;
@@ -86,6 +87,10 @@ pub struct ApiState {
     pub tokens: Arc<crate::serviceaccount::token::TokenSigner>,
     /// The serving certificate, renewed in place (its expiry is in `/metrics`).
     pub serving: Arc<crate::certificates::serving::ServingCertificate>,
+    /// The APIServices requests are routed by.
+    pub aggregator: Arc<crate::aggregation::Aggregator>,
+    /// How aggregated API servers are called.
+    pub front_proxy: Arc<crate::aggregation::front_proxy::FrontProxy>,
 }
 
 pub type SharedState = Arc<ApiState>;
@@ -256,6 +261,10 @@ fn authorize_request<'a>(
 }
 
 async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
+    // A group-version a remote APIService serves goes to its server.
+    if let Some(reg) = aggregated::remote_for(&state, req.uri().path()) {
+        return aggregated::serve(&state, reg, req).await;
+    }
     // services/proxy and pods/proxy go to a pod's address.
     if let Some(target) = proxy_target::parse_path(req.uri().path()) {
         return proxy_http::serve(&state, target, req).await;
@@ -306,7 +315,13 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
         ApiPath::GroupVersion { group, version } => {
             return discovery::group_version(&group, &version);
         }
-        ApiPath::Group(group) => return discovery::group(&group),
+        ApiPath::Group(group) => {
+            return discovery::group(&group).or_else(|e| {
+                aggregated::group_document(&state, &group)
+                    .map(|doc| json_response(StatusCode::OK, &doc))
+                    .ok_or(e)
+            });
+        }
         ApiPath::Unknown => return Err(ApiError::UnknownPath),
     };
     let identity = parts.extensions.get::<authn::Identity>().cloned();

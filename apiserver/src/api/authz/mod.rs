@@ -337,6 +337,7 @@ pub async fn non_resource(
     if matches!(super::path::parse(path), ApiPath::Resource(_))
         || super::proxy_target::parse_path(path).is_some()
         || super::proxy::node_proxy_path(path).is_some()
+        || super::aggregated::is_remote_resource_path(&state, path)
     {
         return next.run(req).await;
     }

@@ -31,6 +31,49 @@ pub fn new_ca(common_name: &str) -> (CertificateParams, KeyPair) {
     (params, key)
 }
 
+/// A CA's certificate, and a serving certificate it signed with that certificate's key (PEM).
+#[derive(Debug, Clone)]
+pub struct ServingCertificate {
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl ServingCertificate {
+    /// The CA as a `caBundle` (base64 of its PEM).
+    pub fn ca_bundle(&self) -> String {
+        B64.encode(&self.ca_pem)
+    }
+}
+
+/// A brand-new CA named `ca_name` and a serving certificate from it for `dns_names` (a
+/// webhook's or an APIService's `<service>.<namespace>.svc`).
+pub fn serving_certificate(ca_name: &str, dns_names: &[&str]) -> ServingCertificate {
+    let fail = |e: rcgen::Error| -> ! { panic!("rcgen: {e}") };
+    let (mut ca_params, ca_key) = new_ca(ca_name);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap_or_else(|e| fail(e));
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().unwrap_or_else(|e| fail(e));
+    let names: Vec<String> = dns_names.iter().map(|n| n.to_string()).collect();
+    let mut params = CertificateParams::new(names).unwrap_or_else(|e| fail(e));
+    params.distinguished_name.push(
+        DnType::CommonName,
+        dns_names.first().copied().unwrap_or("server"),
+    );
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    let cert = params.signed_by(&key, &issuer).unwrap_or_else(|e| fail(e));
+    ServingCertificate {
+        ca_pem: ca_cert.pem(),
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    }
+}
+
 /// A certificate file followed by its key file (PEM), as a client identity.
 pub fn identity_from_files(cert: &Path, key: &Path) -> Vec<u8> {
     let mut pem = Vec::new();

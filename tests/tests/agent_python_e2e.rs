@@ -7,7 +7,8 @@
 //! (the suite reads `kubernetes/e2e_test/test_yaml/` relative to it). The suite's images are
 //! plain Docker Hub names, pushed here: `busybox` (the fixture), `nginx` (an httpd serving
 //! nginx's own welcome heading, which the port-forward test looks for) and `python` (the
-//! host's Debian python3.11 and its pure-Python standard library, for `port_server.py`).
+//! host's Debian python3.11 and the standard library a server needs, for `port_server.py`:
+//! `berth_tests::fixtures::python`).
 //!
 //! By default the whole suite runs less `test_create_apiservice_from_yaml_with_conflict`
 //! (APIService, `apiregistration.k8s.io`, is not served). `test_metrics_utilities_integration`
@@ -23,9 +24,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use berth_tests::fixtures::{
-    BUSYBOX, Entry, PATH_ENV, RunConfig, binary_with_libraries, busybox_layer, write_layout,
-};
+use berth_tests::fixtures::python::{SERVER_IMPORTS, python_layers, python_run};
+use berth_tests::fixtures::{BUSYBOX, Entry, PATH_ENV, RunConfig, busybox_layer, write_layout};
 use berth_tests::process::run;
 use berth_tests::{Cluster, ClusterConfig};
 
@@ -74,7 +74,12 @@ fn the_python_clients_own_e2e_suite() {
     c.registry()
         .push(&nginx, "nginx", "library/nginx", "latest");
     let python = images.path().join("python");
-    layout(&python, python_layers(), python_run(), "python");
+    layout(
+        &python,
+        python_layers(SERVER_IMPORTS, None),
+        python_run(),
+        "python",
+    );
     c.registry()
         .push(&python, "python", "library/python", "latest");
     let kubeconfig = c.controller().kubeconfig();
@@ -145,61 +150,6 @@ fn nginx_run() -> RunConfig {
         .map(String::from)
         .to_vec(),
         exposed_ports: vec!["80/tcp".into()],
-        ..RunConfig::default()
-    }
-}
-
-/// The host's Debian `python3.11`, the libraries `ldd` lists and the pure-Python part of its
-/// standard library: enough for the suite's `port_server.py` (`python:latest`).
-fn python_layers() -> Vec<Vec<Entry>> {
-    let mut entries = binary_with_libraries(
-        Path::new("/usr/bin/python3.11"),
-        "usr/bin/python3.11",
-        "python3",
-    );
-    entries.push(Entry::symlink("usr/bin/python3", "python3.11"));
-    entries.push(Entry::symlink("usr/bin/python", "python3.11"));
-    let stdlib = Path::new("/usr/lib/python3.11");
-    add_python_files(stdlib, "usr/lib/python3.11", 0, &mut entries);
-    vec![busybox_layer(), entries]
-}
-
-/// `.py` files of `dir` (and of its packages `encodings`, `collections`, `importlib`, `re`,
-/// below the top level), as entries under `inside`.
-fn add_python_files(dir: &Path, inside: &str, depth: usize, out: &mut Vec<Entry>) {
-    out.push(Entry::dir(inside));
-    let mut names: Vec<_> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .filter_map(Result::ok)
-        .collect();
-    names.sort_by_key(|e| e.file_name());
-    for e in names {
-        let name = e.file_name().to_string_lossy().to_string();
-        let path = e.path();
-        let packages = [
-            "encodings",
-            "collections",
-            "importlib",
-            "re",
-            "metadata",
-            "resources",
-        ];
-        if path.is_dir() && (depth > 0 || packages.contains(&name.as_str())) {
-            if name != "__pycache__" {
-                add_python_files(&path, &format!("{inside}/{name}"), depth + 1, out);
-            }
-        } else if name.ends_with(".py")
-            && let Ok(data) = std::fs::read(&path)
-        {
-            out.push(Entry::file(&format!("{inside}/{name}"), data, 0o644));
-        }
-    }
-}
-
-fn python_run() -> RunConfig {
-    RunConfig {
-        env: vec![PATH_ENV.into()],
-        cmd: vec!["python3".into()],
         ..RunConfig::default()
     }
 }

@@ -18,19 +18,6 @@ use crate::aggregation::registration::sort_versions;
 use crate::aggregation::{Registration, backend};
 use crate::rbac::rules::Attributes;
 
-/// Headers that belong to one connection (RFC 9110 §7.6.1), never forwarded.
-const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "proxy-connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
-
 /// `(group, version, rest)` of a path under `/apis/<group>/<version>`.
 fn split(path: &str) -> Option<(&str, &str, Vec<&str>)> {
     let rest = path.strip_prefix("/apis/")?;
@@ -136,25 +123,21 @@ pub async fn serve(
         .uri(&uri)
         .body(Body::empty())
         .map_err(|e| ApiError::Internal(e.to_string()))?;
-    let listed: Vec<String> = req
+    // The client's headers less hop-by-hop ones and its credentials, as services/proxy
+    // sends them, and less any identity header it made up.
+    super::proxy_http::copy_request_headers(req.headers(), out.headers_mut());
+    let made_up: Vec<_> = out
         .headers()
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|s| s.trim().to_ascii_lowercase())
+        .keys()
+        .filter(|n| is_identity_header(n.as_str()))
+        .cloned()
         .collect();
-    for (name, value) in req.headers() {
-        let n = name.as_str();
-        if HOP_BY_HOP.contains(&n)
-            || listed.iter().any(|l| l == n)
-            || n == "authorization"
-            || n.starts_with("impersonate-")
-            || is_identity_header(n)
-        {
-            continue;
-        }
-        out.headers_mut().append(name.clone(), value.clone());
+    for n in made_up {
+        out.headers_mut().remove(n);
+    }
+    // Go servers (metrics-server) refuse an HTTP/1.1 request without a Host.
+    if let Ok(host) = HeaderValue::from_str(&format!("{}:{}", svc.server_name(), svc.port)) {
+        out.headers_mut().insert(header::HOST, host);
     }
     add_identity(out.headers_mut(), &id);
     if let Some(u) = &upgrade {
@@ -186,12 +169,10 @@ pub async fn serve(
     let (parts, body) = resp.into_parts();
     let mut answer = Response::new(Body::new(body));
     *answer.status_mut() = parts.status;
-    for (name, value) in &parts.headers {
-        let n = name.as_str();
-        if parts.status != StatusCode::SWITCHING_PROTOCOLS && HOP_BY_HOP.contains(&n) {
-            continue;
-        }
-        answer.headers_mut().append(name.clone(), value.clone());
+    if parts.status == StatusCode::SWITCHING_PROTOCOLS {
+        answer.headers_mut().extend(parts.headers);
+    } else {
+        super::proxy_http::copy_response_headers(&parts.headers, answer.headers_mut());
     }
     Ok(answer)
 }

@@ -359,7 +359,7 @@ fn connection_listed(headers: &HeaderMap) -> Vec<String> {
 
 /// The client's headers less hop-by-hop ones and its credentials (the API server consumed
 /// them; the pod must not see them).
-fn copy_request_headers(from: &HeaderMap, to: &mut HeaderMap) {
+pub(super) fn copy_request_headers(from: &HeaderMap, to: &mut HeaderMap) {
     let listed = connection_listed(from);
     for (name, value) in from {
         let n = name.as_str();
@@ -376,7 +376,7 @@ fn copy_request_headers(from: &HeaderMap, to: &mut HeaderMap) {
 }
 
 /// The backend's headers less hop-by-hop and CORS ones.
-fn copy_response_headers(from: &HeaderMap, to: &mut HeaderMap) {
+pub(super) fn copy_response_headers(from: &HeaderMap, to: &mut HeaderMap) {
     let listed = connection_listed(from);
     for (name, value) in from {
         let n = name.as_str();

@@ -154,17 +154,7 @@ pub async fn serve(
     if resp.status() == StatusCode::SWITCHING_PROTOCOLS
         && let Some(client_upgrade) = client_upgrade
     {
-        let backend_upgrade = hyper::upgrade::on(&mut resp);
-        tokio::spawn(async move {
-            let (Ok(client), Ok(backend)) = (client_upgrade.await, backend_upgrade.await) else {
-                return;
-            };
-            let _ = tokio::io::copy_bidirectional(
-                &mut hyper_util::rt::TokioIo::new(client),
-                &mut hyper_util::rt::TokioIo::new(backend),
-            )
-            .await;
-        });
+        super::proxy_http::splice(client_upgrade, &mut resp);
     }
     let (parts, body) = resp.into_parts();
     let mut answer = Response::new(Body::new(body));

@@ -277,17 +277,7 @@ async fn forward(
     if resp.status() == StatusCode::SWITCHING_PROTOCOLS
         && let Some(client_upgrade) = client_upgrade
     {
-        let backend_upgrade = hyper::upgrade::on(&mut resp);
-        tokio::spawn(async move {
-            let (Ok(client), Ok(backend)) = (client_upgrade.await, backend_upgrade.await) else {
-                return;
-            };
-            let _ = tokio::io::copy_bidirectional(
-                &mut TokioIo::new(client),
-                &mut TokioIo::new(backend),
-            )
-            .await;
-        });
+        splice(client_upgrade, &mut resp);
         let mut r = Response::new(Body::empty());
         *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
         for (k, v) in resp.headers() {
@@ -334,6 +324,22 @@ async fn forward(
     answer.headers_mut().remove(header::CONTENT_LENGTH);
     *answer.body_mut() = Body::from(page);
     Ok(answer)
+}
+
+/// Joins the client's upgraded connection to the backend's once both have switched.
+pub(super) fn splice(
+    client_upgrade: hyper::upgrade::OnUpgrade,
+    resp: &mut hyper::Response<hyper::body::Incoming>,
+) {
+    let backend_upgrade = hyper::upgrade::on(resp);
+    tokio::spawn(async move {
+        let (Ok(client), Ok(backend)) = (client_upgrade.await, backend_upgrade.await) else {
+            return;
+        };
+        let _ =
+            tokio::io::copy_bidirectional(&mut TokioIo::new(client), &mut TokioIo::new(backend))
+                .await;
+    });
 }
 
 fn or_root(path: &str) -> &str {

@@ -53,6 +53,8 @@ def deployment_for(webapp):
 def reconcile(webapp):
     meta = webapp["metadata"]
     name = meta["name"]
+    if meta.get("deletionTimestamp"):
+        return  # going away: garbage collection takes its Deployment
     try:
         deployment = apps.read_namespaced_deployment(name, NAMESPACE)
     except ApiException as e:

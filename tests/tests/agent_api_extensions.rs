@@ -193,6 +193,12 @@ fn an_operator_in_a_pod_deploys_for_each_custom_resource_and_owners_take_their_o
     wait_deployed(&c, "blog");
     let selector = "app.kubernetes.io/name=shop";
     assert_eq!(c.live_pods(APPS_NS, selector).len(), 1);
+    let log = operator_log(&c);
+    println!("operator's log:\n{log}");
+    assert!(
+        log.contains("created deployment shop") && log.contains("created deployment blog"),
+        "{log}"
+    );
 
     // The owner deleted, garbage collection takes its Deployment, its ReplicaSet and pods.
     c.kubectl().ok(&["delete", "webapp", "shop", "-n", APPS_NS]);

@@ -22,6 +22,7 @@ use super::lock::HostUse;
 /// ranges and test bed segments from a lease, and finds its ports free.
 pub const SHARED_BINARIES: &[&str] = &[
     // berth-tests: clusters of real agents.
+    "agent_api_aggregation",
     "agent_api_extensions",
     "agent_attach",
     "agent_certificates",

@@ -1,9 +1,11 @@
-//! Custom resource benchmark (issue 34; prints figures, never fails on them): the create
-//! latency of a custom resource whose schema carries 30 CEL validation rules (and 30 typed,
-//! bounded fields), against a ConfigMap of the same size, in the same run: creates alternate
-//! between the two so a neighbour's load hits both alike. `BERTH_BENCH_CREATES` (default 500
-//! of each); `BERTH_CONTROLLER_BIN` picks the controller (a release build gives the
-//! meaningful figures).
+//! Custom resource benchmark (issue 34; prints figures, never fails on them): how long a new
+//! definition takes to be `Established` and served (acceptance: within 1 s), over
+//! `BERTH_BENCH_DEFINITIONS` definitions (default 20), beside a ConfigMap's create-and-read
+//! round trip in the same run; and the create latency of a custom resource whose schema
+//! carries 30 CEL validation rules (and 30 typed, bounded fields), against a ConfigMap of the
+//! same size, in the same run: creates alternate between the two so a neighbour's load hits
+//! both alike. `BERTH_BENCH_CREATES` (default 500 of each); `BERTH_CONTROLLER_BIN` picks the
+//! controller (a release build gives the meaningful figures).
 
 use std::time::{Duration, Instant};
 
@@ -58,10 +60,82 @@ fn config_map(i: usize, custom: &Value) -> Value {
     cm
 }
 
+/// A small definition of its own group, `n`.
+fn small_definition(n: usize) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("widgets.g{n}.bench.example.com")},
+        "spec": {"group": format!("g{n}.bench.example.com"), "scope": "Namespaced",
+                 "names": {"plural": "widgets", "kind": "Widget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                     "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                         "spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]}
+    })
+}
+
+fn established(crd: &Value) -> bool {
+    crd.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Established" && c["status"] == "True")
+        })
+}
+
+/// Creates definitions one at a time and times each until the API says `Established`, and until
+/// a list of its resources answers 200 (both polled without pause); and a ConfigMap's create
+/// and first read, as the baseline of the same run.
+fn time_establishing(api: &berth_tests::Api, definitions: usize) {
+    let (mut to_established, mut to_served, mut baseline) =
+        (Samples::new(), Samples::new(), Samples::new());
+    let deadline = Duration::from_secs(30);
+    for n in 0..definitions {
+        let started = Instant::now();
+        api.create(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            &small_definition(n),
+        );
+        let path = format!(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.g{n}.bench.example.com"
+        );
+        while !established(&api.get_ok(&path)) {
+            assert!(started.elapsed() < deadline, "{path} never Established");
+        }
+        to_established.push(started.elapsed());
+        let list = format!("/apis/g{n}.bench.example.com/v1/widgets");
+        while api.get(&list).status != 200 {
+            assert!(started.elapsed() < deadline, "{list} never served");
+        }
+        to_served.push(started.elapsed());
+        let started = Instant::now();
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": format!("established-{n}")}});
+        api.create("/api/v1/namespaces/default/configmaps", &cm);
+        api.get_ok(&format!(
+            "/api/v1/namespaces/default/configmaps/established-{n}"
+        ));
+        baseline.push(started.elapsed());
+    }
+    println!(
+        "definition created to Established ({definitions} definitions): {}; goal ≤ 1 s (issue 34)",
+        to_established.p50_p99_ms()
+    );
+    println!(
+        "definition created to its resources served: {}",
+        to_served.p50_p99_ms()
+    );
+    println!(
+        "ConfigMap create and read back, same run (baseline): {}",
+        baseline.p50_p99_ms()
+    );
+}
+
 fn main() {
     let creates = env_usize("BERTH_BENCH_CREATES", 500);
+    let definitions = env_usize("BERTH_BENCH_DEFINITIONS", 20);
     let c = Controller::start();
     let api = c.admin_api();
+    time_establishing(&api, definitions);
     api.create(
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
         &definition(),

@@ -481,6 +481,23 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     } else {
         lead(shutdown.clone()).await
     };
+    // As upstream refuses writes until its admission informers have synced: the definitions,
+    // policies, webhooks and APIServices stored now are in force for the first request served
+    // (with one controller, leading has already waited for every informer; not so in HA).
+    let in_force: Vec<_> = [
+        berth_shared::resource::CUSTOM_RESOURCE_DEFINITIONS,
+        berth_shared::resource::VALIDATING_ADMISSION_POLICIES,
+        berth_shared::resource::VALIDATING_ADMISSION_POLICY_BINDINGS,
+        berth_shared::resource::VALIDATING_WEBHOOK_CONFIGURATIONS,
+        berth_shared::resource::MUTATING_WEBHOOK_CONFIGURATIONS,
+        berth_shared::resource::API_SERVICES,
+    ]
+    .into_iter()
+    .map(|rt| ctx.informers.get(rt))
+    .collect();
+    ctx.informers
+        .catch_up(&in_force, std::time::Duration::from_secs(10))
+        .await;
     println!("listening on {url}");
     tracing::info!(%url, data_dir = %config.data_dir.display(), "serving");
     api::listener::serve(

@@ -5,7 +5,9 @@
 //! publishes in the `extension-apiserver-authentication` ConfigMap, and it answers with the
 //! identity the front proxy's headers carried. Checked: the local APIServices, `Available`,
 //! `kubectl get --raw`, `kubectl api-resources`, the caller's identity, and a user's
-//! `v1beta1.metrics.k8s.io` replacing the built-in metrics API under `kubectl top`.
+//! `v1beta1.metrics.k8s.io` replacing the built-in metrics API under `kubectl top`; and
+//! metrics-server's published RBAC and APIService (`tests/manifests/metrics-server/`) applied
+//! over the local APIService as a user installs it.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -358,4 +360,73 @@ fn an_api_service_routes_its_group_version_to_its_server() {
         out.contains("from-the-adapter") && out.contains("123m") && out.contains("45Mi"),
         "{out}"
     );
+}
+
+/// metrics-server's published RBAC and APIService, applied as a user installs them.
+const METRICS_SERVER: &str = concat!(
+    include_str!("../manifests/metrics-server/rbac.yaml"),
+    include_str!("../manifests/metrics-server/apiservice.yaml")
+);
+
+#[test]
+fn installing_metrics_server_replaces_the_built_in_metrics_api_instead_of_colliding() {
+    let c = Controller::start();
+    let k = c.kubectl();
+    wait_for(
+        AVAILABLE_DEADLINE,
+        "the local metrics APIService",
+        || match api_service_row(&k, "v1beta1.metrics.k8s.io") {
+            Some((s, a)) if s == "Local" && a == "True" => Ok(()),
+            other => Err(other),
+        },
+    );
+    let out = k.ok_stdin(&["apply", "-f", "-"], METRICS_SERVER);
+    assert!(
+        out.contains("apiservice.apiregistration.k8s.io/v1beta1.metrics.k8s.io configured"),
+        "{out}"
+    );
+    // Its RoleBinding names the Role the aggregator publishes for reading the ConfigMap.
+    let can = k.ok(&[
+        "auth",
+        "can-i",
+        "get",
+        "configmap/extension-apiserver-authentication",
+        "-n",
+        "kube-system",
+        "--as",
+        "system:serviceaccount:kube-system:metrics-server",
+    ]);
+    assert_eq!(can.trim(), "yes");
+    // Until metrics-server runs, the metrics API is its (unavailable) one, and says why.
+    wait_for(
+        AVAILABLE_DEADLINE,
+        "ServiceNotFound",
+        || match api_service_row(&k, "v1beta1.metrics.k8s.io") {
+            Some((s, a)) if s == "kube-system/metrics-server" && a == "False (ServiceNotFound)" => {
+                Ok(())
+            }
+            other => Err(other),
+        },
+    );
+    let refused = k.fails(&["top", "pod", "-n", "default"]);
+    assert!(
+        refused.stderr.contains("service unavailable")
+            || refused.stderr.contains("Metrics API not available"),
+        "{}",
+        refused.stderr
+    );
+    // Deleting it brings back the built-in metrics API (served in process, not listed again).
+    k.ok(&["delete", "apiservice", "v1beta1.metrics.k8s.io"]);
+    wait_for(AVAILABLE_DEADLINE, "the built-in metrics API back", || {
+        let r = k.run(&[
+            "get",
+            "--raw",
+            "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods",
+        ]);
+        if r.status.is_some_and(|s| s.success()) {
+            Ok(())
+        } else {
+            Err(r.stderr)
+        }
+    });
 }

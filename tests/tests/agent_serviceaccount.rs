@@ -30,21 +30,9 @@ except ApiException as e:
 fn python() -> (String, Vec<String>) {
     let python =
         std::env::var("BERTH_PYTHON").unwrap_or_else(|_| "/opt/berth-venv/bin/python".into());
-    let out = std::process::Command::new(&python)
-        .args([
-            "-c",
-            "import sys, kubernetes; print(sys.prefix); print(sys.base_prefix)",
-        ])
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("cannot run {python} (set BERTH_PYTHON; .ci/run makes the venv): {e}")
-        });
-    assert!(
-        out.status.success(),
-        "{python} lacks the kubernetes client: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = berth_tests::fixtures::python::client_python_output(
+        "import sys, kubernetes; print(sys.prefix); print(sys.base_prefix)",
     );
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
     let mut dirs: Vec<String> = ["/usr", "/lib", "/lib64"]
         .iter()
         .filter(|d| Path::new(d).exists())

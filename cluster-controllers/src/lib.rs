@@ -1,9 +1,9 @@
 //! The cluster's controllers that own no pods: garbage collection (owner references, pods),
 //! namespaces, Endpoints and EndpointSlices, taint eviction, PersistentVolume binding and
-//! local-path provisioning, the HorizontalPodAutoscaler, node CIDRs and ServiceAccounts. Each is
-//! a pure planner and a [`berth_runtime::Reconciler`]; they depend on the runtime and the
-//! registry only, not on the workload controllers (berth-controllers), so an edit to either
-//! crate leaves the other compiled.
+//! local-path provisioning, the HorizontalPodAutoscaler, node CIDRs, ServiceAccounts and
+//! load-balancer addresses. Each is a pure planner and a [`berth_runtime::Reconciler`]; they
+//! depend on the runtime and the registry only, not on the workload controllers
+//! (berth-controllers), so an edit to either crate leaves the other compiled.
 
 mod condition;
 pub mod customresourcedefinition;
@@ -11,6 +11,7 @@ mod delete;
 pub mod endpoints;
 pub mod endpointslice;
 pub mod gc;
+pub mod loadbalancer;
 pub mod namespace;
 pub mod nodeipam;
 pub mod persistentvolume;

@@ -265,6 +265,11 @@ struct ServeArgs {
     /// Cluster IPs of Services (the first one is the `kubernetes` Service's).
     #[arg(long, default_value = berth_shared::admission::service_allocation::DEFAULT_SERVICE_CIDR)]
     service_cidr: String,
+    /// An address pool for `type: LoadBalancer` Services, a CIDR (`192.0.2.0/28`, network
+    /// and broadcast addresses left out) or a range (`192.0.2.10-192.0.2.20`); repeatable.
+    /// Without any, a LoadBalancer's ingress is the Ready nodes' addresses (k3s ServiceLB's).
+    #[arg(long = "service-lb-pool")]
+    service_lb_pool: Vec<String>,
     /// Open connections at most (also kept under the open-files limit); at the cap a new
     /// connection sheds one that is handshaking or idle.
     #[arg(long, default_value_t = 10_000)]
@@ -567,6 +572,7 @@ fn main() -> anyhow::Result<()> {
                 token_auth_file,
                 cluster_cidr,
                 service_cidr,
+                service_lb_pool,
                 max_connections,
                 tls_handshake_timeout,
                 header_read_timeout,
@@ -606,6 +612,7 @@ fn main() -> anyhow::Result<()> {
                 token_auth_file,
                 cluster_cidr,
                 service_cidr,
+                service_lb_pools: service_lb_pool,
                 node_address_ranges: node_address_range,
                 connections: ConnectionLimits {
                     max_connections,

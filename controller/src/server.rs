@@ -29,6 +29,8 @@ pub struct Config {
     pub cluster_cidr: String,
     /// Service cluster IPs.
     pub service_cidr: String,
+    /// Load-balancer address pools (`CIDR` or `A-B`); none: LoadBalancers get node addresses.
+    pub service_lb_pools: Vec<String>,
     /// Addresses any node may have in its certificate besides the one it joins from.
     pub node_address_ranges: Vec<berth_apiserver::join::addresses::IpRange>,
     /// The connection cap and timeouts.
@@ -410,6 +412,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let hpa = cluster_controllers::podautoscaler::Config {
         sync_period: config.hpa_sync_period,
     };
+    let lb_pools = cluster_controllers::loadbalancer::parse_pools(&config.service_lb_pools)
+        .map_err(|e| ServerError::Config(e.to_string()))?;
     let root_ca = pki.ca_cert.clone();
     let terminated_threshold = config.terminated_pod_gc_threshold;
     let lead = {
@@ -418,6 +422,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             let ctx = ctx.clone();
             let resource_metrics = resource_metrics.clone();
             let root_ca = root_ca.clone();
+            let lb_pools = lb_pools.clone();
             let csr_signing = csr_signing.clone();
             async move {
                 // Informers already running (for the API's own use) first reflect everything the
@@ -436,6 +441,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
                     },
                     acting.clone(),
                 ));
+                handles.push(tokio::spawn(cluster_controllers::loadbalancer::run(
+                    ctx.clone(),
+                    lb_pools,
+                    acting.clone(),
+                )));
                 handles.push(tokio::spawn(cluster_controllers::podautoscaler::run(
                     ctx.clone(),
                     resource_metrics.clone(),

@@ -117,6 +117,16 @@ fn carry_allocations(spec: &mut ServiceSpec, old: &ServiceSpec) {
             spec.cluster_ips = old.cluster_ips.clone();
         }
     }
+    let wants_health_check = |s: &ServiceSpec| {
+        kind_is(s, LOAD_BALANCER) && s.external_traffic_policy.as_deref() == Some("Local")
+    };
+    if wants_health_check(spec) && spec.health_check_node_port.is_none_or(|n| n == 0) {
+        spec.health_check_node_port = old.health_check_node_port;
+    } else if !wants_health_check(spec) && spec.health_check_node_port == old.health_check_node_port
+    {
+        // Upstream's `dropTypeDependentFields`: the allocated port goes with its reason.
+        spec.health_check_node_port = None;
+    }
     if wants_node_ports(spec) && wants_node_ports(old) {
         for p in spec.ports.iter_mut().flatten() {
             if p.node_port.is_some_and(|n| n != 0) {
@@ -130,6 +140,10 @@ fn carry_allocations(spec: &mut ServiceSpec, old: &ServiceSpec) {
             }
         }
     }
+}
+
+fn kind_is(spec: &ServiceSpec, kind: &str) -> bool {
+    service_type(spec) == kind
 }
 
 trait Protocol {

@@ -96,6 +96,13 @@ impl InUse {
                     used.ips.insert(ip);
                 }
             }
+            if let Some(n) = s
+                .pointer("/spec/healthCheckNodePort")
+                .and_then(Value::as_i64)
+                .filter(|n| *n > 0)
+            {
+                used.node_ports.insert(n as i32);
+            }
             let ports = s.pointer("/spec/ports").and_then(Value::as_array);
             for p in ports.into_iter().flatten() {
                 if let Some(n) = p.get("nodePort").and_then(Value::as_i64).filter(|n| *n > 0) {
@@ -125,7 +132,10 @@ pub fn allocate(
         errs.extend(allocate_ip(svc, ranges, in_use, seed));
     }
     if matches!(kind.as_str(), NODE_PORT | LOAD_BALANCER) {
-        errs.extend(allocate_node_ports(svc, ranges, in_use, seed));
+        // `allocateLoadBalancerNodePorts: false`: ports asked for are checked, none picked.
+        let pick = kind == NODE_PORT
+            || svc.pointer("/spec/allocateLoadBalancerNodePorts") != Some(&json!(false));
+        errs.extend(allocate_node_ports(svc, ranges, in_use, seed, pick));
     }
     if errs.is_empty() {
         Ok(())
@@ -203,10 +213,73 @@ fn allocate_node_ports(
     ranges: &ServiceRanges,
     in_use: &InUse,
     seed: u64,
+    pick: bool,
 ) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let (lo, hi) = ranges.node_ports;
     let mut taken = in_use.node_ports.clone();
+    let size = (hi - lo + 1) as u64;
+    let mut next = (seed / 7) % size;
+    // A LoadBalancer with `externalTrafficPolicy: Local` gets a health check node port, which
+    // the agents serve (upstream's `healthCheckNodePort`).
+    let wants_health_check = svc.pointer("/spec/type").and_then(Value::as_str)
+        == Some(LOAD_BALANCER)
+        && svc
+            .pointer("/spec/externalTrafficPolicy")
+            .and_then(Value::as_str)
+            == Some("Local");
+    if wants_health_check {
+        let path = Path::new("spec").child("healthCheckNodePort");
+        match svc
+            .pointer("/spec/healthCheckNodePort")
+            .and_then(Value::as_i64)
+            .filter(|n| *n > 0)
+        {
+            Some(n) if !(lo..=hi).contains(&(n as i32)) => errs.push(FieldError::invalid(
+                &path,
+                n,
+                format!(
+                    "provided port is not in the valid range. The range of valid ports is {lo}-{hi}"
+                ),
+            )),
+            Some(n) if !taken.insert(n as i32) => errs.push(FieldError::invalid(
+                &path,
+                n,
+                "provided port is already allocated",
+            )),
+            Some(_) => {}
+            None => {
+                // Picked after the service ports' own requests would be fairer, but the
+                // search starts at a seeded place and skips anything requested below.
+                let requested: BTreeSet<i32> = svc
+                    .pointer("/spec/ports")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p.get("nodePort").and_then(Value::as_i64))
+                    .map(|n| n as i32)
+                    .collect();
+                let free = (0..size)
+                    .map(|i| lo + ((next + i) % size) as i32)
+                    .find(|n| !taken.contains(n) && !requested.contains(n));
+                match free {
+                    Some(n) => {
+                        taken.insert(n);
+                        next = (n - lo) as u64;
+                        if let Some(spec) = svc.pointer_mut("/spec").and_then(Value::as_object_mut)
+                        {
+                            spec.insert("healthCheckNodePort".into(), json!(n));
+                        }
+                    }
+                    None => errs.push(FieldError::invalid(
+                        &path,
+                        json!(null),
+                        "failed to allocate a node port: range is full",
+                    )),
+                }
+            }
+        }
+    }
     let Some(ports) = svc.pointer_mut("/spec/ports").and_then(Value::as_array_mut) else {
         return errs;
     };
@@ -233,12 +306,11 @@ fn allocate_node_ports(
             ));
         }
     }
-    let size = (hi - lo + 1) as u64;
-    let mut next = (seed / 7) % size;
     for p in ports.iter_mut() {
-        if p.get("nodePort")
-            .and_then(Value::as_i64)
-            .is_some_and(|n| n > 0)
+        if !pick
+            || p.get("nodePort")
+                .and_then(Value::as_i64)
+                .is_some_and(|n| n > 0)
         {
             continue;
         }
@@ -338,6 +410,53 @@ mod tests {
         let mut e = svc(json!({"type": "ExternalName", "externalName": "example.com"}));
         allocate(&mut e, &ranges(), &InUse::default(), 0).unwrap();
         assert!(e["spec"].get("clusterIP").is_none());
+    }
+
+    #[test]
+    fn a_load_balancer_without_node_port_allocation_gets_only_the_ports_it_asks_for() {
+        let mut s = svc(
+            json!({"type": "LoadBalancer", "allocateLoadBalancerNodePorts": false,
+            "ports": [{"port": 80}, {"port": 443, "nodePort": 30443}]}),
+        );
+        allocate(&mut s, &ranges(), &InUse::default(), 0).unwrap();
+        assert_eq!(s["spec"]["ports"][0].get("nodePort"), None);
+        assert_eq!(s["spec"]["ports"][1]["nodePort"], 30443);
+        let mut s = svc(
+            json!({"type": "LoadBalancer", "allocateLoadBalancerNodePorts": true,
+            "ports": [{"port": 80}]}),
+        );
+        allocate(&mut s, &ranges(), &InUse::default(), 0).unwrap();
+        assert!(s["spec"]["ports"][0]["nodePort"].as_i64().is_some());
+    }
+
+    #[test]
+    fn a_local_load_balancer_gets_a_health_check_node_port_of_its_own() {
+        let mut used = InUse::default();
+        used.node_ports.insert(30000);
+        let mut s = svc(
+            json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+            "ports": [{"port": 80, "nodePort": 30001}]}),
+        );
+        allocate(&mut s, &ranges(), &used, 0).unwrap();
+        let hc = s["spec"]["healthCheckNodePort"].as_i64().unwrap();
+        assert!((30002..=32767).contains(&hc), "{hc}");
+        assert!(InUse::of(&[s], None).node_ports.contains(&(hc as i32)));
+        let mut cluster = svc(
+            json!({"type": "LoadBalancer", "externalTrafficPolicy": "Cluster",
+            "ports": [{"port": 80}]}),
+        );
+        allocate(&mut cluster, &ranges(), &used, 0).unwrap();
+        assert_eq!(cluster["spec"].get("healthCheckNodePort"), None);
+        let mut taken = svc(
+            json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+            "healthCheckNodePort": 30000, "ports": [{"port": 80}]}),
+        );
+        assert_eq!(
+            messages(allocate(&mut taken, &ranges(), &used, 0).unwrap_err()),
+            vec![
+                "spec.healthCheckNodePort: Invalid value: 30000: provided port is already allocated"
+            ]
+        );
     }
 
     #[test]

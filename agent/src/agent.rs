@@ -101,13 +101,19 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         joined,
     );
     let backend = PodManager::new_backend();
+    let policy_counters = crate::network::policy::metrics::PolicyCounters::new(
+        &crate::network::network_name(&config.node_name),
+    );
     let bound = crate::server::serve(
         config.listen,
         &creds.ca_pem,
         certificates.serving.clone(),
-        Arc::new(crate::certificates::WithCertificateMetrics {
-            inner: backend.clone(),
-            metrics: certificates.metrics.clone(),
+        Arc::new(crate::network::policy::metrics::WithPolicyMetrics {
+            inner: Arc::new(crate::certificates::WithCertificateMetrics {
+                inner: backend.clone(),
+                metrics: certificates.metrics.clone(),
+            }),
+            counters: policy_counters.clone(),
         }),
         shutdown.clone(),
     )
@@ -216,6 +222,21 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
     tokio::spawn(crate::network::service_state::run(
         client.clone(),
         service_tx,
+        shutdown.clone(),
+    ));
+    let (policy_tx, policy_rx) = crate::network::policy::state::channel();
+    tokio::spawn(crate::network::policy::state::run(
+        client.clone(),
+        policy_tx,
+        shutdown.clone(),
+    ));
+    tokio::spawn(crate::network::policy::run(
+        policy_rx,
+        crate::network::policy::PolicyConfig {
+            network: crate::network::network_name(&config.node_name),
+            node: config.node_name.clone(),
+        },
+        policy_counters,
         shutdown.clone(),
     ));
     let dns = cluster_dns(&config, &pod_cidr);

@@ -1,7 +1,7 @@
 //! `berth-agent uninstall`: removes from the host everything a (stopped) agent made — its pod
 //! containers, their cgroups (`/<containerd namespace>`: `kubepods` and its tiers), pod network
 //! namespaces and addresses, bridge, iptables chains and rules (host,
-//! masquerade and service proxy), routes to other nodes and the VXLAN device, and writes back
+//! masquerade, service proxy and network policy), routes to other nodes and the VXLAN device, and writes back
 //! the `route_localnet` sysctl localhost NodePorts changed. The root and log
 //! directories stay (they hold the node's credentials; remove them by hand when the node is
 //! gone for good).
@@ -82,6 +82,8 @@ pub async fn run(u: &Uninstall) -> Result<Vec<String>, UninstallError> {
     }
     crate::network::proxy::remove(&network_name).await?;
     done.push("service proxy rules removed".into());
+    crate::network::policy::remove(&network_name).await?;
+    done.push("network policy rules removed".into());
     if crate::network::proxy::localnet::restore_sysctl(&crate::network::state_dir(&host.root_dir))
         .await?
     {

@@ -11,7 +11,8 @@
 //! * once per agent: chains `BERTH-FWD-<h>` (FORWARD accepts for the bridge) and
 //!   `BERTH-MASQ-<h>` (one masquerade rule for pod traffic leaving the cluster CIDR), written
 //!   in one `iptables-restore`, and `net.ipv4.ip_forward=1`;
-//! * routes to the other nodes' pod subnets ([`peers`]).
+//! * routes to the other nodes' pod subnets ([`peers`]);
+//! * NetworkPolicy's filter chains `BERTH-NP…-<h>` ([`policy`]), removed with the host rules.
 
 pub mod cluster_dns;
 mod cni;
@@ -28,6 +29,7 @@ mod observe;
 pub mod peers;
 mod plugins;
 mod pod_locks;
+pub mod policy;
 pub mod proxy;
 pub mod service_state;
 mod state;
@@ -214,6 +216,7 @@ impl Network {
         let v = config::validate(&self.cfg)?;
         let mut ready = self.host_ready.lock().await;
         iptables::remove_host(&self.host_rules(&v)).await?;
+        policy::remove(&self.cfg.network_name).await?;
         for rule in self.legacy_host_rules(&v) {
             iptables::remove(&rule).await?;
         }

@@ -1,0 +1,545 @@
+//! The planner's table tests: upstream's classic NetworkPolicy scenarios, each judged by
+//! walking the computed chains for a packet as the kernel would (a small interpreter of the
+//! rules this planner writes), plus the shape of the chains themselves.
+
+use std::net::Ipv4Addr;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::network::Ipv4Cidr;
+
+const NODE: &str = "n1";
+const NET: &str = "berth-n1";
+
+fn scope() -> PolicyScope<'static> {
+    PolicyScope {
+        network: NET,
+        node: NODE,
+    }
+}
+
+/// A running pod: `ns/name` at `ip` on `node`, with labels and named container ports
+/// (`name=port/PROTO`).
+fn pod(ns_name: &str, node: &str, ip: &str, labels: Value, ports: &[(&str, i32, &str)]) -> Pod {
+    let (ns, name) = ns_name.split_once('/').unwrap();
+    let ports: Vec<Value> = ports
+        .iter()
+        .map(|(n, p, proto)| json!({"name": n, "containerPort": p, "protocol": proto}))
+        .collect();
+    serde_json::from_value(json!({
+        "metadata": {"namespace": ns, "name": name, "uid": format!("uid-{ns}-{name}"), "labels": labels},
+        "spec": {"nodeName": node, "containers": [{"name": "main", "ports": ports}]},
+        "status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]}
+    }))
+    .unwrap()
+}
+
+fn namespace(name: &str, labels: Value) -> Namespace {
+    serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap()
+}
+
+fn policy(ns_name: &str, spec: Value) -> NetworkPolicy {
+    let (ns, name) = ns_name.split_once('/').unwrap();
+    serde_json::from_value(json!({"metadata": {"namespace": ns, "name": name}, "spec": spec}))
+        .unwrap()
+}
+
+/// One packet of a new connection (or, with `reply`, of an established one).
+#[derive(Debug, Clone, Copy)]
+struct Packet {
+    src: &'static str,
+    dst: &'static str,
+    proto: &'static str,
+    port: u16,
+    reply: bool,
+}
+
+fn new(src: &'static str, dst: &'static str, proto: &'static str, port: u16) -> Packet {
+    Packet {
+        src,
+        dst,
+        proto,
+        port,
+        reply: false,
+    }
+}
+
+fn word_after<'a>(words: &'a [&'a str], flag: &str) -> Option<&'a str> {
+    words.windows(2).find(|w| w[0] == flag).map(|w| w[1])
+}
+
+fn in_cidr(ip: &str, cidr: &str) -> bool {
+    let c: Ipv4Cidr = cidr.parse().unwrap();
+    c.contains(ip.parse::<Ipv4Addr>().unwrap())
+}
+
+/// Whether one rule's matches hold for the packet (only what the planner writes).
+fn rule_matches(words: &[&str], p: &Packet) -> bool {
+    if word_after(words, "--ctstate").is_some() && !p.reply {
+        return false;
+    }
+    if let Some(s) = word_after(words, "-s")
+        && !in_cidr(p.src, s)
+    {
+        return false;
+    }
+    if let Some(d) = word_after(words, "-d")
+        && !in_cidr(p.dst, d)
+    {
+        return false;
+    }
+    if let Some(proto) = word_after(words, "-p")
+        && proto != p.proto
+    {
+        return false;
+    }
+    if let Some(range) = word_after(words, "--dport") {
+        let (a, b) = range.split_once(':').unwrap_or((range, range));
+        let (a, b): (u16, u16) = (a.parse().unwrap(), b.parse().unwrap());
+        if p.port < a || p.port > b {
+            return false;
+        }
+    }
+    true
+}
+
+/// The verdict of `chain` for the packet: `true` returned (or ran off the end), `false`
+/// rejected.
+fn walk(rs: &Ruleset, chain: &str, p: &Packet) -> bool {
+    for rule in &rs.chains[chain] {
+        // Comments hold spaces: drop them before splitting.
+        let plain: String = rule
+            .split('"')
+            .enumerate()
+            .filter(|(i, _)| i % 2 == 0)
+            .map(|(_, s)| s)
+            .collect();
+        let words: Vec<&str> = plain.split_whitespace().collect();
+        if !rule_matches(&words, p) {
+            continue;
+        }
+        match word_after(&words, "-j") {
+            Some("RETURN") => return true,
+            Some("REJECT") => return false,
+            Some(target) if !walk(rs, target, p) => return false,
+            Some(_) | None => {}
+        }
+    }
+    true
+}
+
+/// Whether FORWARD lets the packet through the policy chains.
+fn passes(rs: &Ruleset, p: Packet) -> bool {
+    walk(rs, &Chains::of(NET).top, &p)
+}
+
+/// Server `web` (on this node, port 80 named `http`, 5353/UDP named `dns`) in `prod`; clients
+/// elsewhere: `prod/client` (role=client), `prod/other`, `dev/client` (role=client);
+/// namespace `dev` labelled team=dev, `prod` team=prod.
+fn world() -> (Vec<Pod>, Vec<Namespace>) {
+    let pods = vec![
+        pod(
+            "prod/web",
+            NODE,
+            "10.42.1.10",
+            json!({"app": "web"}),
+            &[("http", 80, "TCP"), ("dns", 5353, "UDP")],
+        ),
+        pod(
+            "prod/client",
+            "n2",
+            "10.42.2.20",
+            json!({"role": "client"}),
+            &[],
+        ),
+        pod(
+            "prod/other",
+            "n2",
+            "10.42.2.21",
+            json!({"role": "other"}),
+            &[],
+        ),
+        pod(
+            "dev/client",
+            "n3",
+            "10.42.3.30",
+            json!({"role": "client"}),
+            &[],
+        ),
+    ];
+    let namespaces = vec![
+        namespace("prod", json!({"team": "prod"})),
+        namespace("dev", json!({"team": "dev"})),
+    ];
+    (pods, namespaces)
+}
+
+const WEB: &str = "10.42.1.10";
+const PROD_CLIENT: &str = "10.42.2.20";
+const PROD_OTHER: &str = "10.42.2.21";
+const DEV_CLIENT: &str = "10.42.3.30";
+const OUTSIDE: &str = "192.168.7.7";
+
+#[test]
+fn the_classic_scenarios_allow_and_refuse_as_upstream_does() {
+    struct Case {
+        name: &'static str,
+        policies: Vec<Value>,
+        /// (packet, passes)
+        expect: Vec<(Packet, bool)>,
+    }
+    let deny_all = json!({"podSelector": {}, "policyTypes": ["Ingress"]});
+    let cases = vec![
+        Case {
+            name: "no policy: everything flows",
+            policies: vec![],
+            expect: vec![
+                (new(DEV_CLIENT, WEB, "tcp", 80), true),
+                (new(WEB, OUTSIDE, "udp", 53), true),
+            ],
+        },
+        Case {
+            name: "default deny ingress",
+            policies: vec![deny_all.clone()],
+            expect: vec![
+                (new(PROD_CLIENT, WEB, "tcp", 80), false),
+                (new(DEV_CLIENT, WEB, "udp", 5353), false),
+                (new(OUTSIDE, WEB, "tcp", 80), false),
+                // Egress is not isolated by an Ingress-only policy.
+                (new(WEB, OUTSIDE, "tcp", 443), true),
+            ],
+        },
+        Case {
+            name: "replies of allowed connections pass even under deny-all both ways",
+            policies: vec![json!({"podSelector": {}, "policyTypes": ["Ingress", "Egress"]})],
+            expect: vec![
+                (new(WEB, PROD_CLIENT, "tcp", 40000), false),
+                (
+                    Packet {
+                        reply: true,
+                        ..new(WEB, PROD_CLIENT, "tcp", 40000)
+                    },
+                    true,
+                ),
+                (
+                    Packet {
+                        reply: true,
+                        ..new(DEV_CLIENT, WEB, "udp", 5353)
+                    },
+                    true,
+                ),
+            ],
+        },
+        Case {
+            name: "allow from pods with a label (same namespace only)",
+            policies: vec![
+                deny_all.clone(),
+                json!({"podSelector": {"matchLabels": {"app": "web"}},
+                       "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "client"}}}]}]}),
+            ],
+            expect: vec![
+                (new(PROD_CLIENT, WEB, "tcp", 80), true),
+                (new(PROD_CLIENT, WEB, "udp", 5353), true),
+                (new(PROD_OTHER, WEB, "tcp", 80), false),
+                (new(DEV_CLIENT, WEB, "tcp", 80), false),
+            ],
+        },
+        Case {
+            name: "allow from a namespace by label",
+            policies: vec![json!({"podSelector": {},
+                "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"team": "dev"}}}]}]})],
+            expect: vec![
+                (new(DEV_CLIENT, WEB, "tcp", 80), true),
+                (new(PROD_CLIENT, WEB, "tcp", 80), false),
+            ],
+        },
+        Case {
+            name: "a namespace by its name label",
+            policies: vec![json!({"podSelector": {},
+                "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "prod"}}}]}]})],
+            expect: vec![
+                (new(PROD_OTHER, WEB, "tcp", 80), true),
+                (new(DEV_CLIENT, WEB, "tcp", 80), false),
+            ],
+        },
+        Case {
+            name: "podSelector AND namespaceSelector in one peer",
+            policies: vec![json!({"podSelector": {},
+                "ingress": [{"from": [{"namespaceSelector": {"matchExpressions": [{"key": "team", "operator": "In", "values": ["dev", "prod"]}]},
+                                       "podSelector": {"matchLabels": {"role": "client"}}}]}]})],
+            expect: vec![
+                (new(DEV_CLIENT, WEB, "tcp", 80), true),
+                (new(PROD_CLIENT, WEB, "tcp", 80), true),
+                (new(PROD_OTHER, WEB, "tcp", 80), false),
+            ],
+        },
+        Case {
+            name: "podSelector OR namespaceSelector as two peers",
+            policies: vec![json!({"podSelector": {},
+                "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"team": "dev"}}},
+                                      {"podSelector": {"matchLabels": {"role": "other"}}}]}]})],
+            expect: vec![
+                (new(DEV_CLIENT, WEB, "tcp", 80), true),
+                (new(PROD_OTHER, WEB, "tcp", 80), true),
+                (new(PROD_CLIENT, WEB, "tcp", 80), false),
+            ],
+        },
+        Case {
+            name: "ipBlock with except",
+            policies: vec![json!({"podSelector": {},
+                "ingress": [{"from": [{"ipBlock": {"cidr": "10.42.0.0/16", "except": ["10.42.2.0/24"]}}]}]})],
+            expect: vec![
+                (new(DEV_CLIENT, WEB, "tcp", 80), true),
+                (new(PROD_CLIENT, WEB, "tcp", 80), false),
+                (new(OUTSIDE, WEB, "tcp", 80), false),
+            ],
+        },
+        Case {
+            name: "a port by number and protocol",
+            policies: vec![json!({"podSelector": {},
+                "ingress": [{"ports": [{"port": 80, "protocol": "TCP"}]}]})],
+            expect: vec![
+                (new(DEV_CLIENT, WEB, "tcp", 80), true),
+                (new(DEV_CLIENT, WEB, "udp", 80), false),
+                (new(DEV_CLIENT, WEB, "tcp", 81), false),
+            ],
+        },
+        Case {
+            name: "named ports resolve in the destination pod, per protocol",
+            policies: vec![json!({"podSelector": {},
+                "ingress": [{"ports": [{"port": "http"}, {"port": "dns", "protocol": "UDP"}]}]})],
+            expect: vec![
+                (new(DEV_CLIENT, WEB, "tcp", 80), true),
+                (new(DEV_CLIENT, WEB, "udp", 5353), true),
+                (new(DEV_CLIENT, WEB, "tcp", 5353), false),
+                (new(DEV_CLIENT, WEB, "tcp", 8080), false),
+            ],
+        },
+        Case {
+            name: "an endPort range",
+            policies: vec![json!({"podSelector": {},
+                "ingress": [{"ports": [{"port": 8000, "endPort": 8010, "protocol": "UDP"}]}]})],
+            expect: vec![
+                (new(DEV_CLIENT, WEB, "udp", 8000), true),
+                (new(DEV_CLIENT, WEB, "udp", 8010), true),
+                (new(DEV_CLIENT, WEB, "udp", 8011), false),
+                (new(DEV_CLIENT, WEB, "tcp", 8005), false),
+            ],
+        },
+        Case {
+            name: "a protocol without a port",
+            policies: vec![json!({"podSelector": {},
+                "ingress": [{"ports": [{"protocol": "SCTP"}]}]})],
+            expect: vec![
+                (new(DEV_CLIENT, WEB, "sctp", 9), true),
+                (new(DEV_CLIENT, WEB, "tcp", 9), false),
+            ],
+        },
+        Case {
+            name: "default deny egress with DNS allowed",
+            policies: vec![json!({"podSelector": {}, "policyTypes": ["Egress"],
+                "egress": [{"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]}]})],
+            expect: vec![
+                (new(WEB, OUTSIDE, "udp", 53), true),
+                (new(WEB, DEV_CLIENT, "tcp", 53), true),
+                (new(WEB, DEV_CLIENT, "tcp", 80), false),
+                (new(WEB, OUTSIDE, "tcp", 443), false),
+                // Ingress is not isolated by an Egress-only policy.
+                (new(DEV_CLIENT, WEB, "tcp", 80), true),
+            ],
+        },
+        Case {
+            name: "egress to pods by label and a named port of theirs",
+            policies: vec![json!({"podSelector": {}, "policyTypes": ["Egress"],
+                "egress": [{"to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"app": "web"}}}],
+                            "ports": [{"port": "http"}]}]})],
+            expect: vec![
+                (new(WEB, WEB, "tcp", 80), true),
+                (new(WEB, DEV_CLIENT, "tcp", 80), false),
+            ],
+        },
+        Case {
+            name: "policies add up: either one allowing is enough",
+            policies: vec![
+                json!({"podSelector": {}, "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "client"}}}]}]}),
+                json!({"podSelector": {"matchLabels": {"app": "web"}}, "ingress": [{"from": [{"ipBlock": {"cidr": "192.168.0.0/16"}}]}]}),
+            ],
+            expect: vec![
+                (new(PROD_CLIENT, WEB, "tcp", 80), true),
+                (new(OUTSIDE, WEB, "tcp", 80), true),
+                (new(PROD_OTHER, WEB, "tcp", 80), false),
+            ],
+        },
+        Case {
+            name: "a policy of another namespace or for other pods does not isolate",
+            policies: vec![
+                json!({"podSelector": {"matchLabels": {"app": "db"}}, "policyTypes": ["Ingress"]}),
+            ],
+            expect: vec![(new(DEV_CLIENT, WEB, "tcp", 80), true)],
+        },
+    ];
+    let (pods, namespaces) = world();
+    for case in cases {
+        let policies: Vec<NetworkPolicy> = case
+            .policies
+            .into_iter()
+            .enumerate()
+            .map(|(i, spec)| policy(&format!("prod/p{i}"), spec))
+            .collect();
+        let rs = ruleset(&scope(), &pods, &namespaces, &policies);
+        for (packet, want) in case.expect {
+            assert_eq!(
+                passes(&rs, packet),
+                want,
+                "{}: {packet:?}\n{:#?}",
+                case.name,
+                rs.chains
+            );
+        }
+    }
+}
+
+#[test]
+fn a_label_change_moves_a_pod_in_and_out_of_a_policy() {
+    let (mut pods, namespaces) = world();
+    let policies = vec![policy(
+        "prod/allow-clients",
+        json!({"podSelector": {}, "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "client"}}}]}]}),
+    )];
+    let before = ruleset(&scope(), &pods, &namespaces, &policies);
+    assert!(!passes(&before, new(PROD_OTHER, WEB, "tcp", 80)));
+    pods[2] = pod(
+        "prod/other",
+        "n2",
+        PROD_OTHER,
+        json!({"role": "client"}),
+        &[],
+    );
+    let after = ruleset(&scope(), &pods, &namespaces, &policies);
+    assert!(passes(&after, new(PROD_OTHER, WEB, "tcp", 80)));
+    // Only the server's ingress chain changed.
+    let changes = after.changes_from(&before).unwrap();
+    let written: Vec<&str> = changes.lines().filter(|l| l.starts_with(':')).collect();
+    assert_eq!(written.len(), 1, "{changes}");
+    assert!(written[0].starts_with(":BERTH-NPI-"), "{changes}");
+    assert!(after.changes_from(&after).is_none());
+    // The server itself losing the label it was selected by: no longer isolated.
+    let policies = vec![policy(
+        "prod/deny-web",
+        json!({"podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Ingress"]}),
+    )];
+    assert!(!passes(
+        &ruleset(&scope(), &pods, &namespaces, &policies),
+        new(DEV_CLIENT, WEB, "tcp", 80)
+    ));
+    pods[0] = pod("prod/web", NODE, WEB, json!({"app": "web2"}), &[]);
+    assert!(passes(
+        &ruleset(&scope(), &pods, &namespaces, &policies),
+        new(DEV_CLIENT, WEB, "tcp", 80)
+    ));
+}
+
+#[test]
+fn a_namespace_label_change_moves_its_pods_in_and_out() {
+    let (pods, mut namespaces) = world();
+    let policies = vec![policy(
+        "prod/from-dev",
+        json!({"podSelector": {}, "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"team": "dev"}}}]}]}),
+    )];
+    assert!(passes(
+        &ruleset(&scope(), &pods, &namespaces, &policies),
+        new(DEV_CLIENT, WEB, "tcp", 80)
+    ));
+    namespaces[1] = namespace("dev", json!({"team": "qa"}));
+    assert!(!passes(
+        &ruleset(&scope(), &pods, &namespaces, &policies),
+        new(DEV_CLIENT, WEB, "tcp", 80)
+    ));
+}
+
+#[test]
+fn only_this_nodes_pod_network_pods_get_chains() {
+    let (mut pods, namespaces) = world();
+    let mut host = pod("prod/host", NODE, "172.31.0.5", json!({}), &[]);
+    host.spec.as_mut().unwrap().host_network = Some(true);
+    pods.push(host);
+    let mut done = pod("prod/done", NODE, "10.42.1.11", json!({}), &[]);
+    done.status.as_mut().unwrap().phase = Some("Succeeded".into());
+    pods.push(done);
+    let policies = vec![policy(
+        "prod/deny",
+        json!({"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}),
+    )];
+    let rs = ruleset(&scope(), &pods, &namespaces, &policies);
+    let c = Chains::of(NET);
+    let top = &rs.chains[&c.top];
+    // Replies first, then web's egress and ingress jumps: nothing for the host-network pod,
+    // the finished one, or pods of other nodes.
+    assert_eq!(top.len(), 3, "{top:#?}");
+    assert!(top[0].contains("--ctstate RELATED,ESTABLISHED"));
+    assert!(top[1].contains(&format!("-s {WEB}/32")) && top[1].contains("-j BERTH-NPE-"));
+    assert!(top[2].contains(&format!("-d {WEB}/32")) && top[2].contains("-j BERTH-NPI-"));
+    // Every chain is ours by name; the deny chains reject and are tagged for the sweep.
+    assert!(rs.chains.keys().all(|k| is_policy_chain(NET, k)), "{rs:#?}");
+    assert!(!is_policy_chain("berth-n2", &c.top));
+    assert!(rs.chains.keys().all(|k| k.len() <= 28));
+    assert_eq!(
+        rs.chains[&c.deny_ingress],
+        vec![format!(
+            "-A {} -m comment --comment \"berth:{NET} ingress refused by network policy\" -j REJECT --reject-with icmp-port-unreachable",
+            c.deny_ingress
+        )]
+    );
+}
+
+#[test]
+fn without_policies_the_ruleset_is_the_reply_rule_and_the_deny_chains() {
+    let (pods, namespaces) = world();
+    let rs = ruleset(&scope(), &pods, &namespaces, &[]);
+    assert_eq!(rs.chains.len(), 3);
+    assert_eq!(rs.rule_count(), 3);
+}
+
+#[test]
+fn the_restore_input_deletes_our_stale_chains_only() {
+    let (pods, namespaces) = world();
+    let rs = ruleset(&scope(), &pods, &namespaces, &[]);
+    let c = Chains::of(NET);
+    let stale = format!("BERTH-NPI-{}", &c.top["BERTH-NP-".len()..]) + "0123abcd";
+    let theirs = "BERTH-NPI-ffffffff0123abcd".to_string();
+    let input = rs.restore_input(&[stale.clone(), theirs.clone(), "FORWARD".into()], NET);
+    assert!(input.starts_with("*filter\n"));
+    assert!(input.contains(&format!("-X {stale}\n")), "{input}");
+    assert!(!input.contains(&theirs), "{input}");
+    assert!(input.ends_with("COMMIT\n"));
+}
+
+#[test]
+fn rules_multiply_peers_by_ports_one_line_per_address() {
+    // The cost of plain rules (no ipsets): a rule naming n peer pods and m ports is n·m lines
+    // in the chain of each pod it protects.
+    let mut pods = vec![pod("prod/web", NODE, WEB, json!({"app": "web"}), &[])];
+    for i in 0..100 {
+        pods.push(pod(
+            &format!("prod/c{i}"),
+            "n2",
+            &format!("10.42.2.{}", i + 1),
+            json!({"role": "client"}),
+            &[],
+        ));
+    }
+    let policies = vec![policy(
+        "prod/clients",
+        json!({"podSelector": {"matchLabels": {"app": "web"}},
+               "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "client"}}}],
+                            "ports": [{"port": 80}, {"port": 443}]}]}),
+    )];
+    let rs = ruleset(&scope(), &pods, &[], &policies);
+    let chain = rs
+        .chains
+        .keys()
+        .find(|k| k.starts_with(POD_INGRESS))
+        .unwrap();
+    assert_eq!(rs.chains[chain].len(), 100 * 2 + 1);
+}

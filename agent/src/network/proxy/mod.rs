@@ -3,8 +3,13 @@
 //! `iptables-restore --noflush` whenever the computed ruleset changes (see [`plan`] for the
 //! chains). Only the chains that changed are written; every [`RESYNC`] the top chain is checked
 //! and, if someone flushed or changed it, everything is written again. Each full write also
-//! sets up (or takes down) the host side of localhost NodePorts ([`localnet`]).
+//! sets up (or takes down) the host side of localhost NodePorts ([`localnet`]). Load-balancer
+//! and external addresses are proxied as NodePorts are; what `loadBalancerSourceRanges` refuse
+//! is marked in nat and dropped by the proxy's filter chain; the health check node ports of
+//! Local LoadBalancers are served beside ([`health_check`]).
 
+pub mod health_check;
+mod health_server;
 pub mod localnet;
 pub mod plan;
 
@@ -78,6 +83,15 @@ fn jumps(network: &str) -> Vec<Rule> {
     ]
 }
 
+/// The jumps into the proxy's filter chain, which drops what its nat chains marked.
+fn firewall_jumps(network: &str) -> Vec<Rule> {
+    let chain = plan::proxy_firewall(network).chain;
+    ["INPUT", "FORWARD"]
+        .into_iter()
+        .map(|from| Rule::jump("filter", from, network, "service proxy firewall", &chain))
+        .collect()
+}
+
 /// The nat table's chain names (`iptables-save -t nat`).
 async fn nat_chains() -> Result<Vec<String>, NetworkError> {
     let out = command::tool("iptables-save", &["-t", "nat"]).await?;
@@ -104,6 +118,10 @@ async fn apply(
         return Ok(());
     }
     let existing = nat_chains().await?;
+    iptables::restore(&plan::proxy_firewall(network).restore).await?;
+    for jump in firewall_jumps(network) {
+        iptables::ensure(&jump).await?;
+    }
     iptables::restore(&ruleset.restore_input(&existing, network)).await?;
     for jump in jumps(network) {
         iptables::ensure(&jump).await?;
@@ -118,6 +136,21 @@ pub async fn remove(network: &str) -> Result<(), NetworkError> {
         iptables::remove(&jump).await?;
     }
     localnet::remove_firewall(network).await?;
+    for jump in firewall_jumps(network) {
+        iptables::remove(&jump).await?;
+    }
+    let chain = plan::proxy_firewall(network).chain;
+    for op in ["-F", "-X"] {
+        // An absent chain fails both: nothing to remove.
+        let _ = command::run(
+            std::path::Path::new("iptables"),
+            &["-w", "5", "-t", "filter", op, &chain],
+            &[],
+            None,
+            command::TOOL_DEADLINE,
+        )
+        .await?;
+    }
     let existing = nat_chains().await?;
     if existing.iter().any(|c| plan::is_proxy_chain(network, c)) {
         iptables::restore(&plan::Ruleset::default().restore_input(&existing, network)).await?;
@@ -131,6 +164,11 @@ pub async fn run(
     cfg: ProxyConfig,
     shutdown: CancellationToken,
 ) {
+    tokio::spawn(health_server::run(
+        state.clone(),
+        cfg.node.clone(),
+        shutdown.clone(),
+    ));
     let mut applied: Option<plan::Ruleset> = None;
     let mut applied_at = Instant::now();
     loop {

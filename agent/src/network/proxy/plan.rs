@@ -55,6 +55,8 @@ pub struct TopChains {
     pub nodeports: String,
     pub postrouting: String,
     pub mark_masq: String,
+    /// Marks a packet for the filter table's drop rule ([`proxy_firewall`]).
+    pub mark_drop: String,
 }
 
 /// Ten hex digits of the SHA-256 of `parts` joined.
@@ -81,6 +83,7 @@ impl TopChains {
             nodeports: format!("BERTH-NODEPORTS-{h}"),
             postrouting: format!("BERTH-SVCPOST-{h}"),
             mark_masq: format!("BERTH-MARK-MASQ-{h}"),
+            mark_drop: format!("BERTH-MARK-DROP-{h}"),
         }
     }
 }
@@ -94,11 +97,18 @@ pub fn is_proxy_chain(network: &str, chain: &str) -> bool {
         &top.nodeports,
         &top.postrouting,
         &top.mark_masq,
+        &top.mark_drop,
     ]
     .contains(&&chain.to_string())
-        || (["BERTH-SVC-", "BERTH-SVL-", "BERTH-EXT-", "BERTH-SEP-"]
-            .iter()
-            .any(|p| chain.starts_with(p))
+        || ([
+            "BERTH-SVC-",
+            "BERTH-SVL-",
+            "BERTH-EXT-",
+            "BERTH-FW-",
+            "BERTH-SEP-",
+        ]
+        .iter()
+        .any(|p| chain.starts_with(p))
             && chain.ends_with(tag))
 }
 
@@ -121,6 +131,75 @@ pub fn localnet_firewall(network: &str) -> LocalnetFirewall {
         tagged_comment(network, "block incoming localnet connections")
     );
     LocalnetFirewall { chain, restore }
+}
+
+/// The mark kube-proxy uses for "drop this" (`0x8000`): the nat table cannot drop, so its
+/// firewall chains mark and the filter table drops ([`proxy_firewall`]).
+pub const DROP_MARK: &str = "0x8000/0x8000";
+
+/// The proxy's filter chain (kube-proxy's `KUBE-FIREWALL` drop of marked packets), jumped to
+/// from INPUT and FORWARD: what a load balancer's source ranges refuse is dropped here.
+pub fn proxy_firewall(network: &str) -> LocalnetFirewall {
+    let chain = format!("BERTH-PROXY-FW-{}", hash(&[network], 8));
+    let restore = format!(
+        "*filter\n:{chain} - [0:0]\n-A {chain} {} -m mark --mark {DROP_MARK} -j DROP\nCOMMIT\n",
+        tagged_comment(network, "drop packets marked by the service proxy")
+    );
+    LocalnetFirewall { chain, restore }
+}
+
+/// The addresses outside the cluster a Service port answers on besides NodePorts: its
+/// load-balancer ingress (`ipMode: VIP` or unset, as kube-proxy: `Proxy` means the balancer
+/// delivers to the node's address itself) and `spec.externalIPs`, and who may use the former.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExternalAddresses {
+    pub lb_ips: Vec<String>,
+    pub ips: Vec<String>,
+    pub source_ranges: Vec<String>,
+    /// `loadBalancerSourceRanges` is set (even if no range in it is IPv4: then none may in).
+    pub firewalled: bool,
+}
+
+impl ExternalAddresses {
+    pub fn of(svc: &Service, spec: &k8s_openapi::api::core::v1::ServiceSpec) -> Self {
+        let ipv4 = |s: &&String| s.parse::<core::net::Ipv4Addr>().is_ok();
+        let is_lb = spec.type_.as_deref() == Some("LoadBalancer");
+        let lb_ips: Vec<String> = svc
+            .status
+            .as_ref()
+            .and_then(|s| s.load_balancer.as_ref())
+            .and_then(|lb| lb.ingress.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|i| is_lb && i.ip_mode.as_deref().is_none_or(|m| m == "VIP"))
+            .filter_map(|i| i.ip.as_ref())
+            .filter(ipv4)
+            .cloned()
+            .collect();
+        let ips = spec
+            .external_ips
+            .iter()
+            .flatten()
+            .filter(ipv4)
+            .cloned()
+            .collect();
+        let source_ranges = spec
+            .load_balancer_source_ranges
+            .iter()
+            .flatten()
+            .map(|r| r.trim().to_string())
+            .filter(|r| r.parse::<Ipv4Cidr>().is_ok())
+            .collect();
+        ExternalAddresses {
+            lb_ips,
+            ips,
+            source_ranges,
+            firewalled: spec
+                .load_balancer_source_ranges
+                .as_ref()
+                .is_some_and(|r| !r.is_empty()),
+        }
+    }
 }
 
 /// One endpoint address:port of a service port.
@@ -304,6 +383,7 @@ pub fn ruleset(scope: &ProxyScope<'_>, services: &[Service], slices: &[EndpointS
                 .and_then(|c| c.timeout_seconds)
                 .unwrap_or(10800)
         });
+        let external = ExternalAddresses::of(svc, spec);
         let internal_local = spec.internal_traffic_policy.as_deref() == Some("Local");
         let external_local = spec.external_traffic_policy.as_deref() == Some("Local");
         for port in spec.ports.iter().flatten() {
@@ -407,7 +487,48 @@ pub fn ruleset(scope: &ProxyScope<'_>, services: &[Service], slices: &[EndpointS
                     port.port
                 ));
             }
-            if let Some(node_port) = port.node_port.filter(|p| *p > 0) {
+            let node_port = port.node_port.filter(|p| *p > 0);
+            let fw_chain = format!("BERTH-FW-{h}-{tag}");
+            let has_external =
+                node_port.is_some() || !external.lb_ips.is_empty() || !external.ips.is_empty();
+            if has_external && !all.is_empty() {
+                for ip in &external.ips {
+                    services_rules.push(format!(
+                        "-A {} {} -d {ip}/32 -p {proto} -m {proto} --dport {} -j {ext_chain}",
+                        top.services,
+                        comment(&format!("{what} external IP")),
+                        port.port
+                    ));
+                }
+                let firewalled = external.firewalled;
+                for ip in &external.lb_ips {
+                    let to = if firewalled { &fw_chain } else { &ext_chain };
+                    services_rules.push(format!(
+                        "-A {} {} -d {ip}/32 -p {proto} -m {proto} --dport {} -j {to}",
+                        top.services,
+                        comment(&format!("{what} loadbalancer IP")),
+                        port.port
+                    ));
+                }
+                if firewalled && !external.lb_ips.is_empty() {
+                    // kube-proxy's KUBE-FW-: the allowed sources (and the balancer's own
+                    // addresses, for traffic it proxies) go on, anything else is dropped.
+                    let mut fw = Vec::new();
+                    for src in external.source_ranges.iter().chain(&external.lb_ips) {
+                        fw.push(format!(
+                            "-A {fw_chain} {} -s {src} -j {ext_chain}",
+                            comment(&format!("{what} loadbalancer IP"))
+                        ));
+                    }
+                    fw.push(format!(
+                        "-A {fw_chain} {} -j {}",
+                        comment(&format!("{what} other traffic to loadbalancer IP")),
+                        top.mark_drop
+                    ));
+                    rs.chains.insert(fw_chain.clone(), fw);
+                }
+            }
+            if has_external {
                 let mut ext = Vec::new();
                 if external_local {
                     ext.push(format!(
@@ -440,6 +561,8 @@ pub fn ruleset(scope: &ProxyScope<'_>, services: &[Service], slices: &[EndpointS
                     ext.push(format!("-A {ext_chain} {} -j {svc_chain}", comment(&what)));
                 }
                 rs.chains.insert(ext_chain.clone(), ext);
+            }
+            if let Some(node_port) = node_port {
                 nodeport_rules.push(format!(
                     "-A {} {} -p {proto} -m {proto} --dport {node_port} -j {ext_chain}",
                     top.nodeports,
@@ -463,6 +586,14 @@ pub fn ruleset(scope: &ProxyScope<'_>, services: &[Service], slices: &[EndpointS
     ));
     rs.chains.insert(top.services.clone(), services_rules);
     rs.chains.insert(top.nodeports.clone(), nodeport_rules);
+    rs.chains.insert(
+        top.mark_drop.clone(),
+        vec![format!(
+            "-A {} {} -j MARK --or-mark 0x8000",
+            top.mark_drop,
+            comment("mark for drop")
+        )],
+    );
     rs.chains.insert(
         top.mark_masq.clone(),
         vec![format!(
@@ -714,6 +845,121 @@ mod tests {
         assert!(!svl[0].contains("statistic"));
     }
 
+    fn lb_service(extra: serde_json::Value, ingress: serde_json::Value) -> Service {
+        let mut spec = json!({"type": "LoadBalancer", "clusterIP": "10.43.0.10",
+            "ports": [{"port": 80, "protocol": "TCP"}]});
+        for (k, v) in extra.as_object().unwrap() {
+            spec[k] = v.clone();
+        }
+        let mut s = svc(spec);
+        s.status = serde_json::from_value(json!({"loadBalancer": {"ingress": ingress}})).unwrap();
+        s
+    }
+
+    fn web_slice() -> EndpointSlice {
+        slice(
+            "a",
+            json!([{"port": 8080, "protocol": "TCP"}]),
+            json!([
+                ep("10.42.1.5", "n1", true, false),
+                ep("10.42.2.5", "n2", true, false)
+            ]),
+        )
+    }
+
+    #[test]
+    fn load_balancer_and_external_ips_go_to_the_external_chain_without_node_ports() {
+        let s = lb_service(
+            json!({"externalIPs": ["203.0.113.7"], "allocateLoadBalancerNodePorts": false}),
+            json!([{"ip": "192.0.2.10", "ipMode": "VIP"}, {"ip": "192.0.2.11", "ipMode": "Proxy"}]),
+        );
+        let rs = ruleset(&scope(), &[s], &[web_slice()]);
+        let services = &rs.chains[&TopChains::of(NET).services];
+        let to_ext: Vec<&String> = services
+            .iter()
+            .filter(|r| r.contains("-j BERTH-EXT-"))
+            .collect();
+        assert_eq!(to_ext.len(), 2, "{services:#?}");
+        assert!(to_ext[0].contains("-d 203.0.113.7/32 -p tcp -m tcp --dport 80"));
+        assert!(to_ext[1].contains("-d 192.0.2.10/32 -p tcp -m tcp --dport 80"));
+        assert!(
+            !services.iter().any(|r| r.contains("192.0.2.11")),
+            "Proxy mode is the balancer's"
+        );
+        assert!(rs.chains[&TopChains::of(NET).nodeports].is_empty());
+        let ext = rules_of(&rs, "BERTH-EXT-");
+        assert!(jumps(&ext)[0].starts_with("BERTH-MARK-MASQ-"));
+        assert!(jumps(&ext)[1].starts_with("BERTH-SVC-"));
+        // The last rule of the services chain is still the node ports' catch-all.
+        assert!(services.last().unwrap().contains("BERTH-NODEPORTS-"));
+    }
+
+    #[test]
+    fn source_ranges_let_in_the_ranges_and_the_balancer_and_mark_the_rest_for_drop() {
+        let s = lb_service(
+            json!({"loadBalancerSourceRanges": ["198.51.100.0/24"]}),
+            json!([{"ip": "192.0.2.10", "ipMode": "VIP"}]),
+        );
+        let rs = ruleset(&scope(), &[s], &[web_slice()]);
+        let services = &rs.chains[&TopChains::of(NET).services];
+        assert!(
+            services
+                .iter()
+                .any(|r| r.contains("-d 192.0.2.10/32") && r.contains("-j BERTH-FW-"))
+        );
+        let fw = rules_of(&rs, "BERTH-FW-");
+        assert_eq!(fw.len(), 3, "{fw:#?}");
+        assert!(fw[0].contains("-s 198.51.100.0/24 -j BERTH-EXT-"));
+        assert!(fw[1].contains("-s 192.0.2.10 -j BERTH-EXT-"));
+        assert!(jumps(&fw)[2].starts_with("BERTH-MARK-DROP-"));
+        assert!(is_proxy_chain(NET, &TopChains::of(NET).mark_drop));
+        assert!(
+            proxy_firewall(NET)
+                .restore
+                .contains("--mark 0x8000/0x8000 -j DROP")
+        );
+        // Only IPv6 ranges: nobody from IPv4 gets in, rather than everybody.
+        let v6 = lb_service(
+            json!({"loadBalancerSourceRanges": ["2001:db8::/32"]}),
+            json!([{"ip": "192.0.2.10"}]),
+        );
+        let rs = ruleset(&scope(), &[v6], &[web_slice()]);
+        assert!(jumps(&rules_of(&rs, "BERTH-FW-"))[1].starts_with("BERTH-MARK-DROP-"));
+    }
+
+    #[test]
+    fn a_load_balancer_ingress_of_a_service_of_another_type_or_without_endpoints_gets_no_rules() {
+        let mut s = lb_service(json!({}), json!([{"ip": "192.0.2.10"}]));
+        s.spec.as_mut().unwrap().type_ = Some("ClusterIP".into());
+        let rs = ruleset(&scope(), &[s], &[web_slice()]);
+        assert!(
+            rules_of(&rs, "BERTH-SERVICES-")
+                .iter()
+                .all(|r| !r.contains("192.0.2.10"))
+        );
+        let s = lb_service(json!({}), json!([{"ip": "192.0.2.10"}]));
+        let rs = ruleset(&scope(), &[s], &[]);
+        assert!(
+            rules_of(&rs, "BERTH-SERVICES-")
+                .iter()
+                .all(|r| !r.contains("192.0.2.10"))
+        );
+    }
+
+    #[test]
+    fn external_traffic_policy_local_keeps_load_balancer_traffic_on_local_endpoints() {
+        let s = lb_service(
+            json!({"externalTrafficPolicy": "Local"}),
+            json!([{"ip": "192.0.2.10", "ipMode": "VIP"}]),
+        );
+        let rs = ruleset(&scope(), &[s], &[web_slice()]);
+        let ext = rules_of(&rs, "BERTH-EXT-");
+        let to = jumps(&ext);
+        assert!(to.last().unwrap().starts_with("BERTH-SVL-"), "{ext:#?}");
+        assert!(!to.last().unwrap().starts_with("BERTH-MARK-MASQ-"));
+        assert_eq!(rules_of(&rs, "BERTH-SVL-").len(), 1);
+    }
+
     #[test]
     fn node_ports_take_loopback_destinations_only_with_localhost_node_ports() {
         let top = TopChains::of(NET);
@@ -812,7 +1058,8 @@ mod tests {
         let external = svc(json!({"type": "ExternalName", "externalName": "example.com"}));
         let rs = ruleset(&scope(), &[headless, external], &[]);
         assert_eq!(rs.chains[&TopChains::of(NET).services].len(), 1);
-        assert_eq!(rs.rule_count(), 1 + 1 + 3);
+        // The node ports' catch-all, mark-masq, mark-drop and postrouting's three.
+        assert_eq!(rs.rule_count(), 1 + 1 + 1 + 3);
     }
 
     #[test]

@@ -126,6 +126,9 @@ pub struct StoreEvent {
     pub object: StoredObject,
     /// The index of the object before the change (for selector transitions in watches).
     pub prev_index: Option<Arc<ObjectIndex>>,
+    /// The object's JSON before the change, beside `prev_index`: selectors on fields the
+    /// index does not keep (custom resources' selectable fields) read it.
+    pub prev_data: Option<Bytes>,
 }
 
 /// What the backend returns at startup.
@@ -253,6 +256,7 @@ impl Store {
                 key: Arc::from(key),
                 object,
                 prev_index: None,
+                prev_data: None,
             }));
         }
         while history.len() > history_limit.max(1) {
@@ -604,6 +608,7 @@ impl Store {
             key: w.key.clone(),
             object: w.stored.clone(),
             prev_index: w.prev.as_ref().map(|p| p.index.clone()),
+            prev_data: w.prev.as_ref().map(|p| p.data.clone()),
         });
         self.apply(events, compact_to);
     }

@@ -8,32 +8,77 @@ use super::{SharedState, table};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use berth_registry::prefix;
+use berth_shared::custom::{self, selectable};
 use berth_shared::resource::ResourceType;
 use berth_shared::selector::{FieldSelector, LabelSelector};
 use berth_shared::table::IncludeObject;
 use berth_store::{ObjectIndex, Revision, Store, StoredObject};
+use serde_json::Value;
 
 /// Label and field selectors of a list or watch.
 pub struct Selectors {
     pub labels: LabelSelector,
     pub fields: FieldSelector,
+    /// The terms' fields read from the object itself, by label and JSONPath: a custom
+    /// resource's selectable fields (the store's index has the built-in kinds' fields only).
+    from_object: Vec<(String, String)>,
 }
 
 impl Selectors {
-    pub fn from_query(q: &Query) -> Result<Selectors, ApiError> {
+    /// The request's selectors, refused with upstream's `field label not supported` when a
+    /// field term names a field `rt` cannot be selected by: for a custom resource,
+    /// `metadata.name`, `metadata.namespace` (namespaced ones) and the served version's
+    /// `selectableFields`.
+    pub fn from_query(q: &Query, rt: &ResourceType) -> Result<Selectors, ApiError> {
         let fields = q.field_selector()?;
-        let known: Vec<&str> = ObjectIndex::known_fields().collect();
-        fields
-            .validate_fields(&known)
-            .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let mut from_object = Vec::new();
+        match custom::served(rt) {
+            Some(served) => {
+                fields
+                    .validate_fields(&selectable::field_labels(&served))
+                    .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+                for path in &served.version.selectable_fields {
+                    let label = selectable::label(path);
+                    if fields.requirements().iter().any(|r| r.field == label) {
+                        from_object.push((label.to_string(), path.clone()));
+                    }
+                }
+            }
+            None => {
+                let known: Vec<&str> = ObjectIndex::known_fields().collect();
+                fields
+                    .validate_fields(&known)
+                    .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+            }
+        }
         Ok(Selectors {
             labels: q.label_selector()?,
             fields,
+            from_object,
         })
     }
 
-    pub fn matches(&self, index: &ObjectIndex) -> bool {
-        self.labels.matches(&index.labels) && self.fields.matches(|f| index.field(f))
+    /// Whether a stored object is selected.
+    pub fn matches(&self, obj: &StoredObject) -> bool {
+        self.matches_parts(&obj.index, Some(&obj.data))
+    }
+
+    /// Whether an object, by its index and JSON, is selected; without its JSON, fields read
+    /// from the object count as empty.
+    pub fn matches_parts(&self, index: &ObjectIndex, data: Option<&[u8]>) -> bool {
+        if !self.labels.matches(&index.labels) {
+            return false;
+        }
+        if self.from_object.is_empty() {
+            return self.fields.matches(|f| index.field(f));
+        }
+        let obj: Option<Value> = data.and_then(|d| serde_json::from_slice(d).ok());
+        self.fields.matches(
+            |f| match self.from_object.iter().find(|(label, _)| label == f) {
+                Some((_, path)) => obj.as_ref().and_then(|o| selectable::value(o, path)),
+                None => index.field(f),
+            },
+        )
     }
 }
 
@@ -87,7 +132,7 @@ pub async fn list(
     q: &Query,
     as_table: Option<IncludeObject>,
 ) -> Result<Response, ApiError> {
-    let selectors = Selectors::from_query(q)?;
+    let selectors = Selectors::from_query(q, rt)?;
     // Exactly N is only served when N is the current state (older states are not kept).
     let store = state.registry.store();
     match watch_start::list_start(q)? {
@@ -110,7 +155,7 @@ pub async fn list(
             .registry
             .store()
             .list(&prefix, start.as_deref(), q.limit(), |o: &StoredObject| {
-                selectors.matches(&o.index)
+                selectors.matches(o)
             });
     let rv = revision.to_string();
     let cont = more.map(|k| berth_shared::query::encode_continue(&k));

@@ -76,8 +76,11 @@ fn visible(event: &StoreEvent, prefix: &str, sel: &Selectors) -> Option<&'static
     if !event.key.starts_with(prefix) {
         return None;
     }
-    let now = sel.matches(&event.object.index);
-    let before = event.prev_index.as_ref().map(|p| sel.matches(p));
+    let now = sel.matches(&event.object);
+    let before = event
+        .prev_index
+        .as_ref()
+        .map(|p| sel.matches_parts(p, event.prev_data.as_deref()));
     match (event.event_type, before, now) {
         (EventType::Deleted, Some(true) | None, true) => Some("DELETED"),
         (EventType::Deleted, Some(true), false) => Some("DELETED"),
@@ -98,7 +101,7 @@ pub async fn serve(
     q: &Query,
     as_table: Option<IncludeObject>,
 ) -> Result<Response, ApiError> {
-    let selectors = Selectors::from_query(q)?;
+    let selectors = Selectors::from_query(q, rt)?;
     let prefix = prefix(rt, ns);
     let store = state.registry.store().clone();
     let mut enc = Encoder {
@@ -122,7 +125,7 @@ pub async fn serve(
             if let WatchStart::StreamedList(fresh) = start {
                 super::list::reach(&store, fresh).await?;
             }
-            let (rev, items, _) = store.list(&prefix, None, None, |o| selectors.matches(&o.index));
+            let (rev, items, _) = store.list(&prefix, None, None, |o| selectors.matches(o));
             for item in items {
                 initial.push(enc.line("ADDED", &item));
             }

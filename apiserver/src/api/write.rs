@@ -149,13 +149,13 @@ pub async fn delete_collection(
     requestor: Option<Identity>,
 ) -> Result<Response, ApiError> {
     let opts = delete_options(&raw, q)?;
-    let selectors = Selectors::from_query(q)?;
+    let selectors = Selectors::from_query(q, rt)?;
     let registry = state.registry.clone();
     let prefix = prefix(rt, ns);
     let list = blocking(move || {
         let (rev, items, _) = registry
             .store()
-            .list(&prefix, None, None, |o| selectors.matches(&o.index));
+            .list(&prefix, None, None, |o| selectors.matches(o));
         let mut out = Vec::new();
         for item in items {
             let v = item.value()?;

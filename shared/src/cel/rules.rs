@@ -29,6 +29,7 @@ use crate::admission::FieldError;
 use rule::{Rule, compiled, invalid};
 
 pub use definition::compile_errors;
+pub use field_path::{FieldPathError, Walked, walk as walk_field_path};
 
 /// The longest `messageExpression` result used as a message (upstream's
 /// `MaxEvaluatedMessageExpressionSizeBytes`).

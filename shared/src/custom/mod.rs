@@ -5,6 +5,7 @@
 
 mod definition;
 pub mod printer;
+pub mod selectable;
 
 pub use definition::{Definition, Names, ScalePaths, Version, parse_definition};
 

@@ -239,7 +239,8 @@ fn convert(
         event_type,
         key: Arc::from(key),
         object,
-        prev_index: prev.map(|p| p.index.clone()),
+        prev_index: prev.as_ref().map(|p| p.index.clone()),
+        prev_data: prev.map(|p| p.data.clone()),
     })
 }
 
@@ -259,6 +260,7 @@ async fn reload(store: &Store, members: &Members, prefix: &str) -> Result<(), St
                     key: key.clone(),
                     object: gone,
                     prev_index: Some(old.index.clone()),
+                    prev_data: Some(old.data.clone()),
                 });
             }
         }
@@ -277,6 +279,7 @@ async fn reload(store: &Store, members: &Members, prefix: &str) -> Result<(), St
                 key,
                 object: new,
                 prev_index: prev.map(|p| p.index.clone()),
+                prev_data: prev.map(|p| p.data.clone()),
             });
         }
     }

@@ -1,13 +1,16 @@
 //! A rule's `fieldPath` (`.spec.ports`, `.labels['app.kubernetes.io/name']`): checked against
 //! the schema and turned into the field path its error is reported at, as upstream's
 //! `ValidFieldPath` does — a name under `properties` is a child (`a.b`), under
-//! `additionalProperties` a key (`a[b]`); list indexes are not supported.
+//! `additionalProperties` a key (`a[b]`); list indexes are not supported. CRDs'
+//! `selectableFields` use the same check without the bracket form ([`walk`]).
 
 use serde_json::Value;
 
 /// Why a field path does not fit the schema; the text is upstream's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(super) enum FieldPathError {
+pub enum FieldPathError {
+    #[error("array notation is not allowed")]
+    ArrayNotation,
     #[error("does not refer to a valid field")]
     NoSuchField,
     #[error("unexpected end of JSON path")]
@@ -25,11 +28,32 @@ pub(super) enum FieldPathError {
 /// The segments of `path` appended to `base` (`base.a[b]`), or why it is not valid for
 /// `schema`.
 pub(super) fn resolve(path: &str, schema: &Value, base: &str) -> Result<String, FieldPathError> {
+    walk(path, schema, base, true).map(|w| w.path)
+}
+
+/// Where a valid path leads: its field path (`spec.a[b]`), the schema found there and the
+/// names to follow through an object to reach it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Walked<'a> {
+    pub path: String,
+    pub schema: &'a Value,
+    pub names: Vec<String>,
+}
+
+/// Follows `path` through `schema` from `base`; `brackets` allows the `['name']` form.
+pub fn walk<'a>(
+    path: &str,
+    schema: &'a Value,
+    base: &str,
+    brackets: bool,
+) -> Result<Walked<'a>, FieldPathError> {
     let mut out = base.to_string();
     let mut schema = schema;
+    let mut names = Vec::new();
     let mut tokens = tokenize(path).into_iter();
     while let Some(tok) = tokens.next() {
         let name = match tok.as_str() {
+            "[" if !brackets => return Err(FieldPathError::ArrayNotation),
             "[" => {
                 let quoted = tokens.next().ok_or(FieldPathError::UnexpectedEnd)?;
                 let inner = quoted
@@ -62,8 +86,13 @@ pub(super) fn resolve(path: &str, schema: &Value, base: &str) -> Result<String, 
         } else {
             return Err(FieldPathError::NoSuchField);
         }
+        names.push(name);
     }
-    Ok(out)
+    Ok(Walked {
+        path: out,
+        schema,
+        names,
+    })
 }
 
 /// Splits at `.`, `[` and `]` (each its own token), keeping a single-quoted string whole.
@@ -157,6 +186,21 @@ mod tests {
         assert_eq!(
             resolve(".min", &schema["properties"]["spec"], "spec"),
             Ok("spec.min".into())
+        );
+    }
+
+    #[test]
+    fn a_walk_without_brackets_refuses_them_and_reports_the_schema_found() {
+        let schema = json!({"properties": {"spec": {"properties": {"min": {"type": "integer"}}}}});
+        let w = walk(".spec.min", &schema, "", false).unwrap();
+        assert_eq!(
+            (w.path.as_str(), &w.schema["type"]),
+            ("spec.min", &json!("integer"))
+        );
+        assert_eq!(w.names, ["spec", "min"]);
+        assert_eq!(
+            walk(".spec['min']", &schema, "", false),
+            Err(FieldPathError::ArrayNotation)
         );
     }
 }

@@ -133,7 +133,8 @@ pub async fn openapi_doc(
 /// strategic-merge patch, so kubectl's patches still come from its built-in types; those that
 /// use the schema anyway (≤ 1.26) find upstream's patch merge keys on it.
 pub async fn openapi_v2() -> Response {
-    match super::blocking(|| Ok::<_, ApiError>(berth_shared::openapi::v2_protobuf())).await {
+    let doc = || Ok::<_, ApiError>(berth_shared::openapi::v2_protobuf().as_ref().clone());
+    match super::blocking(doc).await {
         Ok(doc) => (
             StatusCode::OK,
             [(

@@ -1,18 +1,20 @@
 //! The OpenAPI v3 documents of custom resource group-versions: each served definition
 //! version's paths (as the built-in kinds' are made) and its schema as a component (with
 //! `apiVersion`, `kind` and `metadata`, tagged with its group-version-kind, and its list
-//! type), so `kubectl explain` reads custom resources. Built again when the served types
-//! change (tens of milliseconds: the meta schemas come from a fresh catalog).
+//! type), so `kubectl explain` reads custom resources; and the same paths and schemas (in
+//! their v2 form, `custom_v2`) appended to `/openapi/v2` for kubectl ≤ 1.26. Built again when
+//! the served types change (tens of milliseconds: the meta schemas come from a fresh catalog).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value, json};
 
+use super::custom_v2::{encode_part, to_v2};
 use super::paths::{paths, schema_name};
 use super::schemas::{Catalog, refs_in, schema_ref};
-use super::{Document, content_hash, gv_path};
-use crate::custom::{self, Served};
+use super::{DOCUMENTS, Document, content_hash, gv_path};
+use crate::custom::{self, Served, selectable};
 use crate::resource::ResourceType;
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
@@ -22,6 +24,8 @@ const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
 pub(super) struct CustomDocuments {
     generation: u64,
     pub(super) by_path: BTreeMap<String, Arc<Document>>,
+    /// `/openapi/v2` in protobuf: the built-in document with these types' part appended.
+    pub(super) v2: Arc<Vec<u8>>,
 }
 
 static CACHE: Mutex<Option<Arc<CustomDocuments>>> = Mutex::new(None);
@@ -48,8 +52,10 @@ fn build(generation: u64, served: &[Arc<Served>]) -> CustomDocuments {
         return CustomDocuments {
             generation,
             by_path,
+            v2: DOCUMENTS.v2.clone(),
         };
     }
+    let (mut v2_paths, mut v2_schemas) = (Map::new(), Map::new());
     let catalog = Catalog::build();
     for ((group, version), mut list) in by_gv {
         list.sort_by_key(|s| s.rt.plural);
@@ -66,9 +72,14 @@ fn build(generation: u64, served: &[Arc<Served>]) -> CustomDocuments {
         let mut schemas = catalog.closure(refs.iter().map(String::as_str));
         for s in &list {
             let name = schema_name(group, version, s.rt.kind);
-            schemas.insert(format!("{name}List"), list_schema(s.rt, &name));
-            schemas.insert(name, kind_schema(s));
+            let list = list_schema(s.rt, &name);
+            v2_schemas.insert(format!("{name}List"), list.clone());
+            schemas.insert(format!("{name}List"), list);
+            let base = s.schema().cloned().unwrap_or_else(open_schema);
+            v2_schemas.insert(name.clone(), kind_schema(s, to_v2(&base)));
+            schemas.insert(name, kind_schema(s, base));
         }
+        v2_paths.extend(paths.iter().map(|(k, v)| (k.clone(), v.clone())));
         let doc = json!({
             "openapi": "3.0.0",
             "info": {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"},
@@ -79,22 +90,37 @@ fn build(generation: u64, served: &[Arc<Served>]) -> CustomDocuments {
         let hash = content_hash(&json);
         by_path.insert(key, Arc::new(Document { json, hash }));
     }
+    let v2 = match encode_part(&v2_paths, &v2_schemas) {
+        Ok(part) if !DOCUMENTS.v2.is_empty() => {
+            let mut all = Vec::with_capacity(DOCUMENTS.v2.len() + part.len());
+            all.extend_from_slice(&DOCUMENTS.v2);
+            all.extend_from_slice(&part);
+            Arc::new(all)
+        }
+        Ok(_) => DOCUMENTS.v2.clone(),
+        Err(e) => {
+            tracing::error!(error = %e, "custom resources left out of OpenAPI v2");
+            DOCUMENTS.v2.clone()
+        }
+    };
     CustomDocuments {
         generation,
         by_path,
+        v2,
     }
+}
+
+fn open_schema() -> Value {
+    json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
 }
 
 fn gvk(rt: &ResourceType, kind: &str) -> Value {
     json!([{"group": rt.group, "kind": kind, "version": rt.version}])
 }
 
-/// The version's schema as a component: the definition's, with the object's type fields.
-fn kind_schema(s: &Served) -> Value {
-    let mut schema = s
-        .schema()
-        .cloned()
-        .unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
+/// The version's schema as a component: `schema` (the definition's), with the object's type
+/// fields, its group-version-kind and its selectable fields.
+fn kind_schema(s: &Served, mut schema: Value) -> Value {
     let Some(map) = schema.as_object_mut() else {
         return schema;
     };
@@ -114,6 +140,18 @@ fn kind_schema(s: &Served) -> Value {
         "x-kubernetes-group-version-kind".into(),
         gvk(s.rt, s.rt.kind),
     );
+    if !s.version.selectable_fields.is_empty() {
+        let fields: Vec<Value> = s
+            .version
+            .selectable_fields
+            .iter()
+            .map(|p| json!({"fieldPath": selectable::label(p)}))
+            .collect();
+        map.insert(
+            "x-kubernetes-selectable-fields".into(),
+            Value::Array(fields),
+        );
+    }
     schema
 }
 

@@ -14,6 +14,7 @@
 //! what the patch merge keys are for.)
 
 mod custom;
+mod custom_v2;
 mod patch_meta;
 mod paths;
 mod schemas;
@@ -52,8 +53,9 @@ struct Documents {
     /// The root's `paths`: each group-version's URL.
     root: serde_json::Map<String, Value>,
     by_path: BTreeMap<String, Arc<Document>>,
-    /// `/openapi/v2` in protobuf: every group-version's paths and schemas in one document.
-    v2: Vec<u8>,
+    /// `/openapi/v2` in protobuf: every built-in group-version's paths and schemas in one
+    /// document (custom resources' are appended, see `custom`).
+    v2: Arc<Vec<u8>>,
 }
 
 static DOCUMENTS: LazyLock<Documents> = LazyLock::new(Documents::build);
@@ -80,10 +82,11 @@ pub fn v3_document(path: &str) -> Option<Arc<Document>> {
         .or_else(|| custom::documents().by_path.get(path).cloned())
 }
 
-/// `/openapi/v2` in protobuf (`application/com.github.proto-openapi.spec.v2.v1.0+protobuf`);
-/// empty (no paths, no definitions) if the conversion failed, which a unit test rules out.
-pub fn v2_protobuf() -> &'static [u8] {
-    &DOCUMENTS.v2
+/// `/openapi/v2` in protobuf (`application/com.github.proto-openapi.spec.v2.v1.0+protobuf`),
+/// custom resources' served versions included; empty (no paths, no definitions) if the
+/// conversion failed, which a unit test rules out.
+pub fn v2_protobuf() -> Arc<Vec<u8>> {
+    custom::documents().v2.clone()
 }
 
 /// The key of a group-version in the root document (`api/v1`, `apis/apps/v1`).
@@ -125,10 +128,10 @@ impl Documents {
             by_path.insert(key, Arc::new(Document { json, hash }));
         }
         let v2 = match v2::document(&all_paths, &all_schemas) {
-            Ok(doc) => v2::encode(&doc),
+            Ok(doc) => Arc::new(v2::encode(&doc)),
             Err(e) => {
                 tracing::error!(error = %e, "no OpenAPI v2 document: a schema has no v2 form");
-                Vec::new()
+                Arc::new(Vec::new())
             }
         };
         tracing::info!(

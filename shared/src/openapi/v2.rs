@@ -9,7 +9,7 @@
 //! without exactly one item schema, an unknown type), so the conversion refuses anything it
 //! does not know instead of guessing.
 
-mod messages;
+pub(super) mod messages;
 
 use prost::Message;
 use serde_json::Value;

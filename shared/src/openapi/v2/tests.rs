@@ -4,7 +4,7 @@ use crate::openapi::v2_protobuf;
 fn served() -> Document {
     let bytes = v2_protobuf();
     assert!(!bytes.is_empty(), "the v2 document failed to build");
-    Document::decode(bytes).unwrap()
+    Document::decode(bytes.as_slice()).unwrap()
 }
 
 fn definitions(doc: &Document) -> std::collections::BTreeMap<&str, &Schema> {

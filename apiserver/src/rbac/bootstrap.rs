@@ -362,6 +362,18 @@ fn base_cluster_roles() -> Vec<Value> {
             )],
             None,
         ),
+        // Berth's own: every agent enforces NetworkPolicy, which needs every pod's labels and
+        // address, every namespace's labels and every policy (k3s grants its agents' policy
+        // controller the same).
+        cluster_role(
+            "system:berth:network-policy",
+            json!({}),
+            vec![
+                rule(RO, &[""], &["pods", "namespaces"]),
+                rule(RO, &["networking.k8s.io"], &["networkpolicies"]),
+            ],
+            None,
+        ),
         cluster_role(
             "system:auth-delegator",
             json!({}),
@@ -407,6 +419,11 @@ fn base_cluster_role_bindings() -> Vec<Value> {
             "system:monitoring",
             "system:monitoring",
             &["system:monitoring"],
+        ),
+        binding(
+            "system:berth:network-policy",
+            "system:berth:network-policy",
+            &["system:nodes"],
         ),
     ]
 }

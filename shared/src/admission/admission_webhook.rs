@@ -111,7 +111,7 @@ pub(crate) fn default_mutating(c: &mut MutatingWebhookConfiguration) {
 }
 
 /// Upstream `validateWebhookClientConfig`.
-fn validate_client_config(c: &WebhookClientConfig, path: &Path) -> Vec<FieldError> {
+pub(crate) fn validate_client_config(c: &WebhookClientConfig, path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
     match (&c.url, &c.service) {
         (Some(_), Some(_)) | (None, None) => errs.push(FieldError::required(

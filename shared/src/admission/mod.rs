@@ -29,6 +29,7 @@ mod codec;
 mod config;
 mod container;
 
+mod crd_conversion;
 mod cron_job;
 mod csi;
 mod custom_resource;
@@ -458,14 +459,36 @@ pub fn admit(
             obj,
             op,
             old,
-            |c, op, _| custom_resource_definition::default_crd(c, op),
-            |c, o, _| custom_resource_definition::validate_crd(c, o),
+            |c, op, _| {
+                custom_resource_definition::default_crd(c, op);
+                crd_conversion::default_conversion(c);
+            },
+            |c, o, _| {
+                let mut errs = custom_resource_definition::validate_crd(c, o);
+                errs.extend(crd_conversion::validate_conversion(c));
+                errs
+            },
         ),
         other => Err(AdmissionError::Decode(format!(
             "no kind {} is registered",
             field::quote(other)
         ))),
     }
+}
+
+/// Upstream's `ValidateLabels` (`which` is "labels") or `ValidateAnnotations` (else) of a map an
+/// object's metadata got from elsewhere (a conversion webhook's answer): the messages, with
+/// upstream's paths (`metadata.labels`, `metadata.annotation`), none when valid.
+pub fn metadata_map_errors(
+    which: &str,
+    map: &std::collections::BTreeMap<String, String>,
+) -> Vec<String> {
+    let errs = if which == "labels" {
+        meta::validate_labels(map, &field::Path::new("metadata").child("labels"))
+    } else {
+        meta::validate_annotations(map, &field::Path::new("metadata").child("annotation"))
+    };
+    errs.iter().map(FieldError::message).collect()
 }
 
 /// The warnings upstream returns with a successful write of `obj` (a `Warning` header each),

@@ -3,9 +3,11 @@
 //! on the way in and every object it is answered with converted back on the way out: the
 //! HorizontalPodAutoscaler ([`hpa`]: autoscaling/v1 ↔ autoscaling/v2), and custom resources of
 //! a definition with several versions (conversion `None`: only `apiVersion` changes, as
-//! upstream's `nopConverter` does).
+//! upstream's `nopConverter` does; conversion `Webhook`: [`webhook`], called by the API
+//! server).
 
 pub mod hpa;
+pub mod webhook;
 
 use crate::resource::ResourceType;
 use serde_json::Value;

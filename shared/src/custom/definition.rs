@@ -1,8 +1,10 @@
 //! A CustomResourceDefinition read for serving: its accepted names, scope and versions (each
-//! with its schema, subresources, printer columns and selectable fields).
+//! with its schema, subresources, printer columns and selectable fields) and its conversion
+//! webhook.
 
 use serde_json::Value;
 
+use crate::conversion::webhook::ConversionWebhook;
 use crate::resource::{self, ResourceType};
 
 /// The parts of a definition the API server serves from.
@@ -15,6 +17,9 @@ pub struct Definition {
     pub names: Names,
     pub namespaced: bool,
     pub versions: Vec<Version>,
+    /// `spec.conversion`'s webhook when its strategy is `Webhook`; `None` converts by
+    /// rewriting `apiVersion`.
+    pub conversion_webhook: Option<ConversionWebhook>,
 }
 
 /// The names a definition is served under (its accepted names).
@@ -99,6 +104,7 @@ pub fn parse_definition(crd: &Value) -> Result<Definition, String> {
         },
         namespaced: spec["scope"] != "Cluster",
         versions,
+        conversion_webhook: ConversionWebhook::parse(&spec["conversion"]),
     })
 }
 

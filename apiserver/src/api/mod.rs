@@ -418,7 +418,7 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
     // A version stored as another one (autoscaling/v1 HPAs) reads and writes the stored
     // version: bodies are converted on the way in, answers on the way out.
     let rt = berth_shared::resource::storage_of(view);
-    let converted = !std::ptr::eq(rt, view);
+    let converted = conversion::is_converted(view);
     // A list or watch decodes its options first: a malformed integer is a 400 before anything.
     if parts.method == Method::GET
         && subresource.is_none()
@@ -426,6 +426,13 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
     {
         query.check_list_options()?;
     }
+    // A Table of objects a webhook converts is printed from the converted objects.
+    let webhook_table = table.filter(|_| {
+        parts.method == Method::GET
+            && subresource.is_none()
+            && !query.flag("watch")
+            && conversion::converts_by_webhook(view)
+    });
     let answer = Box::pin(serve_resource(
         &state,
         &parts,
@@ -433,13 +440,16 @@ async fn route(state: SharedState, req: Request) -> Result<Response, ApiError> {
         &query,
         &target,
         rt,
-        table,
+        if webhook_table.is_some() { None } else { table },
         &write_options,
     ))
     .await?;
+    if let Some(include) = webhook_table {
+        return conversion::table_in_version(&state.registry, view, answer, include).await;
+    }
     // Watch streams convert each event as they encode it.
     if converted && !(parts.method == Method::GET && query.flag("watch")) {
-        return Ok(conversion::answer_in_version(view, answer).await);
+        return conversion::answer_in_version(&state.registry, view, answer).await;
     }
     Ok(answer)
 }
@@ -481,7 +491,7 @@ async fn serve_resource(
         }
         (&Method::POST, None, None) => {
             let (body, duplicates) = body::read_as(body, &parts.headers, rt.kind).await?;
-            let body = conversion::body_to_storage(view, body)?;
+            let body = conversion::body_to_storage(&state.registry, view, body).await?;
             authz::authorize_create(parts.extensions.get::<authn::Identity>(), target, &body)?;
             let opts = write_options()?;
             let duplicates = duplicate_field_warnings(duplicates, &opts)?;
@@ -495,7 +505,9 @@ async fn serve_resource(
             };
             let (body, duplicates) = body::read_as(body, &parts.headers, kind).await?;
             let body = match sub {
-                None | Some("status") => conversion::body_to_storage(view, body)?,
+                None | Some("status") => {
+                    conversion::body_to_storage(&state.registry, view, body).await?
+                }
                 _ => body,
             };
             match (sub, written_part(rt, sub)) {

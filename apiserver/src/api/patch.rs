@@ -170,7 +170,7 @@ pub async fn patch(
             }
             let mut obj = apply_configuration(view, None, &doc, &manager, part, force)?;
             berth_registry::meta::check_type(view, &mut obj)?;
-            let mut obj = super::conversion::body_to_storage(view, obj)?;
+            let mut obj = super::conversion::body_to_storage_blocking(&registry, view, obj)?;
             berth_registry::meta::set_namespace(rt, ns.as_deref(), &mut obj)?;
             berth_registry::meta::check_name(&obj, &name)?;
             let unknown = super::unknown_field_warnings(rt, &obj, &opts);
@@ -180,13 +180,13 @@ pub async fn patch(
         let strict = opts.field_validation == berth_registry::FieldValidation::Strict;
         let mut unknown = Vec::new();
         let updated = registry.update_with(rt, ns.as_deref(), &name, part, &opts, |current| {
-            let current = super::conversion::object_in_version(view, current);
+            let current = super::conversion::object_in_version_blocking(&registry, view, current)?;
             let patched = if pt == PatchType::Apply {
                 apply_configuration(view, Some(&current), &doc, &manager, part, force)?
             } else {
                 apply(rt.kind, pt, current, &doc)?
             };
-            let patched = super::conversion::body_to_storage(view, patched)?;
+            let patched = super::conversion::body_to_storage_blocking(&registry, view, patched)?;
             if pt == PatchType::Strategic
                 && let Some(e) = berth_shared::admission::decode_error(rt.kind, &patched)
             {

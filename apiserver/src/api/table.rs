@@ -25,7 +25,7 @@ pub fn render(
             .map_err(|e| ApiError::Internal(format!("a stored {} is not JSON: {e}", rt.kind)))?;
         let objects: Vec<Value> = objects
             .into_iter()
-            .map(|o| super::conversion::object_in_version(served.rt, o))
+            .map(|o| super::conversion::apiversion_in(served.rt, o))
             .collect();
         let t = berth_shared::custom::printer::table(
             &served,

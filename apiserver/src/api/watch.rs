@@ -27,32 +27,38 @@ struct Encoder {
     rt: &'static ResourceType,
     table: Option<IncludeObject>,
     columns_sent: bool,
+    /// Calls conversion webhooks.
+    registry: berth_registry::Registry,
 }
 
 impl Encoder {
-    fn line(&mut self, event_type: &str, obj: &StoredObject) -> Bytes {
+    /// One event's line; `Err` when the object could not be converted to the version watched
+    /// (its conversion webhook failed).
+    async fn line(&mut self, event_type: &str, obj: &StoredObject) -> Result<Bytes, ApiError> {
+        let converted = super::conversion::is_converted(self.rt);
         let mut out = Vec::with_capacity(obj.data.len() + 32);
         out.extend_from_slice(b"{\"type\":\"");
         out.extend_from_slice(event_type.as_bytes());
         out.extend_from_slice(b"\",\"object\":");
-        if let Some(include) = self.table {
+        if self.table.is_some() || converted {
             match obj.value() {
                 Ok(v) => {
-                    let mut t = table::render_one(self.rt, &v, include);
-                    if self.columns_sent {
-                        t["columnDefinitions"] = serde_json::json!([]);
+                    // Stored as another version: each object converted to the one watched.
+                    let v = if converted {
+                        super::conversion::object_in_version(&self.registry, self.rt, v).await?
+                    } else {
+                        v
+                    };
+                    if let Some(include) = self.table {
+                        let mut t = table::render_one(self.rt, &v, include);
+                        if self.columns_sent {
+                            t["columnDefinitions"] = serde_json::json!([]);
+                        }
+                        self.columns_sent = true;
+                        out.extend_from_slice(t.to_string().as_bytes());
+                    } else {
+                        out.extend_from_slice(v.to_string().as_bytes());
                     }
-                    self.columns_sent = true;
-                    out.extend_from_slice(t.to_string().as_bytes());
-                }
-                Err(_) => out.extend_from_slice(&obj.data),
-            }
-        } else if super::conversion::is_converted(self.rt) {
-            // Stored as another version: each object converted to the one watched.
-            match obj.value() {
-                Ok(v) => {
-                    let v = super::conversion::object_in_version(self.rt, v);
-                    out.extend_from_slice(v.to_string().as_bytes());
                 }
                 Err(_) => out.extend_from_slice(&obj.data),
             }
@@ -60,7 +66,25 @@ impl Encoder {
             out.extend_from_slice(&obj.data);
         }
         out.extend_from_slice(b"}\n");
-        Bytes::from(out)
+        Ok(Bytes::from(out))
+    }
+
+    /// Sends one event; false once the stream is over: the client is gone, or the object could
+    /// not be converted and an ERROR event carrying why was sent instead (upstream ends the
+    /// stream there too).
+    async fn send(
+        &mut self,
+        tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
+        event_type: &str,
+        obj: &StoredObject,
+    ) -> bool {
+        match self.line(event_type, obj).await {
+            Ok(line) => tx.send(Ok(line)).await.is_ok(),
+            Err(e) => {
+                let _ = tx.send(Ok(error_line(&e))).await;
+                false
+            }
+        }
     }
 }
 
@@ -108,6 +132,7 @@ pub async fn serve(
         rt,
         table: as_table,
         columns_sent: false,
+        registry: state.registry.clone(),
     };
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(256);
 
@@ -127,7 +152,8 @@ pub async fn serve(
             }
             let (rev, items, _) = store.list(&prefix, None, None, |o| selectors.matches(o));
             for item in items {
-                initial.push(enc.line("ADDED", &item));
+                // A conversion failing before the stream starts is the request's error.
+                initial.push(enc.line("ADDED", &item).await?);
             }
             if let WatchStart::StreamedList(_) = start {
                 initial.push(Bytes::from(watch_start::initial_events_end(
@@ -169,7 +195,7 @@ pub async fn serve(
         for ev in watch.backlog {
             last_rev = ev.revision;
             if let Some(t) = visible(&ev, &prefix, &selectors)
-                && tx.send(Ok(enc.line(t, &ev.object))).await.is_err()
+                && !enc.send(&tx, t, &ev.object).await
             {
                 return;
             }
@@ -208,7 +234,7 @@ pub async fn serve(
                         for ev in resumed.backlog {
                             last_rev = ev.revision;
                             if let Some(t) = visible(&ev, &prefix, &selectors)
-                                && tx.send(Ok(enc.line(t, &ev.object))).await.is_err()
+                                && !enc.send(&tx, t, &ev.object).await
                             {
                                 return;
                             }
@@ -228,7 +254,7 @@ pub async fn serve(
             }
             last_rev = ev.revision;
             if let Some(t) = visible(&ev, &prefix, &selectors)
-                && tx.send(Ok(enc.line(t, &ev.object))).await.is_err()
+                && !enc.send(&tx, t, &ev.object).await
             {
                 return;
             }

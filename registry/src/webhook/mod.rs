@@ -10,8 +10,11 @@
 //! which runs each call on its tokio runtime and waits for the answer with the webhook's
 //! timeout. Without a transport (unit tests of other parts), a matching webhook fails its
 //! call and its failure policy decides.
+//!
+//! CustomResourceDefinition conversion webhooks go through the same transport ([`conversion`]).
 
 pub mod compiled;
+pub mod conversion;
 pub mod dispatch;
 pub mod endpoint;
 pub mod review;

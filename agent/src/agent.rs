@@ -271,6 +271,20 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
             tracing::warn!(cidr = %config.host.cluster_cidr, error = e, "no service proxy: the cluster CIDR is not an IPv4 subnet")
         }
     }
+    match facts.internal_ip.as_deref().map(str::parse) {
+        Some(Ok(node_ip)) => {
+            tokio::spawn(crate::network::announce::run(
+                client.clone(),
+                service_rx.clone(),
+                crate::network::announce::AnnounceConfig {
+                    node: config.node_name.clone(),
+                    node_ip,
+                },
+                shutdown.clone(),
+            ));
+        }
+        _ => tracing::warn!("no IPv4 node address: load-balancer addresses are not announced"),
+    }
     // Kept for `berth-agent uninstall`, which runs without the API.
     let cidr_file = crate::uninstall::pod_cidr_file(&config.host.root_dir);
     if let Some(dir) = cidr_file.parent() {

@@ -99,5 +99,7 @@ pub async fn run(u: &Uninstall) -> Result<Vec<String>, UninstallError> {
     done.push(format!(
         "{routes} routes and devices to other nodes removed"
     ));
+    let addresses = crate::network::announce::remove_all(&handle).await?;
+    done.push(format!("{addresses} load-balancer addresses removed"));
     Ok(done)
 }

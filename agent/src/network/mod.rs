@@ -12,8 +12,10 @@
 //!   `BERTH-MASQ-<h>` (one masquerade rule for pod traffic leaving the cluster CIDR), written
 //!   in one `iptables-restore`, and `net.ipv4.ip_forward=1`;
 //! * routes to the other nodes' pod subnets ([`peers`]);
-//! * NetworkPolicy's filter chains `BERTH-NP…-<h>` ([`policy`]), removed with the host rules.
+//! * NetworkPolicy's filter chains `BERTH-NP…-<h>` ([`policy`]), removed with the host rules;
+//! * load-balancer addresses this node announces ([`announce`]), removed with them too.
 
+pub mod announce;
 pub mod cluster_dns;
 mod cni;
 mod command;
@@ -222,6 +224,10 @@ impl Network {
         }
         iptables::sweep(&self.cfg.network_name, iptables::Owner::AllPods).await?;
         iptables::remove_idle_portmap().await?;
+        let handle = peers::netlink::connect().map_err(netlink_failed)?;
+        announce::remove_all(&handle)
+            .await
+            .map_err(netlink_failed)?;
         if link_exists(&self.cfg.bridge).await {
             command::tool(
                 "ip",
@@ -462,6 +468,15 @@ async fn link_exists(name: &str) -> bool {
     tokio::fs::try_exists(Path::new("/proc/sys/net/ipv4/conf").join(name))
         .await
         .unwrap_or(false)
+}
+
+/// A netlink failure in a teardown, as the network's error.
+fn netlink_failed(e: peers::netlink::NetlinkError) -> NetworkError {
+    NetworkError::Command {
+        command: "netlink".into(),
+        status: "failed".into(),
+        stderr: e.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -93,13 +93,23 @@ pub struct ClusterConfig {
     pub skip_fixtures: bool,
     /// The controller listens on every address, so pods reach it at their node's address.
     pub controller_on_all_addresses: bool,
-    /// Extra `berth-controller serve` flags (e.g. `--node-monitor-grace-period 15s`).
+    /// Extra `berth-controller serve` flags (e.g. `--node-monitor-grace-period 15s`). On a
+    /// test bed, [`SEGMENT_A`] in them stands for segment A's first three octets (the
+    /// segment is picked at start), e.g. `--service-lb-pool {segment-a}.200-{segment-a}.209`.
     pub controller_args: Vec<String>,
     /// Run the agents on a test bed of this layout (agent `i` on host `i`; at least as many
     /// hosts as agents) instead of in this machine's netns.
     pub hosts: Option<TestBedLayout>,
     /// Put containerd's root (the agents' image filesystem) on a tmpfs of this many bytes.
     pub containerd_root_size: Option<u64>,
+}
+
+/// In [`ClusterConfig::controller_args`]: segment A's first three octets (`172.31.7`).
+pub const SEGMENT_A: &str = "{segment-a}";
+
+fn segment_a_prefix(bed: &TestBed) -> String {
+    let a = bed.gateway().to_string();
+    a.rsplit_once('.').map_or(a.clone(), |(p, _)| p.to_string())
 }
 
 impl ClusterConfig {
@@ -231,7 +241,10 @@ impl Cluster {
             // Agents in the bed's hosts dial A.1; the serving certificate must name it.
             controller_args.extend(["--tls-san".to_string(), bed.gateway().to_string()]);
         }
-        controller_args.extend(config.controller_args.iter().cloned());
+        controller_args.extend(config.controller_args.iter().map(|a| match &bed {
+            Some(bed) => a.replace(SEGMENT_A, &segment_a_prefix(bed)),
+            None => a.clone(),
+        }));
         let controller_args: Vec<&str> = controller_args.iter().map(String::as_str).collect();
         let controller = if config.controller_on_all_addresses || bed.is_some() {
             Controller::start_on_all_addresses(&controller_args)

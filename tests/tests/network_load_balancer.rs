@@ -10,6 +10,14 @@
 //!   is on one host again;
 //! * deleting the Service frees the address (the next Service gets it) and removes its rules
 //!   and the address from every host.
+//!
+//! Without a pool (k3s ServiceLB's behaviour):
+//! * the ingress lists the Ready nodes' addresses, and the Service answers there;
+//! * `externalTrafficPolicy: Local`: the pod sees the client's own address, and the
+//!   `healthCheckNodePort` answers 200 (with the count) only on the node with a local endpoint,
+//!   503 elsewhere;
+//! * `loadBalancerSourceRanges` refuses a client outside the ranges, and lets it in once a
+//!   range holds it.
 
 use std::time::Instant;
 
@@ -20,8 +28,11 @@ use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, ClusterConfig, TestBedLayout, secs};
 use serde_json::{Value, json};
 
-/// Serves `/` (the pod's hostname) on port 8080.
-const WEB_SERVER: &str = "mkdir -p /www && hostname > /www/index.html && httpd -p 8080 -h /www; \
+/// Serves `/` (the pod's hostname) and `/cgi-bin/ip` (the client's address as the pod sees
+/// it) on port 8080.
+const WEB_SERVER: &str = "mkdir -p /www/cgi-bin \
+    && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\necho $REMOTE_ADDR\\n' > /www/cgi-bin/ip \
+    && chmod +x /www/cgi-bin/ip && hostname > /www/index.html && httpd -p 8080 -h /www; \
     trap 'exit 0' TERM; while true; do sleep 1; done";
 /// The node lifecycle's grace period here.
 const GRACE_SECS: u64 = 15;
@@ -242,4 +253,122 @@ fn a_load_balancer_address_from_the_pool_answers_on_the_segment_and_fails_over()
         addr.as_str(),
         "the freed address is the first free one again"
     );
+}
+
+/// The address in a CGI `REMOTE_ADDR` (IPv4-mapped when httpd listens on IPv6).
+fn remote_addr(body: &str) -> String {
+    body.trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .trim_start_matches("::ffff:")
+        .to_string()
+}
+
+#[test]
+fn without_a_pool_the_nodes_answer_with_local_policy_health_checks_and_source_ranges() {
+    let c = Cluster::start_with(ClusterConfig {
+        hosts: Some(TestBedLayout::new(AGENTS + 1, 0)),
+        ..ClusterConfig::agents(AGENTS)
+    });
+    let bed = c.test_bed();
+    let node_addrs: Vec<String> = (0..AGENTS)
+        .map(|i| bed.host(i).address.to_string())
+        .collect();
+    let client_addr = bed.host(CLIENT).address.to_string();
+    for i in 0..2 {
+        c.apply(&web_pod(&format!("web-{i}"), c.node_name(i)));
+    }
+    for i in 0..2 {
+        c.wait_for_pod_ready("default", &format!("web-{i}"), secs(90));
+    }
+
+    // The ingress is the Ready nodes' addresses, and each answers.
+    c.apply(&lb_service("web"));
+    let c_ref = &c;
+    c.wait_for(secs(30), "every node address in the ingress", || {
+        let mut ips: Vec<String> = wait_ingress(c_ref, "web")
+            .iter()
+            .filter_map(|i| i["ip"].as_str().map(str::to_string))
+            .collect();
+        ips.sort();
+        let mut want = node_addrs.clone();
+        want.sort();
+        ok_if(ips == want, format!("{ips:?}"))
+    });
+    for a in &node_addrs {
+        c.wait_for(secs(30), &format!("the Service answers at {a}"), || {
+            fetch_from_client(&c, &format!("http://{a}/"))
+        });
+    }
+
+    // externalTrafficPolicy: Local keeps the client's address; the health check node port
+    // says where the local endpoints are.
+    let mut local = lb_service("local");
+    local["spec"]["externalTrafficPolicy"] = json!("Local");
+    local["spec"]["selector"] = json!({"app": "web"});
+    local["spec"]["ports"] = json!([{"port": 81, "targetPort": "http"}]);
+    c.apply(&local);
+    wait_ingress(&c, "local");
+    let svc = c
+        .get("/api/v1/namespaces/default/services/local")
+        .expect("network_load_balancer");
+    let hc = svc["spec"]["healthCheckNodePort"]
+        .as_i64()
+        .expect("a health check node port for a Local LoadBalancer");
+    let on_host0 = format!("http://{}:81/cgi-bin/ip", node_addrs[0]);
+    let seen = c.wait_for(secs(30), "the Local Service answers on host 0", || {
+        fetch_from_client(&c, &on_host0)
+    });
+    assert_eq!(remote_addr(&seen), client_addr, "the client's own address");
+    let health = |i: usize| fetch_from_client(&c, &format!("http://{}:{hc}/", node_addrs[i]));
+    let body = c.wait_for(secs(20), "the health check answers 200 on host 0", || {
+        health(0)
+    });
+    let v: Value = serde_json::from_str(&body).expect("JSON health check body");
+    assert_eq!(
+        v["service"],
+        json!({"namespace": "default", "name": "local"})
+    );
+    assert_eq!(v["localEndpoints"], 1);
+    c.wait_for(
+        secs(20),
+        "the health check answers 503 on host 2",
+        || match health(2) {
+            Ok(body) => Err(format!("200: {body}")),
+            Err(e) => ok_if(e.contains("503"), e),
+        },
+    );
+
+    // loadBalancerSourceRanges: a client outside the ranges is refused, inside is let in.
+    let mut ranged = lb_service("ranged");
+    ranged["spec"]["ports"] = json!([{"port": 82, "targetPort": "http"}]);
+    ranged["spec"]["loadBalancerSourceRanges"] = json!(["192.0.2.0/24"]);
+    c.apply(&ranged);
+    wait_ingress(&c, "ranged");
+    let url = format!("http://{}:82/", node_addrs[1]);
+    // The rules are written once the proxy sees the Service: wait for its FW chain, then check
+    // that the client stays refused.
+    c.wait_for(secs(20), "the source-range chain on host 1", || {
+        let nat = c
+            .test_bed()
+            .host_exec_ok(1, &["iptables-save", "-t", "nat"]);
+        ok_if(
+            nat.lines()
+                .any(|l| l.starts_with("-A BERTH-FW-") && l.contains("-s 192.0.2.0/24")),
+            "no FW rule yet",
+        )
+    });
+    c.ensure_for(
+        secs(3),
+        "a client outside the ranges is refused",
+        || match fetch_from_client(&c, &url) {
+            Ok(body) => Err(format!("answered: {body}")),
+            Err(_) => Ok(()),
+        },
+    );
+    ranged["spec"]["loadBalancerSourceRanges"] = json!([format!("{client_addr}/32")]);
+    c.apply(&ranged);
+    c.wait_for(secs(20), "the client let in once a range holds it", || {
+        fetch_from_client(&c, &url)
+    });
 }

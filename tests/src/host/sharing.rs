@@ -66,6 +66,9 @@ pub const SHARED_BINARIES: &[&str] = &[
     "agent_seccomp",
     "agent_serviceaccount",
     "network_hosts",
+    // Load-balancer addresses from a pool on its own bed segment, announced inside the bed's
+    // host netns; the client is a host of the bed.
+    "network_load_balancer",
     "network_localhost_node_ports",
     "network_pods",
     "node_lifecycle",

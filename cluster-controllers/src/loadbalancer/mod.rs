@@ -12,6 +12,8 @@
 
 pub mod plan;
 pub mod pool;
+#[cfg(test)]
+mod tests;
 
 use crate::condition;
 use berth_registry::events::{self, Recorder};

@@ -201,7 +201,8 @@ pub fn plan_service(svc: &Service, inputs: Inputs<'_>) -> Plan {
     };
     Plan {
         ingress: Some(desired.clone()),
-        event: if desired != current {
+        // No Ready node: the ingress empties without a claim that something was assigned.
+        event: if desired != current && !desired.is_empty() {
             event(false, "IPAllocated", message)
         } else {
             None
@@ -451,6 +452,8 @@ mod tests {
         );
         let p = plan_with(&svc("web", lb(), &["10.0.0.1"]), &[], &nodes[1..], &[]);
         assert_eq!(p.ingress, Some(vec![ip("10.0.0.2")]));
+        let p = plan_with(&svc("web", lb(), &["10.0.0.1"]), &[], &[], &[]);
+        assert_eq!((p.ingress, p.event), (Some(vec![]), None));
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //!   traffic resumes within the node-lifecycle grace period + 5 s; the host back, the address
 //!   is on one host again;
 //! * deleting the Service frees the address (the next Service gets it) and removes its rules
-//!   and the address from every host.
+//!   and the address from every host; `berth-agent uninstall` removes them too.
 //!
 //! Without a pool (k3s ServiceLB's behaviour):
 //! * the ingress lists the Ready nodes' addresses, and the Service answers there;
@@ -252,6 +252,21 @@ fn a_load_balancer_address_from_the_pool_answers_on_the_segment_and_fails_over()
         wait_ingress(&c, "third")[0]["ip"],
         addr.as_str(),
         "the freed address is the first free one again"
+    );
+
+    // `berth-agent uninstall` on the host announcing it removes the address and the rules.
+    let holder = c.wait_for(secs(20), "the third's address on one host", || {
+        let h = holders(&c, &addr, &all);
+        ok_if(h.len() == 1, format!("{h:?}")).map(|()| h[0])
+    });
+    c.agent_mut(holder).terminate();
+    let r = c.agent(holder).uninstall();
+    assert!(r.success(), "{}", r.describe());
+    assert!(holders(&c, &addr, &[holder]).is_empty(), "{}", r.stdout);
+    let left = c.test_bed().host_exec_ok(holder, &["iptables-save"]);
+    assert!(
+        !left.contains(&format!("{addr}/32")) && !left.contains("BERTH-PROXY-FW-"),
+        "left by uninstall:\n{left}"
     );
 }
 

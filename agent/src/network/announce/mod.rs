@@ -3,8 +3,9 @@
 //! so the kernel answers ARP for it and the proxy's rules take the traffic, and sends a
 //! gratuitous ARP so the segment's neighbours forget the previous holder at once; a node no
 //! longer elected removes it. Our addresses carry the address protocol [`ADDRESS_PROTOCOL`]
-//! (`ip -4 addr show proto 98`), so a restarted agent, `berth-agent uninstall` and the network
-//! teardown find exactly them, with nothing kept on disk.
+//! (`IFA_PROTO`, kernel 6.1+; iproute2 newer than Debian 12's shows it with `ip -4 addr show
+//! proto 98`), so a restarted agent, `berth-agent uninstall` and the network teardown find
+//! exactly them, with nothing kept on disk.
 //!
 //! Passes run on every change of the Nodes' readiness or addresses and of the Services and
 //! EndpointSlices, and every [`RESYNC`] (an address someone removed comes back).

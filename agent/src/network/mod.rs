@@ -35,6 +35,7 @@ pub mod policy;
 pub mod proxy;
 pub mod service_state;
 mod state;
+mod watch_cache;
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};

@@ -6,13 +6,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_api::client::{Client, ClientError, ListParams, ResumingWatch, WatchEvent};
+use berth_api::client::{Client, ClientError};
 use k8s_openapi::api::core::v1::{Service, ServiceSpec};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+
+use super::watch_cache::WatchCache;
 
 /// Changes arriving this close together are published together.
 const BATCH: Duration = Duration::from_millis(50);
@@ -46,117 +46,22 @@ pub fn channel() -> (
     watch::channel(Arc::new(ServiceState::default()))
 }
 
-/// Objects of one kind by `namespace/name`, fed by a list and then its watch.
-struct Cache<T> {
-    group: &'static str,
-    version: &'static str,
-    plural: &'static str,
-    objects: BTreeMap<String, T>,
-    resource_version: String,
-    watch: Option<ResumingWatch<T>>,
-}
-
-fn key_of(meta: &ObjectMeta) -> String {
-    format!(
-        "{}/{}",
-        meta.namespace.as_deref().unwrap_or(""),
-        meta.name.as_deref().unwrap_or("")
-    )
-}
-
-trait Meta {
-    fn meta(&self) -> &ObjectMeta;
-}
-impl Meta for Service {
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-}
-impl Meta for EndpointSlice {
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-}
-
-impl<T> Cache<T>
-where
-    T: DeserializeOwned + Send + Meta + 'static,
-    T: berth_api::k8s_openapi::Metadata<Ty = ObjectMeta>,
-{
-    fn new(group: &'static str, version: &'static str, plural: &'static str) -> Cache<T> {
-        Cache {
-            group,
-            version,
-            plural,
-            objects: BTreeMap::new(),
-            resource_version: String::new(),
-            watch: None,
-        }
-    }
-
-    /// Lists afresh and opens a watch from the list.
-    async fn relist(&mut self, client: &Client) -> Result<(), ClientError> {
-        let rt = crate::node::rt(self.plural, self.group, self.version);
-        let list = client.list::<T>(rt, None, &ListParams::default()).await?;
-        self.objects = list
-            .items
-            .into_iter()
-            .map(|o| (key_of(o.meta()), o))
-            .collect();
-        self.resource_version = list.resource_version;
-        self.watch = Some(ResumingWatch::new(
-            client.clone(),
-            rt,
-            None,
-            ListParams::default(),
-            &self.resource_version,
-        ));
-        Ok(())
-    }
-
-    /// The next event applied to the cache; `false` when the watch cannot resume (relist). A
-    /// watch that breaks (its server died) resumes from its last resourceVersion on its own.
-    async fn next(&mut self) -> bool {
-        let Some(watch) = self.watch.as_mut() else {
-            return std::future::pending().await;
-        };
-        match watch.next().await {
-            Ok(WatchEvent::Added(o) | WatchEvent::Modified(o)) => {
-                self.objects.insert(key_of(o.meta()), o);
-                true
-            }
-            Ok(WatchEvent::Deleted(o)) => {
-                self.objects.remove(&key_of(o.meta()));
-                true
-            }
-            Ok(WatchEvent::Bookmark(rv)) => {
-                self.resource_version = rv;
-                true
-            }
-            Err(_) => {
-                self.watch = None;
-                false
-            }
-        }
-    }
-}
-
 /// Lists, watches and publishes until `shutdown`; relists a kind whose watch ends or fails.
 pub async fn run(
     client: Client,
     tx: watch::Sender<Arc<ServiceState>>,
     shutdown: CancellationToken,
 ) {
-    let mut services = Cache::<Service>::new("", "v1", "services");
-    let mut slices = Cache::<EndpointSlice>::new("discovery.k8s.io", "v1", "endpointslices");
+    let mut services = WatchCache::<Service>::new("", "v1", "services");
+    let mut slices = WatchCache::<EndpointSlice>::new("discovery.k8s.io", "v1", "endpointslices");
     let mut backoff = Duration::from_millis(200);
     loop {
-        if services.watch.is_none() || slices.watch.is_none() {
+        if services.needs_list() || slices.needs_list() {
             let listed = async {
-                if services.watch.is_none() {
+                if services.needs_list() {
                     services.relist(&client).await?;
                 }
-                if slices.watch.is_none() {
+                if slices.needs_list() {
                     slices.relist(&client).await?;
                 }
                 Ok::<(), ClientError>(())

@@ -10,14 +10,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_api::client::{Client, ClientError, ListParams, ResumingWatch, WatchEvent};
-use berth_api::k8s_openapi::Metadata;
+use berth_api::client::{Client, ClientError};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+
+use crate::network::watch_cache::WatchCache;
 
 /// Changes arriving this close together are published together (well inside the 1 s in which
 /// a change must be enforced).
@@ -42,92 +41,23 @@ pub fn channel() -> (
     watch::channel(Arc::new(PolicyState::default()))
 }
 
-fn key_of(meta: &ObjectMeta) -> String {
-    format!(
-        "{}/{}",
-        meta.namespace.as_deref().unwrap_or(""),
-        meta.name.as_deref().unwrap_or("")
-    )
-}
-
-/// Objects of one kind by `namespace/name`, fed by a list and then its watch.
-struct Cache<T> {
-    group: &'static str,
-    plural: &'static str,
-    objects: BTreeMap<String, T>,
-    watch: Option<ResumingWatch<T>>,
-}
-
-impl<T> Cache<T>
-where
-    T: DeserializeOwned + Metadata<Ty = ObjectMeta> + Send + 'static,
-{
-    fn new(group: &'static str, plural: &'static str) -> Cache<T> {
-        Cache {
-            group,
-            plural,
-            objects: BTreeMap::new(),
-            watch: None,
-        }
-    }
-
-    async fn relist(&mut self, client: &Client) -> Result<(), ClientError> {
-        let rt = crate::node::rt(self.plural, self.group, "v1");
-        let list = client.list::<T>(rt, None, &ListParams::default()).await?;
-        self.objects = list
-            .items
-            .into_iter()
-            .map(|o| (key_of(o.metadata()), o))
-            .collect();
-        self.watch = Some(ResumingWatch::new(
-            client.clone(),
-            rt,
-            None,
-            ListParams::default(),
-            &list.resource_version,
-        ));
-        Ok(())
-    }
-
-    /// The next event applied to the cache; `false` when the watch cannot resume (relist).
-    async fn next(&mut self) -> bool {
-        let Some(watch) = self.watch.as_mut() else {
-            return std::future::pending().await;
-        };
-        match watch.next().await {
-            Ok(WatchEvent::Added(o) | WatchEvent::Modified(o)) => {
-                self.objects.insert(key_of(o.metadata()), o);
-                true
-            }
-            Ok(WatchEvent::Deleted(o)) => {
-                self.objects.remove(&key_of(o.metadata()));
-                true
-            }
-            Ok(WatchEvent::Bookmark(_)) => true,
-            Err(_) => {
-                self.watch = None;
-                false
-            }
-        }
-    }
-}
-
 /// Lists, watches and publishes until `shutdown`; relists a kind whose watch fails.
 pub async fn run(client: Client, tx: watch::Sender<Arc<PolicyState>>, shutdown: CancellationToken) {
-    let mut pods = Cache::<Pod>::new("", "pods");
-    let mut namespaces = Cache::<Namespace>::new("", "namespaces");
-    let mut policies = Cache::<NetworkPolicy>::new("networking.k8s.io", "networkpolicies");
+    let mut pods = WatchCache::<Pod>::new("", "v1", "pods");
+    let mut namespaces = WatchCache::<Namespace>::new("", "v1", "namespaces");
+    let mut policies =
+        WatchCache::<NetworkPolicy>::new("networking.k8s.io", "v1", "networkpolicies");
     let mut backoff = Duration::from_millis(200);
     loop {
-        if pods.watch.is_none() || namespaces.watch.is_none() || policies.watch.is_none() {
+        if pods.needs_list() || namespaces.needs_list() || policies.needs_list() {
             let listed = async {
-                if pods.watch.is_none() {
+                if pods.needs_list() {
                     pods.relist(&client).await?;
                 }
-                if namespaces.watch.is_none() {
+                if namespaces.needs_list() {
                     namespaces.relist(&client).await?;
                 }
-                if policies.watch.is_none() {
+                if policies.needs_list() {
                     policies.relist(&client).await?;
                 }
                 Ok::<(), ClientError>(())

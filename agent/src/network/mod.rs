@@ -16,6 +16,7 @@
 //! * load-balancer addresses this node announces ([`announce`]), removed with them too.
 
 pub mod announce;
+mod chain_names;
 pub mod cluster_dns;
 mod cni;
 mod command;

@@ -26,9 +26,9 @@ use std::fmt::Write as _;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use sha2::Digest as _;
 
 use super::select::{self, Peer, PodView, PortMatch};
+use crate::network::chain_names::hash;
 
 /// Where the ruleset is for.
 #[derive(Debug, Clone, Copy)]
@@ -36,21 +36,6 @@ pub struct PolicyScope<'a> {
     /// The agent's network name (`berth-<node>`): it names and tags the chains.
     pub network: &'a str,
     pub node: &'a str,
-}
-
-fn hash(parts: &[&str], len: usize) -> String {
-    let mut h = sha2::Sha256::new();
-    for p in parts {
-        h.update(p.as_bytes());
-        h.update([0]);
-    }
-    h.finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<String>()
-        .chars()
-        .take(len)
-        .collect()
 }
 
 /// The chains every ruleset has.

@@ -28,9 +28,9 @@ use std::fmt::Write as _;
 
 use k8s_openapi::api::core::v1::{Service, ServicePort};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use sha2::Digest as _;
 
 use crate::network::Ipv4Cidr;
+use crate::network::chain_names::hash;
 use crate::network::service_state::named_spec;
 
 /// The mark kube-proxy uses for "masquerade this" (`0x4000`).
@@ -57,22 +57,6 @@ pub struct TopChains {
     pub mark_masq: String,
     /// Marks a packet for the filter table's drop rule ([`proxy_firewall`]).
     pub mark_drop: String,
-}
-
-/// Ten hex digits of the SHA-256 of `parts` joined.
-fn hash(parts: &[&str], len: usize) -> String {
-    let mut h = sha2::Sha256::new();
-    for p in parts {
-        h.update(p.as_bytes());
-        h.update([0]);
-    }
-    h.finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<String>()
-        .chars()
-        .take(len)
-        .collect()
 }
 
 impl TopChains {

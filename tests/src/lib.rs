@@ -32,6 +32,7 @@ pub mod stats;
 pub mod sweep;
 pub mod table;
 pub mod testbed;
+pub mod tls_server;
 pub mod wait;
 pub mod watch_delivery;
 

@@ -6,10 +6,7 @@
 //! `Ignore` admits; a webhook slower than its `timeoutSeconds` is treated by its failure
 //! policy. A figure: the admission latency a webhook adds over its own handling time.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,7 +14,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use berth_tests::Controller;
 use berth_tests::client::Req;
-use rcgen::{CertificateParams, Issuer, KeyPair, SanType};
+use berth_tests::tls_server::{TlsServer, serving_config};
 use serde_json::{Value, json};
 
 const KUBECTL_1_27: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.27";
@@ -26,52 +23,15 @@ const REFUSE_ANNOTATION: &str = "webhook.example.com/refuse";
 const SERVICE_DNS_NAME: &str = "hook-svc.hooked.svc";
 const REFUSAL: &str = "pods annotated webhook.example.com/refuse are not welcome";
 
-/// A blocking HTTPS server answering AdmissionReviews by path.
+/// The test's webhook server ([`TlsServer`]) answering AdmissionReviews by path.
 struct WebhookServer {
+    server: TlsServer,
     port: u16,
     ca_pem: String,
-    stopped: Arc<AtomicBool>,
     /// Released when the test ends: `/slow` answers only then.
     release: Arc<(Mutex<bool>, Condvar)>,
-    /// Time spent inside the handler for each review, from request read to answer written.
+    /// Time spent inside the handler for each review, from request read to answer made.
     handled: Arc<Mutex<Vec<Duration>>>,
-    /// Every connection accepted, to cut them when the server stops (the API server keeps
-    /// connections alive between calls).
-    open: Arc<Mutex<Vec<TcpStream>>>,
-    accept: Option<std::thread::JoinHandle<()>>,
-}
-
-fn tls_config() -> (Arc<rustls::ServerConfig>, String) {
-    berth_tests::client::install_crypto_provider();
-    let (mut ca_params, ca_key) = berth_tests::pki::new_ca("webhook-test-ca");
-    ca_params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign];
-    let ca_cert = ca_params
-        .self_signed(&ca_key)
-        .unwrap_or_else(|e| panic!("rcgen: {e}"));
-    let issuer = Issuer::new(ca_params, ca_key);
-    let key = KeyPair::generate().unwrap_or_else(|e| panic!("rcgen: {e}"));
-    let mut params =
-        CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| panic!("rcgen: {e}"));
-    params.subject_alt_names = vec![
-        SanType::IpAddress([127, 0, 0, 1].into()),
-        SanType::DnsName(
-            SERVICE_DNS_NAME
-                .try_into()
-                .unwrap_or_else(|e| panic!("DNS name: {e}")),
-        ),
-    ];
-    let cert = params
-        .signed_by(&key, &issuer)
-        .unwrap_or_else(|e| panic!("rcgen: {e}"));
-    let chain = vec![cert.der().clone()];
-    let key_der = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der())
-        .unwrap_or_else(|e| panic!("key: {e}"));
-    let mut config = rustls::ServerConfig::builder()
-        .with_no_client_auth()
-        .with_single_cert(chain, key_der)
-        .unwrap_or_else(|e| panic!("server config: {e}"));
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    (Arc::new(config), ca_cert.pem())
 }
 
 /// The answer to one review at `path`.
@@ -105,118 +65,35 @@ fn answer(path: &str, review: &Value, release: &(Mutex<bool>, Condvar)) -> Value
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
 }
 
-/// Reads one HTTP/1.1 request (headers, then Content-Length bytes of body).
-fn read_request(stream: &mut impl Read) -> Option<(String, Vec<u8>)> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let n = stream.read(&mut chunk).ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-    let path = head.split_whitespace().nth(1)?.to_string();
-    let length: usize = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0);
-    let mut body = buf[head_end..].to_vec();
-    while body.len() < length {
-        let n = stream.read(&mut chunk).ok()?;
-        if n == 0 {
-            return None;
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    Some((path, body))
-}
-
-fn serve(
-    tcp: TcpStream,
-    config: Arc<rustls::ServerConfig>,
-    release: Arc<(Mutex<bool>, Condvar)>,
-    handled: Arc<Mutex<Vec<Duration>>>,
-) {
-    let Ok(conn) = rustls::ServerConnection::new(config) else {
-        return;
-    };
-    let mut stream = rustls::StreamOwned::new(conn, tcp);
-    while let Some((path, body)) = read_request(&mut stream) {
-        let start = Instant::now();
-        let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        let reply = answer(&path, &review, &release).to_string();
-        let head = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-            reply.len()
-        );
-        let written = stream
-            .write_all(head.as_bytes())
-            .and_then(|()| stream.write_all(reply.as_bytes()))
-            .and_then(|()| stream.flush());
-        handled
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(start.elapsed());
-        if written.is_err() {
-            return;
-        }
-    }
-}
-
 impl WebhookServer {
     fn start() -> WebhookServer {
-        let (config, ca_pem) = tls_config();
-        let listener =
-            TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("cannot listen: {e}"));
-        let port = listener
-            .local_addr()
-            .unwrap_or_else(|e| panic!("no address: {e}"))
-            .port();
-        let stopped = Arc::new(AtomicBool::new(false));
+        let (config, ca_pem) = serving_config("webhook-test-ca", &["127.0.0.1", SERVICE_DNS_NAME]);
         let release = Arc::new((Mutex::new(false), Condvar::new()));
         let handled = Arc::new(Mutex::new(Vec::new()));
-        let open = Arc::new(Mutex::new(Vec::new()));
-        let accept = {
-            let (stopped, release, handled) = (stopped.clone(), release.clone(), handled.clone());
-            let open = open.clone();
-            std::thread::spawn(move || {
-                for tcp in listener.incoming() {
-                    if stopped.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    let Ok(tcp) = tcp else { continue };
-                    let _ = tcp.set_nodelay(true);
-                    if let Ok(clone) = tcp.try_clone() {
-                        open.lock().unwrap_or_else(|e| e.into_inner()).push(clone);
-                    }
-                    let (config, release, handled) =
-                        (config.clone(), release.clone(), handled.clone());
-                    std::thread::spawn(move || serve(tcp, config, release, handled));
-                }
+        let server = {
+            let (release, handled) = (release.clone(), handled.clone());
+            TlsServer::start(config, move |req| {
+                let start = Instant::now();
+                let review: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+                let reply = answer(&req.path, &review, &release);
+                handled
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(start.elapsed());
+                (200, reply)
             })
         };
         WebhookServer {
-            port,
+            port: server.port,
+            server,
             ca_pem,
-            stopped,
             release,
             handled,
-            open,
-            accept: Some(accept),
         }
     }
 
     fn url(&self, path: &str) -> String {
-        format!("https://127.0.0.1:{}{path}", self.port)
+        self.server.url(path)
     }
 
     fn ca_bundle(&self) -> String {
@@ -225,20 +102,7 @@ impl WebhookServer {
 
     /// Closes the listener and every connection: calls are refused from now on.
     fn stop(&mut self) {
-        self.stopped.store(true, Ordering::SeqCst);
-        // Wakes the accept loop so it sees the flag and drops the listener.
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
-        if let Some(t) = self.accept.take() {
-            let _ = t.join();
-        }
-        for tcp in self
-            .open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-        {
-            let _ = tcp.shutdown(std::net::Shutdown::Both);
-        }
+        self.server.stop();
     }
 }
 

@@ -9,13 +9,12 @@
 //! metrics-server's published RBAC and APIService (`tests/manifests/metrics-server/`) applied
 //! over the local APIService as a user installs it.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
+use berth_tests::tls_server::TlsServer;
 use berth_tests::wait::wait_for;
 use berth_tests::{Controller, Kubectl, Table};
 use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, Issuer, KeyPair};
@@ -27,9 +26,9 @@ const SERVICE: &str = "wardle-api";
 const SERVER_NAME: &str = "wardle-api.wardle.svc";
 const AVAILABLE_DEADLINE: Duration = Duration::from_secs(30);
 
-/// The test's aggregated API server: its port and the CA its certificate is from.
+/// The test's aggregated API server and the CA its certificate is from.
 struct AggregatedServer {
-    port: u16,
+    server: TlsServer,
     ca_pem: String,
 }
 
@@ -108,47 +107,6 @@ fn answer(path: &str, headers: &[(String, String)]) -> (u16, Value) {
     }
 }
 
-/// Reads one request's line and headers (the test's requests have no body).
-fn read_head(stream: &mut impl Read) -> Option<(String, Vec<(String, String)>)> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = stream.read(&mut chunk).ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let head = String::from_utf8_lossy(&buf).to_string();
-    let mut lines = head.split("\r\n");
-    let path = lines.next()?.split_whitespace().nth(1)?.to_string();
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    Some((path, headers))
-}
-
-fn serve(tcp: TcpStream, config: Arc<rustls::ServerConfig>) {
-    let Ok(conn) = rustls::ServerConnection::new(config) else {
-        return;
-    };
-    let mut stream = rustls::StreamOwned::new(conn, tcp);
-    let Some((path, headers)) = read_head(&mut stream) else {
-        return;
-    };
-    let (code, body) = answer(&path, &headers);
-    let body = body.to_string();
-    let head = format!(
-        "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    let _ = stream
-        .write_all(head.as_bytes())
-        .and_then(|()| stream.write_all(body.as_bytes()))
-        .and_then(|()| stream.flush());
-}
-
 impl AggregatedServer {
     /// Listens on 127.0.0.1, accepting only clients whose certificate `front_proxy_ca` signed.
     fn start(front_proxy_ca: &str) -> AggregatedServer {
@@ -168,21 +126,8 @@ impl AggregatedServer {
             .with_single_cert(chain, key)
             .unwrap_or_else(|e| panic!("server config: {e}"));
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let config = Arc::new(config);
-        let listener =
-            TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("cannot listen: {e}"));
-        let port = listener
-            .local_addr()
-            .unwrap_or_else(|e| panic!("no address: {e}"))
-            .port();
-        // The accept loop ends with the test process.
-        std::thread::spawn(move || {
-            for tcp in listener.incoming().flatten() {
-                let config = config.clone();
-                std::thread::spawn(move || serve(tcp, config));
-            }
-        });
-        AggregatedServer { port, ca_pem }
+        let server = TlsServer::start(Arc::new(config), |req| answer(&req.path, &req.headers));
+        AggregatedServer { server, ca_pem }
     }
 }
 
@@ -306,7 +251,7 @@ fn an_api_service_routes_its_group_version_to_its_server() {
         refused.stderr
     );
 
-    route_service_to(&k, server.port);
+    route_service_to(&k, server.server.port);
     wait_available(&k, "v1alpha1.wardle.example.com");
 
     // Discovery: the group-version is the server's; the group is listed; kubectl finds it.

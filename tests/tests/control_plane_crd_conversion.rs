@@ -8,10 +8,8 @@
 //! upstream's error and reads through the stored version still work. Knative's published
 //! PingSource definition (two versions, a Webhook conversion) applies and becomes Established.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,7 +17,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use berth_tests::Controller;
 use berth_tests::api::Next;
-use rcgen::{CertificateParams, Issuer, KeyPair, SanType};
+use berth_tests::tls_server::{TlsServer, serving_config};
 use serde_json::{Value, json};
 
 const KUBECTL_1_33: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33";
@@ -59,176 +57,50 @@ fn answer(review: &Value) -> Value {
                         "convertedObjects": converted}})
 }
 
-/// A blocking HTTPS server answering ConversionReviews.
+/// The test's conversion webhook ([`TlsServer`]), counting what it is sent.
 struct ConversionServer {
+    server: TlsServer,
     port: u16,
     ca_pem: String,
-    stopped: Arc<AtomicBool>,
     /// Reviews answered and objects converted, and the review versions seen.
     reviews: Arc<AtomicUsize>,
     objects: Arc<AtomicUsize>,
     kinds: Arc<Mutex<Vec<String>>>,
-    open: Arc<Mutex<Vec<TcpStream>>>,
-    accept: Option<std::thread::JoinHandle<()>>,
-}
-
-fn tls_config() -> (Arc<rustls::ServerConfig>, String) {
-    berth_tests::client::install_crypto_provider();
-    let (mut ca_params, ca_key) = berth_tests::pki::new_ca("conversion-test-ca");
-    ca_params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign];
-    let ca_cert = ca_params
-        .self_signed(&ca_key)
-        .unwrap_or_else(|e| panic!("rcgen: {e}"));
-    let issuer = Issuer::new(ca_params, ca_key);
-    let key = KeyPair::generate().unwrap_or_else(|e| panic!("rcgen: {e}"));
-    let mut params =
-        CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| panic!("rcgen: {e}"));
-    params.subject_alt_names = vec![SanType::DnsName(
-        SERVICE_DNS_NAME
-            .try_into()
-            .unwrap_or_else(|e| panic!("DNS name: {e}")),
-    )];
-    let cert = params
-        .signed_by(&key, &issuer)
-        .unwrap_or_else(|e| panic!("rcgen: {e}"));
-    let key_der = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der())
-        .unwrap_or_else(|e| panic!("key: {e}"));
-    let mut config = rustls::ServerConfig::builder()
-        .with_no_client_auth()
-        .with_single_cert(vec![cert.der().clone()], key_der)
-        .unwrap_or_else(|e| panic!("server config: {e}"));
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    (Arc::new(config), ca_cert.pem())
-}
-
-/// Reads one HTTP/1.1 request's body (after the headers, Content-Length bytes).
-fn read_body(stream: &mut impl Read) -> Option<Vec<u8>> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let n = stream.read(&mut chunk).ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-    let length: usize = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0);
-    let mut body = buf[head_end..].to_vec();
-    while body.len() < length {
-        let n = stream.read(&mut chunk).ok()?;
-        if n == 0 {
-            return None;
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    Some(body)
 }
 
 impl ConversionServer {
     fn start() -> ConversionServer {
-        let (config, ca_pem) = tls_config();
-        let listener =
-            TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("cannot listen: {e}"));
-        let port = listener
-            .local_addr()
-            .unwrap_or_else(|e| panic!("no address: {e}"))
-            .port();
-        let stopped = Arc::new(AtomicBool::new(false));
+        let (config, ca_pem) = serving_config("conversion-test-ca", &[SERVICE_DNS_NAME]);
         let reviews = Arc::new(AtomicUsize::new(0));
         let objects = Arc::new(AtomicUsize::new(0));
         let kinds = Arc::new(Mutex::new(Vec::new()));
-        let open = Arc::new(Mutex::new(Vec::new()));
-        let accept = {
-            let (stopped, open) = (stopped.clone(), open.clone());
+        let server = {
             let (reviews, objects, kinds) = (reviews.clone(), objects.clone(), kinds.clone());
-            std::thread::spawn(move || {
-                for tcp in listener.incoming() {
-                    if stopped.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    let Ok(tcp) = tcp else { continue };
-                    if let Ok(clone) = tcp.try_clone() {
-                        open.lock().unwrap_or_else(|e| e.into_inner()).push(clone);
-                    }
-                    let config = config.clone();
-                    let (reviews, objects, kinds) =
-                        (reviews.clone(), objects.clone(), kinds.clone());
-                    std::thread::spawn(move || {
-                        let Ok(conn) = rustls::ServerConnection::new(config) else {
-                            return;
-                        };
-                        let mut stream = rustls::StreamOwned::new(conn, tcp);
-                        while let Some(body) = read_body(&mut stream) {
-                            let review: Value = serde_json::from_slice(&body).unwrap_or_default();
-                            reviews.fetch_add(1, Ordering::SeqCst);
-                            let sent = review["request"]["objects"].as_array().map_or(0, Vec::len);
-                            objects.fetch_add(sent, Ordering::SeqCst);
-                            kinds
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .push(review["apiVersion"].as_str().unwrap_or_default().into());
-                            let reply = answer(&review).to_string();
-                            let head = format!(
-                                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-                                reply.len()
-                            );
-                            if stream
-                                .write_all(head.as_bytes())
-                                .and_then(|()| stream.write_all(reply.as_bytes()))
-                                .and_then(|()| stream.flush())
-                                .is_err()
-                            {
-                                return;
-                            }
-                        }
-                    });
-                }
+            TlsServer::start(config, move |req| {
+                let review: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+                reviews.fetch_add(1, Ordering::SeqCst);
+                let sent = review["request"]["objects"].as_array().map_or(0, Vec::len);
+                objects.fetch_add(sent, Ordering::SeqCst);
+                kinds
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(review["apiVersion"].as_str().unwrap_or_default().into());
+                (200, answer(&review))
             })
         };
         ConversionServer {
-            port,
+            port: server.port,
+            server,
             ca_pem,
-            stopped,
             reviews,
             objects,
             kinds,
-            open,
-            accept: Some(accept),
         }
     }
 
     /// Closes the listener and every connection: calls are refused from now on.
     fn stop(&mut self) {
-        self.stopped.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
-        if let Some(t) = self.accept.take() {
-            let _ = t.join();
-        }
-        for tcp in self
-            .open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-        {
-            let _ = tcp.shutdown(std::net::Shutdown::Both);
-        }
-    }
-}
-
-impl Drop for ConversionServer {
-    fn drop(&mut self) {
-        self.stop();
+        self.server.stop();
     }
 }
 

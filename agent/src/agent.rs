@@ -108,12 +108,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         config.listen,
         &creds.ca_pem,
         certificates.serving.clone(),
-        Arc::new(crate::network::policy::metrics::WithPolicyMetrics {
-            inner: Arc::new(crate::certificates::WithCertificateMetrics {
-                inner: backend.clone(),
-                metrics: certificates.metrics.clone(),
-            }),
-            counters: policy_counters.clone(),
+        Arc::new(crate::server::WithSections {
+            inner: backend.clone(),
+            sections: vec![certificates.metrics.clone(), policy_counters.clone()],
         }),
         shutdown.clone(),
     )

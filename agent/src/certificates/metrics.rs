@@ -120,6 +120,13 @@ impl CertificateMetrics {
     }
 }
 
+impl crate::server::MetricsSection for CertificateMetrics {
+    fn render(self: std::sync::Arc<Self>) -> futures::future::BoxFuture<'static, String> {
+        let text = CertificateMetrics::render(&self, Timestamp::now());
+        Box::pin(std::future::ready(text))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,9 +21,7 @@ pub mod request;
 pub mod serving;
 pub mod signing;
 
-use crate::server::{AttachRequest, Backend, ExecRequest, ExecStreams, LogTarget, PodNetwork};
 use berth_api::client::Client;
-use futures::future::BoxFuture;
 use identity::Identity;
 use metrics::CertificateMetrics;
 use request::Template;
@@ -132,53 +130,5 @@ impl Certificates {
             install: manager::install_serving(self.serving.clone()),
         };
         tokio::spawn(serving.run(self.serving_first.take(), shutdown.clone()));
-    }
-}
-
-/// The agent server's backend with the certificate metrics added to `/metrics`.
-pub struct WithCertificateMetrics<B> {
-    pub inner: Arc<B>,
-    pub metrics: Arc<CertificateMetrics>,
-}
-
-impl<B: Backend> Backend for WithCertificateMetrics<B> {
-    fn log_target(
-        &self,
-        namespace: &str,
-        pod: &str,
-        container: &str,
-        previous: bool,
-    ) -> Result<LogTarget, String> {
-        self.inner.log_target(namespace, pod, container, previous)
-    }
-
-    fn exec(&self, req: ExecRequest) -> BoxFuture<'static, Result<ExecStreams, String>> {
-        self.inner.exec(req)
-    }
-
-    fn pod_netns(
-        &self,
-        namespace: &str,
-        pod: &str,
-    ) -> BoxFuture<'static, Result<PodNetwork, String>> {
-        self.inner.pod_netns(namespace, pod)
-    }
-
-    fn metrics(&self) -> BoxFuture<'static, Result<String, String>> {
-        let own = self.inner.metrics();
-        let certs = self.metrics.clone();
-        Box::pin(async move {
-            let mut text = own.await?;
-            text.push_str(&certs.render(jiff::Timestamp::now()));
-            Ok(text)
-        })
-    }
-
-    fn resource_metrics(&self) -> BoxFuture<'static, Result<String, String>> {
-        self.inner.resource_metrics()
-    }
-
-    fn attach(&self, req: AttachRequest) -> BoxFuture<'static, Result<ExecStreams, String>> {
-        self.inner.attach(req)
     }
 }

@@ -12,6 +12,7 @@ mod exec_spdy;
 mod log_follow;
 mod log_history;
 mod logs;
+mod metric_sections;
 mod metrics;
 mod pod_tunnel;
 mod port_forward;
@@ -82,6 +83,8 @@ pub struct PodNetwork {
 }
 
 /// What the server needs from the rest of the agent.
+pub use metric_sections::{MetricsSection, WithSections};
+
 pub trait Backend: Send + Sync + 'static {
     /// The log file of a container (the previous attempt's with `previous`).
     fn log_target(

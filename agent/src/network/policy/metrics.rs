@@ -11,7 +11,6 @@ use futures::future::BoxFuture;
 use super::plan::Chains;
 use crate::metrics::exposition::Text;
 use crate::network::command;
-use crate::server::{AttachRequest, Backend, ExecRequest, ExecStreams, LogTarget, PodNetwork};
 
 const METRIC: &str = "berth_network_policy_refused_packets_total";
 
@@ -102,51 +101,9 @@ impl PolicyCounters {
     }
 }
 
-/// The agent server's backend with the policy counters added to `/metrics`.
-pub struct WithPolicyMetrics<B> {
-    pub inner: Arc<B>,
-    pub counters: Arc<PolicyCounters>,
-}
-
-impl<B: Backend> Backend for WithPolicyMetrics<B> {
-    fn log_target(
-        &self,
-        namespace: &str,
-        pod: &str,
-        container: &str,
-        previous: bool,
-    ) -> Result<LogTarget, String> {
-        self.inner.log_target(namespace, pod, container, previous)
-    }
-
-    fn exec(&self, req: ExecRequest) -> BoxFuture<'static, Result<ExecStreams, String>> {
-        self.inner.exec(req)
-    }
-
-    fn pod_netns(
-        &self,
-        namespace: &str,
-        pod: &str,
-    ) -> BoxFuture<'static, Result<PodNetwork, String>> {
-        self.inner.pod_netns(namespace, pod)
-    }
-
-    fn metrics(&self) -> BoxFuture<'static, Result<String, String>> {
-        let own = self.inner.metrics();
-        let counters = self.counters.clone();
-        Box::pin(async move {
-            let mut text = own.await?;
-            text.push_str(&counters.render().await);
-            Ok(text)
-        })
-    }
-
-    fn resource_metrics(&self) -> BoxFuture<'static, Result<String, String>> {
-        self.inner.resource_metrics()
-    }
-
-    fn attach(&self, req: AttachRequest) -> BoxFuture<'static, Result<ExecStreams, String>> {
-        self.inner.attach(req)
+impl crate::server::MetricsSection for PolicyCounters {
+    fn render(self: Arc<Self>) -> BoxFuture<'static, String> {
+        Box::pin(async move { PolicyCounters::render(&self).await })
     }
 }
 

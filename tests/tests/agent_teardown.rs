@@ -162,6 +162,10 @@ fn helper_cluster_that_gets_killed() {
 
 #[test]
 fn a_killed_test_process_is_cleaned_up_by_the_next_cluster() {
+    // Held alone from the child's start to the sweep: a test taking the lock between the
+    // child's death and the checks below would sweep its orphans first (or find its agent
+    // turning ip_forward on under it).
+    let _host = HostLock::exclusive();
     let ready = tempfile::tempdir().unwrap();
     let ready_file = ready.path().join("ready");
     let mut child = Command::new(std::env::current_exe().unwrap())
@@ -172,6 +176,7 @@ fn a_killed_test_process_is_cleaned_up_by_the_next_cluster() {
             "--nocapture",
         ])
         .env(HELPER_ENV, &ready_file)
+        .env(berth_tests::host::lock::LENT_ENV, "exclusive")
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -19,6 +19,12 @@ use std::path::Path;
 /// Where the host lock lives; every real-container test process on the machine takes it.
 pub const LOCK_FILE: &str = "/run/lock/berth-agent-tests.lock";
 
+/// Set (to `exclusive`) by a test that holds the lock alone for a child test process it runs
+/// and kills (`agent_teardown`'s killed-test scenario): the child works under its parent's
+/// lock instead of waiting for it, and no other test slips in between the child's death and
+/// its parent's checks.
+pub const LENT_ENV: &str = "BERTH_HOST_LOCK_LENT";
+
 /// How a test uses the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostUse {
@@ -83,6 +89,14 @@ impl HostLock {
             return HostLock {
                 _file: None,
                 mode: held,
+            };
+        }
+        // A child test process whose parent holds the lock alone for it (see [`LENT_ENV`]).
+        if std::env::var(LENT_ENV).is_ok_and(|v| v == "exclusive") {
+            HELD.with(|h| *h.borrow_mut() = Some((HostUse::Exclusive, 1)));
+            return HostLock {
+                _file: None,
+                mode: HostUse::Exclusive,
             };
         }
         if let Some(dir) = path.parent() {

@@ -4,8 +4,10 @@
 //! selectors, ports (`port`/`endPort`), peers (one of the selectors, or an `ipBlock` alone) and
 //! CIDRs with `except` strictly inside `cidr`. An update may keep a CIDR the stored policy
 //! already had, as upstream's legacy-field rule allows.
+//!
+//! Planner: pure, no I/O.
 
-use std::net::IpAddr;
+use core::net::IpAddr;
 
 use k8s_openapi::api::networking::v1::{
     IPBlock, NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicySpec,

@@ -15,6 +15,7 @@ pub use berth_api::{private_files, quantity, reconcile, resource, scheduling, se
 pub mod admission;
 pub mod body;
 pub mod cel;
+pub mod cidr;
 pub mod conversion;
 pub mod cron;
 pub mod custom;

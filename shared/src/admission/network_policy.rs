@@ -7,8 +7,6 @@
 //!
 //! Planner: pure, no I/O.
 
-use core::net::IpAddr;
-
 use k8s_openapi::api::networking::v1::{
     IPBlock, NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicySpec,
 };
@@ -18,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::field::{FieldError, Path};
 use super::names::{each_invalid, port_name, port_num};
 use super::selector::validate_label_selector;
+use crate::cidr::Cidr;
 
 const PROTOCOLS: &[&str] = &["TCP", "UDP", "SCTP"];
 const POLICY_TYPES: &[&str] = &["Ingress", "Egress"];
@@ -209,44 +208,6 @@ fn validate_peer(peer: &NetworkPolicyPeer, pp: &Path, known: &[String]) -> Vec<F
     errs
 }
 
-/// A parsed CIDR: its network address and prefix length.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Cidr {
-    ip: IpAddr,
-    prefix: u8,
-}
-
-impl Cidr {
-    fn parse(s: &str) -> Option<Cidr> {
-        let (ip, prefix) = s.split_once('/')?;
-        let ip: IpAddr = ip.parse().ok()?;
-        let prefix: u8 = prefix.parse().ok()?;
-        let max = if ip.is_ipv4() { 32 } else { 128 };
-        (prefix <= max).then_some(Cidr { ip, prefix })
-    }
-
-    /// Whether `ip` lies in this network (same family, same leading `prefix` bits).
-    fn contains(&self, ip: IpAddr) -> bool {
-        let bits = |ip: IpAddr| -> Option<(u128, u8)> {
-            match ip {
-                IpAddr::V4(v4) => Some((u128::from(u32::from(v4)) << 96, 32)),
-                IpAddr::V6(v6) => Some((u128::from(v6), 128)),
-            }
-        };
-        let (Some((net, width)), Some((other, other_width))) = (bits(self.ip), bits(ip)) else {
-            return false;
-        };
-        if width != other_width {
-            return false;
-        }
-        let mask = match self.prefix {
-            0 => 0,
-            p => u128::MAX << (128 - u32::from(p)),
-        };
-        net & mask == other & mask
-    }
-}
-
 /// Upstream `ValidateIPBlock`: a CIDR, and exceptions that are CIDRs strictly inside it.
 fn validate_ip_block(b: &IPBlock, bp: &Path, known: &[String]) -> Vec<FieldError> {
     let cp = bp.child("cidr");
@@ -268,7 +229,7 @@ fn validate_ip_block(b: &IPBlock, bp: &Path, known: &[String]) -> Vec<FieldError
             }
             continue;
         };
-        if !cidr.contains(inner.ip) || cidr.prefix >= inner.prefix {
+        if !cidr.contains(inner.addr) || cidr.len >= inner.len {
             errs.push(FieldError::invalid(
                 &ep,
                 except.as_str(),

@@ -5,7 +5,7 @@
 //!
 //! As upstream, addresses with a zone and IPv4-mapped IPv6 addresses are not IPs here.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::sync::LazyLock;
 
 use cel::common::types::{CelBool, CelInt, CelString, STRING_TYPE, Type};
@@ -13,6 +13,7 @@ use cel::common::value::CowVal;
 use cel::{DeclarationError, Env, ExecutionError};
 
 use super::library::Out;
+use crate::cidr::Cidr;
 
 static IP_TYPE: LazyLock<Type> = LazyLock::new(|| Type::new_opaque_type("net.IP"));
 static CIDR_TYPE: LazyLock<Type> = LazyLock::new(|| Type::new_opaque_type("net.CIDR"));
@@ -20,13 +21,6 @@ static CIDR_TYPE: LazyLock<Type> = LazyLock::new(|| Type::new_opaque_type("net.C
 /// An IP address as a CEL value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Ip(IpAddr);
-
-/// A prefix (`10.0.0.0/8`) as a CEL value: the address as written and its length.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Cidr {
-    addr: IpAddr,
-    len: u8,
-}
 
 fn parse_ip(s: &str) -> Option<IpAddr> {
     let addr: IpAddr = s.parse().ok()?;
@@ -36,54 +30,11 @@ fn parse_ip(s: &str) -> Option<IpAddr> {
     }
 }
 
+/// A prefix as CEL's `cidr` takes it: Go's form, less IPv4-mapped IPv6 addresses.
 fn parse_cidr(s: &str) -> Option<Cidr> {
-    let (addr, len) = s.split_once('/')?;
-    let addr = parse_ip(addr)?;
-    let max = if addr.is_ipv4() { 32 } else { 128 };
-    let len: u8 = len
-        .parse()
-        .ok()
-        .filter(|l| *l <= max && !len.starts_with('+'))?;
-    Some(Cidr { addr, len })
-}
-
-fn bits(addr: IpAddr) -> (u128, u32) {
-    match addr {
-        IpAddr::V4(v4) => (u128::from(u32::from(v4)), 32),
-        IpAddr::V6(v6) => (u128::from(v6), 128),
-    }
-}
-
-impl Cidr {
-    fn masked(&self) -> Cidr {
-        let (value, width) = bits(self.addr);
-        let host_bits = width - u32::from(self.len);
-        let mask = if host_bits >= 128 {
-            0
-        } else {
-            !0u128 << host_bits
-        };
-        let masked = value & mask;
-        let addr = match self.addr {
-            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::from(u32::try_from(masked).unwrap_or(0))),
-            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::from(masked)),
-        };
-        Cidr {
-            addr,
-            len: self.len,
-        }
-    }
-
-    fn contains(&self, addr: IpAddr) -> bool {
-        addr.is_ipv4() == self.addr.is_ipv4()
-            && Cidr {
-                addr,
-                len: self.len,
-            }
-            .masked()
-            .addr
-                == self.masked().addr
-    }
+    let c = Cidr::parse(s)?;
+    parse_ip(&c.addr.to_string())?;
+    Some(c)
 }
 
 opaque_val!(Ip, IP_TYPE);
@@ -231,7 +182,7 @@ fn is_canonical<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Out<'b, 'v> {
 }
 
 fn contains_cidr(outer: Cidr, inner: Cidr) -> bool {
-    inner.len >= outer.len && outer.contains(inner.addr)
+    outer.contains_cidr(inner)
 }
 
 fn is_link_local_multicast(addr: IpAddr) -> bool {

@@ -74,7 +74,7 @@ pub(crate) fn default_service(svc: &mut Service, old: Option<&Service>) {
         spec.internal_traffic_policy
             .get_or_insert_with(|| "Cluster".to_string());
     }
-    if matches!(kind.as_str(), NODE_PORT | LOAD_BALANCER) {
+    if externally_accessible(spec) {
         spec.external_traffic_policy
             .get_or_insert_with(|| "Cluster".to_string());
     }
@@ -82,6 +82,7 @@ pub(crate) fn default_service(svc: &mut Service, old: Option<&Service>) {
         spec.allocate_load_balancer_node_ports.get_or_insert(true);
     }
     if let Some(old_spec) = old.and_then(|o| o.spec.as_ref()) {
+        drop_type_dependent_fields(spec, old_spec);
         carry_allocations(spec, old_spec);
     }
     // clusterIP and clusterIPs name the same address; one given fills the other.
@@ -105,6 +106,65 @@ pub(crate) fn default_service(svc: &mut Service, old: Option<&Service>) {
     }
 }
 
+/// Whether traffic reaches the Service from outside the cluster (upstream's
+/// `ExternallyAccessible`): node ports, a load balancer, or external IPs.
+fn externally_accessible(spec: &ServiceSpec) -> bool {
+    wants_node_ports(spec)
+        || (kind_is(spec, CLUSTER_IP) && spec.external_ips.as_ref().is_some_and(|v| !v.is_empty()))
+}
+
+/// Upstream's `dropTypeDependentFields`: an update switching to a type that no longer needs a
+/// field drops it, when the user left it as it was (a value the user changed is theirs, and
+/// validation judges it). Runs before the old allocations are carried over.
+fn drop_type_dependent_fields(spec: &mut ServiceSpec, old: &ServiceSpec) {
+    let needs_cluster_ip = |s: &ServiceSpec| service_type(s) != EXTERNAL_NAME;
+    if needs_cluster_ip(old) && !needs_cluster_ip(spec) {
+        if spec.cluster_ip == old.cluster_ip && spec.cluster_ips == old.cluster_ips {
+            spec.cluster_ip = None;
+            spec.cluster_ips = None;
+        }
+        if spec.ip_families == old.ip_families {
+            spec.ip_families = None;
+        }
+        if spec.ip_family_policy == old.ip_family_policy {
+            spec.ip_family_policy = None;
+        }
+    }
+    let node_ports = |s: &ServiceSpec| -> Vec<Option<i32>> {
+        s.ports.iter().flatten().map(|p| p.node_port).collect()
+    };
+    if wants_node_ports(old) && !wants_node_ports(spec) && node_ports(spec) == node_ports(old) {
+        for p in spec.ports.iter_mut().flatten() {
+            p.node_port = None;
+        }
+    }
+    let needs_health_check = |s: &ServiceSpec| {
+        kind_is(s, LOAD_BALANCER) && s.external_traffic_policy.as_deref() == Some("Local")
+    };
+    if needs_health_check(old)
+        && !needs_health_check(spec)
+        && spec.health_check_node_port == old.health_check_node_port
+    {
+        spec.health_check_node_port = None;
+    }
+    if kind_is(old, LOAD_BALANCER) && !kind_is(spec, LOAD_BALANCER) {
+        if spec.allocate_load_balancer_node_ports.is_some()
+            && spec.allocate_load_balancer_node_ports == old.allocate_load_balancer_node_ports
+        {
+            spec.allocate_load_balancer_node_ports = None;
+        }
+        if spec.load_balancer_class == old.load_balancer_class {
+            spec.load_balancer_class = None;
+        }
+    }
+    if externally_accessible(old)
+        && !externally_accessible(spec)
+        && spec.external_traffic_policy == old.external_traffic_policy
+    {
+        spec.external_traffic_policy = None;
+    }
+}
+
 /// An update that leaves out the cluster IP or a node port keeps what was allocated (upstream's
 /// `patchAllocatedValues`), unless the Service becomes an ExternalName or stops wanting ports.
 fn carry_allocations(spec: &mut ServiceSpec, old: &ServiceSpec) {
@@ -122,10 +182,6 @@ fn carry_allocations(spec: &mut ServiceSpec, old: &ServiceSpec) {
     };
     if wants_health_check(spec) && spec.health_check_node_port.is_none_or(|n| n == 0) {
         spec.health_check_node_port = old.health_check_node_port;
-    } else if !wants_health_check(spec) && spec.health_check_node_port == old.health_check_node_port
-    {
-        // Upstream's `dropTypeDependentFields`: the allocated port goes with its reason.
-        spec.health_check_node_port = None;
     }
     if wants_node_ports(spec) && wants_node_ports(old) {
         for p in spec.ports.iter_mut().flatten() {
@@ -222,11 +278,11 @@ pub(crate) fn validate_service(svc: &Service, old: Option<&Service>) -> Vec<Fiel
     }
     if let Some(p) = spec.external_traffic_policy.as_deref() {
         let path = sp.child("externalTrafficPolicy");
-        if !wants_node_ports(spec) {
+        if !externally_accessible(spec) {
             errs.push(FieldError::invalid(
                 &path,
                 p,
-                "may only be set when `type` is 'NodePort' or 'LoadBalancer'",
+                "may only be set for externally-accessible services",
             ));
         } else if !["Cluster", "Local"].contains(&p) {
             errs.push(FieldError::not_supported(&path, p, &["Cluster", "Local"]));
@@ -584,7 +640,7 @@ mod tests {
         assert_eq!(
             invalid(json!({"externalTrafficPolicy": "Local", "ports": [{"port": 80}]})),
             vec![
-                "spec.externalTrafficPolicy: Invalid value: \"Local\": may only be set when `type` is 'NodePort' or 'LoadBalancer'"
+                "spec.externalTrafficPolicy: Invalid value: \"Local\": may only be set for externally-accessible services"
             ]
         );
         assert_eq!(
@@ -626,6 +682,64 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_type_change_drops_what_only_the_old_type_needed_unless_the_user_changed_it() {
+        let old = json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "web", "namespace": "default", "uid": "u1",
+                         "resourceVersion": "5"},
+            "spec": {"type": "LoadBalancer", "clusterIP": "10.43.0.9",
+                     "clusterIPs": ["10.43.0.9"], "ipFamilies": ["IPv4"],
+                     "ipFamilyPolicy": "SingleStack", "externalTrafficPolicy": "Local",
+                     "healthCheckNodePort": 31000, "allocateLoadBalancerNodePorts": true,
+                     "loadBalancerClass": "berth.dev/load-balancer",
+                     "internalTrafficPolicy": "Cluster", "sessionAffinity": "None",
+                     "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30080,
+                                "targetPort": 80}]}});
+        // What `kubectl patch -p '{"spec":{"type":"ClusterIP"}}'` sends: the rest unchanged.
+        let mut to_cluster_ip = old.clone();
+        to_cluster_ip["spec"]["type"] = json!("ClusterIP");
+        admit("Service", Operation::Update, &mut to_cluster_ip, Some(&old)).unwrap();
+        let spec = &to_cluster_ip["spec"];
+        assert_eq!(spec["clusterIP"], "10.43.0.9", "{spec}");
+        assert_eq!(spec["ports"][0].get("nodePort"), None, "{spec}");
+        for gone in [
+            "healthCheckNodePort",
+            "allocateLoadBalancerNodePorts",
+            "loadBalancerClass",
+            "externalTrafficPolicy",
+        ] {
+            assert_eq!(spec.get(gone), None, "{gone}: {spec}");
+        }
+
+        // To NodePort: node ports stay (still needed), the load balancer's fields go.
+        let mut to_node_port = old.clone();
+        to_node_port["spec"]["type"] = json!("NodePort");
+        to_node_port["spec"]["externalTrafficPolicy"] = json!("Cluster");
+        admit("Service", Operation::Update, &mut to_node_port, Some(&old)).unwrap();
+        let spec = &to_node_port["spec"];
+        assert_eq!(spec["ports"][0]["nodePort"], 30080, "{spec}");
+        assert_eq!(spec["externalTrafficPolicy"], "Cluster", "{spec}");
+        assert_eq!(spec.get("healthCheckNodePort"), None, "{spec}");
+        assert_eq!(spec.get("loadBalancerClass"), None, "{spec}");
+
+        // To ExternalName: the cluster IP and its families go too.
+        let mut to_name = old.clone();
+        to_name["spec"]["type"] = json!("ExternalName");
+        to_name["spec"]["externalName"] = json!("db.example.com");
+        admit("Service", Operation::Update, &mut to_name, Some(&old)).unwrap();
+        let spec = &to_name["spec"];
+        for gone in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+            assert_eq!(spec.get(gone), None, "{gone}: {spec}");
+        }
+
+        // A node port the user changed while switching is theirs to be refused for.
+        let mut changed = old.clone();
+        changed["spec"]["type"] = json!("ClusterIP");
+        changed["spec"]["ports"][0]["nodePort"] = json!(30081);
+        let err = admit("Service", Operation::Update, &mut changed, Some(&old)).unwrap_err();
+        assert!(err.to_string().contains("nodePort"), "{err}");
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! them), rewriting only the chains that changed in one `iptables-restore --noflush` whenever
 //! the computed ruleset changes, and making sure FORWARD jumps into them first. Every
 //! [`RESYNC`] the top chain is checked and, if someone flushed or changed it, everything is
-//! written again. What policy refused is counted ([`metrics`]).
+//! written again. Each write starts a new [`Generation`], so established connections are
+//! judged again by the new rules at their next packet. What policy refused is counted
+//! ([`metrics`]).
 //!
 //! Peers are plain rules, one per address (no ipsets): a node's chains hold only its own pods'
 //! allowances, and the rules a change touches are rewritten per pod chain, never the table.
@@ -26,7 +28,7 @@ use super::NetworkError;
 use super::command;
 use super::iptables::{self, Rule};
 use metrics::PolicyCounters;
-use plan::Chains;
+use plan::{Chains, Generation};
 use state::PolicyState;
 
 /// Rules are checked (and rewritten if someone changed them) at least this often.
@@ -129,8 +131,8 @@ pub async fn remove(network: &str) -> Result<(), NetworkError> {
     Ok(())
 }
 
-/// The ruleset for the current state.
-fn plan_state(cfg: &PolicyConfig, state: &PolicyState) -> plan::Ruleset {
+/// The ruleset for the current state, judging under generation `g`.
+fn plan_state(cfg: &PolicyConfig, state: &PolicyState, g: Generation) -> plan::Ruleset {
     let scope = plan::PolicyScope {
         network: &cfg.network,
         node: &cfg.node,
@@ -138,7 +140,17 @@ fn plan_state(cfg: &PolicyConfig, state: &PolicyState) -> plan::Ruleset {
     let pods: Vec<Pod> = state.pods.values().cloned().collect();
     let namespaces: Vec<Namespace> = state.namespaces.values().cloned().collect();
     let policies: Vec<NetworkPolicy> = state.policies.values().cloned().collect();
-    plan::ruleset(&scope, &pods, &namespaces, &policies)
+    plan::ruleset(&scope, &pods, &namespaces, &policies, g)
+}
+
+/// A generation this run of the agent starts from: the clock's nanoseconds, so a restarted
+/// agent does not take connections marked by its previous run as judged by its own rules.
+fn first_generation() -> Generation {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::from(d.subsec_nanos()) ^ d.as_secs())
+        .unwrap_or(0);
+    Generation::first(nanos)
 }
 
 /// Runs until `shutdown`, rewriting the rules whenever `state` changes.
@@ -150,10 +162,11 @@ pub async fn run(
 ) {
     let mut applied: Option<plan::Ruleset> = None;
     let mut applied_at = Instant::now();
+    let mut generation = first_generation();
     loop {
         let current = state.borrow_and_update().clone();
         if current.synced {
-            let ruleset = plan_state(&cfg, &current);
+            let ruleset = plan_state(&cfg, &current, generation);
             let due = applied_at.elapsed() >= RESYNC;
             let resync =
                 due && !matches!(&applied, Some(a) if still_applied(&cfg.network, a).await);
@@ -164,6 +177,9 @@ pub async fn run(
                 }
             }
             if applied.as_ref() != Some(&ruleset) || resync {
+                // New rules: every established connection is judged again at its next packet.
+                generation = generation.next();
+                let ruleset = ruleset.with_generation(&cfg.network, generation);
                 let started = Instant::now();
                 let base = if resync { None } else { applied.as_ref() };
                 match apply(&cfg.network, &ruleset, base, &counters).await {

@@ -2,17 +2,29 @@
 //! Namespaces for the pods of one node. Chains (`h`: eight hex digits of the network name's
 //! SHA-256, so two agents in one network namespace never share a chain):
 //!
-//! * `BERTH-NP-<h>` (from FORWARD, first): replies and related packets of connections already
-//!   let through return at once (conntrack `RELATED,ESTABLISHED`); then, per local pod that
-//!   some policy isolates, a jump on its address as source (egress) and as destination
-//!   (ingress) into the pod's chain.
+//! * `BERTH-NP-<h>` (from FORWARD, first): replies (conntrack `ESTABLISHED` in the reply
+//!   direction) and related packets (ICMP errors) of connections already let through return
+//!   at once; so does every packet of a connection judged under this very ruleset (its
+//!   connmark holds the ruleset's [`Generation`]); then, per local pod that some policy
+//!   isolates, a jump on its address as source (egress) and as destination (ingress) into the
+//!   pod's chain; last, what passed is marked as judged under this generation.
 //! * `BERTH-NPE-<h><p>` / `BERTH-NPI-<h><p>` (`p` from the pod's uid): one `RETURN` per allowed
 //!   (peer, port) of every rule of every policy that selects the pod for that direction (the
 //!   union of the policies, as upstream adds them up), then a jump to the deny chain.
 //! * `BERTH-NPDE-<h>` / `BERTH-NPDI-<h>`: one `REJECT` each, whose packet counter is the
 //!   metric of what policy refused.
 //!
-//! The chains only ever `RETURN` or `REJECT`: what passes goes on through FORWARD (the host
+//! Why the generation: when a policy tightens, connections it now refuses must stop (as with
+//! Calico and Cilium, which judge every packet), not live on because conntrack says
+//! `ESTABLISHED` (as with the iptables plugins that accept established packets first). Every
+//! write bumps the generation, so the next packet of each established connection in its
+//! original direction is judged again by the new chains, refused (and the flow stops) or
+//! re-marked; later packets take the one connmark rule, so an established flow costs three
+//! rule matches per packet however many policies there are. Replies never need judging: the
+//! packet that opened the connection was allowed, and refusing the flow's original direction
+//! stops it.
+//!
+//! The chains only ever `RETURN`, `REJECT` or mark: what passes goes on through FORWARD (the host
 //! rules' accepts, anyone else's filters) as if policy were not there. Traffic of the node
 //! itself to its pods never passes FORWARD, so it is never judged (the node's probes reach its
 //! pods, as with most CNI plugins); host-network pods are neither judged nor peers (their
@@ -66,6 +78,59 @@ impl Chains {
     }
 }
 
+/// The connmark bits that hold the [`Generation`] a connection was last judged under (the
+/// service proxy uses packet marks 0x4000 and 0x8000, not connmarks; nothing else of ours
+/// uses connmarks).
+pub const JUDGED_MASK: u32 = 0xffff_0000;
+
+/// Which ruleset a connection was last judged under: never 0 (a new connection's connmark),
+/// bumped at every write, 65,535 values before it comes round again. A connection idle for
+/// exactly that many writes would skip one judgement; an agent restarting picks a fresh start
+/// from the clock, so it does not take the marks of its previous run for its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Generation(u16);
+
+impl Generation {
+    /// A starting generation from any number (the agent passes the clock's nanoseconds).
+    pub fn first(seed: u64) -> Generation {
+        Generation(u16::try_from(seed % 65_535).unwrap_or(0) + 1)
+    }
+
+    /// The next generation, skipping 0: 65535 → 1.
+    pub fn next(self) -> Generation {
+        Generation(self.0 % 65_535 + 1)
+    }
+
+    /// `0xVALUE/0xMASK` for `connmark --mark` and `CONNMARK --set-xmark`.
+    fn mark(self) -> String {
+        format!("0x{:x}/0x{JUDGED_MASK:x}", u32::from(self.0) << 16)
+    }
+}
+
+/// The top chain's rule that lets through a connection already judged under `g`.
+fn judged_rule(chains: &Chains, network: &str, g: Generation) -> String {
+    format!(
+        "-A {} -m connmark --mark {} {} -j RETURN",
+        chains.top,
+        g.mark(),
+        comment(&format!("berth:{network} judged under these rules"))
+    )
+}
+
+/// The top chain's last rule: what got this far passed, and is marked judged under `g`.
+fn remember_rule(chains: &Chains, network: &str, g: Generation) -> String {
+    format!(
+        "-A {} {} -j CONNMARK --set-xmark {}",
+        chains.top,
+        comment(&format!("berth:{network} passed: judged")),
+        g.mark()
+    )
+}
+
+/// Where the generation rules sit in the top chain: after the related and reply rules, and
+/// last.
+const JUDGED_AT: usize = 2;
+
 /// Whether a filter-table chain is one of this agent's policy chains.
 pub fn is_policy_chain(network: &str, chain: &str) -> bool {
     let c = Chains::of(network);
@@ -86,6 +151,20 @@ pub struct Ruleset {
 }
 
 impl Ruleset {
+    /// The same rules under generation `g` (the top chain's two generation rules rewritten).
+    pub fn with_generation(mut self, network: &str, g: Generation) -> Ruleset {
+        let chains = Chains::of(network);
+        if let Some(top) = self.chains.get_mut(&chains.top)
+            && top.len() > JUDGED_AT
+        {
+            top[JUDGED_AT] = judged_rule(&chains, network, g);
+            if let Some(last) = top.last_mut() {
+                *last = remember_rule(&chains, network, g);
+            }
+        }
+        self
+    }
+
     /// The `iptables-restore --noflush` input writing every chain of the set whole and
     /// deleting the chains of ours in `existing` that the set no longer has.
     pub fn restore_input(&self, existing: &[String], network: &str) -> String {
@@ -152,12 +231,13 @@ enum Direction {
     Egress,
 }
 
-/// The whole filter ruleset for the pods of `scope.node`.
+/// The whole filter ruleset for the pods of `scope.node`, judging under generation `g`.
 pub fn ruleset(
     scope: &PolicyScope<'_>,
     pods: &[Pod],
     namespaces: &[Namespace],
     policies: &[NetworkPolicy],
+    g: Generation,
 ) -> Ruleset {
     let chains = Chains::of(scope.network);
     let tagged = |what: &str| comment(&format!("berth:{} {what}", scope.network));
@@ -167,11 +247,19 @@ pub fn ruleset(
     sorted.sort_by_key(|p| (p.metadata.namespace.clone(), p.metadata.name.clone()));
 
     let mut rs = Ruleset::default();
-    let mut top = vec![format!(
-        "-A {} -m conntrack --ctstate RELATED,ESTABLISHED {} -j RETURN",
-        chains.top,
-        tagged("replies")
-    )];
+    let mut top = vec![
+        format!(
+            "-A {} -m conntrack --ctstate RELATED {} -j RETURN",
+            chains.top,
+            tagged("related")
+        ),
+        format!(
+            "-A {} -m conntrack --ctstate ESTABLISHED --ctdir REPLY {} -j RETURN",
+            chains.top,
+            tagged("replies")
+        ),
+        judged_rule(&chains, scope.network, g),
+    ];
     let mut local: Vec<&PodView<'_>> = views.iter().filter(|v| v.node == scope.node).collect();
     local.sort_by_key(|v| (v.namespace, v.name));
     for pod in local {
@@ -219,6 +307,7 @@ pub fn ruleset(
             rs.chains.insert(chain, rules);
         }
     }
+    top.push(remember_rule(&chains, scope.network, g));
     rs.chains.insert(chains.top.clone(), top);
     for (chain, word) in [
         (&chains.deny_ingress, "ingress"),

@@ -45,7 +45,11 @@ fn policy(ns_name: &str, spec: Value) -> NetworkPolicy {
         .unwrap()
 }
 
-/// One packet of a new connection (or, with `reply`, of an established one).
+/// The generation the tests plan under.
+const GEN: Generation = Generation(7);
+
+/// One packet of a new connection (or, with `reply`, a reply of an established one; with
+/// `judged`, a packet of an established connection last judged under that generation).
 #[derive(Debug, Clone, Copy)]
 struct Packet {
     src: &'static str,
@@ -53,6 +57,7 @@ struct Packet {
     proto: &'static str,
     port: u16,
     reply: bool,
+    judged: Option<Generation>,
 }
 
 fn new(src: &'static str, dst: &'static str, proto: &'static str, port: u16) -> Packet {
@@ -62,6 +67,7 @@ fn new(src: &'static str, dst: &'static str, proto: &'static str, port: u16) -> 
         proto,
         port,
         reply: false,
+        judged: None,
     }
 }
 
@@ -76,8 +82,20 @@ fn in_cidr(ip: &str, cidr: &str) -> bool {
 
 /// Whether one rule's matches hold for the packet (only what the planner writes).
 fn rule_matches(words: &[&str], p: &Packet) -> bool {
-    if word_after(words, "--ctstate").is_some() && !p.reply {
-        return false;
+    match word_after(words, "--ctstate") {
+        // Only ICMP errors are related; the tests send none.
+        Some("RELATED") => return false,
+        Some(_) if !p.reply => return false,
+        _ => {}
+    }
+    if let Some(mark) = word_after(words, "--mark") {
+        let (value, mask) = mark.split_once('/').unwrap();
+        let value = u32::from_str_radix(value.trim_start_matches("0x"), 16).unwrap();
+        assert_eq!(mask, format!("0x{JUDGED_MASK:x}"));
+        let connmark = p.judged.map_or(0, |g| u32::from(g.0) << 16);
+        if connmark != value {
+            return false;
+        }
     }
     if let Some(s) = word_after(words, "-s")
         && !in_cidr(p.src, s)
@@ -122,6 +140,7 @@ fn walk(rs: &Ruleset, chain: &str, p: &Packet) -> bool {
         match word_after(&words, "-j") {
             Some("RETURN") => return true,
             Some("REJECT") => return false,
+            Some("CONNMARK") => {}
             Some(target) if !walk(rs, target, p) => return false,
             Some(_) | None => {}
         }
@@ -387,7 +406,7 @@ fn the_classic_scenarios_allow_and_refuse_as_upstream_does() {
             .enumerate()
             .map(|(i, spec)| policy(&format!("prod/p{i}"), spec))
             .collect();
-        let rs = ruleset(&scope(), &pods, &namespaces, &policies);
+        let rs = ruleset(&scope(), &pods, &namespaces, &policies, GEN);
         for (packet, want) in case.expect {
             assert_eq!(
                 passes(&rs, packet),
@@ -407,7 +426,7 @@ fn a_label_change_moves_a_pod_in_and_out_of_a_policy() {
         "prod/allow-clients",
         json!({"podSelector": {}, "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "client"}}}]}]}),
     )];
-    let before = ruleset(&scope(), &pods, &namespaces, &policies);
+    let before = ruleset(&scope(), &pods, &namespaces, &policies, GEN);
     assert!(!passes(&before, new(PROD_OTHER, WEB, "tcp", 80)));
     pods[2] = pod(
         "prod/other",
@@ -416,7 +435,7 @@ fn a_label_change_moves_a_pod_in_and_out_of_a_policy() {
         json!({"role": "client"}),
         &[],
     );
-    let after = ruleset(&scope(), &pods, &namespaces, &policies);
+    let after = ruleset(&scope(), &pods, &namespaces, &policies, GEN);
     assert!(passes(&after, new(PROD_OTHER, WEB, "tcp", 80)));
     // Only the server's ingress chain changed.
     let changes = after.changes_from(&before).unwrap();
@@ -430,12 +449,12 @@ fn a_label_change_moves_a_pod_in_and_out_of_a_policy() {
         json!({"podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Ingress"]}),
     )];
     assert!(!passes(
-        &ruleset(&scope(), &pods, &namespaces, &policies),
+        &ruleset(&scope(), &pods, &namespaces, &policies, GEN),
         new(DEV_CLIENT, WEB, "tcp", 80)
     ));
     pods[0] = pod("prod/web", NODE, WEB, json!({"app": "web2"}), &[]);
     assert!(passes(
-        &ruleset(&scope(), &pods, &namespaces, &policies),
+        &ruleset(&scope(), &pods, &namespaces, &policies, GEN),
         new(DEV_CLIENT, WEB, "tcp", 80)
     ));
 }
@@ -448,12 +467,12 @@ fn a_namespace_label_change_moves_its_pods_in_and_out() {
         json!({"podSelector": {}, "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"team": "dev"}}}]}]}),
     )];
     assert!(passes(
-        &ruleset(&scope(), &pods, &namespaces, &policies),
+        &ruleset(&scope(), &pods, &namespaces, &policies, GEN),
         new(DEV_CLIENT, WEB, "tcp", 80)
     ));
     namespaces[1] = namespace("dev", json!({"team": "qa"}));
     assert!(!passes(
-        &ruleset(&scope(), &pods, &namespaces, &policies),
+        &ruleset(&scope(), &pods, &namespaces, &policies, GEN),
         new(DEV_CLIENT, WEB, "tcp", 80)
     ));
 }
@@ -471,15 +490,19 @@ fn only_this_nodes_pod_network_pods_get_chains() {
         "prod/deny",
         json!({"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}),
     )];
-    let rs = ruleset(&scope(), &pods, &namespaces, &policies);
+    let rs = ruleset(&scope(), &pods, &namespaces, &policies, GEN);
     let c = Chains::of(NET);
     let top = &rs.chains[&c.top];
-    // Replies first, then web's egress and ingress jumps: nothing for the host-network pod,
-    // the finished one, or pods of other nodes.
-    assert_eq!(top.len(), 3, "{top:#?}");
-    assert!(top[0].contains("--ctstate RELATED,ESTABLISHED"));
-    assert!(top[1].contains(&format!("-s {WEB}/32")) && top[1].contains("-j BERTH-NPE-"));
-    assert!(top[2].contains(&format!("-d {WEB}/32")) && top[2].contains("-j BERTH-NPI-"));
+    // Related packets, replies and connections judged under these rules first, then web's
+    // egress and ingress jumps (nothing for the host-network pod, the finished one, or pods of
+    // other nodes), then the mark of what passed.
+    assert_eq!(top.len(), 6, "{top:#?}");
+    assert!(top[0].contains("--ctstate RELATED "));
+    assert!(top[1].contains("--ctstate ESTABLISHED --ctdir REPLY "));
+    assert!(top[2].contains("-m connmark --mark 0x70000/0xffff0000 "));
+    assert!(top[3].contains(&format!("-s {WEB}/32")) && top[3].contains("-j BERTH-NPE-"));
+    assert!(top[4].contains(&format!("-d {WEB}/32")) && top[4].contains("-j BERTH-NPI-"));
+    assert!(top[5].ends_with("-j CONNMARK --set-xmark 0x70000/0xffff0000"));
     // Every chain is ours by name; the deny chains reject and are tagged for the sweep.
     assert!(rs.chains.keys().all(|k| is_policy_chain(NET, k)), "{rs:#?}");
     assert!(!is_policy_chain("berth-n2", &c.top));
@@ -496,15 +519,82 @@ fn only_this_nodes_pod_network_pods_get_chains() {
 #[test]
 fn without_policies_the_ruleset_is_the_reply_rule_and_the_deny_chains() {
     let (pods, namespaces) = world();
-    let rs = ruleset(&scope(), &pods, &namespaces, &[]);
+    let rs = ruleset(&scope(), &pods, &namespaces, &[], GEN);
     assert_eq!(rs.chains.len(), 3);
-    assert_eq!(rs.rule_count(), 3);
+    assert_eq!(rs.rule_count(), 6);
+}
+
+#[test]
+fn an_established_connection_is_judged_again_once_the_rules_change() {
+    let (pods, namespaces) = world();
+    let allow_clients = policy(
+        "prod/clients",
+        json!({"podSelector": {"matchLabels": {"app": "web"}},
+               "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "client"}}}]}]}),
+    );
+    let deny_all = policy(
+        "prod/deny",
+        json!({"podSelector": {}, "policyTypes": ["Ingress"]}),
+    );
+    let before = ruleset(&scope(), &pods, &namespaces, &[allow_clients], GEN);
+    let flow = new(PROD_CLIENT, WEB, "tcp", 80);
+    assert!(passes(&before, flow), "the connection opens");
+    // Its later packets take the judged rule without entering web's chain.
+    let judged = Packet {
+        judged: Some(GEN),
+        ..flow
+    };
+    assert!(passes(&before, judged));
+
+    // The policy tightens: the next write is a new generation, and the same established
+    // connection, marked under the old one, is judged again and refused.
+    let next = GEN.next();
+    let after = ruleset(&scope(), &pods, &namespaces, &[deny_all], next);
+    assert!(
+        !passes(&after, judged),
+        "an established flow now refused stops"
+    );
+    // Replies are never judged: refusing the original direction stops the flow.
+    let reply = Packet {
+        reply: true,
+        ..new(WEB, PROD_CLIENT, "tcp", 40000)
+    };
+    assert!(passes(&after, reply));
+    // A connection still allowed after a change is judged again, and passes.
+    let (_, namespaces) = world();
+    let allow_all = policy("prod/all", json!({"podSelector": {}, "ingress": [{}]}));
+    let open = ruleset(&scope(), &pods, &namespaces, &[allow_all], next);
+    assert!(passes(&open, judged));
+}
+
+#[test]
+fn generations_skip_zero_and_a_new_one_rewrites_only_the_generation_rules() {
+    assert_eq!(Generation(65_535).next(), Generation(1));
+    assert_eq!(Generation(1).next(), Generation(2));
+    assert_ne!(Generation::first(65_534), Generation(0));
+    assert_ne!(Generation::first(u64::MAX), Generation(0));
+    let (pods, namespaces) = world();
+    let policies = vec![policy(
+        "prod/deny",
+        json!({"podSelector": {}, "policyTypes": ["Ingress"]}),
+    )];
+    let a = ruleset(&scope(), &pods, &namespaces, &policies, GEN);
+    let b = ruleset(&scope(), &pods, &namespaces, &policies, GEN.next());
+    assert_ne!(a, b);
+    assert_eq!(a.clone().with_generation(NET, GEN.next()), b);
+    let top = Chains::of(NET).top;
+    let changed: Vec<&String> = a
+        .chains
+        .keys()
+        .filter(|c| a.chains[*c] != b.chains[*c])
+        .collect();
+    assert_eq!(changed, [&top]);
 }
 
 #[test]
 fn the_restore_input_deletes_our_stale_chains_only() {
     let (pods, namespaces) = world();
-    let rs = ruleset(&scope(), &pods, &namespaces, &[]);
+    let rs = ruleset(&scope(), &pods, &namespaces, &[], GEN);
     let c = Chains::of(NET);
     let stale = format!("BERTH-NPI-{}", &c.top["BERTH-NP-".len()..]) + "0123abcd";
     let theirs = "BERTH-NPI-ffffffff0123abcd".to_string();
@@ -535,7 +625,7 @@ fn rules_multiply_peers_by_ports_one_line_per_address() {
                "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "client"}}}],
                             "ports": [{"port": 80}, {"port": 443}]}]}),
     )];
-    let rs = ruleset(&scope(), &pods, &[], &policies);
+    let rs = ruleset(&scope(), &pods, &[], &policies, GEN);
     let chain = rs
         .chains
         .keys()

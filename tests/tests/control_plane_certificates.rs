@@ -3,7 +3,7 @@
 //! `get csr` columns, `certificate approve|deny`, the issued certificate carrying the requested
 //! identity and verifying against the CA, upstream's validation errors); a node's renewal of
 //! its own client certificate auto-approved and signed, a node asking for another node's
-//! identity refused (403, nothing issued); with `--certificate-validity 2m` the serving
+//! identity refused (403, nothing issued); with `--certificate-validity 1m` the serving
 //! certificate renewed in place at least twice while a watch opened at the start keeps
 //! working; `berth-controller certificate renew` replacing the admin kubeconfig's certificate.
 
@@ -359,7 +359,7 @@ fn admin_serial(c: &Controller) -> String {
 
 #[test]
 fn the_serving_certificate_renews_in_place_under_an_open_watch() {
-    let c = Controller::start_with(&["--certificate-validity", "2m"]);
+    let c = Controller::start_with(&["--certificate-validity", "1m"]);
     let k = c.kubectl();
     let mut watch = k.spawn(&["get", "pods", "-w", "-o", "name"]);
     let first = format!("before-{}", unique_suffix());
@@ -368,10 +368,10 @@ fn the_serving_certificate_renews_in_place_under_an_open_watch() {
         l == format!("pod/{first}")
     });
 
-    // Three serials: two renewals (each at 70–90% of two minutes).
+    // Three serials: two renewals (each at 70–90% of a minute).
     let mut serials: Vec<String> = Vec::new();
     c.wait_for(
-        Duration::from_secs(5 * 60),
+        Duration::from_secs(3 * 60),
         "two renewals of the serving certificate",
         || {
             if let Ok(s) = presented_serial(c.port(), &c.ca_pem())
@@ -413,7 +413,7 @@ fn the_serving_certificate_renews_in_place_under_an_open_watch() {
     // serving certificate the running controller serves.
     let before = admin_serial(&c);
     let served = presented_serial(c.port(), &c.ca_pem()).expect("serial");
-    let run = c.subcommand(&["certificate", "renew", "--certificate-validity", "2m"]);
+    let run = c.subcommand(&["certificate", "renew", "--certificate-validity", "1m"]);
     assert!(run.success(), "{}", run.describe());
     assert_ne!(admin_serial(&c), before);
     k.ok(&["get", "pods"]);

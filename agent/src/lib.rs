@@ -8,6 +8,7 @@ pub mod dir_listing;
 pub mod eviction;
 pub mod gc;
 pub mod image;
+pub mod ingress;
 pub mod join;
 pub mod metrics;
 pub mod mountinfo;

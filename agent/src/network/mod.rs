@@ -36,7 +36,7 @@ pub mod policy;
 pub mod proxy;
 pub mod service_state;
 mod state;
-mod watch_cache;
+pub(crate) mod watch_cache;
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};

@@ -110,7 +110,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         certificates.serving.clone(),
         Arc::new(crate::server::WithSections {
             inner: backend.clone(),
-            sections: vec![certificates.metrics.clone(), policy_counters.clone()],
+            sections: vec![
+                certificates.metrics.clone(),
+                policy_counters.clone(),
+                Arc::new(crate::ingress::access::IngressMetrics),
+            ],
         }),
         shutdown.clone(),
     )
@@ -174,7 +178,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
     eviction.observe_pressures().await;
     let mut monitor = node::PressureMonitor::new(pressure_rx);
     let pressures = monitor.sample().await;
-    let annotations = node::status::annotations(&storage_dir);
+    let mut annotations = node::status::annotations(&storage_dir);
+    annotations.insert(
+        crate::ingress::PORTS_ANNOTATION.to_string(),
+        config.ingress.ports_annotation(),
+    );
     let registered = node::register(&client, &facts, &labels, &annotations, &taints).await?;
     let registered = node::post_status(&client, &facts, true, pressures, Some(&registered))
         .await
@@ -219,6 +227,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
     tokio::spawn(crate::network::service_state::run(
         client.clone(),
         service_tx,
+        shutdown.clone(),
+    ));
+    tokio::spawn(crate::ingress::run(
+        client.clone(),
+        service_rx.clone(),
+        config.ingress,
         shutdown.clone(),
     ));
     let (policy_tx, policy_rx) = crate::network::policy::state::channel();

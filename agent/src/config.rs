@@ -78,4 +78,6 @@ pub struct Config {
     /// `pids.max` of each pod's cgroup (`--pod-max-pids`, the kubelet's `podPidsLimit`; -1:
     /// unlimited).
     pub pod_max_pids: i64,
+    /// The built-in Ingress proxy's host ports (`--ingress-http-port`, `--ingress-https-port`).
+    pub ingress: crate::ingress::IngressConfig,
 }

@@ -203,6 +203,14 @@ struct RunArgs {
     /// `podPidsLimit`); -1: unlimited.
     #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
     pod_max_pids: i64,
+    /// The host port the built-in Ingress proxy serves plain HTTP on, on every address of the
+    /// node (0: off). A port the agent cannot bind is a warning, not a failure.
+    #[arg(long, default_value_t = 80)]
+    ingress_http_port: u16,
+    /// The host port the built-in Ingress proxy serves HTTPS on, terminating TLS with the
+    /// Ingresses' `kubernetes.io/tls` Secrets (0: off).
+    #[arg(long, default_value_t = 443)]
+    ingress_https_port: u16,
 }
 
 /// A DNS domain such as `cluster.local` (lower-cased, without the final dot).
@@ -411,6 +419,10 @@ fn main() -> anyhow::Result<()> {
                 system_reserved: a.system_reserved,
                 kube_reserved: a.kube_reserved,
                 pod_max_pids: a.pod_max_pids,
+                ingress: berth_agent::ingress::IngressConfig {
+                    http_port: a.ingress_http_port,
+                    https_port: a.ingress_https_port,
+                },
             };
             runtime.block_on(async move {
                 let shutdown = CancellationToken::new();

@@ -274,6 +274,11 @@ impl Agent {
         if !c.taints.is_empty() {
             cmd.arg("--register-with-taints").arg(&c.taints);
         }
+        if c.netns.is_none() {
+            // Agents sharing the machine's own netns would fight over ports 80 and 443: their
+            // ingress proxies are off unless a test's extra flags (which come last) turn one on.
+            cmd.args(["--ingress-http-port", "0", "--ingress-https-port", "0"]);
+        }
         cmd.args(&c.extra_args);
         cmd
     }

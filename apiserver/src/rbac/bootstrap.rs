@@ -374,6 +374,18 @@ fn base_cluster_roles() -> Vec<Value> {
             ],
             None,
         ),
+        // Berth's own: every agent serves the Ingresses of Berth's class, which needs every
+        // Ingress and IngressClass (their TLS Secrets are the node authorizer's business).
+        cluster_role(
+            "system:berth:ingress",
+            json!({}),
+            vec![rule(
+                RO,
+                &["networking.k8s.io"],
+                &["ingresses", "ingressclasses"],
+            )],
+            None,
+        ),
         cluster_role(
             "system:auth-delegator",
             json!({}),
@@ -423,6 +435,11 @@ fn base_cluster_role_bindings() -> Vec<Value> {
         binding(
             "system:berth:network-policy",
             "system:berth:network-policy",
+            &["system:nodes"],
+        ),
+        binding(
+            "system:berth:ingress",
+            "system:berth:ingress",
             &["system:nodes"],
         ),
     ]

@@ -134,10 +134,41 @@ fn facts(registry: &Registry, node: &str, path: &ResourcePath) -> Facts {
         ("", kind @ ("configmaps" | "secrets")) => {
             facts.referenced_by_node_pod =
                 referenced_by_node_pod(registry, node, ns, kind == "secrets", name);
+            if kind == "secrets" && !facts.referenced_by_node_pod {
+                facts.ingress_tls_secret = ingress_tls_secret(registry, path.rt, ns, name);
+            }
         }
         _ => {}
     }
     facts
+}
+
+/// Whether the Secret `ns/name` is of type `kubernetes.io/tls` and an Ingress of `ns` names it
+/// in `spec.tls` (the agents' ingress proxies terminate TLS with it; no other Secret of the
+/// namespace is opened to them).
+fn ingress_tls_secret(
+    registry: &Registry,
+    secrets: &'static resource::ResourceType,
+    ns: &str,
+    name: &str,
+) -> bool {
+    let is_tls = registry
+        .get(secrets, Some(ns), name)
+        .ok()
+        .and_then(|s| s.value().ok())
+        .is_some_and(|s| s["type"] == "kubernetes.io/tls");
+    if !is_tls {
+        return false;
+    }
+    let (_, items, _) =
+        registry
+            .store()
+            .list(&prefix(resource::INGRESSES, Some(ns)), None, None, |_| true);
+    items.iter().filter_map(|i| i.value().ok()).any(|i| {
+        i.pointer("/spec/tls")
+            .and_then(Value::as_array)
+            .is_some_and(|tls| tls.iter().any(|t| t["secretName"] == name))
+    })
 }
 
 /// Whether a pod bound to `node` references the ConfigMap (or Secret) `ns/name`.

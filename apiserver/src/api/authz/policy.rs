@@ -61,6 +61,9 @@ pub struct Facts {
     pub pod_node: Option<String>,
     /// For a named configmap/secret: whether a pod bound to the node references it.
     pub referenced_by_node_pod: bool,
+    /// For a named secret: it is of type `kubernetes.io/tls` and an Ingress of its namespace
+    /// names it in `spec.tls` (every agent's ingress proxy terminates TLS with it).
+    pub ingress_tls_secret: bool,
     /// For `serviceaccounts/<name>/token`: the request binds the token to a pod bound to the
     /// node that runs as that account.
     pub token_for_own_pod: bool,
@@ -104,7 +107,7 @@ pub fn decide(node: &str, r: &Request<'_>, facts: &Facts) -> Result<(), String> 
         // As upstream's node authorizer: a referenced object may be read, listed and watched,
         // a list or watch only of the one object its `metadata.name` field selector names.
         ("", "configmaps") | ("", "secrets") => match r.verb {
-            Verb::Get => facts.referenced_by_node_pod,
+            Verb::Get => facts.referenced_by_node_pod || facts.ingress_tls_secret,
             Verb::List | Verb::Watch => r.name_selector.is_some() && facts.referenced_by_node_pod,
             _ => false,
         },
@@ -341,6 +344,21 @@ mod tests {
         assert!(decide("a", &r, &referenced).is_ok());
         r.verb = Verb::Update;
         assert!(decide("a", &r, &referenced).is_err());
+    }
+
+    #[test]
+    fn an_ingress_tls_secret_may_be_read_but_not_listed_or_written() {
+        let tls = Facts {
+            ingress_tls_secret: true,
+            ..Facts::default()
+        };
+        let mut r = req(Verb::Get, "", "secrets", Some("default"), Some("shop-tls"));
+        assert!(decide("a", &r, &tls).is_ok());
+        assert!(decide("a", &r, &Facts::default()).is_err());
+        for verb in [Verb::List, Verb::Watch, Verb::Update, Verb::Delete] {
+            r.verb = verb;
+            assert!(decide("a", &r, &tls).is_err(), "{verb:?}");
+        }
     }
 
     #[test]

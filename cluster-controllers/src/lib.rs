@@ -1,7 +1,7 @@
 //! The cluster's controllers that own no pods: garbage collection (owner references, pods),
 //! namespaces, Endpoints and EndpointSlices, taint eviction, PersistentVolume binding and
-//! local-path provisioning, the HorizontalPodAutoscaler, node CIDRs, ServiceAccounts and
-//! load-balancer addresses. Each is a pure planner and a [`berth_runtime::Reconciler`]; they
+//! local-path provisioning, the HorizontalPodAutoscaler, node CIDRs, ServiceAccounts,
+//! load-balancer addresses and Ingress status. Each is a pure planner and a [`berth_runtime::Reconciler`]; they
 //! depend on the runtime and the registry only, not on the workload controllers
 //! (berth-controllers), so an edit to either crate leaves the other compiled.
 
@@ -11,6 +11,7 @@ mod delete;
 pub mod endpoints;
 pub mod endpointslice;
 pub mod gc;
+pub mod ingress;
 pub mod loadbalancer;
 pub mod namespace;
 pub mod nodeipam;
@@ -40,6 +41,7 @@ pub fn start(
         tokio::spawn(endpoints::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(endpointslice::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(gc::run(ctx.clone(), shutdown.clone())),
+        tokio::spawn(ingress::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(namespace::run(ctx.clone(), shutdown.clone())),
         tokio::spawn(nodeipam::run(ctx.clone(), cluster_cidr, shutdown.clone())),
         tokio::spawn(persistentvolume::run(ctx.clone(), shutdown.clone())),

@@ -222,6 +222,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
                 .map_err(|e| ServerError::Bootstrap("priorityclasses".into(), e.to_string()))?;
             berth_registry::local_path_class::ensure(&r)
                 .map_err(|e| ServerError::Bootstrap("storageclasses".into(), e.to_string()))?;
+            berth_registry::ingress_class::ensure(&r)
+                .map_err(|e| ServerError::Bootstrap("ingressclasses".into(), e.to_string()))?;
             berth_apiserver::rbac::bootstrap::ensure(&r)
                 .map_err(|e| ServerError::Bootstrap("rbac".into(), e.to_string()))
         })

@@ -5,7 +5,8 @@
 //!
 //! The crate also holds what the write path calls into and so must sit below everything that
 //! writes: admission that needs the registry ([`priority`], [`serviceaccount`], the X.509 side
-//! of [`certificates`]), [`events`] and the default [`local_path_class`].
+//! of [`certificates`]), [`events`], the default [`local_path_class`] and
+//! [`ingress_class`].
 
 pub mod admission_policy;
 mod binding;
@@ -15,6 +16,7 @@ mod delete;
 pub mod events;
 pub mod eviction;
 pub mod identity;
+pub mod ingress_class;
 mod keys;
 pub mod local_path_class;
 pub mod meta;

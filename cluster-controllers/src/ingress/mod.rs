@@ -1,0 +1,137 @@
+//! The Ingress status controller: writes `status.loadBalancer.ingress` of every Ingress of
+//! Berth's class — the addresses of the Ready nodes whose agents serve ingress ([`plan`]) —
+//! and rewrites it when a node comes, goes, or changes readiness or address.
+
+pub mod plan;
+
+use crate::condition;
+use berth_registry::{Part, Registry, RegistryError, WriteOptions};
+use berth_runtime::informer::{Delta, DeltaType, Informer, Object, ObjectKey};
+use berth_runtime::{self as runtime, Context, Reconciler};
+use berth_shared::k8s_openapi::api::networking::v1::{
+    Ingress, IngressClass, IngressLoadBalancerStatus,
+};
+use berth_shared::reconcile::Outcome;
+use berth_shared::resource::{INGRESS_CLASSES, INGRESSES, NODES};
+use core::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+const RESYNC: Duration = Duration::from_secs(300);
+
+struct Controller {
+    registry: Registry,
+    ingresses: Arc<Informer>,
+    classes: Arc<Informer>,
+    nodes: Arc<Informer>,
+}
+
+/// A Ready node's InternalIP, when its agent serves ingress.
+fn serving_address(node: &Object) -> Option<Ipv4Addr> {
+    let v = node.value().ok()?;
+    let ports = v
+        .pointer("/metadata/annotations")?
+        .get(plan::PORTS_ANNOTATION)?
+        .as_str()?;
+    if ports == "none" || !condition::is_true(&v, "Ready") {
+        return None;
+    }
+    v.pointer("/status/addresses")?
+        .as_array()?
+        .iter()
+        .find(|a| a["type"] == "InternalIP")
+        .and_then(|a| a["address"].as_str()?.parse().ok())
+}
+
+impl Controller {
+    fn serving(&self) -> Vec<Ipv4Addr> {
+        let mut out: Vec<Ipv4Addr> = self
+            .nodes
+            .list()
+            .iter()
+            .filter_map(|n| serving_address(n))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+impl Reconciler for Controller {
+    type Key = ObjectKey;
+    type Error = RegistryError;
+
+    fn reconcile(&self, key: &ObjectKey) -> Result<Outcome, RegistryError> {
+        let Some(ing) = self
+            .ingresses
+            .get_key(key)
+            .and_then(|o| o.decoded::<Ingress>())
+        else {
+            return Ok(Outcome::Done);
+        };
+        let classes: Vec<IngressClass> = self
+            .classes
+            .list()
+            .iter()
+            .filter_map(|o| o.decoded())
+            .collect();
+        let Some(entries) = plan::plan_status(&ing, &classes, &self.serving()) else {
+            return Ok(Outcome::Done);
+        };
+        let mut updated = ing.clone();
+        updated
+            .status
+            .get_or_insert_with(Default::default)
+            .load_balancer = Some(IngressLoadBalancerStatus {
+            ingress: (!entries.is_empty()).then_some(entries),
+        });
+        let value = serde_json::to_value(&updated)?;
+        match self.registry.update(
+            INGRESSES,
+            key.namespace(),
+            key.name(),
+            value,
+            Part::Status,
+            &WriteOptions::default(),
+        ) {
+            Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(Outcome::Done),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Every Ingress, when what a node contributes changes.
+fn node_change(ingresses: &Informer, d: &Delta) -> Vec<ObjectKey> {
+    let before = d.old.as_deref().and_then(serving_address);
+    let after = match d.kind {
+        DeltaType::Deleted => None,
+        _ => serving_address(&d.object),
+    };
+    if before == after {
+        return Vec::new();
+    }
+    all(ingresses)
+}
+
+fn all(ingresses: &Informer) -> Vec<ObjectKey> {
+    ingresses.list().iter().map(|o| o.key().clone()).collect()
+}
+
+/// Runs the Ingress status controller until `shutdown`.
+pub async fn run(ctx: Context, shutdown: CancellationToken) {
+    let ingresses = ctx.informer(INGRESSES);
+    let controller = Arc::new(Controller {
+        registry: ctx.registry.clone(),
+        ingresses: ingresses.clone(),
+        classes: ctx.informer(INGRESS_CLASSES),
+        nodes: ctx.informer(NODES),
+    });
+    let (for_nodes, for_classes) = (ingresses.clone(), ingresses);
+    runtime::Controller::new("ingress-status", &ctx, INGRESSES)
+        .watches(NODES, move |d| node_change(&for_nodes, d))
+        .watches(INGRESS_CLASSES, move |_| all(&for_classes))
+        .resync(RESYNC)
+        .run(controller, shutdown)
+        .await;
+}

@@ -1,0 +1,79 @@
+//! The built-in `berth` IngressClass, as k3s ships Traefik's: controller `berth.io/ingress`
+//! (served by every agent's ingress proxy), annotated as the cluster's default class. Created at
+//! start when absent; a class someone changed is left as it is (and one someone deleted comes
+//! back at the next start).
+
+use berth_shared::resource::INGRESS_CLASSES;
+use serde_json::json;
+
+use crate::{Registry, RegistryError, WriteOptions};
+
+/// The class's name.
+pub const BERTH_INGRESS_CLASS: &str = "berth";
+/// Its `spec.controller`: the agents' ingress proxy.
+pub const BERTH_INGRESS_CONTROLLER: &str = "berth.io/ingress";
+/// Marks the default IngressClass.
+pub const DEFAULT_INGRESS_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
+
+/// Creates the class unless a class of that name exists.
+pub fn ensure(registry: &Registry) -> Result<(), RegistryError> {
+    match registry.get(INGRESS_CLASSES, None, BERTH_INGRESS_CLASS) {
+        Ok(_) => return Ok(()),
+        Err(RegistryError::NotFound { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    let class = json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+        "metadata": {"name": BERTH_INGRESS_CLASS,
+                     "annotations": {DEFAULT_INGRESS_CLASS_ANNOTATION: "true"}},
+        "spec": {"controller": BERTH_INGRESS_CONTROLLER}});
+    match registry.create(INGRESS_CLASSES, None, class, &WriteOptions::default()) {
+        Ok(_) | Err(RegistryError::AlreadyExists { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Part;
+    use serde_json::Value;
+
+    fn stored(registry: &Registry) -> Value {
+        registry
+            .get(INGRESS_CLASSES, None, BERTH_INGRESS_CLASS)
+            .expect("stored")
+            .value()
+            .expect("json")
+    }
+
+    #[test]
+    fn the_class_is_created_once_and_a_changed_one_is_kept() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let registry = crate::testing::registry(dir.path());
+        ensure(&registry).expect("created");
+        let class = stored(&registry);
+        assert_eq!(class["spec"]["controller"], BERTH_INGRESS_CONTROLLER);
+        assert_eq!(
+            class["metadata"]["annotations"][DEFAULT_INGRESS_CLASS_ANNOTATION],
+            "true"
+        );
+        registry
+            .update_with(
+                INGRESS_CLASSES,
+                None,
+                BERTH_INGRESS_CLASS,
+                Part::Main,
+                &WriteOptions::default(),
+                |mut c| {
+                    c["metadata"]["annotations"][DEFAULT_INGRESS_CLASS_ANNOTATION] = json!("false");
+                    Ok::<_, RegistryError>(c)
+                },
+            )
+            .expect("changed");
+        ensure(&registry).expect("kept");
+        assert_eq!(
+            stored(&registry)["metadata"]["annotations"][DEFAULT_INGRESS_CLASS_ANNOTATION],
+            "false"
+        );
+    }
+}

@@ -66,6 +66,9 @@ pub const SHARED_BINARIES: &[&str] = &[
     "agent_seccomp",
     "agent_serviceaccount",
     "network_hosts",
+    // The agents' ingress proxies listen on 80/443 inside the bed's host netns only; the
+    // client is a host of the bed.
+    "network_ingress",
     // Load-balancer addresses from a pool on its own bed segment, announced inside the bed's
     // host netns; the client is a host of the bed.
     "network_load_balancer",

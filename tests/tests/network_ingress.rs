@@ -11,7 +11,7 @@
 //!   loops on requests over keep-alive connections: none fails;
 //! * `status.loadBalancer.ingress` lists both hosts, and `kubectl get ingress` shows them;
 //! * the access log line and the request counter are on the agent's log and `/metrics`;
-//! * a stopped agent leaves nothing behind: its ports are free.
+//! * a stopped agent leaves nothing behind: its ports are free and no rule is its.
 
 use std::io::BufRead;
 use std::process::{Command, Stdio};
@@ -172,7 +172,7 @@ impl Drop for ClientLoop {
 
 #[test]
 fn an_ingress_routes_hosts_and_paths_terminates_tls_upgrades_and_updates_live() {
-    let c = Cluster::start_with(ClusterConfig {
+    let mut c = Cluster::start_with(ClusterConfig {
         hosts: Some(TestBedLayout::new(AGENTS + 1, 0)),
         ..ClusterConfig::agents(AGENTS)
     });
@@ -435,5 +435,23 @@ fn an_ingress_routes_hosts_and_paths_terminates_tls_upgrades_and_updates_live() 
             .filter(|l| l.contains("ingress"))
             .collect::<Vec<_>>()
             .join("\n")
+    );
+
+    // Nothing of the proxy outlives its agent: the ports are free, no rule is its.
+    c.agent_mut(0).terminate();
+    let listening = c.test_bed().host_exec_ok(0, &["ss", "-Hltn"]);
+    assert!(
+        !listening.contains(":80 ") && !listening.contains(":443 "),
+        "{listening}"
+    );
+    let rules = c.test_bed().host_exec_ok(0, &["iptables-save"]);
+    // (The service proxy's ClusterIP rules stay, by design; none catches the node's ports.)
+    let node_dest = format!("-d {}/32", addrs[0]);
+    assert!(
+        !rules
+            .lines()
+            .any(|l| l.contains(&node_dest)
+                && (l.contains("--dport 80 ") || l.contains("--dport 443 "))),
+        "{rules}"
     );
 }

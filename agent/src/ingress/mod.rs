@@ -117,19 +117,7 @@ pub async fn run(
     }
     let (tx, rx) = watch::channel(Arc::new(Snapshot::default()));
     tokio::spawn(state::run(client, services, tx, shutdown.clone()));
-    let connector = upstream::EndpointConnector {
-        snapshot: rx.clone(),
-        next: Arc::new(AtomicUsize::new(0)),
-    };
-    let http_client = HttpClient::builder(TokioExecutor::new())
-        .pool_idle_timeout(POOL_IDLE)
-        .pool_max_idle_per_host(POOL_MAX_IDLE)
-        .pool_timer(TokioTimer::new())
-        .build(connector);
-    let proxy = Arc::new(forward::Proxy {
-        snapshot: rx.clone(),
-        client: http_client,
-    });
+    let proxy = proxy(rx.clone());
     if let Some(l) = http {
         tokio::spawn(listener::serve(l, None, proxy.clone(), shutdown.clone()));
     }
@@ -141,6 +129,20 @@ pub async fn run(
             Err(e) => tracing::warn!(error = %e, "ingress: no HTTPS"),
         }
     }
+}
+
+/// The request handler over `snapshot`, with its pooled upstream client.
+fn proxy(snapshot: watch::Receiver<Arc<Snapshot>>) -> Arc<forward::Proxy> {
+    let connector = upstream::EndpointConnector {
+        snapshot: snapshot.clone(),
+        next: Arc::new(AtomicUsize::new(0)),
+    };
+    let client = HttpClient::builder(TokioExecutor::new())
+        .pool_idle_timeout(POOL_IDLE)
+        .pool_max_idle_per_host(POOL_MAX_IDLE)
+        .pool_timer(TokioTimer::new())
+        .build(connector);
+    Arc::new(forward::Proxy { snapshot, client })
 }
 
 /// The TLS side: certificates by SNI, the default one otherwise; ALPN `h2`, then `http/1.1`.
@@ -157,3 +159,6 @@ fn tls_acceptor(
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
+
+#[cfg(test)]
+mod proxy_tests;

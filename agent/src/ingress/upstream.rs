@@ -1,6 +1,7 @@
 //! Connections to upstreams: the proxy's pooled HTTP/1.1 client dials a Service port's ready
-//! endpoints, named in the request URI by [`authority`] (`PORT.SERVICE.NAMESPACE`), so idle
-//! connections are reused per upstream (as nginx's upstream `keepalive`). A new connection
+//! endpoints, named in the request URI by [`authority`] (`PORT.SERVICE.NAMESPACE.eHASH`), so
+//! idle connections are reused per upstream and set of ready endpoints (as nginx's upstream
+//! `keepalive`). A new connection
 //! goes to the next endpoint in turn (round robin); one that cannot be connected to is
 //! skipped for the next, so a request is retried on another ready endpoint when the first
 //! refuses or does not answer within [`CONNECT_TIMEOUT`] — before any byte of it is sent,
@@ -25,10 +26,21 @@ use super::routes::Upstream;
 /// How long one endpoint gets to accept a connection before the next is tried.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// The URI authority naming `up`'s pool: `PORT.SERVICE.NAMESPACE` (DNS labels all three).
+/// The URI authority naming `up`'s pool: `PORT.SERVICE.NAMESPACE.eHASH` (DNS labels all),
+/// where HASH is of the ready endpoints: when they change, requests go to a new pool and the
+/// old one's idle connections (to an endpoint that may no longer be ready) are never used
+/// again, and close after the idle timeout.
 pub fn authority(up: &Upstream) -> String {
+    use std::hash::{Hash, Hasher};
     let port = if up.port.is_empty() { "none" } else { &up.port };
-    format!("{port}.{}.{}", up.service, up.namespace)
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    up.endpoints.hash(&mut h);
+    format!(
+        "{port}.{}.{}.e{:016x}",
+        up.service,
+        up.namespace,
+        h.finish()
+    )
 }
 
 #[derive(Debug, thiserror::Error)]

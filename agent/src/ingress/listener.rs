@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
@@ -16,13 +16,23 @@ use tokio_util::sync::CancellationToken;
 
 use super::forward::{Listener, Proxy};
 
+/// A request head must arrive within this long of the connection's first byte or the previous
+/// response (nginx's `client_header_timeout` is 60 s).
+const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Serves one connection until it closes.
 async fn serve_connection<I>(io: I, peer: SocketAddr, listener: Listener, proxy: Arc<Proxy>)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let svc = service_fn(move |req| proxy.clone().handle(peer, listener, req));
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // A client that opens a connection and trickles a request head is cut off (slowloris).
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    builder.http2().timer(TokioTimer::new());
     if let Err(e) = builder
         .serve_connection_with_upgrades(TokioIo::new(io), svc)
         .await

@@ -3,7 +3,7 @@
 //! host's ports 80 and 443; the client reaches them with `curl --resolve`:
 //! * an Ingress with two hosts routes by host, `Prefix` and `Exact` paths to Services whose
 //!   pods run on either host, through either host's proxy; `spec.defaultBackend` answers
-//!   unmatched hosts;
+//!   unmatched hosts; HTTP/2 in clear text is served as HTTP/1.1 is;
 //! * TLS with SNI from a `kubernetes.io/tls` Secret: curl verifies the Secret's certificate
 //!   (with its CA only); a name no Secret covers gets the default self-signed certificate;
 //! * a WebSocket upgrade (101, then bytes both ways) passes through the proxy;
@@ -258,6 +258,24 @@ fn an_ingress_routes_hosts_and_paths_terminates_tls_upgrades_and_updates_live() 
             assert_eq!(got, want, "{host}{p} through host {via}");
         }
     }
+
+    // HTTP/2 in clear text (prior knowledge) is served too.
+    let h2c = curl(
+        &c,
+        &[
+            "--http2-prior-knowledge",
+            "-w",
+            " %{http_version}",
+            "--resolve",
+            &format!("shop.test:80:{}", addrs[0]),
+            "http://shop.test/api/v1",
+        ],
+    )
+    .expect("HTTP/2 in clear text");
+    assert!(
+        h2c.starts_with("api ") && h2c.trim_end().ends_with(" 2"),
+        "{h2c}"
+    );
 
     // TLS: the Secret's certificate for secure.test (verified with its CA alone), over h2.
     let https = |name: &str, extra: &[&str]| {

@@ -10,14 +10,16 @@
 //!   server), from a thread of this process in the client pod's network namespace to one in
 //!   the server pod's;
 //! * policy change → enforced: the last policy's client peer removed or put back (a merge
-//!   PATCH), timed from the PATCH's answer until a probe from the client (a connection every
-//!   5 ms) sees the new verdict; with the 100 policies and 1,000 peers, and in the same run
-//!   with that one policy alone as the baseline.
+//!   PATCH), timed from the PATCH's answer to the start of the first probe connection from
+//!   the client (one every 5 ms, each given 50 ms) that meets the new verdict on host 0; with
+//!   the 100 policies and 1,000 peers, and in the same run with that one policy alone as the
+//!   baseline.
 //!
 //! `BERTH_BENCH_SECONDS` (each iperf3 run, default 5), `BERTH_BENCH_CONNECTIONS` (per rate
 //! run, default 5,000), `BERTH_BENCH_POLICIES` (100), `BERTH_BENCH_PODS` (1,000),
-//! `BERTH_BENCH_CHANGES` (40); `BERTH_AGENT_BIN` / `BERTH_CONTROLLER_BIN` pick the binaries
-//! (`berth-hollow-nodes` comes from the controller's directory).
+//! `BERTH_BENCH_CHANGES` (40), `BERTH_BENCH_ROUNDS` (turns of none and with, 3);
+//! `BERTH_AGENT_BIN` / `BERTH_CONTROLLER_BIN` pick the binaries (`berth-hollow-nodes` comes
+//! from the controller's directory).
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -40,8 +42,11 @@ const NS: &str = "np-bench";
 /// The port of the connection-rate server (iperf3 takes 5201).
 const RATE_PORT: u16 = 7000;
 const HOLLOW_NODES: usize = 10;
-/// How long one probe waits for a connection.
-const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long one connection may take before it counts as refused: a refusal is normally an
+/// ICMP error at once, but the kernel rate-limits those (about one a second per destination
+/// after a small burst), so a refused probe mostly times out. On the bed's veths an allowed
+/// connection takes well under a millisecond.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(50);
 
 /// The named netns of the pod with `uid` (`/var/run/netns/berth-<node>-<instance>-<uid>`).
 fn pod_netns(uid: &str) -> PathBuf {
@@ -91,7 +96,8 @@ fn connect_once(to: SocketAddr) -> bool {
 enum Job {
     /// `n` connections one after another; answers how long they took.
     Rate(usize),
-    /// Probe every 5 ms until a connection's outcome is `.0`; answers the time since `.1`.
+    /// Probe every 5 ms until a connection's outcome is `.0`; answers the time from `.1` to
+    /// the start of that connection (when its SYN met the rules).
     Verdict(bool, Instant),
 }
 
@@ -116,8 +122,10 @@ impl ClientThread {
                         started.elapsed()
                     }
                     Job::Verdict(want, since) => loop {
+                        // The verdict is the rules' when the SYN left, at the probe's start.
+                        let sent = since.elapsed();
                         if connect_once(to) == want {
-                            break since.elapsed();
+                            break sent;
                         }
                         if since.elapsed() > Duration::from_secs(60) {
                             break Duration::MAX;
@@ -251,16 +259,16 @@ fn measure(
     (gbits, connections as f64 / took.as_secs_f64().max(1e-9))
 }
 
-/// Toggles the last policy's client peer `changes` times, timing each verdict's arrival.
+/// Toggles the last policy's client peer `changes` times, timing each from the PATCH's
+/// answer to the first probe connection that meets the new verdict (refused or let through on
+/// host 0, where the server's ingress chain changes).
 fn changes_enforced(
     c: &Cluster,
     client: &ClientThread,
-    last: usize,
-    n: usize,
-    groups: usize,
+    (last, n, groups): (usize, usize, usize),
     changes: usize,
 ) -> Samples {
-    let mut samples = Samples::new();
+    let mut probes = Samples::new();
     let path = format!("{POLICIES}/p-{last:03}");
     for k in 0..changes {
         let allow = k % 2 == 1;
@@ -278,9 +286,9 @@ fn changes_enforced(
             took < Duration::MAX,
             "the change was not enforced within a minute"
         );
-        samples.push(took);
+        probes.push(took);
     }
-    samples
+    probes
 }
 
 fn main() {
@@ -290,6 +298,7 @@ fn main() {
     let n = env_usize("BERTH_BENCH_POLICIES", 100).max(1);
     let peers = env_usize("BERTH_BENCH_PODS", 1_000);
     let changes = env_usize("BERTH_BENCH_CHANGES", 40);
+    let rounds = env_usize("BERTH_BENCH_ROUNDS", 3).max(1);
     announce_cluster(
         "network policy",
         &format!(
@@ -381,7 +390,7 @@ fn main() {
 
     let mut none = Vec::new();
     let mut with = Vec::new();
-    for _round in 0..2 {
+    for _round in 0..rounds {
         none.push(measure(&c, &prober, paths, seconds, connections));
         create_policies(&c, 0..n, n, groups);
         written(true);
@@ -393,11 +402,11 @@ fn main() {
     // Change → enforced: the last policy alone (baseline), then with the other 99.
     create_policies(&c, n - 1..n, n, groups);
     prober.run(Job::Verdict(true, Instant::now()));
-    let mut alone = changes_enforced(&c, &prober, n - 1, n, groups, changes);
+    let mut alone = changes_enforced(&c, &prober, (n - 1, n, groups), changes);
     create_policies(&c, 0..n - 1, n, groups);
     written(true);
     let chain_rules = (policy_rules(&c, 0), policy_rules(&c, 1));
-    let mut full = changes_enforced(&c, &prober, n - 1, n, groups, changes);
+    let mut full = changes_enforced(&c, &prober, (n - 1, n, groups), changes);
 
     let avg =
         |v: &[(f64, f64)], f: fn(&(f64, f64)) -> f64| v.iter().map(f).sum::<f64>() / v.len() as f64;

@@ -179,9 +179,29 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
     let mut monitor = node::PressureMonitor::new(pressure_rx);
     let pressures = monitor.sample().await;
     let mut annotations = node::status::annotations(&storage_dir);
+    let ingress = match &config.ingress.node_label {
+        None => config.ingress.clone(),
+        Some(_) => {
+            // The labels the Node will have: what it has now (an operator's) and ours.
+            let mut node_labels = client
+                .get::<k8s_openapi::api::core::v1::Node>(
+                    node::rt("nodes", "", "v1"),
+                    None,
+                    &config.node_name,
+                )
+                .await?
+                .and_then(|n| n.metadata.labels)
+                .unwrap_or_default();
+            node_labels.extend(labels.clone());
+            config.ingress.for_labels(&node_labels)
+        }
+    };
+    if !ingress.enabled() {
+        tracing::info!("ingress: not served on this node");
+    }
     annotations.insert(
         crate::ingress::PORTS_ANNOTATION.to_string(),
-        config.ingress.ports_annotation(),
+        ingress.ports_annotation(),
     );
     let registered = node::register(&client, &facts, &labels, &annotations, &taints).await?;
     let registered = node::post_status(&client, &facts, true, pressures, Some(&registered))
@@ -232,7 +252,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
     tokio::spawn(crate::ingress::run(
         client.clone(),
         service_rx.clone(),
-        config.ingress,
+        ingress,
         shutdown.clone(),
     ));
     let (policy_tx, policy_rx) = crate::network::policy::state::channel();

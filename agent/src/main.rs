@@ -211,6 +211,10 @@ struct RunArgs {
     /// Ingresses' `kubernetes.io/tls` Secrets (0: off).
     #[arg(long, default_value_t = 443)]
     ingress_https_port: u16,
+    /// Serve ingress only if the Node carries this label (`KEY`, any value, or `KEY=VALUE`)
+    /// when the agent starts: the Node's labels then, and `--node-labels`.
+    #[arg(long)]
+    ingress_node_label: Option<String>,
 }
 
 /// A DNS domain such as `cluster.local` (lower-cased, without the final dot).
@@ -422,6 +426,7 @@ fn main() -> anyhow::Result<()> {
                 ingress: berth_agent::ingress::IngressConfig {
                     http_port: a.ingress_http_port,
                     https_port: a.ingress_https_port,
+                    node_label: a.ingress_node_label,
                 },
             };
             runtime.block_on(async move {

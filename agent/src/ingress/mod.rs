@@ -1,5 +1,6 @@
 //! The agent's built-in Ingress controller: a reverse proxy on host ports (`--ingress-http-port`,
-//! default 80, and `--ingress-https-port`, default 443; 0 turns one off) serving the Ingresses of
+//! default 80, and `--ingress-https-port`, default 443; 0 turns one off; with
+//! `--ingress-node-label`, only on a node that carries the label at start) serving the Ingresses of
 //! Berth's class ([`routes`]) from every agent, straight to the ready endpoints' pod addresses
 //! ([`upstream`], [`forward`]), terminating TLS with the Ingresses' Secrets ([`certs`]), with an
 //! access log line and metrics per request ([`access`]). [`state`] keeps the route table and
@@ -44,17 +45,37 @@ const POOL_IDLE: Duration = Duration::from_secs(50);
 const POOL_MAX_IDLE: usize = 256;
 
 /// What the proxy is told at start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IngressConfig {
     /// Plain HTTP; 0: off.
     pub http_port: u16,
     /// TLS; 0: off.
     pub https_port: u16,
+    /// `--ingress-node-label`: serve only if the Node has this label (`KEY`, any value, or
+    /// `KEY=VALUE`) when the agent starts.
+    pub node_label: Option<String>,
 }
 
 impl IngressConfig {
     pub fn enabled(&self) -> bool {
         self.http_port != 0 || self.https_port != 0
+    }
+
+    /// This config for a Node labelled `labels`: both ports off when a required label is
+    /// missing.
+    pub fn for_labels(&self, labels: &std::collections::BTreeMap<String, String>) -> IngressConfig {
+        let has = |want: &str| match want.split_once('=') {
+            Some((k, v)) => labels.get(k).is_some_and(|have| have == v),
+            None => labels.contains_key(want),
+        };
+        match &self.node_label {
+            Some(want) if !has(want) => IngressConfig {
+                http_port: 0,
+                https_port: 0,
+                node_label: self.node_label.clone(),
+            },
+            _ => self.clone(),
+        }
     }
 
     /// The value of [`PORTS_ANNOTATION`].
@@ -162,3 +183,30 @@ fn tls_acceptor(
 
 #[cfg(test)]
 mod proxy_tests;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_label_requirement_turns_both_ports_off_where_it_is_missing() {
+        let cfg = |label: Option<&str>| IngressConfig {
+            http_port: 80,
+            https_port: 443,
+            node_label: label.map(String::from),
+        };
+        let labels = [("role".to_string(), "edge".to_string())].into();
+        for (label, served) in [
+            (None, true),
+            (Some("role"), true),
+            (Some("role=edge"), true),
+            (Some("role=core"), false),
+            (Some("ingress"), false),
+        ] {
+            let got = cfg(label).for_labels(&labels);
+            assert_eq!(got.enabled(), served, "{label:?}");
+            let annotation = if served { "80,443" } else { "none" };
+            assert_eq!(got.ports_annotation(), annotation, "{label:?}");
+        }
+    }
+}

@@ -19,8 +19,6 @@ pub mod state;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -137,10 +135,14 @@ fn plan_state(cfg: &PolicyConfig, state: &PolicyState, g: Generation) -> plan::R
         network: &cfg.network,
         node: &cfg.node,
     };
-    let pods: Vec<Pod> = state.pods.values().cloned().collect();
-    let namespaces: Vec<Namespace> = state.namespaces.values().cloned().collect();
-    let policies: Vec<NetworkPolicy> = state.policies.values().cloned().collect();
-    plan::ruleset(&scope, &pods, &namespaces, &policies, g)
+    // Borrowed, not copied: a cluster's every Pod, on every change.
+    plan::ruleset(
+        &scope,
+        state.pods.values(),
+        state.namespaces.values(),
+        state.policies.values(),
+        g,
+    )
 }
 
 /// A generation this run of the agent starts from: the clock's nanoseconds, so a restarted
@@ -166,7 +168,9 @@ pub async fn run(
     loop {
         let current = state.borrow_and_update().clone();
         if current.synced {
+            let planning = Instant::now();
             let ruleset = plan_state(&cfg, &current, generation);
+            let planned_ms = planning.elapsed().as_millis() as u64;
             let due = applied_at.elapsed() >= RESYNC;
             let resync =
                 due && !matches!(&applied, Some(a) if still_applied(&cfg.network, a).await);
@@ -186,6 +190,7 @@ pub async fn run(
                     Ok(()) => {
                         tracing::debug!(
                             rules = ruleset.rule_count(),
+                            planned_ms,
                             elapsed_ms = started.elapsed().as_millis() as u64,
                             "network policy rules written"
                         );

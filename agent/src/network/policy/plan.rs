@@ -232,18 +232,18 @@ enum Direction {
 }
 
 /// The whole filter ruleset for the pods of `scope.node`, judging under generation `g`.
-pub fn ruleset(
+pub fn ruleset<'a>(
     scope: &PolicyScope<'_>,
-    pods: &[Pod],
-    namespaces: &[Namespace],
-    policies: &[NetworkPolicy],
+    pods: impl IntoIterator<Item = &'a Pod>,
+    namespaces: impl IntoIterator<Item = &'a Namespace>,
+    policies: impl IntoIterator<Item = &'a NetworkPolicy>,
     g: Generation,
 ) -> Ruleset {
     let chains = Chains::of(scope.network);
     let tagged = |what: &str| comment(&format!("berth:{} {what}", scope.network));
     let views = select::pod_views(pods);
     let ns_labels = select::namespace_labels(namespaces);
-    let mut sorted: Vec<&NetworkPolicy> = policies.iter().collect();
+    let mut sorted: Vec<&NetworkPolicy> = policies.into_iter().collect();
     sorted.sort_by_key(|p| (p.metadata.namespace.clone(), p.metadata.name.clone()));
 
     let mut rs = Ruleset::default();

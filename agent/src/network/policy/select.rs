@@ -36,8 +36,8 @@ pub struct PodView<'a> {
 }
 
 /// The pods that policy can be about, in the order given.
-pub fn pod_views(pods: &[Pod]) -> Vec<PodView<'_>> {
-    pods.iter().filter_map(pod_view).collect()
+pub fn pod_views<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Vec<PodView<'a>> {
+    pods.into_iter().filter_map(pod_view).collect()
 }
 
 fn pod_view(pod: &Pod) -> Option<PodView<'_>> {
@@ -74,9 +74,11 @@ fn pod_view(pod: &Pod) -> Option<PodView<'_>> {
 }
 
 /// Namespace labels by name, each with its name label.
-pub fn namespace_labels(namespaces: &[Namespace]) -> BTreeMap<String, BTreeMap<String, String>> {
+pub fn namespace_labels<'a>(
+    namespaces: impl IntoIterator<Item = &'a Namespace>,
+) -> BTreeMap<String, BTreeMap<String, String>> {
     namespaces
-        .iter()
+        .into_iter()
         .filter_map(|ns| {
             let name = ns.metadata.name.clone()?;
             let mut labels = ns.metadata.labels.clone().unwrap_or_default();

@@ -6,7 +6,7 @@
 use berth_shared::resource::INGRESS_CLASSES;
 use serde_json::json;
 
-use crate::{Registry, RegistryError, WriteOptions};
+use crate::{Registry, RegistryError};
 
 /// The class's name.
 pub const BERTH_INGRESS_CLASS: &str = "berth";
@@ -17,25 +17,18 @@ pub const DEFAULT_INGRESS_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/i
 
 /// Creates the class unless a class of that name exists.
 pub fn ensure(registry: &Registry) -> Result<(), RegistryError> {
-    match registry.get(INGRESS_CLASSES, None, BERTH_INGRESS_CLASS) {
-        Ok(_) => return Ok(()),
-        Err(RegistryError::NotFound { .. }) => {}
-        Err(e) => return Err(e),
-    }
     let class = json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
         "metadata": {"name": BERTH_INGRESS_CLASS,
                      "annotations": {DEFAULT_INGRESS_CLASS_ANNOTATION: "true"}},
         "spec": {"controller": BERTH_INGRESS_CONTROLLER}});
-    match registry.create(INGRESS_CLASSES, None, class, &WriteOptions::default()) {
-        Ok(_) | Err(RegistryError::AlreadyExists { .. }) => Ok(()),
-        Err(e) => Err(e),
-    }
+    registry.create_if_missing(INGRESS_CLASSES, None, BERTH_INGRESS_CLASS, class)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Part;
+    use crate::WriteOptions;
     use serde_json::Value;
 
     fn stored(registry: &Registry) -> Value {

@@ -436,6 +436,26 @@ impl Registry {
         Ok(())
     }
 
+    /// Creates a bootstrap object unless one of its name exists: what the server ships at start
+    /// (a default class, a role), never overwriting what someone changed.
+    pub fn create_if_missing(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        obj: Value,
+    ) -> Result<(), RegistryError> {
+        match self.get(rt, ns, name) {
+            Ok(_) => return Ok(()),
+            Err(RegistryError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.create(rt, ns, obj, &WriteOptions::default()) {
+            Ok(_) | Err(RegistryError::AlreadyExists { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Creates an object. `ns` is the namespace from the request path.
     pub fn create(
         &self,

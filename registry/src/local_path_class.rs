@@ -9,31 +9,24 @@ use berth_shared::admission::storage::{
 use berth_shared::resource::STORAGE_CLASSES;
 use serde_json::json;
 
-use crate::{Registry, RegistryError, WriteOptions};
+use crate::{Registry, RegistryError};
 
 /// Creates the class unless a class of that name exists.
 pub fn ensure(registry: &Registry) -> Result<(), RegistryError> {
-    match registry.get(STORAGE_CLASSES, None, LOCAL_PATH_CLASS) {
-        Ok(_) => return Ok(()),
-        Err(RegistryError::NotFound { .. }) => {}
-        Err(e) => return Err(e),
-    }
     let class = json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
         "metadata": {"name": LOCAL_PATH_CLASS,
                      "annotations": {DEFAULT_CLASS_ANNOTATION: "true"}},
         "provisioner": LOCAL_PATH_PROVISIONER,
         "reclaimPolicy": "Delete",
         "volumeBindingMode": "WaitForFirstConsumer"});
-    match registry.create(STORAGE_CLASSES, None, class, &WriteOptions::default()) {
-        Ok(_) | Err(RegistryError::AlreadyExists { .. }) => Ok(()),
-        Err(e) => Err(e),
-    }
+    registry.create_if_missing(STORAGE_CLASSES, None, LOCAL_PATH_CLASS, class)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Part;
+    use crate::WriteOptions;
     use serde_json::Value;
 
     fn stored_class(registry: &Registry) -> Value {

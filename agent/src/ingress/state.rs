@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_api::client::{Client, ClientError};
+use berth_api::client::Client;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use tokio::sync::watch;
@@ -19,7 +19,7 @@ use super::Snapshot;
 use super::certs::{self, Certificates};
 use super::routes::{self, Backends, SecretRef};
 use crate::network::service_state::ServiceState;
-use crate::network::watch_cache::WatchCache;
+use crate::network::watch_cache::{Listed, Relister, WatchCache};
 
 /// Changes arriving this close together are published together.
 const BATCH: Duration = Duration::from_millis(50);
@@ -68,31 +68,18 @@ pub async fn run(
 ) {
     let mut ingresses = WatchCache::<Ingress>::new("networking.k8s.io", "v1", "ingresses");
     let mut classes = WatchCache::<IngressClass>::new("networking.k8s.io", "v1", "ingressclasses");
-    let mut backoff = Duration::from_millis(200);
+    let mut relister = Relister::new("ingress: ingresses and classes");
     let mut certificates = Certificates::new();
     let mut secrets_read: Option<(Vec<SecretRef>, tokio::time::Instant)> = None;
     let mut reported = BTreeMap::new();
     loop {
-        if ingresses.needs_list() || classes.needs_list() {
-            let listed = async {
-                if ingresses.needs_list() {
-                    ingresses.relist(&client).await?;
-                }
-                if classes.needs_list() {
-                    classes.relist(&client).await?;
-                }
-                Ok::<(), ClientError>(())
-            };
-            if let Err(e) = listed.await {
-                tracing::warn!(error = %e, "ingress: listing ingresses and classes failed; retrying");
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(backoff) => {}
-                }
-                backoff = (backoff * 2).min(Duration::from_secs(10));
-                continue;
-            }
-            backoff = Duration::from_millis(200);
+        match relister
+            .relist(&client, &mut [&mut ingresses, &mut classes], &shutdown)
+            .await
+        {
+            Listed::Ready => {}
+            Listed::Retry => continue,
+            Listed::Shutdown => return,
         }
         let all_ingresses: Vec<Ingress> = ingresses.objects.values().cloned().collect();
         let all_classes: Vec<IngressClass> = classes.objects.values().cloned().collect();

@@ -6,13 +6,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_api::client::{Client, ClientError};
+use berth_api::client::Client;
 use k8s_openapi::api::core::v1::{Service, ServiceSpec};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::watch_cache::WatchCache;
+use super::watch_cache::{Listed, Relister, WatchCache};
 
 /// Changes arriving this close together are published together.
 const BATCH: Duration = Duration::from_millis(50);
@@ -54,28 +54,15 @@ pub async fn run(
 ) {
     let mut services = WatchCache::<Service>::new("", "v1", "services");
     let mut slices = WatchCache::<EndpointSlice>::new("discovery.k8s.io", "v1", "endpointslices");
-    let mut backoff = Duration::from_millis(200);
+    let mut relister = Relister::new("services and endpoint slices");
     loop {
-        if services.needs_list() || slices.needs_list() {
-            let listed = async {
-                if services.needs_list() {
-                    services.relist(&client).await?;
-                }
-                if slices.needs_list() {
-                    slices.relist(&client).await?;
-                }
-                Ok::<(), ClientError>(())
-            };
-            if let Err(e) = listed.await {
-                tracing::warn!(error = %e, "services and endpoint slices: listing failed; retrying");
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(backoff) => {}
-                }
-                backoff = (backoff * 2).min(Duration::from_secs(10));
-                continue;
-            }
-            backoff = Duration::from_millis(200);
+        match relister
+            .relist(&client, &mut [&mut services, &mut slices], &shutdown)
+            .await
+        {
+            Listed::Ready => {}
+            Listed::Retry => continue,
+            Listed::Shutdown => return,
         }
         tx.send_replace(Arc::new(ServiceState {
             services: services.objects.clone(),

@@ -1,7 +1,12 @@
 //! Objects of one kind from the whole cluster by `namespace/name`, fed by a list and then its
-//! watch: what the service state and the network policy state each keep of their kinds.
+//! watch: what the service state, the network policy state and the ingress state each keep of
+//! their kinds; and the relisting, with back-off, that each of their loops starts with.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
 
 use berth_api::client::{Client, ClientError, ListParams, ResumingWatch, WatchEvent};
 use berth_api::k8s_openapi::Metadata;
@@ -87,5 +92,83 @@ where
                 false
             }
         }
+    }
+}
+
+/// A [`WatchCache`] of any kind, for relisting several together.
+pub(crate) trait Relist: Send {
+    fn needs_list(&self) -> bool;
+    fn relist_boxed<'a>(&'a mut self, client: &'a Client)
+    -> BoxFuture<'a, Result<(), ClientError>>;
+}
+
+impl<T> Relist for WatchCache<T>
+where
+    T: DeserializeOwned + Metadata<Ty = ObjectMeta> + Send + 'static,
+{
+    fn needs_list(&self) -> bool {
+        WatchCache::needs_list(self)
+    }
+
+    fn relist_boxed<'a>(
+        &'a mut self,
+        client: &'a Client,
+    ) -> BoxFuture<'a, Result<(), ClientError>> {
+        Box::pin(self.relist(client))
+    }
+}
+
+/// What [`Relister::relist`] left.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Listed {
+    /// Every cache is listed and watching: publish.
+    Ready,
+    /// A list failed and the back-off has passed: try again.
+    Retry,
+    Shutdown,
+}
+
+/// Lists the caches that need it, backing off (200 ms doubling to 10 s) while lists fail.
+pub(crate) struct Relister {
+    what: &'static str,
+    backoff: Duration,
+}
+
+impl Relister {
+    const FIRST: Duration = Duration::from_millis(200);
+    const LONGEST: Duration = Duration::from_secs(10);
+
+    /// `what` names the loop in its warnings.
+    pub(crate) fn new(what: &'static str) -> Relister {
+        Relister {
+            what,
+            backoff: Self::FIRST,
+        }
+    }
+
+    pub(crate) async fn relist(
+        &mut self,
+        client: &Client,
+        caches: &mut [&mut dyn Relist],
+        shutdown: &CancellationToken,
+    ) -> Listed {
+        let mut failed = None;
+        for cache in caches.iter_mut().filter(|c| c.needs_list()) {
+            if let Err(e) = cache.relist_boxed(client).await {
+                failed = Some(e);
+                break;
+            }
+        }
+        let Some(e) = failed else {
+            self.backoff = Self::FIRST;
+            return Listed::Ready;
+        };
+        tracing::warn!(error = %e, "{}: listing failed; retrying", self.what);
+        tokio::select! {
+            _ = shutdown.cancelled() => return Listed::Shutdown,
+            _ = tokio::time::sleep(self.backoff) => {}
+        }
+        self.backoff = (self.backoff * 2).min(Self::LONGEST);
+        Listed::Retry
     }
 }

@@ -10,13 +10,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_api::client::{Client, ClientError};
+use berth_api::client::Client;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::network::watch_cache::WatchCache;
+use crate::network::watch_cache::{Listed, Relister, WatchCache};
 
 /// Changes arriving this close together are published together (well inside the 1 s in which
 /// a change must be enforced).
@@ -47,31 +47,19 @@ pub async fn run(client: Client, tx: watch::Sender<Arc<PolicyState>>, shutdown: 
     let mut namespaces = WatchCache::<Namespace>::new("", "v1", "namespaces");
     let mut policies =
         WatchCache::<NetworkPolicy>::new("networking.k8s.io", "v1", "networkpolicies");
-    let mut backoff = Duration::from_millis(200);
+    let mut relister = Relister::new("network policy: pods, namespaces and policies");
     loop {
-        if pods.needs_list() || namespaces.needs_list() || policies.needs_list() {
-            let listed = async {
-                if pods.needs_list() {
-                    pods.relist(&client).await?;
-                }
-                if namespaces.needs_list() {
-                    namespaces.relist(&client).await?;
-                }
-                if policies.needs_list() {
-                    policies.relist(&client).await?;
-                }
-                Ok::<(), ClientError>(())
-            };
-            if let Err(e) = listed.await {
-                tracing::warn!(error = %e, "network policy: listing pods, namespaces and policies failed; retrying");
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(backoff) => {}
-                }
-                backoff = (backoff * 2).min(Duration::from_secs(10));
-                continue;
-            }
-            backoff = Duration::from_millis(200);
+        match relister
+            .relist(
+                &client,
+                &mut [&mut pods, &mut namespaces, &mut policies],
+                &shutdown,
+            )
+            .await
+        {
+            Listed::Ready => {}
+            Listed::Retry => continue,
+            Listed::Shutdown => return,
         }
         tx.send_replace(Arc::new(PolicyState {
             pods: pods.objects.clone(),

@@ -7,13 +7,16 @@
 //! judged again by the new rules at their next packet. What policy refused is counted
 //! ([`metrics`]).
 //!
-//! Peers are plain rules, one per address (no ipsets): a node's chains hold only its own pods'
-//! allowances, and the rules a change touches are rewritten per pod chain, never the table.
+//! A rule's peer pods are a kernel ipset ([`sets`]), made before the `iptables-restore` that
+//! names it and destroyed after the one that stops naming it; a node's chains hold only its
+//! own pods' allowances, and the rules a change touches are rewritten per pod chain, never the
+//! table.
 
 pub mod blocks;
 pub mod metrics;
 pub mod plan;
 pub mod select;
+pub mod sets;
 pub mod state;
 
 use std::sync::Arc;
@@ -81,6 +84,64 @@ async fn filter_chains() -> Result<Vec<String>, NetworkError> {
         .collect())
 }
 
+/// `ipset restore` of `input` (commands one a line; with `-exist`, making a set or adding a
+/// member that is there already is no error).
+async fn ipset_restore(input: &str, exist: bool) -> Result<(), NetworkError> {
+    let args: &[&str] = if exist {
+        &["restore", "-exist"]
+    } else {
+        &["restore"]
+    };
+    let out = command::run(
+        std::path::Path::new("ipset"),
+        args,
+        &[],
+        Some(input.as_bytes()),
+        command::TOOL_DEADLINE,
+    )
+    .await?;
+    if out.success {
+        Ok(())
+    } else {
+        Err(NetworkError::Command {
+            command: format!("ipset {}", args.join(" ")),
+            status: out.status,
+            stderr: out.stderr,
+        })
+    }
+}
+
+/// The names of the ipsets in this network namespace; none when the `ipset` tool is not
+/// installed (then no set of ours can exist either: only this tool makes them).
+async fn ipset_names() -> Result<Vec<String>, NetworkError> {
+    match command::tool("ipset", &["list", "-n"]).await {
+        Ok(out) => Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect()),
+        Err(NetworkError::Spawn { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Ok(Vec::new())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Destroys `network`'s peer sets that `wanted` does not name, among `existing`.
+async fn destroy_stale_sets(
+    network: &str,
+    wanted: &sets::PeerSets,
+    existing: &[String],
+) -> Result<(), NetworkError> {
+    if let Some(input) = sets::destroy_input(&sets::stale(network, wanted, existing)) {
+        ipset_restore(&input, false).await?;
+    }
+    Ok(())
+}
+
 /// Whether the table still holds the top chain as written last (rule count).
 async fn still_applied(network: &str, applied: &plan::Ruleset) -> bool {
     let top = Chains::of(network).top;
@@ -96,37 +157,47 @@ async fn still_applied(network: &str, applied: &plan::Ruleset) -> bool {
     }
 }
 
-/// Writes `ruleset`: the chains that changed since `applied`, or (with no `applied`) every
-/// chain, removing our chains it no longer has; then the jump, first in FORWARD.
+/// Writes `ruleset`: the peer sets it names that `applied` does not have (all of them with no
+/// `applied`), then the chains that changed since `applied`, or (with no `applied`) every
+/// chain, removing our chains it no longer has; then the jump, first in FORWARD; last, the
+/// sets no rule names any more.
 async fn apply(
     network: &str,
     ruleset: &plan::Ruleset,
     applied: Option<&plan::Ruleset>,
     counters: &PolicyCounters,
 ) -> Result<(), NetworkError> {
+    if let Some(input) = sets::create_input(&ruleset.sets, applied.map(|a| &a.sets)) {
+        ipset_restore(&input, true).await?;
+    }
     match applied {
         Some(applied) => {
             if let Some(input) = ruleset.changes_from(applied) {
                 iptables::restore(&input).await?;
             }
+            ensure_jump_first(network).await?;
+            let dropped: Vec<String> = applied.sets.keys().cloned().collect();
+            destroy_stale_sets(network, &ruleset.sets, &dropped).await
         }
         None => {
             counters.fold().await;
             let existing = filter_chains().await?;
             iptables::restore(&ruleset.restore_input(&existing, network)).await?;
+            ensure_jump_first(network).await?;
+            destroy_stale_sets(network, &ruleset.sets, &ipset_names().await?).await
         }
     }
-    ensure_jump_first(network).await
 }
 
-/// Removes the jump and every policy chain of `network` (uninstall, network teardown).
+/// Removes the jump, every policy chain of `network` and then its peer sets (uninstall,
+/// network teardown).
 pub async fn remove(network: &str) -> Result<(), NetworkError> {
     iptables::remove(&jump(network)).await?;
     let existing = filter_chains().await?;
     if existing.iter().any(|c| plan::is_policy_chain(network, c)) {
         iptables::restore(&plan::Ruleset::default().restore_input(&existing, network)).await?;
     }
-    Ok(())
+    destroy_stale_sets(network, &sets::PeerSets::new(), &ipset_names().await?).await
 }
 
 /// The ruleset for the current state, judging under generation `g`.

@@ -9,8 +9,11 @@
 //!   isolates, a jump on its address as source (egress) and as destination (ingress) into the
 //!   pod's chain; last, what passed is marked as judged under this generation.
 //! * `BERTH-NPE-<h><p>` / `BERTH-NPI-<h><p>` (`p` from the pod's uid): one `RETURN` per allowed
-//!   (peer, port) of every rule of every policy that selects the pod for that direction (the
-//!   union of the policies, as upstream adds them up), then a jump to the deny chain.
+//!   (peers, port) of every rule of every policy that selects the pod for that direction (the
+//!   union of the policies, as upstream adds them up), then a jump to the deny chain. A rule's
+//!   peer pods are one ipset ([`sets`]) matched with `-m set --match-set`, so a new connection
+//!   takes one lookup per (rule, port) however many pods the rule names; `ipBlock` peers stay
+//!   `-s`/`-d` rules (a few disjoint blocks each).
 //! * `BERTH-NPDE-<h>` / `BERTH-NPDI-<h>`: one `REJECT` each, whose packet counter is the
 //!   metric of what policy refused.
 //!
@@ -39,7 +42,10 @@ use std::fmt::Write as _;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 
+use core::net::Ipv4Addr;
+
 use super::select::{self, Peer, PodView, PortMatch};
+use super::sets::{self, PeerSets};
 use crate::network::chain_names::hash;
 
 /// Where the ruleset is for.
@@ -144,10 +150,12 @@ pub fn is_policy_chain(network: &str, chain: &str) -> bool {
         })
 }
 
-/// The filter ruleset: chain name → its rules (`-A CHAIN …` lines).
+/// The filter ruleset: chain name → its rules (`-A CHAIN …` lines), and the peer sets the
+/// rules name (set name → members).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Ruleset {
     pub chains: BTreeMap<String, Vec<String>>,
+    pub sets: PeerSets,
 }
 
 impl Ruleset {
@@ -294,7 +302,15 @@ pub fn ruleset<'a>(
             let mut rules = Vec::new();
             let mut seen = BTreeSet::new();
             for np in selecting {
-                for m in allowed(np, dir, pod, &views, &ns_labels) {
+                for m in allowed(
+                    np,
+                    dir,
+                    pod,
+                    &views,
+                    &ns_labels,
+                    scope.network,
+                    &mut rs.sets,
+                ) {
                     if seen.insert(m.clone()) {
                         rules.push(format!("-A {chain} {m} -j RETURN"));
                     }
@@ -324,14 +340,17 @@ pub fn ruleset<'a>(
     rs
 }
 
-/// The matches (`-s`/`-d` address, protocol, port) that `np`'s rules of direction `dir`
-/// allow for `pod`, each with the policy's name as comment.
+/// The matches (peer set or `-s`/`-d` block, protocol, port) that `np`'s rules of direction
+/// `dir` allow for `pod`, each with the policy's name as comment; the peer sets they name are
+/// added to `sets`.
 fn allowed(
     np: &NetworkPolicy,
     dir: Direction,
     pod: &PodView<'_>,
     views: &[PodView<'_>],
     ns_labels: &BTreeMap<String, BTreeMap<String, String>>,
+    network: &str,
+    sets: &mut PeerSets,
 ) -> Vec<String> {
     let Some(spec) = np.spec.as_ref() else {
         return Vec::new();
@@ -366,44 +385,53 @@ fn allowed(
             })
             .collect(),
     };
-    let peer_flag = if dir == Direction::Ingress {
-        "-s"
-    } else {
-        "-d"
+    let (peer_flag, set_dir) = match dir {
+        Direction::Ingress => ("-s", "src"),
+        Direction::Egress => ("-d", "dst"),
     };
     let mut out = Vec::new();
     for (peers, ports) in &rules {
-        for peer in peers {
-            for port in ports {
-                // The pod whose container ports a named port is looked up in: the destination.
-                let dest: Option<&PodView<'_>> = match (dir, peer) {
-                    (Direction::Ingress, _) => Some(pod),
-                    (Direction::Egress, Peer::Pod(p)) => Some(p),
-                    (Direction::Egress, _) => None,
-                };
+        for port in ports {
+            // The rule's peer pods by the port match they get (a named port may resolve to a
+            // different number in each destination pod): one set per port match.
+            let mut pods: BTreeMap<String, BTreeSet<Ipv4Addr>> = BTreeMap::new();
+            for peer in peers {
                 if let (Direction::Egress, Peer::Any, PortMatch::Named(proto, name)) =
                     (dir, peer, port)
                 {
                     // Any destination with that named port: every pod that has it.
                     for p in views {
                         if let Some(n) = select::named_port(p.pod, proto, name) {
-                            out.push(format!(
-                                "-d {}/32 -p {proto} -m {proto} --dport {n} {note}",
-                                p.ip
-                            ));
+                            pods.entry(format!("-p {proto} -m {proto} --dport {n} "))
+                                .or_default()
+                                .insert(p.ip);
                         }
                     }
                     continue;
                 }
+                // The pod whose container ports a named port is looked up in: the destination.
+                let dest: Option<&PodView<'_>> = match (dir, peer) {
+                    (Direction::Ingress, _) => Some(pod),
+                    (Direction::Egress, Peer::Pod(p)) => Some(p),
+                    (Direction::Egress, _) => None,
+                };
                 let Some(port_text) = port_match(port, dest) else {
                     continue;
                 };
-                let addr = match peer {
-                    Peer::Any => String::new(),
-                    Peer::Pod(p) => format!("{peer_flag} {}/32 ", p.ip),
-                    Peer::Block(b) => format!("{peer_flag} {b} "),
-                };
-                out.push(format!("{addr}{port_text}{note}"));
+                match peer {
+                    Peer::Any => out.push(format!("{port_text}{note}")),
+                    Peer::Pod(p) => {
+                        pods.entry(port_text).or_default().insert(p.ip);
+                    }
+                    Peer::Block(b) => out.push(format!("{peer_flag} {b} {port_text}{note}")),
+                }
+            }
+            for (port_text, members) in pods {
+                let set = sets::name(network, &members);
+                out.push(format!(
+                    "-m set --match-set {set} {set_dir} {port_text}{note}"
+                ));
+                sets.insert(set, members);
             }
         }
     }

@@ -81,7 +81,7 @@ fn in_cidr(ip: &str, cidr: &str) -> bool {
 }
 
 /// Whether one rule's matches hold for the packet (only what the planner writes).
-fn rule_matches(words: &[&str], p: &Packet) -> bool {
+fn rule_matches(rs: &Ruleset, words: &[&str], p: &Packet) -> bool {
     match word_after(words, "--ctstate") {
         // Only ICMP errors are related; the tests send none.
         Some("RELATED") => return false,
@@ -106,6 +106,17 @@ fn rule_matches(words: &[&str], p: &Packet) -> bool {
         && !in_cidr(p.dst, d)
     {
         return false;
+    }
+    if let Some(set) = word_after(words, "--match-set") {
+        let ip = match word_after(words, set) {
+            Some("src") => p.src,
+            Some("dst") => p.dst,
+            other => panic!("set direction {other:?}"),
+        };
+        let members = rs.sets.get(set).unwrap_or_else(|| panic!("no set {set}"));
+        if !members.contains(&ip.parse::<Ipv4Addr>().unwrap()) {
+            return false;
+        }
     }
     if let Some(proto) = word_after(words, "-p")
         && proto != p.proto
@@ -134,7 +145,7 @@ fn walk(rs: &Ruleset, chain: &str, p: &Packet) -> bool {
             .map(|(_, s)| s)
             .collect();
         let words: Vec<&str> = plain.split_whitespace().collect();
-        if !rule_matches(&words, p) {
+        if !rule_matches(rs, &words, p) {
             continue;
         }
         match word_after(&words, "-j") {
@@ -606,9 +617,9 @@ fn the_restore_input_deletes_our_stale_chains_only() {
 }
 
 #[test]
-fn rules_multiply_peers_by_ports_one_line_per_address() {
-    // The cost of plain rules (no ipsets): a rule naming n peer pods and m ports is n·m lines
-    // in the chain of each pod it protects.
+fn a_rule_names_its_peer_pods_as_one_set_per_port() {
+    // A rule naming n peer pods and m ports is m lines in the chain of each pod it protects,
+    // each one set lookup, not n·m address rules.
     let mut pods = vec![pod("prod/web", NODE, WEB, json!({"app": "web"}), &[])];
     for i in 0..100 {
         pods.push(pod(
@@ -631,5 +642,112 @@ fn rules_multiply_peers_by_ports_one_line_per_address() {
         .keys()
         .find(|k| k.starts_with(POD_INGRESS))
         .unwrap();
-    assert_eq!(rs.chains[chain].len(), 100 * 2 + 1);
+    assert_eq!(rs.chains[chain].len(), 2 + 1);
+    assert_eq!(rs.sets.len(), 1);
+    let (name, members) = rs.sets.iter().next().unwrap();
+    assert_eq!(members.len(), 100);
+    assert!(sets::is_policy_set(NET, name), "{name}");
+    assert!(rs.chains[chain][0].contains(&format!("-m set --match-set {name} src ")));
+    assert!(passes(&rs, new("10.42.2.57", WEB, "tcp", 443)));
+    assert!(!passes(&rs, new("10.42.3.57", WEB, "tcp", 443)));
+}
+
+#[test]
+fn policies_naming_the_same_pods_share_a_set_and_a_change_of_members_is_a_new_set() {
+    let (pods, namespaces) = world();
+    let allow = |name: &str, port: u16| {
+        policy(
+            &format!("prod/{name}"),
+            json!({"podSelector": {"matchLabels": {"app": "web"}},
+                   "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "client"}}}],
+                                "ports": [{"port": port}]}]}),
+        )
+    };
+    let both = [allow("a", 80), allow("b", 8080)];
+    let rs = ruleset(&scope(), &pods, &namespaces, &both, GEN);
+    assert_eq!(rs.sets.len(), 1, "{:?}", rs.sets);
+    let before = rs.sets.keys().next().unwrap().clone();
+
+    // prod/other takes the label: the rule's peers are another set, under another name.
+    let mut relabelled = pods.clone();
+    for p in &mut relabelled {
+        if p.metadata.name.as_deref() == Some("other") {
+            p.metadata
+                .labels
+                .get_or_insert_default()
+                .insert("role".into(), "client".into());
+        }
+    }
+    let after = ruleset(&scope(), &relabelled, &namespaces, &both, GEN);
+    assert_eq!(after.sets.len(), 1);
+    assert!(!after.sets.contains_key(&before));
+    let input = sets::create_input(&after.sets, Some(&rs.sets)).unwrap();
+    assert!(input.starts_with("create BERTH-NP-"), "{input}");
+    let stale = sets::stale(NET, &after.sets, rs.sets.keys());
+    assert_eq!(stale, std::slice::from_ref(&before));
+    // Without policies, no set is left named.
+    let none = ruleset(&scope(), &pods, &namespaces, &[], GEN);
+    assert!(none.sets.is_empty());
+    assert_eq!(sets::stale(NET, &none.sets, rs.sets.keys()), [before]);
+}
+
+#[test]
+fn an_egress_named_port_gets_a_set_per_port_number_and_blocks_stay_rules() {
+    let pods = vec![
+        pod(
+            "prod/client",
+            NODE,
+            "10.42.1.9",
+            json!({"app": "client"}),
+            &[],
+        ),
+        pod(
+            "prod/a",
+            "n2",
+            "10.42.2.1",
+            json!({"app": "srv"}),
+            &[("http", 80, "TCP")],
+        ),
+        pod(
+            "prod/b",
+            "n2",
+            "10.42.2.2",
+            json!({"app": "srv"}),
+            &[("http", 8080, "TCP")],
+        ),
+        pod(
+            "prod/c",
+            "n2",
+            "10.42.2.3",
+            json!({"app": "srv"}),
+            &[("http", 80, "TCP")],
+        ),
+    ];
+    let policies = vec![policy(
+        "prod/out",
+        json!({"podSelector": {"matchLabels": {"app": "client"}}, "policyTypes": ["Egress"],
+               "egress": [{"to": [{"podSelector": {"matchLabels": {"app": "srv"}}},
+                                  {"ipBlock": {"cidr": "192.168.0.0/16"}}],
+                           "ports": [{"port": "http"}]}]}),
+    )];
+    let rs = ruleset(&scope(), &pods, &[], &policies, GEN);
+    let sizes: Vec<usize> = rs.sets.values().map(BTreeSet::len).collect();
+    assert_eq!(rs.sets.len(), 2, "{:?}", rs.sets);
+    assert!(sizes.contains(&2) && sizes.contains(&1));
+    assert!(passes(&rs, new("10.42.1.9", "10.42.2.1", "tcp", 80)));
+    assert!(passes(&rs, new("10.42.1.9", "10.42.2.2", "tcp", 8080)));
+    assert!(!passes(&rs, new("10.42.1.9", "10.42.2.2", "tcp", 80)));
+    assert!(!passes(&rs, new("10.42.1.9", "10.42.2.3", "tcp", 8080)));
+    let chain = rs
+        .chains
+        .keys()
+        .find(|k| k.starts_with(POD_EGRESS))
+        .unwrap();
+    assert!(
+        rs.chains[chain]
+            .iter()
+            .all(|r| r.contains("--match-set") || !r.contains("10.42.2.")),
+        "{:?}",
+        rs.chains[chain]
+    );
 }

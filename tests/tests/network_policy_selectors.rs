@@ -313,6 +313,11 @@ fn network_policy_selectors_ports_egress_and_established_flows_across_hosts() {
             (D, with_service(false)),
         ],
     );
+    // The peer is one ipset on the server's host, holding a's address.
+    let sets = policy_sets(&c, 0);
+    assert_eq!(sets.len(), 1, "{sets:?}");
+    let members = c.test_bed().host_exec_ok(0, &["ipset", "list", &sets[0]]);
+    assert!(members.contains(&client_ip[A.1]), "{members}");
 
     // Established flows of the allowed client, in both protocols.
     let mut tcp_flow = start_flow(&c, A, "tcp", pod_ip);
@@ -443,7 +448,29 @@ fn network_policy_selectors_ports_egress_and_established_flows_across_hosts() {
         ok_if(r.success() && r.stdout.contains(svc_ip), r.describe())
     });
 
-    // Uninstall on both hosts: no policy chain or jump is left.
+    // A pod peer again, so both hosts hold a peer set when the agents are uninstalled: the
+    // server's ingress from the blue clients, the blue clients' egress to the server.
+    c.apply(&policy(
+        SERVER_NS,
+        "web-ingress",
+        json!({"podSelector": {"matchLabels": {"app": "web"}},
+               "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"team": "blue"}}}]}]}),
+    ));
+    c.apply(&policy(
+        BLUE_NS,
+        "egress-to-web",
+        json!({"podSelector": {"matchLabels": {"role": "client"}},
+               "policyTypes": ["Egress"],
+               "egress": [{"to": [{"namespaceSelector": {"matchLabels": {"team": "server"}}}]}]}),
+    ));
+    for i in [0, 1] {
+        c.wait_for(secs(20), &format!("a peer set on host {i}"), || {
+            let sets = policy_sets(&c, i);
+            ok_if(!sets.is_empty(), format!("{sets:?}"))
+        });
+    }
+
+    // Uninstall on both hosts: no policy chain, jump or set is left.
     for i in [0, 1] {
         c.agent_mut(i).terminate();
         let r = c.agent(i).uninstall();
@@ -453,5 +480,21 @@ fn network_policy_selectors_ports_egress_and_established_flows_across_hosts() {
             !left.contains("BERTH-NP") && !left.contains("network policy"),
             "left by uninstall on host {i}:\n{left}"
         );
+        let sets = policy_sets(&c, i);
+        assert!(
+            sets.is_empty(),
+            "sets left by uninstall on host {i}: {sets:?}"
+        );
     }
+}
+
+/// The agents' peer sets (`BERTH-NP-…`) in host `i`'s network namespace (each bed host is
+/// one, with one agent).
+fn policy_sets(c: &Cluster, i: usize) -> Vec<String> {
+    c.test_bed()
+        .host_exec_ok(i, &["ipset", "list", "-n"])
+        .lines()
+        .filter(|l| l.starts_with("BERTH-NP-"))
+        .map(str::to_string)
+        .collect()
 }

@@ -104,6 +104,7 @@ impl Record {
         }
         if !self.networks.is_empty() {
             removed.extend(iptables::sweep_networks(&self.networks));
+            removed.extend(sweep::ipset::sweep_networks(&self.networks));
         }
         if let Some(bed) = &self.testbed {
             removed.extend(bed.remove());

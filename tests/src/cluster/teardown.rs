@@ -52,6 +52,7 @@ impl Cluster {
             for cmd in sweep::iptables::sweep_networks(&networks) {
                 removed.push(cmd);
             }
+            removed.extend(sweep::ipset::sweep_networks(&networks));
         }
         // The bed's hosts go last: the agents in them are dead and their pods' netns gone.
         if let Some(mut bed) = self.bed.take() {

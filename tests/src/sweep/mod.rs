@@ -1,8 +1,9 @@
 //! Leaves the host as a test found it: removes network namespaces, bridges, iptables rules,
-//! mounts, cgroups and processes that a cluster's agents and containers may leave behind when a
-//! test fails half-way. Every step is best effort: it reports what it could not undo on stderr
-//! and never panics (it runs from `Drop`, possibly while a test is already unwinding).
+//! ipsets, mounts, cgroups and processes that a cluster's agents and containers may leave behind
+//! when a test fails half-way. Every step is best effort: it reports what it could not undo on
+//! stderr and never panics (it runs from `Drop`, possibly while a test is already unwinding).
 
+pub mod ipset;
 pub mod iptables;
 
 use std::path::{Path, PathBuf};

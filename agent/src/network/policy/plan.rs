@@ -10,10 +10,11 @@
 //!   pod's chain; last, what passed is marked as judged under this generation.
 //! * `BERTH-NPE-<h><p>` / `BERTH-NPI-<h><p>` (`p` from the pod's uid): one `RETURN` per allowed
 //!   (peers, port) of every rule of every policy that selects the pod for that direction (the
-//!   union of the policies, as upstream adds them up), then a jump to the deny chain. A rule's
-//!   peer pods are one ipset ([`sets`]) matched with `-m set --match-set`, so a new connection
-//!   takes one lookup per (rule, port) however many pods the rule names; `ipBlock` peers stay
-//!   `-s`/`-d` rules (a few disjoint blocks each).
+//!   union of the policies, as upstream adds them up), then a jump to the deny chain. The peer
+//!   pods of all those rules are one ipset ([`sets`]) per port match, matched with
+//!   `-m set --match-set`, so a new connection takes one lookup per port match however many
+//!   policies and pods there are; `ipBlock` peers stay `-s`/`-d` rules (a few disjoint blocks
+//!   each).
 //! * `BERTH-NPDE-<h>` / `BERTH-NPDI-<h>`: one `REJECT` each, whose packet counter is the
 //!   metric of what policy refused.
 //!
@@ -301,20 +302,28 @@ pub fn ruleset<'a>(
             ));
             let mut rules = Vec::new();
             let mut seen = BTreeSet::new();
+            // Peer pods of every selecting policy, by port match: one set each for the chain.
+            let mut peer_pods: BTreeMap<String, BTreeSet<Ipv4Addr>> = BTreeMap::new();
+            let count = selecting.len();
             for np in selecting {
-                for m in allowed(
-                    np,
-                    dir,
-                    pod,
-                    &views,
-                    &ns_labels,
-                    scope.network,
-                    &mut rs.sets,
-                ) {
+                for m in allowed(np, dir, pod, &views, &ns_labels, &mut peer_pods) {
                     if seen.insert(m.clone()) {
                         rules.push(format!("-A {chain} {m} -j RETURN"));
                     }
                 }
+            }
+            let set_dir = if dir == Direction::Ingress {
+                "src"
+            } else {
+                "dst"
+            };
+            for (port_text, members) in peer_pods {
+                let set = sets::name(scope.network, &members);
+                rules.push(format!(
+                    "-A {chain} -m set --match-set {set} {set_dir} {port_text}{} -j RETURN",
+                    tagged(&format!("peer pods of {count} policies"))
+                ));
+                rs.sets.insert(set, members);
             }
             rules.push(format!(
                 "-A {chain} {} -j {deny}",
@@ -340,17 +349,16 @@ pub fn ruleset<'a>(
     rs
 }
 
-/// The matches (peer set or `-s`/`-d` block, protocol, port) that `np`'s rules of direction
-/// `dir` allow for `pod`, each with the policy's name as comment; the peer sets they name are
-/// added to `sets`.
+/// The matches (`-s`/`-d` block or none, protocol, port) that `np`'s rules of direction `dir`
+/// allow for `pod`, each with the policy's name as comment; the peer pods they allow go into
+/// `peer_pods` by port match instead (the chain matches them as one set per port match).
 fn allowed(
     np: &NetworkPolicy,
     dir: Direction,
     pod: &PodView<'_>,
     views: &[PodView<'_>],
     ns_labels: &BTreeMap<String, BTreeMap<String, String>>,
-    network: &str,
-    sets: &mut PeerSets,
+    peer_pods: &mut BTreeMap<String, BTreeSet<Ipv4Addr>>,
 ) -> Vec<String> {
     let Some(spec) = np.spec.as_ref() else {
         return Vec::new();
@@ -385,16 +393,16 @@ fn allowed(
             })
             .collect(),
     };
-    let (peer_flag, set_dir) = match dir {
-        Direction::Ingress => ("-s", "src"),
-        Direction::Egress => ("-d", "dst"),
+    let peer_flag = match dir {
+        Direction::Ingress => "-s",
+        Direction::Egress => "-d",
     };
     let mut out = Vec::new();
     for (peers, ports) in &rules {
         for port in ports {
             // The rule's peer pods by the port match they get (a named port may resolve to a
-            // different number in each destination pod): one set per port match.
-            let mut pods: BTreeMap<String, BTreeSet<Ipv4Addr>> = BTreeMap::new();
+            // different number in each destination pod), joining the chain's set for it.
+            let pods = &mut *peer_pods;
             for peer in peers {
                 if let (Direction::Egress, Peer::Any, PortMatch::Named(proto, name)) =
                     (dir, peer, port)
@@ -425,13 +433,6 @@ fn allowed(
                     }
                     Peer::Block(b) => out.push(format!("{peer_flag} {b} {port_text}{note}")),
                 }
-            }
-            for (port_text, members) in pods {
-                let set = sets::name(network, &members);
-                out.push(format!(
-                    "-m set --match-set {set} {set_dir} {port_text}{note}"
-                ));
-                sets.insert(set, members);
             }
         }
     }

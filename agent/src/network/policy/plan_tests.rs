@@ -692,6 +692,42 @@ fn policies_naming_the_same_pods_share_a_set_and_a_change_of_members_is_a_new_se
 }
 
 #[test]
+fn a_chain_joins_the_peer_pods_of_all_its_policies_in_one_set_per_port() {
+    // However many policies protect a pod, a new connection takes one lookup per port match:
+    // the chain's set for it holds the peers of every policy.
+    let mut pods = vec![pod("prod/web", NODE, WEB, json!({"app": "web"}), &[])];
+    let mut policies = Vec::new();
+    for i in 0..10 {
+        pods.push(pod(
+            &format!("prod/c{i}"),
+            "n2",
+            &format!("10.42.2.{}", i + 1),
+            json!({"group": format!("g{i}")}),
+            &[],
+        ));
+        policies.push(policy(
+            &format!("prod/p{i}"),
+            json!({"podSelector": {"matchLabels": {"app": "web"}},
+                   "ingress": [{"from": [{"podSelector": {"matchLabels": {"group": format!("g{i}")}}}],
+                                "ports": [{"port": 80}]}]}),
+        ));
+    }
+    let rs = ruleset(&scope(), &pods, &[], &policies, GEN);
+    let chain = rs
+        .chains
+        .keys()
+        .find(|k| k.starts_with(POD_INGRESS))
+        .unwrap();
+    assert_eq!(rs.chains[chain].len(), 1 + 1, "{:?}", rs.chains[chain]);
+    assert_eq!(
+        rs.sets.values().map(BTreeSet::len).collect::<Vec<_>>(),
+        [10]
+    );
+    assert!(passes(&rs, new("10.42.2.10", WEB, "tcp", 80)));
+    assert!(!passes(&rs, new("10.42.2.10", WEB, "tcp", 81)));
+}
+
+#[test]
 fn an_egress_named_port_gets_a_set_per_port_number_and_blocks_stay_rules() {
     let pods = vec![
         pod(

@@ -1,10 +1,11 @@
-//! The kernel ipsets (`hash:ip`) that hold the peer pods of policy rules, so a new connection
-//! takes one set lookup per (rule, port) instead of one rule per peer address.
+//! The kernel ipsets (`hash:ip`) that hold the peer pods of a pod chain (all its policies'
+//! rules, one set per port match), so a new connection takes one set lookup per port match
+//! instead of one rule per peer address and port.
 //!
 //! A set is named after its members: `BERTH-NP-<h>-<m>` (`h`: the chains' eight hex digits of
 //! the network name, so two agents in one network namespace never touch each other's sets;
 //! `m`: twelve hex digits of the SHA-256 of the sorted addresses), 30 characters, under
-//! ipset's 31. Rules naming the same addresses share one set, and a set never changes once
+//! ipset's 31. Chains naming the same addresses share one set, and a set never changes once
 //! made: new members are a new set, which the rewritten chains name in the same
 //! `iptables-restore` that stops naming the old one. So the order of a write is: make the new
 //! sets (`ipset restore -exist`), write the chains, destroy the sets no rule names any more;

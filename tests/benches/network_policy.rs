@@ -242,10 +242,22 @@ fn policy_rules(c: &Cluster, h: usize) -> usize {
     policy_lines(c, h, |_| true)
 }
 
-/// The policy rules in host `h`'s filter table that match a peer set: each policy of the
-/// bench adds one to each of a real pod's two chains.
-fn set_rules(c: &Cluster, h: usize) -> usize {
-    policy_lines(c, h, |l| l.contains("--match-set"))
+/// The members of the peer sets in host `h`: each policy of the bench adds its ten peers to
+/// each of a real pod's two chains' sets.
+fn set_members(c: &Cluster, h: usize) -> usize {
+    let listing = c.test_bed().host_exec_ok(h, &["ipset", "list"]);
+    let mut ours = false;
+    let mut count = 0;
+    for line in listing.lines() {
+        if let Some(name) = line.strip_prefix("Name: ") {
+            ours = name.starts_with("BERTH-NP-");
+        } else if let Some(n) = line.strip_prefix("Number of entries: ")
+            && ours
+        {
+            count += n.trim().parse::<usize>().unwrap_or(0);
+        }
+    }
+    count
 }
 
 fn policy_lines(c: &Cluster, h: usize, keep: impl Fn(&str) -> bool) -> usize {
@@ -382,13 +394,17 @@ fn main() {
     prober.run(Job::Verdict(true, Instant::now()));
     let paths = (client_ns.as_path(), server_ns.as_path(), server_ip.as_str());
 
-    // Every policy written on both hosts: each real pod's two chains hold a peer-set rule of
-    // every policy (or, for `false`, at most the last policy's).
+    // Every policy written on both hosts: each real pod's two chains' sets hold every peer (or,
+    // for `false`, at most the last policy's).
     let written = |present: bool| {
         c.wait_for(secs(120), "the policies in both hosts' chains", || {
-            let seen = [set_rules(&c, 0), set_rules(&c, 1)];
+            let seen = [set_members(&c, 0), set_members(&c, 1)];
             let holds = |r: usize| {
-                if present { r >= 2 * n } else { r <= 2 * n / 4 }
+                if present {
+                    r >= 2 * peers
+                } else {
+                    r < 2 * peers / 4
+                }
             };
             ok_if(seen.iter().all(|&r| holds(r)), seen)
         });

@@ -495,6 +495,13 @@ fn rolling_updates_keep_their_bounds_and_rollout_history_undo_and_on_delete_work
         };
         assert_eq!(p["spec"]["containers"][0]["image"], want, "{n}");
     }
-    let s = observed_status(&c, NS, "web");
-    assert_eq!(s["updatedNumberScheduled"], 1, "{s}");
+    // The status follows the pods: the replacement's count arrives after it runs.
+    c.wait_for(secs(30), "the status to count the replaced pod", || {
+        let s = observed_status(&c, NS, "web");
+        if s["updatedNumberScheduled"] == 1 && s["currentNumberScheduled"] == nodes.len() {
+            Ok(())
+        } else {
+            Err(s)
+        }
+    });
 }

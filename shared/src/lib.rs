@@ -10,7 +10,9 @@ pub use k8s_openapi;
 pub use berth_api::client;
 #[cfg(feature = "logging")]
 pub use berth_api::logging;
-pub use berth_api::{private_files, quantity, reconcile, resource, scheduling, selector};
+pub use berth_api::{
+    ingress_class, private_files, quantity, reconcile, resource, scheduling, selector,
+};
 
 pub mod admission;
 pub mod body;

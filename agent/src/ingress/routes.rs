@@ -24,18 +24,11 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use berth_api::ingress_class::is_ours;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass};
 
-/// The IngressClass the controller makes at start, and the class name the agents serve.
-pub const CLASS: &str = "berth";
-/// The `spec.controller` of Berth's IngressClass.
-pub const CONTROLLER: &str = "berth.io/ingress";
-/// Marks the cluster's default IngressClass.
-pub const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
-/// The class annotation of Ingresses from before `spec.ingressClassName` (deprecated).
-pub const LEGACY_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
 /// The label an EndpointSlice names its Service by.
 const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
@@ -174,42 +167,6 @@ impl RouteTable {
             && self.any_host.is_empty()
             && self.default_backend.is_none()
     }
-}
-
-/// Whether Berth serves `ing`: its `spec.ingressClassName` names a class of Berth's controller
-/// (or `berth` while no such class exists yet), or it has no class name and its deprecated
-/// `kubernetes.io/ingress.class` annotation says `berth`, or it has neither and a default class
-/// (annotated `ingressclass.kubernetes.io/is-default-class: "true"`) is Berth's.
-pub fn is_ours(ing: &Ingress, classes: &[IngressClass]) -> bool {
-    let controller_of = |name: &str| {
-        classes
-            .iter()
-            .find(|c| c.metadata.name.as_deref() == Some(name))
-            .map(|c| c.spec.as_ref().and_then(|s| s.controller.as_deref()) == Some(CONTROLLER))
-    };
-    if let Some(name) = ing
-        .spec
-        .as_ref()
-        .and_then(|s| s.ingress_class_name.as_deref())
-    {
-        return controller_of(name).unwrap_or(name == CLASS);
-    }
-    if let Some(annotated) = ing
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(LEGACY_CLASS_ANNOTATION))
-    {
-        return annotated == CLASS;
-    }
-    classes.iter().any(|c| {
-        c.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(DEFAULT_CLASS_ANNOTATION))
-            .is_some_and(|v| v == "true")
-            && c.spec.as_ref().and_then(|s| s.controller.as_deref()) == Some(CONTROLLER)
-    })
 }
 
 /// Ours, oldest first (creation time, then namespace, then name).

@@ -1,4 +1,7 @@
 use super::*;
+use berth_api::ingress_class::{
+    CLASS, CONTROLLER, DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION,
+};
 use serde_json::{Value, json};
 
 fn ingress(name: &str, created: &str, spec: Value) -> Ingress {
@@ -178,6 +181,8 @@ fn without_a_default_backend_an_unmatched_request_has_no_route() {
     assert_eq!(routed(&table, "bar.com", "/x"), "-");
 }
 
+/// Which Ingresses are ours is `ingress_class::is_ours` (its table tests are beside it); the
+/// route table serves exactly those.
 #[test]
 fn only_ingresses_of_berths_class_are_served() {
     let spec = |class: Value| {
@@ -193,33 +198,22 @@ fn only_ingresses_of_berths_class_are_served() {
             Some([(LEGACY_CLASS_ANNOTATION.to_string(), value.to_string())].into());
         i
     };
-    let ours_default = vec![
-        class(CLASS, CONTROLLER, true),
-        class("nginx", "k8s.io/ingress-nginx", false),
-    ];
     let theirs_default = vec![
         class(CLASS, CONTROLLER, false),
         class("nginx", "k8s.io/ingress-nginx", true),
     ];
-    let renamed = vec![class("edge", CONTROLLER, false)];
     let cases: Vec<(&str, Ingress, &[IngressClass], bool)> = vec![
         (
             "named berth",
             ingress("i", "2024-01-01T00:00:00Z", spec(json!("berth"))),
-            &ours_default,
+            &theirs_default,
             true,
         ),
         (
             "named nginx",
             ingress("i", "2024-01-01T00:00:00Z", spec(json!("nginx"))),
-            &ours_default,
+            &theirs_default,
             false,
-        ),
-        (
-            "unset, berth is default",
-            ingress("i", "2024-01-01T00:00:00Z", spec(Value::Null)),
-            &ours_default,
-            true,
         ),
         (
             "unset, nginx is default",
@@ -228,38 +222,13 @@ fn only_ingresses_of_berths_class_are_served() {
             false,
         ),
         (
-            "unset, no classes",
-            ingress("i", "2024-01-01T00:00:00Z", spec(Value::Null)),
-            &[],
-            false,
-        ),
-        (
-            "berth before its class exists",
-            ingress("i", "2024-01-01T00:00:00Z", spec(json!("berth"))),
-            &[],
-            true,
-        ),
-        (
-            "a class of our controller by another name",
-            ingress("i", "2024-01-01T00:00:00Z", spec(json!("edge"))),
-            &renamed,
-            true,
-        ),
-        (
             "legacy annotation berth",
             legacy("berth"),
             &theirs_default,
             true,
         ),
-        (
-            "legacy annotation nginx",
-            legacy("nginx"),
-            &ours_default,
-            false,
-        ),
     ];
     for (what, ing, classes, want) in cases {
-        assert_eq!(is_ours(&ing, classes), want, "{what}");
         let table = plan(&[ing], classes);
         assert_eq!(routed(&table, "x", "/") == "a", want, "{what}: routed");
     }

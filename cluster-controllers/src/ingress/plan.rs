@@ -5,55 +5,16 @@
 //! annotation, not `none`), sorted — every such agent answers for every Ingress, as k3s lists
 //! its nodes for Traefik's. Ingresses of other classes are left alone.
 //!
-//! Which Ingresses are ours follows the agents' proxy (`berth-agent`'s `ingress::routes`): a
-//! `spec.ingressClassName` naming a class of controller `berth.io/ingress` (or `berth` before
-//! that class exists), else the deprecated `kubernetes.io/ingress.class: berth` annotation,
-//! else a default class of ours.
+//! Which Ingresses are ours is [`is_ours`], the rule the agents' proxy serves them by.
 
+use berth_shared::ingress_class::is_ours;
 use berth_shared::k8s_openapi::api::networking::v1::{
     Ingress, IngressClass, IngressLoadBalancerIngress,
 };
 use core::net::Ipv4Addr;
 
-const CLASS: &str = "berth";
-const CONTROLLER: &str = "berth.io/ingress";
-const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
-const LEGACY_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
 /// The Node annotation the agent sets to the ports its ingress proxy serves.
 pub const PORTS_ANNOTATION: &str = "ingress.berth.io/ports";
-
-/// Whether Berth's agents serve `ing`.
-pub fn is_ours(ing: &Ingress, classes: &[IngressClass]) -> bool {
-    fn controller(c: &IngressClass) -> Option<&str> {
-        c.spec.as_ref().and_then(|s| s.controller.as_deref())
-    }
-    if let Some(name) = ing
-        .spec
-        .as_ref()
-        .and_then(|s| s.ingress_class_name.as_deref())
-    {
-        return classes
-            .iter()
-            .find(|c| c.metadata.name.as_deref() == Some(name))
-            .map_or(name == CLASS, |c| controller(c) == Some(CONTROLLER));
-    }
-    if let Some(v) = ing
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(LEGACY_CLASS_ANNOTATION))
-    {
-        return v == CLASS;
-    }
-    classes.iter().any(|c| {
-        c.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(DEFAULT_CLASS_ANNOTATION))
-            .is_some_and(|v| v == "true")
-            && controller(c) == Some(CONTROLLER)
-    })
-}
 
 /// The addresses the status lists now.
 pub fn listed(ing: &Ingress) -> Vec<String> {
@@ -94,6 +55,9 @@ pub fn plan_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use berth_shared::ingress_class::{
+        CONTROLLER, DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION,
+    };
     use serde_json::{Value, json};
 
     fn ingress(spec: Value, annotations: Value, status: Value) -> Ingress {

@@ -12,6 +12,7 @@ pub mod endpoints;
 pub mod endpointslice;
 pub mod gc;
 pub mod ingress;
+mod load_balancer_status;
 pub mod loadbalancer;
 pub mod namespace;
 pub mod nodeipam;

@@ -4,13 +4,11 @@
 
 pub mod plan;
 
-use crate::condition;
-use berth_registry::{Part, Registry, RegistryError, WriteOptions};
-use berth_runtime::informer::{Delta, DeltaType, Informer, Object, ObjectKey};
+use crate::load_balancer_status::{address_changed, apply_load_balancer_status, ready_address};
+use berth_registry::{Registry, RegistryError};
+use berth_runtime::informer::{Delta, Informer, Object, ObjectKey};
 use berth_runtime::{self as runtime, Context, Reconciler};
-use berth_shared::k8s_openapi::api::networking::v1::{
-    Ingress, IngressClass, IngressLoadBalancerStatus,
-};
+use berth_shared::k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use berth_shared::reconcile::Outcome;
 use berth_shared::resource::{INGRESS_CLASSES, INGRESSES, NODES};
 use core::net::Ipv4Addr;
@@ -34,14 +32,10 @@ fn serving_address(node: &Object) -> Option<Ipv4Addr> {
         .pointer("/metadata/annotations")?
         .get(plan::PORTS_ANNOTATION)?
         .as_str()?;
-    if ports == "none" || !condition::is_true(&v, "Ready") {
+    if ports == "none" {
         return None;
     }
-    v.pointer("/status/addresses")?
-        .as_array()?
-        .iter()
-        .find(|a| a["type"] == "InternalIP")
-        .and_then(|a| a["address"].as_str()?.parse().ok())
+    ready_address(node)
 }
 
 impl Controller {
@@ -79,36 +73,14 @@ impl Reconciler for Controller {
         let Some(entries) = plan::plan_status(&ing, &classes, &self.serving()) else {
             return Ok(Outcome::Done);
         };
-        let mut updated = ing.clone();
-        updated
-            .status
-            .get_or_insert_with(Default::default)
-            .load_balancer = Some(IngressLoadBalancerStatus {
-            ingress: (!entries.is_empty()).then_some(entries),
-        });
-        let value = serde_json::to_value(&updated)?;
-        match self.registry.update(
-            INGRESSES,
-            key.namespace(),
-            key.name(),
-            value,
-            Part::Status,
-            &WriteOptions::default(),
-        ) {
-            Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(Outcome::Done),
-            Err(e) => Err(e),
-        }
+        apply_load_balancer_status(&self.registry, INGRESSES, key, &ing, &entries)?;
+        Ok(Outcome::Done)
     }
 }
 
 /// Every Ingress, when what a node contributes changes.
 fn node_change(ingresses: &Informer, d: &Delta) -> Vec<ObjectKey> {
-    let before = d.old.as_deref().and_then(serving_address);
-    let after = match d.kind {
-        DeltaType::Deleted => None,
-        _ => serving_address(&d.object),
-    };
-    if before == after {
+    if !address_changed(d, serving_address) {
         return Vec::new();
     }
     all(ingresses)

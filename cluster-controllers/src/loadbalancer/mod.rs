@@ -15,12 +15,12 @@ pub mod pool;
 #[cfg(test)]
 mod tests;
 
-use crate::condition;
+use crate::load_balancer_status::{address_changed, apply_load_balancer_status, ready_address};
 use berth_registry::events::{self, Recorder};
-use berth_registry::{Part, Registry, RegistryError, WriteOptions};
+use berth_registry::{Registry, RegistryError};
 use berth_runtime::informer::{Delta, DeltaType, Informer, Object, ObjectKey};
 use berth_runtime::{self as runtime, Context, Reconciler};
-use berth_shared::k8s_openapi::api::core::v1::{LoadBalancerStatus, Service};
+use berth_shared::k8s_openapi::api::core::v1::Service;
 use berth_shared::reconcile::Outcome;
 use berth_shared::resource::{NODES, SERVICES};
 use core::net::Ipv4Addr;
@@ -39,19 +39,6 @@ struct Controller {
     nodes: Arc<Informer>,
     pools: Arc<Vec<Pool>>,
     recorder: Recorder,
-}
-
-/// A Ready node's InternalIP, if it is Ready and has one.
-fn ready_address(node: &Object) -> Option<Ipv4Addr> {
-    let v = node.value().ok()?;
-    if !condition::is_true(&v, "Ready") {
-        return None;
-    }
-    v.pointer("/status/addresses")?
-        .as_array()?
-        .iter()
-        .find(|a| a["type"] == "InternalIP")
-        .and_then(|a| a["address"].as_str()?.parse().ok())
 }
 
 /// Whether a stored Service lists any ingress.
@@ -121,23 +108,13 @@ impl Reconciler for Controller {
             },
         );
         if let Some(ips) = &decided.ingress {
-            let mut updated = svc.clone();
-            let status = updated.status.get_or_insert_with(Default::default);
-            status.load_balancer = Some(LoadBalancerStatus {
-                ingress: (!ips.is_empty()).then(|| plan::ingress_of(ips)),
-            });
-            let value = serde_json::to_value(&updated)?;
-            match self.registry.update(
+            apply_load_balancer_status(
+                &self.registry,
                 SERVICES,
-                key.namespace(),
-                key.name(),
-                value,
-                Part::Status,
-                &WriteOptions::default(),
-            ) {
-                Ok(_) | Err(RegistryError::NotFound { .. }) => {}
-                Err(e) => return Err(e),
-            }
+                key,
+                &svc,
+                &plan::ingress_of(ips),
+            )?;
         }
         if let Some(e) = &decided.event {
             let mut v = serde_json::to_value(&svc)?;
@@ -160,12 +137,7 @@ fn node_change(services: &Informer, pools: &[Pool], d: &Delta) -> Vec<ObjectKey>
     if !pools.is_empty() {
         return Vec::new();
     }
-    let before = d.old.as_deref().and_then(ready_address);
-    let after = match d.kind {
-        DeltaType::Deleted => None,
-        _ => ready_address(&d.object),
-    };
-    if before == after {
+    if !address_changed(d, ready_address) {
         return Vec::new();
     }
     all_ours(services)

@@ -24,15 +24,15 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant};
 
 use berth_tests::bench::{HollowNodes, announce_cluster, env_usize};
 use berth_tests::client::Req;
 use berth_tests::host::require_tool;
-use berth_tests::pod_specs::SLEEP_FOREVER;
+use berth_tests::pod_netns::{pod_netns, throughput};
+use berth_tests::pod_specs::{SLEEP_FOREVER, script_pod};
 use berth_tests::stats::Samples;
 use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, ClusterConfig, TestBedLayout, secs};
@@ -47,18 +47,6 @@ const HOLLOW_NODES: usize = 10;
 /// after a small burst), so a refused probe mostly times out. On the bed's veths an allowed
 /// connection takes well under a millisecond.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(50);
-
-/// The named netns of the pod with `uid` (`/var/run/netns/berth-<node>-<instance>-<uid>`).
-fn pod_netns(uid: &str) -> PathBuf {
-    let dir = PathBuf::from("/var/run/netns");
-    std::fs::read_dir(&dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.to_string_lossy().ends_with(uid))
-        .unwrap_or_else(|| panic!("no netns for pod {uid} in {}", dir.display()))
-}
 
 /// Runs `f` on a thread of its own inside the network namespace `netns`.
 fn in_netns<T: Send + 'static>(
@@ -148,57 +136,9 @@ impl ClientThread {
     }
 }
 
-fn in_netns_cmd(netns: &Path, program: &str) -> Command {
-    let mut cmd = Command::new(require_tool("nsenter"));
-    cmd.arg(format!("--net={}", netns.display()))
-        .arg(require_tool(program));
-    cmd
-}
-
-/// A one-off iperf3 server in `netns`, killed on drop.
-struct Iperf(Child);
-
-impl Drop for Iperf {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Gbit/s from `from` to `to_ip` (an iperf3 server started in `to`).
-fn throughput(c: &Cluster, from: &Path, to: &Path, to_ip: &str, seconds: usize) -> f64 {
-    let _server = Iperf(
-        in_netns_cmd(to, "iperf3")
-            .args(["-s", "-1", "-p", "5201"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("iperf3 -s: {e}")),
-    );
-    let v: Value = c.wait_for(secs(30), &format!("iperf3 to {to_ip}"), || {
-        let out = in_netns_cmd(from, "iperf3")
-            .args(["-c", to_ip, "-p", "5201", "-t", &seconds.to_string(), "-J"])
-            .output()
-            .map_err(|e| e.to_string())?;
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        match v["error"].as_str() {
-            None if out.status.success() => Ok(v),
-            Some(error) => Err(error.to_string()),
-            None => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
-        }
-    });
-    v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or(0.0)
-        / 1e9
-}
-
+/// A real pod (busybox, running until stopped) in the bench's namespace.
 fn real_pod(name: &str, node: &str, labels: Value) -> Value {
-    json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"namespace": NS, "name": name, "labels": labels},
-        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
-                 "containers": [{"name": "main", "image": "busybox:1.28",
-                                 "command": ["sh", "-c", SLEEP_FOREVER]}]}})
+    script_pod(NS, name, node, labels, "busybox:1.28", SLEEP_FOREVER)
 }
 
 /// Policy `i` of `n`: selects both real pods, allows ten peers (group `i`) in and out; the
@@ -349,14 +289,8 @@ fn main() {
             .unwrap_or_default()
             .to_string()
     };
-    let uid_of = |p: &Value| {
-        p["metadata"]["uid"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
-    };
     let server_ip = ip_of(&server);
-    let (server_ns, client_ns) = (pod_netns(&uid_of(&server)), pod_netns(&uid_of(&client)));
+    let (server_ns, client_ns) = (pod_netns(&server), pod_netns(&client));
 
     // The 1,000 peers: pods bound to hollow nodes, in groups of ten by label.
     let _hollow = HollowNodes::start(c.controller(), HOLLOW_NODES, &["--prefix", "np-hollow-"]);

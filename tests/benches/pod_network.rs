@@ -7,91 +7,18 @@
 //! The bed's "wires" are veths on one machine: the figures say what the pod path costs
 //! relative to the host path, not what a physical network would carry.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 
 use berth_tests::bench::env_usize;
 use berth_tests::host::require_tool;
+use berth_tests::pod_netns::{netns_command, pod_netns, throughput};
 use berth_tests::pod_specs::{SLEEP_FOREVER, sh_pod};
 use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, ClusterConfig, TestBedLayout, secs};
-use serde_json::Value;
-
-/// The named netns of the pod with `uid` (`/var/run/netns/berth-<node>-<instance>-<uid>`).
-fn pod_netns(uid: &str) -> PathBuf {
-    let dir = PathBuf::from("/var/run/netns");
-    std::fs::read_dir(&dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.to_string_lossy().ends_with(uid))
-        .unwrap_or_else(|| panic!("no netns for pod {uid} in {}", dir.display()))
-}
-
-fn in_netns(netns: &Path, program: &str) -> Command {
-    let mut cmd = Command::new(require_tool("nsenter"));
-    cmd.arg(format!("--net={}", netns.display()))
-        .arg(require_tool(program));
-    cmd
-}
-
-/// A one-off iperf3 server in `netns`, killed on drop.
-struct Server(Child);
-
-impl Server {
-    fn start(netns: &Path, port: u16) -> Server {
-        let child = in_netns(netns, "iperf3")
-            .args(["-s", "-1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("iperf3 -s: {e}"));
-        Server(child)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Gbit/s from `from` to `to_ip` (a server started in `to`).
-fn throughput(c: &Cluster, from: &Path, to: &Path, to_ip: &str, seconds: usize) -> f64 {
-    let port = 5201;
-    let _server = Server::start(to, port);
-    // The server may not listen yet: a refused run is retried (it does not use up `-1`).
-    let v: Value = c.wait_for(secs(30), &format!("iperf3 to {to_ip}"), || {
-        let out = in_netns(from, "iperf3")
-            .args([
-                "-c",
-                to_ip,
-                "-p",
-                &port.to_string(),
-                "-t",
-                &seconds.to_string(),
-                "-J",
-            ])
-            .output()
-            .map_err(|e| e.to_string())?;
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        match v["error"].as_str() {
-            None if out.status.success() => Ok(v),
-            Some(error) => Err(error.to_string()),
-            None => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
-        }
-    });
-    v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or(0.0)
-        / 1e9
-}
 
 /// The average round trip in ms of 50 pings 20 ms apart.
 fn latency(from: &Path, to_ip: &str) -> f64 {
-    let out = in_netns(from, "busybox")
+    let out = netns_command(from, "busybox")
         .args(["ping", "-q", "-c", "50", "-i", "0.02", to_ip])
         .output()
         .unwrap_or_else(|e| panic!("ping: {e}"));
@@ -115,15 +42,11 @@ fn main() {
         let name = format!("net-{h}");
         c.apply(&sh_pod(&name, c.node_name(h), SLEEP_FOREVER));
         let pod = c.wait_for_pod_ready("default", &name, secs(120));
-        let uid = pod["metadata"]["uid"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
         let ip = pod["status"]["podIP"]
             .as_str()
             .unwrap_or_default()
             .to_string();
-        pods.push((pod_netns(&uid), ip));
+        pods.push((pod_netns(&pod), ip));
     }
     let host_ns = |h: usize| bed.host(h).netns_path();
     println!("pod network bench: {seconds} s per iperf3 run");
@@ -140,7 +63,7 @@ fn main() {
         let (to_ns, to_ip) = &pods[target];
         // Let the first packets find their way (routes and VTEP entries are set up at start).
         c.wait_for(secs(30), &format!("pod 0 → {to_ip}"), || {
-            let out = in_netns(&pods[0].0, "busybox")
+            let out = netns_command(&pods[0].0, "busybox")
                 .args(["ping", "-c", "1", "-W", "1", to_ip])
                 .output()
                 .map_err(|e| e.to_string())?;

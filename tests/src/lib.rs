@@ -19,6 +19,7 @@ pub mod kinds;
 pub mod kubectl;
 pub mod objects;
 pub mod pki;
+pub mod pod_netns;
 pub mod pod_reading;
 pub mod pod_specs;
 pub mod process;

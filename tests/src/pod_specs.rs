@@ -38,6 +38,23 @@ pub fn ready_data_container(first: &str) -> Value {
     main
 }
 
+/// A pod `ns/name` labelled `labels`, bound to `node`, whose one container `main` runs
+/// `script` with `sh -c` in `image`; a one-second grace period, so that it stops at once.
+pub fn script_pod(
+    ns: &str,
+    name: &str,
+    node: &str,
+    labels: Value,
+    image: &str,
+    script: &str,
+) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"namespace": ns, "name": name, "labels": labels},
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "main", "image": image,
+                                 "command": ["sh", "-c", script]}]}})
+}
+
 /// A pod bound to `node` with one busybox container `main` running `script`.
 pub fn sh_pod(name: &str, node: &str, script: &str) -> Value {
     bound_pod(

@@ -16,9 +16,8 @@
 
 use std::time::{Duration, Instant};
 
-use berth_tests::fixtures::python::{python_layers, python_run};
-use berth_tests::fixtures::write_layout;
-use berth_tests::pod_specs::SLEEP_FOREVER;
+use berth_tests::fixtures::python::push_stdlib_image;
+use berth_tests::pod_specs::{SLEEP_FOREVER, script_pod};
 use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, ClusterConfig, TestBedLayout, secs};
 use serde_json::{Value, json};
@@ -45,29 +44,12 @@ s.send(b'ping')
 print(s.recv(512).decode())
 ";
 
-/// A stdlib-only Python image (busybox beneath it) for servers and clients alike.
-fn push_image(c: &Cluster) {
-    let dir = c.scratch().join("netpol-image");
-    let layers = python_layers(&["socket"], None);
-    write_layout(
-        &dir,
-        &layers,
-        &python_run(),
-        &format!("docker.io/library/{IMAGE}"),
-        "netpol",
-    )
-    .unwrap_or_else(|e| panic!("cannot write the image layout: {e}"));
-    c.registry()
-        .push(&dir, "netpol", "library/python", "3.11-netpol");
-}
-
+/// A pod in the test's image (stdlib-only Python, busybox beneath it, for servers and clients
+/// alike) running `script`, with the UDP echo at hand in `$UDP_SERVER`.
 fn pod(ns: &str, name: &str, node: &str, labels: Value, script: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"namespace": ns, "name": name, "labels": labels},
-        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
-                 "containers": [{"name": "main", "image": IMAGE,
-                                 "command": ["sh", "-c", script],
-                                 "env": [{"name": "UDP_SERVER", "value": UDP_SERVER}]}]}})
+    let mut pod = script_pod(ns, name, node, labels, IMAGE, script);
+    pod["spec"]["containers"][0]["env"] = json!([{"name": "UDP_SERVER", "value": UDP_SERVER}]);
+    pod
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,7 +135,7 @@ fn refused_packets(c: &Cluster, node: &str) -> f64 {
 #[test]
 fn network_policies_allow_and_refuse_across_hosts_as_upstream_does() {
     let c = Cluster::start_with(ClusterConfig::on_test_bed(TestBedLayout::new(2, 0)));
-    push_image(&c);
+    push_stdlib_image(c.registry(), c.scratch(), IMAGE, &["socket"]);
     let (server_node, client_node) = (c.node_name(0).to_string(), c.node_name(1).to_string());
     for (ns, team) in [(SERVER_NS, "server"), (CLIENT_NS, "blue")] {
         c.apply(&json!({"apiVersion": "v1", "kind": "Namespace",

@@ -20,9 +20,8 @@
 
 use std::time::{Duration, Instant};
 
-use berth_tests::fixtures::python::{python_layers, python_run};
-use berth_tests::fixtures::write_layout;
-use berth_tests::pod_specs::SLEEP_FOREVER;
+use berth_tests::fixtures::python::push_stdlib_image;
+use berth_tests::pod_specs::{SLEEP_FOREVER, script_pod};
 use berth_tests::process::LineChild;
 use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, ClusterConfig, TestBedLayout, secs};
@@ -93,30 +92,14 @@ while True:
     time.sleep(0.2)  # not ordering: the flow's pace
 ";
 
-/// A stdlib-only Python image (busybox beneath it) for the server and the clients.
-fn push_image(c: &Cluster) {
-    let dir = c.scratch().join("netpol-sel-image");
-    let layers = python_layers(&["socket", "threading"], None);
-    write_layout(
-        &dir,
-        &layers,
-        &python_run(),
-        &format!("docker.io/library/{IMAGE}"),
-        "netpol-sel",
-    )
-    .unwrap_or_else(|e| panic!("cannot write the image layout: {e}"));
-    c.registry()
-        .push(&dir, "netpol-sel", "library/python", "3.11-netpol-sel");
-}
-
+/// A pod in the test's image (stdlib-only Python, busybox beneath it, for the server and the
+/// clients alike) running `command`, with the server's script at hand in `$SERVER`.
 fn pod(ns: &str, name: &str, node: &str, labels: Value, command: &str, ports: Value) -> Value {
-    json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"namespace": ns, "name": name, "labels": labels},
-        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
-                 "containers": [{"name": "main", "image": IMAGE,
-                                 "command": ["sh", "-c", command],
-                                 "env": [{"name": "SERVER", "value": SERVER}],
-                                 "ports": ports}]}})
+    let mut pod = script_pod(ns, name, node, labels, IMAGE, command);
+    let main = &mut pod["spec"]["containers"][0];
+    main["env"] = json!([{"name": "SERVER", "value": SERVER}]);
+    main["ports"] = ports;
+    pod
 }
 
 /// The clients, all on host 1: (namespace, name, role label).
@@ -225,7 +208,7 @@ fn pod_cidr(c: &Cluster, node: &str) -> String {
 #[test]
 fn network_policy_selectors_ports_egress_and_established_flows_across_hosts() {
     let mut c = Cluster::start_with(ClusterConfig::on_test_bed(TestBedLayout::new(2, 0)));
-    push_image(&c);
+    push_stdlib_image(c.registry(), c.scratch(), IMAGE, &["socket", "threading"]);
     let (server_node, client_node) = (c.node_name(0).to_string(), c.node_name(1).to_string());
     for (ns, team) in [(SERVER_NS, "server"), (BLUE_NS, "blue"), (RED_NS, "red")] {
         c.apply(&json!({"apiVersion": "v1", "kind": "Namespace",

@@ -200,7 +200,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Agen
         tracing::info!("ingress: not served on this node");
     }
     annotations.insert(
-        crate::ingress::PORTS_ANNOTATION.to_string(),
+        berth_api::ingress_class::PORTS_ANNOTATION.to_string(),
         ingress.ports_annotation(),
     );
     let registered = node::register(&client, &facts, &labels, &annotations, &taints).await?;

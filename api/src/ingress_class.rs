@@ -2,7 +2,7 @@
 //!
 //! Which Ingresses are Berth's: the one rule the agents' proxy (which serves them) and the
 //! controller's Ingress status controller (which lists the serving nodes in their status)
-//! both follow, with Berth's IngressClass names.
+//! both follow, with Berth's IngressClass names and the Node annotation between the two.
 
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 
@@ -14,6 +14,11 @@ pub const CONTROLLER: &str = "berth.io/ingress";
 pub const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
 /// The class annotation of Ingresses from before `spec.ingressClassName` (deprecated).
 pub const LEGACY_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
+/// The Node annotation carrying the ports the node's ingress proxy serves (`80,443`; `none`
+/// when both are off): the agent writes it when it registers its Node; the controller's Ingress
+/// status controller reads it to list the serving Ready nodes in each Ingress's
+/// `status.loadBalancer.ingress`.
+pub const PORTS_ANNOTATION: &str = "ingress.berth.io/ports";
 
 /// Whether Berth serves `ing`: its `spec.ingressClassName` names a class of Berth's controller
 /// (or `berth` while no such class exists yet), or it has no class name and its deprecated

@@ -3,25 +3,19 @@
 //! start when absent; a class someone changed is left as it is (and one someone deleted comes
 //! back at the next start).
 
+use berth_shared::ingress_class::{CLASS, CONTROLLER, DEFAULT_CLASS_ANNOTATION};
 use berth_shared::resource::INGRESS_CLASSES;
 use serde_json::json;
 
 use crate::{Registry, RegistryError};
 
-/// The class's name.
-pub const BERTH_INGRESS_CLASS: &str = "berth";
-/// Its `spec.controller`: the agents' ingress proxy.
-pub const BERTH_INGRESS_CONTROLLER: &str = "berth.io/ingress";
-/// Marks the default IngressClass.
-pub const DEFAULT_INGRESS_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
-
 /// Creates the class unless a class of that name exists.
 pub fn ensure(registry: &Registry) -> Result<(), RegistryError> {
     let class = json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
-        "metadata": {"name": BERTH_INGRESS_CLASS,
-                     "annotations": {DEFAULT_INGRESS_CLASS_ANNOTATION: "true"}},
-        "spec": {"controller": BERTH_INGRESS_CONTROLLER}});
-    registry.create_if_missing(INGRESS_CLASSES, None, BERTH_INGRESS_CLASS, class)
+        "metadata": {"name": CLASS,
+                     "annotations": {DEFAULT_CLASS_ANNOTATION: "true"}},
+        "spec": {"controller": CONTROLLER}});
+    registry.create_if_missing(INGRESS_CLASSES, None, CLASS, class)
 }
 
 #[cfg(test)]
@@ -33,7 +27,7 @@ mod tests {
 
     fn stored(registry: &Registry) -> Value {
         registry
-            .get(INGRESS_CLASSES, None, BERTH_INGRESS_CLASS)
+            .get(INGRESS_CLASSES, None, CLASS)
             .expect("stored")
             .value()
             .expect("json")
@@ -45,27 +39,27 @@ mod tests {
         let registry = crate::testing::registry(dir.path());
         ensure(&registry).expect("created");
         let class = stored(&registry);
-        assert_eq!(class["spec"]["controller"], BERTH_INGRESS_CONTROLLER);
+        assert_eq!(class["spec"]["controller"], CONTROLLER);
         assert_eq!(
-            class["metadata"]["annotations"][DEFAULT_INGRESS_CLASS_ANNOTATION],
+            class["metadata"]["annotations"][DEFAULT_CLASS_ANNOTATION],
             "true"
         );
         registry
             .update_with(
                 INGRESS_CLASSES,
                 None,
-                BERTH_INGRESS_CLASS,
+                CLASS,
                 Part::Main,
                 &WriteOptions::default(),
                 |mut c| {
-                    c["metadata"]["annotations"][DEFAULT_INGRESS_CLASS_ANNOTATION] = json!("false");
+                    c["metadata"]["annotations"][DEFAULT_CLASS_ANNOTATION] = json!("false");
                     Ok::<_, RegistryError>(c)
                 },
             )
             .expect("changed");
         ensure(&registry).expect("kept");
         assert_eq!(
-            stored(&registry)["metadata"]["annotations"][DEFAULT_INGRESS_CLASS_ANNOTATION],
+            stored(&registry)["metadata"]["annotations"][DEFAULT_CLASS_ANNOTATION],
             "false"
         );
     }

@@ -33,11 +33,6 @@ use crate::network::service_state::ServiceState;
 use certs::Certificates;
 use routes::RouteTable;
 
-/// The Node annotation saying which ports this node's ingress proxy serves (`80,443`; `none`
-/// when both are off): the controller lists the Ready nodes that have one in each Ingress's
-/// `status.loadBalancer.ingress`.
-pub const PORTS_ANNOTATION: &str = "ingress.berth.io/ports";
-
 /// Idle upstream connections are closed after this long (nginx's `keepalive_timeout` default is
 /// 60 s; upstream servers commonly close at 60–75 s, so ours closes first).
 const POOL_IDLE: Duration = Duration::from_secs(50);
@@ -78,7 +73,7 @@ impl IngressConfig {
         }
     }
 
-    /// The value of [`PORTS_ANNOTATION`].
+    /// The value of [`PORTS_ANNOTATION`](berth_api::ingress_class::PORTS_ANNOTATION).
     pub fn ports_annotation(&self) -> String {
         let ports: Vec<String> = [self.http_port, self.https_port]
             .iter()

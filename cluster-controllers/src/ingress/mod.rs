@@ -30,7 +30,7 @@ fn serving_address(node: &Object) -> Option<Ipv4Addr> {
     let v = node.value().ok()?;
     let ports = v
         .pointer("/metadata/annotations")?
-        .get(plan::PORTS_ANNOTATION)?
+        .get(berth_shared::ingress_class::PORTS_ANNOTATION)?
         .as_str()?;
     if ports == "none" {
         return None;

@@ -13,9 +13,6 @@ use berth_shared::k8s_openapi::api::networking::v1::{
 };
 use core::net::Ipv4Addr;
 
-/// The Node annotation the agent sets to the ports its ingress proxy serves.
-pub const PORTS_ANNOTATION: &str = "ingress.berth.io/ports";
-
 /// The addresses the status lists now.
 pub fn listed(ing: &Ingress) -> Vec<String> {
     ing.status

@@ -7,6 +7,7 @@
 
 use std::net::IpAddr;
 
+use crate::ingress_class::LEGACY_CLASS_ANNOTATION;
 use k8s_openapi::api::core::v1::TypedLocalObjectReference;
 use k8s_openapi::api::networking::v1::{
     HTTPIngressPath, Ingress, IngressBackend, IngressClass, IngressClassParametersReference,
@@ -20,8 +21,6 @@ use super::names::{
     regex_error, wildcard_dns1123_subdomain,
 };
 
-/// The annotation that named an Ingress's class before `spec.ingressClassName`.
-pub const INGRESS_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
 const PATH_TYPES: &[&str] = &["Exact", "ImplementationSpecific", "Prefix"];
 const INVALID_PATH_SEQUENCES: &[&str] = &["//", "/./", "/../", "%2f", "%2F"];
 const INVALID_PATH_SUFFIXES: &[&str] = &["/..", "/."];
@@ -54,12 +53,12 @@ pub(crate) fn validate_ingress(ing: &Ingress, old: Option<&Ingress>) -> Vec<Fiel
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(INGRESS_CLASS_ANNOTATION));
+            .and_then(|a| a.get(LEGACY_CLASS_ANNOTATION));
         if let (Some(a), Some(class)) = (annotated, &spec.ingress_class_name)
             && a != class
         {
             errs.push(FieldError::invalid(
-                &Path::new("annotations").child(INGRESS_CLASS_ANNOTATION),
+                &Path::new("annotations").child(LEGACY_CLASS_ANNOTATION),
                 a.as_str(),
                 "must match `ingressClassName` when both are specified",
             ));

@@ -299,6 +299,11 @@ struct ServeArgs {
     /// become Unknown and it is tainted unreachable.
     #[arg(long, default_value = "40s", value_parser = server::parse_duration)]
     node_monitor_grace_period: Duration,
+    /// How long a node Lease renewal may wait for other writes to share its commit (one fsync
+    /// for many heartbeats, as etcd's batch interval; any other write ends the wait at once).
+    /// The embedded store only; 0: each renewal is committed on its own.
+    #[arg(long, default_value = "100ms", value_parser = server::parse_duration)]
+    heartbeat_batch_interval: Duration,
     /// How often each agent's resource metrics are scraped for the metrics API (`kubectl top`);
     /// usage is reported over the window between two scrapes (metrics-server's flag).
     #[arg(long, default_value = "15s", value_parser = server::parse_duration)]
@@ -581,6 +586,7 @@ fn main() -> anyhow::Result<()> {
                 max_mutating_requests_inflight,
                 node_address_range,
                 node_monitor_grace_period,
+                heartbeat_batch_interval,
                 metric_resolution,
                 horizontal_pod_autoscaler_sync_period,
                 terminated_pod_gc_threshold,
@@ -625,6 +631,7 @@ fn main() -> anyhow::Result<()> {
                 max_requests_inflight,
                 max_mutating_requests_inflight,
                 node_monitor_grace_period,
+                heartbeat_batch_interval,
                 metric_resolution,
                 hpa_sync_period: horizontal_pod_autoscaler_sync_period,
                 terminated_pod_gc_threshold,

@@ -16,6 +16,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+/// Heartbeats committed together at most, however many are waiting.
+const HEARTBEAT_BATCH: usize = 256;
+
 /// The controller's configuration (from flags).
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -41,6 +44,8 @@ pub struct Config {
     pub max_mutating_requests_inflight: usize,
     /// How long a node may post no heartbeat before it is marked Unknown.
     pub node_monitor_grace_period: std::time::Duration,
+    /// How long a node Lease renewal may wait for company before its commit (0: none).
+    pub heartbeat_batch_interval: std::time::Duration,
     /// How often the agents' resource metrics are scraped for the metrics API.
     pub metric_resolution: std::time::Duration,
     /// How often each HorizontalPodAutoscaler is reconciled.
@@ -201,7 +206,16 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         }
         None => {
             let backend = RedbBackend::open(&config.data_dir.join("store.redb"))?;
-            Store::open(Box::new(backend), config.watch_history)?
+            let store = Store::open(Box::new(backend), config.watch_history)?;
+            store.set_linger(Some(berth_store::Linger {
+                prefixes: vec![berth_registry::prefix(
+                    berth_shared::resource::LEASES,
+                    Some(berth_controllers::nodelifecycle::LEASE_NAMESPACE),
+                )],
+                wait: config.heartbeat_batch_interval,
+                max_batch: HEARTBEAT_BATCH,
+            }));
+            store
         }
     };
     check_private_files(&config.data_dir)?;

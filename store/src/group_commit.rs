@@ -5,6 +5,11 @@
 //! writer still pays exactly one. Each writer is woken only for its own outcome or to lead, so a
 //! flush wakes as many threads as it settled, not every waiting one.
 //!
+//! Heartbeats may wait for company ([`Linger`]): a leader whose batch holds only writes under a
+//! lingering prefix (node Leases, renewed by every node every 10 s, one at a time) waits up to
+//! the linger for more writes before it commits, as etcd batches its backend commits; any other
+//! write ends the wait at once, so only heartbeats pay the delay.
+//!
 //! Preconditions see queued-but-not-yet-durable writes (the `pending` overlay), so
 //! compare-and-swap stays exact; readers see a write only once it is durable. If a batch fails,
 //! every write queued behind it fails too (they were checked against it) and the revision
@@ -13,6 +18,24 @@
 use super::{EventType, Revision, StoredObject};
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Which writes may wait for company before they are committed, and for how long.
+#[derive(Debug, Clone)]
+pub struct Linger {
+    /// Keys under these prefixes linger.
+    pub prefixes: Vec<String>,
+    /// The longest a lingering write waits, from when it was queued, before its commit starts.
+    pub wait: Duration,
+    /// A batch this large is committed at once.
+    pub max_batch: usize,
+}
+
+impl Linger {
+    fn covers(&self, key: &str) -> bool {
+        self.wait > Duration::ZERO && self.prefixes.iter().any(|p| key.starts_with(p.as_str()))
+    }
+}
 
 /// What a queued writer is told.
 #[derive(Debug, Clone)]
@@ -64,6 +87,8 @@ pub(super) struct Queued {
     pub stored: StoredObject,
     pub prev: Option<StoredObject>,
     slot: Arc<Slot>,
+    /// Queued under a lingering prefix, at this instant.
+    lingers: Option<Instant>,
 }
 
 pub(super) struct Queue {
@@ -74,6 +99,9 @@ pub(super) struct Queue {
     writes: Vec<Queued>,
     /// Someone leads (is flushing, or has been handed the lead and is about to).
     led: bool,
+    linger: Option<Linger>,
+    /// The leader is waiting for company (a write that does not linger ends the wait).
+    lingering: bool,
 }
 
 /// A write in the queue, to be settled with [`Pipeline::settle`].
@@ -101,6 +129,11 @@ impl Queue {
         let after = (event_type != EventType::Deleted).then(|| stored.clone());
         self.pending.insert(key.clone(), (stored.revision, after));
         let slot = Slot::new();
+        let lingers = self
+            .linger
+            .as_ref()
+            .is_some_and(|l| l.covers(&key))
+            .then(Instant::now);
         self.writes.push(Queued {
             revision: stored.revision,
             key,
@@ -108,16 +141,34 @@ impl Queue {
             stored,
             prev,
             slot: slot.clone(),
+            lingers,
         });
         let leads = !self.led;
         self.led = true;
         Ticket { slot, leads }
+    }
+
+    /// Until when the leader should wait for more writes before committing what is queued:
+    /// `None` when the batch must go now (it holds a write that does not linger, or is full).
+    fn linger_until(&self) -> Option<Instant> {
+        let linger = self.linger.as_ref()?;
+        if self.writes.len() >= linger.max_batch {
+            return None;
+        }
+        let mut first = None;
+        for w in &self.writes {
+            let at = w.lingers?;
+            first = Some(first.map_or(at, |f: Instant| f.min(at)));
+        }
+        first.map(|at| at + linger.wait)
     }
 }
 
 /// The queue of writes waiting for durability.
 pub(super) struct Pipeline {
     queue: Mutex<Queue>,
+    /// Signalled when a write is queued while the leader lingers.
+    arrived: Condvar,
 }
 
 impl Pipeline {
@@ -128,8 +179,17 @@ impl Pipeline {
                 pending: HashMap::new(),
                 writes: Vec::new(),
                 led: false,
+                linger: None,
+                lingering: false,
             }),
+            arrived: Condvar::new(),
         }
+    }
+
+    /// Lets writes under `linger.prefixes` wait for company (`None`: every write goes at once).
+    pub fn set_linger(&self, linger: Option<Linger>) {
+        self.lock().linger = linger;
+        self.arrived.notify_all();
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Queue> {
@@ -145,6 +205,9 @@ impl Pipeline {
         ticket: Ticket,
         flush: impl Fn(&[Queued]) -> Result<(), (String, Revision)>,
     ) -> Result<(), String> {
+        if queue.lingering {
+            self.arrived.notify_all();
+        }
         drop(queue);
         let mut lead = ticket.leads;
         loop {
@@ -162,7 +225,22 @@ impl Pipeline {
     /// One flush: everything queued now, then the outcome to each of its writers and the lead
     /// to the first writer queued since (if any).
     fn lead(&self, flush: &impl Fn(&[Queued]) -> Result<(), (String, Revision)>) {
-        let batch = std::mem::take(&mut self.lock().writes);
+        let mut queue = self.lock();
+        while let Some(until) = queue.linger_until() {
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            queue.lingering = true;
+            queue = self
+                .arrived
+                .wait_timeout(queue, until - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        queue.lingering = false;
+        let batch = std::mem::take(&mut queue.writes);
+        drop(queue);
         let result = if batch.is_empty() {
             Ok(())
         } else {

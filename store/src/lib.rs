@@ -15,6 +15,7 @@ mod redb_file;
 pub mod snapshot;
 
 pub use etcd::EtcdConfig;
+pub use group_commit::Linger;
 pub use index::ObjectIndex;
 pub use label_set::{LabelSet, intern as intern_labels};
 pub use lock::StoreLock;
@@ -295,6 +296,15 @@ impl Store {
                 visible,
                 health: std::sync::Mutex::new(WriteHealth::default()),
             }),
+        }
+    }
+
+    /// Lets writes under some prefixes wait for company before their commit (see
+    /// [`Linger`]); `None` commits every write at once. The embedded store only: etcd batches
+    /// on its own.
+    pub fn set_linger(&self, linger: Option<Linger>) {
+        if let Writer::Local { pipeline, .. } = &self.inner.writer {
+            pipeline.set_linger(linger);
         }
     }
 

@@ -365,3 +365,73 @@ impl Store {
         }
     }
 }
+
+/// A linger long enough that a test would hang if a write waited it out.
+fn hour_linger(max_batch: usize) -> Option<Linger> {
+    Some(Linger {
+        prefixes: vec!["/lease/".to_string()],
+        wait: std::time::Duration::from_secs(3600),
+        max_batch,
+    })
+}
+
+#[test]
+fn lingering_writes_wait_for_company_and_share_one_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, h) = instrumented(dir.path(), 1000);
+    store.set_linger(hour_linger(3));
+    let writers: Vec<_> = (0..3)
+        .map(|i| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                store.put(
+                    &format!("/lease/{i}"),
+                    cm(&i.to_string()),
+                    Precondition::Absent,
+                )
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap().unwrap();
+    }
+    assert_eq!(
+        h.commits.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "three lingering writes, a batch of three: one commit"
+    );
+    assert_eq!(store.count("/lease/"), 3);
+}
+
+#[test]
+fn a_write_that_does_not_linger_ends_the_wait_and_takes_the_lingering_one_along() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, h) = instrumented(dir.path(), 1000);
+    store.set_linger(hour_linger(100));
+    let lease = {
+        let store = store.clone();
+        std::thread::spawn(move || store.put("/lease/a", cm("a"), Precondition::Absent))
+    };
+    wait_assigned(&store, 1, 10, "the lease write did not queue");
+    assert!(
+        store.get("/lease/a").is_none(),
+        "lingering: not durable yet"
+    );
+    // Without the wake-up this would wait out the hour.
+    store.put("/k/x", cm("x"), Precondition::Absent).unwrap();
+    lease.join().unwrap().unwrap();
+    assert_eq!(h.commits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert!(store.get("/lease/a").is_some());
+}
+
+#[test]
+fn without_a_linger_a_lone_heartbeat_commits_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, h) = instrumented(dir.path(), 1000);
+    store.set_linger(hour_linger(100));
+    store.set_linger(None);
+    store
+        .put("/lease/a", cm("a"), Precondition::Absent)
+        .unwrap();
+    assert_eq!(h.commits.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

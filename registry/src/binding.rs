@@ -48,12 +48,12 @@ impl Registry {
                 "lastTransitionTime": now_rfc3339(),
             }));
             pod["status"]["conditions"] = json!(conditions);
-            match self.store.put(
+            match self.store.put_returning(
                 &object_key(rt, Some(ns), name),
                 pod,
                 Precondition::Revision(current.revision),
             ) {
-                Ok(stored) => return Ok(stored.value()?),
+                Ok((_, written)) => return Ok(written),
                 Err(berth_store::StoreError::Conflict) => continue,
                 Err(e) => return Err(store_error(rt, name, e)),
             }

@@ -552,11 +552,11 @@ impl Registry {
             return Err(RegistryError::ResourceVersionOnCreate);
         }
         let key = object_key(rt, ns, &name);
-        let stored = self
+        let (_, written) = self
             .store
-            .put(&key, obj, Precondition::Absent)
+            .put_returning(&key, obj, Precondition::Absent)
             .map_err(|e| store_error(rt, &name, e))?;
-        Ok(stored.value()?)
+        Ok(written)
     }
 
     /// Replaces an object (PUT). A `metadata.resourceVersion` in the body must match the stored
@@ -730,11 +730,11 @@ impl Registry {
                 .map_err(|e| store_error(rt, name, e))?;
             return Ok(stored.value()?);
         }
-        let stored = self
+        let (_, written) = self
             .store
-            .put(&key, obj, Precondition::Revision(expected))
+            .put_returning(&key, obj, Precondition::Revision(expected))
             .map_err(|e| store_error(rt, name, e))?;
-        Ok(stored.value()?)
+        Ok(written)
     }
 
     /// The `Status` body of a successful deletion, as upstream answers it.

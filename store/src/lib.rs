@@ -451,8 +451,22 @@ impl Store {
         obj: Value,
         pre: Precondition,
     ) -> Result<StoredObject, StoreError> {
+        self.put_returning(key, obj, pre).map(|(stored, _)| stored)
+    }
+
+    /// [`Store::put`], also giving back the object as written (with its new
+    /// `metadata.resourceVersion`): what a write's reply carries, without parsing the stored
+    /// bytes back (the embedded store; etcd's answer is parsed).
+    pub fn put_returning(
+        &self,
+        key: &str,
+        obj: Value,
+        pre: Precondition,
+    ) -> Result<(StoredObject, Value), StoreError> {
         if let Writer::Etcd(etcd) = &self.inner.writer {
-            return etcd.put(self, key, obj, pre);
+            let stored = etcd.put(self, key, obj, pre)?;
+            let value = stored.value()?;
+            return Ok((stored, value));
         }
         if let Some(why) = self.low_on_space() {
             return Err(StoreError::NoSpace(why));
@@ -491,6 +505,7 @@ impl Store {
             set_resource_version(&mut obj, revision);
             Ok((EventType::Deleted, obj))
         })
+        .map(|(stored, _)| stored)
     }
 
     /// One write: checks `pre` against the newest version (queued or durable), lets `make` build
@@ -500,7 +515,7 @@ impl Store {
         key: &str,
         pre: Precondition,
         make: impl FnOnce(Option<&StoredObject>, Revision) -> Result<(EventType, Value), StoreError>,
-    ) -> Result<StoredObject, StoreError> {
+    ) -> Result<(StoredObject, Value), StoreError> {
         let Writer::Local { pipeline, .. } = &self.inner.writer else {
             return Err(StoreError::Backend("local write on a shared store".into()));
         };
@@ -522,7 +537,7 @@ impl Store {
         pipeline
             .settle(queue, ticket, |batch| self.flush(batch))
             .map_err(StoreError::Backend)?;
-        Ok(stored)
+        Ok((stored, obj))
     }
 
     /// Makes a batch durable, then visible to readers and watchers; on failure returns the

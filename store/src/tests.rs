@@ -435,3 +435,24 @@ fn without_a_linger_a_lone_heartbeat_commits_at_once() {
         .unwrap();
     assert_eq!(h.commits.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
+
+#[test]
+fn a_write_gives_back_what_it_stored_without_a_parse() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), 100);
+    let mut obj = cm("a");
+    obj["data"] = json!({"n": 1.5, "big": u64::MAX, "neg": -3, "order": {"z": 1, "a": 2}});
+    let (stored, written) = store
+        .put_returning("/k/a", obj, Precondition::Absent)
+        .unwrap();
+    assert_eq!(written, stored.value().unwrap());
+    assert_eq!(
+        serde_json::to_vec(&written).unwrap(),
+        stored.data.to_vec(),
+        "the same bytes, keys in the same order"
+    );
+    assert_eq!(
+        written["metadata"]["resourceVersion"],
+        stored.revision.to_string()
+    );
+}

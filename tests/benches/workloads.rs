@@ -2,11 +2,16 @@
 //! Deployment of N replicas (`nginx:1.14.2` fixture, image already on the node) takes from
 //! creation to N available, and how long `kubectl set image` to `nginx:1.16.1` takes to roll
 //! out completely; next to the baseline measured in the same run: N bare pods bound straight to
-//! the node (no scheduler, no controllers) from creation to all Running. `BERTH_BENCH_REPLICAS`
-//! sets N (default 100); `BERTH_AGENT_BIN` / `BERTH_CONTROLLER_BIN` pick the binaries.
+//! the node (no scheduler, no controllers) from creation to all Running; and the raw container
+//! start time beside the rollout: N `ctr run -d` of `nginx:1.16.1` (its own command, a
+//! containerd namespace of its own, no pod network) one after another, and [`RAW_PARALLEL`] at
+//! once. `BERTH_BENCH_REPLICAS` sets N (default 100); `BERTH_AGENT_BIN` /
+//! `BERTH_CONTROLLER_BIN` pick the binaries.
 
 use std::time::{Duration, Instant};
 
+use berth_tests::bench::warm_raw_namespace_of;
+use berth_tests::fixtures::NGINX_1_16_1;
 use berth_tests::pod_reading::phase;
 use berth_tests::pod_specs::nginx_pod;
 use berth_tests::stats::megabytes;
@@ -15,6 +20,9 @@ use berth_tests::{AgentOptions, Cluster, ClusterConfig, secs};
 use serde_json::{Value, json};
 
 const DEADLINE: Duration = secs(900);
+/// `ctr run -d`s at once in the parallel raw baseline (as many as the agent's pod passes at
+/// once).
+const RAW_PARALLEL: usize = 8;
 
 fn deployment(replicas: usize) -> Value {
     let spec = json!({
@@ -119,6 +127,7 @@ fn main() {
     let rolled = started.elapsed();
     let agent_rss = c.agent(0).rss_kib();
     let controller_rss = c.controller().rss_kib();
+    let (raw_serial, raw_parallel) = raw_starts(&c, replicas);
 
     println!();
     println!("| figure | result | baseline (same run) |");
@@ -129,12 +138,40 @@ fn main() {
         bare.as_secs_f64()
     );
     println!(
-        "| rolling update of it (`set image`, 25% surge / 25% unavailable) → complete | {:.1} s | |",
-        rolled.as_secs_f64()
+        "| rolling update of it (`set image`, 25% surge / 25% unavailable) → complete | {:.1} s | raw start of {replicas} containers of the new image (`ctr run -d`): {:.1} s one after another, {:.1} s {RAW_PARALLEL} at once |",
+        rolled.as_secs_f64(),
+        raw_serial.as_secs_f64(),
+        raw_parallel.as_secs_f64()
     );
     println!(
         "| RSS after the rollout: agent / controller (MB) | {} / {} | |",
         megabytes(agent_rss),
         megabytes(controller_rss)
     );
+}
+
+/// The raw container start time for `n` containers of the rollout's new image: `n` `ctr run -d`
+/// one after another, then `n` more [`RAW_PARALLEL`] at once (wall time of each batch of `n`,
+/// ctr's own process start included). The cluster's teardown removes the namespace.
+fn raw_starts(c: &Cluster, n: usize) -> (Duration, Duration) {
+    let ctd = c.containerd();
+    let (ns, image) = warm_raw_namespace_of(c, "berth-bench-rollout-raw", &NGINX_1_16_1);
+    let run = |id: String| {
+        ctd.ctr_ok(&ns, &["run", "-d", "--null-io", &image, &id]);
+    };
+    let started = Instant::now();
+    (0..n).for_each(|i| run(format!("serial-{i:03}")));
+    let serial = started.elapsed();
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for lane in 0..RAW_PARALLEL {
+            let run = &run;
+            s.spawn(move || {
+                (lane..n)
+                    .step_by(RAW_PARALLEL)
+                    .for_each(|i| run(format!("parallel-{i:03}")));
+            });
+        }
+    });
+    (serial, started.elapsed())
 }

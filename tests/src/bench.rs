@@ -242,9 +242,17 @@ impl Drop for HollowNodes {
 /// the busybox fixture pulled and one container already run, so later `ctr run`s are warm.
 /// Returns the namespace and the image reference.
 pub fn warm_raw_namespace(c: &crate::Cluster, prefix: &str) -> (String, String) {
+    warm_raw_namespace_of(c, prefix, &crate::fixtures::BUSYBOX)
+}
+
+/// [`warm_raw_namespace`] with the fixture `f` (its warm-up container runs `true`).
+pub fn warm_raw_namespace_of(
+    c: &crate::Cluster,
+    prefix: &str,
+    f: &crate::fixtures::Fixture,
+) -> (String, String) {
     let ns = format!("{prefix}-{}", crate::host::unique_suffix());
     let ctd = c.containerd();
-    let f = &crate::fixtures::BUSYBOX;
     let image = format!("{}/{}:{}", c.registry().addr(), f.repository, f.tag);
     ctd.ctr_ok(&ns, &["images", "pull", "--plain-http", &image]);
     ctd.ctr_ok(&ns, &["run", "-d", "--null-io", &image, "raw-warm", "true"]);

@@ -64,11 +64,18 @@ pub struct FakeRuntime {
     configs: Mutex<BTreeMap<String, ContainerConfig>>,
     ignored_signals: Mutex<BTreeSet<i32>>,
     changed: tokio::sync::Notify,
+    /// Listings of one pod's containers (`list_pod`), the cost of an observation.
+    pod_listings: std::sync::atomic::AtomicUsize,
 }
 
 impl FakeRuntime {
     fn containers(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, ContainerInfo>> {
         self.containers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many times a pod's containers were listed so far.
+    pub fn pod_listings(&self) -> usize {
+        self.pod_listings.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The container's main process ignores `signal` (as a process without a SIGTERM handler
@@ -140,6 +147,8 @@ impl ContainerRuntime for FakeRuntime {
         &'a self,
         uid: &'a str,
     ) -> BoxFuture<'a, Result<Vec<ContainerInfo>, RuntimeError>> {
+        self.pod_listings
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let list = self
             .containers()
             .values()
@@ -524,6 +533,7 @@ impl Fakes {
                 configs: Mutex::default(),
                 ignored_signals: Mutex::default(),
                 changed: tokio::sync::Notify::new(),
+                pod_listings: Default::default(),
             }),
             network: Arc::new(FakeNetwork {
                 log: log.clone(),

@@ -237,7 +237,11 @@ impl PodWorker {
         if progressed {
             next = Duration::from_millis(20);
         }
+        // Whether an action of this pass may have changed what `observed` saw (so the status
+        // must come from a fresh look).
+        let mut acted = false;
         for action in plan.actions {
+            acted |= !matches!(action, Action::WaitUntil(_) | Action::ReportStatus);
             match action {
                 Action::CreateSandbox { attempt } => self.create_sandbox(&pod, attempt).await?,
                 Action::PullImage { container } => self.pull(&pod, &container, now).await,
@@ -329,6 +333,12 @@ impl PodWorker {
                     } else {
                         Duration::from_millis(100)
                     };
+                }
+                Action::ReportStatus if !acted => {
+                    // Nothing done yet in this pass: its own observation is the latest (half
+                    // of all passes, each a containerd listing, during a 100-pod rollout).
+                    self.report(&pod, &observed).await?;
+                    self.local_mut(|l| l.fresh_pull_failures.clear());
                 }
                 Action::ReportStatus => {
                     // Status from a fresh observation, so what was just done shows at once.

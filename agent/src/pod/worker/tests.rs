@@ -103,6 +103,20 @@ fn app_pod(policy: &str) -> Pod {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_pass_looks_again_before_reporting_only_when_it_did_something() {
+    let fresh = harness();
+    assert_eq!(fresh.pass(&app_pod("Always")).await, STEPPED);
+    let listings = fresh.fakes.runtime.pod_listings();
+    assert_eq!(listings, 2, "the sandbox made: a fresh look");
+
+    let (h, pod) = running_app("Always").await;
+    let before = h.fakes.runtime.pod_listings();
+    assert_eq!(h.pass(&pod).await, IDLE);
+    let listings = h.fakes.runtime.pod_listings() - before;
+    assert_eq!(listings, 1, "nothing done: the pass's own look");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_new_pod_gets_its_sandbox_then_its_image_then_a_started_container() {
     let h = harness();
     let pod = app_pod("Always");

@@ -107,6 +107,8 @@ struct State<K> {
     seq: u64,
     /// Paced queues only: a key's earliest next pass.
     not_before: HashMap<K, Instant>,
+    /// Paced queues only: what a pass in flight said it cost ([`Queue::pace_by`]).
+    costs: HashMap<K, Duration>,
 }
 
 impl<K: Clone + Eq + Hash> State<K> {
@@ -199,6 +201,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
                 delayed_at: HashMap::new(),
                 seq: 0,
                 not_before: HashMap::new(),
+                costs: HashMap::new(),
             })),
             notify: Arc::new(Notify::new()),
             counters: Arc::new(Counters::default()),
@@ -222,6 +225,18 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
     /// Worked example: factor 8, a 25 ms pass → the next starts at least 200 ms after it ended.
     pub fn set_pace(&self, factor: u32) {
         self.pace.store(factor, Ordering::Relaxed);
+    }
+
+    /// Paces `key`'s next pass by `cost` instead of the wall time of the pass now running
+    /// (called by that pass; nothing on an unpaced queue). A pass that mostly waits, on the
+    /// store's fsync of its writes or on the informers catching up with them, reports the CPU
+    /// it used: the next pass re-reads the same objects for about that much, and is not held
+    /// back by the waits. Worked example: factor 8, a pass deleting 25 pods in 300 ms of
+    /// which 20 ms on the CPU → the next may start 160 ms after it, not 2 s (the cap).
+    pub fn pace_by(&self, key: &K, cost: Duration) {
+        if self.pace.load(Ordering::Relaxed) > 0 {
+            self.lock().costs.insert(key.clone(), cost);
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State<K>> {
@@ -311,8 +326,9 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
             let mut s = self.lock();
             s.active.remove(key);
             let factor = self.pace.load(Ordering::Relaxed);
+            let cost = s.costs.remove(key).unwrap_or(took);
             if factor > 0 {
-                let pause = took.saturating_mul(factor).min(PACE_CAP);
+                let pause = cost.saturating_mul(factor).min(PACE_CAP);
                 if !pause.is_zero() {
                     s.not_before.insert(key.clone(), Instant::now() + pause);
                 }
@@ -634,5 +650,38 @@ mod tests {
         assert_eq!(t.len(), 2);
         // 50 ms pass, then 4 × 50 ms before the next.
         assert_eq!(t[1] - t[0], Duration::from_millis(250));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_paced_key_whose_pass_reported_its_cost_is_paced_by_that_cost() {
+        let q: Queue<String> = Queue::paced(4);
+        let times = Arc::new(Mutex::new(Vec::new()));
+        let stop = CancellationToken::new();
+        let (t, s, q2) = (times.clone(), stop.clone(), q.clone());
+        let runner = tokio::spawn(run(q.clone(), 1, stop.clone(), "test", move |k: String| {
+            let (t, s, q2) = (t.clone(), s.clone(), q2.clone());
+            async move {
+                let n = {
+                    let mut t = t.lock().unwrap();
+                    t.push(Instant::now());
+                    t.len()
+                };
+                // 500 ms of waiting, 10 ms of it worth pacing by.
+                tokio::time::advance(Duration::from_millis(500)).await;
+                if n == 1 {
+                    q2.pace_by(&k, Duration::from_millis(10));
+                    q2.add(k);
+                } else {
+                    s.cancel();
+                }
+                Ok::<_, String>(Outcome::Done)
+            }
+        }));
+        q.add("k".into());
+        runner.await.unwrap();
+        let t = times.lock().unwrap().clone();
+        assert_eq!(t.len(), 2);
+        // 500 ms pass, then 4 × 10 ms before the next (not 4 × 500 ms).
+        assert_eq!(t[1] - t[0], Duration::from_millis(540));
     }
 }

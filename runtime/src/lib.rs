@@ -146,6 +146,18 @@ impl Controller<ObjectKey> {
     }
 }
 
+/// The CPU time (user and system) the calling thread has used; zero when it cannot be read.
+/// A pass runs on one thread (the blocking pool's, or the caller's), so the difference over
+/// a pass is what the pass cost.
+fn thread_cpu() -> Duration {
+    use nix::sys::resource::{UsageWho, getrusage};
+    use nix::sys::time::TimeValLike;
+    getrusage(UsageWho::RUSAGE_THREAD).map_or(Duration::ZERO, |u| {
+        let micros = u.user_time().num_microseconds() + u.system_time().num_microseconds();
+        Duration::from_micros(u64::try_from(micros).unwrap_or(0))
+    })
+}
+
 /// The keys of the `owners` in `child`'s namespace whose selector (read from their view `V`;
 /// `None` or empty: they select nothing) matches its labels.
 fn selecting<V: View, K>(
@@ -341,15 +353,22 @@ impl<K: Clone + Eq + Hash + Send + Sync + Display + 'static> Controller<K> {
         let reads = Arc::new(self.reads);
         let informers = self.ctx.informers.clone();
         let name = self.name;
+        let queue = self.queue.clone();
         reconcile::run_with_policy(self.queue, self.workers, shutdown, name, move |key: K| {
             let (r, reads, informers) = (reconciler.clone(), reads.clone(), informers.clone());
+            let queue = queue.clone();
             async move {
                 let span_key = key.to_string();
                 let result = crate::informer::blocking(|| {
                     let _span =
                         tracing::debug_span!("reconcile", controller = name, key = %span_key)
                             .entered();
-                    r.reconcile(&key).map_err(|e| Failure::of(&e))
+                    let cpu = thread_cpu();
+                    let result = r.reconcile(&key).map_err(|e| Failure::of(&e));
+                    // A paced key is paced by the CPU its pass used, not by the pass's waits
+                    // on the store's fsyncs nor by the informers' catching up below.
+                    queue.pace_by(&key, thread_cpu().saturating_sub(cpu));
+                    result
                 });
                 informers.catch_up(&reads, CATCH_UP_LIMIT).await;
                 result
@@ -359,5 +378,21 @@ impl<K: Clone + Eq + Hash + Send + Sync + Display + 'static> Controller<K> {
         if let Some(t) = resync {
             let _ = t.await;
         }
+    }
+}
+
+#[cfg(test)]
+mod cpu_tests {
+    use super::thread_cpu;
+
+    #[test]
+    fn the_threads_cpu_time_only_grows() {
+        let before = thread_cpu();
+        let mut x = 0u64;
+        for i in 0..1_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        assert!(thread_cpu() >= before);
     }
 }

@@ -340,6 +340,12 @@ fn apply_fs_group_once(base: &Path, pod: &Pod, name: &str, dir: &Path) -> Result
 /// and the secret, projected and downwardAPI volumes).
 pub fn remove(root: &Path, uid: &str) -> Result<(), VolumeError> {
     let dir = pod_dir(root, uid);
+    if !dir.exists() {
+        // Removed already (a pod's clean-up runs again when its deletion is seen): nothing
+        // can be mounted under a directory that is not there, so the mount table, hundreds of
+        // lines on a busy node, is not read.
+        return Ok(());
+    }
     tmpfs::unmount_all_under(&dir)?;
     match std::fs::remove_dir_all(&dir) {
         Ok(()) => Ok(()),
@@ -364,6 +370,16 @@ pub fn remove_empty_dirs(root: &Path, uid: &str) -> Result<(), VolumeError> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_pods_directory_removed_again_is_already_gone() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = pod_dir(root.path(), "u1");
+        std::fs::create_dir_all(dir.join("etc")).unwrap();
+        remove(root.path(), "u1").unwrap();
+        assert!(!dir.exists());
+        remove(root.path(), "u1").unwrap();
+    }
 
     #[test]
     fn config_maps_secrets_and_downward_api_become_files() {

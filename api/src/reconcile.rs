@@ -620,8 +620,10 @@ mod tests {
         assert_eq!(q.stats().work_count, 2);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_paced_key_changed_during_its_pass_runs_again_after_a_multiple_of_its_duration() {
+    /// Runs a key of a queue paced ×4 twice: each pass takes `pass`, and the first is told of
+    /// a change while it runs (after reporting `cost` through `pace_by`, if given). Returns the
+    /// time from the first pass's start to the second's.
+    async fn paced_rerun_after(pass: Duration, cost: Option<Duration>) -> Duration {
         let q: Queue<String> = Queue::paced(4);
         let times = Arc::new(Mutex::new(Vec::new()));
         let stop = CancellationToken::new();
@@ -634,9 +636,11 @@ mod tests {
                     t.push(Instant::now());
                     t.len()
                 };
-                // Each pass takes 50 ms; the first is told of a change while it runs.
-                tokio::time::advance(Duration::from_millis(50)).await;
+                tokio::time::advance(pass).await;
                 if n == 1 {
+                    if let Some(cost) = cost {
+                        q2.pace_by(&k, cost);
+                    }
                     q2.add(k);
                 } else {
                     s.cancel();
@@ -648,40 +652,24 @@ mod tests {
         runner.await.unwrap();
         let t = times.lock().unwrap().clone();
         assert_eq!(t.len(), 2);
+        t[1] - t[0]
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_paced_key_changed_during_its_pass_runs_again_after_a_multiple_of_its_duration() {
         // 50 ms pass, then 4 × 50 ms before the next.
-        assert_eq!(t[1] - t[0], Duration::from_millis(250));
+        assert_eq!(
+            paced_rerun_after(Duration::from_millis(50), None).await,
+            Duration::from_millis(250)
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_paced_key_whose_pass_reported_its_cost_is_paced_by_that_cost() {
-        let q: Queue<String> = Queue::paced(4);
-        let times = Arc::new(Mutex::new(Vec::new()));
-        let stop = CancellationToken::new();
-        let (t, s, q2) = (times.clone(), stop.clone(), q.clone());
-        let runner = tokio::spawn(run(q.clone(), 1, stop.clone(), "test", move |k: String| {
-            let (t, s, q2) = (t.clone(), s.clone(), q2.clone());
-            async move {
-                let n = {
-                    let mut t = t.lock().unwrap();
-                    t.push(Instant::now());
-                    t.len()
-                };
-                // 500 ms of waiting, 10 ms of it worth pacing by.
-                tokio::time::advance(Duration::from_millis(500)).await;
-                if n == 1 {
-                    q2.pace_by(&k, Duration::from_millis(10));
-                    q2.add(k);
-                } else {
-                    s.cancel();
-                }
-                Ok::<_, String>(Outcome::Done)
-            }
-        }));
-        q.add("k".into());
-        runner.await.unwrap();
-        let t = times.lock().unwrap().clone();
-        assert_eq!(t.len(), 2);
-        // 500 ms pass, then 4 × 10 ms before the next (not 4 × 500 ms).
-        assert_eq!(t[1] - t[0], Duration::from_millis(540));
+        // 500 ms of waiting, 10 ms of it worth pacing by: 500 ms, then 4 × 10 ms (not 4 × 500).
+        assert_eq!(
+            paced_rerun_after(Duration::from_millis(500), Some(Duration::from_millis(10))).await,
+            Duration::from_millis(540)
+        );
     }
 }

@@ -637,11 +637,7 @@ fn a_rule_names_its_peer_pods_as_one_set_per_port() {
                             "ports": [{"port": 80}, {"port": 443}]}]}),
     )];
     let rs = ruleset(&scope(), &pods, &[], &policies, GEN);
-    let chain = rs
-        .chains
-        .keys()
-        .find(|k| k.starts_with(POD_INGRESS))
-        .unwrap();
+    let chain = first_pod_ingress_chain(&rs);
     assert_eq!(rs.chains[chain].len(), 2 + 1);
     assert_eq!(rs.sets.len(), 1);
     let (name, members) = rs.sets.iter().next().unwrap();
@@ -713,11 +709,7 @@ fn a_chain_joins_the_peer_pods_of_all_its_policies_in_one_set_per_port() {
         ));
     }
     let rs = ruleset(&scope(), &pods, &[], &policies, GEN);
-    let chain = rs
-        .chains
-        .keys()
-        .find(|k| k.starts_with(POD_INGRESS))
-        .unwrap();
+    let chain = first_pod_ingress_chain(&rs);
     assert_eq!(rs.chains[chain].len(), 1 + 1, "{:?}", rs.chains[chain]);
     assert_eq!(
         rs.sets.values().map(BTreeSet::len).collect::<Vec<_>>(),
@@ -786,4 +778,12 @@ fn an_egress_named_port_gets_a_set_per_port_number_and_blocks_stay_rules() {
         "{:?}",
         rs.chains[chain]
     );
+}
+
+/// The name of the ruleset's first pod ingress chain (the tests above make one).
+fn first_pod_ingress_chain(rs: &Ruleset) -> &str {
+    rs.chains
+        .keys()
+        .find(|k| k.starts_with(POD_INGRESS))
+        .expect("a pod ingress chain")
 }

@@ -19,6 +19,18 @@ use tokio_util::sync::CancellationToken;
 /// Heartbeats committed together at most, however many are waiting.
 const HEARTBEAT_BATCH: usize = 256;
 
+/// Node Lease renewals wait up to `wait` for other writes to share their commit.
+fn heartbeat_linger(wait: std::time::Duration) -> berth_store::Linger {
+    berth_store::Linger {
+        prefixes: vec![berth_registry::prefix(
+            berth_shared::resource::LEASES,
+            Some(berth_controllers::nodelifecycle::LEASE_NAMESPACE),
+        )],
+        wait,
+        max_batch: HEARTBEAT_BATCH,
+    }
+}
+
 /// The controller's configuration (from flags).
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -207,14 +219,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         None => {
             let backend = RedbBackend::open(&config.data_dir.join("store.redb"))?;
             let store = Store::open(Box::new(backend), config.watch_history)?;
-            store.set_linger(Some(berth_store::Linger {
-                prefixes: vec![berth_registry::prefix(
-                    berth_shared::resource::LEASES,
-                    Some(berth_controllers::nodelifecycle::LEASE_NAMESPACE),
-                )],
-                wait: config.heartbeat_batch_interval,
-                max_batch: HEARTBEAT_BATCH,
-            }));
+            store.set_linger(Some(heartbeat_linger(config.heartbeat_batch_interval)));
             store
         }
     };
@@ -549,6 +554,21 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_heartbeat_linger_covers_node_leases_and_nothing_else() {
+        let linger = super::heartbeat_linger(std::time::Duration::from_millis(100));
+        let lingers = |key: &str| linger.prefixes.iter().any(|p| key.starts_with(p.as_str()));
+        let key = |rt, ns: Option<&str>, name: &str| berth_registry::object_key(rt, ns, name);
+        use berth_shared::resource::{LEASES, NODES};
+        assert!(lingers(&key(LEASES, Some("kube-node-lease"), "node-1")));
+        assert!(!lingers(&key(
+            LEASES,
+            Some("kube-system"),
+            "berth-controller"
+        )));
+        assert!(!lingers(&key(NODES, None, "node-1")));
+    }
     use super::*;
     use std::time::Duration;
 

@@ -61,6 +61,18 @@ impl FifoSource {
     pub(crate) async fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.reader.read(buf).await
     }
+
+    /// Waits until a read may have something (or EOF) to return, without a buffer: a reader
+    /// of an idle FIFO holds no memory for the data it does not get.
+    pub(crate) async fn readable(&self) -> io::Result<()> {
+        self.reader.readable().await
+    }
+
+    /// Reads what is there into `buf`'s spare capacity without waiting; `Ok(0)` is EOF (as
+    /// for [`Self::read`]), `WouldBlock` a readiness that had nothing after all.
+    pub(crate) fn try_read_buf(&self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        self.reader.try_read_buf(buf)
+    }
 }
 
 /// Opens the write side of a FIFO (for exec stdin) without waiting for a reader.

@@ -12,6 +12,10 @@
 //! FIFOs are drained, and reports that through a watch channel so `wait_exit` can return only
 //! once the output is on disk. It also tees each chunk it reads to the clients attached to the
 //! container (see [`attach`](super::attach)).
+//!
+//! Memory: a node runs hundreds of mostly quiet containers, so a copier holds nothing per
+//! container that only a read needs. It waits for a FIFO to be readable, reads into a buffer
+//! that lives for that one read, and keeps only the unfinished line (at most [`MAX_LINE`]).
 
 use std::fs::{File, OpenOptions};
 use std::future::Future;
@@ -88,12 +92,31 @@ impl LineSplitter {
         out.push(b'\n');
     }
 
-    /// Appends the log lines completed by `chunk` to `out`.
+    /// Appends the log lines completed by `chunk` to `out`. Only an unfinished line (at most
+    /// [`MAX_LINE`] bytes) stays behind, in a buffer of its size: the common chunk of whole
+    /// lines is split where it lies and leaves nothing allocated.
     pub(crate) fn push(&mut self, ts: &str, chunk: &[u8], out: &mut Vec<u8>) {
-        self.pending.extend_from_slice(chunk);
+        if self.pending.is_empty() {
+            let used = self.split(ts, chunk, out);
+            self.pending.extend_from_slice(&chunk[used..]);
+            return;
+        }
+        let mut data = std::mem::take(&mut self.pending);
+        data.extend_from_slice(chunk);
+        let used = self.split(ts, &data, out);
+        data.drain(..used);
+        if !data.is_empty() {
+            data.shrink_to_fit();
+            self.pending = data;
+        }
+    }
+
+    /// Emits the whole lines at the start of `data` and then `P` pieces while more than
+    /// [`MAX_LINE`] bytes are left; returns how many bytes it used.
+    fn split(&self, ts: &str, data: &[u8], out: &mut Vec<u8>) -> usize {
         let mut start = 0;
-        while let Some(nl) = self.pending[start..].iter().position(|b| *b == b'\n') {
-            let mut line = &self.pending[start..start + nl];
+        while let Some(nl) = data[start..].iter().position(|b| *b == b'\n') {
+            let mut line = &data[start..start + nl];
             if line.last() == Some(&b'\r') {
                 line = &line[..line.len() - 1];
             }
@@ -105,11 +128,11 @@ impl LineSplitter {
             self.emit(ts, 'F', rest, out);
             start += nl + 1;
         }
-        self.pending.drain(..start);
-        while self.pending.len() > MAX_LINE {
-            let piece: Vec<u8> = self.pending.drain(..MAX_LINE).collect();
-            self.emit(ts, 'P', &piece, out);
+        while data.len() - start > MAX_LINE {
+            self.emit(ts, 'P', &data[start..start + MAX_LINE], out);
+            start += MAX_LINE;
         }
+        start
     }
 
     /// At the end of the stream: a last line without newline is still a full line.
@@ -269,70 +292,95 @@ pub(crate) fn spawn_copier(
     }
 }
 
+/// The most one read takes from a FIFO (a pipe holds 64 KiB; the shim writes less at a time).
+const READ_CHUNK: usize = 32 * 1024;
+
+/// One stream of the container: its FIFO and the line it is in the middle of.
+struct Stream {
+    src: FifoSource,
+    lines: LineSplitter,
+    done: bool,
+}
+
+impl Stream {
+    fn new(kind: StreamKind, src: FifoSource) -> Self {
+        Stream {
+            src,
+            lines: LineSplitter::new(kind),
+            done: false,
+        }
+    }
+
+    /// After the FIFO became readable: reads once into a buffer that lives only for this read
+    /// (an idle container holds none), tees the chunk and appends its lines to `out`. EOF or
+    /// an error ends the stream.
+    fn read_ready(&mut self, ready: std::io::Result<()>, tee: &Tee, out: &mut Vec<u8>) {
+        let mut buf = Vec::with_capacity(READ_CHUNK);
+        match ready.and_then(|()| self.src.try_read_buf(&mut buf)) {
+            Ok(n) if n > 0 => {
+                attach::tee(tee, self.lines.kind, &buf);
+                self.lines.push(&cri_timestamp(Timestamp::now()), &buf, out);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            _ => self.done = true,
+        }
+    }
+}
+
 /// Reads both FIFOs until the task exited and they are drained (or the drain timed out).
 async fn copy(
     mut log: LogFile,
-    mut stdout: FifoSource,
-    mut stderr: Option<FifoSource>,
+    stdout: FifoSource,
+    stderr: Option<FifoSource>,
     tee: &Tee,
     exited: impl Future<Output = ()>,
 ) {
-    let mut out_lines = LineSplitter::new(StreamKind::Stdout);
-    let mut err_lines = LineSplitter::new(StreamKind::Stderr);
-    let mut out_buf = vec![0u8; 32 * 1024];
-    let mut err_buf = vec![0u8; 32 * 1024];
-    let mut out_done = false;
-    let mut err_done = stderr.is_none();
+    let mut out = Stream::new(StreamKind::Stdout, stdout);
+    let mut err = stderr.map(|e| Stream::new(StreamKind::Stderr, e));
     let mut draining = false;
     let drain_deadline = tokio::time::sleep(Duration::from_secs(86_400 * 365));
     tokio::pin!(exited, drain_deadline);
-    let mut lines = Vec::new();
-    while !(out_done && err_done) {
-        lines.clear();
+    while !(out.done && err.as_ref().is_none_or(|e| e.done)) {
+        let mut lines = Vec::new();
         tokio::select! {
-            r = stdout.read(&mut out_buf), if !out_done => match r {
-                Ok(n) if n > 0 => {
-                    attach::tee(tee, StreamKind::Stdout, &out_buf[..n]);
-                    out_lines.push(&cri_timestamp(Timestamp::now()), &out_buf[..n], &mut lines);
+            r = out.src.readable(), if !out.done => out.read_ready(r, tee, &mut lines),
+            r = readable(&err), if err.as_ref().is_some_and(|e| !e.done) => {
+                if let Some(e) = err.as_mut() {
+                    e.read_ready(r, tee, &mut lines);
                 }
-                _ => out_done = true,
-            },
-            r = read_opt(&mut stderr, &mut err_buf), if !err_done => match r {
-                Ok(n) if n > 0 => {
-                    attach::tee(tee, StreamKind::Stderr, &err_buf[..n]);
-                    err_lines.push(&cri_timestamp(Timestamp::now()), &err_buf[..n], &mut lines);
-                }
-                _ => err_done = true,
-            },
+            }
             () = &mut exited, if !draining => {
                 draining = true;
-                stdout.begin_drain();
-                if let Some(e) = stderr.as_mut() {
-                    e.begin_drain();
+                out.src.begin_drain();
+                if let Some(e) = err.as_mut() {
+                    e.src.begin_drain();
                 }
                 drain_deadline
                     .as_mut()
                     .reset(tokio::time::Instant::now() + DRAIN_TIMEOUT);
             }
             () = &mut drain_deadline, if draining => {
-                tracing::debug!(path = %stdout.path().display(), "log drain timed out");
+                tracing::debug!(path = %out.src.path().display(), "log drain timed out");
                 break;
             }
         }
         log.write(&lines);
     }
-    lines.clear();
+    let mut lines = Vec::new();
     let ts = cri_timestamp(Timestamp::now());
-    out_lines.finish(&ts, &mut lines);
-    err_lines.finish(&ts, &mut lines);
+    out.lines.finish(&ts, &mut lines);
+    if let Some(e) = err.as_mut() {
+        e.lines.finish(&ts, &mut lines);
+    }
     log.write(&lines);
     tracing::trace!(path = %log.path().display(), "log copier finished");
 }
 
-async fn read_opt(src: &mut Option<FifoSource>, buf: &mut [u8]) -> std::io::Result<usize> {
-    match src {
-        Some(s) => s.read(buf).await,
-        None => Ok(0),
+/// Readiness of a stream that may not exist (only selected when it does).
+async fn readable(stream: &Option<Stream>) -> std::io::Result<()> {
+    match stream {
+        Some(s) => s.src.readable().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -381,6 +429,128 @@ mod tests {
         let tags: Vec<&str> = out.lines().map(|l| l.split(' ').nth(2).unwrap()).collect();
         assert_eq!(tags, vec!["P", "P", "F"]);
         assert_eq!(out.lines().last().unwrap(), format!("{TS} stdout F xxxxx"));
+    }
+
+    /// The splitter as it was when it kept every chunk in its buffer: the behaviour to keep.
+    fn reference(chunks: &[&[u8]]) -> Vec<u8> {
+        let s = LineSplitter::new(StreamKind::Stdout);
+        let mut pending = Vec::new();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            pending.extend_from_slice(chunk);
+            let mut start = 0;
+            while let Some(nl) = pending[start..].iter().position(|b| *b == b'\n') {
+                let mut line = &pending[start..start + nl];
+                if line.last() == Some(&b'\r') {
+                    line = &line[..line.len() - 1];
+                }
+                let mut rest = line;
+                while rest.len() > MAX_LINE {
+                    s.emit(TS, 'P', &rest[..MAX_LINE], &mut out);
+                    rest = &rest[MAX_LINE..];
+                }
+                s.emit(TS, 'F', rest, &mut out);
+                start += nl + 1;
+            }
+            pending.drain(..start);
+            while pending.len() > MAX_LINE {
+                let piece: Vec<u8> = pending.drain(..MAX_LINE).collect();
+                s.emit(TS, 'P', &piece, &mut out);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn lines_come_out_as_before_however_the_output_is_chunked() {
+        let mut input = Vec::new();
+        input.extend_from_slice(b"short\nhalf");
+        input.extend_from_slice(&vec![b'x'; MAX_LINE * 2 + 3]);
+        input.extend_from_slice(b"\r\n\n");
+        input.extend_from_slice(&vec![b'y'; MAX_LINE]);
+        input.push(b'\r');
+        input.extend_from_slice(b"\nlast\r\ntail");
+        for size in [
+            1000,
+            4097,
+            MAX_LINE - 1,
+            MAX_LINE,
+            MAX_LINE + 1,
+            input.len(),
+        ] {
+            let chunks: Vec<&[u8]> = input.chunks(size).collect();
+            let mut s = LineSplitter::new(StreamKind::Stdout);
+            let mut out = Vec::new();
+            for c in &chunks {
+                s.push(TS, c, &mut out);
+            }
+            assert!(out == reference(&chunks), "chunks of {size}");
+        }
+    }
+
+    #[test]
+    fn the_splitter_holds_only_an_unfinished_line() {
+        let mut s = LineSplitter::new(StreamKind::Stdout);
+        let mut out = Vec::new();
+        let mut burst = b"line\n".repeat(6000);
+        burst.extend_from_slice(b"abc");
+        s.push(TS, &burst, &mut out);
+        assert!(s.pending.capacity() < 64, "{}", s.pending.capacity());
+        s.push(TS, b"def\n", &mut out);
+        assert_eq!(s.pending.capacity(), 0);
+        assert!(out.ends_with(b" stdout F abcdef\n"));
+    }
+
+    #[tokio::test]
+    async fn the_copier_logs_and_tees_every_line_and_ends_after_the_exit() {
+        use tokio::io::AsyncWriteExt;
+        use tokio::net::unix::pipe;
+
+        let dir = tempfile::tempdir().unwrap();
+        let (out_path, err_path) = (dir.path().join("out"), dir.path().join("err"));
+        let log_path = dir.path().join("0.log");
+        for p in [&out_path, &err_path] {
+            crate::runtime::fifo::make(p).unwrap();
+        }
+        let stdout = FifoSource::open(&out_path).unwrap();
+        let stderr = FifoSource::open(&err_path).unwrap();
+        let (point, tee) = attach::AttachPoint::new(None);
+        let mut attached = point.subscribe().unwrap();
+        let (exit_tx, exit_rx) = tokio::sync::oneshot::channel::<()>();
+        let log = LogFile::new(log_path.clone(), 1 << 20);
+        let mut copier = spawn_copier(log, stdout, Some(stderr), tee, async move {
+            let _ = exit_rx.await;
+        });
+        // The shim's side.
+        let mut out = pipe::OpenOptions::new().open_sender(&out_path).unwrap();
+        let mut err = pipe::OpenOptions::new().open_sender(&err_path).unwrap();
+        out.write_all(b"one\ntw").await.unwrap();
+        err.write_all(b"oops\n").await.unwrap();
+        out.write_all(b"o\nno newline").await.unwrap();
+        drop((out, err));
+        exit_tx.send(()).unwrap();
+        copier.done.wait_for(|done| *done).await.unwrap();
+
+        let log = std::fs::read_to_string(&log_path).unwrap();
+        let mut lines: [Vec<&str>; 2] = [Vec::new(), Vec::new()];
+        for line in log.lines() {
+            let (ts, rest) = line.split_once(' ').unwrap();
+            assert!(ts.parse::<Timestamp>().is_ok(), "{line}");
+            lines[usize::from(rest.starts_with("stderr"))].push(rest);
+        }
+        assert_eq!(
+            lines,
+            [
+                vec!["stdout F one", "stdout F two", "stdout F no newline"],
+                vec!["stderr F oops"]
+            ]
+        );
+        let mut teed: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
+        while let Ok(chunk) = attached.recv().await {
+            teed[usize::from(chunk.stream == StreamKind::Stderr)].extend_from_slice(&chunk.data);
+        }
+        assert_eq!(teed, [b"one\ntwo\nno newline".to_vec(), b"oops\n".to_vec()]);
+        assert!(point.subscribe().is_none());
     }
 
     #[test]

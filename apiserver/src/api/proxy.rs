@@ -16,6 +16,9 @@ use std::sync::Arc;
 
 /// How the controller reaches agents.
 pub struct AgentDialer {
+    /// Trusts the cluster CA, presents the agent-client certificate; no ALPN.
+    config: rustls::ClientConfig,
+    /// `config` offering `http/1.1`.
     tls: tokio_rustls::TlsConnector,
 }
 
@@ -33,14 +36,22 @@ impl AgentDialer {
         let key = rustls_pemfile::private_key(&mut pki.agent_client_key.as_bytes())
             .map_err(|e| super::tls::TlsError::Pem(e.to_string()))?
             .ok_or_else(|| super::tls::TlsError::Pem("no agent client key".to_string()))?;
-        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        let config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
             .with_root_certificates(roots)
             .with_client_auth_cert(certs, key)?;
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let mut http1 = config.clone();
+        http1.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(AgentDialer {
-            tls: tokio_rustls::TlsConnector::from(Arc::new(config)),
+            config,
+            tls: tokio_rustls::TlsConnector::from(Arc::new(http1)),
         })
+    }
+
+    /// The TLS config agents are dialled with, without ALPN: for the resource-metrics scrape's
+    /// kept-alive connections (`resource_metrics::agents`), whose connector sets its own.
+    pub fn client_config(&self) -> rustls::ClientConfig {
+        self.config.clone()
     }
 
     pub(super) async fn connect(
@@ -133,6 +144,12 @@ pub fn agent_of(state: &SharedState, p: &Value, pod: &str) -> Result<(String, u1
 /// A node's agent: its InternalIP and the port it posted as its kubelet endpoint.
 fn agent_endpoint(state: &SharedState, node_name: &str) -> Result<(String, u16), ApiError> {
     let node = state.registry.get(NODES, None, node_name)?.value()?;
+    node_endpoint(&node, node_name)
+}
+
+/// The agent of `node` (named `node_name`): its InternalIP and the port it posted as its
+/// kubelet endpoint (10250 when none).
+pub fn node_endpoint(node: &Value, node_name: &str) -> Result<(String, u16), ApiError> {
     let addr = node
         .pointer("/status/addresses")
         .and_then(Value::as_array)

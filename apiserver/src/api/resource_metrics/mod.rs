@@ -4,6 +4,7 @@
 //! last two scrapes ([`usage`]): CPU as a rate over that window, memory as the latest working
 //! set. Nothing is stored; `kubectl top` reads it.
 
+pub mod backoff;
 pub mod scrape;
 pub mod usage;
 

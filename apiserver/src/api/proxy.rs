@@ -198,25 +198,6 @@ pub async fn node(
     forward_get(state, &addr, port, &uri).await
 }
 
-/// The body of a node's agent's answer to a GET for `path` (its resource metrics); an error
-/// unless it is 200.
-pub async fn node_text(state: &SharedState, node: &str, path: &str) -> Result<String, ApiError> {
-    let (addr, port) = agent_endpoint(state, node)?;
-    let resp = forward_get(state, &addr, port, path).await?;
-    let status = resp.status();
-    let body = http_body_util::BodyExt::collect(resp.into_body())
-        .await
-        .map_err(|e| ApiError::Internal(format!("error reading from the agent: {e}")))?
-        .to_bytes();
-    if !status.is_success() {
-        return Err(ApiError::Internal(format!(
-            "the agent answered {status}: {}",
-            String::from_utf8_lossy(&body)
-        )));
-    }
-    String::from_utf8(body.to_vec()).map_err(|e| ApiError::Internal(e.to_string()))
-}
-
 /// Sends a GET for `uri` to the agent at `addr:port` and streams its answer back, with its
 /// status and content type.
 async fn forward_get(

@@ -2,8 +2,10 @@
 //! metrics-server serves it: every `--metric-resolution` the controller scrapes each node's
 //! agent at `/metrics/resource` ([`scrape`]), and answers with the usage between an agent's
 //! last two scrapes ([`usage`]): CPU as a rate over that window, memory as the latest working
-//! set. Nothing is stored; `kubectl top` reads it.
+//! set. Nothing is stored; `kubectl top` reads it. The scrape keeps one connection per agent
+//! ([`agents`]) and backs off from nodes whose scrapes keep failing ([`backoff`]).
 
+pub mod agents;
 pub mod backoff;
 pub mod scrape;
 pub mod usage;
@@ -20,7 +22,7 @@ use berth_shared::selector::LabelSelector;
 use jiff::Timestamp;
 use scrape::Scrape;
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -46,8 +48,8 @@ impl ResourceMetrics {
     }
 
     /// Keeps only the nodes in `names`.
-    fn retain(&self, names: &[String]) {
-        self.lock().retain(|n, _| names.contains(n));
+    fn retain(&self, names: &HashSet<&str>) {
+        self.lock().retain(|n, _| names.contains(n.as_str()));
     }
 
     fn node(&self, node: &str) -> Option<Usage> {
@@ -74,45 +76,81 @@ impl berth_runtime::pod_usage::PodUsage for ResourceMetrics {
     }
 }
 
-/// Scrapes every node's agent every `resolution` until `shutdown`.
+/// Scrapes every node's agent every `resolution` until `shutdown`: each over its kept-alive
+/// connection, except nodes backed off after failed scrapes.
 pub async fn run(state: SharedState, resolution: Duration, shutdown: CancellationToken) {
+    let client = agents::AgentClient::new(
+        state.dialer.client_config(),
+        agents::idle_timeout(resolution),
+    );
+    let max_skip = backoff::max_skip(resolution);
+    let mut failing: HashMap<String, backoff::Failing> = HashMap::new();
     let mut tick = tokio::time::interval(resolution);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
+    for n in 0u64.. {
         tokio::select! {
             _ = tick.tick() => {}
             _ = shutdown.cancelled() => return,
         }
-        let names: Vec<String> = match state.registry.list_values(NODES, None) {
-            Ok(nodes) => nodes
-                .iter()
-                .filter_map(|n| n.pointer("/metadata/name").and_then(Value::as_str))
-                .map(String::from)
-                .collect(),
+        let nodes = match state.registry.list_values(NODES, None) {
+            Ok(nodes) => nodes,
             Err(e) => {
                 tracing::warn!(error = %e, "metrics: listing nodes");
                 continue;
             }
         };
+        let targets: Vec<(&str, backoff::Endpoint)> = nodes
+            .iter()
+            .filter_map(|node| {
+                let name = node.pointer("/metadata/name").and_then(Value::as_str)?;
+                match super::proxy::node_endpoint(node, name) {
+                    Ok(endpoint) => Some((name, endpoint)),
+                    Err(e) => {
+                        tracing::debug!(node = %name, error = %e, "metrics: no agent to scrape");
+                        None
+                    }
+                }
+            })
+            .collect();
+        let names: HashSet<&str> = nodes
+            .iter()
+            .filter_map(|n| n.pointer("/metadata/name").and_then(Value::as_str))
+            .collect();
         state.resource_metrics.retain(&names);
-        let scrapes = names.iter().map(|name| {
-            let state = state.clone();
-            async move {
-                let text = super::proxy::node_text(&state, name, "/metrics/resource");
-                match tokio::time::timeout(resolution, text).await {
-                    Ok(Ok(text)) => {
-                        state
-                            .resource_metrics
-                            .record(name, scrape::parse(&text), resolution)
-                    }
-                    Ok(Err(e)) => {
-                        tracing::debug!(node = %name, error = %e, "metrics: scrape failed")
-                    }
-                    Err(_) => tracing::debug!(node = %name, "metrics: scrape timed out"),
+        failing.retain(|name, _| names.contains(name.as_str()));
+        let scrapes = targets
+            .iter()
+            .filter(|(name, endpoint)| backoff::plan_scrape(failing.get(*name), endpoint, n))
+            .map(|(name, endpoint)| {
+                let (state, client) = (&state, &client);
+                async move {
+                    let text = client
+                        .get_text(endpoint, "/metrics/resource", resolution)
+                        .await;
+                    let ok = match text {
+                        Ok(text) => {
+                            let scrape = scrape::parse(&text);
+                            state.resource_metrics.record(name, scrape, resolution);
+                            true
+                        }
+                        Err(e) => {
+                            tracing::debug!(node = %name, error = %e, "metrics: scrape failed");
+                            false
+                        }
+                    };
+                    (*name, endpoint, ok)
+                }
+            });
+        for (name, endpoint, ok) in futures::future::join_all(scrapes).await {
+            match backoff::plan_after_scrape(failing.get(name), endpoint, n, ok, max_skip) {
+                Some(f) => {
+                    failing.insert(name.to_string(), f);
+                }
+                None => {
+                    failing.remove(name);
                 }
             }
-        });
-        futures::future::join_all(scrapes).await;
+        }
     }
 }
 

@@ -140,6 +140,13 @@ const CHAINED_STEPS: usize = 6;
 /// The delay before the next pass after a step that was not chained.
 const STEPPED: Duration = Duration::from_millis(20);
 
+/// The delay before the next pass of a pod with nothing to do. The manager's resync passes
+/// every pod every 10 s anyway (it notices what no event reports, such as a lost netns), and
+/// exits, probe results and pod changes wake the worker; a timer of its own at 10 s as well
+/// doubled an idle pod's passes, which in a rollout compete with the starting pods' for the
+/// worker slots. A minute is the kubelet's `--sync-frequency`.
+const IDLE: Duration = Duration::from_secs(60);
+
 /// The kubelet's message for the `SandboxChanged` event.
 pub const SANDBOX_CHANGED: &str = "Pod sandbox changed, it will be killed and re-created.";
 
@@ -256,7 +263,7 @@ impl PodWorker {
             self.cx.cgroups.ensure(pod)?;
         }
         tracing::debug!(pod = %name_of(pod), actions = ?plan.actions, "plan");
-        let mut next = Duration::from_secs(10);
+        let mut next = IDLE;
         // Each step takes one safe step; after a step, the next comes right away: in this pass
         // when it only started things, else in a pass of its own.
         let progressed = plan

@@ -19,7 +19,7 @@ const APP_R2: &str = "u1-app-s0-r2";
 /// After a pass that took a step.
 const STEPPED: Pass = Pass::RequeueAfter(Duration::from_millis(20));
 /// After a pass with nothing to do.
-const IDLE: Pass = Pass::RequeueAfter(Duration::from_secs(10));
+const IDLE: Pass = Pass::RequeueAfter(Duration::from_secs(60));
 /// After a pass that started something and then, looking again, found nothing more to do.
 const STARTED: Pass = IDLE;
 

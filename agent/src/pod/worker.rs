@@ -133,20 +133,6 @@ pub enum Pass {
     Finished,
 }
 
-/// The most steps one pass takes while each only starts something (sandbox, image, init
-/// container or containers, and the look that reports what they did).
-const CHAINED_STEPS: usize = 6;
-
-/// The delay before the next pass after a step that was not chained.
-const STEPPED: Duration = Duration::from_millis(20);
-
-/// The delay before the next pass of a pod with nothing to do. The manager's resync passes
-/// every pod every 10 s anyway (it notices what no event reports, such as a lost netns), and
-/// exits, probe results and pod changes wake the worker; a timer of its own at 10 s as well
-/// doubled an idle pod's passes, which in a rollout compete with the starting pods' for the
-/// worker slots. A minute is the kubelet's `--sync-frequency`.
-const IDLE: Duration = Duration::from_secs(60);
-
 /// The kubelet's message for the `SandboxChanged` event.
 pub const SANDBOX_CHANGED: &str = "Pod sandbox changed, it will be killed and re-created.";
 
@@ -200,37 +186,16 @@ impl PodWorker {
 
     /// One pass; `pod` is the latest API object (or the last seen one, marked deleted, when it
     /// vanished).
-    ///
-    /// As the kubelet's `SyncPod`, a pass starting a pod goes on while each step only starts
-    /// something: the sandbox, the image check or pull and the container start come in one pass
-    /// (up to [`CHAINED_STEPS`]), not one queued pass each. A step that kills, removes, waits
-    /// or finds nothing to do ends it.
-    pub async fn reconcile(&self, mut pod: Pod) -> Result<Pass, WorkerError> {
-        for step in 1..=CHAINED_STEPS {
-            if let Some(pass) = self.step(&mut pod, step == 1, step < CHAINED_STEPS).await? {
-                return Ok(pass);
-            }
-        }
-        Ok(Pass::RequeueAfter(STEPPED))
-    }
-
-    /// One observe → plan → apply step of a pass. `None`: the step only started things and
-    /// `may_chain` allowed the pass to go on (`pod` then carries the status it wrote).
-    async fn step(
-        &self,
-        pod: &mut Pod,
-        first: bool,
-        may_chain: bool,
-    ) -> Result<Option<Pass>, WorkerError> {
+    pub async fn reconcile(&self, pod: Pod) -> Result<Pass, WorkerError> {
         let uid = self.uid.as_str();
         let now = self.now();
-        let seen = self.observe(pod, now).await?;
+        let seen = self.observe(&pod, now).await?;
         let (observed, infos) = (seen.observed, seen.infos);
-        if !self.admit(pod, &observed).await? {
-            return Ok(Some(Pass::RequeueAfter(Duration::from_secs(1))));
+        if !self.admit(&pod, &observed).await? {
+            return Ok(Pass::RequeueAfter(Duration::from_secs(1)));
         }
-        self.sync_probers(pod, &observed, &infos);
-        let mut plan = plan_pod(pod, &observed, now);
+        self.sync_probers(&pod, &observed, &infos);
+        let mut plan = plan_pod(&pod, &observed, now);
         // As the kubelet waits for attach and mount: nothing starts before the volumes are set
         // up (typed host paths checked or made, claims bound).
         let starts = |a: &Action| {
@@ -241,13 +206,13 @@ impl PodWorker {
         };
         let mut waiting_for_volumes = false;
         if pod.metadata.deletion_timestamp.is_none() && plan.actions.iter().any(starts) {
-            match self.set_up_volumes(pod).await {
+            match self.set_up_volumes(&pod).await {
                 Ok(_) => self.local_mut(|l| {
                     l.failed_mount = None;
                     l.volumes_waiting_since = None;
                 }),
                 Err(why) => {
-                    self.failed_mount(pod, &why).await;
+                    self.failed_mount(&pod, &why).await;
                     plan.actions.retain(|a| !starts(a));
                     waiting_for_volumes = true;
                 }
@@ -260,32 +225,26 @@ impl PodWorker {
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
         let terminal = matches!(phase, Some("Succeeded" | "Failed"));
         if pod.metadata.deletion_timestamp.is_none() && !terminal {
-            self.cx.cgroups.ensure(pod)?;
+            self.cx.cgroups.ensure(&pod)?;
         }
-        tracing::debug!(pod = %name_of(pod), actions = ?plan.actions, "plan");
-        let mut next = IDLE;
-        // Each step takes one safe step; after a step, the next comes right away: in this pass
-        // when it only started things, else in a pass of its own.
+        tracing::debug!(pod = %name_of(&pod), actions = ?plan.actions, "plan");
+        let mut next = Duration::from_secs(10);
+        // Each pass takes one safe step; after a step, the next pass comes right away.
         let progressed = plan
             .actions
             .iter()
             .any(|a| !matches!(a, Action::WaitUntil(_) | Action::ReportStatus));
         if progressed {
-            next = STEPPED;
+            next = Duration::from_millis(20);
         }
-        let chain = may_chain
-            && progressed
-            && !waiting_for_volumes
-            && pod.metadata.deletion_timestamp.is_none()
-            && plan.actions.iter().all(only_starts);
         // Whether an action of this pass may have changed what `observed` saw (so the status
         // must come from a fresh look).
         let mut acted = false;
         for action in plan.actions {
             acted |= !matches!(action, Action::WaitUntil(_) | Action::ReportStatus);
             match action {
-                Action::CreateSandbox { attempt } => self.create_sandbox(pod, attempt).await?,
-                Action::PullImage { container } => self.pull(pod, &container, now).await,
+                Action::CreateSandbox { attempt } => self.create_sandbox(&pod, attempt).await?,
+                Action::PullImage { container } => self.pull(&pod, &container, now).await,
                 Action::StartContainer {
                     name,
                     restart_index,
@@ -300,7 +259,7 @@ impl PodWorker {
                         },
                         _ => continue,
                     };
-                    self.start(pod, &name, restart_index, backoff, sandbox)
+                    self.start(&pod, &name, restart_index, backoff, sandbox)
                         .await;
                 }
                 Action::KillContainer {
@@ -314,9 +273,9 @@ impl PodWorker {
                     let field = format!("spec.containers{{{name}}}");
                     self.cx
                         .events
-                        .record(pod, false, "Killing", &message, Some(&field))
+                        .record(&pod, false, "Killing", &message, Some(&field))
                         .await;
-                    self.kill(pod, &name, id.as_str(), grace, pre_stop).await;
+                    self.kill(&pod, &name, id.as_str(), grace, pre_stop).await;
                 }
                 Action::RemoveContainer { id } => {
                     if let Ok(id) = crate::runtime::ContainerId::new(id.to_string()) {
@@ -331,20 +290,20 @@ impl PodWorker {
                 } => {
                     if reason == PodKillReason::SandboxChanged {
                         if let Sandbox::NotReady { attempt, fault } = &observed.sandbox {
-                            tracing::warn!(pod = %name_of(pod), sandbox = attempt, %fault, "pod sandbox changed; killing the pod and re-creating the sandbox");
+                            tracing::warn!(pod = %name_of(&pod), sandbox = attempt, %fault, "pod sandbox changed; killing the pod and re-creating the sandbox");
                         }
                         self.cx
                             .events
-                            .record(pod, false, "SandboxChanged", SANDBOX_CHANGED, None)
+                            .record(&pod, false, "SandboxChanged", SANDBOX_CHANGED, None)
                             .await;
                     }
-                    self.kill_pod(pod, grace, &apps, &sidecars).await
+                    self.kill_pod(&pod, grace, &apps, &sidecars).await
                 }
                 Action::RemoveEmptyDirs => {
                     volumes::remove_empty_dirs(&self.cx.node.root_dir, uid)?;
                 }
                 Action::TeardownSandbox => {
-                    if !host_network(pod) {
+                    if !host_network(&pod) {
                         self.cx.network.teardown(uid).await?;
                     }
                     self.local_mut(|l| l.sandbox_attempt = None);
@@ -353,7 +312,7 @@ impl PodWorker {
                     match self
                         .cx
                         .api
-                        .delete_pod(&ns_of(pod), &name_of(pod), uid)
+                        .delete_pod(&ns_of(&pod), &name_of(&pod), uid)
                         .await
                     {
                         Ok(()) => {}
@@ -361,7 +320,7 @@ impl PodWorker {
                         Err(e) => return Err(e.into()),
                     }
                     self.finish().await?;
-                    return Ok(Some(Pass::Finished));
+                    return Ok(Pass::Finished);
                 }
                 Action::WaitUntil(t) => {
                     let now = self.now();
@@ -375,37 +334,28 @@ impl PodWorker {
                         Duration::from_millis(100)
                     };
                 }
-                // A chained step's status waits for the pass's last step, but the first
-                // step's goes out (as the kubelet writes a pod's status when its sync begins):
-                // a long image pull shows the pod `ContainerCreating`.
-                Action::ReportStatus if chain && !first => {}
                 Action::ReportStatus if !acted => {
-                    // Nothing done yet in this step: its own observation is the latest (half
+                    // Nothing done yet in this pass: its own observation is the latest (half
                     // of all passes, each a containerd listing, during a 100-pod rollout).
-                    self.report(pod, &observed).await?;
+                    self.report(&pod, &observed).await?;
                     self.local_mut(|l| l.fresh_pull_failures.clear());
                 }
                 Action::ReportStatus => {
                     // Status from a fresh observation, so what was just done shows at once.
-                    let after = self.observe(pod, self.now()).await?.observed;
-                    self.report(pod, &after).await?;
+                    let after = self.observe(&pod, self.now()).await?.observed;
+                    self.report(&pod, &after).await?;
                     self.local_mut(|l| l.fresh_pull_failures.clear());
                 }
             }
         }
-        if chain {
-            return Ok(None);
-        }
         if waiting_for_volumes {
             next = next.min(claims::CLAIM_RETRY);
         }
-        self.refresh_config_volumes(pod).await;
-        Ok(Some(Pass::RequeueAfter(next)))
+        self.refresh_config_volumes(&pod).await;
+        Ok(Pass::RequeueAfter(next))
     }
 
-    /// Writes the pod's status when it changed; `pod` then is the pod as written, so a later
-    /// step of the same pass compares with (and writes over) what it wrote.
-    async fn report(&self, pod: &mut Pod, observed: &Observed) -> Result<(), WorkerError> {
+    async fn report(&self, pod: &Pod, observed: &Observed) -> Result<(), WorkerError> {
         let status = super::status::pod_status(pod, observed, self.now());
         if pod.status.as_ref() == Some(&status) || pod.metadata.resource_version.is_none() {
             return Ok(());
@@ -413,7 +363,7 @@ impl PodWorker {
         let mut updated = pod.clone();
         updated.status = Some(status.clone());
         match self.cx.api.write_status(&updated).await {
-            Ok(Some(written)) => {
+            Ok(Some(_)) => {
                 self.record_start(pod, &status);
                 let entered = super::status::backoff_events(pod, pod.status.as_ref(), &status);
                 for e in entered {
@@ -422,7 +372,6 @@ impl PodWorker {
                         .record(pod, e.warning, "BackOff", &e.message, Some(&e.field_path))
                         .await;
                 }
-                *pod = written;
                 Ok(())
             }
             Ok(None) => Ok(()),
@@ -516,17 +465,6 @@ impl Drop for PodWorker {
     fn drop(&mut self) {
         self.stop_probers();
     }
-}
-
-/// Whether `action` only starts something (or reports): a step of nothing else may chain.
-fn only_starts(action: &Action) -> bool {
-    matches!(
-        action,
-        Action::CreateSandbox { .. }
-            | Action::PullImage { .. }
-            | Action::StartContainer { .. }
-            | Action::ReportStatus
-    )
 }
 
 /// Init, app and ephemeral containers (as containers): they share one namespace of names.

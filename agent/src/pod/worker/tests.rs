@@ -19,9 +19,7 @@ const APP_R2: &str = "u1-app-s0-r2";
 /// After a pass that took a step.
 const STEPPED: Pass = Pass::RequeueAfter(Duration::from_millis(20));
 /// After a pass with nothing to do.
-const IDLE: Pass = Pass::RequeueAfter(Duration::from_secs(60));
-/// After a pass that started something and then, looking again, found nothing more to do.
-const STARTED: Pass = IDLE;
+const IDLE: Pass = Pass::RequeueAfter(Duration::from_secs(10));
 
 struct Harness {
     fakes: Fakes,
@@ -60,11 +58,9 @@ impl Harness {
     }
 
     async fn running(&self, pod: &Pod) {
-        assert_eq!(
-            self.pass(pod).await,
-            IDLE,
-            "sandbox, image and start in one pass"
-        );
+        for _ in 0..3 {
+            assert_eq!(self.pass(pod).await, STEPPED);
+        }
         assert!(self.fakes.runtime.is_running(APP_R0));
         self.fakes.take_calls();
     }
@@ -109,13 +105,9 @@ fn app_pod(policy: &str) -> Pod {
 #[tokio::test(start_paused = true)]
 async fn a_pass_looks_again_before_reporting_only_when_it_did_something() {
     let fresh = harness();
-    assert_eq!(fresh.pass(&app_pod("Always")).await, STARTED);
+    assert_eq!(fresh.pass(&app_pod("Always")).await, STEPPED);
     let listings = fresh.fakes.runtime.pod_listings();
-    assert_eq!(
-        listings, 5,
-        "a look per step (sandbox, image, start, the report of it) and a fresh one for the \
-         first step's status"
-    );
+    assert_eq!(listings, 2, "the sandbox made: a fresh look");
 
     let (h, pod) = running_app("Always").await;
     let before = h.fakes.runtime.pod_listings();
@@ -125,24 +117,23 @@ async fn a_pass_looks_again_before_reporting_only_when_it_did_something() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_new_pod_gets_its_sandbox_then_its_image_then_a_started_container_in_one_pass() {
+async fn a_new_pod_gets_its_sandbox_then_its_image_then_a_started_container() {
     let h = harness();
-    let mut pod = app_pod("Always");
-    // Statuses are written only for a pod that came from the API.
-    pod.metadata.resource_version = Some("1".into());
+    let pod = app_pod("Always");
 
-    assert_eq!(h.pass(&pod).await, STARTED, "and nothing more to do");
-    let mut calls = vec![Call::SetupNetwork("u1".into()), Call::WriteStatus];
-    calls.push(Call::Pull("busybox:1.28".into()));
-    calls.extend(Harness::start_calls(APP_R0));
-    calls.push(Call::WriteStatus);
-    assert_eq!(
-        h.fakes.take_calls(),
-        calls,
-        "the first step's status (ContainerCreating) goes out, the pull's does not"
-    );
+    assert_eq!(h.pass(&pod).await, STEPPED);
+    assert_eq!(h.fakes.take_calls(), vec![Call::SetupNetwork("u1".into())]);
     let etc = volumes::pod_dir(&h.worker.cx.node.root_dir, "u1").join("etc");
     assert!(etc.join("hosts").exists() && etc.join("resolv.conf").exists());
+
+    assert_eq!(h.pass(&pod).await, STEPPED);
+    assert_eq!(
+        h.fakes.take_calls(),
+        vec![Call::Pull("busybox:1.28".into())]
+    );
+
+    assert_eq!(h.pass(&pod).await, STEPPED);
+    assert_eq!(h.fakes.take_calls(), Harness::start_calls(APP_R0));
     let l = h.fakes.runtime.labels(APP_R0);
     assert_eq!(labels::pod_uid(&l), Some("u1"));
     assert_eq!(labels::container_name(&l), Some("app"));
@@ -158,11 +149,7 @@ async fn a_new_pod_gets_its_sandbox_then_its_image_then_a_started_container_in_o
     );
 
     assert_eq!(h.pass(&pod).await, IDLE, "converged");
-    assert_eq!(
-        h.fakes.take_calls(),
-        vec![Call::WriteStatus],
-        "nothing done: only the status the test's pod (not the one written) lacks"
-    );
+    assert_eq!(h.fakes.take_calls(), vec![]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -170,7 +157,7 @@ async fn an_exited_container_restarts_at_once_then_only_after_its_back_off() {
     let (h, pod) = running_app("Always").await;
 
     h.fakes.runtime.exit(APP_R0, 1);
-    assert_eq!(h.pass(&pod).await, STARTED);
+    assert_eq!(h.pass(&pod).await, STEPPED);
     assert_eq!(h.fakes.take_calls(), Harness::start_calls(APP_R1));
     let entry = labels::backoff(&h.fakes.runtime.labels(APP_R1)).expect("an entry");
     assert_eq!(entry.delay, Duration::from_secs(10));
@@ -191,7 +178,7 @@ async fn an_exited_container_restarts_at_once_then_only_after_its_back_off() {
     assert_eq!(h.fakes.take_calls(), vec![], "nothing starts in back-off");
 
     tokio::time::advance(Duration::from_secs(1)).await;
-    assert_eq!(h.pass(&pod).await, STARTED);
+    assert_eq!(h.pass(&pod).await, STEPPED);
     assert_eq!(h.fakes.take_calls(), Harness::start_calls(APP_R2));
     let entry = labels::backoff(&h.fakes.runtime.labels(APP_R2)).expect("an entry");
     assert_eq!(entry.delay, Duration::from_secs(20), "the entry doubled");
@@ -241,7 +228,7 @@ async fn a_failing_liveness_probe_kills_the_container_and_the_next_pass_restarts
     assert_eq!(reason, "Killing");
     assert!(message.contains("failed liveness probe"), "{message}");
 
-    assert_eq!(h.pass(&pod).await, STARTED);
+    assert_eq!(h.pass(&pod).await, STEPPED);
     assert_eq!(h.fakes.take_calls(), Harness::start_calls(APP_R1));
     assert!(
         !h.worker.probers.lock().unwrap().contains_key(APP_R0),
@@ -308,7 +295,7 @@ async fn a_pod_gone_from_the_api_has_its_containers_network_and_files_removed() 
 async fn passes_until_a_start(h: &Harness, pod: &Pod, n: usize) -> Vec<Call> {
     let mut calls = Vec::new();
     for _ in 0..n {
-        assert!(matches!(h.pass(pod).await, STEPPED | STARTED));
+        assert_eq!(h.pass(pod).await, STEPPED);
         calls.extend(h.fakes.take_calls());
         if calls.iter().any(|c| matches!(c, Call::Create(_))) {
             break;
@@ -388,14 +375,11 @@ async fn a_restarted_agent_kills_containers_whose_netns_vanished_instead_of_adop
             Call::TeardownNetwork("u1".into())
         ]
     );
-    assert_eq!(fresh.reconcile(pod.clone()).await.expect("a pass"), STARTED);
-    let mut calls = vec![Call::SetupNetwork("u1".into())];
-    calls.extend(Harness::start_calls("u1-app-s1-r1"));
+    assert_eq!(fresh.reconcile(pod.clone()).await.expect("a pass"), STEPPED);
     assert_eq!(
         h.fakes.take_calls(),
-        calls,
-        "a new sandbox, not the old one rebuilt around the running container, and the \
-         container restarted in it"
+        vec![Call::SetupNetwork("u1".into())],
+        "a new sandbox, not the old one rebuilt around the running container"
     );
 }
 
@@ -405,7 +389,7 @@ async fn a_netns_lost_while_nothing_runs_is_still_a_sandbox_change() {
     h.fakes.runtime.exit(APP_R0, 1);
     assert_eq!(
         h.pass(&pod).await,
-        STARTED,
+        STEPPED,
         "the first restart is immediate"
     );
     h.fakes.runtime.exit(APP_R1, 1);
@@ -427,13 +411,9 @@ async fn a_netns_lost_while_nothing_runs_is_still_a_sandbox_change() {
         h.fakes.event_reasons().last().map(String::as_str),
         Some("SandboxChanged")
     );
-    // The container's back-off still holds in the new sandbox, as the kubelet's does: the
-    // pass that makes the sandbox then waits.
-    assert_eq!(
-        h.pass(&pod).await,
-        Pass::RequeueAfter(Duration::from_secs(10))
-    );
+    assert_eq!(h.pass(&pod).await, STEPPED);
     assert_eq!(h.fakes.take_calls(), vec![Call::SetupNetwork("u1".into())]);
+    // The container's back-off still holds in the new sandbox, as the kubelet's does.
     assert_eq!(
         h.pass(&pod).await,
         Pass::RequeueAfter(Duration::from_secs(10))
@@ -565,7 +545,9 @@ async fn a_pod_waits_for_its_claim_to_be_bound_then_starts_on_the_volume() {
                      "claimRef": {"name": "www-web-0", "namespace": "default", "uid": "c1"}}}))
         .unwrap(),
     );
-    assert_eq!(h.pass(&pod).await, STARTED);
+    for _ in 0..3 {
+        assert_eq!(h.pass(&pod).await, STEPPED);
+    }
     assert!(h.fakes.runtime.is_running(APP_R0));
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
@@ -614,7 +596,9 @@ async fn a_host_path_of_the_wrong_type_holds_the_pod_back_with_failed_mount_unti
     // The path becomes a directory: the pod starts.
     std::fs::remove_file(&dir).unwrap();
     std::fs::create_dir(&dir).unwrap();
-    assert_eq!(h.pass(&pod).await, STARTED);
+    for _ in 0..3 {
+        assert_eq!(h.pass(&pod).await, STEPPED);
+    }
     assert!(h.fakes.runtime.is_running(APP_R0));
 }
 
@@ -636,9 +620,10 @@ async fn an_ephemeral_container_starts_once_in_its_targets_pid_namespace() {
         }]);
     }
     const DBG: &str = "u1-dbg-s0-r0";
-    // Its own image pull state (the image is there already: nothing pulled), then the start,
-    // in one pass.
-    assert_eq!(h.pass(&pod).await, STARTED);
+    // Its own image pull state (the image is there already: nothing pulled), then the start.
+    assert_eq!(h.pass(&pod).await, STEPPED);
+    assert_eq!(h.fakes.take_calls(), vec![]);
+    assert_eq!(h.pass(&pod).await, STEPPED);
     assert_eq!(h.fakes.take_calls(), Harness::start_calls(DBG));
     let config = h.fakes.runtime.config(DBG).expect("created");
     // The fake runtime's tasks all run as pid 4242.

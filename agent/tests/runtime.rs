@@ -72,6 +72,15 @@ async fn remove_and_assert_clean(
     assert_clean(rt, ctd, image).await;
 }
 
+/// The runtime's event stream once it is live: its subscription to containerd is made in a
+/// task of its own, and only what happens after its first `Resync` is reported, so a test that
+/// waits for an event of a container it starts waits for that first.
+async fn live_events(rt: &Runtime) -> impl futures::Stream<Item = RuntimeEvent> + Unpin {
+    let mut events = Box::pin(rt.events());
+    next_event(&mut events, |e| matches!(e, RuntimeEvent::Resync)).await;
+    events
+}
+
 async fn next_event(
     events: &mut (impl futures::Stream<Item = RuntimeEvent> + Unpin),
     want: impl Fn(&RuntimeEvent) -> bool,
@@ -93,7 +102,7 @@ async fn a_container_exits_with_its_code_and_logs_both_streams() {
     assert!(rt.version().await.expect("version").starts_with("1."));
     let logs = ctd.dir.path().join("logs");
     let log = logs.join("c1/0.log");
-    let mut events = Box::pin(rt.events());
+    let mut events = live_events(&rt).await;
     let cfg = shell(
         "c1",
         &image,
@@ -418,7 +427,7 @@ async fn removing_a_running_container_kills_it_first() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_container_over_its_memory_limit_is_oom_killed() {
     let (ctd, rt, image) = setup().await;
-    let mut events = Box::pin(rt.events());
+    let mut events = live_events(&rt).await;
     let mut cfg = shell(
         "hog",
         &image,
@@ -538,8 +547,7 @@ async fn a_containerd_restart_is_survived() {
     );
     rt.create(&cfg).await.expect("create");
     let pid = rt.start(&cfg.id).await.expect("start");
-    let mut events = Box::pin(rt.events());
-    next_event(&mut events, |e| matches!(e, RuntimeEvent::Resync)).await;
+    let mut events = live_events(&rt).await;
 
     ctd.restart();
 

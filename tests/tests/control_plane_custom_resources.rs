@@ -447,8 +447,16 @@ fn an_autoscaler_scales_a_custom_resource_through_its_scale_subresource() {
             Err(b["spec"].clone())
         }
     });
-    let hpa = api.get_ok("/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers/scaled");
-    assert_eq!(hpa["status"]["desiredReplicas"], 3, "{hpa}");
+    // The autoscaler writes the scale first and its own status after it: wait for that too.
+    c.wait_for(Duration::from_secs(20), "the autoscaler's status", || {
+        let hpa =
+            api.get_ok("/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers/scaled");
+        if hpa["status"]["desiredReplicas"] == 3 {
+            Ok(())
+        } else {
+            Err(hpa["status"].clone())
+        }
+    });
 }
 
 #[test]

@@ -16,6 +16,11 @@ use crate::wait::wait_for_with;
 /// How long a member (or the cluster's quorum) may take to become healthy.
 const START_DEADLINE: Duration = Duration::from_secs(30);
 
+/// How many times a new cluster is started on fresh ports when a member exits while starting.
+/// `free_port` only says a port was free a moment ago: another test's outgoing connection can
+/// take it as its ephemeral port before etcd binds it, and etcd then exits at once.
+const START_ATTEMPTS: usize = 3;
+
 struct Member {
     name: String,
     client_port: u16,
@@ -33,32 +38,55 @@ pub struct EtcdCluster {
 impl EtcdCluster {
     /// Starts `size` members and waits until every one reports itself healthy.
     pub fn start(size: usize) -> EtcdCluster {
+        EtcdCluster::start_on(size, free_port)
+    }
+
+    /// [`EtcdCluster::start`] with the ports taken from `next_port` (a test of the harness hands
+    /// out a taken port to see a clash survived).
+    pub fn start_on(size: usize, mut next_port: impl FnMut() -> u16) -> EtcdCluster {
         require_tool("etcd");
         let tmp = tempfile::Builder::new()
             .prefix("berth-etcd-")
             .tempdir()
             .unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
-        let token = format!("berth-{}", unique_suffix());
-        let members = (0..size)
-            .map(|i| Member {
-                name: format!("m{i}"),
-                client_port: free_port(),
-                peer_port: free_port(),
-                child: None,
-            })
-            .collect();
         let mut cluster = EtcdCluster {
             tmp,
-            token,
-            members,
+            token: String::new(),
+            members: Vec::new(),
         };
-        for i in 0..size {
-            cluster.spawn(i);
+        for attempt in 1..=START_ATTEMPTS {
+            cluster.token = format!("berth-{}", unique_suffix());
+            cluster.members = (0..size)
+                .map(|i| Member {
+                    name: format!("a{attempt}m{i}"),
+                    client_port: next_port(),
+                    peer_port: next_port(),
+                    child: None,
+                })
+                .collect();
+            for i in 0..size {
+                cluster.spawn(i);
+            }
+            let exited = (0..size).find(|&i| !cluster.wait_healthy_or_exit(i));
+            match exited {
+                None => return cluster,
+                Some(i) if attempt < START_ATTEMPTS => {
+                    eprintln!(
+                        "etcd member {i} exited while starting (attempt {attempt}); \
+                         starting a new cluster on fresh ports:\n{}",
+                        cluster.log_tail(i)
+                    );
+                    for j in 0..size {
+                        cluster.kill(j);
+                    }
+                }
+                Some(i) => panic!(
+                    "etcd member {i} exited while starting, {START_ATTEMPTS} times:\n{}",
+                    cluster.log_tail(i)
+                ),
+            }
         }
-        for i in 0..size {
-            cluster.wait_healthy(i);
-        }
-        cluster
+        unreachable!("the last attempt returns or panics")
     }
 
     /// The client URLs, comma-separated (`--datastore-endpoint`).
@@ -73,6 +101,11 @@ impl EtcdCluster {
     /// One member's client URL.
     pub fn endpoint(&self, i: usize) -> String {
         format!("http://127.0.0.1:{}", self.members[i].client_port)
+    }
+
+    /// One member's client port.
+    pub fn client_port(&self, i: usize) -> u16 {
+        self.members[i].client_port
     }
 
     pub fn size(&self) -> usize {
@@ -128,20 +161,39 @@ impl EtcdCluster {
     }
 
     fn wait_healthy(&mut self, i: usize) {
+        if !self.wait_healthy_or_exit(i) {
+            panic!(
+                "etcd member {i} exited while starting:\n{}",
+                self.log_tail(i)
+            );
+        }
+    }
+
+    /// Waits until member `i` is healthy (`true`) or its process has exited (`false`); panics
+    /// with the member's log tail if neither happens in time.
+    fn wait_healthy_or_exit(&mut self, i: usize) -> bool {
         let port = self.members[i].client_port;
-        let tail = self.log_tail(i);
-        wait_for_with(
+        let mut child = self.members[i].child.take();
+        let healthy = wait_for_with(
             START_DEADLINE,
             &format!("etcd member {i} to be healthy"),
-            || tail.clone(),
+            || self.log_tail(i),
             || {
+                if let Some(c) = child.as_mut()
+                    && let Ok(Some(_)) = c.try_wait()
+                {
+                    return Ok(false);
+                }
                 let r = http_get("127.0.0.1", port, "/health")?;
                 ok_if(
                     r.status == 200 && r.body.contains("true"),
                     format!("{} {}", r.status, r.body),
                 )
+                .map(|()| true)
             },
         );
+        self.members[i].child = child;
+        healthy
     }
 
     /// SIGKILLs member `i`.

@@ -65,8 +65,14 @@ pub fn backoff(failures: u32) -> Duration {
 /// `base` doubled after each of `attempts` past the first, never more than `cap` (nor
 /// overflowing): base, 2·base, 4·base, … for 1, 2, 3, … attempts.
 pub fn doubling_backoff(base: Duration, cap: Duration, attempts: u32) -> Duration {
-    let exp = attempts.saturating_sub(1).min(31);
-    base.checked_mul(1u32 << exp).map_or(cap, |d| d.min(cap))
+    base.checked_mul(doubling_factor(attempts))
+        .map_or(cap, |d| d.min(cap))
+}
+
+/// The factor [`doubling_backoff`] multiplies its base by after `attempts`: 1, 2, 4, … for
+/// 1, 2, 3, … (saturating at 2^31), for back-offs counted in ticks rather than time.
+pub fn doubling_factor(attempts: u32) -> u32 {
+    1u32 << attempts.saturating_sub(1).min(31)
 }
 
 /// Upper bounds (seconds) of the work-duration histogram, as upstream's workqueue uses.

@@ -12,6 +12,8 @@
 
 use std::time::Duration;
 
+use berth_shared::reconcile::doubling_factor;
+
 /// The longest a failing node goes unscraped.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(120);
 
@@ -61,8 +63,8 @@ pub fn plan_after_scrape(
         Some(f) if f.endpoint == *endpoint => f.failures.saturating_add(1),
         _ => 1,
     };
-    // 2^(failures-1) ticks, the shift capped so it cannot overflow.
-    let skip = (1u64 << (failures - 1).min(32)).min(max_skip.max(1));
+    // 2^(failures-1) ticks, as the reconcile runtime doubles its per-key back-off.
+    let skip = u64::from(doubling_factor(failures)).min(max_skip.max(1));
     Some(Failing {
         endpoint: endpoint.clone(),
         failures,

@@ -59,7 +59,8 @@ impl Context {
 
     /// An event recorder for `component`.
     pub fn recorder(&self, component: &str) -> Recorder {
-        Recorder::new(self.registry.clone(), component)
+        let clock = self.clock.clone();
+        Recorder::with_clock(self.registry.clone(), component, move || clock.now())
     }
 }
 

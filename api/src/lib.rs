@@ -11,6 +11,7 @@ pub use k8s_openapi;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod ingress_class;
+pub mod interner;
 pub mod local_path;
 #[cfg(feature = "logging")]
 pub mod logging;

@@ -4,8 +4,9 @@
 //!
 //! Planner: pure, no I/O.
 
-use super::terms::{PodAffinity, SpreadConstraint};
+use super::terms::{PodAffinity, PodSelector, SpreadConstraint};
 use berth_runtime::informer::{LabelSet, intern_labels};
+use berth_shared::interner::Interner;
 use berth_shared::k8s_openapi::api::core::v1 as core;
 use berth_shared::scheduling::resources::{
     self, ContainerRequests, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, ResourceList,
@@ -15,6 +16,8 @@ use berth_shared::scheduling::{
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 pub type Labels = BTreeMap<String, String>;
@@ -172,9 +175,11 @@ pub struct PodInfo {
     pub host_ports: Vec<HostPort>,
     pub required_node: RequiredNodeAffinity,
     pub preferred_node: PreferredNodeAffinity,
-    pub tolerations: Vec<Toleration>,
+    /// Shared with every pod that has the same ones (the pods of one template).
+    pub tolerations: Arc<Vec<Toleration>>,
     pub affinity: PodAffinity,
-    pub spread: Vec<SpreadConstraint>,
+    /// Shared likewise: the system defaults are one value per controller.
+    pub spread: Arc<Vec<SpreadConstraint>>,
     /// `spread` holds the system defaults (the pod has no constraints of its own).
     pub spread_defaulted: bool,
     /// The PersistentVolumeClaims its volumes name.
@@ -182,6 +187,24 @@ pub struct PodInfo {
     /// What its claims' volumes demand of a node (filled in at decision time, see
     /// [`super::volumes`]).
     pub volumes: Arc<super::volumes::PodVolumes>,
+}
+
+/// Tolerations and spread constraints shared between the pods that have equal ones: every pod
+/// carries the two default NoExecute tolerations, and the pods of one controller the same
+/// default spread constraints (about 440 bytes a pod otherwise).
+static TOLERATIONS: Interner<Vec<Toleration>> = Interner::new();
+static SPREAD: Interner<Vec<SpreadConstraint>> = Interner::new();
+
+/// A hash equal spread constraints share (their selectors have no `Hash`; equality decides).
+fn spread_hash(constraints: &[SpreadConstraint]) -> u64 {
+    let mut h = DefaultHasher::new();
+    for c in constraints {
+        (&c.topology_key, c.max_skew, c.hard).hash(&mut h);
+        if let PodSelector::Controller(uid) = &c.selector {
+            uid.hash(&mut h);
+        }
+    }
+    h.finish()
 }
 
 impl PodInfo {
@@ -236,6 +259,8 @@ impl PodInfo {
                 false,
             ),
         };
+        let hash = spread_hash(&spread);
+        let spread = SPREAD.intern_hashed(spread, hash);
         let affinity = PodAffinity::compile(s.affinity.as_ref(), &m.namespace, &labels);
         let phase = status.phase.unwrap_or_default();
         let start_time = status.start_time.as_deref().and_then(|t| t.parse().ok());
@@ -275,12 +300,13 @@ impl PodInfo {
             host_ports,
             required_node: RequiredNodeAffinity::new(s.node_selector.as_ref(), node_affinity),
             preferred_node: PreferredNodeAffinity::new(node_affinity),
-            tolerations: s
-                .tolerations
-                .iter()
-                .flatten()
-                .map(Toleration::from_k8s)
-                .collect(),
+            tolerations: TOLERATIONS.intern(
+                s.tolerations
+                    .iter()
+                    .flatten()
+                    .map(Toleration::from_k8s)
+                    .collect(),
+            ),
             affinity,
             spread,
             spread_defaulted,
@@ -449,6 +475,28 @@ mod tests {
         assert_eq!(p.controller.as_deref(), Some("rs1"));
         assert!(p.spread_defaulted && p.spread.len() == 2);
         assert!(p.wants_scheduling());
+    }
+
+    #[test]
+    fn the_pods_of_one_template_share_their_tolerations_and_spread() {
+        let of = |name: &str, rs: &str| {
+            pod(json!({
+                "metadata": {"name": name, "namespace": "default",
+                    "ownerReferences": [{"kind": "ReplicaSet", "uid": rs, "controller": true}]},
+                "spec": {"containers": [{"name": "c"}], "tolerations": [
+                    {"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                        "effect": "NoExecute", "tolerationSeconds": 300}]},
+            }))
+        };
+        let (a, b, other) = (of("a", "rs1"), of("b", "rs1"), of("c", "rs2"));
+        assert!(Arc::ptr_eq(&a.tolerations, &b.tolerations));
+        assert!(Arc::ptr_eq(&a.tolerations, &other.tolerations));
+        assert!(Arc::ptr_eq(&a.spread, &b.spread));
+        assert!(
+            !Arc::ptr_eq(&a.spread, &other.spread),
+            "another controller's pods"
+        );
+        assert_ne!(a.spread, other.spread);
     }
 
     #[test]

@@ -227,6 +227,7 @@ mod tests {
     use super::*;
     use crate::testing::{ClusterFixture, node, nodes_passing, pod};
     use serde_json::json;
+    use std::sync::Arc;
 
     /// The nodes the spread filter lets `p` onto.
     fn allowed(f: &ClusterFixture, p: &PodInfo) -> Vec<String> {
@@ -315,7 +316,7 @@ mod tests {
         let f = seed_cluster();
         let mut p = constrained(1, "zone", "DoNotSchedule");
         // zone counts A=2, B=1; with minDomains 3 the minimum is 0, so B gives 1 + 1 − 0 = 2 > 1.
-        p.spread[0].min_domains = 3;
+        Arc::make_mut(&mut p.spread)[0].min_domains = 3;
         assert!(allowed(&f, &p).is_empty());
     }
 
@@ -347,7 +348,7 @@ mod tests {
                 .collect()
         };
         assert_eq!(placeable(&p), ["node3", "node4"]);
-        p.spread[0].honor_node_affinity = false;
+        Arc::make_mut(&mut p.spread)[0].honor_node_affinity = false;
         assert!(
             placeable(&p).is_empty(),
             "zoneC's 0 is the minimum: zoneB would be at skew 2"

@@ -11,7 +11,7 @@ pub use berth_api::client;
 #[cfg(feature = "logging")]
 pub use berth_api::logging;
 pub use berth_api::{
-    ingress_class, private_files, quantity, reconcile, resource, scheduling, selector,
+    ingress_class, interner, private_files, quantity, reconcile, resource, scheduling, selector,
 };
 
 pub mod admission;

@@ -64,7 +64,7 @@ impl Taint {
 
 /// A toleration's operator; anything but `Exists` and `Equal` (or empty, meaning `Equal`)
 /// tolerates nothing, as upstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TolerationOp {
     Equal,
     Exists,
@@ -72,7 +72,7 @@ pub enum TolerationOp {
 }
 
 /// A pod toleration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Toleration {
     /// Empty with `Exists`: every key.
     pub key: String,

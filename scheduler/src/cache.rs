@@ -7,6 +7,7 @@
 
 use super::facts::{Labels, NodeFacts, PodInfo, PodKey};
 use super::terms::NamespaceLabels;
+use super::zones::{ZoneCounts, zone_of};
 use berth_shared::scheduling::{HostPort, Resources};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -99,6 +100,8 @@ pub struct Cluster<'a> {
     pub pods_with_affinity: usize,
     /// Pods with required anti-affinity, cluster-wide.
     pub pods_with_required_anti: usize,
+    /// Live pods per controller and zone, over `nodes`.
+    pub zones: &'a ZoneCounts,
 }
 
 /// The cache of node infos.
@@ -115,6 +118,8 @@ pub struct Cache {
     namespaces: NamespaceLabels,
     pods_with_affinity: usize,
     pods_with_required_anti: usize,
+    /// Live pods of `nodes` (not orphans) per controller and zone.
+    zones: ZoneCounts,
 }
 
 impl Cache {
@@ -125,6 +130,7 @@ impl Cache {
             namespaces: &self.namespaces,
             pods_with_affinity: self.pods_with_affinity,
             pods_with_required_anti: self.pods_with_required_anti,
+            zones: &self.zones,
         }
     }
 
@@ -137,7 +143,9 @@ impl Cache {
         if let Some(&i) = self.index.get(&facts.name) {
             let changed = *self.nodes[i].node != facts;
             if changed {
+                self.zones.add_node(&self.nodes[i], -1);
                 self.nodes[i].node = Arc::new(facts);
+                self.zones.add_node(&self.nodes[i], 1);
             }
             return changed;
         }
@@ -146,6 +154,7 @@ impl Cache {
         for pod in self.orphans.remove(&name).unwrap_or_default() {
             info.add_pod(pod);
         }
+        self.zones.add_node(&info, 1);
         self.index.insert(name, self.nodes.len());
         self.nodes.push(info);
         true
@@ -157,6 +166,7 @@ impl Cache {
             return;
         };
         let info = self.nodes.swap_remove(i);
+        self.zones.add_node(&info, -1);
         if let Some(moved) = self.nodes.get(i) {
             self.index.insert(moved.node.name.clone(), i);
         }
@@ -172,7 +182,10 @@ impl Cache {
         self.pods_with_required_anti += usize::from(!pod.affinity.required_anti.is_empty());
         self.placed.insert(pod.key.clone(), node.clone());
         match self.index.get(node) {
-            Some(&i) => self.nodes[i].add_pod(pod),
+            Some(&i) => {
+                self.zones.add_pod(zone_of(&self.nodes[i]), &pod, 1);
+                self.nodes[i].add_pod(pod);
+            }
             None => self.orphans.entry(node.clone()).or_default().push(pod),
         }
     }
@@ -182,7 +195,13 @@ impl Cache {
         let node = self.placed.remove(key)?;
         self.assumed.remove(key);
         let pod = match self.index.get(&node) {
-            Some(&i) => self.nodes[i].remove_pod(key),
+            Some(&i) => {
+                let pod = self.nodes[i].remove_pod(key);
+                if let Some(p) = &pod {
+                    self.zones.add_pod(zone_of(&self.nodes[i]), p, -1);
+                }
+                pod
+            }
             None => {
                 let list = self.orphans.get_mut(&node)?;
                 let at = list.iter().position(|p| &*p.key == key)?;

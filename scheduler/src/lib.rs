@@ -25,6 +25,7 @@ mod testing;
 mod tests;
 pub mod volumes;
 mod writers;
+pub mod zones;
 
 use berth_runtime::Context;
 use berth_runtime::informer::{Delta, DeltaType, Informer};

@@ -10,9 +10,10 @@
 use super::cache::{Cluster, NodeInfo};
 use super::facts::PodInfo;
 use super::message::{Reason, Rejection};
-use super::terms::{HOSTNAME_LABEL, PodSelector, SpreadConstraint};
+use super::terms::{HOSTNAME_LABEL, PodSelector, SpreadConstraint, ZONE_LABEL};
 use berth_shared::scheduling::taints::{DO_NOT_SCHEDULE, first_untolerated};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// Matching pods of `sel` on a node (live pods of the pod's namespace).
 fn count_on(node: &NodeInfo, sel: &PodSelector, ns: &str) -> i64 {
@@ -39,6 +40,23 @@ fn included(c: &SpreadConstraint, pod: &PodInfo, node: &NodeInfo) -> bool {
     (!c.honor_node_affinity || pod.required_node.matches(node.name(), node.labels()))
         && (!c.honor_taints
             || first_untolerated(&node.node.taints, &pod.tolerations, DO_NOT_SCHEDULE).is_none())
+}
+
+/// The controller whose per-zone counts stand for this constraint's, when it is a zone
+/// constraint over a controller's pods that every node is included in (the system defaults of
+/// a pod without node affinity).
+fn by_zone<'c>(c: &'c SpreadConstraint, pod: &PodInfo, require_all: bool) -> Option<&'c Arc<str>> {
+    match &c.selector {
+        PodSelector::Controller(uid)
+            if c.topology_key == ZONE_LABEL
+                && !require_all
+                && !c.honor_taints
+                && (!c.honor_node_affinity || pod.required_node.is_empty()) =>
+        {
+            Some(uid)
+        }
+        _ => None,
+    }
 }
 
 fn has_all_keys<'c>(node: &NodeInfo, mut cs: impl Iterator<Item = &'c SpreadConstraint>) -> bool {
@@ -160,12 +178,28 @@ impl<'a> SpreadScore<'a> {
                 ((size + 2) as f64).ln()
             })
             .collect();
-        for node in cluster.nodes {
+        // A zone constraint over a controller's pods that every node is included in reads the
+        // cache's per-zone counts; the rest count pods node by node.
+        let mut per_node = false;
+        for (k, c) in soft.iter().enumerate() {
+            match by_zone(c, pod, require_all) {
+                Some(uid) => {
+                    for (zone, n) in pairs[k].iter_mut() {
+                        *n += cluster.zones.get(uid, zone);
+                    }
+                }
+                None => per_node |= c.topology_key != HOSTNAME_LABEL,
+            }
+        }
+        for node in cluster.nodes.iter().filter(|_| per_node) {
             if require_all && !has_all_keys(node, soft.iter().copied()) {
                 continue;
             }
             for (k, c) in soft.iter().enumerate() {
-                if c.topology_key == HOSTNAME_LABEL || !included(c, pod, node) {
+                if c.topology_key == HOSTNAME_LABEL
+                    || by_zone(c, pod, require_all).is_some()
+                    || !included(c, pod, node)
+                {
                     continue;
                 }
                 let v = node
@@ -227,7 +261,6 @@ mod tests {
     use super::*;
     use crate::testing::{ClusterFixture, node, nodes_passing, pod};
     use serde_json::json;
-    use std::sync::Arc;
 
     /// The nodes the spread filter lets `p` onto.
     fn allowed(f: &ClusterFixture, p: &PodInfo) -> Vec<String> {
@@ -369,6 +402,54 @@ mod tests {
         let scores = normalize(&raw);
         assert!(scores[2] > scores[0], "zoneB over zoneA: {scores:?}");
         assert_eq!(scores[2], scores[3]);
+    }
+
+    #[test]
+    fn the_default_zone_spread_read_from_the_zone_counts_scores_as_counting_node_by_node() {
+        use crate::terms::ZONE_LABEL;
+        let mut f = ClusterFixture::default();
+        for (n, zone) in [
+            ("a1", "a"),
+            ("a2", "a"),
+            ("b1", "b"),
+            ("c1", "c"),
+            ("x", ""),
+        ] {
+            let mut labels = json!({"pool": "x"});
+            if !zone.is_empty() {
+                labels[ZONE_LABEL] = json!(zone);
+            }
+            f.add_node(node(n, json!({"metadata": {"labels": labels}})));
+        }
+        let of = |name: &str, rs: &str, patch: serde_json::Value| {
+            let mut v = json!({"metadata": {"ownerReferences": [
+                {"kind": "ReplicaSet", "uid": rs, "controller": true}]}});
+            json_patch::merge(&mut v, &patch);
+            pod(name, v)
+        };
+        for (i, n) in ["a1", "a1", "a2", "b1", "x"].into_iter().enumerate() {
+            f.place(of(&format!("p{i}"), "rs1", json!({})), n);
+        }
+        f.place(of("other", "rs2", json!({})), "c1");
+        let view = f.view();
+        let feasible: Vec<usize> = (0..view.nodes.len()).collect();
+        let raw_of = |p: &PodInfo| -> Vec<Option<i64>> {
+            let s = SpreadScore::new(p, &view, &feasible).expect("soft defaults");
+            feasible
+                .iter()
+                .map(|&i| s.raw(p, i, &view.nodes[i]))
+                .collect()
+        };
+        // The same pod with a node selector every node matches takes the node-by-node path.
+        let fast = of("new", "rs1", json!({}));
+        let slow = of(
+            "new",
+            "rs1",
+            json!({"spec": {"nodeSelector": {"pool": "x"}}}),
+        );
+        assert!(by_zone(&fast.spread[1], &fast, false).is_some());
+        assert!(by_zone(&slow.spread[1], &slow, false).is_none());
+        assert_eq!(raw_of(&fast), raw_of(&slow));
     }
 
     #[test]

@@ -239,16 +239,19 @@ mod tests {
         let recorder = Recorder::with_clock(registry.clone(), "replicaset-controller", move || {
             Timestamp::from_second(now.load(Ordering::Relaxed)).expect("a valid time")
         });
-        for i in 0..20 {
-            let message = format!("Created pod: web-{i}");
-            record(
-                &recorder,
-                &replicaset(),
-                EventType::Normal,
-                "SuccessfulCreate",
-                &message,
-            );
-        }
+        let created = |pods: std::ops::Range<u32>| {
+            for i in pods {
+                let message = format!("Created pod: web-{i}");
+                record(
+                    &recorder,
+                    &replicaset(),
+                    EventType::Normal,
+                    "SuccessfulCreate",
+                    &message,
+                );
+            }
+        };
+        created(0..20);
         let evs = events(&registry);
         assert_eq!(evs.len(), 10, "{evs:#?}");
         let combined: Vec<&Value> = evs
@@ -267,16 +270,7 @@ mod tests {
         );
         // 20 events about the ReplicaSet so far: five more pass, then the spam filter drops
         // them until five minutes have passed on the recorder's clock.
-        for i in 20..30 {
-            let message = format!("Created pod: web-{i}");
-            record(
-                &recorder,
-                &replicaset(),
-                EventType::Normal,
-                "SuccessfulCreate",
-                &message,
-            );
-        }
+        created(20..30);
         let count = |evs: &[Value]| {
             evs.iter()
                 .map(|e| e["count"].as_i64().unwrap_or(0))
@@ -284,13 +278,7 @@ mod tests {
         };
         assert_eq!(count(&events(&registry)), 25);
         seconds.fetch_add(300, Ordering::Relaxed);
-        record(
-            &recorder,
-            &replicaset(),
-            EventType::Normal,
-            "SuccessfulCreate",
-            "Created pod: x",
-        );
+        created(30..31);
         assert_eq!(count(&events(&registry)), 26);
     }
 }

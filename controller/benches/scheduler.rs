@@ -16,7 +16,7 @@ use berth_cluster_controllers as cluster_controllers;
 use berth_controllers as controllers;
 use berth_registry::{Registry, WriteOptions, prefix};
 use berth_runtime::informer::Informers;
-use berth_runtime::{Clock, Context, QueueMetrics};
+use berth_runtime::{Clock, Context, ControllerMetrics};
 use berth_scheduler as scheduler;
 use berth_shared::resource::{ResourceType, by_plural};
 use berth_store::{EtcdConfig, RedbBackend, Store};
@@ -192,7 +192,7 @@ fn placement(registry: &Registry) -> (HashMap<String, usize>, usize) {
     let mut unbound = 0;
     for p in &pods {
         match p.index.field("spec.nodeName") {
-            Some(n) if !n.is_empty() => *per_node.entry(n).or_insert(0) += 1,
+            Some(n) if !n.is_empty() => *per_node.entry(n.to_string()).or_insert(0) += 1,
             _ => unbound += 1,
         }
     }
@@ -265,7 +265,7 @@ async fn run(
     let ctx = Context {
         registry: registry.clone(),
         informers: Informers::new(Arc::new(registry.store().clone()), stop.clone()),
-        queues: QueueMetrics::default(),
+        metrics: ControllerMetrics::default(),
         clock: Clock::system(),
     };
     // The bench's nodes post no heartbeats: they must not go Unknown while it runs.

@@ -130,10 +130,7 @@ impl State {
             return false;
         }
         let node = obj.field("spec.nodeName").filter(|n| !n.is_empty());
-        let terminal = matches!(
-            obj.field("status.phase").as_deref(),
-            Some("Succeeded" | "Failed")
-        );
+        let terminal = matches!(obj.field("status.phase"), Some("Succeeded" | "Failed"));
         if let Some(node) = node {
             self.forget_pending(key);
             if terminal {
@@ -155,7 +152,7 @@ impl State {
                 return false;
             }
             match PodInfo::parse(obj.data()) {
-                Ok(pod) => self.cache.place(Arc::new(pod), &Arc::from(node.as_str())),
+                Ok(pod) => self.cache.place(Arc::new(pod), &Arc::from(node)),
                 Err(e) => tracing::warn!(pod = key, error = %e, "unreadable pod"),
             }
             return false;

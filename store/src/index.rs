@@ -87,13 +87,13 @@ impl ObjectIndex {
     }
 
     /// The value of a selectable field; absent fields read as empty, as upstream.
-    pub fn field(&self, name: &str) -> Option<String> {
+    pub fn field(&self, name: &str) -> Option<&str> {
         let id = FIELDS.iter().position(|(n, _)| *n == name)?;
         let mut start = 0usize;
         for &(f, end) in self.fields.iter() {
             let end = end as usize;
             if usize::from(f) == id {
-                return self.values.get(start..end).map(str::to_string);
+                return self.values.get(start..end);
             }
             start = end;
         }
@@ -118,12 +118,12 @@ mod tests {
             "labels": {"a": "b"}}, "spec": {"nodeName": "", "unschedulable": true},
             "status": {"phase": "Running", "succeeded": 3}}),
         );
-        assert_eq!(idx.field("metadata.name").as_deref(), Some("p"));
-        assert_eq!(idx.field("metadata.namespace").as_deref(), Some("ns"));
-        assert_eq!(idx.field("spec.nodeName").as_deref(), Some(""));
-        assert_eq!(idx.field("spec.unschedulable").as_deref(), Some("true"));
-        assert_eq!(idx.field("status.phase").as_deref(), Some("Running"));
-        assert_eq!(idx.field("status.successful").as_deref(), Some("3"));
+        assert_eq!(idx.field("metadata.name"), Some("p"));
+        assert_eq!(idx.field("metadata.namespace"), Some("ns"));
+        assert_eq!(idx.field("spec.nodeName"), Some(""));
+        assert_eq!(idx.field("spec.unschedulable"), Some("true"));
+        assert_eq!(idx.field("status.phase"), Some("Running"));
+        assert_eq!(idx.field("status.successful"), Some("3"));
         assert_eq!(idx.field("status.podIP"), None);
         assert_eq!(idx.field("no.such.field"), None);
         assert_eq!(idx.labels["a"], "b");

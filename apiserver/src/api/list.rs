@@ -70,13 +70,13 @@ impl Selectors {
             return false;
         }
         if self.from_object.is_empty() {
-            return self.fields.matches(|f| index.field(f));
+            return self.fields.matches(|f| index.field(f).map(str::to_string));
         }
         let obj: Option<Value> = data.and_then(|d| serde_json::from_slice(d).ok());
         self.fields.matches(
             |f| match self.from_object.iter().find(|(label, _)| label == f) {
                 Some((_, path)) => obj.as_ref().and_then(|o| selectable::value(o, path)),
-                None => index.field(f),
+                None => index.field(f).map(str::to_string),
             },
         )
     }

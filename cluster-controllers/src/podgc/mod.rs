@@ -43,7 +43,7 @@ impl View for PodFacts {
         };
         let phase = text("/status/phase");
         PodFacts {
-            node: obj.field("spec.nodeName").unwrap_or_default(),
+            node: obj.field("spec.nodeName").unwrap_or_default().to_string(),
             terminating: obj.is_deleting(),
             terminal: phase == "Succeeded" || phase == "Failed",
             evicted: phase == "Failed" && text("/status/reason") == "Evicted",

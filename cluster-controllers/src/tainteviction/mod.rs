@@ -91,7 +91,7 @@ impl View for PodFacts {
             .and_then(Value::as_str)
             .and_then(|t| t.parse().ok());
         PodFacts {
-            node: obj.field("spec.nodeName").unwrap_or_default(),
+            node: obj.field("spec.nodeName").unwrap_or_default().to_string(),
             tolerations: tolerations
                 .iter()
                 .map(|t| Tolerating {

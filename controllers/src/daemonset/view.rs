@@ -223,7 +223,7 @@ pub struct TargetNode(pub Option<String>);
 impl View for TargetNode {
     fn derive(obj: &Object) -> Self {
         if let Some(n) = obj.field("spec.nodeName").filter(|n| !n.is_empty()) {
-            return TargetNode(Some(n));
+            return TargetNode(Some(n.to_string()));
         }
         TargetNode(obj.value().ok().and_then(|v| pinned_node(v.get("spec"))))
     }

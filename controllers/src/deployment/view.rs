@@ -79,7 +79,10 @@ impl PodInfo {
     pub fn of(pod: &Object) -> PodInfo {
         PodInfo {
             controller_uid: pod.controller().map(|c| c.uid.clone()),
-            phase: pod.field("status.phase").filter(|s| !s.is_empty()),
+            phase: pod
+                .field("status.phase")
+                .filter(|s| !s.is_empty())
+                .map(str::to_string),
         }
     }
 }

@@ -33,6 +33,7 @@ pub fn builtin(name: &str) -> Option<IndexFn> {
         BY_NODE => Arc::new(|o: &Object| {
             o.field("spec.nodeName")
                 .filter(|n| !n.is_empty())
+                .map(str::to_string)
                 .into_iter()
                 .collect()
         }),

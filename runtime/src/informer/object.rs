@@ -128,8 +128,8 @@ impl Object {
             metadata: MetaHead::default(),
         });
         let key = ObjectKey::new(
-            stored.index.field("metadata.namespace").as_deref(),
-            &stored.index.field("metadata.name").unwrap_or_default(),
+            stored.index.field("metadata.namespace"),
+            stored.index.field("metadata.name").unwrap_or_default(),
         );
         Object {
             key,
@@ -188,7 +188,7 @@ impl Object {
     }
 
     /// A selectable field (`spec.nodeName`, `status.phase`, …).
-    pub fn field(&self, name: &str) -> Option<String> {
+    pub fn field(&self, name: &str) -> Option<&str> {
         self.stored.index.field(name)
     }
 
@@ -268,7 +268,7 @@ mod tests {
     impl View for Phase {
         fn derive(obj: &Object) -> Self {
             DERIVED.fetch_add(1, Ordering::SeqCst);
-            Phase(obj.field("status.phase").unwrap_or_default())
+            Phase(obj.field("status.phase").unwrap_or_default().to_string())
         }
     }
 

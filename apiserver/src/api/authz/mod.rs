@@ -129,7 +129,7 @@ fn facts(registry: &Registry, node: &str, path: &ResourcePath) -> Facts {
             facts.pod_node = registry
                 .get(path.rt, Some(ns), name)
                 .ok()
-                .and_then(|p| p.index.field("spec.nodeName"));
+                .and_then(|p| p.index.field("spec.nodeName").map(str::to_string));
         }
         ("", kind @ ("configmaps" | "secrets")) => {
             facts.referenced_by_node_pod =
@@ -185,7 +185,7 @@ fn referenced_by_node_pod(
     let (_, items, _) = registry
         .store()
         .list(&prefix(pods, Some(ns)), None, None, |o| {
-            o.index.field("spec.nodeName").as_deref() == Some(node)
+            o.index.field("spec.nodeName") == Some(node)
         });
     items
         .iter()

@@ -236,6 +236,15 @@ impl LabelSelector {
         !self.nothing && self.requirements.iter().all(|r| r.matches(labels))
     }
 
+    /// A matcher that remembers its last answer for the label set it was asked about, for
+    /// passes over many objects sharing one interned set (the pods of one template).
+    pub fn memo<'a>(&'a self) -> MatchMemo<'a> {
+        MatchMemo {
+            selector: self,
+            last: None,
+        }
+    }
+
     /// Like [`matches`](Self::matches); `None` means the object has no labels.
     pub fn matches_opt(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
         match labels {
@@ -255,6 +264,27 @@ impl LabelSelector {
                 }
                 _ => None,
             })
+    }
+}
+
+/// [`LabelSelector::matches`] answering again without matching when asked about the very
+/// map (by address) it was last asked about. The borrow keeps that map alive, so its address
+/// cannot be taken by another.
+pub struct MatchMemo<'a> {
+    selector: &'a LabelSelector,
+    last: Option<(&'a BTreeMap<String, String>, bool)>,
+}
+
+impl<'a> MatchMemo<'a> {
+    pub fn matches(&mut self, labels: &'a BTreeMap<String, String>) -> bool {
+        match self.last {
+            Some((seen, m)) if std::ptr::eq(seen, labels) => m,
+            _ => {
+                let m = self.selector.matches(labels);
+                self.last = Some((labels, m));
+                m
+            }
+        }
     }
 }
 

@@ -8,7 +8,7 @@ mod label_parse;
 pub mod names;
 
 pub use field::{FieldOp, FieldRequirement, FieldSelector};
-pub use label::{LabelOp, LabelSelector, Requirement, label_set};
+pub use label::{LabelOp, LabelSelector, MatchMemo, Requirement, label_set};
 
 /// Why a selector could not be parsed, built or used. The messages follow upstream's wording so
 /// they can go into a `400 BadRequest` Status unchanged.

@@ -94,7 +94,6 @@ impl Reconciler for Controller {
         let Some((obj, set)) = workload::parsed::observe::<Set>(informer, &key.object_key()) else {
             return Ok(Outcome::Done);
         };
-        let raw = obj.value().map_err(RegistryError::from)?;
         let now = self.clock.now();
         // Claimed through the kit: released, adopted (the set re-read live first).
         let pods: Vec<Arc<Pod>> = plan::owner(&set).claim_views(&self.registry, &self.pods)?;
@@ -106,8 +105,15 @@ impl Reconciler for Controller {
         };
         let failure = match plan::scale(&set, &claimed, &per_node, now) {
             plan::Scale::Steady => None,
-            plan::Scale::Create(n) => self.apply_create(&set, &raw, n),
-            plan::Scale::Delete(victims) => self.apply_delete(&set, &raw, &victims),
+            // The set's JSON (its template) is read only when pods are made or removed.
+            plan::Scale::Create(n) => {
+                let raw = obj.value().map_err(RegistryError::from)?;
+                self.apply_create(&set, &raw, n)
+            }
+            plan::Scale::Delete(victims) => {
+                let raw = obj.value().map_err(RegistryError::from)?;
+                self.apply_delete(&set, &raw, &victims)
+            }
         };
         let message = failure.as_ref().map(ToString::to_string);
         let new = status::compute(&set, &claimed, message.as_deref(), now);

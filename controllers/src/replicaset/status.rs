@@ -33,6 +33,7 @@ pub fn rfc3339(t: Timestamp) -> String {
 /// `observedGeneration` is left to [`apply`].
 pub fn compute(set: &Set, pods: &[&Pod], error: Option<&str>, now: Timestamp) -> Status {
     let template = berth_shared::selector::LabelSelector::from_set(&set.template_labels);
+    let mut template = template.memo();
     let fully = pods.iter().filter(|p| template.matches(&p.labels)).count();
     let ready = pods.iter().filter(|p| p.ready).count();
     let available = pods

@@ -60,9 +60,7 @@ impl<'a> Candidate<'a> {
             labels: obj.labels(),
             controller_uid: obj.controller().map(|c| c.uid.as_str()),
             deleting: obj.is_deleting(),
-            finished: obj
-                .field("status.phase")
-                .is_some_and(|p| p == "Succeeded" || p == "Failed"),
+            finished: matches!(obj.field("status.phase"), Some("Succeeded" | "Failed")),
         }
     }
 }
@@ -107,10 +105,20 @@ impl Owner<'_> {
 
     /// The claim on one object. Pure.
     pub fn decide(&self, c: &Candidate<'_>) -> Claim {
+        self.decide_matching(c, || self.selector.matches(c.labels))
+    }
+
+    /// [`Owner::decide`], whether the selector matches asked of `matches` only when needed.
+    fn decide_matching(&self, c: &Candidate<'_>, matches: impl FnOnce() -> bool) -> Claim {
         if self.rules.active_only && (c.deleting || c.finished) {
             return Claim::Ignore;
         }
-        let matches = self.selector.matches(c.labels);
+        match c.controller_uid {
+            Some(uid) if uid != self.uid => return Claim::Ignore,
+            None if self.deleting || c.deleting => return Claim::Ignore,
+            _ => {}
+        }
+        let matches = matches();
         match c.controller_uid {
             Some(uid) if uid != self.uid => Claim::Ignore,
             Some(_) if matches => Claim::Owned,
@@ -127,9 +135,20 @@ impl Owner<'_> {
         items: impl IntoIterator<Item = T>,
         candidate: impl Fn(&T) -> Candidate<'_>,
     ) -> Sorted<T> {
+        // The pods of one template share one interned label set: the selector is matched once
+        // per run of the same set.
+        let items: Vec<T> = items.into_iter().collect();
+        let mut memo = self.selector.memo();
+        let claims: Vec<Claim> = items
+            .iter()
+            .map(|item| {
+                let c = candidate(item);
+                self.decide_matching(&c, || memo.matches(c.labels))
+            })
+            .collect();
         let mut out = Sorted::default();
-        for item in items {
-            match self.decide(&candidate(&item)) {
+        for (item, claim) in items.into_iter().zip(claims) {
+            match claim {
                 Claim::Owned => out.owned.push(item),
                 Claim::Adopt => out.adopt.push(item),
                 Claim::Release => out.release.push(item),
@@ -174,7 +193,10 @@ impl Owner<'_> {
                 out.push(Arc::new(Object::from_value(&v)));
             }
         }
-        out.sort_by(|a, b| a.name().cmp(b.name()));
+        // The owned ones are in name order already; only adoptions join out of order.
+        if !sorted.adopt.is_empty() {
+            out.sort_by(|a, b| a.name().cmp(b.name()));
+        }
         Ok(out)
     }
 

@@ -99,6 +99,65 @@ fn each_controller_claims_by_its_rules() {
     }
 }
 
+/// (id, labels, controller uid) of a candidate in [`Owner::sort`]'s test.
+type Item<'a> = (usize, &'a BTreeMap<String, String>, Option<&'a str>);
+
+#[test]
+fn sorting_shared_and_distinct_label_sets_agrees_with_each_decision() {
+    // The same map shared by several candidates (as interned label sets are), interleaved
+    // with a distinct one and an equal copy at another address: the memo of the last set
+    // matched must not carry a decision over to a set it did not match.
+    let web = BTreeMap::from([("app".to_string(), "web".to_string())]);
+    let db = BTreeMap::from([("app".to_string(), "db".to_string())]);
+    let web_copy = web.clone();
+    let sel = selector();
+    let owner = Owner {
+        resource: REPLICA_SETS,
+        namespace: "default",
+        name: "owner",
+        uid: "me",
+        selector: &sel,
+        deleting: false,
+        rules: rules_of(REPLICA_SETS),
+    };
+    let items: Vec<Item<'_>> = vec![
+        (0, &web, Some("me")),
+        (1, &web, None),
+        (2, &db, Some("me")),
+        (3, &db, None),
+        (4, &web, Some("me")),
+        (5, &web_copy, None),
+        (6, &db, Some("me")),
+        (7, &web, Some("other")),
+    ];
+    fn candidate<'a>(&(_, labels, controller_uid): &'a Item<'_>) -> Candidate<'a> {
+        Candidate {
+            labels,
+            controller_uid,
+            deleting: false,
+            finished: false,
+        }
+    }
+    let sorted = owner.sort(items.clone(), candidate);
+    let ids = |v: &[Item<'_>]| v.iter().map(|i| i.0).collect::<Vec<_>>();
+    assert_eq!(ids(&sorted.owned), [0, 4]);
+    assert_eq!(ids(&sorted.adopt), [1, 5]);
+    assert_eq!(ids(&sorted.release), [2, 6]);
+    for item in &items {
+        let want = owner.decide(&candidate(item));
+        let got = if sorted.owned.contains(item) {
+            Claim::Owned
+        } else if sorted.adopt.contains(item) {
+            Claim::Adopt
+        } else if sorted.release.contains(item) {
+            Claim::Release
+        } else {
+            Claim::Ignore
+        };
+        assert_eq!(got, want, "item {}", item.0);
+    }
+}
+
 fn pod(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},

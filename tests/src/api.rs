@@ -77,7 +77,7 @@ impl Api {
             .unwrap_or_else(|r| panic!("cannot watch {path}: {}", r.describe()))
     }
 
-    pub fn watch(&self, path: &str) -> Result<Watch<'_>, Reply> {
+    pub fn watch(&self, path: &str) -> Result<Watch<'_>, Box<Reply>> {
         let req = Req::get(path);
         let line = req.line();
         let resp = self
@@ -93,15 +93,17 @@ impl Api {
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse().ok());
             let http_version = format!("{:?}", resp.version());
+            let warnings = crate::client::warnings(resp.headers());
             let body = self.rt.block_on(resp.text()).unwrap_or_default();
-            return Err(Reply {
+            return Err(Box::new(Reply {
                 request: line,
                 status,
                 content_type,
                 http_version,
                 retry_after,
+                warnings,
                 body,
-            });
+            }));
         }
         Ok(Watch {
             api: self,

@@ -106,7 +106,23 @@ pub struct Reply {
     pub http_version: String,
     /// `Retry-After` in seconds, if the server sent it.
     pub retry_after: Option<u64>,
+    /// The `Warning` headers' texts (`299 - "text"` → `text`).
+    pub warnings: Vec<String>,
     pub body: String,
+}
+
+/// The texts of a response's `Warning` headers (RFC 7234's `code agent "text"`).
+pub fn warnings(headers: &reqwest::header::HeaderMap) -> Vec<String> {
+    headers
+        .get_all(reqwest::header::WARNING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(|v| {
+            let text = v.splitn(3, ' ').nth(2).unwrap_or(v).trim();
+            let text = text.strip_prefix('"').and_then(|t| t.strip_suffix('"'));
+            text.map_or_else(|| v.to_string(), |t| t.replace("\\\"", "\""))
+        })
+        .collect()
 }
 
 impl Reply {
@@ -265,6 +281,7 @@ impl AsyncApi {
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse().ok());
+        let warnings = warnings(resp.headers());
         let body = resp.text().await.map_err(|e| {
             format!(
                 "{}: reading the body failed: {}",
@@ -278,6 +295,7 @@ impl AsyncApi {
             content_type,
             http_version,
             retry_after,
+            warnings,
             body,
         })
     }

@@ -291,6 +291,57 @@ fn an_unknown_field_under_strict_field_validation_is_400() {
     apply_refused(&c, &api, yaml, &["imagePullPolicyy"], "typo");
 }
 
+/// A PATCH's result is decoded once for both checks: a field its kind does not have is a
+/// warning by default and a 400 under Strict, through a merge and a strategic-merge patch
+/// alike, and a strategic-merge patch of the wrong type is still 422.
+#[test]
+fn an_unknown_field_in_a_patch_is_a_warning_or_under_strict_a_400() {
+    let c = Controller::start();
+    let api = c.admin_api();
+    api.create(CMS, &configmap("patched", &[("a", "1")]));
+    let path = format!("{CMS}/patched");
+    for (content_type, key) in [
+        ("application/merge-patch+json", "merged"),
+        ("application/strategic-merge-patch+json", "strategic"),
+    ] {
+        let doc = json!({"bogus": 1, "data": {key: "2"}});
+        let strict = format!("{path}?fieldValidation=Strict");
+        let reply = api.send(Req::patch(&strict, content_type, &doc));
+        let got = failure_status(&reply.json(), 400, "BadRequest")
+            .unwrap_or_else(|e| panic!("{content_type}: {e}: {}", reply.describe()));
+        assert_eq!(got, "strict decoding error: unknown field \"bogus\"");
+        assert!(
+            api.get_ok(&path)["data"].get(key).is_none(),
+            "{content_type}: a refused patch changes nothing"
+        );
+
+        let reply = api.send(Req::patch(&path, content_type, &doc));
+        assert_eq!(reply.status, 200, "{content_type}: {}", reply.describe());
+        assert_eq!(
+            reply.warnings,
+            ["unknown field \"bogus\""],
+            "{content_type}: {}",
+            reply.describe()
+        );
+        assert_eq!(reply.json()["data"][key], "2");
+        let reply = api.send(Req::patch(
+            format!("{path}?fieldValidation=Ignore"),
+            content_type,
+            &json!({"bogus": 1}),
+        ));
+        assert_eq!(reply.status, 200, "{}", reply.describe());
+        assert!(reply.warnings.is_empty(), "{:?}", reply.warnings);
+    }
+    let reply = api.send(Req::patch(
+        &path,
+        "application/strategic-merge-patch+json",
+        &json!({"data": "not a map"}),
+    ));
+    reply.failure_naming(422, "Invalid", &["cannot restore map from string"], || {
+        c.log_tail()
+    });
+}
+
 #[test]
 fn a_body_over_3_mib_is_refused() {
     let c = Controller::start();

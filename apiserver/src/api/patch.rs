@@ -157,8 +157,11 @@ pub async fn patch(
     let name = name.to_string();
     let admitted = opts.warnings.clone();
     let (code, obj, mut unknown) = blocking(move || {
-        let exists = registry.get(rt, ns.as_deref(), &name).is_ok();
-        if pt == PatchType::Apply && !exists && part == Part::Main {
+        // Only an apply to an object that does not exist creates it.
+        if pt == PatchType::Apply
+            && part == Part::Main
+            && registry.get(rt, ns.as_deref(), &name).is_err()
+        {
             // The applied configuration is the whole object: it names itself, as the URL does.
             // (A configuration or metadata that is not an object is refused before the checks
             // below index into it.)
@@ -187,8 +190,17 @@ pub async fn patch(
                 apply(rt.kind, pt, current, &doc)?
             };
             let patched = super::conversion::body_to_storage_blocking(&registry, view, patched)?;
+            // One typed decode answers both whether a strategic patch left a well-typed
+            // object and which fields the schema does not know.
+            let warn = opts.field_validation == berth_registry::FieldValidation::Warn;
+            let (decode_error, unknown_fields) =
+                if pt == PatchType::Strategic || strict || (warn && !rt.custom) {
+                    berth_shared::admission::decode_error_and_unknown_fields(rt.kind, &patched)
+                } else {
+                    (None, Vec::new())
+                };
             if pt == PatchType::Strategic
-                && let Some(e) = berth_shared::admission::decode_error(rt.kind, &patched)
+                && let Some(e) = decode_error
             {
                 return Err(RegistryError::Invalid {
                     kind: String::new(),
@@ -198,16 +210,19 @@ pub async fn patch(
                 }
                 .into());
             }
-            if strict {
-                let unknown = berth_shared::admission::unknown_fields(rt.kind, &patched);
-                if !unknown.is_empty() {
-                    return Err(ApiError::BadRequest(format!(
-                        "strict decoding error: {}",
-                        unknown.join(", ")
-                    )));
-                }
+            if strict && !unknown_fields.is_empty() {
+                return Err(ApiError::BadRequest(format!(
+                    "strict decoding error: {}",
+                    unknown_fields.join(", ")
+                )));
             }
-            unknown = super::unknown_field_warnings(rt, &patched, &opts);
+            // A custom resource's unknown fields are its schema's to judge (the registry
+            // prunes them).
+            unknown = if warn && !rt.custom {
+                unknown_fields
+            } else {
+                Vec::new()
+            };
             Ok(patched)
         })?;
         Ok((StatusCode::OK, updated, unknown))

@@ -506,13 +506,23 @@ pub fn warnings(kind: &str, obj: &Value) -> Vec<String> {
 /// words them (`unknown field "spec.template.spec.containers[0].imagePullPolicyy"`). Empty when
 /// all are known, and also when the body does not decode (admission reports that).
 pub fn unknown_fields(kind: &str, raw: &Value) -> Vec<String> {
-    decode_as(kind, raw)
-        .and_then(Result::ok)
-        .unwrap_or_default()
+    decode_error_and_unknown_fields(kind, raw).1
+}
+
+/// [`decode_error`] and [`unknown_fields`] from one typed decode, for a write that needs both
+/// (a strategic merge patch's result).
+pub fn decode_error_and_unknown_fields(kind: &str, raw: &Value) -> (Option<String>, Vec<String>) {
+    let (error, unknown) = match decode_as(kind, raw) {
+        Some(Ok(paths)) => (None, paths),
+        Some(Err(e)) => (Some(e), Vec::new()),
+        None => (None, Vec::new()),
+    };
+    let unknown = unknown
         .into_iter()
         .chain(disabled_fields::paths(kind, raw))
         .map(|p| format!("unknown field {}", field::quote(&p)))
-        .collect()
+        .collect();
+    (error, unknown)
 }
 
 /// Why `raw` does not decode as `kind`'s type (`metadata.labels: invalid type: string

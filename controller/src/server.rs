@@ -7,7 +7,7 @@ use berth_cluster_controllers as cluster_controllers;
 use berth_controllers as controllers;
 use berth_registry::{Registry, WriteOptions};
 use berth_runtime::informer::Informers;
-use berth_runtime::{Clock, Context, QueueMetrics};
+use berth_runtime::{Clock, Context, ControllerMetrics};
 use berth_shared::admission::service_allocation::ServiceRanges;
 use berth_store::{RedbBackend, Store};
 use serde_json::json;
@@ -342,7 +342,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let ctx = Context {
         registry: registry.clone(),
         informers: Informers::new(Arc::new(store), shutdown.clone()),
-        queues: QueueMetrics::default(),
+        metrics: ControllerMetrics::default(),
         clock: Clock::system(),
     };
     // Custom resource types are served by every API server, leader or not.
@@ -374,7 +374,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         },
         node_addresses,
         join_failures: Default::default(),
-        queues: ctx.queues.clone(),
+        controller_metrics: ctx.metrics.clone(),
         registry: registry.clone(),
         metrics: Metrics::default(),
         git_version: git_version(),

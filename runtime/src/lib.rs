@@ -24,7 +24,7 @@ pub mod testing;
 mod tests;
 
 pub use clock::{Clock, SetClock};
-pub use metrics::QueueMetrics;
+pub use metrics::ControllerMetrics;
 
 use crate::informer::{Delta, DeltaType, Informer, Informers, Object, ObjectKey, View};
 use berth_registry::Registry;
@@ -47,7 +47,8 @@ const CATCH_UP_LIMIT: Duration = Duration::from_secs(5);
 pub struct Context {
     pub registry: Registry,
     pub informers: Informers,
-    pub queues: QueueMetrics,
+    /// The controllers' metrics (their work queues and what else they register).
+    pub metrics: ControllerMetrics,
     /// The wall clock reconcilers read `now` from (never `Timestamp::now()` themselves).
     pub clock: Clock,
 }
@@ -181,7 +182,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + Display + 'static> Controller<K> {
     /// A controller whose keys come only from `.watches` mappers.
     pub fn keyed(name: &'static str, ctx: &Context) -> Self {
         let queue = Queue::new();
-        ctx.queues.register(name, &queue);
+        ctx.metrics.register(name, &queue);
         Controller {
             name,
             ctx: ctx.clone(),

@@ -1,6 +1,7 @@
-//! The work queues of the running controllers, rendered for `/metrics` with upstream's
+//! The running controllers' metrics for `/metrics`: their work queues, with upstream's
 //! workqueue metric names (`workqueue_depth`, `workqueue_adds_total`,
-//! `workqueue_retries_total`, `workqueue_work_duration_seconds`), one series per controller.
+//! `workqueue_retries_total`, `workqueue_work_duration_seconds`), one series per controller,
+//! and the text of any other source a controller registers (the scheduler's attempts).
 
 use berth_shared::reconcile::{Queue, QueueStats, WORK_BUCKETS};
 use std::fmt::Write;
@@ -8,14 +9,16 @@ use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
 type StatsFn = Box<dyn Fn() -> QueueStats + Send + Sync>;
+type TextFn = Box<dyn Fn() -> String + Send + Sync>;
 
-/// The registered queues. Cheap to clone.
+/// The registered queues and sources. Cheap to clone.
 #[derive(Clone, Default)]
-pub struct QueueMetrics {
+pub struct ControllerMetrics {
     queues: Arc<Mutex<Vec<(&'static str, StatsFn)>>>,
+    sources: Arc<Mutex<Vec<(&'static str, TextFn)>>>,
 }
 
-impl QueueMetrics {
+impl ControllerMetrics {
     /// Registers a controller's queue under its name.
     pub fn register<K: Clone + Eq + Hash + Send + 'static>(
         &self,
@@ -29,7 +32,20 @@ impl QueueMetrics {
             .push((name, Box::new(move || q.stats())));
     }
 
-    /// The Prometheus text of every registered queue.
+    /// Registers a source of metric families under `name`: `render` returns their Prometheus
+    /// text. A source registered again under the same name (a controller started again after
+    /// a lost leadership) replaces the earlier one.
+    pub fn register_source(
+        &self,
+        name: &'static str,
+        render: impl Fn() -> String + Send + Sync + 'static,
+    ) {
+        let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        sources.retain(|(n, _)| *n != name);
+        sources.push((name, Box::new(render)));
+    }
+
+    /// The Prometheus text of every registered queue, then of every source.
     pub fn render(&self) -> String {
         let queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
         let stats: Vec<(&str, QueueStats)> = queues.iter().map(|(n, f)| (*n, f())).collect();
@@ -87,6 +103,10 @@ impl QueueMetrics {
                 s.work_count
             );
         }
+        let sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        for (_, render) in sources.iter() {
+            out.push_str(&render());
+        }
         out
     }
 }
@@ -97,7 +117,7 @@ mod tests {
 
     #[test]
     fn each_queue_is_rendered_under_its_controller_name() {
-        let m = QueueMetrics::default();
+        let m = ControllerMetrics::default();
         let q: Queue<String> = Queue::new();
         m.register("replicaset", &q);
         q.add("a".into());
@@ -114,6 +134,23 @@ mod tests {
         assert!(
             text.contains("workqueue_work_duration_seconds_count{name=\"replicaset\"} 0"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_source_is_rendered_after_the_queues_and_replaced_under_its_name() {
+        let m = ControllerMetrics::default();
+        let q: Queue<String> = Queue::new();
+        m.register("replicaset", &q);
+        m.register_source("scheduler", || "scheduler_pending_pods 3\n".to_string());
+        m.register_source("scheduler", || "scheduler_pending_pods 4\n".to_string());
+        let text = m.render();
+        let queue = text.find("workqueue_depth{name=\"replicaset\"}");
+        let source = text.find("scheduler_pending_pods 4\n");
+        assert!(queue.is_some() && source > queue, "{text}");
+        assert!(
+            !text.contains("scheduler_pending_pods 3"),
+            "replaced: {text}"
         );
     }
 }

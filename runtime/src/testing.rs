@@ -4,7 +4,7 @@
 //! object (or its status, in the place of the kubelet or a node) as the controllers' tests do.
 
 use crate::informer::Informers;
-use crate::{Clock, Context, QueueMetrics};
+use crate::{Clock, Context, ControllerMetrics};
 use berth_registry::{DeleteOptions, Part, Propagation, Registry, RegistryError, WriteOptions};
 use berth_shared::resource::ResourceType;
 use berth_store::Store;
@@ -41,7 +41,7 @@ impl ControlPlane {
             ctx: Context {
                 registry,
                 informers,
-                queues: QueueMetrics::default(),
+                metrics: ControllerMetrics::default(),
                 clock: Clock::system(),
             },
             stop,

@@ -172,7 +172,7 @@ async fn a_conflict_is_retried_at_once_and_a_transient_error_after_backoff() {
     let f = times("failing");
     assert!(f[1] - f[0] >= berth_shared::reconcile::backoff(1));
     assert!(f[2] - f[1] >= berth_shared::reconcile::backoff(2));
-    let text = cp.ctx.queues.render();
+    let text = cp.ctx.metrics.render();
     assert!(
         text.contains("workqueue_retries_total{name=\"test\"}"),
         "{text}"

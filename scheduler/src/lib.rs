@@ -12,6 +12,7 @@ pub mod facts;
 pub mod filter;
 pub mod interpod;
 pub mod message;
+pub mod metrics;
 pub mod plan;
 pub mod preempt;
 pub mod queue;
@@ -91,6 +92,7 @@ pub(crate) struct Shared {
     pub(crate) wake: Notify,
     /// Bindings decided but not written yet.
     pub(crate) binding: AtomicUsize,
+    attempts: metrics::Attempts,
 }
 
 impl Shared {
@@ -182,6 +184,7 @@ async fn apply_changes(
 
 pub fn start_with(ctx: &Context, config: Config, shutdown: CancellationToken) -> JoinHandle<()> {
     let registry = ctx.registry.clone();
+    let metrics_registry = ctx.metrics.clone();
     let watched = [
         (ctx.informer(NODES), Watched::Node),
         (ctx.informer(NAMESPACES), Watched::Namespace),
@@ -196,7 +199,10 @@ pub fn start_with(ctx: &Context, config: Config, shutdown: CancellationToken) ->
             state: Mutex::new(State::default()),
             wake: Notify::new(),
             binding: AtomicUsize::new(0),
+            attempts: metrics::Attempts::default(),
         });
+        let source = shared.clone();
+        metrics_registry.register_source("scheduler", move || source.attempts.render());
         let (bind_tx, bind_rx) = mpsc::unbounded_channel();
         let (event_tx, event_rx) = mpsc::channel(config.event_queue.max(1));
         let unwritten: Unwritten = Arc::default();
@@ -263,8 +269,16 @@ fn decide_batch(shared: &Shared) -> Vec<Outcome> {
     let started = Instant::now();
     let mut out = Vec::new();
     while out.len() < BATCH && started.elapsed() < BATCH_TIME {
-        match shared.lock().decide_next(Instant::now()) {
-            Some(o) => out.push(o),
+        let mut state = shared.lock();
+        let now = Instant::now();
+        let decided = state.decide_next(now);
+        let took = now.elapsed();
+        drop(state);
+        match decided {
+            Some(o) => {
+                shared.attempts.record(&o, took);
+                out.push(o);
+            }
             None => break,
         }
     }

@@ -291,6 +291,12 @@ fn a_failed_commit_acknowledges_nothing_and_the_next_write_reuses_the_revision()
         .unwrap_err();
     assert!(err.is_transient(), "{err}");
     assert!(store.get("/k/b").is_none());
+    let health = store.write_health();
+    assert_eq!(
+        (health.failures, health.commits, health.committed_writes),
+        (1, 1, 1),
+        "a failed commit is not counted as committed"
+    );
     assert_eq!(store.current_revision(), 1);
     h.fail.store(false, std::sync::atomic::Ordering::SeqCst);
     let b = store.put("/k/b", cm("b"), Precondition::Absent).unwrap();
@@ -401,6 +407,10 @@ fn lingering_writes_wait_for_company_and_share_one_commit() {
         "three lingering writes, a batch of three: one commit"
     );
     assert_eq!(store.count("/lease/"), 3);
+    // What `/metrics` reports of it.
+    let health = store.write_health();
+    assert_eq!((health.commits, health.committed_writes), (1, 3));
+    assert!(health.commit_seconds > 0.0, "{health:?}");
 }
 
 #[test]

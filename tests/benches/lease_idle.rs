@@ -18,6 +18,7 @@ use std::time::Duration;
 use berth_tests::Controller;
 use berth_tests::bench::{HollowNodes, Span, SpanTimer, announce_hollow, env_usize};
 use berth_tests::client::Req;
+use berth_tests::stats::metric_sum;
 
 const GOAL: &str = "≤ 3 % of a core (issue 32)";
 /// How long a stopped window lasts: with the last renewals at most one interval old when the
@@ -30,19 +31,13 @@ const RESUME_SETTLE: Duration = Duration::from_secs(12);
 
 /// Lease PATCHes and PUTs the controller has answered 200 so far (`apiserver_request_total`).
 fn renewals(c: &Controller) -> u64 {
-    let reply = c.admin_api().send(Req::get("/metrics"));
-    reply
-        .body
-        .lines()
-        .filter(|l| {
-            l.starts_with("apiserver_request_total{")
-                && l.contains("resource=\"leases\"")
-                && l.contains("code=\"200\"")
-                && (l.contains("verb=\"PATCH\"") || l.contains("verb=\"PUT\""))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .map(|v| v as u64)
-        .sum()
+    let page = c.admin_api().send(Req::get("/metrics")).body;
+    let answered = |verb: &str| {
+        let verb = format!("verb=\"{verb}\"");
+        let labels = ["resource=\"leases\"", "code=\"200\"", verb.as_str()];
+        metric_sum(&page, "apiserver_request_total", &labels)
+    };
+    (answered("PATCH") + answered("PUT")) as u64
 }
 
 /// CPU and the renewals answered over `window`.

@@ -1,5 +1,6 @@
 //! Figures for the benchmark: nearest-rank percentiles of latency samples, the resident set
-//! size read from `/proc/<pid>/status`, and CPU time from `/proc/<pid>/stat`.
+//! size read from `/proc/<pid>/status`, CPU time from `/proc/<pid>/stat`, and series read
+//! from a Prometheus text page.
 
 use std::time::Duration;
 
@@ -103,9 +104,37 @@ pub fn megabytes(kib: Option<u64>) -> String {
     kib.map_or("n/a".into(), |k| format!("{:.1}", k as f64 * 1024.0 / 1e6))
 }
 
+/// The sum of the series of metric `name` in a Prometheus text page whose labels contain
+/// every one of `labels` (`resource="leases"`); 0 when there is none.
+pub fn metric_sum(page: &str, name: &str, labels: &[&str]) -> f64 {
+    page.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(name)?;
+            let (series, value) = rest.rsplit_once(' ')?;
+            let exact = series.is_empty() || series.starts_with('{');
+            (exact && labels.iter().all(|want| series.contains(want))).then_some(value)
+        })
+        .filter_map(|v| v.parse::<f64>().ok())
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_metric_sums_its_series_with_the_labels_asked_for() {
+        let page = "# TYPE x counter\n\
+                    x_total{verb=\"PATCH\",code=\"200\"} 3\n\
+                    x_total{verb=\"PUT\",code=\"200\"} 2\n\
+                    x_total{verb=\"PUT\",code=\"409\"} 7\n\
+                    x_total_other 100\n\
+                    y 1.5\n";
+        assert_eq!(metric_sum(page, "x_total", &["code=\"200\""]), 5.0);
+        assert_eq!(metric_sum(page, "x_total", &[]), 12.0);
+        assert_eq!(metric_sum(page, "y", &[]), 1.5);
+        assert_eq!(metric_sum(page, "z", &[]), 0.0);
+    }
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

@@ -137,7 +137,7 @@ pub async fn serve(State(state): State<SharedState>) -> Response {
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(state.registry.store())
-            + &state.queues.render()
+            + &state.controller_metrics.render()
             + &state.inflight.render()
             + &state.connections.render()
             + &state.leader.render()
@@ -147,7 +147,8 @@ pub async fn serve(State(state): State<SharedState>) -> Response {
         .into_response()
 }
 
-/// The store's commit failures (a full disk) and whether commits fail now.
+/// The store's commits: failures (a full disk), whether commits fail now, and the commits,
+/// writes and commit time of the embedded store's group commit.
 fn store_health(store: &berth_store::Store) -> String {
     let health = store.write_health();
     format!(
@@ -156,9 +157,21 @@ fn store_health(store: &berth_store::Store) -> String {
          berth_store_commit_failures_total {}\n\
          # HELP berth_store_commits_failing Whether the last store commit failed (1) or not (0).\n\
          # TYPE berth_store_commits_failing gauge\n\
-         berth_store_commits_failing {}\n",
+         berth_store_commits_failing {}\n\
+         # HELP berth_store_committed_writes_total Writes made durable by the embedded store's commits.\n\
+         # TYPE berth_store_committed_writes_total counter\n\
+         berth_store_committed_writes_total {}\n\
+         # HELP berth_store_commit_duration_seconds Time of the embedded store's commits (a group of writes each), durable and visible.\n\
+         # TYPE berth_store_commit_duration_seconds histogram\n\
+         berth_store_commit_duration_seconds_bucket{{le=\"+Inf\"}} {}\n\
+         berth_store_commit_duration_seconds_sum {}\n\
+         berth_store_commit_duration_seconds_count {}\n",
         health.failures,
-        u8::from(health.failing.is_some())
+        u8::from(health.failing.is_some()),
+        health.committed_writes,
+        health.commits,
+        health.commit_seconds,
+        health.commits,
     )
 }
 

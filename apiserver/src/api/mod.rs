@@ -73,8 +73,8 @@ pub struct ApiState {
     pub resource_metrics: std::sync::Arc<resource_metrics::ResourceMetrics>,
     /// Cancelled at shutdown: open watches end.
     pub shutdown: CancellationToken,
-    /// The controllers' work queues, for `/metrics`.
-    pub queues: berth_runtime::QueueMetrics,
+    /// The controllers' metrics (work queues, the scheduler), for `/metrics`.
+    pub controller_metrics: berth_runtime::ControllerMetrics,
     /// The caps on requests in flight.
     pub inflight: Arc<inflight::InFlight>,
     /// The accept loop's counters.

@@ -64,3 +64,46 @@ impl Attempts {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::pod;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    #[test]
+    fn attempts_are_counted_and_timed_by_result() {
+        let a = Attempts::default();
+        let p = Arc::new(pod("p", json!({})));
+        let bind = Outcome::Bind {
+            pod: p.clone(),
+            node: Arc::from("n1"),
+        };
+        let unschedulable = Outcome::Unschedulable {
+            pod: p.clone(),
+            message: "0/1 nodes are available".into(),
+        };
+        let preempt = Outcome::Preempt {
+            pod: p,
+            node: Arc::from("n1"),
+            victims: Vec::new(),
+            message: String::new(),
+        };
+        a.record(&bind, Duration::from_millis(2));
+        a.record(&bind, Duration::from_millis(3));
+        a.record(&unschedulable, Duration::from_millis(1));
+        a.record(&preempt, Duration::from_millis(1));
+        let text = a.render();
+        let scheduled = "{profile=\"default-scheduler\",result=\"scheduled\"}";
+        let unschedulable = "{profile=\"default-scheduler\",result=\"unschedulable\"}";
+        for line in [
+            format!("scheduler_schedule_attempts_total{scheduled} 2"),
+            format!("scheduler_schedule_attempts_total{unschedulable} 2"),
+            format!("scheduler_scheduling_attempt_duration_seconds_sum{scheduled} 0.005"),
+            format!("scheduler_scheduling_attempt_duration_seconds_count{unschedulable} 2"),
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+        }
+    }
+}

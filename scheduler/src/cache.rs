@@ -6,7 +6,8 @@
 //! Planner: pure, no I/O.
 
 use super::facts::{Labels, NodeFacts, PodInfo, PodKey};
-use super::terms::NamespaceLabels;
+use super::host_counts::HostCounts;
+use super::terms::{HOSTNAME_LABEL, NamespaceLabels, ZONE_LABEL};
 use super::zones::{ZoneCounts, zone_of};
 use berth_shared::scheduling::{HostPort, Resources};
 use std::collections::{HashMap, HashSet};
@@ -50,6 +51,16 @@ impl NodeInfo {
 
     pub fn labels(&self) -> &Labels {
         &self.node.labels
+    }
+
+    /// The value of the topology label `key`; the zone and hostname labels come from the
+    /// node's facts without a search of its labels.
+    pub fn topology(&self, key: &str) -> Option<&str> {
+        match key {
+            ZONE_LABEL => self.node.zone.as_deref(),
+            HOSTNAME_LABEL => self.node.hostname.as_deref(),
+            _ => self.node.labels.get(key).map(String::as_str),
+        }
     }
 
     pub fn add_pod(&mut self, pod: Arc<PodInfo>) {
@@ -102,6 +113,8 @@ pub struct Cluster<'a> {
     pub pods_with_required_anti: usize,
     /// Live pods per controller and zone, over `nodes`.
     pub zones: &'a ZoneCounts,
+    /// Live pods per controller and index in `nodes`.
+    pub hosts: &'a HostCounts,
 }
 
 /// The cache of node infos.
@@ -118,8 +131,10 @@ pub struct Cache {
     namespaces: NamespaceLabels,
     pods_with_affinity: usize,
     pods_with_required_anti: usize,
-    /// Live pods of `nodes` (not orphans) per controller and zone.
+    /// Live pods of `nodes` (not orphans) per controller and zone, and per controller and
+    /// node index.
     zones: ZoneCounts,
+    hosts: HostCounts,
 }
 
 impl Cache {
@@ -131,6 +146,7 @@ impl Cache {
             pods_with_affinity: self.pods_with_affinity,
             pods_with_required_anti: self.pods_with_required_anti,
             zones: &self.zones,
+            hosts: &self.hosts,
         }
     }
 
@@ -155,6 +171,7 @@ impl Cache {
             info.add_pod(pod);
         }
         self.zones.add_node(&info, 1);
+        self.hosts.add_node(self.nodes.len(), &info, 1);
         self.index.insert(name, self.nodes.len());
         self.nodes.push(info);
         true
@@ -165,10 +182,16 @@ impl Cache {
         let Some(i) = self.index.remove(name) else {
             return;
         };
+        let last = self.nodes.len() - 1;
+        self.hosts.add_node(i, &self.nodes[i], -1);
+        if i != last {
+            self.hosts.add_node(last, &self.nodes[last], -1);
+        }
         let info = self.nodes.swap_remove(i);
         self.zones.add_node(&info, -1);
         if let Some(moved) = self.nodes.get(i) {
             self.index.insert(moved.node.name.clone(), i);
+            self.hosts.add_node(i, moved, 1);
         }
         if !info.pods.is_empty() {
             self.orphans.insert(info.node.name.clone(), info.pods);
@@ -184,6 +207,7 @@ impl Cache {
         match self.index.get(node) {
             Some(&i) => {
                 self.zones.add_pod(zone_of(&self.nodes[i]), &pod, 1);
+                self.hosts.add_pod(i, &pod, 1);
                 self.nodes[i].add_pod(pod);
             }
             None => self.orphans.entry(node.clone()).or_default().push(pod),
@@ -199,6 +223,7 @@ impl Cache {
                 let pod = self.nodes[i].remove_pod(key);
                 if let Some(p) = &pod {
                     self.zones.add_pod(zone_of(&self.nodes[i]), p, -1);
+                    self.hosts.add_pod(i, p, -1);
                 }
                 pod
             }

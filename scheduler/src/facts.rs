@@ -4,7 +4,7 @@
 //!
 //! Planner: pure, no I/O.
 
-use super::terms::{PodAffinity, PodSelector, SpreadConstraint};
+use super::terms::{HOSTNAME_LABEL, PodAffinity, PodSelector, SpreadConstraint, ZONE_LABEL};
 use berth_runtime::informer::{LabelSet, intern_labels};
 use berth_shared::interner::Interner;
 use berth_shared::k8s_openapi::api::core::v1 as core;
@@ -385,6 +385,10 @@ struct NodeDoc {
 pub struct NodeFacts {
     pub name: Arc<str>,
     pub labels: Labels,
+    /// The zone and hostname labels' values, read once from `labels`: the spread score asks
+    /// for them on every feasible node of every pod.
+    pub zone: Option<String>,
+    pub hostname: Option<String>,
     /// The taints the node carries (the node lifecycle controller writes those of its
     /// conditions, upstream's TaintNodesByCondition; the scheduler reads no conditions).
     pub taints: Vec<Taint>,
@@ -410,9 +414,12 @@ impl NodeFacts {
             ..Default::default()
         };
         let (allocatable, allowed_pods) = resources::node_allocatable(Some(&status));
+        let labels = doc.metadata.labels.unwrap_or_default();
         Ok(NodeFacts {
             name: Arc::from(doc.metadata.name),
-            labels: doc.metadata.labels.unwrap_or_default(),
+            zone: labels.get(ZONE_LABEL).cloned(),
+            hostname: labels.get(HOSTNAME_LABEL).cloned(),
+            labels,
             taints,
             unschedulable: doc.spec.unschedulable.unwrap_or(false),
             allocatable,

@@ -10,6 +10,7 @@ pub mod binder;
 pub mod cache;
 pub mod facts;
 pub mod filter;
+pub mod host_counts;
 pub mod interpod;
 pub mod message;
 pub mod metrics;

@@ -9,6 +9,7 @@
 
 use super::cache::{Cluster, NodeInfo};
 use super::facts::PodInfo;
+use super::host_counts::NodeCounts;
 use super::message::{Reason, Rejection};
 use super::terms::{HOSTNAME_LABEL, PodSelector, SpreadConstraint, ZONE_LABEL};
 use berth_shared::scheduling::taints::{DO_NOT_SCHEDULE, first_untolerated};
@@ -60,7 +61,7 @@ fn by_zone<'c>(c: &'c SpreadConstraint, pod: &PodInfo, require_all: bool) -> Opt
 }
 
 fn has_all_keys<'c>(node: &NodeInfo, mut cs: impl Iterator<Item = &'c SpreadConstraint>) -> bool {
-    cs.all(|c| node.labels().contains_key(&c.topology_key))
+    cs.all(|c| node.topology(&c.topology_key).is_some())
 }
 
 /// The filter's state for one pod: matching pods per domain and the global minimum of each
@@ -133,6 +134,9 @@ pub struct SpreadScore<'a> {
     pairs: Vec<HashMap<&'a str, i64>>,
     weights: Vec<f64>,
     ignored: HashSet<usize>,
+    /// Per constraint: for a hostname term over a controller's pods, that controller's
+    /// per-node counts (`Some(None)`: it has no live pod anywhere); `None` for the others.
+    hosts: Vec<Option<Option<&'a NodeCounts>>>,
 }
 
 impl<'a> SpreadScore<'a> {
@@ -158,10 +162,7 @@ impl<'a> SpreadScore<'a> {
             }
             for (k, c) in soft.iter().enumerate() {
                 if c.topology_key != HOSTNAME_LABEL {
-                    let v = node
-                        .labels()
-                        .get(&c.topology_key)
-                        .map_or("", String::as_str);
+                    let v = node.topology(&c.topology_key).unwrap_or("");
                     pairs[k].entry(v).or_insert(0);
                 }
             }
@@ -202,20 +203,28 @@ impl<'a> SpreadScore<'a> {
                 {
                     continue;
                 }
-                let v = node
-                    .labels()
-                    .get(&c.topology_key)
-                    .map_or("", String::as_str);
+                let v = node.topology(&c.topology_key).unwrap_or("");
                 if let Some(n) = pairs[k].get_mut(v) {
                     *n += count_on(node, &c.selector, &pod.namespace);
                 }
             }
         }
+        // A hostname constraint over a controller's pods reads the cache's per-node counts.
+        let hosts = soft
+            .iter()
+            .map(|c| match &c.selector {
+                PodSelector::Controller(uid) if c.topology_key == HOSTNAME_LABEL => {
+                    Some(cluster.hosts.of(uid))
+                }
+                _ => None,
+            })
+            .collect();
         Some(SpreadScore {
             constraints: soft,
             pairs,
             weights,
             ignored,
+            hosts,
         })
     }
 
@@ -227,13 +236,17 @@ impl<'a> SpreadScore<'a> {
         }
         let mut score = 0.0;
         for (k, c) in self.constraints.iter().enumerate() {
-            let Some(v) = node.labels().get(&c.topology_key) else {
+            let Some(v) = node.topology(&c.topology_key) else {
                 continue;
             };
-            let count = if c.topology_key == HOSTNAME_LABEL {
-                count_on(node, &c.selector, &pod.namespace)
-            } else {
-                self.pairs[k].get(v.as_str()).copied().unwrap_or(0)
+            let count = match self.hosts[k] {
+                // The controller has no live pod on any node.
+                Some(None) => 0,
+                Some(Some(counts)) => counts.get(i),
+                None if c.topology_key == HOSTNAME_LABEL => {
+                    count_on(node, &c.selector, &pod.namespace)
+                }
+                None => self.pairs[k].get(v).copied().unwrap_or(0),
             };
             score += count as f64 * self.weights[k] + (c.max_skew - 1) as f64;
         }

@@ -24,6 +24,7 @@ use berth_shared::reconcile::Outcome;
 use berth_shared::resource::{NODES, PODS};
 use jiff::Timestamp;
 use plan::{NodeFacts, PodFacts, Verdict};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -31,23 +32,36 @@ use tokio_util::sync::CancellationToken;
 
 const WORKERS: usize = 2;
 
+/// The fields of a stored pod its facts need beyond the index's; the rest is skipped.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct PodDoc {
+    metadata: MetaDoc,
+    status: StatusDoc,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct MetaDoc {
+    creation_timestamp: Option<String>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct StatusDoc {
+    reason: Option<String>,
+}
+
 impl View for PodFacts {
     fn derive(obj: &Object) -> Self {
-        let value = obj.value().unwrap_or(Value::Null);
-        let text = |pointer: &str| {
-            value
-                .pointer(pointer)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
-        let phase = text("/status/phase");
+        let doc: PodDoc = obj.decode().unwrap_or_default();
+        let phase = obj.field("status.phase").unwrap_or_default();
         PodFacts {
             node: obj.field("spec.nodeName").unwrap_or_default().to_string(),
             terminating: obj.is_deleting(),
             terminal: phase == "Succeeded" || phase == "Failed",
-            evicted: phase == "Failed" && text("/status/reason") == "Evicted",
-            created: text("/metadata/creationTimestamp"),
+            evicted: phase == "Failed" && doc.status.reason.as_deref() == Some("Evicted"),
+            created: doc.metadata.creation_timestamp.unwrap_or_default(),
         }
     }
 }

@@ -26,6 +26,7 @@ use berth_shared::resource::{NODES, PODS};
 use berth_shared::scheduling::{Taint, TaintEffect, Toleration};
 use jiff::Timestamp;
 use plan::{NoExecute, Tolerating, Verdict};
+use serde::Deserialize;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -70,30 +71,44 @@ struct PodFacts {
     deleting: bool,
 }
 
+/// The fields of a stored pod the facts are read from; the rest is skipped, not decoded.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct PodDoc {
+    spec: SpecDoc,
+    status: StatusDoc,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct SpecDoc {
+    tolerations: Option<Vec<core::Toleration>>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct StatusDoc {
+    conditions: Option<Vec<core::PodCondition>>,
+}
+
 impl View for PodFacts {
     fn derive(obj: &Object) -> Self {
-        let v = obj.value().unwrap_or(Value::Null);
-        let tolerations: Vec<core::Toleration> = v
-            .pointer("/spec/tolerations")
-            .cloned()
-            .and_then(|t| serde_json::from_value(t).ok())
-            .unwrap_or_default();
-        let bound = v
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .and_then(|a| {
-                a.iter().find(|c| {
-                    c.get("type").and_then(Value::as_str) == Some("PodScheduled")
-                        && c.get("status").and_then(Value::as_str) == Some("True")
-                })
-            })
-            .and_then(|c| c.get("lastTransitionTime"))
-            .and_then(Value::as_str)
-            .and_then(|t| t.parse().ok());
+        let doc: PodDoc = obj.decode().unwrap_or_default();
+        let bound = doc
+            .status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "PodScheduled" && c.status == "True")
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(|t| t.0);
         PodFacts {
             node: obj.field("spec.nodeName").unwrap_or_default().to_string(),
-            tolerations: tolerations
+            tolerations: doc
+                .spec
+                .tolerations
                 .iter()
+                .flatten()
                 .map(|t| Tolerating {
                     toleration: Toleration::from_k8s(t),
                     seconds: t.toleration_seconds,

@@ -4,9 +4,10 @@
 //!
 //! Planner: pure, no I/O.
 
-use super::{ControllerRef, controller_of, i32_at, str_at, string_map, time_at};
+use super::{ControllerRef, string_map};
 use berth_runtime::informer::{LabelSet, Object, View, intern_labels};
 use jiff::Timestamp;
+use serde::Deserialize;
 use serde_json::Value;
 
 /// The pod annotation that orders pods on scale-down (lower first).
@@ -54,66 +55,165 @@ pub fn parse_deletion_cost(value: &str) -> i32 {
     value.parse().unwrap_or(0)
 }
 
-fn max_restarts<'a>(statuses: impl Iterator<Item = &'a Value>) -> i32 {
+/// The fields of a stored pod the view reads, decoded without the rest (a pod's spec and
+/// managedFields are skipped, not built into a JSON value). The types are the API's, which
+/// admission checked before the pod was stored.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct PodDoc {
+    metadata: MetaDoc,
+    spec: SpecDoc,
+    status: StatusDoc,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct MetaDoc {
+    name: Option<String>,
+    uid: Option<String>,
+    creation_timestamp: Option<String>,
+    deletion_timestamp: Option<String>,
+    annotations: Option<AnnotationsDoc>,
+    owner_references: Option<Vec<OwnerDoc>>,
+}
+
+/// Only the annotation the view reads; the others are skipped.
+#[derive(Debug, Default, Deserialize)]
+struct AnnotationsDoc {
+    #[serde(rename = "controller.kubernetes.io/pod-deletion-cost")]
+    deletion_cost: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct OwnerDoc {
+    api_version: Option<String>,
+    kind: Option<String>,
+    name: Option<String>,
+    uid: Option<String>,
+    controller: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct SpecDoc {
+    node_name: Option<String>,
+    init_containers: Option<Vec<InitContainerDoc>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct InitContainerDoc {
+    name: Option<String>,
+    restart_policy: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct StatusDoc {
+    phase: Option<String>,
+    conditions: Option<Vec<ConditionDoc>>,
+    container_statuses: Option<Vec<ContainerStatusDoc>>,
+    init_container_statuses: Option<Vec<ContainerStatusDoc>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct ConditionDoc {
+    #[serde(rename = "type")]
+    type_: Option<String>,
+    status: Option<String>,
+    last_transition_time: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct ContainerStatusDoc {
+    name: Option<String>,
+    restart_count: Option<i64>,
+}
+
+fn max_restarts<'a>(statuses: impl Iterator<Item = &'a ContainerStatusDoc>) -> i32 {
     statuses
-        .map(|c| i32_at(c, "/restartCount"))
+        .map(|c| {
+            c.restart_count
+                .and_then(|n| i32::try_from(n).ok())
+                .unwrap_or(0)
+        })
         .max()
         .unwrap_or(0)
         .max(0)
 }
 
+fn time_of(t: &Option<String>) -> Option<Timestamp> {
+    t.as_deref()?.parse().ok()
+}
+
 impl Pod {
     /// Reads a stored pod.
     pub fn from_value(obj: &Value) -> Pod {
-        Pod::read(
-            obj,
-            intern_labels(string_map(obj.pointer("/metadata/labels"))),
-        )
+        let doc = PodDoc::deserialize(obj).unwrap_or_default();
+        let labels = intern_labels(string_map(obj.pointer("/metadata/labels")));
+        Pod::read(doc, labels)
     }
 
-    /// Reads a stored pod whose labels are already known (an informer object's shared set).
-    fn read(obj: &Value, labels: LabelSet) -> Pod {
-        let ready_cond = obj
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .and_then(|a| a.iter().find(|c| str_at(c, "/type") == "Ready"));
-        let ready = ready_cond.is_some_and(|c| str_at(c, "/status") == "True");
-        let array = |ptr: &str| {
-            obj.pointer(ptr)
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .unwrap_or_default()
-        };
-        let sidecars: Vec<&str> = array("/spec/initContainers")
+    /// Reads a stored pod's fields whose labels are already known (an informer object's
+    /// shared set).
+    fn read(doc: PodDoc, labels: LabelSet) -> Pod {
+        let PodDoc {
+            metadata: meta,
+            spec,
+            status,
+        } = doc;
+        let conditions = status.conditions.unwrap_or_default();
+        let ready_cond = conditions
             .iter()
-            .filter(|c| str_at(c, "/restartPolicy") == "Always")
-            .map(|c| str_at(c, "/name"))
+            .find(|c| c.type_.as_deref() == Some("Ready"));
+        let ready = ready_cond.is_some_and(|c| c.status.as_deref() == Some("True"));
+        let sidecars: Vec<String> = spec
+            .init_containers
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| c.restart_policy.as_deref() == Some("Always"))
+            .filter_map(|c| c.name)
             .collect();
+        let controller = meta
+            .owner_references
+            .unwrap_or_default()
+            .into_iter()
+            .find(|r| r.controller == Some(true))
+            .map(|r| ControllerRef {
+                api_version: r.api_version.unwrap_or_default(),
+                kind: r.kind.unwrap_or_default(),
+                name: r.name.unwrap_or_default(),
+                uid: r.uid.unwrap_or_default(),
+            });
         Pod {
-            name: str_at(obj, "/metadata/name").to_string(),
-            uid: str_at(obj, "/metadata/uid").to_string(),
+            name: meta.name.unwrap_or_default(),
+            uid: meta.uid.unwrap_or_default(),
             labels,
-            controller: controller_of(obj),
-            deleting: obj.pointer("/metadata/deletionTimestamp").is_some(),
-            phase: str_at(obj, "/status/phase").to_string(),
-            node_name: str_at(obj, "/spec/nodeName").to_string(),
+            controller,
+            deleting: meta.deletion_timestamp.is_some(),
+            phase: status.phase.unwrap_or_default(),
+            node_name: spec.node_name.unwrap_or_default(),
             ready,
             ready_since: ready_cond
                 .filter(|_| ready)
-                .and_then(|c| time_at(c, "/lastTransitionTime")),
-            deletion_cost: obj
-                .pointer("/metadata/annotations")
-                .and_then(|a| a.get(DELETION_COST))
-                .and_then(Value::as_str)
-                .map(parse_deletion_cost)
+                .and_then(|c| time_of(&c.last_transition_time)),
+            deletion_cost: meta
+                .annotations
+                .and_then(|a| a.deletion_cost)
+                .map(|c| parse_deletion_cost(&c))
                 .unwrap_or(0),
-            restarts: max_restarts(array("/status/containerStatuses").iter()),
+            restarts: max_restarts(status.container_statuses.iter().flatten()),
             sidecar_restarts: max_restarts(
-                array("/status/initContainerStatuses")
+                status
+                    .init_container_statuses
                     .iter()
-                    .filter(|s| sidecars.contains(&str_at(s, "/name"))),
+                    .flatten()
+                    .filter(|s| s.name.as_ref().is_some_and(|n| sidecars.contains(n))),
             ),
-            created: time_at(obj, "/metadata/creationTimestamp"),
+            created: time_of(&meta.creation_timestamp),
         }
     }
 
@@ -126,8 +226,8 @@ impl Pod {
 /// A pod parsed once per version, shared by every pass that reads it.
 impl View for Pod {
     fn derive(obj: &Object) -> Self {
-        obj.value()
-            .map(|v| Pod::read(&v, obj.label_set().clone()))
+        obj.decode::<PodDoc>()
+            .map(|doc| Pod::read(doc, obj.label_set().clone()))
             .unwrap_or_default()
     }
 }
@@ -186,6 +286,20 @@ mod tests {
         assert_eq!(p.controller.as_ref().unwrap().uid, "r");
         assert_eq!(p.node_name, "n1");
         assert!(p.is_active());
+        // The informer's view decodes the same fields from the stored bytes.
+        let viewed = Object::from_value(&pod).view::<Pod>();
+        assert_eq!(*viewed, p);
+    }
+
+    #[test]
+    fn a_pod_without_the_fields_read_is_an_empty_view_of_its_name() {
+        let obj = Object::from_value(&json!({"metadata": {"name": "p", "namespace": "d",
+            "annotations": {"other": "x"}, "deletionTimestamp": "2024-01-01T00:00:00Z"},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}}));
+        let p = obj.view::<Pod>();
+        assert_eq!(p.name, "p");
+        assert!(p.deleting && !p.ready && p.controller.is_none());
+        assert_eq!((p.deletion_cost, p.restarts, p.sidecar_restarts), (0, 0, 0));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! for its pods); a class change the unbound claims of that class.
 
 use berth_runtime::informer::{Delta, Informer, Object, ObjectKey, View};
-use berth_shared::k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use berth_shared::k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use serde::Deserialize;
 use std::fmt;
 
 /// A pass of the controller: over one claim or one volume.
@@ -65,25 +66,47 @@ pub struct PodClaims {
     active: bool,
 }
 
+/// The part of a stored pod its claims are read from: its volumes' claim names (the rest of
+/// the pod is skipped, not decoded).
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct PodDoc {
+    spec: SpecDoc,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct SpecDoc {
+    volumes: Option<Vec<VolumeDoc>>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct VolumeDoc {
+    persistent_volume_claim: Option<ClaimSourceDoc>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct ClaimSourceDoc {
+    claim_name: String,
+}
+
 impl View for PodClaims {
     fn derive(obj: &Object) -> Self {
-        let pod: Option<Pod> = obj.decode().ok();
+        let pod: PodDoc = obj.decode().unwrap_or_default();
         let claims = pod
-            .as_ref()
-            .and_then(|p| p.spec.as_ref())
-            .and_then(|s| s.volumes.as_ref())
+            .spec
+            .volumes
             .into_iter()
             .flatten()
-            .filter_map(|v| v.persistent_volume_claim.as_ref())
-            .map(|c| c.claim_name.clone())
+            .filter_map(|v| v.persistent_volume_claim)
+            .map(|c| c.claim_name)
+            .filter(|name| !name.is_empty())
             .collect();
-        let phase = pod
-            .as_ref()
-            .and_then(|p| p.status.as_ref())
-            .and_then(|s| s.phase.as_deref());
         PodClaims {
             claims,
-            active: !matches!(phase, Some("Succeeded") | Some("Failed")),
+            active: !matches!(obj.field("status.phase"), Some("Succeeded" | "Failed")),
         }
     }
 }
@@ -161,4 +184,34 @@ pub fn claim_in_use(pods: &Informer, claim: &ObjectKey) -> bool {
         let v = p.view::<PodClaims>();
         v.active && v.claims.iter().any(|c| c == claim.name())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_pods_claims_are_its_volumes_claim_names_while_it_runs() {
+        let pod = |phase: &str| {
+            Object::from_value(&json!({
+                "metadata": {"name": "p", "namespace": "ns"},
+                "spec": {"containers": [{"name": "c", "image": "i"}], "volumes": [
+                    {"name": "a", "persistentVolumeClaim": {"claimName": "data"}},
+                    {"name": "b", "emptyDir": {}},
+                    {"name": "c", "persistentVolumeClaim": {"claimName": "logs", "readOnly": true}}]},
+                "status": {"phase": phase}}))
+        };
+        let running = pod("Running");
+        let v = running.view::<PodClaims>();
+        assert_eq!(v.claims, ["data", "logs"]);
+        assert!(v.active);
+        assert!(!pod("Succeeded").view::<PodClaims>().active);
+        let keys = pod_change(&Delta {
+            kind: berth_runtime::informer::DeltaType::Added,
+            object: std::sync::Arc::new(pod("Pending")),
+            old: None,
+        });
+        assert_eq!(keys.len(), 2, "{keys:?}");
+    }
 }

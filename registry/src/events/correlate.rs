@@ -117,7 +117,7 @@ impl Correlator {
     fn aggregate(&mut self, key: &str, message: &str, now: Timestamp) -> bool {
         if !self.aggregates.contains_key(key) && self.aggregates.len() >= MAX_ENTRIES {
             prune(&mut self.aggregates, |a: &Aggregate| {
-                since(a.last, now) > AGGREGATE_INTERVAL
+                (since(a.last, now) > AGGREGATE_INTERVAL, a.last)
             });
         }
         let record = self
@@ -142,7 +142,7 @@ impl Correlator {
         if !self.buckets.contains_key(key) && self.buckets.len() >= MAX_ENTRIES {
             // A full bucket is what a forgotten object gets again.
             prune(&mut self.buckets, |b: &Bucket| {
-                b.tokens_at(now) >= SPAM_BURST
+                (b.tokens_at(now) >= SPAM_BURST, b.last)
             });
         }
         let bucket = self.buckets.entry(key.to_string()).or_insert(Bucket {
@@ -165,32 +165,16 @@ fn since(then: Timestamp, now: Timestamp) -> Duration {
     Duration::try_from(now.duration_since(then)).unwrap_or(Duration::ZERO)
 }
 
-/// Makes room in a full cache: drops the entries `stale` says forgetting changes nothing for
-/// and, if that frees less than a quarter, the least recently used half (an LRU's eviction,
-/// amortised over many inserts).
-fn prune<V: Last>(map: &mut HashMap<String, V>, stale: impl Fn(&V) -> bool) {
-    map.retain(|_, v| !stale(v));
+/// Makes room in a full cache: drops the entries `stale_and_last` calls stale (forgetting them
+/// changes nothing) and, if that frees less than a quarter, the least recently used half by
+/// the last use it reads (an LRU's eviction, amortised over many inserts).
+fn prune<V>(map: &mut HashMap<String, V>, stale_and_last: impl Fn(&V) -> (bool, Timestamp)) {
+    map.retain(|_, v| !stale_and_last(v).0);
     if map.len() > MAX_ENTRIES * 3 / 4 {
-        let mut lasts: Vec<Timestamp> = map.values().map(Last::last).collect();
+        let mut lasts: Vec<Timestamp> = map.values().map(|v| stale_and_last(v).1).collect();
         lasts.sort_unstable();
         let cut = lasts[lasts.len() / 2];
-        map.retain(|_, v| v.last() > cut);
-    }
-}
-
-trait Last {
-    fn last(&self) -> Timestamp;
-}
-
-impl Last for Aggregate {
-    fn last(&self) -> Timestamp {
-        self.last
-    }
-}
-
-impl Last for Bucket {
-    fn last(&self) -> Timestamp {
-        self.last
+        map.retain(|_, v| stale_and_last(v).1 > cut);
     }
 }
 

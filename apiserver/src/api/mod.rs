@@ -18,6 +18,7 @@ pub mod inflight;
 mod join;
 mod list;
 pub mod listener;
+mod merge_shapes;
 pub mod metrics;
 mod patch;
 pub mod path;

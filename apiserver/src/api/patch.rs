@@ -6,7 +6,7 @@
 //! would be stored (`kubectl diff --server-side`).
 
 use super::error::ApiError;
-use super::{SharedState, blocking};
+use super::{SharedState, blocking, merge_shapes};
 use axum::http::StatusCode;
 use axum::response::Response;
 use berth_registry::{Part, RegistryError, WriteOptions};
@@ -182,6 +182,8 @@ pub async fn patch(
         }
         let strict = opts.field_validation == berth_registry::FieldValidation::Strict;
         let mut unknown = Vec::new();
+        let merge_shape = (pt == PatchType::Merge && merge_shapes::REMEMBERED.contains(&rt.kind))
+            .then(|| merge_shapes::shape(rt.kind, &doc));
         let updated = registry.update_with(rt, ns.as_deref(), &name, part, &opts, |current| {
             let current = super::conversion::object_in_version_blocking(&registry, view, current)?;
             let patched = if pt == PatchType::Apply {
@@ -193,12 +195,21 @@ pub async fn patch(
             // One typed decode answers both whether a strategic patch left a well-typed
             // object and which fields the schema does not know.
             let warn = opts.field_validation == berth_registry::FieldValidation::Warn;
-            let (decode_error, unknown_fields) =
-                if pt == PatchType::Strategic || strict || (warn && !rt.custom) {
-                    berth_shared::admission::decode_error_and_unknown_fields(rt.kind, &patched)
-                } else {
-                    (None, Vec::new())
-                };
+            let checked = pt == PatchType::Strategic || strict || (warn && !rt.custom);
+            let (decode_error, unknown_fields) = match &merge_shape {
+                _ if !checked => (None, Vec::new()),
+                Some(shape) if merge_shapes::known_clean(shape) => (None, Vec::new()),
+                _ => {
+                    let found =
+                        berth_shared::admission::decode_error_and_unknown_fields(rt.kind, &patched);
+                    if let (Some(shape), (None, [])) =
+                        (&merge_shape, (&found.0, found.1.as_slice()))
+                    {
+                        merge_shapes::remember_clean(shape.clone());
+                    }
+                    found
+                }
+            };
             if pt == PatchType::Strategic
                 && let Some(e) = decode_error
             {

@@ -509,8 +509,9 @@ pub fn unknown_fields(kind: &str, raw: &Value) -> Vec<String> {
     decode_error_and_unknown_fields(kind, raw).1
 }
 
-/// [`decode_error`] and [`unknown_fields`] from one typed decode, for a write that needs both
-/// (a strategic merge patch's result).
+/// Why `raw` does not decode as `kind`'s type (`metadata.labels: invalid type: string "x",
+/// expected a map`; `None` when it does, or for a kind without a typed schema here) and
+/// [`unknown_fields`], from one typed decode: a strategic merge patch's result needs both.
 pub fn decode_error_and_unknown_fields(kind: &str, raw: &Value) -> (Option<String>, Vec<String>) {
     let (error, unknown) = match decode_as(kind, raw) {
         Some(Ok(paths)) => (None, paths),
@@ -523,12 +524,6 @@ pub fn decode_error_and_unknown_fields(kind: &str, raw: &Value) -> (Option<Strin
         .map(|p| format!("unknown field {}", field::quote(&p)))
         .collect();
     (error, unknown)
-}
-
-/// Why `raw` does not decode as `kind`'s type (`metadata.labels: invalid type: string
-/// "x", expected a map`); `None` when it does, or for a kind without a typed schema here.
-pub fn decode_error(kind: &str, raw: &Value) -> Option<String> {
-    decode_as(kind, raw).and_then(Result::err)
 }
 
 /// Decodes `raw` as `kind`'s type: the paths of the fields it does not have, or the decoder's

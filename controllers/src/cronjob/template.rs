@@ -83,12 +83,17 @@ pub fn zone<E>(cj: &CronJob, load: impl FnOnce(&str) -> Result<TimeZone, E>) -> 
 }
 
 /// Whether a Job found under the scheduled Job's name (the status write after its creation
-/// failed) is this CronJob's and missing from its active list: then it is listed, not made.
+/// failed) is this CronJob's, still running and missing from its active list: then it is
+/// listed, not made. A finished one stays out: listing it again would make every later pass
+/// of the same scheduled time see it complete anew (`@every 10s` names a Job by its minute).
 pub fn to_list(cj: &CronJob, existing: &Value) -> bool {
     let ours = array_at(existing, "/metadata/ownerReferences")
         .any(|r| r["controller"] == json!(true) && r["uid"] == json!(cj.uid));
+    let finished = array_at(existing, "/status/conditions").any(|c| {
+        matches!(c["type"].as_str(), Some("Complete" | "Failed")) && c["status"] == "True"
+    });
     let uid = existing.pointer("/metadata/uid").and_then(Value::as_str);
-    ours && !cj.status.active.iter().any(|r| Some(r.uid.as_str()) == uid)
+    ours && !finished && !cj.status.active.iter().any(|r| Some(r.uid.as_str()) == uid)
 }
 
 /// The `status.active` entry for a created Job (upstream `ref.GetReference`).
@@ -168,11 +173,15 @@ mod tests {
     }
 
     #[test]
-    fn an_existing_job_is_listed_only_when_it_is_ours_and_not_listed_yet() {
+    fn an_existing_job_is_listed_only_when_it_is_ours_running_and_not_listed_yet() {
         let (mut cj, _) = cron_job();
         let job = |owner: &str, controller: bool, uid: &str| {
             json!({"metadata": {"name": "hello-1", "uid": uid, "ownerReferences": [
                 {"kind": "CronJob", "name": "hello", "uid": owner, "controller": controller}]}})
+        };
+        let finished = |mut job: Value, kind: &str, status: &str| {
+            job["status"] = json!({"conditions": [{"type": kind, "status": status}]});
+            job
         };
         cj.status.active.push(ActiveRef {
             name: "hello-0".into(),
@@ -188,6 +197,10 @@ mod tests {
                 json!({"metadata": {"name": "hello-1", "uid": "new"}}),
                 false,
             ),
+            (finished(job("u-1", true, "new"), "Complete", "True"), false),
+            (finished(job("u-1", true, "new"), "Failed", "True"), false),
+            (finished(job("u-1", true, "new"), "Complete", "False"), true),
+            (finished(job("u-1", true, "new"), "Suspended", "True"), true),
         ];
         for (existing, want) in cases {
             assert_eq!(to_list(&cj, &existing), want, "{existing}");

@@ -42,6 +42,50 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
+    /// Compares the top-level fields of `old` and `new` that `wanted` names, as [`Walk::diff`]
+    /// compares an object's (without copying the wanted part out first).
+    fn top_level(
+        &self,
+        old: Option<&Value>,
+        new: &Value,
+        wanted: impl Fn(&str) -> bool,
+        change: &mut Change,
+    ) {
+        let empty = Map::new();
+        let o = old.and_then(Value::as_object).unwrap_or(&empty);
+        let n = new.as_object().unwrap_or(&empty);
+        let keys = n.keys().chain(o.keys().filter(|k| !n.contains_key(*k)));
+        for key in keys.filter(|k| wanted(k)) {
+            let mut path = vec![key.clone()];
+            self.field(&mut path, key, o.get(key), n.get(key), change);
+        }
+    }
+
+    /// Compares one field of an object, `old` and `new` its values, and adds what changed
+    /// under `f:<key>` to the object's `change`; `path` ends with `key`. A field whose value
+    /// is the same on both sides changed nothing (so it is not walked).
+    fn field(
+        &self,
+        path: &mut Vec<String>,
+        key: &str,
+        old: Option<&Value>,
+        new: Option<&Value>,
+        change: &mut Change,
+    ) {
+        if old == new {
+            return;
+        }
+        let mut child = Change::default();
+        self.diff(path, old, new, &mut child);
+        let name = format!("f:{key}");
+        if !child.set.is_empty() {
+            change.set.children.insert(name.clone(), child.set);
+        }
+        if !child.removed.is_empty() {
+            change.removed.children.insert(name, child.removed);
+        }
+    }
+
     /// Compares `old` and `new` at `path` (field names only, as the schema wants them)
     /// into `change`, whose node is this value's.
     fn diff(
@@ -66,16 +110,8 @@ impl Walk<'_> {
                         continue;
                     }
                     path.push(key.clone());
-                    let mut child = Change::default();
-                    self.diff(path, o.get(key), n.get(key), &mut child);
+                    self.field(path, key, o.get(key), n.get(key), change);
                     path.pop();
-                    let name = format!("f:{key}");
-                    if !child.set.is_empty() {
-                        change.set.children.insert(name.clone(), child.set);
-                    }
-                    if !child.removed.is_empty() {
-                        change.removed.children.insert(name, child.removed);
-                    }
                 }
             }
             (_, Some(Value::Array(items))) if !items.is_empty() => {
@@ -136,9 +172,14 @@ impl Walk<'_> {
         let mut seen = HashSet::new();
         for item in items {
             let name = id(path, item);
+            let was = find(&name);
+            if was == Some(item) {
+                seen.insert(name);
+                continue;
+            }
             let mut child = Change::default();
-            self.diff(path, find(&name), Some(item), &mut child);
-            if find(&name).is_none() {
+            self.diff(path, was, Some(item), &mut child);
+            if was.is_none() {
                 child.set.me = true;
             }
             if !child.set.is_empty() {
@@ -158,23 +199,14 @@ impl Walk<'_> {
     }
 }
 
-/// The part of an object a write through `subresource` may own: `status` through the status
-/// subresource, the rest otherwise.
-pub(super) fn scoped(obj: &Value, subresource: Option<&str>, status_subresource: bool) -> Value {
-    let mut out = Map::new();
-    if let Some(o) = obj.as_object() {
-        for (k, v) in o {
-            let in_status = k == "status";
-            let wanted = match subresource {
-                Some("status") => in_status,
-                _ => (!in_status || !status_subresource) && k != "apiVersion" && k != "kind",
-            };
-            if wanted {
-                out.insert(k.clone(), v.clone());
-            }
-        }
+/// Whether the top-level field `key` is in the part of an object a write through
+/// `subresource` may own: `status` through the status subresource, the rest otherwise.
+fn in_scope(key: &str, subresource: Option<&str>, status_subresource: bool) -> bool {
+    let in_status = key == "status";
+    match subresource {
+        Some("status") => in_status,
+        _ => (!in_status || !status_subresource) && key != "apiVersion" && key != "kind",
     }
-    Value::Object(out)
 }
 
 /// Records `writer`'s write of `new` (over `old`, none for a create) in `new`'s
@@ -190,13 +222,16 @@ pub fn record_with(
     new: &mut Value,
     writer: &Writer,
 ) {
-    let before = old.map(|o| scoped(o, writer.subresource, writer.status_subresource));
-    let after = scoped(new, writer.subresource, writer.status_subresource);
     let mut change = Change::default();
     Walk {
         schema: &WithObjectMeta(schema),
     }
-    .diff(&mut Vec::new(), before.as_ref(), Some(&after), &mut change);
+    .top_level(
+        old,
+        new,
+        |k| in_scope(k, writer.subresource, writer.status_subresource),
+        &mut change,
+    );
 
     let stored = old.and_then(|o| o.pointer("/metadata/managedFields"));
     let base = match new.pointer("/metadata/managedFields") {

@@ -19,17 +19,19 @@ pub struct ControllerMetrics {
 }
 
 impl ControllerMetrics {
-    /// Registers a controller's queue under its name.
+    /// Registers a controller's queue under its name. A queue registered again under the same
+    /// name (the controller started again after a lost leadership) replaces the earlier one, so
+    /// no series is rendered twice (a scrape with a duplicate series fails as a whole) and the
+    /// old queue is not kept alive.
     pub fn register<K: Clone + Eq + Hash + Send + 'static>(
         &self,
         name: &'static str,
         queue: &Queue<K>,
     ) {
         let q = queue.clone();
-        self.queues
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((name, Box::new(move || q.stats())));
+        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        queues.retain(|(n, _)| *n != name);
+        queues.push((name, Box::new(move || q.stats())));
     }
 
     /// Registers a source of metric families under `name`: `render` returns their Prometheus
@@ -133,6 +135,25 @@ mod tests {
         );
         assert!(
             text.contains("workqueue_work_duration_seconds_count{name=\"replicaset\"} 0"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_queue_registered_again_under_its_name_replaces_the_first() {
+        let m = ControllerMetrics::default();
+        let (old, new): (Queue<String>, Queue<String>) = (Queue::new(), Queue::new());
+        m.register("replicaset", &old);
+        old.add("a".into());
+        m.register("replicaset", &new);
+        let text = m.render();
+        assert_eq!(
+            text.matches("workqueue_depth{name=\"replicaset\"}").count(),
+            1,
+            "{text}"
+        );
+        assert!(
+            text.contains("workqueue_depth{name=\"replicaset\"} 0"),
             "{text}"
         );
     }

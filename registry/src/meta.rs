@@ -354,16 +354,27 @@ pub fn prepare_for_update(rt: &ResourceType, old: &Value, new: Value, part: supe
         // Only CertificateSigningRequests have it.
         super::Part::Approval => old.clone(),
         super::Part::Status => {
-            let mut o = old.clone();
-            match new.get("status") {
-                Some(s) => o["status"] = s.clone(),
-                None => {
-                    if let Some(m) = o.as_object_mut() {
-                        m.remove("status");
+            // The stored object with the new status: the old status is not copied, the new
+            // one is moved.
+            let mut new = new;
+            let mut status = new.as_object_mut().and_then(|m| m.remove("status"));
+            match old.as_object() {
+                Some(fields) => {
+                    let mut o = serde_json::Map::new();
+                    for (k, v) in fields {
+                        if k != "status" {
+                            o.insert(k.clone(), v.clone());
+                        } else if let Some(s) = status.take() {
+                            o.insert(k.clone(), s);
+                        }
                     }
+                    if let Some(s) = status {
+                        o.insert("status".into(), s);
+                    }
+                    Value::Object(o)
                 }
+                None => old.clone(),
             }
-            o
         }
         super::Part::EphemeralContainers => {
             let mut o = old.clone();
@@ -402,7 +413,11 @@ pub fn prepare_for_update(rt: &ResourceType, old: &Value, new: Value, part: supe
             o
         }
     };
-    let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    let no_meta = serde_json::Map::new();
+    let old_meta = old
+        .get("metadata")
+        .and_then(Value::as_object)
+        .unwrap_or(&no_meta);
     let meta = metadata(&mut obj);
     for key in [
         "uid",
@@ -442,27 +457,29 @@ pub fn advance_generation(old: &Value, obj: &mut Value) {
 
 fn spec_changed(old: &Value, new: &Value) -> bool {
     // Everything outside metadata and status counts as spec (CronJob, ControllerRevision data…).
-    let strip = |v: &Value| -> Value {
-        let mut v = v.clone();
-        if let Some(m) = v.as_object_mut() {
-            m.remove("metadata");
-            m.remove("status");
-        }
-        v
-    };
-    strip(old) != strip(new)
+    !equal_fields(old, new, |k| k != "metadata" && k != "status")
 }
 
 /// Whether two versions of an object differ only in their resourceVersion.
 pub fn same_ignoring_version(a: &Value, b: &Value) -> bool {
-    let strip = |v: &Value| -> Value {
-        let mut v = v.clone();
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("resourceVersion");
+    equal_fields(a, b, |k| k != "metadata")
+        && match (a.get("metadata"), b.get("metadata")) {
+            (Some(ma), Some(mb)) => equal_fields(ma, mb, |k| k != "resourceVersion"),
+            (ma, mb) => ma == mb,
         }
-        v
-    };
-    strip(a) == strip(b)
+}
+
+/// Whether `a` and `b` are equal in every top-level field `compared` names (without copying
+/// either); two values that are not both objects are compared whole.
+fn equal_fields(a: &Value, b: &Value, compared: impl Fn(&str) -> bool) -> bool {
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => a
+            .keys()
+            .chain(b.keys())
+            .filter(|k| compared(k))
+            .all(|k| a.get(k) == b.get(k)),
+        _ => a == b,
+    }
 }
 
 /// A terminating object with no finalizers left is removed from the store.
@@ -611,6 +628,58 @@ mod tests {
         assert_eq!(out["spec"]["replicas"], json!(1));
         assert_eq!(out["status"]["replicas"], json!(1));
         assert_eq!(out["metadata"]["generation"], json!(1));
+        // The status keeps its place among the fields, and a body without one clears it.
+        let old = json!({"metadata": {"name": "d"}, "status": {"replicas": 1}, "spec": {}});
+        let new = json!({"metadata": {"name": "d"}, "status": {"replicas": 2}});
+        let out = prepare_for_update(rt, &old, new, crate::Part::Status);
+        let keys: Vec<&String> = out
+            .as_object()
+            .map(|o| o.keys().collect())
+            .unwrap_or_default();
+        assert_eq!(keys, ["metadata", "status", "spec"]);
+        assert_eq!(out["status"], json!({"replicas": 2}));
+        let out = prepare_for_update(rt, &old, json!({"metadata": {}}), crate::Part::Status);
+        assert_eq!(out, json!({"metadata": {"name": "d"}, "spec": {}}));
+    }
+
+    #[test]
+    fn versions_are_the_same_when_only_the_resource_version_differs() {
+        let obj = |rv: &str, replicas: i64| json!({"metadata": {"name": "d", "resourceVersion": rv}, "spec": {"replicas": replicas}});
+        let table = [
+            (obj("1", 1), obj("2", 1), true),
+            (obj("1", 1), obj("1", 2), false),
+            (
+                obj("1", 1),
+                json!({"metadata": {"name": "d"}, "spec": {"replicas": 1}}),
+                true,
+            ),
+            (
+                obj("1", 1),
+                json!({"metadata": {"name": "e", "resourceVersion": "1"},
+                "spec": {"replicas": 1}}),
+                false,
+            ),
+            (obj("1", 1), json!({"spec": {"replicas": 1}}), false),
+            (json!({"spec": {}}), json!({"spec": {}}), true),
+            (
+                obj("1", 1),
+                json!({"metadata": {"name": "d", "resourceVersion": "1"},
+                "spec": {"replicas": 1}, "status": {}}),
+                false,
+            ),
+        ];
+        for (a, b, want) in table {
+            assert_eq!(same_ignoring_version(&a, &b), want, "{a} {b}");
+            assert_eq!(same_ignoring_version(&b, &a), want, "{b} {a}");
+        }
+        // Everything but metadata and status is spec.
+        let mut moved = obj("1", 1);
+        advance_generation(&obj("1", 2), &mut moved);
+        assert_eq!(moved["metadata"]["generation"], json!(1));
+        let mut same = obj("1", 1);
+        same["status"] = json!({"replicas": 3});
+        advance_generation(&obj("2", 1), &mut same);
+        assert_eq!(same["metadata"].get("generation"), None);
     }
 
     #[test]

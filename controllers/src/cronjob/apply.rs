@@ -2,7 +2,7 @@
 //! (`active`, `lastScheduleTime`, `lastSuccessfulTime`), written only when it changed.
 
 use super::plan::{Action, Plan};
-use super::template;
+use super::template::{self, Existing};
 use super::view::{ActiveRef, CronJob};
 use super::{Controller, CronJobError};
 use crate::workload::{self, status::Target};
@@ -31,12 +31,14 @@ impl Controller {
                     self.apply_delete(cj, raw, &name)?;
                     status.active.retain(|r| r.uid != uid);
                 }
-                Action::CreateJob { scheduled } => {
-                    if let Some(r) = self.apply_create(cj, raw, scheduled)? {
+                Action::CreateJob { scheduled } => match self.apply_create(cj, raw, scheduled)? {
+                    Run::Listed(r) => {
                         status.active.push(r);
                         status.last_schedule_time = Some(scheduled);
                     }
-                }
+                    Run::Finished => status.last_schedule_time = Some(scheduled),
+                    Run::Left => {}
+                },
             }
         }
         if status != cj.status {
@@ -66,14 +68,13 @@ impl Controller {
         }
     }
 
-    /// Creates the Job for `scheduled`; the reference to add to `status.active`, or `None` when
-    /// a Job of that name exists that this CronJob does not control or already lists.
+    /// Creates the Job for `scheduled`, or finds the one made already ([`Run`]).
     fn apply_create(
         &self,
         cj: &CronJob,
         raw: &Value,
         scheduled: Timestamp,
-    ) -> Result<Option<ActiveRef>, CronJobError> {
+    ) -> Result<Run, CronJobError> {
         let zone = template::zone(cj, load_zone);
         let job = template::job(cj, raw, scheduled, &zone);
         let name = template::job_name(&cj.name, scheduled);
@@ -84,16 +85,17 @@ impl Controller {
                 self.record(raw, EventType::Normal, "SuccessfulCreate", &msg);
                 created
             }
-            // A Job of this time was made already (the status write after it failed): adopt it
-            // into the active list if it is ours.
+            // A Job of this time was made already (the status write after it failed, or an
+            // earlier pass of the same minute): a running one of ours is listed.
             Err(RegistryError::AlreadyExists { .. }) => {
                 let existing = self.registry.get(JOBS, Some(&cj.namespace), &name)?;
                 let v = existing.value().map_err(RegistryError::from)?;
-                if !template::to_list(cj, &v) {
-                    return Ok(None);
-                }
                 tracing::info!(cronjob = %cj.name, job = %name, "Job already exists");
-                v
+                match template::existing(cj, &v) {
+                    Existing::List => v,
+                    Existing::Finished => return Ok(Run::Finished),
+                    Existing::Leave => return Ok(Run::Left),
+                }
             }
             Err(e) if e.is_namespace_terminating() => return Err(e.into()),
             Err(e) => {
@@ -102,6 +104,16 @@ impl Controller {
                 return Err(CronJobError::Create(e));
             }
         };
-        Ok(Some(template::active_ref(&created)))
+        Ok(Run::Listed(template::active_ref(&created)))
     }
+}
+
+/// What became of a scheduled run's Job.
+enum Run {
+    /// Created, or found running and not listed: it goes into `status.active`.
+    Listed(ActiveRef),
+    /// Found finished: the run happened and is not listed again.
+    Finished,
+    /// Found listed already, or not this CronJob's.
+    Left,
 }

@@ -82,18 +82,35 @@ pub fn zone<E>(cj: &CronJob, load: impl FnOnce(&str) -> Result<TimeZone, E>) -> 
         .unwrap_or(TimeZone::UTC)
 }
 
-/// Whether a Job found under the scheduled Job's name (the status write after its creation
-/// failed) is this CronJob's, still running and missing from its active list: then it is
-/// listed, not made. A finished one stays out: listing it again would make every later pass
-/// of the same scheduled time see it complete anew (`@every 10s` names a Job by its minute).
-pub fn to_list(cj: &CronJob, existing: &Value) -> bool {
+/// What a Job found under the scheduled Job's name (a Job of this time was made already) is
+/// to the CronJob.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Existing {
+    /// Ours, running and missing from the active list (the status write after its creation
+    /// failed): it is listed, not made.
+    List,
+    /// Ours and finished (a later pass of the same scheduled minute: `@every 10s` names a Job by
+    /// its minute): the run happened, but listing it again would make every later pass see it
+    /// complete anew.
+    Finished,
+    /// Ours and listed already, or not ours: nothing to do.
+    Leave,
+}
+
+/// What the Job `existing`, found under the scheduled Job's name, is to `cj`.
+pub fn existing(cj: &CronJob, existing: &Value) -> Existing {
     let ours = array_at(existing, "/metadata/ownerReferences")
         .any(|r| r["controller"] == json!(true) && r["uid"] == json!(cj.uid));
     let finished = array_at(existing, "/status/conditions").any(|c| {
         matches!(c["type"].as_str(), Some("Complete" | "Failed")) && c["status"] == "True"
     });
     let uid = existing.pointer("/metadata/uid").and_then(Value::as_str);
-    ours && !finished && !cj.status.active.iter().any(|r| Some(r.uid.as_str()) == uid)
+    let listed = cj.status.active.iter().any(|r| Some(r.uid.as_str()) == uid);
+    match (ours, listed, finished) {
+        (true, false, false) => Existing::List,
+        (true, false, true) => Existing::Finished,
+        _ => Existing::Leave,
+    }
 }
 
 /// The `status.active` entry for a created Job (upstream `ref.GetReference`).
@@ -174,6 +191,7 @@ mod tests {
 
     #[test]
     fn an_existing_job_is_listed_only_when_it_is_ours_running_and_not_listed_yet() {
+        use Existing::{Finished, Leave, List};
         let (mut cj, _) = cron_job();
         let job = |owner: &str, controller: bool, uid: &str| {
             json!({"metadata": {"name": "hello-1", "uid": uid, "ownerReferences": [
@@ -189,21 +207,31 @@ mod tests {
             raw: json!({}),
         });
         let cases = [
-            (job("u-1", true, "new"), true),
-            (job("u-1", true, "listed"), false),
-            (job("u-1", false, "new"), false),
-            (job("other", true, "new"), false),
+            (job("u-1", true, "new"), List),
+            (job("u-1", true, "listed"), Leave),
+            (job("u-1", false, "new"), Leave),
+            (job("other", true, "new"), Leave),
             (
                 json!({"metadata": {"name": "hello-1", "uid": "new"}}),
-                false,
+                Leave,
             ),
-            (finished(job("u-1", true, "new"), "Complete", "True"), false),
-            (finished(job("u-1", true, "new"), "Failed", "True"), false),
-            (finished(job("u-1", true, "new"), "Complete", "False"), true),
-            (finished(job("u-1", true, "new"), "Suspended", "True"), true),
+            (
+                finished(job("u-1", true, "new"), "Complete", "True"),
+                Finished,
+            ),
+            (
+                finished(job("u-1", true, "new"), "Failed", "True"),
+                Finished,
+            ),
+            (finished(job("u-1", true, "new"), "Complete", "False"), List),
+            (finished(job("u-1", true, "new"), "Suspended", "True"), List),
+            (
+                finished(job("other", true, "new"), "Complete", "True"),
+                Leave,
+            ),
         ];
-        for (existing, want) in cases {
-            assert_eq!(to_list(&cj, &existing), want, "{existing}");
+        for (found, want) in cases {
+            assert_eq!(existing(&cj, &found), want, "{found}");
         }
     }
 

@@ -390,6 +390,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         serving: serving.clone(),
         aggregator: aggregator.clone(),
         front_proxy: front_proxy.clone(),
+        clean_shapes: Default::default(),
     });
     let availability = tokio::spawn(berth_apiserver::aggregation::availability::run(
         aggregator,

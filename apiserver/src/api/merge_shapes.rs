@@ -10,7 +10,7 @@
 use serde_json::Value;
 use std::collections::HashSet;
 use std::fmt::Write;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The kinds whose stored objects admission always re-encodes from their typed form (so they
 /// hold no unknown field) and whose writers patch the same keys over and over: pods' and
@@ -20,7 +20,31 @@ pub const REMEMBERED: [&str; 3] = ["Pod", "Node", "Lease"];
 /// At most this many shapes are remembered; the set starts over when it is full.
 const MAX_SHAPES: usize = 1024;
 
-static CLEAN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+/// The shapes seen to leave no unknown field, per API server ([`super::ApiState`]). Cheap to
+/// clone.
+#[derive(Debug, Clone, Default)]
+pub struct CleanShapes {
+    clean: Arc<Mutex<HashSet<String>>>,
+}
+
+impl CleanShapes {
+    /// Whether a patch of this shape was seen to leave no unknown field.
+    pub fn known(&self, shape: &str) -> bool {
+        self.clean
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(shape)
+    }
+
+    /// Remembers that a patch of this shape left no unknown field.
+    pub fn remember(&self, shape: String) {
+        let mut set = self.clean.lock().unwrap_or_else(|e| e.into_inner());
+        if set.len() >= MAX_SHAPES {
+            set.clear();
+        }
+        set.insert(shape);
+    }
+}
 
 /// The shape of a patch to `kind`: its key paths with array positions, without the values
 /// (`{"status":{"phase":"x"}}` and `{"status":{"phase":"y"}}` share one).
@@ -55,22 +79,6 @@ fn write_shape(v: &Value, out: &mut String) {
     }
 }
 
-/// Whether a patch of this shape was seen to leave no unknown field.
-pub fn known_clean(shape: &str) -> bool {
-    let set = CLEAN.lock().unwrap_or_else(|e| e.into_inner());
-    set.as_ref().is_some_and(|s| s.contains(shape))
-}
-
-/// Remembers that a patch of this shape left no unknown field.
-pub fn remember_clean(shape: String) {
-    let mut set = CLEAN.lock().unwrap_or_else(|e| e.into_inner());
-    let set = set.get_or_insert_with(HashSet::new);
-    if set.len() >= MAX_SHAPES {
-        set.clear();
-    }
-    set.insert(shape);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,10 +104,19 @@ mod tests {
     }
 
     #[test]
-    fn only_shapes_remembered_clean_are_known() {
-        let s = shape("ConfigMap", &json!({"data": {"merge-shapes-test": "1"}}));
-        assert!(!known_clean(&s));
-        remember_clean(s.clone());
-        assert!(known_clean(&s));
+    fn only_shapes_remembered_clean_are_known_and_a_full_set_starts_over() {
+        let shapes = CleanShapes::default();
+        let s = shape("Pod", &json!({"status": {"phase": "Running"}}));
+        assert!(!shapes.known(&s));
+        shapes.remember(s.clone());
+        assert!(shapes.known(&s));
+        assert!(!CleanShapes::default().known(&s), "each server has its own");
+        for i in 1..MAX_SHAPES {
+            shapes.remember(format!("Pod:{i}"));
+        }
+        assert!(shapes.known(&s));
+        shapes.remember("Pod:one too many".into());
+        assert!(!shapes.known(&s));
+        assert!(shapes.known("Pod:one too many"));
     }
 }

@@ -18,7 +18,7 @@ pub mod inflight;
 mod join;
 mod list;
 pub mod listener;
-mod merge_shapes;
+pub mod merge_shapes;
 pub mod metrics;
 mod patch;
 pub mod path;
@@ -92,6 +92,8 @@ pub struct ApiState {
     pub aggregator: Arc<crate::aggregation::Aggregator>,
     /// How aggregated API servers are called.
     pub front_proxy: Arc<crate::aggregation::front_proxy::FrontProxy>,
+    /// Merge-patch shapes seen to add no unknown field.
+    pub clean_shapes: merge_shapes::CleanShapes,
 }
 
 pub type SharedState = Arc<ApiState>;

@@ -156,6 +156,7 @@ pub async fn patch(
     let ns = ns.map(String::from);
     let name = name.to_string();
     let admitted = opts.warnings.clone();
+    let clean_shapes = state.clean_shapes.clone();
     let (code, obj, mut unknown) = blocking(move || {
         // Only an apply to an object that does not exist creates it.
         if pt == PatchType::Apply
@@ -198,14 +199,14 @@ pub async fn patch(
             let checked = pt == PatchType::Strategic || strict || (warn && !rt.custom);
             let (decode_error, unknown_fields) = match &merge_shape {
                 _ if !checked => (None, Vec::new()),
-                Some(shape) if merge_shapes::known_clean(shape) => (None, Vec::new()),
+                Some(shape) if clean_shapes.known(shape) => (None, Vec::new()),
                 _ => {
                     let found =
                         berth_shared::admission::decode_error_and_unknown_fields(rt.kind, &patched);
                     if let (Some(shape), (None, [])) =
                         (&merge_shape, (&found.0, found.1.as_slice()))
                     {
-                        merge_shapes::remember_clean(shape.clone());
+                        clean_shapes.remember(shape.clone());
                     }
                     found
                 }

@@ -6,8 +6,9 @@
 //! `batch.kubernetes.io/cronjob-scheduled-timestamp` (RFC 3339 in the CronJob's `timeZone`,
 //! UTC without one), controlled by the CronJob, with the template's spec.
 
-use super::view::{ActiveRef, CronJob};
+use super::view::{ActiveRef, CronJob, Job};
 use crate::views::array_at;
+use crate::workload::Stored;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use serde_json::{Map, Value, json};
@@ -101,9 +102,8 @@ pub enum Existing {
 pub fn existing(cj: &CronJob, existing: &Value) -> Existing {
     let ours = array_at(existing, "/metadata/ownerReferences")
         .any(|r| r["controller"] == json!(true) && r["uid"] == json!(cj.uid));
-    let finished = array_at(existing, "/status/conditions").any(|c| {
-        matches!(c["type"].as_str(), Some("Complete" | "Failed")) && c["status"] == "True"
-    });
+    // Finished as the planner reads every Job: a Complete or Failed condition that is True.
+    let finished = Job::from_value(existing).is_ok_and(|j| j.finished.is_some());
     let uid = existing.pointer("/metadata/uid").and_then(Value::as_str);
     let listed = cj.status.active.iter().any(|r| Some(r.uid.as_str()) == uid);
     match (ours, listed, finished) {
@@ -195,7 +195,8 @@ mod tests {
         let (mut cj, _) = cron_job();
         let job = |owner: &str, controller: bool, uid: &str| {
             json!({"metadata": {"name": "hello-1", "uid": uid, "ownerReferences": [
-                {"kind": "CronJob", "name": "hello", "uid": owner, "controller": controller}]}})
+                {"apiVersion": "batch/v1", "kind": "CronJob", "name": "hello", "uid": owner,
+                    "controller": controller}]}})
         };
         let finished = |mut job: Value, kind: &str, status: &str| {
             job["status"] = json!({"conditions": [{"type": kind, "status": status}]});

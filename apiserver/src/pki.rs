@@ -146,7 +146,10 @@ pub fn host_addresses() -> Vec<String> {
 }
 
 /// Loads the PKI under `dir`, creating what is missing, certificates valid for the default
-/// `--certificate-validity`.
+/// `--certificate-validity`. The serving certificate names the fixed local names and
+/// `extra_sans` only: a caller that wants the host's addresses in it passes
+/// [`host_addresses`] (the controller does), so the outcome does not depend on which
+/// interfaces come and go meanwhile.
 pub fn load_or_create(dir: &Path, extra_sans: &[String]) -> Result<Pki, PkiError> {
     load_or_create_valid(
         dir,
@@ -189,7 +192,6 @@ pub fn load_or_create_valid(
     .iter()
     .map(|s| s.to_string())
     .collect();
-    sans.extend(host_addresses());
     sans.extend(extra_sans.iter().cloned());
     let sans_path = dir.join("server.sans");
     let wanted = sans.iter().cloned().collect::<Vec<_>>().join(",");

@@ -204,9 +204,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         move |source| ServerError::Io { path, source }
     };
     berth_shared::private_files::ensure_dir(&config.data_dir).map_err(io(&config.data_dir))?;
+    let mut sans = pki::host_addresses();
+    sans.extend(config.tls_sans.iter().cloned());
     let pki = pki::load_or_create_valid(
         &config.data_dir.join("pki"),
-        &config.tls_sans,
+        &sans,
         config.certificate_validity,
     )?;
     let store = match &config.datastore {

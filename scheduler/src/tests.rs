@@ -122,16 +122,21 @@ async fn a_pod_too_big_for_every_node_waits_with_the_reason_and_goes_when_a_node
     let c = start_cluster();
     c.node("small", "1");
     c.pod("big", "2");
+    // The scheduler may meet the pod before the node (they come on separate watches) and
+    // first say "0/0 nodes"; what matters is the verdict once it knows the node.
     let message = c
-        .until("the unschedulable condition", |c| {
+        .until("the unschedulable condition naming the node", |c| {
             let pod = c.get_pod("big");
             let cond = pod["status"]["conditions"]
                 .as_array()?
                 .iter()
                 .find(|c| c["type"] == "PodScheduled")?
                 .clone();
-            (cond["status"] == "False" && cond["reason"] == "Unschedulable")
-                .then(|| cond["message"].as_str().unwrap_or_default().to_string())
+            let message = cond["message"].as_str().unwrap_or_default();
+            (cond["status"] == "False"
+                && cond["reason"] == "Unschedulable"
+                && message.starts_with("0/1 "))
+            .then(|| message.to_string())
         })
         .await;
     assert_eq!(
@@ -140,8 +145,11 @@ async fn a_pod_too_big_for_every_node_waits_with_the_reason_and_goes_when_a_node
          No preemption victims found for incoming pod.."
     );
     let ev = c
-        .until("the FailedScheduling event", |c| {
-            event_with(c, "FailedScheduling")
+        .until("the FailedScheduling event naming the node", |c| {
+            c.events().into_iter().find(|e| {
+                e["reason"] == "FailedScheduling"
+                    && e["message"].as_str().is_some_and(|m| m.starts_with("0/1 "))
+            })
         })
         .await;
     assert_eq!(

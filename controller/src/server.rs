@@ -225,6 +225,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             store
         }
     };
+    store.keep_previous_data_for(|key| !berth_registry::names_builtin_kind(key));
     check_private_files(&config.data_dir)?;
     let service_ranges = ServiceRanges::parse(&config.service_cidr).ok_or_else(|| {
         ServerError::Config(format!(

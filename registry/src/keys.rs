@@ -41,6 +41,19 @@ pub fn parse_key(key: &str) -> Option<(&'static ResourceType, Option<String>, St
     Some((rt, ns, name))
 }
 
+/// Whether a store key names an object of a built-in kind (not a custom resource): every
+/// field a watch may select such an object by is in the store's index.
+pub fn names_builtin_kind(key: &str) -> bool {
+    let mut segs = key.trim_start_matches('/').split('/');
+    let (Some(group), Some(plural)) = (segs.next(), segs.next()) else {
+        return false;
+    };
+    let group = if group == "core" { "" } else { group };
+    berth_shared::resource::RESOURCES
+        .iter()
+        .any(|r| r.group == group && r.plural == plural)
+}
+
 /// The store key of an object, from its apiVersion, kind, namespace and name.
 pub fn key_of_value(obj: &serde_json::Value) -> Option<String> {
     let s = |p: &str| obj.pointer(p).and_then(serde_json::Value::as_str);
@@ -56,6 +69,17 @@ pub fn key_of_value(obj: &serde_json::Value) -> Option<String> {
 mod tests {
     use super::*;
     use berth_shared::resource::by_plural;
+
+    #[test]
+    fn built_in_kinds_are_told_from_custom_resources_by_group_and_plural() {
+        let pods = by_plural("", "v1", "pods").unwrap();
+        let deployments = by_plural("apps", "v1", "deployments").unwrap();
+        assert!(names_builtin_kind(&object_key(pods, Some("d"), "p")));
+        assert!(names_builtin_kind(&object_key(deployments, Some("d"), "x")));
+        assert!(!names_builtin_kind("/stable.example.com/crontabs/d/x"));
+        assert!(!names_builtin_kind("/apps/crontabs/d/x"));
+        assert!(!names_builtin_kind("/"));
+    }
 
     #[test]
     fn namespaced_and_cluster_keys_differ_in_shape() {

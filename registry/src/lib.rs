@@ -33,7 +33,7 @@ mod tests;
 pub mod webhook;
 
 pub use delete::{DeleteOptions, DeleteOutcome, DeletePreconditions, Propagation};
-pub use keys::{key_of_value, object_key, parse_key, prefix};
+pub use keys::{key_of_value, names_builtin_kind, object_key, parse_key, prefix};
 pub use pod_security::Warnings;
 
 pub mod error;

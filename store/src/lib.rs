@@ -128,7 +128,8 @@ pub struct StoreEvent {
     /// The index of the object before the change (for selector transitions in watches).
     pub prev_index: Option<Arc<ObjectIndex>>,
     /// The object's JSON before the change, beside `prev_index`: selectors on fields the
-    /// index does not keep (custom resources' selectable fields) read it.
+    /// index does not keep (custom resources' selectable fields) read it. Only for the keys
+    /// the store keeps it for ([`Store::keep_previous_data_for`]).
     pub prev_data: Option<Bytes>,
 }
 
@@ -208,6 +209,8 @@ struct Inner {
     visible: tokio::sync::watch::Sender<Revision>,
     /// Whether the last durable write failed (a full disk), and how often writes failed.
     health: std::sync::Mutex<WriteHealth>,
+    /// The keys whose events keep the object's previous JSON (unset: every key's).
+    keeps_previous: std::sync::OnceLock<fn(&str) -> bool>,
 }
 
 /// The state of the store's durable writes, for `/readyz` and `/metrics`.
@@ -303,6 +306,7 @@ impl Store {
                 history_limit: history_limit.max(1),
                 visible,
                 health: std::sync::Mutex::new(WriteHealth::default()),
+                keeps_previous: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -314,6 +318,15 @@ impl Store {
         if let Writer::Local { pipeline, .. } = &self.inner.writer {
             pipeline.set_linger(linger);
         }
+    }
+
+    /// Keeps an event's previous JSON ([`StoreEvent::prev_data`]) only for the keys `keep`
+    /// accepts. Watches read it only for fields the index does not hold (custom resources'
+    /// selectable fields), and each one is a whole older version of an object that the watch
+    /// history would otherwise hold on to (thousands of them: the history keeps 10,000 events
+    /// by default). Unset, every event keeps it; set once, later calls are ignored.
+    pub fn keep_previous_data_for(&self, keep: fn(&str) -> bool) {
+        let _ = self.inner.keeps_previous.set(keep);
     }
 
     /// Whether writes go to etcd (several controllers may share it).
@@ -661,7 +674,11 @@ impl Store {
     /// `compact_to`.
     fn apply(&self, events: impl IntoIterator<Item = StoreEvent>, compact_to: Option<Revision>) {
         let mut state = self.inner.state.write().unwrap_or_else(|e| e.into_inner());
-        for event in events {
+        let keeps_previous = self.inner.keeps_previous.get();
+        for mut event in events {
+            if keeps_previous.is_some_and(|keep| !keep(&event.key)) {
+                event.prev_data = None;
+            }
             state.revision = state.revision.max(event.revision);
             match event.event_type {
                 EventType::Deleted => {

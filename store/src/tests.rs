@@ -96,6 +96,45 @@ fn watch_sees_backlog_then_live_events_exactly_once() {
 }
 
 #[test]
+fn previous_versions_are_kept_only_for_the_keys_the_store_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), 100);
+    store.keep_previous_data_for(|key| key.starts_with("/kept/"));
+    let start = store.current_revision();
+    for prefix in ["/kept", "/dropped"] {
+        let key = format!("{prefix}/a");
+        let first = store.put(&key, cm("a"), Precondition::Absent).unwrap();
+        store
+            .put(&key, cm("a"), Precondition::Revision(first.revision))
+            .unwrap();
+        store.delete(&key, Precondition::Exists, None).unwrap();
+    }
+    let previous = |e: &StoreEvent| (e.prev_index.is_some(), e.prev_data.is_some());
+    let seen: Vec<_> = store
+        .watch(start)
+        .unwrap()
+        .backlog
+        .iter()
+        .map(|e| (e.key.to_string(), e.event_type, previous(e)))
+        .collect();
+    let kept = |t| ("/kept/a".to_string(), t);
+    let dropped = |t| ("/dropped/a".to_string(), t);
+    assert_eq!(
+        seen,
+        [
+            kept((EventType::Added, (false, false))),
+            kept((EventType::Modified, (true, true))),
+            kept((EventType::Deleted, (true, true))),
+            dropped((EventType::Added, (false, false))),
+            // The index of the version before stays: label and built-in field selectors.
+            dropped((EventType::Modified, (true, false))),
+            dropped((EventType::Deleted, (true, false))),
+        ]
+        .map(|(k, (t, p))| (k, t, p))
+    );
+}
+
+#[test]
 fn watch_from_a_compacted_revision_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path(), 2);

@@ -4,14 +4,15 @@
 use super::error::ApiError;
 use super::query::Query;
 use super::watch_start::{self, Freshness, ListStart};
-use super::{SharedState, table};
+use super::{SharedState, list_body, table};
+use axum::body::Body;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use berth_registry::prefix;
 use berth_shared::custom::{self, selectable};
 use berth_shared::resource::ResourceType;
 use berth_shared::selector::{FieldSelector, LabelSelector};
-use berth_shared::table::IncludeObject;
+use berth_shared::table::{IncludeObject, TableList};
 use berth_store::{ObjectIndex, Revision, Store, StoredObject};
 use serde_json::Value;
 
@@ -160,8 +161,20 @@ pub async fn list(
     let rv = revision.to_string();
     let cont = more.map(|k| berth_shared::query::encode_continue(&k));
     if let Some(include) = as_table {
-        let t = table::render(rt, &items, &rv, cont.as_deref(), include)?;
-        return Ok(raw_json(t));
+        if custom::served(rt).is_some() {
+            let t = table::render(rt, &items, &rv, cont.as_deref(), include)?;
+            return Ok(raw_json(t));
+        }
+        let list = TableList {
+            kind: rt.kind,
+            resource_version: None,
+            cont: None,
+            now: jiff::Timestamp::now(),
+            include,
+        };
+        return Ok(json_response(
+            list_body::table(list, rv, cont, items).await?,
+        ));
     }
     // Items are stored as JSON already: splice them into the list without re-encoding.
     let mut meta = serde_json::json!({"resourceVersion": rv});
@@ -174,15 +187,14 @@ pub async fn list(
         rt.api_version(),
         meta
     );
-    let mut body =
-        Vec::with_capacity(head.len() + items.iter().map(|i| i.data.len() + 1).sum::<usize>() + 2);
-    body.extend_from_slice(head.as_bytes());
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            body.push(b',');
-        }
-        body.extend_from_slice(&item.data);
-    }
-    body.extend_from_slice(b"]}");
-    Ok(raw_json(body))
+    Ok(json_response(list_body::json_list(head, items)))
+}
+
+fn json_response(body: Body) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
 }

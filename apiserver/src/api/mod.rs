@@ -17,6 +17,7 @@ mod impersonate;
 pub mod inflight;
 mod join;
 mod list;
+mod list_body;
 pub mod listener;
 pub mod merge_shapes;
 pub mod metrics;

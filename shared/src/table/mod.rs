@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 pub use duration::{age, human_duration};
-pub use stream::write_table;
+pub use stream::{TableList, write_table};
 
 use lookup::{list_at, opt_str, str_at};
 

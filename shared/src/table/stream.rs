@@ -1,8 +1,9 @@
 //! Table lists written straight to bytes: what [`super::table_with`] builds as one value, for
 //! many stored objects. Each object is parsed once and without its `managedFields` (no column
-//! reads them, and they are most of a pod's bytes), its row is written as soon as its cells are
-//! computed, and the row's PartialObjectMetadata (or whole object) is copied from the stored
-//! bytes instead of being cloned and encoded again. The bytes are those of `table_with`.
+//! reads them, and they are most of a pod's bytes; of a pod only what the pod printer reads),
+//! its row is written as soon as its cells are computed, and the row's PartialObjectMetadata
+//! (or whole object) is copied from the stored bytes instead of being cloned and encoded
+//! again. The bytes are those of `table_with`.
 
 use super::{IncludeObject, cells, columns, pod};
 use jiff::Timestamp;
@@ -63,6 +64,7 @@ fn printable<'a>(kind: &str, json: &'a [u8]) -> serde_json::Result<(Value, Optio
     let mut obj = Map::with_capacity(top.0.len());
     for (k, raw) in &top.0 {
         let v = match k.as_ref() {
+            "metadata" if kind == "Pod" => printed_pod_metadata(raw)?,
             "metadata" => {
                 Value::Object(RawFields::parse(raw.get().as_bytes())?.value(&["managedFields"])?)
             }
@@ -72,6 +74,22 @@ fn printable<'a>(kind: &str, json: &'a [u8]) -> serde_json::Result<(Value, Optio
         obj.insert(k.to_string(), v);
     }
     Ok((Value::Object(obj), top.get("metadata")))
+}
+
+/// The fields of a pod's metadata the pod printer reads: its name, age and whether it is
+/// being deleted (labels, annotations and owners are left unparsed; the row's object copies
+/// the metadata's bytes).
+fn printed_pod_metadata(raw: &RawValue) -> serde_json::Result<Value> {
+    let mut metadata = Map::new();
+    for (k, v) in RawFields::parse(raw.get().as_bytes())?.0 {
+        if matches!(
+            k.as_ref(),
+            "name" | "creationTimestamp" | "deletionTimestamp"
+        ) {
+            metadata.insert(k.into_owned(), serde_json::from_str(v.get())?);
+        }
+    }
+    Ok(Value::Object(metadata))
 }
 
 /// The fields of a pod's spec the pod printer reads: the node, the readiness gates, the init
@@ -106,26 +124,70 @@ pub fn write_table<'a>(
     now: Timestamp,
     include: IncludeObject,
 ) -> serde_json::Result<()> {
-    let mut metadata = Map::new();
-    if let Some(rv) = resource_version {
-        metadata.insert("resourceVersion".into(), Value::String(rv.into()));
-    }
-    if let Some(c) = cont {
-        metadata.insert("continue".into(), Value::String(c.into()));
-    }
-    out.extend_from_slice(br#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":"#);
-    serde_json::to_writer(&mut *out, &metadata)?;
-    out.extend_from_slice(br#","columnDefinitions":"#);
-    serde_json::to_writer(&mut *out, &columns(kind))?;
-    out.extend_from_slice(br#","rows":["#);
-    for (i, json) in objects.into_iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
+    let list = TableList {
+        kind,
+        resource_version,
+        cont,
+        now,
+        include,
+    };
+    list.write_each(out, objects, |_| true).map(drop)
+}
+
+/// What a Table list is of and carries, beside its rows' objects.
+#[derive(Debug, Clone, Copy)]
+pub struct TableList<'a> {
+    pub kind: &'a str,
+    pub resource_version: Option<&'a str>,
+    pub cont: Option<&'a str>,
+    pub now: Timestamp,
+    pub include: IncludeObject,
+}
+
+impl TableList<'_> {
+    /// [`write_table`], handing the bytes written so far to `row_written` after each row
+    /// (and after the opening): it may take them out of the buffer to send them on, and
+    /// returns false to stop (nobody reads the rest). `Ok(false)` when stopped.
+    pub fn write_each<'o>(
+        &self,
+        out: &mut Vec<u8>,
+        objects: impl IntoIterator<Item = &'o [u8]>,
+        mut row_written: impl FnMut(&mut Vec<u8>) -> bool,
+    ) -> serde_json::Result<bool> {
+        let TableList {
+            kind,
+            resource_version,
+            cont,
+            now,
+            include,
+        } = *self;
+        let mut metadata = Map::new();
+        if let Some(rv) = resource_version {
+            metadata.insert("resourceVersion".into(), Value::String(rv.into()));
         }
-        write_row(out, kind, json, now, include)?;
+        if let Some(c) = cont {
+            metadata.insert("continue".into(), Value::String(c.into()));
+        }
+        out.extend_from_slice(br#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":"#);
+        serde_json::to_writer(&mut *out, &metadata)?;
+        out.extend_from_slice(br#","columnDefinitions":"#);
+        serde_json::to_writer(&mut *out, &columns(kind))?;
+        out.extend_from_slice(br#","rows":["#);
+        if !row_written(out) {
+            return Ok(false);
+        }
+        for (i, json) in objects.into_iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_row(out, kind, json, now, include)?;
+            if !row_written(out) {
+                return Ok(false);
+            }
+        }
+        out.extend_from_slice(b"]}");
+        Ok(true)
     }
-    out.extend_from_slice(b"]}");
-    Ok(())
 }
 
 /// One row, as [`super::row_with`] makes it.
@@ -190,6 +252,19 @@ mod tests {
                 "status": {"phase": "Running", "podIP": "10.0.0.5",
                     "containerStatuses": [{"name": "main", "ready": true, "restartCount": 2,
                         "state": {"running": {"startedAt": "2026-11-29T11:00:01Z"}}}]}}),
+            ),
+            (
+                "Pod",
+                json!({"kind": "Pod", "apiVersion": "v1",
+                "metadata": {"name": "leaving", "namespace": "default", "uid": "u3",
+                    "creationTimestamp": "2026-11-29T11:00:00Z",
+                    "deletionTimestamp": "2026-11-29T11:59:00Z", "labels": {"app": "web"},
+                    "annotations": {"a": "b"}, "ownerReferences": [{"apiVersion": "apps/v1",
+                        "kind": "ReplicaSet", "name": "web-1", "uid": "r1", "controller": true}]},
+                "spec": {"nodeName": "n1", "containers": [{"name": "main", "image": "nginx"}]},
+                "status": {"phase": "Running", "containerStatuses": [{"name": "main",
+                    "ready": true, "restartCount": 0,
+                    "state": {"running": {"startedAt": "2026-11-29T11:00:01Z"}}}]}}),
             ),
             (
                 // Everything the pod printer reads of a spec, beside what it never does.
@@ -293,6 +368,58 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Taken out row by row, the bytes are those of one write; a hook that stops ends the
+    /// table where it stopped.
+    #[test]
+    fn rows_taken_out_as_they_are_written_make_the_same_table() {
+        let stored: Vec<Vec<u8>> = objects()
+            .into_iter()
+            .filter(|(k, _)| *k == "Pod")
+            .map(|(_, o)| serde_json::to_vec(&o).expect("encode"))
+            .collect();
+        let list = TableList {
+            kind: "Pod",
+            resource_version: Some("42"),
+            cont: None,
+            now: now(),
+            include: IncludeObject::Metadata,
+        };
+        let mut whole = Vec::new();
+        write_table(
+            &mut whole,
+            list.kind,
+            stored.iter().map(Vec::as_slice),
+            list.resource_version,
+            list.cont,
+            list.now,
+            list.include,
+        )
+        .expect("write");
+        let mut chunks: Vec<Vec<u8>> = Vec::new();
+        let mut out = Vec::new();
+        let finished = list
+            .write_each(&mut out, stored.iter().map(Vec::as_slice), |buf| {
+                chunks.push(std::mem::take(buf));
+                true
+            })
+            .expect("write");
+        assert!(finished);
+        assert_eq!(chunks.len(), stored.len() + 1, "the opening, then each row");
+        chunks.push(out);
+        assert_eq!(chunks.concat(), whole);
+
+        let mut calls = 0;
+        let mut out = Vec::new();
+        let finished = list
+            .write_each(&mut out, stored.iter().map(Vec::as_slice), |_| {
+                calls += 1;
+                calls < 2
+            })
+            .expect("write");
+        assert!(!finished);
+        assert_eq!(calls, 2, "stopped after the first row");
     }
 
     #[test]

@@ -61,8 +61,9 @@ impl Iterator for Splice {
     }
 }
 
-/// A Table list of the stored `items` (built-in kinds: see [`TableList`]), followed by a
-/// newline. The first chunk is rendered before the answer starts, so a stored object that is
+/// A Table list of the stored `items` (built-in kinds: see [`TableList`]; its resource
+/// version and `continue` token are the owned ones given here, which the renderer's thread
+/// keeps), followed by a newline. The first chunk is rendered before the answer starts, so a stored object that is
 /// not JSON there is still a 500; one found later ends the body with an error (the client
 /// sees a truncated response), as a list encoder failing mid-stream does upstream.
 pub async fn table(

@@ -12,7 +12,7 @@ use berth_registry::prefix;
 use berth_shared::custom::{self, selectable};
 use berth_shared::resource::ResourceType;
 use berth_shared::selector::{FieldSelector, LabelSelector};
-use berth_shared::table::{IncludeObject, TableList};
+use berth_shared::table::IncludeObject;
 use berth_store::{ObjectIndex, Revision, Store, StoredObject};
 use serde_json::Value;
 
@@ -165,16 +165,8 @@ pub async fn list(
             let t = table::render(rt, &items, &rv, cont.as_deref(), include)?;
             return Ok(raw_json(t));
         }
-        let list = TableList {
-            kind: rt.kind,
-            resource_version: None,
-            cont: None,
-            now: jiff::Timestamp::now(),
-            include,
-        };
-        return Ok(json_response(
-            list_body::table(list, rv, cont, items).await?,
-        ));
+        let body = list_body::table(rt.kind, include, rv, cont, items).await?;
+        return Ok(json_response(body));
     }
     // Items are stored as JSON already: splice them into the list without re-encoding.
     let mut meta = serde_json::json!({"resourceVersion": rv});

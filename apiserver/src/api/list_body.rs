@@ -5,7 +5,7 @@
 
 use super::error::ApiError;
 use axum::body::Body;
-use berth_shared::table::TableList;
+use berth_shared::table::{IncludeObject, TableList};
 use berth_store::StoredObject;
 use bytes::Bytes;
 use futures::StreamExt;
@@ -61,24 +61,27 @@ impl Iterator for Splice {
     }
 }
 
-/// A Table list of the stored `items` (built-in kinds: see [`TableList`]; its resource
-/// version and `continue` token are the owned ones given here, which the renderer's thread
-/// keeps), followed by a newline. The first chunk is rendered before the answer starts, so a stored object that is
-/// not JSON there is still a 500; one found later ends the body with an error (the client
-/// sees a truncated response), as a list encoder failing mid-stream does upstream.
+/// A Table list of `kind` of the stored `items` (built-in kinds: see [`TableList`]), rows
+/// carrying what `include` asks for, followed by a newline. The first chunk is rendered before
+/// the answer starts, so a stored object that is not JSON there is still a 500; one found
+/// later ends the body with an error (the client sees a truncated response), as a list
+/// encoder failing mid-stream does upstream.
 pub async fn table(
-    list: TableList<'static>,
+    kind: &'static str,
+    include: IncludeObject,
     resource_version: String,
     cont: Option<String>,
     items: Vec<StoredObject>,
 ) -> Result<Body, ApiError> {
+    let now = jiff::Timestamp::now();
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(TABLE_AHEAD);
-    let kind = list.kind;
     tokio::task::spawn_blocking(move || {
         let list = TableList {
+            kind,
             resource_version: Some(&resource_version),
             cont: cont.as_deref(),
-            ..list
+            now,
+            include,
         };
         let mut out = Vec::with_capacity(2 * CHUNK);
         let written = list.write_each(&mut out, items.iter().map(|i| &i.data[..]), |buf| {

@@ -37,8 +37,10 @@ impl<'de> serde::Deserialize<'de> for RawFields<'de> {
 }
 
 impl<'a> RawFields<'a> {
-    fn parse(json: &'a [u8]) -> serde_json::Result<Self> {
-        serde_json::from_slice(json)
+    /// Parses from text: raw values read from `&str` are not checked for UTF-8 again, as
+    /// those read from bytes are, each time a nested object is parsed.
+    fn parse(json: &'a str) -> serde_json::Result<Self> {
+        serde_json::from_str(json)
     }
 
     fn get(&self, key: &str) -> Option<&'a RawValue> {
@@ -60,14 +62,13 @@ impl<'a> RawFields<'a> {
 /// What the printers read of a stored object: all of it but `metadata.managedFields` (and of a
 /// pod's spec only what the pod printer reads), with the raw metadata kept for the row's object.
 fn printable<'a>(kind: &str, json: &'a [u8]) -> serde_json::Result<(Value, Option<&'a RawValue>)> {
-    let top = RawFields::parse(json)?;
+    let text = std::str::from_utf8(json).map_err(serde::de::Error::custom)?;
+    let top = RawFields::parse(text)?;
     let mut obj = Map::with_capacity(top.0.len());
     for (k, raw) in &top.0 {
         let v = match k.as_ref() {
             "metadata" if kind == "Pod" => printed_pod_metadata(raw)?,
-            "metadata" => {
-                Value::Object(RawFields::parse(raw.get().as_bytes())?.value(&["managedFields"])?)
-            }
+            "metadata" => Value::Object(RawFields::parse(raw.get())?.value(&["managedFields"])?),
             "spec" if kind == "Pod" => printed_pod_spec(raw)?,
             _ => serde_json::from_str(raw.get())?,
         };
@@ -81,7 +82,7 @@ fn printable<'a>(kind: &str, json: &'a [u8]) -> serde_json::Result<(Value, Optio
 /// the metadata's bytes).
 fn printed_pod_metadata(raw: &RawValue) -> serde_json::Result<Value> {
     let mut metadata = Map::new();
-    for (k, v) in RawFields::parse(raw.get().as_bytes())?.0 {
+    for (k, v) in RawFields::parse(raw.get())?.0 {
         if matches!(
             k.as_ref(),
             "name" | "creationTimestamp" | "deletionTimestamp"
@@ -98,7 +99,7 @@ fn printed_pod_metadata(raw: &RawValue) -> serde_json::Result<Value> {
 /// parsed; the containers stand in as placeholders, one per container.
 fn printed_pod_spec(raw: &RawValue) -> serde_json::Result<Value> {
     let mut spec = Map::new();
-    for (k, v) in RawFields::parse(raw.get().as_bytes())?.0 {
+    for (k, v) in RawFields::parse(raw.get())?.0 {
         let v = match k.as_ref() {
             "containers" => {
                 let count = serde_json::from_str::<Vec<IgnoredAny>>(v.get())?.len();
@@ -131,7 +132,10 @@ pub fn write_table<'a>(
         now,
         include,
     };
-    list.write_each(out, objects, |_| true).map(drop)
+    list.write_head(out)?;
+    list.write_rows(out, objects, true)?;
+    TableList::write_tail(out);
+    Ok(())
 }
 
 /// What a Table list is of and carries, beside its rows' objects.
@@ -145,48 +149,44 @@ pub struct TableList<'a> {
 }
 
 impl TableList<'_> {
-    /// [`write_table`], handing the bytes written so far to `row_written` after each row
-    /// (and after the opening): it may take them out of the buffer to send them on, and
-    /// returns false to stop (nobody reads the rest). `Ok(false)` when stopped.
-    pub fn write_each<'o>(
-        &self,
-        out: &mut Vec<u8>,
-        objects: impl IntoIterator<Item = &'o [u8]>,
-        mut row_written: impl FnMut(&mut Vec<u8>) -> bool,
-    ) -> serde_json::Result<bool> {
-        let TableList {
-            kind,
-            resource_version,
-            cont,
-            now,
-            include,
-        } = *self;
+    /// The Table's opening, up to and including the rows' opening bracket.
+    pub fn write_head(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         let mut metadata = Map::new();
-        if let Some(rv) = resource_version {
+        if let Some(rv) = self.resource_version {
             metadata.insert("resourceVersion".into(), Value::String(rv.into()));
         }
-        if let Some(c) = cont {
+        if let Some(c) = self.cont {
             metadata.insert("continue".into(), Value::String(c.into()));
         }
         out.extend_from_slice(br#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":"#);
         serde_json::to_writer(&mut *out, &metadata)?;
         out.extend_from_slice(br#","columnDefinitions":"#);
-        serde_json::to_writer(&mut *out, &columns(kind))?;
+        serde_json::to_writer(&mut *out, &columns(self.kind))?;
         out.extend_from_slice(br#","rows":["#);
-        if !row_written(out) {
-            return Ok(false);
-        }
+        Ok(())
+    }
+
+    /// The rows of `objects`, comma-separated; `opening` says whether the first of them is the
+    /// Table's first row (else a comma goes before it). Rows written in parts, in order, are
+    /// the rows written at once.
+    pub fn write_rows<'o>(
+        &self,
+        out: &mut Vec<u8>,
+        objects: impl IntoIterator<Item = &'o [u8]>,
+        opening: bool,
+    ) -> serde_json::Result<()> {
         for (i, json) in objects.into_iter().enumerate() {
-            if i > 0 {
+            if i > 0 || !opening {
                 out.push(b',');
             }
-            write_row(out, kind, json, now, include)?;
-            if !row_written(out) {
-                return Ok(false);
-            }
+            write_row(out, self.kind, json, self.now, self.include)?;
         }
+        Ok(())
+    }
+
+    /// The Table's closing, after its last row.
+    pub fn write_tail(out: &mut Vec<u8>) {
         out.extend_from_slice(b"]}");
-        Ok(true)
     }
 }
 
@@ -370,10 +370,10 @@ mod tests {
         }
     }
 
-    /// Taken out row by row, the bytes are those of one write; a hook that stops ends the
-    /// table where it stopped.
+    /// Rows written in parts, in order, between the opening and the closing, are the bytes of
+    /// one write.
     #[test]
-    fn rows_taken_out_as_they_are_written_make_the_same_table() {
+    fn rows_written_in_parts_make_the_same_table() {
         let stored: Vec<Vec<u8>> = objects()
             .into_iter()
             .filter(|(k, _)| *k == "Pod")
@@ -382,7 +382,7 @@ mod tests {
         let list = TableList {
             kind: "Pod",
             resource_version: Some("42"),
-            cont: None,
+            cont: Some("next"),
             now: now(),
             include: IncludeObject::Metadata,
         };
@@ -397,29 +397,17 @@ mod tests {
             list.include,
         )
         .expect("write");
-        let mut chunks: Vec<Vec<u8>> = Vec::new();
-        let mut out = Vec::new();
-        let finished = list
-            .write_each(&mut out, stored.iter().map(Vec::as_slice), |buf| {
-                chunks.push(std::mem::take(buf));
-                true
-            })
-            .expect("write");
-        assert!(finished);
-        assert_eq!(chunks.len(), stored.len() + 1, "the opening, then each row");
-        chunks.push(out);
-        assert_eq!(chunks.concat(), whole);
-
-        let mut calls = 0;
-        let mut out = Vec::new();
-        let finished = list
-            .write_each(&mut out, stored.iter().map(Vec::as_slice), |_| {
-                calls += 1;
-                calls < 2
-            })
-            .expect("write");
-        assert!(!finished);
-        assert_eq!(calls, 2, "stopped after the first row");
+        for split in 0..=stored.len() {
+            let (a, b) = stored.split_at(split);
+            let mut parts = Vec::new();
+            list.write_head(&mut parts).expect("head");
+            list.write_rows(&mut parts, a.iter().map(Vec::as_slice), true)
+                .expect("rows");
+            list.write_rows(&mut parts, b.iter().map(Vec::as_slice), a.is_empty())
+                .expect("rows");
+            TableList::write_tail(&mut parts);
+            assert_eq!(parts, whole, "split after {split} rows");
+        }
     }
 
     #[test]

@@ -127,10 +127,6 @@ fn main() {
 
     let started = Instant::now();
     let _hollow = HollowNodes::start(&c, nodes, &[]);
-    let count = |path: &str| -> usize {
-        let list = api.get_ok(path);
-        list["items"].as_array().map_or(0, Vec::len)
-    };
     let registered = started.elapsed();
     let rss_nodes = c.rss_at_rest_kib();
 
@@ -171,8 +167,14 @@ fn main() {
     let stages = before.until(Stages::read(&c));
     let rss_full = c.rss_at_rest_kib();
     let peak = peak_kib(&c);
+    // The list's time is its body's arrival (the controller's part) and then the client's parse
+    // of it into a value, timed apart: on a machine the hollow nodes keep busy, the parse of a
+    // 150 MB body is seconds of the client's own.
     let list_started = Instant::now();
-    let listed = count("/api/v1/pods");
+    let reply = api.send(Req::get("/api/v1/pods"));
+    let received = list_started.elapsed();
+    assert_eq!(reply.status, 200, "{}", reply.describe());
+    let listed = reply.json()["items"].as_array().map_or(0, Vec::len);
     let list_time = list_started.elapsed();
 
     println!();
@@ -219,7 +221,8 @@ fn main() {
         megabytes(rss_nodes)
     );
     println!(
-        "| list all {listed} pods, JSON | {:.0} ms | |",
-        list_time.as_secs_f64() * 1000.0
+        "| list all {listed} pods, JSON | {:.0} ms ({:.0} ms until the whole body arrived, the rest the client's parse) | |",
+        list_time.as_secs_f64() * 1000.0,
+        received.as_secs_f64() * 1000.0
     );
 }

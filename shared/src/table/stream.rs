@@ -63,18 +63,106 @@ impl<'a> RawFields<'a> {
 /// pod's spec only what the pod printer reads), with the raw metadata kept for the row's object.
 fn printable<'a>(kind: &str, json: &'a [u8]) -> serde_json::Result<(Value, Option<&'a RawValue>)> {
     let text = std::str::from_utf8(json).map_err(serde::de::Error::custom)?;
+    if kind == "Pod" {
+        return printable_pod(text);
+    }
     let top = RawFields::parse(text)?;
     let mut obj = Map::with_capacity(top.0.len());
     for (k, raw) in &top.0 {
         let v = match k.as_ref() {
-            "metadata" if kind == "Pod" => printed_pod_metadata(raw)?,
             "metadata" => Value::Object(RawFields::parse(raw.get())?.value(&["managedFields"])?),
-            "spec" if kind == "Pod" => printed_pod_spec(raw)?,
             _ => serde_json::from_str(raw.get())?,
         };
         obj.insert(k.to_string(), v);
     }
     Ok((Value::Object(obj), top.get("metadata")))
+}
+
+/// A pod as the pod printer reads it, taken in one pass over its JSON: the raw metadata (for
+/// the row's object and the three fields below), the spec's printed fields and the status.
+/// Nothing else of a pod is printed.
+#[derive(serde::Deserialize)]
+struct PrintedPod<'a> {
+    #[serde(borrow, default)]
+    metadata: Option<&'a RawValue>,
+    #[serde(default)]
+    spec: Option<PrintedSpec>,
+    #[serde(default)]
+    status: Option<Value>,
+}
+
+/// The fields of a pod's spec the pod printer reads: the node, the readiness gates, the init
+/// containers (sidecars count as containers) and how many containers there are. The rest
+/// (volumes, each container's image, env, resources, mounts …) is most of a spec and is
+/// skipped, not kept.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PrintedSpec {
+    #[serde(default)]
+    node_name: Option<Value>,
+    #[serde(default)]
+    readiness_gates: Option<Value>,
+    #[serde(default)]
+    init_containers: Option<Value>,
+    #[serde(default)]
+    containers: Option<Counted>,
+}
+
+/// How many entries a JSON array has, its entries skipped.
+struct Counted(usize);
+
+impl<'de> serde::Deserialize<'de> for Counted {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Count;
+        impl<'de> Visitor<'de> for Count {
+            type Value = Counted;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON array")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut n = 0;
+                while seq.next_element::<IgnoredAny>()?.is_some() {
+                    n += 1;
+                }
+                Ok(Counted(n))
+            }
+        }
+        d.deserialize_seq(Count)
+    }
+}
+
+/// [`printable`] for a pod: what the pod printer reads (a null counts as absent, as it does
+/// for the printers), the containers standing in as placeholders, one per container.
+fn printable_pod(text: &str) -> serde_json::Result<(Value, Option<&RawValue>)> {
+    let pod: PrintedPod = serde_json::from_str(text)?;
+    let mut obj = Map::with_capacity(3);
+    if let Some(raw) = pod.metadata {
+        obj.insert("metadata".into(), printed_pod_metadata(raw)?);
+    }
+    if let Some(spec) = pod.spec {
+        let mut m = Map::with_capacity(4);
+        let fields = [
+            ("nodeName", spec.node_name),
+            ("readinessGates", spec.readiness_gates),
+            ("initContainers", spec.init_containers),
+        ];
+        for (k, v) in fields {
+            if let Some(v) = v {
+                m.insert(k.into(), v);
+            }
+        }
+        if let Some(Counted(n)) = spec.containers {
+            m.insert("containers".into(), Value::Array(vec![Value::Null; n]));
+        }
+        obj.insert("spec".into(), Value::Object(m));
+    }
+    if let Some(status) = pod.status {
+        obj.insert("status".into(), status);
+    }
+    Ok((Value::Object(obj), pod.metadata))
 }
 
 /// The fields of a pod's metadata the pod printer reads: its name, age and whether it is
@@ -91,26 +179,6 @@ fn printed_pod_metadata(raw: &RawValue) -> serde_json::Result<Value> {
         }
     }
     Ok(Value::Object(metadata))
-}
-
-/// The fields of a pod's spec the pod printer reads: the node, the readiness gates, the init
-/// containers (sidecars count as containers) and how many containers there are. The rest
-/// (volumes, each container's image, env, resources, mounts …) is most of a spec and is not
-/// parsed; the containers stand in as placeholders, one per container.
-fn printed_pod_spec(raw: &RawValue) -> serde_json::Result<Value> {
-    let mut spec = Map::new();
-    for (k, v) in RawFields::parse(raw.get())?.0 {
-        let v = match k.as_ref() {
-            "containers" => {
-                let count = serde_json::from_str::<Vec<IgnoredAny>>(v.get())?.len();
-                Value::Array(vec![Value::Null; count])
-            }
-            "nodeName" | "readinessGates" | "initContainers" => serde_json::from_str(v.get())?,
-            _ => continue,
-        };
-        spec.insert(k.into_owned(), v);
-    }
-    Ok(Value::Object(spec))
 }
 
 /// Writes a `meta.k8s.io/v1` Table of `kind` whose rows are the stored objects `objects` (each

@@ -224,15 +224,20 @@ impl RunLog {
     }
 
     /// Whole seconds from each run's finish to the next run's start, in order, up to the first
-    /// run whose times are not known yet.
+    /// run whose times are not known yet. Leading runs whose gap is unknown are passed over: a
+    /// run seen only while it ran, whose successor ended too before the next status (the
+    /// kubelet's immediate first restart), never shows its finish.
     pub fn gaps(&self) -> Vec<i64> {
         let runs = self.ordered();
         let mut out = Vec::new();
         for pair in runs.windows(2) {
-            let (Some(finished), Some(started)) = (pair[0].1.finished, pair[1].1.started) else {
-                break;
-            };
-            out.push(started.as_second() - finished.as_second());
+            match (pair[0].1.finished, pair[1].1.started) {
+                (Some(finished), Some(started)) => {
+                    out.push(started.as_second() - finished.as_second())
+                }
+                _ if out.is_empty() => {}
+                _ => break,
+            }
         }
         out
     }
@@ -369,6 +374,38 @@ mod tests {
             term("r0", &t(0), &t(0)),
         ));
         assert_eq!(log.gaps(), [10]);
+    }
+
+    #[test]
+    fn a_first_run_whose_end_was_never_seen_is_passed_over() {
+        let t = |s: u32| format!("2024-01-01T00:00:{s:02}Z");
+        let mut log = RunLog::default();
+        log.observe(&cs(
+            0,
+            "r0",
+            json!({"running": {"startedAt": t(0)}}),
+            json!({}),
+        ));
+        // r0 ended and r1 ran and ended before the next status: r0's end is never shown.
+        log.observe(&cs(
+            2,
+            "r1",
+            json!({"waiting": {"reason": "CrashLoopBackOff"}}),
+            term("r1", &t(1), &t(1)),
+        ));
+        log.observe(&cs(
+            3,
+            "r2",
+            json!({"running": {"startedAt": t(11)}}),
+            term("r1", &t(1), &t(1)),
+        ));
+        log.observe(&cs(
+            4,
+            "r3",
+            json!({"running": {"startedAt": t(31)}}),
+            term("r2", &t(11), &t(11)),
+        ));
+        assert_eq!(log.gaps(), [10, 20]);
     }
 
     #[test]

@@ -175,9 +175,10 @@ fn a_crashing_container_backs_off_10s_then_20s() {
                 Err(e) => panic!("{e}\nruns: {:#?}", log.ordered()),
                 Ok(Some(pair)) if log.waiting_reasons.contains("CrashLoopBackOff") => Ok(pair),
                 Ok(_) => Err(format!(
-                    "gaps so far {:?}, waiting reasons {:?}",
+                    "gaps so far {:?}, waiting reasons {:?}, runs {:?}",
                     log.gaps(),
-                    log.waiting_reasons
+                    log.waiting_reasons,
+                    log.ordered()
                 )),
             }
         },

@@ -137,6 +137,12 @@ impl<'de> serde::Deserialize<'de> for Counted {
 /// [`printable`] for a pod: what the pod printer reads (a null counts as absent, as it does
 /// for the printers), the containers standing in as placeholders, one per container.
 fn printable_pod(text: &str) -> serde_json::Result<(Value, Option<&RawValue>)> {
+    // A derived struct would also take an array, field by field.
+    if !text.trim_start().starts_with('{') {
+        return Err(serde::de::Error::custom(
+            "a stored pod is not a JSON object",
+        ));
+    }
     let pod: PrintedPod = serde_json::from_str(text)?;
     let mut obj = Map::with_capacity(3);
     if let Some(raw) = pod.metadata {
@@ -498,7 +504,7 @@ mod tests {
 
     #[test]
     fn stored_bytes_that_are_not_an_object_are_an_error() {
-        for bad in [&b"[1]"[..], b"{\"metadata\": 3", b"nope"] {
+        for bad in [&b"[1]"[..], b"[]", b"{\"metadata\": 3", b"nope"] {
             let mut out = Vec::new();
             let r = write_table(
                 &mut out,

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use berth_tests::pod_reading::{container_id, container_status, restart_count};
+use berth_tests::pod_reading::{container_id, container_status, is_ready, restart_count};
 use berth_tests::pod_specs::{SLEEP_FOREVER, bound_pod, sh_container, sh_pod};
 use berth_tests::wait::ok_if;
 use berth_tests::{Cluster, secs};
@@ -52,10 +52,23 @@ fn a_restarted_agent_adopts_running_containers_and_catches_up() {
         }),
     ));
     let mut before = BTreeMap::new();
-    for pod in ["keep-1", "keep-2", "restarted-once", "doomed"] {
+    for pod in ["keep-1", "keep-2", "doomed"] {
         let p = c.wait_for_pod_ready("default", pod, START);
         before.insert(pod, identity(&p));
     }
+    // Without a probe its first run is Ready from its start until its exit a moment later, and
+    // a status can show that: wait for the run after the restart.
+    let p = c.wait_pod(
+        "default",
+        "restarted-once",
+        START,
+        "Running and Ready after one restart",
+        |pod| match container_status(pod, "main") {
+            Some(cs) if is_ready(pod) && restart_count(cs) == 1 => Ok(pod.clone()),
+            _ => Err("not Ready after one restart yet".into()),
+        },
+    );
+    before.insert("restarted-once", identity(&p));
     assert_eq!(before["restarted-once"].1, 1, "{before:?}");
     let pids_before = c.running_tasks(0);
     let doomed_id = before["doomed"].0.clone();

@@ -84,11 +84,6 @@ pub async fn table(
     cont: Option<String>,
     items: Vec<StoredObject>,
 ) -> Result<Body, ApiError> {
-    let blocks = items.len().div_ceil(BLOCK_ROWS).max(1);
-    let renderers = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZeroUsize::get)
-        .clamp(1, MAX_RENDERERS)
-        .min(blocks);
     let table = Arc::new(TableBlocks {
         kind,
         include,
@@ -96,8 +91,12 @@ pub async fn table(
         cont,
         now: jiff::Timestamp::now(),
         items,
-        blocks,
     });
+    let blocks = table.blocks();
+    let renderers = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .clamp(1, MAX_RENDERERS)
+        .min(blocks);
     let mut receivers = Vec::with_capacity(renderers);
     for first in 0..renderers {
         let (tx, rx) = mpsc::channel(BLOCKS_AHEAD);
@@ -106,15 +105,12 @@ pub async fn table(
         tokio::task::spawn_blocking(move || table.render_every(first, renderers, &tx));
     }
     let mut chunks = Box::pin(in_order(receivers, blocks));
-    let first = match chunks.next().await {
-        Some(Ok(chunk)) => chunk,
-        Some(Err(e)) => return Err(ApiError::Internal(e.to_string())),
-        None => {
-            return Err(ApiError::Internal(
-                "the Table renderers stopped".to_string(),
-            ));
-        }
-    };
+    // `in_order` yields at least one block (there is always one) or an error.
+    let first = chunks
+        .next()
+        .await
+        .unwrap_or_else(|| Err(std::io::Error::other("no Table block")))
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(Body::from_stream(
         futures::stream::once(async move { Ok(first) }).chain(chunks),
     ))
@@ -128,13 +124,16 @@ struct TableBlocks {
     cont: Option<String>,
     now: jiff::Timestamp,
     items: Vec<StoredObject>,
-    /// How many blocks the rows make (one for an empty list).
-    blocks: usize,
 }
 
 type Chunk = Result<Bytes, std::io::Error>;
 
 impl TableBlocks {
+    /// How many blocks the rows make (one for an empty list).
+    fn blocks(&self) -> usize {
+        self.items.len().div_ceil(BLOCK_ROWS).max(1)
+    }
+
     /// Block `b`: the Table's opening before the first block's rows, its closing and a newline
     /// after the last one's.
     fn block(&self, b: usize) -> Chunk {
@@ -160,7 +159,7 @@ impl TableBlocks {
                 "a stored {kind} is not JSON: {e}"
             )));
         }
-        if b + 1 == self.blocks {
+        if b + 1 == self.blocks() {
             TableList::write_tail(&mut out);
             out.push(b'\n');
         }
@@ -170,7 +169,7 @@ impl TableBlocks {
     /// Renders blocks `first`, `first + step`, … into `tx` until they run out, one fails or
     /// nobody reads any more (the client went away).
     fn render_every(&self, first: usize, step: usize, tx: &mpsc::Sender<Chunk>) {
-        for b in (first..self.blocks).step_by(step) {
+        for b in (first..self.blocks()).step_by(step) {
             let block = self.block(b);
             let failed = block.is_err();
             if tx.blocking_send(block).is_err() || failed {
